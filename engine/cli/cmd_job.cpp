@@ -1,0 +1,36 @@
+// cmd_job.cpp — `salamander job check FILE.lua` and `salamander job schema [--markdown]`.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+
+namespace sal::cli {
+
+int cmd_job(const Args& args) {
+  Command cmd{"job", "job check FILE.lua | job schema [--markdown]",
+              "Checks a job file against the schema, or prints the schema (every key, its rule and default).",
+              {{"--markdown", "", "schema as a Markdown table (docs/job-file.md)"}},
+              2};
+  auto p = parse(cmd, args);
+  if (!p) return usage_error(cmd, p.error().message());
+  if (p->has("--help") || p->positional.empty()) return std::fputs(usage(cmd).c_str(), stdout), p->positional.empty() ? 2 : 0;
+  const std::string& verb = p->positional[0];
+  if (verb == "schema") {
+    std::fputs(job::schema_table(p->has("--markdown")).c_str(), stdout);
+    return 0;
+  }
+  if (verb == "check") {
+    if (p->positional.size() < 2) return usage_error(cmd, "job check needs a FILE.lua");
+    auto j = job::load_file(p->positional[1]);
+    if (!j) {
+      std::fprintf(stderr, "%s\n", j.error().message().c_str());
+      return 1;
+    }
+    std::printf("%s: ok (job '%s': %lld nodes x %s, %lld steps)\n", p->positional[1].c_str(), j->name.c_str(),
+                (long long)j->mesh.nodes, j->mesh.devices.c_str(), (long long)j->train.steps);
+    return 0;
+  }
+  return usage_error(cmd, "unknown job command '" + verb + "' (expected check or schema)");
+}
+
+}  // namespace sal::cli

@@ -1,0 +1,30 @@
+// cmd_keygen.cpp — `salamander keygen NAME`: a CURVE key pair for non-loopback endpoints.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "wire/curve.h"
+
+namespace sal::cli {
+
+int cmd_keygen(const Args& args) {
+  Command cmd{"keygen", "keygen NAME",
+              "Writes NAME.key (both keys, mode 0600) and NAME.pub (public key). The controller "
+              "uses its .key as security.server_key; clients list their public keys in "
+              "security.allow as '<public key> <role> <name>'.",
+              {},
+              1};
+  auto p = parse(cmd, args);
+  if (!p) return usage_error(cmd, p.error().message());
+  if (p->has("--help") || p->positional.empty()) return std::fputs(usage(cmd).c_str(), stdout), p->positional.empty() ? 2 : 0;
+  auto kp = wire::generate_key_files(p->positional[0]);
+  if (!kp) {
+    std::fprintf(stderr, "salamander keygen: %s\n", kp.error().message().c_str());
+    return 1;
+  }
+  std::printf("wrote %s.key and %s.pub\npublic key: %s\n", p->positional[0].c_str(), p->positional[0].c_str(),
+              kp->public_key.c_str());
+  return 0;
+}
+
+}  // namespace sal::cli

@@ -1,0 +1,39 @@
+// cmd_worker.cpp — `salamander worker`: internal; started by an agent, one per device.
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "runtime/worker.h"
+
+namespace sal::cli {
+
+int cmd_worker(const Args& args) {
+  Command cmd{"worker", "worker --agent ENDPOINT --index I --device D [options]",
+              "Internal: a worker process, started by its agent. Not for direct use.",
+              {{"--agent", "ENDPOINT", "the agent's local endpoint"},
+               {"--index", "I", "worker index on its node"},
+               {"--device", "DEVICE", "cpu:N or cuda:N"},
+               {"--node", "ID", "node id (log lines)"},
+               {"--parent-pid", "PID", "die with this process"},
+               {"--heartbeat-ms", "MS", "status interval towards the agent"}}};
+  auto p = parse(cmd, args);
+  if (!p) return usage_error(cmd, p.error().message());
+  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  runtime::WorkerOptions o;
+  o.agent = p->get_or("--agent", "");
+  o.device = p->get_or("--device", "cpu:0");
+  auto index = p->get_int("--index", 0, 0, 1 << 20);
+  auto node = p->get_int("--node", 0, 0, INT32_MAX);
+  auto parent = p->get_int("--parent-pid", 0, 0, INT32_MAX);
+  auto hb = p->get_int("--heartbeat-ms", 100, 1, 600000);
+  for (auto* r : {&index, &node, &parent, &hb})
+    if (!*r) return usage_error(cmd, r->error().message());
+  if (o.agent.empty()) return usage_error(cmd, "--agent is required");
+  o.index = uint32_t(*index);
+  o.node = uint32_t(*node);
+  o.parent_pid = pid_t(*parent);
+  o.heartbeat_ms = *hb;
+  if (auto s = setup_logging(*p, "worker " + std::to_string(o.node) + "." + std::to_string(o.index)); !s)
+    return usage_error(cmd, s.error().message());
+  return runtime::run_worker(o);
+}
+
+}  // namespace sal::cli

@@ -1,0 +1,69 @@
+// common.cpp — see common.h.
+#include "cli/common.h"
+
+#include <cstdio>
+
+#include "core/log.h"
+
+namespace sal::cli {
+
+Status setup_logging(const Parsed& p, const std::string& process, const std::string& file_override,
+                     const std::string& stderr_level) {
+  log::Options o;
+  o.level = p.get_or("--log-level", "info");
+  auto fmt = log::parse_format(p.get_or("--log-format", "plain"));
+  if (!fmt) return Error("--log-format: " + fmt.error().message());
+  o.format = *fmt;
+  o.process = process;
+  o.file = file_override.empty() ? p.get_or("--log-file", "") : file_override;
+  o.stderr_level = stderr_level;
+  if (auto s = log::init(o); !s) return Error("--log-level: " + s.error().message());
+  return {};
+}
+
+Result<job::JobConfig> load_job(const std::optional<std::string>& path) {
+  if (!path) return job::load_embedded_default();
+  return job::load_file(*path);
+}
+
+EventLoop::EventLoop() { uv_loop_init(&loop_); }
+
+EventLoop::~EventLoop() { close(); }
+
+void EventLoop::run() { uv_run(&loop_, UV_RUN_DEFAULT); }
+void EventLoop::stop() { uv_stop(&loop_); }
+
+void EventLoop::on_signals(std::function<void(int)> fn, bool sigint) {
+  on_signal_ = std::move(fn);
+  for (auto* slot : {&sigint_, &sigterm_}) {
+    if (slot == &sigint_ && !sigint) continue;
+    *slot = std::make_unique<uv_signal_t>();
+    uv_signal_init(&loop_, slot->get());
+    (*slot)->data = this;
+    uv_signal_start(slot->get(), [](uv_signal_t* h, int sig) {
+      auto* self = static_cast<EventLoop*>(h->data);
+      if (self->on_signal_) self->on_signal_(sig);
+    }, slot == &sigint_ ? SIGINT : SIGTERM);
+  }
+}
+
+void EventLoop::close() {
+  if (closed_) return;
+  closed_ = true;
+  for (auto* slot : {&sigint_, &sigterm_})
+    if (*slot) uv_close(reinterpret_cast<uv_handle_t*>(slot->get()), nullptr);
+  // Let every pending close callback run, then close whatever is still open.
+  uv_run(&loop_, UV_RUN_NOWAIT);
+  uv_walk(&loop_, [](uv_handle_t* h, void*) {
+    if (!uv_is_closing(h)) uv_close(h, nullptr);
+  }, nullptr);
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  uv_loop_close(&loop_);
+}
+
+int usage_error(const Command& cmd, const std::string& message) {
+  std::fprintf(stderr, "salamander %s: %s\n", cmd.name.c_str(), message.c_str());
+  return 2;
+}
+
+}  // namespace sal::cli

@@ -1,0 +1,48 @@
+// common.h — pieces every subcommand uses: logging from the common options, loading a job file
+// (or the embedded default), and an event loop that shuts down cleanly with signal handling.
+#pragma once
+
+#include <uv.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cli/options.h"
+#include "core/result.h"
+#include "job/config.h"
+
+namespace sal::cli {
+
+// Applies --log-level/--log-format/--log-file. `stderr_level` quiets the terminal (e.g. "warn"
+// while a progress line is shown) without changing what goes to the file.
+Status setup_logging(const Parsed& p, const std::string& process, const std::string& file_override = "",
+                     const std::string& stderr_level = "");
+
+// A job file path, or the embedded quickstart when none is given.
+Result<job::JobConfig> load_job(const std::optional<std::string>& path);
+
+// A libuv loop owned by a command. Objects holding uv handles must be destroyed before the loop;
+// `close()` then runs the remaining close callbacks and closes the loop.
+class EventLoop {
+ public:
+  EventLoop();
+  ~EventLoop();
+  uv_loop_t* get() { return &loop_; }
+  void run();
+  void stop();
+  // Calls `fn(signum)` on SIGTERM, and on SIGINT unless `sigint` is false.
+  void on_signals(std::function<void(int)> fn, bool sigint = true);
+  void close();
+
+ private:
+  uv_loop_t loop_;
+  std::unique_ptr<uv_signal_t> sigint_, sigterm_;
+  std::function<void(int)> on_signal_;
+  bool closed_ = false;
+};
+
+int usage_error(const Command& cmd, const std::string& message);
+
+}  // namespace sal::cli

@@ -1,0 +1,68 @@
+// local_run.h — what `salamander run` does: a controller in this process and N agents as child
+// processes on loopback, a live progress line, and a clean shutdown (job done, job.stop(), Ctrl-C
+// or SIGTERM): the controller stops the agents, the agents stop their workers, and nothing is left
+// running. A second Ctrl-C kills the agents at once. Agents and workers die with this process
+// even if it is SIGKILLed (PR_SET_PDEATHSIG).
+#pragma once
+
+#include <zmq.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/common.h"
+#include "cli/progress.h"
+#include "job/config.h"
+#include "mesh/controller.h"
+#include "mesh/process.h"
+#include "mesh/timer.h"
+
+namespace sal::cli {
+
+struct LocalRunOptions {
+  job::JobConfig job;
+  int64_t steps = 0;
+  std::string run_dir;
+  bool json = false;
+  std::string log_level = "info";
+  std::string log_format = "plain";
+};
+
+class LocalRun {
+ public:
+  LocalRun(EventLoop& loop, zmq::context_t& ctx, LocalRunOptions opts);
+  ~LocalRun();
+
+  Status start();
+  // The exit code once the loop has returned: 0 done, 1 failed, 130 interrupted.
+  int exit_code() const { return exit_code_; }
+  void print_summary();
+
+ private:
+  void spawn_agent(size_t i);
+  void on_agent_exit(size_t i, int64_t code, int sig);
+  void on_signal(int sig);
+  void begin_stop(const std::string& why, int code);
+  void wait_for_agents();
+  void kill_agents();
+  void refresh(bool force);
+  std::string status_line() const;
+
+  EventLoop& loop_;
+  zmq::context_t& ctx_;
+  LocalRunOptions opts_;
+  std::unique_ptr<mesh::Controller> controller_;
+  std::vector<std::unique_ptr<mesh::ChildProcess>> agents_;
+  ProgressLine progress_;
+  mesh::Timer progress_timer_;
+  mesh::Timer reap_timer_;
+  int64_t started_ns_ = 0;
+  int64_t finished_ns_ = 0;
+  std::string stop_reason_;
+  int exit_code_ = 0;
+  bool stopping_ = false;
+  bool joined_once_ = false;
+};
+
+}  // namespace sal::cli

@@ -1,0 +1,45 @@
+// options.h — command-line parsing for the subcommands: each declares its options as data, which
+// gives both the parser (unknown options are errors, with a suggestion) and the usage text.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace sal::cli {
+
+struct OptSpec {
+  std::string name;      // "--steps" or "-e"
+  std::string metavar;   // "N" for options taking a value; empty for flags
+  std::string help;
+};
+
+struct Parsed {
+  std::map<std::string, std::string> values;
+  std::vector<std::string> flags;
+  std::vector<std::string> positional;
+
+  bool has(const std::string& name) const;
+  std::optional<std::string> get(const std::string& name) const;
+  std::string get_or(const std::string& name, const std::string& fallback) const;
+  Result<int64_t> get_int(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const;
+};
+
+struct Command {
+  std::string name;       // "run"
+  std::string synopsis;   // "run [JOB.lua] [options]"
+  std::string summary;    // one line
+  std::vector<OptSpec> options;
+  size_t max_positional = 0;
+};
+
+// The options every command accepts (log level/format/file, --help).
+const std::vector<OptSpec>& common_options();
+
+Result<Parsed> parse(const Command& cmd, const std::vector<std::string>& args);
+std::string usage(const Command& cmd);
+
+}  // namespace sal::cli

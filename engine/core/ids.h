@@ -1,0 +1,24 @@
+// ids.h — identifiers shared by every part of the engine: nodes (one agent each), membership
+// epochs (bumped by every membership change), training steps, and roles of REPL sessions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace sal {
+
+using NodeId = uint32_t;   // assigned by the controller at registration; never reused in a job
+using Epoch = uint64_t;    // membership epoch; every join, death or departure bumps it
+using StepId = uint64_t;   // training step number (committed steps are never lost)
+
+constexpr NodeId kNoNode = UINT32_MAX;
+
+// What a REPL session may do. Loopback sessions are admin; CURVE sessions get the role their key
+// has in the allowlist. Each role includes the ones below it.
+enum class Role : uint8_t { observe = 0, operate = 1, admin = 2 };
+
+std::string_view role_name(Role r);
+std::optional<Role> parse_role(std::string_view s);
+
+}  // namespace sal

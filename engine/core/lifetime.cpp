@@ -1,0 +1,16 @@
+// lifetime.cpp — see lifetime.h.
+#include "core/lifetime.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+namespace sal {
+
+void die_with_parent(pid_t expected_parent) {
+  if (expected_parent <= 0) return;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != expected_parent) _exit(1);
+}
+
+}  // namespace sal

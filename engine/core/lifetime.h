@@ -1,0 +1,13 @@
+// lifetime.h — process lifetime rules shared by agents and workers: a child never outlives the
+// process that started it.
+#pragma once
+
+#include <sys/types.h>
+
+namespace sal {
+
+// In a child: ask the kernel for SIGKILL when the parent dies (PR_SET_PDEATHSIG), and exit at once
+// if the parent is already gone (it may have died before the prctl). expected_parent <= 0: no-op.
+void die_with_parent(pid_t expected_parent);
+
+}  // namespace sal

@@ -1,0 +1,107 @@
+// log.cpp — spdlog sinks and a JSON line formatter (one escaped object per record).
+#include "core/log.h"
+
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <ctime>
+#include <memory>
+
+#include "core/strings.h"
+
+
+namespace sal::log {
+namespace {
+
+// Formats a record as {"ts":"...","level":"info","proc":"agent 3","msg":"..."}.
+class JsonFormatter final : public spdlog::formatter {
+ public:
+  explicit JsonFormatter(std::string process) : process_(std::move(process)) {}
+
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    auto secs = std::chrono::duration_cast<std::chrono::milliseconds>(msg.time.time_since_epoch());
+    std::time_t t = secs.count() / 1000;
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char ts[64];
+    std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                  int(secs.count() % 1000));
+    std::string line = "{\"ts\":\"";
+    line += ts;
+    line += "\",\"level\":\"";
+    auto lv = spdlog::level::to_string_view(msg.level);
+    line.append(lv.data(), lv.size());
+    line += "\",\"proc\":";
+    line += json_quote(process_);
+    line += ",\"msg\":";
+    line += json_quote(std::string_view(msg.payload.data(), msg.payload.size()));
+    line += "}\n";
+    dest.append(line.data(), line.data() + line.size());
+  }
+
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<JsonFormatter>(process_);
+  }
+
+ private:
+  std::string process_;
+};
+
+std::unique_ptr<spdlog::formatter> make_formatter(const Options& opts) {
+  if (opts.format == Format::json) return std::make_unique<JsonFormatter>(opts.process);
+  return std::make_unique<spdlog::pattern_formatter>("%H:%M:%S.%e %^%-5l%$ [" + opts.process +
+                                                     "] %v");
+}
+
+}  // namespace
+
+bool valid_level(const std::string& s) {
+  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  for (auto* l : kLevels)
+    if (s == l) return true;
+  return false;
+}
+
+Result<Format> parse_format(const std::string& s) {
+  if (s == "plain") return Format::plain;
+  if (s == "json") return Format::json;
+  return fail("unknown log format '", s, "' (expected plain or json)");
+}
+
+Status init(const Options& opts) {
+  if (!valid_level(opts.level))
+    return fail("unknown log level '", opts.level,
+                "' (expected trace, debug, info, warn, error, critical or off)");
+  if (!opts.stderr_level.empty() && !valid_level(opts.stderr_level))
+    return fail("unknown log level '", opts.stderr_level, "'");
+  std::vector<spdlog::sink_ptr> sinks;
+  if (opts.to_stderr) {
+    auto s = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+    s->set_level(spdlog::level::from_str(opts.stderr_level.empty() ? opts.level
+                                                                    : opts.stderr_level));
+    s->set_formatter(make_formatter(opts));
+    sinks.push_back(s);
+  }
+  if (!opts.file.empty()) {
+    try {
+      auto f = std::make_shared<spdlog::sinks::basic_file_sink_mt>(opts.file, false);
+      f->set_level(spdlog::level::from_str(opts.level));
+      f->set_formatter(make_formatter(opts));
+      sinks.push_back(f);
+    } catch (const spdlog::spdlog_ex& e) {
+      return fail("cannot open log file ", opts.file, ": ", e.what());
+    }
+  }
+  auto logger = std::make_shared<spdlog::logger>("sal", sinks.begin(), sinks.end());
+  logger->set_level(spdlog::level::from_str(opts.level));
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+  return {};
+}
+
+void shutdown() { spdlog::shutdown(); }
+
+}  // namespace sal::log

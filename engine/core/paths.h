@@ -1,0 +1,26 @@
+// paths.h — where things are on this machine: the running executable (so a process can spawn its
+// own subcommands), and a private runtime directory (0700) for sockets and endpoint files.
+#pragma once
+
+#include <string>
+
+#include "core/result.h"
+
+namespace sal {
+
+// Absolute path of the running executable (/proc/self/exe).
+Result<std::string> self_exe();
+
+// $XDG_RUNTIME_DIR/salamander or /tmp/salamander-<uid>, created with mode 0700 if missing.
+Result<std::string> runtime_dir();
+
+// mkdir -p with the given mode for created directories.
+Status make_dirs(const std::string& path, unsigned mode = 0755);
+
+Result<std::string> read_file(const std::string& path, size_t max_bytes = 64u << 20);
+Status write_file(const std::string& path, const std::string& contents, unsigned mode = 0644);
+
+// Directory part of a path ("a/b/c.lua" -> "a/b", "c.lua" -> ".").
+std::string dir_name(const std::string& path);
+
+}  // namespace sal

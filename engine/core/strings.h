@@ -1,0 +1,36 @@
+// strings.h — small text helpers used across the engine: JSON string quoting, trimming/splitting,
+// strict number parsing with errors that say what was wrong, and "did you mean" suggestions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+
+namespace sal {
+
+// "a\"b" -> "\"a\\\"b\"" (RFC 8259 escaping; control bytes as \u00XX; invalid UTF-8 passes through).
+std::string json_quote(std::string_view s);
+
+std::string_view trim(std::string_view s);
+std::vector<std::string> split(std::string_view s, char sep);
+std::string join(const std::vector<std::string>& parts, std::string_view sep);
+
+// Whole-string integer parse: "12" ok, "12x", "", "-1" (for unsigned) rejected with a reason.
+Result<int64_t> parse_int(std::string_view s);
+Result<uint64_t> parse_uint(std::string_view s);
+Result<double> parse_double(std::string_view s);
+
+// Levenshtein distance, and the closest candidate within a small distance (empty if none).
+size_t edit_distance(std::string_view a, std::string_view b);
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
+
+// " (did you mean 'x'?)" or "".
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
+
+// Truncates to at most n bytes, adding "…" when cut (for log lines that echo input).
+std::string clip(std::string_view s, size_t n);
+
+}  // namespace sal

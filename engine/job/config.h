@@ -1,0 +1,97 @@
+// config.h — a job: what to train (model, data, train), where (mesh), how it is operated (repl,
+// security), and which policy fills each slot. Loaded from a Lua job file (scripts/jobs/*.lua)
+// that returns a table; every key is checked against the schema in schema.cpp, which is also what
+// `salamander job schema` prints and docs/job-file.md lists.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace sal::job {
+
+struct ModelConfig {
+  std::string kind = "moe-gpt";
+  int64_t layers = 2;
+  int64_t d_model = 64;
+  int64_t heads = 4;
+  int64_t experts = 8;
+  int64_t top_k = 2;
+  int64_t seq_len = 64;
+  int64_t vocab = 256;
+  double aux_loss_weight = 0.01;
+};
+
+struct DataConfig {
+  std::string path;            // text file (bytes) or pre-tokenised uint16 file; relative to job file
+  std::string format = "bytes";
+};
+
+struct TrainConfig {
+  int64_t steps = 200;
+  int64_t batch = 16;          // global batch in sequences; never changes with membership
+  double lr = 3e-3;
+  int64_t warmup = 20;
+  double weight_decay = 0.1;
+  double clip = 1.0;
+  int64_t seed = 1;
+};
+
+struct MeshConfig {
+  int64_t nodes = 4;           // local agents `salamander run` starts
+  std::string devices = "cpu:1";
+  int64_t heartbeat_ms = 100;
+  int64_t miss_limit = 3;      // heartbeats missed before a node is dead
+  std::string bind = "tcp://127.0.0.1:*";
+};
+
+struct ReplConfig {
+  std::string bind = "tcp://127.0.0.1:*";
+  int64_t budget_ms = 1000;    // wall-clock limit of one evaluation
+  int64_t memory_mb = 64;      // per-session Lua memory cap
+  int64_t max_sessions = 32;
+};
+
+struct SecurityConfig {
+  std::string server_key;      // file with the controller's CURVE secret key (Z85)
+  std::string allow;           // allowlist file: "<public key> <role> <name>" per line
+};
+
+struct PolicyConfig {
+  std::string allocation = "lazarus";
+  std::string placement = "mro";
+  std::string checkpoint = "moetion";
+  std::string redundancy = "none";
+  int64_t min_replicas = 2;    // f: each expert's fault-tolerance floor
+  int64_t slots = 4;           // expert slots per worker
+};
+
+struct JobConfig {
+  std::string name;
+  std::string file;            // where it came from ("<embedded quickstart>" for the default)
+  std::string dir;             // directory relative paths resolve against
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  MeshConfig mesh;
+  ReplConfig repl;
+  SecurityConfig security;
+  PolicyConfig policies;
+};
+
+// Evaluates a job file in a sandbox and checks it. Errors name the file, the key and the rule:
+// "scripts/jobs/x.lua: mesh.heartbeat_ms: expected an integer in [10, 60000], got 5".
+Result<JobConfig> load_file(const std::string& path);
+Result<JobConfig> load_text(const std::string& text, const std::string& label,
+                            const std::string& dir);
+
+// The default job compiled into the binary (scripts/jobs/quickstart.lua).
+Result<JobConfig> load_embedded_default();
+const std::string& embedded_default_text();
+
+// The schema as a table (key, type, default, rule, doc) for `salamander job schema` and the docs.
+std::string schema_table(bool markdown);
+
+}  // namespace sal::job

@@ -1,0 +1,51 @@
+// load.cpp — evaluates a job file in a sandbox (no API, strict globals, 1 s and 32 MiB budget)
+// and checks the table it returns against the schema.
+#include <lua.hpp>
+
+#include "core/paths.h"
+#include "job/config.h"
+#include "job/schema.h"
+#include "lua/sandbox.h"
+
+namespace sal::job {
+namespace {
+
+constexpr size_t kMaxJobFileBytes = 1u << 20;
+constexpr int64_t kJobEvalBudgetMs = 1000;
+constexpr size_t kJobMemoryLimit = 32u << 20;
+
+std::string stem(const std::string& path) {
+  std::string base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  auto dot = base.rfind(".lua");
+  return dot == std::string::npos ? base : base.substr(0, dot);
+}
+
+}  // namespace
+
+Result<JobConfig> load_text(const std::string& text, const std::string& label,
+                            const std::string& dir) {
+  lua::Sandbox sb({.name = "job " + label, .memory_limit = kJobMemoryLimit});
+  if (auto s = sb.load(text, "@" + label); !s) return Error(s.error().message());
+  if (auto s = sb.call(0, 1, {.deadline_ms = kJobEvalBudgetMs, .what = "job file budget"}); !s)
+    return Error(label + ": " + s.error().message());
+  JobConfig job;
+  job.file = label;
+  job.dir = dir;
+  if (auto s = validate_table(sb.L(), -1, job); !s) return Error(label + ": " + s.error().message());
+  if (job.name.empty()) job.name = stem(label);
+  return job;
+}
+
+Result<JobConfig> load_file(const std::string& path) {
+  auto text = read_file(path, kMaxJobFileBytes);
+  if (!text) return Error("job file " + text.error().message());
+  return load_text(*text, path, dir_name(path));
+}
+
+Result<JobConfig> load_embedded_default() {
+  auto job = load_text(embedded_default_text(), "<embedded scripts/jobs/quickstart.lua>", ".");
+  if (job.ok()) job->name = "quickstart";
+  return job;
+}
+
+}  // namespace sal::job

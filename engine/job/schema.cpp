@@ -1,0 +1,318 @@
+// schema.cpp — the job file schema: one row per key with its type, bounds, and doc, plus the rules
+// that tie keys together. Validation walks the Lua table the job file returned; nothing is
+// accepted that the schema does not name.
+#include <lua.hpp>
+
+#include <cmath>
+#include <functional>
+#include <set>
+#include <variant>
+
+#include "core/devices.h"
+#include "core/strings.h"
+#include "job/config.h"
+#include "job/schema.h"
+
+namespace sal::job {
+namespace {
+
+using Ref = std::variant<int64_t*, double*, std::string*>;
+
+struct Field {
+  std::string key;  // dotted path: "mesh.heartbeat_ms"
+  double lo = 0, hi = 0;
+  std::vector<std::string> choices;  // for strings; empty = free text
+  std::string doc;
+  std::function<Ref(JobConfig&)> ref;
+};
+
+Field integer(std::string key, double lo, double hi, std::string doc,
+              std::function<int64_t&(JobConfig&)> f) {
+  return {std::move(key), lo, hi, {}, std::move(doc), [f](JobConfig& j) { return Ref(&f(j)); }};
+}
+Field number(std::string key, double lo, double hi, std::string doc,
+             std::function<double&(JobConfig&)> f) {
+  return {std::move(key), lo, hi, {}, std::move(doc), [f](JobConfig& j) { return Ref(&f(j)); }};
+}
+Field text(std::string key, std::vector<std::string> choices, std::string doc,
+           std::function<std::string&(JobConfig&)> f) {
+  return {std::move(key), 0, 0, std::move(choices), std::move(doc),
+          [f](JobConfig& j) { return Ref(&f(j)); }};
+}
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> kFields = {
+      text("name", {}, "job name (default: the file name without .lua)",
+           [](JobConfig& j) -> std::string& { return j.name; }),
+      text("model.kind", {"moe-gpt"}, "model family",
+           [](JobConfig& j) -> std::string& { return j.model.kind; }),
+      integer("model.layers", 1, 256, "transformer blocks",
+              [](JobConfig& j) -> int64_t& { return j.model.layers; }),
+      integer("model.d_model", 8, 65536, "hidden size d",
+              [](JobConfig& j) -> int64_t& { return j.model.d_model; }),
+      integer("model.heads", 1, 1024, "attention heads (must divide d_model)",
+              [](JobConfig& j) -> int64_t& { return j.model.heads; }),
+      integer("model.experts", 1, 4096, "experts per MoE layer E",
+              [](JobConfig& j) -> int64_t& { return j.model.experts; }),
+      integer("model.top_k", 1, 64, "experts per token (<= experts)",
+              [](JobConfig& j) -> int64_t& { return j.model.top_k; }),
+      integer("model.seq_len", 2, 1 << 20, "context length in tokens",
+              [](JobConfig& j) -> int64_t& { return j.model.seq_len; }),
+      integer("model.vocab", 2, 65536, "vocabulary (256 for bytes)",
+              [](JobConfig& j) -> int64_t& { return j.model.vocab; }),
+      number("model.aux_loss_weight", 0, 10, "Switch load-balancing loss weight",
+             [](JobConfig& j) -> double& { return j.model.aux_loss_weight; }),
+      text("data.path", {}, "training text (bytes) or uint16 token file, relative to the job file",
+           [](JobConfig& j) -> std::string& { return j.data.path; }),
+      text("data.format", {"bytes", "uint16"}, "how data.path is tokenised",
+           [](JobConfig& j) -> std::string& { return j.data.format; }),
+      integer("train.steps", 0, 1e12, "steps to run (0: until stopped)",
+              [](JobConfig& j) -> int64_t& { return j.train.steps; }),
+      integer("train.batch", 1, 1 << 24, "global batch in sequences (independent of membership)",
+              [](JobConfig& j) -> int64_t& { return j.train.batch; }),
+      number("train.lr", 0, 10, "peak learning rate (AdamW)",
+             [](JobConfig& j) -> double& { return j.train.lr; }),
+      integer("train.warmup", 0, 1e9, "linear warmup steps before cosine decay",
+              [](JobConfig& j) -> int64_t& { return j.train.warmup; }),
+      number("train.weight_decay", 0, 10, "AdamW weight decay",
+             [](JobConfig& j) -> double& { return j.train.weight_decay; }),
+      number("train.clip", 0, 1e9, "global gradient-norm clip (0: off)",
+             [](JobConfig& j) -> double& { return j.train.clip; }),
+      integer("train.seed", 0, 9e15, "seed: the batch of step s is a function of (seed, s)",
+              [](JobConfig& j) -> int64_t& { return j.train.seed; }),
+      integer("mesh.nodes", 1, 1024, "local agents `salamander run` starts",
+              [](JobConfig& j) -> int64_t& { return j.mesh.nodes; }),
+      text("mesh.devices", {}, "devices per node: cpu:K or cuda:I[,J...]",
+           [](JobConfig& j) -> std::string& { return j.mesh.devices; }),
+      integer("mesh.heartbeat_ms", 10, 60000, "agent heartbeat interval",
+              [](JobConfig& j) -> int64_t& { return j.mesh.heartbeat_ms; }),
+      integer("mesh.miss_limit", 1, 100, "missed heartbeats before a silent node is dead",
+              [](JobConfig& j) -> int64_t& { return j.mesh.miss_limit; }),
+      text("mesh.bind", {}, "controller's mesh endpoint (loopback unless CURVE keys are set)",
+           [](JobConfig& j) -> std::string& { return j.mesh.bind; }),
+      text("repl.bind", {}, "REPL endpoint (loopback unless CURVE keys are set)",
+           [](JobConfig& j) -> std::string& { return j.repl.bind; }),
+      integer("repl.budget_ms", 10, 600000, "wall-clock limit of one REPL evaluation",
+              [](JobConfig& j) -> int64_t& { return j.repl.budget_ms; }),
+      integer("repl.memory_mb", 1, 4096, "Lua memory cap per REPL session",
+              [](JobConfig& j) -> int64_t& { return j.repl.memory_mb; }),
+      integer("repl.max_sessions", 1, 1024, "concurrent REPL sessions (oldest idle is dropped)",
+              [](JobConfig& j) -> int64_t& { return j.repl.max_sessions; }),
+      text("security.server_key", {}, "file holding the controller's CURVE secret key",
+           [](JobConfig& j) -> std::string& { return j.security.server_key; }),
+      text("security.allow", {}, "allowlist file: '<public key> <role> <name>' per line",
+           [](JobConfig& j) -> std::string& { return j.security.allow; }),
+      text("policies.allocation", {}, "allocation policy: a name in policies/allocation or a .lua path",
+           [](JobConfig& j) -> std::string& { return j.policies.allocation; }),
+      text("policies.placement", {}, "placement policy: a name in policies/placement or a .lua path",
+           [](JobConfig& j) -> std::string& { return j.policies.placement; }),
+      text("policies.checkpoint", {}, "checkpoint-window policy (name or .lua path)",
+           [](JobConfig& j) -> std::string& { return j.policies.checkpoint; }),
+      text("policies.redundancy", {}, "redundancy policy (name or .lua path)",
+           [](JobConfig& j) -> std::string& { return j.policies.redundancy; }),
+      integer("policies.min_replicas", 1, 64, "f: replicas every expert keeps at least",
+              [](JobConfig& j) -> int64_t& { return j.policies.min_replicas; }),
+      integer("policies.slots", 1, 1024, "expert slots per worker",
+              [](JobConfig& j) -> int64_t& { return j.policies.slots; }),
+  };
+  return kFields;
+}
+
+bool is_section(const std::string& path) {
+  for (const auto& f : fields())
+    if (f.key.rfind(path + ".", 0) == 0) return true;
+  return false;
+}
+
+// Names valid directly under `prefix` ("" for the top level).
+std::vector<std::string> names_under(const std::string& prefix) {
+  std::set<std::string> out;
+  for (const auto& f : fields()) {
+    std::string rest;
+    if (prefix.empty()) {
+      rest = f.key;
+    } else if (f.key.rfind(prefix + ".", 0) == 0) {
+      rest = f.key.substr(prefix.size() + 1);
+    } else {
+      continue;
+    }
+    out.insert(rest.substr(0, rest.find('.')));
+  }
+  return {out.begin(), out.end()};
+}
+
+const Field* find_field(const std::string& key) {
+  for (const auto& f : fields())
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
+std::string describe_lua(lua_State* L, int idx) {
+  switch (lua_type(L, idx)) {
+    case LUA_TSTRING: return "\"" + clip(lua_tostring(L, idx), 60) + "\"";
+    case LUA_TNUMBER: {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.14g", lua_tonumber(L, idx));
+      return buf;
+    }
+    case LUA_TBOOLEAN: return lua_toboolean(L, idx) ? "true" : "false";
+    default: return std::string("a ") + luaL_typename(L, idx);
+  }
+}
+
+std::string range_text(double lo, double hi) {
+  char buf[80];
+  std::snprintf(buf, sizeof buf, "[%.14g, %.14g]", lo, hi);
+  return buf;
+}
+
+Status set_value(const Field& f, JobConfig& job, lua_State* L, int idx) {
+  Ref r = f.ref(job);
+  if (auto* p = std::get_if<int64_t*>(&r)) {
+    double x = lua_type(L, idx) == LUA_TNUMBER ? lua_tonumber(L, idx) : NAN;
+    if (lua_type(L, idx) != LUA_TNUMBER || x != std::floor(x) || x < f.lo || x > f.hi)
+      return fail("expected an integer in ", range_text(f.lo, f.hi), ", got ", describe_lua(L, idx));
+    **p = int64_t(x);
+  } else if (auto* p = std::get_if<double*>(&r)) {
+    double x = lua_tonumber(L, idx);
+    if (lua_type(L, idx) != LUA_TNUMBER || !std::isfinite(x) || x < f.lo || x > f.hi)
+      return fail("expected a number in ", range_text(f.lo, f.hi), ", got ", describe_lua(L, idx));
+    **p = x;
+  } else {
+    auto* s = std::get<std::string*>(r);
+    if (lua_type(L, idx) != LUA_TSTRING)
+      return fail("expected a string, got ", describe_lua(L, idx));
+    std::string v = lua_tostring(L, idx);
+    if (!f.choices.empty() &&
+        std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end())
+      return fail("expected one of ", join(f.choices, ", "), ", got \"", v, "\"");
+    *s = v;
+  }
+  return {};
+}
+
+// Walks the table at idx whose dotted path is `prefix`.
+Status walk(lua_State* L, int idx, const std::string& prefix, JobConfig& job) {
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    if (lua_type(L, -2) != LUA_TSTRING) {
+      std::string where = prefix.empty() ? "the top level" : prefix;
+      std::string k = describe_lua(L, -2);
+      lua_pop(L, 2);
+      return fail(where, ": key ", k, " is not a name (expected key = value)");
+    }
+    std::string key = lua_tostring(L, -2);
+    std::string path = prefix.empty() ? key : prefix + "." + key;
+    int value = lua_gettop(L);
+    Status s;
+    if (is_section(path)) {
+      if (lua_type(L, value) != LUA_TTABLE) {
+        s = fail(path, ": expected a table of settings, got ", describe_lua(L, value));
+      } else {
+        s = walk(L, value, path, job);
+      }
+    } else if (const Field* f = find_field(path)) {
+      s = set_value(*f, job, L, value);
+      if (!s) s = Error(path + ": " + s.error().message());
+    } else {
+      s = fail(path, ": unknown key", did_you_mean(key, names_under(prefix)),
+               "; valid here: ", join(names_under(prefix), ", "));
+    }
+    lua_pop(L, 1);
+    if (!s) {
+      lua_pop(L, 1);
+      return s;
+    }
+  }
+  return {};
+}
+
+bool valid_endpoint(const std::string& ep) {
+  return ep.rfind("tcp://", 0) == 0 || ep.rfind("ipc://", 0) == 0 ||
+         ep.rfind("inproc://", 0) == 0;
+}
+
+bool valid_policy_ref(const std::string& v) {
+  if (v.size() > 4 && v.substr(v.size() - 4) == ".lua") return true;
+  if (v.empty()) return false;
+  for (unsigned char c : v)
+    if (!std::isalnum(c) && c != '_' && c != '-') return false;
+  return true;
+}
+
+Status cross_checks(const JobConfig& j) {
+  if (j.model.d_model % j.model.heads != 0)
+    return fail("model.heads: ", j.model.heads, " does not divide model.d_model = ",
+                j.model.d_model);
+  if (j.model.top_k > j.model.experts)
+    return fail("model.top_k: ", j.model.top_k, " is more than model.experts = ",
+                j.model.experts);
+  if (j.data.format == "bytes" && j.model.vocab != 256)
+    return fail("model.vocab: byte-level data (data.format = \"bytes\") needs vocab = 256, got ",
+                j.model.vocab);
+  if (auto d = parse_devices(j.mesh.devices); !d) return Error("mesh.devices: " + d.error().message());
+  for (auto [key, ep] : {std::pair{"mesh.bind", j.mesh.bind}, std::pair{"repl.bind", j.repl.bind}})
+    if (!valid_endpoint(ep))
+      return fail(key, ": \"", ep, "\" is not an endpoint (expected tcp://HOST:PORT or ipc://PATH)");
+  for (auto [key, v] : {std::pair{"policies.allocation", j.policies.allocation},
+                        std::pair{"policies.placement", j.policies.placement},
+                        std::pair{"policies.checkpoint", j.policies.checkpoint},
+                        std::pair{"policies.redundancy", j.policies.redundancy}})
+    if (!valid_policy_ref(v))
+      return fail(key, ": \"", v, "\" is neither a policy name ([A-Za-z0-9_-]) nor a .lua path");
+  if (j.security.server_key.empty() != j.security.allow.empty())
+    return fail("security: server_key and allow go together (CURVE needs the server's key and ",
+                "the allowlist of client keys)");
+  return {};
+}
+
+std::string default_text(const Field& f) {
+  JobConfig d;
+  Ref r = f.ref(d);
+  if (auto* p = std::get_if<int64_t*>(&r)) return std::to_string(**p);
+  if (auto* p = std::get_if<double*>(&r)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", **p);
+    return buf;
+  }
+  return "\"" + *std::get<std::string*>(r) + "\"";
+}
+
+std::string rule_text(const Field& f) {
+  JobConfig d;
+  Ref r = f.ref(d);
+  if (std::holds_alternative<int64_t*>(r)) return "integer in " + range_text(f.lo, f.hi);
+  if (std::holds_alternative<double*>(r)) return "number in " + range_text(f.lo, f.hi);
+  if (!f.choices.empty()) return "one of " + join(f.choices, ", ");
+  return "string";
+}
+
+}  // namespace
+
+Status validate_table(lua_State* L, int idx, JobConfig& job) {
+  if (idx < 0) idx = lua_gettop(L) + idx + 1;
+  if (lua_type(L, idx) != LUA_TTABLE)
+    return fail("the file must return a table (return { model = {...}, mesh = {...}, ... }), got ",
+                describe_lua(L, idx));
+  SAL_TRY(walk(L, idx, "", job));
+  return cross_checks(job);
+}
+
+std::string schema_table(bool markdown) {
+  std::string out;
+  if (markdown) out += "| key | rule | default | meaning |\n| --- | --- | --- | --- |\n";
+  for (const auto& f : fields()) {
+    if (markdown) {
+      out += "| `" + f.key + "` | " + rule_text(f) + " | `" + default_text(f) + "` | " + f.doc +
+             " |\n";
+    } else {
+      char buf[512];
+      std::snprintf(buf, sizeof buf, "%-22s %-32s %-22s %s\n", f.key.c_str(),
+                    rule_text(f).c_str(), default_text(f).c_str(), f.doc.c_str());
+      out += buf;
+    }
+  }
+  return out;
+}
+
+}  // namespace sal::job

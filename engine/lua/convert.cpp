@@ -1,0 +1,306 @@
+// convert.cpp — see convert.h.
+#include "lua/convert.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <vector>
+
+#include "core/strings.h"
+
+namespace sal::lua {
+namespace {
+
+bool is_identifier(const std::string& s) {
+  static const std::set<std::string> kKeywords = {
+      "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto", "if",
+      "in", "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while"};
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (unsigned char c : s)
+    if (!std::isalnum(c) && c != '_') return false;
+  return !kKeywords.count(s);
+}
+
+std::string quote_lua(const char* s, size_t n) {
+  std::string out = "\"";
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\%d", c);
+          out += buf;
+        } else {
+          out += char(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string number_text(lua_Number x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "math.huge" : "-math.huge";
+  if (x == std::floor(x) && std::fabs(x) < 1e15) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.0f", x);
+    return buf;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.14g", x);
+  return buf;
+}
+
+// Length n if the table's keys are exactly 1..n (n may be 0), else -1.
+long sequence_length(lua_State* L, int t) {
+  long count = 0, max = 0;
+  lua_pushnil(L);
+  while (lua_next(L, t) != 0) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) != LUA_TNUMBER) {
+      lua_pop(L, 1);
+      return -1;
+    }
+    lua_Number k = lua_tonumber(L, -1);
+    if (k < 1 || k != std::floor(k)) {
+      lua_pop(L, 1);
+      return -1;
+    }
+    ++count;
+    max = std::max(max, long(k));
+  }
+  return count == max ? max : -1;
+}
+
+struct Renderer {
+  lua_State* L;
+  const RenderOptions& o;
+  std::vector<const void*> stack;  // tables being rendered (cycle detection)
+
+  std::string scalar(int idx) {
+    switch (lua_type(L, idx)) {
+      case LUA_TNIL: return "nil";
+      case LUA_TBOOLEAN: return lua_toboolean(L, idx) ? "true" : "false";
+      case LUA_TNUMBER: return number_text(lua_tonumber(L, idx));
+      case LUA_TSTRING: {
+        size_t n = 0;
+        const char* s = lua_tolstring(L, idx, &n);
+        return quote_lua(s, n);
+      }
+      default: {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "<%s>", luaL_typename(L, idx));
+        return buf;
+      }
+    }
+  }
+
+  std::string key_text(int idx) {
+    if (lua_type(L, idx) == LUA_TSTRING) {
+      std::string k = lua_tostring(L, idx);
+      if (is_identifier(k)) return k;
+    }
+    return "[" + scalar(idx) + "]";
+  }
+
+  std::string value(int idx, size_t depth, size_t indent) {
+    idx = lua_absindex_compat(idx);
+    if (lua_type(L, idx) != LUA_TTABLE) return scalar(idx);
+    const void* p = lua_topointer(L, idx);
+    if (std::find(stack.begin(), stack.end(), p) != stack.end()) return "<cycle>";
+    if (depth >= o.max_depth) return "{…}";
+    stack.push_back(p);
+    std::vector<std::string> items;
+    long n = sequence_length(L, idx);
+    if (n >= 0) {
+      for (long i = 1; i <= n; ++i) {
+        lua_rawgeti(L, idx, int(i));
+        items.push_back(value(-1, depth + 1, indent + 2));
+        lua_pop(L, 1);
+      }
+    } else {
+      std::vector<std::pair<std::string, std::string>> kv;
+      lua_pushnil(L);
+      while (lua_next(L, idx) != 0) {
+        std::string k = key_text(-2);
+        kv.emplace_back(k, value(-1, depth + 1, indent + 2));
+        lua_pop(L, 1);
+      }
+      std::sort(kv.begin(), kv.end());
+      for (auto& [k, v] : kv) items.push_back(k + " = " + v);
+    }
+    stack.pop_back();
+    if (items.empty()) return "{}";
+    size_t len = 4;
+    bool multiline_child = false;
+    for (auto& it : items) {
+      len += it.size() + 2;
+      multiline_child |= it.find('\n') != std::string::npos;
+    }
+    if (len + indent <= o.wrap && !multiline_child) return "{ " + join(items, ", ") + " }";
+    std::string pad(indent + 2, ' ');
+    std::string out = "{\n";
+    for (auto& it : items) out += pad + it + ",\n";
+    return out + std::string(indent, ' ') + "}";
+  }
+
+  int lua_absindex_compat(int idx) {
+    return (idx > 0 || idx <= LUA_REGISTRYINDEX) ? idx : lua_gettop(L) + idx + 1;
+  }
+};
+
+nlohmann::ordered_json json_of(lua_State* L, int idx, size_t depth, size_t max_depth,
+                               std::vector<const void*>& stack) {
+  using J = nlohmann::ordered_json;
+  if (idx < 0) idx = lua_gettop(L) + idx + 1;
+  switch (lua_type(L, idx)) {
+    case LUA_TNIL: return nullptr;
+    case LUA_TBOOLEAN: return bool(lua_toboolean(L, idx));
+    case LUA_TNUMBER: {
+      lua_Number x = lua_tonumber(L, idx);
+      if (!std::isfinite(x)) return nullptr;
+      if (x == std::floor(x) && std::fabs(x) < 9.0e15) return int64_t(x);
+      return x;
+    }
+    case LUA_TSTRING: {
+      size_t n = 0;
+      const char* s = lua_tolstring(L, idx, &n);
+      return std::string(s, n);
+    }
+    case LUA_TTABLE: break;
+    default: return std::string("<") + luaL_typename(L, idx) + ">";
+  }
+  const void* p = lua_topointer(L, idx);
+  if (std::find(stack.begin(), stack.end(), p) != stack.end()) return "<cycle>";
+  if (depth >= max_depth) return "<too deep>";
+  stack.push_back(p);
+  J out;
+  long n = sequence_length(L, idx);
+  if (n >= 0) {
+    out = J::array();
+    for (long i = 1; i <= n; ++i) {
+      lua_rawgeti(L, idx, int(i));
+      out.push_back(json_of(L, -1, depth + 1, max_depth, stack));
+      lua_pop(L, 1);
+    }
+  } else {
+    std::vector<std::pair<std::string, J>> kv;
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+      std::string key;
+      if (lua_type(L, -2) == LUA_TSTRING) {
+        key = lua_tostring(L, -2);
+      } else if (lua_type(L, -2) == LUA_TNUMBER) {
+        key = number_text(lua_tonumber(L, -2));
+      } else {
+        key = std::string("<") + luaL_typename(L, -2) + ">";
+      }
+      kv.emplace_back(key, json_of(L, -1, depth + 1, max_depth, stack));
+      lua_pop(L, 1);
+    }
+    std::sort(kv.begin(), kv.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    out = J::object();
+    for (auto& [k, v] : kv) out[k] = std::move(v);
+  }
+  stack.pop_back();
+  return out;
+}
+
+}  // namespace
+
+std::string render(lua_State* L, int idx, const RenderOptions& opts) {
+  Renderer r{L, opts, {}};
+  std::string s = r.value(idx, 0, 0);
+  if (s.size() > opts.max_bytes) s = s.substr(0, opts.max_bytes) + "… (truncated)";
+  return s;
+}
+
+nlohmann::ordered_json to_json(lua_State* L, int idx, size_t max_depth) {
+  std::vector<const void*> stack;
+  return json_of(L, idx, 0, max_depth, stack);
+}
+
+void push_json(lua_State* L, const nlohmann::ordered_json& v) {
+  switch (v.type()) {
+    case nlohmann::json::value_t::null: lua_pushnil(L); break;
+    case nlohmann::json::value_t::boolean: lua_pushboolean(L, v.get<bool>()); break;
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned: lua_pushnumber(L, v.get<double>()); break;
+    case nlohmann::json::value_t::number_float: lua_pushnumber(L, v.get<double>()); break;
+    case nlohmann::json::value_t::string: {
+      const auto& s = v.get_ref<const std::string&>();
+      lua_pushlstring(L, s.data(), s.size());
+      break;
+    }
+    case nlohmann::json::value_t::array: {
+      lua_createtable(L, int(v.size()), 0);
+      int i = 1;
+      for (const auto& x : v) {
+        push_json(L, x);
+        lua_rawseti(L, -2, i++);
+      }
+      break;
+    }
+    case nlohmann::json::value_t::object: {
+      lua_createtable(L, 0, int(v.size()));
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        push_json(L, it.value());
+        lua_setfield(L, -2, it.key().c_str());
+      }
+      break;
+    }
+    default: lua_pushnil(L);
+  }
+}
+
+void set_field(lua_State* L, const char* key, int64_t v) {
+  lua_pushnumber(L, lua_Number(v));
+  lua_setfield(L, -2, key);
+}
+void set_field(lua_State* L, const char* key, double v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, key);
+}
+void set_field(lua_State* L, const char* key, const std::string& v) {
+  lua_pushlstring(L, v.data(), v.size());
+  lua_setfield(L, -2, key);
+}
+void set_field(lua_State* L, const char* key, const char* v) {
+  lua_pushstring(L, v);
+  lua_setfield(L, -2, key);
+}
+void set_field(lua_State* L, const char* key, bool v) {
+  lua_pushboolean(L, v);
+  lua_setfield(L, -2, key);
+}
+
+int64_t check_integer(lua_State* L, int idx, const char* fn, const char* what) {
+  if (lua_type(L, idx) != LUA_TNUMBER)
+    luaL_error(L, "%s: argument %d must be %s (an integer), got %s", fn, idx, what,
+               luaL_typename(L, idx));
+  lua_Number x = lua_tonumber(L, idx);
+  if (x != std::floor(x))
+    luaL_error(L, "%s: argument %d must be %s (an integer), got %f", fn, idx, what, x);
+  return int64_t(x);
+}
+
+std::string check_string(lua_State* L, int idx, const char* fn, const char* what) {
+  if (lua_type(L, idx) != LUA_TSTRING)
+    luaL_error(L, "%s: argument %d must be %s (a string), got %s", fn, idx, what,
+               luaL_typename(L, idx));
+  size_t n = 0;
+  const char* s = lua_tolstring(L, idx, &n);
+  return std::string(s, n);
+}
+
+}  // namespace sal::lua

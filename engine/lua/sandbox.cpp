@@ -1,0 +1,296 @@
+// sandbox.cpp — see sandbox.h. The allocator and the count hook find their state through the
+// allocator's userdata (lua_getallocf), so nothing is stored in the Lua registry that code could
+// reach.
+#include "lua/sandbox.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "core/clock.h"
+#include "core/strings.h"
+
+namespace sal::lua {
+
+// How often (in VM instructions) the count hook looks at the clock. ~1000 instructions is a few
+// microseconds of interpreted Lua, so the deadline is honoured to well under a millisecond.
+constexpr int kHookInstructions = 1000;
+
+struct Sandbox::Core {
+  size_t used = 0;
+  size_t limit = 0;
+  bool hit_limit = false;
+  const Budget* budget = nullptr;  // non-null while a call runs
+  int64_t start_ns = 0;
+  int64_t deadline_ns = 0;
+  int64_t next_service_ns = 0;
+  bool expired = false;
+  std::set<std::string> declared;  // globals strict mode accepts while nil
+};
+
+namespace {
+
+Sandbox::Core* core_of(lua_State* L) {
+  void* ud = nullptr;
+  lua_getallocf(L, &ud);
+  return static_cast<Sandbox::Core*>(ud);
+}
+
+void* capped_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
+  auto* c = static_cast<Sandbox::Core*>(ud);
+  size_t old = ptr ? osize : 0;
+  if (nsize == 0) {
+    c->used -= old;
+    std::free(ptr);
+    return nullptr;
+  }
+  if (nsize > old && c->used - old + nsize > c->limit) {
+    c->hit_limit = true;
+    return nullptr;  // LuaJIT raises "not enough memory"; shrinking never fails
+  }
+  void* p = std::realloc(ptr, nsize);
+  if (p) c->used = c->used - old + nsize;
+  return p;
+}
+
+void budget_hook(lua_State* L, lua_Debug*) {
+  auto* c = core_of(L);
+  if (!c->budget) return;
+  int64_t now = mono_ns();
+  if (c->expired || now >= c->deadline_ns) {
+    if (!c->expired) {
+      c->expired = true;
+      // From now on stop at every instruction: a pcall inside the chunk cannot keep it alive.
+      lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1);
+    }
+    luaL_error(L, "%s exceeded: stopped after %d ms", c->budget->what.c_str(),
+               int((now - c->start_ns) / 1'000'000));
+  }
+  if (c->budget->service && now >= c->next_service_ns) {
+    c->next_service_ns = now + c->budget->service_every_ms * 1'000'000;
+    c->budget->service();
+  }
+}
+
+int traceback_handler(lua_State* L) {
+  const char* msg = lua_tostring(L, 1);
+  if (!msg) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_isstring(L, -1)) return 1;
+    msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  }
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+// Keeps the message and the traceback lines that point into sandboxed code (drops [C] frames and
+// the host's own); omits the traceback entirely when it has a single frame.
+std::string tidy_traceback(const std::string& raw) {
+  auto pos = raw.find("\nstack traceback:");
+  if (pos == std::string::npos) return raw;
+  std::string msg = raw.substr(0, pos);
+  std::vector<std::string> frames;
+  for (auto& line : split(raw.substr(pos + 1), '\n')) {
+    std::string t(trim(line));
+    if (t.empty() || t == "stack traceback:" || t.rfind("[C]", 0) == 0) continue;
+    frames.push_back(t);
+  }
+  if (frames.size() <= 1) return msg;
+  return msg + "\nstack traceback:\n  " + join(frames, "\n  ");
+}
+
+int strict_index(lua_State* L) {
+  // upvalue 1: the candidate names are computed lazily from the globals table itself
+  const char* key = lua_tostring(L, 2);
+  if (!key) return 0;
+  auto* c = core_of(L);
+  if (c->declared.count(key)) return 0;
+  std::vector<std::string> names;
+  lua_pushnil(L);
+  while (lua_next(L, 1) != 0) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) == LUA_TSTRING) names.emplace_back(lua_tostring(L, -1));
+  }
+  for (const auto& d : c->declared) names.push_back(d);
+  std::string m = std::string("unknown global '") + key + "'" + did_you_mean(key, names);
+  lua_pushstring(L, m.c_str());
+  return lua_error(L);
+}
+
+int strict_newindex(lua_State* L) {
+  const char* key = lua_tostring(L, 2);
+  if (key && core_of(L)->declared.count(key) == 0)
+    return luaL_error(L, "assignment to undeclared global '%s' (use local)", key);
+  lua_rawset(L, 1);
+  return 0;
+}
+
+int readonly_newindex(lua_State* L) {
+  const char* label = lua_tostring(L, lua_upvalueindex(1));
+  return luaL_error(L, "%s is read-only", label ? label : "table");
+}
+
+int sandbox_print(lua_State* L) {
+  auto* fn = static_cast<std::function<void(const std::string&)>*>(
+      lua_touserdata(L, lua_upvalueindex(1)));
+  int n = lua_gettop(L);
+  std::string line;
+  for (int i = 1; i <= n; ++i) {
+    lua_pushvalue(L, lua_upvalueindex(2));  // the original tostring
+    lua_pushvalue(L, i);
+    lua_call(L, 1, 1);
+    size_t len = 0;
+    const char* s = lua_tolstring(L, -1, &len);
+    if (!s) return luaL_error(L, "'tostring' must return a string to 'print'");
+    if (i > 1) line += '\t';
+    line.append(s, len);
+    lua_pop(L, 1);
+  }
+  (*fn)(line);
+  return 0;
+}
+
+int collectgarbage_count(lua_State* L) {
+  const char* opt = luaL_optstring(L, 1, "count");
+  if (std::strcmp(opt, "count") != 0)
+    return luaL_error(L, "collectgarbage: only \"count\" is available in the sandbox");
+  lua_pushnumber(L, lua_gc(L, LUA_GCCOUNT, 0) + lua_gc(L, LUA_GCCOUNTB, 0) / 1024.0);
+  return 1;
+}
+
+void open_lib(lua_State* L, lua_CFunction open, const char* name) {
+  lua_pushcfunction(L, open);
+  lua_pushstring(L, name);
+  lua_call(L, 1, 0);
+}
+
+}  // namespace
+
+Sandbox::Sandbox(SandboxOptions opts) : opts_(std::move(opts)), core_(std::make_unique<Core>()) {
+  core_->limit = opts_.memory_limit;
+  L_ = lua_newstate(capped_alloc, core_.get());
+  if (!L_) throw std::runtime_error(opts_.name + ": cannot create a Lua state");
+  luaJIT_setmode(L_, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+  if (!opts_.print) {
+    std::string name = opts_.name;
+    opts_.print = [name](const std::string& s) { spdlog::info("[{}] {}", name, s); };
+  }
+  install_globals();
+}
+
+Sandbox::~Sandbox() {
+  if (L_) lua_close(L_);
+}
+
+void Sandbox::install_globals() {
+  lua_State* L = L_;
+  open_lib(L, luaopen_base, "");
+  open_lib(L, luaopen_table, LUA_TABLIBNAME);
+  open_lib(L, luaopen_string, LUA_STRLIBNAME);
+  open_lib(L, luaopen_math, LUA_MATHLIBNAME);
+  open_lib(L, luaopen_bit, LUA_BITLIBNAME);
+
+  // Nothing that reads files, loads code (text or bytecode), escapes environments or bypasses
+  // metatables stays reachable.
+  for (const char* name : {"dofile", "loadfile", "load", "loadstring", "getfenv", "setfenv",
+                           "newproxy", "rawset", "rawget", "gcinfo", "module", "require"}) {
+    lua_pushnil(L);
+    lua_setglobal(L, name);
+  }
+  lua_getglobal(L, "string");
+  lua_pushnil(L);
+  lua_setfield(L, -2, "dump");
+  lua_pop(L, 1);
+  lua_pushcfunction(L, collectgarbage_count);
+  lua_setglobal(L, "collectgarbage");
+
+  lua_pushlightuserdata(L, &opts_.print);
+  lua_getglobal(L, "tostring");
+  lua_pushcclosure(L, sandbox_print, 2);
+  lua_setglobal(L, "print");
+
+  // Globals table metatable: strict reads/writes, and locked.
+  lua_pushvalue(L, LUA_GLOBALSINDEX);
+  lua_newtable(L);
+  if (opts_.strict_reads) {
+    lua_pushcfunction(L, strict_index);
+    lua_setfield(L, -2, "__index");
+  }
+  if (opts_.strict_writes) {
+    lua_pushcfunction(L, strict_newindex);
+    lua_setfield(L, -2, "__newindex");
+  }
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_setmetatable(L, -2);
+  lua_pop(L, 1);
+}
+
+void Sandbox::allow_global(const std::string& name) { core_->declared.insert(name); }
+
+void Sandbox::make_readonly(lua_State* L, const std::string& label) {
+  int real = lua_gettop(L);
+  lua_newtable(L);  // proxy
+  lua_newtable(L);  // its metatable
+  lua_pushvalue(L, real);
+  lua_setfield(L, -2, "__index");
+  lua_pushstring(L, label.c_str());
+  lua_pushcclosure(L, readonly_newindex, 1);
+  lua_setfield(L, -2, "__newindex");
+  lua_pushstring(L, label.c_str());
+  lua_setfield(L, -2, "__metatable");
+  lua_setmetatable(L, -2);
+  lua_replace(L, real);
+}
+
+Status Sandbox::load(const std::string& text, const std::string& chunk_name) {
+  int rc = luaL_loadbufferx(L_, text.data(), text.size(), chunk_name.c_str(), "t");
+  if (rc == 0) return {};
+  std::string msg = lua_tostring(L_, -1) ? lua_tostring(L_, -1) : "unknown load error";
+  lua_pop(L_, 1);
+  if (rc == LUA_ERRMEM) msg = "memory limit exceeded while loading";
+  return Error(msg);
+}
+
+Status Sandbox::call(int nargs, int nresults, const Budget& budget) {
+  Core& c = *core_;
+  if (c.budget) return fail(opts_.name, ": re-entrant call refused");
+  int base = lua_gettop(L_) - nargs;  // index of the function
+  lua_pushcfunction(L_, traceback_handler);
+  lua_insert(L_, base);
+  c.budget = &budget;
+  c.expired = false;
+  c.hit_limit = false;
+  c.start_ns = mono_ns();
+  c.deadline_ns = c.start_ns + budget.deadline_ms * 1'000'000;
+  c.next_service_ns = c.start_ns + budget.service_every_ms * 1'000'000;
+  lua_sethook(L_, budget_hook, LUA_MASKCOUNT, kHookInstructions);
+  int rc = lua_pcall(L_, nargs, nresults, base);
+  lua_sethook(L_, nullptr, 0, 0);
+  c.budget = nullptr;
+  lua_remove(L_, base);  // the handler
+  if (rc == 0) return {};
+  std::string msg = lua_tostring(L_, -1) ? lua_tostring(L_, -1) : "error";
+  lua_settop(L_, base - 1);
+  if (rc == LUA_ERRMEM || c.hit_limit) {
+    lua_gc(L_, LUA_GCCOLLECT, 0);
+    return fail(opts_.name, ": memory limit of ", opts_.memory_limit >> 20, " MiB exceeded");
+  }
+  return Error(tidy_traceback(msg));
+}
+
+std::vector<std::string> Sandbox::global_names() const {
+  std::vector<std::string> names;
+  lua_pushnil(L_);
+  while (lua_next(L_, LUA_GLOBALSINDEX) != 0) {
+    lua_pop(L_, 1);
+    if (lua_type(L_, -1) == LUA_TSTRING) names.emplace_back(lua_tostring(L_, -1));
+  }
+  return names;
+}
+
+size_t Sandbox::memory_used() const { return core_->used; }
+bool Sandbox::busy() const { return core_->budget != nullptr; }
+
+}  // namespace sal::lua

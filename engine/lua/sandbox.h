@@ -1,0 +1,82 @@
+// sandbox.h — the LuaJIT host: one sandboxed lua_State for a job file, a policy generation or a
+// REPL session.
+//
+// A Sandbox is text-only (bytecode is refused), has no io/os/ffi/debug/jit/require, keeps the JIT
+// off (count hooks do not fire inside compiled traces — build-notes §3c), caps its memory with its
+// own allocator, optionally makes unknown globals an error, and runs code under a Budget: an
+// instruction-count hook that checks a wall-clock deadline, re-arms itself on every instruction
+// once expired (so `pcall` cannot swallow the stop), and can call a service function every few ms
+// so the host's event loop keeps breathing while a chunk runs.
+#pragma once
+
+#include <lua.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace sal::lua {
+
+struct SandboxOptions {
+  std::string name = "lua";              // shows up in errors: "<name>: memory limit ..."
+  size_t memory_limit = 64u << 20;       // bytes the state may hold
+  bool strict_reads = true;              // reading an undefined global is an error
+  bool strict_writes = false;            // creating a new global is an error
+  std::function<void(const std::string&)> print;  // where print() goes (default: the log)
+};
+
+struct Budget {
+  int64_t deadline_ms = 1000;            // wall-clock limit for one call
+  int64_t service_every_ms = 10;         // how often `service` runs while the chunk runs
+  std::function<void()> service;         // must not throw; may be empty
+  std::string what = "budget";           // "repl.budget_ms" — named in the timeout error
+};
+
+class Sandbox {
+ public:
+  explicit Sandbox(SandboxOptions opts);
+  ~Sandbox();
+  Sandbox(const Sandbox&) = delete;
+  Sandbox& operator=(const Sandbox&) = delete;
+
+  lua_State* L() const { return L_; }
+  const SandboxOptions& options() const { return opts_; }
+
+  // Loads text (never bytecode) as a function on the stack top; the chunk name appears in errors.
+  Status load(const std::string& text, const std::string& chunk_name);
+
+  // lua_pcall under the budget with a traceback handler; nresults may be LUA_MULTRET. On error the
+  // stack is restored to its height before the function and its arguments, and the error says
+  // whether it was the budget, memory, or a Lua error (with the position and a short traceback).
+  Status call(int nargs, int nresults, const Budget& budget);
+
+  // Names of the globals currently defined (for completion and "did you mean").
+  std::vector<std::string> global_names() const;
+
+  // Declares a global that strict mode must accept even though its value is nil.
+  void allow_global(const std::string& name);
+
+  size_t memory_used() const;
+  // True while a call is running (the REPL uses it to refuse re-entrant evaluation).
+  bool busy() const;
+
+  // Makes the table at the top of the stack read-only for sandboxed code: replaces it by a proxy
+  // whose reads go to the original, whose writes raise "<label> is read-only", and whose
+  // metatable cannot be read or replaced.
+  static void make_readonly(lua_State* L, const std::string& label);
+
+  struct Core;  // allocator + budget state, shared with the C hooks (sandbox.cpp)
+
+ private:
+  void install_globals();
+
+  SandboxOptions opts_;
+  std::unique_ptr<Core> core_;
+  lua_State* L_ = nullptr;
+};
+
+}  // namespace sal::lua

@@ -1,0 +1,357 @@
+// agent.cpp — see agent.h.
+#include "mesh/agent.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "core/clock.h"
+#include "core/paths.h"
+#include "mesh/endpoint.h"
+#include "mesh/security.h"
+#include "mesh/zmq_uv.h"
+
+namespace sal::mesh {
+
+// While unregistered, the registration is repeated this often (the controller may not be up yet;
+// a repeat on the same connection is idempotent).
+constexpr uint64_t kRegisterRetryMs = 1000;
+// Grace period for workers to stop after being told to, before SIGKILL.
+constexpr uint64_t kWorkerStopGraceMs = 2000;
+// A goodbye must leave before the socket closes.
+constexpr int kGoodbyeLingerMs = 500;
+
+namespace {
+
+std::string random_tag() {
+  std::random_device rd;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+  return buf;
+}
+
+std::string hostname() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
+}  // namespace
+
+Agent::Agent(uv_loop_t* loop, zmq::context_t& ctx, AgentOptions opts)
+    : loop_(loop),
+      ctx_(ctx),
+      opts_(std::move(opts)),
+      ctrl_(ctx, zmq::socket_type::dealer),
+      local_(ctx, zmq::socket_type::router),
+      heartbeat_timer_(loop),
+      register_timer_(loop),
+      silence_timer_(loop),
+      kill_timer_(loop) {
+  if (opts_.name.empty()) opts_.name = hostname() + ":" + std::to_string(getpid());
+}
+
+Agent::~Agent() {
+  ctrl_watcher_.reset();
+  local_watcher_.reset();
+}
+
+Status Agent::start() {
+  if (opts_.devices.empty()) return fail("agent: no devices");
+  apply_control_options(ctrl_);
+  ctrl_.set(zmq::sockopt::linger, kGoodbyeLingerMs);
+  ctrl_.set(zmq::sockopt::routing_id, "agent-" + hostname() + "-" + std::to_string(getpid()) + "-" + random_tag());
+  if (!opts_.server_public_key.empty()) {
+    auto own = load_key_file(opts_.key_file);
+    if (!own) return Error("--key: " + own.error().message());
+    if (own->secret_key.empty()) return fail("--key: ", opts_.key_file, " holds no secret-key");
+    make_curve_client(ctrl_, opts_.server_public_key, *own);
+  } else if (!is_local_endpoint(opts_.controller)) {
+    return fail("controller ", opts_.controller,
+                " is not local: CURVE is required (--server-key PUBLIC and --key FILE)");
+  }
+  try {
+    ctrl_.connect(opts_.controller);
+  } catch (const zmq::error_t& e) {
+    return fail("cannot connect to controller ", opts_.controller, ": ", e.what());
+  }
+  apply_control_options(local_);
+  auto ep = bind_endpoint(local_, "ipc://@salamander-agent-" + std::to_string(getpid()) + "-" + random_tag());
+  if (!ep) return Error("agent worker endpoint: " + ep.error().message());
+  local_endpoint_ = *ep;
+  ctrl_watcher_ = std::make_unique<ZmqWatcher>(loop_, ctrl_, [this] { on_controller_message(); });
+  local_watcher_ = std::make_unique<ZmqWatcher>(loop_, local_, [this] { on_worker_message(); });
+  last_contact_ns_ = mono_ns();
+  send_register();
+  register_timer_.start(kRegisterRetryMs, kRegisterRetryMs, [this] {
+    if (phase_ == Phase::registering) send_register();
+  });
+  silence_timer_.start(200, 200, [this] { check_silence(); });
+  spdlog::info("agent {} connecting to {} with {} device(s)", opts_.name, opts_.controller, opts_.devices.size());
+  return {};
+}
+
+template <class M>
+void Agent::to_controller(const M& msg) {
+  try {
+    (void)zmq::send_multipart(ctrl_, wire::encode(msg), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t& e) {
+    spdlog::warn("send to controller failed: {}", e.what());
+  }
+}
+
+template <class M>
+void Agent::to_worker(const Worker& w, const M& msg) {
+  if (w.rid.empty() || w.exited) return;
+  wire::Parts parts;
+  parts.emplace_back(w.rid.data(), w.rid.size());
+  wire::encode_into(msg, parts);
+  try {
+    (void)zmq::send_multipart(local_, parts, zmq::send_flags::dontwait);
+  } catch (const zmq::error_t& e) {
+    spdlog::debug("send to worker {} failed: {}", w.index, e.what());
+  }
+}
+
+void Agent::send_register() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  to_controller(wire::RegisterNode{opts_.name, host, uint32_t(getpid()), opts_.devices,
+                                   "salamander " SAL_VERSION});
+}
+
+void Agent::send_heartbeat() {
+  if (node_id_ == kNoNode || phase_ == Phase::registering) return;
+  wire::Heartbeat hb{node_id_, ++hb_seq_, {}};
+  for (const auto& w : workers_)
+    if (!w.exited) hb.workers.push_back({w.index, w.device, uint32_t(w.proc ? w.proc->pid() : 0), w.state});
+  to_controller(hb);
+}
+
+void Agent::on_controller_message() {
+  wire::Parts parts;
+  if (!recv_now(ctrl_, parts)) return;
+  last_contact_ns_ = mono_ns();
+  auto env = wire::open(parts);
+  if (!env) {
+    spdlog::warn("bad message from controller: {}", env.error().message());
+    return;
+  }
+  using T = wire::MsgType;
+  switch (env->type) {
+    case T::welcome:
+      if (auto m = wire::decode<wire::Welcome>(*env)) handle_welcome(*m);
+      break;
+    case T::ping:
+      break;  // contact noted above
+    case T::command:
+      if (auto m = wire::decode<wire::Command>(*env)) handle_command(*m);
+      break;
+    case T::step_begin:
+      if (auto m = wire::decode<wire::StepBegin>(*env))
+        for (auto& w : workers_)
+          if (w.state == wire::WorkerState::ready) to_worker(w, *m);
+      break;
+    case T::step_commit:
+      if (auto m = wire::decode<wire::StepCommit>(*env))
+        for (auto& w : workers_) to_worker(w, *m);
+      break;
+    case T::step_abort:
+      if (auto m = wire::decode<wire::StepAbort>(*env))
+        for (auto& w : workers_) to_worker(w, *m);
+      break;
+    case T::error:
+      if (auto m = wire::decode<wire::ErrorReply>(*env)) {
+        if (m->code == uint16_t(wire::ErrorCode::unknown_node) && phase_ != Phase::stopping) {
+          spdlog::warn("controller no longer knows us ({}); registering again", m->message);
+          phase_ = Phase::registering;
+          node_id_ = kNoNode;
+          send_register();
+        } else {
+          spdlog::warn("controller error {}: {}", m->code, m->message);
+        }
+      }
+      break;
+    default:
+      spdlog::warn("unexpected {} from controller", wire::type_name(env->type));
+  }
+}
+
+void Agent::handle_welcome(const wire::Welcome& w) {
+  bool first = node_id_ == kNoNode && workers_.empty();
+  node_id_ = w.node_id;
+  heartbeat_ms_ = std::max<uint32_t>(w.heartbeat_ms, 10);
+  if (phase_ == Phase::registering) phase_ = Phase::running;
+  spdlog::info("registered as node {} of job '{}' (epoch {}, heartbeat {} ms)", w.node_id, w.job,
+               w.epoch, heartbeat_ms_);
+  heartbeat_timer_.start(0, heartbeat_ms_, [this] { send_heartbeat(); });
+  if (first) {
+    spawn_workers();
+  } else {
+    for (const auto& wk : workers_)
+      if (wk.state == wire::WorkerState::ready && !wk.exited) report(wk, wire::WorkerEventKind::ready);
+  }
+}
+
+void Agent::handle_command(const wire::Command& c) {
+  switch (c.verb) {
+    case wire::Verb::kill:
+      spdlog::warn("killed by the controller: {}", c.reason);
+      spdlog::default_logger()->flush();
+      ::kill(getpid(), SIGKILL);  // workers follow through PR_SET_PDEATHSIG
+      break;
+    case wire::Verb::drain:
+      if (phase_ == Phase::running) {
+        phase_ = Phase::draining;
+        stop_reason_ = "drained: " + c.reason;
+        spdlog::info("draining: {}", c.reason);
+        stop_workers(wire::Verb::drain, c.reason);
+      }
+      break;
+    case wire::Verb::stop:
+      if (phase_ != Phase::stopping && phase_ != Phase::done) {
+        phase_ = Phase::stopping;
+        stop_reason_ = "stopped: " + c.reason;
+        spdlog::info("stopping: {}", c.reason);
+        stop_workers(wire::Verb::stop, c.reason);
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+void Agent::stop(const std::string& reason) { handle_command(wire::Command{wire::Verb::stop, reason}); }
+
+void Agent::spawn_workers() {
+  auto exe = self_exe();
+  for (size_t i = 0; i < opts_.devices.size(); ++i) {
+    workers_.emplace_back();
+    Worker& w = workers_.back();
+    w.index = uint32_t(i);
+    w.device = opts_.devices[i];
+  }
+  for (auto& w : workers_) {
+    w.proc = std::make_unique<ChildProcess>(loop_, [this, &w](int64_t code, int sig) { on_worker_exit(w, code, sig); });
+    SpawnOptions so;
+    so.exe = exe.ok() ? *exe : "salamander";
+    so.args = {"worker", "--agent", local_endpoint_, "--index", std::to_string(w.index), "--device", w.device,
+               "--parent-pid", std::to_string(getpid()), "--node", std::to_string(node_id_),
+               "--heartbeat-ms", std::to_string(heartbeat_ms_), "--log-level", opts_.log_level,
+               "--log-format", opts_.log_format};
+    if (auto s = w.proc->spawn(so); !s) {
+      w.exited = true;
+      w.last_error = s.error().message();
+      spdlog::error("worker {}: {}", w.index, w.last_error);
+      report(w, wire::WorkerEventKind::spawn_failed, 0, 0, w.last_error);
+      continue;
+    }
+    spdlog::info("worker {} on {} started (pid {})", w.index, w.device, w.proc->pid());
+    report(w, wire::WorkerEventKind::started);
+  }
+}
+
+void Agent::report(const Worker& w, wire::WorkerEventKind kind, int code, int sig, const std::string& detail) {
+  if (node_id_ == kNoNode) return;
+  to_controller(wire::WorkerEvent{node_id_, w.index, kind, uint32_t(w.proc ? w.proc->pid() : 0), code, sig, detail});
+}
+
+void Agent::on_worker_message() {
+  wire::Parts parts;
+  if (!recv_now(local_, parts) || parts.empty()) return;
+  std::string rid = parts[0].to_string();
+  parts.erase(parts.begin());
+  auto env = wire::open(parts);
+  if (!env) {
+    spdlog::warn("bad message from a worker: {}", env.error().message());
+    return;
+  }
+  Worker* w = nullptr;
+  for (auto& x : workers_)
+    if (x.rid == rid) w = &x;
+  using T = wire::MsgType;
+  if (env->type == T::worker_hello) {
+    auto m = wire::decode<wire::WorkerHello>(*env);
+    if (!m || m->index >= workers_.size()) return;
+    workers_[m->index].rid = rid;
+    return;
+  }
+  if (!w) return;
+  if (env->type == T::worker_status) {
+    auto m = wire::decode<wire::WorkerStatus>(*env);
+    if (!m || m->state == w->state) return;
+    w->state = m->state;
+    if (m->state == wire::WorkerState::ready) report(*w, wire::WorkerEventKind::ready);
+    send_heartbeat();  // tell the controller about the state change now
+  } else if (env->type == T::step_vote) {
+    auto m = wire::decode<wire::StepVote>(*env);
+    if (!m) return;
+    m->node_id = node_id_;
+    m->index = w->index;
+    to_controller(*m);
+  } else if (env->type == T::error) {
+    if (auto m = wire::decode<wire::ErrorReply>(*env)) w->last_error = m->message;
+  }
+}
+
+void Agent::on_worker_exit(Worker& w, int64_t code, int sig) {
+  w.exited = true;
+  w.state = wire::WorkerState::stopped;
+  bool expected = phase_ == Phase::draining || phase_ == Phase::stopping;
+  if (expected) {
+    spdlog::info("worker {} exited (code {}, signal {})", w.index, code, sig);
+  } else {
+    spdlog::warn("worker {} exited unexpectedly (code {}, signal {}){}", w.index, code, sig,
+                 w.last_error.empty() ? "" : ": " + w.last_error);
+  }
+  report(w, wire::WorkerEventKind::exited, int(code), sig, w.last_error);
+  maybe_finish();
+}
+
+void Agent::stop_workers(wire::Verb verb, const std::string& reason) {
+  for (auto& w : workers_) to_worker(w, wire::Command{verb, reason});
+  kill_timer_.start(kWorkerStopGraceMs, 0, [this] {
+    for (auto& w : workers_)
+      if (!w.exited && w.proc && w.proc->running()) {
+        spdlog::warn("worker {} did not stop within {} ms; killing it", w.index, kWorkerStopGraceMs);
+        w.proc->signal(SIGKILL);
+      }
+  });
+  maybe_finish();
+}
+
+void Agent::maybe_finish() {
+  if (phase_ != Phase::draining && phase_ != Phase::stopping) return;
+  for (const auto& w : workers_)
+    if (!w.exited) return;
+  finish(exit_code_, stop_reason_);
+}
+
+void Agent::finish(int code, const std::string& reason) {
+  if (phase_ == Phase::done) return;
+  if (node_id_ != kNoNode) to_controller(wire::Goodbye{node_id_, reason});
+  phase_ = Phase::done;
+  heartbeat_timer_.stop();
+  register_timer_.stop();
+  silence_timer_.stop();
+  kill_timer_.stop();
+  spdlog::info("agent leaving: {}", reason);
+  if (on_exit) on_exit(code);
+}
+
+void Agent::check_silence() {
+  if (phase_ == Phase::done) return;
+  int64_t silent_ms = (mono_ns() - last_contact_ns_) / 1'000'000;
+  if (silent_ms < opts_.controller_timeout_ms) return;
+  spdlog::error("no word from the controller at {} for {} ms; stopping", opts_.controller, silent_ms);
+  phase_ = Phase::stopping;
+  stop_reason_ = "controller silent";
+  exit_code_ = 1;
+  for (auto& w : workers_)
+    if (w.proc && w.proc->running()) w.proc->signal(SIGTERM);
+  stop_workers(wire::Verb::stop, "controller silent");
+}
+
+}  // namespace sal::mesh

@@ -1,0 +1,103 @@
+// agent.h — one per node. Registers with the controller, heartbeats, spawns one worker process per
+// device and supervises it (a worker's exit is reported the moment SIGCHLD arrives), relays step
+// messages between the controller and its workers, and obeys stop / drain / kill. Workers die with
+// their agent (PR_SET_PDEATHSIG), so killing an agent is a node loss. If the controller declares
+// the node dead (e.g. after a freeze), the agent registers again and gets a new node id; if the
+// controller stays silent for too long, the agent stops its workers and exits.
+#pragma once
+
+#include <uv.h>
+#include <zmq.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/ids.h"
+#include "core/result.h"
+#include "mesh/process.h"
+#include "mesh/timer.h"
+#include "wire/codec.h"
+
+namespace sal::mesh {
+
+class ZmqWatcher;
+
+struct AgentOptions {
+  std::string controller;                 // the controller's mesh endpoint
+  std::vector<std::string> devices;       // one worker each: "cpu:0", "cuda:1", ...
+  std::string name;                       // default: host:pid
+  pid_t parent_pid = 0;                   // die with this process (`salamander run` sets it)
+  std::string log_level = "info";
+  std::string log_format = "plain";
+  int64_t controller_timeout_ms = 30000;  // exit after this long without hearing the controller
+  std::string server_public_key;          // CURVE: the controller's public key (Z85)
+  std::string key_file;                   // CURVE: our key pair
+};
+
+class Agent {
+ public:
+  Agent(uv_loop_t* loop, zmq::context_t& ctx, AgentOptions opts);
+  ~Agent();
+
+  Status start();
+  // Stops the workers and leaves (SIGTERM/SIGINT of a standalone agent).
+  void stop(const std::string& reason);
+  // Called once the agent has finished (stopped, drained, or gave up): the process exit code.
+  std::function<void(int)> on_exit;
+
+ private:
+  enum class Phase { registering, running, draining, stopping, done };
+  struct Worker {
+    uint32_t index = 0;
+    std::string device;
+    std::unique_ptr<ChildProcess> proc;
+    std::string rid;  // its identity on our worker socket, once it said hello
+    wire::WorkerState state = wire::WorkerState::starting;
+    bool exited = false;
+    std::string last_error;
+  };
+
+  void on_controller_message();
+  void on_worker_message();
+  void handle_welcome(const wire::Welcome& w);
+  void handle_command(const wire::Command& c);
+  void send_register();
+  void send_heartbeat();
+  void spawn_workers();
+  void on_worker_exit(Worker& w, int64_t code, int sig);
+  void report(const Worker& w, wire::WorkerEventKind kind, int code = 0, int sig = 0,
+              const std::string& detail = "");
+  void stop_workers(wire::Verb verb, const std::string& reason);
+  void maybe_finish();
+  void finish(int code, const std::string& reason);
+  void check_silence();
+  template <class M>
+  void to_controller(const M& msg);
+  template <class M>
+  void to_worker(const Worker& w, const M& msg);
+
+  uv_loop_t* loop_;
+  zmq::context_t& ctx_;
+  AgentOptions opts_;
+  zmq::socket_t ctrl_;
+  zmq::socket_t local_;
+  std::string local_endpoint_;
+  std::unique_ptr<ZmqWatcher> ctrl_watcher_;
+  std::unique_ptr<ZmqWatcher> local_watcher_;
+  std::vector<Worker> workers_;
+  Phase phase_ = Phase::registering;
+  NodeId node_id_ = kNoNode;
+  uint32_t heartbeat_ms_ = 100;
+  uint64_t hb_seq_ = 0;
+  int64_t last_contact_ns_ = 0;
+  std::string stop_reason_;
+  int exit_code_ = 0;
+  Timer heartbeat_timer_;
+  Timer register_timer_;
+  Timer silence_timer_;
+  Timer kill_timer_;
+};
+
+}  // namespace sal::mesh

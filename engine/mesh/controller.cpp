@@ -1,0 +1,456 @@
+// controller.cpp — see controller.h.
+#include "mesh/controller.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/devices.h"
+#include "core/paths.h"
+#include "core/strings.h"
+#include "mesh/endpoint.h"
+#include "mesh/monitor.h"
+#include "mesh/repl_server.h"
+#include "mesh/security.h"
+#include "mesh/zmq_uv.h"
+
+namespace sal::mesh {
+
+// How often silent nodes are aged. A tenth of the default heartbeat keeps detection of a frozen
+// node within ~10 ms of the miss_limit deadline.
+constexpr int64_t kTickMs = 10;
+// How long a graceful stop waits for agents to say goodbye before giving up on them.
+constexpr int64_t kStopGraceMs = 3000;
+
+namespace {
+
+std::string hex_id(const std::string& rid) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : rid.substr(0, 8)) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
+Controller::Controller(uv_loop_t* loop, zmq::context_t& ctx, ControllerOptions opts)
+    : loop_(loop),
+      ctx_(ctx),
+      opts_(std::move(opts)),
+      membership_({opts_.job.mesh.heartbeat_ms, opts_.job.mesh.miss_limit}, events_),
+      mesh_(ctx, zmq::socket_type::router),
+      tick_timer_(loop),
+      ping_timer_(loop),
+      stop_timer_(loop) {}
+
+Controller::~Controller() {
+  repl_.reset();
+  mesh_monitor_.reset();
+  mesh_watcher_.reset();
+}
+
+const std::string& Controller::repl_endpoint() const { return repl_->endpoint(); }
+
+Status Controller::setup_security() {
+  const auto& sec = opts_.job.security;
+  bool mesh_local = is_local_endpoint(opts_.job.mesh.bind);
+  bool repl_local = is_local_endpoint(opts_.job.repl.bind);
+  if (sec.server_key.empty()) {
+    for (auto [key, ep, local] : {std::tuple{"mesh.bind", opts_.job.mesh.bind, mesh_local},
+                                  std::tuple{"repl.bind", opts_.job.repl.bind, repl_local}})
+      if (!local)
+        return fail(key, " = ", ep,
+                    " is reachable from other hosts; refusing to start without CURVE. Set "
+                    "security.server_key and security.allow (see `salamander keygen`), or bind "
+                    "127.0.0.1");
+    return {};
+  }
+  auto rel = [&](const std::string& p) { return p[0] == '/' ? p : opts_.job.dir + "/" + p; };
+  auto key = load_key_file(rel(sec.server_key));
+  if (!key) return Error("security.server_key: " + key.error().message());
+  if (key->secret_key.empty())
+    return fail("security.server_key: ", sec.server_key, " holds no secret-key (use the .key file)");
+  auto allow = Allowlist::load(rel(sec.allow));
+  if (!allow) return Error("security.allow: " + allow.error().message());
+  server_key_ = std::make_unique<KeyPair>(*key);
+  allow_ = std::make_unique<Allowlist>(std::move(*allow));
+  zap_ = std::make_unique<ZapHandler>(ctx_, *allow_);
+  if (!mesh_local) make_curve_server(mesh_, *server_key_, kMeshDomain);
+  spdlog::info("CURVE on for {}{}; {} keys allowed", mesh_local ? "" : "mesh ",
+               repl_local ? "" : "repl", allow_->size());
+  return {};
+}
+
+Status Controller::start() {
+  started_ns_ = mono_ns();
+  SAL_TRY(setup_security());
+  apply_control_options(mesh_);
+  mesh_.set(zmq::sockopt::router_handover, 1);  // an agent reconnecting takes its identity back
+  auto ep = bind_endpoint(mesh_, opts_.job.mesh.bind);
+  if (!ep) return Error("mesh.bind: " + ep.error().message());
+  mesh_endpoint_ = *ep;
+  mesh_watcher_ = std::make_unique<ZmqWatcher>(loop_, mesh_, [this] { on_mesh_message(); });
+  mesh_monitor_ = std::make_unique<SocketMonitor>(
+      loop_, ctx_, mesh_, "mesh",
+      [this](const ConnectionEvent& ev) { on_connection_event(ev.kind, ev.fd, ev.peer); });
+
+  ReplOptions ro;
+  ro.bind = opts_.job.repl.bind;
+  ro.budget_ms = opts_.job.repl.budget_ms;
+  ro.memory_limit = size_t(opts_.job.repl.memory_mb) << 20;
+  ro.max_sessions = size_t(opts_.job.repl.max_sessions);
+  if (server_key_ && !is_local_endpoint(ro.bind)) {
+    ro.curve = server_key_.get();
+    ro.allow = allow_.get();
+  }
+  if (!opts_.run_dir.empty()) {
+    ro.audit_path = opts_.run_dir + "/audit.log";
+    events_.open_csv(opts_.run_dir + "/events.csv");
+  }
+  repl_ = std::make_unique<ReplServer>(loop_, ctx_, *this, ro);
+  SAL_TRY(repl_->start());
+
+  tick_timer_.start(kTickMs, kTickMs, [this] { liveness_tick(); });
+  uint64_t hb = uint64_t(opts_.job.mesh.heartbeat_ms);
+  ping_timer_.start(hb, hb, [this] { send_pings(); });
+  events_.add("controller_started", kNoNode, 0, "mesh " + mesh_endpoint_ + ", repl " + repl_endpoint());
+  spdlog::info("controller for job '{}': mesh {} repl {}", opts_.job.name, mesh_endpoint_,
+               repl_endpoint());
+  if (auto dir = runtime_dir(); dir.ok()) (void)write_file(*dir + "/last-repl", repl_endpoint() + "\n", 0600);
+  return {};
+}
+
+// ---------- sending ----------
+
+template <class M>
+void Controller::send_to(const std::string& rid, const M& msg) {
+  wire::Parts parts;
+  parts.emplace_back(rid.data(), rid.size());
+  wire::encode_into(msg, parts);
+  try {
+    auto sent = zmq::send_multipart(mesh_, parts, zmq::send_flags::dontwait);
+    if (!sent) spdlog::debug("mesh: send queue to {} full; dropped {}", hex_id(rid), wire::type_name(M::kType));
+  } catch (const zmq::error_t& e) {
+    // EHOSTUNREACH with ROUTER_MANDATORY, or a peer that just went away: the monitor reports it.
+    spdlog::debug("mesh: send to {} failed: {}", hex_id(rid), e.what());
+  }
+}
+
+template <class M>
+void Controller::broadcast(const M& msg) {
+  for (const auto& [id, n] : membership_.nodes())
+    if (n.live() || n.state == NodeState::draining) send_to(n.routing_id, msg);
+}
+
+void Controller::reject(const std::string& rid, const std::string& peer, const Error& err) {
+  uint64_t suppressed = 0;
+  if (bad_input_log_.allow(mono_ns(), suppressed))
+    spdlog::warn("mesh: rejected message from {}: {}{}", peer.empty() ? hex_id(rid) : peer,
+                 err.message(),
+                 suppressed ? " (" + std::to_string(suppressed) + " similar suppressed)" : "");
+  uint16_t code = err.code() ? uint16_t(err.code()) : uint16_t(wire::ErrorCode::malformed);
+  send_to(rid, wire::ErrorReply{code, err.message()});
+}
+
+// ---------- receiving ----------
+
+void Controller::on_mesh_message() {
+  wire::Parts parts;
+  try {
+    if (!recv_now(mesh_, parts)) return;
+  } catch (const zmq::error_t& e) {
+    spdlog::warn("mesh: receive failed: {}", e.what());
+    return;
+  }
+  if (parts.empty()) return;
+  std::string rid = parts[0].to_string();
+  int fd = parts.size() > 1 ? source_fd(parts[1]) : -1;
+  parts.erase(parts.begin());
+  auto env = wire::open(parts);
+  if (!env) {
+    reject(rid, peer_address(fd), env.error());
+    return;
+  }
+  handle(rid, fd, *env);
+  changed();
+}
+
+void Controller::handle(const std::string& rid, int fd, const wire::Envelope& env) {
+  using T = wire::MsgType;
+  switch (env.type) {
+    case T::register_node: return handle_register(rid, fd, env);
+    case T::heartbeat: return handle_heartbeat(rid, env);
+    case T::worker_event: return handle_worker_event(rid, env);
+    case T::goodbye: return handle_goodbye(rid, env);
+    case T::step_vote: return handle_vote(rid, env);
+    case T::error: {
+      auto m = wire::decode<wire::ErrorReply>(env);
+      if (m) spdlog::warn("mesh: agent {} reports error {}: {}", hex_id(rid), m->code, m->message);
+      return;
+    }
+    default:
+      reject(rid, peer_address(fd),
+             Error(std::string(wire::type_name(env.type)) + " is not accepted on the mesh endpoint",
+                   int(wire::ErrorCode::bad_request)));
+  }
+}
+
+// The live node behind `rid`, if it is the node it claims to be; otherwise replies with an error.
+Node* Controller::sender(const std::string& rid, uint32_t claimed_id, const char* what) {
+  Node* n = membership_.find(claimed_id);
+  if (n && n->routing_id == rid && (n->live() || n->state == NodeState::draining)) return n;
+  if (n && n->routing_id == rid && n->state == NodeState::left) return nullptr;  // late, harmless
+  std::string why = !n ? "node " + std::to_string(claimed_id) + " is unknown"
+                    : n->routing_id != rid ? "node " + std::to_string(claimed_id) + " belongs to another connection"
+                    : "node " + std::to_string(claimed_id) + " is " + state_name(n->state) + " (" + n->cause + ")";
+  reject(rid, "", Error(std::string(what) + ": " + why + "; register again", int(wire::ErrorCode::unknown_node)));
+  return nullptr;
+}
+
+void Controller::handle_register(const std::string& rid, int fd, const wire::Envelope& env) {
+  auto m = wire::decode<wire::RegisterNode>(env);
+  if (!m) return reject(rid, peer_address(fd), m.error());
+  if (stopping_) return send_to(rid, wire::Command{wire::Verb::stop, "job is stopping"});
+  if (m->name.empty()) return reject(rid, peer_address(fd), Error("RegisterNode.name: empty", 5));
+  if (auto bad = std::find_if(m->devices.begin(), m->devices.end(),
+                              [](const std::string& d) { return !valid_device_name(d); });
+      bad != m->devices.end())
+    return reject(rid, peer_address(fd), Error("RegisterNode.devices: '" + *bad + "' is not a device", 5));
+  if (Node* existing = membership_.find_by_routing(rid)) {
+    // A repeated registration on the same connection (the first Welcome was lost): idempotent.
+    return send_to(rid, wire::Welcome{existing->id, membership_.epoch(),
+                                      uint32_t(opts_.job.mesh.heartbeat_ms),
+                                      uint32_t(opts_.job.mesh.miss_limit), opts_.job.name});
+  }
+  Node info;
+  info.name = m->name;
+  info.host = m->host;
+  info.pid = m->pid;
+  info.devices = m->devices;
+  info.routing_id = rid;
+  info.fd = fd;
+  info.addr = peer_address(fd);
+  Node& n = membership_.join(std::move(info), mono_ns());
+  send_to(rid, wire::Welcome{n.id, membership_.epoch(), uint32_t(opts_.job.mesh.heartbeat_ms),
+                             uint32_t(opts_.job.mesh.miss_limit), opts_.job.name});
+  maybe_begin_step();
+}
+
+void Controller::handle_heartbeat(const std::string& rid, const wire::Envelope& env) {
+  auto m = wire::decode<wire::Heartbeat>(env);
+  if (!m) return reject(rid, "", m.error());
+  if (!sender(rid, m->node_id, "Heartbeat")) return;
+  Epoch before = membership_.epoch();
+  membership_.heartbeat(m->node_id, m->workers, mono_ns());
+  if (membership_.epoch() != before) maybe_begin_step();
+}
+
+void Controller::handle_worker_event(const std::string& rid, const wire::Envelope& env) {
+  auto m = wire::decode<wire::WorkerEvent>(env);
+  if (!m) return reject(rid, "", m.error());
+  if (!sender(rid, m->node_id, "WorkerEvent")) return;
+  membership_.worker_event(m->node_id, *m, mono_ns());
+  using K = wire::WorkerEventKind;
+  if (m->kind == K::exited || m->kind == K::spawn_failed) {
+    worker_lost(m->node_id, m->index, "worker " + std::to_string(m->node_id) + "." + std::to_string(m->index) + " exited");
+  } else {
+    maybe_begin_step();
+  }
+}
+
+void Controller::handle_goodbye(const std::string& rid, const wire::Envelope& env) {
+  auto m = wire::decode<wire::Goodbye>(env);
+  if (!m) return reject(rid, "", m.error());
+  Node* n = membership_.find(m->node_id);
+  if (!n || n->routing_id != rid) return;
+  step_outcome(steps_.lost(n->id, "node " + std::to_string(n->id) + " left: " + m->reason));
+  membership_.leave(n->id, m->reason, mono_ns());
+  check_shutdown_done();
+  maybe_begin_step();
+}
+
+void Controller::handle_vote(const std::string& rid, const wire::Envelope& env) {
+  auto m = wire::decode<wire::StepVote>(env);
+  if (!m) return reject(rid, "", m.error());
+  if (!sender(rid, m->node_id, "StepVote")) return;
+  step_outcome(steps_.vote({m->node_id, m->index}, m->epoch, m->step, m->ok, m->detail));
+}
+
+void Controller::on_connection_event(int kind, int fd, const std::string& peer) {
+  if (kind == ConnectionEvent::handshake_failed) {
+    uint64_t suppressed = 0;
+    if (bad_input_log_.allow(mono_ns(), suppressed))
+      spdlog::warn("mesh: a connection failed its handshake (not ZMTP, wrong version or bad key)");
+    return;
+  }
+  if (kind != ConnectionEvent::disconnected) return;
+  // Whatever the peer sent before its connection closed (a goodbye, a worker exit) comes first.
+  mesh_watcher_->drain();
+  Node* n = membership_.find_by_fd(fd);
+  if (!n) {
+    if (!membership_.find_by_fd_any(fd))
+      spdlog::info("mesh: connection from {} closed before registering (peer left, or libzmq dropped "
+                   "it: oversized or malformed frames)", peer.empty() ? "?" : peer);
+    return;
+  }
+  if (n->state == NodeState::draining || stopping_) {
+    membership_.leave(n->id, "connection closed after " + std::string(stopping_ ? "stop" : "drain"), mono_ns());
+    check_shutdown_done();
+  } else {
+    node_lost(n->id, "connection closed (agent process exited)");
+  }
+  changed();
+}
+
+// ---------- liveness ----------
+
+void Controller::liveness_tick() {
+  // Count heartbeats already queued (e.g. behind a long REPL evaluation) before judging silence.
+  mesh_watcher_->drain();
+  for (NodeId id : membership_.tick(mono_ns())) {
+    step_outcome(steps_.lost(id, "node " + std::to_string(id) + " died"));
+    maybe_begin_step();
+    changed();
+  }
+}
+
+void Controller::send_pings() {
+  next_ping_ns_ = mono_ns() + opts_.job.mesh.heartbeat_ms * 1'000'000;
+  broadcast(wire::Ping{membership_.epoch(), steps_.committed(), ++ping_seq_});
+}
+
+void Controller::service() {
+  mesh_watcher_->drain();
+  mesh_monitor_->drain();
+  liveness_tick();
+  if (mono_ns() >= next_ping_ns_) send_pings();
+}
+
+void Controller::node_lost(NodeId id, const std::string& cause) {
+  membership_.lose(id, cause, mono_ns());
+  step_outcome(steps_.lost(id, "node " + std::to_string(id) + " lost: " + cause));
+  maybe_begin_step();
+}
+
+void Controller::worker_lost(NodeId id, uint32_t index, const std::string& cause) {
+  step_outcome(steps_.lost_worker({id, index}, cause));
+  maybe_begin_step();
+}
+
+// ---------- steps ----------
+
+void Controller::step_outcome(StepCoordinator::Outcome o) {
+  using O = StepCoordinator::Outcome;
+  if (o == O::committed) {
+    StepId done = steps_.committed() - 1;
+    broadcast(wire::StepCommit{steps_.epoch(), done});
+    int64_t now = mono_ns();
+    if (rate_window_ns_ == 0) {
+      rate_window_ns_ = now;
+      rate_window_steps_ = steps_.committed();
+    } else if (now - rate_window_ns_ >= 500'000'000) {
+      step_rate_ = double(steps_.committed() - rate_window_steps_) * 1e9 / double(now - rate_window_ns_);
+      rate_window_ns_ = now;
+      rate_window_steps_ = steps_.committed();
+    }
+    if (opts_.max_steps > 0 && int64_t(steps_.committed()) >= opts_.max_steps) {
+      events_.add("steps_done", kNoNode, membership_.epoch(),
+                  std::to_string(steps_.committed()) + " steps committed");
+      request_stop("completed " + std::to_string(steps_.committed()) + " steps");
+      return;
+    }
+    maybe_begin_step();
+  } else if (o == O::aborted) {
+    events_.add("step_aborted", kNoNode, membership_.epoch(),
+                "step " + std::to_string(steps_.next_step()) + ": " + steps_.last_abort_reason());
+    spdlog::warn("step {} aborted: {}", steps_.next_step(), steps_.last_abort_reason());
+    broadcast(wire::StepAbort{steps_.epoch(), steps_.next_step(), steps_.last_abort_reason()});
+  }
+}
+
+void Controller::maybe_begin_step() {
+  if (steps_.in_flight() || stopping_) return;
+  if (opts_.max_steps <= 0 || int64_t(steps_.committed()) >= opts_.max_steps) return;
+  std::vector<Participant> who;
+  for (const auto& [id, n] : membership_.nodes()) {
+    if (!n.usable()) continue;
+    for (const auto& w : n.workers)
+      if (!w.exited && w.state == wire::WorkerState::ready) who.push_back({id, w.index});
+  }
+  if (who.empty()) return;
+  steps_.begin(membership_.epoch(), who);
+  wire::StepBegin msg{membership_.epoch(), steps_.next_step()};
+  std::set<NodeId> nodes;
+  for (const auto& p : who) nodes.insert(p.node);
+  for (NodeId id : nodes) send_to(membership_.find(id)->routing_id, msg);
+}
+
+// ---------- operator actions ----------
+
+Status Controller::kill_node(NodeId id, const std::string& who) {
+  Node* n = membership_.find(id);
+  if (!n) return fail("no node ", id);
+  if (!n->live() && n->state != NodeState::draining) return fail("node ", id, " is already ", state_name(n->state));
+  events_.add("kill_requested", id, membership_.epoch(), "by " + who);
+  send_to(n->routing_id, wire::Command{wire::Verb::kill, "killed by " + who});
+  // A frozen agent cannot obey; on this host we can make sure (the drill's "kill" is SIGKILL).
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  if (n->pid > 0 && n->host == host && n->addr.rfind("127.", 0) == 0) ::kill(pid_t(n->pid), SIGKILL);
+  return {};
+}
+
+Status Controller::drain_node(NodeId id, const std::string& who) {
+  Node* n = membership_.find(id);
+  if (!n) return fail("no node ", id);
+  if (!n->live()) return fail("node ", id, " is ", state_name(n->state), ", not live");
+  membership_.drain(id, "drain requested by " + who, mono_ns());
+  send_to(n->routing_id, wire::Command{wire::Verb::drain, "drained by " + who});
+  changed();
+  return {};
+}
+
+void Controller::request_stop(const std::string& why) {
+  if (stopping_) return;
+  events_.add("stop_requested", kNoNode, membership_.epoch(), why);
+  if (on_stop_requested) {
+    on_stop_requested(why);
+  } else {
+    shutdown(why, [] {});
+  }
+}
+
+void Controller::shutdown(const std::string& reason, std::function<void()> done) {
+  if (stopping_) return;
+  stopping_ = true;
+  membership_.set_stopping();
+  stop_done_ = std::move(done);
+  spdlog::info("stopping job: {}", reason);
+  step_outcome(steps_.abort("job stopping: " + reason));
+  broadcast(wire::Command{wire::Verb::stop, reason});
+  stop_timer_.start(kStopGraceMs, 0, [this] {
+    for (const auto& [id, n] : membership_.nodes())
+      if (n.live() || n.state == NodeState::draining)
+        spdlog::warn("node {} did not leave within {} ms of the stop", id, kStopGraceMs);
+    if (stop_done_) std::exchange(stop_done_, nullptr)();
+  });
+  check_shutdown_done();
+}
+
+void Controller::check_shutdown_done() {
+  if (!stopping_ || !stop_done_) return;
+  for (const auto& [id, n] : membership_.nodes())
+    if (n.live() || n.state == NodeState::draining) return;
+  stop_timer_.stop();
+  std::exchange(stop_done_, nullptr)();
+}
+
+void Controller::changed() {
+  if (on_change) on_change();
+}
+
+}  // namespace sal::mesh

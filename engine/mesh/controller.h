@@ -1,0 +1,141 @@
+// controller.h — the controller: one per job, on a CPU host. It owns the truth — membership with
+// epochs, step commit state, the event log — and serves the mesh endpoint (agents) and the REPL
+// endpoint (operators). It never moves tensors.
+//
+// Everything runs on one libuv loop: the mesh ROUTER socket, a monitor that reports a dropped
+// agent connection the moment its process dies, a liveness tick that ages silent nodes, pings to
+// agents, and the REPL server. Bad input (garbage frames, wrong versions, oversized messages,
+// unknown node ids) gets an error reply or is dropped with a rate-limited log line; nothing a peer
+// sends can stop the controller.
+#pragma once
+
+#include <uv.h>
+#include <zmq.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/log.h"
+#include "job/config.h"
+#include "mesh/events.h"
+#include "mesh/membership.h"
+#include "mesh/steps.h"
+#include "mesh/timer.h"
+#include "wire/codec.h"
+
+namespace sal::wire {
+struct KeyPair;
+}
+
+namespace sal::mesh {
+
+class ZmqWatcher;
+class SocketMonitor;
+class ReplServer;
+class ZapHandler;
+class Allowlist;
+
+struct ControllerOptions {
+  job::JobConfig job;
+  int64_t max_steps = 0;   // steps to drive before reporting completion (0: none)
+  std::string run_dir;     // events.csv and audit.log go here (empty: nowhere)
+};
+
+class Controller {
+ public:
+  Controller(uv_loop_t* loop, zmq::context_t& ctx, ControllerOptions opts);
+  ~Controller();
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // Checks security rules, binds both endpoints, starts timers. Refuses non-loopback binds
+  // without CURVE keys and an allowlist, and says why.
+  Status start();
+  const std::string& mesh_endpoint() const { return mesh_endpoint_; }
+  const std::string& repl_endpoint() const;
+
+  // Tells every live node to stop and calls `done` once all have left (or after a grace period).
+  void shutdown(const std::string& reason, std::function<void()> done);
+  bool stopping() const { return stopping_; }
+
+  // Operator actions (REPL and drills). `who` is recorded in the event log.
+  Status kill_node(NodeId id, const std::string& who);
+  Status drain_node(NodeId id, const std::string& who);
+  void request_stop(const std::string& why);
+
+  // Handles waiting mesh traffic, liveness and pings now. The REPL calls this from its budget
+  // hook, so a long evaluation never starves heartbeats.
+  void service();
+
+  std::function<void()> on_change;                     // membership or steps changed
+  std::function<void(const std::string&)> on_stop_requested;  // job.stop() or all steps done
+
+  const Membership& membership() const { return membership_; }
+  const StepCoordinator& steps() const { return steps_; }
+  const EventLog& events() const { return events_; }
+  const job::JobConfig& job() const { return opts_.job; }
+  int64_t max_steps() const { return opts_.max_steps; }
+  int64_t started_ns() const { return started_ns_; }
+  double step_rate() const { return step_rate_; }
+
+ private:
+  Status setup_security();
+  void on_mesh_message();
+  void on_connection_event(int kind, int fd, const std::string& peer);
+  void handle(const std::string& rid, int fd, const wire::Envelope& env);
+  void handle_register(const std::string& rid, int fd, const wire::Envelope& env);
+  void handle_heartbeat(const std::string& rid, const wire::Envelope& env);
+  void handle_worker_event(const std::string& rid, const wire::Envelope& env);
+  void handle_goodbye(const std::string& rid, const wire::Envelope& env);
+  void handle_vote(const std::string& rid, const wire::Envelope& env);
+  void reject(const std::string& rid, const std::string& peer, const Error& err);
+  Node* sender(const std::string& rid, uint32_t claimed_id, const char* what);
+
+  template <class M>
+  void send_to(const std::string& rid, const M& msg);
+  template <class M>
+  void broadcast(const M& msg);
+
+  void liveness_tick();
+  void send_pings();
+  void node_lost(NodeId id, const std::string& cause);
+  void worker_lost(NodeId id, uint32_t index, const std::string& cause);
+  void step_outcome(StepCoordinator::Outcome o);
+  void maybe_begin_step();
+  void check_shutdown_done();
+  void changed();
+
+  uv_loop_t* loop_;
+  zmq::context_t& ctx_;
+  ControllerOptions opts_;
+  EventLog events_;
+  Membership membership_;
+  StepCoordinator steps_;
+
+  zmq::socket_t mesh_;
+  std::string mesh_endpoint_;
+  std::unique_ptr<ZmqWatcher> mesh_watcher_;
+  std::unique_ptr<SocketMonitor> mesh_monitor_;
+  std::unique_ptr<ReplServer> repl_;
+  std::unique_ptr<ZapHandler> zap_;
+  std::unique_ptr<wire::KeyPair> server_key_;
+  std::unique_ptr<Allowlist> allow_;
+
+  Timer tick_timer_;
+  Timer ping_timer_;
+  Timer stop_timer_;
+  int64_t next_ping_ns_ = 0;
+  uint64_t ping_seq_ = 0;
+  int64_t started_ns_ = 0;
+  bool stopping_ = false;
+  std::function<void()> stop_done_;
+  RateLimiter bad_input_log_{10};
+
+  // step-rate estimate (exponential moving average over ~1 s)
+  int64_t rate_window_ns_ = 0;
+  StepId rate_window_steps_ = 0;
+  double step_rate_ = 0;
+};
+
+}  // namespace sal::mesh

@@ -1,0 +1,43 @@
+// events.h — the controller's event log: every membership change, liveness verdict, step abort
+// and operator action, with its cause. Kept in a bounded ring for job.events() and appended to
+// events.csv when a run directory is set. Times are CLOCK_MONOTONIC (comparable across processes
+// on one machine, which is how detection latency is measured) and wall clock.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <string>
+
+#include "core/ids.h"
+
+namespace sal::mesh {
+
+struct Event {
+  uint64_t seq = 0;
+  int64_t mono_ns = 0;
+  int64_t wall_ms = 0;
+  std::string kind;     // node_joined, node_suspect, node_alive, node_dead, node_left, ...
+  NodeId node = kNoNode;
+  Epoch epoch = 0;
+  std::string detail;   // the cause, in words
+};
+
+class EventLog {
+ public:
+  static constexpr size_t kCapacity = 10000;
+
+  ~EventLog();
+  // Appends to <path> as CSV (header written if the file is new).
+  void open_csv(const std::string& path);
+  const Event& add(std::string kind, NodeId node, Epoch epoch, std::string detail);
+  const std::deque<Event>& all() const { return events_; }
+  uint64_t count() const { return next_seq_; }
+
+ private:
+  std::deque<Event> events_;
+  uint64_t next_seq_ = 0;
+  FILE* csv_ = nullptr;
+};
+
+}  // namespace sal::mesh

@@ -1,0 +1,229 @@
+// membership.cpp — see membership.h.
+#include "mesh/membership.h"
+
+#include <spdlog/spdlog.h>
+
+namespace sal::mesh {
+
+const char* state_name(NodeState s) {
+  switch (s) {
+    case NodeState::alive: return "alive";
+    case NodeState::suspect: return "suspect";
+    case NodeState::draining: return "draining";
+    case NodeState::dead: return "dead";
+    case NodeState::left: return "left";
+  }
+  return "?";
+}
+
+namespace {
+
+const char* worker_state_name(wire::WorkerState s) {
+  switch (s) {
+    case wire::WorkerState::starting: return "starting";
+    case wire::WorkerState::ready: return "ready";
+    case wire::WorkerState::draining: return "draining";
+    case wire::WorkerState::stopped: return "stopped";
+    default: return "?";
+  }
+}
+
+std::string worker_label(const Node& n, uint32_t index) {
+  return "worker " + std::to_string(n.id) + "." + std::to_string(index);
+}
+
+}  // namespace
+
+Membership::Membership(MembershipOptions opts, EventLog& events) : opts_(opts), events_(events) {}
+
+int64_t Membership::suspect_after_ns() const {
+  // One interval late (with half an interval of slack for scheduling jitter).
+  return opts_.heartbeat_ms * 3 / 2 * 1'000'000;
+}
+int64_t Membership::dead_after_ns() const { return opts_.heartbeat_ms * opts_.miss_limit * 1'000'000; }
+
+
+Node& Membership::join(Node info, int64_t now_ns) {
+  info.id = next_id_++;
+  info.state = NodeState::alive;
+  info.joined_ns = info.last_heartbeat_ns = info.state_since_ns = now_ns;
+  auto [it, _] = nodes_.emplace(info.id, std::move(info));
+  Node& n = it->second;
+  ++epoch_;
+  events_.add("node_joined", n.id, epoch_,
+              n.name + " from " + (n.addr.empty() ? n.host : n.addr) + " with " +
+                  std::to_string(n.devices.size()) + " device(s)");
+  spdlog::info("node {} ({}) joined from {} (epoch {})", n.id, n.name, n.addr, epoch_);
+  return n;
+}
+
+Node* Membership::find(NodeId id) {
+  auto it = nodes_.find(id);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+const Node* Membership::find(NodeId id) const {
+  auto it = nodes_.find(id);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+Node* Membership::find_by_routing(const std::string& rid) {
+  for (auto& [id, n] : nodes_)
+    if (n.routing_id == rid && n.live()) return &n;
+  for (auto& [id, n] : nodes_)
+    if (n.routing_id == rid && n.state == NodeState::draining) return &n;
+  return nullptr;
+}
+
+Node* Membership::find_by_fd(int fd) {
+  for (auto& [id, n] : nodes_)
+    if (n.fd == fd && (n.live() || n.state == NodeState::draining)) return &n;
+  return nullptr;
+}
+
+const Node* Membership::find_by_fd_any(int fd) const {
+  for (auto& [id, n] : nodes_)
+    if (n.fd == fd) return &n;
+  return nullptr;
+}
+
+void Membership::set_state(Node& n, NodeState s, const std::string& cause, int64_t now_ns,
+                           bool bump_epoch) {
+  if (n.state == s) return;
+  n.state = s;
+  n.cause = cause;
+  n.state_since_ns = now_ns;
+  if (bump_epoch) ++epoch_;
+  events_.add(std::string("node_") + state_name(s), n.id, epoch_, cause);
+  if (s == NodeState::dead) {
+    spdlog::warn("node {} ({}) is dead: {}", n.id, n.name, cause);
+  } else {
+    spdlog::info("node {} ({}) is {}: {}", n.id, n.name, state_name(s), cause);
+  }
+}
+
+void Membership::update_worker(Node& n, const wire::WorkerInfo& w) {
+  for (auto& v : n.workers) {
+    if (v.index != w.index) continue;
+    if (v.exited) return;  // an exit is final; a late heartbeat must not resurrect it
+    if (v.state != w.state) {
+      bool ready_change = (v.state == wire::WorkerState::ready) != (w.state == wire::WorkerState::ready);
+      v.state = w.state;
+      v.pid = w.pid;
+      if (!w.device.empty()) v.device = w.device;
+      if (ready_change) ++epoch_;
+      events_.add("worker_" + std::string(worker_state_name(w.state)), n.id, epoch_,
+                  worker_label(n, w.index) + " on " + v.device);
+    }
+    return;
+  }
+  std::string device = !w.device.empty() ? w.device : w.index < n.devices.size() ? n.devices[w.index] : "";
+  n.workers.push_back({w.index, device, w.pid, wire::WorkerState::starting});
+  update_worker(n, w);
+}
+
+bool Membership::heartbeat(NodeId id, const std::vector<wire::WorkerInfo>& workers,
+                           int64_t now_ns) {
+  Node* n = find(id);
+  if (!n || !(n->live() || n->state == NodeState::draining)) return false;
+  n->last_heartbeat_ns = now_ns;
+  if (n->state == NodeState::suspect) set_state(*n, NodeState::alive, "heartbeat resumed", now_ns, false);
+  for (const auto& w : workers) update_worker(*n, w);
+  return true;
+}
+
+void Membership::worker_event(NodeId id, const wire::WorkerEvent& ev, int64_t now_ns) {
+  Node* n = find(id);
+  if (!n) return;
+  (void)now_ns;
+  using K = wire::WorkerEventKind;
+  if (ev.kind == K::exited || ev.kind == K::spawn_failed) {
+    WorkerView* v = nullptr;
+    for (auto& w : n->workers)
+      if (w.index == ev.index) v = &w;
+    if (!v) {
+      n->workers.push_back({ev.index, ev.index < n->devices.size() ? n->devices[ev.index] : "", ev.pid});
+      v = &n->workers.back();
+    }
+    if (v->exited) return;
+    bool was_ready = v->state == wire::WorkerState::ready;
+    v->exited = true;
+    v->exit_code = ev.exit_code;
+    v->signal = ev.signal;
+    v->state = wire::WorkerState::stopped;
+    std::string how = ev.kind == K::spawn_failed ? "failed to start: " + ev.detail
+                      : ev.signal       ? "killed by signal " + std::to_string(ev.signal)
+                                        : "exited with code " + std::to_string(ev.exit_code);
+    if (was_ready) ++epoch_;
+    events_.add("worker_exited", n->id, epoch_, worker_label(*n, ev.index) + " " + how);
+    bool expected = stopping_ || n->state == NodeState::draining;
+    spdlog::log(expected ? spdlog::level::info : spdlog::level::warn, "{} {}", worker_label(*n, ev.index), how);
+    return;
+  }
+  wire::WorkerState st = ev.kind == K::ready ? wire::WorkerState::ready : wire::WorkerState::starting;
+  std::string device;
+  for (auto& w : n->workers)
+    if (w.index == ev.index) device = w.device;
+  update_worker(*n, {ev.index, device, ev.pid, st});
+}
+
+void Membership::lose(NodeId id, const std::string& cause, int64_t now_ns) {
+  Node* n = find(id);
+  if (!n || n->state == NodeState::dead || n->state == NodeState::left) return;
+  set_state(*n, NodeState::dead, cause, now_ns, true);
+}
+
+void Membership::leave(NodeId id, const std::string& reason, int64_t now_ns) {
+  Node* n = find(id);
+  if (!n || n->state == NodeState::dead || n->state == NodeState::left) return;
+  set_state(*n, NodeState::left, reason, now_ns, n->state != NodeState::draining);
+}
+
+void Membership::drain(NodeId id, const std::string& reason, int64_t now_ns) {
+  Node* n = find(id);
+  if (!n || !n->live()) return;
+  set_state(*n, NodeState::draining, reason, now_ns, true);
+}
+
+std::vector<NodeId> Membership::tick(int64_t now_ns) {
+  std::vector<NodeId> died;
+  for (auto& [id, n] : nodes_) {
+    if (!(n.live() || n.state == NodeState::draining)) continue;
+    int64_t silent = now_ns - n.last_heartbeat_ns;
+    if (silent >= dead_after_ns()) {
+      set_state(n, NodeState::dead,
+                "silent for " + std::to_string(silent / 1'000'000) + " ms (" +
+                    std::to_string(opts_.miss_limit) + " heartbeats of " +
+                    std::to_string(opts_.heartbeat_ms) + " ms missed)",
+                now_ns, true);
+      died.push_back(id);
+    } else if (silent >= suspect_after_ns() && n.state == NodeState::alive) {
+      set_state(n, NodeState::suspect,
+                "no heartbeat for " + std::to_string(silent / 1'000'000) + " ms", now_ns, false);
+    }
+  }
+  return died;
+}
+
+size_t Membership::count(NodeState s) const {
+  size_t c = 0;
+  for (auto& [id, n] : nodes_) c += n.state == s;
+  return c;
+}
+
+size_t Membership::ready_workers() const {
+  size_t c = 0;
+  for (auto& [id, n] : nodes_)
+    if (n.usable())
+      for (auto& w : n.workers) c += !w.exited && w.state == wire::WorkerState::ready;
+  return c;
+}
+
+size_t Membership::total_workers() const {
+  size_t c = 0;
+  for (auto& [id, n] : nodes_)
+    if (n.live() || n.state == NodeState::draining)
+      for (auto& w : n.workers) c += !w.exited;
+  return c;
+}
+
+}  // namespace sal::mesh

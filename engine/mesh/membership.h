@@ -1,0 +1,107 @@
+// membership.h — who is in the job: nodes (one agent each) and their workers, liveness, epochs.
+//
+// Pure state, no sockets: the controller feeds it registrations, heartbeats, worker events and
+// connection losses with the current monotonic time, and calls tick() to age silent nodes:
+// alive --(one heartbeat interval late)--> suspect --(miss_limit intervals silent)--> dead.
+// A heartbeat brings a suspect node back to alive; dead and left are final (a restarted agent
+// registers again and gets a new id). Every change of who may take part bumps the epoch and is
+// logged with its cause.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/ids.h"
+#include "mesh/events.h"
+#include "wire/messages.h"
+
+namespace sal::mesh {
+
+enum class NodeState { alive, suspect, draining, dead, left };
+const char* state_name(NodeState s);
+
+struct WorkerView {
+  uint32_t index = 0;
+  std::string device;
+  uint32_t pid = 0;
+  wire::WorkerState state = wire::WorkerState::starting;
+  bool exited = false;
+  int exit_code = 0;
+  int signal = 0;
+};
+
+struct Node {
+  NodeId id = kNoNode;
+  std::string name;
+  std::string host;
+  std::string addr;        // peer address of its connection
+  uint32_t pid = 0;
+  std::vector<std::string> devices;
+  NodeState state = NodeState::alive;
+  std::string cause;       // why it is suspect/dead/left
+  int64_t joined_ns = 0;
+  int64_t last_heartbeat_ns = 0;
+  int64_t state_since_ns = 0;
+  std::string routing_id;  // its ROUTER identity on the mesh socket
+  int fd = -1;             // its connection's fd (ZMQ_SRCFD), for disconnect detection
+  std::vector<WorkerView> workers;
+
+  bool live() const { return state == NodeState::alive || state == NodeState::suspect; }
+  // Taking part in steps: live and not draining.
+  bool usable() const { return live(); }
+};
+
+struct MembershipOptions {
+  int64_t heartbeat_ms = 100;
+  int64_t miss_limit = 3;
+};
+
+class Membership {
+ public:
+  Membership(MembershipOptions opts, EventLog& events);
+
+  Node& join(Node info, int64_t now_ns);
+  Node* find(NodeId id);
+  const Node* find(NodeId id) const;
+  Node* find_by_routing(const std::string& rid);
+  Node* find_by_fd(int fd);            // a live or draining node on that connection
+  const Node* find_by_fd_any(int fd) const;  // any node that ever used that connection
+
+  // Returns false when the node is unknown or no longer live (it must register again).
+  bool heartbeat(NodeId id, const std::vector<wire::WorkerInfo>& workers, int64_t now_ns);
+  void worker_event(NodeId id, const wire::WorkerEvent& ev, int64_t now_ns);
+
+  void lose(NodeId id, const std::string& cause, int64_t now_ns);   // -> dead
+  void leave(NodeId id, const std::string& reason, int64_t now_ns); // -> left
+  void drain(NodeId id, const std::string& reason, int64_t now_ns); // -> draining
+
+  // Ages silent nodes; returns the ids that became dead in this tick.
+  std::vector<NodeId> tick(int64_t now_ns);
+
+  // While the job stops, departures and worker exits are expected: logged as info, not warnings.
+  void set_stopping() { stopping_ = true; }
+
+  Epoch epoch() const { return epoch_; }
+  const std::map<NodeId, Node>& nodes() const { return nodes_; }
+  size_t count(NodeState s) const;
+  size_t ready_workers() const;
+  size_t total_workers() const;
+
+  int64_t suspect_after_ns() const;
+  int64_t dead_after_ns() const;
+
+ private:
+  void set_state(Node& n, NodeState s, const std::string& cause, int64_t now_ns, bool bump);
+  void update_worker(Node& n, const wire::WorkerInfo& w);
+
+  MembershipOptions opts_;
+  EventLog& events_;
+  std::map<NodeId, Node> nodes_;
+  NodeId next_id_ = 0;
+  Epoch epoch_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace sal::mesh

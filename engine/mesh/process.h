@@ -1,0 +1,47 @@
+// process.h — child processes on a libuv loop (uv_spawn): the agent's workers, `run`'s agents.
+// The exit callback fires as soon as the child exits (SIGCHLD), which is how a worker's death is
+// reported at once. Children die with their parent (core/lifetime.h, called by the child itself at
+// start-up from --parent-pid), so no process outlives the one that started it.
+#pragma once
+
+#include <sys/types.h>
+#include <uv.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace sal::mesh {
+
+struct SpawnOptions {
+  std::string exe;
+  std::vector<std::string> args;   // without argv[0]
+  std::string log_file;            // stdout+stderr appended here; empty: inherit ours
+};
+
+class ChildProcess {
+ public:
+  using ExitFn = std::function<void(int64_t exit_code, int term_signal)>;
+
+  ChildProcess(uv_loop_t* loop, ExitFn on_exit);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  Status spawn(const SpawnOptions& opts);
+  pid_t pid() const { return pid_; }
+  bool running() const { return running_; }
+  void signal(int sig);
+
+ private:
+  static void on_exit_cb(uv_process_t* p, int64_t status, int sig);
+  uv_loop_t* loop_;
+  ExitFn on_exit_;
+  uv_process_t* proc_ = nullptr;  // freed by its close callback
+  pid_t pid_ = 0;
+  bool running_ = false;
+};
+
+}  // namespace sal::mesh

@@ -1,0 +1,178 @@
+// repl_api.cpp — the controller API seen from the REPL (and, later, drills): the `job` module.
+// Each function is registered with its signature, doc and least role; help() and completion are
+// generated from these entries.
+#include <lua.hpp>
+
+#include "core/clock.h"
+#include "lua/convert.h"
+#include "mesh/controller.h"
+#include "mesh/repl_server.h"
+
+namespace sal::mesh {
+namespace {
+
+const char* worker_state_text(const WorkerView& w) {
+  if (w.exited) return "exited";
+  switch (w.state) {
+    case wire::WorkerState::starting: return "starting";
+    case wire::WorkerState::ready: return "ready";
+    case wire::WorkerState::draining: return "draining";
+    case wire::WorkerState::stopped: return "stopped";
+    default: return "?";
+  }
+}
+
+void push_node(lua_State* L, const Node& n, int64_t now) {
+  lua_newtable(L);
+  lua::set_field(L, "id", int64_t(n.id));
+  lua::set_field(L, "name", n.name);
+  lua::set_field(L, "state", state_name(n.state));
+  lua::set_field(L, "addr", n.addr);
+  lua::set_field(L, "host", n.host);
+  lua::set_field(L, "pid", int64_t(n.pid));
+  lua::set_field(L, "last_heartbeat_ms", double(now - n.last_heartbeat_ns) / 1e6);
+  lua::set_field(L, "since_ms", double(now - n.state_since_ns) / 1e6);
+  if (!n.cause.empty()) lua::set_field(L, "cause", n.cause);
+  lua_newtable(L);
+  for (size_t i = 0; i < n.devices.size(); ++i) {
+    lua_pushstring(L, n.devices[i].c_str());
+    lua_rawseti(L, -2, int(i + 1));
+  }
+  lua_setfield(L, -2, "devices");
+  lua_newtable(L);
+  int k = 1;
+  for (const auto& w : n.workers) {
+    lua_newtable(L);
+    lua::set_field(L, "index", int64_t(w.index));
+    lua::set_field(L, "device", w.device);
+    lua::set_field(L, "pid", int64_t(w.pid));
+    lua::set_field(L, "state", worker_state_text(w));
+    if (w.exited) {
+      lua::set_field(L, "exit_code", int64_t(w.exit_code));
+      lua::set_field(L, "signal", int64_t(w.signal));
+    }
+    lua_rawseti(L, -2, k++);
+  }
+  lua_setfield(L, -2, "workers");
+}
+
+int job_status(Controller& c, lua_State* L) {
+  const auto& m = c.membership();
+  const auto& s = c.steps();
+  lua_newtable(L);
+  lua::set_field(L, "job", c.job().name);
+  lua::set_field(L, "epoch", int64_t(m.epoch()));
+  lua::set_field(L, "step", int64_t(s.committed()));
+  lua::set_field(L, "steps_target", c.max_steps());
+  lua::set_field(L, "step_in_flight", s.in_flight());
+  lua::set_field(L, "steps_aborted", int64_t(s.aborted()));
+  lua::set_field(L, "steps_per_s", c.step_rate());
+  lua::set_field(L, "uptime_s", double(mono_ns() - c.started_ns()) / 1e9);
+  lua::set_field(L, "stopping", c.stopping());
+  lua::set_field(L, "mesh", c.mesh_endpoint());
+  lua_newtable(L);
+  for (auto st : {NodeState::alive, NodeState::suspect, NodeState::draining, NodeState::dead, NodeState::left})
+    lua::set_field(L, state_name(st), int64_t(m.count(st)));
+  lua_setfield(L, -2, "nodes");
+  lua_newtable(L);
+  lua::set_field(L, "ready", int64_t(m.ready_workers()));
+  lua::set_field(L, "total", int64_t(m.total_workers()));
+  lua_setfield(L, -2, "workers");
+  return 1;
+}
+
+int job_nodes(Controller& c, lua_State* L) {
+  int64_t now = mono_ns();
+  bool all = lua_toboolean(L, 1);
+  lua_newtable(L);
+  int k = 1;
+  for (const auto& [id, n] : c.membership().nodes()) {
+    if (!all && n.state == NodeState::left) continue;
+    push_node(L, n, now);
+    lua_rawseti(L, -2, k++);
+  }
+  return 1;
+}
+
+int job_events(Controller& c, lua_State* L) {
+  int64_t n = lua_isnoneornil(L, 1) ? 50 : lua::check_integer(L, 1, "job.events", "a count");
+  const auto& all = c.events().all();
+  size_t start = all.size() > size_t(std::max<int64_t>(n, 0)) ? all.size() - size_t(n) : 0;
+  lua_newtable(L);
+  int k = 1;
+  for (size_t i = start; i < all.size(); ++i) {
+    const Event& e = all[i];
+    lua_newtable(L);
+    lua::set_field(L, "seq", int64_t(e.seq));
+    lua::set_field(L, "t_s", double(e.mono_ns - c.started_ns()) / 1e9);
+    lua::set_field(L, "mono_ns", double(e.mono_ns));
+    lua::set_field(L, "kind", e.kind);
+    if (e.node != kNoNode) lua::set_field(L, "node", int64_t(e.node));
+    lua::set_field(L, "epoch", int64_t(e.epoch));
+    lua::set_field(L, "detail", e.detail);
+    lua_rawseti(L, -2, k++);
+  }
+  return 1;
+}
+
+NodeId node_arg(lua_State* L, const char* fn) {
+  int64_t id = lua::check_integer(L, 1, fn, "a node id");
+  if (id < 0 || id > int64_t(UINT32_MAX)) luaL_error(L, "%s: no node %d", fn, int(id));
+  return NodeId(id);
+}
+
+int job_kill(Controller& c, lua_State* L) {
+  NodeId id = node_arg(L, "job.kill");
+  if (auto s = c.kill_node(id, "repl"); !s) return luaL_error(L, "job.kill: %s", s.error().message().c_str());
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+int job_drain(Controller& c, lua_State* L) {
+  NodeId id = node_arg(L, "job.drain");
+  if (auto s = c.drain_node(id, "repl"); !s) return luaL_error(L, "job.drain: %s", s.error().message().c_str());
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+int job_stop(Controller& c, lua_State* L) {
+  c.request_stop("job.stop() from the REPL");
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+}  // namespace
+
+void register_controller_api(lua::ApiRegistry& reg, Controller& c) {
+  reg.add_module("job", "the running job: membership, steps, events, and node actions for drills");
+  auto add = [&](const char* name, const char* sig, const char* doc, Role role,
+                 int (*fn)(Controller&, lua_State*)) {
+    reg.add({"job", name, sig, doc, role, [&c, fn](lua_State* L) { return fn(c, L); }});
+  };
+  add("status", "job.status() -> {job, epoch, step, nodes = {alive, suspect, ...}, workers = {ready, total}, ...}",
+      "Where the job stands: membership epoch, committed steps (and the target), node counts by "
+      "state, ready workers, step rate, uptime.",
+      Role::observe, job_status);
+  add("nodes", "job.nodes([all]) -> {{id, state, addr, devices, last_heartbeat_ms, workers, ...}, ...}",
+      "Every node that joined (nodes that left cleanly only with all = true): state (alive, suspect, "
+      "draining, dead, left), its cause, connection address, devices, milliseconds since its last "
+      "heartbeat, and its workers.",
+      Role::observe, job_nodes);
+  add("events", "job.events([n = 50]) -> {{seq, t_s, kind, node, epoch, detail}, ...}",
+      "The last n events: joins, suspicions, deaths (with their cause), departures, worker exits, "
+      "step aborts, operator actions. t_s is seconds since the controller started.",
+      Role::observe, job_events);
+  add("kill", "job.kill(node_id) -> true",
+      "Kills a node as a drill would: the agent is told to die at once and, on this host, is sent "
+      "SIGKILL (its workers die with it). Detection and recovery then run as for a real failure.",
+      Role::operate, job_kill);
+  add("drain", "job.drain(node_id) -> true",
+      "Preemption with notice: the node takes no new steps, its workers finish and stop, and it "
+      "leaves cleanly.",
+      Role::operate, job_drain);
+  add("stop", "job.stop() -> true",
+      "Stops the whole job gracefully: agents stop their workers and leave; `salamander run` exits.",
+      Role::operate, job_stop);
+}
+
+}  // namespace sal::mesh

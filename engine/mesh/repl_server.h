@@ -1,0 +1,91 @@
+// repl_server.h — the controller's REPL endpoint. Each connection (a ROUTER identity) is a session
+// with its own sandboxed Lua state over the read-only controller API (repl_api.cpp) for its role.
+// Chunks are evaluated on the controller's loop under the session's budget; while a chunk runs,
+// the budget hook keeps servicing the mesh, so heartbeats are never starved. Completion and help
+// come from the same registration table that installs the API. Every evaluation is audit-logged.
+#pragma once
+
+#include <uv.h>
+#include <zmq.hpp>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/ids.h"
+#include "core/log.h"
+#include "lua/registry.h"
+#include "lua/sandbox.h"
+#include "wire/codec.h"
+
+namespace sal::wire {
+struct KeyPair;
+}
+
+namespace sal::mesh {
+
+class Controller;
+class ZmqWatcher;
+class SocketMonitor;
+class Allowlist;
+
+struct ReplOptions {
+  std::string bind;
+  int64_t budget_ms = 1000;
+  size_t memory_limit = 64u << 20;
+  size_t max_sessions = 32;
+  const wire::KeyPair* curve = nullptr;     // CURVE server key when the endpoint is not local
+  const Allowlist* allow = nullptr;   // roles of CURVE clients
+  std::string audit_path;             // audit log file (empty: log only)
+};
+
+class ReplServer {
+ public:
+  ReplServer(uv_loop_t* loop, zmq::context_t& ctx, Controller& controller, ReplOptions opts);
+  ~ReplServer();
+
+  Status start();
+  const std::string& endpoint() const { return endpoint_; }
+  size_t sessions() const { return sessions_.size(); }
+
+ private:
+  struct Session {
+    uint64_t id = 0;
+    std::string rid;
+    int fd = -1;
+    Role role = Role::observe;
+    std::string user;
+    std::unique_ptr<lua::Sandbox> sandbox;
+    std::string output;  // print() of the chunk being evaluated
+    int64_t last_used_ns = 0;
+  };
+
+  void on_message();
+  Session* session_for(const std::string& rid, int fd, const std::string& user);
+  void evict_if_full();
+  void eval(Session& s, const wire::ReplEval& req);
+  void complete(Session& s, const wire::ReplComplete& req);
+  void audit(const Session& s, const std::string& chunk, const std::string& outcome);
+  template <class M>
+  void reply(const std::string& rid, const M& msg);
+
+  uv_loop_t* loop_;
+  zmq::context_t& ctx_;
+  Controller& controller_;
+  ReplOptions opts_;
+  lua::ApiRegistry registry_;
+  zmq::socket_t socket_;
+  std::string endpoint_;
+  std::unique_ptr<ZmqWatcher> watcher_;
+  std::unique_ptr<SocketMonitor> monitor_;
+  std::map<std::string, Session> sessions_;  // by routing id
+  uint64_t next_session_ = 1;
+  FILE* audit_ = nullptr;
+  RateLimiter bad_input_log_{10};
+};
+
+// Registers job.* (and future modules) for the controller into `reg`.
+void register_controller_api(lua::ApiRegistry& reg, Controller& c);
+
+}  // namespace sal::mesh

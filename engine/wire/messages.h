@@ -1,0 +1,358 @@
+// messages.h — every control message of the Salamander protocol (docs/protocol.md is the spec).
+//
+// Each message is a plain struct with a static `fields(self, visit)` that names its fields in wire
+// order, with an optional bound (max bytes of a string, max elements of a list). The codec
+// (codec.h) uses that one list to encode, to decode with bounds checks, and to name the exact
+// field in an error ("Heartbeat.workers[2].pid: expected uint, got str"). Enums travel as uint8
+// and are range-checked against their `count_` member.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sal::wire {
+
+enum class MsgType : uint16_t {
+  // agent <-> controller (mesh endpoint)
+  register_node = 1,
+  welcome = 2,
+  heartbeat = 3,
+  ping = 4,
+  worker_event = 5,
+  goodbye = 6,
+  command = 7,
+  step_begin = 8,
+  step_vote = 9,
+  step_commit = 10,
+  step_abort = 11,
+  error = 12,
+  // worker <-> agent (the agent's local endpoint); step_* and command are relayed unchanged
+  worker_hello = 20,
+  worker_status = 21,
+  // REPL client <-> controller (REPL endpoint)
+  repl_hello = 40,
+  repl_welcome = 41,
+  repl_eval = 42,
+  repl_result = 43,
+  repl_complete = 44,
+  repl_completions = 45,
+  repl_bye = 46,
+};
+
+std::string_view type_name(MsgType t);
+bool known_type(uint16_t t);
+
+// Bounds used by the field lists below.
+constexpr size_t kNameMax = 256;            // node names, hosts, device strings
+constexpr size_t kTextMax = 64u << 10;      // reasons, details, error messages
+constexpr size_t kChunkMax = 1u << 20;      // a REPL chunk
+constexpr size_t kOutputMax = 4u << 20;     // a REPL result (printed output or value)
+constexpr size_t kListMax = 4096;           // devices, workers per node, completions
+
+enum class WorkerState : uint8_t { starting, ready, draining, stopped, count_ };
+enum class WorkerEventKind : uint8_t { started, ready, exited, spawn_failed, count_ };
+enum class Verb : uint8_t { stop, drain, kill, count_ };
+enum class ValueFormat : uint8_t { text, json, count_ };
+
+// Error codes in ErrorReply.
+enum class ErrorCode : uint16_t {
+  malformed = 1,        // could not be decoded; the message says which field and why
+  bad_version = 2,      // protocol version this peer does not speak
+  unknown_node = 3,     // node id unknown or declared dead: register again
+  not_allowed = 4,      // the session's role does not permit this
+  bad_request = 5,      // decoded fine but makes no sense in this state
+};
+
+struct WorkerInfo {
+  uint32_t index = 0;
+  std::string device;
+  uint32_t pid = 0;
+  WorkerState state = WorkerState::starting;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("index", s.index);
+    v("device", s.device, kNameMax);
+    v("pid", s.pid);
+    v("state", s.state);
+  }
+};
+
+struct RegisterNode {
+  static constexpr MsgType kType = MsgType::register_node;
+  std::string name;
+  std::string host;
+  uint32_t pid = 0;
+  std::vector<std::string> devices;
+  std::string build;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("name", s.name, kNameMax);
+    v("host", s.host, kNameMax);
+    v("pid", s.pid);
+    v("devices", s.devices, kListMax);
+    v("build", s.build, kNameMax);
+  }
+};
+
+struct Welcome {
+  static constexpr MsgType kType = MsgType::welcome;
+  uint32_t node_id = 0;
+  uint64_t epoch = 0;
+  uint32_t heartbeat_ms = 0;
+  uint32_t miss_limit = 0;
+  std::string job;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("node_id", s.node_id);
+    v("epoch", s.epoch);
+    v("heartbeat_ms", s.heartbeat_ms);
+    v("miss_limit", s.miss_limit);
+    v("job", s.job, kNameMax);
+  }
+};
+
+struct Heartbeat {
+  static constexpr MsgType kType = MsgType::heartbeat;
+  uint32_t node_id = 0;
+  uint64_t seq = 0;
+  std::vector<WorkerInfo> workers;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("node_id", s.node_id);
+    v("seq", s.seq);
+    v("workers", s.workers, kListMax);
+  }
+};
+
+struct Ping {
+  static constexpr MsgType kType = MsgType::ping;
+  uint64_t epoch = 0;
+  uint64_t step = 0;
+  uint64_t seq = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("epoch", s.epoch);
+    v("step", s.step);
+    v("seq", s.seq);
+  }
+};
+
+struct WorkerEvent {
+  static constexpr MsgType kType = MsgType::worker_event;
+  uint32_t node_id = 0;
+  uint32_t index = 0;
+  WorkerEventKind kind = WorkerEventKind::started;
+  uint32_t pid = 0;
+  int32_t exit_code = 0;
+  int32_t signal = 0;
+  std::string detail;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("node_id", s.node_id);
+    v("index", s.index);
+    v("kind", s.kind);
+    v("pid", s.pid);
+    v("exit_code", s.exit_code);
+    v("signal", s.signal);
+    v("detail", s.detail, kTextMax);
+  }
+};
+
+struct Goodbye {
+  static constexpr MsgType kType = MsgType::goodbye;
+  uint32_t node_id = 0;
+  std::string reason;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("node_id", s.node_id);
+    v("reason", s.reason, kTextMax);
+  }
+};
+
+struct Command {
+  static constexpr MsgType kType = MsgType::command;
+  Verb verb = Verb::stop;
+  std::string reason;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("verb", s.verb);
+    v("reason", s.reason, kTextMax);
+  }
+};
+
+struct StepBegin {
+  static constexpr MsgType kType = MsgType::step_begin;
+  uint64_t epoch = 0;
+  uint64_t step = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("epoch", s.epoch);
+    v("step", s.step);
+  }
+};
+
+struct StepVote {
+  static constexpr MsgType kType = MsgType::step_vote;
+  uint32_t node_id = 0;
+  uint32_t index = 0;
+  uint64_t epoch = 0;
+  uint64_t step = 0;
+  bool ok = false;
+  std::string detail;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("node_id", s.node_id);
+    v("index", s.index);
+    v("epoch", s.epoch);
+    v("step", s.step);
+    v("ok", s.ok);
+    v("detail", s.detail, kTextMax);
+  }
+};
+
+struct StepCommit {
+  static constexpr MsgType kType = MsgType::step_commit;
+  uint64_t epoch = 0;
+  uint64_t step = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("epoch", s.epoch);
+    v("step", s.step);
+  }
+};
+
+struct StepAbort {
+  static constexpr MsgType kType = MsgType::step_abort;
+  uint64_t epoch = 0;
+  uint64_t step = 0;
+  std::string reason;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("epoch", s.epoch);
+    v("step", s.step);
+    v("reason", s.reason, kTextMax);
+  }
+};
+
+struct ErrorReply {
+  static constexpr MsgType kType = MsgType::error;
+  uint16_t code = 0;
+  std::string message;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("code", s.code);
+    v("message", s.message, kTextMax);
+  }
+};
+
+struct WorkerHello {
+  static constexpr MsgType kType = MsgType::worker_hello;
+  uint32_t index = 0;
+  std::string device;
+  uint32_t pid = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("index", s.index);
+    v("device", s.device, kNameMax);
+    v("pid", s.pid);
+  }
+};
+
+struct WorkerStatus {
+  static constexpr MsgType kType = MsgType::worker_status;
+  uint32_t index = 0;
+  WorkerState state = WorkerState::starting;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("index", s.index);
+    v("state", s.state);
+  }
+};
+
+struct ReplHello {
+  static constexpr MsgType kType = MsgType::repl_hello;
+  std::string client;
+  template <class S, class V>
+  static void fields(S& s, V& v) { v("client", s.client, kNameMax); }
+};
+
+struct ReplWelcome {
+  static constexpr MsgType kType = MsgType::repl_welcome;
+  std::string server;
+  uint64_t session = 0;
+  std::string role;
+  std::string job;
+  uint32_t budget_ms = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("server", s.server, kNameMax);
+    v("session", s.session);
+    v("role", s.role, kNameMax);
+    v("job", s.job, kNameMax);
+    v("budget_ms", s.budget_ms);
+  }
+};
+
+struct ReplEval {
+  static constexpr MsgType kType = MsgType::repl_eval;
+  uint64_t id = 0;
+  std::string chunk;
+  ValueFormat format = ValueFormat::text;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("id", s.id);
+    v("chunk", s.chunk, kChunkMax);
+    v("format", s.format);
+  }
+};
+
+struct ReplResult {
+  static constexpr MsgType kType = MsgType::repl_result;
+  uint64_t id = 0;
+  bool ok = false;
+  std::string output;  // what print() wrote during the chunk
+  std::string value;   // the returned values, rendered as Lua text or as a JSON array
+  std::string error;
+  uint64_t elapsed_us = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("id", s.id);
+    v("ok", s.ok);
+    v("output", s.output, kOutputMax);
+    v("value", s.value, kOutputMax);
+    v("error", s.error, kTextMax);
+    v("elapsed_us", s.elapsed_us);
+  }
+};
+
+struct ReplComplete {
+  static constexpr MsgType kType = MsgType::repl_complete;
+  uint64_t id = 0;
+  std::string line;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("id", s.id);
+    v("line", s.line, kTextMax);
+  }
+};
+
+struct ReplCompletions {
+  static constexpr MsgType kType = MsgType::repl_completions;
+  uint64_t id = 0;
+  std::vector<std::string> candidates;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("id", s.id);
+    v("candidates", s.candidates, kListMax);
+  }
+};
+
+struct ReplBye {
+  static constexpr MsgType kType = MsgType::repl_bye;
+  template <class S, class V>
+  static void fields(S&, V&) {}
+};
+
+}  // namespace sal::wire

@@ -1,0 +1,128 @@
+// t0100_heartbeat.cpp — liveness stories on a real loopback mesh: a controller and four agents
+// (each with one worker process). Agents are SIGKILLed, frozen, drained and replaced; the
+// controller must notice in time, bump the epoch, and never restart.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include "support/mesh_harness.h"
+
+using namespace sal::test;
+
+namespace {
+
+// The newest node id registered by this process (an agent that re-registers gets a new one).
+int64_t node_id_of(TestMesh& m, pid_t pid) {
+  int64_t id = -1;
+  for (auto& n : m.nodes())
+    if (n["pid"] == pid) id = n["id"];
+  return id;
+}
+
+bool has_event(TestMesh& m, const std::string& kind, int64_t node, const std::string& detail_part = "") {
+  for (auto& e : m.eval_json("return job.events(500)"))
+    if (e["kind"] == kind && e.value("node", -1) == node &&
+        e["detail"].get<std::string>().find(detail_part) != std::string::npos)
+      return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("t0100-heartbeat: a SIGKILLed agent is dead within 400 ms and a new agent joins with a new epoch") {
+  TestMesh m;
+  m.start();
+  pid_t controller_pid = m.controller.pid();
+  int64_t victim = node_id_of(m, m.agents[1].pid());
+  REQUIRE(victim >= 0);
+  int64_t epoch_before = m.status()["epoch"];
+
+  double t0 = now_ms();
+  m.agents[1].signal(SIGKILL);
+  bool dead = eventually([&] { return m.state_of(victim) == "dead"; }, 2000, 2);
+  double took = now_ms() - t0;
+  REQUIRE(dead);
+  CHECK(took < 400);
+  MESSAGE("SIGKILL -> job.nodes() says dead: " << took << " ms");
+  CHECK(m.node(victim)["cause"].get<std::string>().find("connection closed") != std::string::npos);
+  CHECK(m.status()["epoch"].get<int64_t>() > epoch_before);
+  CHECK(m.status()["nodes"]["alive"] == 3);
+
+  int64_t epoch_mid = m.status()["epoch"];
+  Proc& fresh = m.add_agent("replacement");
+  REQUIRE(eventually([&] { return node_id_of(m, fresh.pid()) >= 0; }, 5000, 10));
+  int64_t fresh_id = node_id_of(m, fresh.pid());
+  CHECK(fresh_id != victim);
+  CHECK(fresh_id == 4);  // ids are never reused
+  CHECK(m.status()["epoch"].get<int64_t>() > epoch_mid);
+  CHECK(eventually([&] { return m.status()["nodes"]["alive"] == 4; }, 2000));
+  CHECK(m.controller.running());
+  CHECK(m.controller.pid() == controller_pid);
+  CHECK(m.status()["uptime_s"].get<double>() > took / 1000.0);
+}
+
+TEST_CASE("t0110-frozen-agent: SIGSTOP makes a node suspect, then dead after 3 missed 100 ms heartbeats") {
+  TestMesh m;
+  m.start();
+  int64_t id = node_id_of(m, m.agents[2].pid());
+  double t0 = now_ms();
+  m.agents[2].signal(SIGSTOP);
+  REQUIRE(eventually([&] { return m.state_of(id) == "dead"; }, 3000, 2));
+  double took = now_ms() - t0;
+  CHECK(took >= 190);  // it is silence, not a closed connection, that kills it
+  CHECK(took < 450);
+  MESSAGE("SIGSTOP -> dead: " << took << " ms");
+  CHECK(has_event(m, "node_suspect", id));
+  CHECK(has_event(m, "node_dead", id, "heartbeats of 100 ms missed"));
+  m.agents[2].signal(SIGCONT);
+}
+
+TEST_CASE("t0120-worker-exit: a killed worker is reported at once, with its signal") {
+  TestMesh m;
+  m.start();
+  auto n = m.nodes()[0];
+  int64_t id = n["id"];
+  pid_t worker = n["workers"][0]["pid"];
+  REQUIRE(worker > 0);
+  double t0 = now_ms();
+  ::kill(worker, SIGKILL);
+  REQUIRE(eventually([&] { return m.node(id)["workers"][0]["state"] == "exited"; }, 2000, 2));
+  double took = now_ms() - t0;
+  CHECK(took < 100);  // reported by the agent on SIGCHLD, not at the next heartbeat
+  CHECK(m.node(id)["workers"][0]["signal"] == SIGKILL);
+  CHECK(has_event(m, "worker_exited", id, "killed by signal 9"));
+  CHECK(m.status()["workers"]["ready"] == 3);
+}
+
+TEST_CASE("t0130-drain: a drained node stops its workers and leaves cleanly") {
+  TestMesh m;
+  m.start();
+  int64_t id = node_id_of(m, m.agents[0].pid());
+  int64_t epoch = m.status()["epoch"];
+  CHECK(m.eval_json("return job.drain(" + std::to_string(id) + ")") == true);
+  REQUIRE(eventually([&] { return m.state_of(id) == "left"; }, 3000, 10));
+  CHECK(m.agents[0].wait(3000) == 0);
+  CHECK(m.status()["epoch"].get<int64_t>() > epoch);
+  CHECK(has_event(m, "node_draining", id));
+  CHECK(m.status()["nodes"]["dead"] == 0);
+  auto bad = m.eval("job.drain(" + std::to_string(id) + ")");
+  CHECK_FALSE(bad.ok);
+  CHECK(bad.error.find("is left, not live") != std::string::npos);
+}
+
+TEST_CASE("t0140-zombie-node: a node declared dead that wakes up registers again as a new node") {
+  TestMesh m;
+  m.start();
+  int64_t id = node_id_of(m, m.agents[3].pid());
+  m.agents[3].signal(SIGSTOP);
+  REQUIRE(eventually([&] { return m.state_of(id) == "dead"; }, 3000, 5));
+  m.agents[3].signal(SIGCONT);
+  // Its next heartbeat is refused (unknown_node); it registers again and gets a new id.
+  REQUIRE(eventually([&] {
+    for (auto& n : m.nodes())
+      if (n["pid"] == m.agents[3].pid() && n["state"] == "alive") return true;
+    return false;
+  }, 5000, 20));
+  CHECK(node_id_of(m, m.agents[3].pid()) != id);
+  CHECK(m.state_of(id) == "dead");
+  CHECK(m.status()["nodes"]["alive"] == 4);
+}

@@ -1,0 +1,126 @@
+// t0300_run.cpp — `salamander run`: it drives its steps and exits 0; Ctrl-C and job.stop() shut
+// the local mesh down cleanly; SIGKILL of the run takes agents and workers with it; no process
+// outlives the run in any of these ends. Plus steps keep committing through a node loss.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <set>
+
+#include "support/mesh_harness.h"
+
+using namespace sal;
+using namespace sal::test;
+
+namespace {
+
+// A run with its REPL on an ipc endpoint the test chose, idle (no steps) until stopped.
+struct IdleRun {
+  std::string dir = temp_dir("run");
+  std::string repl = "ipc://" + dir + "/repl.sock";
+  Proc proc = spawn({bin(), "run", "--steps", "0", "--nodes", "3", "--repl", repl, "--out", dir + "/out"},
+                    dir + "/run.out");
+  std::unique_ptr<repl::Client> client;
+
+  // Waits for 3 ready workers; returns the pids of every agent and worker.
+  std::set<pid_t> wait_ready() {
+    REQUIRE(proc.wait_for_line("repl  ", 5000) == repl);
+    client = std::make_unique<repl::Client>(repl::ClientOptions{repl});
+    REQUIRE(client->connect().ok());
+    std::set<pid_t> pids;
+    bool ready = eventually([&] {
+      auto r = client->eval("return job.nodes()", wire::ValueFormat::json);
+      if (!r.ok() || !r->ok) return false;
+      auto nodes = nlohmann::json::parse(r->value)[0];
+      pids.clear();
+      int ready_workers = 0;
+      for (auto& n : nodes) {
+        pids.insert(n["pid"].get<pid_t>());
+        for (auto& w : n["workers"]) {
+          pids.insert(w["pid"].get<pid_t>());
+          ready_workers += w["state"] == "ready";
+        }
+      }
+      return ready_workers == 3;
+    }, 10000, 20);
+    REQUIRE(ready);
+    REQUIRE(pids.size() == 6);
+    return pids;
+  }
+};
+
+bool all_gone(const std::set<pid_t>& pids) {
+  for (pid_t p : pids)
+    if (pid_alive(p)) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("t0300-run: salamander run commits every step, then exits 0 with a JSON summary") {
+  std::string dir = temp_dir("run");
+  Proc run = spawn({bin(), "run", "--steps", "300", "--json", "--out", dir + "/out"}, dir + "/run.out");
+  REQUIRE(run.wait(20000) == 0);
+  std::string out = run.output();
+  CHECK(out.rfind("repl  tcp://127.0.0.1:", 0) == 0);  // the REPL endpoint is printed first
+  auto last = out.substr(out.rfind("{\"job\""));
+  auto j = nlohmann::json::parse(last);
+  CHECK(j["job"] == "quickstart");
+  CHECK(j["steps"] == 300);
+  CHECK(j["nodes_joined"] == 4);
+  CHECK(j["nodes_lost"] == 0);
+  CHECK(j["exit_code"] == 0);
+  auto events = Proc(-1, dir + "/out/events.csv").output();
+  CHECK(events.find("steps_done") != std::string::npos);
+  CHECK(events.find("node_joined") != std::string::npos);
+}
+
+TEST_CASE("t0301-run-sigint: Ctrl-C stops the local mesh cleanly and leaves no process behind") {
+  IdleRun r;
+  auto pids = r.wait_ready();
+  r.proc.signal(SIGINT);
+  CHECK(r.proc.wait(8000) == 130);
+  CHECK(eventually([&] { return all_gone(pids); }, 3000));
+  std::string out = r.proc.output();
+  CHECK(out.find("interrupted (Ctrl-C)") != std::string::npos);
+  CHECK(out.find("0 lost") != std::string::npos);  // agents left cleanly: none was declared dead
+}
+
+TEST_CASE("t0302-run-sigkill: SIGKILL of the run takes every agent and worker with it") {
+  IdleRun r;
+  auto pids = r.wait_ready();
+  ::kill(r.proc.pid(), SIGKILL);  // the run only, not its group
+  CHECK(r.proc.wait(3000) == 128 + SIGKILL);
+  CHECK(eventually([&] { return all_gone(pids); }, 3000));
+}
+
+TEST_CASE("t0303-run-job-stop: job.stop() from the REPL ends the run with exit code 0") {
+  IdleRun r;
+  auto pids = r.wait_ready();
+  auto res = r.client->eval("job.stop()");
+  REQUIRE(res.ok());
+  CHECK(res->ok);
+  CHECK(r.proc.wait(8000) == 0);
+  CHECK(eventually([&] { return all_gone(pids); }, 3000));
+}
+
+TEST_CASE("t0304-run-bad-job: a broken job file is refused with the file, the key and the rule") {
+  std::string dir = temp_dir("run");
+  Proc w = spawn({"/bin/sh", "-c", "printf 'return { mesh = { nodes = 0 } }' > " + dir + "/bad.lua"}, dir + "/w.out");
+  REQUIRE(w.wait(2000) == 0);
+  Proc run = spawn({bin(), "run", dir + "/bad.lua"}, dir + "/run.out");
+  CHECK(run.wait(5000) == 1);
+  CHECK(run.output().find(dir + "/bad.lua: mesh.nodes: expected an integer in [1, 1024], got 0") != std::string::npos);
+}
+
+TEST_CASE("t0305-steps-survive-a-kill: steps keep committing after a node is lost and none is lost") {
+  TestMesh m({.steps = 1000000000});
+  m.start();
+  REQUIRE(eventually([&] { return m.status()["step"].get<int64_t>() > 100; }, 5000));
+  m.agents[0].signal(SIGKILL);
+  REQUIRE(eventually([&] { return m.status()["nodes"]["dead"] == 1; }, 2000));
+  int64_t at_loss = m.status()["step"];
+  CHECK(eventually([&] { return m.status()["step"].get<int64_t>() > at_loss + 100; }, 5000));
+  auto s = m.status();
+  CHECK(s["workers"]["ready"] == 3);
+  CHECK(s["steps_aborted"].get<int64_t>() <= 1);
+}

@@ -1,0 +1,88 @@
+// test_membership.cpp — liveness and epochs, driven with explicit times.
+#include <doctest/doctest.h>
+
+#include "mesh/membership.h"
+
+using namespace sal;
+using namespace sal::mesh;
+
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+Node node_named(const std::string& name) {
+  Node n;
+  n.name = name;
+  n.devices = {"cpu:0"};
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("alive -> suspect after one missed heartbeat -> dead after miss_limit") {
+  EventLog log;
+  Membership m({100, 3}, log);
+  NodeId id = m.join(node_named("a"), 0).id;
+  CHECK(m.epoch() == 1);
+  CHECK(m.tick(140 * kMs).empty());
+  CHECK(m.find(id)->state == NodeState::alive);
+  CHECK(m.tick(160 * kMs).empty());
+  CHECK(m.find(id)->state == NodeState::suspect);
+  CHECK(m.epoch() == 1);  // suspicion alone is not a membership change
+  CHECK(m.tick(299 * kMs).empty());
+  auto dead = m.tick(300 * kMs);
+  REQUIRE(dead.size() == 1);
+  CHECK(m.find(id)->state == NodeState::dead);
+  CHECK(m.find(id)->cause.find("3 heartbeats of 100 ms missed") != std::string::npos);
+  CHECK(m.epoch() == 2);
+}
+
+TEST_CASE("a heartbeat brings a suspect back and a dead node stays dead") {
+  EventLog log;
+  Membership m({100, 3}, log);
+  NodeId id = m.join(node_named("a"), 0).id;
+  m.tick(200 * kMs);
+  CHECK(m.find(id)->state == NodeState::suspect);
+  CHECK(m.heartbeat(id, {}, 210 * kMs));
+  CHECK(m.find(id)->state == NodeState::alive);
+  m.tick(600 * kMs);
+  CHECK(m.find(id)->state == NodeState::dead);
+  CHECK_FALSE(m.heartbeat(id, {}, 610 * kMs));
+  CHECK(m.find(id)->state == NodeState::dead);
+}
+
+TEST_CASE("joins, deaths, departures and worker readiness bump the epoch and ids are never reused") {
+  EventLog log;
+  Membership m({100, 3}, log);
+  NodeId a = m.join(node_named("a"), 0).id;
+  NodeId b = m.join(node_named("b"), 0).id;
+  CHECK(a != b);
+  CHECK(m.epoch() == 2);
+  m.heartbeat(a, {{0, "cpu:0", 11, wire::WorkerState::ready}}, 10 * kMs);
+  CHECK(m.epoch() == 3);
+  CHECK(m.ready_workers() == 1);
+  m.worker_event(a, {a, 0, wire::WorkerEventKind::exited, 11, 0, 9, ""}, 20 * kMs);
+  CHECK(m.epoch() == 4);
+  CHECK(m.ready_workers() == 0);
+  m.heartbeat(a, {{0, "cpu:0", 11, wire::WorkerState::ready}}, 30 * kMs);  // late heartbeat
+  CHECK(m.ready_workers() == 0);                                             // exit is final
+  m.lose(b, "connection closed", 40 * kMs);
+  CHECK(m.epoch() == 5);
+  m.leave(a, "drained", 50 * kMs);
+  CHECK(m.epoch() == 6);
+  NodeId c = m.join(node_named("a-again"), 60 * kMs).id;
+  CHECK(c == 2);
+  CHECK(m.count(NodeState::dead) == 1);
+  CHECK(m.count(NodeState::left) == 1);
+}
+
+TEST_CASE("every verdict is an event with its cause") {
+  EventLog log;
+  Membership m({100, 3}, log);
+  NodeId id = m.join(node_named("a"), 0).id;
+  m.lose(id, "connection closed (agent process exited)", 5 * kMs);
+  bool found = false;
+  for (auto& e : log.all())
+    found |= e.kind == "node_dead" && e.node == id && e.detail.find("agent process exited") != std::string::npos;
+  CHECK(found);
+}

@@ -1,0 +1,60 @@
+// mesh_harness.h — a real mesh for integration tests: writes a job file, starts
+// `salamander controller` and N `salamander agent` processes on loopback, and talks to the
+// controller through the real REPL client, as an operator would. Everything it started is killed
+// when it goes out of scope. Failures throw std::runtime_error (a test case reports them).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "repl/client.h"
+#include "support/proc.h"
+
+namespace sal::test {
+
+struct MeshOptions {
+  int agents = 4;
+  int heartbeat_ms = 100;
+  int miss_limit = 3;
+  int64_t steps = 0;
+  int repl_budget_ms = 1000;
+  int repl_memory_mb = 64;
+  std::string mesh_bind = "tcp://127.0.0.1:*";
+  std::string repl_bind = "tcp://127.0.0.1:*";
+  std::string extra;  // more job-file text inside the returned table
+};
+
+class TestMesh {
+ public:
+  explicit TestMesh(MeshOptions o = {});
+
+  // Starts the controller and the agents and waits until every worker is ready.
+  void start();
+  // Only writes dir/job.lua (for tests that start the controller themselves).
+  void start_job();
+  Proc& add_agent(const std::string& name);
+
+  // REPL, through a persistent session.
+  wire::ReplResult eval(const std::string& chunk);
+  nlohmann::json eval_json(const std::string& chunk);  // REQUIREs success
+  nlohmann::json nodes() { return eval_json("return job.nodes(true)"); }
+  nlohmann::json node(int64_t id);
+  std::string state_of(int64_t id) { return node(id)["state"]; }
+  nlohmann::json status() { return eval_json("return job.status()"); }
+
+  MeshOptions opts;
+  std::string dir;
+  std::string mesh_ep, repl_ep;
+  Proc controller;
+  std::vector<Proc> agents;
+
+ private:
+  std::unique_ptr<repl::Client> client_;
+};
+
+std::string bin();  // the salamander binary under test
+
+}  // namespace sal::test

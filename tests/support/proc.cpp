@@ -1,0 +1,134 @@
+// proc.cpp — see proc.h.
+#include "support/proc.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace sal::test {
+
+Proc::Proc(Proc&& o) noexcept : pid_(o.pid_), log_(std::move(o.log_)), status_(o.status_) { o.pid_ = -1; }
+
+Proc& Proc::operator=(Proc&& o) noexcept {
+  if (this != &o) {
+    kill_group();
+    pid_ = o.pid_;
+    log_ = std::move(o.log_);
+    status_ = o.status_;
+    o.pid_ = -1;
+  }
+  return *this;
+}
+
+Proc::~Proc() { kill_group(); }
+
+bool Proc::running() {
+  if (pid_ <= 0 || status_ >= 0) return false;
+  int st = 0;
+  pid_t r = waitpid(pid_, &st, WNOHANG);
+  if (r == pid_) {
+    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return false;
+  }
+  return r == 0;
+}
+
+int Proc::wait(int timeout_ms) {
+  eventually([&] { return !running(); }, timeout_ms, 2);
+  return running() ? -1 : status_;
+}
+
+void Proc::signal(int sig) {
+  if (pid_ > 0 && status_ < 0) ::kill(pid_, sig);
+}
+
+void Proc::kill_group() {
+  if (pid_ <= 0) return;
+  ::kill(-pid_, SIGKILL);  // the group: the process and whatever it started without a new group
+  ::kill(pid_, SIGKILL);
+  if (status_ < 0) {
+    int st = 0;
+    if (waitpid(pid_, &st, 0) == pid_) status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  pid_ = -1;
+}
+
+std::string Proc::output() const {
+  std::ifstream in(log_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Proc::wait_for_line(const std::string& prefix, int timeout_ms) const {
+  std::string found;
+  eventually([&] {
+    std::istringstream in(output());
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind(prefix, 0) == 0) {
+        found = line.substr(prefix.size());
+        return true;
+      }
+    return false;
+  }, timeout_ms, 5);
+  return found;
+}
+
+Proc spawn(const std::vector<std::string>& args, const std::string& log) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      ::close(fd);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  return Proc(pid, log);
+}
+
+std::string temp_dir(const std::string& tag) {
+  std::string tmpl = "/tmp/sal-" + tag + "-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  return mkdtemp(buf.data());
+}
+
+bool pid_alive(pid_t pid) {
+  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string content((std::istreambuf_iterator<char>(stat)), {});
+  auto close = content.rfind(')');
+  return close != std::string::npos && close + 2 < content.size() && content[close + 2] != 'Z';
+}
+
+bool eventually(const std::function<bool()>& pred, int timeout_ms, int every_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(every_ms));
+  }
+}
+
+double now_ms() {
+  return double(std::chrono::duration_cast<std::chrono::microseconds>(
+                    std::chrono::steady_clock::now().time_since_epoch()).count()) / 1000.0;
+}
+
+}  // namespace sal::test

@@ -1,0 +1,137 @@
+// test_codec.cpp — the protocol codec: round trips, and every kind of bad input is refused with a
+// message naming what is wrong.
+#include <doctest/doctest.h>
+
+#include <msgpack.hpp>
+
+#include "wire/codec.h"
+
+using namespace sal;
+using namespace sal::wire;
+
+namespace {
+
+Parts frames(MsgType t, const std::string& body, uint8_t version = kProtocolVersion) {
+  Parts p;
+  p.push_back(header_frame(t, version));
+  p.emplace_back(body.data(), body.size());
+  return p;
+}
+
+template <class... T>
+std::string pack(const T&... fields) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(sizeof...(T));
+  (pk.pack(fields), ...);
+  return std::string(buf.data(), buf.size());
+}
+
+}  // namespace
+
+TEST_CASE("a heartbeat with workers round-trips") {
+  Heartbeat hb{7, 42, {{0, "cpu:0", 1234, WorkerState::ready}, {1, "cpu:1", 1235, WorkerState::starting}}};
+  auto env = open(encode(hb));
+  REQUIRE(env.ok());
+  CHECK(env->type == MsgType::heartbeat);
+  auto back = decode<Heartbeat>(*env);
+  REQUIRE(back.ok());
+  CHECK(back->node_id == 7);
+  CHECK(back->seq == 42);
+  REQUIRE(back->workers.size() == 2);
+  CHECK(back->workers[1].device == "cpu:1");
+  CHECK(back->workers[1].state == WorkerState::starting);
+}
+
+TEST_CASE("every REPL message round-trips") {
+  auto env = open(encode(ReplEval{9, "return job.status()", ValueFormat::json}));
+  REQUIRE(env.ok());
+  auto e = decode<ReplEval>(*env);
+  REQUIRE(e.ok());
+  CHECK(e->chunk == "return job.status()");
+  CHECK(e->format == ValueFormat::json);
+  auto bye = open(encode(ReplBye{}));
+  REQUIRE(bye.ok());
+  CHECK(decode<ReplBye>(*bye).ok());
+}
+
+TEST_CASE("wrong frame counts and headers are malformed") {
+  Parts one;
+  one.emplace_back(std::string("hello"));
+  auto r = open(one);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == int(ErrorCode::malformed));
+  Parts bad_header;
+  bad_header.emplace_back(std::string("XYZ\x01\x00\x03", 6));
+  bad_header.emplace_back(std::string("\x90", 1));
+  CHECK(open(bad_header).error().message().find("not a Salamander header") != std::string::npos);
+}
+
+TEST_CASE("a different protocol version is named as such") {
+  auto r = open(frames(MsgType::heartbeat, pack(1u, 2u), 9));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == int(ErrorCode::bad_version));
+  CHECK(r.error().message().find("protocol version 9 not supported") != std::string::npos);
+}
+
+TEST_CASE("unknown message types are refused") {
+  auto r = open(frames(MsgType(999), pack(1u)));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message().find("unknown message type 999") != std::string::npos);
+}
+
+TEST_CASE("bodies that are not msgpack, truncated, or followed by junk are refused") {
+  CHECK(open(frames(MsgType::heartbeat, std::string("\xc1", 1))).error().message().find("not msgpack") != std::string::npos);
+  std::string good = pack(1u, 2u, std::vector<int>{});
+  CHECK(open(frames(MsgType::heartbeat, good.substr(0, good.size() - 1))).error().message().find("truncated") != std::string::npos);
+  CHECK(open(frames(MsgType::heartbeat, good + "xx")).error().message().find("2 trailing bytes") != std::string::npos);
+}
+
+TEST_CASE("allocation bombs are stopped by limits before allocating") {
+  // array32 header claiming 4G elements, map32 claiming 4G pairs, deep nesting
+  CHECK_FALSE(open(frames(MsgType::heartbeat, std::string("\xdd\xff\xff\xff\xff", 5))).ok());
+  CHECK_FALSE(open(frames(MsgType::heartbeat, std::string("\xdf\xff\xff\xff\xff", 5))).ok());
+  CHECK(open(frames(MsgType::heartbeat, std::string(100000, '\x91'))).error().message().find("size limit") != std::string::npos);
+}
+
+TEST_CASE("field errors name the message, the field path and the rule") {
+  // Heartbeat{node_id: "x", ...}
+  auto env = open(frames(MsgType::heartbeat, pack(std::string("x"), 2u, std::vector<int>{})));
+  REQUIRE(env.ok());
+  auto r = decode<Heartbeat>(*env);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message() == "Heartbeat.node_id: expected uint, got str");
+
+  // a worker whose pid is negative
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(3);
+  pk.pack(1u);
+  pk.pack(2u);
+  pk.pack_array(1);
+  pk.pack_array(4);
+  pk.pack(0u);
+  pk.pack(std::string("cpu:0"));
+  pk.pack(-5);
+  pk.pack(1u);
+  auto env2 = open(frames(MsgType::heartbeat, std::string(buf.data(), buf.size())));
+  REQUIRE(env2.ok());
+  CHECK(decode<Heartbeat>(*env2).error().message() == "Heartbeat.workers[0].pid: expected uint, got negative -5");
+}
+
+TEST_CASE("field counts, enum ranges, integer ranges and string bounds are checked") {
+  auto few = open(frames(MsgType::ping, pack(1u, 2u)));
+  CHECK(decode<Ping>(*few).error().message() == "Ping: expected 3 fields, got 2");
+  auto verb = open(frames(MsgType::command, pack(7u, std::string("x"))));
+  CHECK(decode<Command>(*verb).error().message().find("Command.verb: enum value 7 out of range") == 0);
+  auto big = open(frames(MsgType::welcome, pack(uint64_t(1) << 40, 1u, 100u, 3u, std::string("j"))));
+  CHECK(decode<Welcome>(*big).error().message().find("Welcome.node_id: value") == 0);
+  auto longname = open(frames(MsgType::goodbye, pack(1u, std::string(kTextMax + 1, 'a'))));
+  CHECK(decode<Goodbye>(*longname).error().message().find("exceeds") != std::string::npos);
+}
+
+TEST_CASE("decoding as the wrong type is refused") {
+  auto env = open(encode(Ping{1, 2, 3}));
+  REQUIRE(env.ok());
+  CHECK_FALSE(decode<Heartbeat>(*env).ok());
+}
