@@ -151,7 +151,7 @@ void LocalRun::print_summary() {
     j["exit_code"] = exit_code_;
     std::puts(j.dump().c_str());
   } else {
-    std::printf("%s: %llu steps committed (%llu aborted) in %.2f s · epoch %llu · %zu nodes joined, %zu lost\n",
+    std::printf("%s — %llu steps committed (%llu aborted) in %.2f s · epoch %llu · %zu nodes joined, %zu lost\n",
                 stop_reason_.c_str(), (unsigned long long)st.committed(), (unsigned long long)st.aborted(), elapsed,
                 (unsigned long long)m.epoch(), joined, lost);
     std::printf("logs and events.csv in %s\n", opts_.run_dir.c_str());

@@ -66,7 +66,7 @@ const std::vector<Field>& fields() {
            [](JobConfig& j) -> std::string& { return j.data.path; }),
       text("data.format", {"bytes", "uint16"}, "how data.path is tokenised",
            [](JobConfig& j) -> std::string& { return j.data.format; }),
-      integer("train.steps", 0, 1e12, "steps to run (0: until stopped)",
+      integer("train.steps", 0, 1e12, "steps to run (0: none, the job idles until stopped)",
               [](JobConfig& j) -> int64_t& { return j.train.steps; }),
       integer("train.batch", 1, 1 << 24, "global batch in sequences (independent of membership)",
               [](JobConfig& j) -> int64_t& { return j.train.batch; }),

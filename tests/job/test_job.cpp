@@ -2,6 +2,8 @@
 // with the file, the key and the rule.
 #include <doctest/doctest.h>
 
+#include <fstream>
+
 #include "job/config.h"
 
 using namespace sal;
@@ -76,4 +78,10 @@ TEST_CASE("the schema table lists every key with its rule and default") {
   std::string s = schema_table(true);
   CHECK(s.find("| `mesh.heartbeat_ms` | integer in [10, 60000] | `100` |") != std::string::npos);
   CHECK(s.find("`data.format` | one of bytes, uint16") != std::string::npos);
+}
+
+TEST_CASE("docs/job-file.md holds the current schema table") {
+  std::ifstream in(std::string(SAL_SOURCE_DIR) + "/docs/job-file.md");
+  std::string doc((std::istreambuf_iterator<char>(in)), {});
+  CHECK(doc.find(schema_table(true)) != std::string::npos);
 }

@@ -4,6 +4,8 @@
 
 #include <msgpack.hpp>
 
+#include <fstream>
+
 #include "wire/codec.h"
 
 using namespace sal;
@@ -134,4 +136,19 @@ TEST_CASE("decoding as the wrong type is refused") {
   auto env = open(encode(Ping{1, 2, 3}));
   REQUIRE(env.ok());
   CHECK_FALSE(decode<Heartbeat>(*env).ok());
+}
+
+TEST_CASE("docs/protocol.md names every message type with its number") {
+  std::ifstream in(std::string(SAL_SOURCE_DIR) + "/docs/protocol.md");
+  std::string doc((std::istreambuf_iterator<char>(in)), {});
+  REQUIRE_FALSE(doc.empty());
+  int listed = 0;
+  for (uint16_t t = 0; t < 200; ++t) {
+    if (!known_type(t)) continue;
+    std::string row = "| " + std::to_string(t) + " | " + std::string(type_name(MsgType(t))) + " |";
+    CAPTURE(row);
+    CHECK(doc.find(row) != std::string::npos);
+    ++listed;
+  }
+  CHECK(listed == 21);
 }

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# dev.sh — the README's two commands, for a fresh Debian 12 machine:
+#
+#   scripts/dev.sh run [options]   install missing packages, build, run the default job
+#                                  (options go to `salamander run`, e.g. --steps 1000)
+#   scripts/dev.sh test            install missing packages, build, run every test (CTest)
+#
+# Packages are installed with apt-get (through sudo when not root) only if missing. The build goes
+# to build/ (CMake + Ninja); the CUDA path is built when nvcc is found (SAL_CMAKE_ARGS adds flags,
+# e.g. SAL_CMAKE_ARGS=-DSAL_ENABLE_CUDA=OFF).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libluajit-5.1-dev libzmq3-dev cppzmq-dev libuv1-dev libspdlog-dev doctest-dev libedit-dev
+  libmsgpack-cxx-dev nlohmann-json3-dev
+)
+
+install_missing() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "installing: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+build() {
+  if [ ! -f build/CMakeCache.txt ]; then
+    # shellcheck disable=SC2086
+    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${SAL_CMAKE_ARGS:-}
+  fi
+  cmake --build build
+}
+
+case "${1:-}" in
+  run)
+    shift
+    install_missing
+    build
+    exec build/salamander run "$@"
+    ;;
+  test)
+    install_missing
+    build
+    exec ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 300
+    ;;
+  *)
+    echo "usage: scripts/dev.sh run [salamander run options] | scripts/dev.sh test" >&2
+    exit 2
+    ;;
+esac
