@@ -108,8 +108,9 @@ ChunkState check_chunk(const std::string& chunk, std::string* error) {
   auto [rc, msg] = try_load(chunk);
   lua_close(L);
   if (rc_expr == 0 || rc == 0) return ChunkState::complete;
-  // An incomplete chunk fails at the end of input: the message ends with '<eof>'.
-  const std::string eof = "<eof>";
+  // An incomplete chunk fails at the end of input: the message ends with "near '<eof>'" (lua.c's
+  // test for multi-line input).
+  const std::string eof = "'<eof>'";
   if (msg.size() >= eof.size() && msg.compare(msg.size() - eof.size(), eof.size(), eof) == 0)
     return ChunkState::incomplete;
   if (error) *error = msg;

@@ -183,10 +183,14 @@ void Agent::handle_welcome(const wire::Welcome& w) {
   bool first = node_id_ == kNoNode && workers_.empty();
   node_id_ = w.node_id;
   heartbeat_ms_ = std::max<uint32_t>(w.heartbeat_ms, 10);
+  miss_limit_ = std::max<uint32_t>(w.miss_limit, 1);
   if (phase_ == Phase::registering) phase_ = Phase::running;
   spdlog::info("registered as node {} of job '{}' (epoch {}, heartbeat {} ms)", w.node_id, w.job,
                w.epoch, heartbeat_ms_);
-  heartbeat_timer_.start(0, heartbeat_ms_, [this] { send_heartbeat(); });
+  heartbeat_timer_.start(0, heartbeat_ms_, [this] {
+    send_heartbeat();
+    check_workers();
+  });
   if (first) {
     spawn_workers();
   } else {
@@ -271,11 +275,13 @@ void Agent::on_worker_message() {
   Worker* w = nullptr;
   for (auto& x : workers_)
     if (x.rid == rid) w = &x;
+  if (w) w->last_seen_ns = mono_ns();
   using T = wire::MsgType;
   if (env->type == T::worker_hello) {
     auto m = wire::decode<wire::WorkerHello>(*env);
     if (!m || m->index >= workers_.size()) return;
     workers_[m->index].rid = rid;
+    workers_[m->index].last_seen_ns = mono_ns();
     return;
   }
   if (!w) return;
@@ -339,6 +345,22 @@ void Agent::finish(int code, const std::string& reason) {
   kill_timer_.stop();
   spdlog::info("agent leaving: {}", reason);
   if (on_exit) on_exit(code);
+}
+
+// A worker that stops reporting (frozen, or hung outside its control loop) is as good as dead
+// to the job: it is killed, and its exit is reported like any other, with the reason.
+void Agent::check_workers() {
+  if (phase_ != Phase::running) return;
+  int64_t limit_ns = int64_t(heartbeat_ms_) * miss_limit_ * 1'000'000;
+  for (auto& w : workers_) {
+    if (w.exited || w.last_seen_ns == 0 || !w.proc || !w.proc->running()) continue;
+    int64_t silent = mono_ns() - w.last_seen_ns;
+    if (silent < limit_ns) continue;
+    w.last_error = "unresponsive: silent for " + std::to_string(silent / 1'000'000) + " ms";
+    spdlog::warn("worker {} {}; killing it", w.index, w.last_error);
+    w.proc->signal(SIGKILL);
+    w.last_seen_ns = 0;
+  }
 }
 
 void Agent::check_silence() {

@@ -57,6 +57,7 @@ class Agent {
     wire::WorkerState state = wire::WorkerState::starting;
     bool exited = false;
     std::string last_error;
+    int64_t last_seen_ns = 0;  // its last message (workers report status every heartbeat)
   };
 
   void on_controller_message();
@@ -73,6 +74,7 @@ class Agent {
   void maybe_finish();
   void finish(int code, const std::string& reason);
   void check_silence();
+  void check_workers();
   template <class M>
   void to_controller(const M& msg);
   template <class M>
@@ -90,6 +92,7 @@ class Agent {
   Phase phase_ = Phase::registering;
   NodeId node_id_ = kNoNode;
   uint32_t heartbeat_ms_ = 100;
+  uint32_t miss_limit_ = 3;
   uint64_t hb_seq_ = 0;
   int64_t last_contact_ns_ = 0;
   std::string stop_reason_;

@@ -93,6 +93,22 @@ TEST_CASE("t0120-worker-exit: a killed worker is reported at once, with its sign
   CHECK(m.status()["workers"]["ready"] == 3);
 }
 
+TEST_CASE("t0121-frozen-worker: a worker that stops reporting is killed by its agent and reported") {
+  TestMesh m;
+  m.start();
+  auto n = m.nodes()[1];
+  int64_t id = n["id"];
+  pid_t worker = n["workers"][0]["pid"];
+  double t0 = now_ms();
+  ::kill(worker, SIGSTOP);
+  REQUIRE(eventually([&] { return m.node(id)["workers"][0]["state"] == "exited"; }, 3000, 5));
+  double took = now_ms() - t0;
+  CHECK(took < 600);
+  MESSAGE("worker SIGSTOP -> reported: " << took << " ms");
+  CHECK(has_event(m, "worker_exited", id, "unresponsive: silent for"));
+  CHECK(m.state_of(id) == "alive");  // the node itself is fine
+}
+
 TEST_CASE("t0130-drain: a drained node stops its workers and leaves cleanly") {
   TestMesh m;
   m.start();
