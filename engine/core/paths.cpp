@@ -83,6 +83,12 @@ Status write_file(const std::string& path, const std::string& contents, unsigned
   return {};
 }
 
+std::string hostname() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
 std::string dir_name(const std::string& path) {
   auto pos = path.rfind('/');
   if (pos == std::string::npos) return ".";

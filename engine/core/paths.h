@@ -20,6 +20,9 @@ Status make_dirs(const std::string& path, unsigned mode = 0755);
 Result<std::string> read_file(const std::string& path, size_t max_bytes = 64u << 20);
 Status write_file(const std::string& path, const std::string& contents, unsigned mode = 0644);
 
+// This machine's host name.
+std::string hostname();
+
 // Directory part of a path ("a/b/c.lua" -> "a/b", "c.lua" -> ".").
 std::string dir_name(const std::string& path);
 

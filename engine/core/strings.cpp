@@ -62,6 +62,29 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
   return out;
 }
 
+std::vector<std::pair<int, std::string>> content_lines(std::string_view text) {
+  std::vector<std::pair<int, std::string>> out;
+  int n = 0;
+  for (auto& raw : split(text, '\n')) {
+    ++n;
+    std::string line(trim(raw));
+    if (!line.empty() && line[0] != '#') out.emplace_back(n, std::move(line));
+  }
+  return out;
+}
+
+std::vector<std::string> words(std::string_view line) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+    size_t start = i;
+    while (i < line.size() && !std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+    if (i > start) out.emplace_back(line.substr(start, i - start));
+  }
+  return out;
+}
+
 Result<int64_t> parse_int(std::string_view s) {
   std::string str(trim(s));
   if (str.empty()) return fail("expected an integer, got an empty string");

@@ -18,6 +18,13 @@ std::string_view trim(std::string_view s);
 std::vector<std::string> split(std::string_view s, char sep);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 
+// The lines of a small config file that carry content: (1-based line number, trimmed text),
+// skipping blank lines and lines starting with '#'.
+std::vector<std::pair<int, std::string>> content_lines(std::string_view text);
+
+// Whitespace-separated words of a line.
+std::vector<std::string> words(std::string_view line);
+
 // Whole-string integer parse: "12" ok, "12x", "", "-1" (for unsigned) rejected with a reason.
 Result<int64_t> parse_int(std::string_view s);
 Result<uint64_t> parse_uint(std::string_view s);

@@ -32,12 +32,6 @@ std::string random_tag() {
   return buf;
 }
 
-std::string hostname() {
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  return host;
-}
-
 }  // namespace
 
 Agent::Agent(uv_loop_t* loop, zmq::context_t& ctx, AgentOptions opts)
@@ -105,20 +99,12 @@ void Agent::to_controller(const M& msg) {
 template <class M>
 void Agent::to_worker(const Worker& w, const M& msg) {
   if (w.rid.empty() || w.exited) return;
-  wire::Parts parts;
-  parts.emplace_back(w.rid.data(), w.rid.size());
-  wire::encode_into(msg, parts);
-  try {
-    (void)zmq::send_multipart(local_, parts, zmq::send_flags::dontwait);
-  } catch (const zmq::error_t& e) {
-    spdlog::debug("send to worker {} failed: {}", w.index, e.what());
-  }
+  if (auto why = send_routed(local_, w.rid, msg); !why.empty())
+    spdlog::debug("send to worker {} failed: {}", w.index, why);
 }
 
 void Agent::send_register() {
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  to_controller(wire::RegisterNode{opts_.name, host, uint32_t(getpid()), opts_.devices,
+  to_controller(wire::RegisterNode{opts_.name, hostname(), uint32_t(getpid()), opts_.devices,
                                    "salamander " SAL_VERSION});
 }
 

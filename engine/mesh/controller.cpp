@@ -128,16 +128,9 @@ Status Controller::start() {
 
 template <class M>
 void Controller::send_to(const std::string& rid, const M& msg) {
-  wire::Parts parts;
-  parts.emplace_back(rid.data(), rid.size());
-  wire::encode_into(msg, parts);
-  try {
-    auto sent = zmq::send_multipart(mesh_, parts, zmq::send_flags::dontwait);
-    if (!sent) spdlog::debug("mesh: send queue to {} full; dropped {}", hex_id(rid), wire::type_name(M::kType));
-  } catch (const zmq::error_t& e) {
-    // EHOSTUNREACH with ROUTER_MANDATORY, or a peer that just went away: the monitor reports it.
-    spdlog::debug("mesh: send to {} failed: {}", hex_id(rid), e.what());
-  }
+  // A peer that just went away is reported by the monitor; a full queue is a frozen peer.
+  if (auto why = send_routed(mesh_, rid, msg); !why.empty())
+    spdlog::debug("mesh: {} to {} dropped: {}", wire::type_name(M::kType), hex_id(rid), why);
 }
 
 template <class M>
@@ -398,9 +391,7 @@ Status Controller::kill_node(NodeId id, const std::string& who) {
   events_.add("kill_requested", id, membership_.epoch(), "by " + who);
   send_to(n->routing_id, wire::Command{wire::Verb::kill, "killed by " + who});
   // A frozen agent cannot obey; on this host we can make sure (the drill's "kill" is SIGKILL).
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  if (n->pid > 0 && n->host == host && n->addr.rfind("127.", 0) == 0) ::kill(pid_t(n->pid), SIGKILL);
+  if (n->pid > 0 && n->host == hostname() && n->addr.rfind("127.", 0) == 0) ::kill(pid_t(n->pid), SIGKILL);
   return {};
 }
 

@@ -3,6 +3,8 @@
 // generated from these entries.
 #include <lua.hpp>
 
+#include <functional>
+
 #include "core/clock.h"
 #include "lua/convert.h"
 #include "mesh/controller.h"
@@ -121,18 +123,20 @@ NodeId node_arg(lua_State* L, const char* fn) {
   return NodeId(id);
 }
 
-int job_kill(Controller& c, lua_State* L) {
-  NodeId id = node_arg(L, "job.kill");
-  if (auto s = c.kill_node(id, "repl"); !s) return luaL_error(L, "job.kill: %s", s.error().message().c_str());
+// job.kill / job.drain: one node id in, true out, the controller's refusal as the error.
+int node_action(lua_State* L, const char* fn, const std::function<Status(NodeId)>& act) {
+  NodeId id = node_arg(L, fn);
+  if (auto s = act(id); !s) return luaL_error(L, "%s: %s", fn, s.error().message().c_str());
   lua_pushboolean(L, 1);
   return 1;
 }
 
+int job_kill(Controller& c, lua_State* L) {
+  return node_action(L, "job.kill", [&](NodeId id) { return c.kill_node(id, "repl"); });
+}
+
 int job_drain(Controller& c, lua_State* L) {
-  NodeId id = node_arg(L, "job.drain");
-  if (auto s = c.drain_node(id, "repl"); !s) return luaL_error(L, "job.drain: %s", s.error().message().c_str());
-  lua_pushboolean(L, 1);
-  return 1;
+  return node_action(L, "job.drain", [&](NodeId id) { return c.drain_node(id, "repl"); });
 }
 
 int job_stop(Controller& c, lua_State* L) {

@@ -59,14 +59,7 @@ Status ReplServer::start() {
 
 template <class M>
 void ReplServer::reply(const std::string& rid, const M& msg) {
-  wire::Parts parts;
-  parts.emplace_back(rid.data(), rid.size());
-  wire::encode_into(msg, parts);
-  try {
-    (void)zmq::send_multipart(socket_, parts, zmq::send_flags::dontwait);
-  } catch (const zmq::error_t& e) {
-    spdlog::debug("repl: reply failed: {}", e.what());
-  }
+  if (auto why = send_routed(socket_, rid, msg); !why.empty()) spdlog::debug("repl: reply dropped: {}", why);
 }
 
 void ReplServer::evict_if_full() {

@@ -11,14 +11,8 @@ Result<Allowlist> Allowlist::load(const std::string& path) {
   auto text = read_file(path, 1 << 20);
   if (!text) return Error("allowlist " + text.error().message());
   Allowlist a;
-  int line_no = 0;
-  for (auto& raw : split(*text, '\n')) {
-    ++line_no;
-    std::string line(trim(raw));
-    if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> parts;
-    for (auto& p : split(line, ' '))
-      if (!trim(p).empty()) parts.emplace_back(trim(p));
+  for (auto& [line_no, line] : content_lines(*text)) {
+    std::vector<std::string> parts = words(line);
     if (parts.size() != 3)
       return fail(path, ":", line_no, ": expected '<public key> <role> <name>'");
     if (!wire::valid_z85_key(parts[0])) return fail(path, ":", line_no, ": not a 40-character Z85 public key");

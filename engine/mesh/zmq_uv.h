@@ -15,6 +15,10 @@
 #include <zmq_addon.hpp>
 
 #include <functional>
+#include <string>
+#include <vector>
+
+#include "wire/codec.h"
 
 namespace sal::mesh {
 
@@ -46,5 +50,20 @@ class ZmqWatcher {
 
 // Receives one multipart message without blocking; false when none is waiting.
 bool recv_now(zmq::socket_t& socket, std::vector<zmq::message_t>& parts);
+
+// Sends `msg` to the peer `rid` of a ROUTER socket without blocking. Returns an empty string on
+// success, else why not (queue full, peer gone): callers log it at the level they choose.
+template <class M>
+std::string send_routed(zmq::socket_t& router, const std::string& rid, const M& msg) {
+  wire::Parts parts;
+  parts.emplace_back(rid.data(), rid.size());
+  wire::encode_into(msg, parts);
+  try {
+    if (!zmq::send_multipart(router, parts, zmq::send_flags::dontwait)) return "send queue full";
+  } catch (const zmq::error_t& e) {
+    return e.what();
+  }
+  return "";
+}
 
 }  // namespace sal::mesh

@@ -30,11 +30,7 @@ Result<KeyPair> load_key_file(const std::string& path) {
   auto text = read_file(path, 64 * 1024);
   if (!text) return Error("key file " + text.error().message());
   KeyPair kp;
-  int line_no = 0;
-  for (auto& raw : split(*text, '\n')) {
-    ++line_no;
-    std::string line(trim(raw));
-    if (line.empty() || line[0] == '#') continue;
+  for (auto& [line_no, line] : content_lines(*text)) {
     auto eq = line.find('=');
     if (eq == std::string::npos) return fail(path, ":", line_no, ": expected 'name = value'");
     std::string key(trim(line.substr(0, eq))), value(trim(line.substr(eq + 1)));
