@@ -36,7 +36,7 @@ build() {
     # shellcheck disable=SC2086
     cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${SAL_CMAKE_ARGS:-}
   fi
-  cmake --build build
+  cmake --build build >&2  # stdout stays for the run itself: its first line is the REPL endpoint
 }
 
 case "${1:-}" in

@@ -1,0 +1,97 @@
+// plan.cpp — see plan.h.
+#include "plan/plan.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace sal::plan {
+namespace {
+
+Result<std::vector<uint32_t>> uint_list(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_array()) return fail(where, ": expected an array");
+  std::vector<uint32_t> out;
+  out.reserve(j.size());
+  for (size_t i = 0; i < j.size(); ++i) {
+    if (!j[i].is_number_unsigned() && !(j[i].is_number_integer() && j[i].get<int64_t>() >= 0))
+      return fail(where, "[", i, "]: expected a non-negative integer");
+    int64_t v = j[i].get<int64_t>();
+    if (v > int64_t(UINT32_MAX)) return fail(where, "[", i, "]: ", v, " is too large");
+    out.push_back(uint32_t(v));
+  }
+  return out;
+}
+
+Result<LayerPlan> layer_from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) return fail(where, ": expected an object with replicas and placement");
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (it.key() != "replicas" && it.key() != "placement")
+      return fail(where, ".", it.key(), ": unknown key (expected replicas, placement)");
+  LayerPlan l;
+  if (!j.contains("replicas")) return fail(where, ".replicas: missing");
+  auto r = uint_list(j["replicas"], where + ".replicas");
+  if (!r) return r.error();
+  l.replicas = std::move(*r);
+  if (j.contains("placement")) {
+    const auto& p = j["placement"];
+    if (!p.is_array()) return fail(where, ".placement: expected an array of nodes");
+    for (size_t n = 0; n < p.size(); ++n) {
+      auto slots = uint_list(p[n], where + ".placement[" + std::to_string(n) + "]");
+      if (!slots) return slots.error();
+      l.placement.push_back(std::move(*slots));
+    }
+  }
+  return l;
+}
+
+}  // namespace
+
+Result<Plan> plan_from_json(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("layers") || !j["layers"].is_array())
+    return fail("plan: expected {\"layers\": [...]}");
+  Plan p;
+  for (size_t i = 0; i < j["layers"].size(); ++i) {
+    auto l = layer_from_json(j["layers"][i], "layers[" + std::to_string(i) + "]");
+    if (!l) return l.error();
+    p.layers.push_back(std::move(*l));
+  }
+  if (p.layers.empty()) return fail("plan: no layers");
+  p.experts = uint32_t(p.layers[0].replicas.size());
+  p.nodes = uint32_t(p.layers[0].placement.size());
+  p.slots = p.layers[0].placement.empty() ? 0 : uint32_t(p.layers[0].placement[0].size());
+  auto number = [&](const char* key, uint32_t& out) -> Status {
+    if (!j.contains(key)) return {};
+    if (!j[key].is_number_integer() || j[key].get<int64_t>() < 0) return fail("plan: ", key, " must be a non-negative integer");
+    out = uint32_t(j[key].get<int64_t>());
+    return {};
+  };
+  SAL_TRY(number("nodes", p.nodes));
+  SAL_TRY(number("slots", p.slots));
+  SAL_TRY(number("floor", p.floor));
+  return p;
+}
+
+nlohmann::ordered_json plan_to_json(const Plan& p) {
+  nlohmann::ordered_json j;
+  j["nodes"] = p.nodes;
+  j["slots"] = p.slots;
+  j["floor"] = p.floor;
+  j["layers"] = nlohmann::ordered_json::array();
+  for (const auto& l : p.layers) {
+    nlohmann::ordered_json lj;
+    lj["replicas"] = l.replicas;
+    lj["placement"] = l.placement;
+    j["layers"].push_back(std::move(lj));
+  }
+  return j;
+}
+
+std::vector<std::vector<uint32_t>> expert_nodes(const LayerPlan& layer, uint32_t experts) {
+  std::vector<std::vector<uint32_t>> out(experts);
+  for (uint32_t n = 0; n < layer.placement.size(); ++n)
+    for (ExpertId e : layer.placement[n])
+      if (e < experts && (out[e].empty() || out[e].back() != n)) out[e].push_back(n);
+  return out;
+}
+
+}  // namespace sal::plan

@@ -1,0 +1,46 @@
+// remap.h — from a new plan to the physical nodes, with the least state moved.
+//
+// A new plan's positions are abstract; the nodes are real and already hold expert replicas. The
+// greedy remap (Lazarus §4.3) gives each position to the node that already holds most of that
+// position's replicas (all layers counted), largest overlaps first, so few experts must be fetched.
+// The transfer schedule then says, for every replica a node must newly hold, which surviving owner
+// sends it, spreading the fetches of each expert over all of its owners.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/result.h"
+#include "plan/plan.h"
+
+namespace sal::plan {
+
+// held[node][layer] = the experts node currently holds in that layer (empty for a new node).
+using Holdings = std::vector<std::vector<std::vector<ExpertId>>>;
+
+struct Remap {
+  std::vector<int32_t> node_of_position;  // plan position -> physical node
+  std::vector<int32_t> position_of_node;  // physical node -> plan position, -1 if it gets none
+  uint64_t kept = 0;                      // replicas the new plan finds already in place
+  uint64_t fetched = 0;                   // replicas that must be transferred
+};
+
+// Maps positions onto alive nodes only (alive[node]); needs at least as many alive nodes as
+// positions. What a dead node held is still counted as a source nowhere.
+Result<Remap> greedy_remap(const Holdings& held, const std::vector<bool>& alive, const Plan& plan);
+
+struct Transfer {
+  uint32_t layer = 0;
+  ExpertId expert = 0;
+  uint32_t from_node = 0;
+  uint32_t to_node = 0;
+};
+
+// Fetches of every missing replica, each from a node that holds the expert now and survives
+// (`alive[node]`). Fetches with the fewest possible sources are placed first, each on its least
+// busy owner, so the sending is spread over all owners. Fails when an expert has no surviving
+// owner (then only a checkpoint can restore it), naming the layer and expert.
+Result<std::vector<Transfer>> transfer_schedule(const Holdings& held, const std::vector<bool>& alive,
+                                                const Plan& plan, const Remap& remap);
+
+}  // namespace sal::plan

@@ -1,0 +1,42 @@
+// schedule.h — the checkpoint-window policy's output and the redundancy policy's output.
+//
+// CheckpointSchedule: iteration i snapshots the full state of the operators in
+// slots[(i mod period)] when (i mod period) < window, and nothing otherwise; every operator appears
+// exactly once in the window (MoEtion: window = W_sparse = period; dense every K: window 1, period K;
+// MoC-style round robin: a fixed share per iteration).
+//
+// ShardStacks (SPARe): groups of data-parallel workers each host r shard types (hosts[g]); in a step
+// every alive group computes the shard types in its stack (assignment[g], in order, each one it
+// hosts) and every shard type is computed by exactly one group; the step's all-reduce depth is the
+// longest stack. When some shard type has no alive host the layout is wiped out and only a restart
+// (checkpoint) can continue.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/result.h"
+
+namespace sal::plan {
+
+struct CheckpointSchedule {
+  uint32_t window = 1;
+  uint32_t period = 1;
+  std::vector<std::vector<uint32_t>> slots;  // window lists of operator indices
+};
+
+Status check_schedule(const CheckpointSchedule& s, size_t operators);
+
+struct ShardStacks {
+  uint32_t redundancy = 1;
+  std::vector<std::vector<uint32_t>> hosts;       // per group: hosted shard types
+  std::vector<bool> alive;                        // per group
+  std::vector<std::vector<uint32_t>> assignment;  // per group: shard types computed, in order
+  bool wipeout = false;
+  uint32_t depth() const;
+};
+
+// Checks a stacks proposal. `types` is the number of shard types (== groups in SPARe).
+Status check_stacks(const ShardStacks& s, uint32_t types);
+
+}  // namespace sal::plan

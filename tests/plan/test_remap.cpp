@@ -1,0 +1,81 @@
+// test_remap.cpp — greedy node remapping keeps replicas in place; transfers spread over owners.
+#include <doctest/doctest.h>
+
+#include <map>
+
+#include "plan/remap.h"
+
+using namespace sal;
+using namespace sal::plan;
+
+namespace {
+
+Plan one_layer(std::vector<std::vector<ExpertId>> placement, uint32_t experts) {
+  Plan p;
+  p.nodes = uint32_t(placement.size());
+  p.slots = uint32_t(placement[0].size());
+  p.experts = experts;
+  LayerPlan l;
+  l.replicas.assign(experts, 0);
+  for (auto& n : placement)
+    for (auto e : n) ++l.replicas[e];
+  l.placement = std::move(placement);
+  p.layers.push_back(std::move(l));
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a permuted plan is remapped onto the nodes that already hold it: nothing moves") {
+  Holdings held = {{{0, 1}}, {{2, 3}}, {{4, 5}}};
+  Plan p = one_layer({{4, 5}, {0, 1}, {2, 3}}, 6);
+  auto r = greedy_remap(held, {true, true, true}, p);
+  REQUIRE(r.ok());
+  CHECK(r->node_of_position == std::vector<int32_t>{2, 0, 1});
+  CHECK(r->kept == 6);
+  CHECK(r->fetched == 0);
+  auto t = transfer_schedule(held, {true, true, true}, p, *r);
+  REQUIRE(t.ok());
+  CHECK(t->empty());
+}
+
+TEST_CASE("after a node is lost its replicas are fetched from surviving owners, spread evenly") {
+  // Expert 0 lives on nodes 0, 1, 2; node 3 (dead) held 0 and 1 — four positions need expert 0.
+  Holdings held = {{{0, 1}}, {{0, 2}}, {{0, 3}}, {{0, 1}}, {{}}};
+  std::vector<bool> alive = {true, true, true, false, true};
+  Plan p = one_layer({{0, 1}, {0, 2}, {0, 3}, {0, 1}}, 4);
+  auto r = greedy_remap(held, alive, p);
+  REQUIRE(r.ok());
+  CHECK(r->position_of_node[3] == -1);  // the dead node gets no position
+  CHECK(r->node_of_position[3] == 4);   // the spare node takes the dead node's part
+  auto t = transfer_schedule(held, alive, p, *r);
+  REQUIRE(t.ok());
+  std::map<uint32_t, int> sends;
+  for (auto& x : *t) {
+    CHECK(x.to_node == 4);  // only the newcomer receives; everyone else keeps what it has
+    CHECK(x.from_node != 3);
+    ++sends[x.from_node];
+  }
+  CHECK(t->size() == 2);  // experts 0 and 1
+  for (auto& [from, n] : sends) CHECK(n == 1);
+}
+
+TEST_CASE("an expert with no surviving owner cannot be transferred") {
+  Holdings held = {{{0, 1}}, {{2, 3}}};
+  Plan p = one_layer({{0, 1}, {2, 3}}, 4);
+  Holdings with_spare = {held[0], held[1], {{}}};
+  std::vector<bool> alive = {true, false, true};
+  auto r = greedy_remap(with_spare, alive, p);
+  REQUIRE(r.ok());
+  auto t = transfer_schedule(with_spare, alive, p, *r);
+  REQUIRE_FALSE(t.ok());
+  CHECK(t.error().message() == "layer 0 expert 2 has no surviving replica: restore it from a checkpoint");
+}
+
+TEST_CASE("more positions than nodes is refused") {
+  Holdings held = {{{0}}};
+  CHECK_FALSE(greedy_remap(held, {true}, one_layer({{0}, {0}}, 1)).ok());
+  Holdings two = {{{0}}, {{0}}};
+  CHECK(greedy_remap(two, {true, false}, one_layer({{0}, {0}}, 1)).error().message() ==
+        "the plan has 2 positions but only 1 nodes are alive");
+}
