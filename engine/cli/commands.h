@@ -16,5 +16,6 @@ int cmd_worker(const Args& args);
 int cmd_repl(const Args& args);
 int cmd_job(const Args& args);
 int cmd_keygen(const Args& args);
+int cmd_policy(const Args& args);
 
 }  // namespace sal::cli

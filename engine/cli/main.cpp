@@ -17,6 +17,7 @@ commands:
   agent                join a controller as one node; run one worker per device
   repl [ENDPOINT]      attach a Lua prompt to a live controller (-e CHUNK for one-shot)
   job check FILE.lua   check a job file; `job schema` lists every key
+  policy SUBCOMMAND    check a policy, plan, recovery probability, SPARe layout, MoEtion window
   keygen NAME          make a CURVE key pair (NAME.key, NAME.pub) for non-loopback endpoints
   version              print the version and build features
 )";
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
   if (cmd == "repl") return cmd_repl(args);
   if (cmd == "job") return cmd_job(args);
   if (cmd == "keygen") return cmd_keygen(args);
+  if (cmd == "policy") return cmd_policy(args);
   if (cmd == "version" || cmd == "--version") return version();
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::fputs(kHelp, stdout);

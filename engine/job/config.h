@@ -66,6 +66,8 @@ struct PolicyConfig {
   std::string redundancy = "none";
   int64_t min_replicas = 2;    // f: each expert's fault-tolerance floor
   int64_t slots = 4;           // expert slots per worker
+  int64_t budget_ms = 500;     // wall-clock limit of one call into a policy
+  int64_t memory_mb = 64;      // Lua memory cap per policy generation
 };
 
 struct JobConfig {

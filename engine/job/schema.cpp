@@ -114,6 +114,10 @@ const std::vector<Field>& fields() {
               [](JobConfig& j) -> int64_t& { return j.policies.min_replicas; }),
       integer("policies.slots", 1, 1024, "expert slots per worker",
               [](JobConfig& j) -> int64_t& { return j.policies.slots; }),
+      integer("policies.budget_ms", 1, 600000, "wall-clock limit of one call into a policy",
+              [](JobConfig& j) -> int64_t& { return j.policies.budget_ms; }),
+      integer("policies.memory_mb", 1, 4096, "Lua memory cap of each policy generation",
+              [](JobConfig& j) -> int64_t& { return j.policies.memory_mb; }),
   };
   return kFields;
 }

@@ -216,7 +216,62 @@ nlohmann::ordered_json json_of(lua_State* L, int idx, size_t depth, size_t max_d
   return out;
 }
 
+struct Copier {
+  lua_State* from;
+  lua_State* to;
+  size_t max_depth;
+  size_t items_left;
+  std::vector<const void*> stack;
+
+  Status copy(int idx, size_t depth, const std::string& path) {
+    if (idx < 0) idx = lua_gettop(from) + idx + 1;
+    if (items_left-- == 0) return fail("more than the allowed number of values at ", path);
+    switch (lua_type(from, idx)) {
+      case LUA_TNIL: lua_pushnil(to); return {};
+      case LUA_TBOOLEAN: lua_pushboolean(to, lua_toboolean(from, idx)); return {};
+      case LUA_TNUMBER: lua_pushnumber(to, lua_tonumber(from, idx)); return {};
+      case LUA_TSTRING: {
+        size_t n = 0;
+        const char* s = lua_tolstring(from, idx, &n);
+        lua_pushlstring(to, s, n);
+        return {};
+      }
+      case LUA_TTABLE: break;
+      default: return fail(path, " is a ", luaL_typename(from, idx), " (only plain data can be saved)");
+    }
+    const void* p = lua_topointer(from, idx);
+    if (std::find(stack.begin(), stack.end(), p) != stack.end()) return fail(path, " refers back to itself");
+    if (depth >= max_depth) return fail(path, " is nested deeper than ", max_depth);
+    stack.push_back(p);
+    lua_newtable(to);
+    lua_pushnil(from);
+    while (lua_next(from, idx) != 0) {
+      std::string key = lua_type(from, -2) == LUA_TSTRING ? std::string(lua_tostring(from, -2))
+                                                          : "[" + number_text(lua_tonumber(from, -2)) + "]";
+      if (auto s = copy(-2, depth + 1, path + "." + key); !s) {
+        lua_pop(from, 2);
+        lua_pop(to, 1);
+        return s;
+      }
+      if (auto s = copy(-1, depth + 1, path + "." + key); !s) {
+        lua_pop(from, 2);
+        lua_pop(to, 2);
+        return s;
+      }
+      lua_rawset(to, -3);
+      lua_pop(from, 1);
+    }
+    stack.pop_back();
+    return {};
+  }
+};
+
 }  // namespace
+
+Status copy_value(lua_State* from, int idx, lua_State* to, size_t max_depth, size_t max_items) {
+  Copier c{from, to, max_depth, max_items, {}};
+  return c.copy(idx, 0, "state");
+}
 
 std::string render(lua_State* L, int idx, const RenderOptions& opts) {
   Renderer r{L, opts, {}};

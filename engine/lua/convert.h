@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/result.h"
+
 namespace sal::lua {
 
 struct RenderOptions {
@@ -28,6 +30,12 @@ nlohmann::ordered_json to_json(lua_State* L, int idx, size_t max_depth = 16);
 
 // Pushes a JSON value as a Lua value (arrays become 1-based sequences).
 void push_json(lua_State* L, const nlohmann::ordered_json& v);
+
+// Copies the plain value at `idx` of `from` onto the top of `to` (another state): nil, booleans,
+// numbers, strings and tables of those, at most `max_depth` deep and `max_items` values in all.
+// Functions, userdata, threads and cycles are refused with the path of the offending value.
+// This is how a policy's save() state crosses into the next generation.
+Status copy_value(lua_State* from, int idx, lua_State* to, size_t max_depth = 32, size_t max_items = 1u << 20);
 
 // Setters for the table at the top of the stack.
 void set_field(lua_State* L, const char* key, int64_t v);

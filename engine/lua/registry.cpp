@@ -88,18 +88,18 @@ void ApiRegistry::install(Sandbox& sb, Role role) const {
       lua_setfield(L, -2, e.name.c_str());
     }
     Sandbox::make_readonly(L, m.name);
-    lua_setglobal(L, m.name.c_str());
+    sb.set_global(m.name.c_str());
   }
   for (const auto& e : entries_) {  // module-less functions become globals
     if (!e.module.empty() || !visible(e, role)) continue;
     lua_pushlightuserdata(L, const_cast<ApiEntry*>(&e));
     lua_pushcclosure(L, trampoline, 1);
-    lua_setglobal(L, e.name.c_str());
+    sb.set_global(e.name.c_str());
   }
   lua_pushlightuserdata(L, const_cast<ApiRegistry*>(this));
   lua_pushinteger(L, int(role));
   lua_pushcclosure(L, help_fn, 2);
-  lua_setglobal(L, "help");
+  sb.set_global("help");
 }
 
 std::string ApiRegistry::help(const std::string& topic, Role role) const {

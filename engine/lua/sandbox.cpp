@@ -227,6 +227,12 @@ void Sandbox::install_globals() {
   lua_pop(L, 1);
 }
 
+void Sandbox::set_global(const char* name) {
+  lua_pushstring(L_, name);
+  lua_insert(L_, -2);
+  lua_rawset(L_, LUA_GLOBALSINDEX);
+}
+
 void Sandbox::allow_global(const std::string& name) { core_->declared.insert(name); }
 
 void Sandbox::make_readonly(lua_State* L, const std::string& label) {

@@ -57,6 +57,10 @@ class Sandbox {
   // Names of the globals currently defined (for completion and "did you mean").
   std::vector<std::string> global_names() const;
 
+  // Sets global `name` to the value on top of the stack (popped), bypassing strict mode: this is
+  // how the host installs its API.
+  void set_global(const char* name);
+
   // Declares a global that strict mode must accept even though its value is nil.
   void allow_global(const std::string& name);
 

@@ -11,6 +11,7 @@
 #include "core/strings.h"
 #include "mesh/endpoint.h"
 #include "mesh/monitor.h"
+#include "mesh/planner.h"
 #include "mesh/repl_server.h"
 #include "mesh/security.h"
 #include "mesh/zmq_uv.h"
@@ -43,6 +44,8 @@ Controller::Controller(uv_loop_t* loop, zmq::context_t& ctx, ControllerOptions o
       opts_(std::move(opts)),
       membership_({opts_.job.mesh.heartbeat_ms, opts_.job.mesh.miss_limit}, events_),
       mesh_(ctx, zmq::socket_type::router),
+      planner_(std::make_unique<Planner>(opts_.job)),
+      plan_timer_(loop),
       tick_timer_(loop),
       ping_timer_(loop),
       stop_timer_(loop) {}
@@ -88,6 +91,10 @@ Status Controller::setup_security() {
 Status Controller::start() {
   started_ns_ = mono_ns();
   SAL_TRY(setup_security());
+  planner_->policies().on_event = [this](policy::Kind k, const policy::SlotEvent& e) {
+    events_.add(e.kind, kNoNode, membership_.epoch(), std::string(policy::kind_name(k)) + ": " + e.detail);
+  };
+  SAL_TRY(planner_->configure());
   apply_control_options(mesh_);
   mesh_.set(zmq::sockopt::router_handover, 1);  // an agent reconnecting takes its identity back
   auto ep = bind_endpoint(mesh_, opts_.job.mesh.bind);
@@ -441,7 +448,34 @@ void Controller::check_shutdown_done() {
 }
 
 void Controller::changed() {
+  if (membership_.epoch() != planned_epoch_ && !stopping_) plan_soon("membership changed");
   if (on_change) on_change();
+}
+
+// Joins and departures that arrive together (a node and its workers, a run starting) are
+// batched into one plan by this short delay.
+constexpr uint64_t kPlanDebounceMs = 20;
+
+void Controller::plan_soon(const std::string& why) {
+  if (plan_reason_.empty()) plan_timer_.start(kPlanDebounceMs, 0, [this] { replan(); });
+  plan_reason_ = why;
+}
+
+void Controller::replan() {
+  std::string why = std::exchange(plan_reason_, "");
+  planned_epoch_ = membership_.epoch();
+  auto workers = uint32_t(membership_.ready_workers());
+  if (workers == 0 || stopping_) return;
+  auto r = planner_->replan(workers, membership_.epoch());
+  if (!r) {
+    events_.add("plan_failed", kNoNode, membership_.epoch(), why + ": " + r.error().message());
+    spdlog::warn("no plan for {} workers: {}", workers, r.error().message());
+    return;
+  }
+  events_.add("plan", kNoNode, membership_.epoch(),
+              "plan " + std::to_string(r->number) + " for " + std::to_string(workers) + " workers (" + why +
+                  "): allocation by " + r->allocation_by + ", placement by " + r->placement_by +
+                  (r->note.empty() ? "" : "; " + r->note));
 }
 
 }  // namespace sal::mesh

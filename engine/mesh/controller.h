@@ -32,6 +32,7 @@ namespace sal::mesh {
 
 class ZmqWatcher;
 class SocketMonitor;
+class Planner;
 class ReplServer;
 class ZapHandler;
 class Allowlist;
@@ -71,6 +72,11 @@ class Controller {
   std::function<void()> on_change;                     // membership or steps changed
   std::function<void(const std::string&)> on_stop_requested;  // job.stop() or all steps done
 
+  // The policy slots and the current plan.
+  Planner& planner() { return *planner_; }
+  // Recomputes the plan shortly (joins and departures arriving together make one plan).
+  void plan_soon(const std::string& why);
+
   const Membership& membership() const { return membership_; }
   const StepCoordinator& steps() const { return steps_; }
   const EventLog& events() const { return events_; }
@@ -105,6 +111,7 @@ class Controller {
   void maybe_begin_step();
   void check_shutdown_done();
   void changed();
+  void replan();
 
   uv_loop_t* loop_;
   zmq::context_t& ctx_;
@@ -121,6 +128,10 @@ class Controller {
   std::unique_ptr<ZapHandler> zap_;
   std::unique_ptr<wire::KeyPair> server_key_;
   std::unique_ptr<Allowlist> allow_;
+  std::unique_ptr<Planner> planner_;
+  Timer plan_timer_;
+  std::string plan_reason_;
+  Epoch planned_epoch_ = UINT64_MAX;
 
   Timer tick_timer_;
   Timer ping_timer_;

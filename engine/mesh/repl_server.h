@@ -85,7 +85,9 @@ class ReplServer {
   RateLimiter bad_input_log_{10};
 };
 
-// Registers job.* (and future modules) for the controller into `reg`.
+// Registers job.* for the controller into `reg` (repl_api.cpp).
 void register_controller_api(lua::ApiRegistry& reg, Controller& c);
+// Registers policy.* and job.plan (repl_policy_api.cpp).
+void register_policy_api(lua::ApiRegistry& reg, Controller& c);
 
 }  // namespace sal::mesh

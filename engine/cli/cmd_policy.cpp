@@ -1,0 +1,156 @@
+// cmd_policy.cpp — `salamander policy check|plan|recovery|spare|window`: the offline tools for
+// people writing policies, and for scripts (every subcommand has --json).
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/loads.h"
+#include "cli/policy_analysis.h"
+#include "cli/policy_tools.h"
+#include "core/strings.h"
+#include "plan/validate.h"
+#include "policy/kinds.h"
+
+namespace sal::cli {
+namespace {
+
+int print_json(const nlohmann::ordered_json& j) {
+  std::puts(j.dump(2).c_str());
+  return 0;
+}
+
+int report_error(const char* sub, const Error& e) {
+  std::fprintf(stderr, "salamander policy %s: %s\n", sub, e.message().c_str());
+  return 1;
+}
+
+int policy_check(const Args& args) {
+  Command cmd{"policy check", "policy check FILE.lua [--json]",
+              "Loads a policy file, checks its shape (api, kind, name, doc, decide) and runs its selftest.",
+              {{"--json", "", "print the result as JSON"}},
+              1};
+  auto p = parse(cmd, args);
+  if (!p) return usage_error(cmd, p.error().message());
+  if (p->has("--help") || p->positional.empty()) return std::fputs(usage(cmd).c_str(), stdout), p->positional.empty() ? 2 : 0;
+  auto g = policy::check_file(p->positional[0]);
+  if (p->has("--json")) {
+    nlohmann::ordered_json j;
+    j["file"] = p->positional[0];
+    j["ok"] = g.ok();
+    if (g) {
+      j["kind"] = std::string(policy::kind_name((*g)->kind()));
+      j["name"] = (*g)->name();
+      j["doc"] = (*g)->doc();
+      j["selftest"] = (*g)->has_selftest();
+      j["hash"] = (*g)->hash();
+    } else {
+      j["error"] = g.error().message();
+    }
+    print_json(j);
+    return g ? 0 : 1;
+  }
+  if (!g) return report_error("check", g.error());
+  std::printf("%s: ok — %s policy '%s': %s (%s)\n", p->positional[0].c_str(),
+              std::string(policy::kind_name((*g)->kind())).c_str(), (*g)->name().c_str(), (*g)->doc().c_str(),
+              (*g)->has_selftest() ? "selftest passed" : "no selftest");
+  return 0;
+}
+
+const std::vector<OptSpec>& plan_options() {
+  static const std::vector<OptSpec> kOptions = {
+      {"--loads", "FILE", "expert loads: CSV (a line per layer) or SmartMoE trace lines"},
+      {"--nodes", "N", "nodes (plan positions)"},
+      {"--slots", "C", "expert slots per node"},
+      {"--min-replicas", "F", "fault-tolerance floor f (default 2)"},
+      {"--allocation", "NAME|FILE", "allocation policy (default lazarus)"},
+      {"--placement", "NAME|FILE", "placement policy (default mro)"},
+      {"--json", "", "print the plan file (JSON)"}};
+  return kOptions;
+}
+
+Result<PlanRequest> plan_request(const Parsed& p, bool need_placement) {
+  PlanRequest r;
+  auto file = p.get("--loads");
+  if (!file) return fail("--loads FILE is required");
+  auto loads = read_loads(*file);
+  if (!loads) return loads.error();
+  r.loads = std::move(*loads);
+  auto nodes = p.get_int("--nodes", 0, 1, 1 << 20);
+  auto slots = p.get_int("--slots", 0, 1, 1 << 16);
+  auto f = p.get_int("--min-replicas", 2, 1, 1 << 16);
+  for (auto* v : {&nodes, &slots, &f})
+    if (!*v) return v->error();
+  if (*nodes == 0 || *slots == 0) return fail("--nodes and --slots are required");
+  r.nodes = uint32_t(*nodes);
+  r.slots = uint32_t(*slots);
+  r.min_replicas = uint32_t(*f);
+  r.allocation = p.get_or("--allocation", "lazarus");
+  if (need_placement) r.placement = p.get_or("--placement", "mro");
+  return r;
+}
+
+void print_plan_text(const plan::Plan& pl, const PlanRequest& r, const std::string& note) {
+  std::printf("%u nodes x %u slots, %u experts, %zu layers; allocation %s, placement %s, floor f = %u%s\n",
+              pl.nodes, pl.slots, pl.experts, pl.layers.size(), r.allocation.c_str(), r.placement.c_str(), pl.floor,
+              note.empty() ? "" : (" (" + note + ")").c_str());
+  for (size_t l = 0; l < pl.layers.size(); ++l) {
+    std::vector<std::string> reps;
+    for (auto x : pl.layers[l].replicas) reps.push_back(std::to_string(x));
+    std::printf("\nlayer %zu replicas: %s\n", l, join(reps, " ").c_str());
+    for (size_t n = 0; n < pl.layers[l].placement.size(); ++n) {
+      std::vector<std::string> slots;
+      for (auto e : pl.layers[l].placement[n]) slots.push_back(std::to_string(e));
+      std::printf("  node %zu: %s\n", n, join(slots, " ").c_str());
+    }
+  }
+}
+
+int policy_plan(const Args& args) {
+  Command cmd{"policy plan", "policy plan --loads FILE --nodes N --slots C [--min-replicas F] [options]",
+              "Runs an allocation and a placement policy on the loads and prints per layer the replica "
+              "counts and the node -> slots table (expert ids 0-based). --json prints the plan file.",
+              plan_options(), 0};
+  auto p = parse(cmd, args);
+  if (!p) return usage_error(cmd, p.error().message());
+  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  auto req = plan_request(*p, true);
+  if (!req) return usage_error(cmd, req.error().message());
+  policy::PolicySet set;
+  std::string note;
+  auto pl = plan_offline(set, *req, &note);
+  if (!pl) return report_error("plan", pl.error());
+  if (p->has("--json")) return print_json(plan::plan_to_json(*pl));
+  print_plan_text(*pl, *req, note);
+  return 0;
+}
+
+}  // namespace
+
+int cmd_policy(const Args& args) {
+  const char* kUsage =
+      "usage: salamander policy <check|plan|recovery|spare|window> [options]   (--help on each)\n\n"
+      "  check FILE.lua        load a policy, check its shape, run its selftest\n"
+      "  plan                  replica counts and placement for loads (the plan file with --json)\n"
+      "  recovery              probability a plan survives k node failures; --compare placements\n"
+      "  spare                 SPARe shard layout and closed forms for N groups, redundancy r\n"
+      "  window                MoEtion's sparse checkpoint window and schedule for a profile\n";
+  if (args.empty()) return std::fputs(kUsage, stderr), 2;
+  Args rest(args.begin() + 1, args.end());
+  const std::string& sub = args[0];
+  if (sub == "check") return policy_check(rest);
+  if (sub == "plan") return policy_plan(rest);
+  if (sub == "recovery") return policy_recovery(rest);
+  if (sub == "spare") return policy_spare(rest);
+  if (sub == "window") return policy_window(rest);
+  if (sub == "--help" || sub == "help") return std::fputs(kUsage, stdout), 0;
+  std::fprintf(stderr, "salamander policy: unknown subcommand '%s'\n\n%s", sub.c_str(), kUsage);
+  return 2;
+}
+
+// Exposed for policy_analysis.cpp: the plan options and request parsing are shared.
+const std::vector<OptSpec>& policy_plan_options() { return plan_options(); }
+Result<PlanRequest> policy_plan_request(const Parsed& p, bool need_placement) { return plan_request(p, need_placement); }
+
+}  // namespace sal::cli

@@ -1,0 +1,57 @@
+// loads.cpp — see loads.h.
+#include "cli/loads.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/paths.h"
+#include "core/strings.h"
+
+namespace sal::cli {
+namespace {
+
+Result<std::vector<double>> csv_line(const std::string& line, int line_no, const std::string& path) {
+  std::vector<double> row;
+  for (auto& cell : split(line, ',')) {
+    auto v = parse_double(cell);
+    if (!v || *v < 0) return fail(path, ":", line_no, ": '", std::string(trim(cell)), "' is not a token count");
+    row.push_back(*v);
+  }
+  return row;
+}
+
+// "<layer>:[[...], [...]]" -> per-expert sums over the micro-batches.
+Result<std::vector<double>> trace_line(const std::string& line, int line_no, const std::string& path) {
+  auto colon = line.find(':');
+  auto j = nlohmann::json::parse(line.substr(colon + 1), nullptr, false);
+  if (j.is_discarded() || !j.is_array() || j.empty() || !j[0].is_array())
+    return fail(path, ":", line_no, ": expected <layer>:[[counts], ...]");
+  std::vector<double> sum(j[0].size(), 0.0);
+  for (const auto& mb : j) {
+    if (!mb.is_array() || mb.size() != sum.size()) return fail(path, ":", line_no, ": micro-batches differ in length");
+    for (size_t e = 0; e < sum.size(); ++e) {
+      if (!mb[e].is_number() || mb[e].get<double>() < 0) return fail(path, ":", line_no, ": bad count at expert ", e);
+      sum[e] += mb[e].get<double>();
+    }
+  }
+  return sum;
+}
+
+}  // namespace
+
+Result<std::vector<std::vector<double>>> read_loads(const std::string& path) {
+  auto text = read_file(path, 64u << 20);
+  if (!text) return Error("--loads: " + text.error().message());
+  std::vector<std::vector<double>> layers;
+  for (auto& [line_no, line] : content_lines(*text)) {
+    bool trace = line.find(":[") != std::string::npos;
+    auto row = trace ? trace_line(line, line_no, path) : csv_line(line, line_no, path);
+    if (!row) return row.error();
+    if (!layers.empty() && row->size() != layers[0].size())
+      return fail(path, ":", line_no, ": ", row->size(), " experts, but the first layer has ", layers[0].size());
+    layers.push_back(std::move(*row));
+  }
+  if (layers.empty()) return fail(path, ": no loads");
+  return layers;
+}
+
+}  // namespace sal::cli

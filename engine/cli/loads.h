@@ -1,0 +1,16 @@
+// loads.h — expert loads for offline planning (`salamander policy plan|recovery --loads FILE`).
+// Two formats are read: CSV with one line per layer and one token count per expert, and the
+// SmartMoE trace format, one line per layer "<layer>:[[counts of micro-batch 1], [...], ...]",
+// whose micro-batches are summed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace sal::cli {
+
+Result<std::vector<std::vector<double>>> read_loads(const std::string& path);
+
+}  // namespace sal::cli

@@ -1,0 +1,234 @@
+// policy_analysis.cpp — see policy_analysis.h.
+#include "cli/policy_analysis.h"
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "core/paths.h"
+#include "core/strings.h"
+#include "policy/algo/moetion.h"
+#include "policy/algo/spare.h"
+
+namespace sal::cli {
+namespace {
+
+int failed(const char* sub, const Error& e) {
+  std::fprintf(stderr, "salamander policy %s: %s\n", sub, e.message().c_str());
+  return 1;
+}
+
+std::string method_text(const algo::RecoveryEstimate& r) { return std::string(algo::method_name(r.method)); }
+
+// `policy recovery --plan PLAN.json --failures K`
+int recovery_of_plan(const Parsed& p) {
+  auto text = read_file(*p.get("--plan"));
+  if (!text) return failed("recovery", text.error());
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded()) return failed("recovery", Error(*p.get("--plan") + ": not JSON"));
+  auto plan = plan::plan_from_json(j);
+  if (!plan) return failed("recovery", plan.error().with_context(*p.get("--plan")));
+  auto k = p.get_int("--failures", 1, 0, 1 << 20);
+  if (!k) return failed("recovery", k.error());
+  auto report = algo::recovery_report(placements_of(*plan), int(*k));
+  if (!report) return failed("recovery", report.error());
+  if (p.has("--json")) {
+    nlohmann::ordered_json out;
+    out["failures"] = *k;
+    out["layers"] = nlohmann::ordered_json::array();
+    for (const auto& l : report->layers) out["layers"].push_back(l.p);
+    out["joint"] = report->joint.p;
+    out["method"] = method_text(report->joint);
+    if (report->joint.method == algo::RecoveryMethod::monte_carlo)
+      out["interval"] = {report->joint.lo, report->joint.hi};
+    std::puts(out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("P(plan survives %lld random node failures):\n", (long long)*k);
+  for (size_t l = 0; l < report->layers.size(); ++l)
+    std::printf("  layer %-3zu %.6f  (%s)\n", l, report->layers[l].p, method_text(report->layers[l]).c_str());
+  std::printf("  joint     %.6f  (%s", report->joint.p, method_text(report->joint).c_str());
+  if (report->joint.method == algo::RecoveryMethod::monte_carlo)
+    std::printf(", 95%% interval %.6f..%.6f", report->joint.lo, report->joint.hi);
+  std::printf(")\n");
+  return 0;
+}
+
+// `policy recovery --compare mro,spread,compact --loads ... --nodes N --slots C`
+int recovery_compare(const Parsed& p) {
+  auto req = policy_plan_request(p, false);
+  if (!req) return failed("recovery", req.error());
+  if (auto sel = p.get("--layers")) {
+    std::vector<std::vector<double>> picked;
+    for (const auto& part : split(*sel, ',')) {
+      auto l = parse_uint(part);
+      if (!l || *l >= req->loads.size())
+        return failed("recovery", fail("--layers: '", part, "' is not a layer of 0..", req->loads.size() - 1));
+      picked.push_back(req->loads[*l]);
+    }
+    req->loads = std::move(picked);
+  }
+  auto max_k = p.get_int("--max-failures", std::min<int64_t>(req->nodes, 8), 0, 1 << 20);
+  if (!max_k) return failed("recovery", max_k.error());
+  std::vector<std::string> names = split(*p.get("--compare"), ',');
+  policy::PolicySet set;
+  std::vector<std::vector<algo::RecoveryEstimate>> curves;
+  std::string note;
+  for (const auto& name : names) {
+    PlanRequest r = *req;
+    r.placement = std::string(trim(name));
+    auto plan = plan_offline(set, r, &note);
+    if (!plan) return failed("recovery", plan.error());
+    auto curve = algo::recovery_curve(placements_of(*plan), int(*max_k));
+    if (!curve) return failed("recovery", curve.error().with_context(r.placement));
+    curves.push_back(std::move(*curve));
+  }
+  if (p.has("--json")) {
+    nlohmann::ordered_json out;
+    out["nodes"] = req->nodes;
+    out["slots"] = req->slots;
+    out["min_replicas"] = req->min_replicas;
+    out["allocation"] = req->allocation;
+    if (!note.empty()) out["note"] = note;
+    for (size_t i = 0; i < names.size(); ++i) {
+      nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+      for (const auto& e : curves[i]) rows.push_back({{"failures", e.failures}, {"p", e.p}, {"method", method_text(e)}});
+      out["placements"][std::string(trim(names[i]))] = rows;
+    }
+    std::puts(out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("P(all %zu layers survive k random node failures): %u nodes x %u slots, f = %u, allocation %s%s\n\n",
+              req->loads.size(), req->nodes, req->slots, req->min_replicas, req->allocation.c_str(),
+              note.empty() ? "" : ("; " + note).c_str());
+  std::printf("| failed nodes k |");
+  for (const auto& n : names) std::printf(" %s |", std::string(trim(n)).c_str());
+  std::printf("\n| ---: |");
+  for (size_t i = 0; i < names.size(); ++i) std::printf(" ---: |");
+  std::printf("\n");
+  for (size_t k = 0; k < curves[0].size(); ++k) {
+    std::printf("| %zu |", k);
+    for (const auto& c : curves) std::printf(" %.4f%s |", c[k].p, c[k].method == algo::RecoveryMethod::monte_carlo ? "*" : "");
+    std::printf("\n");
+  }
+  std::printf("\n(* Monte Carlo; every other value is exact or closed-form)\n");
+  return 0;
+}
+
+}  // namespace
+
+int policy_recovery(const Args& args) {
+  std::vector<OptSpec> opts = {{"--plan", "PLAN.json", "a plan file (salamander policy plan --json)"},
+                               {"--failures", "K", "failed nodes (with --plan; default 1)"},
+                               {"--compare", "A,B,...", "placement policies to compare on --loads"},
+                               {"--max-failures", "K", "with --compare: k = 0..K (default min(N, 8))"},
+                               {"--layers", "L,M,...", "with --compare: only these layers of the loads (0-based)"}};
+  for (const auto& o : policy_plan_options())
+    if (o.name != "--placement") opts.push_back(o);
+  Command cmd{"policy recovery", "policy recovery --plan PLAN.json --failures K | --compare A,B --loads FILE ...",
+              "The probability that a plan survives k uniformly random node failures, per layer and jointly, "
+              "and how it was computed (exact, closed-form or monte-carlo); or a table of the joint "
+              "probability against k for several placement policies on the same allocation.",
+              opts, 0};
+  auto p = parse(cmd, args);
+  if (!p) return usage_error(cmd, p.error().message());
+  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  if (p->has("--plan")) return recovery_of_plan(*p);
+  if (p->has("--compare")) return recovery_compare(*p);
+  return usage_error(cmd, "give --plan PLAN.json, or --compare with --loads, --nodes and --slots");
+}
+
+int policy_spare(const Args& args) {
+  Command cmd{"policy spare", "policy spare --groups N --redundancy R [--json]",
+              "SPARe's shard layout for N data-parallel groups with redundancy r (a cyclic Golomb ruler: no "
+              "two shard types share more than one host), and its closed forms.",
+              {{"--groups", "N", "data-parallel groups"},
+               {"--redundancy", "R", "shards per group (default r* for N)"},
+               {"--json", "", "print as JSON"}},
+              0};
+  auto p = parse(cmd, args);
+  if (!p) return usage_error(cmd, p.error().message());
+  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  auto n = p->get_int("--groups", 0, 1, 1 << 20);
+  if (!n || *n == 0) return usage_error(cmd, "--groups N is required");
+  auto r_star = algo::optimal_redundancy(int(*n));
+  auto r = p->get_int("--redundancy", r_star ? *r_star : 1, 1, *n);
+  if (!r) return usage_error(cmd, r.error().message());
+  auto layout = algo::spare_layout(int(*n), int(*r));
+  if (!layout) return failed("spare", layout.error());
+  auto mu = algo::mean_failures_endured(int(*n), int(*r));
+  auto sbar = algo::mean_overhead(int(*n), int(*r));
+  nlohmann::ordered_json j;
+  j["groups"] = *n;
+  j["redundancy"] = *r;
+  j["marks"] = layout->marks;
+  j["hosts"] = layout->hosted;
+  j["max_common_hosts"] = algo::max_common_hosts(*layout);
+  j["mean_failures_endured"] = mu ? *mu : -1;
+  j["mean_overhead_lower_bound"] = sbar ? *sbar : -1;
+  j["optimal_redundancy"] = r_star ? *r_star : -1;
+  if (p->has("--json")) return std::puts(j.dump(2).c_str()), 0;
+  std::printf("SPARe layout: %lld groups, r = %lld, ruler marks %s (no two shard types share more than %d host)\n",
+              (long long)*n, (long long)*r, j["marks"].dump().c_str(), algo::max_common_hosts(*layout));
+  for (size_t g = 0; g < layout->hosted.size() && g < 16; ++g)
+    std::printf("  group %zu hosts %s\n", g, nlohmann::json(layout->hosted[g]).dump().c_str());
+  if (layout->hosted.size() > 16) std::printf("  ... (%zu groups; --json for all)\n", layout->hosted.size());
+  std::printf("mu(N,r)  failures endured before a wipe-out ~ %.2f\n", mu ? *mu : -1.0);
+  std::printf("S(N,r)   mean rounds per step (lower bound, rho = 0) ~ %.3f\n", sbar ? *sbar : -1.0);
+  std::printf("r*(N)    optimal redundancy = %d\n", r_star ? *r_star : -1);
+  return 0;
+}
+
+int policy_window(const Args& args) {
+  Command cmd{"policy window", "policy window --profile PROFILE.json [--json]",
+              "MoEtion's window search: the smallest W_sparse whose per-iteration snapshot fits in one "
+              "iteration, and the schedule. PROFILE.json: {\"iteration_s\": T, \"bandwidth\": B, "
+              "\"operators\": [{\"name\", \"kind\", \"full_bytes\", \"compute_bytes\", \"popularity\"}, ...]}.",
+              {{"--profile", "FILE", "the profile (see above)"}, {"--json", "", "print as JSON"}},
+              0};
+  auto p = parse(cmd, args);
+  if (!p) return usage_error(cmd, p.error().message());
+  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  auto file = p->get("--profile");
+  if (!file) return usage_error(cmd, "--profile FILE is required");
+  auto text = read_file(*file);
+  if (!text) return failed("window", text.error());
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("operators") || !j["operators"].is_array())
+    return failed("window", Error(*file + ": expected {\"iteration_s\", \"bandwidth\", \"operators\": [...]}"));
+  std::vector<algo::CheckpointOperator> ops;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < j["operators"].size(); ++i) {
+    const auto& o = j["operators"][i];
+    if (!o.is_object() || !o.contains("full_bytes") || !o["full_bytes"].is_number())
+      return failed("window", Error(*file + ": operators[" + std::to_string(i) + "] needs full_bytes"));
+    algo::CheckpointOperator op;
+    op.full_bytes = o["full_bytes"].get<uint64_t>();
+    op.compute_bytes = o.value("compute_bytes", op.full_bytes / 3);
+    op.popularity = o.value("popularity", 0.0);
+    op.expert = o.value("kind", std::string("expert")) == "expert";
+    ops.push_back(op);
+    names.push_back(o.value("name", "op" + std::to_string(i)));
+  }
+  auto w = algo::find_window(ops, j.value("iteration_s", 1.0), j.value("bandwidth", 16e9));
+  if (!w) return failed("window", w.error());
+  nlohmann::ordered_json out;
+  out["window"] = w->window;
+  out["budget_bytes"] = w->budget_bytes;
+  out["snapshot_bytes"] = w->snapshot_bytes;
+  out["schedule"] = nlohmann::ordered_json::array();
+  for (const auto& it : w->iterations) {
+    nlohmann::ordered_json row = nlohmann::ordered_json::array();
+    for (int op : it) row.push_back(names[size_t(op)]);
+    out["schedule"].push_back(row);
+  }
+  if (p->has("--json")) return std::puts(out.dump(2).c_str()), 0;
+  std::printf("W_sparse = %d iterations (budget %.3g bytes per iteration)\n", w->window, w->budget_bytes);
+  for (size_t i = 0; i < w->iterations.size(); ++i)
+    std::printf("  iteration %zu: %zu operators, %.3g bytes: %s\n", i, w->iterations[i].size(),
+                double(w->snapshot_bytes[i]), clip(out["schedule"][i].dump(), 200).c_str());
+  return 0;
+}
+
+}  // namespace sal::cli

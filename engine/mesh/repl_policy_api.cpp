@@ -1,0 +1,216 @@
+// repl_policy_api.cpp — the `policy` module of the REPL: list, show, load, reload, diff, rollback
+// and decide, over the controller's policy slots, plus job.plan(). Reading is for every role;
+// changing a slot (or running candidate code, as diff and decide do) needs `operate`.
+#include <lua.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+
+#include "lua/convert.h"
+#include "mesh/controller.h"
+#include "mesh/planner.h"
+#include "mesh/repl_server.h"
+
+namespace sal::mesh {
+namespace {
+
+policy::Kind kind_arg(lua_State* L, int idx, const char* fn) {
+  std::string s = lua::check_string(L, idx, fn, "a slot (allocation, placement, checkpoint, redundancy)");
+  policy::Kind k;
+  if (!policy::parse_kind(s, k))
+    luaL_error(L, "%s: no slot '%s' (allocation, placement, checkpoint, redundancy)", fn, s.c_str());
+  return k;
+}
+
+void push_generation(lua_State* L, const policy::Generation& g) {
+  lua_newtable(L);
+  lua::set_field(L, "name", g.name());
+  lua::set_field(L, "generation", int64_t(g.number));
+  lua::set_field(L, "hash", g.hash());
+  lua::set_field(L, "origin", g.source().origin);
+  lua::set_field(L, "decisions", int64_t(g.stats.decisions));
+  lua::set_field(L, "errors", int64_t(g.stats.errors));
+  lua::set_field(L, "rejections", int64_t(g.stats.rejections));
+  lua::set_field(L, "p50_ms", g.stats.percentile(0.5));
+  lua::set_field(L, "p99_ms", g.stats.percentile(0.99));
+  if (!g.stats.last_problem.empty()) lua::set_field(L, "last_problem", g.stats.last_problem);
+}
+
+void push_slot(lua_State* L, const policy::Slot& s, bool detailed) {
+  if (s.live()) {
+    push_generation(L, *s.live());
+  } else {
+    lua_newtable(L);
+    lua::set_field(L, "name", "floor");
+  }
+  lua::set_field(L, "slot", std::string(policy::kind_name(s.kind())));
+  lua::set_field(L, "floor_decisions", int64_t(s.floor_decisions()));
+  if (!detailed) return;
+  if (s.live()) lua::set_field(L, "doc", s.live()->doc());
+  if (s.previous()) {
+    push_generation(L, *s.previous());
+    lua_setfield(L, -2, "previous");
+  }
+  if (const auto& d = s.last_decision()) {
+    lua_newtable(L);
+    lua::set_field(L, "by", d->decided_by);
+    lua::set_field(L, "summary", policy::ops_for(s.kind()).summary(d->proposal));
+    if (!d->problem.empty()) lua::set_field(L, "problem", d->problem);
+    lua::set_field(L, "ms", d->ms);
+    lua_setfield(L, -2, "last_decision");
+  }
+}
+
+int policy_list(Controller& c, lua_State* L) {
+  lua_newtable(L);
+  int i = 1;
+  for (policy::Kind k : policy::kKinds) {
+    push_slot(L, c.planner().policies().slot(k), false);
+    lua_rawseti(L, -2, i++);
+  }
+  return 1;
+}
+
+int policy_show(Controller& c, lua_State* L) {
+  policy::Kind k = kind_arg(L, 1, "policy.show");
+  push_slot(L, c.planner().policies().slot(k), true);
+  lua_newtable(L);
+  int i = 1;
+  for (const auto& name : c.planner().policies().resolver().shipped(k)) {
+    lua_pushstring(L, name.c_str());
+    lua_rawseti(L, -2, i++);
+  }
+  lua_setfield(L, -2, "shipped");
+  return 1;
+}
+
+// Runs a slot-changing action and answers with the slot's new state (or raises the refusal).
+int slot_action(Controller& c, lua_State* L, const char* fn, policy::Kind k, const std::function<Status()>& act) {
+  if (auto s = act(); !s) return luaL_error(L, "%s: %s", fn, s.error().message().c_str());
+  c.plan_soon("policy change in the " + std::string(policy::kind_name(k)) + " slot");
+  push_slot(L, c.planner().policies().slot(k), false);
+  return 1;
+}
+
+int policy_load(Controller& c, lua_State* L) {
+  policy::Kind k = kind_arg(L, 1, "policy.load");
+  std::string what = lua::check_string(L, 2, "policy.load", "a policy name, a .lua path, or Lua source");
+  return slot_action(c, L, "policy.load", k, [&] { return c.planner().policies().load(k, what, "repl"); });
+}
+
+int policy_reload(Controller& c, lua_State* L) {
+  policy::Kind k = kind_arg(L, 1, "policy.reload");
+  return slot_action(c, L, "policy.reload", k, [&] { return c.planner().policies().slot(k).reload("repl"); });
+}
+
+int policy_rollback(Controller& c, lua_State* L) {
+  policy::Kind k = kind_arg(L, 1, "policy.rollback");
+  return slot_action(c, L, "policy.rollback", k, [&] { return c.planner().policies().slot(k).rollback("repl"); });
+}
+
+int policy_diff(Controller& c, lua_State* L) {
+  policy::Kind k = kind_arg(L, 1, "policy.diff");
+  std::string what = lua::check_string(L, 2, "policy.diff", "a policy name, a .lua path, or Lua source");
+  auto r = c.planner().policies().diff(k, what);
+  if (!r) return luaL_error(L, "policy.diff: %s", r.error().message().c_str());
+  lua_newtable(L);
+  lua::set_field(L, "live", r->live);
+  lua::set_field(L, "candidate", r->candidate);
+  lua::set_field(L, "changes", r->summary);
+  return 1;
+}
+
+int policy_decide(Controller& c, lua_State* L) {
+  policy::Kind k = kind_arg(L, 1, "policy.decide");
+  auto& slot = c.planner().policies().slot(k);
+  std::optional<policy::Input> in;
+  if (lua_istable(L, 2)) {
+    auto r = policy::ops_for(k).read_ctx(L, 2);
+    if (!r) return luaL_error(L, "policy.decide: ctx: %s", r.error().message().c_str());
+    in = std::move(*r);
+  } else if (!slot.recent_inputs().empty()) {
+    in = slot.recent_inputs().back();
+  } else {
+    return luaL_error(L, "policy.decide: the %s slot has decided nothing yet; pass a ctx table",
+                      std::string(policy::kind_name(k)).c_str());
+  }
+  auto d = slot.decide(*in);
+  lua_newtable(L);
+  lua::set_field(L, "by", d.decided_by);
+  lua::set_field(L, "summary", policy::ops_for(k).summary(d.proposal));
+  if (!d.problem.empty()) lua::set_field(L, "problem", d.problem);
+  lua::set_field(L, "ms", d.ms);
+  lua::push_json(L, policy::ops_for(k).to_json(d.proposal));
+  lua_setfield(L, -2, "proposal");
+  return 1;
+}
+
+int job_plan(Controller& c, lua_State* L) {
+  const auto& cur = c.planner().current();
+  bool with_layer = !lua_isnoneornil(L, 1);
+  int64_t layer = with_layer ? lua::check_integer(L, 1, "job.plan", "a layer (0-based)") : 0;
+  if (!cur) return lua_pushnil(L), 1;
+  if (with_layer && (layer < 0 || layer >= int64_t(cur->plan.layers.size())))
+    return luaL_error(L, "job.plan: layer %d is not in 0..%d", int(layer), int(cur->plan.layers.size()) - 1);
+  lua_newtable(L);
+  lua::set_field(L, "number", int64_t(cur->number));
+  lua::set_field(L, "epoch", int64_t(cur->epoch));
+  lua::set_field(L, "nodes", int64_t(cur->plan.nodes));
+  lua::set_field(L, "slots", int64_t(cur->plan.slots));
+  lua::set_field(L, "floor", int64_t(cur->plan.floor));
+  lua::set_field(L, "allocation_by", cur->allocation_by);
+  lua::set_field(L, "placement_by", cur->placement_by);
+  lua::set_field(L, "checkpoint_by", cur->checkpoint_by);
+  lua::set_field(L, "ms", cur->ms);
+  if (!cur->note.empty()) lua::set_field(L, "note", cur->note);
+  if (with_layer) {
+    nlohmann::ordered_json j;
+    j["replicas"] = cur->plan.layers[size_t(layer)].replicas;
+    j["placement"] = cur->plan.layers[size_t(layer)].placement;
+    lua::push_json(L, j);
+    lua_setfield(L, -2, "layer");
+  }
+  return 1;
+}
+
+}  // namespace
+
+void register_policy_api(lua::ApiRegistry& reg, Controller& c) {
+  reg.add_module("policy", "the policy slots: inspect, load, reload, diff, roll back, interrogate");
+  auto add = [&](const char* name, const char* sig, const char* doc, Role role, int (*fn)(Controller&, lua_State*)) {
+    reg.add({"policy", name, sig, doc, role, [&c, fn](lua_State* L) { return fn(c, L); }});
+  };
+  add("list", "policy.list() -> {{slot, name, generation, hash, decisions, errors, rejections, p50_ms, p99_ms}, ...}",
+      "Every slot's live generation: name, generation number, source hash, decision count, errors, "
+      "rejected proposals, and decision time percentiles.",
+      Role::observe, policy_list);
+  add("show", "policy.show(slot) -> {name, doc, generation, hash, origin, previous, last_decision, shipped, ...}",
+      "One slot in detail: the live generation, the previous one kept for rollback, the last decision "
+      "(who decided, a summary, and the problem if the live generation could not), and the shipped policies.",
+      Role::observe, policy_show);
+  add("load", "policy.load(slot, name | path.lua | source) -> slot info",
+      "Loads a new generation: load, shape check, selftest, replay of recent decisions through the C++ "
+      "validators, state migration, then the swap between two decisions. Any failure leaves the live "
+      "generation in place and raises the reason.",
+      Role::operate, policy_load);
+  add("reload", "policy.reload(slot) -> slot info",
+      "Reads the live generation's source again (its file, if it came from one) and loads it as a new generation.",
+      Role::operate, policy_reload);
+  add("diff", "policy.diff(slot, name | path.lua | source) -> {live, candidate, changes}",
+      "What a candidate would decide differently from the live generation on the latest decision input, "
+      "without loading it.",
+      Role::operate, policy_diff);
+  add("rollback", "policy.rollback(slot) -> slot info",
+      "Swaps the previous generation back in (it is kept warm: instant).", Role::operate, policy_rollback);
+  add("decide", "policy.decide(slot [, ctx]) -> {by, summary, problem, ms, proposal}",
+      "Runs a decision now on the slot's latest input, or on a ctx table written as the policy sees it "
+      "(1-based). The proposal comes back as in plan files (0-based ids).",
+      Role::operate, policy_decide);
+  reg.add({"job", "plan", "job.plan([layer]) -> {number, epoch, nodes, slots, floor, allocation_by, placement_by, ...}",
+           "The current plan: which generation decided each part, for how many nodes; with a layer (0-based), "
+           "its replica counts and node -> slots table (0-based expert ids, as in plan files).",
+           Role::observe, [&c](lua_State* L) { return job_plan(c, L); }});
+}
+
+}  // namespace sal::mesh

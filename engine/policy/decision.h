@@ -1,0 +1,80 @@
+// decision.h — what each kind of policy is asked (its input, the `ctx` a Lua policy receives) and
+// what it answers (its proposal). C++ owns both shapes: inputs are built by the controller, the
+// CLI or a test; proposals are read back from Lua, checked by the validators, then applied.
+//
+// Indices are 0-based here. Lua policies see layers, experts, nodes, operators and shard types
+// 1-based, as Lua expects; lua_bridge.cpp converts in both directions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "plan/schedule.h"
+
+namespace sal::policy {
+
+enum class Kind : uint8_t { allocation, placement, checkpoint, redundancy };
+constexpr Kind kKinds[] = {Kind::allocation, Kind::placement, Kind::checkpoint, Kind::redundancy};
+std::string_view kind_name(Kind k);
+bool parse_kind(std::string_view s, Kind& out);
+
+struct AllocationInput {
+  uint32_t nodes = 0, slots = 0, experts = 0;
+  uint32_t min_replicas = 1;                // f as configured (the floor may have to be lowered)
+  std::vector<std::vector<double>> loads;   // [layer][expert] tokens over the recent window
+};
+struct AllocationProposal {
+  std::vector<std::vector<uint32_t>> replicas;  // [layer][expert]
+  uint32_t floor = 1;                           // the floor the allocation guarantees
+  std::string note;                             // e.g. "f lowered from 2 to 1: ..."
+};
+
+struct PlacementInput {
+  uint32_t nodes = 0, slots = 0, experts = 0;
+  uint32_t floor = 1;                                         // from the allocation
+  std::vector<std::vector<uint32_t>> replicas;                // [layer][expert]
+  std::vector<std::vector<double>> loads;                     // [layer][expert]
+  std::vector<std::vector<std::vector<uint32_t>>> current;    // [layer][node][slot]; may be empty
+};
+struct PlacementProposal {
+  std::vector<std::vector<std::vector<uint32_t>>> placement;  // [layer][node][slot] = expert
+};
+
+struct OperatorInfo {
+  std::string name;        // "layer3.expert7", "layer3.gate", "layer3.dense", "embedding"
+  std::string kind;        // expert | gate | dense | embedding
+  int32_t layer = -1;
+  int32_t expert = -1;
+  double full_bytes = 0;     // weights + optimizer state (a full snapshot)
+  double compute_bytes = 0;  // weights only (what frozen replay needs)
+  double popularity = 0;     // activation frequency (experts); 0 for the rest
+};
+struct CheckpointInput {
+  std::vector<OperatorInfo> operators;
+  double iteration_s = 1.0;     // measured time of one iteration
+  double bandwidth_Bps = 16e9;  // device -> host copy bandwidth
+  uint64_t iteration = 0;
+  bool has_current = false;
+  plan::CheckpointSchedule current;
+};
+using CheckpointProposal = plan::CheckpointSchedule;
+
+struct RedundancyInput {
+  uint32_t groups = 0;           // data-parallel groups (each holds a whole model)
+  std::vector<bool> alive;       // per group
+  uint32_t redundancy = 0;       // requested r; 0: the policy chooses
+  bool has_current = false;
+  plan::ShardStacks current;
+};
+using RedundancyProposal = plan::ShardStacks;
+
+using Input = std::variant<AllocationInput, PlacementInput, CheckpointInput, RedundancyInput>;
+using Proposal = std::variant<AllocationProposal, PlacementProposal, CheckpointProposal, RedundancyProposal>;
+
+inline Kind kind_of(const Input& in) { return Kind(in.index()); }
+inline Kind kind_of(const Proposal& p) { return Kind(p.index()); }
+
+}  // namespace sal::policy

@@ -1,0 +1,295 @@
+// generation.cpp — see generation.h.
+#include "policy/generation.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+#include "core/clock.h"
+#include "core/strings.h"
+#include "lua/convert.h"
+#include "policy/kinds.h"
+
+namespace sal::policy {
+namespace {
+
+// Decision times kept per generation for p50/p99.
+constexpr size_t kTimingWindow = 256;
+const std::set<std::string> kModuleFields = {"api", "kind", "name", "doc", "decide", "selftest", "save", "restore"};
+
+bool valid_lib_name(const std::string& n) {
+  return !n.empty() && std::all_of(n.begin(), n.end(), [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+}
+
+// require "name": policies/lib/name.lua, loaded once per state.
+int lua_require(lua_State* L) {
+  auto* env = static_cast<GenerationEnv*>(lua_touserdata(L, lua_upvalueindex(1)));
+  std::string name = luaL_checkstring(L, 1);
+  if (!valid_lib_name(name)) return luaL_error(L, "require: '%s' is not a policies/lib module name", name.c_str());
+  lua_getfield(L, lua_upvalueindex(2), name.c_str());
+  if (!lua_isnil(L, -1)) return 1;
+  lua_pop(L, 1);
+  if (!env->load_lib) return luaL_error(L, "require: no policy library available");
+  auto src = env->load_lib(name);
+  if (!src) return luaL_error(L, "require '%s': %s", name.c_str(), src.error().message().c_str());
+  if (luaL_loadbufferx(L, src->text.data(), src->text.size(), ("@" + src->origin).c_str(), "t") != 0)
+    return lua_error(L);
+  lua_call(L, 0, 1);
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    lua_pushboolean(L, 1);
+  }
+  lua_pushvalue(L, -1);
+  lua_setfield(L, lua_upvalueindex(2), name.c_str());
+  return 1;
+}
+
+// ---- the selftest helper table `t` ----
+
+bool deep_equal(lua_State* L, int a, int b, int depth) {
+  if (depth > 32) return false;
+  if (lua_type(L, a) != lua_type(L, b)) return false;
+  if (lua_type(L, a) != LUA_TTABLE) return lua_rawequal(L, a, b);
+  lua_pushnil(L);
+  while (lua_next(L, a) != 0) {
+    lua_pushvalue(L, -2);
+    lua_rawget(L, b);
+    bool same = deep_equal(L, lua_gettop(L) - 1, lua_gettop(L), depth + 1);
+    lua_pop(L, 2);
+    if (!same) {
+      lua_pop(L, 1);
+      return false;
+    }
+  }
+  lua_pushnil(L);
+  while (lua_next(L, b) != 0) {
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    lua_rawget(L, a);
+    bool present = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (!present) {
+      lua_pop(L, 1);
+      return false;
+    }
+  }
+  return true;
+}
+
+int t_fail(lua_State* L, int msg_idx, const std::string& what) {
+  const char* msg = lua_tostring(L, msg_idx);
+  return luaL_error(L, "%s%s%s", what.c_str(), msg ? ": " : "", msg ? msg : "");
+}
+
+int t_ok(lua_State* L) {
+  if (!lua_toboolean(L, 1)) return t_fail(L, 2, "check failed");
+  return 0;
+}
+
+int t_eq(lua_State* L) {
+  if (deep_equal(L, 1, 2, 0)) return 0;
+  std::string what = "expected " + lua::render(L, 2) + ", got " + lua::render(L, 1);
+  return t_fail(L, 3, clip(what, 400));
+}
+
+int t_near(lua_State* L) {
+  double a = luaL_checknumber(L, 1), b = luaL_checknumber(L, 2), tol = luaL_checknumber(L, 3);
+  if (std::fabs(a - b) <= tol) return 0;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%.10g is not within %.3g of %.10g", a, tol, b);
+  return t_fail(L, 4, buf);
+}
+
+// t.valid(proposal, ctx): raises unless the proposal passes the C++ validators for ctx.
+int t_valid(lua_State* L) {
+  Kind kind = Kind(lua_tointeger(L, lua_upvalueindex(1)));
+  const KindOps& ops = ops_for(kind);
+  auto in = ops.read_ctx(L, 2);
+  if (!in) return luaL_error(L, "t.valid: bad ctx: %s", in.error().message().c_str());
+  auto p = ops.read(L, 1, *in);
+  if (!p) return luaL_error(L, "t.valid: malformed proposal: %s", p.error().message().c_str());
+  if (auto s = ops.validate(*p, *in); !s) return luaL_error(L, "t.valid: invalid proposal: %s", s.error().message().c_str());
+  return 0;
+}
+
+void push_test_helpers(lua_State* L, Kind kind) {
+  lua_newtable(L);
+  using Entry = std::pair<const char*, lua_CFunction>;
+  for (auto [name, fn] : {Entry{"ok", t_ok}, Entry{"eq", t_eq}, Entry{"near", t_near}}) {
+    lua_pushcfunction(L, fn);
+    lua_setfield(L, -2, name);
+  }
+  lua_pushinteger(L, int(kind));
+  lua_pushcclosure(L, t_valid, 1);
+  lua_setfield(L, -2, "valid");
+}
+
+}  // namespace
+
+std::string source_hash(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+  return buf;
+}
+
+double GenerationStats::percentile(double p) const {
+  if (ms.empty()) return 0;
+  std::vector<double> v(ms.begin(), ms.end());
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5))];
+}
+
+Generation::Generation(Kind kind, Source src, const GenerationEnv& env)
+    : kind_(kind), source_(std::move(src)), env_(env), hash_(source_hash(source_.text)) {}
+
+Result<std::unique_ptr<Generation>> Generation::load(Kind kind, const Source& src, const GenerationEnv& env) {
+  std::unique_ptr<Generation> g(new Generation(kind, src, env));
+  lua::SandboxOptions so;
+  so.name = std::string(kind_name(kind)) + " policy " + src.origin;
+  so.memory_limit = env.memory_limit;
+  so.strict_reads = true;
+  so.strict_writes = true;
+  std::string origin = src.origin;
+  so.print = [origin](const std::string& s) { spdlog::info("[policy {}] {}", origin, s); };
+  g->sandbox_ = std::make_unique<lua::Sandbox>(so);
+  lua_State* L = g->sandbox_->L();
+  if (env.install_library) env.install_library(*g->sandbox_);
+  lua_pushlightuserdata(L, &g->env_);
+  lua_newtable(L);  // the module cache
+  lua_pushcclosure(L, lua_require, 2);
+  g->sandbox_->set_global("require");
+  SAL_TRY(g->run_chunk());
+  SAL_TRY(g->check_shape());
+  g->loaded_wall_ms_ = wall_ms();
+  return g;
+}
+
+Status Generation::run_chunk() {
+  SAL_TRY(sandbox_->load(source_.text, "@" + source_.origin));
+  SAL_TRY(sandbox_->call(0, 1, {.deadline_ms = env_.budget_ms, .what = "policy budget"}));
+  lua_State* L = sandbox_->L();
+  if (lua_type(L, -1) != LUA_TTABLE) {
+    std::string got = luaL_typename(L, -1);
+    lua_pop(L, 1);
+    return fail("the file must return the policy module table, got a ", got);
+  }
+  module_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
+  return {};
+}
+
+Status Generation::check_shape() {
+  lua_State* L = sandbox_->L();
+  lua_rawgeti(L, LUA_REGISTRYINDEX, module_ref_);
+  int m = lua_gettop(L);
+  auto field_type = [&](const char* key) {
+    lua_getfield(L, m, key);
+    int t = lua_type(L, -1);
+    lua_pop(L, 1);
+    return t;
+  };
+  auto done = [&](Status s) {
+    lua_settop(L, m - 1);
+    return s;
+  };
+  lua_pushnil(L);
+  while (lua_next(L, m) != 0) {
+    lua_pop(L, 1);
+    std::string key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
+    if (!kModuleFields.count(key))
+      return done(fail("module field '", key, "' is not part of the policy contract",
+                       did_you_mean(key, {kModuleFields.begin(), kModuleFields.end()})));
+  }
+  lua_getfield(L, m, "api");
+  bool api_ok = lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) == 1;
+  lua_getfield(L, m, "kind");
+  std::string kind = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+  lua_getfield(L, m, "name");
+  name_ = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+  lua_getfield(L, m, "doc");
+  doc_ = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+  lua_pop(L, 4);
+  if (!api_ok) return done(fail("api must be 1 (the policy API version this engine speaks)"));
+  if (kind != kind_name(kind_))
+    return done(fail("kind is '", kind, "' but this is the ", kind_name(kind_), " slot"));
+  if (name_.empty()) return done(fail("name: a policy needs a name"));
+  if (doc_.empty()) return done(fail("doc: a policy needs a one-line description"));
+  if (field_type("decide") != LUA_TFUNCTION) return done(fail("decide must be a function(ctx)"));
+  for (auto [key, flag] : {std::pair{"selftest", &has_selftest_}, std::pair{"save", &has_save_},
+                           std::pair{"restore", &has_restore_}}) {
+    int t = field_type(key);
+    if (t != LUA_TNIL && t != LUA_TFUNCTION) return done(fail(key, " must be a function when present"));
+    *flag = t == LUA_TFUNCTION;
+  }
+  return done({});
+}
+
+// Pushes module[method] and the arguments already on the stack stay below it; calls it.
+Status Generation::call_method(const char* method, int nargs, int nresults) {
+  lua_State* L = sandbox_->L();
+  lua_rawgeti(L, LUA_REGISTRYINDEX, module_ref_);
+  lua_getfield(L, -1, method);
+  lua_remove(L, -2);
+  lua_insert(L, -(nargs + 1));
+  auto s = sandbox_->call(nargs, nresults, {.deadline_ms = env_.budget_ms, .what = "policy budget"});
+  if (!s) return Error(std::string(method) + ": " + s.error().message());
+  return s;
+}
+
+Result<Proposal> Generation::decide(const Input& in) {
+  lua_State* L = sandbox_->L();
+  int top = lua_gettop(L);
+  const KindOps& ops = ops_for(kind_);
+  ops.push_ctx(L, in);
+  if (auto s = call_method("decide", 1, 1); !s) {
+    lua_settop(L, top);
+    return s.error();
+  }
+  auto p = ops.read(L, lua_gettop(L), in);
+  lua_settop(L, top);
+  if (!p) return Error("malformed proposal: " + p.error().message());
+  return p;
+}
+
+Status Generation::selftest() {
+  if (!has_selftest_) return {};
+  lua_State* L = sandbox_->L();
+  int top = lua_gettop(L);
+  push_test_helpers(L, kind_);
+  auto s = call_method("selftest", 1, 0);
+  lua_settop(L, top);
+  return s;
+}
+
+Status Generation::migrate_from(Generation& old) {
+  if (!old.has_save_ || !has_restore_) return {};
+  lua_State* from = old.sandbox_->L();
+  lua_State* to = sandbox_->L();
+  int from_top = lua_gettop(from), to_top = lua_gettop(to);
+  if (auto s = old.call_method("save", 0, 1); !s) return Error("the old generation's " + s.error().message());
+  auto copied = lua::copy_value(from, lua_gettop(from), to);
+  lua_settop(from, from_top);
+  if (!copied) return Error("save() returned " + copied.error().message());
+  auto s = call_method("restore", 1, 0);
+  lua_settop(to, to_top);
+  return s;
+}
+
+void Generation::record(double ms, bool error, bool rejected, const std::string& problem) {
+  ++stats.decisions;
+  stats.errors += error;
+  stats.rejections += rejected;
+  if (error || rejected) stats.last_problem = problem;
+  stats.ms.push_back(ms);
+  if (stats.ms.size() > kTimingWindow) stats.ms.pop_front();
+}
+
+}  // namespace sal::policy

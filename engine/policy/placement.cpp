@@ -1,0 +1,177 @@
+// placement.cpp — the placement kind: which node slot holds which expert replica.
+//   ctx      = { nodes, slots, experts, layers, floor, replicas = {{r_e}...}, loads = {{t_e}...},
+//                current = {{{experts of node 1}, ...}, ...per layer} or nil }
+//   proposal = { placement = {{{experts of node 1's slots}, {node 2}, ...}, ...per layer} }
+// Experts and nodes are 1-based in Lua. The floor policy is round robin ("spread"): the replica
+// list, expert by expert, dealt to nodes in turn, so an expert's replicas land on distinct nodes.
+#include <lua.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+#include "plan/validate.h"
+#include "policy/kinds.h"
+#include "policy/lua_io.h"
+
+namespace sal::policy {
+namespace {
+
+using lua_io::set_number;
+
+void push_ctx(lua_State* L, const Input& input) {
+  const auto& in = std::get<PlacementInput>(input);
+  lua_newtable(L);
+  set_number(L, "nodes", in.nodes);
+  set_number(L, "slots", in.slots);
+  set_number(L, "experts", in.experts);
+  set_number(L, "layers", double(in.replicas.size()));
+  set_number(L, "floor", in.floor);
+  lua_io::push_uints2(L, in.replicas);
+  lua_setfield(L, -2, "replicas");
+  lua_io::push_numbers2(L, in.loads);
+  lua_setfield(L, -2, "loads");
+  if (!in.current.empty()) {
+    lua_io::push_uints3(L, in.current, 1);
+    lua_setfield(L, -2, "current");
+  }
+}
+
+Result<Input> read_ctx(lua_State* L, int idx) {
+  if (lua_type(L, idx) != LUA_TTABLE) return fail("ctx must be a table");
+  PlacementInput in;
+  for (auto [key, out] : {std::pair{"nodes", &in.nodes}, std::pair{"slots", &in.slots},
+                          std::pair{"experts", &in.experts}, std::pair{"floor", &in.floor}}) {
+    auto v = lua_io::read_field_uint(L, idx, key, 1, 1u << 24);
+    if (!v) return v.error();
+    *out = *v;
+  }
+  int r = lua_io::field(L, idx, "replicas");
+  auto reps = lua_io::read_uints2(L, r, "replicas", 1, 1u << 24);
+  lua_pop(L, 1);
+  if (!reps) return reps.error();
+  in.replicas = std::move(*reps);
+  int lo = lua_io::field(L, idx, "loads");
+  if (!lua_isnil(L, lo)) {
+    auto loads = lua_io::read_numbers2(L, lo, "loads");
+    if (!loads) {
+      lua_pop(L, 1);
+      return loads.error();
+    }
+    in.loads = std::move(*loads);
+  } else {
+    for (const auto& layer : in.replicas) in.loads.emplace_back(layer.size(), 1.0);
+  }
+  lua_pop(L, 1);
+  int c = lua_io::field(L, idx, "current");
+  if (!lua_isnil(L, c)) {
+    auto cur = lua_io::read_uints3(L, c, "current", 1, in.experts, 1);
+    if (!cur) {
+      lua_pop(L, 1);
+      return cur.error();
+    }
+    in.current = std::move(*cur);
+  }
+  lua_pop(L, 1);
+  return Input(std::move(in));
+}
+
+Result<Proposal> read(lua_State* L, int idx, const Input& input) {
+  const auto& in = std::get<PlacementInput>(input);
+  if (lua_type(L, idx) != LUA_TTABLE) return fail("the proposal must be a table { placement = ... }");
+  SAL_TRY(lua_io::only_keys(L, idx, {"placement"}, "placement proposal"));
+  int f = lua_io::field(L, idx, "placement");
+  auto pl = lua_io::read_uints3(L, f, "placement", 1, std::max<uint32_t>(in.experts, 1), 1);
+  lua_pop(L, 1);
+  if (!pl) return pl.error();
+  return Proposal(PlacementProposal{std::move(*pl)});
+}
+
+plan::LayerPlan layer_of(const PlacementProposal& p, const PlacementInput& in, size_t l) {
+  return plan::LayerPlan{in.replicas[l], p.placement[l]};
+}
+
+Status validate(const Proposal& proposal, const Input& input) {
+  const auto& p = std::get<PlacementProposal>(proposal);
+  const auto& in = std::get<PlacementInput>(input);
+  if (p.placement.size() != in.replicas.size())
+    return fail("placement has ", p.placement.size(), " layers, the allocation has ", in.replicas.size());
+  for (size_t l = 0; l < p.placement.size(); ++l)
+    if (auto s = plan::check_placement(layer_of(p, in, l), in.experts, in.nodes, in.slots, in.floor); !s)
+      return Error("layer " + std::to_string(l) + ": " + s.error().message());
+  return {};
+}
+
+Proposal floor_policy(const Input& input) {
+  const auto& in = std::get<PlacementInput>(input);
+  PlacementProposal p;
+  for (const auto& reps : in.replicas) {
+    std::vector<std::vector<uint32_t>> nodes(in.nodes);
+    uint64_t k = 0;
+    for (uint32_t e = 0; e < reps.size(); ++e)
+      for (uint32_t i = 0; i < reps[e]; ++i, ++k) nodes[k % in.nodes].push_back(e);
+    p.placement.push_back(std::move(nodes));
+  }
+  return p;
+}
+
+std::string summary(const Proposal& proposal) {
+  const auto& p = std::get<PlacementProposal>(proposal);
+  size_t nodes = p.placement.empty() ? 0 : p.placement[0].size();
+  size_t slots = nodes ? p.placement[0][0].size() : 0;
+  return std::to_string(p.placement.size()) + " layers on " + std::to_string(nodes) + " nodes x " +
+         std::to_string(slots) + " slots";
+}
+
+// Replicas of `after` a node does not already hold in `before` (multiset difference).
+size_t moved_into(std::vector<uint32_t> before, const std::vector<uint32_t>& after) {
+  size_t moved = 0;
+  for (uint32_t e : after) {
+    auto it = std::find(before.begin(), before.end(), e);
+    if (it == before.end()) {
+      ++moved;
+    } else {
+      before.erase(it);
+    }
+  }
+  return moved;
+}
+
+std::string diff(const Proposal& before, const Proposal& after) {
+  const auto& a = std::get<PlacementProposal>(before);
+  const auto& b = std::get<PlacementProposal>(after);
+  if (a.placement.size() != b.placement.size()) return "different number of layers";
+  std::string out;
+  size_t total_nodes = 0, total_moved = 0;
+  for (size_t l = 0; l < a.placement.size(); ++l) {
+    if (a.placement[l].size() != b.placement[l].size()) return "layer " + std::to_string(l) + ": different node count";
+    size_t nodes = 0, moved = 0;
+    for (size_t n = 0; n < a.placement[l].size(); ++n) {
+      size_t m = moved_into(a.placement[l][n], b.placement[l][n]);
+      nodes += m > 0;
+      moved += m;
+    }
+    total_nodes += nodes;
+    total_moved += moved;
+    if (moved)
+      out += "\n  layer " + std::to_string(l) + ": " + std::to_string(nodes) + " of " +
+             std::to_string(a.placement[l].size()) + " nodes change, " + std::to_string(moved) + " replicas move";
+  }
+  if (total_moved == 0) return "same placement";
+  return std::to_string(total_moved) + " replicas move on " + std::to_string(total_nodes) + " node-layers:" + out;
+}
+
+nlohmann::ordered_json to_json(const Proposal& proposal) {
+  nlohmann::ordered_json j;
+  j["placement"] = std::get<PlacementProposal>(proposal).placement;
+  return j;
+}
+
+}  // namespace
+
+const KindOps& placement_ops() {
+  static const KindOps ops{push_ctx, read_ctx, read, validate, floor_policy, summary, diff, to_json};
+  return ops;
+}
+
+}  // namespace sal::policy

@@ -1,0 +1,157 @@
+// redundancy.cpp — the redundancy kind (SPARe): which shard types each data-parallel group hosts
+// and, this step, computes.
+//   ctx      = { groups, alive = {bool per group}, redundancy = r (0: choose), current = {r, hosts,
+//                assignment, wipeout} or nil }
+//   proposal = { r, hosts = {{shard types}, ...per group}, assignment = {{...}, ...per group}, wipeout }
+// Groups and shard types are 1-based in Lua. The floor policy is no redundancy: group g hosts and
+// computes shard g; any dead group is a wipe-out.
+#include <lua.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+#include "policy/kinds.h"
+#include "policy/lua_io.h"
+
+namespace sal::policy {
+namespace {
+
+using lua_io::set_number;
+
+void push_stacks(lua_State* L, const plan::ShardStacks& s) {
+  lua_newtable(L);
+  set_number(L, "r", s.redundancy);
+  lua_io::push_uints2(L, s.hosts, 1);
+  lua_setfield(L, -2, "hosts");
+  lua_io::push_uints2(L, s.assignment, 1);
+  lua_setfield(L, -2, "assignment");
+  lua_pushboolean(L, s.wipeout);
+  lua_setfield(L, -2, "wipeout");
+}
+
+void push_ctx(lua_State* L, const Input& input) {
+  const auto& in = std::get<RedundancyInput>(input);
+  lua_newtable(L);
+  set_number(L, "groups", in.groups);
+  set_number(L, "redundancy", in.redundancy);
+  lua_io::push_bools(L, in.alive);
+  lua_setfield(L, -2, "alive");
+  if (in.has_current) {
+    push_stacks(L, in.current);
+    lua_setfield(L, -2, "current");
+  }
+}
+
+Result<Input> read_ctx(lua_State* L, int idx) {
+  if (lua_type(L, idx) != LUA_TTABLE) return fail("ctx must be a table");
+  RedundancyInput in;
+  auto groups = lua_io::read_field_uint(L, idx, "groups", 1, 1u << 20);
+  if (!groups) return groups.error();
+  in.groups = *groups;
+  lua_getfield(L, idx, "redundancy");
+  if (lua_type(L, -1) == LUA_TNUMBER) in.redundancy = uint32_t(lua_tonumber(L, -1));
+  lua_pop(L, 1);
+  int a = lua_io::field(L, idx, "alive");
+  if (lua_isnil(L, a)) {
+    in.alive.assign(in.groups, true);
+  } else {
+    auto alive = lua_io::read_bools(L, a, "alive");
+    if (!alive) {
+      lua_pop(L, 1);
+      return alive.error();
+    }
+    in.alive = std::move(*alive);
+  }
+  lua_pop(L, 1);
+  if (in.alive.size() != in.groups) return fail("alive has ", in.alive.size(), " entries for ", in.groups, " groups");
+  return Input(std::move(in));
+}
+
+Result<Proposal> read(lua_State* L, int idx, const Input& input) {
+  const auto& in = std::get<RedundancyInput>(input);
+  if (lua_type(L, idx) != LUA_TTABLE) return fail("the proposal must be a table { r, hosts, assignment }");
+  SAL_TRY(lua_io::only_keys(L, idx, {"r", "hosts", "assignment", "wipeout"}, "redundancy proposal"));
+  plan::ShardStacks s;
+  uint32_t g = std::max<uint32_t>(in.groups, 1);
+  int r = lua_io::field(L, idx, "r");
+  auto red = lua_io::read_uint(L, r, "r", 1, g);
+  lua_pop(L, 1);
+  if (!red) return red.error();
+  s.redundancy = *red;
+  for (auto [key, out] : {std::pair{"hosts", &s.hosts}, std::pair{"assignment", &s.assignment}}) {
+    int f = lua_io::field(L, idx, key);
+    auto v = lua_io::read_uints2(L, f, key, 1, g, 1);
+    lua_pop(L, 1);
+    if (!v) return v.error();
+    *out = std::move(*v);
+  }
+  int w = lua_io::field(L, idx, "wipeout");
+  s.wipeout = lua_toboolean(L, w);
+  lua_pop(L, 1);
+  s.alive = in.alive;
+  return Proposal(std::move(s));
+}
+
+Status validate(const Proposal& proposal, const Input& input) {
+  const auto& s = std::get<RedundancyProposal>(proposal);
+  const auto& in = std::get<RedundancyInput>(input);
+  if (s.hosts.size() != in.groups) return fail("hosts has ", s.hosts.size(), " groups, the job has ", in.groups);
+  for (size_t g = 0; g < s.hosts.size(); ++g)
+    if (s.hosts[g].size() > s.redundancy)
+      return fail("group ", g, " hosts ", s.hosts[g].size(), " shard types, more than r = ", s.redundancy);
+  if (in.redundancy && s.redundancy != in.redundancy)
+    return fail("r = ", s.redundancy, " but the job asks for r = ", in.redundancy);
+  return plan::check_stacks(s, in.groups);
+}
+
+Proposal floor_policy(const Input& input) {
+  const auto& in = std::get<RedundancyInput>(input);
+  plan::ShardStacks s;
+  s.alive = in.alive;
+  for (uint32_t g = 0; g < in.groups; ++g) {
+    s.hosts.push_back({g});
+    bool up = g < in.alive.size() && in.alive[g];
+    s.assignment.push_back(up ? std::vector<uint32_t>{g} : std::vector<uint32_t>{});
+    s.wipeout |= !up;
+  }
+  return s;
+}
+
+std::string summary(const Proposal& proposal) {
+  const auto& s = std::get<RedundancyProposal>(proposal);
+  if (s.wipeout) return "r = " + std::to_string(s.redundancy) + ", wiped out: a shard type lost every host";
+  return "r = " + std::to_string(s.redundancy) + " over " + std::to_string(s.hosts.size()) + " groups, depth " +
+         std::to_string(s.depth());
+}
+
+std::string diff(const Proposal& before, const Proposal& after) {
+  const auto& a = std::get<RedundancyProposal>(before);
+  const auto& b = std::get<RedundancyProposal>(after);
+  size_t changed = 0;
+  for (size_t g = 0; g < std::min(a.assignment.size(), b.assignment.size()); ++g) changed += a.assignment[g] != b.assignment[g];
+  if (changed == 0 && a.hosts == b.hosts && a.redundancy == b.redundancy) return "same stacks";
+  return "r " + std::to_string(a.redundancy) + " -> " + std::to_string(b.redundancy) + ", depth " +
+         std::to_string(a.depth()) + " -> " + std::to_string(b.depth()) + ", " + std::to_string(changed) +
+         " groups change what they compute" + (a.hosts != b.hosts ? ", hosts change" : "");
+}
+
+nlohmann::ordered_json to_json(const Proposal& proposal) {
+  const auto& s = std::get<RedundancyProposal>(proposal);
+  nlohmann::ordered_json j;
+  j["r"] = s.redundancy;
+  j["hosts"] = s.hosts;
+  j["assignment"] = s.assignment;
+  j["wipeout"] = s.wipeout;
+  j["depth"] = s.depth();
+  return j;
+}
+
+}  // namespace
+
+const KindOps& redundancy_ops() {
+  static const KindOps ops{push_ctx, read_ctx, read, validate, floor_policy, summary, diff, to_json};
+  return ops;
+}
+
+}  // namespace sal::policy

@@ -1,0 +1,91 @@
+// slot.h — a policy slot: the live generation of one kind of policy, the previous generation kept
+// warm for rollback, and a C++ floor policy underneath.
+//
+// Loading is all-or-nothing (Redis's replace-with-relink): load the text in a fresh state → check
+// the module's shape → run its selftest → replay the recent decision inputs through it and the
+// C++ validators → migrate save()/restore() state → swap. If any step fails the live generation
+// is untouched and the error says which step and why. The swap happens between two decisions
+// (everything runs on the controller's loop).
+//
+// Deciding never fails: a decision that raises, overruns its budget, or is refused by the
+// validators is replaced by the previous generation's decision, else the floor policy's, and is
+// counted; three failures in a row, or three in a new generation's first twenty decisions, roll
+// the slot back by itself.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "policy/generation.h"
+#include "policy/kinds.h"
+
+namespace sal::policy {
+
+struct Decision {
+  Proposal proposal;
+  std::string decided_by;  // "mro gen 3", "lazarus gen 1 (previous)", "floor"
+  std::string problem;     // why the live generation did not decide, if it did not
+  double ms = 0;
+};
+
+// What a candidate would decide differently from the live generation on the latest input.
+struct DiffReport {
+  std::string candidate;   // "mro (a1b2c3...)"
+  std::string live;
+  std::string summary;     // the kind's diff text, or "no decision recorded yet"
+};
+
+struct SlotEvent {
+  std::string kind;    // policy_loaded, policy_refused, policy_rollback, policy_fallback
+  std::string detail;
+};
+
+class Slot {
+ public:
+  // Consecutive failures, and failures in a new generation's probation, that trigger a rollback.
+  static constexpr int kFailuresToRollback = 3;
+  static constexpr uint64_t kProbationDecisions = 20;
+  // Recent decision inputs kept for replay and diff.
+  static constexpr size_t kReplayInputs = 16;
+
+  Slot(Kind kind, GenerationEnv env);
+
+  Kind kind() const { return kind_; }
+  Status load(const Source& src, const std::string& who);
+  Status reload(const std::string& who);  // the live generation's origin, read again by `reread`
+  Status rollback(const std::string& who);
+  Decision decide(const Input& in);
+  Result<DiffReport> diff(const Source& candidate);
+
+  const Generation* live() const { return live_.get(); }
+  const Generation* previous() const { return previous_.get(); }
+  uint64_t generations_loaded() const { return counter_; }
+  uint64_t floor_decisions() const { return floor_decisions_; }
+  const std::deque<Input>& recent_inputs() const { return recent_; }
+  const std::optional<Decision>& last_decision() const { return last_; }
+
+  std::function<void(const SlotEvent&)> on_event;
+  // Re-reads a generation's source for reload() (files change; embedded sources do not).
+  std::function<Result<Source>(const Source&)> reread;
+
+ private:
+  Result<std::unique_ptr<Generation>> prepare(const Source& src);
+  Status replay(Generation& g);
+  void emit(const std::string& kind, const std::string& detail);
+  std::optional<Proposal> try_decide(Generation& g, const Input& in, std::string& problem, double& ms);
+  void note_failure(const std::string& problem);
+
+  Kind kind_;
+  GenerationEnv env_;
+  std::unique_ptr<Generation> live_, previous_;
+  std::deque<Input> recent_;
+  std::optional<Decision> last_;
+  uint64_t counter_ = 0;
+  uint64_t floor_decisions_ = 0;
+  int consecutive_failures_ = 0;
+};
+
+}  // namespace sal::policy

@@ -1,0 +1,60 @@
+-- lazarus.lua — Lazarus's load-aware replica allocation (Eq. 1): experts in ascending load order,
+-- each gets its share of the slots not yet given out, in proportion to its load among the
+-- experts still to come, but never fewer than the floor f:
+--     r_e = max(floor(t_e / sum_{e' >= e} t_e' * (N*c - sum_{e' < e} r_e')), f)
+-- The most loaded expert takes whatever is left, so the replicas fill the N*c slots exactly.
+-- When N*c < f*E the floor is lowered to floor(N*c/E), and the proposal's note says so.
+local function allocate_layer(loads, slots_total, f)
+  local order = sal.argsort(loads)            -- ascending load, ties by expert id
+  local n = #order
+  local rest_load = 0
+  for _, t in ipairs(loads) do rest_load = rest_load + t end
+  local replicas, given = {}, 0
+  for i, e in ipairs(order) do
+    local left = slots_total - given
+    local r
+    if i == n then
+      r = left
+    elseif rest_load > 0 then
+      r = math.max(math.floor(loads[e] / rest_load * left), f)
+    else
+      r = math.max(math.floor(left / (n - i + 1)), f)   -- no load left to go by: share evenly
+    end
+    -- keep at least f for each expert still to come
+    r = math.min(r, left - f * (n - i))
+    replicas[e] = r
+    given = given + r
+    rest_load = rest_load - loads[e]
+  end
+  return replicas
+end
+
+local function decide(ctx)
+  local replicas = {}
+  for l = 1, ctx.layers do
+    replicas[l] = allocate_layer(ctx.loads[l], ctx.nodes * ctx.slots, ctx.floor)
+  end
+  return { replicas = replicas, floor = ctx.floor, note = ctx.floor_note ~= "" and ctx.floor_note or nil }
+end
+
+local function selftest(t)
+  local ctx = { nodes = 4, slots = 4, experts = 4, layers = 1, min_replicas = 2, floor = 2, floor_note = "",
+                loads = { { 10, 70, 0, 20 } } }
+  local p = decide(ctx)
+  t.valid(p, ctx)
+  local r = p.replicas[1]
+  t.eq(r[1] + r[2] + r[3] + r[4], 16, "fills N*c slots")
+  t.ok(r[2] >= r[4] and r[4] >= r[1] and r[1] >= r[3], "more load, more replicas")
+  t.ok(r[3] == 2, "an idle expert keeps the floor")
+  local tight = { nodes = 2, slots = 3, experts = 4, layers = 1, min_replicas = 2, floor = 1,
+                  floor_note = "f lowered from 2 to 1", loads = { { 1, 1, 1, 1 } } }
+  local q = decide(tight)
+  t.valid(q, tight)
+  t.eq(q.note, "f lowered from 2 to 1")
+end
+
+return {
+  api = 1, kind = "allocation", name = "lazarus",
+  doc = "Lazarus Eq. 1: replicas in proportion to load, at least f each, filling every slot",
+  decide = decide, selftest = selftest,
+}

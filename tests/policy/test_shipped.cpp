@@ -1,0 +1,128 @@
+// test_shipped.cpp — the shipped policies: each loads and passes its selftest; on random inputs
+// every proposal passes the C++ validators; Lazarus's Eq. 1 fills N·c slots, keeps the floor and
+// gives more replicas to more load.
+#include <doctest/doctest.h>
+
+#include <random>
+
+#include "policy/kinds.h"
+#include "policy/policy_set.h"
+
+using namespace sal;
+using namespace sal::policy;
+
+namespace {
+
+std::vector<std::vector<double>> random_loads(std::mt19937& rng, uint32_t layers, uint32_t experts) {
+  std::vector<std::vector<double>> out(layers, std::vector<double>(experts));
+  std::exponential_distribution<double> exp(1.0);
+  for (auto& l : out)
+    for (auto& t : l) t = (rng() % 4 == 0) ? 0.0 : std::floor(exp(rng) * 1000);
+  return out;
+}
+
+Proposal decide_valid(PolicySet& set, Kind k, const std::string& name, const Input& in) {
+  auto g = set.check(k, name);
+  REQUIRE_MESSAGE(g.ok(), g.error().message());
+  auto p = (*g)->decide(in);
+  REQUIRE_MESSAGE(p.ok(), name << ": " << p.error().message());
+  auto s = ops_for(k).validate(*p, in);
+  REQUIRE_MESSAGE(s.ok(), name << ": " << s.error().message());
+  return *p;
+}
+
+}  // namespace
+
+TEST_CASE("every shipped policy loads and passes its own selftest") {
+  PolicySet set;
+  int checked = 0;
+  for (Kind k : kKinds)
+    for (const auto& name : set.resolver().shipped(k)) {
+      CAPTURE(name);
+      auto g = set.check(k, name);
+      REQUIRE_MESSAGE(g.ok(), g.error().message());
+      CHECK((*g)->has_selftest());
+      ++checked;
+    }
+  CHECK(checked == 12);
+}
+
+TEST_CASE("lazarus: Eq. 1 fills N*c, keeps the floor, and is monotone in load") {
+  PolicySet set;
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    uint32_t experts = 2 + rng() % 30, nodes = 1 + rng() % 16, slots = 1 + rng() % 8;
+    if (nodes * slots < experts) continue;
+    uint32_t f = 1 + rng() % 3;
+    AllocationInput in{nodes, slots, experts, f, random_loads(rng, 2, experts)};
+    auto p = std::get<AllocationProposal>(decide_valid(set, Kind::allocation, "lazarus", in));
+    for (size_t l = 0; l < in.loads.size(); ++l) {
+      uint64_t sum = 0;
+      for (uint32_t e = 0; e < experts; ++e) {
+        sum += p.replicas[l][e];
+        CHECK(p.replicas[l][e] >= p.floor);
+        for (uint32_t o = 0; o < experts; ++o)
+          if (in.loads[l][e] > in.loads[l][o]) CHECK(p.replicas[l][e] >= p.replicas[l][o]);
+      }
+      CHECK(sum == uint64_t(nodes) * slots);
+    }
+    CHECK(p.floor == std::min<uint32_t>(f, std::max<uint32_t>(1, nodes * slots / experts)));
+  }
+}
+
+TEST_CASE("every allocation and placement pair gives valid plans on random inputs") {
+  PolicySet set;
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 60; ++trial) {
+    uint32_t experts = 2 + rng() % 16, nodes = 2 + rng() % 12, slots = 1 + rng() % 6;
+    if (nodes * slots < experts) continue;
+    AllocationInput ain{nodes, slots, experts, 2, random_loads(rng, 2, experts)};
+    for (std::string alloc : {"lazarus", "uniform", "eplb"}) {
+      auto a = std::get<AllocationProposal>(decide_valid(set, Kind::allocation, alloc, ain));
+      PlacementInput pin{nodes, slots, experts, a.floor, a.replicas, ain.loads, {}};
+      for (std::string place : {"mro", "spread", "compact"}) {
+        CAPTURE(alloc);
+        CAPTURE(place);
+        decide_valid(set, Kind::placement, place, pin);
+      }
+    }
+  }
+}
+
+TEST_CASE("checkpoint policies cover every operator once on random profiles") {
+  PolicySet set;
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 20; ++trial) {
+    CheckpointInput in;
+    uint32_t n = 3 + rng() % 40;
+    for (uint32_t i = 0; i < n; ++i) {
+      double compute = double(100 + rng() % 1000);
+      in.operators.push_back({"op" + std::to_string(i), i % 5 == 4 ? "dense" : "expert", 0, int32_t(i),
+                              compute * 3, compute, double(rng() % 100)});
+    }
+    in.iteration_s = 1;
+    in.bandwidth_Bps = double(1000 * n + rng() % 20000);
+    for (std::string name : {"moetion", "dense", "roundrobin"}) {
+      CAPTURE(name);
+      decide_valid(set, Kind::checkpoint, name, in);
+    }
+  }
+}
+
+TEST_CASE("redundancy policies are valid after random failures, and SPARe masks more than replication") {
+  PolicySet set;
+  std::mt19937 rng(3);
+  int spare_survived = 0, replication_survived = 0;
+  for (int trial = 0; trial < 30; ++trial) {
+    RedundancyInput in{31, std::vector<bool>(31, true), 5, false, {}};
+    for (int k = 0; k < 6; ++k) in.alive[rng() % 31] = false;
+    for (std::string name : {"spare", "replication", "none"}) {
+      CAPTURE(name);
+      in.redundancy = name == "none" ? 0 : 5;  // `none` is r = 1 by definition
+      auto p = std::get<RedundancyProposal>(decide_valid(set, Kind::redundancy, name, in));
+      if (name == "spare") spare_survived += !p.wipeout;
+      if (name == "replication") replication_survived += !p.wipeout;
+    }
+  }
+  CHECK(spare_survived >= replication_survived);
+}

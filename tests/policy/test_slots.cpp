@@ -1,0 +1,191 @@
+// test_slots.cpp — hot reload under test: what an operator can throw at a slot (a policy that
+// raises, one that proposes nonsense, one that loops forever, one that allocates without bound, a
+// file that is not a policy) is refused or rolled back with a clear message, and the previous
+// generation keeps deciding.
+#include <doctest/doctest.h>
+
+#include "policy/policy_set.h"
+
+using namespace sal;
+using namespace sal::policy;
+
+namespace {
+
+AllocationInput input(uint32_t nodes = 4) {
+  return {nodes, 4, 4, 2, {{10, 70, 0, 20}}};
+}
+
+std::string allocation_policy(const std::string& name, const std::string& decide_body,
+                              const std::string& extra = "") {
+  return "return { api = 1, kind = 'allocation', name = '" + name + "', doc = 'test policy',\n"
+         "  decide = function(ctx)\n" + decide_body + "\n  end,\n" + extra + " }\n";
+}
+
+const char* kGood = "local r = {} local left = ctx.nodes * ctx.slots\n"
+                    "for e = 1, ctx.experts do r[e] = (e == ctx.experts) and left or 2 left = left - 2 end\n"
+                    "return { replicas = { r } }";
+
+std::string decided_by(Slot& s, const Input& in = input()) { return s.decide(in).decided_by; }
+
+}  // namespace
+
+TEST_CASE("a good policy loads as generation 1 and decides") {
+  PolicySet set;
+  Slot& s = set.slot(Kind::allocation);
+  REQUIRE(set.load(Kind::allocation, allocation_policy("good", kGood), "test").ok());
+  CHECK(s.live()->number == 1);
+  CHECK(s.live()->hash().size() == 16);
+  auto d = s.decide(input());
+  CHECK(d.decided_by == "good gen 1");
+  CHECK(d.problem.empty());
+  CHECK(std::get<AllocationProposal>(d.proposal).replicas[0] == std::vector<uint32_t>{2, 2, 2, 10});
+}
+
+TEST_CASE("a policy that raises, proposes nonsense, loops or hoards memory is refused by replay") {
+  PolicySet set({.budget_ms = 200, .memory_limit = 16u << 20});
+  Slot& s = set.slot(Kind::allocation);
+  REQUIRE(set.load(Kind::allocation, allocation_policy("good", kGood), "test").ok());
+  s.decide(input());  // a recorded input for replay
+  struct Case {
+    const char* what;
+    std::string body;
+    const char* expect;
+  };
+  Case cases[] = {
+      {"raises", "error('boom')", "boom"},
+      {"invalid", "return { replicas = { { 2, 2, 2, 2 } } }", "must fill the N x c = 4 x 4 = 16 slots"},
+      {"below floor", "return { replicas = { { 1, 1, 1, 13 } } }", "expert 0 has 1 replicas, below the floor f = 2"},
+      {"malformed", "return { replicas = 'many' }", "replicas: expected a list"},
+      {"typo", "return { replica = {} }", "unknown field 'replica' (did you mean 'replicas'?)"},
+      {"loops", "while true do end", "policy budget exceeded"},
+      {"hoards", "local t = {} while true do t[#t + 1] = string.rep('x', 65536) .. #t end", "memory limit of 16 MiB exceeded"},
+  };
+  for (const auto& c : cases) {
+    std::string what = c.what;
+    CAPTURE(what);
+    auto st = set.load(Kind::allocation, allocation_policy(c.what, c.body), "test");
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().message().find("replay of recent decision 1 of") != std::string::npos);
+    CHECK(st.error().message().find(c.expect) != std::string::npos);
+    CHECK(s.live()->name() == "good");
+    CHECK(decided_by(s) == "good gen 1");
+  }
+}
+
+TEST_CASE("files that are not valid policies are refused at the shape check") {
+  PolicySet set;
+  auto refuse = [&](const std::string& src, const std::string& expect) {
+    auto st = set.load(Kind::allocation, src, "test");
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().message().find(expect) != std::string::npos);
+  };
+  refuse("return 42", "must return the policy module table");
+  refuse("return { api = 1, kind = 'placement', name = 'x', doc = 'd', decide = function() end }",
+         "kind is 'placement' but this is the allocation slot");
+  refuse("return { api = 2, kind = 'allocation', name = 'x', doc = 'd', decide = function() end }", "api must be 1");
+  refuse("return { api = 1, kind = 'allocation', name = 'x', doc = 'd' }", "decide must be a function");
+  refuse("return { api = 1, kind = 'allocation', name = 'x', doc = 'd', decide = function() end, selftests = 1 }",
+         "'selftests' is not part of the policy contract (did you mean 'selftest'?)");
+  refuse("return { api = 1, kind = 'allocation', name = 'x', decide = function() end }", "doc:");
+  refuse("return os.time()", "unknown global 'os'");
+  refuse("x = 1 return {}", "assignment to undeclared global 'x'");
+}
+
+TEST_CASE("the selftest runs on load and its failure names the check") {
+  PolicySet set;
+  auto st = set.load(Kind::allocation,
+                     allocation_policy("st", kGood, "selftest = function(t) t.eq({ 1 }, { 2 }, 'lists differ') end,"),
+                     "test");
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().message().find("expected { 2 }, got { 1 }: lists differ") != std::string::npos);
+}
+
+TEST_CASE("failures at decision time fall back to the previous generation, then roll back by themselves") {
+  PolicySet set;
+  Slot& s = set.slot(Kind::allocation);
+  REQUIRE(set.load(Kind::allocation, allocation_policy("good", kGood), "test").ok());
+  // No decision recorded yet, so nothing to replay: a policy that fails only on big jobs loads.
+  std::string flaky = "if ctx.nodes > 4 then error('too big for me') end\n" + std::string(kGood);
+  REQUIRE(set.load(Kind::allocation, allocation_policy("flaky", flaky), "test").ok());
+  CHECK(decided_by(s) == "flaky gen 2");
+  auto d = s.decide(input(8));
+  CHECK(d.decided_by == "good gen 1 (previous)");
+  CHECK(d.problem.find("too big for me") != std::string::npos);
+  s.decide(input(8));
+  CHECK(s.live()->name() == "flaky");
+  s.decide(input(8));  // the third failure in a row rolls back
+  CHECK(s.live()->name() == "good");
+  CHECK(s.previous()->name() == "flaky");
+  CHECK(decided_by(s, input(8)) == "good gen 1");
+}
+
+TEST_CASE("with no healthy generation the C++ floor decides") {
+  PolicySet set;
+  Slot& s = set.slot(Kind::allocation);
+  REQUIRE(set.load(Kind::allocation, allocation_policy("bad", "error('always')"), "test").ok());
+  auto d = s.decide(input());
+  CHECK(d.decided_by == "floor");
+  auto& a = std::get<AllocationProposal>(d.proposal);
+  CHECK(a.replicas[0].size() == 4);
+  CHECK(s.floor_decisions() == 1);
+  PolicySet empty;
+  CHECK(decided_by(empty.slot(Kind::allocation)) == "floor");
+}
+
+TEST_CASE("rollback swaps the previous generation back, instantly and reversibly") {
+  PolicySet set;
+  Slot& s = set.slot(Kind::allocation);
+  CHECK_FALSE(s.rollback("test").ok());
+  REQUIRE(set.load(Kind::allocation, allocation_policy("one", kGood), "test").ok());
+  REQUIRE(set.load(Kind::allocation, allocation_policy("two", kGood), "test").ok());
+  REQUIRE(s.rollback("test").ok());
+  CHECK(s.live()->name() == "one");
+  REQUIRE(s.rollback("test").ok());
+  CHECK(s.live()->name() == "two");
+}
+
+TEST_CASE("save and restore carry plain state into the next generation") {
+  PolicySet set;
+  std::string counter = "local calls = 0\nreturn { api = 1, kind = 'allocation', name = 'counter', doc = 'd',\n"
+                        "  decide = function(ctx) calls = calls + 1\n" + std::string(kGood) + " end,\n"
+                        "  save = function() return { calls = calls, note = 'kept' } end,\n"
+                        "  restore = function(s) calls = s.calls + 100 end }";
+  REQUIRE(set.load(Kind::allocation, counter, "test").ok());
+  Slot& s = set.slot(Kind::allocation);
+  s.decide(input());
+  s.decide(input());
+  REQUIRE(set.load(Kind::allocation, counter, "test").ok());  // replays 2 inputs: calls 102 -> 104
+  std::string bad_save = "return { api = 1, kind = 'allocation', name = 'leaky', doc = 'd',\n"
+                         "  decide = function(ctx) " + std::string(kGood) + " end,\n"
+                         "  save = function() return { f = print } end, restore = function(s) end }";
+  REQUIRE(set.load(Kind::allocation, bad_save, "test").ok());
+  auto st = set.load(Kind::allocation, bad_save, "test");
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().message().find("state migration") != std::string::npos);
+  CHECK(st.error().message().find("state.f is a function") != std::string::npos);
+}
+
+TEST_CASE("diff says what a candidate would decide differently, without loading it") {
+  PolicySet set;
+  Slot& s = set.slot(Kind::allocation);
+  REQUIRE(set.load(Kind::allocation, allocation_policy("good", kGood), "test").ok());
+  auto none = set.diff(Kind::allocation, allocation_policy("cand", kGood));
+  REQUIRE(none.ok());
+  CHECK(none->summary.find("no decision recorded yet") != std::string::npos);
+  s.decide(input());
+  auto same = set.diff(Kind::allocation, allocation_policy("cand", kGood));
+  CHECK(same->summary == "same replica counts");
+  auto other = set.diff(Kind::allocation, "lazarus");
+  REQUIRE(other.ok());
+  CHECK(other->summary.find("expert(s) change replica count") != std::string::npos);
+  CHECK(s.live()->name() == "good");
+}
+
+TEST_CASE("names resolve to shipped policies and unknown names list what is shipped") {
+  PolicySet set;
+  CHECK(set.load(Kind::placement, "mro", "test").ok());
+  auto st = set.load(Kind::placement, "mrp", "test");
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().message().find("no placement policy named 'mrp' (shipped: ") != std::string::npos);
+  CHECK(st.error().message().find("spread") != std::string::npos);
+}
