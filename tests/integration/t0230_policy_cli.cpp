@@ -1,0 +1,96 @@
+// t0230_policy_cli.cpp — `salamander policy ...` as a policy author and a script use it: check
+// exits non-zero with the reason, plan --json writes a plan file the library reads back valid,
+// recovery reads it and says how it computed, spare and window answer in JSON.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "plan/validate.h"
+#include "support/mesh_harness.h"
+
+using namespace sal;
+using namespace sal::test;
+
+namespace {
+
+struct Cli {
+  std::string dir = temp_dir("pcli");
+  int n = 0;
+  // Runs salamander with args; returns (exit code, output).
+  std::pair<int, std::string> run(std::vector<std::string> args) {
+    args.insert(args.begin(), bin());
+    Proc p = spawn(args, dir + "/out" + std::to_string(n++));
+    int rc = p.wait(20000);
+    return {rc, p.output()};
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+    return dir + "/" + name;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("t0230-policy-check: a good policy passes, a broken one fails with the reason") {
+  Cli c;
+  auto [ok_rc, ok_out] = c.run({"policy", "check", std::string(SAL_SOURCE_DIR) + "/policies/allocation/lazarus.lua"});
+  CHECK(ok_rc == 0);
+  CHECK(ok_out.find("allocation policy 'lazarus'") != std::string::npos);
+  auto bad = c.write("bad.lua", "return { api = 1, kind = 'placement', name = 'b', doc = 'd',\n"
+                                "  decide = function(ctx) return {} end,\n"
+                                "  selftest = function(t) t.ok(false, 'always fails') end }\n");
+  auto [bad_rc, bad_out] = c.run({"policy", "check", bad, "--json"});
+  CHECK(bad_rc == 1);
+  auto j = nlohmann::json::parse(bad_out);
+  CHECK(j["ok"] == false);
+  CHECK(j["error"].get<std::string>().find("always fails") != std::string::npos);
+}
+
+TEST_CASE("t0231-policy-plan-recovery: plan --json is a valid plan file that recovery reads") {
+  Cli c;
+  auto loads = c.write("loads.csv", "10,70,0,20,5,5\n1,1,1,1,1,1\n");
+  auto [rc, out] = c.run({"policy", "plan", "--loads", loads, "--nodes", "6", "--slots", "2", "--min-replicas", "2",
+                          "--placement", "spread", "--json"});
+  REQUIRE(rc == 0);
+  auto plan = plan::plan_from_json(nlohmann::json::parse(out));
+  REQUIRE(plan.ok());
+  CHECK(plan->layers.size() == 2);
+  CHECK(plan::check_plan(*plan).ok());
+  auto file = c.write("plan.json", out);
+  auto [rrc, rout] = c.run({"policy", "recovery", "--plan", file, "--failures", "1", "--json"});
+  REQUIRE(rrc == 0);
+  auto r = nlohmann::json::parse(rout);
+  CHECK(r["failures"] == 1);
+  CHECK(r["layers"].size() == 2);
+  CHECK(r["joint"].get<double>() == doctest::Approx(1.0));  // f = 2 on distinct nodes: one failure is survivable
+  CHECK(r["method"] == "exact");
+  auto [crc, cout] = c.run({"policy", "recovery", "--compare", "spread,compact", "--loads", loads, "--nodes", "6",
+                            "--slots", "2", "--json"});
+  REQUIRE(crc == 0);
+  CHECK(nlohmann::json::parse(cout)["placements"]["compact"].size() == 7);
+  auto [erc, eout] = c.run({"policy", "plan", "--loads", loads, "--nodes", "2", "--slots", "2"});
+  CHECK(erc == 1);  // 4 slots cannot hold 6 experts
+}
+
+TEST_CASE("t0232-policy-spare-window: SPARe layouts and MoEtion windows in JSON") {
+  Cli c;
+  auto [rc, out] = c.run({"policy", "spare", "--groups", "13", "--redundancy", "4", "--json"});
+  REQUIRE(rc == 0);
+  auto s = nlohmann::json::parse(out);
+  CHECK(s["hosts"].size() == 13);
+  CHECK(s["max_common_hosts"] == 1);
+  CHECK(s["mean_failures_endured"].get<double>() > 1);
+  auto profile = c.write("profile.json",
+                         R"({"iteration_s": 0.5, "bandwidth": 2000, "operators": [
+      {"name": "e1", "kind": "expert", "full_bytes": 300, "compute_bytes": 100, "popularity": 5},
+      {"name": "e2", "kind": "expert", "full_bytes": 300, "compute_bytes": 100, "popularity": 1},
+      {"name": "dense", "kind": "dense", "full_bytes": 600, "compute_bytes": 200, "popularity": 0}]})");
+  auto [wrc, wout] = c.run({"policy", "window", "--profile", profile, "--json"});
+  REQUIRE(wrc == 0);
+  auto w = nlohmann::json::parse(wout);
+  CHECK(w["window"].get<int>() >= 1);
+  CHECK(w["schedule"][0][0] == "e2");  // least popular first
+  auto [brc, bout] = c.run({"policy", "window", "--profile", c.write("p2.json", "{}")});
+  CHECK(brc == 1);
+  CHECK(bout.find("expected {\"iteration_s\"") != std::string::npos);
+}
