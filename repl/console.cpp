@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 namespace sal::repl {
 namespace {
@@ -69,6 +71,34 @@ bool print_result(const wire::ReplResult& r, bool json, bool tty) {
   return true;
 }
 
+// A Lua long string holding `text` exactly: [==[...]==] with enough '=' to be unambiguous.
+std::string long_string(const std::string& text) {
+  std::string eq;
+  while (text.find("]" + eq + "]") != std::string::npos) eq += "=";
+  return "[" + eq + "[\n" + text + "]" + eq + "]";
+}
+
+const char* kMetaHelp =
+    "client commands (read files on this machine, not the controller's):\n"
+    "  \\load SLOT FILE   policy.load(SLOT, <contents of FILE>)\n"
+    "  \\diff SLOT FILE   policy.diff(SLOT, <contents of FILE>)\n"
+    "  \\help             this list\n";
+
+// Turns a client command ("\load placement mine.lua") into the chunk to send, or explains why not.
+Result<std::string> meta_command(const std::string& line) {
+  std::istringstream in(line.substr(1));
+  std::string verb, slot, file;
+  in >> verb >> slot >> file;
+  if (verb == "help") return std::string();
+  if (verb != "load" && verb != "diff") return fail("unknown client command '\\", verb, "' (\\help lists them)");
+  if (slot.empty() || file.empty()) return fail("usage: \\", verb, " SLOT FILE");
+  std::ifstream f(file, std::ios::binary);
+  if (!f) return fail("cannot read ", file);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return "return policy." + verb + "(\"" + slot + "\", " + long_string(ss.str()) + ")";
+}
+
 int one_shot(Client& c, const ConsoleOptions& o) {
   auto r = c.eval(o.eval, o.json ? wire::ValueFormat::json : wire::ValueFormat::text);
   if (!r) {
@@ -92,7 +122,7 @@ bool read_chunk(bool tty, const std::string& prompt, std::string& chunk) {
       return !chunk.empty();
     }
     chunk += chunk.empty() ? line : "\n" + line;
-    if (chunk.find_first_not_of(" \t") == std::string::npos) return true;
+    if (chunk.find_first_not_of(" \t") == std::string::npos || chunk[0] == '\\') return true;
     if (check_chunk(chunk) != ChunkState::incomplete) return true;
   }
 }
@@ -116,6 +146,18 @@ int interactive(Client& c, const wire::ReplWelcome& w) {
   while (read_chunk(tty, prompt, chunk)) {
     if (chunk.find_first_not_of(" \t\n") == std::string::npos) continue;
     if (tty) add_history(chunk.c_str());
+    if (chunk[0] == '\\') {
+      auto meta = meta_command(chunk);
+      if (!meta) {
+        std::fprintf(stderr, "%s\n", meta.error().message().c_str());
+        continue;
+      }
+      if (meta->empty()) {
+        std::fputs(kMetaHelp, stdout);
+        continue;
+      }
+      chunk = *meta;
+    }
     auto r = c.eval(chunk);
     if (!r) {
       std::fprintf(stderr, "salamander repl: %s\n", r.error().message().c_str());
