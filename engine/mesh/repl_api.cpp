@@ -147,11 +147,15 @@ int job_stop(Controller& c, lua_State* L) {
 
 }  // namespace
 
+void add_controller_fn(lua::ApiRegistry& reg, Controller& c, const char* module, const char* name,
+                       const char* signature, const char* doc, Role role, ControllerFn fn) {
+  reg.add({module, name, signature, doc, role, [&c, fn](lua_State* L) { return fn(c, L); }});
+}
+
 void register_controller_api(lua::ApiRegistry& reg, Controller& c) {
   reg.add_module("job", "the running job: membership, steps, events, and node actions for drills");
-  auto add = [&](const char* name, const char* sig, const char* doc, Role role,
-                 int (*fn)(Controller&, lua_State*)) {
-    reg.add({"job", name, sig, doc, role, [&c, fn](lua_State* L) { return fn(c, L); }});
+  auto add = [&](const char* name, const char* sig, const char* doc, Role role, ControllerFn fn) {
+    add_controller_fn(reg, c, "job", name, sig, doc, role, fn);
   };
   add("status", "job.status() -> {job, epoch, step, nodes = {alive, suspect, ...}, workers = {ready, total}, ...}",
       "Where the job stands: membership epoch, committed steps (and the target), node counts by "

@@ -178,8 +178,8 @@ int job_plan(Controller& c, lua_State* L) {
 
 void register_policy_api(lua::ApiRegistry& reg, Controller& c) {
   reg.add_module("policy", "the policy slots: inspect, load, reload, diff, roll back, interrogate");
-  auto add = [&](const char* name, const char* sig, const char* doc, Role role, int (*fn)(Controller&, lua_State*)) {
-    reg.add({"policy", name, sig, doc, role, [&c, fn](lua_State* L) { return fn(c, L); }});
+  auto add = [&](const char* name, const char* sig, const char* doc, Role role, ControllerFn fn) {
+    add_controller_fn(reg, c, "policy", name, sig, doc, role, fn);
   };
   add("list", "policy.list() -> {{slot, name, generation, hash, decisions, errors, rejections, p50_ms, p99_ms}, ...}",
       "Every slot's live generation: name, generation number, source hash, decision count, errors, "
@@ -207,10 +207,11 @@ void register_policy_api(lua::ApiRegistry& reg, Controller& c) {
       "Runs a decision now on the slot's latest input, or on a ctx table written as the policy sees it "
       "(1-based). The proposal comes back as in plan files (0-based ids).",
       Role::operate, policy_decide);
-  reg.add({"job", "plan", "job.plan([layer]) -> {number, epoch, nodes, slots, floor, allocation_by, placement_by, ...}",
-           "The current plan: which generation decided each part, for how many nodes; with a layer (0-based), "
-           "its replica counts and node -> slots table (0-based expert ids, as in plan files).",
-           Role::observe, [&c](lua_State* L) { return job_plan(c, L); }});
+  add_controller_fn(reg, c, "job", "plan",
+                    "job.plan([layer]) -> {number, epoch, nodes, slots, floor, allocation_by, placement_by, ...}",
+                    "The current plan: which generation decided each part, for how many nodes; with a layer "
+                    "(0-based), its replica counts and node -> slots table (0-based expert ids, as in plan files).",
+                    Role::observe, job_plan);
 }
 
 }  // namespace sal::mesh

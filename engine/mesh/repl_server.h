@@ -85,6 +85,13 @@ class ReplServer {
   RateLimiter bad_input_log_{10};
 };
 
+// A controller function as the REPL calls it.
+using ControllerFn = int (*)(Controller&, lua_State*);
+
+// Registers `fn` as module.name with its signature, doc and least role, bound to controller `c`.
+void add_controller_fn(lua::ApiRegistry& reg, Controller& c, const char* module, const char* name,
+                       const char* signature, const char* doc, Role role, ControllerFn fn);
+
 // Registers job.* for the controller into `reg` (repl_api.cpp).
 void register_controller_api(lua::ApiRegistry& reg, Controller& c);
 // Registers policy.* and job.plan (repl_policy_api.cpp).
