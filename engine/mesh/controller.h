@@ -1,4 +1,6 @@
-// controller.h — the controller: one per job, on a CPU host. It owns the truth — membership with
+// controller.h — the controller: one per job, on a CPU host.
+// (controller.cpp: setup, messages and liveness; controller_flow.cpp: steps, plans, operator
+// actions and shutdown.) It owns the truth — membership with
 // epochs, step commit state, the event log — and serves the mesh endpoint (agents) and the REPL
 // endpoint (operators). It never moves tensors.
 //
@@ -99,9 +101,15 @@ class Controller {
   Node* sender(const std::string& rid, uint32_t claimed_id, const char* what);
 
   template <class M>
-  void send_to(const std::string& rid, const M& msg);
+  void send_to(const std::string& rid, const M& msg) {
+    deliver(rid, wire::encode(msg), M::kType);
+  }
   template <class M>
-  void broadcast(const M& msg);
+  void broadcast(const M& msg) {
+    for (const auto& [id, n] : membership_.nodes())
+      if (n.live() || n.state == NodeState::draining) send_to(n.routing_id, msg);
+  }
+  void deliver(const std::string& rid, wire::Parts parts, wire::MsgType type);
 
   void liveness_tick();
   void send_pings();
