@@ -41,7 +41,7 @@ Controller::Controller(uv_loop_t* loop, zmq::context_t& ctx, ControllerOptions o
       opts_(std::move(opts)),
       membership_({opts_.job.mesh.heartbeat_ms, opts_.job.mesh.miss_limit}, events_),
       mesh_(ctx, zmq::socket_type::router),
-      planner_(std::make_unique<Planner>(opts_.job)),
+      planner_(std::make_unique<Planner>(opts_.job, [this] { service(); })),
       plan_timer_(loop),
       tick_timer_(loop),
       ping_timer_(loop),
@@ -319,6 +319,7 @@ void Controller::send_pings() {
 }
 
 void Controller::service() {
+  if (!mesh_watcher_) return;  // before start(): policies load before the endpoints exist
   mesh_watcher_->drain();
   mesh_monitor_->drain();
   liveness_tick();

@@ -37,8 +37,10 @@ std::vector<policy::OperatorInfo> model_operators(const job::ModelConfig& m) {
   return ops;
 }
 
-Planner::Planner(const job::JobConfig& job)
-    : job_(job), policies_(policy::PolicyOptions{job.policies.budget_ms, size_t(job.policies.memory_mb) << 20, {}}) {
+Planner::Planner(const job::JobConfig& job, std::function<void()> service)
+    : job_(job),
+      policies_(policy::PolicyOptions{job.policies.budget_ms, size_t(job.policies.memory_mb) << 20, {},
+                                      std::move(service)}) {
   loads.assign(size_t(job.model.layers), std::vector<double>(size_t(job.model.experts), 1.0));
 }
 

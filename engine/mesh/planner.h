@@ -7,6 +7,7 @@
 // the training runtime that executes it comes with the training issue.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,7 +30,8 @@ struct PlanRecord {
 
 class Planner {
  public:
-  explicit Planner(const job::JobConfig& job);
+  // `service` runs every few ms while a policy decides (the controller keeps serving its mesh).
+  Planner(const job::JobConfig& job, std::function<void()> service);
 
   // Loads the job's policy into every slot; the error names the job key (policies.placement: ...).
   Status configure();

@@ -173,9 +173,13 @@ Result<std::unique_ptr<Generation>> Generation::load(Kind kind, const Source& sr
   return g;
 }
 
+lua::Budget Generation::budget() const {
+  return {.deadline_ms = env_.budget_ms, .service = env_.service, .what = "policy budget"};
+}
+
 Status Generation::run_chunk() {
   SAL_TRY(sandbox_->load(source_.text, "@" + source_.origin));
-  SAL_TRY(sandbox_->call(0, 1, {.deadline_ms = env_.budget_ms, .what = "policy budget"}));
+  SAL_TRY(sandbox_->call(0, 1, budget()));
   lua_State* L = sandbox_->L();
   if (lua_type(L, -1) != LUA_TTABLE) {
     std::string got = luaL_typename(L, -1);
@@ -239,7 +243,7 @@ Status Generation::call_method(const char* method, int nargs, int nresults) {
   lua_getfield(L, -1, method);
   lua_remove(L, -2);
   lua_insert(L, -(nargs + 1));
-  auto s = sandbox_->call(nargs, nresults, {.deadline_ms = env_.budget_ms, .what = "policy budget"});
+  auto s = sandbox_->call(nargs, nresults, budget());
   if (!s) return Error(std::string(method) + ": " + s.error().message());
   return s;
 }

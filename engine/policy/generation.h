@@ -34,6 +34,8 @@ struct GenerationEnv {
   std::function<Result<Source>(const std::string& name)> load_lib;
   // Installs the algorithm library (sal.*) into a fresh state.
   std::function<void(lua::Sandbox&)> install_library;
+  // Called every few ms while policy code runs (the controller keeps serving its mesh); may be empty.
+  std::function<void()> service;
 };
 
 struct GenerationStats {
@@ -73,6 +75,7 @@ class Generation {
   Status run_chunk();
   Status check_shape();
   Status call_method(const char* method, int nargs, int nresults);
+  lua::Budget budget() const;
 
   Kind kind_;
   Source source_;

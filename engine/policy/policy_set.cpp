@@ -10,6 +10,7 @@ PolicySet::PolicySet(PolicyOptions opts) : opts_(std::move(opts)), resolver_(opt
   env_.budget_ms = opts_.budget_ms;
   env_.memory_limit = opts_.memory_limit;
   env_.install_library = install_library;
+  env_.service = opts_.service;
   env_.load_lib = [this](const std::string& name) { return resolver_.library(name); };
   for (Kind k : kKinds) {
     slots_[size_t(k)] = std::make_unique<Slot>(k, env_);

@@ -17,6 +17,7 @@ struct PolicyOptions {
   int64_t budget_ms = 500;
   size_t memory_limit = 64u << 20;
   std::vector<std::string> search_dirs;  // empty: the defaults of SourceResolver
+  std::function<void()> service;         // run every few ms during policy calls (GenerationEnv)
 };
 
 class PolicySet {
