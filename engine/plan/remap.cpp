@@ -2,82 +2,73 @@
 #include "plan/remap.h"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
 
 namespace sal::plan {
 namespace {
 
-// Multiset intersection size of two sorted expert lists.
-uint32_t overlap(const std::vector<ExpertId>& a, const std::vector<ExpertId>& b) {
-  uint32_t n = 0;
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    if (a[i] == b[j]) {
-      ++n;
-      ++i;
-      ++j;
-    } else if (a[i] < b[j]) {
-      ++i;
+// (node, copies of the expert on it)
+using Owner = std::pair<uint32_t, uint32_t>;
+// owners[layer][expert]: the alive nodes holding it and how many copies each holds.
+using Owners = std::vector<std::vector<std::vector<Owner>>>;
+
+Owners owners_of(const Holdings& held, const std::vector<bool>& alive, size_t layers, uint32_t experts) {
+  Owners owners(layers, std::vector<std::vector<Owner>>(experts));
+  for (uint32_t n = 0; n < held.size(); ++n) {
+    if (!alive[n]) continue;
+    for (size_t l = 0; l < std::min(layers, held[n].size()); ++l)
+      for (ExpertId e : held[n][l]) {
+        if (e >= experts) continue;
+        auto& list = owners[l][e];
+        if (!list.empty() && list.back().first == n) {
+          ++list.back().second;
+        } else {
+          list.push_back({n, 1});
+        }
+      }
+  }
+  return owners;
+}
+
+// (expert, copies) of one position's slots in a layer.
+std::vector<std::pair<ExpertId, uint32_t>> counted(std::vector<ExpertId> slots) {
+  std::sort(slots.begin(), slots.end());
+  std::vector<std::pair<ExpertId, uint32_t>> out;
+  for (ExpertId e : slots) {
+    if (!out.empty() && out.back().first == e) {
+      ++out.back().second;
     } else {
-      ++j;
+      out.push_back({e, 1});
     }
   }
-  return n;
-}
-
-struct Candidate {
-  uint32_t score;
-  uint32_t position;
-  uint32_t node;
-};
-
-using Sorted = std::vector<std::vector<std::vector<ExpertId>>>;  // [a][layer] -> sorted experts
-
-Sorted sorted_holdings(const Holdings& held, size_t layers) {
-  Sorted out(held.size(), std::vector<std::vector<ExpertId>>(layers));
-  for (size_t n = 0; n < held.size(); ++n)
-    for (size_t l = 0; l < std::min(layers, held[n].size()); ++l) {
-      out[n][l] = held[n][l];
-      std::sort(out[n][l].begin(), out[n][l].end());
-    }
   return out;
 }
 
-Sorted sorted_positions(const Plan& plan) {
-  Sorted out(plan.nodes, std::vector<std::vector<ExpertId>>(plan.layers.size()));
-  for (uint32_t p = 0; p < plan.nodes; ++p)
-    for (size_t l = 0; l < plan.layers.size(); ++l) {
-      out[p][l] = plan.layers[l].placement[p];
-      std::sort(out[p][l].begin(), out[p][l].end());
-    }
-  return out;
-}
-
-// Every (position, node) pair whose overlap is not zero, with the overlap (replicas of the
-// position already on the node, all layers).
-std::vector<Candidate> candidates(const Holdings& held, const std::vector<bool>& alive, const Plan& plan) {
-  std::vector<Candidate> out;
+// Every (position, node) pair whose overlap is not zero — the replicas of the position the node
+// already holds, all layers — bucketed by overlap; within a bucket by position, then node.
+// Counting from the owners of each position's experts touches only pairs that share something.
+std::vector<std::vector<std::pair<uint32_t, uint32_t>>> candidates(const Holdings& held, const std::vector<bool>& alive,
+                                                                   const Plan& plan) {
   size_t layers = plan.layers.size();
-  Sorted nodes = sorted_holdings(held, layers), positions = sorted_positions(plan);
-  // owners[layer][expert] = nodes holding it
-  std::vector<std::vector<std::vector<uint32_t>>> owners(layers, std::vector<std::vector<uint32_t>>(plan.experts));
-  for (uint32_t n = 0; n < held.size(); ++n)
-    for (size_t l = 0; alive[n] && l < std::min(layers, held[n].size()); ++l)
-      for (ExpertId e : held[n][l])
-        if (e < plan.experts && (owners[l][e].empty() || owners[l][e].back() != n)) owners[l][e].push_back(n);
-  std::map<uint32_t, uint32_t> touched;  // node -> score, reused per position
+  Owners owners = owners_of(held, alive, layers, plan.experts);
+  std::vector<uint32_t> score(held.size(), 0);
+  std::vector<uint32_t> touched;
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> buckets(size_t(plan.slots) * layers + 1);
   for (uint32_t p = 0; p < plan.nodes; ++p) {
-    touched.clear();
     for (size_t l = 0; l < layers; ++l)
-      for (ExpertId e : plan.layers[l].placement[p])
-        for (uint32_t n : owners[l][e]) touched[n] = 0;
-    for (auto& [n, score] : touched) {
-      for (size_t l = 0; l < layers; ++l) score += overlap(nodes[n][l], positions[p][l]);
-      out.push_back({score, p, n});
+      for (auto [e, copies] : counted(plan.layers[l].placement[p]))
+        for (auto [n, held_copies] : owners[l][e]) {
+          if (score[n] == 0) touched.push_back(n);
+          score[n] += std::min(copies, held_copies);
+        }
+    std::sort(touched.begin(), touched.end());
+    for (uint32_t n : touched) {
+      if (score[n] >= buckets.size()) buckets.resize(score[n] + 1);
+      buckets[score[n]].push_back({p, n});
+      score[n] = 0;
     }
+    touched.clear();
   }
-  return out;
+  return buckets;
 }
 
 }  // namespace
@@ -90,17 +81,15 @@ Result<Remap> greedy_remap(const Holdings& held, const std::vector<bool>& alive,
   Remap r;
   r.node_of_position.assign(plan.nodes, -1);
   r.position_of_node.assign(held.size(), -1);
-  auto cand = candidates(held, alive, plan);
+  auto buckets = candidates(held, alive, plan);
   // Largest overlap first; ties by position then node, so the result is deterministic.
-  std::sort(cand.begin(), cand.end(), [](const Candidate& a, const Candidate& b) {
-    return std::tie(b.score, a.position, a.node) < std::tie(a.score, b.position, b.node);
-  });
-  for (const auto& c : cand) {
-    if (r.node_of_position[c.position] >= 0 || r.position_of_node[c.node] >= 0) continue;
-    r.node_of_position[c.position] = int32_t(c.node);
-    r.position_of_node[c.node] = int32_t(c.position);
-    r.kept += c.score;
-  }
+  for (size_t score = buckets.size(); score-- > 1;)
+    for (auto [position, node] : buckets[score]) {
+      if (r.node_of_position[position] >= 0 || r.position_of_node[node] >= 0) continue;
+      r.node_of_position[position] = int32_t(node);
+      r.position_of_node[node] = int32_t(position);
+      r.kept += score;
+    }
   uint32_t next_free = 0;
   for (uint32_t p = 0; p < plan.nodes; ++p) {
     if (r.node_of_position[p] >= 0) continue;

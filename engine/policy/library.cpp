@@ -13,6 +13,7 @@
 #include "policy/algo/golomb.h"
 #include "policy/algo/matching.h"
 #include "policy/algo/moetion.h"
+#include "policy/algo/placement_search.h"
 #include "policy/algo/recovery.h"
 #include "policy/algo/spare.h"
 #include "policy/lua_io.h"
@@ -293,6 +294,52 @@ int l_moetion_reorder(lua_State* L) {
   return 3;
 }
 
+// sal.placement_search(nodes [, {floor, ignore = {ids}, evaluations, seed}]) -> nodes, info
+// One layer (1-based expert ids per node, at most 16 nodes), improved by the bounded search of
+// placement_search.h; info = {valid, improved, start, evaluations, killed = {k = 0..N}}.
+int l_placement_search(lua_State* L) {
+  const char* fn = "sal.placement_search";
+  auto nodes = value_or_raise(L, lua_io::read_uints2(L, 1, "placement", 1, UINT32_MAX, 1), fn);
+  algo::PlacementSearchOptions o;
+  uint32_t experts = 0;
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    if (auto keys = lua_io::only_keys(L, 2, {"floor", "ignore", "evaluations", "seed"}, "options"); !keys)
+      luaL_error(L, "%s: %s", fn, keys.error().message().c_str());
+    o.floor = int(value_or_raise(L, lua_io::read_field_number(L, 2, "floor", "options", 1), fn));
+    o.max_evaluations = uint64_t(value_or_raise(L, lua_io::read_field_number(L, 2, "evaluations", "options", 0), fn));
+    o.seed = uint64_t(value_or_raise(L, lua_io::read_field_number(L, 2, "seed", "options", 1), fn));
+    int f = lua_io::field(L, 2, "ignore");
+    if (!lua_isnil(L, f)) {
+      for (uint32_t e : value_or_raise(L, lua_io::read_uints(L, f, "ignore", 1, UINT32_MAX, 1), fn)) {
+        if (o.ignore.size() <= e) o.ignore.resize(size_t(e) + 1, false);
+        o.ignore[e] = true;
+      }
+    }
+    lua_pop(L, 1);
+  }
+  algo::LayerPlacement layer;
+  for (const auto& node : nodes) {
+    layer.nodes.emplace_back(node.begin(), node.end());
+    for (uint32_t e : node) experts = std::max(experts, e + 1);
+  }
+  layer.experts = int(experts);
+  auto r = value_or_raise(L, algo::search_placement(layer, o), fn);
+  std::vector<std::vector<uint32_t>> out;
+  for (const auto& node : r.layer.nodes) out.emplace_back(node.begin(), node.end());
+  lua_io::push_uints2(L, out, 1);
+  lua_newtable(L);
+  lua_pushboolean(L, r.valid);
+  lua_setfield(L, -2, "valid");
+  lua_pushboolean(L, r.improved);
+  lua_setfield(L, -2, "improved");
+  lua_io::set_string(L, "start", r.start);
+  lua_io::set_number(L, "evaluations", double(r.evaluations));
+  lua_io::push_numbers(L, std::vector<double>(r.killed.begin(), r.killed.end()));
+  lua_setfield(L, -2, "killed");
+  return 2;
+}
+
 }  // namespace
 
 void install_library(lua::Sandbox& sb) {
@@ -306,6 +353,7 @@ void install_library(lua::Sandbox& sb) {
       {"spare_reorder", l_spare_reorder},     {"spare_mu", l_spare_mu},
       {"spare_r_star", l_spare_r_star},       {"spare_min_depth", l_spare_min_depth},
       {"moetion_window", l_moetion_window},   {"moetion_reorder", l_moetion_reorder},
+      {"placement_search", l_placement_search},
   };
   for (auto [name, fn] : fns) {
     lua_pushcfunction(L, fn);

@@ -1,8 +1,39 @@
 -- compact.lua — fewest nodes per expert: each expert is packed onto as few nodes as the floor
 -- allows (min(f, N, replicas) distinct nodes), its replicas split as evenly as possible between
--- them. Experts with the most replicas are placed first, each on the emptiest nodes; if those
--- cannot take its replicas it spreads to more nodes. The opposite of spread, for comparison.
-local function place_layer(replicas, nodes, slots, floor)
+-- them. Experts with the most replicas are placed first, each on the emptiest nodes that still have
+-- room; if those cannot take its replicas it spreads to more nodes. Packing can strand a later
+-- expert on too few nodes (the free slots left are all on one node); such a layer is dealt round
+-- robin instead, which always honours the floor. The opposite of spread, for comparison.
+local function round_robin(replicas, nodes)
+  local placement, k = {}, 0
+  for n = 1, nodes do placement[n] = {} end
+  for e, r in ipairs(replicas) do
+    for _ = 1, r do
+      placement[k % nodes + 1][#placement[k % nodes + 1] + 1] = e
+      k = k + 1
+    end
+  end
+  return placement
+end
+
+-- True when every expert spans at least min(floor, nodes, replicas) distinct nodes.
+local function spans_ok(placement, replicas, floor)
+  local seen = {}
+  for n, node in ipairs(placement) do
+    for _, e in ipairs(node) do
+      seen[e] = seen[e] or {}
+      seen[e][n] = true
+    end
+  end
+  for e, r in ipairs(replicas) do
+    local k = 0
+    for _ in pairs(seen[e] or {}) do k = k + 1 end
+    if k < math.min(floor, #placement, r) then return false end
+  end
+  return true
+end
+
+local function pack_layer(replicas, nodes, slots, floor)
   local free, placement = {}, {}
   for n = 1, nodes do free[n], placement[n] = slots, {} end
   local order = sal.argsort(replicas, "desc")
@@ -12,9 +43,13 @@ local function place_layer(replicas, nodes, slots, floor)
     while left > 0 do
       -- the `span` nodes with the most free slots (ties by node id)
       local by_free = sal.argsort(free, "desc")
-      local cap = 0
-      for i = 1, span do cap = cap + free[by_free[i]] end
-      if cap < left and span < nodes then
+      local cap, open = 0, 0
+      for i = 1, span do
+        cap = cap + free[by_free[i]]
+        if free[by_free[i]] > 0 then open = open + 1 end
+      end
+      if cap == 0 then break end   -- stranded: no room left among the nodes it may use
+      if (cap < left or open < span) and span < nodes then
         span = span + 1
       else
         for i = 1, span do
@@ -27,6 +62,16 @@ local function place_layer(replicas, nodes, slots, floor)
     end
   end
   return placement
+end
+
+local function place_layer(replicas, nodes, slots, floor)
+  local packed = pack_layer(replicas, nodes, slots, floor)
+  local placed = 0
+  for _, node in ipairs(packed) do placed = placed + #node end
+  local total = 0
+  for _, r in ipairs(replicas) do total = total + r end
+  if placed == total and spans_ok(packed, replicas, floor) then return packed end
+  return round_robin(replicas, nodes)
 end
 
 local function decide(ctx)
@@ -48,6 +93,9 @@ local function selftest(t)
     for _ in pairs(span[e]) do k = k + 1 end
     t.eq(k, 2, "expert " .. e .. " on exactly f nodes")
   end
+  -- packing the 6 replicas first leaves the other expert only one node: dealt round robin instead
+  local stranded = { nodes = 3, slots = 3, experts = 2, layers = 1, floor = 2, replicas = { { 3, 6 } } }
+  t.valid(decide(stranded), stranded)
 end
 
 return {

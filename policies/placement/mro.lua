@@ -1,70 +1,139 @@
--- mro.lua — maximum rank overlap (Lazarus §4.1): make the node sets of experts overlap as much as
--- possible, so that few distinct sets exist and random failures rarely cover one completely.
--- Experts are taken by popularity (replicas, then load) in groups of c; each group gets a node
--- group as large as its representative's (most replicated member's) replica count, every node of
--- it holding the whole expert group; a less replicated expert takes a prefix of those nodes, so
--- the sets are nested within a group and disjoint between groups. Replicas that do not fit (when
--- the node groups add up to more than N the last one is cut short) are placed afterwards, each on
--- a node with free slots that does not hold that expert yet, emptiest first.
-local function by_popularity(replicas, loads)
-  local key = {}
-  for e = 1, #replicas do key[e] = replicas[e] * 1e12 + (loads[e] or 0) end
-  return sal.argsort(key, "desc")
+-- mro.lua — maximum rank overlap (Lazarus §4.1), repaired where the paper's construction falls
+-- short (docs/placement.md). An expert is lost when every node holding it fails, so the placement
+-- should have few distinct expert node sets, none small. Experts go from the least to the most
+-- replicated in groups of c (slots per node); each group gets a block of consecutive nodes as
+-- long as its least replicated member's count, and every member holds one replica on every node
+-- of its block. Every expert's node set then contains its block, so the only sets that matter are
+-- the disjoint blocks — as few and as large as any placement can have. Replicas beyond a member's
+-- block are dealt over the free slots. When the blocks do not all fit in N nodes (the last,
+-- partial group is cut short), the tail of the layer — the cut block and the blocks before it,
+-- up to 16 nodes — is improved by sal.placement_search, which scores placements by the exact
+-- recovery probability at every k, fewest failures first.
+local SEARCH_NODES = 16   -- exact scoring enumerates all 2^N failure sets
+
+local function ascending(replicas, loads)
+  local order = {}
+  for e = 1, #replicas do order[e] = e end
+  table.sort(order, function(a, b)
+    if replicas[a] ~= replicas[b] then return replicas[a] < replicas[b] end
+    if (loads[a] or 0) ~= (loads[b] or 0) then return (loads[a] or 0) < (loads[b] or 0) end
+    return a < b
+  end)
+  return order
 end
 
-local function place_layer(replicas, loads, nodes, slots)
-  local order = by_popularity(replicas, loads)
-  local placement, free = {}, {}
-  for n = 1, nodes do placement[n], free[n] = {}, slots end
-  local leftover, cursor = {}, 1
+-- Groups of `slots` experts, each on a block of consecutive nodes (cut short at the last node).
+local function lay_blocks(order, replicas, placement, free, slots)
+  local blocks, in_block, cursor = {}, {}, 0
   for g = 1, #order, slots do
-    local rep = replicas[order[g]]
-    local size = math.min(rep, nodes - cursor + 1)
+    local want = replicas[order[g]]
+    local size = math.min(want, #placement - cursor)
+    blocks[#blocks + 1] = { first = cursor + 1, cut = size < want, size = size }
     for i = g, math.min(g + slots - 1, #order) do
-      local e = order[i]
-      local here = math.min(replicas[e], size)
-      for n = cursor, cursor + here - 1 do
-        placement[n][#placement[n] + 1] = e
+      in_block[order[i]] = size
+      for n = cursor + 1, cursor + size do
+        placement[n][#placement[n] + 1] = order[i]
         free[n] = free[n] - 1
       end
-      for _ = here + 1, replicas[e] do leftover[#leftover + 1] = e end
     end
     cursor = cursor + size
   end
-  for _, e in ipairs(leftover) do
-    local best
-    for n = 1, nodes do
-      if free[n] > 0 then
-        local holds = false
-        for _, x in ipairs(placement[n]) do if x == e then holds = true break end end
-        local score = (holds and 0 or 1e6) + free[n]
-        if best == nil or score > best.score then best = { node = n, score = score } end
-      end
-    end
-    placement[best.node][#placement[best.node] + 1] = e
-    free[best.node] = free[best.node] - 1
+  return blocks, in_block
+end
+
+-- The other replicas, most replicated expert first, over the free slots level by level (every
+-- node's first free slot, then every node's second, ...), so an expert's extras land on distinct nodes.
+local function deal_extras(order, replicas, in_block, placement, free, slots)
+  local list = {}
+  for level = 1, slots do
+    for n = 1, #placement do if free[n] >= level then list[#list + 1] = n end end
   end
+  local k = 0
+  for i = #order, 1, -1 do
+    local e = order[i]
+    for _ = in_block[e] + 1, replicas[e] do
+      k = k + 1
+      placement[list[k]][#placement[list[k]] + 1] = e
+    end
+  end
+end
+
+-- Nodes first..N searched as one small layer; experts with replicas outside are carried, not scored.
+local function search_tail(placement, first, replicas, floor)
+  local tail, inside, ignore = {}, {}, {}
+  for n = first, #placement do
+    tail[#tail + 1] = placement[n]
+    for _, e in ipairs(placement[n]) do inside[e] = (inside[e] or 0) + 1 end
+  end
+  for e, k in pairs(inside) do if k < replicas[e] then ignore[#ignore + 1] = e end end
+  local better, info = sal.placement_search(tail, { floor = floor, ignore = ignore })
+  for i, node in ipairs(better) do placement[first + i - 1] = node end
+  return info.valid
+end
+
+-- Last resort for validity: the replicas on nodes first..N dealt round robin in expert order.
+local function round_robin(placement, first)
+  local held = {}
+  for n = first, #placement do
+    for _, e in ipairs(placement[n]) do held[#held + 1] = e end
+    placement[n] = {}
+  end
+  table.sort(held)
+  for i, e in ipairs(held) do
+    local n = first + (i - 1) % (#placement - first + 1)
+    placement[n][#placement[n] + 1] = e
+  end
+end
+
+local function repair(placement, blocks, replicas, floor)
+  local cut
+  for b, block in ipairs(blocks) do if block.cut then cut = cut or b end end
+  if not cut then return end
+  local b = cut
+  while b > 1 and #placement - blocks[b - 1].first + 1 <= SEARCH_NODES do b = b - 1 end
+  local first = blocks[b].first
+  local searchable = #placement - first + 1 <= SEARCH_NODES and (b < cut or first == 1)
+  local valid = searchable and search_tail(placement, first, replicas, floor)
+  if not valid and (searchable or blocks[cut].size < floor) then
+    round_robin(placement, blocks[math.max(cut - 1, 1)].first)
+  end
+end
+
+local function place_layer(replicas, loads, nodes, slots, floor)
+  local placement, free = {}, {}
+  for n = 1, nodes do placement[n], free[n] = {}, slots end
+  local order = ascending(replicas, loads)
+  local blocks, in_block = lay_blocks(order, replicas, placement, free, slots)
+  deal_extras(order, replicas, in_block, placement, free, slots)
+  repair(placement, blocks, replicas, floor)
   return placement
 end
 
 local function decide(ctx)
   local layers = {}
-  for l = 1, ctx.layers do layers[l] = place_layer(ctx.replicas[l], ctx.loads[l] or {}, ctx.nodes, ctx.slots) end
+  for l = 1, ctx.layers do
+    layers[l] = place_layer(ctx.replicas[l], ctx.loads and ctx.loads[l] or {}, ctx.nodes, ctx.slots, ctx.floor)
+  end
   return { placement = layers }
 end
 
 local function selftest(t)
-  -- 4 nodes x 2 slots, experts 1..4 with replicas 3, 2, 2, 1: groups {1,2} on nodes 1-3, {3,4} on node 4.
-  local ctx = { nodes = 4, slots = 2, experts = 4, layers = 1, floor = 1, replicas = { { 3, 2, 2, 1 } },
-                loads = { { 30, 20, 20, 10 } } }
+  -- the blocks fit: {1,2} on nodes 1-2, {3,4} on nodes 3-4; only those two pairs of failures lose an expert
+  local ctx = { nodes = 4, slots = 2, experts = 4, layers = 1, floor = 2, replicas = { { 2, 2, 2, 2 } } }
   local p = decide(ctx)
   t.valid(p, ctx)
-  local r = sal.recovery(p.placement, 1)
-  t.ok(r.p > 0, "survives some single failures")
+  t.eq(p.placement[1], { { 1, 2 }, { 1, 2 }, { 3, 4 }, { 3, 4 } })
+  t.ok(math.abs(sal.recovery(p.placement, 2).p - 4 / 6) < 1e-12, "P(2) = 1 - 2/C(4,2)")
+  -- cut short: 4 experts x 3 replicas on 4 nodes x 3 slots. The paper's blocks leave the fourth expert
+  -- on one node; the repair finds the four distinct 3-node sets, which survive any 2 failures.
+  local cut = { nodes = 4, slots = 3, experts = 4, layers = 1, floor = 2, replicas = { { 3, 3, 3, 3 } } }
+  local q = decide(cut)
+  t.valid(q, cut)
+  t.eq(sal.recovery(q.placement, 2).p, 1, "no two failures lose an expert")
 end
 
 return {
   api = 1, kind = "placement", name = "mro",
-  doc = "Lazarus maximum rank overlap: nested node sets by popularity group",
+  doc = "maximum rank overlap: least replicated first in blocks of c; exact search repairs a cut-short tail",
   decide = decide, selftest = selftest,
 }
