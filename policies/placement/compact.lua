@@ -4,34 +4,7 @@
 -- room; if those cannot take its replicas it spreads to more nodes. Packing can strand a later
 -- expert on too few nodes (the free slots left are all on one node); such a layer is dealt round
 -- robin instead, which always honours the floor. The opposite of spread, for comparison.
-local function round_robin(replicas, nodes)
-  local placement, k = {}, 0
-  for n = 1, nodes do placement[n] = {} end
-  for e, r in ipairs(replicas) do
-    for _ = 1, r do
-      placement[k % nodes + 1][#placement[k % nodes + 1] + 1] = e
-      k = k + 1
-    end
-  end
-  return placement
-end
-
--- True when every expert spans at least min(floor, nodes, replicas) distinct nodes.
-local function spans_ok(placement, replicas, floor)
-  local seen = {}
-  for n, node in ipairs(placement) do
-    for _, e in ipairs(node) do
-      seen[e] = seen[e] or {}
-      seen[e][n] = true
-    end
-  end
-  for e, r in ipairs(replicas) do
-    local k = 0
-    for _ in pairs(seen[e] or {}) do k = k + 1 end
-    if k < math.min(floor, #placement, r) then return false end
-  end
-  return true
-end
+local deal = require "deal"
 
 local function pack_layer(replicas, nodes, slots, floor)
   local free, placement = {}, {}
@@ -70,8 +43,8 @@ local function place_layer(replicas, nodes, slots, floor)
   for _, node in ipairs(packed) do placed = placed + #node end
   local total = 0
   for _, r in ipairs(replicas) do total = total + r end
-  if placed == total and spans_ok(packed, replicas, floor) then return packed end
-  return round_robin(replicas, nodes)
+  if placed == total and deal.spans_ok(packed, replicas, floor) then return packed end
+  return deal.round_robin(replicas, nodes)
 end
 
 local function decide(ctx)

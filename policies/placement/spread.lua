@@ -1,22 +1,11 @@
 -- spread.lua — round robin: the replicas, expert by expert, are dealt to the nodes in turn, so an
 -- expert's replicas land on distinct nodes (as long as it has at most N of them) and every node
 -- gets exactly c slots. Load-blind; the simplest way to honour the floor.
-local function place_layer(replicas, nodes)
-  local placement, k = {}, 0
-  for n = 1, nodes do placement[n] = {} end
-  for e, r in ipairs(replicas) do
-    for _ = 1, r do
-      local node = k % nodes + 1
-      placement[node][#placement[node] + 1] = e
-      k = k + 1
-    end
-  end
-  return placement
-end
+local deal = require "deal"
 
 local function decide(ctx)
   local layers = {}
-  for l = 1, ctx.layers do layers[l] = place_layer(ctx.replicas[l], ctx.nodes) end
+  for l = 1, ctx.layers do layers[l] = deal.round_robin(ctx.replicas[l], ctx.nodes) end
   return { placement = layers }
 end
 
