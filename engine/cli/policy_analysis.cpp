@@ -145,6 +145,10 @@ int policy_spare(const Args& args) {
               "two shard types share more than one host), and its closed forms.",
               {{"--groups", "N", "data-parallel groups"},
                {"--redundancy", "R", "shards per group (default r* for N)"},
+               {"--failures", "K", "also the depth bound c(K) after K failures"},
+               {"--save", "TS", "with --mtbf and --restart: checkpoint save time (any unit)"},
+               {"--mtbf", "TF", "mean time between restart-forcing failures (same unit)"},
+               {"--restart", "TR", "restart time (same unit): prints Tc* and A*"},
                {"--json", "", "print as JSON"}},
               0};
   auto p = parse(cmd, args);
@@ -168,6 +172,20 @@ int policy_spare(const Args& args) {
   j["mean_failures_endured"] = mu ? *mu : -1;
   j["mean_overhead_lower_bound"] = sbar ? *sbar : -1;
   j["optimal_redundancy"] = r_star ? *r_star : -1;
+  if (auto k = p->get_int("--failures", -1, 0, *n - 1); k && *k >= 0) {
+    auto c = algo::min_depth_bound(int(*n), int(*k));
+    j["failures"] = *k;
+    j["min_depth"] = c ? *c : -1;
+  }
+  if (p->has("--save") && p->has("--mtbf") && p->has("--restart")) {
+    auto ts = parse_double(*p->get("--save")), tf = parse_double(*p->get("--mtbf")), tr = parse_double(*p->get("--restart"));
+    if (!ts || !tf || !tr) return usage_error(cmd, "--save, --mtbf and --restart take numbers");
+    auto tc = algo::optimal_checkpoint_period(*ts, *tf, *tr);
+    auto a = algo::optimal_availability(*ts, *tf, *tr);
+    if (!tc) return failed("spare", tc.error());
+    j["optimal_checkpoint_period"] = *tc;
+    j["optimal_availability"] = a ? *a : -1;
+  }
   if (p->has("--json")) return std::puts(j.dump(2).c_str()), 0;
   std::printf("SPARe layout: %lld groups, r = %lld, ruler marks %s (no two shard types share more than %d host)\n",
               (long long)*n, (long long)*r, j["marks"].dump().c_str(), algo::max_common_hosts(*layout));
@@ -177,6 +195,12 @@ int policy_spare(const Args& args) {
   std::printf("mu(N,r)  failures endured before a wipe-out ~ %.2f\n", mu ? *mu : -1.0);
   std::printf("S(N,r)   mean rounds per step (lower bound, rho = 0) ~ %.3f\n", sbar ? *sbar : -1.0);
   std::printf("r*(N)    optimal redundancy = %d\n", r_star ? *r_star : -1);
+  if (j.contains("min_depth"))
+    std::printf("c(k)     depth bound after %lld failures = %d\n", (long long)j["failures"].get<int64_t>(),
+                j["min_depth"].get<int>());
+  if (j.contains("optimal_checkpoint_period"))
+    std::printf("Tc*      optimal checkpoint period = %.4g, availability A* = %.4f\n",
+                j["optimal_checkpoint_period"].get<double>(), j["optimal_availability"].get<double>());
   return 0;
 }
 

@@ -3,6 +3,7 @@
 // recovery reads it and says how it computed, spare and window answer in JSON.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "plan/validate.h"
@@ -80,6 +81,13 @@ TEST_CASE("t0232-policy-spare-window: SPARe layouts and MoEtion windows in JSON"
   CHECK(s["hosts"].size() == 13);
   CHECK(s["max_common_hosts"] == 1);
   CHECK(s["mean_failures_endured"].get<double>() > 1);
+  auto [trc, tout] = c.run({"policy", "spare", "--groups", "200", "--failures", "20", "--save", "0.1", "--mtbf", "10",
+                            "--restart", "1", "--json"});
+  REQUIRE(trc == 0);
+  auto t = nlohmann::json::parse(tout);
+  CHECK(t["optimal_redundancy"] == 8);  // floor(log2 200 + 0.833)
+  CHECK(t["min_depth"] == 2);           // ceil(200 / 180)
+  CHECK(t["optimal_checkpoint_period"].get<double>() == doctest::Approx(0.1 + std::sqrt(0.01 + 0.2 * 11)));
   auto profile = c.write("profile.json",
                          R"({"iteration_s": 0.5, "bandwidth": 2000, "operators": [
       {"name": "e1", "kind": "expert", "full_bytes": 300, "compute_bytes": 100, "popularity": 5},
