@@ -1,0 +1,73 @@
+// dispatch.cpp — see dispatch.h.
+#include "runtime/dispatch.h"
+
+#include <algorithm>
+
+namespace sal::runtime {
+namespace {
+
+// Per-worker quota of one expert: its tokens split evenly over the replica units.
+std::vector<uint32_t> quotas(uint64_t total, const std::vector<uint32_t>& units) {
+  uint64_t r = 0;
+  for (uint32_t u : units) r += u;
+  std::vector<uint32_t> q(units.size(), 0);
+  uint64_t base = total / r, extra = total % r, unit = 0;
+  for (size_t j = 0; j < units.size(); ++j)
+    for (uint32_t k = 0; k < units[j]; ++k, ++unit) q[j] += uint32_t(base + (unit < extra ? 1 : 0));
+  return q;
+}
+
+// Fills send[j][i] for one expert: local first, then surplus to spare in worker order.
+void route_expert(const std::vector<uint32_t>& tokens, const std::vector<uint32_t>& quota,
+                  std::vector<std::vector<uint32_t>>& send) {
+  size_t w = tokens.size();
+  std::vector<uint32_t> surplus(w), spare(w);
+  for (size_t j = 0; j < w; ++j) {
+    uint32_t keep = std::min(tokens[j], quota[j]);
+    send[j][j] = keep;
+    surplus[j] = tokens[j] - keep;
+    spare[j] = quota[j] - keep;
+  }
+  size_t sink = 0;
+  for (size_t src = 0; src < w; ++src) {
+    while (surplus[src] > 0) {
+      while (spare[sink] == 0) ++sink;  // total spare == total surplus, so a sink exists
+      uint32_t n = std::min(surplus[src], spare[sink]);
+      send[src][sink] += n;
+      surplus[src] -= n;
+      spare[sink] -= n;
+    }
+  }
+}
+
+}  // namespace
+
+uint64_t DispatchSchedule::total(int from, int to) const {
+  uint64_t n = 0;
+  for (int e = 0; e < experts; ++e) n += sent(e, from, to);
+  return n;
+}
+
+Result<DispatchSchedule> flexible_dispatch(const Counts& tokens, const Counts& units) {
+  if (tokens.size() != units.size())
+    return fail("token counts for ", tokens.size(), " experts but replicas for ", units.size());
+  DispatchSchedule s;
+  s.experts = int(tokens.size());
+  s.workers = tokens.empty() ? 0 : int(tokens[0].size());
+  for (size_t e = 0; e < tokens.size(); ++e) {
+    if (tokens[e].size() != size_t(s.workers) || units[e].size() != size_t(s.workers))
+      return fail("expert ", e, ": counts for ", tokens[e].size(), " and ", units[e].size(), " workers, expected ", s.workers);
+    uint64_t total = 0, r = 0;
+    for (size_t j = 0; j < tokens[e].size(); ++j) {
+      total += tokens[e][j];
+      r += units[e][j];
+    }
+    s.send.emplace_back(size_t(s.workers), std::vector<uint32_t>(size_t(s.workers), 0));
+    if (total > 0 && r == 0) return fail("expert ", e, " has ", total, " tokens but no replica");
+    s.quota.push_back(r == 0 ? std::vector<uint32_t>(size_t(s.workers), 0) : quotas(total, units[e]));
+    if (total > 0) route_expert(tokens[e], s.quota.back(), s.send.back());
+  }
+  return s;
+}
+
+}  // namespace sal::runtime

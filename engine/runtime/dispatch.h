@@ -1,0 +1,42 @@
+// dispatch.h — the flexible token dispatcher (Lazarus Algorithm 1), as an integer schedule that
+// every worker computes identically from the all-gathered token counts.
+//
+// Input: T[e][j], the tokens on worker j routed to expert e this step, and R[e][j], the replica
+// units of e on worker j (several replicas of one expert on one worker are several units: more
+// capacity there). Each expert's tokens are shared evenly over its units: unit u of the R_e units
+// (ordered by worker, then unit) gets floor(total_e / R_e) tokens, the first total_e mod R_e units
+// one more — so every unit's load is within one token of even. A worker's quota for e is the sum
+// of its units'. Each worker keeps min(T[e][j], quota) of its own tokens (local first); the rest
+// (its surplus) goes to workers with spare quota. Surplus and spare add up to the same number, and
+// they are matched by walking sources and sinks in worker order (the north-west corner rule), which
+// gives every sink exactly its spare — proportion to spare capacity, in integers, with send and
+// receive counts that agree by construction.
+//
+// Output: S[e][j][i], the tokens of e that worker j sends to worker i (i == j: kept).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/result.h"
+
+namespace sal::runtime {
+
+using Counts = std::vector<std::vector<uint32_t>>;  // [expert][worker]
+
+struct DispatchSchedule {
+  int experts = 0, workers = 0;
+  // send[e][j][i]: tokens of expert e that worker j sends to worker i.
+  std::vector<std::vector<std::vector<uint32_t>>> send;
+  // quota[e][j]: tokens of expert e that worker j computes (== sum over j' of send[e][j'][j]).
+  Counts quota;
+
+  uint32_t sent(int e, int from, int to) const { return send[size_t(e)][size_t(from)][size_t(to)]; }
+  // Tokens (over all experts) worker `from` sends to worker `to`.
+  uint64_t total(int from, int to) const;
+};
+
+// Errors when the shapes disagree or an expert with tokens has no replica.
+Result<DispatchSchedule> flexible_dispatch(const Counts& tokens, const Counts& units);
+
+}  // namespace sal::runtime
