@@ -1,0 +1,123 @@
+// collectives.h — the data plane as the training workers see it: one interface for the collectives
+// of one plan epoch, implemented over Gloo/TCP for CPUs (gloo_collectives.h) and later over NCCL.
+//
+// Contract, for every implementation:
+// - One object per plan epoch and communicator. Collectives are called from one thread at a time,
+//   in the same order on every rank, with matching sizes (allreduce: the same n everywhere;
+//   alltoallv: my send_counts[j] == rank j's recv_counts[me]). Results are bit-identical run to
+//   run for the same ranks and inputs.
+// - Errors come back as Status with what was being done ("allreduce of 1048576 floats: ...").
+//   After any error the object is spent: the epoch is over, every later call fails fast, and the
+//   caller discards the step and builds a new object (connect_gloo with a new prefix).
+// - abort(why) may be called from any thread, also while a collective blocks: it makes blocked
+//   and later calls return an error quickly and never blocks for long. It must not race the
+//   object's destruction (keep the object alive, e.g. in a shared_ptr, while a control thread may
+//   call abort).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace gloo::rendezvous {
+class Store;
+}
+namespace gloo::transport {
+class Device;
+}
+
+namespace sal::comm {
+
+// One point-to-point message of an exchange(): `bytes` from/to `peer`, matched by tag (and order
+// within the same peer and tag). Both sides must agree on bytes; a mismatch fails both sides.
+struct SendSpec {
+  int peer = 0;
+  const void* data = nullptr;
+  size_t bytes = 0;
+  uint32_t tag = 0;
+};
+struct RecvSpec {
+  int peer = 0;
+  void* data = nullptr;
+  size_t bytes = 0;
+  uint32_t tag = 0;
+};
+
+class Collectives {
+ public:
+  virtual ~Collectives() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // In place; every rank gets the same sum, bit for bit.
+  virtual Status allreduce_sum(float* data, size_t n) = 0;
+  virtual Status allreduce_sum(double* data, size_t n) = 0;
+  // `out` holds size() * bytes, rank r's `in` at offset r * bytes.
+  virtual Status allgather(const void* in, size_t bytes, void* out) = 0;
+  // Variable all-to-all: send_counts[i] floats go to rank i from `send` (packed in rank order),
+  // recv_counts[i] floats come from rank i into `recv` (packed in rank order). Zeros allowed.
+  virtual Status alltoallv(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                           const std::vector<int64_t>& recv_counts) = 0;
+  // Point to point (expert state migration). send() returns when the peer has received the data;
+  // two ranks that send to each other at once must use exchange() instead.
+  virtual Status send(int peer, const void* data, size_t bytes, uint32_t tag) = 0;
+  virtual Status recv(int peer, void* data, size_t bytes, uint32_t tag) = 0;
+  // Posts every send and receive at once, then waits for all of them: no ordering deadlock.
+  virtual Status exchange(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs) = 0;
+  virtual Status barrier() = 0;
+
+  // Thread-safe, callable from another thread while a collective blocks: makes every blocked or
+  // later call on this object return an error quickly (the epoch is over). Never blocks for long.
+  virtual void abort(const std::string& why) = 0;
+  // True once abort() was called or a call failed: the epoch is over.
+  virtual bool aborted() const = 0;
+
+  // The longest any one wait inside a call may take before the call fails (the backstop when
+  // nothing aborts). Per object; ScopedOpTimeout changes it for a few calls. Must be > 0.
+  virtual void set_op_timeout(std::chrono::milliseconds t) = 0;
+  virtual std::chrono::milliseconds op_timeout() const = 0;
+};
+
+// Sets an object's op timeout for a scope: { ScopedOpTimeout t(c, 200ms); c.barrier(); }
+class ScopedOpTimeout {
+ public:
+  ScopedOpTimeout(Collectives& c, std::chrono::milliseconds t) : c_(c), saved_(c.op_timeout()) { c_.set_op_timeout(t); }
+  ~ScopedOpTimeout() { c_.set_op_timeout(saved_); }
+  ScopedOpTimeout(const ScopedOpTimeout&) = delete;
+  ScopedOpTimeout& operator=(const ScopedOpTimeout&) = delete;
+
+ private:
+  Collectives& c_;
+  std::chrono::milliseconds saved_;
+};
+
+struct GlooOptions {
+  int rank = 0;
+  int size = 1;
+  std::string prefix;                   // one per plan epoch and communicator, e.g. "epoch-7"
+  std::string hostname = "127.0.0.1";   // this worker's data-plane address
+  int64_t connect_timeout_ms = 5000;    // rendezvous waits; a pair's connect may take up to 5x this
+  int64_t op_timeout_ms = 30000;        // the per-wait backstop of every collective
+  // Before each alltoallv, all-gather every rank's counts and check they match (a mismatch would
+  // otherwise kill the process inside Gloo's I/O thread). Costs one small allgather. Must be the
+  // same on every rank.
+  bool verify_counts = true;
+};
+
+// A TCP device for `hostname`, shared by every epoch's context in this process (one I/O thread).
+// Create it after any fork(), never before.
+Result<std::shared_ptr<gloo::transport::Device>> gloo_device(const std::string& hostname);
+
+// Connects a full mesh through the store (one Gloo context per plan epoch), under opts.prefix.
+// The first form uses gloo_device(opts.hostname). Also ignores SIGPIPE process-wide (Gloo writes
+// with writev, which would otherwise kill the worker when a peer dies).
+Result<std::unique_ptr<Collectives>> connect_gloo(const GlooOptions& opts, gloo::rendezvous::Store& store);
+Result<std::unique_ptr<Collectives>> connect_gloo(const GlooOptions& opts, gloo::rendezvous::Store& store,
+                                                  std::shared_ptr<gloo::transport::Device> device);
+
+}  // namespace sal::comm

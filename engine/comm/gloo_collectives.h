@@ -1,0 +1,110 @@
+// gloo_collectives.h — Collectives over Gloo's TCP transport: the CPU data plane.
+//
+// One object = one gloo::rendezvous::Context, connected under one epoch prefix. Allreduce is
+// Gloo's RING algorithm (deterministic: each chunk is summed in the fixed ring order and then
+// copied, so every rank gets the same bits, run after run; BCUBE is avoided: it ignores the
+// per-call timeout). Point-to-point messages carry a 16-byte header (tag, size) so a size mismatch
+// is an error on both sides instead of a crash inside Gloo's I/O thread.
+//
+// Abort (reference notes §2.7, §2.9): abort() shuts down this context's TCP sockets at the OS
+// level (found by socket_watch.h), so Gloo's I/O thread sees EOF on every pair and fails all
+// pending operations — blocked calls return within about a millisecond — and the peers see FIN and
+// fail too (the cascade). Gloo does not wake a buffer whose payload is mid-transfer when its pair
+// fails (notes §2.5, gap 2); for the buffers this class hands to Gloo (alltoallv, allgather, p2p
+// and allreduce's output) a helper thread repeats abortWaitRecv/abortWaitSend until the call
+// returns. Allreduce's internal scratch buffer is out of reach: a ring allreduce caught with a
+// segment mid-transfer can still wait for the op timeout, which stays the backstop.
+#pragma once
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "comm/collectives.h"
+#include "comm/socket_watch.h"
+
+namespace sal::comm {
+
+class GlooCollectives final : public Collectives {
+ public:
+  static Result<std::unique_ptr<GlooCollectives>> connect(const GlooOptions& opts, gloo::rendezvous::Store& store,
+                                                          std::shared_ptr<gloo::transport::Device> device);
+  ~GlooCollectives() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Status allreduce_sum(float* data, size_t n) override;
+  Status allreduce_sum(double* data, size_t n) override;
+  Status allgather(const void* in, size_t bytes, void* out) override;
+  Status alltoallv(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                   const std::vector<int64_t>& recv_counts) override;
+  Status send(int peer, const void* data, size_t bytes, uint32_t tag) override;
+  Status recv(int peer, void* data, size_t bytes, uint32_t tag) override;
+  Status exchange(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs) override;
+  Status barrier() override;
+  void abort(const std::string& why) override;
+  bool aborted() const override { return spent_.load(); }
+  void set_op_timeout(std::chrono::milliseconds t) override;
+  std::chrono::milliseconds op_timeout() const override { return std::chrono::milliseconds(op_timeout_ms_.load()); }
+
+  // Diagnostics: how long connect took, and the sockets abort() will shut down (one per peer).
+  double connect_ms() const { return connect_ms_; }
+  const PeerSockets& sockets() const { return sockets_; }
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  GlooCollectives(const GlooOptions& opts, std::shared_ptr<gloo::rendezvous::Context> ctx, PeerSockets sockets,
+                  double connect_ms);
+
+  // Runs one Gloo call: fails fast when spent, turns exceptions into an Error naming `what`, and
+  // spends the epoch (shutting the sockets, so peers fail fast too) on any failure.
+  Status guarded(const std::string& what, const std::function<void()>& body);
+  void spend(const std::string& reason);
+  uint32_t next_tag() { return tag_++; }
+  std::unique_ptr<gloo::transport::UnboundBuffer> buffer(const void* p, size_t bytes);
+
+  // Buffers handed to Gloo for the call in flight, so abort() can wake their waiters. A Tracker
+  // is declared after the options that own the buffers, so it is destroyed (and unregisters
+  // them) first.
+  class Tracker {
+   public:
+    Tracker(GlooCollectives* c, std::vector<gloo::transport::UnboundBuffer*> bufs);
+    ~Tracker();
+
+   private:
+    GlooCollectives* c_;
+  };
+  void pump();
+
+  template <class T>
+  Status allreduce_impl(T* data, size_t n, const char* type);
+  Status check_counts(const std::vector<int64_t>& send_counts, const std::vector<int64_t>& recv_counts);
+  void exchange_body(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs);
+
+  const int rank_;
+  const int size_;
+  const std::string prefix_;
+  const bool verify_counts_;
+  const double connect_ms_;
+  std::shared_ptr<gloo::rendezvous::Context> ctx_;
+  PeerSockets sockets_;
+  std::atomic<int64_t> op_timeout_ms_;
+  uint32_t tag_ = 1;
+
+  std::atomic<bool> spent_{false};
+  mutable std::mutex mu_;  // guards everything below
+  std::string reason_;
+  bool aborted_by_call_ = false;
+  bool in_call_ = false;
+  std::vector<gloo::transport::UnboundBuffer*> inflight_;
+  bool pump_stop_ = false;
+  std::thread pump_;
+};
+
+}  // namespace sal::comm
