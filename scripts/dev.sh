@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libluajit-5.1-dev libzmq3-dev cppzmq-dev libuv1-dev libspdlog-dev doctest-dev libedit-dev
-  libmsgpack-cxx-dev nlohmann-json3-dev libgloo-dev
+  libmsgpack-cxx-dev nlohmann-json3-dev libopenblas-dev libgloo-dev
 )
 
 install_missing() {
