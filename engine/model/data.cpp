@@ -1,0 +1,113 @@
+// data.cpp — see data.h.
+#include "model/data.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "core/paths.h"
+
+namespace sal::model {
+namespace {
+
+constexpr size_t kMaxCorpusBytes = size_t(2) << 30;  // 2 GiB: larger corpora want a streaming loader
+
+bool is_text(const std::string& data) { return data.find('\0') == std::string::npos; }
+
+// The regular, non-symlink, text files of a directory, in name order, concatenated.
+Result<std::string> read_directory(const std::string& dir, std::string& described) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return fail("cannot open directory ", dir);
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) names.emplace_back(e->d_name);
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  std::string all;
+  int files = 0;
+  for (const auto& n : names) {
+    std::string p = dir + "/" + n;
+    struct stat st{};
+    if (n[0] == '.' || lstat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    auto text = read_file(p, kMaxCorpusBytes);
+    if (!text || !is_text(*text)) continue;
+    all += *text;
+    ++files;
+  }
+  described = dir + " (" + std::to_string(files) + " text files)";
+  return all;
+}
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h *= 0xbf58476d1ce4e5b9ull;
+  return h ^ (h >> 31);
+}
+
+}  // namespace
+
+Corpus Corpus::from_tokens(std::vector<uint16_t> tokens, std::string description) {
+  Corpus c;
+  c.tokens_ = std::move(tokens);
+  c.description_ = std::move(description);
+  return c;
+}
+
+Result<Corpus> Corpus::load(const std::string& path, const std::string& format, int vocab, int seq_len) {
+  struct stat st{};
+  if (stat(path.c_str(), &st) != 0) {
+    std::string hint = path.rfind("/usr/share/games/fortunes", 0) == 0 ? " (Debian's fortunes package: apt-get install fortunes)" : "";
+    return fail("data.path ", path, " does not exist", hint);
+  }
+  std::string described = path, raw;
+  if (S_ISDIR(st.st_mode)) {
+    if (format != "bytes") return fail("data.path ", path, " is a directory: only data.format = \"bytes\" reads directories");
+    auto r = read_directory(path, described);
+    if (!r) return r.error();
+    raw = std::move(*r);
+  } else {
+    auto r = read_file(path, kMaxCorpusBytes);
+    if (!r) return Error("data.path: " + r.error().message());
+    raw = std::move(*r);
+  }
+  std::vector<uint16_t> tokens;
+  if (format == "uint16") {
+    if (raw.size() % 2) return fail("data.path ", path, ": a uint16 token file must have an even size");
+    tokens.resize(raw.size() / 2);
+    for (size_t i = 0; i < tokens.size(); ++i)
+      tokens[i] = uint16_t(uint8_t(raw[2 * i]) | (uint16_t(uint8_t(raw[2 * i + 1])) << 8));
+  } else {
+    tokens.assign(raw.begin(), raw.end());
+    for (auto& t : tokens) t = uint16_t(t & 0xff);
+  }
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] >= vocab) return fail("data.path ", path, ": token ", tokens[i], " at ", i, " is outside model.vocab = ", vocab);
+  if (tokens.size() < size_t(seq_len) + 1)
+    return fail("data.path ", path, ": ", tokens.size(), " tokens, fewer than model.seq_len + 1 = ", seq_len + 1);
+  return from_tokens(std::move(tokens), described + ", " + std::to_string(raw.size()) + " bytes");
+}
+
+Batch make_batch(const Corpus& c, uint64_t seed, uint64_t step, int first, int count, int seq_len) {
+  Batch b;
+  b.sequences = count;
+  b.seq_len = seq_len;
+  b.inputs.resize(size_t(count) * seq_len);
+  b.targets.resize(b.inputs.size());
+  uint64_t span = c.size() - uint64_t(seq_len);  // offsets 0..span-1 leave room for the target
+  for (int s = 0; s < count; ++s) {
+    uint64_t off = mix(mix(mix(seed, step), uint64_t(first + s)), 0x5a4d) % span;
+    for (int t = 0; t < seq_len; ++t) {
+      b.inputs[size_t(s) * seq_len + t] = c.tokens()[off + t];
+      b.targets[size_t(s) * seq_len + t] = c.tokens()[off + t + 1];
+    }
+  }
+  return b;
+}
+
+std::pair<int, int> batch_share(int global, int ranks, int rank) {
+  int base = global / ranks, extra = global % ranks;
+  int first = rank * base + std::min(rank, extra);
+  return {first, base + (rank < extra ? 1 : 0)};
+}
+
+}  // namespace sal::model

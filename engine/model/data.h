@@ -1,0 +1,47 @@
+// data.h — training data: a corpus of tokens, and the batch of each step.
+//
+// A corpus is byte-level text (vocab 256: a file, or every text file of a directory in name order,
+// skipping symlinks and binary files such as fortune's .dat indexes) or a pre-tokenised file of
+// little-endian uint16 tokens. The global batch of step s is a pure function of (seed, s): sequence
+// i starts at an offset drawn from hash(seed, s, i). A worker computes only the sequences the plan
+// gives it, and the global batch is the same whoever computes it — membership never changes it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace sal::model {
+
+class Corpus {
+ public:
+  // format: "bytes" or "uint16". Every token must be < vocab. Needs at least seq_len + 1 tokens.
+  static Result<Corpus> load(const std::string& path, const std::string& format, int vocab, int seq_len);
+  // A corpus from tokens in memory (tests).
+  static Corpus from_tokens(std::vector<uint16_t> tokens, std::string description);
+
+  size_t size() const { return tokens_.size(); }
+  const std::vector<uint16_t>& tokens() const { return tokens_; }
+  const std::string& description() const { return description_; }
+
+ private:
+  std::vector<uint16_t> tokens_;
+  std::string description_;
+};
+
+struct Batch {
+  int sequences = 0, seq_len = 0;
+  std::vector<int32_t> inputs;   // [sequences * seq_len]
+  std::vector<int32_t> targets;  // inputs shifted by one
+};
+
+// Sequences [first, first + count) of step `step`'s global batch.
+Batch make_batch(const Corpus& c, uint64_t seed, uint64_t step, int first, int count, int seq_len);
+
+// The sequences of a global batch of `global` that rank `rank` of `ranks` takes: a contiguous
+// share, the first (global mod ranks) ranks taking one more.
+std::pair<int, int> batch_share(int global, int ranks, int rank);
+
+}  // namespace sal::model

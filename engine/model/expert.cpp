@@ -1,0 +1,38 @@
+// expert.cpp — see expert.h.
+#include "model/expert.h"
+
+#include "kernels/cpu/ops.h"
+
+namespace sal::model {
+
+namespace k = sal::kernels::cpu;
+
+void expert_forward(const Dims& d, const Unit& u, ExpertBlock& b, float* out) {
+  auto l = expert_layout(d);
+  int n = b.rows, D = d.d, F = d.ffn();
+  if (n == 0) return;
+  b.h.resize(size_t(n) * F);
+  std::vector<float> a(size_t(n) * F);
+  k::gemm(false, false, n, F, D, 1.0f, b.x.data(), u.at(l.w1), 0.0f, b.h.data());
+  k::add_bias(b.h.data(), u.at(l.b1), n, F);
+  k::gelu_forward(b.h.data(), a.data(), a.size());
+  k::gemm(false, false, n, D, F, 1.0f, a.data(), u.at(l.w2), 0.0f, out);
+  k::add_bias(out, u.at(l.b2), n, D);
+}
+
+void expert_backward(const Dims& d, Unit& u, const ExpertBlock& b, const float* d_out, float* dx) {
+  auto l = expert_layout(d);
+  int n = b.rows, D = d.d, F = d.ffn();
+  if (n == 0) return;
+  std::vector<float> a(size_t(n) * F), da(size_t(n) * F), dh(size_t(n) * F);
+  k::gelu_forward(b.h.data(), a.data(), a.size());  // recompute rather than keep [rows, 4d] twice
+  k::gemm(true, false, F, D, n, 1.0f, a.data(), d_out, 1.0f, u.grad(l.w2));
+  k::bias_grad(d_out, u.grad(l.b2), n, D);
+  k::gemm(false, true, n, F, D, 1.0f, d_out, u.at(l.w2), 0.0f, da.data());
+  k::gelu_backward(b.h.data(), da.data(), dh.data(), dh.size());
+  k::gemm(true, false, D, F, n, 1.0f, b.x.data(), dh.data(), 1.0f, u.grad(l.w1));
+  k::bias_grad(dh.data(), u.grad(l.b1), n, F);
+  k::gemm(false, true, n, D, F, 1.0f, dh.data(), u.at(l.w1), 0.0f, dx);
+}
+
+}  // namespace sal::model

@@ -1,0 +1,62 @@
+// optimizer.cpp — see optimizer.h.
+#include "model/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+
+namespace sal::model {
+
+namespace k = sal::kernels::cpu;
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+// The slices of a unit that get weight decay.
+std::vector<Slice> decayed(const Dims& d, UnitKind kind) {
+  switch (kind) {
+    case UnitKind::embedding: return {embedding_layout(d).tok};
+    case UnitKind::dense: return {dense_layout(d).w_qkv, dense_layout(d).w_o};
+    case UnitKind::gate: return {gate_layout(d).w};
+    case UnitKind::expert: return {expert_layout(d).w1, expert_layout(d).w2};
+  }
+  return {};
+}
+
+}  // namespace
+
+double learning_rate(const OptimConfig& c, int64_t step) {
+  if (c.warmup > 0 && step < c.warmup) return c.lr * double(step + 1) / double(c.warmup);
+  if (c.total_steps <= c.warmup) return c.lr;
+  double progress = std::min(1.0, double(step - c.warmup) / double(c.total_steps - c.warmup));
+  double min_lr = c.lr * c.min_lr_ratio;
+  return min_lr + 0.5 * (c.lr - min_lr) * (1.0 + std::cos(kPi * progress));
+}
+
+double clip_scale(const OptimConfig& c, double global_norm) {
+  if (c.clip <= 0 || global_norm <= c.clip || !std::isfinite(global_norm)) return 1.0;
+  return c.clip / global_norm;
+}
+
+void apply_adamw(Params& p, const OptimConfig& c, double lr, double grad_scale, int64_t t) {
+  for (Unit* u : p.units()) {
+    if (grad_scale != 1.0) k::scale(u->g.data(), u->g.size(), float(grad_scale));
+    std::vector<char> decay(u->w.size(), 0);
+    for (Slice s : decayed(p.dims, u->id.kind)) std::fill(decay.begin() + long(s.offset), decay.begin() + long(s.offset + s.size), 1);
+    // Runs of equal decay are updated together.
+    size_t start = 0;
+    for (size_t i = 1; i <= u->w.size(); ++i) {
+      if (i < u->w.size() && decay[i] == decay[start]) continue;
+      k::adamw(u->w.data() + start, u->g.data() + start, u->m.data() + start, u->v.data() + start, i - start, float(lr),
+               float(c.beta1), float(c.beta2), float(c.eps), decay[start] ? float(c.weight_decay) : 0.0f, t);
+      start = i;
+    }
+  }
+}
+
+double grad_sum_squares(const Unit& u) { return k::sum_squares(u.g.data(), u.g.size()); }
+
+}  // namespace sal::model

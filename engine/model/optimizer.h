@@ -1,0 +1,35 @@
+// optimizer.h — AdamW with fp32 master weights, a linear warmup then cosine decay of the learning
+// rate, and global-norm gradient clipping. Weight decay applies to the weight matrices (attention,
+// gate, experts, token embedding), not to biases, LayerNorm parameters or position embeddings.
+#pragma once
+
+#include <cstdint>
+
+#include "model/params.h"
+
+namespace sal::model {
+
+struct OptimConfig {
+  double lr = 3e-3;
+  int64_t warmup = 20;
+  int64_t total_steps = 200;    // the cosine reaches min_lr here (0: no decay)
+  double min_lr_ratio = 0.1;
+  double weight_decay = 0.1;
+  double clip = 1.0;            // max global gradient norm (0: no clipping)
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+};
+
+// Learning rate of step `step` (0-based).
+double learning_rate(const OptimConfig& c, int64_t step);
+
+// Factor the gradients are multiplied by so that their global norm is at most c.clip.
+double clip_scale(const OptimConfig& c, double global_norm);
+
+// One AdamW update of every unit held, with gradients scaled by `grad_scale`; t is the 1-based
+// update count (bias correction).
+void apply_adamw(Params& p, const OptimConfig& c, double lr, double grad_scale, int64_t t);
+
+// Sum of squared gradients of one unit (the runtime adds them up over distinct units).
+double grad_sum_squares(const Unit& u);
+
+}  // namespace sal::model

@@ -1,0 +1,187 @@
+// params.cpp — see params.h.
+#include "model/params.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sal::model {
+namespace {
+
+constexpr float kInitStd = 0.02f;
+
+// Carves consecutive slices out of a unit's flat buffer.
+struct Carver {
+  size_t next = 0;
+  Slice take(size_t n) {
+    Slice s{next, n};
+    next += n;
+    return s;
+  }
+};
+
+// SplitMix64: a small, fast, well-mixed generator; the same stream on every platform.
+struct SplitMix {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return double(next() >> 11) * (1.0 / 9007199254740992.0); }
+  // Box–Muller: one normal per call (the pair's second value is discarded for simplicity).
+  double normal() {
+    double u1 = std::max(uniform(), 1e-300), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+};
+
+uint64_t unit_seed(uint64_t seed, const UnitId& id) {
+  uint64_t h = seed * 0x9e3779b97f4a7c15ull;
+  for (uint64_t v : {uint64_t(id.kind) + 1, uint64_t(id.layer + 2), uint64_t(id.expert + 2)})
+    h = (h ^ v) * 0x100000001b3ull + 0x51ed270b27ull;
+  return h;
+}
+
+void fill_normal(SplitMix& r, float* x, size_t n, float std) {
+  for (size_t i = 0; i < n; ++i) x[i] = float(r.normal() * std);
+}
+
+void fill(float* x, size_t n, float v) {
+  for (size_t i = 0; i < n; ++i) x[i] = v;
+}
+
+}  // namespace
+
+std::string UnitId::name() const {
+  switch (kind) {
+    case UnitKind::embedding: return "embedding";
+    case UnitKind::dense: return "layer" + std::to_string(layer) + ".dense";
+    case UnitKind::gate: return "layer" + std::to_string(layer) + ".gate";
+    case UnitKind::expert: return "layer" + std::to_string(layer) + ".expert" + std::to_string(expert);
+  }
+  return "?";
+}
+
+EmbeddingLayout embedding_layout(const Dims& d) {
+  Carver c;
+  EmbeddingLayout l{c.take(size_t(d.vocab) * d.d), c.take(size_t(d.seq_len) * d.d), c.take(size_t(d.d)), c.take(size_t(d.d))};
+  l.total = c.next;
+  return l;
+}
+
+DenseLayout dense_layout(const Dims& d) {
+  Carver c;
+  size_t D = size_t(d.d);
+  DenseLayout l{c.take(D), c.take(D), c.take(D * 3 * D), c.take(3 * D), c.take(D * D), c.take(D), c.take(D), c.take(D)};
+  l.total = c.next;
+  return l;
+}
+
+GateLayout gate_layout(const Dims& d) {
+  Carver c;
+  GateLayout l{c.take(size_t(d.d) * d.experts)};
+  l.total = c.next;
+  return l;
+}
+
+ExpertLayout expert_layout(const Dims& d) {
+  Carver c;
+  size_t D = size_t(d.d), F = size_t(d.ffn());
+  ExpertLayout l{c.take(D * F), c.take(F), c.take(F * D), c.take(D)};
+  l.total = c.next;
+  return l;
+}
+
+size_t unit_size(const Dims& d, UnitKind k) {
+  switch (k) {
+    case UnitKind::embedding: return embedding_layout(d).total;
+    case UnitKind::dense: return dense_layout(d).total;
+    case UnitKind::gate: return gate_layout(d).total;
+    case UnitKind::expert: return expert_layout(d).total;
+  }
+  return 0;
+}
+
+void Unit::zero_grad() { std::fill(g.begin(), g.end(), 0.0f); }
+
+Unit make_unit(const Dims& d, UnitId id, uint64_t seed) {
+  Unit u;
+  u.id = id;
+  size_t n = unit_size(d, id.kind);
+  u.w.assign(n, 0.0f);
+  u.g.assign(n, 0.0f);
+  u.m.assign(n, 0.0f);
+  u.v.assign(n, 0.0f);
+  SplitMix r{unit_seed(seed, id)};
+  float proj_std = kInitStd / std::sqrt(2.0f * float(d.layers));
+  switch (id.kind) {
+    case UnitKind::embedding: {
+      auto l = embedding_layout(d);
+      fill_normal(r, u.at(l.tok), l.tok.size, kInitStd);
+      fill_normal(r, u.at(l.pos), l.pos.size, kInitStd);
+      fill(u.at(l.lnf_g), l.lnf_g.size, 1.0f);
+      break;
+    }
+    case UnitKind::dense: {
+      auto l = dense_layout(d);
+      fill(u.at(l.ln1_g), l.ln1_g.size, 1.0f);
+      fill(u.at(l.ln2_g), l.ln2_g.size, 1.0f);
+      fill_normal(r, u.at(l.w_qkv), l.w_qkv.size, kInitStd);
+      fill_normal(r, u.at(l.w_o), l.w_o.size, proj_std);
+      break;
+    }
+    case UnitKind::gate:
+      fill_normal(r, u.at(gate_layout(d).w), gate_layout(d).w.size, kInitStd);
+      break;
+    case UnitKind::expert: {
+      auto l = expert_layout(d);
+      fill_normal(r, u.at(l.w1), l.w1.size, kInitStd);
+      fill_normal(r, u.at(l.w2), l.w2.size, proj_std);
+      break;
+    }
+  }
+  return u;
+}
+
+Params Params::create(const Dims& d, uint64_t seed, const std::vector<std::pair<int, int>>& held_experts) {
+  Params p;
+  p.dims = d;
+  p.embedding = make_unit(d, {UnitKind::embedding, -1, -1}, seed);
+  for (int l = 0; l < d.layers; ++l) {
+    p.dense.push_back(make_unit(d, {UnitKind::dense, l, -1}, seed));
+    p.gate.push_back(make_unit(d, {UnitKind::gate, l, -1}, seed));
+  }
+  for (auto [l, e] : held_experts)
+    if (!p.experts.count({l, e})) p.experts.emplace(std::pair{l, e}, make_unit(d, {UnitKind::expert, l, e}, seed));
+  return p;
+}
+
+Unit* Params::expert(int layer, int e) {
+  auto it = experts.find({layer, e});
+  return it == experts.end() ? nullptr : &it->second;
+}
+
+std::vector<Unit*> Params::units() {
+  std::vector<Unit*> out{&embedding};
+  for (size_t l = 0; l < dense.size(); ++l) {
+    out.push_back(&dense[l]);
+    out.push_back(&gate[l]);
+  }
+  for (auto& [key, u] : experts) out.push_back(&u);
+  return out;
+}
+
+void Params::zero_grads() {
+  for (Unit* u : units()) u->zero_grad();
+}
+
+size_t Params::parameter_count() const {
+  size_t n = embedding.w.size();
+  for (const auto& u : dense) n += u.w.size();
+  for (const auto& u : gate) n += u.w.size();
+  for (const auto& [k, u] : experts) n += u.w.size();
+  return n;
+}
+
+}  // namespace sal::model
