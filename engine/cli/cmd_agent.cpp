@@ -22,7 +22,9 @@ int cmd_agent(const Args& args) {
                {"--server-key", "KEY", "CURVE: the controller's public key (Z85 or a .pub file)"},
                {"--key", "FILE", "CURVE: this agent's key pair (.key file from salamander keygen)"},
                {"--controller-timeout-ms", "MS", "exit after this long without the controller (default 30000)"},
-               {"--parent-pid", "PID", "die with this process (set by salamander run)"}}};
+               {"--parent-pid", "PID", "die with this process (set by salamander run)"},
+               {"--data-host", "HOST", "address other workers reach this node's workers at for the data plane "
+                                       "(default 127.0.0.1 with a local controller, else this host's name)"}}};
   auto p = parse(cmd, args);
   if (!p) return usage_error(cmd, p.error().message());
   if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
@@ -46,6 +48,7 @@ int cmd_agent(const Args& args) {
   o.parent_pid = pid_t(*parent);
   o.log_level = p->get_or("--log-level", "info");
   o.log_format = p->get_or("--log-format", "plain");
+  o.data_host = p->get_or("--data-host", "");
   if (auto k = p->get("--server-key")) {
     auto key = wire::resolve_public_key(*k);
     if (!key) return usage_error(cmd, "--server-key: " + key.error().message());

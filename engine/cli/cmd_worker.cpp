@@ -1,6 +1,7 @@
 // cmd_worker.cpp — `salamander worker`: internal; started by an agent, one per device.
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/job_training.h"
 #include "runtime/worker.h"
 
 namespace sal::cli {
@@ -13,7 +14,8 @@ int cmd_worker(const Args& args) {
                {"--device", "DEVICE", "cpu:N or cuda:N"},
                {"--node", "ID", "node id (log lines)"},
                {"--parent-pid", "PID", "die with this process"},
-               {"--heartbeat-ms", "MS", "status interval towards the agent"}}};
+               {"--heartbeat-ms", "MS", "status interval towards the agent"},
+               {"--data-host", "HOST", "this worker's data-plane address (default 127.0.0.1)"}}};
   auto p = parse(cmd, args);
   if (!p) return usage_error(cmd, p.error().message());
   if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
@@ -31,6 +33,8 @@ int cmd_worker(const Args& args) {
   o.node = uint32_t(*node);
   o.parent_pid = pid_t(*parent);
   o.heartbeat_ms = *hb;
+  std::string data_host = p->get_or("--data-host", "127.0.0.1");
+  o.load_job = [data_host](const wire::JobSpec& j) { return load_train_spec(j, data_host); };
   if (auto s = setup_logging(*p, "worker " + std::to_string(o.node) + "." + std::to_string(o.index)); !s)
     return usage_error(cmd, s.error().message());
   return runtime::run_worker(o);

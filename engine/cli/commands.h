@@ -17,5 +17,6 @@ int cmd_repl(const Args& args);
 int cmd_job(const Args& args);
 int cmd_keygen(const Args& args);
 int cmd_policy(const Args& args);
+int cmd_sample(const Args& args);
 
 }  // namespace sal::cli

@@ -9,6 +9,7 @@
 
 #include "core/clock.h"
 #include "core/paths.h"
+#include "mesh/training.h"
 
 namespace sal::cli {
 
@@ -29,7 +30,9 @@ Status LocalRun::start() {
   started_ns_ = mono_ns();
   controller_ = std::make_unique<mesh::Controller>(
       loop_.get(), ctx_, mesh::ControllerOptions{opts_.job, opts_.steps, opts_.run_dir});
-  controller_->on_stop_requested = [this](const std::string& why) { begin_stop(why, 0); };
+  controller_->on_stop_requested = [this](const std::string& why) {
+    begin_stop(why, controller_->training().failure().empty() ? 0 : 1);
+  };
   controller_->on_change = [this] { refresh(false); };
   SAL_TRY(controller_->start());
   FILE* out = opts_.json ? stderr : stdout;
@@ -114,14 +117,23 @@ void LocalRun::kill_agents() {
 std::string LocalRun::status_line() const {
   const auto& m = controller_->membership();
   const auto& st = controller_->steps();
+  const auto& tr = controller_->training();
   double t = double((finished_ns_ ? finished_ns_ : mono_ns()) - started_ns_) / 1e9;
-  char buf[256];
   std::string steps = opts_.steps > 0 ? std::to_string(st.committed()) + "/" + std::to_string(opts_.steps)
                                       : "idle (no steps)";
-  std::snprintf(buf, sizeof buf, "[%6.1fs] step %s · epoch %llu · nodes %zu/%lld alive · workers %zu ready%s", t,
-                steps.c_str(), (unsigned long long)m.epoch(), m.count(mesh::NodeState::alive) + m.count(mesh::NodeState::suspect),
-                (long long)opts_.job.mesh.nodes, m.ready_workers(),
-                controller_->step_rate() > 0 ? (" · " + std::to_string(int64_t(controller_->step_rate())) + " steps/s").c_str() : "");
+  std::string train;
+  if (tr.metrics().last()) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " · loss %.3f · %.0f tok/s", tr.metrics().mean_loss(10),
+                  tr.metrics().recent_tokens_per_s(20));
+    train = buf;
+  }
+  std::string plan = tr.applied() ? " · plan " + std::to_string(tr.applied()->number) : "";
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "[%6.1fs] step %s%s · %zu workers · %s%s · epoch %llu · nodes %zu/%lld alive", t,
+                steps.c_str(), train.c_str(), m.ready_workers(), mesh::Training::phase_name(tr.phase()), plan.c_str(),
+                (unsigned long long)m.epoch(), m.count(mesh::NodeState::alive) + m.count(mesh::NodeState::suspect),
+                (long long)opts_.job.mesh.nodes);
   return buf;
 }
 
@@ -134,6 +146,8 @@ void LocalRun::print_summary() {
   progress_.finish();
   const auto& m = controller_->membership();
   const auto& st = controller_->steps();
+  const auto& tr = controller_->training();
+  const auto& metrics = tr.metrics();
   double elapsed = double((finished_ns_ ? finished_ns_ : mono_ns()) - started_ns_) / 1e9;
   size_t joined = m.nodes().size(), lost = m.count(mesh::NodeState::dead);
   if (opts_.json) {
@@ -142,11 +156,17 @@ void LocalRun::print_summary() {
     j["steps"] = st.committed();
     j["steps_target"] = opts_.steps;
     j["aborted_steps"] = st.aborted();
+    j["first_loss"] = metrics.first() ? nlohmann::json(metrics.first()->loss) : nlohmann::json();
+    j["final_loss"] = metrics.last() ? nlohmann::json(metrics.last()->loss) : nlohmann::json();
+    j["tokens_per_s"] = metrics.tokens_per_s();
+    j["plan"] = tr.applied() ? tr.applied()->number : 0;
     j["epoch"] = m.epoch();
     j["nodes_joined"] = joined;
     j["nodes_lost"] = lost;
     j["elapsed_s"] = elapsed;
     j["stopped_by"] = stop_reason_;
+    if (!tr.failure().empty()) j["failure"] = tr.failure();
+    if (!tr.checkpoint_dir().empty() && tr.phase() == mesh::Training::Phase::done) j["checkpoint"] = tr.checkpoint_dir();
     j["run_dir"] = opts_.run_dir;
     j["exit_code"] = exit_code_;
     std::puts(j.dump().c_str());
@@ -154,7 +174,14 @@ void LocalRun::print_summary() {
     std::printf("%s — %llu steps committed (%llu aborted) in %.2f s · epoch %llu · %zu nodes joined, %zu lost\n",
                 stop_reason_.c_str(), (unsigned long long)st.committed(), (unsigned long long)st.aborted(), elapsed,
                 (unsigned long long)m.epoch(), joined, lost);
-    std::printf("logs and events.csv in %s\n", opts_.run_dir.c_str());
+    if (metrics.first())
+      std::printf("loss %.3f -> %.3f · %.0f tokens/s\n", metrics.first()->loss, metrics.last()->loss,
+                  metrics.tokens_per_s());
+    if (!tr.failure().empty()) std::printf("training failed: %s\n", tr.failure().c_str());
+    if (!tr.checkpoint_dir().empty() && tr.phase() == mesh::Training::Phase::done)
+      std::printf("checkpoint in %s (try: salamander sample --checkpoint %s)\n", tr.checkpoint_dir().c_str(),
+                  tr.checkpoint_dir().c_str());
+    std::printf("logs, events.csv and metrics.csv in %s\n", opts_.run_dir.c_str());
   }
   std::fflush(stdout);
 }

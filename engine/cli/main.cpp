@@ -18,6 +18,7 @@ commands:
   repl [ENDPOINT]      attach a Lua prompt to a live controller (-e CHUNK for one-shot)
   job check FILE.lua   check a job file; `job schema` lists every key
   policy SUBCOMMAND    check a policy, plan, recovery probability, SPARe layout, MoEtion window
+  sample --checkpoint DIR   print what a trained model writes after a prompt
   keygen NAME          make a CURVE key pair (NAME.key, NAME.pub) for non-loopback endpoints
   version              print the version and build features
 )";
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
   if (cmd == "job") return cmd_job(args);
   if (cmd == "keygen") return cmd_keygen(args);
   if (cmd == "policy") return cmd_policy(args);
+  if (cmd == "sample") return cmd_sample(args);
   if (cmd == "version" || cmd == "--version") return version();
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::fputs(kHelp, stdout);

@@ -96,4 +96,19 @@ std::string dir_name(const std::string& path) {
   return path.substr(0, pos);
 }
 
+std::string absolute_path(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char buf[4096];
+  if (!getcwd(buf, sizeof buf)) return path;
+  std::string cwd = buf;
+  if (path.empty() || path == ".") return cwd;
+  if (path.rfind("./", 0) == 0) return cwd + "/" + path.substr(2);
+  return cwd + "/" + path;
+}
+
+bool path_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
 }  // namespace sal

@@ -26,4 +26,9 @@ std::string hostname();
 // Directory part of a path ("a/b/c.lua" -> "a/b", "c.lua" -> ".").
 std::string dir_name(const std::string& path);
 
+// The path made absolute against the working directory (not resolving links; "." -> the cwd).
+std::string absolute_path(const std::string& path);
+
+bool path_exists(const std::string& path);
+
 }  // namespace sal

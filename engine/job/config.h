@@ -22,10 +22,16 @@ struct ModelConfig {
   int64_t seq_len = 64;
   int64_t vocab = 256;
   double aux_loss_weight = 0.01;
+  double skew = 1;             // routing skew for experiments (1: off)
+  int64_t hot_experts = 0;     // how many experts the skew favours
 };
 
+// The default corpus: the fortune cookie files of Debian's `fortunes` package (plain English
+// text; `scripts/dev.sh` installs it).
+constexpr const char* kDefaultDataPath = "/usr/share/games/fortunes";
+
 struct DataConfig {
-  std::string path;            // text file (bytes) or pre-tokenised uint16 file; relative to job file
+  std::string path = kDefaultDataPath;  // text file or directory (bytes), or uint16 token file; relative to the job file
   std::string format = "bytes";
 };
 
@@ -37,6 +43,8 @@ struct TrainConfig {
   double weight_decay = 0.1;
   double clip = 1.0;
   int64_t seed = 1;
+  int64_t rebalance_every = 50;  // steps between load-driven re-plans (0: never)
+  int64_t threads = 1;           // compute threads per worker
 };
 
 struct MeshConfig {
@@ -45,6 +53,7 @@ struct MeshConfig {
   int64_t heartbeat_ms = 100;
   int64_t miss_limit = 3;      // heartbeats missed before a node is dead
   std::string bind = "tcp://127.0.0.1:*";
+  int64_t join_window_ms = 5000;  // the first plan waits this long at most for every worker
 };
 
 struct ReplConfig {
@@ -74,6 +83,7 @@ struct JobConfig {
   std::string name;
   std::string file;            // where it came from ("<embedded quickstart>" for the default)
   std::string dir;             // directory relative paths resolve against
+  std::string text;            // the job file's text (workers evaluate it too)
   ModelConfig model;
   DataConfig data;
   TrainConfig train;
@@ -88,6 +98,9 @@ struct JobConfig {
 Result<JobConfig> load_file(const std::string& path);
 Result<JobConfig> load_text(const std::string& text, const std::string& label,
                             const std::string& dir);
+
+// A path from the job file, resolved against the job file's directory.
+std::string resolve_path(const JobConfig& job, const std::string& path);
 
 // The default job compiled into the binary (scripts/jobs/quickstart.lua).
 Result<JobConfig> load_embedded_default();

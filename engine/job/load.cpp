@@ -31,6 +31,7 @@ Result<JobConfig> load_text(const std::string& text, const std::string& label,
   JobConfig job;
   job.file = label;
   job.dir = dir;
+  job.text = text;
   if (auto s = validate_table(sb.L(), -1, job); !s) return Error(label + ": " + s.error().message());
   if (job.name.empty()) job.name = stem(label);
   return job;
@@ -39,11 +40,16 @@ Result<JobConfig> load_text(const std::string& text, const std::string& label,
 Result<JobConfig> load_file(const std::string& path) {
   auto text = read_file(path, kMaxJobFileBytes);
   if (!text) return Error("job file " + text.error().message());
-  return load_text(*text, path, dir_name(path));
+  return load_text(*text, path, absolute_path(dir_name(path)));
+}
+
+std::string resolve_path(const JobConfig& job, const std::string& path) {
+  if (path.empty() || path[0] == '/' || job.dir.empty()) return path;
+  return job.dir + "/" + path;
 }
 
 Result<JobConfig> load_embedded_default() {
-  auto job = load_text(embedded_default_text(), "<embedded scripts/jobs/quickstart.lua>", ".");
+  auto job = load_text(embedded_default_text(), "<embedded scripts/jobs/quickstart.lua>", absolute_path("."));
   if (job.ok()) job->name = "quickstart";
   return job;
 }

@@ -62,6 +62,11 @@ const std::vector<Field>& fields() {
               [](JobConfig& j) -> int64_t& { return j.model.vocab; }),
       number("model.aux_loss_weight", 0, 10, "Switch load-balancing loss weight",
              [](JobConfig& j) -> double& { return j.model.aux_loss_weight; }),
+      number("model.skew", 1, 1e6, "forced routing for experiments: each token's experts are drawn with the "
+             "model.hot_experts first ones this many times as likely (1: off, the gate routes)",
+             [](JobConfig& j) -> double& { return j.model.skew; }),
+      integer("model.hot_experts", 0, 4096, "experts model.skew favours (the first ones of each layer)",
+              [](JobConfig& j) -> int64_t& { return j.model.hot_experts; }),
       text("data.path", {}, "training text (bytes) or uint16 token file, relative to the job file",
            [](JobConfig& j) -> std::string& { return j.data.path; }),
       text("data.format", {"bytes", "uint16"}, "how data.path is tokenised",
@@ -80,6 +85,11 @@ const std::vector<Field>& fields() {
              [](JobConfig& j) -> double& { return j.train.clip; }),
       integer("train.seed", 0, 9e15, "seed: the batch of step s is a function of (seed, s)",
               [](JobConfig& j) -> int64_t& { return j.train.seed; }),
+      integer("train.rebalance_every", 0, 1e9, "steps between re-plans on the recent expert loads (0: only on "
+              "membership changes and job.rebalance())",
+              [](JobConfig& j) -> int64_t& { return j.train.rebalance_every; }),
+      integer("train.threads", 1, 256, "compute (BLAS) threads per worker",
+              [](JobConfig& j) -> int64_t& { return j.train.threads; }),
       integer("mesh.nodes", 1, 1024, "local agents `salamander run` starts",
               [](JobConfig& j) -> int64_t& { return j.mesh.nodes; }),
       text("mesh.devices", {}, "devices per node: cpu:K or cuda:I[,J...]",
@@ -90,6 +100,9 @@ const std::vector<Field>& fields() {
               [](JobConfig& j) -> int64_t& { return j.mesh.miss_limit; }),
       text("mesh.bind", {}, "controller's mesh endpoint (loopback unless CURVE keys are set)",
            [](JobConfig& j) -> std::string& { return j.mesh.bind; }),
+      integer("mesh.join_window_ms", 0, 3600000, "the first plan waits for mesh.nodes x devices workers, "
+              "or this long after the first is ready",
+              [](JobConfig& j) -> int64_t& { return j.mesh.join_window_ms; }),
       text("repl.bind", {}, "REPL endpoint (loopback unless CURVE keys are set)",
            [](JobConfig& j) -> std::string& { return j.repl.bind; }),
       integer("repl.budget_ms", 10, 600000, "wall-clock limit of one REPL evaluation",
@@ -251,6 +264,9 @@ Status cross_checks(const JobConfig& j) {
   if (j.model.top_k > j.model.experts)
     return fail("model.top_k: ", j.model.top_k, " is more than model.experts = ",
                 j.model.experts);
+  if (j.model.hot_experts > j.model.experts)
+    return fail("model.hot_experts: ", j.model.hot_experts, " is more than model.experts = ", j.model.experts);
+  if (j.data.path.empty()) return fail("data.path: empty (a text file, a directory of text files, or a uint16 token file)");
   if (j.data.format == "bytes" && j.model.vocab != 256)
     return fail("model.vocab: byte-level data (data.format = \"bytes\") needs vocab = 256, got ",
                 j.model.vocab);

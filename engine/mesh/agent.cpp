@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 
 #include "core/clock.h"
@@ -54,6 +55,7 @@ Agent::~Agent() {
 
 Status Agent::start() {
   if (opts_.devices.empty()) return fail("agent: no devices");
+  if (opts_.data_host.empty()) opts_.data_host = is_local_endpoint(opts_.controller) ? "127.0.0.1" : hostname();
   apply_control_options(ctrl_);
   ctrl_.set(zmq::sockopt::linger, kGoodbyeLingerMs);
   ctrl_.set(zmq::sockopt::routing_id, "agent-" + hostname() + "-" + std::to_string(getpid()) + "-" + random_tag());
@@ -148,6 +150,19 @@ void Agent::on_controller_message() {
       if (auto m = wire::decode<wire::StepAbort>(*env))
         for (auto& w : workers_) to_worker(w, *m);
       break;
+    case T::job_spec:
+      if (auto m = wire::decode<wire::JobSpec>(*env)) {
+        job_ = std::move(*m);
+        for (auto& w : workers_) to_worker(w, *job_);
+      }
+      break;
+    case T::plan_update:
+      if (auto m = wire::decode<wire::PlanUpdate>(*env)) relay_plan(*m);
+      break;
+    case T::save_checkpoint:
+      if (auto m = wire::decode<wire::SaveCheckpoint>(*env))
+        for (auto& w : workers_) to_worker(w, *m);
+      break;
     case T::error:
       if (auto m = wire::decode<wire::ErrorReply>(*env)) {
         if (m->code == uint16_t(wire::ErrorCode::unknown_node) && phase_ != Phase::stopping) {
@@ -230,7 +245,7 @@ void Agent::spawn_workers() {
     so.args = {"worker", "--agent", local_endpoint_, "--index", std::to_string(w.index), "--device", w.device,
                "--parent-pid", std::to_string(getpid()), "--node", std::to_string(node_id_),
                "--heartbeat-ms", std::to_string(heartbeat_ms_), "--log-level", opts_.log_level,
-               "--log-format", opts_.log_format};
+               "--log-format", opts_.log_format, "--data-host", opts_.data_host};
     if (auto s = w.proc->spawn(so); !s) {
       w.exited = true;
       w.last_error = s.error().message();
@@ -268,6 +283,7 @@ void Agent::on_worker_message() {
     if (!m || m->index >= workers_.size()) return;
     workers_[m->index].rid = rid;
     workers_[m->index].last_seen_ns = mono_ns();
+    if (job_) to_worker(workers_[m->index], *job_);
     return;
   }
   if (!w) return;
@@ -278,13 +294,37 @@ void Agent::on_worker_message() {
     if (m->state == wire::WorkerState::ready) report(*w, wire::WorkerEventKind::ready);
     send_heartbeat();  // tell the controller about the state change now
   } else if (env->type == T::step_vote) {
-    auto m = wire::decode<wire::StepVote>(*env);
-    if (!m) return;
-    m->node_id = node_id_;
-    m->index = w->index;
-    to_controller(*m);
+    relay_up<wire::StepVote>(*env, *w);
+  } else if (env->type == T::plan_ready) {
+    relay_up<wire::PlanReady>(*env, *w);
+  } else if (env->type == T::save_done) {
+    relay_up<wire::SaveDone>(*env, *w);
   } else if (env->type == T::error) {
     if (auto m = wire::decode<wire::ErrorReply>(*env)) w->last_error = m->message;
+  }
+}
+
+// A worker's answer goes to the controller under our node id and the worker's index.
+template <class M>
+void Agent::relay_up(const wire::Envelope& env, const Worker& w) {
+  auto m = wire::decode<M>(env);
+  if (!m) {
+    spdlog::warn("bad {} from worker {}: {}", wire::type_name(env.type), w.index, m.error().message());
+    return;
+  }
+  m->node_id = node_id_;
+  m->index = w.index;
+  to_controller(*m);
+}
+
+// Each of our workers that the plan names gets it with its own rank.
+void Agent::relay_plan(wire::PlanUpdate plan) {
+  for (auto& w : workers_) {
+    auto it = std::find_if(plan.ranks.begin(), plan.ranks.end(),
+                           [&](const wire::RankRef& r) { return r.node == node_id_ && r.index == w.index; });
+    if (it == plan.ranks.end()) continue;
+    plan.my_rank = int32_t(it - plan.ranks.begin());
+    to_worker(w, plan);
   }
 }
 

@@ -1,6 +1,7 @@
 // agent.h — one per node. Registers with the controller, heartbeats, spawns one worker process per
 // device and supervises it (a worker's exit is reported the moment SIGCHLD arrives), relays step
-// messages between the controller and its workers, and obeys stop / drain / kill. Workers die with
+// messages between the controller and its workers (the job, plans with each worker's rank, steps,
+// checkpoint saves, and their answers), and obeys stop / drain / kill. Workers die with
 // their agent (PR_SET_PDEATHSIG), so killing an agent is a node loss. If the controller declares
 // the node dead (e.g. after a freeze), the agent registers again and gets a new node id; if the
 // controller stays silent for too long, the agent stops its workers and exits.
@@ -11,6 +12,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,7 @@ struct AgentOptions {
   int64_t controller_timeout_ms = 30000;  // exit after this long without hearing the controller
   std::string server_public_key;          // CURVE: the controller's public key (Z85)
   std::string key_file;                   // CURVE: our key pair
+  std::string data_host;                  // our workers' data-plane address (default: see start())
 };
 
 class Agent {
@@ -79,6 +82,9 @@ class Agent {
   void to_controller(const M& msg);
   template <class M>
   void to_worker(const Worker& w, const M& msg);
+  template <class M>
+  void relay_up(const wire::Envelope& env, const Worker& w);
+  void relay_plan(wire::PlanUpdate plan);
 
   uv_loop_t* loop_;
   zmq::context_t& ctx_;
@@ -89,6 +95,7 @@ class Agent {
   std::unique_ptr<ZmqWatcher> ctrl_watcher_;
   std::unique_ptr<ZmqWatcher> local_watcher_;
   std::vector<Worker> workers_;
+  std::optional<wire::JobSpec> job_;  // what our workers train (from the controller, after Welcome)
   Phase phase_ = Phase::registering;
   NodeId node_id_ = kNoNode;
   uint32_t heartbeat_ms_ = 100;

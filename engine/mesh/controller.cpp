@@ -13,6 +13,7 @@
 #include "mesh/planner.h"
 #include "mesh/repl_server.h"
 #include "mesh/security.h"
+#include "mesh/training.h"
 #include "mesh/zmq_uv.h"
 
 namespace sal::mesh {
@@ -42,12 +43,14 @@ Controller::Controller(uv_loop_t* loop, zmq::context_t& ctx, ControllerOptions o
       membership_({opts_.job.mesh.heartbeat_ms, opts_.job.mesh.miss_limit}, events_),
       mesh_(ctx, zmq::socket_type::router),
       planner_(std::make_unique<Planner>(opts_.job, [this] { service(); })),
-      plan_timer_(loop),
       tick_timer_(loop),
       ping_timer_(loop),
-      stop_timer_(loop) {}
+      stop_timer_(loop) {
+  training_ = std::make_unique<Training>(*this);
+}
 
 Controller::~Controller() {
+  training_.reset();
   repl_.reset();
   mesh_monitor_.reset();
   mesh_watcher_.reset();
@@ -87,6 +90,12 @@ Status Controller::setup_security() {
 
 Status Controller::start() {
   started_ns_ = mono_ns();
+  std::string data = job::resolve_path(opts_.job, opts_.job.data.path);
+  if (!path_exists(data))
+    return fail(opts_.job.file, ": data.path: ", data, " does not exist",
+                opts_.job.data.path == job::kDefaultDataPath
+                    ? " (the default corpus: install Debian's `fortunes` package; scripts/dev.sh does)"
+                    : "");
   SAL_TRY(setup_security());
   planner_->policies().on_event = [this](policy::Kind k, const policy::SlotEvent& e) {
     events_.add(e.kind, kNoNode, membership_.epoch(), std::string(policy::kind_name(k)) + ": " + e.detail);
@@ -117,6 +126,7 @@ Status Controller::start() {
   }
   repl_ = std::make_unique<ReplServer>(loop_, ctx_, *this, ro);
   SAL_TRY(repl_->start());
+  SAL_TRY(training_->start());
 
   tick_timer_.start(kTickMs, kTickMs, [this] { liveness_tick(); });
   uint64_t hb = uint64_t(opts_.job.mesh.heartbeat_ms);
@@ -182,6 +192,8 @@ void Controller::handle(const std::string& rid, int fd, const wire::Envelope& en
     case T::worker_event: return handle_worker_event(rid, env);
     case T::goodbye: return handle_goodbye(rid, env);
     case T::step_vote: return handle_vote(rid, env);
+    case T::plan_ready: return handle_plan_ready(rid, env);
+    case T::save_done: return handle_save_done(rid, env);
     case T::error: {
       auto m = wire::decode<wire::ErrorReply>(env);
       if (m) spdlog::warn("mesh: agent {} reports error {}: {}", hex_id(rid), m->code, m->message);
@@ -232,7 +244,8 @@ void Controller::handle_register(const std::string& rid, int fd, const wire::Env
   Node& n = membership_.join(std::move(info), mono_ns());
   send_to(rid, wire::Welcome{n.id, membership_.epoch(), uint32_t(opts_.job.mesh.heartbeat_ms),
                              uint32_t(opts_.job.mesh.miss_limit), opts_.job.name});
-  maybe_begin_step();
+  send_to(rid, wire::JobSpec{opts_.job.file, opts_.job.dir, opts_.job.text});
+  training_->poke();
 }
 
 void Controller::handle_heartbeat(const std::string& rid, const wire::Envelope& env) {
@@ -241,7 +254,7 @@ void Controller::handle_heartbeat(const std::string& rid, const wire::Envelope& 
   if (!sender(rid, m->node_id, "Heartbeat")) return;
   Epoch before = membership_.epoch();
   membership_.heartbeat(m->node_id, m->workers, mono_ns());
-  if (membership_.epoch() != before) maybe_begin_step();
+  if (membership_.epoch() != before) training_->poke();
 }
 
 void Controller::handle_worker_event(const std::string& rid, const wire::Envelope& env) {
@@ -253,7 +266,7 @@ void Controller::handle_worker_event(const std::string& rid, const wire::Envelop
   if (m->kind == K::exited || m->kind == K::spawn_failed) {
     worker_lost(m->node_id, m->index, "worker " + std::to_string(m->node_id) + "." + std::to_string(m->index) + " exited");
   } else {
-    maybe_begin_step();
+    training_->poke();
   }
 }
 
@@ -262,17 +275,32 @@ void Controller::handle_goodbye(const std::string& rid, const wire::Envelope& en
   if (!m) return reject(rid, "", m.error());
   Node* n = membership_.find(m->node_id);
   if (!n || n->routing_id != rid) return;
-  step_outcome(steps_.lost(n->id, "node " + std::to_string(n->id) + " left: " + m->reason));
+  training_->outcome(steps_.lost(n->id, "node " + std::to_string(n->id) + " left: " + m->reason));
   membership_.leave(n->id, m->reason, mono_ns());
   check_shutdown_done();
-  maybe_begin_step();
+  training_->poke();
 }
 
 void Controller::handle_vote(const std::string& rid, const wire::Envelope& env) {
   auto m = wire::decode<wire::StepVote>(env);
   if (!m) return reject(rid, "", m.error());
   if (!sender(rid, m->node_id, "StepVote")) return;
-  step_outcome(steps_.vote({m->node_id, m->index}, m->epoch, m->step, m->ok, m->detail));
+  training_->on_vote(*m);
+  training_->outcome(steps_.vote({m->node_id, m->index}, m->epoch, m->step, m->ok, m->detail));
+}
+
+void Controller::handle_plan_ready(const std::string& rid, const wire::Envelope& env) {
+  auto m = wire::decode<wire::PlanReady>(env);
+  if (!m) return reject(rid, "", m.error());
+  if (!sender(rid, m->node_id, "PlanReady")) return;
+  training_->on_plan_ready(*m);
+}
+
+void Controller::handle_save_done(const std::string& rid, const wire::Envelope& env) {
+  auto m = wire::decode<wire::SaveDone>(env);
+  if (!m) return reject(rid, "", m.error());
+  if (!sender(rid, m->node_id, "SaveDone")) return;
+  training_->on_save_done(*m);
 }
 
 void Controller::on_connection_event(int kind, int fd, const std::string& peer) {
@@ -307,8 +335,8 @@ void Controller::liveness_tick() {
   // Count heartbeats already queued (e.g. behind a long REPL evaluation) before judging silence.
   mesh_watcher_->drain();
   for (NodeId id : membership_.tick(mono_ns())) {
-    step_outcome(steps_.lost(id, "node " + std::to_string(id) + " died"));
-    maybe_begin_step();
+    training_->outcome(steps_.lost(id, "node " + std::to_string(id) + " died"));
+    training_->poke();
     changed();
   }
 }
@@ -328,13 +356,13 @@ void Controller::service() {
 
 void Controller::node_lost(NodeId id, const std::string& cause) {
   membership_.lose(id, cause, mono_ns());
-  step_outcome(steps_.lost(id, "node " + std::to_string(id) + " lost: " + cause));
-  maybe_begin_step();
+  training_->outcome(steps_.lost(id, "node " + std::to_string(id) + " lost: " + cause));
+  training_->poke();
 }
 
 void Controller::worker_lost(NodeId id, uint32_t index, const std::string& cause) {
-  step_outcome(steps_.lost_worker({id, index}, cause));
-  maybe_begin_step();
+  training_->outcome(steps_.lost_worker({id, index}, cause));
+  training_->poke();
 }
 
 }  // namespace sal::mesh

@@ -38,6 +38,7 @@ class Planner;
 class ReplServer;
 class ZapHandler;
 class Allowlist;
+class Training;
 
 struct ControllerOptions {
   job::JobConfig job;
@@ -76,8 +77,9 @@ class Controller {
 
   // The policy slots and the current plan.
   Planner& planner() { return *planner_; }
-  // Recomputes the plan shortly (joins and departures arriving together make one plan).
-  void plan_soon(const std::string& why);
+  // The training driver: plans in force, steps, metrics, loads.
+  Training& training() { return *training_; }
+  const Training& training() const { return *training_; }
 
   const Membership& membership() const { return membership_; }
   const StepCoordinator& steps() const { return steps_; }
@@ -85,9 +87,10 @@ class Controller {
   const job::JobConfig& job() const { return opts_.job; }
   int64_t max_steps() const { return opts_.max_steps; }
   int64_t started_ns() const { return started_ns_; }
-  double step_rate() const { return step_rate_; }
 
  private:
+  friend class Training;  // the training driver is the controller's step and plan half
+
   Status setup_security();
   void on_mesh_message();
   void on_connection_event(int kind, int fd, const std::string& peer);
@@ -113,13 +116,12 @@ class Controller {
 
   void liveness_tick();
   void send_pings();
+  void handle_plan_ready(const std::string& rid, const wire::Envelope& env);
+  void handle_save_done(const std::string& rid, const wire::Envelope& env);
   void node_lost(NodeId id, const std::string& cause);
   void worker_lost(NodeId id, uint32_t index, const std::string& cause);
-  void step_outcome(StepCoordinator::Outcome o);
-  void maybe_begin_step();
   void check_shutdown_done();
   void changed();
-  void replan();
 
   uv_loop_t* loop_;
   zmq::context_t& ctx_;
@@ -137,9 +139,7 @@ class Controller {
   std::unique_ptr<wire::KeyPair> server_key_;
   std::unique_ptr<Allowlist> allow_;
   std::unique_ptr<Planner> planner_;
-  Timer plan_timer_;
-  std::string plan_reason_;
-  Epoch planned_epoch_ = UINT64_MAX;
+  std::unique_ptr<Training> training_;
 
   Timer tick_timer_;
   Timer ping_timer_;
@@ -150,11 +150,6 @@ class Controller {
   bool stopping_ = false;
   std::function<void()> stop_done_;
   RateLimiter bad_input_log_{10};
-
-  // step-rate estimate (exponential moving average over ~1 s)
-  int64_t rate_window_ns_ = 0;
-  StepId rate_window_steps_ = 0;
-  double step_rate_ = 0;
 };
 
 }  // namespace sal::mesh

@@ -154,6 +154,7 @@ void Membership::worker_event(NodeId id, const wire::WorkerEvent& ev, int64_t no
                       : ev.signal       ? "killed by signal " + std::to_string(ev.signal)
                                         : "exited with code " + std::to_string(ev.exit_code);
     if (ev.kind == K::exited && !ev.detail.empty()) how += " (" + ev.detail + ")";
+    v->detail = how;
     if (was_ready) ++epoch_;
     events_.add("worker_exited", n->id, epoch_, worker_label(*n, ev.index) + " " + how);
     bool expected = stopping_ || n->state == NodeState::draining;

@@ -30,6 +30,7 @@ struct WorkerView {
   bool exited = false;
   int exit_code = 0;
   int signal = 0;
+  std::string detail;  // how it exited, in words (its last error, if it said one)
 };
 
 struct Node {

@@ -1,10 +1,9 @@
-// planner.h — the controller's planning: it owns the job's policy slots and turns membership into
-// a plan. Whenever the set of ready workers changes it asks the allocation policy for replica
+// planner.h — the controller's planning: it owns the job's policy slots and turns the ready
+// workers and the recent expert loads into a plan. When the training driver (training.h) asks — a
+// membership change, a rebalance, a policy reload — it asks the allocation policy for replica
 // counts, the placement policy for the slot table, and the checkpoint policy for the snapshot
-// schedule, each validated in C++ (a refused proposal falls back as slot.h describes).
-//
-// Today the plan is computed and shown (job.plan(), policy.show) but not yet followed by workers:
-// the training runtime that executes it comes with the training issue.
+// schedule, each validated in C++ (a refused proposal falls back as slot.h describes). The driver
+// then maps the plan onto the workers (plan_switch.h) and puts it in force between steps.
 #pragma once
 
 #include <functional>
@@ -41,7 +40,7 @@ class Planner {
   policy::PolicySet& policies() { return policies_; }
   const std::optional<PlanRecord>& current() const { return current_; }
 
-  // Per-layer expert loads the allocation sees (uniform until workers report real counts).
+  // Per-layer expert loads the allocation sees (uniform until the driver passes measured ones).
   std::vector<std::vector<double>> loads;
 
  private:

@@ -9,6 +9,7 @@
 #include "lua/convert.h"
 #include "mesh/controller.h"
 #include "mesh/repl_server.h"
+#include "mesh/training.h"
 
 namespace sal::mesh {
 namespace {
@@ -68,7 +69,11 @@ int job_status(Controller& c, lua_State* L) {
   lua::set_field(L, "steps_target", c.max_steps());
   lua::set_field(L, "step_in_flight", s.in_flight());
   lua::set_field(L, "steps_aborted", int64_t(s.aborted()));
-  lua::set_field(L, "steps_per_s", c.step_rate());
+  const auto& metrics = c.training().metrics();
+  lua::set_field(L, "phase", Training::phase_name(c.training().phase()));
+  if (const auto& plan = c.training().applied()) lua::set_field(L, "plan", int64_t(plan->number));
+  if (const auto* last = metrics.last()) lua::set_field(L, "loss", last->loss);
+  lua::set_field(L, "tokens_per_s", metrics.recent_tokens_per_s(20));
   lua::set_field(L, "uptime_s", double(mono_ns() - c.started_ns()) / 1e9);
   lua::set_field(L, "stopping", c.stopping());
   lua::set_field(L, "mesh", c.mesh_endpoint());
@@ -158,8 +163,8 @@ void register_controller_api(lua::ApiRegistry& reg, Controller& c) {
     add_controller_fn(reg, c, "job", name, sig, doc, role, fn);
   };
   add("status", "job.status() -> {job, epoch, step, nodes = {alive, suspect, ...}, workers = {ready, total}, ...}",
-      "Where the job stands: membership epoch, committed steps (and the target), node counts by "
-      "state, ready workers, step rate, uptime.",
+      "Where the job stands: membership epoch, committed steps (and the target), the training phase "
+      "and plan in force, the latest loss and tokens/s, node counts by state, ready workers, uptime.",
       Role::observe, job_status);
   add("nodes", "job.nodes([all]) -> {{id, state, addr, devices, last_heartbeat_ms, workers, ...}, ...}",
       "Every node that joined (nodes that left cleanly only with all = true): state (alive, suspect, "

@@ -11,6 +11,7 @@
 #include "mesh/controller.h"
 #include "mesh/planner.h"
 #include "mesh/repl_server.h"
+#include "mesh/training.h"
 
 namespace sal::mesh {
 namespace {
@@ -88,7 +89,7 @@ int policy_show(Controller& c, lua_State* L) {
 // Runs a slot-changing action and answers with the slot's new state (or raises the refusal).
 int slot_action(Controller& c, lua_State* L, const char* fn, policy::Kind k, const std::function<Status()>& act) {
   if (auto s = act(); !s) return luaL_error(L, "%s: %s", fn, s.error().message().c_str());
-  c.plan_soon("policy change in the " + std::string(policy::kind_name(k)) + " slot");
+  c.training().request_plan("policy change in the " + std::string(policy::kind_name(k)) + " slot");
   push_slot(L, c.planner().policies().slot(k), false);
   return 1;
 }

@@ -29,6 +29,7 @@ ReplServer::ReplServer(uv_loop_t* loop, zmq::context_t& ctx, Controller& control
       socket_(ctx, zmq::socket_type::router) {
   register_controller_api(registry_, controller_);
   register_policy_api(registry_, controller_);
+  register_training_api(registry_, controller_);
 }
 
 ReplServer::~ReplServer() {

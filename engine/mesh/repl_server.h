@@ -96,5 +96,7 @@ void add_controller_fn(lua::ApiRegistry& reg, Controller& c, const char* module,
 void register_controller_api(lua::ApiRegistry& reg, Controller& c);
 // Registers policy.* and job.plan (repl_policy_api.cpp).
 void register_policy_api(lua::ApiRegistry& reg, Controller& c);
+// Registers job.metrics, job.loads, job.rebalance and job.training (repl_training_api.cpp).
+void register_training_api(lua::ApiRegistry& reg, Controller& c);
 
 }  // namespace sal::mesh

@@ -21,38 +21,63 @@ void on_term(int) { g_terminate = 1; }
 
 class WorkerLoop {
  public:
-  explicit WorkerLoop(const WorkerOptions& o) : o_(o), sock_(ctx_, zmq::socket_type::dealer) {}
+  explicit WorkerLoop(const WorkerOptions& o)
+      : o_(o), agent_(ctx_, zmq::socket_type::dealer), answers_(ctx_, zmq::socket_type::pair) {}
 
   int run() {
-    sock_.set(zmq::sockopt::linger, 200);
-    sock_.set(zmq::sockopt::maxmsgsize, wire::kMaxFrameBytes);
-    sock_.connect(o_.agent);
+    agent_.set(zmq::sockopt::linger, 200);
+    agent_.set(zmq::sockopt::maxmsgsize, wire::kMaxFrameBytes);
+    agent_.connect(o_.agent);
+    std::string answers = "inproc://trainer-answers";
+    answers_.bind(answers);
+    trainer_ = std::make_unique<TrainerThread>(ctx_, o_.load_job, o_.index, answers);
     send(wire::WorkerHello{o_.index, o_.device, uint32_t(getpid())});
-    send(wire::WorkerStatus{o_.index, wire::WorkerState::ready});
-    spdlog::info("ready on {}", o_.device);
+    send(wire::WorkerStatus{o_.index, state_});
     int64_t next_status = mono_ns();
     while (!done_ && !g_terminate) {
-      zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(o_.heartbeat_ms));
-      while (!done_ && (sock_.get(zmq::sockopt::events) & ZMQ_POLLIN)) handle_one();
-      if (mono_ns() >= next_status) {  // liveness towards the agent
+      zmq::pollitem_t items[] = {{agent_.handle(), 0, ZMQ_POLLIN, 0}, {answers_.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, 2, std::chrono::milliseconds(o_.heartbeat_ms / 2 + 1));
+      while (!done_ && (agent_.get(zmq::sockopt::events) & ZMQ_POLLIN)) from_agent();
+      while (answers_.get(zmq::sockopt::events) & ZMQ_POLLIN) from_trainer();
+      if (auto why = trainer_->fatal()) return fail_start(*why);
+      if (mono_ns() >= next_status) {  // liveness towards the agent, also while a step computes
         send(wire::WorkerStatus{o_.index, state_});
         next_status = mono_ns() + o_.heartbeat_ms * 1'000'000;
       }
     }
-    if (g_terminate) spdlog::info("terminated by signal");
+    if (g_terminate) {
+      spdlog::info("terminated by signal");
+      trainer_->abort("worker terminated");
+    }
+    trainer_.reset();
     return 0;
   }
 
  private:
   template <class M>
   void send(const M& m) {
-    (void)zmq::send_multipart(sock_, wire::encode(m), zmq::send_flags::dontwait);
+    (void)zmq::send_multipart(agent_, wire::encode(m), zmq::send_flags::dontwait);
   }
 
-  void handle_one() {
+  int fail_start(const std::string& why) {
+    send(wire::ErrorReply{uint16_t(wire::ErrorCode::bad_request), why});
+    trainer_.reset();
+    return 1;
+  }
+
+  // Answers of the training thread go to the agent as they are; a ready status changes ours.
+  void from_trainer() {
     wire::Parts parts;
-    if (!zmq::recv_multipart(sock_, std::back_inserter(parts), zmq::recv_flags::dontwait)) return;
+    if (!zmq::recv_multipart(answers_, std::back_inserter(parts), zmq::recv_flags::dontwait)) return;
+    if (auto env = wire::open(parts); env && env->type == wire::MsgType::worker_status) {
+      if (auto m = wire::decode<wire::WorkerStatus>(*env)) state_ = m->state;
+    }
+    (void)zmq::send_multipart(agent_, parts, zmq::send_flags::dontwait);
+  }
+
+  void from_agent() {
+    wire::Parts parts;
+    if (!zmq::recv_multipart(agent_, std::back_inserter(parts), zmq::recv_flags::dontwait)) return;
     auto env = wire::open(parts);
     if (!env) {
       spdlog::warn("bad message from agent: {}", env.error().message());
@@ -60,43 +85,51 @@ class WorkerLoop {
     }
     using T = wire::MsgType;
     switch (env->type) {
-      case T::step_begin:
-        if (auto m = wire::decode<wire::StepBegin>(*env)) {
-          // The training step runs here once the model lands; today a step is the vote itself.
-          send(wire::StepVote{0, o_.index, m->epoch, m->step, true, ""});
-        }
-        break;
-      case T::step_commit:
+      case T::job_spec: forward<wire::JobSpec>(*env); break;
+      case T::plan_update: forward<wire::PlanUpdate>(*env); break;
+      case T::step_begin: forward<wire::StepBegin>(*env); break;
+      case T::step_commit: forward<wire::StepCommit>(*env); break;
+      case T::save_checkpoint: forward<wire::SaveCheckpoint>(*env); break;
       case T::step_abort:
-        if (state_ == wire::WorkerState::draining) stop("drained");
+        trainer_->abort("step aborted by the controller");
+        forward<wire::StepAbort>(*env);
         break;
       case T::command:
-        if (auto m = wire::decode<wire::Command>(*env)) {
-          if (m->verb == wire::Verb::drain) {
-            state_ = wire::WorkerState::draining;
-            send(wire::WorkerStatus{o_.index, state_});
-            stop("drained: " + m->reason);  // no step is ever half-done between messages
-          } else {
-            stop(m->reason);
-          }
-        }
+        if (auto m = wire::decode<wire::Command>(*env)) stop(*m);
         break;
       default:
         spdlog::warn("unexpected {} from agent", wire::type_name(env->type));
     }
   }
 
-  void stop(const std::string& why) {
-    state_ = wire::WorkerState::stopped;
+  template <class M>
+  void forward(const wire::Envelope& env) {
+    auto m = wire::decode<M>(env);
+    if (!m) {
+      spdlog::warn("bad message from agent: {}", m.error().message());
+      return;
+    }
+    trainer_->post(std::move(*m));
+  }
+
+  // Stop and drain end the worker after what is queued (a drained worker finishes its step).
+  void stop(const wire::Command& c) {
+    state_ = c.verb == wire::Verb::drain ? wire::WorkerState::draining : wire::WorkerState::stopped;
     send(wire::WorkerStatus{o_.index, state_});
-    spdlog::info("stopping: {}", why);
+    spdlog::info("{}: {}", c.verb == wire::Verb::drain ? "draining" : "stopping", c.reason);
+    if (c.verb != wire::Verb::drain) trainer_->abort("worker stopping");
+    trainer_.reset();  // runs the queue to its end (a draining worker's step and vote), then joins
+    while (answers_.get(zmq::sockopt::events) & ZMQ_POLLIN) from_trainer();
+    send(wire::WorkerStatus{o_.index, wire::WorkerState::stopped});
     done_ = true;
   }
 
   const WorkerOptions& o_;
   zmq::context_t ctx_{1};
-  zmq::socket_t sock_;
-  wire::WorkerState state_ = wire::WorkerState::ready;
+  zmq::socket_t agent_;
+  zmq::socket_t answers_;
+  std::unique_ptr<TrainerThread> trainer_;
+  wire::WorkerState state_ = wire::WorkerState::starting;
   bool done_ = false;
 };
 

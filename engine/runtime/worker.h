@@ -1,15 +1,18 @@
 // worker.h — the worker process (`salamander worker`, started by its agent, one per device).
 //
-// Today the worker runs the control half of a training step and nothing else: it joins its agent,
-// reports ready, answers each StepBegin with a vote, follows commits and aborts, and obeys stop
-// and drain. The model, the data plane and the optimizer arrive with the training runtime; they
-// slot in between StepBegin and the vote. The worker dies with its agent (PR_SET_PDEATHSIG).
+// Two threads. The control loop talks to the agent: it reports liveness every heartbeat, passes the
+// controller's requests (the job, plans, steps, commits, aborts, checkpoint saves) to the training
+// thread (trainer_thread.h) and forwards its answers, and obeys stop and drain. A StepAbort also
+// ends the plan's data plane, so a collective blocked on a lost peer returns at once. The worker
+// dies with its agent (PR_SET_PDEATHSIG).
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
 #include <string>
+
+#include "runtime/trainer_thread.h"
 
 namespace sal::runtime {
 
@@ -20,9 +23,10 @@ struct WorkerOptions {
   uint32_t node = 0;        // node id (for log lines)
   pid_t parent_pid = 0;     // the agent: we die with it
   int64_t heartbeat_ms = 100;
+  JobLoader load_job;       // job file text -> TrainSpec (cmd_worker supplies it)
 };
 
-// Runs until stopped; returns the process exit code.
+// Runs until stopped; returns the process exit code (1 when training could not start).
 int run_worker(const WorkerOptions& opts);
 
 }  // namespace sal::runtime

@@ -77,7 +77,7 @@ size_t field_count() {
 
 void pack_value(Packer& pk, bool v) { pk.pack(v); }
 void pack_value(Packer& pk, const std::string& v) { pk.pack(v); }
-[[maybe_unused]] void pack_value(Packer& pk, double v) { pk.pack_double(v); }
+void pack_value(Packer& pk, double v) { pk.pack_double(v); }
 
 template <class T>
   requires std::is_integral_v<T>
@@ -122,7 +122,7 @@ Status read_value(const msgpack::object& o, bool& out, size_t) {
   return {};
 }
 
-[[maybe_unused]] Status read_value(const msgpack::object& o, double& out, size_t) {
+Status read_value(const msgpack::object& o, double& out, size_t) {
   if (o.type == msgpack::type::FLOAT32 || o.type == msgpack::type::FLOAT64) {
     out = o.via.f64;
   } else if (o.type == msgpack::type::POSITIVE_INTEGER) {
@@ -321,6 +321,11 @@ SAL_WIRE_INSTANTIATE(StepVote)
 SAL_WIRE_INSTANTIATE(StepCommit)
 SAL_WIRE_INSTANTIATE(StepAbort)
 SAL_WIRE_INSTANTIATE(ErrorReply)
+SAL_WIRE_INSTANTIATE(JobSpec)
+SAL_WIRE_INSTANTIATE(PlanUpdate)
+SAL_WIRE_INSTANTIATE(PlanReady)
+SAL_WIRE_INSTANTIATE(SaveCheckpoint)
+SAL_WIRE_INSTANTIATE(SaveDone)
 SAL_WIRE_INSTANTIATE(WorkerHello)
 SAL_WIRE_INSTANTIATE(WorkerStatus)
 SAL_WIRE_INSTANTIATE(ReplHello)
@@ -345,6 +350,11 @@ std::string_view type_name(MsgType t) {
     case MsgType::step_commit: return "StepCommit";
     case MsgType::step_abort: return "StepAbort";
     case MsgType::error: return "ErrorReply";
+    case MsgType::job_spec: return "JobSpec";
+    case MsgType::plan_update: return "PlanUpdate";
+    case MsgType::plan_ready: return "PlanReady";
+    case MsgType::save_checkpoint: return "SaveCheckpoint";
+    case MsgType::save_done: return "SaveDone";
     case MsgType::worker_hello: return "WorkerHello";
     case MsgType::worker_status: return "WorkerStatus";
     case MsgType::repl_hello: return "ReplHello";

@@ -28,6 +28,12 @@ enum class MsgType : uint16_t {
   step_commit = 10,
   step_abort = 11,
   error = 12,
+  // training: controller -> agent -> workers, and back
+  job_spec = 13,
+  plan_update = 14,
+  plan_ready = 15,
+  save_checkpoint = 16,
+  save_done = 17,
   // worker <-> agent (the agent's local endpoint); step_* and command are relayed unchanged
   worker_hello = 20,
   worker_status = 21,
@@ -50,6 +56,9 @@ constexpr size_t kTextMax = 64u << 10;      // reasons, details, error messages
 constexpr size_t kChunkMax = 1u << 20;      // a REPL chunk
 constexpr size_t kOutputMax = 4u << 20;     // a REPL result (printed output or value)
 constexpr size_t kListMax = 4096;           // devices, workers per node, completions
+constexpr size_t kLoadsMax = 1u << 20;      // layers x experts in a vote
+constexpr size_t kPlanMax = 4u << 20;       // layers x ranks x slots in a plan update
+constexpr size_t kJobTextMax = 1u << 20;    // a job file's text
 
 enum class WorkerState : uint8_t { starting, ready, draining, stopped, count_ };
 enum class WorkerEventKind : uint8_t { started, ready, exited, spawn_failed, count_ };
@@ -186,13 +195,17 @@ struct StepBegin {
   static constexpr MsgType kType = MsgType::step_begin;
   uint64_t epoch = 0;
   uint64_t step = 0;
+  uint64_t plan = 0;  // the plan the step runs under: workers that are not its ranks do not vote
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("epoch", s.epoch);
     v("step", s.step);
+    v("plan", s.plan);
   }
 };
 
+// A worker's vote on a step, with what it measured: the controller commits when every participant
+// voted yes, and keeps the numbers for metrics and for balancing expert loads.
 struct StepVote {
   static constexpr MsgType kType = MsgType::step_vote;
   uint32_t node_id = 0;
@@ -201,6 +214,13 @@ struct StepVote {
   uint64_t step = 0;
   bool ok = false;
   std::string detail;
+  double ce_sum = 0;              // cross-entropy summed over the worker's tokens
+  double aux = 0;                 // the balancing loss (global, the same on every worker)
+  uint64_t tokens = 0;            // the worker's tokens this step
+  double grad_norm = 0;           // global gradient norm (the same on every worker)
+  double lr = 0;                  // the learning rate the commit will apply
+  double compute_ms = 0;          // the worker's time for forward, backward and gradient sync
+  std::vector<uint32_t> loads;    // token-to-expert assignments, [layer][expert] flattened
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("node_id", s.node_id);
@@ -209,6 +229,13 @@ struct StepVote {
     v("step", s.step);
     v("ok", s.ok);
     v("detail", s.detail, kTextMax);
+    v("ce_sum", s.ce_sum);
+    v("aux", s.aux);
+    v("tokens", s.tokens);
+    v("grad_norm", s.grad_norm);
+    v("lr", s.lr);
+    v("compute_ms", s.compute_ms);
+    v("loads", s.loads, kLoadsMax);
   }
 };
 
@@ -244,6 +271,132 @@ struct ErrorReply {
   static void fields(S& s, V& v) {
     v("code", s.code);
     v("message", s.message, kTextMax);
+  }
+};
+
+// The job a worker trains: the job file's text, evaluated by the worker exactly as the controller
+// did (paths resolve against `dir`). Sent to each agent after Welcome, and by the agent to each
+// worker after WorkerHello.
+struct JobSpec {
+  static constexpr MsgType kType = MsgType::job_spec;
+  std::string label;
+  std::string dir;
+  std::string text;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("label", s.label, kNameMax * 4);
+    v("dir", s.dir, kNameMax * 4);
+    v("text", s.text, kJobTextMax);
+  }
+};
+
+struct RankRef {
+  uint32_t node = 0;
+  uint32_t index = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("node", s.node);
+    v("index", s.index);
+  }
+};
+
+// A unit of model state to move before the plan's first step: kind 0 embedding, 1 dense, 2 gate,
+// 3 expert (as model::UnitKind); layer/expert -1 where they do not apply; ranks of the new plan.
+struct UnitTransfer {
+  uint8_t kind = 0;
+  int32_t layer = -1;
+  int32_t expert = -1;
+  uint32_t from = 0;
+  uint32_t to = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("kind", s.kind);
+    v("layer", s.layer);
+    v("expert", s.expert);
+    v("from", s.from);
+    v("to", s.to);
+  }
+};
+
+// A new plan: who the ranks are, which experts each holds, what moves, where to rendezvous. Applies
+// from `step`; workers connect the plan's data plane (prefix "plan-<plan>"), carry out the transfers,
+// keep only the units the plan gives them, and answer PlanReady.
+struct PlanUpdate {
+  static constexpr MsgType kType = MsgType::plan_update;
+  uint64_t plan = 0;
+  uint64_t epoch = 0;
+  uint64_t step = 0;
+  int32_t my_rank = -1;                // filled in by the agent for each of its workers
+  std::vector<RankRef> ranks;          // rank order
+  uint32_t layers = 0, slots = 0;
+  std::vector<uint32_t> placement;     // [layer][rank][slot] = expert, flattened
+  std::vector<UnitTransfer> transfers;
+  std::string store;                   // the rendezvous store endpoint
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("plan", s.plan);
+    v("epoch", s.epoch);
+    v("step", s.step);
+    v("my_rank", s.my_rank);
+    v("ranks", s.ranks, kListMax * 16);
+    v("layers", s.layers);
+    v("slots", s.slots);
+    v("placement", s.placement, kPlanMax);
+    v("transfers", s.transfers, kPlanMax);
+    v("store", s.store, kNameMax);
+  }
+};
+
+struct PlanReady {
+  static constexpr MsgType kType = MsgType::plan_ready;
+  uint32_t node_id = 0;
+  uint32_t index = 0;
+  uint64_t plan = 0;
+  bool ok = false;
+  std::string detail;
+  double ms = 0;  // time to connect and migrate
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("node_id", s.node_id);
+    v("index", s.index);
+    v("plan", s.plan);
+    v("ok", s.ok);
+    v("detail", s.detail, kTextMax);
+    v("ms", s.ms);
+  }
+};
+
+// Write a dense checkpoint of the committed state into `dir`: every rank of `plan` writes its
+// share (each unit by one writer), then rank 0 writes the manifest.
+struct SaveCheckpoint {
+  static constexpr MsgType kType = MsgType::save_checkpoint;
+  std::string dir;
+  uint64_t step = 0;
+  uint64_t plan = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("dir", s.dir, kTextMax);
+    v("step", s.step);
+    v("plan", s.plan);
+  }
+};
+
+struct SaveDone {
+  static constexpr MsgType kType = MsgType::save_done;
+  uint32_t node_id = 0;
+  uint32_t index = 0;
+  uint64_t step = 0;
+  bool ok = false;
+  std::string detail;
+  uint32_t units = 0;  // units this worker wrote
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("node_id", s.node_id);
+    v("index", s.index);
+    v("step", s.step);
+    v("ok", s.ok);
+    v("detail", s.detail, kTextMax);
+    v("units", s.units);
   }
 };
 

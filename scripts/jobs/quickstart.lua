@@ -8,7 +8,12 @@ return {
     experts = 8, top_k = 2,
     seq_len = 64, vocab = 256,
   },
-  train = { steps = 200, batch = 16, lr = 3e-3, warmup = 20, seed = 1 },
+  -- Debian's fortune cookie files: real English text (scripts/dev.sh installs the package)
+  data = { path = "/usr/share/games/fortunes", format = "bytes" },
+  train = {
+    steps = 200, batch = 16, lr = 3e-3, warmup = 20, seed = 1,
+    rebalance_every = 50,  -- re-plan replicas on the recent expert loads every 50 steps
+  },
   mesh = {
     nodes = 4,             -- local agents started by `salamander run`
     devices = "cpu:1",     -- one CPU worker per node

@@ -13,7 +13,9 @@ using namespace sal;
 using namespace sal::test;
 
 TEST_CASE("t0220-policy-live: the plan follows policy.load and broken policies are refused") {
-  TestMesh m({.agents = 4, .extra = "model = { experts = 8, layers = 2 }, policies = { slots = 4, min_replicas = 2 },"});
+  TestMesh m({.agents = 4,
+              .model = "model = { layers = 2, d_model = 16, heads = 2, experts = 8, top_k = 2, seq_len = 16 },",
+              .extra = "policies = { slots = 4, min_replicas = 2 },"});
   m.start();
   REQUIRE(eventually([&] { return m.eval_json("local p = job.plan() return p and p.nodes") == 4; }, 3000, 20));
   auto plan = m.eval_json("return job.plan(0)");

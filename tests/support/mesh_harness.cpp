@@ -15,6 +15,7 @@ void ensure(bool ok, const std::string& what) {
 }  // namespace
 
 std::string bin() { return SAL_BIN; }
+std::string docs_dir() { return SAL_SOURCE_DIR "/docs"; }
 
 TestMesh::TestMesh(MeshOptions o) : opts(std::move(o)), dir(temp_dir("mesh")) {}
 
@@ -24,7 +25,7 @@ void TestMesh::start_job() {
       << ", miss_limit = " << opts.miss_limit << ", bind = '" << opts.mesh_bind << "' },\n"
       << "  repl = { bind = '" << opts.repl_bind << "', budget_ms = " << opts.repl_budget_ms
       << ", memory_mb = " << opts.repl_memory_mb << " },\n"
-      << "  train = { steps = " << opts.steps << " },\n" << opts.extra << "\n}\n";
+      << "  train = { steps = " << opts.steps << ", " << opts.train << " },\n  " << opts.model << "\n  " << opts.data << "\n  " << opts.extra << "\n}\n";
 }
 
 void TestMesh::start() {

@@ -24,6 +24,11 @@ struct MeshOptions {
   int repl_memory_mb = 64;
   std::string mesh_bind = "tcp://127.0.0.1:*";
   std::string repl_bind = "tcp://127.0.0.1:*";
+  // The model and data sections: by default a tiny model (steps take milliseconds) on the repo's
+  // docs/ (real English text that is always there).
+  std::string model = "model = { layers = 1, d_model = 16, heads = 2, experts = 4, top_k = 2, seq_len = 16 },";
+  std::string data = "data = { path = '" SAL_SOURCE_DIR "/docs' },";
+  std::string train = "batch = 8";  // more train keys (steps is set from `steps`)
   std::string extra;  // more job-file text inside the returned table
 };
 
@@ -56,5 +61,6 @@ class TestMesh {
 };
 
 std::string bin();  // the salamander binary under test
+std::string docs_dir();  // the repo's docs/: a small corpus of real text for test jobs
 
 }  // namespace sal::test

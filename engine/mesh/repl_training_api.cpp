@@ -1,0 +1,135 @@
+// repl_training_api.cpp — the training half of the `job` module: job.metrics(), job.loads(),
+// job.rebalance(), job.training(). Registered like the rest of the REPL API (help and completion
+// come from these entries).
+#include <lua.hpp>
+
+#include "lua/convert.h"
+#include "mesh/controller.h"
+#include "mesh/repl_server.h"
+#include "mesh/training.h"
+
+namespace sal::mesh {
+namespace {
+
+void push_record(lua_State* L, const StepRecord& r) {
+  lua_newtable(L);
+  lua::set_field(L, "step", int64_t(r.step));
+  lua::set_field(L, "loss", r.loss);
+  lua::set_field(L, "ce", r.ce);
+  lua::set_field(L, "aux", r.aux);
+  lua::set_field(L, "grad_norm", r.grad_norm);
+  lua::set_field(L, "lr", r.lr);
+  lua::set_field(L, "tokens", int64_t(r.tokens));
+  lua::set_field(L, "step_ms", r.step_ms);
+  lua::set_field(L, "compute_ms", r.compute_ms);
+  lua::set_field(L, "tokens_per_s", r.tokens_per_s);
+  lua::set_field(L, "workers", int64_t(r.workers));
+  lua::set_field(L, "plan", int64_t(r.plan));
+  lua::set_field(L, "time_s", r.time_s);
+  lua::set_field(L, "imbalance", r.imbalance);
+}
+
+int job_metrics(Controller& c, lua_State* L) {
+  int64_t n = lua_isnoneornil(L, 1) ? 20 : lua::check_integer(L, 1, "job.metrics", "a count");
+  const auto& m = c.training().metrics();
+  const auto& recent = m.recent();
+  size_t start = recent.size() > size_t(std::max<int64_t>(n, 0)) ? recent.size() - size_t(n) : 0;
+  lua_newtable(L);
+  lua::set_field(L, "steps", int64_t(m.count()));
+  if (m.first()) lua::set_field(L, "first_loss", m.first()->loss);
+  if (m.last()) lua::set_field(L, "loss", m.last()->loss);
+  lua::set_field(L, "tokens_per_s", m.tokens_per_s());
+  lua::set_field(L, "recent_tokens_per_s", m.recent_tokens_per_s(20));
+  lua_newtable(L);
+  int k = 1;
+  for (size_t i = start; i < recent.size(); ++i) {
+    push_record(L, recent[i]);
+    lua_rawseti(L, -2, k++);
+  }
+  lua_setfield(L, -2, "recent");
+  return 1;
+}
+
+void push_row(lua_State* L, const std::vector<double>& row) {
+  lua_createtable(L, int(row.size()), 0);
+  for (size_t e = 0; e < row.size(); ++e) {
+    lua_pushnumber(L, row[e]);
+    lua_rawseti(L, -2, int(e + 1));
+  }
+}
+
+int job_loads(Controller& c, lua_State* L) {
+  const auto& w = c.training().loads();
+  auto mean = w.mean();
+  bool one = !lua_isnoneornil(L, 1);
+  int64_t layer = one ? lua::check_integer(L, 1, "job.loads", "a layer (0-based)") : 0;
+  if (one && (layer < 0 || layer >= int64_t(mean.size())))
+    return luaL_error(L, "job.loads: layer %d is not in 0..%d", int(layer), int(mean.size()) - 1);
+  lua_newtable(L);
+  lua::set_field(L, "steps", int64_t(w.steps()));
+  if (one) {
+    push_row(L, mean[size_t(layer)]);
+    lua_setfield(L, -2, "experts");
+    return 1;
+  }
+  lua_createtable(L, int(mean.size()), 0);
+  for (size_t l = 0; l < mean.size(); ++l) {
+    push_row(L, mean[l]);
+    lua_rawseti(L, -2, int(l + 1));
+  }
+  lua_setfield(L, -2, "layers");
+  return 1;
+}
+
+int job_rebalance(Controller& c, lua_State* L) {
+  c.training().request_plan("job.rebalance() from the REPL", true);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+int job_training(Controller& c, lua_State* L) {
+  const auto& t = c.training();
+  lua_newtable(L);
+  lua::set_field(L, "phase", Training::phase_name(t.phase()));
+  if (const auto& a = t.applied()) {
+    lua::set_field(L, "plan", int64_t(a->number));
+    lua::set_field(L, "plan_from_step", int64_t(a->from_step));
+    lua_createtable(L, int(a->ranks.size()), 0);
+    for (size_t r = 0; r < a->ranks.size(); ++r) {
+      lua_pushstring(L, (std::to_string(a->ranks[r].node) + "." + std::to_string(a->ranks[r].index)).c_str());
+      lua_rawseti(L, -2, int(r + 1));
+    }
+    lua_setfield(L, -2, "ranks");
+  }
+  if (!t.failure().empty()) lua::set_field(L, "failure", t.failure());
+  if (!t.checkpoint_dir().empty()) lua::set_field(L, "checkpoint", t.checkpoint_dir());
+  lua::set_field(L, "store", t.store_endpoint());
+  return 1;
+}
+
+}  // namespace
+
+void register_training_api(lua::ApiRegistry& reg, Controller& c) {
+  auto add = [&](const char* name, const char* sig, const char* doc, Role role, ControllerFn fn) {
+    add_controller_fn(reg, c, "job", name, sig, doc, role, fn);
+  };
+  add("metrics", "job.metrics([n = 20]) -> {steps, first_loss, loss, tokens_per_s, recent = {{step, loss, ...}, ...}}",
+      "Training metrics: committed steps, the first and the latest loss, tokens/s over the run and over the "
+      "last 20 steps, and the last n step records (loss, ce, aux, grad_norm, lr, tokens, step_ms, "
+      "compute_ms, tokens_per_s, workers, plan, imbalance: the busiest worker's expert tokens over the mean). metrics.csv in the run directory has every step.",
+      Role::observe, job_metrics);
+  add("loads", "job.loads([layer]) -> {steps, layers = {{tokens per expert}, ...}} | {steps, experts}",
+      "Mean tokens routed to each expert per step over the recent window (train.rebalance_every steps), "
+      "per layer (Lua lists: expert e is at index e + 1). These are the loads a rebalance plans for.",
+      Role::observe, job_loads);
+  add("rebalance", "job.rebalance() -> true",
+      "Asks the allocation and placement policies for a new plan on the recent loads; it takes effect at "
+      "the next step boundary (workers switch plans between steps, never inside one).",
+      Role::operate, job_rebalance);
+  add("training", "job.training() -> {phase, plan, plan_from_step, ranks, failure, checkpoint, store}",
+      "The training driver: its phase (gathering, planning, running, saving, done, failed), the plan in "
+      "force and since which step, the rank order (node.worker), and why training stopped if it failed.",
+      Role::observe, job_training);
+}
+
+}  // namespace sal::mesh

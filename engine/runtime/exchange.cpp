@@ -1,0 +1,161 @@
+// exchange.cpp — see exchange.h. Row layouts: the send buffer is destination-major, then expert,
+// then the tokens' slot order; the receive buffer is source-major, then expert. An expert's rows are
+// the concatenation over sources, so each expert is computed once per step on one contiguous block.
+#include "runtime/exchange.h"
+
+#include <algorithm>
+
+namespace sal::runtime {
+
+DistributedExchange::DistributedExchange(comm::Collectives& comm, model::Params& params,
+                                         const std::vector<Counts>& replicas)
+    : comm_(comm), params_(params), replicas_(replicas) {}
+
+Status DistributedExchange::global_stats(int, std::vector<double>& counts, std::vector<double>& prob_sums,
+                                         double& tokens) {
+  std::vector<double> buf(counts);
+  buf.insert(buf.end(), prob_sums.begin(), prob_sums.end());
+  buf.push_back(tokens);
+  SAL_TRY(comm_.allreduce_sum(buf.data(), buf.size()));
+  size_t e = counts.size();
+  std::copy(buf.begin(), buf.begin() + long(e), counts.begin());
+  std::copy(buf.begin() + long(e), buf.begin() + long(2 * e), prob_sums.begin());
+  tokens = buf.back();
+  return {};
+}
+
+// Packs the rows of the local slots, destination by destination and expert by expert, and swaps them.
+Status DistributedExchange::send_rows(LayerState& s, const float* rows_by_slot, std::vector<float>& recv) {
+  int W = comm_.size(), me = comm_.rank(), E = s.schedule.experts, D = params_.dims.d;
+  std::vector<float> send;
+  std::vector<int64_t> send_counts(static_cast<size_t>(W)), recv_counts(static_cast<size_t>(W));
+  std::vector<size_t> next(size_t(E), 0);  // per expert: how many of its slots are packed
+  for (int i = 0; i < W; ++i) {
+    for (int e = 0; e < E; ++e) {
+      uint32_t n = s.schedule.sent(e, me, i);
+      for (uint32_t r = 0; r < n; ++r) {
+        const float* row = rows_by_slot + size_t(s.slots[size_t(e)][next[size_t(e)]++]) * D;
+        send.insert(send.end(), row, row + D);
+      }
+    }
+    send_counts[size_t(i)] = s.send_rows[size_t(i)] * D;
+    recv_counts[size_t(i)] = s.recv_rows[size_t(i)] * D;
+  }
+  int64_t total = 0;
+  for (int64_t c : recv_counts) total += c;
+  recv.assign(size_t(total), 0.0f);
+  return comm_.alltoallv(send.data(), send_counts, recv.data(), recv_counts);
+}
+
+// The inverse of send_rows: `computed` is laid out like the receive buffer; the answers land in
+// the slots they came from.
+Status DistributedExchange::return_rows(LayerState& s, const std::vector<float>& computed, float* rows_by_slot) {
+  int W = comm_.size(), me = comm_.rank(), E = s.schedule.experts, D = params_.dims.d;
+  std::vector<int64_t> back_send(static_cast<size_t>(W)), back_recv(static_cast<size_t>(W));
+  int64_t total = 0;
+  for (int i = 0; i < W; ++i) {
+    back_send[size_t(i)] = s.recv_rows[size_t(i)] * D;
+    back_recv[size_t(i)] = s.send_rows[size_t(i)] * D;
+    total += back_recv[size_t(i)];
+  }
+  std::vector<float> back(static_cast<size_t>(total));
+  SAL_TRY(comm_.alltoallv(computed.data(), back_send, back.data(), back_recv));
+  std::vector<size_t> next(size_t(E), 0);
+  size_t row = 0;
+  for (int i = 0; i < W; ++i)
+    for (int e = 0; e < E; ++e)
+      for (uint32_t r = 0; r < s.schedule.sent(e, me, i); ++r, ++row)
+        std::copy(back.begin() + long(row) * D, back.begin() + long(row + 1) * D,
+                  rows_by_slot + size_t(s.slots[size_t(e)][next[size_t(e)]++]) * D);
+  return {};
+}
+
+// Runs every held expert on the rows it received. Forward when d_out_recv is null (fills the
+// blocks), backward otherwise (uses them). `computed` gets outputs (or input gradients) in the
+// receive buffer's layout.
+Status DistributedExchange::run_experts(int layer, LayerState& s, const std::vector<float>& recv,
+                                        std::vector<float>& computed, const float* d_out_recv) {
+  int W = comm_.size(), me = comm_.rank(), E = s.schedule.experts, D = params_.dims.d;
+  computed.assign(recv.size(), 0.0f);
+  // offset[j][e]: first row from source j for expert e in the receive buffer
+  std::vector<std::vector<size_t>> offset(static_cast<size_t>(W), std::vector<size_t>(static_cast<size_t>(E)));
+  size_t row = 0;
+  for (int j = 0; j < W; ++j)
+    for (int e = 0; e < E; ++e) {
+      offset[size_t(j)][size_t(e)] = row;
+      row += s.schedule.sent(e, j, me);
+    }
+  for (int e = 0; e < E; ++e) {
+    int rows = int(s.schedule.quota[size_t(e)][size_t(me)]);
+    if (rows == 0) continue;
+    model::Unit* u = params_.expert(layer, e);
+    if (!u) return fail("layer ", layer, ": ", rows, " tokens of expert ", e, " arrived at rank ", me, ", which does not hold it");
+    std::vector<float> in(size_t(rows) * D), result(size_t(rows) * D);
+    const float* src = d_out_recv ? d_out_recv : recv.data();
+    size_t at = 0;
+    for (int j = 0; j < W; ++j) {
+      uint32_t n = s.schedule.sent(e, j, me);
+      std::copy(src + offset[size_t(j)][size_t(e)] * D, src + (offset[size_t(j)][size_t(e)] + n) * D, in.begin() + long(at) * D);
+      at += n;
+    }
+    model::ExpertBlock& block = s.blocks[e];
+    if (!d_out_recv) {
+      block.rows = rows;
+      block.x = in;
+      model::expert_forward(params_.dims, *u, block, result.data());
+    } else {
+      model::expert_backward(params_.dims, *u, block, in.data(), result.data());
+    }
+    at = 0;
+    for (int j = 0; j < W; ++j) {
+      uint32_t n = s.schedule.sent(e, j, me);
+      std::copy(result.begin() + long(at) * D, result.begin() + long(at + n) * D,
+                computed.begin() + long(offset[size_t(j)][size_t(e)]) * D);
+      at += n;
+    }
+  }
+  return {};
+}
+
+Status DistributedExchange::forward(int layer, const float* x, const model::Routing& r, float* out) {
+  int W = comm_.size(), me = comm_.rank(), E = params_.dims.experts, D = params_.dims.d;
+  LayerState& s = layers_[layer];
+  s = LayerState{};
+  s.slots.assign(size_t(E), {});
+  for (int slot = 0; slot < r.tokens * r.k; ++slot) s.slots[size_t(r.idx[size_t(slot)])].push_back(slot);
+  std::vector<uint32_t> mine(static_cast<size_t>(E)), all(size_t(E) * W);
+  for (int e = 0; e < E; ++e) mine[size_t(e)] = uint32_t(s.slots[size_t(e)].size());
+  SAL_TRY(comm_.allgather(mine.data(), mine.size() * sizeof(uint32_t), all.data()));
+  Counts tokens(static_cast<size_t>(E), std::vector<uint32_t>(static_cast<size_t>(W)));
+  for (int j = 0; j < W; ++j)
+    for (int e = 0; e < E; ++e) tokens[size_t(e)][size_t(j)] = all[size_t(j) * E + e];
+  auto sched = flexible_dispatch(tokens, replicas_[size_t(layer)]);
+  if (!sched) return sched.error().with_context("layer " + std::to_string(layer) + " dispatch");
+  s.schedule = std::move(*sched);
+  s.send_rows.assign(size_t(W), 0);
+  s.recv_rows.assign(size_t(W), 0);
+  for (int i = 0; i < W; ++i) {
+    s.send_rows[size_t(i)] = int64_t(s.schedule.total(me, i));
+    s.recv_rows[size_t(i)] = int64_t(s.schedule.total(i, me));
+  }
+  // x rows per slot: slot t*k+j carries token t's row
+  std::vector<float> by_slot(size_t(r.tokens) * r.k * D);
+  for (int slot = 0; slot < r.tokens * r.k; ++slot)
+    std::copy(x + size_t(slot / r.k) * D, x + size_t(slot / r.k + 1) * D, by_slot.begin() + long(slot) * D);
+  std::vector<float> recv, computed;
+  SAL_TRY(send_rows(s, by_slot.data(), recv));
+  SAL_TRY(run_experts(layer, s, recv, computed, nullptr));
+  return return_rows(s, computed, out);
+}
+
+Status DistributedExchange::backward(int layer, const float* d_out, float* dx) {
+  auto it = layers_.find(layer);
+  if (it == layers_.end()) return fail("layer ", layer, ": backward before forward");
+  LayerState& s = it->second;
+  std::vector<float> recv, computed;
+  SAL_TRY(send_rows(s, d_out, recv));
+  SAL_TRY(run_experts(layer, s, recv, computed, recv.data()));
+  return return_rows(s, computed, dx);
+}
+
+}  // namespace sal::runtime

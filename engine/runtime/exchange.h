@@ -1,0 +1,53 @@
+// exchange.h — the distributed ExpertExchange: each MoE layer's tokens go to the workers holding
+// replicas of their experts and come back, over the data plane.
+//
+// forward: count the local tokens per expert, all-gather the counts (T[e][j]), compute the
+// flexible dispatcher's schedule (every worker computes the same one), pack the rows for each
+// destination into one contiguous buffer (destination by destination, expert by expert, tokens in
+// order), all-to-all-v, run each held expert once on all the rows it received, and all-to-all-v the
+// outputs back into the tokens' slots. backward sends the output gradients the same way, runs the
+// experts' backward where they live (accumulating their weight gradients there) and returns the
+// input gradients. Several replicas of one expert on a worker are one unit with more capacity.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "comm/collectives.h"
+#include "model/exchange.h"
+#include "model/expert.h"
+#include "model/params.h"
+#include "runtime/dispatch.h"
+
+namespace sal::runtime {
+
+class DistributedExchange : public model::ExpertExchange {
+ public:
+  // replicas[layer] = R[e][rank], the replica units of each expert on each rank.
+  DistributedExchange(comm::Collectives& comm, model::Params& params, const std::vector<Counts>& replicas);
+
+  Status global_stats(int layer, std::vector<double>& counts, std::vector<double>& prob_sums,
+                      double& tokens) override;
+  Status forward(int layer, const float* x, const model::Routing& r, float* out) override;
+  Status backward(int layer, const float* d_out, float* dx) override;
+
+ private:
+  struct LayerState {
+    DispatchSchedule schedule;
+    std::vector<std::vector<int>> slots;            // per expert: the local assignment slots, in order
+    std::vector<int64_t> send_rows, recv_rows;      // per rank
+    std::map<int, model::ExpertBlock> blocks;       // per held expert: the rows it computed
+  };
+
+  Status send_rows(LayerState& s, const float* rows_by_slot, std::vector<float>& recv);
+  Status return_rows(LayerState& s, const std::vector<float>& computed, float* rows_by_slot);
+  Status run_experts(int layer, LayerState& s, const std::vector<float>& recv, std::vector<float>& computed,
+                     const float* d_out_recv);
+
+  comm::Collectives& comm_;
+  model::Params& params_;
+  const std::vector<Counts>& replicas_;
+  std::map<int, LayerState> layers_;
+};
+
+}  // namespace sal::runtime

@@ -1,0 +1,25 @@
+// train_spec.h — what a worker needs to know to train: the model's shape, the data, the optimizer
+// and the batch. The worker gets the job file's text from the controller and turns it into this
+// (cmd_worker does, with engine/job), so the runtime does not depend on job files.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/dims.h"
+#include "model/optimizer.h"
+
+namespace sal::runtime {
+
+struct TrainSpec {
+  model::Dims dims;
+  std::string data_path;
+  std::string data_format = "bytes";
+  model::OptimConfig optim;
+  int global_batch = 16;  // sequences per step, over all workers
+  uint64_t seed = 1;
+  int threads = 1;        // BLAS threads per worker
+  std::string data_host = "127.0.0.1";  // this worker's data-plane address (the agent decides)
+};
+
+}  // namespace sal::runtime

@@ -1,0 +1,300 @@
+// trainer.cpp — see trainer.h.
+#include "runtime/trainer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "comm/gloo_collectives.h"
+#include "core/clock.h"
+#include "core/paths.h"
+#include "kernels/cpu/ops.h"
+#include "model/checkpoint.h"
+#include "model/optimizer.h"
+#include "runtime/exchange.h"
+
+namespace sal::runtime {
+
+// Rendezvous waits of a plan's data plane. A peer that never comes costs a few times this (Gloo's
+// pair connect cannot be interrupted), so it is short: the controller retries a failed plan.
+constexpr int64_t kConnectTimeoutMs = 2000;
+
+Trainer::Trainer(zmq::context_t& ctx, TrainSpec spec) : ctx_(ctx), spec_(std::move(spec)) {}
+
+Trainer::~Trainer() = default;
+
+Status Trainer::init() {
+  kernels::cpu::set_threads(spec_.threads);
+  auto c = model::Corpus::load(spec_.data_path, spec_.data_format, spec_.dims.vocab, spec_.dims.seq_len);
+  if (!c) return c.error();
+  corpus_ = std::move(*c);
+  params_ = model::Params::create(spec_.dims, spec_.seed, {});
+  spdlog::info("corpus {}: {} tokens; {} non-expert parameters", corpus_.description(), corpus_.size(),
+               params_.parameter_count());
+  return {};
+}
+
+Status Trainer::connect(const wire::PlanUpdate& p) {
+  if (p.my_rank < 0 || size_t(p.my_rank) >= p.ranks.size()) return fail("plan ", p.plan, " gives this worker no rank");
+  auto store = std::atomic_load(&store_);
+  if (!store || store->endpoint() != p.store) {
+    store = std::make_shared<comm::StoreClient>(ctx_, p.store);
+    std::atomic_store(&store_, store);
+  }
+  if (aborting_) return fail("plan ", p.plan, ": aborted by the controller");
+  comm::GlooOptions o;
+  o.rank = p.my_rank;
+  o.size = int(p.ranks.size());
+  o.prefix = "plan-" + std::to_string(p.plan);
+  o.hostname = spec_.data_host;
+  o.connect_timeout_ms = kConnectTimeoutMs;
+  auto c = comm::connect_gloo(o, *store);
+  if (!c) return c.error().with_context("plan " + std::to_string(p.plan) + " data plane");
+  std::shared_ptr<comm::Collectives> comm(std::move(*c));
+  std::atomic_store(&comm_, comm);
+  if (aborting_) comm->abort("aborted by the controller");  // an abort that came while connecting
+  rank_ = p.my_rank;
+  ranks_ = int(p.ranks.size());
+  return {};
+}
+
+namespace {
+
+// A unit on the wire: weights, then Adam's first and second moments.
+std::vector<float> pack_unit(const model::Unit& u) {
+  std::vector<float> buf(u.w);
+  buf.insert(buf.end(), u.m.begin(), u.m.end());
+  buf.insert(buf.end(), u.v.begin(), u.v.end());
+  return buf;
+}
+
+}  // namespace
+
+void Trainer::install_unit(model::UnitId id, const std::vector<float>& buf) {
+  size_t n = buf.size() / 3;
+  model::Unit u;
+  u.id = id;
+  u.w.assign(buf.begin(), buf.begin() + long(n));
+  u.m.assign(buf.begin() + long(n), buf.begin() + long(2 * n));
+  u.v.assign(buf.begin() + long(2 * n), buf.end());
+  u.g.assign(n, 0.0f);
+  switch (id.kind) {
+    case model::UnitKind::embedding: params_.embedding = std::move(u); break;
+    case model::UnitKind::dense: params_.dense[size_t(id.layer)] = std::move(u); break;
+    case model::UnitKind::gate: params_.gate[size_t(id.layer)] = std::move(u); break;
+    case model::UnitKind::expert: params_.experts[{id.layer, id.expert}] = std::move(u); break;
+  }
+}
+
+namespace {
+
+model::Unit* find_unit(model::Params& p, model::UnitId id) {
+  switch (id.kind) {
+    case model::UnitKind::embedding: return &p.embedding;
+    case model::UnitKind::dense: return id.layer >= 0 && size_t(id.layer) < p.dense.size() ? &p.dense[size_t(id.layer)] : nullptr;
+    case model::UnitKind::gate: return id.layer >= 0 && size_t(id.layer) < p.gate.size() ? &p.gate[size_t(id.layer)] : nullptr;
+    case model::UnitKind::expert: return p.expert(id.layer, id.expert);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+// Every send and receive of the plan's transfers is posted at once (tag = the transfer's index),
+// so no rank waits on another's order and all owners send in parallel.
+Status Trainer::migrate(const wire::PlanUpdate& p) {
+  std::vector<std::vector<float>> out, in;
+  std::vector<comm::SendSpec> sends;
+  std::vector<comm::RecvSpec> recvs;
+  std::vector<model::UnitId> incoming;
+  out.reserve(p.transfers.size());
+  in.reserve(p.transfers.size());
+  for (size_t i = 0; i < p.transfers.size(); ++i) {
+    const auto& t = p.transfers[i];
+    model::UnitId id{model::UnitKind(t.kind), t.layer, t.expert};
+    if (t.kind > uint8_t(model::UnitKind::expert)) return fail("plan ", p.plan, ": transfer ", i, " has unit kind ", int(t.kind));
+    if (int(t.from) == rank_ && int(t.to) == rank_) continue;
+    if (int(t.from) == rank_) {
+      model::Unit* u = find_unit(params_, id);
+      if (!u) return fail("plan ", p.plan, " asks rank ", rank_, " to send ", id.name(), ", which it does not hold");
+      out.push_back(pack_unit(*u));
+      sends.push_back({int(t.to), out.back().data(), out.back().size() * sizeof(float), uint32_t(i)});
+    } else if (int(t.to) == rank_) {
+      in.emplace_back(3 * model::unit_size(spec_.dims, id.kind));
+      recvs.push_back({int(t.from), in.back().data(), in.back().size() * sizeof(float), uint32_t(i)});
+      incoming.push_back(id);
+    }
+  }
+  if (sends.empty() && recvs.empty()) return {};
+  if (auto s = comm_->exchange(sends, recvs); !s)
+    return s.error().with_context("moving " + std::to_string(sends.size()) + " units out and " +
+                                  std::to_string(recvs.size()) + " in");
+  for (size_t i = 0; i < incoming.size(); ++i) install_unit(incoming[i], in[i]);
+  return {};
+}
+
+void Trainer::keep_only(const std::vector<std::pair<int, int>>& held) {
+  for (auto it = params_.experts.begin(); it != params_.experts.end();)
+    it = std::find(held.begin(), held.end(), it->first) == held.end() ? params_.experts.erase(it) : std::next(it);
+}
+
+// Units the new plan does not give this rank are dropped only when its first step runs: if the
+// switch fails somewhere, the controller falls back on the previous plan's holdings, which are
+// then still all here.
+Status Trainer::apply_plan(const wire::PlanUpdate& p) {
+  size_t L = p.layers, W = p.ranks.size(), S = p.slots;
+  if (L != size_t(spec_.dims.layers) || p.placement.size() != L * W * S)
+    return fail("plan ", p.plan, ": placement of ", p.placement.size(), " entries for ", L, " layers x ", W, " ranks x ",
+                S, " slots");
+  plan_ = 0;
+  SAL_TRY(connect(p));
+  replicas_.assign(L, Counts(size_t(spec_.dims.experts), std::vector<uint32_t>(W, 0)));
+  held_.clear();
+  for (size_t l = 0; l < L; ++l)
+    for (size_t r = 0; r < W; ++r)
+      for (size_t s = 0; s < S; ++s) {
+        uint32_t e = p.placement[(l * W + r) * S + s];
+        if (e >= uint32_t(spec_.dims.experts)) return fail("plan ", p.plan, ": expert ", e, " out of range");
+        ++replicas_[l][e][r];
+        if (int(r) == rank_) held_.push_back({int(l), int(e)});
+      }
+  SAL_TRY(migrate(p));
+  for (auto [l, e] : held_) {
+    if (params_.expert(l, e)) continue;
+    if (p.step > 0)
+      return fail("plan ", p.plan, " gives rank ", rank_, " layer ", l, " expert ", e, " at step ", p.step,
+                  " but no transfer brings its state");
+    params_.experts.emplace(std::pair{l, e}, model::make_unit(spec_.dims, {model::UnitKind::expert, l, e}, spec_.seed));
+  }
+  plan_ = p.plan;
+  pruned_ = false;
+  have_grads_ = false;
+  return {};
+}
+
+Status Trainer::sync_gradients() {
+  if (ranks_ <= 1) return {};
+  // every non-expert unit, over every rank
+  std::vector<model::Unit*> dense{&params_.embedding};
+  for (size_t l = 0; l < params_.dense.size(); ++l) {
+    dense.push_back(&params_.dense[l]);
+    dense.push_back(&params_.gate[l]);
+  }
+  std::vector<float> buf;
+  for (auto* u : dense) buf.insert(buf.end(), u->g.begin(), u->g.end());
+  SAL_TRY(comm_->allreduce_sum(buf.data(), buf.size()));
+  size_t at = 0;
+  for (auto* u : dense) {
+    std::copy(buf.begin() + long(at), buf.begin() + long(at + u->g.size()), u->g.begin());
+    at += u->g.size();
+  }
+  // the experts held by two or more ranks: one all-reduce, zeros where a rank does not hold one
+  size_t n = model::unit_size(spec_.dims, model::UnitKind::expert);
+  std::vector<std::pair<int, int>> shared;
+  for (size_t l = 0; l < replicas_.size(); ++l)
+    for (size_t e = 0; e < replicas_[l].size(); ++e)
+      if (std::count_if(replicas_[l][e].begin(), replicas_[l][e].end(), [](uint32_t u) { return u > 0; }) >= 2)
+        shared.push_back({int(l), int(e)});
+  if (shared.empty()) return {};
+  buf.assign(shared.size() * n, 0.0f);
+  for (size_t i = 0; i < shared.size(); ++i)
+    if (auto* u = params_.expert(shared[i].first, shared[i].second)) std::copy(u->g.begin(), u->g.end(), buf.begin() + long(i * n));
+  SAL_TRY(comm_->allreduce_sum(buf.data(), buf.size()));
+  for (size_t i = 0; i < shared.size(); ++i)
+    if (auto* u = params_.expert(shared[i].first, shared[i].second))
+      std::copy(buf.begin() + long(i * n), buf.begin() + long((i + 1) * n), u->g.begin());
+  return {};
+}
+
+// sqrt(sum of squares over every unit of the model, each expert once).
+Result<double> Trainer::global_norm() {
+  double dense = model::grad_sum_squares(params_.embedding);
+  for (size_t l = 0; l < params_.dense.size(); ++l)
+    dense += model::grad_sum_squares(params_.dense[l]) + model::grad_sum_squares(params_.gate[l]);
+  double experts = 0;
+  for (const auto& [key, u] : params_.experts) {
+    const auto& holders = replicas_[size_t(key.first)][size_t(key.second)];
+    double h = double(std::count_if(holders.begin(), holders.end(), [](uint32_t x) { return x > 0; }));
+    experts += model::grad_sum_squares(u) / std::max(h, 1.0);
+  }
+  if (ranks_ > 1) SAL_TRY(comm_->allreduce_sum(&experts, 1));
+  return std::sqrt(dense + experts);
+}
+
+Result<StepOutcome> Trainer::step(uint64_t step) {
+  if (!comm_ || plan_ == 0) return fail("no plan applied");
+  if (!pruned_) {
+    keep_only(held_);
+    pruned_ = true;
+  }
+  int64_t t0 = mono_ns();
+  params_.zero_grads();
+  have_grads_ = false;
+  auto [first, count] = model::batch_share(spec_.global_batch, ranks_, rank_);
+  model::Batch b = model::make_batch(corpus_, spec_.seed, step, first, count, spec_.dims.seq_len);
+  DistributedExchange ex(*comm_, params_, replicas_);
+  model::MoeGpt m(params_);
+  auto stats = m.step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len, ex);
+  if (!stats) return stats.error().with_context("step " + std::to_string(step));
+  if (auto s = sync_gradients(); !s) return s.error().with_context("gradient sync");
+  auto norm = global_norm();
+  if (!norm) return norm.error();
+  last_norm_ = *norm;
+  have_grads_ = true;
+  return StepOutcome{std::move(*stats), *norm, double(mono_ns() - t0) / 1e6,
+                     model::learning_rate(spec_.optim, int64_t(step))};
+}
+
+void Trainer::commit(uint64_t step) {
+  if (!have_grads_) return;
+  double lr = model::learning_rate(spec_.optim, int64_t(step));
+  model::apply_adamw(params_, spec_.optim, lr, model::clip_scale(spec_.optim, last_norm_), int64_t(step) + 1);
+  have_grads_ = false;
+}
+
+void Trainer::discard() {
+  have_grads_ = false;
+  params_.zero_grads();
+}
+
+// Each rank writes its share; the counts are summed over the plan and rank 0 writes the manifest
+// last, so a checkpoint with a manifest is complete.
+Result<uint32_t> Trainer::save(const std::string& dir, uint64_t step) {
+  if (!comm_ || plan_ == 0) return fail("no plan applied");
+  SAL_TRY(make_dirs(dir));
+  uint32_t written = 0;
+  if (rank_ == 0) {
+    SAL_TRY(model::write_unit(dir, params_.embedding, step));
+    for (size_t l = 0; l < params_.dense.size(); ++l) {
+      SAL_TRY(model::write_unit(dir, params_.dense[l], step));
+      SAL_TRY(model::write_unit(dir, params_.gate[l], step));
+    }
+    written += uint32_t(1 + 2 * params_.dense.size());
+  }
+  for (auto [l, e] : std::set<std::pair<int, int>>(held_.begin(), held_.end())) {
+    const auto& holders = replicas_[size_t(l)][size_t(e)];
+    int lowest = int(std::find_if(holders.begin(), holders.end(), [](uint32_t x) { return x > 0; }) - holders.begin());
+    if (lowest != rank_ || !params_.expert(l, e)) continue;
+    SAL_TRY(model::write_unit(dir, *params_.expert(l, e), step));
+    ++written;
+  }
+  double total = written;
+  SAL_TRY(comm_->allreduce_sum(&total, 1));
+  if (rank_ == 0) SAL_TRY(model::write_manifest(dir, step, size_t(total), spec_.dims));
+  return written;
+}
+
+void Trainer::abort(const std::string& why) {
+  aborting_ = true;
+  if (auto s = std::atomic_load(&store_)) s->interrupt();
+  if (auto c = std::atomic_load(&comm_)) c->abort(why);
+}
+
+void Trainer::clear_abort() {
+  aborting_ = false;
+  if (auto s = std::atomic_load(&store_)) s->clear_interrupt();
+}
+
+}  // namespace sal::runtime

@@ -1,0 +1,84 @@
+// trainer.h — a worker's training state and its step: the units it holds, the corpus, the data plane
+// of the current plan, and the four things the controller asks of it — apply a plan (connect the
+// plan's data plane, move units as the plan says, keep only what it gives this rank), compute a
+// step (forward, backward, gradient synchronisation; the update waits), commit (AdamW) or discard,
+// and save a dense checkpoint.
+//
+// Gradient synchronisation: the non-expert units' gradients are all-reduced over every rank; each
+// expert's over the ranks holding it (one all-reduce over the experts held by two or more ranks,
+// in a fixed order). The global gradient norm counts every expert once. Everything is deterministic
+// for a given membership: the same plan and data give bit-identical updates.
+#pragma once
+
+#include <zmq.hpp>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/collectives.h"
+#include "comm/store_client.h"
+#include "core/result.h"
+#include "model/data.h"
+#include "model/moe_gpt.h"
+#include "model/params.h"
+#include "runtime/dispatch.h"
+#include "runtime/train_spec.h"
+#include "wire/messages.h"
+
+namespace sal::runtime {
+
+struct StepOutcome {
+  model::StepStats stats;
+  double grad_norm = 0;
+  double compute_ms = 0;
+  double lr = 0;  // what commit() will apply
+};
+
+class Trainer {
+ public:
+  Trainer(zmq::context_t& ctx, TrainSpec spec);
+  ~Trainer();
+
+  Status init();  // loads the corpus, sets BLAS threads
+  Status apply_plan(const wire::PlanUpdate& plan);
+  Result<StepOutcome> step(uint64_t step);
+  void commit(uint64_t step);
+  void discard();
+  Result<uint32_t> save(const std::string& dir, uint64_t step);
+
+  // From another thread: ends the plan's data plane (and a rendezvous in progress) so a blocked
+  // call returns; everything fails fast until clear_abort().
+  void abort(const std::string& why);
+  // On the training thread, once the controller's abort has been handled.
+  void clear_abort();
+
+  int rank() const { return rank_; }
+  uint64_t plan() const { return plan_; }
+
+ private:
+  Status connect(const wire::PlanUpdate& plan);
+  Status migrate(const wire::PlanUpdate& plan);
+  void install_unit(model::UnitId id, const std::vector<float>& packed);
+  void keep_only(const std::vector<std::pair<int, int>>& held);
+  Status sync_gradients();
+  Result<double> global_norm();
+
+  zmq::context_t& ctx_;
+  TrainSpec spec_;
+  model::Corpus corpus_;
+  model::Params params_;
+  std::shared_ptr<comm::StoreClient> store_;     // atomic access: abort() reads it from another thread
+  std::shared_ptr<comm::Collectives> comm_;      // likewise
+  std::atomic<bool> aborting_{false};
+  std::vector<Counts> replicas_;                 // [layer] -> R[e][rank]
+  std::vector<std::pair<int, int>> held_;        // (layer, expert) per slot of this rank
+  int rank_ = -1, ranks_ = 0;
+  uint64_t plan_ = 0;                            // 0 until a plan is fully applied
+  bool pruned_ = false;                          // units outside the plan dropped yet
+  double last_norm_ = 0;
+  bool have_grads_ = false;
+};
+
+}  // namespace sal::runtime

@@ -1,0 +1,147 @@
+// trainer_thread.cpp — see trainer_thread.h.
+#include "runtime/trainer_thread.h"
+
+#include <spdlog/spdlog.h>
+#include <zmq_addon.hpp>
+
+#include "core/clock.h"
+#include "wire/codec.h"
+
+namespace sal::runtime {
+
+TrainerThread::TrainerThread(zmq::context_t& ctx, JobLoader load_job, uint32_t index, std::string answers_endpoint)
+    : ctx_(ctx), load_job_(std::move(load_job)), index_(index), answers_endpoint_(std::move(answers_endpoint)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+TrainerThread::~TrainerThread() {
+  post(StopRequest{});  // after whatever is queued: a draining worker finishes its step
+  if (thread_.joinable()) thread_.join();
+}
+
+void TrainerThread::post(Request r) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(r));
+  }
+  cv_.notify_one();
+}
+
+void TrainerThread::abort(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (trainer_) trainer_->abort(why);
+}
+
+std::optional<std::string> TrainerThread::fatal() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fatal_;
+}
+
+template <class M>
+void TrainerThread::answer(const M& msg) {
+  (void)zmq::send_multipart(*answers_, wire::encode(msg), zmq::send_flags::dontwait);
+}
+
+void TrainerThread::run() {
+  answers_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::pair);
+  answers_->set(zmq::sockopt::linger, 0);
+  answers_->connect(answers_endpoint_);
+  for (;;) {
+    Request r;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return !queue_.empty(); });
+      r = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (std::holds_alternative<StopRequest>(r)) break;
+    std::visit([this](const auto& req) {
+      if constexpr (!std::is_same_v<std::decay_t<decltype(req)>, StopRequest>) handle(req);
+    }, r);
+    if (fatal()) break;
+  }
+  answers_.reset();
+}
+
+void TrainerThread::handle(const wire::JobSpec& j) {
+  if (trainer_) return;  // the job does not change under a running worker
+  auto spec = load_job_(j);
+  Status s = spec ? Status{} : Status(spec.error());
+  std::unique_ptr<Trainer> t;
+  if (s) {
+    t = std::make_unique<Trainer>(ctx_, *spec);
+    s = t->init();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!s) {
+      fatal_ = s.error().message();
+      spdlog::error("cannot start training: {}", *fatal_);
+      return;
+    }
+    trainer_ = std::move(t);
+  }
+  spdlog::info("ready to train job {}", j.label);
+  answer(wire::WorkerStatus{index_, wire::WorkerState::ready});
+}
+
+void TrainerThread::handle(const wire::PlanUpdate& p) {
+  wire::PlanReady r{0, index_, p.plan, false, "", 0};
+  int64_t t0 = mono_ns();
+  if (!trainer_) {
+    r.detail = "no job loaded";
+  } else if (auto s = trainer_->apply_plan(p); !s) {
+    r.detail = s.error().message();
+  } else {
+    r.ok = true;
+  }
+  r.ms = double(mono_ns() - t0) / 1e6;
+  if (!r.ok) spdlog::warn("plan {} failed: {}", p.plan, r.detail);
+  answer(r);
+}
+
+// A step of another plan than ours is not ours to vote on (we are not among its ranks).
+void TrainerThread::handle(const wire::StepBegin& b) {
+  if (!trainer_ || trainer_->plan() != b.plan) return;
+  wire::StepVote v{0, index_, b.epoch, b.step, false, "", 0, 0, 0, 0, 0, 0, {}};
+  auto out = trainer_ ? trainer_->step(b.step) : Result<StepOutcome>(fail("no job loaded"));
+  if (!out) {
+    v.detail = out.error().message();
+    spdlog::warn("step {} failed: {}", b.step, v.detail);
+  } else {
+    v.ok = true;
+    v.ce_sum = out->stats.ce_sum;
+    v.aux = out->stats.aux;
+    v.tokens = uint64_t(out->stats.tokens);
+    v.grad_norm = out->grad_norm;
+    v.lr = out->lr;
+    v.compute_ms = out->compute_ms;
+    for (const auto& layer : out->stats.expert_counts) v.loads.insert(v.loads.end(), layer.begin(), layer.end());
+  }
+  answer(v);
+}
+
+void TrainerThread::handle(const wire::StepCommit& c) {
+  if (trainer_) trainer_->commit(c.step);
+}
+
+void TrainerThread::handle(const wire::StepAbort&) {
+  if (!trainer_) return;
+  trainer_->discard();
+  trainer_->clear_abort();
+}
+
+void TrainerThread::handle(const wire::SaveCheckpoint& s) {
+  if (!trainer_ || trainer_->plan() != s.plan) return;  // not a rank of the plan that saves
+  wire::SaveDone d{0, index_, s.step, false, "", 0};
+  auto n = trainer_ ? trainer_->save(s.dir, s.step) : Result<uint32_t>(fail("no job loaded"));
+  if (n) {
+    d.ok = true;
+    d.units = *n;
+  } else {
+    d.detail = n.error().message();
+  }
+  answer(d);
+}
+
+}  // namespace sal::runtime

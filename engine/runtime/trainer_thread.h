@@ -1,0 +1,70 @@
+// trainer_thread.h — the worker's training thread. The worker's control loop (worker.cpp) stays
+// responsive — it reports liveness to the agent every heartbeat and can abort a blocked collective —
+// while this thread does the work: it takes the controller's requests in order from a queue and
+// answers each with a wire message (WorkerStatus ready, PlanReady, StepVote, SaveDone) that the
+// control loop forwards. A failure to start (bad job, missing data) is fatal: the thread stops and
+// says why.
+#pragma once
+
+#include <zmq.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <variant>
+
+#include "runtime/train_spec.h"
+#include "runtime/trainer.h"
+#include "wire/messages.h"
+
+namespace sal::runtime {
+
+using JobLoader = std::function<Result<TrainSpec>(const wire::JobSpec&)>;
+
+struct StopRequest {};
+using Request = std::variant<wire::JobSpec, wire::PlanUpdate, wire::StepBegin, wire::StepCommit, wire::StepAbort,
+                             wire::SaveCheckpoint, StopRequest>;
+
+class TrainerThread {
+ public:
+  // Answers go out on an inproc PAIR connected to `answers_endpoint` (bound by the control loop).
+  TrainerThread(zmq::context_t& ctx, JobLoader load_job, uint32_t index, std::string answers_endpoint);
+  // Finishes the queued requests, then joins (call abort() first to cut a blocked step short).
+  ~TrainerThread();
+
+  void post(Request r);
+  // Thread-safe: ends the current plan's data plane (a blocked collective returns with an error).
+  void abort(const std::string& why);
+  // The reason the thread stopped on its own (a fatal error), if it did.
+  std::optional<std::string> fatal() const;
+
+ private:
+  void run();
+  void handle(const wire::JobSpec& j);
+  void handle(const wire::PlanUpdate& p);
+  void handle(const wire::StepBegin& b);
+  void handle(const wire::StepCommit& c);
+  void handle(const wire::StepAbort& a);
+  void handle(const wire::SaveCheckpoint& s);
+  template <class M>
+  void answer(const M& msg);
+
+  zmq::context_t& ctx_;
+  JobLoader load_job_;
+  uint32_t index_;
+  std::string answers_endpoint_;
+  std::unique_ptr<Trainer> trainer_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Request> queue_;
+  std::optional<std::string> fatal_;
+  bool stop_ = false;
+  std::unique_ptr<zmq::socket_t> answers_;
+  std::thread thread_;
+};
+
+}  // namespace sal::runtime

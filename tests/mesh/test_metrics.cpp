@@ -1,0 +1,55 @@
+// test_metrics.cpp — the training metrics the controller keeps: the load window's means, the
+// expert-work imbalance of a plan under given loads, and the run totals behind the summary.
+#include <doctest/doctest.h>
+
+#include "mesh/metrics.h"
+
+using namespace sal::mesh;
+
+TEST_CASE("the load window averages the last steps per layer and expert, forgetting older ones") {
+  LoadWindow w(2, 3, 2);
+  CHECK(w.empty());
+  w.add({1, 2, 3, 4, 5, 6});
+  w.add({3, 2, 1, 0, 1, 2});
+  w.add({5, 5, 5, 5, 5, 5});  // the first step falls out
+  auto m = w.mean();
+  REQUIRE(m.size() == 2);
+  CHECK(m[0] == std::vector<double>{4, 3.5, 3});
+  CHECK(m[1] == std::vector<double>{2.5, 3, 3.5});
+  w.add({1, 2});  // a malformed step is ignored
+  CHECK(w.steps() == 2);
+}
+
+TEST_CASE("imbalance: each expert's tokens shared over its replicas, busiest worker over the mean") {
+  // one layer, 2 experts; expert 0 has 300 tokens, expert 1 has 100
+  std::vector<uint64_t> loads{300, 100};
+  // uniform: each worker one expert -> 300 vs 100, mean 200
+  CHECK(expert_imbalance(loads, {{{0}, {1}}}, 2) == doctest::Approx(1.5));
+  // expert 0 on both workers, expert 1 on one: 150 + 100 vs 150
+  CHECK(expert_imbalance(loads, {{{0, 1}, {0}}}, 2) == doctest::Approx(250.0 / 200.0));
+  // two slots of expert 0 on worker 1 take two thirds of its tokens: 100 + 100 vs 200, even
+  CHECK(expert_imbalance(loads, {{{0, 1}, {0, 0}}}, 2) == doctest::Approx(1.0));
+  // two layers: the mean of their imbalances
+  CHECK(expert_imbalance({300, 100, 300, 100}, {{{0}, {1}}, {{0, 1}, {0, 0}}}, 2) == doctest::Approx(1.25));
+  CHECK(expert_imbalance({0, 0}, {{{0}, {1}}}, 2) == 1.0);  // nothing routed: even
+  CHECK(expert_imbalance({1, 2, 3}, {{{0}, {1}}}, 2) == 1.0);  // sizes that do not fit: no verdict
+}
+
+TEST_CASE("the metrics log keeps the first and last records and the run's tokens per second") {
+  MetricsLog log;
+  CHECK(log.first() == nullptr);
+  for (uint64_t s = 0; s < 5; ++s) {
+    StepRecord r;
+    r.step = s;
+    r.loss = 5.0 - double(s);
+    r.tokens = 1000;
+    r.step_ms = 100;
+    log.add(r);
+  }
+  CHECK(log.count() == 5);
+  CHECK(log.first()->loss == 5.0);
+  CHECK(log.last()->loss == 1.0);
+  CHECK(log.tokens_per_s() == doctest::Approx(10000));
+  CHECK(log.mean_loss(2) == doctest::Approx(1.5));
+  CHECK(log.recent_tokens_per_s(3) == doctest::Approx(10000));
+}
