@@ -14,6 +14,7 @@
 #include "model/checkpoint.h"
 #include "model/optimizer.h"
 #include "runtime/exchange.h"
+#include "runtime/expert_grads.h"
 
 namespace sal::runtime {
 
@@ -190,22 +191,8 @@ Status Trainer::sync_gradients() {
     std::copy(buf.begin() + long(at), buf.begin() + long(at + u->g.size()), u->g.begin());
     at += u->g.size();
   }
-  // the experts held by two or more ranks: one all-reduce, zeros where a rank does not hold one
-  size_t n = model::unit_size(spec_.dims, model::UnitKind::expert);
-  std::vector<std::pair<int, int>> shared;
-  for (size_t l = 0; l < replicas_.size(); ++l)
-    for (size_t e = 0; e < replicas_[l].size(); ++e)
-      if (std::count_if(replicas_[l][e].begin(), replicas_[l][e].end(), [](uint32_t u) { return u > 0; }) >= 2)
-        shared.push_back({int(l), int(e)});
-  if (shared.empty()) return {};
-  buf.assign(shared.size() * n, 0.0f);
-  for (size_t i = 0; i < shared.size(); ++i)
-    if (auto* u = params_.expert(shared[i].first, shared[i].second)) std::copy(u->g.begin(), u->g.end(), buf.begin() + long(i * n));
-  SAL_TRY(comm_->allreduce_sum(buf.data(), buf.size()));
-  for (size_t i = 0; i < shared.size(); ++i)
-    if (auto* u = params_.expert(shared[i].first, shared[i].second))
-      std::copy(buf.begin() + long(i * n), buf.begin() + long((i + 1) * n), u->g.begin());
-  return {};
+  // each expert held by two or more ranks, among its holders only
+  return reduce_among_holders(*comm_, rank_, shared_experts(replicas_), params_);
 }
 
 // sqrt(sum of squares over every unit of the model, each expert once).

@@ -5,8 +5,8 @@
 // and save a dense checkpoint.
 //
 // Gradient synchronisation: the non-expert units' gradients are all-reduced over every rank; each
-// expert's over the ranks holding it (one all-reduce over the experts held by two or more ranks,
-// in a fixed order). The global gradient norm counts every expert once. Everything is deterministic
+// expert's among the ranks holding it only (expert_grads.h). The global gradient norm counts every
+// expert once. Everything is deterministic
 // for a given membership: the same plan and data give bit-identical updates.
 #pragma once
 

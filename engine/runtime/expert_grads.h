@@ -1,0 +1,37 @@
+// expert_grads.h — reducing each replicated expert's gradient among the ranks that hold it, and only
+// those. For every expert held by two or more ranks one holder is its root (the holders take turns
+// down the list of such experts, so the summing is spread over the ranks); the other holders send
+// their gradient to the root, the root adds them in ascending rank order and sends the sum back.
+// Each of the two rounds is one exchange() with every message posted at once.
+//
+// Traffic: an expert held by h ranks moves 2 (h - 1) gradients, an expert held once none. (An
+// all-reduce over all ranks, zeros where a rank holds nothing, would move every replicated expert
+// through every rank.) Deterministic: the same holders give bit-identical sums, and every holder
+// ends with the root's bytes, so replicas stay identical.
+#pragma once
+
+#include <vector>
+
+#include "comm/collectives.h"
+#include "core/result.h"
+#include "model/params.h"
+#include "runtime/dispatch.h"
+
+namespace sal::runtime {
+
+struct SharedExpert {
+  int layer = 0, expert = 0;
+  std::vector<int> holders;  // ascending ranks, two or more
+  int root = 0;              // one of holders
+};
+
+// The experts held by two or more ranks in `replicas` ([layer] -> R[expert][rank]), in (layer,
+// expert) order, with their roots. The same on every rank for the same plan.
+std::vector<SharedExpert> shared_experts(const std::vector<Counts>& replicas);
+
+// Sums the gradients of `shared` among their holders, in place in params' expert units. `me` is
+// this rank; params must hold every expert `me` is a holder of. Errors name the expert.
+Status reduce_among_holders(comm::Collectives& comm, int me, const std::vector<SharedExpert>& shared,
+                            model::Params& params);
+
+}  // namespace sal::runtime
