@@ -11,7 +11,7 @@ return {
   -- Debian's fortune cookie files: real English text (scripts/dev.sh installs the package)
   data = { path = "/usr/share/games/fortunes", format = "bytes" },
   train = {
-    steps = 200, batch = 16, lr = 3e-3, warmup = 20, seed = 1,
+    steps = 600, batch = 16, lr = 1e-2, warmup = 30, seed = 1,
     rebalance_every = 50,  -- re-plan replicas on the recent expert loads every 50 steps
   },
   mesh = {
