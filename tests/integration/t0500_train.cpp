@@ -80,29 +80,47 @@ TEST_CASE("t0500-quickstart-learns: the default job's loss falls well below its 
   CHECK(out.size() > 120);
 }
 
+// Losses over 25 steps; weights after 12 (a rebalance and its migration included). Over longer runs
+// a routing decision near a tie can flip between the two summation orders and send a token to
+// another expert, after which that expert's weights legitimately part ways.
 TEST_CASE("t0501-one-vs-four-workers: the same job on 1 and on 4 workers agrees within reassociation") {
   std::string dir = temp_dir("train");
   std::string job = write_job(dir, "agree");
-  auto one = run_json({bin(), "run", job, "--nodes", "1", "--steps", "25", "--json", "--out", dir + "/one"},
-                      dir + "/one.out", 60000);
-  auto four = run_json({bin(), "run", job, "--nodes", "4", "--steps", "25", "--json", "--out", dir + "/four"},
-                       dir + "/four.out", 60000);
-  auto a = losses(dir + "/one"), b = losses(dir + "/four");
+  auto run = [&](int nodes, int steps) {
+    std::string out = dir + "/n" + std::to_string(nodes) + "-s" + std::to_string(steps);
+    run_json({bin(), "run", job, "--nodes", std::to_string(nodes), "--steps", std::to_string(steps), "--json", "--out", out},
+             out + ".out", 60000);
+    return out;
+  };
+  auto a = losses(run(1, 25)), b = losses(run(4, 25));
   REQUIRE(a.size() == 25);
   REQUIRE(b.size() == 25);
   for (size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) < 1e-3 * std::abs(a[i]));
-  auto pa = model::load_all(dir + "/one/checkpoint"), pb = model::load_all(dir + "/four/checkpoint");
+  auto pa = model::load_all(run(1, 12) + "/checkpoint"), pb = model::load_all(run(4, 12) + "/checkpoint");
   REQUIRE(pa.ok());
   REQUIRE(pb.ok());
   auto ua = pa->units(), ub = pb->units();
   REQUIRE(ua.size() == ub.size());
-  double worst = 0;
+  // Per unit, the distance between the two weight vectors relative to their size, and the largest
+  // elementwise difference (Adam divides each gradient by its own running magnitude, so an element
+  // whose gradient is rounding noise may move by up to lr per step either way).
+  double worst = 0, differs = 0;
   for (size_t i = 0; i < ua.size(); ++i) {
     REQUIRE(ua[i]->w.size() == ub[i]->w.size());
-    for (size_t k = 0; k < ua[i]->w.size(); ++k) worst = std::max(worst, double(std::abs(ua[i]->w[k] - ub[i]->w[k])));
+    double dist = 0, size = 0;
+    for (size_t k = 0; k < ua[i]->w.size(); ++k) {
+      double d = double(ua[i]->w[k]) - double(ub[i]->w[k]);
+      dist += d * d;
+      size += double(ua[i]->w[k]) * double(ua[i]->w[k]);
+      differs = std::max(differs, std::abs(d));
+    }
+    worst = std::max(worst, std::sqrt(dist / std::max(size, 1e-30)));
   }
-  CHECK(worst < 1e-3);
-  CHECK(worst > 0);  // four workers really summed in another order (not the same code path)
+  MESSAGE("weights after 12 steps: largest relative distance of a unit " << worst << ", largest elementwise difference "
+                                                                         << differs);
+  CHECK(worst < 1e-4);
+  CHECK(differs < 1e-3);
+  CHECK(differs > 0);  // four workers really summed in another order (not the same code path)
 }
 
 TEST_CASE("t0502-bit-reproducible: two runs with the same membership give identical losses and weights") {
