@@ -227,6 +227,8 @@ void Training::on_plan_ready(const wire::PlanReady& r) {
   if (!r.ok) return plan_failed("worker " + who(p) + ": " + r.detail);
   pending_->waiting.erase(p);
   pending_->slowest_ms = std::max(pending_->slowest_ms, r.ms);
+  pending_->slowest_connect_ms = std::max(pending_->slowest_connect_ms, r.connect_ms);
+  pending_->slowest_migrate_ms = std::max(pending_->slowest_migrate_ms, r.migrate_ms);
   if (pending_->waiting.empty()) plan_applied();
 }
 
@@ -240,7 +242,9 @@ void Training::plan_applied() {
                        std::to_string(p.ranks.size()) + " workers: " + std::to_string(p.sw.experts_moved) +
                        " expert replicas moved, " + std::to_string(p.sw.experts_kept) + " kept, " +
                        std::to_string(p.sw.dense_moved) + " dense units sent to new workers; " +
-                       std::to_string(int64_t((mono_ns() - p.started_ns) / 1'000'000)) + " ms";
+                       std::to_string(int64_t((mono_ns() - p.started_ns) / 1'000'000)) + " ms (slowest worker: connect " +
+                       std::to_string(int64_t(p.slowest_connect_ms)) + " ms, migrate " +
+                       std::to_string(int64_t(p.slowest_migrate_ms)) + " ms)";
   c_.events_.add("plan_applied", kNoNode, c_.membership().epoch(), detail);
   spdlog::info("{}", detail);
   if (previous) erase_plan_keys(previous);
@@ -300,7 +304,9 @@ void Training::boundary() {
     size_t joined = 0, left = 0;
     for (const auto& r : ready) joined += std::find(applied_->ranks.begin(), applied_->ranks.end(), r) == applied_->ranks.end();
     for (const auto& r : applied_->ranks) left += std::find(ready.begin(), ready.end(), r) == ready.end();
-    return start_plan("workers changed: " + std::to_string(joined) + " joined, " + std::to_string(left) + " left");
+    std::string why = "workers changed: " + std::to_string(joined) + " joined, " + std::to_string(left) + " left";
+    if (left > 0) recovery_begins(why);
+    return start_plan(why);
   }
   if (plan_wanted_) return start_plan(plan_reason_);
   int64_t every = c_.job().train.rebalance_every;
@@ -353,6 +359,7 @@ void Training::outcome(StepCoordinator::Outcome o) {
     if (++step_failures_ >= kMaxConsecutiveFailures)
       return fail_job("step " + std::to_string(tally_.step) + " failed " + std::to_string(step_failures_) +
                       " times in a row; the last: " + why);
+    recovery_begins("step " + std::to_string(tally_.step) + " aborted: " + why);
     phase_ = Phase::planning;  // its data plane is spent: the next step needs a plan
     retry_timer_.start(kAbortSettleMs, 0, [this, why] { start_plan("step aborted: " + why); });
   }
@@ -360,6 +367,7 @@ void Training::outcome(StepCoordinator::Outcome o) {
 
 void Training::committed() {
   step_failures_ = 0;
+  recovery_ends(tally_.step);
   StepRecord r;
   r.step = tally_.step;
   r.tokens = tally_.tokens;
@@ -383,6 +391,21 @@ void Training::committed() {
   if (max_steps > 0 && int64_t(c_.steps_.committed()) >= max_steps)
     c_.events_.add("steps_done", kNoNode, c_.membership().epoch(), std::to_string(c_.steps_.committed()) + " steps committed");
   boundary();
+}
+
+// The earliest cause counts: a recovery that is interrupted by another loss goes on.
+void Training::recovery_begins(const std::string& cause) {
+  if (!recovery_) recovery_ = Recovery{cause, mono_ns()};
+}
+
+void Training::recovery_ends(uint64_t step) {
+  if (!recovery_) return;
+  std::string detail = "training resumed: step " + std::to_string(step) + " committed " +
+                       std::to_string(int64_t((mono_ns() - recovery_->since_ns) / 1'000'000)) + " ms after " +
+                       recovery_->cause;
+  c_.events_.add("recovered", kNoNode, c_.membership().epoch(), detail);
+  spdlog::info("{}", detail);
+  recovery_.reset();
 }
 
 // ---------- the end ----------

@@ -78,6 +78,12 @@ class Training {
     std::string reason;
     int64_t started_ns = 0;
     double slowest_ms = 0;
+    double slowest_connect_ms = 0, slowest_migrate_ms = 0;  // each over the workers
+  };
+  // From a lost worker (an aborted step, or fewer workers at a boundary) to the next committed step.
+  struct Recovery {
+    std::string cause;
+    int64_t since_ns = 0;
   };
   struct Tally {
     uint64_t step = 0;
@@ -104,6 +110,8 @@ class Training {
   void finish_save(bool ok, const std::string& detail);
   void fail_job(const std::string& why);
   void erase_plan_keys(uint64_t number);
+  void recovery_begins(const std::string& cause);
+  void recovery_ends(uint64_t step);
 
   Controller& c_;
   Phase phase_ = Phase::gathering;
@@ -120,6 +128,7 @@ class Training {
   std::string plan_reason_;
   int plan_failures_ = 0;
   int step_failures_ = 0;
+  std::optional<Recovery> recovery_;
   bool in_poke_ = false;
   int64_t gather_since_ns_ = 0;
   std::set<Participant> save_waiting_;

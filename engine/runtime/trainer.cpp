@@ -150,7 +150,10 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
     return fail("plan ", p.plan, ": placement of ", p.placement.size(), " entries for ", L, " layers x ", W, " ranks x ",
                 S, " slots");
   plan_ = 0;
+  plan_times_ = {};
+  int64_t t0 = mono_ns();
   SAL_TRY(connect(p));
+  plan_times_.connect_ms = double(mono_ns() - t0) / 1e6;
   replicas_.assign(L, Counts(size_t(spec_.dims.experts), std::vector<uint32_t>(W, 0)));
   held_.clear();
   for (size_t l = 0; l < L; ++l)
@@ -161,7 +164,9 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
         ++replicas_[l][e][r];
         if (int(r) == rank_) held_.push_back({int(l), int(e)});
       }
+  int64_t t1 = mono_ns();
   SAL_TRY(migrate(p));
+  plan_times_.migrate_ms = double(mono_ns() - t1) / 1e6;
   for (auto [l, e] : held_) {
     if (params_.expert(l, e)) continue;
     if (p.step > 0)

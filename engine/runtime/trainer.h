@@ -54,6 +54,12 @@ class Trainer {
   // On the training thread, once the controller's abort has been handled.
   void clear_abort();
 
+  // How long the last apply_plan() spent connecting the data plane and migrating units (ms).
+  struct PlanTimes {
+    double connect_ms = 0, migrate_ms = 0;
+  };
+  PlanTimes plan_times() const { return plan_times_; }
+
   int rank() const { return rank_; }
   uint64_t plan() const { return plan_; }
 
@@ -78,6 +84,7 @@ class Trainer {
   uint64_t plan_ = 0;                            // 0 until a plan is fully applied
   bool pruned_ = false;                          // units outside the plan dropped yet
   double last_norm_ = 0;
+  PlanTimes plan_times_;
   bool have_grads_ = false;
 };
 

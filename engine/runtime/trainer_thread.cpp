@@ -86,7 +86,7 @@ void TrainerThread::handle(const wire::JobSpec& j) {
 }
 
 void TrainerThread::handle(const wire::PlanUpdate& p) {
-  wire::PlanReady r{0, index_, p.plan, false, "", 0};
+  wire::PlanReady r{0, index_, p.plan, false, "", 0, 0, 0};
   int64_t t0 = mono_ns();
   if (!trainer_) {
     r.detail = "no job loaded";
@@ -96,6 +96,7 @@ void TrainerThread::handle(const wire::PlanUpdate& p) {
     r.ok = true;
   }
   r.ms = double(mono_ns() - t0) / 1e6;
+  if (trainer_) r.connect_ms = trainer_->plan_times().connect_ms, r.migrate_ms = trainer_->plan_times().migrate_ms;
   if (!r.ok) spdlog::warn("plan {} failed: {}", p.plan, r.detail);
   answer(r);
 }

@@ -354,7 +354,9 @@ struct PlanReady {
   uint64_t plan = 0;
   bool ok = false;
   std::string detail;
-  double ms = 0;  // time to connect and migrate
+  double ms = 0;          // the whole switch on this worker
+  double connect_ms = 0;  // of which: the plan's data plane (rendezvous and Gloo context)
+  double migrate_ms = 0;  // of which: receiving and sending unit states
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("node_id", s.node_id);
@@ -363,6 +365,8 @@ struct PlanReady {
     v("ok", s.ok);
     v("detail", s.detail, kTextMax);
     v("ms", s.ms);
+    v("connect_ms", s.connect_ms);
+    v("migrate_ms", s.migrate_ms);
   }
 };
 

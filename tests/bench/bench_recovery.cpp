@@ -1,0 +1,169 @@
+// bench_recovery.cpp — time from a node failure to resumed training, on a real loopback mesh of CPU
+// workers, split into the recovery's parts.
+//
+// Each mesh starts `nodes` agents (one CPU worker each, 100 ms heartbeats) training a small
+// moe-gpt with lazarus + mro (every expert on at least 2 nodes, so a single loss never needs a
+// checkpoint) and no periodic rebalancing. Once training runs, the bench SIGKILLs one agent, waits
+// until the controller reports training resumed (a `recovered` event), lets a few steps commit,
+// and kills the next, down to half the nodes (Lazarus §6.2's pattern). Times come from the
+// controller's events (CLOCK_MONOTONIC, shared with this process):
+//   detection  kill -> node_dead
+//   planning   node_dead -> the last `plan` decided before training resumed (the in-flight step's
+//              abort, a 50 ms settle, allocation + placement over the survivors)
+//   connect    the slowest worker's rendezvous and Gloo context for the new plan
+//   migrate    the slowest worker's unit transfers
+//   switch     plan -> plan_applied (connect and migrate included, and the messages between)
+//   resume     plan_applied -> the first step committed under the new plan
+//   total      kill -> that commit
+// Prints p50 / p99 / max of each over all trials.
+//
+// usage: bench_recovery [meshes = 3] [nodes = 8]
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <regex>
+
+#include "support/mesh_harness.h"
+
+using namespace sal::test;
+
+namespace {
+
+double mono_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
+}
+
+struct Trial {
+  double detection = 0, planning = 0, connect = 0, migrate = 0, sw = 0, resume = 0, total = 0;
+};
+
+MeshOptions options(int nodes) {
+  MeshOptions o;
+  o.agents = nodes;
+  o.steps = 1'000'000'000;
+  o.model = "model = { layers = 2, d_model = 64, heads = 4, experts = 8, top_k = 2, seq_len = 32 },";
+  o.train = "batch = 16, rebalance_every = 0";
+  o.extra = "policies = { allocation = 'lazarus', placement = 'mro', min_replicas = 2, slots = 4 },";
+  return o;
+}
+
+int64_t step_of(TestMesh& m) { return m.status()["step"].get<int64_t>(); }
+
+// The events after `after_seq`, once a `recovered` one is among them (or throws after 30 s).
+nlohmann::json events_until_recovered(TestMesh& m, int64_t after_seq) {
+  nlohmann::json out;
+  bool done = eventually([&] {
+    out = nlohmann::json::array();
+    bool recovered = false;
+    for (auto& e : m.eval_json("return job.events(500)"))
+      if (e["seq"].get<int64_t>() > after_seq) {
+        out.push_back(e);
+        recovered = recovered || e["kind"] == "recovered";
+      }
+    return recovered;
+  }, 30000, 10);
+  if (!done) throw std::runtime_error("training did not resume within 30 s");
+  return out;
+}
+
+double ms_of(const nlohmann::json& e) { return e["mono_ns"].get<double>() / 1e6; }
+
+// "... (slowest worker: connect 12 ms, migrate 3 ms)"
+std::pair<double, double> connect_migrate(const std::string& detail) {
+  static const std::regex re("connect ([0-9]+) ms, migrate ([0-9]+) ms");
+  std::smatch m;
+  if (!std::regex_search(detail, m, re)) return {-1, -1};
+  return {std::stod(m[1]), std::stod(m[2])};
+}
+
+Trial measure(const nlohmann::json& events, double kill_ms) {
+  Trial t;
+  const nlohmann::json *dead = nullptr, *plan = nullptr, *applied = nullptr, *recovered = nullptr;
+  for (const auto& e : events) {
+    const std::string kind = e["kind"];
+    if (kind == "node_dead" && !dead) dead = &e;
+    if (kind == "plan") plan = &e;
+    if (kind == "plan_applied") applied = &e;
+    if (kind == "recovered") {
+      recovered = &e;
+      break;
+    }
+  }
+  if (!dead || !plan || !applied || !recovered) throw std::runtime_error("a recovery without its events");
+  t.detection = ms_of(*dead) - kill_ms;
+  t.planning = ms_of(*plan) - ms_of(*dead);
+  std::tie(t.connect, t.migrate) = connect_migrate((*applied)["detail"]);
+  t.sw = ms_of(*applied) - ms_of(*plan);
+  t.resume = ms_of(*recovered) - ms_of(*applied);
+  t.total = ms_of(*recovered) - kill_ms;
+  return t;
+}
+
+int64_t last_seq(TestMesh& m) {
+  int64_t s = 0;
+  for (auto& e : m.eval_json("return job.events(1)")) s = e["seq"];
+  return s;
+}
+
+void run_mesh(int nodes, std::vector<Trial>& trials) {
+  TestMesh m(options(nodes));
+  m.start();
+  if (!eventually([&] { return step_of(m) > 10; }, 60000)) throw std::runtime_error("training did not start");
+  for (int k = 0; k < nodes / 2; ++k) {
+    int64_t from = step_of(m);
+    eventually([&] { return step_of(m) >= from + 5; }, 20000);
+    int64_t seq = last_seq(m);
+    double kill_ms = mono_ms();
+    m.agents[size_t(k)].signal(SIGKILL);
+    trials.push_back(measure(events_until_recovered(m, seq), kill_ms));
+    const Trial& t = trials.back();
+    std::fprintf(stderr, "%d -> %d nodes: total %.0f ms (detect %.1f, plan %.1f, switch %.1f, resume %.1f)\n",
+                 nodes - k, nodes - k - 1, t.total, t.detection, t.planning, t.sw, t.resume);
+  }
+}
+
+double pct(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  size_t i = size_t(q * double(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int meshes = argc > 1 ? std::atoi(argv[1]) : 3;
+  int nodes = argc > 2 ? std::atoi(argv[2]) : 8;
+  if (meshes < 1 || nodes < 2) {
+    std::fprintf(stderr, "usage: bench_recovery [meshes >= 1] [nodes >= 2]\n");
+    return 2;
+  }
+  std::vector<Trial> trials;
+  try {
+    for (int i = 0; i < meshes; ++i) run_mesh(nodes, trials);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_recovery: %s\n", e.what());
+    return 1;
+  }
+  std::printf("recovery from a SIGKILLed node: %d meshes of %d CPU workers, one node killed at a time down to %d,"
+              " %zu trials\n\n", meshes, nodes, nodes - nodes / 2, trials.size());
+  std::printf("| part | p50 (ms) | p99 (ms) | max (ms) |\n| --- | ---: | ---: | ---: |\n");
+  const std::vector<std::pair<const char*, double Trial::*>> parts = {
+      {"detection (kill -> node_dead)", &Trial::detection},
+      {"planning (node_dead -> plan)", &Trial::planning},
+      {"collective rebuild (slowest worker)", &Trial::connect},
+      {"migration (slowest worker)", &Trial::migrate},
+      {"plan switch (plan -> plan_applied)", &Trial::sw},
+      {"first step (plan_applied -> committed)", &Trial::resume},
+      {"total (kill -> training resumed)", &Trial::total}};
+  for (const auto& [name, field] : parts) {
+    std::vector<double> v;
+    for (const Trial& t : trials) v.push_back(t.*field);
+    std::printf("| %s | %.1f | %.1f | %.1f |\n", name, pct(v, 0.5), pct(v, 0.99), *std::max_element(v.begin(), v.end()));
+  }
+  return 0;
+}
