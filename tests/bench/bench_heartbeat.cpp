@@ -11,19 +11,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <ctime>
 
 #include "support/mesh_harness.h"
 
 using namespace sal::test;
 
 namespace {
-
-double mono_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
-}
 
 // Timestamp (ms) of the first event of `kind` for `node`, polling until it shows up.
 double event_time(TestMesh& m, const std::string& kind, int64_t node) {
@@ -79,20 +72,20 @@ int main(int argc, char** argv) {
   Stats kill_s, stop_s, worker_s;
   for (int t = 0; t < trials; ++t) {
     Live a = pick(m);
-    double t0 = mono_ms();
+    double t0 = now_ms();
     m.agents[a.agent].signal(SIGKILL);
     kill_s.v.push_back(event_time(m, "node_dead", a.node) - t0);
     replace(m, a.agent, kAgents);
 
     a = pick(m);
-    t0 = mono_ms();
+    t0 = now_ms();
     m.agents[a.agent].signal(SIGSTOP);
     stop_s.v.push_back(event_time(m, "node_dead", a.node) - t0);
     m.agents[a.agent].signal(SIGCONT);
     replace(m, a.agent, kAgents);
 
     a = pick(m);
-    t0 = mono_ms();
+    t0 = now_ms();
     ::kill(a.worker, SIGKILL);
     worker_s.v.push_back(event_time(m, "worker_exited", a.node) - t0);
     replace(m, a.agent, kAgents);

@@ -22,7 +22,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <ctime>
 #include <map>
 #include <regex>
 
@@ -31,12 +30,6 @@
 using namespace sal::test;
 
 namespace {
-
-double mono_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
-}
 
 struct Trial {
   double detection = 0, planning = 0, connect = 0, migrate = 0, sw = 0, resume = 0, total = 0;
@@ -118,7 +111,7 @@ void run_mesh(int nodes, std::vector<Trial>& trials) {
     int64_t from = step_of(m);
     eventually([&] { return step_of(m) >= from + 5; }, 20000);
     int64_t seq = last_seq(m);
-    double kill_ms = mono_ms();
+    double kill_ms = now_ms();
     m.agents[size_t(k)].signal(SIGKILL);
     trials.push_back(measure(events_until_recovered(m, seq), kill_ms));
     const Trial& t = trials.back();

@@ -43,6 +43,7 @@ std::string temp_dir(const std::string& tag);
 bool pid_alive(pid_t pid);
 // Polls `pred` every `every_ms` until true or timeout; returns whether it became true.
 bool eventually(const std::function<bool()>& pred, int timeout_ms, int every_ms = 5);
+// steady_clock in ms: CLOCK_MONOTONIC on Linux, so comparable with the events' mono_ns.
 double now_ms();
 
 }  // namespace sal::test
