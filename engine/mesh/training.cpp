@@ -255,7 +255,7 @@ void Training::plan_applied() {
   boundary();
 }
 
-void Training::plan_failed(const std::string& why) {
+void Training::plan_failed(const std::string& why, bool membership) {
   if (!pending_) return;
   Pending p = std::move(*pending_);
   pending_.reset();
@@ -265,7 +265,7 @@ void Training::plan_failed(const std::string& why) {
   spdlog::warn("{}", detail);
   abort_nodes(p.ranks, p.step, detail);
   erase_plan_keys(p.number);
-  if (++plan_failures_ >= kMaxConsecutiveFailures)
+  if (!membership && ++plan_failures_ >= kMaxConsecutiveFailures)
     return fail_job(std::to_string(plan_failures_) + " plans in a row could not be applied; the last: " + why);
   retry_timer_.start(kPlanRetryMs, 0, [this, why] { start_plan("again after: " + why); });
 }
@@ -275,7 +275,7 @@ void Training::check_pending() {
   if (!pending_) return;
   auto ready = ready_participants();
   for (const auto& r : pending_->ranks)
-    if (std::find(ready.begin(), ready.end(), r) == ready.end()) return plan_failed("worker " + who(r) + " left");
+    if (std::find(ready.begin(), ready.end(), r) == ready.end()) return plan_failed("worker " + who(r) + " left", true);
 }
 
 void Training::abort_nodes(const std::vector<Participant>& ranks, uint64_t step, const std::string& why) {

@@ -103,7 +103,9 @@ class Training {
   void start_plan(const std::string& why);
   void send_plan(const wire::PlanUpdate& u, const std::vector<Participant>& ranks);
   void plan_applied();
-  void plan_failed(const std::string& why);
+  // A plan that cannot complete. `membership` (a rank left) is not the plan's fault: it does not
+  // count towards the consecutive failures that end the job.
+  void plan_failed(const std::string& why, bool membership = false);
   void check_pending();
   void abort_nodes(const std::vector<Participant>& who, uint64_t step, const std::string& why);
   void start_save();

@@ -38,6 +38,7 @@ class WorkerLoop {
       zmq::pollitem_t items[] = {{agent_.handle(), 0, ZMQ_POLLIN, 0}, {answers_.handle(), 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, 2, std::chrono::milliseconds(o_.heartbeat_ms / 2 + 1));
       while (!done_ && (agent_.get(zmq::sockopt::events) & ZMQ_POLLIN)) from_agent();
+      if (done_) break;  // stop() has joined and released the training thread
       while (answers_.get(zmq::sockopt::events) & ZMQ_POLLIN) from_trainer();
       if (auto why = trainer_->fatal()) return fail_start(*why);
       if (mono_ns() >= next_status) {  // liveness towards the agent, also while a step computes
@@ -45,7 +46,7 @@ class WorkerLoop {
         next_status = mono_ns() + o_.heartbeat_ms * 1'000'000;
       }
     }
-    if (g_terminate) {
+    if (g_terminate && trainer_) {
       spdlog::info("terminated by signal");
       trainer_->abort("worker terminated");
     }

@@ -65,6 +65,17 @@ TEST_CASE("t0500-quickstart-learns: the default job's loss falls well below its 
   CHECK(first > 5.0);          // ln 256 = 5.55: an untrained byte model
   CHECK(last < first - 1.5);   // learned the byte statistics of English and more
   CHECK(j["tokens_per_s"].get<double>() > 0);
+  // every worker left cleanly at the end (no crash on the way out)
+  std::ifstream events(dir + "/out/events.csv");
+  std::string line;
+  int clean = 0;
+  while (std::getline(events, line)) {
+    if (line.find(",worker_exited,") == std::string::npos) continue;
+    INFO(line);
+    CHECK(line.find("exited with code 0") != std::string::npos);
+    ++clean;
+  }
+  CHECK(clean == 4);
   // the checkpoint it left predicts unseen English text far better than chance
   Proc s = spawn({bin(), "sample", "--checkpoint", dir + "/out/checkpoint", "--prompt", "The ", "--bytes", "120",
                   "--score", std::string(SAL_SOURCE_DIR) + "/README.md"},
