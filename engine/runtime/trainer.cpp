@@ -14,7 +14,6 @@
 #include "model/checkpoint.h"
 #include "model/optimizer.h"
 #include "runtime/exchange.h"
-#include "runtime/expert_grads.h"
 
 namespace sal::runtime {
 
@@ -164,6 +163,7 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
         ++replicas_[l][e][r];
         if (int(r) == rank_) held_.push_back({int(l), int(e)});
       }
+  shared_ = shared_experts(replicas_);
   int64_t t1 = mono_ns();
   SAL_TRY(migrate(p));
   plan_times_.migrate_ms = double(mono_ns() - t1) / 1e6;
@@ -197,7 +197,7 @@ Status Trainer::sync_gradients() {
     at += u->g.size();
   }
   // each expert held by two or more ranks, among its holders only
-  return reduce_among_holders(*comm_, rank_, shared_experts(replicas_), params_);
+  return reduce_among_holders(*comm_, rank_, shared_, params_);
 }
 
 // sqrt(sum of squares over every unit of the model, each expert once).

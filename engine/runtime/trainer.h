@@ -24,6 +24,7 @@
 #include "model/moe_gpt.h"
 #include "model/params.h"
 #include "runtime/dispatch.h"
+#include "runtime/expert_grads.h"
 #include "runtime/train_spec.h"
 #include "wire/messages.h"
 
@@ -80,6 +81,7 @@ class Trainer {
   std::atomic<bool> aborting_{false};
   std::vector<Counts> replicas_;                 // [layer] -> R[e][rank]
   std::vector<std::pair<int, int>> held_;        // (layer, expert) per slot of this rank
+  std::vector<SharedExpert> shared_;             // the plan's experts held by two or more ranks
   int rank_ = -1, ranks_ = 0;
   uint64_t plan_ = 0;                            // 0 until a plan is fully applied
   bool pruned_ = false;                          // units outside the plan dropped yet
