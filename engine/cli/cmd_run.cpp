@@ -1,4 +1,7 @@
-// cmd_run.cpp — `salamander run [JOB.lua] [--nodes N] [--steps S] [--repl ENDPOINT] [--json]`.
+// cmd_run.cpp — `salamander run [JOB.lua] [--nodes N] [--steps S] [--repl ENDPOINT] [--json]
+// [--drill DRILL.lua [--drill-arg K=V,...] [--modes elastic,fixed-ep-ft,checkpoint-restart]]`.
+// With --modes the job runs once per recovery mode (train.recovery), each in <out>/<mode>, and
+// <out>/compare.html puts them side by side.
 #include <signal.h>
 
 #include <cstdio>
@@ -13,6 +16,9 @@
 #include "cli/common.h"
 #include "cli/local_run.h"
 #include "core/paths.h"
+#include "core/strings.h"
+#include "drill/drill_spec.h"
+#include "report/report.h"
 
 namespace sal::cli {
 namespace {
@@ -34,6 +40,67 @@ Result<std::string> make_run_dir(const std::string& base, const std::string& job
   return fail("cannot create a run directory under ", base);
 }
 
+Result<std::map<std::string, std::string>> drill_args(const std::string& text) {
+  std::map<std::string, std::string> out;
+  for (const auto& kv : split(text, ',')) {
+    if (kv.empty()) continue;
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return fail("--drill-arg: expected KEY=VALUE, got '", kv, "'");
+    out[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> recovery_modes(const std::string& text) {
+  static const std::vector<std::string> known{"elastic", "fixed-ep-ft", "checkpoint-restart"};
+  std::vector<std::string> out;
+  for (const auto& m : split(text, ',')) {
+    if (std::find(known.begin(), known.end(), m) == known.end())
+      return fail("--modes: '", m, "' is not a recovery mode", did_you_mean(m, known), " (", join(known, ", "), ")");
+    out.push_back(m);
+  }
+  return out;
+}
+
+// One local run; its exit code.
+int run_once(const LocalRunOptions& o) {
+  zmq::context_t ctx(1);
+  EventLoop loop;
+  LocalRun run(loop, ctx, o);
+  if (auto s = run.start(); !s) {
+    std::fprintf(stderr, "salamander run: %s\n", s.error().message().c_str());
+    return 1;
+  }
+  loop.run();
+  run.print_summary();
+  return run.exit_code();
+}
+
+// The same job and drill once per recovery mode, then the comparison page.
+int run_modes(LocalRunOptions o, const std::vector<std::string>& modes) {
+  std::string base = o.run_dir;
+  std::vector<std::string> dirs;
+  int rc = 0;
+  for (const auto& mode : modes) {
+    o.job.train.recovery = mode;
+    o.run_dir = base + "/" + mode;
+    if (auto s = make_dirs(o.run_dir); !s) {
+      std::fprintf(stderr, "salamander run: %s\n", s.error().message().c_str());
+      return 1;
+    }
+    std::fprintf(o.json ? stderr : stdout, "== %s ==\n", mode.c_str());
+    std::fflush(o.json ? stderr : stdout);
+    rc = std::max(rc, run_once(o));
+    dirs.push_back(o.run_dir);
+  }
+  if (auto s = report::write_comparison(dirs, base + "/compare.html"); !s) {
+    std::fprintf(stderr, "salamander run: comparison not written: %s\n", s.error().message().c_str());
+    return 1;
+  }
+  std::fprintf(o.json ? stderr : stdout, "comparison: %s/compare.html\n", base.c_str());
+  return rc;
+}
+
 }  // namespace
 
 int cmd_run(const Args& args) {
@@ -45,7 +112,11 @@ int cmd_run(const Args& args) {
                {"--steps", "S", "steps to run (default: the job's train.steps; 0: idle until stopped)"},
                {"--repl", "ENDPOINT", "where the REPL listens (default: the job's repl.bind)"},
                {"--out", "DIR", "run directory (default: runs/<job>-<time>)"},
-               {"--json", "", "end with one JSON summary object on stdout"}},
+               {"--json", "", "end with one JSON summary object on stdout"},
+               {"--drill", "DRILL.lua", "run a failure drill (scripts/drills/) against the job"},
+               {"--drill-arg", "K=V,...", "values the drill script reads from its `args` table"},
+               {"--modes", "M,M,...", "run once per recovery mode (elastic, fixed-ep-ft, checkpoint-restart) "
+                                       "and write <out>/compare.html"}},
               1};
   auto p = parse(cmd, args);
   if (!p) return usage_error(cmd, p.error().message());
@@ -54,6 +125,25 @@ int cmd_run(const Args& args) {
   if (!job) {
     std::fprintf(stderr, "salamander run: %s\n", job.error().message().c_str());
     return 1;
+  }
+  std::optional<drill::DrillSpec> drill;
+  if (auto path = p->get("--drill")) {
+    auto dargs = drill_args(p->get_or("--drill-arg", ""));
+    if (!dargs) return usage_error(cmd, dargs.error().message());
+    auto spec = drill::load_drill(*path, *dargs);
+    if (!spec) {
+      std::fprintf(stderr, "salamander run: %s\n", spec.error().message().c_str());
+      return 1;
+    }
+    if (spec->steps) job->train.steps = *spec->steps;
+    if (spec->initial_nodes) job->mesh.nodes = *spec->initial_nodes;
+    drill = std::move(*spec);
+  }
+  std::vector<std::string> modes;
+  if (auto m = p->get("--modes")) {
+    auto parsed = recovery_modes(*m);
+    if (!parsed) return usage_error(cmd, parsed.error().message());
+    modes = *parsed;
   }
   auto nodes = p->get_int("--nodes", job->mesh.nodes, 1, 1024);
   auto steps = p->get_int("--steps", job->train.steps, 0, INT64_MAX);
@@ -72,21 +162,8 @@ int cmd_run(const Args& args) {
   signal(SIGPIPE, SIG_IGN);
 
   LocalRunOptions o{*job, *steps, *dir, p->has("--json"), p->get_or("--log-level", "info"),
-                    p->get_or("--log-format", "plain")};
-  int rc = 0;
-  {
-    zmq::context_t ctx(1);
-    EventLoop loop;
-    LocalRun run(loop, ctx, o);
-    if (auto s = run.start(); !s) {
-      std::fprintf(stderr, "salamander run: %s\n", s.error().message().c_str());
-      return 1;
-    }
-    loop.run();
-    run.print_summary();
-    rc = run.exit_code();
-  }
-  return rc;
+                    p->get_or("--log-format", "plain"), drill};
+  return modes.empty() ? run_once(o) : run_modes(o, modes);
 }
 
 }  // namespace sal::cli

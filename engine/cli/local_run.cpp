@@ -7,9 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "core/clock.h"
 #include "core/paths.h"
 #include "mesh/training.h"
+#include "report/report.h"
 
 namespace sal::cli {
 
@@ -40,6 +43,14 @@ Status LocalRun::start() {
                controller_->mesh_endpoint().c_str(), opts_.run_dir.c_str());
   std::fflush(out);
   loop_.on_signals([this](int sig) { on_signal(sig); });
+  controller_->add_nodes = [this](int count) { return add_agents(count); };
+  controller_->start_drill = [this](const std::string& path) -> Status {
+    auto spec = drill::load_drill(path, {});
+    if (!spec) return spec.error();
+    return start_drill(std::move(*spec));
+  };
+  controller_->drill_status = [this] { return drill_ ? drill_->status() : nlohmann::ordered_json(); };
+  if (opts_.drill) SAL_TRY(start_drill(*opts_.drill));
   for (size_t i = 0; i < size_t(opts_.job.mesh.nodes); ++i) spawn_agent(i);
   progress_timer_.start(100, 100, [this] { refresh(false); });
   return {};
@@ -60,6 +71,19 @@ void LocalRun::spawn_agent(size_t i) {
   }
   if (agents_.size() <= i) agents_.resize(i + 1);
   agents_[i] = std::move(proc);
+}
+
+Status LocalRun::add_agents(int count) {
+  if (stopping_) return fail("the run is stopping");
+  for (int i = 0; i < count; ++i) spawn_agent(agents_.size());
+  return {};
+}
+
+Status LocalRun::start_drill(drill::DrillSpec spec) {
+  if (drill_) return fail("drill '", drill_->spec().name, "' is already running");
+  drill_ = std::make_unique<drill::DrillRunner>(*controller_, loop_.get(), std::move(spec));
+  drill_->start();
+  return {};
 }
 
 void LocalRun::on_agent_exit(size_t i, int64_t code, int sig) {
@@ -142,48 +166,83 @@ void LocalRun::refresh(bool force) {
   progress_.update(status_line(), force);
 }
 
-void LocalRun::print_summary() {
-  progress_.finish();
+nlohmann::ordered_json LocalRun::summary() const {
   const auto& m = controller_->membership();
   const auto& st = controller_->steps();
   const auto& tr = controller_->training();
   const auto& metrics = tr.metrics();
-  double elapsed = double((finished_ns_ ? finished_ns_ : mono_ns()) - started_ns_) / 1e9;
-  size_t joined = m.nodes().size(), lost = m.count(mesh::NodeState::dead);
+  nlohmann::ordered_json j;
+  j["job"] = opts_.job.name;
+  j["mode"] = opts_.job.train.recovery;
+  j["drill"] = drill_ ? nlohmann::json(drill_->spec().name) : nlohmann::json();
+  j["steps"] = st.committed();
+  j["steps_target"] = opts_.steps;
+  j["samples"] = st.committed() * uint64_t(opts_.job.train.batch);
+  j["aborted_steps"] = st.aborted();
+  j["first_loss"] = metrics.first() ? nlohmann::json(metrics.first()->loss) : nlohmann::json();
+  j["final_loss"] = metrics.last() ? nlohmann::json(metrics.last()->loss) : nlohmann::json();
+  j["tokens_per_s"] = metrics.tokens_per_s();
+  j.update(tr.record().summary());
+  j["plan"] = tr.applied() ? tr.applied()->number : 0;
+  j["epoch"] = m.epoch();
+  j["nodes_joined"] = m.nodes().size();
+  j["nodes_lost"] = m.count(mesh::NodeState::dead);
+  j["elapsed_s"] = double((finished_ns_ ? finished_ns_ : mono_ns()) - started_ns_) / 1e9;
+  j["started_mono_ns"] = controller_->started_ns();
+  auto ex = nlohmann::json::array();
+  for (const auto& e : expectations_) ex.push_back({{"what", e.what}, {"ok", e.ok}, {"detail", e.detail}});
+  j["expectations"] = ex;
+  j["stopped_by"] = stop_reason_;
+  if (!tr.failure().empty()) j["failure"] = tr.failure();
+  if (!tr.checkpoint_dir().empty() && tr.phase() == mesh::Training::Phase::done) j["checkpoint"] = tr.checkpoint_dir();
+  j["run_dir"] = opts_.run_dir;
+  j["exit_code"] = exit_code_;
+  return j;
+}
+
+void LocalRun::print_summary() {
+  progress_.finish();
+  if (drill_) {
+    expectations_ = drill_->check();
+    bool all = std::all_of(expectations_.begin(), expectations_.end(), [](const auto& e) { return e.ok; });
+    if (!all && exit_code_ == 0) exit_code_ = 1;
+  }
+  auto j = summary();
+  if (auto s = write_file(opts_.run_dir + "/summary.json", j.dump(2) + "\n"); !s)
+    spdlog::warn("summary.json: {}", s.error().message());
+  if (auto s = report::write_run_report(opts_.run_dir); !s)
+    std::fprintf(stderr, "report not written: %s\n", s.error().message().c_str());
   if (opts_.json) {
-    nlohmann::ordered_json j;
-    j["job"] = opts_.job.name;
-    j["steps"] = st.committed();
-    j["steps_target"] = opts_.steps;
-    j["aborted_steps"] = st.aborted();
-    j["first_loss"] = metrics.first() ? nlohmann::json(metrics.first()->loss) : nlohmann::json();
-    j["final_loss"] = metrics.last() ? nlohmann::json(metrics.last()->loss) : nlohmann::json();
-    j["tokens_per_s"] = metrics.tokens_per_s();
-    j["plan"] = tr.applied() ? tr.applied()->number : 0;
-    j["epoch"] = m.epoch();
-    j["nodes_joined"] = joined;
-    j["nodes_lost"] = lost;
-    j["elapsed_s"] = elapsed;
-    j["stopped_by"] = stop_reason_;
-    if (!tr.failure().empty()) j["failure"] = tr.failure();
-    if (!tr.checkpoint_dir().empty() && tr.phase() == mesh::Training::Phase::done) j["checkpoint"] = tr.checkpoint_dir();
-    j["run_dir"] = opts_.run_dir;
-    j["exit_code"] = exit_code_;
     std::puts(j.dump().c_str());
   } else {
-    std::printf("%s — %llu steps committed (%llu aborted) in %.2f s · epoch %llu · %zu nodes joined, %zu lost\n",
-                stop_reason_.c_str(), (unsigned long long)st.committed(), (unsigned long long)st.aborted(), elapsed,
-                (unsigned long long)m.epoch(), joined, lost);
-    if (metrics.first())
-      std::printf("loss %.3f -> %.3f · %.0f tokens/s\n", metrics.first()->loss, metrics.last()->loss,
-                  metrics.tokens_per_s());
-    if (!tr.failure().empty()) std::printf("training failed: %s\n", tr.failure().c_str());
-    if (!tr.checkpoint_dir().empty() && tr.phase() == mesh::Training::Phase::done)
-      std::printf("checkpoint in %s (try: salamander sample --checkpoint %s)\n", tr.checkpoint_dir().c_str(),
-                  tr.checkpoint_dir().c_str());
-    std::printf("logs, events.csv and metrics.csv in %s\n", opts_.run_dir.c_str());
+    print_text_summary(j);
   }
   std::fflush(stdout);
+}
+
+void LocalRun::print_text_summary(const nlohmann::ordered_json& j) const {
+  const auto& tr = controller_->training();
+  const auto& metrics = tr.metrics();
+  std::printf("%s — %llu steps committed (%llu aborted) in %.2f s · epoch %llu · %zu nodes joined, %zu lost\n",
+              stop_reason_.c_str(), (unsigned long long)j["steps"].get<uint64_t>(),
+              (unsigned long long)j["aborted_steps"].get<uint64_t>(), j["elapsed_s"].get<double>(),
+              (unsigned long long)j["epoch"].get<uint64_t>(), j["nodes_joined"].get<size_t>(), j["nodes_lost"].get<size_t>());
+  if (metrics.first())
+    std::printf("loss %.3f -> %.3f · %.0f tokens/s · %llu samples\n", metrics.first()->loss, metrics.last()->loss,
+                metrics.tokens_per_s(), (unsigned long long)j["samples"].get<uint64_t>());
+  const auto& rec = tr.record();
+  if (!rec.recoveries().empty())
+    std::printf("recoveries: %zu (p50 %.2f s, max %.2f s) · lost steps %llu · restores %llu\n", rec.recoveries().size(),
+                j["recovery_p50_s"].get<double>(), j["recovery_max_s"].get<double>(),
+                (unsigned long long)rec.lost_steps(), (unsigned long long)rec.restores());
+  for (const auto& e : expectations_)
+    std::printf("  %s  %s: %s\n", e.ok ? "PASS" : "FAIL", e.what.c_str(), e.detail.c_str());
+  if (!tr.failure().empty()) std::printf("training failed: %s\n", tr.failure().c_str());
+  if (!tr.checkpoint_dir().empty() && tr.phase() == mesh::Training::Phase::done)
+    std::printf("checkpoint in %s (try: salamander sample --checkpoint %s)\n", tr.checkpoint_dir().c_str(),
+                tr.checkpoint_dir().c_str());
+  std::printf("report %s/report.html · logs, events.csv and metrics.csv in %s\n", opts_.run_dir.c_str(),
+              opts_.run_dir.c_str());
 }
 
 }  // namespace sal::cli

@@ -3,16 +3,24 @@
 // or SIGTERM): the controller stops the agents, the agents stop their workers, and nothing is left
 // running. A second Ctrl-C kills the agents at once. Agents and workers die with this process
 // even if it is SIGKILLed (PR_SET_PDEATHSIG).
+//
+// A drill (drill/runner.h) given up front, or started from the REPL (drill.start), runs on the
+// controller's loop; its `add` starts more agents here. At the end the run writes summary.json
+// (the --json object) and report.html into the run directory.
 #pragma once
 
 #include <zmq.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/common.h"
 #include "cli/progress.h"
+#include "drill/runner.h"
 #include "job/config.h"
 #include "mesh/controller.h"
 #include "mesh/process.h"
@@ -27,6 +35,7 @@ struct LocalRunOptions {
   bool json = false;
   std::string log_level = "info";
   std::string log_format = "plain";
+  std::optional<drill::DrillSpec> drill;
 };
 
 class LocalRun {
@@ -41,6 +50,10 @@ class LocalRun {
 
  private:
   void spawn_agent(size_t i);
+  Status add_agents(int count);
+  Status start_drill(drill::DrillSpec spec);
+  nlohmann::ordered_json summary() const;
+  void print_text_summary(const nlohmann::ordered_json& j) const;
   void on_agent_exit(size_t i, int64_t code, int sig);
   void on_signal(int sig);
   void begin_stop(const std::string& why, int code);
@@ -53,6 +66,8 @@ class LocalRun {
   zmq::context_t& ctx_;
   LocalRunOptions opts_;
   std::unique_ptr<mesh::Controller> controller_;
+  std::unique_ptr<drill::DrillRunner> drill_;
+  std::vector<drill::ExpectationResult> expectations_;
   std::vector<std::unique_ptr<mesh::ChildProcess>> agents_;
   ProgressLine progress_;
   mesh::Timer progress_timer_;

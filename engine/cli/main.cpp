@@ -19,6 +19,7 @@ commands:
   job check FILE.lua   check a job file; `job schema` lists every key
   policy SUBCOMMAND    check a policy, plan, recovery probability, SPARe layout, MoEtion window
   sample --checkpoint DIR   print what a trained model writes after a prompt
+  report RUN_DIR       write a run's HTML report; --compare DIR... for several runs
   keygen NAME          make a CURVE key pair (NAME.key, NAME.pub) for non-loopback endpoints
   version              print the version and build features
 )";
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   if (cmd == "keygen") return cmd_keygen(args);
   if (cmd == "policy") return cmd_policy(args);
   if (cmd == "sample") return cmd_sample(args);
+  if (cmd == "report") return cmd_report(args);
   if (cmd == "version" || cmd == "--version") return version();
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::fputs(kHelp, stdout);

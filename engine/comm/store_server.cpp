@@ -3,6 +3,7 @@
 // size getters under one mutex. Each request is decoded, answered at once when it can be, parked
 // otherwise; parked requests are re-checked when a key is set, expired at their deadline and failed
 // when their prefix is erased.
+#include "core/lifetime.h"
 #include "comm/store_server.h"
 
 #include <spdlog/spdlog.h>
@@ -329,7 +330,10 @@ StoreServer::~StoreServer() { stop(); }
 Result<std::string> StoreServer::start() {
   if (impl_->thread.joinable()) return fail("store server already started on ", impl_->endpoint);
   SAL_TRY(impl_->open_sockets());
-  impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
+  impl_->thread = std::thread([impl = impl_.get()] {
+    block_signals_in_this_thread();
+    impl->run();
+  });
   return impl_->endpoint;
 }
 

@@ -13,4 +13,10 @@ void die_with_parent(pid_t expected_parent) {
   if (getppid() != expected_parent) _exit(1);
 }
 
+void block_signals_in_this_thread() {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+}
+
 }  // namespace sal

@@ -10,4 +10,8 @@ namespace sal {
 // if the parent is already gone (it may have died before the prctl). expected_parent <= 0: no-op.
 void die_with_parent(pid_t expected_parent);
 
+// In a helper thread: blocks every asynchronous signal, so they reach the thread that handles
+// them (the event loop) and never interrupt this one's blocking calls with EINTR.
+void block_signals_in_this_thread();
+
 }  // namespace sal

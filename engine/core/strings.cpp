@@ -162,4 +162,11 @@ std::string clip(std::string_view s, size_t n) {
   return std::string(s.substr(0, n)) + "…";
 }
 
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
 }  // namespace sal

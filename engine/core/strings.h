@@ -13,6 +13,8 @@ namespace sal {
 
 // "a\"b" -> "\"a\\\"b\"" (RFC 8259 escaping; control bytes as \u00XX; invalid UTF-8 passes through).
 std::string json_quote(std::string_view s);
+// A CSV field: quoted (with "" for ") when it holds a comma, a quote or a newline.
+std::string csv_field(const std::string& s);
 
 std::string_view trim(std::string_view s);
 std::vector<std::string> split(std::string_view s, char sep);

@@ -45,6 +45,8 @@ struct TrainConfig {
   int64_t seed = 1;
   int64_t rebalance_every = 50;  // steps between load-driven re-plans (0: never)
   int64_t threads = 1;           // compute threads per worker
+  int64_t checkpoint_every = 50; // steps between dense snapshots (0: none)
+  std::string recovery = "elastic";  // elastic | fixed-ep-ft | checkpoint-restart
 };
 
 struct MeshConfig {

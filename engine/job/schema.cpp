@@ -90,6 +90,13 @@ const std::vector<Field>& fields() {
               [](JobConfig& j) -> int64_t& { return j.train.rebalance_every; }),
       integer("train.threads", 1, 256, "compute (BLAS) threads per worker",
               [](JobConfig& j) -> int64_t& { return j.train.threads; }),
+      integer("train.checkpoint_every", 0, 1e9, "steps between asynchronous dense snapshots persisted to "
+              "<run>/snapshots (the fallback when an expert loses every replica; 0: none, restore from the seed)",
+              [](JobConfig& j) -> int64_t& { return j.train.checkpoint_every; }),
+      text("train.recovery", {"elastic", "fixed-ep-ft", "checkpoint-restart"},
+           "how failures are survived: elastic (Salamander), or the baselines fixed-ep-ft (fixed expert-parallel "
+           "groups, no restart while a whole group survives) and checkpoint-restart (restore on every change)",
+           [](JobConfig& j) -> std::string& { return j.train.recovery; }),
       integer("mesh.nodes", 1, 1024, "local agents `salamander run` starts",
               [](JobConfig& j) -> int64_t& { return j.mesh.nodes; }),
       text("mesh.devices", {}, "devices per node: cpu:K or cuda:I[,J...]",

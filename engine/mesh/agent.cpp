@@ -163,6 +163,11 @@ void Agent::on_controller_message() {
       if (auto m = wire::decode<wire::SaveCheckpoint>(*env))
         for (auto& w : workers_) to_worker(w, *m);
       break;
+    case T::fault_arm:
+      if (auto m = wire::decode<wire::FaultArm>(*env))
+        for (auto& w : workers_)
+          if (w.index == m->index) to_worker(w, *m);
+      break;
     case T::error:
       if (auto m = wire::decode<wire::ErrorReply>(*env)) {
         if (m->code == uint16_t(wire::ErrorCode::unknown_node) && phase_ != Phase::stopping) {

@@ -14,8 +14,11 @@
 #include <uv.h>
 #include <zmq.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/log.h"
@@ -66,7 +69,16 @@ class Controller {
   // Operator actions (REPL and drills). `who` is recorded in the event log.
   Status kill_node(NodeId id, const std::string& who);
   Status drain_node(NodeId id, const std::string& who);
+  // SIGSTOPs the node's agent and workers (this host only) for `ms`, then SIGCONTs them.
+  Status freeze_node(NodeId id, uint64_t ms, const std::string& who);
+  // A drill's fault: the node's worker `index` dies at `point` of `step` (wire::FaultArm).
+  Status arm_fault(NodeId id, uint32_t index, wire::FaultPoint point, std::optional<uint64_t> step,
+                   const std::string& who);
   void request_stop(const std::string& why);
+  // An event from outside the controller's own decisions (a drill's action).
+  void record_event(const std::string& kind, NodeId node, const std::string& detail) {
+    events_.add(kind, node, membership_.epoch(), detail);
+  }
 
   // Handles waiting mesh traffic, liveness and pings now. The REPL calls this from its budget
   // hook, so a long evaluation never starves heartbeats.
@@ -74,6 +86,14 @@ class Controller {
 
   std::function<void()> on_change;                     // membership or steps changed
   std::function<void(const std::string&)> on_stop_requested;  // job.stop() or all steps done
+  std::function<void(uint64_t step)> on_committed;     // a step committed (drills watch this)
+  // A plan update is about to go to its ranks (a drill may arm a fault in one that moves state).
+  std::function<void(const wire::PlanUpdate&)> on_plan_sending;
+  // Set by whoever can start nodes (`salamander run`): starts `count` more agents.
+  std::function<Status(int count)> add_nodes;
+  // Set by whoever runs drills: drill.start(path) in the REPL.
+  std::function<Status(const std::string& path)> start_drill;
+  std::function<nlohmann::ordered_json()> drill_status;  // the running drill, null if none
 
   // The policy slots and the current plan.
   Planner& planner() { return *planner_; }
@@ -141,6 +161,7 @@ class Controller {
   std::unique_ptr<Planner> planner_;
   std::unique_ptr<Training> training_;
 
+  std::vector<std::shared_ptr<Timer>> thaw_timers_;  // frozen nodes waiting for SIGCONT
   Timer tick_timer_;
   Timer ping_timer_;
   Timer stop_timer_;

@@ -2,6 +2,7 @@
 // (kill, drain, stop) and the graceful shutdown. Steps and plans are the training driver's
 // (training.h).
 #include <signal.h>
+#include <algorithm>
 #include <spdlog/spdlog.h>
 
 #include "core/clock.h"
@@ -10,6 +11,13 @@
 #include "mesh/training.h"
 
 namespace sal::mesh {
+
+namespace {
+
+bool on_this_host(const Node& n) { return n.pid > 0 && n.host == hostname() && n.addr.rfind("127.", 0) == 0; }
+
+}  // namespace
+
 
 // How long a graceful stop waits for agents to say goodbye before giving up on them.
 constexpr int64_t kStopGraceMs = 3000;
@@ -23,7 +31,7 @@ Status Controller::kill_node(NodeId id, const std::string& who) {
   events_.add("kill_requested", id, membership_.epoch(), "by " + who);
   send_to(n->routing_id, wire::Command{wire::Verb::kill, "killed by " + who});
   // A frozen agent cannot obey; on this host we can make sure (the drill's "kill" is SIGKILL).
-  if (n->pid > 0 && n->host == hostname() && n->addr.rfind("127.", 0) == 0) ::kill(pid_t(n->pid), SIGKILL);
+  if (on_this_host(*n)) ::kill(pid_t(n->pid), SIGKILL);
   return {};
 }
 
@@ -34,6 +42,37 @@ Status Controller::drain_node(NodeId id, const std::string& who) {
   membership_.drain(id, "drain requested by " + who, mono_ns());
   send_to(n->routing_id, wire::Command{wire::Verb::drain, "drained by " + who});
   changed();
+  return {};
+}
+
+Status Controller::freeze_node(NodeId id, uint64_t ms, const std::string& who) {
+  Node* n = membership_.find(id);
+  if (!n) return fail("no node ", id);
+  if (!n->live()) return fail("node ", id, " is ", state_name(n->state), ", not live");
+  if (!on_this_host(*n)) return fail("node ", id, " runs on ", n->host, ": only a node on this host can be frozen");
+  std::vector<pid_t> pids{pid_t(n->pid)};
+  for (const auto& w : n->workers)
+    if (w.pid > 0 && !w.exited) pids.push_back(pid_t(w.pid));
+  for (pid_t p : pids) ::kill(p, SIGSTOP);
+  events_.add("node_frozen", id, membership_.epoch(),
+              "SIGSTOP to its agent and " + std::to_string(pids.size() - 1) + " workers for " + std::to_string(ms) +
+                  " ms, by " + who);
+  auto timer = std::make_shared<Timer>(loop_);
+  thaw_timers_.push_back(timer);
+  timer->start(ms, 0, [this, id, pids, timer] {
+    for (pid_t p : pids) ::kill(p, SIGCONT);
+    events_.add("node_thawed", id, membership_.epoch(), "SIGCONT after the freeze");
+    thaw_timers_.erase(std::remove(thaw_timers_.begin(), thaw_timers_.end(), timer), thaw_timers_.end());
+  });
+  return {};
+}
+
+Status Controller::arm_fault(NodeId id, uint32_t index, wire::FaultPoint point, std::optional<uint64_t> step,
+                             const std::string& who) {
+  Node* n = membership_.find(id);
+  if (!n) return fail("no node ", id);
+  if (!n->live()) return fail("node ", id, " is ", state_name(n->state), ", not live");
+  send_to(n->routing_id, wire::FaultArm{index, point, step.value_or(0), !step, who});
   return {};
 }
 

@@ -4,18 +4,9 @@
 #include <spdlog/spdlog.h>
 
 #include "core/clock.h"
+#include "core/strings.h"
 
 namespace sal::mesh {
-namespace {
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
-}  // namespace
 
 EventLog::~EventLog() {
   if (csv_) std::fclose(csv_);

@@ -110,6 +110,31 @@ Result<PlanSwitch> switch_plan(const std::optional<AppliedPlan>& current, const 
   return out;
 }
 
+std::vector<std::string> lost_state(const std::optional<AppliedPlan>& current,
+                                    const std::vector<Participant>& participants) {
+  std::vector<std::string> lost;
+  if (!current) return lost;
+  std::vector<bool> alive(current->ranks.size());
+  bool any = false;
+  for (size_t r = 0; r < alive.size(); ++r) {
+    alive[r] = std::find(participants.begin(), participants.end(), current->ranks[r]) != participants.end();
+    any = any || alive[r];
+  }
+  if (!any) lost.push_back("the non-expert units");
+  for (size_t l = 0; l < current->plan.layers.size(); ++l) {
+    std::set<plan::ExpertId> held, all;
+    const auto& placement = current->plan.layers[l].placement;
+    for (size_t r = 0; r < placement.size(); ++r)
+      for (auto e : placement[r]) {
+        all.insert(e);
+        if (alive[r]) held.insert(e);
+      }
+    for (auto e : all)
+      if (!held.count(e)) lost.push_back("layer " + std::to_string(l) + " expert " + std::to_string(e));
+  }
+  return lost;
+}
+
 wire::PlanUpdate plan_update(uint64_t number, uint64_t epoch, uint64_t step, const PlanSwitch& sw,
                              const plan::Plan& next, const std::string& store) {
   wire::PlanUpdate u;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/result.h"
@@ -41,6 +42,12 @@ struct PlanSwitch {
 // Fails when some state has no surviving holder (only a checkpoint could restore it), naming it.
 Result<PlanSwitch> switch_plan(const std::optional<AppliedPlan>& current, const std::vector<Participant>& participants,
                                const plan::Plan& next, uint64_t step);
+
+// The state that no participant holds any more: "layer 0 expert 3" for each expert that lost every
+// replica, "the non-expert units" when no rank of the current plan is left. Empty when an elastic
+// switch can restore everything (or nothing was committed yet).
+std::vector<std::string> lost_state(const std::optional<AppliedPlan>& current,
+                                    const std::vector<Participant>& participants);
 
 // The PlanUpdate for a switch (my_rank is left for each agent to fill in).
 wire::PlanUpdate plan_update(uint64_t number, uint64_t epoch, uint64_t step, const PlanSwitch& sw,

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/clock.h"
+#include "plan/fixed_ep.h"
 
 namespace sal::mesh {
 namespace {
@@ -95,6 +96,22 @@ Result<PlanRecord> Planner::replan(uint32_t workers, uint64_t epoch) {
   spdlog::info("plan {} for {} workers (epoch {}): allocation by {}, placement by {}, checkpoint by {} in {:.2f} ms{}",
                r.number, workers, epoch, r.allocation_by, r.placement_by, r.checkpoint_by, r.ms,
                r.note.empty() ? "" : " — " + r.note);
+  return r;
+}
+
+Result<PlanRecord> Planner::fixed_ep(uint32_t groups, uint64_t epoch) {
+  int64_t t0 = mono_ns();
+  auto p = plan::fixed_ep_plan(uint32_t(job_.model.layers), uint32_t(job_.model.experts), uint32_t(job_.policies.slots),
+                               groups);
+  if (!p) return p.error();
+  PlanRecord r;
+  r.plan = std::move(*p);
+  r.epoch = epoch;
+  r.allocation_by = r.placement_by = r.checkpoint_by = "fixed-ep (" + job_.train.recovery + " baseline)";
+  r.number = current_ ? current_->number + 1 : 1;
+  r.ms = double(mono_ns() - t0) / 1e6;
+  if (current_) r.schedule = current_->schedule;
+  current_ = r;
   return r;
 }
 

@@ -36,6 +36,8 @@ class Planner {
   Status configure();
   // A new plan for `workers` plan positions (ready workers), recorded as current.
   Result<PlanRecord> replan(uint32_t workers, uint64_t epoch);
+  // The baselines' plan (plan/fixed_ep.h): `groups` whole expert-parallel groups, recorded as current.
+  Result<PlanRecord> fixed_ep(uint32_t groups, uint64_t epoch);
 
   policy::PolicySet& policies() { return policies_; }
   const std::optional<PlanRecord>& current() const { return current_; }

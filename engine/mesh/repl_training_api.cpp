@@ -107,9 +107,32 @@ int job_training(Controller& c, lua_State* L) {
   return 1;
 }
 
+int drill_start(Controller& c, lua_State* L) {
+  std::string path = lua::check_string(L, 1, "drill.start", "path");
+  if (!c.start_drill) return luaL_error(L, "drill.start: this controller cannot run drills (use `salamander run`)");
+  if (auto s = c.start_drill(path); !s) return luaL_error(L, "drill.start: %s", s.error().message().c_str());
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+int drill_status(Controller& c, lua_State* L) {
+  auto j = c.drill_status ? c.drill_status() : nlohmann::ordered_json();
+  if (j.is_null()) lua_pushnil(L);
+  else lua::push_json(L, j);
+  return 1;
+}
+
 }  // namespace
 
 void register_training_api(lua::ApiRegistry& reg, Controller& c) {
+  add_controller_fn(reg, c, "drill", "start", "drill.start(path) -> true",
+                    "Runs a drill script (scripts/drills/*.lua: kill, drain, freeze, add, replay_trace, expect) against "
+                    "this job; its actions and its outcome are events (job.events()). Its `at_s` times count from the next "
+                    "committed step. One drill at a time.",
+                    Role::operate, drill_start);
+  add_controller_fn(reg, c, "drill", "status", "drill.status() -> {name, file, actions, fired, training_s, next} | nil",
+                    "The running drill: how many of its actions have fired and the next ones.", Role::observe,
+                    drill_status);
   auto add = [&](const char* name, const char* sig, const char* doc, Role role, ControllerFn fn) {
     add_controller_fn(reg, c, "job", name, sig, doc, role, fn);
   };

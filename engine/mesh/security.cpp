@@ -1,4 +1,5 @@
 // security.cpp — see security.h.
+#include "core/lifetime.h"
 #include "mesh/security.h"
 
 #include <spdlog/spdlog.h>
@@ -45,6 +46,7 @@ ZapHandler::ZapHandler(zmq::context_t& ctx, Allowlist allow)
   sock->bind("inproc://zeromq.zap.01");
   thread_ = std::thread([this, sock] {
     std::unique_ptr<zmq::socket_t> owned(sock);
+    block_signals_in_this_thread();
     while (!stop_) {
       zmq::pollitem_t item{sock->handle(), 0, ZMQ_POLLIN, 0};
       if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) <= 0) continue;

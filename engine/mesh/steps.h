@@ -44,6 +44,10 @@ class StepCoordinator {
   Outcome lost(NodeId node, const std::string& why);
   Outcome lost_worker(Participant who, const std::string& why);
   Outcome abort(const std::string& why);
+  // A restore from a checkpoint of step `to`: the steps after it are run again. Not while one is in flight.
+  void rewind(StepId to) {
+    if (!in_flight_ && to < committed_) committed_ = to;
+  }
 
  private:
   Outcome finish_abort(const std::string& why);

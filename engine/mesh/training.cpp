@@ -12,6 +12,8 @@
 #include "core/paths.h"
 #include "mesh/controller.h"
 #include "mesh/planner.h"
+#include "mesh/recovery_modes.h"
+#include "plan/fixed_ep.h"
 
 namespace sal::mesh {
 
@@ -75,8 +77,31 @@ Status Training::start() {
   auto ep = store_->start();
   if (!ep) return ep.error().with_context("rendezvous store");
   store_endpoint_ = *ep;
-  if (!c_.opts_.run_dir.empty()) SAL_TRY(metrics_.open_csv(c_.opts_.run_dir + "/metrics.csv"));
+  const auto& run_dir = c_.opts_.run_dir;
+  if (!run_dir.empty()) {
+    SAL_TRY(metrics_.open_csv(run_dir + "/metrics.csv"));
+    SAL_TRY(record_.open(run_dir));
+    const auto& m = c_.job().model;
+    if (c_.job().train.checkpoint_every > 0)
+      snapshots_ = std::make_unique<SnapshotBook>(run_dir + "/snapshots",
+                                                  uint32_t(1 + 2 * m.layers + m.layers * m.experts));
+  }
+  set_phase(Phase::gathering);
   return {};
+}
+
+double Training::now_s() const { return double(mono_ns() - c_.started_ns()) / 1e9; }
+
+void Training::set_phase(Phase p, const std::string& detail) {
+  phase_ = p;
+  switch (p) {
+    case Phase::gathering: return record_.phase("wait", now_s(), detail);
+    case Phase::planning: return record_.phase("reconfigure", now_s(), detail);
+    case Phase::running: return record_.phase("compute", now_s(), detail);
+    case Phase::saving: return record_.phase("save", now_s(), detail);
+    case Phase::done:
+    case Phase::failed: return record_.close(now_s());
+  }
 }
 
 std::vector<Participant> Training::ready_participants() const {
@@ -172,48 +197,116 @@ void Training::start_plan(const std::string& why) {
   pending_.reset();
   auto ready = ready_participants();
   if (ready.empty()) {
-    phase_ = Phase::gathering;
+    set_phase(Phase::gathering);
     gather_since_ns_ = 0;
     return;
   }
-  phase_ = Phase::planning;
+  set_phase(Phase::planning, why);
+  if (snapshots_)
+    for (uint64_t s : snapshots_->drop_waiting_on_lost(ready))
+      c_.events_.add("snapshot_dropped", kNoNode, c_.membership().epoch(),
+                     "the snapshot of step " + std::to_string(s) + " cannot complete: a rank writing it left");
   if (plan_with_loads_ && !loads_.empty()) c_.planner().loads = loads_.mean();
   plan_wanted_ = plan_with_loads_ = false;
   uint64_t step = c_.steps_.committed();
   Epoch epoch = c_.membership().epoch();
-  in_poke_ = true;  // the policies may take a while; the mesh is serviced meanwhile, not re-planned
-  auto rec = c_.planner().replan(uint32_t(ready.size()), epoch);
-  in_poke_ = false;
+  const auto& job = c_.job();
+  uint32_t ep = plan::ep_size(uint32_t(job.model.experts), uint32_t(job.policies.slots));
+  auto choice = choose_workers(job.train.recovery, ep, ready, applied_, step);
+  if (choice.use.empty()) {
+    c_.events_.add("plan_failed", kNoNode, epoch, why + ": " + choice.why);
+    spdlog::warn("no plan: {}; waiting for more workers", choice.why);
+    set_phase(Phase::gathering);
+    gather_since_ns_ = 0;
+    return;
+  }
+  auto rec = decide_plan(choice.use.size(), epoch);
   if (!rec) {
     c_.events_.add("plan_failed", kNoNode, epoch, why + ": " + rec.error().message());
-    spdlog::warn("no plan for {} workers: {}; waiting for more", ready.size(), rec.error().message());
-    phase_ = Phase::gathering;
+    spdlog::warn("no plan for {} workers: {}; waiting for more", choice.use.size(), rec.error().message());
+    set_phase(Phase::gathering);
     gather_since_ns_ = 0;
     return;
   }
   c_.events_.add("plan", kNoNode, epoch,
-                 "plan " + std::to_string(rec->number) + " for " + std::to_string(ready.size()) + " workers (" + why +
-                     "): allocation by " + rec->allocation_by + ", placement by " + rec->placement_by +
+                 "plan " + std::to_string(rec->number) + " for " + std::to_string(choice.use.size()) + " workers (" +
+                     why + "): allocation by " + rec->allocation_by + ", placement by " + rec->placement_by +
                      (rec->note.empty() ? "" : "; " + rec->note));
-  auto sw = switch_plan(applied_, ready, rec->plan, step);
+  if (rec->plan.floor < uint32_t(job.policies.min_replicas) && job.train.recovery == "elastic") {
+    std::string detail = "plan " + std::to_string(rec->number) + " guarantees " + std::to_string(rec->plan.floor) +
+                         " replicas per expert, below policies.min_replicas = " + std::to_string(job.policies.min_replicas) +
+                         " (" + std::to_string(choice.use.size()) + " workers x " + std::to_string(job.policies.slots) +
+                         " slots)" + (rec->note.empty() ? "" : ": " + rec->note);
+    c_.events_.add("floor_lowered", kNoNode, epoch, detail);
+    spdlog::warn("{}", detail);
+  }
+  if (choice.restore) return start_restore(*rec, choice.use, choice.why);
+  auto sw = switch_plan(applied_, choice.use, rec->plan, step);
   if (!sw) return fail_job("plan " + std::to_string(rec->number) + ": " + sw.error().message());
   if (applied_ && applied_->ranks == sw->ranks && same_plan(applied_->plan, rec->plan)) {
     c_.events_.add("plan_kept", kNoNode, epoch,
                    "plan " + std::to_string(rec->number) + " places every expert as plan " +
                        std::to_string(applied_->number) + " does; plan " + std::to_string(applied_->number) + " stays");
     applied_->from_step = step;
-    phase_ = Phase::running;
+    set_phase(Phase::running);
     return boundary();
   }
-  pending_ = Pending{rec->number, step, sw->ranks, rec->plan, *sw, {}, why, mono_ns(), 0};
-  pending_->waiting.insert(sw->ranks.begin(), sw->ranks.end());
-  send_plan(plan_update(rec->number, epoch, step, *sw, rec->plan, store_endpoint_), sw->ranks);
+  Pending p{rec->number, step, sw->ranks, rec->plan, *sw, {}, why, mono_ns(), 0};
+  begin_switch(std::move(p), plan_update(rec->number, epoch, step, *sw, rec->plan, store_endpoint_));
+}
+
+Result<PlanRecord> Training::decide_plan(size_t workers, Epoch epoch) {
+  const auto& job = c_.job();
+  if (job.train.recovery == "elastic") {
+    in_poke_ = true;  // the policies may take a while; the mesh is serviced meanwhile, not re-planned
+    auto rec = c_.planner().replan(uint32_t(workers), epoch);
+    in_poke_ = false;
+    return rec;
+  }
+  uint32_t ep = plan::ep_size(uint32_t(job.model.experts), uint32_t(job.policies.slots));
+  return c_.planner().fixed_ep(uint32_t(workers) / ep, epoch);
+}
+
+// The fallback: every rank loads what the plan gives it from the newest complete snapshot (or
+// the seed), and the steps after the snapshot are run again.
+void Training::start_restore(const PlanRecord& rec, const std::vector<Participant>& use, const std::string& why) {
+  uint64_t committed = c_.steps_.committed();
+  const Snapshot* snap = snapshots_ && snapshots_->latest() ? &*snapshots_->latest() : nullptr;
+  uint64_t to = snap ? snap->step : 0;
+  std::string from = snap ? "the snapshot of step " + std::to_string(to) + " (" + snap->dir + ")" : "the seed (step 0)";
+  auto sw = switch_plan(applied_, use, rec.plan, 0);  // ranks only: nothing moves
+  if (!sw) return fail_job("plan " + std::to_string(rec.number) + ": " + sw.error().message());
+  c_.steps_.rewind(to);
+  record_.lost(committed - to);
+  record_.restored();
+  if (recovery_) recovery_->restored = true;
+  else recovery_ = Recovery{why, mono_ns(), true};
+  std::string detail = "restoring " + from + " on " + std::to_string(use.size()) + " workers because " + why + "; " +
+                       std::to_string(committed - to) + " committed steps (" + std::to_string(to) + ".." +
+                       std::to_string(committed) + ") will run again";
+  c_.events_.add("restore_begun", kNoNode, c_.membership().epoch(), detail);
+  spdlog::warn("{}", detail);
+  record_.phase("restore", now_s(), why);
+  Pending p{rec.number, to, sw->ranks, rec.plan, *sw, {}, why, mono_ns(), 0};
+  p.restore = true;
+  p.restore_from = from;
+  auto u = plan_update(rec.number, c_.membership().epoch(), to, *sw, rec.plan, store_endpoint_);
+  u.restore = true;
+  u.restore_dir = snap ? snap->dir : "";
+  begin_switch(std::move(p), std::move(u));
+}
+
+void Training::begin_switch(Pending p, wire::PlanUpdate u) {
+  pending_ = std::move(p);
+  pending_->waiting.insert(pending_->ranks.begin(), pending_->ranks.end());
+  send_plan(u, pending_->ranks);
   plan_timer_.start(kPlanTimeoutMs, 0, [this] {
     plan_failed("not every worker connected and moved its state within " + std::to_string(kPlanTimeoutMs) + " ms");
   });
 }
 
 void Training::send_plan(const wire::PlanUpdate& u, const std::vector<Participant>& ranks) {
+  if (c_.on_plan_sending) c_.on_plan_sending(u);
   std::set<NodeId> nodes;
   for (const auto& r : ranks) nodes.insert(r.node);
   for (NodeId id : nodes)
@@ -247,10 +340,18 @@ void Training::plan_applied() {
                        std::to_string(int64_t(p.slowest_migrate_ms)) + " ms)";
   c_.events_.add("plan_applied", kNoNode, c_.membership().epoch(), detail);
   spdlog::info("{}", detail);
+  if (p.restore) {
+    std::string restored = "restored " + p.restore_from + " on " + std::to_string(p.ranks.size()) + " workers in " +
+                           std::to_string(int64_t((mono_ns() - p.started_ns) / 1'000'000)) + " ms; training goes on from step " +
+                           std::to_string(p.step);
+    c_.events_.add("restored", kNoNode, c_.membership().epoch(), restored);
+    spdlog::info("{}", restored);
+  }
+  record_.plan(*applied_, now_s(), loads_.empty() ? std::vector<std::vector<double>>{} : loads_.mean());
   if (previous) erase_plan_keys(previous);
   erase_plan_keys(p.number);  // every rank has connected: the rendezvous keys are done with
   plan_failures_ = 0;
-  phase_ = Phase::running;
+  set_phase(Phase::running);
   if (c_.on_change) c_.on_change();
   boundary();
 }
@@ -265,6 +366,7 @@ void Training::plan_failed(const std::string& why, bool membership) {
   spdlog::warn("{}", detail);
   abort_nodes(p.ranks, p.step, detail);
   erase_plan_keys(p.number);
+  if (membership) recovery_begins(detail);
   if (!membership && ++plan_failures_ >= kMaxConsecutiveFailures)
     return fail_job(std::to_string(plan_failures_) + " plans in a row could not be applied; the last: " + why);
   retry_timer_.start(kPlanRetryMs, 0, [this, why] { start_plan("again after: " + why); });
@@ -360,7 +462,7 @@ void Training::outcome(StepCoordinator::Outcome o) {
       return fail_job("step " + std::to_string(tally_.step) + " failed " + std::to_string(step_failures_) +
                       " times in a row; the last: " + why);
     recovery_begins("step " + std::to_string(tally_.step) + " aborted: " + why);
-    phase_ = Phase::planning;  // its data plane is spent: the next step needs a plan
+    set_phase(Phase::planning);  // its data plane is spent: the next step needs a plan
     retry_timer_.start(kAbortSettleMs, 0, [this, why] { start_plan("step aborted: " + why); });
   }
 }
@@ -387,6 +489,8 @@ void Training::committed() {
   r.imbalance = expert_imbalance(tally_.loads, placement, size_t(c_.job().model.experts));
   metrics_.add(r);
   loads_.add(tally_.loads);
+  maybe_snapshot();
+  if (c_.on_committed) c_.on_committed(r.step);
   int64_t max_steps = c_.max_steps();
   if (max_steps > 0 && int64_t(c_.steps_.committed()) >= max_steps)
     c_.events_.add("steps_done", kNoNode, c_.membership().epoch(), std::to_string(c_.steps_.committed()) + " steps committed");
@@ -400,6 +504,8 @@ void Training::recovery_begins(const std::string& cause) {
 
 void Training::recovery_ends(uint64_t step) {
   if (!recovery_) return;
+  double since_s = double(recovery_->since_ns - c_.started_ns()) / 1e9;
+  record_.recovery({recovery_->cause, recovery_->restored ? "restore" : "elastic", since_s, now_s() - since_s, step});
   std::string detail = "training resumed: step " + std::to_string(step) + " committed " +
                        std::to_string(int64_t((mono_ns() - recovery_->since_ns) / 1'000'000)) + " ms after " +
                        recovery_->cause;
@@ -408,15 +514,47 @@ void Training::recovery_ends(uint64_t step) {
   recovery_.reset();
 }
 
+// ---------- snapshots ----------
+
+// After step s-1 commits, the state is that of "step s" (what a restore resumes from).
+void Training::maybe_snapshot() {
+  int64_t every = c_.job().train.checkpoint_every;
+  uint64_t at = c_.steps_.committed();
+  if (!snapshots_ || every <= 0 || at % uint64_t(every) != 0 || !applied_) return;
+  if (snapshots_->latest() && snapshots_->latest()->step >= at) return;  // re-executed after a restore
+  std::string dir = snapshots_->begin(at, applied_->ranks);
+  wire::SaveCheckpoint msg{dir, at, applied_->number, true};
+  std::set<NodeId> nodes;
+  for (const auto& p : applied_->ranks) nodes.insert(p.node);
+  for (NodeId id : nodes) c_.send_to(c_.membership().find(id)->routing_id, msg);
+}
+
+void Training::on_snapshot_done(const wire::SaveDone& d) {
+  if (!snapshots_) return;
+  auto done = snapshots_->answer({d.node_id, d.index}, d.step, d.ok, d.units, d.copy_ms, d.ms, d.detail);
+  if (!done) {
+    c_.events_.add("snapshot_failed", kNoNode, c_.membership().epoch(), done.error().message());
+    spdlog::warn("{}", done.error().message());
+    return;
+  }
+  if (!*done) return;
+  const Snapshot& s = **done;
+  c_.events_.add("snapshot_saved", kNoNode, c_.membership().epoch(),
+                 "dense snapshot of step " + std::to_string(s.step) + " complete: " + std::to_string(s.units) + " units in " +
+                     s.dir + " (training paused " + fmt::format("{:.1f}", s.slowest_copy_ms) +
+                     " ms to copy it; written in the background, slowest worker " + std::to_string(int64_t(s.slowest_ms)) +
+                     " ms)");
+}
+
 // ---------- the end ----------
 
 void Training::start_save() {
   std::string done = "completed " + std::to_string(c_.steps_.committed()) + " steps";
   if (c_.opts_.run_dir.empty() || !applied_) {
-    phase_ = Phase::done;
+    set_phase(Phase::done);
     return c_.request_stop(done);
   }
-  phase_ = Phase::saving;
+  set_phase(Phase::saving);
   checkpoint_dir_ = c_.opts_.run_dir + "/checkpoint";
   saved_units_ = 0;
   save_waiting_ = std::set<Participant>(applied_->ranks.begin(), applied_->ranks.end());
@@ -428,6 +566,7 @@ void Training::start_save() {
 }
 
 void Training::on_save_done(const wire::SaveDone& d) {
+  if (d.snapshot) return on_snapshot_done(d);
   Participant p{d.node_id, d.index};
   if (phase_ != Phase::saving || !save_waiting_.erase(p)) return;
   if (!d.ok) return finish_save(false, "worker " + who(p) + ": " + d.detail);
@@ -444,13 +583,13 @@ void Training::finish_save(bool ok, const std::string& detail) {
                  std::to_string(saved_units_) + " units of step " + std::to_string(c_.steps_.committed()) + " in " +
                      checkpoint_dir_);
   spdlog::info("checkpoint of step {} written to {} ({} units)", c_.steps_.committed(), checkpoint_dir_, saved_units_);
-  phase_ = Phase::done;
+  set_phase(Phase::done);
   c_.request_stop(done);
 }
 
 void Training::fail_job(const std::string& why) {
   if (phase_ == Phase::failed) return;
-  phase_ = Phase::failed;
+  set_phase(Phase::failed);
   failure_ = why;
   pending_.reset();
   plan_timer_.stop();
@@ -469,7 +608,7 @@ void Training::stop(const std::string& why) {
     pending_.reset();
   }
   outcome(c_.steps_.abort("job stopping: " + why));
-  if (phase_ != Phase::failed && phase_ != Phase::saving) phase_ = Phase::done;
+  if (phase_ != Phase::failed && phase_ != Phase::saving) set_phase(Phase::done);
 }
 
 }  // namespace sal::mesh

@@ -12,6 +12,13 @@
 // (job.rebalance(), policy.load); an aborted step always leads to a new plan (its data plane is
 // spent). *saving*: after the last step every rank writes its share of a dense checkpoint into
 // <run>/checkpoint. A plan or step that fails three times in a row ends the job with the reason.
+//
+// Recovery. Which workers a plan uses and whether it must restore is train.recovery's rule
+// (recovery_modes.h). Elastic recovery moves the lost replicas' state from survivors; when some
+// state lost every holder, the plan instead restores the newest complete dense snapshot
+// (snapshots.h; taken every train.checkpoint_every steps) — or the seed, before the first — and the
+// steps after it are run again (they count as lost). Each loss is a recovery, from the loss to the
+// next committed step, recorded with its cause (run_record.h) for the summary and the report.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +30,9 @@
 
 #include "mesh/metrics.h"
 #include "mesh/plan_switch.h"
+#include "mesh/planner.h"
+#include "mesh/run_record.h"
+#include "mesh/snapshots.h"
 #include "mesh/steps.h"
 #include "mesh/timer.h"
 #include "wire/messages.h"
@@ -66,6 +76,10 @@ class Training {
   const std::string& failure() const { return failure_; }
   const std::string& checkpoint_dir() const { return checkpoint_dir_; }
   const std::string& store_endpoint() const { return store_endpoint_; }
+  const RunRecord& record() const { return record_; }
+  const SnapshotBook* snapshots() const { return snapshots_.get(); }
+  // Seconds since the controller started.
+  double now_s() const;
 
  private:
   struct Pending {
@@ -79,11 +93,14 @@ class Training {
     int64_t started_ns = 0;
     double slowest_ms = 0;
     double slowest_connect_ms = 0, slowest_migrate_ms = 0;  // each over the workers
+    bool restore = false;   // loads a checkpoint instead of moving state
+    std::string restore_from;
   };
   // From a lost worker (an aborted step, or fewer workers at a boundary) to the next committed step.
   struct Recovery {
     std::string cause;
     int64_t since_ns = 0;
+    bool restored = false;
   };
   struct Tally {
     uint64_t step = 0;
@@ -100,7 +117,13 @@ class Training {
   void boundary();
   void begin_step();
   void committed();
+  void set_phase(Phase p, const std::string& detail = "");
   void start_plan(const std::string& why);
+  Result<PlanRecord> decide_plan(size_t workers, Epoch epoch);
+  void start_restore(const PlanRecord& rec, const std::vector<Participant>& use, const std::string& why);
+  void begin_switch(Pending p, wire::PlanUpdate u);
+  void maybe_snapshot();
+  void on_snapshot_done(const wire::SaveDone& d);
   void send_plan(const wire::PlanUpdate& u, const std::vector<Participant>& ranks);
   void plan_applied();
   // A plan that cannot complete. `membership` (a rank left) is not the plan's fault: it does not
@@ -117,6 +140,8 @@ class Training {
 
   Controller& c_;
   Phase phase_ = Phase::gathering;
+  RunRecord record_;
+  std::unique_ptr<SnapshotBook> snapshots_;
   std::unique_ptr<comm::StoreServer> store_;
   std::string store_endpoint_;
   std::optional<AppliedPlan> applied_;

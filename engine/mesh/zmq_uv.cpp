@@ -1,6 +1,8 @@
 // zmq_uv.cpp — see zmq_uv.h.
 #include "mesh/zmq_uv.h"
 
+#include <cerrno>
+
 #include <spdlog/spdlog.h>
 
 namespace sal::mesh {
@@ -52,8 +54,25 @@ ZmqWatcher::~ZmqWatcher() {
     uv_close(hd, on_closed);
 }
 
+namespace {
+
+// libzmq reports EINTR when a signal (SIGCHLD, as children come and go) lands while it processes
+// its internal commands, even on non-blocking calls: those are simply tried again.
+template <class F>
+auto again_on_eintr(F f) {
+  for (;;) {
+    try {
+      return f();
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+  }
+}
+
+}  // namespace
+
 bool ZmqWatcher::readable() const {
-  return (socket_.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
+  return again_on_eintr([this] { return (socket_.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0; });
 }
 
 void ZmqWatcher::on_prepare(uv_prepare_t* h) {
@@ -81,9 +100,10 @@ void ZmqWatcher::drain() {
 }
 
 bool recv_now(zmq::socket_t& socket, std::vector<zmq::message_t>& parts) {
-  parts.clear();
-  auto n = zmq::recv_multipart(socket, std::back_inserter(parts), zmq::recv_flags::dontwait);
-  return n.has_value();
+  return again_on_eintr([&] {
+    parts.clear();
+    return zmq::recv_multipart(socket, std::back_inserter(parts), zmq::recv_flags::dontwait).has_value();
+  });
 }
 
 }  // namespace sal::mesh

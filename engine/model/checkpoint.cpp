@@ -42,7 +42,7 @@ Status write_unit(const std::string& dir, const Unit& u, uint64_t step) {
   return write_file(unit_file(dir, u.id), out);
 }
 
-Result<Unit> read_unit(const std::string& path, const Dims& dims) {
+Result<Unit> read_unit(const std::string& path, const Dims& dims, uint64_t* step) {
   auto data = read_file(path, size_t(8) << 30);
   if (!data) return data.error();
   if (data->size() < kHeaderBytes || std::memcmp(data->data(), kMagic, sizeof kMagic) != 0)
@@ -53,7 +53,8 @@ Result<Unit> read_unit(const std::string& path, const Dims& dims) {
   u.id.layer = get<int32_t>(*data, at);
   u.id.expert = get<int32_t>(*data, at);
   uint64_t n = get<uint64_t>(*data, at);
-  get<uint64_t>(*data, at);  // step
+  uint64_t written = get<uint64_t>(*data, at);
+  if (step) *step = written;
   if (uint32_t(u.id.kind) > uint32_t(UnitKind::expert)) return fail(path, ": unknown unit kind");
   size_t want = unit_size(dims, u.id.kind);
   if (n != want) return fail(path, ": ", n, " parameters, but this model's ", u.id.name(), " has ", want);

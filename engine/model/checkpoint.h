@@ -20,7 +20,8 @@ namespace sal::model {
 std::string unit_file(const std::string& dir, const UnitId& id);
 
 Status write_unit(const std::string& dir, const Unit& u, uint64_t step);
-Result<Unit> read_unit(const std::string& path, const Dims& dims);
+// `step`, when given, receives the step the unit was written at.
+Result<Unit> read_unit(const std::string& path, const Dims& dims, uint64_t* step = nullptr);
 
 // The manifest: "step <n>", "units <count>" and the model's shape ("layers 2", "d_model 64", ...),
 // one per line. Written last, so a checkpoint without one is incomplete.

@@ -44,6 +44,7 @@ Status DistributedExchange::send_rows(LayerState& s, const float* rows_by_slot, 
   int64_t total = 0;
   for (int64_t c : recv_counts) total += c;
   recv.assign(size_t(total), 0.0f);
+  if (before_alltoall) before_alltoall();
   return comm_.alltoallv(send.data(), send_counts, recv.data(), recv_counts);
 }
 
@@ -59,6 +60,7 @@ Status DistributedExchange::return_rows(LayerState& s, const std::vector<float>&
     total += back_recv[size_t(i)];
   }
   std::vector<float> back(static_cast<size_t>(total));
+  if (before_alltoall) before_alltoall();
   SAL_TRY(comm_.alltoallv(computed.data(), back_send, back.data(), back_recv));
   std::vector<size_t> next(size_t(E), 0);
   size_t row = 0;

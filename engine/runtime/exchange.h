@@ -10,6 +10,7 @@
 // input gradients. Several replicas of one expert on a worker are one unit with more capacity.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -30,6 +31,9 @@ class DistributedExchange : public model::ExpertExchange {
                       double& tokens) override;
   Status forward(int layer, const float* x, const model::Routing& r, float* out) override;
   Status backward(int layer, const float* d_out, float* dx) override;
+
+  // Called before every all-to-all (a drill's fault point).
+  std::function<void()> before_alltoall;
 
  private:
   struct LayerState {

@@ -128,10 +128,43 @@ Status Trainer::migrate(const wire::PlanUpdate& p) {
     }
   }
   if (sends.empty() && recvs.empty()) return {};
+  faults_.at(wire::FaultPoint::migration, p.step);
   if (auto s = comm_->exchange(sends, recvs); !s)
     return s.error().with_context("moving " + std::to_string(sends.size()) + " units out and " +
                                   std::to_string(recvs.size()) + " in");
   for (size_t i = 0; i < incoming.size(); ++i) install_unit(incoming[i], in[i]);
+  return {};
+}
+
+// The dense-checkpoint fallback: everything this rank holds under the plan comes from the
+// checkpoint written at p.step (or from the seed, for step 0); nothing of the old state is kept.
+Status Trainer::restore(const wire::PlanUpdate& p) {
+  model::Params fresh = model::Params::create(spec_.dims, spec_.seed, {});
+  auto load = [&](model::UnitId id) -> Result<model::Unit> {
+    if (p.restore_dir.empty()) return model::make_unit(spec_.dims, id, spec_.seed);
+    uint64_t written = 0;
+    auto u = model::read_unit(model::unit_file(p.restore_dir, id), spec_.dims, &written);
+    if (!u) return u.error().with_context("restoring plan " + std::to_string(p.plan));
+    if (written != p.step)
+      return fail(model::unit_file(p.restore_dir, id), ": written at step ", written, ", the restore needs step ", p.step);
+    return u;
+  };
+  std::vector<model::Unit*> dense{&fresh.embedding};
+  for (size_t l = 0; l < fresh.dense.size(); ++l) {
+    dense.push_back(&fresh.dense[l]);
+    dense.push_back(&fresh.gate[l]);
+  }
+  for (model::Unit* u : dense) {
+    auto loaded = load(u->id);
+    if (!loaded) return loaded.error();
+    *u = std::move(*loaded);
+  }
+  for (auto [l, e] : std::set<std::pair<int, int>>(held_.begin(), held_.end())) {
+    auto loaded = load({model::UnitKind::expert, l, e});
+    if (!loaded) return loaded.error();
+    fresh.experts[{l, e}] = std::move(*loaded);
+  }
+  params_ = std::move(fresh);
   return {};
 }
 
@@ -165,7 +198,11 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
       }
   shared_ = shared_experts(replicas_);
   int64_t t1 = mono_ns();
-  SAL_TRY(migrate(p));
+  if (p.restore) {
+    SAL_TRY(restore(p));
+  } else {
+    SAL_TRY(migrate(p));
+  }
   plan_times_.migrate_ms = double(mono_ns() - t1) / 1e6;
   for (auto [l, e] : held_) {
     if (params_.expert(l, e)) continue;
@@ -181,6 +218,7 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
 }
 
 Status Trainer::sync_gradients() {
+  faults_.at(wire::FaultPoint::allreduce, step_);
   if (ranks_ <= 1) return {};
   // every non-expert unit, over every rank
   std::vector<model::Unit*> dense{&params_.embedding};
@@ -226,7 +264,10 @@ Result<StepOutcome> Trainer::step(uint64_t step) {
   have_grads_ = false;
   auto [first, count] = model::batch_share(spec_.global_batch, ranks_, rank_);
   model::Batch b = model::make_batch(corpus_, spec_.seed, step, first, count, spec_.dims.seq_len);
+  step_ = step;
+  faults_.at(wire::FaultPoint::forward, step);
   DistributedExchange ex(*comm_, params_, replicas_);
+  ex.before_alltoall = [this, step] { faults_.at(wire::FaultPoint::alltoall, step); };
   model::MoeGpt m(params_);
   auto stats = m.step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len, ex);
   if (!stats) return stats.error().with_context("step " + std::to_string(step));
@@ -251,25 +292,45 @@ void Trainer::discard() {
   params_.zero_grads();
 }
 
+std::vector<const model::Unit*> Trainer::checkpoint_share() const {
+  std::vector<const model::Unit*> out;
+  if (rank_ == 0) {
+    out.push_back(&params_.embedding);
+    for (size_t l = 0; l < params_.dense.size(); ++l) {
+      out.push_back(&params_.dense[l]);
+      out.push_back(&params_.gate[l]);
+    }
+  }
+  for (auto [l, e] : std::set<std::pair<int, int>>(held_.begin(), held_.end())) {
+    const auto& holders = replicas_[size_t(l)][size_t(e)];
+    int lowest = int(std::find_if(holders.begin(), holders.end(), [](uint32_t x) { return x > 0; }) - holders.begin());
+    auto it = params_.experts.find({l, e});
+    if (lowest == rank_ && it != params_.experts.end()) out.push_back(&it->second);
+  }
+  return out;
+}
+
+std::vector<model::Unit> Trainer::snapshot_share() const {
+  std::vector<model::Unit> out;
+  for (const model::Unit* u : checkpoint_share()) {
+    model::Unit c;
+    c.id = u->id;
+    c.w = u->w;
+    c.m = u->m;
+    c.v = u->v;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 // Each rank writes its share; the counts are summed over the plan and rank 0 writes the manifest
 // last, so a checkpoint with a manifest is complete.
 Result<uint32_t> Trainer::save(const std::string& dir, uint64_t step) {
   if (!comm_ || plan_ == 0) return fail("no plan applied");
   SAL_TRY(make_dirs(dir));
   uint32_t written = 0;
-  if (rank_ == 0) {
-    SAL_TRY(model::write_unit(dir, params_.embedding, step));
-    for (size_t l = 0; l < params_.dense.size(); ++l) {
-      SAL_TRY(model::write_unit(dir, params_.dense[l], step));
-      SAL_TRY(model::write_unit(dir, params_.gate[l], step));
-    }
-    written += uint32_t(1 + 2 * params_.dense.size());
-  }
-  for (auto [l, e] : std::set<std::pair<int, int>>(held_.begin(), held_.end())) {
-    const auto& holders = replicas_[size_t(l)][size_t(e)];
-    int lowest = int(std::find_if(holders.begin(), holders.end(), [](uint32_t x) { return x > 0; }) - holders.begin());
-    if (lowest != rank_ || !params_.expert(l, e)) continue;
-    SAL_TRY(model::write_unit(dir, *params_.expert(l, e), step));
+  for (const model::Unit* u : checkpoint_share()) {
+    SAL_TRY(model::write_unit(dir, *u, step));
     ++written;
   }
   double total = written;

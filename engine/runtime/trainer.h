@@ -25,6 +25,7 @@
 #include "model/params.h"
 #include "runtime/dispatch.h"
 #include "runtime/expert_grads.h"
+#include "runtime/faults.h"
 #include "runtime/train_spec.h"
 #include "wire/messages.h"
 
@@ -48,6 +49,8 @@ class Trainer {
   void commit(uint64_t step);
   void discard();
   Result<uint32_t> save(const std::string& dir, uint64_t step);
+  // Copies of the units this rank writes in a dense checkpoint (for an asynchronous snapshot).
+  std::vector<model::Unit> snapshot_share() const;
 
   // From another thread: ends the plan's data plane (and a rendezvous in progress) so a blocked
   // call returns; everything fails fast until clear_abort().
@@ -61,14 +64,21 @@ class Trainer {
   };
   PlanTimes plan_times() const { return plan_times_; }
 
+  // A drill's fault: this worker dies when it reaches the point (faults.h).
+  void arm_fault(const wire::FaultArm& f) { faults_.arm(f); }
+
   int rank() const { return rank_; }
   uint64_t plan() const { return plan_; }
 
  private:
   Status connect(const wire::PlanUpdate& plan);
   Status migrate(const wire::PlanUpdate& plan);
+  Status restore(const wire::PlanUpdate& plan);
   void install_unit(model::UnitId id, const std::vector<float>& packed);
   void keep_only(const std::vector<std::pair<int, int>>& held);
+  // The units this rank writes in a dense checkpoint: the non-expert ones on rank 0, each expert
+  // on the lowest rank holding it.
+  std::vector<const model::Unit*> checkpoint_share() const;
   Status sync_gradients();
   Result<double> global_norm();
 
@@ -88,6 +98,8 @@ class Trainer {
   double last_norm_ = 0;
   PlanTimes plan_times_;
   bool have_grads_ = false;
+  uint64_t step_ = 0;                            // the step being computed (fault points name it)
+  FaultInjector faults_;
 };
 
 }  // namespace sal::runtime

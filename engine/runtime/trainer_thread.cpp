@@ -60,6 +60,7 @@ void TrainerThread::run() {
     }, r);
     if (fatal()) break;
   }
+  snapshots_.reset();  // finishes the writes in flight (their answers are no longer sent)
   answers_.reset();
 }
 
@@ -81,6 +82,7 @@ void TrainerThread::handle(const wire::JobSpec& j) {
     }
     trainer_ = std::move(t);
   }
+  snapshots_ = std::make_unique<SnapshotWriter>([this](wire::SaveDone d) { post(SnapshotWritten{std::move(d)}); });
   spdlog::info("ready to train job {}", j.label);
   answer(wire::WorkerStatus{index_, wire::WorkerState::ready});
 }
@@ -134,7 +136,14 @@ void TrainerThread::handle(const wire::StepAbort&) {
 
 void TrainerThread::handle(const wire::SaveCheckpoint& s) {
   if (!trainer_ || trainer_->plan() != s.plan) return;  // not a rank of the plan that saves
-  wire::SaveDone d{0, index_, s.step, false, "", 0};
+  wire::SaveDone d{0, index_, s.step, false, "", 0, s.snapshot, 0, 0};
+  if (s.snapshot) {
+    int64_t t0 = mono_ns();
+    auto units = trainer_->snapshot_share();
+    d.copy_ms = d.ms = double(mono_ns() - t0) / 1e6;
+    snapshots_->write(s.dir, s.step, std::move(units), d);
+    return;
+  }
   auto n = trainer_ ? trainer_->save(s.dir, s.step) : Result<uint32_t>(fail("no job loaded"));
   if (n) {
     d.ok = true;
@@ -144,5 +153,11 @@ void TrainerThread::handle(const wire::SaveCheckpoint& s) {
   }
   answer(d);
 }
+
+void TrainerThread::handle(const wire::FaultArm& f) {
+  if (trainer_) trainer_->arm_fault(f);
+}
+
+void TrainerThread::handle(const SnapshotWritten& w) { answer(w.done); }
 
 }  // namespace sal::runtime

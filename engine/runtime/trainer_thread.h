@@ -17,6 +17,7 @@
 #include <thread>
 #include <variant>
 
+#include "runtime/snapshot.h"
 #include "runtime/train_spec.h"
 #include "runtime/trainer.h"
 #include "wire/messages.h"
@@ -26,8 +27,12 @@ namespace sal::runtime {
 using JobLoader = std::function<Result<TrainSpec>(const wire::JobSpec&)>;
 
 struct StopRequest {};
+// A background snapshot write finished (its SaveDone goes out from the training thread).
+struct SnapshotWritten {
+  wire::SaveDone done;
+};
 using Request = std::variant<wire::JobSpec, wire::PlanUpdate, wire::StepBegin, wire::StepCommit, wire::StepAbort,
-                             wire::SaveCheckpoint, StopRequest>;
+                             wire::SaveCheckpoint, wire::FaultArm, SnapshotWritten, StopRequest>;
 
 class TrainerThread {
  public:
@@ -50,6 +55,8 @@ class TrainerThread {
   void handle(const wire::StepCommit& c);
   void handle(const wire::StepAbort& a);
   void handle(const wire::SaveCheckpoint& s);
+  void handle(const wire::FaultArm& f);
+  void handle(const SnapshotWritten& w);
   template <class M>
   void answer(const M& msg);
 
@@ -64,6 +71,7 @@ class TrainerThread {
   std::optional<std::string> fatal_;
   bool stop_ = false;
   std::unique_ptr<zmq::socket_t> answers_;
+  std::unique_ptr<SnapshotWriter> snapshots_;  // created with the trainer; finishes before it goes
   std::thread thread_;
 };
 

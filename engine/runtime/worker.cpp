@@ -91,6 +91,7 @@ class WorkerLoop {
       case T::step_begin: forward<wire::StepBegin>(*env); break;
       case T::step_commit: forward<wire::StepCommit>(*env); break;
       case T::save_checkpoint: forward<wire::SaveCheckpoint>(*env); break;
+      case T::fault_arm: forward<wire::FaultArm>(*env); break;
       case T::step_abort:
         trainer_->abort("step aborted by the controller");
         forward<wire::StepAbort>(*env);

@@ -335,6 +335,7 @@ SAL_WIRE_INSTANTIATE(ReplResult)
 SAL_WIRE_INSTANTIATE(ReplComplete)
 SAL_WIRE_INSTANTIATE(ReplCompletions)
 SAL_WIRE_INSTANTIATE(ReplBye)
+SAL_WIRE_INSTANTIATE(FaultArm)
 
 std::string_view type_name(MsgType t) {
   switch (t) {
@@ -355,6 +356,7 @@ std::string_view type_name(MsgType t) {
     case MsgType::plan_ready: return "PlanReady";
     case MsgType::save_checkpoint: return "SaveCheckpoint";
     case MsgType::save_done: return "SaveDone";
+    case MsgType::fault_arm: return "FaultArm";
     case MsgType::worker_hello: return "WorkerHello";
     case MsgType::worker_status: return "WorkerStatus";
     case MsgType::repl_hello: return "ReplHello";

@@ -34,6 +34,7 @@ enum class MsgType : uint16_t {
   plan_ready = 15,
   save_checkpoint = 16,
   save_done = 17,
+  fault_arm = 18,
   // worker <-> agent (the agent's local endpoint); step_* and command are relayed unchanged
   worker_hello = 20,
   worker_status = 21,
@@ -63,6 +64,8 @@ constexpr size_t kJobTextMax = 1u << 20;    // a job file's text
 enum class WorkerState : uint8_t { starting, ready, draining, stopped, count_ };
 enum class WorkerEventKind : uint8_t { started, ready, exited, spawn_failed, count_ };
 enum class Verb : uint8_t { stop, drain, kill, count_ };
+// Where a drill's armed fault kills a worker (FaultArm).
+enum class FaultPoint : uint8_t { forward, alltoall, allreduce, migration, count_ };
 enum class ValueFormat : uint8_t { text, json, count_ };
 
 // Error codes in ErrorReply.
@@ -332,6 +335,10 @@ struct PlanUpdate {
   std::vector<uint32_t> placement;     // [layer][rank][slot] = expert, flattened
   std::vector<UnitTransfer> transfers;
   std::string store;                   // the rendezvous store endpoint
+  // The dense-checkpoint fallback: every rank loads what it holds from `restore_dir` (written at
+  // `step`), or creates it from the job's seed when the directory is empty (step 0); no transfers.
+  bool restore = false;
+  std::string restore_dir;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("plan", s.plan);
@@ -344,6 +351,8 @@ struct PlanUpdate {
     v("placement", s.placement, kPlanMax);
     v("transfers", s.transfers, kPlanMax);
     v("store", s.store, kNameMax);
+    v("restore", s.restore);
+    v("restore_dir", s.restore_dir, kTextMax);
   }
 };
 
@@ -371,17 +380,21 @@ struct PlanReady {
 };
 
 // Write a dense checkpoint of the committed state into `dir`: every rank of `plan` writes its
-// share (each unit by one writer), then rank 0 writes the manifest.
+// share (each unit by one writer), then rank 0 writes the manifest. With `snapshot`, each rank
+// copies its share to host memory between steps and writes it in the background while training
+// goes on (no manifest: the controller marks the directory complete once every SaveDone is in).
 struct SaveCheckpoint {
   static constexpr MsgType kType = MsgType::save_checkpoint;
   std::string dir;
   uint64_t step = 0;
   uint64_t plan = 0;
+  bool snapshot = false;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("dir", s.dir, kTextMax);
     v("step", s.step);
     v("plan", s.plan);
+    v("snapshot", s.snapshot);
   }
 };
 
@@ -393,6 +406,9 @@ struct SaveDone {
   bool ok = false;
   std::string detail;
   uint32_t units = 0;  // units this worker wrote
+  bool snapshot = false;
+  double copy_ms = 0;  // snapshot: copying to host memory (the pause between steps)
+  double ms = 0;       // copying and writing, on this worker
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("node_id", s.node_id);
@@ -401,6 +417,29 @@ struct SaveDone {
     v("ok", s.ok);
     v("detail", s.detail, kTextMax);
     v("units", s.units);
+    v("snapshot", s.snapshot);
+    v("copy_ms", s.copy_ms);
+    v("ms", s.ms);
+  }
+};
+
+// A drill's fault: worker `index` of the node dies — it SIGKILLs its agent, then itself — when it
+// reaches `point` in step `step` (in any step with `any_step`; `migration`: a plan switch that moves
+// state to or from it). Relayed by the agent to that worker only.
+struct FaultArm {
+  static constexpr MsgType kType = MsgType::fault_arm;
+  uint32_t index = 0;
+  FaultPoint point = FaultPoint::forward;
+  uint64_t step = 0;
+  bool any_step = false;
+  std::string reason;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("index", s.index);
+    v("point", s.point);
+    v("step", s.step);
+    v("any_step", s.any_step);
+    v("reason", s.reason, kTextMax);
   }
 };
 

@@ -12,6 +12,7 @@
 
 #include "model/checkpoint.h"
 #include "support/mesh_harness.h"
+#include "support/run_files.h"
 
 using namespace sal;
 using namespace sal::test;
@@ -28,31 +29,8 @@ std::string write_job(const std::string& dir, const std::string& name, const std
   return path;
 }
 
-nlohmann::json run_json(const std::vector<std::string>& args, const std::string& log, int timeout_ms) {
-  Proc run = spawn(args, log);
-  int rc = run.wait(timeout_ms);
-  std::string out = run.output();
-  INFO(out);
-  REQUIRE(rc == 0);
-  return nlohmann::json::parse(out.substr(out.rfind("{\"job\"")));
-}
-
 // loss column of metrics.csv, one entry per committed step
-std::vector<double> losses(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/metrics.csv");
-  std::string line;
-  std::getline(in, line);  // header
-  std::vector<double> out;
-  while (std::getline(in, line)) out.push_back(std::stod(line.substr(line.find(',') + 1)));
-  return out;
-}
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::vector<double> losses(const std::string& run_dir) { return metrics_column(run_dir, "loss"); }
 
 }  // namespace
 
@@ -107,26 +85,11 @@ TEST_CASE("t0501-one-vs-four-workers: the same job on 1 and on 4 workers agrees 
   REQUIRE(a.size() == 25);
   REQUIRE(b.size() == 25);
   for (size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) < 1e-3 * std::abs(a[i]));
-  auto pa = model::load_all(run(1, 12) + "/checkpoint"), pb = model::load_all(run(4, 12) + "/checkpoint");
-  REQUIRE(pa.ok());
-  REQUIRE(pb.ok());
-  auto ua = pa->units(), ub = pb->units();
-  REQUIRE(ua.size() == ub.size());
   // Per unit, the distance between the two weight vectors relative to their size, and the largest
   // elementwise difference (Adam divides each gradient by its own running magnitude, so an element
   // whose gradient is rounding noise may move by up to lr per step either way).
-  double worst = 0, differs = 0;
-  for (size_t i = 0; i < ua.size(); ++i) {
-    REQUIRE(ua[i]->w.size() == ub[i]->w.size());
-    double dist = 0, size = 0;
-    for (size_t k = 0; k < ua[i]->w.size(); ++k) {
-      double d = double(ua[i]->w[k]) - double(ub[i]->w[k]);
-      dist += d * d;
-      size += double(ua[i]->w[k]) * double(ua[i]->w[k]);
-      differs = std::max(differs, std::abs(d));
-    }
-    worst = std::max(worst, std::sqrt(dist / std::max(size, 1e-30)));
-  }
+  auto d = weight_distance(run(1, 12) + "/checkpoint", run(4, 12) + "/checkpoint");
+  double worst = d.relative, differs = d.elementwise;
   MESSAGE("weights after 12 steps: largest relative distance of a unit " << worst << ", largest elementwise difference "
                                                                          << differs);
   CHECK(worst < 1e-4);
@@ -146,7 +109,7 @@ TEST_CASE("t0502-bit-reproducible: two runs with the same membership give identi
   int compared = 0;
   for (auto* u : pa->units()) {
     std::string rel = model::unit_file("", u->id);
-    CHECK(file_bytes(dir + "/a/checkpoint" + rel) == file_bytes(dir + "/b/checkpoint" + rel));
+    CHECK(file_text(dir + "/a/checkpoint" + rel) == file_text(dir + "/b/checkpoint" + rel));
     ++compared;
   }
   CHECK(compared == 1 + 2 * 1 + 4);  // embedding, dense + gate, four experts

@@ -1,0 +1,44 @@
+// cmd_report.cpp — `salamander report RUN_DIR [--out FILE]`: (re)writes a run's HTML report (by
+// default RUN_DIR/report.html); `salamander report --compare DIR DIR... --out FILE` puts several
+// runs of one job side by side. Prints the path written.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/options.h"
+#include "report/report.h"
+
+namespace sal::cli {
+
+int cmd_report(const Args& args) {
+  Command cmd{"report",
+              "report RUN_DIR [--out FILE] | report --compare DIR DIR... --out FILE",
+              "Writes a run's HTML report (plots and tables from its metrics, events, timeline, plans and "
+              "summary), or a page comparing several runs of the same job.",
+              {{"--out", "FILE", "where to write (default RUN_DIR/report.html; required with --compare)"},
+               {"--compare", "", "compare the run directories given (two or more)"}},
+              1024};
+  auto p = parse(cmd, args);
+  if (!p) return usage_error(cmd, p.error().message());
+  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  std::string out = p->get_or("--out", "");
+  Status written;
+  if (p->has("--compare")) {
+    if (p->positional.size() < 2) return usage_error(cmd, "--compare needs at least two run directories");
+    if (out.empty()) return usage_error(cmd, "--compare needs --out FILE");
+    written = report::write_comparison(p->positional, out);
+  } else {
+    if (p->positional.size() != 1)
+      return usage_error(cmd, "expected one run directory — usage: salamander " + cmd.synopsis);
+    if (out.empty()) out = p->positional[0] + "/report.html";
+    written = report::write_run_report(p->positional[0], out);
+  }
+  if (!written) {
+    std::fprintf(stderr, "salamander report: %s\n", written.error().message().c_str());
+    return 1;
+  }
+  std::printf("%s\n", out.c_str());
+  return 0;
+}
+
+}  // namespace sal::cli

@@ -1,0 +1,350 @@
+// drill_spec.cpp — see drill_spec.h. The script's calls are recorded as (kind, line, table) by one
+// C function; the checks run in C++ afterwards, so every error can name the call's line.
+#include "drill/drill_spec.h"
+
+#include <lua.hpp>
+
+#include <algorithm>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "core/paths.h"
+#include "core/strings.h"
+#include "drill/trace.h"
+#include "lua/convert.h"
+#include "lua/sandbox.h"
+
+namespace sal::drill {
+namespace {
+
+constexpr size_t kMaxDrillBytes = 1u << 20;
+constexpr int64_t kDrillEvalBudgetMs = 2000;
+constexpr size_t kDrillMemoryLimit = 32u << 20;
+
+struct Call {
+  std::string kind;
+  int line = 0;
+  nlohmann::ordered_json args;
+};
+
+using Json = nlohmann::ordered_json;
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", s);
+  return buf;
+}
+
+// __record(kind, {…}): appends the call to the collector (upvalue 1, a light userdata).
+int record(lua_State* L) {
+  auto* calls = static_cast<std::vector<Call>*>(lua_touserdata(L, lua_upvalueindex(1)));
+  const char* kind = lua_tostring(L, lua_upvalueindex(2));
+  if (lua_gettop(L) != 1 || !lua_istable(L, 1)) {
+    lua_pushfstring(L, "%s{...} takes one table of named fields, e.g. %s{node = 2, step = 10}", kind, kind);
+    return lua_error(L);
+  }
+  lua_Debug ar;
+  int line = 0;
+  if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "l", &ar)) line = ar.currentline;
+  Json args;
+  try {
+    args = lua::to_json(L, 1);
+    calls->push_back({kind, line, std::move(args)});
+  } catch (const std::exception& e) {
+    lua_pushfstring(L, "%s{...}: %s", kind, e.what());
+    return lua_error(L);
+  }
+  return 0;
+}
+
+void install(lua::Sandbox& sb, std::vector<Call>& calls, const std::map<std::string, std::string>& args) {
+  lua_State* L = sb.L();
+  for (const char* kind : {"drill", "kill", "drain", "freeze", "add", "replay_trace", "expect"}) {
+    lua_pushlightuserdata(L, &calls);
+    lua_pushstring(L, kind);
+    lua_pushcclosure(L, record, 2);
+    sb.set_global(kind);
+  }
+  lua_newtable(L);
+  for (const auto& [k, v] : args) lua::set_field(L, k.c_str(), v);
+  sb.set_global("args");
+}
+
+class Checker {
+ public:
+  Checker(const std::string& file, const Call& c) : where_(file + ":" + std::to_string(c.line)), c_(c) {}
+
+  Status only(const std::vector<std::string>& keys) const {
+    if (!c_.args.is_object()) {
+      if (c_.args.empty()) return {};
+      return fail(where_, ": ", c_.kind, "{...} takes named fields, not a list");
+    }
+    for (const auto& [k, v] : c_.args.items())
+      if (std::find(keys.begin(), keys.end(), k) == keys.end())
+        return fail(where_, ": ", c_.kind, ": unknown field '", k, "'", did_you_mean(k, keys), " (fields: ", join(keys, ", "),
+                    ")");
+    return {};
+  }
+  bool has(const char* k) const { return c_.args.is_object() && c_.args.contains(k); }
+  Result<double> number(const char* k, double lo, double hi) const {
+    const auto& v = c_.args[k];
+    if (!v.is_number() || v.get<double>() < lo || v.get<double>() > hi)
+      return fail(where_, ": ", c_.kind, ".", k, ": expected a number in [", lo, ", ", hi, "], got ", v.dump());
+    return v.get<double>();
+  }
+  Result<uint64_t> integer(const char* k, double lo, double hi) const {
+    auto n = number(k, lo, hi);
+    if (!n) return n.error();
+    if (*n != double(int64_t(*n))) return fail(where_, ": ", c_.kind, ".", k, ": expected an integer, got ", *n);
+    return uint64_t(*n);
+  }
+  Result<std::string> text(const char* k) const {
+    const auto& v = c_.args[k];
+    if (!v.is_string()) return fail(where_, ": ", c_.kind, ".", k, ": expected a string, got ", v.dump());
+    return v.get<std::string>();
+  }
+  const std::string& where() const { return where_; }
+  const std::string& kind() const { return c_.kind; }
+
+ private:
+  std::string where_;
+  const Call& c_;
+};
+
+Result<wire::FaultPoint> fault_point(const Checker& ck, const std::string& s) {
+  static const std::vector<std::string> names{"forward", "alltoall", "allreduce", "migration"};
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == s) return wire::FaultPoint(i);
+  return fail(ck.where(), ": ", ck.kind(), ".during: '", s, "' is not a point of the step", did_you_mean(s, names),
+              " (one of: ", join(names, ", "), ")");
+}
+
+Status read_trigger(const Checker& ck, Action& a) {
+  if (ck.has("step") == ck.has("at_s"))
+    return fail(ck.where(), ": ", ck.kind(), ": give exactly one of step (after that many committed steps) or at_s");
+  if (ck.has("step")) {
+    auto s = ck.integer("step", 0, 1e12);
+    if (!s) return s.error();
+    a.step = *s;
+  } else {
+    auto t = ck.number("at_s", 0, 1e7);
+    if (!t) return t.error();
+    a.at_s = *t;
+  }
+  return {};
+}
+
+Status read_target(const Checker& ck, Action& a) {
+  if (ck.has("node")) {
+    auto n = ck.text("node");
+    if (n && *n == "random") {
+      a.node.reset();
+    } else {
+      auto id = ck.integer("node", 1, 1e9);
+      if (!id) return fail(ck.where(), ": ", ck.kind(), ".node: expected a node id or \"random\"");
+      a.node = uint32_t(*id);
+    }
+  }
+  if (ck.has("count")) {
+    auto c = ck.integer("count", 1, 4096);
+    if (!c) return c.error();
+    if (a.node && *c != 1) return fail(ck.where(), ": ", ck.kind(), ": count > 1 needs node = \"random\"");
+    a.count = uint32_t(*c);
+  }
+  return {};
+}
+
+Result<Action> read_action(const Checker& ck, ActionKind kind) {
+  Action a;
+  a.kind = kind;
+  a.where = ck.where();
+  std::vector<std::string> keys{"step", "at_s", "count"};
+  if (kind != ActionKind::add) keys.push_back("node");
+  if (kind == ActionKind::kill) keys.insert(keys.end(), {"during", "expert", "layer"});
+  if (kind == ActionKind::freeze) keys.push_back("ms");
+  SAL_TRY(ck.only(keys));
+  SAL_TRY(read_trigger(ck, a));
+  SAL_TRY(read_target(ck, a));
+  if (ck.has("expert")) {
+    if (ck.has("node") || ck.has("count") || ck.has("during"))
+      return fail(ck.where(), ": kill: `expert` picks the nodes itself (no node, count or during)");
+    auto e = ck.integer("expert", 0, 1e6);
+    if (!e) return e.error();
+    auto l = ck.has("layer") ? ck.integer("layer", 0, 1e6) : Result<uint64_t>(uint64_t(0));
+    if (!l) return l.error();
+    a.holders_of = std::pair{int(*l), int(*e)};
+  } else if (ck.has("layer")) {
+    return fail(ck.where(), ": kill: `layer` goes with `expert`");
+  }
+  if (ck.has("during")) {
+    auto d = ck.text("during");
+    if (!d) return d.error();
+    auto p = fault_point(ck, *d);
+    if (!p) return p.error();
+    a.during = *p;
+    if (a.count != 1) return fail(ck.where(), ": kill: `during` kills one node (count = 1)");
+  }
+  if (kind == ActionKind::freeze) {
+    if (!ck.has("ms")) return fail(ck.where(), ": freeze: ms (how long the node stays stopped) is required");
+    auto ms = ck.integer("ms", 1, 3.6e6);
+    if (!ms) return ms.error();
+    a.ms = *ms;
+  }
+  return a;
+}
+
+Status read_expect(const Checker& ck, Expectations& e) {
+  SAL_TRY(ck.only({"lost_steps", "resume_s", "min_throughput_share", "restores", "min_restores"}));
+  if (ck.has("lost_steps")) {
+    auto v = ck.integer("lost_steps", 0, 1e12);
+    if (!v) return v.error();
+    e.lost_steps = *v;
+  }
+  if (ck.has("resume_s")) {
+    auto v = ck.number("resume_s", 0, 1e6);
+    if (!v) return v.error();
+    e.resume_s = *v;
+  }
+  if (ck.has("min_throughput_share")) {
+    auto v = ck.number("min_throughput_share", 0, 10);
+    if (!v) return v.error();
+    e.min_throughput_share = *v;
+  }
+  if (ck.has("restores")) {
+    auto v = ck.integer("restores", 0, 1e9);
+    if (!v) return v.error();
+    e.restores = *v;
+  }
+  if (ck.has("min_restores")) {
+    auto v = ck.integer("min_restores", 0, 1e9);
+    if (!v) return v.error();
+    e.min_restores = *v;
+  }
+  return {};
+}
+
+Status read_header(const Checker& ck, DrillSpec& d) {
+  SAL_TRY(ck.only({"name", "steps", "seed", "duration_s"}));
+  if (ck.has("duration_s")) {
+    auto s = ck.number("duration_s", 0.1, 1e7);
+    if (!s) return s.error();
+    d.duration_s = *s;
+  }
+  if (ck.has("name")) {
+    auto n = ck.text("name");
+    if (!n) return n.error();
+    d.name = *n;
+  }
+  if (ck.has("steps")) {
+    auto s = ck.integer("steps", 1, 1e12);
+    if (!s) return s.error();
+    d.steps = int64_t(*s);
+  }
+  if (ck.has("seed")) {
+    auto s = ck.integer("seed", 0, 9e15);
+    if (!s) return s.error();
+    d.seed = *s;
+  }
+  return {};
+}
+
+Status read_trace(const Checker& ck, const std::string& dir, DrillSpec& d) {
+  SAL_TRY(ck.only({"file", "format", "time_scale", "max_nodes", "start_s"}));
+  TraceOptions o;
+  auto file = ck.text("file");
+  if (!file) return file.error();
+  o.file = (*file)[0] == '/' ? *file : dir + "/" + *file;
+  if (ck.has("format")) {
+    auto f = ck.text("format");
+    if (!f) return f.error();
+    if (*f != "bamboo") return fail(ck.where(), ": replay_trace.format: '", *f, "' is not a trace format (bamboo)");
+  }
+  if (ck.has("time_scale")) {
+    auto t = ck.number("time_scale", 1e-9, 1e6);
+    if (!t) return t.error();
+    o.time_scale = *t;
+  }
+  if (ck.has("max_nodes")) {
+    auto m = ck.integer("max_nodes", 1, 4096);
+    if (!m) return m.error();
+    o.max_nodes = uint32_t(*m);
+  }
+  if (ck.has("start_s")) {
+    auto s = ck.number("start_s", 0, 1e7);
+    if (!s) return s.error();
+    o.start_s = *s;
+  }
+  auto trace = trace_actions(o);
+  if (!trace) return trace.error().with_context(ck.where() + ": replay_trace");
+  d.actions.insert(d.actions.end(), trace->actions.begin(), trace->actions.end());
+  d.initial_nodes = trace->initial_nodes;
+  if (!d.duration_s) d.duration_s = o.start_s + trace->duration_s;
+  return {};
+}
+
+Status read_call(const std::string& file, const std::string& dir, const Call& c, DrillSpec& d) {
+  Checker ck(file, c);
+  if (c.kind == "drill") return read_header(ck, d);
+  if (c.kind == "expect") return read_expect(ck, d.expect);
+  if (c.kind == "replay_trace") return read_trace(ck, dir, d);
+  ActionKind kind = c.kind == "kill" ? ActionKind::kill
+                    : c.kind == "drain" ? ActionKind::drain
+                    : c.kind == "freeze" ? ActionKind::freeze
+                                         : ActionKind::add;
+  auto a = read_action(ck, kind);
+  if (!a) return a.error();
+  d.actions.push_back(std::move(*a));
+  return {};
+}
+
+}  // namespace
+
+const char* action_name(ActionKind k) {
+  switch (k) {
+    case ActionKind::kill: return "kill";
+    case ActionKind::drain: return "drain";
+    case ActionKind::freeze: return "freeze";
+    case ActionKind::add: return "add";
+  }
+  return "?";
+}
+
+std::string Action::describe() const {
+  static const char* points[] = {"forward", "all-to-all", "gradient all-reduce", "state migration"};
+  std::string who = kind == ActionKind::add ? std::to_string(count) + " node" + (count > 1 ? "s" : "")
+                    : holders_of ? "every holder of layer " + std::to_string(holders_of->first) + " expert " +
+                                       std::to_string(holders_of->second)
+                    : node       ? "node " + std::to_string(*node)
+                                 : std::to_string(count) + " random node" + (count > 1 ? "s" : "");
+  std::string when = step ? "after step " + std::to_string(*step) : "at " + seconds(*at_s);
+  std::string s = std::string(action_name(kind)) + " " + who + " " + when;
+  if (during) s += " during the " + std::string(points[size_t(*during)]);
+  if (kind == ActionKind::freeze) s += " for " + std::to_string(ms) + " ms";
+  return s + " (" + where + ")";
+}
+
+Result<DrillSpec> load_drill(const std::string& path, const std::map<std::string, std::string>& args) {
+  auto text = read_file(path, kMaxDrillBytes);
+  if (!text) return Error("drill " + text.error().message());
+  std::vector<Call> calls;
+  {
+    lua::Sandbox sb({.name = "drill " + path, .memory_limit = kDrillMemoryLimit});
+    install(sb, calls, args);
+    if (auto s = sb.load(*text, "@" + path); !s) return Error(s.error().message());
+    if (auto s = sb.call(0, 0, {.deadline_ms = kDrillEvalBudgetMs, .what = "drill script budget"}); !s)
+      return Error(path + ": " + s.error().message());
+  }
+  DrillSpec d;
+  d.file = path;
+  std::string dir = absolute_path(dir_name(path));
+  for (const auto& c : calls) SAL_TRY(read_call(path, dir, c, d));
+  if (d.name.empty()) {
+    auto base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+    d.name = base.substr(0, base.rfind(".lua"));
+  }
+  if (d.actions.empty() && !d.initial_nodes) return fail(path, ": the drill schedules nothing (no kill, drain, freeze, add or replay_trace)");
+  return d;
+}
+
+}  // namespace sal::drill

@@ -1,0 +1,74 @@
+// drill_spec.h — a failure drill as written: a Lua script (scripts/drills/*.lua) that schedules
+// what happens to which nodes and when, and what the run must show. The script runs once, in a
+// sandbox, when the drill is loaded; it calls
+//
+//   drill{name = "...", steps = N, seed = S, duration_s = T}   the drill's name, the steps the
+//                                                  job runs, the seed that picks "random" nodes,
+//                                                  and how long it trains before the drill stops it
+//   kill{node = ID | "random", step = S | at_s = T, during = "forward" | "alltoall" | "allreduce"
+//        | "migration", count = K}                 SIGKILL a node; with `during`, its worker dies
+//                                                  at that point of the next step (migration: in
+//                                                  the next plan switch where it — or, for
+//                                                  "random", some node — sends state)
+//   kill{expert = E, layer = L, step | at_s}       SIGKILL every node that holds a replica of expert
+//                                                  E of layer L (0-based) under the plan in force
+//   drain{node, step | at_s, count}                preemption with notice: the node finishes its step
+//   freeze{node, step | at_s, ms, count}           SIGSTOP the node for ms, then SIGCONT
+//   add{count, step | at_s}                        start more nodes (a local mesh)
+//   replay_trace{file, format = "bamboo", time_scale, max_nodes, start_s}   (trace.h)
+//   expect{lost_steps = N, resume_s = T, min_throughput_share = F, restores = N, min_restores = N}
+//
+// `args` (a table of strings, from --drill-arg KEY=VALUE) lets one script serve several runs.
+// `at_s` counts from the first committed step. Every call is checked: a wrong key, kind or value
+// is an error naming the file, the line of the call and the rule.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "wire/messages.h"
+
+namespace sal::drill {
+
+enum class ActionKind { kill, drain, freeze, add };
+const char* action_name(ActionKind k);
+
+struct Action {
+  ActionKind kind = ActionKind::kill;
+  std::optional<uint64_t> step;         // after this many committed steps (before step `step` runs)
+  std::optional<double> at_s;           // or this long after the first committed step
+  std::optional<uint32_t> node;         // none: random live nodes (or the holders below)
+  std::optional<std::pair<int, int>> holders_of;  // (layer, expert): every node holding a replica
+  uint32_t count = 1;
+  std::optional<wire::FaultPoint> during;
+  uint64_t ms = 0;                      // freeze
+  std::string where;                    // "drill.lua:12" (or the trace line)
+  std::string describe() const;
+};
+
+struct Expectations {
+  std::optional<uint64_t> lost_steps;   // at most
+  std::optional<double> resume_s;       // every recovery at most
+  std::optional<double> min_throughput_share;  // tokens/s over the drill / before its first action
+  std::optional<uint64_t> restores;     // exactly
+  std::optional<uint64_t> min_restores; // at least
+};
+
+struct DrillSpec {
+  std::string name;
+  std::string file;
+  std::optional<int64_t> steps;
+  std::optional<double> duration_s;     // stop the job this long after its first step
+  uint64_t seed = 1;
+  std::optional<uint32_t> initial_nodes; // the nodes the mesh starts with (a trace's first count)
+  std::vector<Action> actions;
+  Expectations expect;
+};
+
+Result<DrillSpec> load_drill(const std::string& path, const std::map<std::string, std::string>& args);
+
+}  // namespace sal::drill

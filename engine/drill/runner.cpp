@@ -1,0 +1,221 @@
+// runner.cpp — see runner.h.
+#include "drill/runner.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "core/clock.h"
+#include "mesh/training.h"
+
+namespace sal::drill {
+
+constexpr uint64_t kTickMs = 20;
+
+namespace {
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+DrillRunner::DrillRunner(mesh::Controller& c, uv_loop_t* loop, DrillSpec spec)
+    : c_(c), spec_(std::move(spec)), timer_(loop), fired_(spec_.actions.size(), false), rng_(spec_.seed) {}
+
+DrillRunner::~DrillRunner() {
+  timer_.stop();
+  c_.on_committed = previous_hook_;
+  c_.on_plan_sending = previous_plan_hook_;
+}
+
+double DrillRunner::now_s() const { return double(mono_ns() - c_.started_ns()) / 1e9; }
+
+void DrillRunner::note(const std::string& kind, NodeId node, const std::string& detail) {
+  c_.record_event(kind, node, detail);
+  if (kind == "drill_error") spdlog::warn("drill {}: {}", spec_.name, detail);
+  else spdlog::info("drill {}: {}", spec_.name, detail);
+}
+
+void DrillRunner::start() {
+  previous_hook_ = c_.on_committed;
+  c_.on_committed = [this](uint64_t step) {
+    if (previous_hook_) previous_hook_(step);
+    on_committed(step);
+  };
+  previous_plan_hook_ = c_.on_plan_sending;
+  c_.on_plan_sending = [this](const wire::PlanUpdate& u) {
+    if (previous_plan_hook_) previous_plan_hook_(u);
+    on_plan_sending(u);
+  };
+  note("drill", kNoNode, "drill '" + spec_.name + "' (" + spec_.file + ") starts: " + std::to_string(spec_.actions.size()) +
+                             " actions" + (spec_.duration_s ? ", " + std::to_string(int64_t(*spec_.duration_s)) + " s" : ""));
+  for (size_t i = 0; i < spec_.actions.size(); ++i)
+    if (spec_.actions[i].step && *spec_.actions[i].step <= c_.steps().committed()) fire(i);
+  timer_.start(kTickMs, kTickMs, [this] { tick(); });
+}
+
+void DrillRunner::on_committed(uint64_t) {
+  double t = now_s();
+  if (first_step_s_ < 0) first_step_s_ = t;
+  uint64_t tokens = c_.training().metrics().last() ? c_.training().metrics().last()->tokens : 0;
+  all_tokens_ += tokens;
+  all_last_s_ = t;
+  if (first_action_s_ < 0) {
+    if (pre_first_s_ < 0) pre_first_s_ = t;
+    else pre_tokens_ += tokens;  // tokens per second between the first and the last pre-drill step
+    pre_last_s_ = t;
+  }
+  uint64_t committed = c_.steps().committed();
+  for (size_t i = 0; i < spec_.actions.size(); ++i)
+    if (!fired_[i] && spec_.actions[i].step && *spec_.actions[i].step <= committed) fire(i);
+}
+
+// A kill during a migration: one of the nodes that send state in this switch (the chosen one, if
+// the action names it) is armed to die at it, before it gets the plan.
+void DrillRunner::on_plan_sending(const wire::PlanUpdate& u) {
+  for (auto it = migration_kills_.begin(); it != migration_kills_.end();) {
+    const Action& a = spec_.actions[*it];
+    std::vector<wire::RankRef> senders;
+    for (const auto& t : u.transfers)
+      if (t.from < u.ranks.size() && (!a.node || u.ranks[t.from].node == *a.node)) senders.push_back(u.ranks[t.from]);
+    if (senders.empty()) {
+      ++it;
+      continue;
+    }
+    auto victim = senders[std::uniform_int_distribution<size_t>(0, senders.size() - 1)(rng_)];
+    Status s = c_.arm_fault(NodeId(victim.node), victim.index, wire::FaultPoint::migration, std::nullopt,
+                            "drill " + spec_.name);
+    note(s ? "drill" : "drill_error", NodeId(victim.node),
+         a.describe() + " -> node " + std::to_string(victim.node) + ", which sends state in plan " + std::to_string(u.plan) +
+             (s ? "" : ": " + s.error().message()));
+    it = migration_kills_.erase(it);
+  }
+}
+
+void DrillRunner::tick() {
+  if (first_step_s_ < 0 || stopped_) return;
+  double since = now_s() - first_step_s_;
+  for (size_t i = 0; i < spec_.actions.size(); ++i)
+    if (!fired_[i] && spec_.actions[i].at_s && *spec_.actions[i].at_s <= since) fire(i);
+  if (spec_.duration_s && since >= *spec_.duration_s && !c_.stopping()) {
+    stopped_ = true;
+    note("drill", kNoNode, "drill over: " + std::to_string(int64_t(*spec_.duration_s)) + " s of training");
+    c_.request_stop("drill over after " + std::to_string(int64_t(*spec_.duration_s)) + " s");
+  }
+}
+
+// Nodes that take part in training (live, with a ready worker), not yet chosen.
+std::vector<NodeId> DrillRunner::pick(const Action& a) {
+  if (a.node) return {NodeId(*a.node)};
+  if (a.holders_of) return holders(*a.holders_of);
+  std::vector<NodeId> pool;
+  for (const auto& [id, n] : c_.membership().nodes()) {
+    if (!n.usable()) continue;
+    if (std::any_of(n.workers.begin(), n.workers.end(),
+                    [](const mesh::WorkerView& w) { return !w.exited && w.state == wire::WorkerState::ready; }))
+      pool.push_back(id);
+  }
+  std::shuffle(pool.begin(), pool.end(), rng_);
+  if (pool.size() > a.count) pool.resize(a.count);
+  return pool;
+}
+
+std::vector<NodeId> DrillRunner::holders(std::pair<int, int> unit) const {
+  std::set<NodeId> out;
+  const auto& applied = c_.training().applied();
+  if (!applied || unit.first < 0 || size_t(unit.first) >= applied->plan.layers.size()) return {};
+  const auto& placement = applied->plan.layers[size_t(unit.first)].placement;
+  for (size_t r = 0; r < placement.size() && r < applied->ranks.size(); ++r)
+    if (std::count(placement[r].begin(), placement[r].end(), uint32_t(unit.second))) out.insert(applied->ranks[r].node);
+  return {out.begin(), out.end()};
+}
+
+void DrillRunner::fire(size_t i) {
+  fired_[i] = true;
+  const Action& a = spec_.actions[i];
+  if (first_action_s_ < 0) first_action_s_ = now_s();
+  std::string who = "drill " + spec_.name;
+  if (a.kind == ActionKind::add) {
+    Status s = c_.add_nodes ? c_.add_nodes(int(a.count)) : Status(fail("this controller cannot start nodes"));
+    return note(s ? "drill" : "drill_error", kNoNode, a.describe() + (s ? "" : ": " + s.error().message()));
+  }
+  if (a.kind == ActionKind::kill && a.during == wire::FaultPoint::migration) {
+    migration_kills_.push_back(i);
+    return note("drill", kNoNode, a.describe() + ": armed for the next plan switch that moves state");
+  }
+  auto targets = pick(a);
+  if (a.holders_of && targets.empty())
+    note("drill_error", kNoNode, a.describe() + ": no plan in force places that expert");
+  else if (!a.holders_of && targets.size() < a.count)
+    note("drill_error", kNoNode, a.describe() + ": only " + std::to_string(targets.size()) + " nodes to choose from");
+  for (NodeId id : targets) {
+    Status s;
+    if (a.kind == ActionKind::kill && a.during) {
+      const mesh::Node* n = c_.membership().find(id);
+      for (const auto& w : n ? n->workers : std::vector<mesh::WorkerView>{})
+        if (s) s = c_.arm_fault(id, w.index, *a.during, c_.steps().committed(), who);
+      if (!n) s = fail("no node ", id);
+    } else if (a.kind == ActionKind::kill) {
+      s = c_.kill_node(id, who);
+    } else if (a.kind == ActionKind::drain) {
+      s = c_.drain_node(id, who);
+    } else {
+      s = c_.freeze_node(id, a.ms, who);
+    }
+    note(s ? "drill" : "drill_error", id, a.describe() + " -> node " + std::to_string(id) + (s ? "" : ": " + s.error().message()));
+  }
+}
+
+std::vector<ExpectationResult> DrillRunner::check() const {
+  std::vector<ExpectationResult> out;
+  const auto& rec = c_.training().record();
+  const auto& e = spec_.expect;
+  auto add = [&](std::string what, bool ok, std::string detail) { out.push_back({std::move(what), ok, std::move(detail)}); };
+  size_t unfired = size_t(std::count(fired_.begin(), fired_.end(), false)) + migration_kills_.size();
+  add("every scheduled action ran", unfired == 0,
+      unfired == 0 ? std::to_string(fired_.size()) + " ran" : std::to_string(unfired) + " never ran (the job ended first)");
+  if (e.lost_steps)
+    add("lost_steps <= " + std::to_string(*e.lost_steps), rec.lost_steps() <= *e.lost_steps,
+        std::to_string(rec.lost_steps()) + " committed steps lost");
+  if (e.resume_s) {
+    double worst = 0;
+    for (const auto& r : rec.recoveries()) worst = std::max(worst, r.seconds);
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "slowest of %zu recoveries: %.2f s", rec.recoveries().size(), worst);
+    add("every recovery resumes within " + num(*e.resume_s) + " s", worst <= *e.resume_s, buf);
+  }
+  if (e.restores)
+    add("restores == " + std::to_string(*e.restores), rec.restores() == *e.restores, std::to_string(rec.restores()) + " restores");
+  if (e.min_restores)
+    add("restores >= " + std::to_string(*e.min_restores), rec.restores() >= *e.min_restores,
+        std::to_string(rec.restores()) + " restores");
+  if (e.min_throughput_share) {
+    double pre = pre_last_s_ > pre_first_s_ ? double(pre_tokens_) / (pre_last_s_ - pre_first_s_) : 0;
+    double all = all_last_s_ > first_step_s_ ? double(all_tokens_) / (all_last_s_ - first_step_s_) : 0;
+    double share = pre > 0 ? all / pre : 0;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%.0f tokens/s over the drill, %.0f before its first action: %.2f", all, pre, share);
+    add("throughput share >= " + num(*e.min_throughput_share), share >= *e.min_throughput_share, buf);
+  }
+  return out;
+}
+
+nlohmann::ordered_json DrillRunner::status() const {
+  nlohmann::ordered_json j;
+  j["name"] = spec_.name;
+  j["file"] = spec_.file;
+  j["actions"] = spec_.actions.size();
+  j["fired"] = size_t(std::count(fired_.begin(), fired_.end(), true));
+  j["training_s"] = first_step_s_ < 0 ? 0.0 : now_s() - first_step_s_;
+  auto pending = nlohmann::json::array();
+  for (size_t i = 0; i < spec_.actions.size() && pending.size() < 10; ++i)
+    if (!fired_[i]) pending.push_back(spec_.actions[i].describe());
+  j["next"] = pending;
+  return j;
+}
+
+}  // namespace sal::drill

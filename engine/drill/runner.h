@@ -1,0 +1,67 @@
+// runner.h — runs a drill (drill_spec.h) against a live job on the controller's loop. Step
+// triggers fire when the job has committed that many steps (a kill `during` a point is armed then,
+// so the node dies inside the next step); time triggers fire that long after the first committed
+// step. "random" targets are drawn, with the drill's seed, from the nodes taking part in training.
+// Every action and every refusal is an event ("drill", "drill_error"). With a duration the drill
+// stops the job when it is over. At the end, check() turns the expectations into pass/fail lines.
+#pragma once
+
+#include <uv.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "drill/drill_spec.h"
+#include "mesh/controller.h"
+#include "mesh/timer.h"
+
+namespace sal::drill {
+
+struct ExpectationResult {
+  std::string what;
+  bool ok = false;
+  std::string detail;
+};
+
+class DrillRunner {
+ public:
+  DrillRunner(mesh::Controller& c, uv_loop_t* loop, DrillSpec spec);
+  ~DrillRunner();
+
+  // Hooks into the controller (on_committed) and starts the clock.
+  void start();
+  const DrillSpec& spec() const { return spec_; }
+  std::vector<ExpectationResult> check() const;
+  nlohmann::ordered_json status() const;
+
+ private:
+  void on_committed(uint64_t step);
+  void on_plan_sending(const wire::PlanUpdate& u);
+  void tick();
+  void fire(size_t i);
+  std::vector<NodeId> pick(const Action& a);
+  std::vector<NodeId> holders(std::pair<int, int> unit) const;
+  void note(const std::string& kind, NodeId node, const std::string& detail);
+  double now_s() const;
+
+  mesh::Controller& c_;
+  DrillSpec spec_;
+  mesh::Timer timer_;
+  std::vector<bool> fired_;
+  std::mt19937_64 rng_;
+  std::function<void(uint64_t)> previous_hook_;
+  std::function<void(const wire::PlanUpdate&)> previous_plan_hook_;
+  std::vector<size_t> migration_kills_;  // fired actions waiting for a plan switch that moves state
+  double first_step_s_ = -1;   // controller time of the first committed step
+  double first_action_s_ = -1;
+  // throughput before the first action, and over the whole drill
+  uint64_t pre_tokens_ = 0, all_tokens_ = 0;
+  double pre_first_s_ = -1, pre_last_s_ = -1, all_last_s_ = -1;
+  bool stopped_ = false;
+};
+
+}  // namespace sal::drill

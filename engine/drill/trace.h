@@ -1,0 +1,45 @@
+// trace.h — spot-instance traces replayed by a drill. The Bamboo format (Bamboo, NSDI'23; reused
+// by Oobleck): one event per line, "<ms>,add|remove,<node name>", no header, times ascending.
+//
+// A trace of tens of cloud nodes is scaled to the local mesh: the trace's live-node count L(t) is
+// mapped proportionally, target(t) = max(1, round(L(t) * max_nodes / peak)), where peak is the
+// most nodes the trace ever has live, and each change of the target becomes an `add` of the
+// difference or a `kill` of that many random nodes, at start_s + t * time_scale seconds. The mesh
+// starts with target(0) nodes. Which local node a trace node is does not matter: every node of a
+// local mesh is alike.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "drill/drill_spec.h"
+
+namespace sal::drill {
+
+struct TraceOptions {
+  std::string file;
+  double time_scale = 1.0 / 600;   // 10 trace minutes per local second
+  uint32_t max_nodes = 8;
+  double start_s = 0;
+};
+
+struct TraceEvent {
+  int64_t ms = 0;
+  bool add = true;
+  std::string node;
+  int line = 0;
+};
+
+Result<std::vector<TraceEvent>> read_bamboo_trace(const std::string& path);
+
+struct TracePlan {
+  uint32_t initial_nodes = 0;
+  std::vector<Action> actions;
+  uint32_t peak = 0;        // the trace's most live nodes
+  double duration_s = 0;    // scaled
+};
+Result<TracePlan> trace_actions(const TraceOptions& o);
+
+}  // namespace sal::drill

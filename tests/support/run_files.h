@@ -1,0 +1,36 @@
+// run_files.h — reading what a `salamander run` leaves behind, for integration tests: its --json
+// summary, metrics.csv columns, events.csv rows, log text, and the distance between two
+// checkpoints' weights.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace sal::test {
+
+// Runs `args` (a `salamander run ... --json`), REQUIREs exit code `rc`, returns the summary object.
+nlohmann::json run_json(const std::vector<std::string>& args, const std::string& log, int timeout_ms, int rc = 0);
+
+// One column of <run>/metrics.csv ("step", "loss", "workers", ...), one entry per committed step.
+std::vector<double> metrics_column(const std::string& run_dir, const std::string& column);
+
+struct EventRow {
+  std::string kind, node, detail;
+};
+std::vector<EventRow> events(const std::string& run_dir);
+
+std::string file_text(const std::string& path);
+// Every *.log file of a run directory, concatenated.
+std::string run_logs(const std::string& run_dir);
+
+// Per unit, the distance between two checkpoints' weight vectors relative to their size (the
+// largest), and the largest elementwise difference. Fails (throws) if their units differ.
+struct WeightDistance {
+  double relative = 0, elementwise = 0;
+  size_t units = 0;
+};
+WeightDistance weight_distance(const std::string& checkpoint_a, const std::string& checkpoint_b);
+
+}  // namespace sal::test
