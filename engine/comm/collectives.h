@@ -101,7 +101,8 @@ struct GlooOptions {
   int size = 1;
   std::string prefix;                   // one per plan epoch and communicator, e.g. "epoch-7"
   std::string hostname = "127.0.0.1";   // this worker's data-plane address
-  int64_t connect_timeout_ms = 5000;    // rendezvous waits; a pair's connect may take up to 5x this
+  int64_t connect_timeout_ms = 5000;    // a pair's connect may take up to 5x this
+  int64_t rendezvous_timeout_ms = 0;    // store waits for the peers' keys (interruptible); 0: connect_timeout_ms
   int64_t op_timeout_ms = 30000;        // the per-wait backstop of every collective
   // Before each alltoallv, all-gather every rank's counts and check they match (a mismatch would
   // otherwise kill the process inside Gloo's I/O thread). Costs one small allgather. Must be the

@@ -133,7 +133,8 @@ Result<std::unique_ptr<GlooCollectives>> GlooCollectives::connect(const GlooOpti
   ignore_sigpipe();
   int64_t t0 = mono_ns();
   auto before = socket_inodes();
-  EpochStore scoped(opts.prefix, store, ms(opts.connect_timeout_ms));
+  int64_t rendezvous_ms = opts.rendezvous_timeout_ms > 0 ? opts.rendezvous_timeout_ms : opts.connect_timeout_ms;
+  EpochStore scoped(opts.prefix, store, ms(rendezvous_ms));
   auto ctx = std::make_shared<gloo::rendezvous::Context>(opts.rank, opts.size);
   ctx->setTimeout(ms(opts.connect_timeout_ms));  // before connectFullMesh: it bounds the pair connects
   try {
@@ -145,7 +146,7 @@ Result<std::unique_ptr<GlooCollectives>> GlooCollectives::connect(const GlooOpti
   PeerSockets sockets;
   if (opts.size > 1) {
     auto found = confirm_peer_sockets(new_tcp_sockets(before, resolve_host(opts.hostname)), scoped, opts.rank,
-                                      opts.size, opts.connect_timeout_ms);
+                                      opts.size, rendezvous_ms);
     if (!found) return found.error().with_context(what);
     sockets = std::move(*found);
   }

@@ -104,6 +104,22 @@ class Checker {
     if (!v.is_string()) return fail(where_, ": ", c_.kind, ".", k, ": expected a string, got ", v.dump());
     return v.get<std::string>();
   }
+  // Optional fields: left unset when absent.
+  template <class T>
+  Status maybe_integer(const char* k, double lo, double hi, std::optional<T>& out) const {
+    if (!has(k)) return {};
+    auto v = integer(k, lo, hi);
+    if (!v) return v.error();
+    out = T(*v);
+    return {};
+  }
+  Status maybe_number(const char* k, double lo, double hi, std::optional<double>& out) const {
+    if (!has(k)) return {};
+    auto v = number(k, lo, hi);
+    if (!v) return v.error();
+    out = *v;
+    return {};
+  }
   const std::string& where() const { return where_; }
   const std::string& kind() const { return c_.kind; }
 
@@ -196,55 +212,24 @@ Result<Action> read_action(const Checker& ck, ActionKind kind) {
 
 Status read_expect(const Checker& ck, Expectations& e) {
   SAL_TRY(ck.only({"lost_steps", "resume_s", "min_throughput_share", "restores", "min_restores"}));
-  if (ck.has("lost_steps")) {
-    auto v = ck.integer("lost_steps", 0, 1e12);
-    if (!v) return v.error();
-    e.lost_steps = *v;
-  }
-  if (ck.has("resume_s")) {
-    auto v = ck.number("resume_s", 0, 1e6);
-    if (!v) return v.error();
-    e.resume_s = *v;
-  }
-  if (ck.has("min_throughput_share")) {
-    auto v = ck.number("min_throughput_share", 0, 10);
-    if (!v) return v.error();
-    e.min_throughput_share = *v;
-  }
-  if (ck.has("restores")) {
-    auto v = ck.integer("restores", 0, 1e9);
-    if (!v) return v.error();
-    e.restores = *v;
-  }
-  if (ck.has("min_restores")) {
-    auto v = ck.integer("min_restores", 0, 1e9);
-    if (!v) return v.error();
-    e.min_restores = *v;
-  }
-  return {};
+  SAL_TRY(ck.maybe_integer("lost_steps", 0, 1e12, e.lost_steps));
+  SAL_TRY(ck.maybe_number("resume_s", 0, 1e6, e.resume_s));
+  SAL_TRY(ck.maybe_number("min_throughput_share", 0, 10, e.min_throughput_share));
+  SAL_TRY(ck.maybe_integer("restores", 0, 1e9, e.restores));
+  return ck.maybe_integer("min_restores", 0, 1e9, e.min_restores);
 }
 
 Status read_header(const Checker& ck, DrillSpec& d) {
   SAL_TRY(ck.only({"name", "steps", "seed", "duration_s"}));
-  if (ck.has("duration_s")) {
-    auto s = ck.number("duration_s", 0.1, 1e7);
-    if (!s) return s.error();
-    d.duration_s = *s;
-  }
+  SAL_TRY(ck.maybe_number("duration_s", 0.1, 1e7, d.duration_s));
+  SAL_TRY(ck.maybe_integer("steps", 1, 1e12, d.steps));
+  std::optional<uint64_t> seed;
+  SAL_TRY(ck.maybe_integer("seed", 0, 9e15, seed));
+  d.seed = seed.value_or(d.seed);
   if (ck.has("name")) {
     auto n = ck.text("name");
     if (!n) return n.error();
     d.name = *n;
-  }
-  if (ck.has("steps")) {
-    auto s = ck.integer("steps", 1, 1e12);
-    if (!s) return s.error();
-    d.steps = int64_t(*s);
-  }
-  if (ck.has("seed")) {
-    auto s = ck.integer("seed", 0, 9e15);
-    if (!s) return s.error();
-    d.seed = *s;
   }
   return {};
 }

@@ -56,6 +56,7 @@ struct MeshConfig {
   int64_t miss_limit = 3;      // heartbeats missed before a node is dead
   std::string bind = "tcp://127.0.0.1:*";
   int64_t join_window_ms = 5000;  // the first plan waits this long at most for every worker
+  int64_t join_batch_ms = 1000;   // later arrivals are batched this long before a re-plan
 };
 
 struct ReplConfig {

@@ -110,6 +110,10 @@ const std::vector<Field>& fields() {
       integer("mesh.join_window_ms", 0, 3600000, "the first plan waits for mesh.nodes x devices workers, "
               "or this long after the first is ready",
               [](JobConfig& j) -> int64_t& { return j.mesh.join_window_ms; }),
+      integer("mesh.join_batch_ms", 0, 3600000, "after the first plan, workers that join are taken into a new plan "
+              "(at a step boundary) once the first of them has waited this long, so arrivals close together cost one "
+              "re-plan (Lazarus used 2 minutes); losses re-plan at once",
+              [](JobConfig& j) -> int64_t& { return j.mesh.join_batch_ms; }),
       text("repl.bind", {}, "REPL endpoint (loopback unless CURVE keys are set)",
            [](JobConfig& j) -> std::string& { return j.repl.bind; }),
       integer("repl.budget_ms", 10, 600000, "wall-clock limit of one REPL evaluation",

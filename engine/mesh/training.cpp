@@ -19,12 +19,17 @@ namespace sal::mesh {
 
 // How long every participant has to connect a new plan's data plane and move its state.
 constexpr uint64_t kPlanTimeoutMs = 60000;
-// A failed plan is tried again after this pause (deaths that caused it get noticed meanwhile).
+// A failed plan is tried again after this pause, doubled after each failure in a row up to 16x
+// (deaths that caused it get noticed meanwhile, and a worker still stuck connecting an abandoned
+// plan's data plane gets time to give up).
 constexpr uint64_t kPlanRetryMs = 200;
+constexpr int kPlanRetryDoublings = 4;
 // After an aborted step, the pause before planning again, for the same reason.
 constexpr uint64_t kAbortSettleMs = 50;
-// Plans or steps failing this many times in a row end the job.
+// Steps failing this many times in a row with the same workers end the job; plans, a few more
+// (a plan's rendezvous can time out behind a worker still leaving an abandoned one).
 constexpr int kMaxConsecutiveFailures = 3;
+constexpr int kMaxConsecutivePlanFailures = 5;
 // How long the final checkpoint may take.
 constexpr uint64_t kSaveTimeoutMs = 120000;
 
@@ -56,6 +61,7 @@ Training::Training(Controller& c)
       gate_timer_(c.loop_),
       plan_timer_(c.loop_),
       retry_timer_(c.loop_),
+      join_timer_(c.loop_),
       soon_timer_(c.loop_) {}
 
 Training::~Training() = default;
@@ -278,7 +284,6 @@ void Training::start_restore(const PlanRecord& rec, const std::vector<Participan
   if (!sw) return fail_job("plan " + std::to_string(rec.number) + ": " + sw.error().message());
   c_.steps_.rewind(to);
   record_.lost(committed - to);
-  record_.restored();
   if (recovery_) recovery_->restored = true;
   else recovery_ = Recovery{why, mono_ns(), true};
   std::string detail = "restoring " + from + " on " + std::to_string(use.size()) + " workers because " + why + "; " +
@@ -345,6 +350,7 @@ void Training::plan_applied() {
                            std::to_string(int64_t((mono_ns() - p.started_ns) / 1'000'000)) + " ms; training goes on from step " +
                            std::to_string(p.step);
     c_.events_.add("restored", kNoNode, c_.membership().epoch(), restored);
+    record_.restored();
     spdlog::info("{}", restored);
   }
   record_.plan(*applied_, now_s(), loads_.empty() ? std::vector<std::vector<double>>{} : loads_.mean());
@@ -367,9 +373,10 @@ void Training::plan_failed(const std::string& why, bool membership) {
   abort_nodes(p.ranks, p.step, detail);
   erase_plan_keys(p.number);
   if (membership) recovery_begins(detail);
-  if (!membership && ++plan_failures_ >= kMaxConsecutiveFailures)
+  if (!membership && ++plan_failures_ >= kMaxConsecutivePlanFailures)
     return fail_job(std::to_string(plan_failures_) + " plans in a row could not be applied; the last: " + why);
-  retry_timer_.start(kPlanRetryMs, 0, [this, why] { start_plan("again after: " + why); });
+  uint64_t pause = kPlanRetryMs << std::min(plan_failures_, kPlanRetryDoublings);
+  retry_timer_.start(pause, 0, [this, why] { start_plan("again after: " + why); });
 }
 
 // A pending plan whose ranks are not all still ready can never complete.
@@ -402,13 +409,22 @@ void Training::boundary() {
   auto ready = ready_participants();
   auto ranks = applied_->ranks;
   std::sort(ranks.begin(), ranks.end());
-  if (ready != ranks) {
+  const auto& job = c_.job();
+  uint32_t ep = plan::ep_size(uint32_t(job.model.experts), uint32_t(job.policies.slots));
+  auto use = choose_workers(job.train.recovery, ep, ready, applied_, done).use;  // the baselines idle some
+  std::sort(use.begin(), use.end());
+  if (use != ranks) {
     size_t joined = 0, left = 0;
     for (const auto& r : ready) joined += std::find(applied_->ranks.begin(), applied_->ranks.end(), r) == applied_->ranks.end();
     for (const auto& r : applied_->ranks) left += std::find(ready.begin(), ready.end(), r) == ready.end();
     std::string why = "workers changed: " + std::to_string(joined) + " joined, " + std::to_string(left) + " left";
-    if (left > 0) recovery_begins(why);
-    return start_plan(why);
+    if (left > 0 || join_batch_over()) {
+      join_seen_ns_ = 0;
+      if (left > 0) recovery_begins(why);
+      return start_plan(why);
+    }
+  } else {
+    join_seen_ns_ = 0;
   }
   if (plan_wanted_) return start_plan(plan_reason_);
   int64_t every = c_.job().train.rebalance_every;
@@ -417,6 +433,17 @@ void Training::boundary() {
     return start_plan("rebalance: " + std::to_string(every) + " steps under plan " + std::to_string(applied_->number));
   }
   if (max_steps > 0) begin_step();
+}
+
+// Joins wait mesh.join_batch_ms from the first of them; meanwhile training goes on under the plan
+// in force (the timer covers a job with no step running).
+bool Training::join_batch_over() {
+  int64_t batch_ms = c_.job().mesh.join_batch_ms;
+  if (join_seen_ns_ == 0) {
+    join_seen_ns_ = mono_ns();
+    if (batch_ms > 0) join_timer_.start(uint64_t(batch_ms), 0, [this] { poke(); });
+  }
+  return mono_ns() - join_seen_ns_ >= batch_ms * 1'000'000;
 }
 
 void Training::begin_step() {
@@ -458,12 +485,20 @@ void Training::outcome(StepCoordinator::Outcome o) {
     spdlog::warn("step {} aborted: {}", tally_.step, why);
     c_.broadcast(wire::StepAbort{c_.steps_.epoch(), tally_.step, why});
     if (c_.stopping()) return;
-    if (++step_failures_ >= kMaxConsecutiveFailures)
-      return fail_job("step " + std::to_string(tally_.step) + " failed " + std::to_string(step_failures_) +
-                      " times in a row; the last: " + why);
     recovery_begins("step " + std::to_string(tally_.step) + " aborted: " + why);
     set_phase(Phase::planning);  // its data plane is spent: the next step needs a plan
-    retry_timer_.start(kAbortSettleMs, 0, [this, why] { start_plan("step aborted: " + why); });
+    auto ranks = applied_ ? applied_->ranks : std::vector<Participant>{};
+    std::sort(ranks.begin(), ranks.end());
+    uint64_t step = tally_.step;
+    retry_timer_.start(kAbortSettleMs, 0, [this, why, ranks, step] {
+      // A step that failed because a worker left (noticed by now) is not the step's fault: only
+      // failures with the same workers count towards ending the job.
+      step_failures_ = ready_participants() == ranks ? step_failures_ + 1 : 0;
+      if (step_failures_ >= kMaxConsecutiveFailures)
+        return fail_job("step " + std::to_string(step) + " failed " + std::to_string(step_failures_) +
+                        " times in a row with the same workers; the last: " + why);
+      start_plan("step aborted: " + why);
+    });
   }
 }
 

@@ -7,11 +7,13 @@
 // a PlanUpdate, connects the plan's data plane through the controller's rendezvous store, moves
 // state, and answers PlanReady; when all have, the plan is in force. *running*: steps, each with
 // the plan's ranks as its participants (steps.h: applied everywhere or nowhere). At every step
-// boundary the driver switches plans when the ready workers differ from the plan's ranks, when
+// boundary the driver switches plans when the ready workers differ from the plan's ranks (at once
+// for a loss, after mesh.join_batch_ms for joins), when
 // train.rebalance_every steps have passed under the plan, or when an operator asked
 // (job.rebalance(), policy.load); an aborted step always leads to a new plan (its data plane is
 // spent). *saving*: after the last step every rank writes its share of a dense checkpoint into
-// <run>/checkpoint. A plan or step that fails three times in a row ends the job with the reason.
+// <run>/checkpoint. A step that fails three times in a row with the same workers, or a plan that
+// fails five times in a row (retried after a pause that doubles), ends the job with the reason.
 //
 // Recovery. Which workers a plan uses and whether it must restore is train.recovery's rule
 // (recovery_modes.h). Elastic recovery moves the lost replicas' state from survivors; when some
@@ -115,6 +117,7 @@ class Training {
   void gather();
   std::string none_could_start() const;
   void boundary();
+  bool join_batch_over();
   void begin_step();
   void committed();
   void set_phase(Phase p, const std::string& detail = "");
@@ -165,6 +168,8 @@ class Training {
   Timer gate_timer_;
   Timer plan_timer_;
   Timer retry_timer_;
+  Timer join_timer_;
+  int64_t join_seen_ns_ = 0;  // when workers that are not ranks were first seen ready
   Timer soon_timer_;
 };
 

@@ -17,9 +17,12 @@
 
 namespace sal::runtime {
 
-// Rendezvous waits of a plan's data plane. A peer that never comes costs a few times this (Gloo's
-// pair connect cannot be interrupted), so it is short: the controller retries a failed plan.
+// A plan's data plane. A pair connect to a peer that never comes costs a few times kConnectTimeoutMs
+// (Gloo's pair connect cannot be interrupted), so it is short: the controller retries a failed
+// plan. The waits for the peers' rendezvous keys are longer — an abort interrupts them — so that
+// a peer still leaving an abandoned plan's pair connects arrives in time.
 constexpr int64_t kConnectTimeoutMs = 2000;
+constexpr int64_t kRendezvousTimeoutMs = 8000;
 
 Trainer::Trainer(zmq::context_t& ctx, TrainSpec spec) : ctx_(ctx), spec_(std::move(spec)) {}
 
@@ -50,6 +53,7 @@ Status Trainer::connect(const wire::PlanUpdate& p) {
   o.prefix = "plan-" + std::to_string(p.plan);
   o.hostname = spec_.data_host;
   o.connect_timeout_ms = kConnectTimeoutMs;
+  o.rendezvous_timeout_ms = kRendezvousTimeoutMs;
   auto c = comm::connect_gloo(o, *store);
   if (!c) return c.error().with_context("plan " + std::to_string(p.plan) + " data plane");
   std::shared_ptr<comm::Collectives> comm(std::move(*c));

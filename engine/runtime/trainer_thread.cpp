@@ -2,6 +2,8 @@
 #include "runtime/trainer_thread.h"
 
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <zmq_addon.hpp>
 
 #include "core/clock.h"
@@ -53,6 +55,14 @@ void TrainerThread::run() {
       cv_.wait(lock, [this] { return !queue_.empty(); });
       r = std::move(queue_.front());
       queue_.pop_front();
+      // A plan with a newer one queued behind it was abandoned by the controller: skip it.
+      bool superseded = std::holds_alternative<wire::PlanUpdate>(r) &&
+                        std::any_of(queue_.begin(), queue_.end(),
+                                    [](const Request& q) { return std::holds_alternative<wire::PlanUpdate>(q); });
+      if (superseded) {
+        spdlog::info("plan {} skipped: a newer plan is queued", std::get<wire::PlanUpdate>(r).plan);
+        continue;
+      }
     }
     if (std::holds_alternative<StopRequest>(r)) break;
     std::visit([this](const auto& req) {

@@ -45,7 +45,7 @@ TEST_CASE("t0510-kill-at-each-point: a node killed in forward, migration, all-to
   CHECK(j["lost_steps"] == 0);
   CHECK(j["restores"] == 0);
   CHECK(j["samples"] == 16 * 8);
-  CHECK(j["recoveries"].size() >= 4);
+  CHECK(j["recoveries"].size() >= 3);  // a node lost while another's loss is being recovered extends that recovery
   for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
   // each node really died where it was meant to, by its own SIGKILL
   std::string logs = run_logs(dir + "/drill");

@@ -1,0 +1,15 @@
+-- p3_trace.lua — Lazarus §6.4: replay the AWS P3 spot-instance trace (Bamboo's, 11.4 hours,
+-- 10-32 live nodes) on the local mesh, its live-node count scaled to max_nodes and its time to
+-- time_scale. Run it for Salamander and both baselines in one command; compare.html compares the
+-- samples each trained in the same time:
+--   salamander run scripts/jobs/drill8.lua --drill scripts/drills/p3_trace.lua \
+--       --modes elastic,fixed-ep-ft,checkpoint-restart --out runs/p3
+-- The trace is not shipped: pass its path with --drill-arg trace=PATH (the default is where the
+-- project's shared data lives next to a checkout).
+replay_trace{
+  file = args.trace or "../../../shared/data/bamboo-spot-traces/traces/p3-trace.csv",
+  format = "bamboo",
+  time_scale = tonumber(args.time_scale or "0.002"),  -- 11.4 h of trace in 82 s
+  max_nodes = tonumber(args.max_nodes or "8"),
+}
+drill{ name = "p3-trace", seed = 1 }

@@ -1,0 +1,126 @@
+// test_drill.cpp — drill scripts and trace replay: every kind of call is read as written, `args`
+// reach the script, Lua loops schedule many actions, and a Bamboo trace's live-node count is
+// scaled proportionally to the local mesh (with its adds and removes at the scaled times).
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "drill/drill_spec.h"
+#include "drill/trace.h"
+
+using namespace sal::drill;
+
+namespace {
+
+std::string temp_file(const std::string& name, const std::string& text) {
+  char tmpl[] = "/tmp/sal-drill-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::ofstream(dir + "/" + name) << text;
+  return dir + "/" + name;
+}
+
+}  // namespace
+
+TEST_CASE("a drill script: header, every action kind, args and loops, expectations") {
+  auto path = temp_file("d.lua", R"(
+drill{ name = "demo", steps = 40, seed = 9, duration_s = 30 }
+for i = 1, tonumber(args.n) do kill{ node = "random", step = 10 * i } end
+kill{ node = 3, step = 5, during = "allreduce" }
+kill{ expert = 2, layer = 1, at_s = 4.5 }
+drain{ node = 2, at_s = 1 }
+freeze{ node = "random", count = 2, step = 7, ms = 800 }
+add{ count = 2, step = 20 }
+expect{ lost_steps = 0, resume_s = 2.5, min_throughput_share = 0.4, min_restores = 1 }
+)");
+  auto d = load_drill(path, {{"n", "3"}});
+  REQUIRE_MESSAGE(d.ok(), (d.ok() ? "" : d.error().message()));
+  CHECK(d->name == "demo");
+  CHECK(d->steps == 40);
+  CHECK(d->seed == 9);
+  CHECK(d->duration_s == 30.0);
+  REQUIRE(d->actions.size() == 8);
+  CHECK(d->actions[2].step == 30);
+  CHECK_FALSE(d->actions[2].node.has_value());
+  CHECK(d->actions[3].node == 3u);
+  CHECK(d->actions[3].during == sal::wire::FaultPoint::allreduce);
+  CHECK(d->actions[4].holders_of == std::pair{1, 2});
+  CHECK(d->actions[4].at_s == 4.5);
+  CHECK(d->actions[5].kind == ActionKind::drain);
+  CHECK(d->actions[6].kind == ActionKind::freeze);
+  CHECK(d->actions[6].count == 2);
+  CHECK(d->actions[6].ms == 800);
+  CHECK(d->actions[7].kind == ActionKind::add);
+  CHECK(d->actions[3].describe().find("during the gradient all-reduce") != std::string::npos);
+  CHECK(d->actions[3].describe().find("d.lua:4") != std::string::npos);
+  CHECK(d->expect.lost_steps == 0u);
+  CHECK(d->expect.resume_s == 2.5);
+  CHECK(d->expect.min_throughput_share == 0.4);
+  CHECK(d->expect.min_restores == 1u);
+}
+
+TEST_CASE("wrong drills name the line and the rule") {
+  auto check = [](const std::string& text, const std::string& expect) {
+    auto d = load_drill(temp_file("bad.lua", text), {});
+    REQUIRE_FALSE(d.ok());
+    CHECK_MESSAGE(d.error().message().find(expect) != std::string::npos, d.error().message());
+  };
+  check("\n\nfreeze{ node = 1, step = 2 }", "bad.lua:3: freeze: ms");
+  check("kill{ node = 1, count = 2, step = 2 }", "count > 1 needs node = \"random\"");
+  check("kill{ expert = 1, node = 2, step = 1 }", "`expert` picks the nodes itself");
+  check("expect{ lost_step = 0 }\nkill{ node = 1, step = 1 }", "unknown field 'lost_step' (did you mean 'lost_steps'?)");
+  check("kill(3)", "takes one table of named fields");
+  check("kill{ node = 1, step = -1 }", "kill.step: expected a number in [0");
+}
+
+TEST_CASE("a Bamboo trace is scaled to the local mesh: live counts proportionally, times by time_scale") {
+  // live: 4 at t=0, 8 at 1000 ms, 6 at 2000 ms, 2 at 3000 ms
+  auto path = temp_file("t.csv",
+                        "0,add,node1\n0,add,node2\n0,add,node3\n0,add,node4\n"
+                        "1000,add,node5\n1000,add,node6\n1000,add,node7\n1000,add,node8\n"
+                        "2000,remove,node1\n2000,remove,node5\n"
+                        "3000,remove,node2\n3000,remove,node3\n3000,remove,node6\n3000,remove,node7\n");
+  auto plan = trace_actions({path, 0.5, 4, 1.0});
+  REQUIRE_MESSAGE(plan.ok(), (plan.ok() ? "" : plan.error().message()));
+  CHECK(plan->peak == 8);
+  CHECK(plan->initial_nodes == 2);  // 4 of 8 -> 2 of 4
+  REQUIRE(plan->actions.size() == 3);
+  CHECK(plan->actions[0].kind == ActionKind::add);   // 8 of 8 -> 4
+  CHECK(plan->actions[0].count == 2);
+  CHECK(plan->actions[0].at_s == doctest::Approx(1.5));
+  CHECK(plan->actions[1].kind == ActionKind::kill);  // 6 of 8 -> 3
+  CHECK(plan->actions[1].count == 1);
+  CHECK(plan->actions[2].count == 2);                // 2 of 8 -> 1
+  CHECK(plan->actions[2].at_s == doctest::Approx(2.5));
+  CHECK(plan->actions[2].where == "t.csv:14");
+  CHECK(plan->duration_s == doctest::Approx(1.5));
+}
+
+TEST_CASE("a broken trace names the file and the line") {
+  auto check = [](const std::string& text, const std::string& expect) {
+    auto r = read_bamboo_trace(temp_file("t.csv", text));
+    REQUIRE_FALSE(r.ok());
+    CHECK_MESSAGE(r.error().message().find(expect) != std::string::npos, r.error().message());
+  };
+  check("0,add,a\n10,join,b\n", "t.csv:2: event 'join' is neither add nor remove");
+  check("0,add,a\nx,add,b\n", "t.csv:2: 'x' is not a time");
+  check("10,add,a\n5,add,b\n", "t.csv:2: time 5 ms goes back");
+  check("0,add\n", "t.csv:1: expected <ms>,add|remove,<node>");
+}
+
+TEST_CASE("the shipped drills load") {
+  std::string dir = std::string(SAL_SOURCE_DIR) + "/scripts/drills/";
+  for (const char* name : {"one_every_n.lua", "several_at_once.lua", "lose_expert.lua"}) {
+    auto d = load_drill(dir + name, {});
+    CHECK_MESSAGE(d.ok(), name << ": " << (d.ok() ? "" : d.error().message()));
+  }
+  std::string trace = std::string(SAL_SOURCE_DIR) + "/../shared/data/bamboo-spot-traces/traces/p3-trace.csv";
+  if (std::ifstream(trace).good()) {
+    auto d = load_drill(dir + "p3_trace.lua", {{"trace", trace}});
+    REQUIRE_MESSAGE(d.ok(), (d.ok() ? "" : d.error().message()));
+    CHECK(d->initial_nodes >= 1u);
+    CHECK(d->actions.size() > 20);
+    CHECK(*d->duration_s == doctest::Approx(40920.0 * 0.002).epsilon(0.01));
+  }
+}
