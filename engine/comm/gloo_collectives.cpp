@@ -63,8 +63,10 @@ Status validate_options(const GlooOptions& o) {
 
 // The store as one epoch's context sees it: every key under "<prefix>/" (the same joining as
 // gloo's PrefixStore, so StoreServer::erase_prefix("<prefix>/") drops the epoch), and every
-// blocking get bounded by the connect timeout — Gloo's get() has no timeout of its own, so it is
-// preceded by a wait(key, timeout).
+// blocking get bounded by the rendezvous timeout — Gloo's get() has no timeout of its own, so it is
+// preceded by a wait(key, timeout). Gloo's own waits pass the context's (pair connect) timeout;
+// they get the longer rendezvous timeout too, as the waits are interruptible and a peer may
+// still be leaving an abandoned epoch.
 class EpochStore final : public gloo::rendezvous::Store {
  public:
   EpochStore(const std::string& prefix, gloo::rendezvous::Store& inner, ms timeout)
@@ -78,7 +80,7 @@ class EpochStore final : public gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys, const ms& timeout) override {
     std::vector<std::string> full;
     for (const auto& k : keys) full.push_back(prefix_ + k);
-    inner_.wait(full, timeout);
+    inner_.wait(full, std::max(timeout, timeout_));
   }
 
  private:

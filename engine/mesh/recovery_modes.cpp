@@ -12,15 +12,22 @@ bool is_ready(const std::vector<Participant>& ready, const Participant& p) {
   return std::find(ready.begin(), ready.end(), p) != ready.end();
 }
 
-// Workers of the plan in force first (in rank order, so its groups stay together), then the others.
+// The plan in force's groups that survive whole first (they hold every expert), then its other
+// surviving workers, then the others; as many whole groups of them as there are.
 std::vector<Participant> whole_groups(uint32_t ep, const std::vector<Participant>& ready,
                                       const std::optional<AppliedPlan>& applied) {
   std::vector<Participant> order;
-  if (applied)
-    for (const auto& r : applied->ranks)
-      if (is_ready(ready, r)) order.push_back(r);
-  for (const auto& r : ready)
-    if (std::find(order.begin(), order.end(), r) == order.end()) order.push_back(r);
+  auto add = [&](const Participant& r) {
+    if (is_ready(ready, r) && std::find(order.begin(), order.end(), r) == order.end()) order.push_back(r);
+  };
+  if (applied) {
+    const auto& ranks = applied->ranks;
+    for (size_t g = 0; g + ep <= ranks.size(); g += ep)
+      if (std::all_of(ranks.begin() + long(g), ranks.begin() + long(g + ep), [&](const Participant& r) { return is_ready(ready, r); }))
+        for (size_t i = g; i < g + ep; ++i) add(ranks[i]);
+    for (const auto& r : ranks) add(r);
+  }
+  for (const auto& r : ready) add(r);
   order.resize(order.size() / ep * ep);
   return order;
 }
@@ -60,6 +67,7 @@ WorkerChoice choose_workers(const std::string& mode, uint32_t ep, const std::vec
     return c;
   }
   if (step == 0 || !applied) return c;
+  auto lost = lost_state(applied, c.use);
   if (mode == "checkpoint-restart" && !same_workers(c.use, applied->ranks)) {
     c.restore = true;
     c.why = "checkpoint-restart: the workers in use changed (" + std::to_string(applied->ranks.size()) + " -> " +
@@ -67,6 +75,9 @@ WorkerChoice choose_workers(const std::string& mode, uint32_t ep, const std::vec
   } else if (mode == "fixed-ep-ft" && !a_whole_group_survives(ep, ready, *applied)) {
     c.restore = true;
     c.why = "fixed-ep-ft: no whole expert-parallel group of plan " + std::to_string(applied->number) + " survives";
+  } else if (!lost.empty()) {
+    c.restore = true;
+    c.why = "every copy lost among the workers in use: " + join(lost, ", ");
   }
   return c;
 }

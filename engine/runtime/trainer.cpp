@@ -21,7 +21,7 @@ namespace sal::runtime {
 // (Gloo's pair connect cannot be interrupted), so it is short: the controller retries a failed
 // plan. The waits for the peers' rendezvous keys are longer — an abort interrupts them — so that
 // a peer still leaving an abandoned plan's pair connects arrives in time.
-constexpr int64_t kConnectTimeoutMs = 2000;
+constexpr int64_t kConnectTimeoutMs = 1000;
 constexpr int64_t kRendezvousTimeoutMs = 8000;
 
 Trainer::Trainer(zmq::context_t& ctx, TrainSpec spec) : ctx_(ctx), spec_(std::move(spec)) {}

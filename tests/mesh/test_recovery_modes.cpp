@@ -74,6 +74,10 @@ TEST_CASE("fixed-ep-ft: whole groups only, and a restore when no whole group of 
   c = choose_workers("fixed-ep-ft", 2, workers({1, 3, 5, 6}), cur, 10);
   CHECK(c.use == workers({1, 3, 5, 6}));
   CHECK(c.restore);  // each group lost a member, though every expert still has a holder
+  // a whole group comes first, whatever the rank order: {3,4} survives, 1 is the odd one out
+  c = choose_workers("fixed-ep-ft", 2, workers({1, 3, 4}), cur, 10);
+  CHECK(c.use == workers({3, 4}));
+  CHECK_FALSE(c.restore);
   c = choose_workers("fixed-ep-ft", 2, workers({1}), cur, 10);
   CHECK(c.use.empty());
   CHECK(c.why.find("fewer than one expert-parallel group of 2") != std::string::npos);
