@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/paths.h"
+#include "drill/runner.h"
 #include "mesh/controller.h"
 
 namespace sal::cli {
@@ -50,6 +51,18 @@ int cmd_controller(const Args& args) {
       if (controller.stopping()) return loop.stop();  // second signal: leave now
       stop(sig == SIGINT ? "interrupted" : "terminated");
     });
+    // Drills from the REPL (drill.start): kill, drain, freeze and faults work on any mesh; `add`
+    // needs `salamander run`, which starts the nodes itself.
+    std::unique_ptr<drill::DrillRunner> drill;
+    controller.start_drill = [&](const std::string& path) -> Status {
+      if (drill) return fail("drill '", drill->spec().name, "' is already running");
+      auto spec = drill::load_drill(path, {});
+      if (!spec) return spec.error();
+      drill = std::make_unique<drill::DrillRunner>(controller, loop.get(), std::move(*spec));
+      drill->start();
+      return {};
+    };
+    controller.drill_status = [&] { return drill ? drill->status() : nlohmann::ordered_json(); };
     if (auto s = controller.start(); !s) {
       std::fprintf(stderr, "salamander controller: %s\n", s.error().message().c_str());
       return 1;

@@ -114,6 +114,25 @@ TEST_CASE("t0511-lose-every-replica: killing every holder of an expert restores 
   CHECK(html.find("restore") != std::string::npos);
 }
 
+TEST_CASE("t0513-drill-from-the-repl: an operator starts a drill on a live job and watches it act") {
+  TestMesh m({.agents = 3, .steps = 1000000000, .train = "batch = 8, rebalance_every = 0"});
+  m.start();
+  REQUIRE(eventually([&] { return m.status()["step"].get<int64_t>() > 3; }, 20000));
+  std::string path = m.dir + "/repl_drill.lua";
+  std::ofstream(path) << "drill{ name = 'from-the-repl', seed = 2 }\nkill{ node = 'random', at_s = 0.2 }\n";
+  CHECK(m.eval_json("return drill.start('" + path + "')") == true);
+  auto again = m.eval("return drill.start('" + path + "')");
+  CHECK_FALSE(again.ok);
+  CHECK(again.error.find("already running") != std::string::npos);
+  REQUIRE(eventually([&] { return m.eval_json("return drill.status()")["fired"] == 1; }, 10000));
+  CHECK(m.eval_json("return drill.status()")["name"] == "from-the-repl");
+  REQUIRE(eventually([&] { return m.status()["nodes"]["dead"] == 1; }, 10000));
+  // training goes on with the two that are left
+  int64_t at = m.status()["step"];
+  REQUIRE(eventually([&] { return m.status()["step"].get<int64_t>() > at + 5; }, 20000));
+  CHECK(m.status()["workers"]["ready"] == 2);
+}
+
 TEST_CASE("t0512-bad-drill: a wrong drill is refused with its file, line and rule, before anything starts") {
   std::string dir = temp_dir("recovery");
   std::string job = write_job(dir, 2);
