@@ -379,10 +379,21 @@ void Agent::finish(int code, const std::string& reason) {
 }
 
 // A worker that stops reporting (frozen, or hung outside its control loop) is as good as dead
-// to the job: it is killed, and its exit is reported like any other, with the reason.
+// to the job: it is killed, and its exit is reported like any other, with the reason. When the
+// agent itself was stopped (the whole node frozen, then resumed), its workers were too: their
+// silence is not theirs, and they get a fresh window.
 void Agent::check_workers() {
   if (phase_ != Phase::running) return;
   int64_t limit_ns = int64_t(heartbeat_ms_) * miss_limit_ * 1'000'000;
+  int64_t now = mono_ns(), gap = last_check_ns_ ? now - last_check_ns_ : 0;
+  last_check_ns_ = now;
+  if (gap >= limit_ns) {
+    spdlog::warn("this agent did not run for {} ms (stopped?): its workers get a fresh liveness window",
+                 gap / 1'000'000);
+    for (auto& w : workers_)
+      if (w.last_seen_ns != 0) w.last_seen_ns = now;
+    return;
+  }
   for (auto& w : workers_) {
     if (w.exited || w.last_seen_ns == 0 || !w.proc || !w.proc->running()) continue;
     int64_t silent = mono_ns() - w.last_seen_ns;

@@ -102,6 +102,7 @@ class Agent {
   uint32_t miss_limit_ = 3;
   uint64_t hb_seq_ = 0;
   int64_t last_contact_ns_ = 0;
+  int64_t last_check_ns_ = 0;  // the previous check_workers(): a long gap means this agent was stopped
   std::string stop_reason_;
   int exit_code_ = 0;
   Timer heartbeat_timer_;

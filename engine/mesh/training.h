@@ -1,5 +1,6 @@
 // training.h — the controller's training driver: it decides when the workers switch plans and
-// when they step, and keeps the training metrics.
+// when they step, and keeps the training metrics (training.cpp; the recovery half in
+// training_recovery.cpp).
 //
 // Phases. *gathering*: wait until the job's workers (mesh.nodes x devices) are ready, or
 // mesh.join_window_ms after the first one, then plan. *planning*: the planner decides a plan for

@@ -114,6 +114,31 @@ TEST_CASE("t0511-lose-every-replica: killing every holder of an expert restores 
   CHECK(html.find("restore") != std::string::npos);
 }
 
+TEST_CASE("t0514-freeze-and-drain: a frozen node is declared dead and rejoins, a drained one leaves, no step lost") {
+  std::string dir = temp_dir("recovery");
+  std::string job = write_job(dir, 4);
+  auto j = run_json({bin(), "run", job, "--drill", drill("freeze_drain.lua"), "--json", "--out", dir + "/run"},
+                    dir + "/run.out", 90000);
+  CHECK(j["steps"] == 40);
+  CHECK(j["lost_steps"] == 0);
+  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  std::map<std::string, int> kinds;
+  for (const auto& e : events(dir + "/run")) {
+    if (e.node == "2" || e.node == "3" || e.kind == "node_joined") ++kinds[e.kind + (e.node.empty() ? "" : ":" + e.node)];
+  }
+  CHECK(kinds["node_frozen:2"] == 1);
+  CHECK(kinds["node_dead:2"] == 1);   // silent past the heartbeat window
+  CHECK(kinds["node_thawed:2"] == 1);
+  CHECK(kinds["node_draining:3"] == 1);
+  CHECK(kinds["node_left:3"] == 1);
+  // the thawed agent registered again as a new node and trained
+  size_t joins = 0;
+  for (const auto& [k, n] : kinds) joins += k.rfind("node_joined", 0) == 0 ? size_t(n) : 0;
+  CHECK(joins == 5);
+  auto workers = metrics_column(dir + "/run", "workers");
+  CHECK(workers.back() == 3);
+}
+
 TEST_CASE("t0513-drill-from-the-repl: an operator starts a drill on a live job and watches it act") {
   TestMesh m({.agents = 3, .steps = 1000000000, .train = "batch = 8, rebalance_every = 0"});
   m.start();
