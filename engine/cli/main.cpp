@@ -20,6 +20,7 @@ commands:
   policy SUBCOMMAND    check a policy, plan, recovery probability, SPARe layout, MoEtion window
   sample --checkpoint DIR   print what a trained model writes after a prompt
   report RUN_DIR       write a run's HTML report; --compare DIR... for several runs
+  sim ettr|spare       the simulator's quick checks: Monte Carlo beside the closed forms
   keygen NAME          make a CURVE key pair (NAME.key, NAME.pub) for non-loopback endpoints
   version              print the version and build features
 )";
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
   if (cmd == "keygen") return cmd_keygen(args);
   if (cmd == "policy") return cmd_policy(args);
   if (cmd == "sample") return cmd_sample(args);
+  if (cmd == "sim") return cmd_sim(args);
   if (cmd == "report") return cmd_report(args);
   if (cmd == "version" || cmd == "--version") return version();
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
