@@ -200,7 +200,11 @@ void Training::request_plan(const std::string& why, bool use_loads) {
 void Training::start_plan(const std::string& why) {
   retry_timer_.stop();
   plan_timer_.stop();
-  pending_.reset();
+  if (pending_) {  // a plan in flight that a newer one replaces: its ranks stop waiting for it
+    abort_nodes(pending_->ranks, pending_->step, "plan " + std::to_string(pending_->number) + " replaced: " + why);
+    erase_plan_keys(pending_->number);
+    pending_.reset();
+  }
   auto ready = ready_participants();
   if (ready.empty()) {
     set_phase(Phase::gathering);
@@ -373,8 +377,10 @@ void Training::erase_plan_keys(uint64_t number) {
 
 // ---------- steps ----------
 
+// Only between steps under a plan in force: a hook that changed the membership inside committed()
+// (a drill's drain) may already have started the next plan.
 void Training::boundary() {
-  if (c_.stopping() || !applied_) return;
+  if (c_.stopping() || !applied_ || phase_ != Phase::running || pending_) return;
   uint64_t done = c_.steps_.committed();
   int64_t max_steps = c_.max_steps();
   if (max_steps > 0 && int64_t(done) >= max_steps) return start_save();
