@@ -9,23 +9,11 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "core/strings.h"
 #include "policy/algo/spare.h"
 #include "sim/ettr.h"
 
 namespace sal::cli {
 namespace {
-
-Result<double> number(const Parsed& p, const std::string& name, std::optional<double> fallback) {
-  auto v = p.get(name);
-  if (!v) {
-    if (fallback) return *fallback;
-    return fail(name, " is required");
-  }
-  auto d = parse_double(*v);
-  if (!d) return fail(name, ": expected a number, got '", *v, "'");
-  return *d;
-}
 
 int sim_ettr(const Args& args) {
   Command cmd{"sim ettr", "sim ettr --mtbf S --iter-time S --interval N --ckpt-time S [options]",
@@ -46,8 +34,8 @@ int sim_ettr(const Args& args) {
   auto p = parse(cmd, args);
   if (!p) return usage_error(cmd, p.error().message());
   if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
-  auto mtbf = number(*p, "--mtbf", std::nullopt), iter = number(*p, "--iter-time", std::nullopt),
-       ckpt = number(*p, "--ckpt-time", std::nullopt), restart = number(*p, "--restart", 60.0);
+  auto mtbf = p->get_double("--mtbf"), iter = p->get_double("--iter-time"), ckpt = p->get_double("--ckpt-time"),
+       restart = p->get_double("--restart", 60.0);
   auto interval = p->get_int("--interval", 0, 1, int64_t(1) << 40);
   auto segments = p->get_int("--segments", 2000, 1, int64_t(1) << 30);
   auto trials = p->get_int("--trials", 20, 1, 1 << 20);
@@ -58,7 +46,7 @@ int sim_ettr(const Args& args) {
     if (!*r) return usage_error(cmd, r->error().message());
   if (*interval == 0) return usage_error(cmd, "--interval N is required");
   auto law = p->has("--weibull") ? [&]() -> Result<sim::FailureLaw> {
-    auto k = number(*p, "--weibull", std::nullopt);
+    auto k = p->get_double("--weibull");
     if (!k) return k.error();
     return sim::weibull(*mtbf, *k);
   }() : sim::exponential(*mtbf);

@@ -40,6 +40,17 @@ Result<int64_t> Parsed::get_int(const std::string& name, int64_t fallback, int64
   return *n;
 }
 
+Result<double> Parsed::get_double(const std::string& name, std::optional<double> fallback) const {
+  auto v = get(name);
+  if (!v) {
+    if (fallback) return *fallback;
+    return fail(name, " is required");
+  }
+  auto d = parse_double(*v);
+  if (!d) return fail(name, ": expected a number, got '", *v, "'");
+  return *d;
+}
+
 Result<Parsed> parse(const Command& cmd, const std::vector<std::string>& args) {
   std::vector<OptSpec> all = cmd.options;
   all.insert(all.end(), common_options().begin(), common_options().end());

@@ -26,6 +26,8 @@ struct Parsed {
   std::optional<std::string> get(const std::string& name) const;
   std::string get_or(const std::string& name, const std::string& fallback) const;
   Result<int64_t> get_int(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const;
+  // A number; without `fallback`, the option is required.
+  Result<double> get_double(const std::string& name, std::optional<double> fallback = std::nullopt) const;
 };
 
 struct Command {

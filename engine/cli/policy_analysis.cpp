@@ -178,7 +178,7 @@ int policy_spare(const Args& args) {
     j["min_depth"] = c ? *c : -1;
   }
   if (p->has("--save") && p->has("--mtbf") && p->has("--restart")) {
-    auto ts = parse_double(*p->get("--save")), tf = parse_double(*p->get("--mtbf")), tr = parse_double(*p->get("--restart"));
+    auto ts = p->get_double("--save"), tf = p->get_double("--mtbf"), tr = p->get_double("--restart");
     if (!ts || !tf || !tr) return usage_error(cmd, "--save, --mtbf and --restart take numbers");
     auto tc = algo::optimal_checkpoint_period(*ts, *tf, *tr);
     auto a = algo::optimal_availability(*ts, *tf, *tr);

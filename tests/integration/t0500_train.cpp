@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <fstream>
-#include <sstream>
 
 #include "model/checkpoint.h"
 #include "support/mesh_harness.h"
@@ -44,13 +43,11 @@ TEST_CASE("t0500-quickstart-learns: the default job's loss falls well below its 
   CHECK(last < first - 1.5);   // learned the byte statistics of English and more
   CHECK(j["tokens_per_s"].get<double>() > 0);
   // every worker left cleanly at the end (no crash on the way out)
-  std::ifstream events(dir + "/out/events.csv");
-  std::string line;
   int clean = 0;
-  while (std::getline(events, line)) {
-    if (line.find(",worker_exited,") == std::string::npos) continue;
-    INFO(line);
-    CHECK(line.find("exited with code 0") != std::string::npos);
+  for (const auto& e : events(dir + "/out")) {
+    if (e.kind != "worker_exited") continue;
+    INFO(e.detail);
+    CHECK(e.detail.find("exited with code 0") != std::string::npos);
     ++clean;
   }
   CHECK(clean == 4);

@@ -6,37 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
+#include "core/paths.h"
 #include "model/checkpoint.h"
+#include "report/csv.h"
 #include "support/proc.h"
 
 namespace sal::test {
-namespace {
-
-// Splits one CSV line (fields may be quoted, with "" inside).
-std::vector<std::string> csv_fields(const std::string& line) {
-  std::vector<std::string> out(1);
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    char c = line[i];
-    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-      out.back() += '"';
-      ++i;
-    } else if (c == '"') {
-      quoted = !quoted;
-    } else if (c == ',' && !quoted) {
-      out.emplace_back();
-    } else {
-      out.back() += c;
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 nlohmann::json run_json(const std::vector<std::string>& args, const std::string& log, int timeout_ms, int rc) {
   Proc run = spawn(args, log);
@@ -50,35 +27,27 @@ nlohmann::json run_json(const std::vector<std::string>& args, const std::string&
 }
 
 std::vector<double> metrics_column(const std::string& run_dir, const std::string& column) {
-  std::ifstream in(run_dir + "/metrics.csv");
-  std::string line;
-  std::getline(in, line);
-  auto header = csv_fields(line);
-  auto it = std::find(header.begin(), header.end(), column);
-  if (it == header.end()) throw std::runtime_error("metrics.csv has no column " + column);
-  size_t at = size_t(it - header.begin());
+  auto csv = report::CsvFile::read(run_dir + "/metrics.csv", {column});
+  if (!csv) throw std::runtime_error(csv.error().message());
   std::vector<double> out;
-  while (std::getline(in, line)) out.push_back(std::stod(csv_fields(line).at(at)));
-  return out;
-}
-
-std::vector<EventRow> events(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/events.csv");
-  std::string line;
-  std::getline(in, line);  // seq,mono_ns,wall_ms,kind,node,epoch,detail
-  std::vector<EventRow> out;
-  while (std::getline(in, line)) {
-    auto f = csv_fields(line);
-    if (f.size() >= 7) out.push_back({f[3], f[4], f[6]});
+  for (const auto& rec : csv->records()) {
+    auto v = csv->number(rec, column);
+    if (!v) throw std::runtime_error(v.error().message());
+    out.push_back(*v);
   }
   return out;
 }
 
+std::vector<report::EventRow> events(const std::string& run_dir) {
+  auto rows = report::read_events(run_dir + "/events.csv", std::nullopt);
+  if (!rows) throw std::runtime_error(rows.error().message());
+  return *rows;
+}
+
 std::string file_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  auto text = read_file(path, size_t(1) << 30);
+  if (!text) throw std::runtime_error(text.error().message());
+  return *text;
 }
 
 std::string run_logs(const std::string& run_dir) {

@@ -8,20 +8,21 @@
 #include <string>
 #include <vector>
 
+#include "report/run_files.h"
+
 namespace sal::test {
 
 // Runs `args` (a `salamander run ... --json`), REQUIREs exit code `rc`, returns the summary object.
 nlohmann::json run_json(const std::vector<std::string>& args, const std::string& log, int timeout_ms, int rc = 0);
 
-// One column of <run>/metrics.csv ("step", "loss", "workers", ...), one entry per committed step.
+// One column of <run>/metrics.csv ("step", "loss", "workers", ...), one entry per committed step
+// (throws if the file or the column is missing).
 std::vector<double> metrics_column(const std::string& run_dir, const std::string& column);
 
-struct EventRow {
-  std::string kind, node, detail;
-};
-std::vector<EventRow> events(const std::string& run_dir);
+// <run>/events.csv, read by the report's reader (throws if it cannot be read).
+std::vector<report::EventRow> events(const std::string& run_dir);
 
-std::string file_text(const std::string& path);
+std::string file_text(const std::string& path);  // throws if it cannot be read
 // Every *.log file of a run directory, concatenated.
 std::string run_logs(const std::string& run_dir);
 
