@@ -23,22 +23,6 @@
 namespace sal::cli {
 namespace {
 
-// runs/<job>-<YYYYmmdd-HHMMSS>[-N], created.
-Result<std::string> make_run_dir(const std::string& base, const std::string& job) {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-  std::string dir = base + "/" + job + "-" + stamp;
-  SAL_TRY(make_dirs(base));
-  for (int i = 1; i < 1000; ++i) {
-    if (mkdir(dir.c_str(), 0755) == 0) return dir;
-    if (errno != EEXIST) return fail("cannot create ", dir, ": ", std::strerror(errno));
-    dir = base + "/" + job + "-" + stamp + "-" + std::to_string(i);
-  }
-  return fail("cannot create a run directory under ", base);
-}
 
 Result<std::map<std::string, std::string>> drill_args(const std::string& text) {
   std::map<std::string, std::string> out;

@@ -1,14 +1,16 @@
-// cmd_sim.cpp — `salamander sim ettr|spare`: the simulator's quick commands, each a Monte Carlo
-// on the event core (or the algorithm library's SPARe simulation) printed beside its closed form.
+// cmd_sim.cpp — `salamander sim`: dispatches a scenario file (cmd_sim_scenario.cpp), `sim fit`
+// (sim_fit.cpp), and the quick commands, each a Monte Carlo on the event core (or the algorithm
+// library's SPARe simulation) printed beside its closed form:
 //   sim ettr  --mtbf S --iter-time S --interval N --ckpt-time S [--restart S] [--weibull K]
 //   sim spare --groups N --redundancy R [--trials T]
-// Both take --trials, --seed and --json. Scenarios (clusters, strategies, traces) come later.
+// Both take --trials, --seed and --json.
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/sim_fit.h"
 #include "policy/algo/spare.h"
 #include "sim/ettr.h"
 
@@ -118,18 +120,29 @@ int sim_spare(const Args& args) {
 
 }  // namespace
 
+int sim_scenario(const Args& args);
+void print_scenario_fields();
+
 int cmd_sim(const Args& args) {
   static const char* kUsage =
-      "usage: salamander sim <ettr|spare> [options]   (--help on each)\n\n"
-      "  ettr    effective training time ratio under failures: simulated and closed form\n"
-      "  spare   SPARe's failures endured and all-reduce depth: Monte Carlo and closed forms\n";
+      "usage: salamander sim SCENARIO.lua [options]   run a scenario file (scripts/experiments/)\n"
+      "       salamander sim <fit|ettr|spare> [options] (--help on each)\n\n"
+      "  SCENARIO.lua  clusters, failures, workload, strategies (salamander, checkpoint-restart, fixed-ep-ft,\n"
+      "                spare, replication, checkpoint-only) and sweeps; a table, JSON and report.html\n"
+      "  fit RUN_DIR   a scenario that replays a finished run, its step-time model fitted (calibration)\n"
+      "  ettr          effective training time ratio under failures: simulated and closed form\n"
+      "  spare         SPARe's failures endured and all-reduce depth: Monte Carlo and closed forms\n"
+      "  --fields      every scenario field with its meaning and default\n";
   if (args.empty() || args[0] == "--help" || args[0] == "help") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
+  if (args[0] == "--fields") return print_scenario_fields(), 0;
   Args rest(args.begin() + 1, args.end());
   if (args[0] == "ettr") return sim_ettr(rest);
   if (args[0] == "spare") return sim_spare(rest);
+  if (args[0] == "fit") return cmd_sim_fit(rest);
+  if (args[0].size() > 4 && args[0].substr(args[0].size() - 4) == ".lua") return sim_scenario(args);
   std::fprintf(stderr, "salamander sim: unknown subcommand '%s'\n\n%s", args[0].c_str(), kUsage);
   return 2;
 }

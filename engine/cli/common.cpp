@@ -1,9 +1,16 @@
 // common.cpp — see common.h.
 #include "cli/common.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
 #include <cstdio>
 
 #include "core/log.h"
+#include "core/paths.h"
 
 namespace sal::cli {
 
@@ -64,6 +71,22 @@ void EventLoop::close() {
 int usage_error(const Command& cmd, const std::string& message) {
   std::fprintf(stderr, "salamander %s: %s\n", cmd.name.c_str(), message.c_str());
   return 2;
+}
+
+Result<std::string> make_run_dir(const std::string& base, const std::string& job) {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  std::string dir = base + "/" + job + "-" + stamp;
+  SAL_TRY(make_dirs(base));
+  for (int i = 1; i < 1000; ++i) {
+    if (mkdir(dir.c_str(), 0755) == 0) return dir;
+    if (errno != EEXIST) return fail("cannot create ", dir, ": ", std::strerror(errno));
+    dir = base + "/" + job + "-" + stamp + "-" + std::to_string(i);
+  }
+  return fail("cannot create a run directory under ", base);
 }
 
 }  // namespace sal::cli

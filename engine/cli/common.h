@@ -45,4 +45,7 @@ class EventLoop {
 
 int usage_error(const Command& cmd, const std::string& message);
 
+// <base>/<name>-<YYYYmmdd-HHMMSS>[-N], created (runs and simulations write their files there).
+Result<std::string> make_run_dir(const std::string& base, const std::string& name);
+
 }  // namespace sal::cli

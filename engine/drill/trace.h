@@ -1,5 +1,5 @@
 // trace.h — spot-instance traces replayed by a drill. The Bamboo format (Bamboo, NSDI'23; reused
-// by Oobleck): one event per line, "<ms>,add|remove,<node name>", no header, times ascending.
+// by Oobleck; read by sim/trace.h): one event per line, "<ms>,add|remove,<node name>".
 //
 // A trace of tens of cloud nodes is scaled to the local mesh: the trace's live-node count L(t) is
 // mapped proportionally, target(t) = max(1, round(L(t) * max_nodes / peak)), where peak is the
@@ -15,6 +15,7 @@
 
 #include "core/result.h"
 #include "drill/drill_spec.h"
+#include "sim/trace.h"
 
 namespace sal::drill {
 
@@ -25,14 +26,8 @@ struct TraceOptions {
   double start_s = 0;
 };
 
-struct TraceEvent {
-  int64_t ms = 0;
-  bool add = true;
-  std::string node;
-  int line = 0;
-};
-
-Result<std::vector<TraceEvent>> read_bamboo_trace(const std::string& path);
+using sim::TraceEvent;
+using sim::read_bamboo_trace;
 
 struct TracePlan {
   uint32_t initial_nodes = 0;

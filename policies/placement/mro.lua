@@ -8,7 +8,8 @@
 -- block are dealt over the free slots. When the blocks do not all fit in N nodes (the last,
 -- partial group is cut short), the tail of the layer — the cut block and the blocks before it,
 -- up to 16 nodes — is improved by sal.placement_search, which scores placements by the exact
--- recovery probability at every k, fewest failures first.
+-- recovery probability at every k, fewest failures first. Experts with the same replica count are
+-- interchangeable for recovery, so among them the hot ones are spread over the blocks.
 local SEARCH_NODES = 16   -- exact scoring enumerates all 2^N failure sets
 
 local function ascending(replicas, loads)
@@ -16,10 +17,46 @@ local function ascending(replicas, loads)
   for e = 1, #replicas do order[e] = e end
   table.sort(order, function(a, b)
     if replicas[a] ~= replicas[b] then return replicas[a] < replicas[b] end
-    if (loads[a] or 0) ~= (loads[b] or 0) then return (loads[a] or 0) < (loads[b] or 0) end
+    if (loads[a] or 0) ~= (loads[b] or 0) then return (loads[a] or 0) > (loads[b] or 0) end
     return a < b
   end)
   return order
+end
+
+-- Within each run of equally replicated experts, deals the experts (hottest first) over the groups
+-- of `slots` the run covers in snake order, so no block gathers the hot experts. Any order within a
+-- run gives the same node sets, so the recovery probability is unchanged; only the load evens out.
+local function balance_runs(order, replicas, loads, slots)
+  local out, i = {}, 1
+  while i <= #order do
+    local j = i
+    while j < #order and replicas[order[j + 1]] == replicas[order[i]] do j = j + 1 end
+    if (loads[order[i]] or 0) == (loads[order[j]] or 0) then   -- equal loads: keep expert order
+      for pos = i, j do out[#out + 1] = order[pos] end
+      i = j + 1
+      goto continue
+    end
+    local groups = {}   -- the groups this run touches: {first position, free positions}
+    for pos = i, j do
+      local g = math.floor((pos - 1) / slots)
+      if #groups == 0 or groups[#groups].id ~= g then groups[#groups + 1] = { id = g, members = {}, cap = 0 } end
+      groups[#groups].cap = groups[#groups].cap + 1
+    end
+    local k, step = 1, 1
+    for pos = i, j do
+      while #groups[k].members >= groups[k].cap do
+        k = k + step
+        if k > #groups or k < 1 then step = -step; k = k + step end
+      end
+      table.insert(groups[k].members, order[pos])
+      k = k + step
+      if k > #groups or k < 1 then step = -step; k = k + step end
+    end
+    for _, g in ipairs(groups) do for _, e in ipairs(g.members) do out[#out + 1] = e end end
+    i = j + 1
+    ::continue::
+  end
+  return out
 end
 
 -- Groups of `slots` experts, each on a block of consecutive nodes (cut short at the last node).
@@ -102,7 +139,7 @@ end
 local function place_layer(replicas, loads, nodes, slots, floor)
   local placement, free = {}, {}
   for n = 1, nodes do placement[n], free[n] = {}, slots end
-  local order = ascending(replicas, loads)
+  local order = balance_runs(ascending(replicas, loads), replicas, loads, slots)
   local blocks, in_block = lay_blocks(order, replicas, placement, free, slots)
   deal_extras(order, replicas, in_block, placement, free, slots)
   repair(placement, blocks, replicas, floor)

@@ -1,4 +1,5 @@
-// loads.h — expert loads for offline planning (`salamander policy plan|recovery --loads FILE`).
+// load_files.h — expert loads from files, for offline planning (`salamander policy plan|recovery
+// --loads FILE`) and the simulator's replayed loads.
 // Two formats are read: CSV with one line per layer and one token count per expert, and the
 // SmartMoE trace format, one line per layer "<layer>:[[counts of micro-batch 1], [...], ...]",
 // whose micro-batches are summed.
@@ -9,8 +10,8 @@
 
 #include "core/result.h"
 
-namespace sal::cli {
+namespace sal::policy {
 
-Result<std::vector<std::vector<double>>> read_loads(const std::string& path);
+Result<std::vector<std::vector<double>>> read_load_file(const std::string& path);
 
-}  // namespace sal::cli
+}  // namespace sal::policy

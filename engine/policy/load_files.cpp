@@ -1,12 +1,12 @@
-// loads.cpp — see loads.h.
-#include "cli/loads.h"
+// load_files.cpp — see load_files.h.
+#include "policy/load_files.h"
 
 #include <nlohmann/json.hpp>
 
 #include "core/paths.h"
 #include "core/strings.h"
 
-namespace sal::cli {
+namespace sal::policy {
 namespace {
 
 Result<std::vector<double>> csv_line(const std::string& line, int line_no, const std::string& path) {
@@ -38,9 +38,9 @@ Result<std::vector<double>> trace_line(const std::string& line, int line_no, con
 
 }  // namespace
 
-Result<std::vector<std::vector<double>>> read_loads(const std::string& path) {
+Result<std::vector<std::vector<double>>> read_load_file(const std::string& path) {
   auto text = read_file(path, 64u << 20);
-  if (!text) return Error("--loads: " + text.error().message());
+  if (!text) return text.error();
   std::vector<std::vector<double>> layers;
   for (auto& [line_no, line] : content_lines(*text)) {
     bool trace = line.find(":[") != std::string::npos;
@@ -54,4 +54,4 @@ Result<std::vector<std::vector<double>>> read_loads(const std::string& path) {
   return layers;
 }
 
-}  // namespace sal::cli
+}  // namespace sal::policy

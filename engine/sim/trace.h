@@ -1,0 +1,24 @@
+// trace.h — spot-instance traces in the Bamboo format (Bamboo, NSDI'23; reused by Oobleck): one
+// event per line, "<ms>,add|remove,<node name>", no header, times ascending. Drills replay them on
+// a local mesh (drill/trace.h); the simulator replays them node for node (cluster.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace sal::sim {
+
+struct TraceEvent {
+  int64_t ms = 0;
+  bool add = true;
+  std::string node;
+  int line = 0;
+};
+
+// Errors name the file and line.
+Result<std::vector<TraceEvent>> read_bamboo_trace(const std::string& path);
+
+}  // namespace sal::sim
