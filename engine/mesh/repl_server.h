@@ -29,6 +29,7 @@ class Controller;
 class ZmqWatcher;
 class SocketMonitor;
 class Allowlist;
+class SimJobs;
 
 struct ReplOptions {
   std::string bind;
@@ -74,6 +75,7 @@ class ReplServer {
   zmq::context_t& ctx_;
   Controller& controller_;
   ReplOptions opts_;
+  std::unique_ptr<SimJobs> sim_jobs_;  // sim.run's background simulations; joined when the server goes
   lua::ApiRegistry registry_;
   zmq::socket_t socket_;
   std::string endpoint_;
@@ -98,5 +100,7 @@ void register_controller_api(lua::ApiRegistry& reg, Controller& c);
 void register_policy_api(lua::ApiRegistry& reg, Controller& c);
 // Registers job.metrics, job.loads, job.rebalance and job.training (repl_training_api.cpp).
 void register_training_api(lua::ApiRegistry& reg, Controller& c);
+// Registers sim.* over `jobs`, the server's background simulations (repl_sim_api.cpp).
+void register_sim_api(lua::ApiRegistry& reg, Controller& c, SimJobs& jobs);
 
 }  // namespace sal::mesh

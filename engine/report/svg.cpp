@@ -223,7 +223,7 @@ Frame frame_for(const LineChart& c, bool has_y2) {
   if (c.y_from_zero) y.add(0);
   y2.add(0);
   Frame fr{64, 14, double(c.width) - 64 - (has_y2 ? 64 : 24), double(c.height) - 14 - 46, {}, {}, {}};
-  fr.x = tight(nice_ticks(x.lo, x.hi, 10), x.lo, x.hi);
+  fr.x = tight(nice_ticks(x.lo, x.hi, 10, c.x_integer), x.lo, x.hi);
   fr.y = nice_ticks(y.lo, y.hi, c.height < 200 ? 4 : 6, c.y_integer);
   fr.y2 = nice_ticks(y2.lo, y2.hi * 1.1, 5, c.y2_integer);
   return fr;

@@ -67,7 +67,7 @@ struct LineChart {
   std::vector<Band> bands;
   std::vector<LegendItem> legend;  // shown after the named series (for marks and bands)
   bool x_from_zero = true, y_from_zero = true;
-  bool y_integer = false, y2_integer = true;  // whole-number ticks (for counts)
+  bool x_integer = false, y_integer = false, y2_integer = true;  // whole-number ticks (for counts)
   int width = 960, height = 300;              // plot and axes; the legend adds rows below
 };
 std::string line_chart(const LineChart& c);
