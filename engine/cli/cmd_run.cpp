@@ -23,16 +23,10 @@
 namespace sal::cli {
 namespace {
 
-
 Result<std::map<std::string, std::string>> drill_args(const std::string& text) {
-  std::map<std::string, std::string> out;
-  for (const auto& kv : split(text, ',')) {
-    if (kv.empty()) continue;
-    auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) return fail("--drill-arg: expected KEY=VALUE, got '", kv, "'");
-    out[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return out;
+  auto kvs = key_values("--drill-arg", text);
+  if (!kvs) return kvs.error();
+  return std::map<std::string, std::string>(kvs->begin(), kvs->end());
 }
 
 Result<std::vector<std::string>> recovery_modes(const std::string& text) {

@@ -8,23 +8,11 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/paths.h"
-#include "core/strings.h"
 #include "report/sim_report.h"
 #include "sim/run.h"
 
 namespace sal::cli {
 namespace {
-
-Result<std::vector<std::pair<std::string, std::string>>> overrides(const std::string& text) {
-  std::vector<std::pair<std::string, std::string>> out;
-  if (text.empty()) return out;
-  for (const auto& kv : split(text, ',')) {
-    auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) return fail("--set: expected PATH=VALUE, got '", kv, "'");
-    out.emplace_back(std::string(trim(kv.substr(0, eq))), std::string(trim(kv.substr(eq + 1))));
-  }
-  return out;
-}
 
 // One line, rewritten in place on a terminal; every 10 % otherwise.
 class ProgressLine {
@@ -76,7 +64,7 @@ int sim_scenario(const Args& args) {
   if (p->positional.empty()) return usage_error(cmd, "a scenario file is required");
   // Policy loads are logged at info for every trial: keep the terminal to warnings.
   if (auto s = setup_logging(*p, "sim", "", p->has("--log-level") ? "" : "warn"); !s) return usage_error(cmd, s.error().message());
-  auto sets = overrides(p->get_or("--set", ""));
+  auto sets = key_values("--set", p->get_or("--set", ""));
   auto trials = p->get_int("--trials", 0, 1, 1 << 24);
   auto seed = p->get_int("--seed", -1, 0, INT64_MAX);
   if (!sets) return usage_error(cmd, sets.error().message());

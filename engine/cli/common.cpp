@@ -11,6 +11,7 @@
 
 #include "core/log.h"
 #include "core/paths.h"
+#include "core/strings.h"
 
 namespace sal::cli {
 
@@ -87,6 +88,17 @@ Result<std::string> make_run_dir(const std::string& base, const std::string& job
     dir = base + "/" + job + "-" + stamp + "-" + std::to_string(i);
   }
   return fail("cannot create a run directory under ", base);
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> key_values(const std::string& option, const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& kv : split(text, ',')) {
+    if (kv.empty()) continue;
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return fail(option, ": expected KEY=VALUE, got '", kv, "'");
+    out.emplace_back(std::string(trim(kv.substr(0, eq))), std::string(trim(kv.substr(eq + 1))));
+  }
+  return out;
 }
 
 }  // namespace sal::cli

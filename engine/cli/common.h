@@ -45,6 +45,9 @@ class EventLoop {
 
 int usage_error(const Command& cmd, const std::string& message);
 
+// "K=V,K2=V2" option values in order; an item without a key is an error naming the option.
+Result<std::vector<std::pair<std::string, std::string>>> key_values(const std::string& option, const std::string& text);
+
 // <base>/<name>-<YYYYmmdd-HHMMSS>[-N], created (runs and simulations write their files there).
 Result<std::string> make_run_dir(const std::string& base, const std::string& name);
 

@@ -12,14 +12,9 @@ namespace {
 
 uint64_t mix(uint64_t a, uint64_t b) { return a * 0x9E3779B97F4A7C15ull ^ (b + 0x7F4A7C15ull + (a << 6) + (a >> 2)); }
 
-std::string resolve(const Scenario& s, const std::string& path) {
-  if (path.empty() || path[0] == '/') return path;
-  return s.dir + "/" + path;
-}
-
 // A trace's events as node changes; node ids in order of first appearance.
 Result<std::vector<std::pair<double, NodeChange>>> trace_changes(const Scenario& s) {
-  auto path = resolve(s, s.failures.trace_path);
+  auto path = s.resolve(s.failures.trace_path);
   auto events = read_bamboo_trace(path);
   if (!events) return fail("failures.trace: ", events.error().message());
   std::map<std::string, uint32_t> ids;

@@ -286,7 +286,6 @@ Result<TrialResult> Job::run(const TrialOptions& o) {
   r_.plans = st_->plans - plans0_;
   r_.plan_wall_s = st_->plan_wall_s - plan_wall0_;
   r_.events = q_.popped();
-  if (!o.keep_failure_log) r_.failure_log.clear();
   return std::move(r_);
 }
 

@@ -48,7 +48,6 @@ struct TrialResult {
 struct TrialOptions {
   int trial = 0;
   const std::atomic<bool>* cancel = nullptr;
-  bool keep_failure_log = true;
 };
 
 class Strategy;

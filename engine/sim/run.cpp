@@ -116,7 +116,7 @@ Result<PointResult> run_point(const Scenario& s, const std::vector<std::pair<std
     if (!st) return fail(s.source, ": ", st.error().message());
     for (int t = 0; t < s.trials; ++t) {
       if (o.cancel && o.cancel->load()) return fail("cancelled");
-      auto r = run_trial(s, i, *w, **st, {t, o.cancel, true});
+      auto r = run_trial(s, i, *w, **st, {t, o.cancel});
       if (!r) return fail(s.strategies[i].label, ", trial ", t + 1, ": ", r.error().message());
       longest = std::max(longest, r->wall_s);
       total.events += r->events;

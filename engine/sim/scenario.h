@@ -169,6 +169,9 @@ struct Scenario {
   ReportSpec report;
   int trials = 1;
   uint64_t seed = 1;
+
+  // A path of the scenario (a trace, a loads file) as given, or relative to its directory.
+  std::string resolve(const std::string& path) const { return path.empty() || path[0] == '/' ? path : dir + "/" + path; }
 };
 
 struct SweepAxis {

@@ -37,12 +37,10 @@ Result<nlohmann::json> eval_lua(const std::string& path) {
   return j;
 }
 
-Result<nlohmann::json> parse_value(const std::string& text) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const std::exception&) {
-    return nlohmann::json(text);  // a bare word is a string
-  }
+// A JSON value, or a bare word as a string.
+nlohmann::json parse_value(const std::string& text) {
+  auto v = nlohmann::json::parse(text, nullptr, false);
+  return v.is_discarded() ? nlohmann::json(text) : v;
 }
 
 Status read_axes(const nlohmann::json& sweep, std::vector<SweepAxis>& out) {
@@ -133,8 +131,7 @@ Result<ScenarioFile> load_scenario_file(const std::string& path,
   auto j = eval_lua(path);
   if (!j) return j.error();
   for (const auto& [param, text] : overrides) {
-    auto v = parse_value(text);
-    if (auto s = set_param(*j, param, *v); !s) return fail(path, ": --set ", s.error().message());
+    if (auto s = set_param(*j, param, parse_value(text)); !s) return fail(path, ": --set ", s.error().message());
   }
   auto dir = std::filesystem::path(path).parent_path().string();
   auto f = scenario_file_from_json(std::move(*j), path, dir.empty() ? "." : dir);

@@ -74,8 +74,6 @@ class Strategy {
   virtual double rebalance(const SimView& v) { (void)v; return 0; }
   // Expected time between restores, for the oracle checkpoint interval (seconds; ≤ 0: unknown).
   virtual double mean_time_between_restores(const SimView& v) const = 0;
-  // Nodes (of all) the configuration uses now, for reports.
-  virtual uint32_t nodes_in_use() const = 0;
   // Planning calls and their measured wall time (policies really run), for reports.
   uint64_t plans = 0;
   double plan_wall_s = 0;

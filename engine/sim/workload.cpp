@@ -49,11 +49,6 @@ Matrix table(const Scenario& s, const Matrix& t) {
   return m;
 }
 
-std::string resolve(const Scenario& s, const std::string& path) {
-  if (path.empty() || path[0] == '/') return path;
-  return s.dir + "/" + path;
-}
-
 // The number in a file name ("table_iter1051_rank0.log" -> 1051), for ordering a trace directory.
 int64_t number_in(const std::string& name) {
   auto i = name.find_first_of("0123456789");
@@ -75,7 +70,7 @@ Result<std::vector<std::string>> trace_files(const std::string& path) {
 }
 
 Result<std::vector<Matrix>> trace_phases(const Scenario& s) {
-  auto files = trace_files(resolve(s, s.workload.loads.trace_path));
+  auto files = trace_files(s.resolve(s.workload.loads.trace_path));
   if (!files) return fail("workload.loads.path: ", files.error().message());
   std::vector<Matrix> phases;
   for (const auto& f : *files) {

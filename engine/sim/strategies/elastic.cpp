@@ -56,10 +56,10 @@ class Elastic : public Strategy {
     r.failures_absorbed = ++absorbed_;
     if (s_.report.recovery_probability) r.p_survive = held_.p_survive_next(absorbed_);
     held_.lose(node);
-    if (restart_on_change_ || !held_.complete(s_.workload.experts)) return restore(v, r);
+    if (restart_on_change_ || !held_.complete(s_.workload.experts)) return restore(r);
     if (!ready(v)) return {Reaction::Kind::wait, 0, r.failures_absorbed, r.p_survive, "too few nodes"};
     auto pause = replan(v);
-    if (!pause) return restore(v, r);
+    if (!pause) return restore(r);
     r.kind = Reaction::Kind::reconfigure;
     r.pause_s = spec_.costs.detect_s + *pause;
     return r;
@@ -97,8 +97,6 @@ class Elastic : public Strategy {
     return s_.failures.law.mean_s / double(std::max<uint32_t>(1, live(v)));
   }
 
-  uint32_t nodes_in_use() const override { return plan_.nodes; }
-
  private:
   uint32_t slots() const { return s_.cluster.gpus_per_node * s_.cluster.slots_per_gpu; }
   static uint32_t live(const SimView& v) {
@@ -107,8 +105,7 @@ class Elastic : public Strategy {
     return n;
   }
 
-  Reaction restore(const SimView& v, Reaction r) {
-    (void)v;
+  Reaction restore(Reaction r) {
     held_.clear();
     r.kind = Reaction::Kind::restore;
     return r;

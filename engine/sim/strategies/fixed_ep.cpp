@@ -70,9 +70,8 @@ class FixedEp : public Strategy {
     return s_.failures.law.mean_s / double(s_.cluster.nodes);
   }
 
-  uint32_t nodes_in_use() const override { return uint32_t(groups_.size()) * ep_; }
-
  private:
+  uint32_t nodes_in_use() const { return uint32_t(groups_.size()) * ep_; }
   uint32_t slots() const { return s_.cluster.gpus_per_node * s_.cluster.slots_per_gpu; }
 
   std::vector<uint32_t> idle_up(const SimView& v) const {

@@ -91,8 +91,6 @@ class Stacked : public Strategy {
     return std::tgamma(1 + 1.0 / redundancy_) * std::pow(blocks, 1 - 1.0 / redundancy_) * redundancy_ * per_group / n;
   }
 
-  uint32_t nodes_in_use() const override { return live_members(); }
-
  private:
   uint32_t live_members() const {
     uint32_t n = 0;
