@@ -117,7 +117,10 @@ void LocalRun::begin_stop(const std::string& why, int code) {
   exit_code_ = code;
   finished_ns_ = mono_ns();
   refresh(true);
-  controller_->shutdown(why, [this] { wait_for_agents(); });
+  controller_->shutdown(why, [this] {
+    controller_stopped_ = true;
+    wait_for_agents();
+  });
   reap_timer_.start(kAgentExitGraceMs + 3000, 0, [this] {
     spdlog::warn("agents still running {} ms after the stop; killing them", kAgentExitGraceMs + 3000);
     kill_agents();
@@ -125,7 +128,10 @@ void LocalRun::begin_stop(const std::string& why, int code) {
   });
 }
 
+// The loop stops once the controller has heard every node out and every agent process has exited:
+// an agent's exit can be seen before its last messages (worker exits, goodbye) are read.
 void LocalRun::wait_for_agents() {
+  if (!controller_stopped_) return;
   for (auto& a : agents_)
     if (a && a->running()) return;
   reap_timer_.stop();

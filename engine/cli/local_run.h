@@ -77,6 +77,7 @@ class LocalRun {
   std::string stop_reason_;
   int exit_code_ = 0;
   bool stopping_ = false;
+  bool controller_stopped_ = false;  // every node said goodbye (or the controller's stop grace ran out)
   bool joined_once_ = false;
 };
 
