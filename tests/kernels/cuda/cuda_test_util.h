@@ -1,0 +1,98 @@
+// cuda_test_util.h — what the GPU kernel tests share: one Context for the process, random host
+// data, uploads that fail the test loudly, outputs poisoned with NaN before a kernel writes them
+// (so an element a kernel forgot to write fails the comparison), and error measures against the
+// CPU reference (kernels/cpu): relative 2-norm error and the worst element.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/buffer.h"
+#include "kernels/cuda/context.h"
+
+namespace sal::test::gpu {
+
+namespace kc = sal::kernels::cuda;
+
+// The process's Context on device 0 (created on first use; the test fails if it cannot be).
+inline kc::Context& ctx() {
+  static std::unique_ptr<kc::Context> c;
+  if (!c) {
+    kc::Status s = kc::Context::create(0, &c);
+    REQUIRE_MESSAGE(s.ok(), s.what());
+  }
+  return *c;
+}
+
+#define SAL_CHECK_OK(expr)                      \
+  do {                                          \
+    ::sal::kernels::cuda::Status s_ = (expr);   \
+    REQUIRE_MESSAGE(s_.ok(), s_.what());        \
+  } while (0)
+
+inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+template <class T>
+kc::Buffer<T> to_device(const std::vector<T>& host) {
+  kc::Buffer<T> b;
+  SAL_CHECK_OK(b.upload(host));
+  return b;
+}
+
+// n elements, every byte 0xFF (NaN for floats, -1 for ints).
+template <class T>
+kc::Buffer<T> poisoned(size_t n) {
+  kc::Buffer<T> b;
+  SAL_CHECK_OK(b.allocate(n));
+  SAL_CHECK_OK(b.fill_bytes(0xFF));
+  return b;
+}
+
+// Waits for the stream, then copies the buffer out.
+template <class T>
+std::vector<T> to_host(const kc::Buffer<T>& b) {
+  SAL_CHECK_OK(ctx().synchronize());
+  std::vector<T> h;
+  SAL_CHECK_OK(b.download(&h));
+  return h;
+}
+
+// ||got - ref|| / ||ref|| in double; infinite when any got is NaN or the sizes differ.
+inline double rel_error(const std::vector<float>& got, const std::vector<float>& ref) {
+  if (got.size() != ref.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (std::isnan(got[i])) return INFINITY;
+    double d = double(got[i]) - ref[i];
+    num += d * d;
+    den += double(ref[i]) * ref[i];
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+// max |got - ref| / (|ref| + floor): catches one bad element that the 2-norm would hide.
+inline double worst_error(const std::vector<float>& got, const std::vector<float>& ref, double floor = 1e-3) {
+  if (got.size() != ref.size()) return INFINITY;
+  double w = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (std::isnan(got[i])) return INFINITY;
+    w = std::fmax(w, std::fabs(double(got[i]) - ref[i]) / (std::fabs(double(ref[i])) + floor));
+  }
+  return w;
+}
+
+// Tolerances: fp32 kernels (reassociation only) and kernels with bf16 GEMM operands.
+constexpr double kFp32Tol = 1e-5;
+constexpr double kBf16Tol = 1e-2;
+
+}  // namespace sal::test::gpu
