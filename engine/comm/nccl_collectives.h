@@ -161,7 +161,7 @@ class NcclCollectives final : public Collectives {
   friend Result<std::unique_ptr<NcclCollectives>> connect_nccl_object(const NcclOptions& opts, StoreClient& store);
   NcclCollectives(const NcclOptions& opts, ncclComm* comm, CUstream_st* stream, double rendezvous_ms, double init_ms);
 
-  struct Scratch;  // device scratch + pinned host staging (nccl_collectives.cpp)
+  struct Scratch;  // device scratch + pinned host staging (nccl_internal.h)
 
   // Runs one collective: refuses a spent object, holds call_mu_, makes the GPU current, and on an
   // error spends the epoch and prefixes the message with `what`.

@@ -12,20 +12,20 @@
 #include <climits>
 #include <string>
 
+#include "kernels/cuda/reduce.cuh"
+
 namespace sal::kernels::cuda {
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
+using reduce::kFullMask;
+
 constexpr int kMaxRowThreads = 256;
 // Threads of the dtok kernel (the compaction tile is one id per thread).
 constexpr int kScatterThreads = 256;
 constexpr int kScatterWarps = kScatterThreads / 32;
 constexpr int kThreads = 256;
 
-int row_threads(int n) {
-  const long long t = (static_cast<long long>(n) + 31) / 32 * 32;
-  return int(std::min<long long>(kMaxRowThreads, std::max<long long>(32, t)));
-}
+int row_threads(int n) { return reduce::row_threads(n, kMaxRowThreads); }
 
 unsigned grid_for(const Context& ctx, size_t n) {
   const size_t want = (n + kThreads - 1) / kThreads;

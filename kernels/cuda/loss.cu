@@ -11,68 +11,21 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/cuda/reduce.cuh"
+
 namespace sal::kernels::cuda {
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
+using reduce::block_max;
+using reduce::block_sum;
+
 constexpr int kMaxRowThreads = 512;
 // Rows per chunk of the loss sum: kernels/cpu/loss.cpp's kLossRowChunk.
 constexpr int kLossRowChunk = 32;
 // Threads of the one-block loss sum (chunks summed per pass).
 constexpr int kSumThreads = 256;
 
-int row_threads(int n) {
-  const long long t = (static_cast<long long>(n) + 31) / 32 * 32;
-  return int(std::min<long long>(kMaxRowThreads, std::max<long long>(32, t)));
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
-  return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
-  return v;
-}
-
-// Block-wide sum / max; every thread of the block calls, every thread gets the result.
-__device__ float block_sum(float v) {
-  __shared__ float warp_part[32];
-  __shared__ float result;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_sum(v);
-  if (lane == 0) warp_part[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    float s = lane < int(blockDim.x >> 5) ? warp_part[lane] : 0.0f;
-    s = warp_sum(s);
-    if (lane == 0) result = s;
-  }
-  __syncthreads();
-  const float r = result;
-  __syncthreads();  // all have read `result` before a next call may overwrite it
-  return r;
-}
-
-// fmaxf ignores NaN (a NaN logit still makes its row NaN through its exp).
-__device__ float block_max(float v) {
-  __shared__ float warp_part[32];
-  __shared__ float result;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_max(v);
-  if (lane == 0) warp_part[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    float s = lane < int(blockDim.x >> 5) ? warp_part[lane] : -INFINITY;
-    s = warp_max(s);
-    if (lane == 0) result = s;
-  }
-  __syncthreads();
-  const float r = result;
-  __syncthreads();
-  return r;
-}
+int row_threads(int n) { return reduce::row_threads(n, kMaxRowThreads); }
 
 __global__ void cross_entropy_forward_kernel(const float* __restrict__ logits, const int32_t* __restrict__ targets,
                                              float* __restrict__ probs, int V, double* __restrict__ row_loss,

@@ -10,8 +10,12 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/cuda/reduce.cuh"
+
 namespace sal::kernels::cuda {
 namespace {
+
+using reduce::block_sum;
 
 constexpr int kMaxRowThreads = 256;
 // Tile of the column pass: 32 columns (one warp reads 32 consecutive floats of a row) by 8 row lanes.
@@ -21,12 +25,7 @@ constexpr int kTileRows = 8;
 // more than they save).
 constexpr int kMinChunkRows = 16;
 
-// Threads of a block that reduces a row of n: a multiple of 32 (the reductions shuffle whole
-// warps), no more than the row has elements (rounded up), at most kMaxRowThreads.
-int row_threads(int n) {
-  const long long t = (static_cast<long long>(n) + 31) / 32 * 32;
-  return int(std::min<long long>(kMaxRowThreads, std::max<long long>(32, t)));
-}
+int row_threads(int n) { return reduce::row_threads(n, kMaxRowThreads); }
 
 // How the column pass cuts M rows: `count` chunks of `rows` rows (the last one may be short).
 // count <= kLayerNormMaxChunks because rows >= ceil(M / kLayerNormMaxChunks).
@@ -36,31 +35,6 @@ struct Chunks {
 Chunks column_chunks(int M) {
   const int rows = std::max(kMinChunkRows, (M + kLayerNormMaxChunks - 1) / kLayerNormMaxChunks);
   return {rows, (M + rows - 1) / rows};
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// Sum of v over the block; every thread of the block must call it (blockDim.x a multiple of 32)
-// and every thread gets the result. Fixed tree: deterministic.
-__device__ float block_sum(float v) {
-  __shared__ float warp_part[32];
-  __shared__ float result;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_sum(v);
-  if (lane == 0) warp_part[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    float s = lane < int(blockDim.x >> 5) ? warp_part[lane] : 0.0f;
-    s = warp_sum(s);
-    if (lane == 0) result = s;
-  }
-  __syncthreads();
-  const float r = result;
-  __syncthreads();  // all have read `result` before a next call may overwrite it
-  return r;
 }
 
 // One block per row. y may alias x: the last loop reads and writes the thread's own elements, after

@@ -11,10 +11,12 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/cuda/reduce.cuh"
+
 namespace sal::kernels::cuda {
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
+using reduce::block_sum;
 constexpr int kThreads = 256;
 // Elements each thread of the partial-sum kernel takes, at least, before another block is used.
 constexpr size_t kSumPerThread = 16;
@@ -49,26 +51,6 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
     const float vhat = vi * s.inv_bc2;
     p[i] -= s.lr * (mhat / (sqrtf(vhat) + s.eps) + s.weight_decay * p[i]);
   }
-}
-
-__device__ __forceinline__ double warp_sum(double v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
-  return v;
-}
-
-// Sum over the block (every thread calls; the result is valid in thread 0).
-__device__ double block_sum(double v) {
-  __shared__ double warp_part[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_sum(v);
-  if (lane == 0) warp_part[warp] = v;
-  __syncthreads();
-  double r = 0.0;
-  if (warp == 0) {
-    r = lane < int(blockDim.x >> 5) ? warp_part[lane] : 0.0;
-    r = warp_sum(r);
-  }
-  return r;  // each kernel calls block_sum once: no barrier needed before warp_part is reused
 }
 
 __global__ void sum_squares_partial_kernel(const float* __restrict__ x, size_t n, double* __restrict__ partial) {

@@ -19,6 +19,8 @@
 
 #include <string>
 
+#include "kernels/cuda/reduce.cuh"
+
 namespace sal::kernels::cuda {
 namespace {
 
@@ -26,7 +28,8 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kChunk = 512;  // assignments per warp in the rank kernels
 constexpr int kUnroll = 4;   // independent 16-byte loads per lane in flight in the row copy
-constexpr unsigned kFull = 0xffffffffu;
+constexpr unsigned kFull = reduce::kFullMask;
+using reduce::warp_sum;
 
 // ---- positions ----------------------------------------------------------------------------------
 
@@ -220,12 +223,6 @@ __device__ inline float4 fma4(float w, float4 v, float4 acc) {
 __device__ inline float4 scale4(float w, float4 v) { return make_float4(w * v.x, w * v.y, w * v.z, w * v.w); }
 __device__ inline float dot4(float4 a, float4 b, float acc) {
   return fmaf(a.w, b.w, fmaf(a.z, b.z, fmaf(a.y, b.y, fmaf(a.x, b.x, acc))));
-}
-
-// Fixed xor tree: the same value in every lane, the same order every run.
-__device__ inline float warp_sum(float v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFull, v, off);
-  return v;
 }
 
 __device__ inline bool present(int32_t row, int n) { return row >= 0 && row < n; }
