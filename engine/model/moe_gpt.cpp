@@ -36,18 +36,13 @@ void linear_backward(const float* x, const float* w, const float* dy, float* dw,
 
 }  // namespace
 
-// Experiments only (Dims::skew): the k experts of each token are drawn without replacement with
-// weight `skew` for the hot experts and 1 for the others, from a hash of (layer, position, token,
-// previous token) — the same whichever worker computes the token — instead of the gate's top-k.
-// The combine weights stay the gate's probabilities of the drawn experts, so the gate still learns.
-void MoeGpt::force_routing(int l, int T, LayerActs& a) {
-  const Dims& d = p_.dims;
-  int E = d.experts, K = d.top_k, N = int(a.idx.size()) / K;
+void forced_experts(const Dims& d, int layer, const int32_t* ids, int N, int T, int32_t* idx) {
+  const int E = d.experts, K = d.top_k;
   std::vector<double> weight(static_cast<size_t>(E));
   for (int t = 0; t < N; ++t) {
     int pos = t % T;
-    uint64_t h = mix64((uint64_t(l) << 48) ^ (uint64_t(pos) << 32) ^ (uint64_t(uint32_t((*inputs_)[size_t(t)])) << 16) ^
-                       (pos > 0 ? uint64_t(uint32_t((*inputs_)[size_t(t) - 1])) : 0xFFFFu));
+    uint64_t h = mix64((uint64_t(layer) << 48) ^ (uint64_t(pos) << 32) ^ (uint64_t(uint32_t(ids[t])) << 16) ^
+                       (pos > 0 ? uint64_t(uint32_t(ids[t - 1])) : 0xFFFFu));
     for (int e = 0; e < E; ++e) weight[size_t(e)] = e < d.hot_experts ? double(d.skew) : 1.0;
     for (int j = 0; j < K; ++j) {
       double total = 0;
@@ -62,10 +57,17 @@ void MoeGpt::force_routing(int l, int T, LayerActs& a) {
         pick -= weight[size_t(c)];
       }
       weight[size_t(e)] = 0;
-      a.idx[size_t(t) * K + j] = e;
-      a.w[size_t(t) * K + j] = a.gate_probs[size_t(t) * E + e];
+      idx[size_t(t) * K + j] = e;
     }
   }
+}
+
+// The combine weights stay the gate's probabilities of the drawn experts, so the gate still learns.
+void MoeGpt::force_routing(int l, int T, LayerActs& a) {
+  const Dims& d = p_.dims;
+  int E = d.experts, K = d.top_k, N = int(a.idx.size()) / K;
+  forced_experts(d, l, inputs_->data(), N, T, a.idx.data());
+  for (size_t i = 0; i < a.idx.size(); ++i) a.w[i] = a.gate_probs[(i / size_t(K)) * size_t(E) + size_t(a.idx[i])];
 }
 
 Status MoeGpt::forward(const std::vector<int32_t>& inputs, int B, int T, int64_t global_tokens, ExpertExchange& ex,

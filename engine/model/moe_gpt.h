@@ -28,6 +28,13 @@ struct StepStats {
   std::vector<std::vector<uint32_t>> expert_counts;
 };
 
+// Experiments only (Dims::skew): the k experts of each of the N = rows tokens of layer `layer`,
+// drawn without replacement with weight `skew` for the first hot_experts experts and 1 for the
+// others, from a hash of (layer, position, token, previous token) — the same whichever worker or
+// device computes the token. ids [N] are the layer's input token ids, T the sequence length;
+// idx [N*k] is overwritten. The CPU and GPU models both route with it.
+void forced_experts(const Dims& d, int layer, const int32_t* ids, int N, int T, int32_t* idx);
+
 class MoeGpt {
  public:
   explicit MoeGpt(Params& p) : p_(p) {}

@@ -41,19 +41,26 @@ double clip_scale(const OptimConfig& c, double global_norm) {
   return c.clip / global_norm;
 }
 
+std::vector<DecayRun> decay_runs(const Dims& d, UnitKind kind, size_t n) {
+  std::vector<char> decay(n, 0);
+  for (Slice s : decayed(d, kind)) std::fill(decay.begin() + long(s.offset), decay.begin() + long(s.offset + s.size), 1);
+  std::vector<DecayRun> out;
+  size_t start = 0;
+  for (size_t i = 1; i <= n; ++i) {
+    if (i < n && decay[i] == decay[start]) continue;
+    out.push_back({start, i, decay[start] != 0});
+    start = i;
+  }
+  return out;
+}
+
 void apply_adamw(Params& p, const OptimConfig& c, double lr, double grad_scale, int64_t t) {
   for (Unit* u : p.units()) {
     if (grad_scale != 1.0) k::scale(u->g.data(), u->g.size(), float(grad_scale));
-    std::vector<char> decay(u->w.size(), 0);
-    for (Slice s : decayed(p.dims, u->id.kind)) std::fill(decay.begin() + long(s.offset), decay.begin() + long(s.offset + s.size), 1);
-    // Runs of equal decay are updated together.
-    size_t start = 0;
-    for (size_t i = 1; i <= u->w.size(); ++i) {
-      if (i < u->w.size() && decay[i] == decay[start]) continue;
-      k::adamw(u->w.data() + start, u->g.data() + start, u->m.data() + start, u->v.data() + start, i - start, float(lr),
-               float(c.beta1), float(c.beta2), float(c.eps), decay[start] ? float(c.weight_decay) : 0.0f, t);
-      start = i;
-    }
+    for (const DecayRun& r : decay_runs(p.dims, u->id.kind, u->w.size()))
+      k::adamw(u->w.data() + r.begin, u->g.data() + r.begin, u->m.data() + r.begin, u->v.data() + r.begin,
+               r.end - r.begin, float(lr), float(c.beta1), float(c.beta2), float(c.eps),
+               r.decay ? float(c.weight_decay) : 0.0f, t);
   }
 }
 

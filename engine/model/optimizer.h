@@ -3,7 +3,9 @@
 // gate, experts, token embedding), not to biases, LayerNorm parameters or position embeddings.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "model/params.h"
 
@@ -28,6 +30,14 @@ double clip_scale(const OptimConfig& c, double global_norm);
 // One AdamW update of every unit held, with gradients scaled by `grad_scale`; t is the 1-based
 // update count (bias correction).
 void apply_adamw(Params& p, const OptimConfig& c, double lr, double grad_scale, int64_t t);
+
+// A unit's floats in runs of equal weight decay, in order: [begin, end) and whether the run decays.
+// The CPU and GPU optimizers update each run with one AdamW call.
+struct DecayRun {
+  size_t begin, end;
+  bool decay;
+};
+std::vector<DecayRun> decay_runs(const Dims& d, UnitKind kind, size_t n);
 
 // Sum of squared gradients of one unit (the runtime adds them up over distinct units).
 double grad_sum_squares(const Unit& u);

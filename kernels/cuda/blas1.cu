@@ -15,12 +15,13 @@ __global__ void axpy_kernel(size_t n, float a, const float* __restrict__ x, floa
 
 }  // namespace
 
-int axpy(size_t n, float a, const float* x, float* y) {
-  if (n == 0) return cudaSuccess;
+Status axpy(const Context& ctx, size_t n, float a, const float* x, float* y) {
+  if (n == 0) return {};
+  if (!x || !y) return invalid_argument("axpy: null pointer");
   size_t blocks = (n + kThreads - 1) / kThreads;
   if (blocks > 65535) blocks = 65535;
-  axpy_kernel<<<unsigned(blocks), kThreads>>>(n, a, x, y);
-  return int(cudaGetLastError());
+  axpy_kernel<<<unsigned(blocks), kThreads, 0, ctx.stream()>>>(n, a, x, y);
+  return launch_status("axpy_kernel");
 }
 
 }  // namespace sal::kernels::cuda

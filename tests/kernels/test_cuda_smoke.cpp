@@ -10,7 +10,10 @@
 #ifdef SAL_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include <memory>
+
 #include "kernels/cuda/blas1.h"
+#include "kernels/cuda/context.h"
 #include "kernels/cuda/device.h"
 #endif
 
@@ -39,7 +42,10 @@ int main() {
   if (cudaMalloc(&dx, n * 4) || cudaMalloc(&dy, n * 4)) return std::puts("cudaMalloc failed"), 1;
   cudaMemcpy(dx, x.data(), n * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(dy, y.data(), n * 4, cudaMemcpyHostToDevice);
-  if (int e = cuda::axpy(n, 1.5f, dx, dy)) return std::printf("axpy launch failed: %d\n", e), 1;
+  std::unique_ptr<cuda::Context> ctx;
+  if (auto s = cuda::Context::create(0, &ctx); !s.ok()) return std::printf("%s\n", s.what().c_str()), 1;
+  if (auto s = cuda::axpy(*ctx, n, 1.5f, dx, dy); !s.ok()) return std::printf("%s\n", s.what().c_str()), 1;
+  if (auto s = ctx->synchronize(); !s.ok()) return std::printf("%s\n", s.what().c_str()), 1;
   cudaMemcpy(got.data(), dy, n * 4, cudaMemcpyDeviceToHost);
   cudaFree(dx);
   cudaFree(dy);

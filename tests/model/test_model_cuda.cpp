@@ -1,0 +1,618 @@
+// test_model_cuda.cpp — the moe-gpt model on one GPU (engine/model/cuda) against the CPU model
+// (model::MoeGpt + model::LocalExchange), on identical parameters: the parameter store's round
+// trips, the device expert exchange on its own, a whole step (losses, expert counts, every unit's
+// gradient), the optimizer (exactly on identical gradients, closely after a whole step),
+// next_logits, bad ids, and 40 steps of training on the repo's docs/ that must make the loss fall.
+//
+// Routing. The GPU's bf16 GEMMs move the gate's inputs by ~1e-3 relative, so a token whose k-th
+// and (k+1)-th gate logits are closer than ~1e-3 may pick another expert on the GPU; the counts and
+// the gradients would then differ for a legitimate reason. The strict comparisons therefore use
+// Dims::skew's forced routing (the experts come from a hash of the positions and ids, identical on
+// both sides, while the combine weights and the balancing loss still come from the gate), and the
+// gate-routed comparison runs on a batch the CPU shows to have no near tie (every token's top-k
+// logit gap >= kMinGateGap, about ten times the difference bf16 makes, measured on the CPU with
+// bf16-rounded GEMM operands).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/permute.h"
+#include "model/cuda/device_exchange.h"
+#include "model/cuda/device_params.h"
+#include "model/cuda/moe_gpt_cuda.h"
+#include "model/cuda/optimizer_cuda.h"
+#include "model/local_exchange.h"
+#include "model/moe_gpt.h"
+#include "model/optimizer.h"
+
+using namespace sal;
+using namespace sal::model;
+using sal::test::gpu::ctx;
+using sal::test::gpu::rel_error;
+using sal::test::gpu::to_device;
+using sal::test::gpu::to_host;
+
+namespace {
+
+constexpr double kLossTol = 1e-2;     // ce and aux, relative
+constexpr double kGradTol = 3e-2;     // each unit's gradient, relative 2-norm
+constexpr double kMinGateGap = 5e-3;  // see the top of the file
+
+// L 2, d 64, 4 heads, E 4, top-2, T 32, vocab 256; forced routing on request.
+Dims small_dims(bool forced_routing) {
+  Dims d;
+  d.layers = 2, d.d = 64, d.heads = 4, d.experts = 4, d.top_k = 2, d.seq_len = 32, d.vocab = 256;
+  if (forced_routing) d.skew = 3.0f, d.hot_experts = 1;
+  return d;
+}
+
+std::vector<std::pair<int, int>> all_experts(const Dims& d) {
+  std::vector<std::pair<int, int>> out;
+  for (int l = 0; l < d.layers; ++l)
+    for (int e = 0; e < d.experts; ++e) out.push_back({l, e});
+  return out;
+}
+
+// The repo's docs/: real English text that is always there.
+Corpus docs_corpus(int seq_len) {
+  auto c = Corpus::load(std::string(SAL_SOURCE_DIR) + "/docs", "bytes", 256, seq_len);
+  REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.error().message()));
+  return std::move(*c);
+}
+
+std::unique_ptr<DeviceParams> on_device(const Params& p, LmHead head = LmHead::automatic) {
+  auto r = DeviceParams::create(ctx(), p, head);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message()));
+  return std::move(*r);
+}
+
+#define REQUIRE_OK(expr)                                                          \
+  do {                                                                            \
+    auto&& r_ = (expr);                                                           \
+    REQUIRE_MESSAGE(r_.ok(), (r_.ok() ? std::string() : r_.error().message()));   \
+  } while (0)
+
+StepStats cpu_step(Params& p, const Batch& b, int64_t global, ExpertExchange* ex = nullptr) {
+  LocalExchange local(p);
+  MoeGpt m(p);
+  p.zero_grads();
+  auto s = m.step(b, global, ex ? *ex : local);
+  REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message()));
+  return *s;
+}
+
+StepStats gpu_step(DeviceParams& dp, const Batch& b, int64_t global,
+                   kc::GroupedGemmMode mode = kc::GroupedGemmMode::grouped, DeviceExchange* ex = nullptr) {
+  LocalDeviceExchange local(dp, mode);
+  MoeGptCuda m(dp);
+  REQUIRE_OK(dp.zero_grads());
+  auto s = m.step(b, global, ex ? *ex : local);
+  REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message()));
+  return *s;
+}
+
+double rel(double got, double ref) { return std::fabs(got - ref) / std::max(1e-12, std::fabs(ref)); }
+
+// Losses, counts and every unit's gradient of a GPU step against the CPU step just taken on cpu.
+void check_step(const StepStats& cs, const StepStats& gs, Params& cpu, DeviceParams& gpu, double grad_tol) {
+  MESSAGE("ce " << cs.ce_sum << " (cpu) " << gs.ce_sum << " (gpu), aux " << cs.aux << " / " << gs.aux);
+  CHECK(gs.tokens == cs.tokens);
+  CHECK(rel(gs.ce_sum, cs.ce_sum) <= kLossTol);
+  CHECK(rel(gs.aux, cs.aux) <= kLossTol);
+  CHECK(gs.expert_counts == cs.expert_counts);
+  Params got = cpu;
+  REQUIRE_OK(gpu.download(got, kGrads));
+  auto want = cpu.units();
+  auto have = got.units();
+  REQUIRE(want.size() == have.size());
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(want[i]->id.name());
+    double e = rel_error(have[i]->g, want[i]->g);
+    worst = std::max(worst, e);
+    CHECK(e <= grad_tol);
+  }
+  MESSAGE("worst unit gradient error " << worst);
+}
+
+// The top-k gap of every token's gate logits, recomputed in double from the gate's input (the x the
+// model hands the exchange) and the gate weights; then LocalExchange's work.
+struct GapProbe : LocalExchange {
+  explicit GapProbe(Params& p) : LocalExchange(p), p_(p) {}
+  Status forward(int layer, const float* x, const Routing& r, float* out) override {
+    const int D = p_.dims.d, E = p_.dims.experts, K = p_.dims.top_k;
+    const float* w = p_.gate[size_t(layer)].at(gate_layout(p_.dims).w);
+    std::vector<double> logit(static_cast<size_t>(E));
+    for (int t = 0; t < r.tokens; ++t) {
+      for (int e = 0; e < E; ++e) {
+        double s = 0;
+        for (int i = 0; i < D; ++i) s += double(x[size_t(t) * D + i]) * w[size_t(i) * E + e];
+        logit[size_t(e)] = s;
+      }
+      std::sort(logit.begin(), logit.end(), std::greater<double>());
+      min_gap = std::min(min_gap, logit[size_t(K) - 1] - logit[size_t(K)]);
+    }
+    return LocalExchange::forward(layer, x, r, out);
+  }
+  Params& p_;
+  double min_gap = 1e300;
+};
+
+// As if another worker had routed `tokens` tokens: fixed counts and probability sums are added to
+// the global statistics (the same on the CPU and the GPU side).
+struct OtherWorker {
+  std::vector<double> counts, prob_sums;
+  double tokens = 0;
+  void add(std::vector<double>& c, std::vector<double>& p, double& t) const {
+    for (size_t e = 0; e < c.size(); ++e) c[e] += counts[e], p[e] += prob_sums[e];
+    t += tokens;
+  }
+};
+
+struct CpuWithOther : LocalExchange {
+  CpuWithOther(Params& p, OtherWorker o) : LocalExchange(p), o_(std::move(o)) {}
+  Status global_stats(int, std::vector<double>& c, std::vector<double>& p, double& t) override {
+    o_.add(c, p, t);
+    return {};
+  }
+  OtherWorker o_;
+};
+
+struct GpuWithOther : DeviceExchange {
+  GpuWithOther(DeviceParams& p, OtherWorker o) : local_(p), o_(std::move(o)) {}
+  Status global_stats(int, std::vector<double>& c, std::vector<double>& p, double& t) override {
+    o_.add(c, p, t);
+    return {};
+  }
+  Status forward(int l, const DeviceRouting& r, const float* x, float* out) override {
+    return local_.forward(l, r, x, out);
+  }
+  Status backward(int l, const DeviceRouting& r, const float* d_out, float* dx, float* d_w) override {
+    return local_.backward(l, r, d_out, dx, d_w);
+  }
+  LocalDeviceExchange local_;
+  OtherWorker o_;
+};
+
+// Round to nearest even, as the device's bf16 copies are made.
+uint16_t bf16_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+// The unit's bf16 copy on the device equals its values rounded.
+void check_bf16_copy(DeviceUnit& u) {
+  REQUIRE(u.has_bf16());
+  std::vector<float> w = to_host(u.w);
+  std::vector<kc::Bf16> w16 = to_host(u.w16);
+  REQUIRE(w16.size() == w.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    uint16_t got;
+    std::memcpy(&got, &w16[i], 2);
+    bad += got != bf16_bits(w[i]);
+  }
+  CHECK(bad == 0);
+}
+
+void fill_random(std::vector<float>& v, std::mt19937& rng, float scale) {
+  std::normal_distribution<float> n(0.0f, scale);
+  for (auto& x : v) x = n(rng);
+}
+
+}  // namespace
+
+TEST_CASE("DeviceParams keeps every unit's values, gradient and moments and gives them back") {
+  Dims d = small_dims(false);
+  Params p = Params::create(d, 3, all_experts(d));
+  std::mt19937 rng(4);
+  for (Unit* u : p.units()) {
+    fill_random(u->g, rng, 1.0f);
+    fill_random(u->m, rng, 0.1f);
+    for (auto& v : u->v) v = std::fabs(std::normal_distribution<float>(0.0f, 0.01f)(rng));
+  }
+  auto dp = on_device(p);
+  CHECK(dp->parameter_count() == p.parameter_count());
+  CHECK_FALSE(dp->bf16_head());  // vocab 256: the head is fp32
+  CHECK_FALSE(dp->embedding().has_bf16());
+  CHECK_FALSE(dp->gate(0).has_bf16());
+  check_bf16_copy(dp->dense(1));
+  check_bf16_copy(*dp->expert(1, 2));
+  REQUIRE_OK(dp->upload(p, kGrads));
+
+  Params back = Params::create(d, 99, all_experts(d));  // other values everywhere
+  REQUIRE_OK(dp->download(back, kAllParts));
+  auto a = p.units(), b = back.units();
+  for (size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(a[i]->id.name());
+    CHECK(b[i]->w == a[i]->w);
+    CHECK(b[i]->g == a[i]->g);
+    CHECK(b[i]->m == a[i]->m);
+    CHECK(b[i]->v == a[i]->v);
+  }
+
+  REQUIRE_OK(dp->zero_grads());
+  REQUIRE_OK(dp->download(back, kGrads));
+  for (Unit* u : back.units()) CHECK(std::all_of(u->g.begin(), u->g.end(), [](float x) { return x == 0.0f; }));
+
+  // migration: an expert leaves, the host form without it matches, it comes back
+  dp->remove_expert(1, 3);
+  CHECK(dp->expert(1, 3) == nullptr);
+  CHECK(dp->held_experts().size() == size_t(d.layers * d.experts - 1));
+  std::vector<std::pair<int, int>> fewer = all_experts(d);
+  fewer.pop_back();
+  Params partial = Params::create(d, 3, fewer);
+  REQUIRE_OK(dp->download(partial, kValues));
+  CHECK_FALSE(dp->download(back, kValues).ok());  // the host holds an expert the device does not
+  REQUIRE_OK(dp->add_expert(*p.expert(1, 3)));
+  Unit e13;
+  REQUIRE_OK(dp->download_unit(UnitId{UnitKind::expert, 1, 3}, e13, kAllParts));
+  CHECK(e13.w == p.expert(1, 3)->w);
+  CHECK(e13.m == p.expert(1, 3)->m);
+  CHECK(std::all_of(e13.g.begin(), e13.g.end(), [](float x) { return x == 0.0f; }));
+  check_bf16_copy(*dp->expert(1, 3));
+
+  // a bf16 LM head keeps a bf16 copy of the embedding
+  auto dp16 = on_device(p, LmHead::bf16);
+  CHECK(dp16->bf16_head());
+  check_bf16_copy(dp16->embedding());
+}
+
+TEST_CASE("LocalDeviceExchange computes the CPU experts, their combine and every gradient") {
+  struct Case {
+    int d;
+    kc::GroupedGemmMode mode;
+  };
+  for (Case c : {Case{64, kc::GroupedGemmMode::grouped}, Case{64, kc::GroupedGemmMode::per_group},
+                 Case{34, kc::GroupedGemmMode::grouped}}) {  // d 34: per-expert fallback, unaligned rows
+    CAPTURE(c.d);
+    CAPTURE(int(c.mode));
+    Dims d = small_dims(false);
+    d.layers = 1, d.d = c.d, d.heads = 2;
+    const int N = 50, K = d.top_k, E = d.experts, D = d.d;
+    Params p = Params::create(d, 5, all_experts(d));
+    std::mt19937 rng(6);
+    // every token picks two distinct experts among 0..2: expert 3 gets nothing
+    std::vector<int32_t> idx(size_t(N) * K);
+    std::vector<float> w(idx.size());
+    for (int t = 0; t < N; ++t) {
+      int a = int(rng() % 3), b = (a + 1 + int(rng() % 2)) % 3;
+      idx[size_t(t) * K] = a, idx[size_t(t) * K + 1] = b;
+      w[size_t(t) * K] = 0.2f + 0.6f * float(rng() % 1000) / 1000.0f, w[size_t(t) * K + 1] = 0.3f;
+    }
+    std::vector<float> x = sal::test::gpu::randn(size_t(N) * D, 7), dy = sal::test::gpu::randn(size_t(N) * D, 8);
+
+    // CPU: the exchange's rows, combined and differentiated as moe_gpt.cpp does
+    p.zero_grads();
+    LocalExchange cex(p);
+    std::vector<float> rows(size_t(N) * K * D), dx_rows(rows.size()), d_rows(rows.size());
+    REQUIRE_OK(cex.forward(0, x.data(), Routing{N, K, idx}, rows.data()));
+    std::vector<float> out(size_t(N) * D, 0.0f), dx(size_t(N) * D, 0.0f), dw(idx.size());
+    for (int t = 0; t < N; ++t)
+      for (int j = 0; j < K; ++j) {
+        size_t a = size_t(t) * K + j;
+        double dot = 0;
+        for (int i = 0; i < D; ++i) {
+          out[size_t(t) * D + i] += w[a] * rows[a * D + i];
+          d_rows[a * D + i] = w[a] * dy[size_t(t) * D + i];
+          dot += double(dy[size_t(t) * D + i]) * rows[a * D + i];
+        }
+        dw[a] = float(dot);
+      }
+    REQUIRE_OK(cex.backward(0, d_rows.data(), dx_rows.data()));
+    for (size_t a = 0; a < idx.size(); ++a)
+      for (int i = 0; i < D; ++i) dx[(a / K) * D + i] += dx_rows[a * D + i];
+
+    // GPU
+    auto dp = on_device(p);
+    auto d_idx = to_device(idx);
+    auto d_w = to_device(w);
+    auto d_x = to_device(x);
+    auto d_dy = to_device(dy);
+    auto counts = sal::test::gpu::poisoned<uint32_t>(size_t(E));
+    SAL_CHECK_OK(kc::count_assignments(ctx(), d_idx.get(), N, K, E, counts.get()));
+    auto g_out = sal::test::gpu::poisoned<float>(out.size());
+    auto g_dx = sal::test::gpu::poisoned<float>(dx.size());
+    auto g_dw = sal::test::gpu::poisoned<float>(dw.size());
+    LocalDeviceExchange gex(*dp, c.mode);
+    DeviceRouting r{N, K, d_idx.get(), d_w.get(), counts.get()};
+    REQUIRE_OK(gex.forward(0, r, d_x.get(), g_out.get()));
+    REQUIRE_OK(gex.backward(0, r, d_dy.get(), g_dx.get(), g_dw.get()));
+    CHECK(rel_error(to_host(g_out), out) <= sal::test::gpu::kBf16Tol);
+    CHECK(rel_error(to_host(g_dx), dx) <= 2 * sal::test::gpu::kBf16Tol);
+    CHECK(rel_error(to_host(g_dw), dw) <= sal::test::gpu::kBf16Tol);
+    for (int e = 0; e < E; ++e) {
+      CAPTURE(e);
+      Unit got;
+      REQUIRE_OK(dp->download_unit(UnitId{UnitKind::expert, 0, e}, got, kGrads));
+      const std::vector<float>& want = p.expert(0, e)->g;
+      if (e == 3)
+        CHECK(std::all_of(got.g.begin(), got.g.end(), [](float v) { return v == 0.0f; }));  // no rows: untouched
+      else
+        CHECK(rel_error(got.g, want) <= 2 * sal::test::gpu::kBf16Tol);
+    }
+    // an expert with tokens that is not held here is an error, as on the CPU
+    dp->remove_expert(0, 1);
+    LocalDeviceExchange gex2(*dp, c.mode);
+    auto s = gex2.forward(0, r, d_x.get(), g_out.get());
+    CHECK_FALSE(s.ok());
+    if (!s.ok()) CHECK(s.error().message().find("not held") != std::string::npos);
+  }
+}
+
+TEST_CASE("a GPU step with forced routing matches the CPU step: losses, expert counts, every gradient") {
+  Dims d = small_dims(true);
+  Params cpu = Params::create(d, 1, all_experts(d));
+  auto gpu = on_device(cpu);
+  Corpus c = docs_corpus(d.seq_len);
+  Batch b = make_batch(c, 11, 0, 0, 4, d.seq_len);
+  StepStats cs = cpu_step(cpu, b, 4 * d.seq_len);
+  StepStats gs = gpu_step(*gpu, b, 4 * d.seq_len);
+  check_step(cs, gs, cpu, *gpu, kGradTol);
+  // gradients accumulate: a second step without zeroing doubles them
+  {
+    LocalDeviceExchange ex(*gpu);
+    MoeGptCuda m(*gpu);
+    REQUIRE(m.step(b, 4 * d.seq_len, ex).ok());
+    Params twice = cpu;
+    REQUIRE_OK(gpu->download(twice, kGrads));
+    for (Unit* u : cpu.units())
+      for (auto& g : u->g) g *= 2.0f;
+    auto want = cpu.units(), have = twice.units();
+    for (size_t i = 0; i < want.size(); ++i) CHECK(rel_error(have[i]->g, want[i]->g) <= kGradTol);
+  }
+}
+
+TEST_CASE("a GPU step routed by the gate matches the CPU step on a batch without near ties") {
+  Dims d = small_dims(false);
+  Params cpu = Params::create(d, 1, all_experts(d));
+  Corpus c = docs_corpus(d.seq_len);
+  // the first batch (one sequence) whose every top-k gate gap is at least kMinGateGap
+  int chosen = -1;
+  double gap = 0;
+  for (int s = 0; s < 128 && chosen < 0; ++s) {
+    GapProbe probe(cpu);
+    cpu_step(cpu, make_batch(c, 11, uint64_t(s), 0, 1, d.seq_len), d.seq_len, &probe);
+    if (probe.min_gap >= kMinGateGap) chosen = s, gap = probe.min_gap;
+  }
+  REQUIRE_MESSAGE(chosen >= 0, "no batch among 128 without a near tie in the gate");
+  MESSAGE("batch " << chosen << ", smallest top-k gate gap " << gap);
+  Batch b = make_batch(c, 11, uint64_t(chosen), 0, 1, d.seq_len);
+  StepStats cs = cpu_step(cpu, b, d.seq_len);
+  auto gpu = on_device(cpu);
+  StepStats gs = gpu_step(*gpu, b, d.seq_len);
+  check_step(cs, gs, cpu, *gpu, kGradTol);
+}
+
+TEST_CASE("global statistics from the exchange drive the balancing loss as on the CPU") {
+  Dims d = small_dims(true);
+  d.aux_weight = 0.05f;
+  Params cpu = Params::create(d, 2, all_experts(d));
+  auto gpu = on_device(cpu);
+  Corpus c = docs_corpus(d.seq_len);
+  Batch b = make_batch(c, 11, 3, 0, 2, d.seq_len);
+  // another worker with 64 tokens whose routing leans on expert 0
+  OtherWorker other{{60, 30, 20, 18}, {25.0, 15.0, 12.0, 12.0}, 64};
+  CpuWithOther cex(cpu, other);
+  GpuWithOther gex(*gpu, other);
+  StepStats cs = cpu_step(cpu, b, 2 * 64, &cex);
+  StepStats gs = gpu_step(*gpu, b, 2 * 64, kc::GroupedGemmMode::grouped, &gex);
+  check_step(cs, gs, cpu, *gpu, kGradTol);
+}
+
+TEST_CASE("per-expert GEMMs and a bf16 LM head compute the same step") {
+  Dims d = small_dims(true);
+  Params cpu = Params::create(d, 4, all_experts(d));
+  auto gpu = on_device(cpu, LmHead::bf16);
+  REQUIRE(gpu->bf16_head());
+  Corpus c = docs_corpus(d.seq_len);
+  Batch b = make_batch(c, 11, 1, 0, 4, d.seq_len);
+  StepStats cs = cpu_step(cpu, b, 4 * d.seq_len);
+  StepStats gs = gpu_step(*gpu, b, 4 * d.seq_len, kc::GroupedGemmMode::per_group);
+  check_step(cs, gs, cpu, *gpu, kGradTol);
+}
+
+TEST_CASE("an odd d_model (no vector or grouped paths) still matches the CPU step") {
+  Dims d = small_dims(true);
+  d.d = 34, d.heads = 2;  // head size 17; d % 4 != 0 and d % 8 != 0
+  Params cpu = Params::create(d, 6, all_experts(d));
+  auto gpu = on_device(cpu);
+  Corpus c = docs_corpus(d.seq_len);
+  Batch b = make_batch(c, 11, 2, 0, 3, d.seq_len);
+  StepStats cs = cpu_step(cpu, b, 3 * d.seq_len);
+  StepStats gs = gpu_step(*gpu, b, 3 * d.seq_len);
+  check_step(cs, gs, cpu, *gpu, kGradTol);
+}
+
+TEST_CASE("the GPU optimizer step equals the CPU's on the same gradients") {
+  Dims d = small_dims(true);
+  Corpus c = docs_corpus(d.seq_len);
+  OptimConfig oc;
+  oc.lr = 3e-3, oc.warmup = 5, oc.total_steps = 50;
+  // a CPU state with moments (one update done) and fresh gradients
+  Params cpu = Params::create(d, 8, all_experts(d));
+  cpu_step(cpu, make_batch(c, 11, 0, 0, 2, d.seq_len), 2 * d.seq_len);
+  apply_adamw(cpu, oc, learning_rate(oc, 0), 1.0, 1);
+  cpu_step(cpu, make_batch(c, 11, 1, 0, 2, d.seq_len), 2 * d.seq_len);
+
+  for (double clip : {0.01, 1e9}) {  // the norm is far above 0.01 (clipped) and below 1e9 (not)
+    CAPTURE(clip);
+    oc.clip = clip;
+    Params want = cpu;
+    auto gpu = on_device(want);
+    REQUIRE_OK(gpu->upload(want, kAllParts));
+    double norm2 = 0;
+    for (Unit* u : want.units()) norm2 += grad_sum_squares(*u);
+    const int64_t step = 7;  // past the warmup: the cosine part of the schedule
+    apply_adamw(want, oc, learning_rate(oc, step), clip_scale(oc, std::sqrt(norm2)), step + 1);
+    OptimizerCuda opt(*gpu, oc);
+    REQUIRE_OK(opt.step(step));
+    auto norm = opt.last_norm();
+    REQUIRE(norm.ok());
+    CHECK(rel(*norm, std::sqrt(norm2)) <= 1e-9);
+    Params got = cpu;
+    REQUIRE_OK(gpu->download(got, kAllParts));
+    auto a = want.units(), b = got.units();
+    for (size_t i = 0; i < a.size(); ++i) {
+      CAPTURE(a[i]->id.name());
+      CHECK(rel_error(b[i]->w, a[i]->w) <= 1e-6);
+      CHECK(rel_error(b[i]->m, a[i]->m) <= 1e-6);
+      CHECK(rel_error(b[i]->v, a[i]->v) <= 1e-6);
+      CHECK(rel_error(b[i]->g, a[i]->g) <= 1e-6);  // the clipped gradients
+    }
+    check_bf16_copy(gpu->dense(0));
+    check_bf16_copy(*gpu->expert(1, 1));
+  }
+
+  // apply_adamw with a host scale, as the Trainer would call it; and the per-unit sums of squares
+  Params want = cpu;
+  auto gpu = on_device(want);
+  REQUIRE_OK(gpu->upload(want, kAllParts));
+  OptimizerCuda opt(*gpu, oc);
+  auto sums = opt.unit_grad_sum_squares();
+  REQUIRE(sums.ok());
+  auto us = want.units();
+  REQUIRE(sums->size() == us.size());
+  for (size_t i = 0; i < us.size(); ++i) CHECK(rel((*sums)[i], grad_sum_squares(*us[i])) <= 1e-9);
+  apply_adamw(want, oc, 1e-3, 0.5, 3);
+  REQUIRE_OK(opt.apply_adamw(1e-3, 0.5, 3));
+  Params got = cpu;
+  REQUIRE_OK(gpu->download(got, kValues | kMoments));
+  auto a = want.units(), b = got.units();
+  for (size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(a[i]->id.name());
+    CHECK(rel_error(b[i]->w, a[i]->w) <= 1e-6);
+    CHECK(rel_error(b[i]->m, a[i]->m) <= 1e-6);
+    CHECK(rel_error(b[i]->v, a[i]->v) <= 1e-6);
+  }
+}
+
+TEST_CASE("a whole step and an optimizer step on both keep the parameters close") {
+  Dims d = small_dims(true);
+  Corpus c = docs_corpus(d.seq_len);
+  Params start = Params::create(d, 9, all_experts(d));
+  Params cpu = start;
+  auto gpu = on_device(start);
+  OptimConfig oc;
+  oc.lr = 1e-3, oc.warmup = 0, oc.total_steps = 0;  // constant rate
+  Batch b = make_batch(c, 11, 5, 0, 4, d.seq_len);
+  cpu_step(cpu, b, 4 * d.seq_len);
+  double norm2 = 0;
+  for (Unit* u : cpu.units()) norm2 += grad_sum_squares(*u);
+  apply_adamw(cpu, oc, learning_rate(oc, 0), clip_scale(oc, std::sqrt(norm2)), 1);
+  gpu_step(*gpu, b, 4 * d.seq_len);
+  OptimizerCuda opt(*gpu, oc);
+  REQUIRE_OK(opt.step(0));
+  Params got = start;
+  REQUIRE_OK(gpu->download(got, kValues));
+  // Adam's first update is about lr * sign(g): elements whose gradient is within the bf16 error of
+  // zero may move the other way (at most 2 lr apart), the rest agree.
+  auto s = start.units(), a = cpu.units(), g = got.units();
+  for (size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(a[i]->id.name());
+    double max_diff = 0, num = 0, den = 0;
+    for (size_t j = 0; j < a[i]->w.size(); ++j) {
+      double ua = double(a[i]->w[j]) - s[i]->w[j], ug = double(g[i]->w[j]) - s[i]->w[j];
+      max_diff = std::max(max_diff, std::fabs(ua - ug));
+      num += (ua - ug) * (ua - ug);
+      den += ua * ua;
+    }
+    CHECK(max_diff <= 2.1 * oc.lr);
+    CHECK(std::sqrt(num / std::max(den, 1e-30)) <= 0.3);
+    CHECK(rel_error(g[i]->w, a[i]->w) <= 2e-2);
+  }
+}
+
+TEST_CASE("next_logits agrees with the CPU model") {
+  Dims d = small_dims(true);
+  Params cpu = Params::create(d, 10, all_experts(d));
+  auto gpu = on_device(cpu);
+  Corpus c = docs_corpus(d.seq_len);
+  for (int len : {1, 20, d.seq_len}) {
+    CAPTURE(len);
+    std::vector<int32_t> ids(c.tokens().begin() + 100, c.tokens().begin() + 100 + len);
+    LocalExchange cex(cpu);
+    MoeGpt cm(cpu);
+    auto want = cm.next_logits(ids, cex);
+    REQUIRE(want.ok());
+    LocalDeviceExchange gex(*gpu);
+    MoeGptCuda gm(*gpu);
+    auto got = gm.next_logits(ids, gex);
+    REQUIRE_MESSAGE(got.ok(), (got.ok() ? "" : got.error().message()));
+    REQUIRE(got->size() == size_t(d.vocab));
+    CHECK(rel_error(*got, *want) <= sal::test::gpu::kBf16Tol);
+  }
+  LocalDeviceExchange gex(*gpu);
+  MoeGptCuda gm(*gpu);
+  CHECK_FALSE(gm.next_logits({}, gex).ok());
+  CHECK_FALSE(gm.next_logits(std::vector<int32_t>(size_t(d.seq_len) + 1, 65), gex).ok());
+}
+
+TEST_CASE("ids or targets outside the vocabulary make the GPU step fail, and the next step works") {
+  Dims d = small_dims(true);
+  Params cpu = Params::create(d, 11, all_experts(d));
+  auto gpu = on_device(cpu);
+  Corpus c = docs_corpus(d.seq_len);
+  Batch b = make_batch(c, 11, 0, 0, 2, d.seq_len);
+  LocalDeviceExchange ex(*gpu);
+  MoeGptCuda m(*gpu);
+  Batch bad_id = b;
+  bad_id.inputs[5] = 300;
+  CHECK_FALSE(m.step(bad_id, 2 * d.seq_len, ex).ok());
+  Batch bad_target = b;
+  bad_target.targets[7] = 999;
+  CHECK_FALSE(m.step(bad_target, 2 * d.seq_len, ex).ok());
+  REQUIRE_OK(gpu->zero_grads());
+  auto ok = m.step(b, 2 * d.seq_len, ex);
+  REQUIRE(ok.ok());
+  StepStats cs = cpu_step(cpu, b, 2 * d.seq_len);
+  CHECK(rel(ok->ce_sum, cs.ce_sum) <= kLossTol);
+}
+
+TEST_CASE("40 GPU steps on the repo's docs make the loss fall as on the CPU") {
+  Dims d = small_dims(false);
+  Corpus c = docs_corpus(d.seq_len);
+  OptimConfig oc;
+  oc.lr = 3e-3, oc.warmup = 5, oc.total_steps = 40;
+  const int B = 8, steps = 40;
+  const int64_t global = int64_t(B) * d.seq_len;
+  Params cpu = Params::create(d, 5, all_experts(d));
+  auto gpu = on_device(cpu);
+  LocalDeviceExchange gex(*gpu);
+  MoeGptCuda gm(*gpu);
+  OptimizerCuda opt(*gpu, oc);
+  std::vector<double> gl, cl;
+  for (int s = 0; s < steps; ++s) {
+    Batch b = make_batch(c, 3, uint64_t(s), 0, B, d.seq_len);
+    REQUIRE_OK(gpu->zero_grads());
+    auto gs = gm.step(b, global, gex);
+    REQUIRE_MESSAGE(gs.ok(), (gs.ok() ? "" : gs.error().message()));
+    REQUIRE_OK(opt.step(s));
+    gl.push_back(gs->ce_sum / double(global));
+    StepStats cs = cpu_step(cpu, b, global);
+    double norm2 = 0;
+    for (Unit* u : cpu.units()) norm2 += grad_sum_squares(*u);
+    apply_adamw(cpu, oc, learning_rate(oc, s), clip_scale(oc, std::sqrt(norm2)), s + 1);
+    cl.push_back(cs.ce_sum / double(global));
+  }
+  auto mean = [](const std::vector<double>& v, size_t from, size_t to) {
+    double s = 0;
+    for (size_t i = from; i < to; ++i) s += v[i];
+    return s / double(to - from);
+  };
+  double g_first = mean(gl, 0, 3), g_last = mean(gl, 35, 40), c_last = mean(cl, 35, 40);
+  MESSAGE("loss (gpu) " << gl.front() << " -> " << gl.back() << ", last five " << g_last << "; cpu last five "
+                        << c_last);
+  CHECK(g_first > 5.0);  // about ln 256 = 5.55 at the start
+  CHECK(g_last < 0.8 * g_first);
+  CHECK(std::fabs(g_last - c_last) <= 0.2 * c_last);
+}
