@@ -123,6 +123,14 @@ int cmd_run(const Args& args) {
     if (!parsed) return usage_error(cmd, parsed.error().message());
     modes = *parsed;
   }
+#ifndef SAL_HAVE_CUDA
+  // The agents this run starts are local, so a build without CUDA can say now what they would.
+  if (job->mesh.devices.rfind("cuda:", 0) == 0) {
+    std::fprintf(stderr, "salamander run: mesh.devices %s: this build of salamander has no CUDA path (nvcc was not "
+                 "found when it was built)\n", job->mesh.devices.c_str());
+    return 1;
+  }
+#endif
   auto nodes = p->get_int("--nodes", job->mesh.nodes, 1, 1024);
   auto steps = p->get_int("--steps", job->train.steps, 0, INT64_MAX);
   if (!nodes) return usage_error(cmd, nodes.error().message());

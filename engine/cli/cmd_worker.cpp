@@ -1,8 +1,11 @@
-// cmd_worker.cpp — `salamander worker`: internal; started by an agent, one per device.
+// cmd_worker.cpp — `salamander worker`: internal; started by an agent, one per device. A cuda:N
+// worker trains on GPU N through the GPU backend plugin (runtime/gpu_loader.h), loaded when the
+// job arrives; a build without the CUDA path has none, and the controller hears why.
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/job_training.h"
 #include "runtime/worker.h"
+#include "runtime/gpu_loader.h"
 
 namespace sal::cli {
 
@@ -34,7 +37,13 @@ int cmd_worker(const Args& args) {
   o.parent_pid = pid_t(*parent);
   o.heartbeat_ms = *hb;
   std::string data_host = p->get_or("--data-host", "127.0.0.1");
-  o.load_job = [data_host](const wire::JobSpec& j) { return load_train_spec(j, data_host); };
+  std::string device = o.device;
+  o.load_job = [data_host, device](const wire::JobSpec& j) {
+    auto s = load_train_spec(j, data_host);
+    if (s) s->device = device;
+    return s;
+  };
+  o.cuda = runtime::gpu_factory();
   if (auto s = setup_logging(*p, "worker " + std::to_string(o.node) + "." + std::to_string(o.index)); !s)
     return usage_error(cmd, s.error().message());
   return runtime::run_worker(o);

@@ -1,6 +1,7 @@
 // train_spec.h — what a worker needs to know to train: the model's shape, the data, the optimizer
 // and the batch. The worker gets the job file's text from the controller and turns it into this
-// (cmd_worker does, with engine/job), so the runtime does not depend on job files.
+// (cmd_worker does, with engine/job), so the runtime does not depend on job files. The device is
+// the worker's own (the agent gives each worker one), not the job's.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@ struct TrainSpec {
   uint64_t seed = 1;
   int threads = 1;        // BLAS threads per worker
   std::string data_host = "127.0.0.1";  // this worker's data-plane address (the agent decides)
+  std::string device = "cpu:0";         // where this worker computes: "cpu:N", or "cuda:N" (GPU N)
 };
 
 }  // namespace sal::runtime

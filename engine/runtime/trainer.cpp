@@ -9,7 +9,9 @@
 
 #include "comm/gloo_collectives.h"
 #include "core/clock.h"
+#include "core/devices.h"
 #include "core/paths.h"
+#include "core/strings.h"
 #include "kernels/cpu/ops.h"
 #include "model/checkpoint.h"
 #include "model/optimizer.h"
@@ -24,11 +26,27 @@ namespace sal::runtime {
 constexpr int64_t kConnectTimeoutMs = 1000;
 constexpr int64_t kRendezvousTimeoutMs = 8000;
 
-Trainer::Trainer(zmq::context_t& ctx, TrainSpec spec) : ctx_(ctx), spec_(std::move(spec)) {}
+Trainer::Trainer(zmq::context_t& ctx, TrainSpec spec, DeviceFactory cuda)
+    : ctx_(ctx), spec_(std::move(spec)), cuda_(std::move(cuda)) {}
 
 Trainer::~Trainer() = default;
 
+// "cuda:N" opens GPU N; any other device is the host's.
+Status Trainer::open_device() {
+  const std::string& dev = spec_.device;
+  if (dev.rfind("cuda:", 0) != 0) return {};
+  auto n = parse_uint(dev.substr(5));
+  if (!n || *n >= uint64_t(kMaxDevicesPerNode)) return fail("device '", dev, "' is not cuda:N");
+  if (!cuda_)
+    return fail("device ", dev, ": this build of salamander has no CUDA path (nvcc was not found when it was built)");
+  auto d = cuda_(int(*n), spec_.optim);
+  if (!d) return d.error();  // it names the device
+  device_ = std::move(*d);
+  return {};
+}
+
 Status Trainer::init() {
+  SAL_TRY(open_device());
   kernels::cpu::set_threads(spec_.threads);
   auto c = model::Corpus::load(spec_.data_path, spec_.data_format, spec_.dims.vocab, spec_.dims.seq_len);
   if (!c) return c.error();
@@ -185,8 +203,15 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
   if (L != size_t(spec_.dims.layers) || p.placement.size() != L * W * S)
     return fail("plan ", p.plan, ": placement of ", p.placement.size(), " entries for ", L, " layers x ", W, " ranks x ",
                 S, " slots");
+  if (device_ && W > 1)
+    return fail("plan ", p.plan, " has ", W, " ranks on ", spec_.device,
+                ": GPU workers: multi-worker data plane (NCCL exchange) not built yet");
   plan_ = 0;
   plan_times_ = {};
+  if (device_) {
+    have_grads_ = false;  // the device's gradients belong to the parameters about to be replaced
+    if (auto s = sync_host(); !s) return s.error().with_context("plan " + std::to_string(p.plan));
+  }
   int64_t t0 = mono_ns();
   SAL_TRY(connect(p));
   plan_times_.connect_ms = double(mono_ns() - t0) / 1e6;
@@ -214,6 +239,11 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
       return fail("plan ", p.plan, " gives rank ", rank_, " layer ", l, " expert ", e, " at step ", p.step,
                   " but no transfer brings its state");
     params_.experts.emplace(std::pair{l, e}, model::make_unit(spec_.dims, {model::UnitKind::expert, l, e}, spec_.seed));
+  }
+  if (device_) {
+    int64_t t2 = mono_ns();
+    if (auto s = device_->load(params_, held_); !s) return s.error().with_context("plan " + std::to_string(p.plan));
+    plan_times_.migrate_ms += double(mono_ns() - t2) / 1e6;
   }
   plan_ = p.plan;
   pruned_ = false;
@@ -264,12 +294,13 @@ Result<StepOutcome> Trainer::step(uint64_t step) {
     pruned_ = true;
   }
   int64_t t0 = mono_ns();
-  params_.zero_grads();
+  if (!device_) params_.zero_grads();  // a GPU worker's gradients live on the device
   have_grads_ = false;
   auto [first, count] = model::batch_share(spec_.global_batch, ranks_, rank_);
   model::Batch b = model::make_batch(corpus_, spec_.seed, step, first, count, spec_.dims.seq_len);
   step_ = step;
   faults_.at(wire::FaultPoint::forward, step);
+  if (device_) return device_step(step, b, t0);
   DistributedExchange ex(*comm_, params_, replicas_);
   ex.before_alltoall = [this, step] { faults_.at(wire::FaultPoint::alltoall, step); };
   model::MoeGpt m(params_);
@@ -284,16 +315,50 @@ Result<StepOutcome> Trainer::step(uint64_t step) {
                      model::learning_rate(spec_.optim, int64_t(step))};
 }
 
-void Trainer::commit(uint64_t step) {
-  if (!have_grads_) return;
+// One rank (apply_plan refuses more): every expert is local and the gradients are final, so the
+// norm is the device's over every unit it holds.
+Result<StepOutcome> Trainer::device_step(uint64_t step, const model::Batch& b, int64_t t0) {
+  if (auto s = device_->zero_grads(); !s) return s.error().with_context("step " + std::to_string(step));
+  auto stats = device_->step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len);
+  if (!stats) return stats.error().with_context("step " + std::to_string(step));
+  faults_.at(wire::FaultPoint::allreduce, step);  // nothing to synchronise, but a drill may stop here
+  auto norm = device_->grad_norm();
+  if (!norm) return norm.error().with_context("step " + std::to_string(step) + " gradient norm");
+  last_norm_ = *norm;
+  have_grads_ = true;
+  return StepOutcome{std::move(*stats), *norm, double(mono_ns() - t0) / 1e6,
+                     model::learning_rate(spec_.optim, int64_t(step))};
+}
+
+Status Trainer::commit(uint64_t step) {
+  if (!have_grads_) return {};
   double lr = model::learning_rate(spec_.optim, int64_t(step));
+  if (device_) {
+    have_grads_ = false;
+    device_newer_ = true;  // even a failed update may have changed some units
+    if (auto s = device_->update(lr, model::clip_scale(spec_.optim, last_norm_), int64_t(step) + 1); !s)
+      return s.error().with_context("step " + std::to_string(step) + " update on " + spec_.device);
+    return {};
+  }
   model::apply_adamw(params_, spec_.optim, lr, model::clip_scale(spec_.optim, last_norm_), int64_t(step) + 1);
   have_grads_ = false;
+  return {};
 }
 
 void Trainer::discard() {
   have_grads_ = false;
+  if (device_) {
+    if (auto s = device_->zero_grads(); !s) spdlog::warn("discarding the step's gradients: {}", s.error().message());
+    return;
+  }
   params_.zero_grads();
+}
+
+Status Trainer::sync_host() {
+  if (!device_ || !device_newer_) return {};
+  if (auto s = device_->store(params_); !s) return s.error().with_context("bringing the host parameters up to date");
+  device_newer_ = false;
+  return {};
 }
 
 std::vector<const model::Unit*> Trainer::checkpoint_share() const {
@@ -314,7 +379,8 @@ std::vector<const model::Unit*> Trainer::checkpoint_share() const {
   return out;
 }
 
-std::vector<model::Unit> Trainer::snapshot_share() const {
+Result<std::vector<model::Unit>> Trainer::snapshot_share() {
+  SAL_TRY(sync_host());
   std::vector<model::Unit> out;
   for (const model::Unit* u : checkpoint_share()) {
     model::Unit c;
@@ -331,6 +397,7 @@ std::vector<model::Unit> Trainer::snapshot_share() const {
 // last, so a checkpoint with a manifest is complete.
 Result<uint32_t> Trainer::save(const std::string& dir, uint64_t step) {
   if (!comm_ || plan_ == 0) return fail("no plan applied");
+  SAL_TRY(sync_host());
   SAL_TRY(make_dirs(dir));
   uint32_t written = 0;
   for (const model::Unit* u : checkpoint_share()) {

@@ -8,6 +8,14 @@
 // expert's among the ranks holding it only (expert_grads.h). The global gradient norm counts every
 // expert once. Everything is deterministic
 // for a given membership: the same plan and data give bit-identical updates.
+//
+// Where the compute lives: on the host for a "cpu:N" worker; for a "cuda:N" worker on a
+// DeviceCompute (device_compute.h) that the DeviceFactory given at construction opens in init().
+// A GPU worker keeps the host Params as the form units leave and arrive in: apply_plan() brings
+// them up to date (a download, if the device has committed steps since) before migrating or
+// restoring, and ends by loading the plan's units onto the device; save() and snapshot_share()
+// download first; step() and commit() run on the device. GPU workers train alone for now: a plan
+// of more than one rank is refused (the NCCL data plane is not built yet).
 #pragma once
 
 #include <zmq.hpp>
@@ -23,6 +31,7 @@
 #include "model/data.h"
 #include "model/moe_gpt.h"
 #include "model/params.h"
+#include "runtime/device_compute.h"
 #include "runtime/dispatch.h"
 #include "runtime/expert_grads.h"
 #include "runtime/faults.h"
@@ -40,17 +49,19 @@ struct StepOutcome {
 
 class Trainer {
  public:
-  Trainer(zmq::context_t& ctx, TrainSpec spec);
+  // `cuda` opens a GPU for a "cuda:N" spec.device (empty: this build has no CUDA path).
+  Trainer(zmq::context_t& ctx, TrainSpec spec, DeviceFactory cuda = {});
   ~Trainer();
 
-  Status init();  // loads the corpus, sets BLAS threads
+  Status init();  // opens the device (cuda:N), loads the corpus, sets BLAS threads
   Status apply_plan(const wire::PlanUpdate& plan);
   Result<StepOutcome> step(uint64_t step);
-  void commit(uint64_t step);
+  // Fails only on a GPU (the update could not run): the worker's state is then unusable.
+  Status commit(uint64_t step);
   void discard();
   Result<uint32_t> save(const std::string& dir, uint64_t step);
   // Copies of the units this rank writes in a dense checkpoint (for an asynchronous snapshot).
-  std::vector<model::Unit> snapshot_share() const;
+  Result<std::vector<model::Unit>> snapshot_share();
 
   // From another thread: ends the plan's data plane (and a rendezvous in progress) so a blocked
   // call returns; everything fails fast until clear_abort().
@@ -81,6 +92,10 @@ class Trainer {
   std::vector<const model::Unit*> checkpoint_share() const;
   Status sync_gradients();
   Result<double> global_norm();
+  // GPU workers: opening the device, the step on it, and bringing the host Params up to date.
+  Status open_device();
+  Result<StepOutcome> device_step(uint64_t step, const model::Batch& b, int64_t t0);
+  Status sync_host();
 
   zmq::context_t& ctx_;
   TrainSpec spec_;
@@ -100,6 +115,9 @@ class Trainer {
   bool have_grads_ = false;
   uint64_t step_ = 0;                            // the step being computed (fault points name it)
   FaultInjector faults_;
+  DeviceFactory cuda_;
+  std::unique_ptr<DeviceCompute> device_;        // null on a CPU worker
+  bool device_newer_ = false;                    // the device has committed updates the host lacks
 };
 
 }  // namespace sal::runtime

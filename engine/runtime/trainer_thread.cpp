@@ -11,8 +11,13 @@
 
 namespace sal::runtime {
 
-TrainerThread::TrainerThread(zmq::context_t& ctx, JobLoader load_job, uint32_t index, std::string answers_endpoint)
-    : ctx_(ctx), load_job_(std::move(load_job)), index_(index), answers_endpoint_(std::move(answers_endpoint)) {
+TrainerThread::TrainerThread(zmq::context_t& ctx, JobLoader load_job, uint32_t index, std::string answers_endpoint,
+                             DeviceFactory cuda)
+    : ctx_(ctx),
+      load_job_(std::move(load_job)),
+      cuda_(std::move(cuda)),
+      index_(index),
+      answers_endpoint_(std::move(answers_endpoint)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -80,7 +85,7 @@ void TrainerThread::handle(const wire::JobSpec& j) {
   Status s = spec ? Status{} : Status(spec.error());
   std::unique_ptr<Trainer> t;
   if (s) {
-    t = std::make_unique<Trainer>(ctx_, *spec);
+    t = std::make_unique<Trainer>(ctx_, *spec, cuda_);
     s = t->init();
   }
   {
@@ -135,7 +140,12 @@ void TrainerThread::handle(const wire::StepBegin& b) {
 }
 
 void TrainerThread::handle(const wire::StepCommit& c) {
-  if (trainer_) trainer_->commit(c.step);
+  if (!trainer_) return;
+  if (auto s = trainer_->commit(c.step); !s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fatal_ = s.error().message();
+    spdlog::error("cannot go on training: {}", *fatal_);
+  }
 }
 
 void TrainerThread::handle(const wire::StepAbort&) {
@@ -151,7 +161,12 @@ void TrainerThread::handle(const wire::SaveCheckpoint& s) {
     int64_t t0 = mono_ns();
     auto units = trainer_->snapshot_share();
     d.copy_ms = d.ms = double(mono_ns() - t0) / 1e6;
-    snapshots_->write(s.dir, s.step, std::move(units), d);
+    if (!units) {
+      d.detail = units.error().with_context("snapshot of step " + std::to_string(s.step)).message();
+      answer(d);
+      return;
+    }
+    snapshots_->write(s.dir, s.step, std::move(*units), d);
     return;
   }
   auto n = trainer_ ? trainer_->save(s.dir, s.step) : Result<uint32_t>(fail("no job loaded"));

@@ -3,7 +3,7 @@
 // while this thread does the work: it takes the controller's requests in order from a queue and
 // answers each with a wire message (WorkerStatus ready, PlanReady, StepVote, SaveDone) that the
 // control loop forwards. A failure to start (bad job, missing data) is fatal: the thread stops and
-// says why.
+// says why; so is a failed commit on a GPU (the parameters are then in an unknown state).
 #pragma once
 
 #include <zmq.hpp>
@@ -37,7 +37,9 @@ using Request = std::variant<wire::JobSpec, wire::PlanUpdate, wire::StepBegin, w
 class TrainerThread {
  public:
   // Answers go out on an inproc PAIR connected to `answers_endpoint` (bound by the control loop).
-  TrainerThread(zmq::context_t& ctx, JobLoader load_job, uint32_t index, std::string answers_endpoint);
+  // `cuda` opens the GPU of a cuda:N worker (Trainer's constructor).
+  TrainerThread(zmq::context_t& ctx, JobLoader load_job, uint32_t index, std::string answers_endpoint,
+                DeviceFactory cuda = {});
   // Finishes the queued requests, then joins (call abort() first to cut a blocked step short).
   ~TrainerThread();
 
@@ -62,6 +64,7 @@ class TrainerThread {
 
   zmq::context_t& ctx_;
   JobLoader load_job_;
+  DeviceFactory cuda_;
   uint32_t index_;
   std::string answers_endpoint_;
   std::unique_ptr<Trainer> trainer_;

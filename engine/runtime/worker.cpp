@@ -30,7 +30,7 @@ class WorkerLoop {
     agent_.connect(o_.agent);
     std::string answers = "inproc://trainer-answers";
     answers_.bind(answers);
-    trainer_ = std::make_unique<TrainerThread>(ctx_, o_.load_job, o_.index, answers);
+    trainer_ = std::make_unique<TrainerThread>(ctx_, o_.load_job, o_.index, answers, o_.cuda);
     send(wire::WorkerHello{o_.index, o_.device, uint32_t(getpid())});
     send(wire::WorkerStatus{o_.index, state_});
     int64_t next_status = mono_ns();

@@ -24,6 +24,7 @@ struct WorkerOptions {
   pid_t parent_pid = 0;     // the agent: we die with it
   int64_t heartbeat_ms = 100;
   JobLoader load_job;       // job file text -> TrainSpec (cmd_worker supplies it)
+  DeviceFactory cuda;       // opens GPU N for a cuda:N device (empty: a build without CUDA)
 };
 
 // Runs until stopped; returns the process exit code (1 when training could not start).

@@ -10,6 +10,9 @@
 #   1. here, once (needs the network; .gpu/ is ignored by git):   bash scripts/gpu/collect-debs.sh
 #   2. the device `run` tool:   command "bash scripts/gpu/bench.sh", carry [".gpu"], timeout_s 600
 #      (a warm machine keeps build-gpu/, so a second call only rebuilds what changed).
+#      SAL_GPU_STEPS picks steps when one call cannot hold them all (600 s per call), e.g.
+#      "SAL_GPU_STEPS='build nvidia-smi tests' bash scripts/gpu/bench.sh", then
+#      "SAL_GPU_STEPS='build bench_moe_gpu torch bench_nccl table' bash scripts/gpu/bench.sh".
 # What comes back under $OUT (default /tmp/sal-bench when run by hand):
 #   bench.log    everything printed, in order        tests.txt   the ctest output, failures included
 #   ours.jsonl   bench_moe_gpu --json lines           torch.jsonl torch_moe_layer.py --json lines
@@ -61,13 +64,13 @@ gpu_line() {
 }
 
 # The gpu-labelled tests (kernels against the CPU references, NCCL): full output to tests.txt, the
-# summary and the list of failures here. Capped at 3 minutes in all (a hung NCCL case must not
+# summary and the list of failures here. Capped at 5 minutes in all (a hung NCCL case must not
 # eat the benchmarks' time).
 tests() {
   local rc=0
-  timeout -k 10 180 ctest --test-dir build-gpu -L gpu --output-on-failure -j 4 >"$OUT/tests.txt" 2>&1 || rc=$?
+  timeout -k 10 300 ctest --test-dir build-gpu -L gpu --output-on-failure -j 4 >"$OUT/tests.txt" 2>&1 || rc=$?
   if grep -q 'tests passed' "$OUT/tests.txt"; then sed -n '/tests passed/,$p' "$OUT/tests.txt"; else tail -20 "$OUT/tests.txt"; fi
-  [ "$rc" -eq 124 ] && echo "ctest: stopped after 180 s (see tests.txt)"
+  [ "$rc" -eq 124 ] && echo "ctest: stopped after 300 s (see tests.txt)"
   return $rc
 }
 
@@ -94,13 +97,15 @@ table() {
 main() {
   local t0=$SECONDS
   echo "bench.sh: $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-  step build build
-  step nvidia-smi gpu_line
-  step tests tests
-  step bench_moe_gpu ours
-  step torch torch_peer
-  step bench_nccl nccl
-  step table table
+  local want=" ${SAL_GPU_STEPS:-build nvidia-smi tests bench_moe_gpu torch bench_nccl table} "
+  run_if() { [[ $want == *" $1 "* ]] && step "$@"; return 0; }
+  run_if build build
+  run_if nvidia-smi gpu_line
+  run_if tests tests
+  run_if bench_moe_gpu ours
+  run_if torch torch_peer
+  run_if bench_nccl nccl
+  run_if table table
   echo
   echo "bench.sh: $((SECONDS - t0)) s in all"
   printf '%s\n' "${SUMMARY[@]}"

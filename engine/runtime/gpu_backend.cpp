@@ -1,0 +1,143 @@
+// gpu_backend.cpp — see gpu_backend.h. The model, exchange and optimizer refer to the DeviceParams,
+// which refers to the Context: they are made after it and dropped before it (member order), and
+// every load() remakes all three on the new DeviceParams.
+#include "runtime/gpu_backend.h"
+
+#include <cuda_runtime_api.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "kernels/cuda/context.h"
+#include "kernels/cuda/device.h"
+#include "model/cuda/device_exchange.h"
+#include "model/cuda/device_params.h"
+#include "model/cuda/moe_gpt_cuda.h"
+#include "model/cuda/optimizer_cuda.h"
+
+namespace sal::runtime {
+namespace {
+
+namespace kc = kernels::cuda;
+
+model::Unit* host_unit(model::Params& p, const model::UnitId& id) {
+  switch (id.kind) {
+    case model::UnitKind::embedding: return &p.embedding;
+    case model::UnitKind::dense:
+      return id.layer >= 0 && size_t(id.layer) < p.dense.size() ? &p.dense[size_t(id.layer)] : nullptr;
+    case model::UnitKind::gate:
+      return id.layer >= 0 && size_t(id.layer) < p.gate.size() ? &p.gate[size_t(id.layer)] : nullptr;
+    case model::UnitKind::expert: return p.expert(id.layer, id.expert);
+  }
+  return nullptr;
+}
+
+class GpuCompute final : public DeviceCompute {
+ public:
+  GpuCompute(std::unique_ptr<kc::Context> ctx, std::string name, const model::OptimConfig& optim)
+      : ctx_(std::move(ctx)), name_(std::move(name)), optim_(optim) {}
+  // The worker may drop its Trainer on another thread than the training one: make this GPU current.
+  ~GpuCompute() override {
+    (void)cudaSetDevice(ctx_->device());
+    drop();
+  }
+
+  Status load(const model::Params& host, const std::vector<std::pair<int, int>>& held) override {
+    drop();
+    // The non-expert units go up with the DeviceParams, the held experts one by one from host
+    // (so the experts are not copied on the host first).
+    model::Params dense;
+    dense.dims = host.dims;
+    dense.embedding = host.embedding;
+    dense.dense = host.dense;
+    dense.gate = host.gate;
+    auto p = model::DeviceParams::create(*ctx_, dense);
+    if (!p) return p.error().with_context("uploading the model to " + name_);
+    for (auto [l, e] : std::set<std::pair<int, int>>(held.begin(), held.end())) {
+      auto it = host.experts.find({l, e});
+      if (it == host.experts.end())
+        return fail(name_, ": layer ", l, " expert ", e, " is to be loaded but the host does not hold it");
+      if (auto s = (*p)->add_expert(it->second); !s) return s.error().with_context("uploading to " + name_);
+    }
+    params_ = std::move(*p);
+    model_ = std::make_unique<model::MoeGptCuda>(*params_);
+    exchange_ = std::make_unique<model::LocalDeviceExchange>(*params_);
+    optimizer_ = std::make_unique<model::OptimizerCuda>(*params_, optim_);
+    spdlog::info("{}: {} parameters on the device ({} experts)", name_, params_->parameter_count(),
+                 params_->held_experts().size());
+    return {};
+  }
+
+  Status store(model::Params& host) override {
+    if (!params_) return fail(name_, ": no parameters on the device to download");
+    for (model::DeviceUnit* u : params_->units()) {
+      model::Unit* h = host_unit(host, u->id);
+      if (!h) return fail(name_, ": the host has no unit ", u->id.name(), " to download into");
+      if (auto s = params_->download_unit(u->id, *h, model::kValues | model::kMoments); !s)
+        return s.error().with_context("downloading from " + name_);
+    }
+    return {};
+  }
+
+  Status zero_grads() override { return params_ ? params_->zero_grads() : Status{}; }
+
+  Result<model::StepStats> step(const model::Batch& b, int64_t global_tokens) override {
+    if (!model_) return fail(name_, ": no model on the device");
+    auto stats = model_->step(b, global_tokens, *exchange_);
+    if (!stats) return stats.error().with_context(name_);
+    return stats;
+  }
+
+  // Each unit's sum of squares in double, added on the host in unit order (deterministic).
+  Result<double> grad_norm() override {
+    if (!optimizer_) return fail(name_, ": no model on the device");
+    auto sums = optimizer_->unit_grad_sum_squares();
+    if (!sums) return sums.error().with_context(name_);
+    double total = 0;
+    for (double s : *sums) total += s;
+    return std::sqrt(total);
+  }
+
+  Status update(double lr, double grad_scale, int64_t t) override {
+    if (!optimizer_) return fail(name_, ": no model on the device");
+    if (auto s = optimizer_->apply_adamw(lr, grad_scale, t); !s) return s.error().with_context(name_);
+    return {};
+  }
+
+ private:
+  // Frees the device state; waits first, since kernels in flight may still use the memory.
+  void drop() {
+    if (ctx_) (void)ctx_->synchronize();
+    optimizer_.reset();
+    exchange_.reset();
+    model_.reset();
+    params_.reset();
+  }
+
+  std::unique_ptr<kc::Context> ctx_;
+  std::string name_;
+  model::OptimConfig optim_;
+  std::unique_ptr<model::DeviceParams> params_;
+  std::unique_ptr<model::MoeGptCuda> model_;
+  std::unique_ptr<model::LocalDeviceExchange> exchange_;
+  std::unique_ptr<model::OptimizerCuda> optimizer_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceCompute>> make_gpu_compute(int ordinal, const model::OptimConfig& optim) {
+  std::string name = "cuda:" + std::to_string(ordinal);
+  int n = kc::device_count();
+  if (n == 0) return fail(name, ": this machine has no usable GPU (no CUDA device, or no driver)");
+  if (ordinal < 0 || ordinal >= n)
+    return fail(name, ": no such GPU (this machine has ", n, n == 1 ? " GPU: cuda:0" : " GPUs: cuda:0 to cuda:",
+                n == 1 ? "" : std::to_string(n - 1), ")");
+  std::unique_ptr<kc::Context> ctx;
+  if (auto s = kc::Context::create(ordinal, &ctx); !s.ok()) return fail(name, ": ", s.what());
+  spdlog::info("{}: {}", name, kc::describe(ordinal));
+  return std::unique_ptr<DeviceCompute>(new GpuCompute(std::move(ctx), name, optim));
+}
+
+}  // namespace sal::runtime

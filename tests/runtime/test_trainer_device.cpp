@@ -1,0 +1,287 @@
+// test_trainer_device.cpp — the Trainer's device seam (device_compute.h) without a GPU. A stand-in
+// DeviceCompute that computes on its own host copy of the units (model::MoeGpt, LocalExchange,
+// apply_adamw), so nothing of the Trainer's host Params can leak into it except through load(),
+// and nothing back except through store(). Driven side by side with a CPU Trainer through plans,
+// steps, commits, a discarded step, a re-plan, a snapshot and a save, it must train the same and
+// its units must come down whenever they leave: a GPU worker's bookkeeping, checked here where a
+// GPU is not needed. Also: what a device worker refuses (a plan of two ranks, a cuda device in a
+// build without CUDA, a factory's error).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include <unistd.h>
+
+#include "comm/store_server.h"
+#include "model/checkpoint.h"
+#include "model/local_exchange.h"
+#include "model/optimizer.h"
+#include "runtime/trainer.h"
+
+using namespace sal;
+using namespace sal::runtime;
+
+namespace {
+
+struct Calls {
+  int opened = -1;  // the ordinal the factory was asked for
+  int loads = 0, stores = 0, updates = 0, zeroes = 0;
+  std::vector<std::pair<int, int>> last_held;
+};
+
+model::Unit* unit_of(model::Params& p, const model::UnitId& id) {
+  switch (id.kind) {
+    case model::UnitKind::embedding: return &p.embedding;
+    case model::UnitKind::dense: return &p.dense.at(size_t(id.layer));
+    case model::UnitKind::gate: return &p.gate.at(size_t(id.layer));
+    case model::UnitKind::expert: return p.expert(id.layer, id.expert);
+  }
+  return nullptr;
+}
+
+// A "device" that is a second copy of the units on the host.
+class HostDevice final : public DeviceCompute {
+ public:
+  HostDevice(const model::OptimConfig& o, Calls& c) : optim_(o), calls_(c) {}
+
+  Status load(const model::Params& host, const std::vector<std::pair<int, int>>& held) override {
+    ++calls_.loads;
+    calls_.last_held = held;
+    model::Params p;
+    p.dims = host.dims;
+    p.embedding = host.embedding;
+    p.dense = host.dense;
+    p.gate = host.gate;
+    for (auto key : held) {
+      auto it = host.experts.find(key);
+      if (it == host.experts.end()) return fail("host lacks a held expert");
+      p.experts[key] = it->second;
+    }
+    p.zero_grads();
+    params_ = std::move(p);
+    return {};
+  }
+  Status store(model::Params& host) override {
+    ++calls_.stores;
+    for (model::Unit* u : params_.units()) {
+      model::Unit* h = unit_of(host, u->id);
+      if (!h) return fail("host lacks ", u->id.name());
+      h->w = u->w, h->m = u->m, h->v = u->v;
+    }
+    return {};
+  }
+  Status zero_grads() override {
+    ++calls_.zeroes;
+    params_.zero_grads();
+    return {};
+  }
+  Result<model::StepStats> step(const model::Batch& b, int64_t global_tokens) override {
+    model::LocalExchange ex(params_);
+    model::MoeGpt m(params_);
+    return m.step(b, global_tokens, ex);
+  }
+  Result<double> grad_norm() override {
+    double s = 0;
+    for (model::Unit* u : params_.units()) s += model::grad_sum_squares(*u);
+    return std::sqrt(s);
+  }
+  Status update(double lr, double grad_scale, int64_t t) override {
+    ++calls_.updates;
+    model::apply_adamw(params_, optim_, lr, grad_scale, t);
+    return {};
+  }
+
+ private:
+  model::OptimConfig optim_;
+  Calls& calls_;
+  model::Params params_;
+};
+
+TrainSpec spec(const std::string& device) {
+  TrainSpec s;
+  s.dims.layers = 2, s.dims.d = 16, s.dims.heads = 2, s.dims.experts = 4, s.dims.top_k = 2, s.dims.seq_len = 16;
+  s.data_path = std::string(SAL_SOURCE_DIR) + "/docs";
+  s.optim.lr = 1e-2, s.optim.warmup = 3, s.optim.total_steps = 30;
+  s.global_batch = 4;
+  s.device = device;
+  return s;
+}
+
+// A plan of `ranks` ranks (this one rank 0), every expert in every rank's slots.
+wire::PlanUpdate plan(uint64_t number, uint64_t step, const std::string& store, int ranks = 1) {
+  wire::PlanUpdate p;
+  p.plan = number, p.epoch = 1, p.step = step, p.my_rank = 0;
+  for (int r = 0; r < ranks; ++r) p.ranks.push_back({0, uint32_t(r)});
+  p.layers = 2, p.slots = 4;
+  for (int l = 0; l < 2; ++l)
+    for (int r = 0; r < ranks; ++r)
+      for (uint32_t e = 0; e < 4; ++e) p.placement.push_back(e);
+  p.store = store;
+  return p;
+}
+
+struct Store {
+  zmq::context_t zmq{1};
+  comm::StoreServer server{zmq, "tcp://127.0.0.1:*"};
+  std::string endpoint;
+  Store() {
+    auto e = server.start();
+    REQUIRE(e.ok());
+    endpoint = *e;
+  }
+};
+
+double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
+
+void check_close(const model::Unit& a, const model::Unit& b, double tol) {
+  CAPTURE(a.id.name());
+  REQUIRE(a.w.size() == b.w.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.w.size(); ++i) worst = std::max(worst, double(std::abs(a.w[i] - b.w[i])));
+  CHECK(worst <= tol);
+}
+
+}  // namespace
+
+TEST_CASE("a Trainer on a device trains as the host Trainer does and brings its units down whenever they leave") {
+  Store s1, s2;
+  zmq::context_t zmq(1);
+  Calls calls;
+  DeviceFactory factory = [&calls](int ordinal, const model::OptimConfig& o) -> Result<std::unique_ptr<DeviceCompute>> {
+    calls.opened = ordinal;
+    return std::unique_ptr<DeviceCompute>(new HostDevice(o, calls));
+  };
+  Trainer cpu(zmq, spec("cpu:0"), factory);  // a CPU device never asks the factory
+  Trainer dev(zmq, spec("cuda:3"), factory);
+  REQUIRE(cpu.init().ok());
+  CHECK(calls.opened == -1);
+  REQUIRE(dev.init().ok());
+  CHECK(calls.opened == 3);
+
+  auto both_plan = [&](uint64_t number, uint64_t step) {
+    auto a = cpu.apply_plan(plan(number, step, s1.endpoint));
+    auto b = dev.apply_plan(plan(number, step, s2.endpoint));
+    REQUIRE(a.ok());
+    if (!b.ok()) FAIL(b.error().message());
+  };
+  // one step on both; the device's figures against the host's
+  auto both_step = [&](uint64_t step) {
+    auto a = cpu.step(step);
+    auto b = dev.step(step);
+    REQUIRE(a.ok());
+    if (!b.ok()) FAIL(b.error().message());
+    CAPTURE(step);
+    CHECK(rel(b->stats.ce_sum, a->stats.ce_sum) < 1e-4);
+    CHECK(rel(b->stats.aux, a->stats.aux) < 1e-4);
+    CHECK(rel(b->grad_norm, a->grad_norm) < 1e-3);
+    CHECK(b->stats.tokens == a->stats.tokens);
+    CHECK(b->stats.expert_counts == a->stats.expert_counts);
+    CHECK(b->lr == a->lr);
+    return b->stats.ce_sum;
+  };
+  auto both_commit = [&](uint64_t step) {
+    REQUIRE(cpu.commit(step).ok());
+    REQUIRE(dev.commit(step).ok());
+  };
+
+  both_plan(1, 0);
+  CHECK(calls.loads == 1);
+  CHECK(calls.stores == 0);  // nothing was committed on the device yet
+  CHECK(calls.last_held.size() == 8);
+  double first = 0, last = 0;
+  for (uint64_t s = 0; s < 10; ++s) {
+    double ce = both_step(s);
+    if (s == 0) first = ce;
+    last = ce;
+    both_commit(s);
+  }
+  CHECK(last < first);
+  CHECK(calls.updates == 10);
+
+  // a discarded step leaves the parameters as they were: its repeat computes the same
+  double ce = both_step(10);
+  cpu.discard();
+  dev.discard();
+  CHECK(both_step(10) == ce);
+  both_commit(10);
+
+  // a re-plan: the device's committed state comes down first, then the plan's units go up again
+  both_plan(2, 11);
+  CHECK(calls.stores == 1);
+  CHECK(calls.loads == 2);
+  // nothing committed since: a snapshot needs no download
+  auto snap_cpu = cpu.snapshot_share();
+  auto snap_dev = dev.snapshot_share();
+  REQUIRE(snap_cpu.ok());
+  REQUIRE(snap_dev.ok());
+  CHECK(calls.stores == 1);
+  REQUIRE(snap_dev->size() == snap_cpu->size());
+  for (size_t i = 0; i < snap_dev->size(); ++i) check_close((*snap_dev)[i], (*snap_cpu)[i], 1e-4);
+
+  for (uint64_t s = 11; s < 20; ++s) {
+    both_step(s);
+    both_commit(s);
+  }
+  // a snapshot after commits downloads; a save right after does not again
+  REQUIRE(dev.snapshot_share().ok());
+  CHECK(calls.stores == 2);
+  std::string dir = std::filesystem::temp_directory_path().string() + "/sal-trainer-device-" + std::to_string(getpid());
+  auto wa = cpu.save(dir + "/cpu", 20);
+  auto wb = dev.save(dir + "/dev", 20);
+  REQUIRE(wa.ok());
+  REQUIRE(wb.ok());
+  CHECK(*wa == *wb);
+  CHECK(calls.stores == 2);
+  auto pa = model::load_all(dir + "/cpu");
+  auto pb = model::load_all(dir + "/dev");
+  REQUIRE(pa.ok());
+  REQUIRE(pb.ok());
+  auto ua = pa->units(), ub = pb->units();
+  REQUIRE(ua.size() == ub.size());
+  CHECK(ua.size() == 1 + 2 * 2 + 2 * 4);
+  for (size_t i = 0; i < ua.size(); ++i) check_close(*ub[i], *ua[i], 1e-4);
+  // and the device's weights really trained: they left their start
+  model::Unit init = model::make_unit(pb->dims, pb->embedding.id, 1);
+  double moved = 0;
+  for (size_t i = 0; i < init.w.size(); ++i) moved = std::max(moved, double(std::abs(pb->embedding.w[i] - init.w[i])));
+  CHECK(moved > 1e-3);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a device Trainer refuses a plan of two ranks, and cuda devices it cannot open") {
+  Store store;
+  zmq::context_t zmq(1);
+  Calls calls;
+  DeviceFactory factory = [&calls](int, const model::OptimConfig& o) -> Result<std::unique_ptr<DeviceCompute>> {
+    return std::unique_ptr<DeviceCompute>(new HostDevice(o, calls));
+  };
+  Trainer dev(zmq, spec("cuda:0"), factory);
+  REQUIRE(dev.init().ok());
+  auto two = dev.apply_plan(plan(1, 0, store.endpoint, 2));
+  REQUIRE_FALSE(two.ok());
+  CHECK(two.error().message().find("GPU workers: multi-worker data plane (NCCL exchange) not built yet") !=
+        std::string::npos);
+  CHECK(calls.loads == 0);
+  CHECK_FALSE(dev.step(0).ok());  // no plan in force
+  REQUIRE(dev.apply_plan(plan(2, 0, store.endpoint)).ok());  // one rank is fine
+  CHECK(dev.step(0).ok());
+
+  Trainer no_cuda(zmq, spec("cuda:0"));
+  auto s = no_cuda.init();
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message() ==
+        "device cuda:0: this build of salamander has no CUDA path (nvcc was not found when it was built)");
+
+  Trainer failing(zmq, spec("cuda:1"), [](int, const model::OptimConfig&) -> Result<std::unique_ptr<DeviceCompute>> {
+    return fail("cuda:1: no such GPU (this machine has 1 GPU: cuda:0)");
+  });
+  s = failing.init();
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message() == "cuda:1: no such GPU (this machine has 1 GPU: cuda:0)");
+
+  Trainer bad(zmq, spec("cuda:x"), factory);
+  s = bad.init();
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message().find("is not cuda:N") != std::string::npos);
+}
