@@ -12,11 +12,12 @@
 #      (a warm machine keeps build-gpu/, so a second call only rebuilds what changed).
 #      SAL_GPU_STEPS picks steps when one call cannot hold them all (600 s per call), e.g.
 #      "SAL_GPU_STEPS='build nvidia-smi tests' bash scripts/gpu/bench.sh", then
-#      "SAL_GPU_STEPS='build bench_moe_gpu torch bench_nccl table' bash scripts/gpu/bench.sh".
+#      "SAL_GPU_STEPS='build bench_moe_gpu torch bench_nccl train table' bash scripts/gpu/bench.sh".
 # What comes back under $OUT (default /tmp/sal-bench when run by hand):
 #   bench.log    everything printed, in order        tests.txt   the ctest output, failures included
 #   ours.jsonl   bench_moe_gpu --json lines           torch.jsonl torch_moe_layer.py --json lines
 #   nccl.txt     bench_nccl's output                  table.md    the final tables (also printed last)
+#   train.txt    the training step with and without snapshots (gpu_quickstart through salamander run)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/sal-bench}
@@ -90,6 +91,35 @@ nccl() {
   timeout -k 10 120 build-gpu/bench_nccl --reps 10 2>&1 | tee "$OUT/nccl.txt"
 }
 
+# The full training step of scripts/jobs/gpu_quickstart.lua (GPT-S width, one worker on GPU 0)
+# through `salamander run`, twice: without snapshots and with one every 10 steps, tokens/s side by
+# side (the issue's target: snapshot overhead <= 1 %). Summaries and the comparison in train.txt.
+train() {
+  local data=/usr/share/games/fortunes rc=0 tps=()
+  [ -d "$data" ] || data=/tmp/deps$data
+  : >"$OUT/train.txt"
+  for every in 0 10; do
+    local job=/tmp/gpu_quickstart_$every.lua
+    sed -e "s#/usr/share/games/fortunes#$data#" -e "s#checkpoint_every = [0-9]*#checkpoint_every = $every#" \
+      scripts/jobs/gpu_quickstart.lua >"$job"
+    rm -rf "/tmp/gpu-run-$every"
+    if ! timeout -k 10 200 build-gpu/salamander run "$job" --steps 150 --json --out "/tmp/gpu-run-$every" \
+        >"/tmp/gpu-run-$every.json" 2>"/tmp/gpu-run-$every.err"; then
+      echo "snapshots every $every: the run failed"; tail -20 "/tmp/gpu-run-$every.err"; rc=1
+    fi
+    echo "checkpoint_every=$every: $(tail -1 "/tmp/gpu-run-$every.json")" >>"$OUT/train.txt"
+    tps+=("$(tail -1 "/tmp/gpu-run-$every.json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens_per_s"])' 2>/dev/null || echo 0)")
+  done
+  python3 - "${tps[@]}" <<'PY' | tee -a "$OUT/train.txt"
+import sys
+off, on = (float(x) for x in sys.argv[1:3])
+print(f"training step, gpu_quickstart (150 steps): {off:,.0f} tokens/s without snapshots, {on:,.0f} with one every 10 steps")
+if off > 0 and on > 0:
+    print(f"snapshot overhead: {100 * (off - on) / off:.2f} % (target <= 1 %)")
+PY
+  return $rc
+}
+
 table() {
   python3 tests/bench/moe_table.py "$OUT/ours.jsonl" "$OUT/torch.jsonl" >"$OUT/table.md"
 }
@@ -97,7 +127,7 @@ table() {
 main() {
   local t0=$SECONDS
   echo "bench.sh: $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-  local want=" ${SAL_GPU_STEPS:-build nvidia-smi tests bench_moe_gpu torch bench_nccl table} "
+  local want=" ${SAL_GPU_STEPS:-build nvidia-smi tests bench_moe_gpu torch bench_nccl train table} "
   run_if() { [[ $want == *" $1 "* ]] && step "$@"; return 0; }
   run_if build build
   run_if nvidia-smi gpu_line
@@ -105,6 +135,7 @@ main() {
   run_if bench_moe_gpu ours
   run_if torch torch_peer
   run_if bench_nccl nccl
+  run_if train train
   run_if table table
   echo
   echo "bench.sh: $((SECONDS - t0)) s in all"
