@@ -1,6 +1,9 @@
 // gpu_backend.cpp — see gpu_backend.h. The model, exchange and optimizer refer to the DeviceParams,
 // which refers to the Context: they are made after it and dropped before it (member order), and
-// every load() remakes all three on the new DeviceParams.
+// every load() remakes all three on the new DeviceParams. The snapshot staging (PinnedSnapshot:
+// copy stream, events, pinned host memory) lives as long as the object, across loads, so its
+// pinned memory is allocated once; a DeviceParams dropped while a snapshot's copy still reads it
+// waits for the copy first (~DeviceParams).
 #include "runtime/gpu_backend.h"
 
 #include <cuda_runtime_api.h>
@@ -10,6 +13,7 @@
 #include <set>
 #include <string>
 
+#include "core/clock.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device.h"
 #include "model/cuda/device_exchange.h"
@@ -36,8 +40,9 @@ model::Unit* host_unit(model::Params& p, const model::UnitId& id) {
 
 class GpuCompute final : public DeviceCompute {
  public:
-  GpuCompute(std::unique_ptr<kc::Context> ctx, std::string name, const model::OptimConfig& optim)
-      : ctx_(std::move(ctx)), name_(std::move(name)), optim_(optim) {}
+  GpuCompute(std::unique_ptr<kc::Context> ctx, std::unique_ptr<model::PinnedSnapshot> snapshot, std::string name,
+             const model::OptimConfig& optim)
+      : ctx_(std::move(ctx)), snapshot_(std::move(snapshot)), name_(std::move(name)), optim_(optim) {}
   // The worker may drop its Trainer on another thread than the training one: make this GPU current.
   ~GpuCompute() override {
     (void)cudaSetDevice(ctx_->device());
@@ -67,6 +72,7 @@ class GpuCompute final : public DeviceCompute {
     optimizer_ = std::make_unique<model::OptimizerCuda>(*params_, optim_);
     spdlog::info("{}: {} parameters on the device ({} experts)", name_, params_->parameter_count(),
                  params_->held_experts().size());
+    reserve_snapshot_memory();
     return {};
   }
 
@@ -100,14 +106,47 @@ class GpuCompute final : public DeviceCompute {
     return std::sqrt(total);
   }
 
+  // The update waits on the device for a snapshot's copy still reading the values (OptimizerCuda
+  // fences its writes), not on the host.
   Status update(double lr, double grad_scale, int64_t t) override {
     if (!optimizer_) return fail(name_, ": no model on the device");
     if (auto s = optimizer_->apply_adamw(lr, grad_scale, t); !s) return s.error().with_context(name_);
     return {};
   }
 
+  Status begin_snapshot(const std::vector<model::UnitId>& ids) override {
+    if (!params_) return fail(name_, ": no parameters on the device to snapshot");
+    if (auto s = snapshot_->begin(*params_, ids); !s) return s.error().with_context(name_);
+    return {};
+  }
+
+  // On the snapshot writer's thread. snapshot_ is never replaced, and PinnedSnapshot keeps its own
+  // state consistent between this thread and the training thread's begin/reserve.
+  Result<std::vector<model::Unit>> finish_snapshot() override {
+    auto units = snapshot_->finish();
+    if (!units) return units.error().with_context(name_);
+    return units;
+  }
+
  private:
-  // Frees the device state; waits first, since kernels in flight may still use the memory.
+  // Pinned memory for a snapshot of every unit held (values and both moments), allocated now
+  // rather than at the first snapshot, which would pause training for it (pinning ~2 GB takes
+  // a good part of a second). A failure is not the plan's: the first snapshot tries again and
+  // fails with the reason.
+  void reserve_snapshot_memory() {
+    size_t floats = 3 * params_->parameter_count();
+    if (snapshot_->pinned_bytes() >= floats * sizeof(float)) return;
+    int64_t t0 = mono_ns();
+    if (auto s = snapshot_->reserve(floats); !s) {
+      spdlog::warn("{}: no pinned host memory for snapshots yet: {}", name_, s.error().message());
+      return;
+    }
+    spdlog::info("{}: {:.0f} MB of pinned host memory for snapshots in {:.0f} ms", name_,
+                 double(snapshot_->pinned_bytes()) / 1e6, double(mono_ns() - t0) / 1e6);
+  }
+
+  // Frees the device state; waits first, since kernels in flight may still use the memory (and
+  // ~DeviceParams waits for a snapshot's copy still reading it).
   void drop() {
     if (ctx_) (void)ctx_->synchronize();
     optimizer_.reset();
@@ -117,6 +156,7 @@ class GpuCompute final : public DeviceCompute {
   }
 
   std::unique_ptr<kc::Context> ctx_;
+  std::unique_ptr<model::PinnedSnapshot> snapshot_;  // before params_: outlives every DeviceParams
   std::string name_;
   model::OptimConfig optim_;
   std::unique_ptr<model::DeviceParams> params_;
@@ -136,8 +176,10 @@ Result<std::unique_ptr<DeviceCompute>> make_gpu_compute(int ordinal, const model
                 n == 1 ? "" : std::to_string(n - 1), ")");
   std::unique_ptr<kc::Context> ctx;
   if (auto s = kc::Context::create(ordinal, &ctx); !s.ok()) return fail(name, ": ", s.what());
+  auto snapshot = model::PinnedSnapshot::create(*ctx);
+  if (!snapshot) return snapshot.error().with_context(name + ": snapshot stream");
   spdlog::info("{}: {}", name, kc::describe(ordinal));
-  return std::unique_ptr<DeviceCompute>(new GpuCompute(std::move(ctx), name, optim));
+  return std::unique_ptr<DeviceCompute>(new GpuCompute(std::move(ctx), std::move(*snapshot), name, optim));
 }
 
 }  // namespace sal::runtime

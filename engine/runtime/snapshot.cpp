@@ -20,7 +20,7 @@ SnapshotWriter::~SnapshotWriter() {
   if (thread_.joinable()) thread_.join();
 }
 
-void SnapshotWriter::write(std::string dir, uint64_t step, std::vector<model::Unit> units, wire::SaveDone reply) {
+void SnapshotWriter::write(std::string dir, uint64_t step, SnapshotUnits units, wire::SaveDone reply) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(Job{std::move(dir), step, std::move(units), std::move(reply)});
@@ -44,10 +44,12 @@ void SnapshotWriter::run() {
 
 void SnapshotWriter::write_one(Job& j) {
   int64_t t0 = mono_ns();
-  Status s = make_dirs(j.dir);
-  for (size_t i = 0; s && i < j.units.size(); ++i) s = model::write_unit(j.dir, j.units[i], j.step);
+  auto units = j.units ? j.units() : Result<std::vector<model::Unit>>(fail("no units to write"));
+  j.units = nullptr;  // what the source held goes now (a GPU worker's staging is free already)
+  Status s = units ? make_dirs(j.dir) : Status(units.error());
+  for (size_t i = 0; s && i < units->size(); ++i) s = model::write_unit(j.dir, (*units)[i], j.step);
   j.reply.ok = bool(s);
-  j.reply.units = s ? uint32_t(j.units.size()) : 0;
+  j.reply.units = s ? uint32_t(units->size()) : 0;
   if (!s) j.reply.detail = s.error().with_context("snapshot of step " + std::to_string(j.step)).message();
   j.reply.ms += double(mono_ns() - t0) / 1e6;
   done_(std::move(j.reply));

@@ -1,8 +1,10 @@
 // snapshot.h — the worker's asynchronous dense snapshots. Between two steps the training thread
-// copies the units this rank is responsible for (a plain memory copy: the pause training sees);
-// this writer's own thread then writes them to disk, one file per unit (model/checkpoint.h), while
-// training goes on, and reports the outcome through a callback (on the writer's thread). Writes run
-// in order; the destructor finishes what is queued.
+// takes a copy of the units this rank is responsible for (Trainer::snapshot_share: on a CPU worker
+// a plain memory copy, the pause training sees; on a GPU worker the start of a copy to pinned host
+// memory that overlaps the next step); this writer's own thread then gets the units (SnapshotUnits:
+// on a GPU worker it waits there for the copy), writes them to disk, one file per unit
+// (model/checkpoint.h), while training goes on, and reports the outcome through a callback (on the
+// writer's thread). Writes run in order; the destructor finishes what is queued.
 #pragma once
 
 #include <condition_variable>
@@ -13,10 +15,15 @@
 #include <thread>
 #include <vector>
 
+#include "core/result.h"
 #include "model/params.h"
 #include "wire/messages.h"
 
 namespace sal::runtime {
+
+// The units a snapshot writes, produced on the writer's thread (a GPU worker's waits for its copy
+// and turns the pinned memory into units; its error is the snapshot's). Called at most once.
+using SnapshotUnits = std::function<Result<std::vector<model::Unit>>()>;
 
 class SnapshotWriter {
  public:
@@ -24,14 +31,15 @@ class SnapshotWriter {
   explicit SnapshotWriter(Done done);
   ~SnapshotWriter();
 
-  // `reply` is the SaveDone to complete (ok, detail, units, ms) and hand to `done`.
-  void write(std::string dir, uint64_t step, std::vector<model::Unit> units, wire::SaveDone reply);
+  // `reply` is the SaveDone to complete (ok, detail, units, ms) and hand to `done`. `units` is
+  // called before anything is written, and dropped once it has been.
+  void write(std::string dir, uint64_t step, SnapshotUnits units, wire::SaveDone reply);
 
  private:
   struct Job {
     std::string dir;
     uint64_t step = 0;
-    std::vector<model::Unit> units;
+    SnapshotUnits units;
     wire::SaveDone reply;
   };
   void run();

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 #include <set>
 
 #include "comm/gloo_collectives.h"
@@ -26,10 +28,52 @@ namespace sal::runtime {
 constexpr int64_t kConnectTimeoutMs = 1000;
 constexpr int64_t kRendezvousTimeoutMs = 8000;
 
-Trainer::Trainer(zmq::context_t& ctx, TrainSpec spec, DeviceFactory cuda)
-    : ctx_(ctx), spec_(std::move(spec)), cuda_(std::move(cuda)) {}
+// One device snapshot at a time (DeviceCompute holds one): `busy` from begin_snapshot() until its
+// units are taken, on whichever thread. `device` goes null when the Trainer does, so units taken
+// later fail instead of reaching a closed device; the mutex is held while they are taken, so the
+// device is not closed under them.
+struct Trainer::SnapshotGate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool busy = false;
+  DeviceCompute* device = nullptr;
+};
 
-Trainer::~Trainer() = default;
+// A begun device snapshot: taking its units (once) waits for the device's copy and frees the gate.
+// Dropped untaken, it still ends the snapshot, so a next one is not kept waiting forever.
+class Trainer::PendingSnapshot {
+ public:
+  explicit PendingSnapshot(std::shared_ptr<Trainer::SnapshotGate> gate) : gate_(std::move(gate)) {}
+  ~PendingSnapshot() {
+    if (!taken_) (void)take();
+  }
+  PendingSnapshot(const PendingSnapshot&) = delete;
+  PendingSnapshot& operator=(const PendingSnapshot&) = delete;
+
+  Result<std::vector<model::Unit>> take() {
+    std::lock_guard<std::mutex> lock(gate_->mu);
+    if (taken_) return fail("this snapshot's units were already taken");
+    taken_ = true;
+    auto units = gate_->device ? gate_->device->finish_snapshot()
+                               : Result<std::vector<model::Unit>>(fail("the worker closed its device before the snapshot's copy was taken"));
+    gate_->busy = false;
+    gate_->cv.notify_all();
+    return units;
+  }
+
+ private:
+  std::shared_ptr<Trainer::SnapshotGate> gate_;
+  bool taken_ = false;  // under gate_->mu
+};
+
+Trainer::Trainer(zmq::context_t& ctx, TrainSpec spec, DeviceFactory cuda)
+    : ctx_(ctx), spec_(std::move(spec)), cuda_(std::move(cuda)), snapshot_gate_(std::make_shared<SnapshotGate>()) {}
+
+// A snapshot's units taken from now on fail; one being taken finishes first (the lock).
+Trainer::~Trainer() {
+  std::lock_guard<std::mutex> lock(snapshot_gate_->mu);
+  snapshot_gate_->device = nullptr;
+}
 
 // "cuda:N" opens GPU N; any other device is the host's.
 Status Trainer::open_device() {
@@ -42,6 +86,8 @@ Status Trainer::open_device() {
   auto d = cuda_(int(*n), spec_.optim);
   if (!d) return d.error();  // it names the device
   device_ = std::move(*d);
+  std::lock_guard<std::mutex> lock(snapshot_gate_->mu);
+  snapshot_gate_->device = device_.get();
   return {};
 }
 
@@ -379,18 +425,38 @@ std::vector<const model::Unit*> Trainer::checkpoint_share() const {
   return out;
 }
 
-Result<std::vector<model::Unit>> Trainer::snapshot_share() {
-  SAL_TRY(sync_host());
-  std::vector<model::Unit> out;
+Result<SnapshotUnits> Trainer::snapshot_share() {
+  if (device_) return device_snapshot();
+  auto out = std::make_shared<std::vector<model::Unit>>();
   for (const model::Unit* u : checkpoint_share()) {
     model::Unit c;
     c.id = u->id;
     c.w = u->w;
     c.m = u->m;
     c.v = u->v;
-    out.push_back(std::move(c));
+    out->push_back(std::move(c));
   }
-  return out;
+  return SnapshotUnits([out]() -> Result<std::vector<model::Unit>> { return std::move(*out); });
+}
+
+// The host Params are not involved (nor brought up to date): only the unit ids come from them,
+// and the device holds the same units (apply_plan loaded them).
+Result<SnapshotUnits> Trainer::device_snapshot() {
+  std::vector<model::UnitId> ids;
+  for (const model::Unit* u : checkpoint_share()) ids.push_back(u->id);
+  {
+    std::unique_lock<std::mutex> lock(snapshot_gate_->mu);
+    snapshot_gate_->cv.wait(lock, [this] { return !snapshot_gate_->busy; });
+    snapshot_gate_->busy = true;
+  }
+  if (auto s = device_->begin_snapshot(ids); !s) {
+    std::lock_guard<std::mutex> lock(snapshot_gate_->mu);
+    snapshot_gate_->busy = false;
+    snapshot_gate_->cv.notify_all();
+    return s.error().with_context("snapshot on " + spec_.device);
+  }
+  auto pending = std::make_shared<PendingSnapshot>(snapshot_gate_);
+  return SnapshotUnits([pending] { return pending->take(); });
 }
 
 // Each rank writes its share; the counts are summed over the plan and rank 0 writes the manifest

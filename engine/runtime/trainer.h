@@ -13,9 +13,13 @@
 // DeviceCompute (device_compute.h) that the DeviceFactory given at construction opens in init().
 // A GPU worker keeps the host Params as the form units leave and arrive in: apply_plan() brings
 // them up to date (a download, if the device has committed steps since) before migrating or
-// restoring, and ends by loading the plan's units onto the device; save() and snapshot_share()
-// download first; step() and commit() run on the device. GPU workers train alone for now: a plan
-// of more than one rank is refused (the NCCL data plane is not built yet).
+// restoring, and ends by loading the plan's units onto the device; save() downloads first; step()
+// and commit() run on the device. snapshot_share() does not touch the host Params: it starts the
+// device's copy to pinned host memory (DeviceCompute::begin_snapshot), which overlaps the next
+// step, and the units it returns wait for that copy on the snapshot writer's thread. One device
+// snapshot at a time: a second waits until the first one's units have been taken. GPU workers
+// train alone for now: a plan of more than one rank is refused (the NCCL data plane is not built
+// yet).
 #pragma once
 
 #include <zmq.hpp>
@@ -35,6 +39,7 @@
 #include "runtime/dispatch.h"
 #include "runtime/expert_grads.h"
 #include "runtime/faults.h"
+#include "runtime/snapshot.h"
 #include "runtime/train_spec.h"
 #include "wire/messages.h"
 
@@ -60,8 +65,12 @@ class Trainer {
   Status commit(uint64_t step);
   void discard();
   Result<uint32_t> save(const std::string& dir, uint64_t step);
-  // Copies of the units this rank writes in a dense checkpoint (for an asynchronous snapshot).
-  Result<std::vector<model::Unit>> snapshot_share();
+  // The units this rank writes in a dense checkpoint, as they are now (for an asynchronous
+  // snapshot, between steps): a CPU worker copies them here; a GPU worker starts their copy and
+  // the result waits for it (on the thread that calls it: the snapshot writer's). It may be called
+  // after later steps and commits, and gives these units still. While a GPU worker's previous
+  // snapshot has not been taken (its SnapshotUnits called or dropped), this waits for it.
+  Result<SnapshotUnits> snapshot_share();
 
   // From another thread: ends the plan's data plane (and a rendezvous in progress) so a blocked
   // call returns; everything fails fast until clear_abort().
@@ -96,6 +105,7 @@ class Trainer {
   Status open_device();
   Result<StepOutcome> device_step(uint64_t step, const model::Batch& b, int64_t t0);
   Status sync_host();
+  Result<SnapshotUnits> device_snapshot();
 
   zmq::context_t& ctx_;
   TrainSpec spec_;
@@ -116,6 +126,10 @@ class Trainer {
   uint64_t step_ = 0;                            // the step being computed (fault points name it)
   FaultInjector faults_;
   DeviceFactory cuda_;
+  // A GPU worker's snapshot in flight, shared with the SnapshotUnits it returned (trainer.cpp).
+  struct SnapshotGate;
+  class PendingSnapshot;
+  std::shared_ptr<SnapshotGate> snapshot_gate_;
   std::unique_ptr<DeviceCompute> device_;        // null on a CPU worker
   bool device_newer_ = false;                    // the device has committed updates the host lacks
 };

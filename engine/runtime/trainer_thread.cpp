@@ -158,6 +158,9 @@ void TrainerThread::handle(const wire::SaveCheckpoint& s) {
   if (!trainer_ || trainer_->plan() != s.plan) return;  // not a rank of the plan that saves
   wire::SaveDone d{0, index_, s.step, false, "", 0, s.snapshot, 0, 0};
   if (s.snapshot) {
+    // copy_ms is the pause training sees: a CPU worker's copy; a GPU worker's start of its copy
+    // (and the wait for the previous snapshot's, if still in flight). The GPU copy itself
+    // overlaps the next step; the writer waits for it, and that wait counts in ms.
     int64_t t0 = mono_ns();
     auto units = trainer_->snapshot_share();
     d.copy_ms = d.ms = double(mono_ns() - t0) / 1e6;

@@ -1,8 +1,9 @@
 -- gpu_quickstart.lua — one worker on one GPU: a GPT-S-width MoE language model (Lazarus Table 1's
 -- GPT-S: d = 768, 8 experts, top-2) with 4 layers instead of 12, on bytes of English text.
 --   salamander run scripts/jobs/gpu_quickstart.lua
--- About 160 M parameters (2.6 GB of fp32 weights, gradients and Adam moments on the GPU; the same
--- again on the host, where checkpoints and snapshots are written from). Each step is 32 sequences
+-- About 160 M parameters (2.6 GB of fp32 weights, gradients and Adam moments on the GPU; the
+-- weights and moments again on the host, where checkpoints and migrations go through, and once
+-- more in pinned memory, where snapshots are copied to while the next step runs). Each step is 32 sequences
 -- of 256 bytes. The GPU worker trains alone for now: more than one worker in a plan (mesh.nodes >
 -- 1, or several devices) needs the NCCL data plane, which is not built yet (docs/gpu.md).
 return {
@@ -18,7 +19,7 @@ return {
   train = {
     steps = 300, batch = 32, lr = 2e-3, warmup = 20, seed = 1,
     rebalance_every = 100,  -- one worker holds every expert: a re-plan moves nothing
-    checkpoint_every = 100, -- a snapshot downloads the model (about 1.9 GB with the moments)
+    checkpoint_every = 100, -- a snapshot copies the model to pinned memory (about 1.9 GB with the moments)
   },
   mesh = {
     nodes = 1,

@@ -532,6 +532,101 @@ TEST_CASE("a whole step and an optimizer step on both keep the parameters close"
   }
 }
 
+// Two DeviceParams with the same state run the same updates; on one, a snapshot is begun between
+// them. The copy must see the first update (it is ordered after it: the `taken` event) and not the
+// second (the second waits for `copied`): the pinned units equal, bit for bit, a synchronous
+// download of the twin after its first update. Sized so that a missing wait would show: the copy
+// (~60 MB to host memory, milliseconds) is far slower than the update kernels, and a few GB of
+// memsets queued first keep the first update from finishing before begin() enqueues the copy.
+TEST_CASE("a pinned snapshot equals a synchronous download of the state it was taken at while an update runs meanwhile") {
+  Dims d;
+  d.layers = 2, d.d = 256, d.heads = 4, d.experts = 4, d.top_k = 2, d.seq_len = 32, d.vocab = 256;
+  Params p = Params::create(d, 5, all_experts(d));
+  std::mt19937 rng(6);
+  for (Unit* u : p.units()) {
+    fill_random(u->g, rng, 0.1f);
+    fill_random(u->m, rng, 0.01f);
+    for (auto& v : u->v) v = std::fabs(std::normal_distribution<float>(0.0f, 1e-4f)(rng));
+  }
+  OptimConfig oc;
+  oc.weight_decay = 0.1;
+
+  // the twin: the state after the first update, then after the second, each by synchronous download
+  auto twin = on_device(p);
+  REQUIRE_OK(twin->upload(p, kAllParts));
+  OptimizerCuda twin_opt(*twin, oc);
+  Params after1 = p, after2 = p;
+  REQUIRE_OK(twin_opt.apply_adamw(1e-3, 0.5, 2));
+  REQUIRE_OK(twin->download(after1, kValues | kMoments));
+  REQUIRE_OK(twin_opt.apply_adamw(1e-3, 0.5, 3));
+  REQUIRE_OK(twin->download(after2, kValues | kMoments));
+  CHECK(after1.embedding.w != after2.embedding.w);  // the second update changes the values
+  twin.reset();
+
+  auto gpu = on_device(p);
+  REQUIRE_OK(gpu->upload(p, kAllParts));
+  OptimizerCuda opt(*gpu, oc);
+  auto snap = PinnedSnapshot::create(ctx());
+  REQUIRE_OK(snap);
+  PinnedSnapshot& ps = **snap;
+  CHECK_FALSE(ps.in_flight());
+  CHECK_FALSE(ps.finish().ok());  // nothing begun
+
+  kc::Buffer<uint8_t> busy;
+  const size_t busy_bytes = size_t(512) << 20;
+  REQUIRE(busy.allocate(busy_bytes).ok());
+  for (int i = 0; i < 8; ++i)
+    REQUIRE(cudaMemsetAsync(busy.get(), i, busy_bytes, ctx().stream()) == cudaSuccess);
+  REQUIRE_OK(opt.apply_adamw(1e-3, 0.5, 2));  // enqueued, not run yet
+  REQUIRE_OK(ps.begin(*gpu, {}));              // every unit
+  CHECK(ps.in_flight());
+  CHECK_FALSE(ps.begin(*gpu, {}).ok());       // one at a time
+  REQUIRE_OK(opt.apply_adamw(1e-3, 0.5, 3));  // must wait for the copy on the device
+  auto units = ps.finish();
+  REQUIRE_OK(units);
+  CHECK_FALSE(ps.in_flight());
+  Params now = p;
+  REQUIRE_OK(gpu->download(now, kValues | kMoments));
+
+  auto want = after1.units(), later = after2.units(), have = now.units();
+  REQUIRE(units->size() == want.size());
+  size_t bad_snapshot = 0, bad_update = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const Unit& u = (*units)[i];
+    CAPTURE(want[i]->id.name());
+    REQUIRE(u.id == want[i]->id);
+    CHECK(u.g.empty());
+    bad_snapshot += u.w != want[i]->w || u.m != want[i]->m || u.v != want[i]->v;
+    bad_update += have[i]->w != later[i]->w || have[i]->m != later[i]->m || have[i]->v != later[i]->v;
+  }
+  CHECK(bad_snapshot == 0);  // the state after the first update exactly
+  CHECK(bad_update == 0);    // and the second update ran after the copy, as on the twin
+  CHECK(ps.pinned_bytes() == 3 * gpu->parameter_count() * sizeof(float));
+
+  // a few units, in the order asked, reusing the same pinned memory; an unknown unit is refused
+  std::vector<UnitId> ids{UnitId{UnitKind::expert, 1, 3}, UnitId{UnitKind::embedding}, UnitId{UnitKind::gate, 0}};
+  REQUIRE_OK(ps.begin(*gpu, ids));
+  auto few = ps.finish();
+  REQUIRE_OK(few);
+  REQUIRE(few->size() == 3);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    CAPTURE(ids[i].name());
+    Unit direct;
+    REQUIRE_OK(gpu->download_unit(ids[i], direct, kValues | kMoments));
+    CHECK((*few)[i].id == ids[i]);
+    CHECK((*few)[i].w == direct.w);
+    CHECK((*few)[i].m == direct.m);
+    CHECK((*few)[i].v == direct.v);
+  }
+  CHECK(ps.pinned_bytes() == 3 * gpu->parameter_count() * sizeof(float));
+  gpu->remove_expert(0, 2);
+  auto missing = ps.begin(*gpu, {UnitId{UnitKind::expert, 0, 2}});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().message().find("layer0.expert2") != std::string::npos);
+  CHECK_FALSE(ps.in_flight());
+  REQUIRE(ctx().synchronize().ok());
+}
+
 TEST_CASE("next_logits agrees with the CPU model") {
   Dims d = small_dims(true);
   Params cpu = Params::create(d, 10, all_experts(d));

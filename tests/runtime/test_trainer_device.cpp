@@ -1,15 +1,24 @@
 // test_trainer_device.cpp — the Trainer's device seam (device_compute.h) without a GPU. A stand-in
 // DeviceCompute that computes on its own host copy of the units (model::MoeGpt, LocalExchange,
 // apply_adamw), so nothing of the Trainer's host Params can leak into it except through load(),
-// and nothing back except through store(). Driven side by side with a CPU Trainer through plans,
-// steps, commits, a discarded step, a re-plan, a snapshot and a save, it must train the same and
-// its units must come down whenever they leave: a GPU worker's bookkeeping, checked here where a
-// GPU is not needed. Also: what a device worker refuses (a plan of two ranks, a cuda device in a
-// build without CUDA, a factory's error).
+// and nothing back except through store() and its snapshots. Driven side by side with a CPU
+// Trainer through plans, steps, commits, a discarded step, a re-plan, snapshots and a save, it
+// must train the same and its units must come down whenever they leave: a GPU worker's
+// bookkeeping, checked here where a GPU is not needed. Snapshots: the stand-in stages a copy at
+// begin_snapshot() (as the GPU's copy, ordered after the commits before it) and hands it over at
+// finish_snapshot(); the Trainer must not download for them, must give the units of the step the
+// snapshot was taken at even when later steps commit before the writer takes them, must keep one
+// snapshot in flight at a time (a second waits), and must turn a failed copy into a failed
+// snapshot. Also: what a device worker refuses (a plan of two ranks, a cuda device in a build
+// without CUDA, a factory's error).
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <future>
+#include <thread>
 
 #include <unistd.h>
 
@@ -17,6 +26,7 @@
 #include "model/checkpoint.h"
 #include "model/local_exchange.h"
 #include "model/optimizer.h"
+#include "runtime/snapshot.h"
 #include "runtime/trainer.h"
 
 using namespace sal;
@@ -28,6 +38,9 @@ struct Calls {
   int opened = -1;  // the ordinal the factory was asked for
   int loads = 0, stores = 0, updates = 0, zeroes = 0;
   std::vector<std::pair<int, int>> last_held;
+  // snapshots: begun and finished; begins while one was staged (the Trainer must never make one)
+  int begun = 0, finished = 0, overlapping = 0;
+  std::string fail_begin, fail_finish;  // the next begin / finish fails with this, once
 };
 
 model::Unit* unit_of(model::Params& p, const model::UnitId& id) {
@@ -91,11 +104,40 @@ class HostDevice final : public DeviceCompute {
     model::apply_adamw(params_, optim_, lr, grad_scale, t);
     return {};
   }
+  // The GPU copies at begin (after the commits so far) into memory of its own: so does this.
+  Status begin_snapshot(const std::vector<model::UnitId>& ids) override {
+    if (staged_) {
+      ++calls_.overlapping;
+      return fail("a snapshot is still staged");
+    }
+    if (!calls_.fail_begin.empty()) return fail(std::exchange(calls_.fail_begin, ""));
+    std::vector<model::Unit> copy;
+    for (const auto& id : ids) {
+      model::Unit* u = unit_of(params_, id);
+      if (!u) return fail("the device holds no ", id.name());
+      model::Unit c;
+      c.id = id, c.w = u->w, c.m = u->m, c.v = u->v;
+      copy.push_back(std::move(c));
+    }
+    ++calls_.begun;
+    staging_ = std::move(copy);
+    staged_ = true;
+    return {};
+  }
+  Result<std::vector<model::Unit>> finish_snapshot() override {
+    if (!staged_) return fail("no snapshot staged");
+    ++calls_.finished;
+    staged_ = false;
+    if (!calls_.fail_finish.empty()) return fail(std::exchange(calls_.fail_finish, ""));
+    return std::move(staging_);
+  }
 
  private:
   model::OptimConfig optim_;
   Calls& calls_;
   model::Params params_;
+  std::vector<model::Unit> staging_;
+  bool staged_ = false;
 };
 
 TrainSpec spec(const std::string& device) {
@@ -141,6 +183,60 @@ void check_close(const model::Unit& a, const model::Unit& b, double tol) {
   for (size_t i = 0; i < a.w.size(); ++i) worst = std::max(worst, double(std::abs(a.w[i] - b.w[i])));
   CHECK(worst <= tol);
 }
+
+// The largest difference of any value or moment between two lists of the same units.
+double max_diff(const std::vector<model::Unit>& a, const std::vector<model::Unit>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(a[i].id.name());
+    REQUIRE(a[i].id == b[i].id);
+    for (auto part : {&model::Unit::w, &model::Unit::m, &model::Unit::v}) {
+      REQUIRE((a[i].*part).size() == (b[i].*part).size());
+      for (size_t j = 0; j < (a[i].*part).size(); ++j)
+        worst = std::max(worst, double(std::abs((a[i].*part)[j] - (b[i].*part)[j])));
+    }
+  }
+  return worst;
+}
+
+// The units of a snapshot, taken now.
+std::vector<model::Unit> take(Result<SnapshotUnits>& r) {
+  if (!r.ok()) FAIL(r.error().message());
+  auto units = (*r)();
+  if (!units.ok()) FAIL(units.error().message());
+  return std::move(*units);
+}
+
+DeviceFactory stand_in(Calls& calls) {
+  return [&calls](int ordinal, const model::OptimConfig& o) -> Result<std::unique_ptr<DeviceCompute>> {
+    calls.opened = ordinal;
+    return std::unique_ptr<DeviceCompute>(new HostDevice(o, calls));
+  };
+}
+
+// A CPU Trainer and a stand-in device Trainer stepped side by side on plans of one rank.
+struct Pair {
+  Store s1, s2;
+  zmq::context_t zmq{1};
+  Calls calls;
+  Trainer cpu{zmq, spec("cpu:0")};
+  Trainer dev{zmq, spec("cuda:0"), stand_in(calls)};
+  Pair() {
+    REQUIRE(cpu.init().ok());
+    REQUIRE(dev.init().ok());
+    REQUIRE(cpu.apply_plan(plan(1, 0, s1.endpoint)).ok());
+    REQUIRE(dev.apply_plan(plan(1, 0, s2.endpoint)).ok());
+  }
+  void step(uint64_t s) {
+    REQUIRE(cpu.step(s).ok());
+    REQUIRE(dev.step(s).ok());
+  }
+  void commit(uint64_t s) {
+    REQUIRE(cpu.commit(s).ok());
+    REQUIRE(dev.commit(s).ok());
+  }
+};
 
 }  // namespace
 
@@ -210,22 +306,27 @@ TEST_CASE("a Trainer on a device trains as the host Trainer does and brings its 
   both_plan(2, 11);
   CHECK(calls.stores == 1);
   CHECK(calls.loads == 2);
-  // nothing committed since: a snapshot needs no download
+  // a snapshot comes from the device's own copy, never through the host Params
   auto snap_cpu = cpu.snapshot_share();
   auto snap_dev = dev.snapshot_share();
-  REQUIRE(snap_cpu.ok());
-  REQUIRE(snap_dev.ok());
+  auto units_cpu = take(snap_cpu), units_dev = take(snap_dev);
   CHECK(calls.stores == 1);
-  REQUIRE(snap_dev->size() == snap_cpu->size());
-  for (size_t i = 0; i < snap_dev->size(); ++i) check_close((*snap_dev)[i], (*snap_cpu)[i], 1e-4);
+  CHECK(calls.begun == 1);
+  CHECK(calls.finished == 1);
+  REQUIRE(units_dev.size() == units_cpu.size());
+  CHECK(units_dev.size() == 1 + 2 * 2 + 2 * 4);
+  for (size_t i = 0; i < units_dev.size(); ++i) check_close(units_dev[i], units_cpu[i], 1e-4);
 
   for (uint64_t s = 11; s < 20; ++s) {
     both_step(s);
     both_commit(s);
   }
-  // a snapshot after commits downloads; a save right after does not again
-  REQUIRE(dev.snapshot_share().ok());
-  CHECK(calls.stores == 2);
+  // a snapshot after commits does not download either (the host Params stay behind), so the save
+  // right after must
+  snap_dev = dev.snapshot_share();
+  take(snap_dev);
+  CHECK(calls.stores == 1);
+  CHECK(calls.begun == 2);
   std::string dir = std::filesystem::temp_directory_path().string() + "/sal-trainer-device-" + std::to_string(getpid());
   auto wa = cpu.save(dir + "/cpu", 20);
   auto wb = dev.save(dir + "/dev", 20);
@@ -233,6 +334,7 @@ TEST_CASE("a Trainer on a device trains as the host Trainer does and brings its 
   REQUIRE(wb.ok());
   CHECK(*wa == *wb);
   CHECK(calls.stores == 2);
+  CHECK(calls.overlapping == 0);
   auto pa = model::load_all(dir + "/cpu");
   auto pb = model::load_all(dir + "/dev");
   REQUIRE(pa.ok());
@@ -284,4 +386,143 @@ TEST_CASE("a device Trainer refuses a plan of two ranks, and cuda devices it can
   s = bad.init();
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().message().find("is not cuda:N") != std::string::npos);
+}
+
+TEST_CASE("a device snapshot holds the step it was taken after even when the next steps commit before the writer takes it") {
+  Pair p;
+  for (uint64_t s = 0; s < 3; ++s) {
+    p.step(s);
+    p.commit(s);
+  }
+  // the snapshot after commit 2; then step 3 commits and step 4 runs before the units are taken
+  auto snap_cpu = p.cpu.snapshot_share();
+  auto snap_dev = p.dev.snapshot_share();
+  p.step(3);
+  p.commit(3);
+  p.step(4);
+  auto units_cpu = take(snap_cpu), units_dev = take(snap_dev);
+  CHECK(p.calls.stores == 0);  // no download for it
+  CHECK(max_diff(units_dev, units_cpu) <= 1e-4);
+  // and they are not the values after step 3: a snapshot taken now differs by far more
+  auto later = p.dev.snapshot_share();
+  double moved = max_diff(take(later), units_dev);
+  MESSAGE("the units moved by up to " << moved << " in step 3");
+  CHECK(moved > 1e-3);
+  CHECK(p.calls.overlapping == 0);
+}
+
+TEST_CASE("a second device snapshot waits until the first one's units are taken, and a dropped one frees the way") {
+  Pair p;
+  p.step(0);
+  p.commit(0);
+  auto first = p.dev.snapshot_share();
+  REQUIRE(first.ok());
+  p.step(1);
+  p.commit(1);
+  // the next snapshot is asked for before the writer took the first one: it waits
+  std::atomic<bool> second_begun{false};
+  std::promise<Result<SnapshotUnits>> second_p;
+  auto second_f = second_p.get_future();
+  std::thread asker([&] {
+    auto r = p.dev.snapshot_share();
+    second_begun = true;
+    second_p.set_value(std::move(r));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK_FALSE(second_begun.load());
+  auto units_first = take(first);  // the writer takes the first: the second goes ahead
+  bool ready = second_f.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  CHECK(ready);
+  asker.join();
+  auto second = second_f.get();
+  auto units_second = take(second);
+  auto now = p.cpu.snapshot_share();  // the CPU Trainer after commit 1, as the second should be
+  CHECK(max_diff(units_second, take(now)) <= 1e-4);
+  CHECK(max_diff(units_second, units_first) > 1e-3);
+  CHECK(p.calls.begun == 2);
+  CHECK(p.calls.finished == 2);
+  CHECK(p.calls.overlapping == 0);
+
+  // one dropped without being taken still ends its snapshot
+  {
+    auto dropped = p.dev.snapshot_share();
+    REQUIRE(dropped.ok());
+  }
+  CHECK(p.calls.finished == 3);
+  auto next = p.dev.snapshot_share();  // does not wait
+  take(next);
+  CHECK(p.calls.overlapping == 0);
+}
+
+TEST_CASE("a failed device copy is a failed snapshot with its reason, and the next snapshot works") {
+  Pair p;
+  p.step(0);
+  p.commit(0);
+  std::string dir = std::filesystem::temp_directory_path().string() + "/sal-trainer-snap-" + std::to_string(getpid());
+  std::promise<wire::SaveDone> done_p;
+  auto done_f = done_p.get_future();
+  {
+    SnapshotWriter writer([&done_p](wire::SaveDone d) { done_p.set_value(std::move(d)); });
+    // the copy fails on the device: the writer reports it
+    p.calls.fail_finish = "cudaEventSynchronize: an illegal memory access was encountered";
+    auto units = p.dev.snapshot_share();
+    REQUIRE(units.ok());
+    wire::SaveDone reply;
+    reply.step = 1, reply.snapshot = true;
+    writer.write(dir + "/1", 1, std::move(*units), reply);
+    REQUIRE(done_f.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  }
+  wire::SaveDone d = done_f.get();
+  CHECK_FALSE(d.ok);
+  CHECK(d.units == 0);
+  CHECK(d.detail.find("snapshot of step 1") != std::string::npos);
+  CHECK(d.detail.find("an illegal memory access") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir + "/1"));
+
+  // starting the copy fails: snapshot_share says so, and nothing stays in flight
+  p.calls.fail_begin = "cudaMemcpyAsync (snapshot to pinned memory): out of memory";
+  auto refused = p.dev.snapshot_share();
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message().find("snapshot on cuda:0") != std::string::npos);
+  CHECK(refused.error().message().find("out of memory") != std::string::npos);
+
+  // the next one is written, and reads back as the CPU Trainer's units
+  std::promise<wire::SaveDone> ok_p;
+  auto ok_f = ok_p.get_future();
+  {
+    SnapshotWriter writer([&ok_p](wire::SaveDone d) { ok_p.set_value(std::move(d)); });
+    auto units = p.dev.snapshot_share();
+    REQUIRE(units.ok());
+    wire::SaveDone reply;
+    reply.step = 1, reply.snapshot = true;
+    writer.write(dir + "/1", 1, std::move(*units), reply);
+  }
+  wire::SaveDone good = ok_f.get();
+  CHECK(good.ok);
+  CHECK(good.units == 1 + 2 * 2 + 2 * 4);
+  auto cpu_units = p.cpu.snapshot_share();
+  for (const auto& u : take(cpu_units)) {
+    uint64_t step = 0;
+    auto back = model::read_unit(model::unit_file(dir + "/1", u.id), spec("cpu:0").dims, &step);
+    REQUIRE(back.ok());
+    CHECK(step == 1);
+    check_close(*back, u, 1e-4);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a device snapshot taken after its Trainer is gone fails instead of reaching the closed device") {
+  Store store;
+  zmq::context_t zmq(1);
+  Calls calls;
+  auto dev = std::make_unique<Trainer>(zmq, spec("cuda:0"), stand_in(calls));
+  REQUIRE(dev->init().ok());
+  REQUIRE(dev->apply_plan(plan(1, 0, store.endpoint)).ok());
+  auto units = dev->snapshot_share();
+  REQUIRE(units.ok());
+  dev.reset();
+  auto r = (*units)();
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message().find("closed its device") != std::string::npos);
+  CHECK(calls.finished == 0);
 }

@@ -1,10 +1,13 @@
-// device_params.cpp — see device_params.h. Every copy runs on the Context's stream (which is
-// non-blocking: the legacy default stream would not wait for the kernels on it) and is followed
-// by a wait for that stream, so the host vectors may be used or freed as soon as a call returns.
+// device_params.cpp — see device_params.h. Every synchronous copy runs on the Context's stream
+// (which is non-blocking: the legacy default stream would not wait for the kernels on it) and is
+// followed by a wait for that stream, so the host vectors may be used or freed as soon as a call
+// returns. PinnedSnapshot's copies run on a stream of its own and nothing waits for them but
+// finish() and the writes they must precede.
 #include "model/cuda/device_params.h"
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/cuda/convert.h"
@@ -44,6 +47,43 @@ Status check_size(const Unit& u, size_t want) {
 }
 
 }  // namespace
+
+Result<std::shared_ptr<GpuEvent>> GpuEvent::create() {
+  std::shared_ptr<GpuEvent> e(new GpuEvent());
+  SAL_GPU_TRY(kc::cuda_status(int(cudaEventCreateWithFlags(&e->e_, cudaEventDisableTiming | cudaEventBlockingSync)),
+                              "cudaEventCreateWithFlags (snapshot)"));
+  return e;
+}
+
+// Destroying an event whose recorded work is still pending is allowed: CUDA releases it once done.
+GpuEvent::~GpuEvent() {
+  if (e_) (void)cudaEventDestroy(e_);
+}
+
+DeviceParams::~DeviceParams() {
+  (void)ctx_.synchronize();
+  (void)wait_readers();  // a failure leaves nothing better to do than free
+}
+
+void DeviceParams::add_reader(std::shared_ptr<GpuEvent> done) {
+  if (!done) return;
+  if (std::find(readers_.begin(), readers_.end(), done) == readers_.end()) readers_.push_back(done);
+  if (std::find(unfenced_.begin(), unfenced_.end(), done) == unfenced_.end()) unfenced_.push_back(std::move(done));
+}
+
+Status DeviceParams::fence_writes() {
+  for (const auto& e : unfenced_)
+    SAL_GPU_TRY(kc::cuda_status(int(cudaStreamWaitEvent(ctx_.stream(), e->get(), 0)),
+                                "cudaStreamWaitEvent (an update waits for the snapshot's copy)"));
+  unfenced_.clear();
+  return {};
+}
+
+Status DeviceParams::wait_readers() {
+  for (const auto& e : readers_)
+    SAL_GPU_TRY(kc::cuda_status(int(cudaEventSynchronize(e->get())), "cudaEventSynchronize (snapshot copy)"));
+  return {};
+}
 
 bool DeviceParams::wants_bf16(UnitKind k) const {
   switch (k) {
@@ -137,6 +177,7 @@ Status DeviceParams::upload_unit(const Unit& u, unsigned parts) {
   if (!d) return fail("DeviceParams: no unit ", u.id.name(), " on the device");
   SAL_TRY(check_size(u, d->size));
   SAL_GPU_TRY(ctx_.synchronize());  // the kernels in flight may be reading the old values
+  SAL_TRY(wait_readers());          // and so may a snapshot's copy
   if (parts & kValues) SAL_GPU_TRY(copy_to_device(ctx_, d->w.get(), u.w));
   if (parts & kGrads) SAL_GPU_TRY(copy_to_device(ctx_, d->g.get(), u.g));
   if (parts & kMoments) {
@@ -195,6 +236,7 @@ Status DeviceParams::add_expert(const Unit& u) {
   if (!d) return d.error();
   // Replacing a unit frees its memory: nothing in flight may still use it.
   SAL_GPU_TRY(ctx_.synchronize());
+  SAL_TRY(wait_readers());
   experts_[{u.id.layer, u.id.expert}] = std::move(*d);
   return {};
 }
@@ -203,6 +245,7 @@ void DeviceParams::remove_expert(int layer, int e) {
   auto it = experts_.find({layer, e});
   if (it == experts_.end()) return;
   (void)ctx_.synchronize();  // as in add_expert; a failed wait leaves the device unusable anyway
+  (void)wait_readers();
   experts_.erase(it);
 }
 
@@ -214,6 +257,145 @@ Status DeviceParams::zero_grads() {
 Status DeviceParams::refresh_bf16() {
   for (DeviceUnit* u : units()) SAL_GPU_TRY(refresh_unit(ctx_, *u));
   return {};
+}
+
+// ---------- PinnedSnapshot ----------
+
+Result<std::unique_ptr<PinnedSnapshot>> PinnedSnapshot::create(const kc::Context& ctx) {
+  SAL_GPU_TRY(kc::cuda_status(int(cudaSetDevice(ctx.device())), "cudaSetDevice (snapshot stream)"));
+  auto taken = GpuEvent::create();
+  if (!taken) return taken.error();
+  auto copied = GpuEvent::create();
+  if (!copied) return copied.error();
+  cudaStream_t stream = nullptr;
+  // Non-blocking: the legacy default stream must not serialise the copies with the training.
+  SAL_GPU_TRY(kc::cuda_status(int(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)),
+                              "cudaStreamCreateWithFlags (snapshot copy stream)"));
+  return std::unique_ptr<PinnedSnapshot>(new PinnedSnapshot(ctx.device(), stream, std::move(*taken), std::move(*copied)));
+}
+
+PinnedSnapshot::~PinnedSnapshot() {
+  (void)cudaSetDevice(device_);
+  (void)cudaStreamSynchronize(stream_);  // the copies may still be writing into the pinned memory
+  if (pinned_) (void)cudaFreeHost(pinned_);
+  (void)cudaStreamDestroy(stream_);
+}
+
+bool PinnedSnapshot::in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_flight_;
+}
+
+// Called only while no snapshot is in flight. The last finish() waited for its copies, unless it
+// failed before it could: wait for the stream, so that no copy still writes into the old memory.
+Status PinnedSnapshot::grow(size_t floats) {
+  if (floats <= capacity_) return {};
+  SAL_GPU_TRY(kc::cuda_status(int(cudaStreamSynchronize(stream_)), "cudaStreamSynchronize (snapshot copy stream)"));
+  if (pinned_) SAL_GPU_TRY(kc::cuda_status(int(cudaFreeHost(pinned_)), "cudaFreeHost (snapshot memory)"));
+  pinned_ = nullptr;
+  capacity_ = 0;
+  void* p = nullptr;
+  SAL_GPU_TRY(kc::cuda_status(int(cudaMallocHost(&p, floats * sizeof(float))), "cudaMallocHost (snapshot memory)"));
+  pinned_ = static_cast<float*>(p);
+  capacity_ = floats;
+  return {};
+}
+
+Status PinnedSnapshot::reserve(size_t floats) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (in_flight_) return {};
+  return grow(floats);
+}
+
+Status PinnedSnapshot::begin(DeviceParams& p, const std::vector<UnitId>& ids) {
+  std::vector<DeviceUnit*> units;
+  if (ids.empty()) {
+    units = p.units();
+  } else {
+    for (const UnitId& id : ids) {
+      DeviceUnit* u = p.find(id);
+      if (!u) return fail("snapshot: no unit ", id.name(), " on the device");
+      units.push_back(u);
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (in_flight_) return fail("snapshot: the previous snapshot's copy has not been finished (one at a time)");
+  size_t need = 0;
+  for (const DeviceUnit* u : units) need += 3 * u->size;
+  SAL_TRY(grow(need));
+  staged_.clear();
+  size_t at = 0;
+  for (const DeviceUnit* u : units) {
+    staged_.push_back({u->id, at, u->size});
+    at += 3 * u->size;
+  }
+  // From here on the copies may be in flight: finish() must run (it waits for them), even when a
+  // later call failed.
+  in_flight_ = true;
+  Status s = enqueue(p, units);
+  if (!s) {
+    (void)cudaStreamSynchronize(stream_);  // the copies that were enqueued finish before anyone reuses the memory
+    in_flight_ = false;
+    staged_.clear();
+  }
+  return s;
+}
+
+// taken on the training stream -> the copy stream waits -> the copies -> copied, which the next
+// write of p's values waits for.
+Status PinnedSnapshot::enqueue(DeviceParams& p, const std::vector<DeviceUnit*>& units) {
+  cudaStream_t compute = p.context().stream();
+  SAL_GPU_TRY(kc::cuda_status(int(cudaEventRecord(taken_->get(), compute)), "cudaEventRecord (snapshot taken)"));
+  SAL_GPU_TRY(kc::cuda_status(int(cudaStreamWaitEvent(stream_, taken_->get(), 0)),
+                              "cudaStreamWaitEvent (the snapshot's copy waits for the step)"));
+  for (size_t i = 0; i < units.size(); ++i) {
+    const DeviceUnit& u = *units[i];
+    if (u.size == 0) continue;
+    float* dst = pinned_ + staged_[i].offset;
+    const float* src[3] = {u.w.get(), u.m.get(), u.v.get()};
+    for (int k = 0; k < 3; ++k)
+      SAL_GPU_TRY(kc::cuda_status(int(cudaMemcpyAsync(dst + size_t(k) * u.size, src[k], u.size * sizeof(float),
+                                                      cudaMemcpyDeviceToHost, stream_)),
+                                  "cudaMemcpyAsync (snapshot to pinned memory)"));
+  }
+  SAL_GPU_TRY(kc::cuda_status(int(cudaEventRecord(copied_->get(), stream_)), "cudaEventRecord (snapshot copied)"));
+  p.add_reader(copied_);
+  return {};
+}
+
+// The snapshot stays in flight (begin() refuses, reserve() leaves the memory alone) until the
+// units are out of the pinned memory; the lock is not held meanwhile, so the training thread's
+// in_flight() and reserve() do not wait for the copy.
+Result<std::vector<Unit>> PinnedSnapshot::finish() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!in_flight_ || finishing_) return fail("snapshot: no snapshot in flight to finish");
+    finishing_ = true;
+  }
+  auto out = collect();
+  std::lock_guard<std::mutex> lock(mu_);
+  staged_.clear();
+  finishing_ = false;
+  in_flight_ = false;
+  return out;
+}
+
+Result<std::vector<Unit>> PinnedSnapshot::collect() {
+  // This thread (the snapshot writer's) may never have used the device: make it current first.
+  SAL_GPU_TRY(kc::cuda_status(int(cudaSetDevice(device_)), "cudaSetDevice (snapshot writer)"));
+  SAL_GPU_TRY(kc::cuda_status(int(cudaEventSynchronize(copied_->get())), "waiting for the snapshot's copy"));
+  std::vector<Unit> out;
+  out.reserve(staged_.size());
+  for (const Staged& s : staged_) {
+    Unit u;
+    u.id = s.id;
+    const float* w = pinned_ + s.offset;
+    u.w.assign(w, w + s.size);
+    u.m.assign(w + s.size, w + 2 * s.size);
+    u.v.assign(w + 2 * s.size, w + 3 * s.size);
+    out.push_back(std::move(u));
+  }
+  return out;
 }
 
 }  // namespace sal::model

@@ -7,11 +7,12 @@
 // embedding gets one only when the LM head runs in bf16 (see LmHead). The gate stays fp32: its
 // GEMM is tiny, and bf16 could flip top-k choices against the CPU.
 //
-// The host form stays the reference for everything that leaves the device: checkpoints, snapshots
-// and migration download values and moments into a model::Params (or one model::Unit) and upload
-// them back. Copies here are synchronous (they wait for the Context's stream, then copy on it) and
-// meant for set-up, checkpoints and tests; a per-step snapshot would want its own stream and
-// pinned memory (not built yet).
+// The host form stays the reference for everything that leaves the device: checkpoints and
+// migration download values and moments into a model::Params (or one model::Unit) and upload them
+// back. Those copies are synchronous (they wait for the Context's stream, then copy on it) and meant
+// for set-up, checkpoints and tests. Snapshots taken while training goes on use PinnedSnapshot
+// (below): its own stream, pinned host memory, and an event the next change of the values waits
+// for on the device (DeviceParams::fence_writes).
 //
 // Also here, shared by the files of engine/model/cuda: the conversion of a kernels::cuda::Status
 // into the engine's sal::Status, and `ensure`, which grows a device buffer.
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -64,6 +66,23 @@ constexpr int kF32HeadMaxVocab = 1024;
 
 // Which parts of a unit a copy moves (a bit set).
 enum UnitParts : unsigned { kValues = 1u, kGrads = 2u, kMoments = 4u, kAllParts = 7u };
+
+// A CUDA event owned by a value. Shared, because a DeviceParams keeps the event of a snapshot's
+// copy (PinnedSnapshot) alive for as long as its next write must wait for it. Created with
+// cudaEventDisableTiming | cudaEventBlockingSync: a host waiting for it sleeps rather than spins
+// (the snapshot writer's thread waits for a copy of ~100 ms beside the training thread).
+class GpuEvent {
+ public:
+  static Result<std::shared_ptr<GpuEvent>> create();
+  ~GpuEvent();
+  GpuEvent(const GpuEvent&) = delete;
+  GpuEvent& operator=(const GpuEvent&) = delete;
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  GpuEvent() = default;
+  cudaEvent_t e_ = nullptr;
+};
 
 // One unit on the device. Tensors are addressed with the host layout's slices.
 struct DeviceUnit {
@@ -111,6 +130,19 @@ class DeviceParams {
   // Migration: an expert unit arriving (values and moments from `u`, zero gradient) or leaving.
   Status add_expert(const Unit& u);
   void remove_expert(int layer, int e);
+  // The unit with this id, or null.
+  DeviceUnit* find(const UnitId& id);
+
+  // Another stream reads the values and moments until `done` has completed (a snapshot's copy to
+  // host memory). The next change of them waits for it: on the device in fence_writes(), on the
+  // host before their memory is freed or uploaded into.
+  void add_reader(std::shared_ptr<GpuEvent> done);
+  // Makes the Context's stream wait (cudaStreamWaitEvent: the host does not wait) for the readers
+  // added since the last fence. Whatever changes values or moments on the stream (the optimizer's
+  // AdamW) calls it first; later work on the stream is ordered after it.
+  Status fence_writes();
+  // Waits on the host for those readers (before freeing or uploading into the units' memory).
+  Status wait_readers();
 
   // Zeroes every gradient (enqueued on the stream).
   Status zero_grads();
@@ -118,9 +150,13 @@ class DeviceParams {
   // the values (optimizer step, upload).
   Status refresh_bf16();
 
+  // Waits for the stream and for the readers (add_reader) before the memory goes.
+  ~DeviceParams();
+  DeviceParams(const DeviceParams&) = delete;
+  DeviceParams& operator=(const DeviceParams&) = delete;
+
  private:
   DeviceParams(const kc::Context& ctx, const Dims& d, bool bf16_head) : ctx_(ctx), dims_(d), bf16_head_(bf16_head) {}
-  DeviceUnit* find(const UnitId& id);
   Result<std::unique_ptr<DeviceUnit>> make_unit(const Unit& u);
   bool wants_bf16(UnitKind k) const;
 
@@ -130,6 +166,66 @@ class DeviceParams {
   std::unique_ptr<DeviceUnit> embedding_;
   std::vector<std::unique_ptr<DeviceUnit>> dense_, gate_;
   std::map<std::pair<int, int>, std::unique_ptr<DeviceUnit>> experts_;
+  // Every reader's event (each once: a snapshot re-records the same event, and a wait takes its
+  // latest recording), and those the stream has not been made to wait for since.
+  std::vector<std::shared_ptr<GpuEvent>> readers_, unfenced_;
+};
+
+// A snapshot of units' values and moments copied to pinned host memory on a stream of its own,
+// overlapped with training. begin() (on the training thread, between steps) records an event on
+// the Context's stream, makes the copy stream wait for it — the copy sees every update enqueued so
+// far — enqueues the device-to-host copies and records `copied`, which it hands to the DeviceParams
+// (add_reader): the next optimizer update waits for it on the device, while the next forward and
+// backward, which only read the values, run during the copy. finish() (on any thread: the
+// snapshot writer's) waits for `copied` and turns the pinned memory into model::Units.
+//
+// One snapshot at a time: the pinned memory holds one. begin() refuses while the previous one has
+// not been finished (the caller queues them: runtime::Trainer waits). The pinned memory is
+// allocated once (reserve(), or the first begin()) and reused; it only grows.
+class PinnedSnapshot {
+ public:
+  // The copy stream and events on ctx's device. The Context must outlive the object.
+  static Result<std::unique_ptr<PinnedSnapshot>> create(const kc::Context& ctx);
+  // Waits for a copy in flight, then frees the pinned memory, the events and the stream. Must not
+  // run while finish() does.
+  ~PinnedSnapshot();
+  PinnedSnapshot(const PinnedSnapshot&) = delete;
+  PinnedSnapshot& operator=(const PinnedSnapshot&) = delete;
+
+  // Makes the pinned memory hold at least `floats` floats (3 per parameter: values and both
+  // moments). Does nothing while a snapshot is in flight (begin() grows it if it must).
+  Status reserve(size_t floats);
+  // Enqueues the copies of the values and moments of the units `ids` of p (every unit of p when
+  // empty), as they are after the work enqueued so far on p's stream. Does not wait for the device.
+  // Fails (nothing enqueued) for an id p does not hold, or while a snapshot is in flight.
+  Status begin(DeviceParams& p, const std::vector<UnitId>& ids);
+  // Waits for the copies, then returns the units (id, w, m, v; g empty) in begin()'s order. Ends
+  // the snapshot, failed or not: begin() may be called again. Any thread.
+  Result<std::vector<Unit>> finish();
+  bool in_flight() const;
+  size_t pinned_bytes() const { return capacity_ * sizeof(float); }
+
+ private:
+  struct Staged {
+    UnitId id;
+    size_t offset = 0, size = 0;  // w at offset, m at offset + size, v at offset + 2 size (floats)
+  };
+  PinnedSnapshot(int device, cudaStream_t stream, std::shared_ptr<GpuEvent> taken, std::shared_ptr<GpuEvent> copied)
+      : device_(device), stream_(stream), taken_(std::move(taken)), copied_(std::move(copied)) {}
+  Status grow(size_t floats);
+  Status enqueue(DeviceParams& p, const std::vector<DeviceUnit*>& units);
+  Result<std::vector<Unit>> collect();
+
+  int device_;
+  cudaStream_t stream_;
+  std::shared_ptr<GpuEvent> taken_, copied_;
+  float* pinned_ = nullptr;  // cudaMallocHost
+  size_t capacity_ = 0;      // floats
+  std::vector<Staged> staged_;
+  // in_flight_: from begin() until finish() has the units out of the pinned memory (begin and
+  // reserve on the training thread, finish on the snapshot writer's); finishing_: finish() runs.
+  mutable std::mutex mu_;
+  bool in_flight_ = false, finishing_ = false;
 };
 
 }  // namespace sal::model

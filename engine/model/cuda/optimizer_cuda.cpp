@@ -26,6 +26,7 @@ Status OptimizerCuda::grad_sum_squares(double* out) {
 
 Status OptimizerCuda::adamw_units(double lr, int64_t t) {
   const Dims& d = p_.dims();
+  SAL_TRY(p_.fence_writes());  // a snapshot's copy may still be reading the values and moments
   for (DeviceUnit* u : p_.units()) {
     for (const DecayRun& r : decay_runs(d, u->id.kind, u->size))
       SAL_GPU_TRY(kc::adamw(ctx_, u->w.get() + r.begin, u->g.get() + r.begin, u->m.get() + r.begin,

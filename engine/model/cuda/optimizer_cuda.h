@@ -12,6 +12,8 @@
 //   apply_adamw()  the norm came from elsewhere (several workers: each expert counted once, an
 //                  all-reduce), and the scale is a host number, as model::apply_adamw takes it.
 // unit_grad_sum_squares() gives each unit's sum of squares on the host, for such a distributed norm.
+// Both make the stream wait first for a snapshot's copy still reading the values (DeviceParams::
+// fence_writes): on the device, the host does not wait.
 #pragma once
 
 #include <cstdint>
