@@ -7,9 +7,11 @@
 // not go through them: begin_snapshot() starts a copy to the device's own host staging memory that
 // overlaps the next step, and finish_snapshot() (on the snapshot writer's thread) waits for it.
 //
-// One rank only, for now: the step's experts are all local (no data plane) and the gradients need
-// no reduction, so grad_norm() is the whole model's. A multi-worker GPU plan needs an NCCL
-// DeviceExchange and gradient all-reduces on device pointers (docs/gpu.md, "Not built yet").
+// The plan's ranks: set_plan() hands the device the plan's data plane (comm::Collectives on host
+// memory, Gloo) and its placement. With more than one rank the step's experts are exchanged over
+// it, sync_gradients() reduces the gradients as the CPU Trainer does, and grad_norm() is the
+// global norm (one more all-reduce); with one rank everything is local. Several workers can so
+// share one GPU; a multi-GPU NCCL data plane is not built yet (docs/gpu.md, "Not built yet").
 //
 // Everything runs on the thread that created the object (the worker's training thread: CUDA's
 // current device is per thread), except finish_snapshot(), which runs on any thread, concurrently
@@ -27,6 +29,8 @@
 #include "model/moe_gpt.h"
 #include "model/optimizer.h"
 #include "model/params.h"
+#include "runtime/dispatch.h"
+#include "runtime/expert_grads.h"
 
 namespace sal::runtime {
 
@@ -41,11 +45,27 @@ class DeviceCompute {
   // (which must exist; host may hold more). Waits for the device.
   virtual Status store(model::Params& host) = 0;
 
+  // The plan the units of the last load() train in, after every load(): comm, its data plane
+  // (this rank is comm->rank() of comm->size(); null: one rank), and replicas[layer] = R[e][rank]
+  // (as DistributedExchange takes it). before_alltoall (may be empty) is called before every
+  // all-to-all of the step's exchange (a drill's fault point). comm must stay alive until the next
+  // load(), the next set_plan() or the object's end, whichever comes first; the Trainer calls
+  // set_plan(nullptr, {}, {}) before it replaces or drops the Collectives. set_plan(nullptr, ...) before
+  // any load() does nothing; with a comm it fails then.
+  virtual Status set_plan(comm::Collectives* comm, const std::vector<Counts>& replicas,
+                          std::function<void()> before_alltoall) = 0;
+
   virtual Status zero_grads() = 0;
   // Forward and backward on the local batch (global_tokens: the whole global batch's, the loss's
   // normaliser); gradients accumulate on the device. Waits for the device (the loss comes back).
   virtual Result<model::StepStats> step(const model::Batch& b, int64_t global_tokens) = 0;
-  // sqrt of the sum of squares of every held unit's gradient.
+  // After step(), with more than one rank: the gradients summed as Trainer::sync_gradients does
+  // (every non-expert unit over every rank, each expert of `shared` among its holders). Nothing
+  // with one rank.
+  virtual Status sync_gradients(const std::vector<SharedExpert>& shared) = 0;
+  // One rank: sqrt of the sum of squares of every held unit's gradient. More (after
+  // sync_gradients()): the global norm as Trainer::global_norm computes it, every expert once
+  // (one all-reduce).
   virtual Result<double> grad_norm() = 0;
   // AdamW with the gradients scaled by grad_scale: model::apply_adamw's lr, grad_scale and t
   // (1-based), with the optimizer settings the device was made with.

@@ -1,9 +1,13 @@
 // gpu_backend.cpp — see gpu_backend.h. The model, exchange and optimizer refer to the DeviceParams,
 // which refers to the Context: they are made after it and dropped before it (member order), and
-// every load() remakes all three on the new DeviceParams. The snapshot staging (PinnedSnapshot:
-// copy stream, events, pinned host memory) lives as long as the object, across loads, so its
-// pinned memory is allocated once; a DeviceParams dropped while a snapshot's copy still reads it
-// waits for the copy first (~DeviceParams).
+// every load() remakes all three on the new DeviceParams. The exchange and the gradient sync
+// follow the plan: load() makes the exchange local (one rank), set_plan() makes it a
+// StagedDeviceExchange over the plan's Collectives when there are several ranks, with a
+// StagedGradientSync; both refer to that Collectives, which the Trainer keeps alive until the next
+// load() or set_plan() (device_compute.h), and both are dropped before the DeviceParams. The
+// snapshot staging (PinnedSnapshot: copy stream, events, pinned host memory) lives as long as the
+// object, across loads, so its pinned memory is allocated once; a DeviceParams dropped while a
+// snapshot's copy still reads it waits for the copy first (~DeviceParams).
 #include "runtime/gpu_backend.h"
 
 #include <cuda_runtime_api.h>
@@ -20,6 +24,7 @@
 #include "model/cuda/device_params.h"
 #include "model/cuda/moe_gpt_cuda.h"
 #include "model/cuda/optimizer_cuda.h"
+#include "runtime/staged_exchange.h"
 
 namespace sal::runtime {
 namespace {
@@ -69,6 +74,8 @@ class GpuCompute final : public DeviceCompute {
     params_ = std::move(*p);
     model_ = std::make_unique<model::MoeGptCuda>(*params_);
     exchange_ = std::make_unique<model::LocalDeviceExchange>(*params_);
+    comm_ = nullptr;
+    replicas_.clear();
     optimizer_ = std::make_unique<model::OptimizerCuda>(*params_, optim_);
     spdlog::info("{}: {} parameters on the device ({} experts)", name_, params_->parameter_count(),
                  params_->held_experts().size());
@@ -87,10 +94,37 @@ class GpuCompute final : public DeviceCompute {
     return {};
   }
 
+  Status set_plan(comm::Collectives* comm, const std::vector<Counts>& replicas,
+                  std::function<void()> before_alltoall) override {
+    // what refers to the old Collectives goes first; the exchange waits for the stream
+    sync_.reset();
+    exchange_.reset();
+    comm_ = nullptr;
+    replicas_.clear();
+    if (!params_) return comm ? fail(name_, ": no parameters on the device to plan for") : Status{};
+    if (comm && comm->size() > 1) {
+      auto staged = std::make_unique<StagedDeviceExchange>(*comm, *params_, replicas);
+      staged->before_alltoall = std::move(before_alltoall);
+      exchange_ = std::move(staged);
+      sync_ = std::make_unique<StagedGradientSync>(*params_);
+      comm_ = comm;
+      replicas_ = replicas;
+    } else {
+      exchange_ = std::make_unique<model::LocalDeviceExchange>(*params_);
+    }
+    return {};
+  }
+
+  Status sync_gradients(const std::vector<SharedExpert>& shared) override {
+    if (!comm_) return {};
+    if (auto s = sync_->sync(*comm_, shared); !s) return s.error().with_context(name_);
+    return {};
+  }
+
   Status zero_grads() override { return params_ ? params_->zero_grads() : Status{}; }
 
   Result<model::StepStats> step(const model::Batch& b, int64_t global_tokens) override {
-    if (!model_) return fail(name_, ": no model on the device");
+    if (!model_ || !exchange_) return fail(name_, ": no model on the device");
     auto stats = model_->step(b, global_tokens, *exchange_);
     if (!stats) return stats.error().with_context(name_);
     return stats;
@@ -101,6 +135,13 @@ class GpuCompute final : public DeviceCompute {
     if (!optimizer_) return fail(name_, ": no model on the device");
     auto sums = optimizer_->unit_grad_sum_squares();
     if (!sums) return sums.error().with_context(name_);
+    if (comm_) {
+      std::vector<model::UnitId> ids;
+      for (const model::DeviceUnit* u : params_->units()) ids.push_back(u->id);
+      auto norm = global_grad_norm(*comm_, ids, *sums, replicas_);
+      if (!norm) return norm.error().with_context(name_ + ": global gradient norm");
+      return norm;
+    }
     double total = 0;
     for (double s : *sums) total += s;
     return std::sqrt(total);
@@ -150,7 +191,10 @@ class GpuCompute final : public DeviceCompute {
   void drop() {
     if (ctx_) (void)ctx_->synchronize();
     optimizer_.reset();
+    sync_.reset();
     exchange_.reset();
+    comm_ = nullptr;
+    replicas_.clear();
     model_.reset();
     params_.reset();
   }
@@ -161,8 +205,11 @@ class GpuCompute final : public DeviceCompute {
   model::OptimConfig optim_;
   std::unique_ptr<model::DeviceParams> params_;
   std::unique_ptr<model::MoeGptCuda> model_;
-  std::unique_ptr<model::LocalDeviceExchange> exchange_;
+  std::unique_ptr<model::DeviceExchange> exchange_;  // local, or staged over comm_
+  std::unique_ptr<StagedGradientSync> sync_;          // with comm_ only
   std::unique_ptr<model::OptimizerCuda> optimizer_;
+  comm::Collectives* comm_ = nullptr;                 // the plan's data plane, when it has several ranks
+  std::vector<Counts> replicas_;                      // with comm_: the plan's R[layer][e][rank]
 };
 
 }  // namespace

@@ -1,7 +1,8 @@
 // gpu_backend.h — the GPU DeviceCompute (device_compute.h): one worker on one GPU. It owns the
 // GPU's kernels::cuda::Context and, for the units the plan gives this rank, a model::DeviceParams
-// with the model (MoeGptCuda), the expert exchange (LocalDeviceExchange: every expert on this GPU)
-// and the optimizer (OptimizerCuda) that run on it. Built only with the CUDA path (library
+// with the model (MoeGptCuda), the expert exchange (LocalDeviceExchange with one rank; with
+// several, StagedDeviceExchange and StagedGradientSync over the plan's Gloo data plane:
+// staged_exchange.h) and the optimizer (OptimizerCuda) that run on it. Built only with the CUDA path (library
 // sal_runtime_gpu); cmd_worker hands make_gpu_compute to the worker when it is there.
 #pragma once
 

@@ -249,13 +249,13 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
   if (L != size_t(spec_.dims.layers) || p.placement.size() != L * W * S)
     return fail("plan ", p.plan, ": placement of ", p.placement.size(), " entries for ", L, " layers x ", W, " ranks x ",
                 S, " slots");
-  if (device_ && W > 1)
-    return fail("plan ", p.plan, " has ", W, " ranks on ", spec_.device,
-                ": GPU workers: multi-worker data plane (NCCL exchange) not built yet");
   plan_ = 0;
   plan_times_ = {};
   if (device_) {
     have_grads_ = false;  // the device's gradients belong to the parameters about to be replaced
+    // connect() replaces the Collectives the device's exchange refers to: let go of it first
+    if (auto s = device_->set_plan(nullptr, {}, {}); !s)
+      return s.error().with_context("plan " + std::to_string(p.plan));
     if (auto s = sync_host(); !s) return s.error().with_context("plan " + std::to_string(p.plan));
   }
   int64_t t0 = mono_ns();
@@ -289,6 +289,10 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
   if (device_) {
     int64_t t2 = mono_ns();
     if (auto s = device_->load(params_, held_); !s) return s.error().with_context("plan " + std::to_string(p.plan));
+    // comm_ stays this plan's until the next apply_plan(), which lets go of it above first
+    auto before_alltoall = [this] { faults_.at(wire::FaultPoint::alltoall, step_); };
+    if (auto s = device_->set_plan(comm_.get(), replicas_, before_alltoall); !s)
+      return s.error().with_context("plan " + std::to_string(p.plan));
     plan_times_.migrate_ms += double(mono_ns() - t2) / 1e6;
   }
   plan_ = p.plan;
@@ -361,13 +365,17 @@ Result<StepOutcome> Trainer::step(uint64_t step) {
                      model::learning_rate(spec_.optim, int64_t(step))};
 }
 
-// One rank (apply_plan refuses more): every expert is local and the gradients are final, so the
-// norm is the device's over every unit it holds.
+// The CPU step's collectives in the same order: the exchange's (the all-to-all fault point is
+// its before_alltoall hook, set_plan's), then the gradient sync, then the norm's all-reduce. With
+// one rank every expert is local and the gradients are final, so the norm is the device's over
+// every unit it holds.
 Result<StepOutcome> Trainer::device_step(uint64_t step, const model::Batch& b, int64_t t0) {
   if (auto s = device_->zero_grads(); !s) return s.error().with_context("step " + std::to_string(step));
   auto stats = device_->step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len);
   if (!stats) return stats.error().with_context("step " + std::to_string(step));
-  faults_.at(wire::FaultPoint::allreduce, step);  // nothing to synchronise, but a drill may stop here
+  faults_.at(wire::FaultPoint::allreduce, step);  // with one rank nothing to synchronise, but a drill may stop here
+  if (ranks_ > 1)
+    if (auto s = device_->sync_gradients(shared_); !s) return s.error().with_context("gradient sync");
   auto norm = device_->grad_norm();
   if (!norm) return norm.error().with_context("step " + std::to_string(step) + " gradient norm");
   last_norm_ = *norm;

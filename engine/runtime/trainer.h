@@ -17,9 +17,10 @@
 // and commit() run on the device. snapshot_share() does not touch the host Params: it starts the
 // device's copy to pinned host memory (DeviceCompute::begin_snapshot), which overlaps the next
 // step, and the units it returns wait for that copy on the snapshot writer's thread. One device
-// snapshot at a time: a second waits until the first one's units have been taken. GPU workers
-// train alone for now: a plan of more than one rank is refused (the NCCL data plane is not built
-// yet).
+// snapshot at a time: a second waits until the first one's units have been taken. In a plan of
+// several ranks a GPU worker exchanges tokens and reduces gradients over the plan's Gloo data
+// plane like a CPU worker (DeviceCompute::set_plan): several workers may share one GPU, and GPU
+// and CPU workers one plan (a multi-GPU NCCL data plane is not built yet).
 #pragma once
 
 #include <zmq.hpp>

@@ -4,8 +4,8 @@
 -- About 160 M parameters (2.6 GB of fp32 weights, gradients and Adam moments on the GPU; the
 -- weights and moments again on the host, where checkpoints and migrations go through, and once
 -- more in pinned memory, where snapshots are copied to while the next step runs). Each step is 32 sequences
--- of 256 bytes. The GPU worker trains alone for now: more than one worker in a plan (mesh.nodes >
--- 1, or several devices) needs the NCCL data plane, which is not built yet (docs/gpu.md).
+-- of 256 bytes. One worker here; several (mesh.nodes > 1, or several devices) exchange over Gloo
+-- with host staging, the NCCL data plane between GPUs not being built yet (docs/gpu.md).
 return {
   name = "gpu_quickstart",
   model = {

@@ -9,10 +9,12 @@
 // finish_snapshot(); the Trainer must not download for them, must give the units of the step the
 // snapshot was taken at even when later steps commit before the writer takes them, must keep one
 // snapshot in flight at a time (a second waits), and must turn a failed copy into a failed
-// snapshot. Also: what a device worker refuses (a plan of two ranks, a cuda device in a build
-// without CUDA, a factory's error).
+// snapshot. A plan of two ranks: the stand-in, handed the plan's data plane by set_plan(), trains
+// as two CPU Trainers do (DistributedExchange, the same gradient sync and norm). Also: what a
+// device worker refuses (a cuda device in a build without CUDA, a factory's error).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -23,9 +25,11 @@
 #include <unistd.h>
 
 #include "comm/store_server.h"
+#include "comm/workers.h"
 #include "model/checkpoint.h"
 #include "model/local_exchange.h"
 #include "model/optimizer.h"
+#include "runtime/exchange.h"
 #include "runtime/snapshot.h"
 #include "runtime/trainer.h"
 
@@ -37,6 +41,9 @@ namespace {
 struct Calls {
   int opened = -1;  // the ordinal the factory was asked for
   int loads = 0, stores = 0, updates = 0, zeroes = 0;
+  // set_plan: the calls, the last one's data plane (size and rank; 0 and -1 for none) and replicas
+  int plans = 0, plan_size = 0, plan_rank = -1, syncs = 0;
+  std::vector<runtime::Counts> plan_replicas;
   std::vector<std::pair<int, int>> last_held;
   // snapshots: begun and finished; begins while one was staged (the Trainer must never make one)
   int begun = 0, finished = 0, overlapping = 0;
@@ -73,7 +80,35 @@ class HostDevice final : public DeviceCompute {
     }
     p.zero_grads();
     params_ = std::move(p);
+    comm_ = nullptr;
     return {};
+  }
+  Status set_plan(comm::Collectives* comm, const std::vector<Counts>& replicas,
+                  std::function<void()> before_alltoall) override {
+    ++calls_.plans;
+    calls_.plan_size = comm ? comm->size() : 0;
+    calls_.plan_rank = comm ? comm->rank() : -1;
+    calls_.plan_replicas = replicas;
+    comm_ = comm && comm->size() > 1 ? comm : nullptr;
+    replicas_ = replicas;
+    before_alltoall_ = std::move(before_alltoall);
+    return {};
+  }
+  // As Trainer::sync_gradients on a CPU rank.
+  Status sync_gradients(const std::vector<SharedExpert>& shared) override {
+    ++calls_.syncs;
+    if (!comm_) return {};
+    std::vector<float> buf;
+    std::vector<model::Unit*> dense{&params_.embedding};
+    for (size_t l = 0; l < params_.dense.size(); ++l) dense.push_back(&params_.dense[l]), dense.push_back(&params_.gate[l]);
+    for (auto* u : dense) buf.insert(buf.end(), u->g.begin(), u->g.end());
+    SAL_TRY(comm_->allreduce_sum(buf.data(), buf.size()));
+    size_t at = 0;
+    for (auto* u : dense) {
+      std::copy(buf.begin() + long(at), buf.begin() + long(at + u->g.size()), u->g.begin());
+      at += u->g.size();
+    }
+    return reduce_among_holders(*comm_, comm_->rank(), shared, params_);
   }
   Status store(model::Params& host) override {
     ++calls_.stores;
@@ -90,14 +125,29 @@ class HostDevice final : public DeviceCompute {
     return {};
   }
   Result<model::StepStats> step(const model::Batch& b, int64_t global_tokens) override {
-    model::LocalExchange ex(params_);
     model::MoeGpt m(params_);
+    if (comm_) {
+      DistributedExchange ex(*comm_, params_, replicas_);
+      ex.before_alltoall = before_alltoall_;
+      return m.step(b, global_tokens, ex);
+    }
+    model::LocalExchange ex(params_);
     return m.step(b, global_tokens, ex);
   }
+  // As Trainer::global_norm with several ranks (each expert divided among its holders).
   Result<double> grad_norm() override {
-    double s = 0;
-    for (model::Unit* u : params_.units()) s += model::grad_sum_squares(*u);
-    return std::sqrt(s);
+    double s = 0, experts = 0;
+    for (model::Unit* u : params_.units()) {
+      if (!comm_ || u->id.kind != model::UnitKind::expert) {
+        s += model::grad_sum_squares(*u);
+        continue;
+      }
+      const auto& holders = replicas_[size_t(u->id.layer)][size_t(u->id.expert)];
+      double h = double(std::count_if(holders.begin(), holders.end(), [](uint32_t x) { return x > 0; }));
+      experts += model::grad_sum_squares(*u) / std::max(h, 1.0);
+    }
+    if (comm_) SAL_TRY(comm_->allreduce_sum(&experts, 1));
+    return std::sqrt(s + experts);
   }
   Status update(double lr, double grad_scale, int64_t t) override {
     ++calls_.updates;
@@ -136,6 +186,9 @@ class HostDevice final : public DeviceCompute {
   model::OptimConfig optim_;
   Calls& calls_;
   model::Params params_;
+  comm::Collectives* comm_ = nullptr;  // with several ranks only
+  std::vector<Counts> replicas_;
+  std::function<void()> before_alltoall_;
   std::vector<model::Unit> staging_;
   bool staged_ = false;
 };
@@ -150,10 +203,10 @@ TrainSpec spec(const std::string& device) {
   return s;
 }
 
-// A plan of `ranks` ranks (this one rank 0), every expert in every rank's slots.
-wire::PlanUpdate plan(uint64_t number, uint64_t step, const std::string& store, int ranks = 1) {
+// A plan of `ranks` ranks (this one rank `me`), every expert in every rank's slots.
+wire::PlanUpdate plan(uint64_t number, uint64_t step, const std::string& store, int ranks = 1, int me = 0) {
   wire::PlanUpdate p;
-  p.plan = number, p.epoch = 1, p.step = step, p.my_rank = 0;
+  p.plan = number, p.epoch = 1, p.step = step, p.my_rank = me;
   for (int r = 0; r < ranks; ++r) p.ranks.push_back({0, uint32_t(r)});
   p.layers = 2, p.slots = 4;
   for (int l = 0; l < 2; ++l)
@@ -239,6 +292,92 @@ struct Pair {
 };
 
 }  // namespace
+
+// One rank of the two-rank test, in its own process (the data plane's socket bookkeeping is per
+// process). The test forks its ranks, so it comes first in this file: Gloo's event loop thread,
+// started by the first data plane a process connects, does not survive a fork (ctest runs each
+// case in its own process anyway). a device Trainer trains 3 steps in plan 1, then a CPU Trainer the same 3 steps in
+// plan 2. Reports what set_plan() was given and each step's loss and norm.
+static std::string two_rank_body(int rank, const std::string& endpoint) {
+  test::Report rep;
+  zmq::context_t zmq(1);
+  Calls calls;
+  auto fmt = [](double x) {
+    char b[40];
+    std::snprintf(b, sizeof b, "%.17g", x);
+    return std::string(b);
+  };
+  for (const char* device : {"cuda:0", "cpu:0"}) {
+    bool dev = device[1] == 'u';
+    Trainer t(zmq, spec(device), dev ? stand_in(calls) : DeviceFactory{});
+    auto s = t.init();
+    rep.check(s.ok(), std::string("init ") + device);
+    if (!s.ok()) return rep.text();
+    s = t.apply_plan(plan(dev ? 1 : 2, 0, endpoint, 2, rank));
+    rep.check(s.ok(), std::string("apply_plan ") + device + ": " + (s.ok() ? "" : s.error().message()));
+    if (!s.ok()) return rep.text();
+    for (uint64_t step = 0; step < 3; ++step) {
+      auto o = t.step(step);
+      rep.check(o.ok(), "step " + std::to_string(step) + ": " + (o.ok() ? "" : o.error().message()));
+      if (!o.ok()) return rep.text();
+      rep.check(t.commit(step).ok(), "commit");
+      std::string key = std::string(dev ? "dev" : "cpu") + "." + std::to_string(step);
+      rep.note(key + ".ce=" + fmt(o->stats.ce_sum));
+      rep.note(key + ".norm=" + fmt(o->grad_norm));
+    }
+  }
+  rep.note("loads=" + std::to_string(calls.loads));
+  rep.note("plans=" + std::to_string(calls.plans));
+  rep.note("plan_size=" + std::to_string(calls.plan_size));
+  rep.note("plan_rank=" + std::to_string(calls.plan_rank));
+  rep.note("syncs=" + std::to_string(calls.syncs));
+  bool every_expert_once_each = calls.plan_replicas.size() == 2;
+  for (const auto& layer : calls.plan_replicas) {
+    every_expert_once_each = every_expert_once_each && layer.size() == 4;
+    for (const auto& e : layer) every_expert_once_each = every_expert_once_each && e == std::vector<uint32_t>{1, 1};
+  }
+  rep.note(std::string("replicas=") + (every_expert_once_each ? "each expert once on each rank" : "wrong"));
+  return rep.text();
+}
+
+TEST_CASE("two device Trainers in a plan of two ranks get its data plane and train as two CPU Trainers") {
+  test::Workers w(2, two_rank_body);  // forked before any thread starts here
+  zmq::context_t zmq(1);
+  comm::StoreServer server{zmq, "tcp://127.0.0.1:*"};
+  auto ep = server.start();
+  REQUIRE(ep.ok());
+  w.go(*ep);
+  auto reports = w.collect(60000);
+  REQUIRE(reports.size() == 2);
+  auto num = [](const std::string& r, const std::string& key) {
+    std::string v = test::report_value(r, key);
+    REQUIRE_MESSAGE(!v.empty(), key);
+    return std::stod(v);
+  };
+  for (int r = 0; r < 2; ++r) {
+    const std::string& rep = reports[size_t(r)];
+    CAPTURE(r);
+    CAPTURE(rep);
+    REQUIRE(rep.rfind("OK\n", 0) == 0);
+    // set_plan: first letting go of any data plane (before connecting), then after the load with
+    // the plan's, and its replicas
+    CHECK(test::report_value(rep, "loads") == "1");
+    CHECK(test::report_value(rep, "plans") == "2");
+    CHECK(test::report_value(rep, "plan_size") == "2");
+    CHECK(test::report_value(rep, "plan_rank") == std::to_string(r));
+    CHECK(test::report_value(rep, "replicas") == "each expert once on each rank");
+    CHECK(test::report_value(rep, "syncs") == "3");
+    for (int i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      const std::string dev = "dev." + std::to_string(i), cpu = "cpu." + std::to_string(i);
+      CHECK(rel(num(rep, dev + ".ce"), num(rep, cpu + ".ce")) < 1e-5);
+      CHECK(rel(num(rep, dev + ".norm"), num(rep, cpu + ".norm")) < 1e-4);
+      CHECK(num(rep, dev + ".norm") == num(reports[size_t(1 - r)], dev + ".norm"));  // one global norm
+    }
+  }
+  // each rank computed its own half of the batch
+  CHECK(num(reports[0], "dev.0.ce") != num(reports[1], "dev.0.ce"));
+}
 
 TEST_CASE("a Trainer on a device trains as the host Trainer does and brings its units down whenever they leave") {
   Store s1, s2;
@@ -351,7 +490,7 @@ TEST_CASE("a Trainer on a device trains as the host Trainer does and brings its 
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("a device Trainer refuses a plan of two ranks, and cuda devices it cannot open") {
+TEST_CASE("a device Trainer refuses cuda devices it cannot open") {
   Store store;
   zmq::context_t zmq(1);
   Calls calls;
@@ -360,14 +499,11 @@ TEST_CASE("a device Trainer refuses a plan of two ranks, and cuda devices it can
   };
   Trainer dev(zmq, spec("cuda:0"), factory);
   REQUIRE(dev.init().ok());
-  auto two = dev.apply_plan(plan(1, 0, store.endpoint, 2));
-  REQUIRE_FALSE(two.ok());
-  CHECK(two.error().message().find("GPU workers: multi-worker data plane (NCCL exchange) not built yet") !=
-        std::string::npos);
-  CHECK(calls.loads == 0);
   CHECK_FALSE(dev.step(0).ok());  // no plan in force
-  REQUIRE(dev.apply_plan(plan(2, 0, store.endpoint)).ok());  // one rank is fine
+  REQUIRE(dev.apply_plan(plan(2, 0, store.endpoint)).ok());
   CHECK(dev.step(0).ok());
+  CHECK(calls.plans == 2);
+  CHECK(calls.plan_size == 1);  // one rank: the device's exchange stays local
 
   Trainer no_cuda(zmq, spec("cuda:0"));
   auto s = no_cuda.init();
