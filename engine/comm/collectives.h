@@ -48,6 +48,15 @@ struct RecvSpec {
   uint32_t tag = 0;
 };
 
+// What an exchange() call asks, checked before anything moves: `what` names it for errors ("send
+// of 4096 bytes to rank 2 (tag 5)", "exchange of 3 sends (...) and 2 receives (...)"), `problem` is
+// empty or the first rule broken (a peer out of range or this rank, a null buffer with bytes).
+// Every implementation's exchange() starts with it, so their errors read the same.
+struct ExchangeCheck {
+  std::string what, problem;
+};
+ExchangeCheck check_exchange(int rank, int size, const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs);
+
 class Collectives {
  public:
   virtual ~Collectives() = default;

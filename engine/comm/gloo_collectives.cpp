@@ -451,34 +451,7 @@ void GlooCollectives::exchange_body(const std::vector<SendSpec>& sends, const st
 }
 
 Status GlooCollectives::exchange(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs) {
-  size_t sent = 0;
-  size_t received = 0;
-  std::string problem;
-  auto check_peer = [&](int peer) {
-    if (peer < 0 || peer >= size_) problem = "peer " + std::to_string(peer) + " out of range";
-    if (peer == rank_) problem = "peer " + std::to_string(peer) + " is this rank";
-  };
-  for (const auto& s : sends) {
-    check_peer(s.peer);
-    if (s.bytes > 0 && !s.data) problem = "null send buffer";
-    sent += s.bytes;
-  }
-  for (const auto& r : recvs) {
-    check_peer(r.peer);
-    if (r.bytes > 0 && !r.data) problem = "null receive buffer";
-    received += r.bytes;
-  }
-  std::string what;
-  if (sends.size() == 1 && recvs.empty()) {
-    what = "send of " + counts_text(sent, "bytes") + " to rank " + std::to_string(sends[0].peer) + " (tag " +
-           std::to_string(sends[0].tag) + ")";
-  } else if (recvs.size() == 1 && sends.empty()) {
-    what = "recv of " + counts_text(received, "bytes") + " from rank " + std::to_string(recvs[0].peer) + " (tag " +
-           std::to_string(recvs[0].tag) + ")";
-  } else {
-    what = "exchange of " + std::to_string(sends.size()) + " sends (" + counts_text(sent, "bytes") + ") and " +
-           std::to_string(recvs.size()) + " receives (" + counts_text(received, "bytes") + ")";
-  }
+  const auto [what, problem] = check_exchange(rank_, size_, sends, recvs);
   if (!problem.empty()) return guarded(what, [&] { throw std::invalid_argument(problem); });
   return guarded(what, [&] { exchange_body(sends, recvs); });
 }

@@ -48,8 +48,10 @@ ncclConfig_t nonblocking_config() {
   return config;
 }
 
-// Polls a communicator being created until it is ready, fails, passes its deadline or is cancelled.
-Status poll_ready(ncclComm_t comm, int64_t timeout_ms, const std::atomic<bool>* cancel, const char* what) {
+// Polls a communicator's pending operation (creation, finalize, revoke, shrink) until it settles,
+// fails, passes its deadline or is cancelled; `late` says what the deadline's error calls the state.
+Status poll_settled(ncclComm_t comm, int64_t timeout_ms, const std::atomic<bool>* cancel, const char* what,
+                    const char* late) {
   const int64_t deadline = mono_ns() + timeout_ms * 1'000'000;
   Backoff backoff;
   for (;;) {
@@ -59,7 +61,7 @@ Status poll_ready(ncclComm_t comm, int64_t timeout_ms, const std::atomic<bool>* 
     if (state == ncclSuccess) return ok_status();
     if (state != ncclInProgress) return nccl_error(state, what, comm);
     if (cancel && cancel->load()) return fail(what, ": cancelled");
-    if (mono_ns() > deadline) return fail(what, ": not ready after ", timeout_ms, " ms");
+    if (mono_ns() > deadline) return fail(what, ": ", late, " after ", timeout_ms, " ms");
     backoff.pause();
   }
 }
@@ -227,7 +229,7 @@ Result<std::unique_ptr<NcclCollectives>> connect_nccl_object(const NcclOptions& 
     if (r == ncclInvalidUsage) e = Error(e.message() + " (NCCL refuses two ranks on one GPU: workers sharing a GPU must use the Gloo path)", int(r));
     return e.context(what);
   }
-  if (auto st = poll_ready(comm, opts.init_timeout_ms, opts.cancel, "ncclCommInitRankConfig"); !st) {
+  if (auto st = poll_settled(comm, opts.init_timeout_ms, opts.cancel, "ncclCommInitRankConfig", "not ready"); !st) {
     ncclCommAbort(comm);  // ends a pending init too (NCCL's documented way out)
     return st.error().with_context(what);
   }
@@ -291,17 +293,7 @@ NcclCollectives::~NcclCollectives() {
 // ---------- recovery ----------
 
 Status NcclCollectives::poll_quiescent(ncclComm* comm, int64_t timeout_ms, const char* what) {
-  const int64_t deadline = mono_ns() + timeout_ms * 1'000'000;
-  Backoff backoff;
-  for (;;) {
-    ncclResult_t state = ncclInProgress;
-    ncclResult_t r = ncclCommGetAsyncError(comm, &state);
-    if (r != ncclSuccess) return nccl_error(r, "ncclCommGetAsyncError", comm).context(what);
-    if (state == ncclSuccess) return ok_status();
-    if (state != ncclInProgress) return nccl_error(state, what, comm);
-    if (mono_ns() > deadline) return fail(what, ": still in progress after ", timeout_ms, " ms");
-    backoff.pause();
-  }
+  return poll_settled(comm, timeout_ms, nullptr, what, "still in progress");
 }
 
 // ncclCommAbort under call_mu_. NCCL documents it as blocking, also for non-blocking communicators.

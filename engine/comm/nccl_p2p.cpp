@@ -61,33 +61,7 @@ Status NcclCollectives::recv(int peer, void* data, size_t bytes, uint32_t tag) {
 // matching would whenever both sides name the same (tag, bytes) lists — which the summaries check
 // first. Empty messages move nothing and are skipped on both sides alike.
 Status NcclCollectives::exchange(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs) {
-  size_t sent = 0, received = 0;
-  std::string problem;
-  auto check_peer = [&](int peer) {
-    if (peer < 0 || peer >= size_) problem = "peer " + std::to_string(peer) + " out of range";
-    else if (peer == rank_) problem = "peer " + std::to_string(peer) + " is this rank";
-  };
-  for (const auto& s : sends) {
-    check_peer(s.peer);
-    if (s.bytes > 0 && !s.data) problem = "null send buffer";
-    sent += s.bytes;
-  }
-  for (const auto& r : recvs) {
-    check_peer(r.peer);
-    if (r.bytes > 0 && !r.data) problem = "null receive buffer";
-    received += r.bytes;
-  }
-  std::string what;
-  if (sends.size() == 1 && recvs.empty()) {
-    what = "send of " + std::to_string(sent) + " bytes to rank " + std::to_string(sends[0].peer) + " (tag " +
-           std::to_string(sends[0].tag) + ")";
-  } else if (recvs.size() == 1 && sends.empty()) {
-    what = "recv of " + std::to_string(received) + " bytes from rank " + std::to_string(recvs[0].peer) + " (tag " +
-           std::to_string(recvs[0].tag) + ")";
-  } else {
-    what = "exchange of " + std::to_string(sends.size()) + " sends (" + std::to_string(sent) + " bytes) and " +
-           std::to_string(recvs.size()) + " receives (" + std::to_string(received) + " bytes)";
-  }
+  const auto [what, problem] = check_exchange(rank_, size_, sends, recvs);
   return run(what, [&]() -> Status {
     if (!problem.empty()) return fail(problem);
     // Per peer, the positions of its sends and receives in matching order.

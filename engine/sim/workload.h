@@ -41,4 +41,23 @@ class Workload {
   int64_t steps_per_phase_ = 0;                           // 0: one phase for all steps
 };
 
+// A strategy's cached plan_step_s: recomputed when the load phase changes or after invalidate()
+// (the strategy's plan was replaced).
+class PlanStepTime {
+ public:
+  double get(const Workload& w, const plan::Plan& p, int64_t step) const {
+    size_t phase = w.phase_of(step);
+    if (phase != phase_ || s_ < 0) {
+      s_ = w.plan_step_s(p, step);
+      phase_ = phase;
+    }
+    return s_;
+  }
+  void invalidate() { s_ = -1; }
+
+ private:
+  mutable double s_ = -1;
+  mutable size_t phase_ = 0;
+};
+
 }  // namespace sal::sim

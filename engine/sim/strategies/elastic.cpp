@@ -41,14 +41,7 @@ class Elastic : public Strategy {
 
   bool ready(const SimView& v) const override { return slots() * live(v) >= s_.workload.experts; }
 
-  double step_s(const SimView& v) const override {
-    size_t phase = v.workload.phase_of(v.step);
-    if (phase != cached_phase_ || cached_step_s_ < 0) {
-      cached_step_s_ = v.workload.plan_step_s(plan_, v.step);
-      cached_phase_ = phase;
-    }
-    return cached_step_s_;
-  }
+  double step_s(const SimView& v) const override { return step_time_.get(v.workload, plan_, v.step); }
 
   Reaction on_down(const SimView& v, uint32_t node) override {
     if (!held_.holds(node) && !pending_.count(node)) return {};
@@ -87,7 +80,7 @@ class Elastic : public Strategy {
     held_.commit(plan_, change_);
     absorbed_ = 0;
     pending_.clear();
-    cached_step_s_ = -1;
+    step_time_.invalidate();
   }
 
   double mean_time_between_restores(const SimView& v) const override {
@@ -132,7 +125,7 @@ class Elastic : public Strategy {
     plan_ = std::move(p);
     change_ = std::move(*change);
     for (auto node : change_.remap.node_of_position) pending_.insert(uint32_t(node));
-    cached_step_s_ = -1;
+    step_time_.invalidate();
     return spec_.costs.plan_s + change_.migrate_s + spec_.costs.rebuild_s;
   }
 
@@ -145,8 +138,7 @@ class Elastic : public Strategy {
   Holdings::Change change_;
   std::set<uint32_t> pending_;   // nodes of the plan being put in force
   int absorbed_ = 0;
-  mutable double cached_step_s_ = -1;
-  mutable size_t cached_phase_ = 0;
+  PlanStepTime step_time_;
 };
 
 }  // namespace

@@ -25,14 +25,7 @@ class FixedEp : public Strategy {
 
   bool ready(const SimView& v) const override { return idle_up(v).size() + nodes_in_use() >= ep_; }
 
-  double step_s(const SimView& v) const override {
-    size_t phase = v.workload.phase_of(v.step);
-    if (phase != cached_phase_ || cached_step_s_ < 0) {
-      cached_step_s_ = v.workload.plan_step_s(plan_, v.step);
-      cached_phase_ = phase;
-    }
-    return cached_step_s_;
-  }
+  double step_s(const SimView& v) const override { return step_time_.get(v.workload, plan_, v.step); }
 
   Reaction on_down(const SimView& v, uint32_t node) override {
     (void)v;
@@ -93,7 +86,7 @@ class FixedEp : public Strategy {
     auto p = plan::fixed_ep_plan(s_.workload.layers, s_.workload.experts, slots(), uint32_t(groups_.size()));
     if (!p) return p.error();
     plan_ = std::move(*p);
-    cached_step_s_ = -1;
+    step_time_.invalidate();
     ++plans;
     return {};
   }
@@ -103,8 +96,7 @@ class FixedEp : public Strategy {
   uint32_t ep_ = 1;
   std::vector<std::vector<uint32_t>> groups_;
   plan::Plan plan_;
-  mutable double cached_step_s_ = -1;
-  mutable size_t cached_phase_ = 0;
+  PlanStepTime step_time_;
 };
 
 }  // namespace
