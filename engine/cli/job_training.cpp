@@ -26,6 +26,7 @@ runtime::TrainSpec train_spec_of(const job::JobConfig& job) {
   s.global_batch = int(job.train.batch);
   s.seed = uint64_t(job.train.seed);
   s.threads = int(job.train.threads);
+  s.snapshots = job.train.checkpoint_every > 0;
   return s;
 }
 

@@ -11,16 +11,21 @@
 // memory, Gloo) and its placement. With more than one rank the step's experts are exchanged over
 // it, sync_gradients() reduces the gradients as the CPU Trainer does, and grad_norm() is the
 // global norm (one more all-reduce); with one rank everything is local. Several workers can so
-// share one GPU; a multi-GPU NCCL data plane is not built yet (docs/gpu.md, "Not built yet").
+// share one GPU, and GPU and CPU workers one plan. When every rank of the plan is a GPU worker on
+// a GPU of its own (the Trainer all-gathers device_key() over the host plane: all_own_devices()),
+// the plan also names a device data plane: the device connects it (NCCL, one communicator per
+// plan) and moves the expert rows and the gradients over it, device to device; the small host
+// values (counts, statistics, the norm) stay on the host plane.
 //
 // Everything runs on the thread that created the object (the worker's training thread: CUDA's
-// current device is per thread), except finish_snapshot(), which runs on any thread, concurrently
-// with the others.
+// current device is per thread), except finish_snapshot(), abort() and clear_abort(), which run
+// on any thread, concurrently with the others.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -32,7 +37,35 @@
 #include "runtime/dispatch.h"
 #include "runtime/expert_grads.h"
 
+namespace sal::comm {
+class StoreClient;
+}
+
 namespace sal::runtime {
+
+// What set_plan() hands the device after every load().
+struct DevicePlan {
+  // The plan's host data plane (this rank is comm->rank() of comm->size()); null: one rank.
+  comm::Collectives* comm = nullptr;
+  std::vector<Counts> replicas;           // [layer] = R[e][rank], as DistributedExchange takes it
+  std::function<void()> before_alltoall;  // may be empty: called before every all-to-all (a drill's fault point)
+  // Non-empty when every rank has a GPU of its own: the device data plane to connect through
+  // `store` under this prefix (one per plan), which then carries the rows and the gradients.
+  std::string device_prefix;
+  comm::StoreClient* store = nullptr;
+};
+
+// True when there are two or more keys, none empty and no two equal: every rank of the plan has a
+// GPU that no other rank uses (so a device data plane, which takes one rank per GPU, can form).
+inline bool all_own_devices(const std::vector<std::string>& keys) {
+  if (keys.size() < 2) return false;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].empty()) return false;
+    for (size_t j = 0; j < i; ++j)
+      if (keys[i] == keys[j]) return false;
+  }
+  return true;
+}
 
 class DeviceCompute {
  public:
@@ -45,15 +78,20 @@ class DeviceCompute {
   // (which must exist; host may hold more). Waits for the device.
   virtual Status store(model::Params& host) = 0;
 
-  // The plan the units of the last load() train in, after every load(): comm, its data plane
-  // (this rank is comm->rank() of comm->size(); null: one rank), and replicas[layer] = R[e][rank]
-  // (as DistributedExchange takes it). before_alltoall (may be empty) is called before every
-  // all-to-all of the step's exchange (a drill's fault point). comm must stay alive until the next
-  // load(), the next set_plan() or the object's end, whichever comes first; the Trainer calls
-  // set_plan(nullptr, {}, {}) before it replaces or drops the Collectives. set_plan(nullptr, ...) before
-  // any load() does nothing; with a comm it fails then.
-  virtual Status set_plan(comm::Collectives* comm, const std::vector<Counts>& replicas,
-                          std::function<void()> before_alltoall) = 0;
+  // The plan the units of the last load() train in, after every load() (DevicePlan). plan.comm
+  // and plan.store must stay alive until the next load(), the next set_plan() or the object's
+  // end, whichever comes first; the Trainer calls set_plan({}) before it replaces or drops them.
+  // With a device_prefix this connects the device data plane (every rank of the plan at once) and
+  // fails, naming it, when it cannot. set_plan({}) before any load() does nothing; with a comm it
+  // fails then.
+  virtual Status set_plan(const DevicePlan& plan) = 0;
+  // What tells this device's GPU apart across processes and machines (its UUID); empty when a
+  // device data plane is not to be used (it is then never asked to connect one).
+  virtual std::string device_key() const = 0;
+  // Any thread: ends the device data plane's call or connect in flight (it returns an error) and
+  // makes every later connect fail until clear_abort(). The host plane is the Trainer's to abort.
+  virtual void abort(const std::string& why) = 0;
+  virtual void clear_abort() = 0;
 
   virtual Status zero_grads() = 0;
   // Forward and backward on the local batch (global_tokens: the whole global batch's, the loss's
@@ -84,8 +122,16 @@ class DeviceCompute {
   virtual Result<std::vector<model::Unit>> finish_snapshot() = 0;
 };
 
+// What a device is opened with.
+struct DeviceOptions {
+  model::OptimConfig optim;  // AdamW's settings for update()
+  // The job takes snapshots (train.checkpoint_every > 0): the device reserves their host staging
+  // memory up front, so the first one does not pause training to allocate it. Without, a snapshot
+  // asked for anyway allocates it then.
+  bool snapshots = true;
+};
+
 // Opens GPU `ordinal` for a worker; the error says why it cannot (no such GPU, no driver).
-using DeviceFactory =
-    std::function<Result<std::unique_ptr<DeviceCompute>>(int ordinal, const model::OptimConfig& optim)>;
+using DeviceFactory = std::function<Result<std::unique_ptr<DeviceCompute>>(int ordinal, const DeviceOptions& options)>;
 
 }  // namespace sal::runtime

@@ -29,80 +29,105 @@ std::string expert_name(const SharedExpert& s) {
   return "layer" + std::to_string(s.layer) + ".expert" + std::to_string(s.expert);
 }
 
-// Round 1: every non-root holder sends its gradient to the root, which keeps one buffer per other
-// holder (inbox[i][k] for shared[i]'s k-th holder, empty for itself).
-Status gather_to_roots(comm::Collectives& comm, int me, const std::vector<SharedExpert>& shared,
-                       const std::vector<model::Unit*>& mine, std::vector<std::vector<std::vector<float>>>& inbox) {
+// Round 1: every non-root holder sends its gradient to the root, which receives each other
+// holder's into its inbox (parts[i][k] for shared[i]'s k-th holder; its own is its gradient).
+Status gather_to_roots(comm::Collectives& comm, int me, const std::vector<SharedExpert>& shared, HolderGradients& g,
+                       std::vector<std::vector<const float*>>& parts) {
   std::vector<comm::SendSpec> sends;
   std::vector<comm::RecvSpec> recvs;
-  inbox.assign(shared.size(), {});
+  parts.assign(shared.size(), {});
   for (size_t i = 0; i < shared.size(); ++i) {
     const SharedExpert& s = shared[i];
-    if (!mine[i]) continue;
-    const size_t bytes = mine[i]->g.size() * sizeof(float);
+    if (!g.grads[i]) continue;
+    const size_t bytes = g.sizes[i] * sizeof(float);
     if (s.root != me) {
-      sends.push_back({s.root, mine[i]->g.data(), bytes, uint32_t(i)});
+      sends.push_back({s.root, g.grads[i], bytes, uint32_t(i)});
       continue;
     }
-    inbox[i].resize(s.holders.size());
+    parts[i].assign(s.holders.size(), g.grads[i]);
     for (size_t k = 0; k < s.holders.size(); ++k) {
       if (s.holders[k] == me) continue;
-      inbox[i][k].resize(mine[i]->g.size());
-      recvs.push_back({s.holders[k], inbox[i][k].data(), bytes, uint32_t(i)});
+      auto box = g.inbox(i, k);
+      if (!box) return box.error().with_context(expert_name(s));
+      parts[i][k] = *box;
+      recvs.push_back({s.holders[k], *box, bytes, uint32_t(i)});
     }
   }
   if (sends.empty() && recvs.empty()) return {};
+  if (g.before_exchange) SAL_TRY(g.before_exchange());
   return comm.exchange(sends, recvs);
-}
-
-// The root's sum, holders in ascending rank order (its own gradient in its place).
-void sum_at_root(int me, const SharedExpert& s, model::Unit& u, const std::vector<std::vector<float>>& parts) {
-  std::vector<float> sum(u.g.size(), 0.0f);
-  for (size_t k = 0; k < s.holders.size(); ++k) {
-    const std::vector<float>& g = s.holders[k] == me ? u.g : parts[k];
-    for (size_t j = 0; j < sum.size(); ++j) sum[j] += g[j];
-  }
-  u.g = std::move(sum);
 }
 
 // Round 2: every root sends its sum to the other holders, which overwrite their gradient with it.
 Status scatter_from_roots(comm::Collectives& comm, int me, const std::vector<SharedExpert>& shared,
-                          const std::vector<model::Unit*>& mine) {
+                          HolderGradients& g) {
   std::vector<comm::SendSpec> sends;
   std::vector<comm::RecvSpec> recvs;
   for (size_t i = 0; i < shared.size(); ++i) {
     const SharedExpert& s = shared[i];
-    if (!mine[i]) continue;
-    const size_t bytes = mine[i]->g.size() * sizeof(float);
+    if (!g.grads[i]) continue;
+    const size_t bytes = g.sizes[i] * sizeof(float);
     if (s.root != me) {
-      recvs.push_back({s.root, mine[i]->g.data(), bytes, uint32_t(i)});
+      recvs.push_back({s.root, g.grads[i], bytes, uint32_t(i)});
       continue;
     }
     for (int h : s.holders)
-      if (h != me) sends.push_back({h, mine[i]->g.data(), bytes, uint32_t(i)});
+      if (h != me) sends.push_back({h, g.grads[i], bytes, uint32_t(i)});
   }
   if (sends.empty() && recvs.empty()) return {};
+  if (g.before_exchange) SAL_TRY(g.before_exchange());
   return comm.exchange(sends, recvs);
 }
 
 }  // namespace
 
 Status reduce_among_holders(comm::Collectives& comm, int me, const std::vector<SharedExpert>& shared,
-                            model::Params& params) {
-  std::vector<model::Unit*> mine(shared.size(), nullptr);
-  for (size_t i = 0; i < shared.size(); ++i) {
-    if (!holds(shared[i], me)) continue;
-    mine[i] = params.expert(shared[i].layer, shared[i].expert);
-    if (!mine[i]) return fail("rank ", me, " is a holder of ", expert_name(shared[i]), " but does not hold it");
-  }
-  std::vector<std::vector<std::vector<float>>> inbox;
-  if (auto s = gather_to_roots(comm, me, shared, mine, inbox); !s)
+                            HolderGradients& g) {
+  if (g.grads.size() != shared.size() || g.sizes.size() != shared.size())
+    return fail("reduce_among_holders: ", g.grads.size(), " gradients and ", g.sizes.size(), " sizes for ",
+                shared.size(), " shared experts");
+  for (size_t i = 0; i < shared.size(); ++i)
+    if (holds(shared[i], me) != (g.grads[i] != nullptr))
+      return fail("rank ", me, holds(shared[i], me) ? " is a holder of " : " is not a holder of ",
+                  expert_name(shared[i]), holds(shared[i], me) ? " but does not hold it" : " but holds it");
+  std::vector<std::vector<const float*>> parts;
+  if (auto s = gather_to_roots(comm, me, shared, g, parts); !s)
     return s.error().with_context("expert gradients to their roots");
   for (size_t i = 0; i < shared.size(); ++i)
-    if (mine[i] && shared[i].root == me) sum_at_root(me, shared[i], *mine[i], inbox[i]);
-  if (auto s = scatter_from_roots(comm, me, shared, mine); !s)
+    if (g.grads[i] && shared[i].root == me)
+      if (auto s = g.sum(i, parts[i]); !s) return s.error().with_context("summing " + expert_name(shared[i]));
+  if (auto s = scatter_from_roots(comm, me, shared, g); !s)
     return s.error().with_context("expert gradient sums from their roots");
   return {};
+}
+
+// Host Params: the root's inbox is a vector per other holder, its sum a new vector.
+Status reduce_among_holders(comm::Collectives& comm, int me, const std::vector<SharedExpert>& shared,
+                            model::Params& params) {
+  HolderGradients g;
+  g.grads.assign(shared.size(), nullptr);
+  g.sizes.assign(shared.size(), 0);
+  for (size_t i = 0; i < shared.size(); ++i) {
+    if (!holds(shared[i], me)) continue;
+    model::Unit* u = params.expert(shared[i].layer, shared[i].expert);
+    if (!u) return fail("rank ", me, " is a holder of ", expert_name(shared[i]), " but does not hold it");
+    g.grads[i] = u->g.data();
+    g.sizes[i] = u->g.size();
+  }
+  std::vector<std::vector<std::vector<float>>> inbox(shared.size());
+  g.inbox = [&](size_t i, size_t k) -> Result<float*> {
+    inbox[i].resize(shared[i].holders.size());
+    inbox[i][k].assign(g.sizes[i], 0.0f);
+    return inbox[i][k].data();
+  };
+  g.sum = [&](size_t i, const std::vector<const float*>& parts) -> Status {
+    std::vector<float> sum(g.sizes[i], 0.0f);
+    for (const float* p : parts)
+      for (size_t j = 0; j < sum.size(); ++j) sum[j] += p[j];
+    std::copy(sum.begin(), sum.end(), g.grads[i]);
+    return {};
+  };
+  return reduce_among_holders(comm, me, shared, g);
 }
 
 }  // namespace sal::runtime

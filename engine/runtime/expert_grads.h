@@ -8,8 +8,13 @@
 // all-reduce over all ranks, zeros where a rank holds nothing, would move every replicated expert
 // through every rank.) Deterministic: the same holders give bit-identical sums, and every holder
 // ends with the root's bytes, so replicas stay identical.
+//
+// The algorithm runs on any memory the Collectives can send from: host Params (a CPU worker, or a
+// GPU worker staging through the host), or device memory over a device data plane (NCCL), where
+// HolderGradients says where the gradients are, where a root receives, and how it sums.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "comm/collectives.h"
@@ -33,5 +38,22 @@ std::vector<SharedExpert> shared_experts(const std::vector<Counts>& replicas);
 // this rank; params must hold every expert `me` is a holder of. Errors name the expert.
 Status reduce_among_holders(comm::Collectives& comm, int me, const std::vector<SharedExpert>& shared,
                             model::Params& params);
+
+// The same on gradients anywhere (memory comm can send from and receive into).
+struct HolderGradients {
+  std::vector<float*> grads;  // [i]: shared[i]'s gradient on this rank; null where `me` is not a holder
+  std::vector<size_t> sizes;  // [i]: its length in floats (any value where grads[i] is null)
+  // Where the root `me` of shared[i] receives its k-th holder's part (k indexes holders; never
+  // called for `me` itself); sizes[i] floats that stay valid until the call returns.
+  std::function<Result<float*>(size_t i, size_t k)> inbox;
+  // The root's sum: grads[i] = parts[0] + parts[1] + ... in that order, starting from +0
+  // (parts[k] is the k-th holder's; `me`'s own is grads[i] itself, which the sum may overwrite).
+  std::function<Status(size_t i, const std::vector<const float*>& parts)> sum;
+  // Optional: called before each of the two exchanges (device memory: wait until the stream has
+  // written what is about to be sent).
+  std::function<Status()> before_exchange;
+};
+Status reduce_among_holders(comm::Collectives& comm, int me, const std::vector<SharedExpert>& shared,
+                            HolderGradients& g);
 
 }  // namespace sal::runtime

@@ -2,9 +2,12 @@
 // which refers to the Context: they are made after it and dropped before it (member order), and
 // every load() remakes all three on the new DeviceParams. The exchange and the gradient sync
 // follow the plan: load() makes the exchange local (one rank), set_plan() makes it a
-// StagedDeviceExchange over the plan's Collectives when there are several ranks, with a
-// StagedGradientSync; both refer to that Collectives, which the Trainer keeps alive until the next
-// load() or set_plan() (device_compute.h), and both are dropped before the DeviceParams. The
+// PlanDeviceExchange over the plan's Collectives when there are several ranks, with a
+// PlanGradientSync; both refer to that Collectives, which the Trainer keeps alive until the next
+// load() or set_plan() (device_compute.h), and both are dropped before the DeviceParams. When the
+// plan names a device data plane, set_plan() connects it (NcclCollectives, one per plan) and both
+// move their rows and gradients over it; it is dropped with them, after them, and first aborted
+// when a failed call may have left NCCL work running on buffers they are about to free. The
 // snapshot staging (PinnedSnapshot: copy stream, events, pinned host memory) lives as long as the
 // object, across loads, so its pinned memory is allocated once; a DeviceParams dropped while a
 // snapshot's copy still reads it waits for the copy first (~DeviceParams).
@@ -13,10 +16,13 @@
 #include <cuda_runtime_api.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <set>
 #include <string>
 
+#include "comm/nccl_collectives.h"
 #include "core/clock.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device.h"
@@ -24,7 +30,7 @@
 #include "model/cuda/device_params.h"
 #include "model/cuda/moe_gpt_cuda.h"
 #include "model/cuda/optimizer_cuda.h"
-#include "runtime/staged_exchange.h"
+#include "runtime/plan_exchange.h"
 
 namespace sal::runtime {
 namespace {
@@ -46,8 +52,9 @@ model::Unit* host_unit(model::Params& p, const model::UnitId& id) {
 class GpuCompute final : public DeviceCompute {
  public:
   GpuCompute(std::unique_ptr<kc::Context> ctx, std::unique_ptr<model::PinnedSnapshot> snapshot, std::string name,
-             const model::OptimConfig& optim)
-      : ctx_(std::move(ctx)), snapshot_(std::move(snapshot)), name_(std::move(name)), optim_(optim) {}
+             std::string key, const DeviceOptions& options)
+      : ctx_(std::move(ctx)), snapshot_(std::move(snapshot)), name_(std::move(name)), key_(std::move(key)),
+        optim_(options.optim), snapshots_(options.snapshots) {}
   // The worker may drop its Trainer on another thread than the training one: make this GPU current.
   ~GpuCompute() override {
     (void)cudaSetDevice(ctx_->device());
@@ -79,7 +86,7 @@ class GpuCompute final : public DeviceCompute {
     optimizer_ = std::make_unique<model::OptimizerCuda>(*params_, optim_);
     spdlog::info("{}: {} parameters on the device ({} experts)", name_, params_->parameter_count(),
                  params_->held_experts().size());
-    reserve_snapshot_memory();
+    if (snapshots_) reserve_snapshot_memory();
     return {};
   }
 
@@ -94,26 +101,34 @@ class GpuCompute final : public DeviceCompute {
     return {};
   }
 
-  Status set_plan(comm::Collectives* comm, const std::vector<Counts>& replicas,
-                  std::function<void()> before_alltoall) override {
-    // what refers to the old Collectives goes first; the exchange waits for the stream
-    sync_.reset();
-    exchange_.reset();
-    comm_ = nullptr;
-    replicas_.clear();
-    if (!params_) return comm ? fail(name_, ": no parameters on the device to plan for") : Status{};
-    if (comm && comm->size() > 1) {
-      auto staged = std::make_unique<StagedDeviceExchange>(*comm, *params_, replicas);
-      staged->before_alltoall = std::move(before_alltoall);
-      exchange_ = std::move(staged);
-      sync_ = std::make_unique<StagedGradientSync>(*params_);
-      comm_ = comm;
-      replicas_ = replicas;
-    } else {
+  Status set_plan(const DevicePlan& plan) override {
+    release_plan();
+    if (!params_) return plan.comm ? fail(name_, ": no parameters on the device to plan for") : Status{};
+    if (!plan.comm || plan.comm->size() <= 1) {
       exchange_ = std::make_unique<model::LocalDeviceExchange>(*params_);
+      return {};
     }
+    comm::Collectives* device_plane = nullptr;
+    if (!plan.device_prefix.empty()) {
+      SAL_TRY(connect_device_plane(plan));
+      device_plane = nccl_.get();
+    }
+    auto ex = std::make_unique<PlanDeviceExchange>(*plan.comm, device_plane, *params_, plan.replicas);
+    ex->before_alltoall = plan.before_alltoall;
+    exchange_ = std::move(ex);
+    sync_ = std::make_unique<PlanGradientSync>(*params_, device_plane);
+    comm_ = plan.comm;
+    replicas_ = plan.replicas;
     return {};
   }
+
+  std::string device_key() const override { return key_; }
+
+  void abort(const std::string& why) override {
+    cancel_ = true;
+    if (auto n = std::atomic_load(&nccl_)) n->abort(why);
+  }
+  void clear_abort() override { cancel_ = false; }
 
   Status sync_gradients(const std::vector<SharedExpert>& shared) override {
     if (!comm_) return {};
@@ -172,8 +187,8 @@ class GpuCompute final : public DeviceCompute {
  private:
   // Pinned memory for a snapshot of every unit held (values and both moments), allocated now
   // rather than at the first snapshot, which would pause training for it (pinning ~2 GB takes
-  // a good part of a second). A failure is not the plan's: the first snapshot tries again and
-  // fails with the reason.
+  // a good part of a second); only when the job takes snapshots. A failure is not the plan's: the
+  // first snapshot tries again and fails with the reason.
   void reserve_snapshot_memory() {
     size_t floats = 3 * params_->parameter_count();
     if (snapshot_->pinned_bytes() >= floats * sizeof(float)) return;
@@ -186,15 +201,50 @@ class GpuCompute final : public DeviceCompute {
                  double(snapshot_->pinned_bytes()) / 1e6, double(mono_ns() - t0) / 1e6);
   }
 
-  // Frees the device state; waits first, since kernels in flight may still use the memory (and
-  // ~DeviceParams waits for a snapshot's copy still reading it).
-  void drop() {
-    if (ctx_) (void)ctx_->synchronize();
-    optimizer_.reset();
+  // The plan's device data plane, rank comm->rank() of comm->size() on this GPU, through the store.
+  // An abort() while it connects ends the connect (cancel_) or the plane it made.
+  Status connect_device_plane(const DevicePlan& plan) {
+    if (!plan.store) return fail(name_, ": device data plane '", plan.device_prefix, "' without a store");
+    comm::NcclOptions o;
+    o.rank = plan.comm->rank();
+    o.size = plan.comm->size();
+    o.device = ctx_->device();
+    o.prefix = plan.device_prefix;
+    o.cancel = &cancel_;
+    int64_t t0 = mono_ns();
+    auto c = comm::connect_nccl_object(o, *plan.store);
+    if (!c) return c.error().with_context(name_ + ": device data plane '" + plan.device_prefix + "'");
+    std::shared_ptr<comm::NcclCollectives> n(std::move(*c));
+    std::atomic_store(&nccl_, n);
+    if (cancel_) n->abort("aborted while the device data plane connected");
+    spdlog::info("{}: NCCL device data plane '{}', rank {} of {}, in {:.0f} ms", name_, plan.device_prefix, o.rank,
+                 o.size, double(mono_ns() - t0) / 1e6);
+    return {};
+  }
+
+  // Drops the exchange, the gradient sync and the device data plane. A plane whose failed call may
+  // still run NCCL kernels on the exchange's buffers is aborted before they are freed (cudaFree
+  // would wait behind a hung kernel); a healthy one is finalized after them.
+  void release_plan() {
+    auto n = std::atomic_load(&nccl_);
+    if (n && n->outstanding_work())
+      if (auto s = n->abort_and_destroy(); !s) spdlog::warn("{}: {}", name_, s.error().message());
     sync_.reset();
     exchange_.reset();
     comm_ = nullptr;
     replicas_.clear();
+    if (n) {
+      std::atomic_store(&nccl_, std::shared_ptr<comm::NcclCollectives>());
+      if (auto s = n->destroy(); !s) spdlog::warn("{}: {}", name_, s.error().message());
+    }
+  }
+
+  // Frees the device state; waits first, since kernels in flight may still use the memory (and
+  // ~DeviceParams waits for a snapshot's copy still reading it).
+  void drop() {
+    if (ctx_) (void)ctx_->synchronize();
+    release_plan();
+    optimizer_.reset();
     model_.reset();
     params_.reset();
   }
@@ -202,19 +252,34 @@ class GpuCompute final : public DeviceCompute {
   std::unique_ptr<kc::Context> ctx_;
   std::unique_ptr<model::PinnedSnapshot> snapshot_;  // before params_: outlives every DeviceParams
   std::string name_;
+  std::string key_;  // the GPU's UUID; empty with SAL_DEVICE_PLANE=host
   model::OptimConfig optim_;
+  bool snapshots_;  // the job takes snapshots: reserve their pinned memory at every load
   std::unique_ptr<model::DeviceParams> params_;
   std::unique_ptr<model::MoeGptCuda> model_;
   std::unique_ptr<model::DeviceExchange> exchange_;  // local, or staged over comm_
-  std::unique_ptr<StagedGradientSync> sync_;          // with comm_ only
+  std::unique_ptr<PlanGradientSync> sync_;          // with comm_ only
   std::unique_ptr<model::OptimizerCuda> optimizer_;
-  comm::Collectives* comm_ = nullptr;                 // the plan's data plane, when it has several ranks
+  comm::Collectives* comm_ = nullptr;                 // the plan's host data plane, when it has several ranks
   std::vector<Counts> replicas_;                      // with comm_: the plan's R[layer][e][rank]
+  // The plan's device data plane, when it has one; atomic access: abort() reads it from another thread.
+  std::shared_ptr<comm::NcclCollectives> nccl_;
+  std::atomic<bool> cancel_{false};                   // abort() came; cleared by clear_abort()
 };
+
+// SAL_DEVICE_PLANE: "auto" (the default) lets a plan whose ranks all have a GPU of their own use
+// NCCL; "host" keeps every plan on the host data plane (Gloo with staging).
+Result<bool> device_plane_allowed() {
+  const char* v = std::getenv("SAL_DEVICE_PLANE");
+  std::string s = v ? v : "";
+  if (s.empty() || s == "auto") return true;
+  if (s == "host") return false;
+  return fail("SAL_DEVICE_PLANE='", s, "': expected 'auto' (NCCL between GPUs of their own) or 'host' (Gloo only)");
+}
 
 }  // namespace
 
-Result<std::unique_ptr<DeviceCompute>> make_gpu_compute(int ordinal, const model::OptimConfig& optim) {
+Result<std::unique_ptr<DeviceCompute>> make_gpu_compute(int ordinal, const DeviceOptions& options) {
   std::string name = "cuda:" + std::to_string(ordinal);
   int n = kc::device_count();
   if (n == 0) return fail(name, ": this machine has no usable GPU (no CUDA device, or no driver)");
@@ -225,8 +290,12 @@ Result<std::unique_ptr<DeviceCompute>> make_gpu_compute(int ordinal, const model
   if (auto s = kc::Context::create(ordinal, &ctx); !s.ok()) return fail(name, ": ", s.what());
   auto snapshot = model::PinnedSnapshot::create(*ctx);
   if (!snapshot) return snapshot.error().with_context(name + ": snapshot stream");
+  auto allowed = device_plane_allowed();
+  if (!allowed) return allowed.error().with_context(name);
+  std::string key = *allowed ? kc::device_uuid(ordinal) : "";
   spdlog::info("{}: {}", name, kc::describe(ordinal));
-  return std::unique_ptr<DeviceCompute>(new GpuCompute(std::move(ctx), std::move(*snapshot), name, optim));
+  return std::unique_ptr<DeviceCompute>(
+      new GpuCompute(std::move(ctx), std::move(*snapshot), name, std::move(key), options));
 }
 
 }  // namespace sal::runtime

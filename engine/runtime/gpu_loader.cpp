@@ -51,10 +51,10 @@ Result<GpuMakeFn> load_plugin() {
 std::string gpu_plugin_path() { return executable_dir() + "/" + kGpuPluginFile; }
 
 DeviceFactory gpu_factory() {
-  return [](int ordinal, const model::OptimConfig& optim) -> Result<std::unique_ptr<DeviceCompute>> {
+  return [](int ordinal, const DeviceOptions& options) -> Result<std::unique_ptr<DeviceCompute>> {
     auto make = load_plugin();
     if (!make) return make.error().with_context("cuda:" + std::to_string(ordinal));
-    return (*make)(ordinal, optim);
+    return (*make)(ordinal, options);
   };
 }
 

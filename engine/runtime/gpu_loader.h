@@ -13,7 +13,7 @@
 namespace sal::runtime {
 
 // The plugin's one entry point, looked up by this name: it returns the backend's make function.
-using GpuMakeFn = Result<std::unique_ptr<DeviceCompute>> (*)(int ordinal, const model::OptimConfig& optim);
+using GpuMakeFn = Result<std::unique_ptr<DeviceCompute>> (*)(int ordinal, const DeviceOptions& options);
 constexpr const char* kGpuPluginEntry = "salamander_gpu_make";
 constexpr const char* kGpuPluginFile = "libsalamander_gpu.so";
 

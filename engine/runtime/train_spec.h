@@ -22,6 +22,7 @@ struct TrainSpec {
   int threads = 1;        // BLAS threads per worker
   std::string data_host = "127.0.0.1";  // this worker's data-plane address (the agent decides)
   std::string device = "cpu:0";         // where this worker computes: "cpu:N", or "cuda:N" (GPU N)
+  bool snapshots = true;                // the job takes dense snapshots (train.checkpoint_every > 0)
 };
 
 }  // namespace sal::runtime

@@ -83,7 +83,7 @@ Status Trainer::open_device() {
   if (!n || *n >= uint64_t(kMaxDevicesPerNode)) return fail("device '", dev, "' is not cuda:N");
   if (!cuda_)
     return fail("device ", dev, ": this build of salamander has no CUDA path (nvcc was not found when it was built)");
-  auto d = cuda_(int(*n), spec_.optim);
+  auto d = cuda_(int(*n), DeviceOptions{spec_.optim, spec_.snapshots});
   if (!d) return d.error();  // it names the device
   device_ = std::move(*d);
   std::lock_guard<std::mutex> lock(snapshot_gate_->mu);
@@ -125,7 +125,25 @@ Status Trainer::connect(const wire::PlanUpdate& p) {
   if (aborting_) comm->abort("aborted by the controller");  // an abort that came while connecting
   rank_ = p.my_rank;
   ranks_ = int(p.ranks.size());
+  auto own = all_own_devices(*comm);
+  if (!own) return own.error().with_context("plan " + std::to_string(p.plan) + " data plane: the ranks' devices");
+  device_prefix_ = *own ? o.prefix + "/device" : "";
   return {};
+}
+
+// Every rank's device_key() (empty on a CPU worker), all-gathered in fixed-size records: whether
+// the plan can have a device data plane. Every rank takes part, so all decide alike.
+Result<bool> Trainer::all_own_devices(comm::Collectives& c) {
+  if (c.size() < 2) return false;
+  constexpr size_t kKey = 64;
+  std::string mine = device_ ? device_->device_key() : std::string();
+  if (mine.size() >= kKey) return fail("device key '", mine, "' is longer than ", kKey - 1, " characters");
+  mine.resize(kKey, '\0');
+  std::string all(kKey * size_t(c.size()), '\0');
+  SAL_TRY(c.allgather(mine.data(), kKey, all.data()));
+  std::vector<std::string> keys;
+  for (int r = 0; r < c.size(); ++r) keys.emplace_back(all.c_str() + size_t(r) * kKey);
+  return runtime::all_own_devices(keys);
 }
 
 namespace {
@@ -251,12 +269,14 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
                 S, " slots");
   plan_ = 0;
   plan_times_ = {};
+  const bool keep = device_keeps(p);
   if (device_) {
     have_grads_ = false;  // the device's gradients belong to the parameters about to be replaced
     // connect() replaces the Collectives the device's exchange refers to: let go of it first
-    if (auto s = device_->set_plan(nullptr, {}, {}); !s)
+    if (auto s = device_->set_plan({}); !s)
       return s.error().with_context("plan " + std::to_string(p.plan));
-    if (auto s = sync_host(); !s) return s.error().with_context("plan " + std::to_string(p.plan));
+    if (!keep)
+      if (auto s = sync_host(); !s) return s.error().with_context("plan " + std::to_string(p.plan));
   }
   int64_t t0 = mono_ns();
   SAL_TRY(connect(p));
@@ -288,17 +308,41 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
   }
   if (device_) {
     int64_t t2 = mono_ns();
-    if (auto s = device_->load(params_, held_); !s) return s.error().with_context("plan " + std::to_string(p.plan));
-    // comm_ stays this plan's until the next apply_plan(), which lets go of it above first
-    auto before_alltoall = [this] { faults_.at(wire::FaultPoint::alltoall, step_); };
-    if (auto s = device_->set_plan(comm_.get(), replicas_, before_alltoall); !s)
-      return s.error().with_context("plan " + std::to_string(p.plan));
+    if (!keep) {
+      device_held_.clear();
+      if (auto s = device_->load(params_, held_); !s) return s.error().with_context("plan " + std::to_string(p.plan));
+      device_held_ = std::set<std::pair<int, int>>(held_.begin(), held_.end());
+    }
+    // comm_ and store_ stay this plan's until the next apply_plan(), which lets go of them above first
+    DevicePlan dp;
+    dp.comm = comm_.get();
+    dp.replicas = replicas_;
+    dp.before_alltoall = [this] { faults_.at(wire::FaultPoint::alltoall, step_); };
+    dp.device_prefix = device_prefix_;
+    dp.store = store_.get();
+    if (auto s = device_->set_plan(dp); !s) return s.error().with_context("plan " + std::to_string(p.plan));
     plan_times_.migrate_ms += double(mono_ns() - t2) / 1e6;
   }
   plan_ = p.plan;
   pruned_ = false;
   have_grads_ = false;
   return {};
+}
+
+// A plan that gives this rank the experts its device holds, moves no unit to or from it and
+// restores nothing leaves the device's parameters as they are: no download, no upload (the host
+// Params stay behind until something needs them, as after commits). Called after the placement's
+// size is checked.
+bool Trainer::device_keeps(const wire::PlanUpdate& p) const {
+  if (!device_ || device_held_.empty() || p.restore || p.my_rank < 0 || size_t(p.my_rank) >= p.ranks.size())
+    return false;
+  for (const auto& t : p.transfers)
+    if (t.from != t.to && (int(t.from) == p.my_rank || int(t.to) == p.my_rank)) return false;
+  const size_t W = p.ranks.size(), S = p.slots, me = size_t(p.my_rank);
+  std::set<std::pair<int, int>> held;
+  for (size_t l = 0; l < p.layers; ++l)
+    for (size_t s = 0; s < S; ++s) held.insert({int(l), int(p.placement[(l * W + me) * S + s])});
+  return held == device_held_;
 }
 
 Status Trainer::sync_gradients() {
@@ -488,11 +532,13 @@ void Trainer::abort(const std::string& why) {
   aborting_ = true;
   if (auto s = std::atomic_load(&store_)) s->interrupt();
   if (auto c = std::atomic_load(&comm_)) c->abort(why);
+  if (device_) device_->abort(why);  // set once in init(), before any abort can come
 }
 
 void Trainer::clear_abort() {
   aborting_ = false;
   if (auto s = std::atomic_load(&store_)) s->clear_interrupt();
+  if (device_) device_->clear_abort();
 }
 
 }  // namespace sal::runtime

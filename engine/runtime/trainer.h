@@ -13,21 +13,27 @@
 // DeviceCompute (device_compute.h) that the DeviceFactory given at construction opens in init().
 // A GPU worker keeps the host Params as the form units leave and arrive in: apply_plan() brings
 // them up to date (a download, if the device has committed steps since) before migrating or
-// restoring, and ends by loading the plan's units onto the device; save() downloads first; step()
-// and commit() run on the device. snapshot_share() does not touch the host Params: it starts the
+// restoring, and ends by loading the plan's units onto the device — unless the plan leaves this
+// rank's units as they are (the same experts, no transfer to or from it, no restore), when it
+// does neither; save() downloads first; step() and commit() run on the device. snapshot_share() does not touch the host Params: it starts the
 // device's copy to pinned host memory (DeviceCompute::begin_snapshot), which overlaps the next
 // step, and the units it returns wait for that copy on the snapshot writer's thread. One device
 // snapshot at a time: a second waits until the first one's units have been taken. In a plan of
 // several ranks a GPU worker exchanges tokens and reduces gradients over the plan's Gloo data
 // plane like a CPU worker (DeviceCompute::set_plan): several workers may share one GPU, and GPU
-// and CPU workers one plan (a multi-GPU NCCL data plane is not built yet).
+// and CPU workers one plan. When connect() finds every rank on a GPU of its own (an all-gather of
+// DeviceCompute::device_key(), which every rank, CPU or GPU, takes part in), the plan also gets a
+// device data plane (NCCL, prefix "plan-N/device") that the devices connect in set_plan() and move
+// the rows and gradients over.
 #pragma once
 
 #include <zmq.hpp>
 
 #include <atomic>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/collectives.h"
@@ -93,6 +99,8 @@ class Trainer {
 
  private:
   Status connect(const wire::PlanUpdate& plan);
+  Result<bool> all_own_devices(comm::Collectives& c);
+  bool device_keeps(const wire::PlanUpdate& plan) const;
   Status migrate(const wire::PlanUpdate& plan);
   Status restore(const wire::PlanUpdate& plan);
   void install_unit(model::UnitId id, const std::vector<float>& packed);
@@ -133,6 +141,8 @@ class Trainer {
   std::shared_ptr<SnapshotGate> snapshot_gate_;
   std::unique_ptr<DeviceCompute> device_;        // null on a CPU worker
   bool device_newer_ = false;                    // the device has committed updates the host lacks
+  std::string device_prefix_;                    // this plan's device data plane ("": none)
+  std::set<std::pair<int, int>> device_held_;    // the experts the device's last load() gave it ({}: none)
 };
 
 }  // namespace sal::runtime

@@ -28,6 +28,21 @@ std::string describe(int device) {
   return buf;
 }
 
+std::string device_uuid(int device) {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  std::string out;
+  char hex[3];
+  for (char byte : p.uuid.bytes) {
+    std::snprintf(hex, sizeof hex, "%02x", unsigned(static_cast<unsigned char>(byte)));
+    out += hex;
+  }
+  return out;
+}
+
 std::string library_versions() {
   int rt = 0, nccl = 0;
   cudaRuntimeGetVersion(&rt);

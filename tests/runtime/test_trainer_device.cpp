@@ -44,6 +44,10 @@ struct Calls {
   // set_plan: the calls, the last one's data plane (size and rank; 0 and -1 for none) and replicas
   int plans = 0, plan_size = 0, plan_rank = -1, syncs = 0;
   std::vector<runtime::Counts> plan_replicas;
+  std::vector<std::string> prefixes;  // each set_plan's device_prefix
+  std::string key;                    // what device_key() answers
+  int aborts = 0, clears = 0;
+  int snapshots = -1;  // DeviceOptions::snapshots the device was opened with
   std::vector<std::pair<int, int>> last_held;
   // snapshots: begun and finished; begins while one was staged (the Trainer must never make one)
   int begun = 0, finished = 0, overlapping = 0;
@@ -63,7 +67,7 @@ model::Unit* unit_of(model::Params& p, const model::UnitId& id) {
 // A "device" that is a second copy of the units on the host.
 class HostDevice final : public DeviceCompute {
  public:
-  HostDevice(const model::OptimConfig& o, Calls& c) : optim_(o), calls_(c) {}
+  HostDevice(const DeviceOptions& o, Calls& c) : optim_(o.optim), calls_(c) { c.snapshots = o.snapshots; }
 
   Status load(const model::Params& host, const std::vector<std::pair<int, int>>& held) override {
     ++calls_.loads;
@@ -83,17 +87,22 @@ class HostDevice final : public DeviceCompute {
     comm_ = nullptr;
     return {};
   }
-  Status set_plan(comm::Collectives* comm, const std::vector<Counts>& replicas,
-                  std::function<void()> before_alltoall) override {
+  // A device data plane, when the plan names one, is not connected: the host plane serves both.
+  Status set_plan(const DevicePlan& plan) override {
     ++calls_.plans;
-    calls_.plan_size = comm ? comm->size() : 0;
-    calls_.plan_rank = comm ? comm->rank() : -1;
-    calls_.plan_replicas = replicas;
-    comm_ = comm && comm->size() > 1 ? comm : nullptr;
-    replicas_ = replicas;
-    before_alltoall_ = std::move(before_alltoall);
+    calls_.plan_size = plan.comm ? plan.comm->size() : 0;
+    calls_.plan_rank = plan.comm ? plan.comm->rank() : -1;
+    calls_.plan_replicas = plan.replicas;
+    calls_.prefixes.push_back(plan.device_prefix);
+    if (!plan.device_prefix.empty() && !plan.store) return fail("a device data plane without a store");
+    comm_ = plan.comm && plan.comm->size() > 1 ? plan.comm : nullptr;
+    replicas_ = plan.replicas;
+    before_alltoall_ = plan.before_alltoall;
     return {};
   }
+  std::string device_key() const override { return calls_.key; }
+  void abort(const std::string&) override { ++calls_.aborts; }
+  void clear_abort() override { ++calls_.clears; }
   // As Trainer::sync_gradients on a CPU rank.
   Status sync_gradients(const std::vector<SharedExpert>& shared) override {
     ++calls_.syncs;
@@ -262,7 +271,7 @@ std::vector<model::Unit> take(Result<SnapshotUnits>& r) {
 }
 
 DeviceFactory stand_in(Calls& calls) {
-  return [&calls](int ordinal, const model::OptimConfig& o) -> Result<std::unique_ptr<DeviceCompute>> {
+  return [&calls](int ordinal, const DeviceOptions& o) -> Result<std::unique_ptr<DeviceCompute>> {
     calls.opened = ordinal;
     return std::unique_ptr<DeviceCompute>(new HostDevice(o, calls));
   };
@@ -296,8 +305,10 @@ struct Pair {
 // One rank of the two-rank test, in its own process (the data plane's socket bookkeeping is per
 // process). The test forks its ranks, so it comes first in this file: Gloo's event loop thread,
 // started by the first data plane a process connects, does not survive a fork (ctest runs each
-// case in its own process anyway). a device Trainer trains 3 steps in plan 1, then a CPU Trainer the same 3 steps in
-// plan 2. Reports what set_plan() was given and each step's loss and norm.
+// case in its own process anyway). A device Trainer on a GPU of its own (device keys differ) trains
+// 3 steps in plan 1, a CPU Trainer the same 3 steps in plan 2, and a device Trainer sharing its GPU
+// with the other rank (equal keys) the same in plan 3. Reports what set_plan() was given and each
+// step's loss and norm.
 static std::string two_rank_body(int rank, const std::string& endpoint) {
   test::Report rep;
   zmq::context_t zmq(1);
@@ -307,13 +318,22 @@ static std::string two_rank_body(int rank, const std::string& endpoint) {
     std::snprintf(b, sizeof b, "%.17g", x);
     return std::string(b);
   };
-  for (const char* device : {"cuda:0", "cpu:0"}) {
+  struct Round {
+    const char* device;
+    std::string key, name;
+  };
+  const Round rounds[] = {{"cuda:0", "gpu-" + std::to_string(rank), "dev"}, {"cpu:0", "", "cpu"},
+                          {"cuda:0", "gpu-shared", "shared"}};
+  for (uint64_t number = 1; number <= 3; ++number) {
+    const Round& round = rounds[number - 1];
+    const char* device = round.device;
     bool dev = device[1] == 'u';
+    calls.key = round.key;
     Trainer t(zmq, spec(device), dev ? stand_in(calls) : DeviceFactory{});
     auto s = t.init();
     rep.check(s.ok(), std::string("init ") + device);
     if (!s.ok()) return rep.text();
-    s = t.apply_plan(plan(dev ? 1 : 2, 0, endpoint, 2, rank));
+    s = t.apply_plan(plan(number, 0, endpoint, 2, rank));
     rep.check(s.ok(), std::string("apply_plan ") + device + ": " + (s.ok() ? "" : s.error().message()));
     if (!s.ok()) return rep.text();
     for (uint64_t step = 0; step < 3; ++step) {
@@ -321,7 +341,7 @@ static std::string two_rank_body(int rank, const std::string& endpoint) {
       rep.check(o.ok(), "step " + std::to_string(step) + ": " + (o.ok() ? "" : o.error().message()));
       if (!o.ok()) return rep.text();
       rep.check(t.commit(step).ok(), "commit");
-      std::string key = std::string(dev ? "dev" : "cpu") + "." + std::to_string(step);
+      std::string key = round.name + "." + std::to_string(step);
       rep.note(key + ".ce=" + fmt(o->stats.ce_sum));
       rep.note(key + ".norm=" + fmt(o->grad_norm));
     }
@@ -331,6 +351,9 @@ static std::string two_rank_body(int rank, const std::string& endpoint) {
   rep.note("plan_size=" + std::to_string(calls.plan_size));
   rep.note("plan_rank=" + std::to_string(calls.plan_rank));
   rep.note("syncs=" + std::to_string(calls.syncs));
+  std::string prefixes;
+  for (const std::string& p : calls.prefixes) prefixes += "[" + p + "]";
+  rep.note("prefixes=" + prefixes);
   bool every_expert_once_each = calls.plan_replicas.size() == 2;
   for (const auto& layer : calls.plan_replicas) {
     every_expert_once_each = every_expert_once_each && layer.size() == 4;
@@ -340,7 +363,7 @@ static std::string two_rank_body(int rank, const std::string& endpoint) {
   return rep.text();
 }
 
-TEST_CASE("two device Trainers in a plan of two ranks get its data plane and train as two CPU Trainers") {
+TEST_CASE("two device Trainers in a plan of two ranks get its data plane, a device plane only on GPUs of their own, and train as two CPU Trainers") {
   test::Workers w(2, two_rank_body);  // forked before any thread starts here
   zmq::context_t zmq(1);
   comm::StoreServer server{zmq, "tcp://127.0.0.1:*"};
@@ -360,19 +383,26 @@ TEST_CASE("two device Trainers in a plan of two ranks get its data plane and tra
     CAPTURE(rep);
     REQUIRE(rep.rfind("OK\n", 0) == 0);
     // set_plan: first letting go of any data plane (before connecting), then after the load with
-    // the plan's, and its replicas
-    CHECK(test::report_value(rep, "loads") == "1");
-    CHECK(test::report_value(rep, "plans") == "2");
+    // the plan's, and its replicas; a device plane for plan 1 (GPUs of their own), none for plan 3
+    // (one GPU shared)
+    CHECK(test::report_value(rep, "loads") == "2");
+    CHECK(test::report_value(rep, "plans") == "4");
     CHECK(test::report_value(rep, "plan_size") == "2");
     CHECK(test::report_value(rep, "plan_rank") == std::to_string(r));
     CHECK(test::report_value(rep, "replicas") == "each expert once on each rank");
-    CHECK(test::report_value(rep, "syncs") == "3");
+    CHECK(test::report_value(rep, "syncs") == "6");
+    CHECK(test::report_value(rep, "prefixes") == "[][plan-1/device][][]");
     for (int i = 0; i < 3; ++i) {
       CAPTURE(i);
-      const std::string dev = "dev." + std::to_string(i), cpu = "cpu." + std::to_string(i);
-      CHECK(rel(num(rep, dev + ".ce"), num(rep, cpu + ".ce")) < 1e-5);
-      CHECK(rel(num(rep, dev + ".norm"), num(rep, cpu + ".norm")) < 1e-4);
-      CHECK(num(rep, dev + ".norm") == num(reports[size_t(1 - r)], dev + ".norm"));  // one global norm
+      std::string n(".");
+      n += std::to_string(i);
+      const std::string cpu = "cpu" + n;
+      for (const std::string& name : {std::string("dev"), std::string("shared")}) {
+        const std::string dev = name + n;
+        CHECK(rel(num(rep, dev + ".ce"), num(rep, cpu + ".ce")) < 1e-5);
+        CHECK(rel(num(rep, dev + ".norm"), num(rep, cpu + ".norm")) < 1e-4);
+        CHECK(num(rep, dev + ".norm") == num(reports[size_t(1 - r)], dev + ".norm"));  // one global norm
+      }
     }
   }
   // each rank computed its own half of the batch
@@ -383,7 +413,7 @@ TEST_CASE("a Trainer on a device trains as the host Trainer does and brings its 
   Store s1, s2;
   zmq::context_t zmq(1);
   Calls calls;
-  DeviceFactory factory = [&calls](int ordinal, const model::OptimConfig& o) -> Result<std::unique_ptr<DeviceCompute>> {
+  DeviceFactory factory = [&calls](int ordinal, const DeviceOptions& o) -> Result<std::unique_ptr<DeviceCompute>> {
     calls.opened = ordinal;
     return std::unique_ptr<DeviceCompute>(new HostDevice(o, calls));
   };
@@ -394,9 +424,12 @@ TEST_CASE("a Trainer on a device trains as the host Trainer does and brings its 
   REQUIRE(dev.init().ok());
   CHECK(calls.opened == 3);
 
-  auto both_plan = [&](uint64_t number, uint64_t step) {
-    auto a = cpu.apply_plan(plan(number, step, s1.endpoint));
-    auto b = dev.apply_plan(plan(number, step, s2.endpoint));
+  // restore: the dense-checkpoint fallback, from the seed (no directory)
+  auto both_plan = [&](uint64_t number, uint64_t step, bool restore = false) {
+    wire::PlanUpdate pa = plan(number, step, s1.endpoint), pb = plan(number, step, s2.endpoint);
+    pa.restore = pb.restore = restore;
+    auto a = cpu.apply_plan(pa);
+    auto b = dev.apply_plan(pb);
     REQUIRE(a.ok());
     if (!b.ok()) FAIL(b.error().message());
   };
@@ -441,10 +474,17 @@ TEST_CASE("a Trainer on a device trains as the host Trainer does and brings its 
   CHECK(both_step(10) == ce);
   both_commit(10);
 
-  // a re-plan: the device's committed state comes down first, then the plan's units go up again
+  // a re-plan that leaves this rank's units as they are keeps them on the device: nothing comes
+  // down, nothing goes up
   both_plan(2, 11);
+  CHECK(calls.stores == 0);
+  CHECK(calls.loads == 1);
+  // a re-plan that does not leave the units as they are (here a restore: every unit from the seed
+  // again): the device's committed state comes down first, then the plan's units go up again
+  both_plan(3, 11, true);
   CHECK(calls.stores == 1);
   CHECK(calls.loads == 2);
+  CHECK(calls.last_held.size() == 8);
   // a snapshot comes from the device's own copy, never through the host Params
   auto snap_cpu = cpu.snapshot_share();
   auto snap_dev = dev.snapshot_share();
@@ -494,7 +534,7 @@ TEST_CASE("a device Trainer refuses cuda devices it cannot open") {
   Store store;
   zmq::context_t zmq(1);
   Calls calls;
-  DeviceFactory factory = [&calls](int, const model::OptimConfig& o) -> Result<std::unique_ptr<DeviceCompute>> {
+  DeviceFactory factory = [&calls](int, const DeviceOptions& o) -> Result<std::unique_ptr<DeviceCompute>> {
     return std::unique_ptr<DeviceCompute>(new HostDevice(o, calls));
   };
   Trainer dev(zmq, spec("cuda:0"), factory);
@@ -511,7 +551,7 @@ TEST_CASE("a device Trainer refuses cuda devices it cannot open") {
   CHECK(s.error().message() ==
         "device cuda:0: this build of salamander has no CUDA path (nvcc was not found when it was built)");
 
-  Trainer failing(zmq, spec("cuda:1"), [](int, const model::OptimConfig&) -> Result<std::unique_ptr<DeviceCompute>> {
+  Trainer failing(zmq, spec("cuda:1"), [](int, const DeviceOptions&) -> Result<std::unique_ptr<DeviceCompute>> {
     return fail("cuda:1: no such GPU (this machine has 1 GPU: cuda:0)");
   });
   s = failing.init();
@@ -661,4 +701,36 @@ TEST_CASE("a device snapshot taken after its Trainer is gone fails instead of re
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message().find("closed its device") != std::string::npos);
   CHECK(calls.finished == 0);
+}
+
+TEST_CASE("a device data plane needs two or more ranks, every one with a GPU no other rank uses") {
+  CHECK(all_own_devices({"a", "b"}));
+  CHECK(all_own_devices({"a", "b", "c", "d"}));
+  CHECK_FALSE(all_own_devices({}));
+  CHECK_FALSE(all_own_devices({"a"}));          // one rank: nothing to connect
+  CHECK_FALSE(all_own_devices({"a", ""}));      // a CPU rank (or one told SAL_DEVICE_PLANE=host)
+  CHECK_FALSE(all_own_devices({"", ""}));
+  CHECK_FALSE(all_own_devices({"a", "b", "a"}));  // two ranks on one GPU
+}
+
+TEST_CASE("the controller's abort reaches a device Trainer's device, and clearing it reaches it too") {
+  zmq::context_t zmq(1);
+  Calls calls;
+  Trainer t(zmq, spec("cuda:0"), stand_in(calls));
+  REQUIRE(t.init().ok());
+  CHECK(calls.snapshots == 1);  // the default: the job takes snapshots
+  t.abort("drill");
+  CHECK(calls.aborts == 1);
+  t.clear_abort();
+  CHECK(calls.clears == 1);
+}
+
+TEST_CASE("a job without snapshots opens its device saying so, so no snapshot memory is reserved") {
+  zmq::context_t zmq(1);
+  Calls calls;
+  TrainSpec s = spec("cuda:0");
+  s.snapshots = false;
+  Trainer t(zmq, s, stand_in(calls));
+  REQUIRE(t.init().ok());
+  CHECK(calls.snapshots == 0);
 }

@@ -1,4 +1,4 @@
-// staged_exchange.cpp — see staged_exchange.h. Row layouts, as in exchange.cpp: the send buffer is
+// plan_exchange.cpp — see plan_exchange.h. Row layouts, as in exchange.cpp: the send buffer is
 // destination-major, then expert, then the tokens' slot order (permute_rows gives each assignment
 // its row there); the receive buffer is source-major, then expert. The experts want one
 // contiguous block each (expert order, within an expert the sources in rank order, which is the
@@ -9,7 +9,7 @@
 // Staging memory discipline (the copies are asynchronous on pinned memory): the host writes the
 // staging buffers only inside an all-to-all, and every all-to-all comes right after a wait for the
 // stream, which has then finished every earlier copy out of them.
-#include "runtime/staged_exchange.h"
+#include "runtime/plan_exchange.h"
 
 #include <cuda_runtime_api.h>
 
@@ -18,6 +18,7 @@
 #include <numeric>
 #include <string>
 
+#include "kernels/cuda/moe_gate.h"
 #include "kernels/cuda/permute.h"
 
 namespace sal::runtime {
@@ -61,15 +62,15 @@ Status PinnedStaging::reserve(const kc::Context& ctx, size_t bytes) {
   return {};
 }
 
-// ---------- StagedDeviceExchange ----------
+// ---------- PlanDeviceExchange ----------
 
-StagedDeviceExchange::StagedDeviceExchange(comm::Collectives& comm, model::DeviceParams& p,
-                                           std::vector<Counts> replicas, kc::GroupedGemmMode mode)
-    : comm_(comm), p_(p), ctx_(p.context()), replicas_(std::move(replicas)), mode_(mode) {}
+PlanDeviceExchange::PlanDeviceExchange(comm::Collectives& comm, comm::Collectives* device_plane,
+                                       model::DeviceParams& p, std::vector<Counts> replicas, kc::GroupedGemmMode mode)
+    : comm_(comm), device_plane_(device_plane), p_(p), ctx_(p.context()), replicas_(std::move(replicas)), mode_(mode) {}
 
-StagedDeviceExchange::~StagedDeviceExchange() { (void)ctx_.synchronize(); }
+PlanDeviceExchange::~PlanDeviceExchange() { (void)ctx_.synchronize(); }
 
-Status StagedDeviceExchange::global_stats(int layer, std::vector<double>& counts, std::vector<double>& prob_sums,
+Status PlanDeviceExchange::global_stats(int layer, std::vector<double>& counts, std::vector<double>& prob_sums,
                                           double& tokens) {
   std::vector<double> buf(counts);
   buf.insert(buf.end(), prob_sums.begin(), prob_sums.end());
@@ -83,26 +84,26 @@ Status StagedDeviceExchange::global_stats(int layer, std::vector<double>& counts
   return {};
 }
 
-kc::GroupedGemmMode StagedDeviceExchange::gemm_mode() const {
+kc::GroupedGemmMode PlanDeviceExchange::gemm_mode() const {
   return p_.dims().d % 8 == 0 ? mode_ : kc::GroupedGemmMode::per_group;
 }
 
-Status StagedDeviceExchange::check(const char* fn, int layer, const model::DeviceRouting& r) const {
+Status PlanDeviceExchange::check(const char* fn, int layer, const model::DeviceRouting& r) const {
   const model::Dims& d = p_.dims();
   const int E = d.experts;
   if (layer < 0 || layer >= d.layers || size_t(layer) >= replicas_.size())
-    return fail("StagedDeviceExchange::", fn, ": layer ", layer, " out of range (", d.layers, " layers, replicas for ",
+    return fail("PlanDeviceExchange::", fn, ": layer ", layer, " out of range (", d.layers, " layers, replicas for ",
                 replicas_.size(), ")");
-  if (E < 1 || E > kc::kMaxPermuteExperts) return fail("StagedDeviceExchange::", fn, ": experts = ", E, " out of range");
+  if (E < 1 || E > kc::kMaxPermuteExperts) return fail("PlanDeviceExchange::", fn, ": experts = ", E, " out of range");
   if (r.tokens < 0 || r.k < 1 || r.k > kc::kMaxTopK || r.k > E || int64_t(r.tokens) * r.k > kc::kMaxAssignments)
-    return fail("StagedDeviceExchange::", fn, ": tokens = ", r.tokens, ", k = ", r.k, " (need tokens >= 0, 1 <= k <= ",
+    return fail("PlanDeviceExchange::", fn, ": tokens = ", r.tokens, ", k = ", r.k, " (need tokens >= 0, 1 <= k <= ",
                 kc::kMaxTopK, " and k <= experts = ", E, ")");
   if (r.tokens > 0 && (!r.idx || !r.w || !r.counts))
-    return fail("StagedDeviceExchange::", fn, ": null routing pointer");
+    return fail("PlanDeviceExchange::", fn, ": null routing pointer");
   return {};
 }
 
-void StagedDeviceExchange::expert_tables(int layer, std::vector<kc::ExpertParams>& ps,
+void PlanDeviceExchange::expert_tables(int layer, std::vector<kc::ExpertParams>& ps,
                                          std::vector<kc::ExpertGrads>& gs) {
   const model::Dims& d = p_.dims();
   const model::ExpertLayout l = model::expert_layout(d);
@@ -116,7 +117,7 @@ void StagedDeviceExchange::expert_tables(int layer, std::vector<kc::ExpertParams
   }
 }
 
-Status StagedDeviceExchange::schedule(int layer, Layer& s, size_t assignments) {
+Status PlanDeviceExchange::schedule(int layer, Layer& s, size_t assignments) {
   const int W = comm_.size(), me = comm_.rank(), E = p_.dims().experts, D = p_.dims().d;
   // This rank's column of the token counts (counted on the device by the caller).
   uint64_t counted = 0;
@@ -175,8 +176,16 @@ Status StagedDeviceExchange::schedule(int layer, Layer& s, size_t assignments) {
   return {};
 }
 
-Status StagedDeviceExchange::swap(const float* from, const std::vector<int64_t>& send_floats, float* to,
-                                  const std::vector<int64_t>& recv_floats, const char* what) {
+Status PlanDeviceExchange::swap(const float* from, const std::vector<int64_t>& send_floats, float* to,
+                                const std::vector<int64_t>& recv_floats, const char* what) {
+  if (device_plane_) {
+    // The device plane reads `from` on its own stream: the kernels writing it must be done.
+    if (auto s = ctx_.synchronize(); !s.ok()) return fail(what, ": ", s.what());
+    if (before_alltoall) before_alltoall();
+    if (auto st = device_plane_->alltoallv(from, send_floats, to, recv_floats); !st)
+      return st.error().with_context(what);
+    return {};
+  }
   const size_t ns = size_t(sum(send_floats)), nr = size_t(sum(recv_floats));
   SAL_TRY(out_.reserve(ctx_, ns * sizeof(float)));
   SAL_TRY(in_.reserve(ctx_, nr * sizeof(float)));
@@ -194,13 +203,13 @@ Status StagedDeviceExchange::swap(const float* from, const std::vector<int64_t>&
   return {};
 }
 
-Status StagedDeviceExchange::forward(int layer, const model::DeviceRouting& r, const float* x, float* out) {
+Status PlanDeviceExchange::forward(int layer, const model::DeviceRouting& r, const float* x, float* out) {
   SAL_TRY(check("forward", layer, r));
   if (auto s = run_forward(layer, r, x, out); !s) return s.error().with_context(phase(layer, "forward"));
   return {};
 }
 
-Status StagedDeviceExchange::run_forward(int layer, const model::DeviceRouting& r, const float* x, float* out) {
+Status PlanDeviceExchange::run_forward(int layer, const model::DeviceRouting& r, const float* x, float* out) {
   const model::Dims& d = p_.dims();
   const int W = comm_.size(), me = comm_.rank(), E = d.experts, D = d.d, F = d.ffn();
   const size_t n = size_t(r.tokens) * size_t(r.k);
@@ -258,14 +267,14 @@ Status StagedDeviceExchange::run_forward(int layer, const model::DeviceRouting& 
   return {};
 }
 
-Status StagedDeviceExchange::backward(int layer, const model::DeviceRouting& r, const float* d_out, float* dx,
+Status PlanDeviceExchange::backward(int layer, const model::DeviceRouting& r, const float* d_out, float* dx,
                                       float* d_w) {
   SAL_TRY(check("backward", layer, r));
   if (auto s = run_backward(layer, r, d_out, dx, d_w); !s) return s.error().with_context(phase(layer, "backward"));
   return {};
 }
 
-Status StagedDeviceExchange::run_backward(int layer, const model::DeviceRouting& r, const float* d_out, float* dx,
+Status PlanDeviceExchange::run_backward(int layer, const model::DeviceRouting& r, const float* d_out, float* dx,
                                           float* d_w) {
   auto it = layers_.find(layer);
   if (it == layers_.end() || it->second.tokens < 0) return fail("expert backward before forward");
@@ -300,20 +309,33 @@ Status StagedDeviceExchange::run_backward(int layer, const model::DeviceRouting&
   return {};
 }
 
-// ---------- StagedGradientSync ----------
+// ---------- PlanGradientSync ----------
 
-StagedGradientSync::~StagedGradientSync() { (void)p_.context().synchronize(); }
+PlanGradientSync::~PlanGradientSync() { (void)p_.context().synchronize(); }
 
-Status StagedGradientSync::sync(comm::Collectives& comm, const std::vector<SharedExpert>& shared) {
-  if (comm.size() <= 1) return {};
-  const kc::Context& ctx = p_.context();
-  const int me = comm.rank();
-  // Every non-expert unit, in Trainer::sync_gradients's order, in one all-reduce.
+std::vector<model::DeviceUnit*> PlanGradientSync::dense_units() {
   std::vector<model::DeviceUnit*> dense{&p_.embedding()};
   for (int l = 0; l < p_.dims().layers; ++l) {
     dense.push_back(&p_.dense(l));
     dense.push_back(&p_.gate(l));
   }
+  return dense;
+}
+
+Status PlanGradientSync::sync(comm::Collectives& comm, const std::vector<SharedExpert>& shared) {
+  if (comm.size() <= 1) return {};
+  if (!device_plane_) return sync_staged(comm, shared);
+  if (device_plane_->size() != comm.size() || device_plane_->rank() != comm.rank())
+    return fail("the device plane is rank ", device_plane_->rank(), " of ", device_plane_->size(),
+                ", the host plane rank ", comm.rank(), " of ", comm.size());
+  return sync_direct(*device_plane_, shared);
+}
+
+Status PlanGradientSync::sync_staged(comm::Collectives& comm, const std::vector<SharedExpert>& shared) {
+  const kc::Context& ctx = p_.context();
+  const int me = comm.rank();
+  // Every non-expert unit, in Trainer::sync_gradients's order, in one all-reduce.
+  const std::vector<model::DeviceUnit*> dense = dense_units();
   size_t total = 0;
   for (const model::DeviceUnit* u : dense) total += u->size;
   SAL_TRY(staging_.reserve(ctx, total * sizeof(float)));
@@ -359,6 +381,66 @@ Status StagedGradientSync::sync(comm::Collectives& comm, const std::vector<Share
                            cudaMemcpyHostToDevice, "cudaMemcpyAsync (expert gradients to the device)"));
   // The uploads from pageable memory are staged when the calls return, those from the pinned
   // staging memory are not: wait, so that the staging memory and the host copies are free again.
+  SAL_GPU_TRY(ctx.synchronize());
+  return {};
+}
+
+Status PlanGradientSync::sync_direct(comm::Collectives& plane, const std::vector<SharedExpert>& shared) {
+  const kc::Context& ctx = p_.context();
+  const int me = plane.rank();
+  // The dense units packed into one device buffer, all-reduced in place, unpacked.
+  const std::vector<model::DeviceUnit*> dense = dense_units();
+  size_t total = 0;
+  for (const model::DeviceUnit* u : dense) total += u->size;
+  SAL_GPU_TRY(model::ensure(ctx, dense_, total));
+  size_t at = 0;
+  for (const model::DeviceUnit* u : dense) {
+    SAL_GPU_TRY(copy_async(ctx, dense_.get() + at, u->g.get(), u->size, cudaMemcpyDeviceToDevice,
+                           "cudaMemcpyAsync (packing the dense gradients)"));
+    at += u->size;
+  }
+  SAL_GPU_TRY(ctx.synchronize());  // the plane reads the buffer on its own stream
+  if (auto s = plane.allreduce_sum(dense_.get(), total); !s)
+    return s.error().with_context("all-reduce of the dense gradients");
+  at = 0;
+  for (model::DeviceUnit* u : dense) {
+    SAL_GPU_TRY(copy_async(ctx, u->g.get(), dense_.get() + at, u->size, cudaMemcpyDeviceToDevice,
+                           "cudaMemcpyAsync (unpacking the dense gradients)"));
+    at += u->size;
+  }
+
+  // The shared experts among their holders, on the device: a root's parts in one inbox buffer.
+  HolderGradients g;
+  g.grads.assign(shared.size(), nullptr);
+  g.sizes.assign(shared.size(), 0);
+  std::vector<size_t> first(shared.size(), 0);  // [i]: shared[i]'s parts' offset in inbox_ (roots only)
+  size_t inbox = 0, largest = 0;
+  for (size_t i = 0; i < shared.size(); ++i) {
+    const SharedExpert& s = shared[i];
+    if (!std::binary_search(s.holders.begin(), s.holders.end(), me)) continue;
+    model::DeviceUnit* u = p_.expert(s.layer, s.expert);
+    if (!u) return fail("rank ", me, " is a holder of layer", s.layer, ".expert", s.expert, " but does not hold it");
+    g.grads[i] = u->g.get();
+    g.sizes[i] = u->size;
+    if (s.root != me) continue;
+    first[i] = inbox;
+    inbox += s.holders.size() * u->size;
+    largest = std::max(largest, u->size);
+  }
+  SAL_GPU_TRY(model::ensure(ctx, inbox_, inbox));
+  SAL_GPU_TRY(model::ensure(ctx, sum_, largest));
+  g.inbox = [&](size_t i, size_t k) -> Result<float*> { return inbox_.get() + first[i] + k * g.sizes[i]; };
+  g.sum = [&](size_t i, const std::vector<const float*>& parts) -> Status {
+    const size_t n = g.sizes[i];
+    SAL_GPU_TRY(kc::cuda_status(int(cudaMemsetAsync(sum_.get(), 0, n * sizeof(float), ctx.stream())),
+                                "cudaMemsetAsync (expert gradient sum)"));
+    for (const float* part : parts) SAL_GPU_TRY(kc::add(ctx, sum_.get(), part, sum_.get(), n));
+    SAL_GPU_TRY(copy_async(ctx, g.grads[i], sum_.get(), n, cudaMemcpyDeviceToDevice,
+                           "cudaMemcpyAsync (expert gradient sum)"));
+    return {};
+  };
+  g.before_exchange = [&]() -> Status { return gpu_status(ctx.synchronize()); };
+  SAL_TRY(reduce_among_holders(plane, me, shared, g));
   SAL_GPU_TRY(ctx.synchronize());
   return {};
 }

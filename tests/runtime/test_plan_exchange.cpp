@@ -1,7 +1,9 @@
-// test_staged_exchange.cpp — the GPU expert exchange over Gloo with host staging
-// (runtime/staged_exchange.h) against the CPU runtime::DistributedExchange run the same way on the
-// same inputs. Two ranks are two worker processes sharing GPU 0 (as several workers on one GPU
-// are), each with its own kernels::cuda::Context and its own Gloo context over a real StoreServer.
+// test_plan_exchange.cpp — the GPU expert exchange of a plan of several ranks (runtime/plan_exchange.h)
+// against the CPU runtime::DistributedExchange run the same way on the same inputs. Staged: two
+// ranks are two worker processes sharing GPU 0 (as several workers on one GPU are), each with its
+// own kernels::cuda::Context and its own Gloo context over a real StoreServer. Direct (machines with
+// two or more GPUs; the cases say skipped otherwise): each process on a GPU of its own, the rows and
+// gradients over an NCCL communicator made through the same store, the host values over Gloo.
 // (Not two threads of one process: connect_gloo finds a context's sockets among the process's by
 // their addresses, comm/socket_watch.h, which assumes one rank per process.) Each rank runs the
 // scenario, then the all-CPU reference over a second Gloo context, and compares the two itself.
@@ -30,6 +32,8 @@
 #include <vector>
 
 #include "comm/collectives.h"
+#include "comm/gpu_probe.h"
+#include "comm/nccl_collectives.h"
 #include "comm/store_client.h"
 #include "comm/store_server.h"
 #include "comm/workers.h"
@@ -39,7 +43,7 @@
 #include "model/cuda/device_params.h"
 #include "runtime/exchange.h"
 #include "runtime/expert_grads.h"
-#include "runtime/staged_exchange.h"
+#include "runtime/plan_exchange.h"
 
 using namespace sal;
 namespace kc = sal::kernels::cuda;
@@ -70,11 +74,12 @@ std::vector<Counts> uneven_plan() {
 struct Scenario {
   std::vector<Counts> plan = uneven_plan();
   std::vector<int> tokens = {23, 17};
-  std::vector<bool> gpu = {true, true};  // which ranks run StagedDeviceExchange (the others the CPU one)
+  std::vector<bool> gpu = {true, true};  // which ranks run PlanDeviceExchange (the others the CPU one)
   bool sync = false;                     // also the gradient sync and the global norm
   int drop_rank = -1, drop_layer = -1, drop_expert = -1;  // a rank that lacks an expert the plan gives it
   int abort_rank = -1, abort_at = -1;    // that rank aborts its data plane before its abort_at-th all-to-all
   int64_t op_timeout_ms = 20000;
+  bool direct = false;                   // GPU ranks on GPUs of their own, rows over NCCL (every rank a GPU one)
 };
 
 // What a rank saw; the main thread compares.
@@ -166,7 +171,7 @@ double sum_squares(const std::vector<float>& g) {
   return s;
 }
 
-// The before_alltoall hook of a scenario that aborts one rank's data plane.
+// The before_alltoall hook of a scenario that aborts one rank's data plane (the one the rows go over).
 std::function<void()> abort_hook(const Scenario& sc, int rank, comm::Collectives& c) {
   if (rank != sc.abort_rank) return {};
   auto calls = std::make_shared<int>(0);
@@ -306,11 +311,12 @@ struct DeviceLayer {
   }
 };
 
-Status gpu_rank(comm::Collectives& c, const Scenario& sc, RankResult& res) {
+// plane: null (staged over c), or the device data plane the rows and gradients go over (direct).
+Status gpu_rank(comm::Collectives& c, comm::Collectives* plane, const Scenario& sc, RankResult& res) {
   const model::Dims d = dims();
   const int me = c.rank(), K = d.top_k, D = d.d, E = d.experts;
   std::unique_ptr<kc::Context> ctx;
-  SAL_TRY(gpu(kc::Context::create(0, &ctx)));
+  SAL_TRY(gpu(kc::Context::create(plane ? me : 0, &ctx)));
   model::Params host = rank_params(me, sc);
   auto dp = model::DeviceParams::create(*ctx, host);
   if (!dp) return dp.error();
@@ -318,8 +324,8 @@ Status gpu_rank(comm::Collectives& c, const Scenario& sc, RankResult& res) {
   SAL_TRY(p.upload(host, model::kGrads));  // the dense units' per-rank gradients
   std::vector<DeviceLayer> layers(size_t(d.layers));
   {
-    runtime::StagedDeviceExchange ex(c, p, sc.plan);
-    ex.before_alltoall = abort_hook(sc, me, c);
+    runtime::PlanDeviceExchange ex(c, plane, p, sc.plan);
+    ex.before_alltoall = abort_hook(sc, me, plane ? *plane : c);
     res.stats.resize(size_t(d.layers));
     res.out.resize(size_t(d.layers));
     res.dx.resize(size_t(d.layers));
@@ -360,7 +366,7 @@ Status gpu_rank(comm::Collectives& c, const Scenario& sc, RankResult& res) {
     }
   }
   if (sc.sync) {
-    runtime::StagedGradientSync sync(p);
+    runtime::PlanGradientSync sync(p, plane);
     SAL_TRY(sync.sync(c, runtime::shared_experts(sc.plan)));
     std::vector<model::UnitId> ids;
     std::vector<double> sums;
@@ -468,10 +474,22 @@ std::string rank_body(int rank, const std::string& endpoint, const Scenario& sc,
       res.error = "connect: " + c.error().message();
       return;
     }
-    Status s = gpu[size_t(rank)] ? gpu_rank(**c, sc, res) : cpu_rank(**c, sc, res);
+    std::unique_ptr<comm::Collectives> plane;  // direct: NCCL on this rank's GPU, as the GPU worker connects it
+    if (sc.direct && gpu[size_t(rank)]) {
+      comm::NcclOptions n;
+      n.rank = rank, n.size = kRanks, n.device = rank, n.prefix = prefix + "/device", n.op_timeout_ms = sc.op_timeout_ms;
+      auto made = comm::connect_nccl(n, store);
+      if (!made) {
+        res.error = "connect NCCL: " + made.error().message();
+        return;
+      }
+      plane = std::move(*made);
+    }
+    Status s = gpu[size_t(rank)] ? gpu_rank(**c, plane.get(), sc, res) : cpu_rank(**c, sc, res);
     if (!s) {
       res.error = s.error().message();
       (*c)->abort("rank " + std::to_string(rank) + " failed");  // as a worker would: the peers stop waiting
+      if (plane) plane->abort("rank " + std::to_string(rank) + " failed");
     }
   };
   RankResult got;
@@ -573,9 +591,13 @@ TEST_CASE("staged exchange: rows scheduled to a rank that lacks the expert are a
   CHECK(contains(e0, "layer 0 forward: all-to-all of the tokens"));  // its peer gave up
 }
 
-TEST_CASE("staged exchange: a failed all-to-all comes back with the layer and phase, never a crash") {
+// Rank 0 aborts the plane the rows go over before its third all-to-all (layer 0's forward has two:
+// the third is layer 1's first): both ranks fail there, naming the layer and phase. Returns the
+// scenario for more.
+Scenario check_aborted_all_to_all(bool direct) {
   Scenario sc;
-  sc.abort_rank = 0, sc.abort_at = 3;  // layer 0 forward has two all-to-alls: the third is layer 1's first
+  sc.direct = direct;
+  sc.abort_rank = 0, sc.abort_at = 3;
   sc.op_timeout_ms = 5000;
   auto res = run(sc, false);
   for (int r = 0; r < kRanks; ++r) {
@@ -584,9 +606,36 @@ TEST_CASE("staged exchange: a failed all-to-all comes back with the layer and ph
     CAPTURE(error);
     CHECK(contains(error, "layer 1 forward: all-to-all of the tokens: "));
   }
+  return sc;
+}
+
+TEST_CASE("staged exchange: a failed all-to-all comes back with the layer and phase, never a crash") {
+  Scenario sc = check_aborted_all_to_all(false);
   sc.abort_at = 6;  // four in the forward; the backward starts with layer 1: output, then input gradients
-  res = run(sc, false);
+  auto res = run(sc, false);
   const std::string error = report_value(res[0], "error");
   CAPTURE(error);
   CHECK(contains(error, "layer 1 backward: all-to-all of the input gradients: "));
+}
+
+// ---------- direct: GPUs of their own, rows and gradients over NCCL ----------
+
+bool two_gpus() {
+  const int n = sal::test::probed_gpus().count;
+  if (n < 2) MESSAGE("skipped: this machine has " << n << " GPU(s); the direct exchange needs one per rank (2)");
+  return n >= 2;
+}
+
+TEST_CASE("direct exchange: two ranks on GPUs of their own over NCCL compute what two CPU ranks compute, gradient sync included") {
+  if (!two_gpus()) return;
+  Scenario sc;
+  sc.direct = true;
+  sc.sync = true;
+  check_against_cpu(sc);
+  sc.tokens = {0, 19};  // a rank without tokens still computes for the other
+  check_against_cpu(sc);
+}
+
+TEST_CASE("direct exchange: an NCCL all-to-all aborted on one rank comes back with the layer and phase on both") {
+  if (two_gpus()) check_aborted_all_to_all(true);
 }

@@ -1,9 +1,15 @@
-// staged_exchange.h — a GPU worker in a plan of several ranks whose data plane is Gloo on host
-// memory: the model::DeviceExchange that sends its tokens through host staging buffers, and the
-// gradient synchronisation and norm that go with it. This is how several workers share one GPU
-// (NCCL refuses two ranks on one device), and how a GPU worker joins a plan with CPU workers.
+// plan_exchange.h — a GPU worker in a plan of several ranks: the model::DeviceExchange that sends
+// its tokens to the experts' ranks, and the gradient synchronisation and norm that go with it.
+// Two ways to move the rows and gradients:
+// - staged (no device plane): over the plan's Gloo data plane through pinned host buffers. This
+//   is how several workers share one GPU (NCCL refuses two ranks on one device), and how a GPU
+//   worker joins a plan with CPU workers.
+// - direct: over a device data plane (comm::NcclCollectives, whose calls take device pointers),
+//   device to device, when every rank has a GPU of its own (device_compute.h).
+// Either way the host values (the counts' all-gather, the statistics, the norm) go over the host
+// plane, and the collectives come in the same order with the same sizes.
 //
-// StagedDeviceExchange is runtime::DistributedExchange (exchange.h) with the experts on the device:
+// PlanDeviceExchange is runtime::DistributedExchange (exchange.h) with the experts on the device:
 // the same collectives in the same order with the same sizes (an all-gather of E uint32 counts,
 // then per forward and per backward two all-to-all-v of rows * d floats), the same schedule
 // (runtime::flexible_dispatch on the all-gathered counts: the reference integers, on the host), the
@@ -21,8 +27,10 @@
 // gradients back -> permute_backward.
 //
 // The host waits for the stream before every collective (the counts and the rows must be on the
-// host): three waits per forward (the counts, two all-to-alls), two per backward. Host staging is
-// pinned memory (cudaMallocHost) that only grows and is shared by the layers; what a layer's
+// host, or, direct, written before another stream reads them): three waits per forward (the
+// counts, two all-to-alls), two per backward; a device plane's call returns once its work is
+// complete, so the kernels after it read finished rows. Host staging is pinned memory
+// (cudaMallocHost) that only grows and is shared by the layers (none when direct); what a layer's
 // backward needs (schedule, row maps, expert outputs and saved activations) is kept per layer.
 //
 // Errors: every failed Status comes back with the layer and phase ("layer 2 forward: all-to-all
@@ -39,6 +47,7 @@
 #include <vector>
 
 #include "comm/collectives.h"
+#include "kernels/cuda/buffer.h"
 #include "model/cuda/device_exchange.h"
 #include "model/cuda/device_params.h"
 #include "runtime/dispatch.h"
@@ -69,19 +78,21 @@ class PinnedStaging {
   size_t bytes_ = 0;
 };
 
-class StagedDeviceExchange final : public model::DeviceExchange {
+class PlanDeviceExchange final : public model::DeviceExchange {
  public:
   // comm: this plan epoch's (host) data plane; this rank is comm.rank() of comm.size().
-  // replicas[layer] = R[e][rank], the replica units of each expert on each rank (as
-  // DistributedExchange takes it). p holds this rank's experts; comm and p must outlive the
-  // exchange. Expert GEMMs as LocalDeviceExchange: grouped when d % 8 == 0 (and mode allows),
-  // per expert otherwise.
-  StagedDeviceExchange(comm::Collectives& comm, model::DeviceParams& p, std::vector<Counts> replicas,
-                       kernels::cuda::GroupedGemmMode mode = kernels::cuda::GroupedGemmMode::grouped);
+  // device_plane: null (staged through the host over comm), or the plan's device data plane, of
+  // the same ranks, whose calls take device pointers (direct). replicas[layer] = R[e][rank], the
+  // replica units of each expert on each rank (as DistributedExchange takes it). p holds this
+  // rank's experts; comm, device_plane and p must outlive the exchange. Expert GEMMs as
+  // LocalDeviceExchange: grouped when d % 8 == 0 (and mode allows), per expert otherwise.
+  PlanDeviceExchange(comm::Collectives& comm, comm::Collectives* device_plane, model::DeviceParams& p,
+                     std::vector<Counts> replicas,
+                     kernels::cuda::GroupedGemmMode mode = kernels::cuda::GroupedGemmMode::grouped);
   // Waits for the stream (copies from the staging memory may be in flight).
-  ~StagedDeviceExchange() override;
-  StagedDeviceExchange(const StagedDeviceExchange&) = delete;
-  StagedDeviceExchange& operator=(const StagedDeviceExchange&) = delete;
+  ~PlanDeviceExchange() override;
+  PlanDeviceExchange(const PlanDeviceExchange&) = delete;
+  PlanDeviceExchange& operator=(const PlanDeviceExchange&) = delete;
 
   // All-reduce of the host values, as DistributedExchange::global_stats.
   Status global_stats(int layer, std::vector<double>& counts, std::vector<double>& prob_sums,
@@ -116,8 +127,9 @@ class StagedDeviceExchange final : public model::DeviceExchange {
   // The schedule of `layer` from this rank's counts: all-gather, dispatch, the held experts' rows,
   // the all-to-all sizes and the regrouping map (host), into s.
   Status schedule(int layer, Layer& s, size_t assignments);
-  // Device rows `from` (send_floats[i] floats for rank i, packed) go to the other ranks through the
-  // host; what they send back lands in `to` (recv_floats[i] from rank i, packed). Waits for the stream.
+  // Device rows `from` (send_floats[i] floats for rank i, packed) go to the other ranks (through
+  // the host, or over the device plane); what they send back lands in `to` (recv_floats[i] from
+  // rank i, packed). Waits for the stream.
   Status swap(const float* from, const std::vector<int64_t>& send_floats, float* to,
               const std::vector<int64_t>& recv_floats, const char* what);
   void expert_tables(int layer, std::vector<kernels::cuda::ExpertParams>& ps,
@@ -125,6 +137,7 @@ class StagedDeviceExchange final : public model::DeviceExchange {
   kernels::cuda::GroupedGemmMode gemm_mode() const;
 
   comm::Collectives& comm_;
+  comm::Collectives* device_plane_;  // null: staged
   model::DeviceParams& p_;
   const kernels::cuda::Context& ctx_;
   std::vector<Counts> replicas_;
@@ -138,38 +151,49 @@ class StagedDeviceExchange final : public model::DeviceExchange {
   kernels::cuda::Buffer<float> block_in_, block_out_;  // [received, d] per-expert blocks
   std::vector<uint32_t> counts_host_, gathered_, send_host_;
   std::vector<int32_t> group_host_;
-  PinnedStaging out_, in_;  // host side of every all-to-all: what goes out, what comes in
+  PinnedStaging out_, in_;  // staged: host side of every all-to-all, what goes out and what comes in
 };
 
-// The gradient synchronisation of a GPU rank in a Gloo plan: what Trainer::sync_gradients does on
-// a CPU rank, collective for collective, so GPU and CPU ranks can share a plan. Every non-expert
-// unit's gradient (the embedding, then per layer the dense unit and the gate, concatenated in
-// that order) is summed over every rank with one all-reduce through pinned host memory; then each
-// expert of `shared` is summed among its holders only (reduce_among_holders, on host copies of
-// the gradients this rank holds). Waits for the device. Does nothing with one rank.
-class StagedGradientSync {
+// The gradient synchronisation of a GPU rank in a plan of several ranks: what
+// Trainer::sync_gradients does on a CPU rank, collective for collective, so GPU and CPU ranks can
+// share a plan. Every non-expert unit's gradient (the embedding, then per layer the dense unit and
+// the gate, concatenated in that order) is summed over every rank with one all-reduce; then each
+// expert of `shared` is summed among its holders only (reduce_among_holders). Staged, both go
+// through the host (pinned memory for the all-reduce, host copies of the held shared experts'
+// gradients); direct, over the device plane on device memory (the holders' sums with the add
+// kernel, in rank order from +0 as on the host, so the bits match a CPU root's). Waits for the
+// device. Does nothing with one rank.
+class PlanGradientSync {
  public:
-  // p must outlive the object.
-  explicit StagedGradientSync(model::DeviceParams& p) : p_(p) {}
+  // p (and device_plane, when given: direct) must outlive the object.
+  explicit PlanGradientSync(model::DeviceParams& p, comm::Collectives* device_plane = nullptr)
+      : p_(p), device_plane_(device_plane) {}
   // Waits for the stream (the last upload may read the staging memory).
-  ~StagedGradientSync();
-  StagedGradientSync(const StagedGradientSync&) = delete;
-  StagedGradientSync& operator=(const StagedGradientSync&) = delete;
+  ~PlanGradientSync();
+  PlanGradientSync(const PlanGradientSync&) = delete;
+  PlanGradientSync& operator=(const PlanGradientSync&) = delete;
 
-  // me = comm.rank(); shared = shared_experts(replicas) of the plan.
+  // me = comm.rank(); shared = shared_experts(replicas) of the plan. comm is the host plane (used
+  // when staged).
   Status sync(comm::Collectives& comm, const std::vector<SharedExpert>& shared);
 
  private:
+  std::vector<model::DeviceUnit*> dense_units();
+  Status sync_staged(comm::Collectives& comm, const std::vector<SharedExpert>& shared);
+  Status sync_direct(comm::Collectives& plane, const std::vector<SharedExpert>& shared);
+
   model::DeviceParams& p_;
+  comm::Collectives* device_plane_;
   PinnedStaging staging_;
-  model::Params experts_;  // host copies of the gradients of the shared experts held here (g only)
+  model::Params experts_;  // staged: host copies of the gradients of the shared experts held here (g only)
+  kernels::cuda::Buffer<float> dense_, inbox_, sum_;  // direct: the dense all-reduce, the roots' parts and sums
 };
 
 // The global gradient norm as Trainer::global_norm computes it on a CPU rank, with the same one
 // all-reduce (a double, when comm has more than one rank): every non-expert unit's sum of squares
 // (final after the sync, the same on every rank) plus each expert's divided by its number of
 // holders, summed over ranks. ids and sums are parallel (DeviceParams::units() and
-// OptimizerCuda::unit_grad_sum_squares(), after StagedGradientSync::sync).
+// OptimizerCuda::unit_grad_sum_squares(), after PlanGradientSync::sync).
 Result<double> global_grad_norm(comm::Collectives& comm, const std::vector<model::UnitId>& ids,
                                 const std::vector<double>& sums, const std::vector<Counts>& replicas);
 
