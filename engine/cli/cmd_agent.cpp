@@ -25,9 +25,9 @@ int cmd_agent(const Args& args) {
                {"--parent-pid", "PID", "die with this process (set by salamander run)"},
                {"--data-host", "HOST", "address other workers reach this node's workers at for the data plane "
                                        "(default 127.0.0.1 with a local controller, else this host's name)"}}};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code);
+  if (!p) return code;
   mesh::AgentOptions o;
   o.controller = p->get_or("--controller", "");
   if (o.controller.empty()) return usage_error(cmd, "--controller ENDPOINT is required");

@@ -21,9 +21,9 @@ int cmd_controller(const Args& args) {
                {"--steps", "N", "steps to drive, then stop (default: the job's train.steps)"},
                {"--out", "DIR", "write events.csv and audit.log into DIR"}},
               1};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code);
+  if (!p) return code;
   if (p->positional.empty()) return usage_error(cmd, "a job file is required (e.g. scripts/jobs/quickstart.lua)");
   if (auto s = setup_logging(*p, "controller"); !s) return usage_error(cmd, s.error().message());
   auto job = load_job(p->positional[0]);

@@ -11,9 +11,9 @@ int cmd_job(const Args& args) {
               "Checks a job file against the schema, or prints the schema (every key, its rule and default).",
               {{"--markdown", "", "schema as a Markdown table (docs/job-file.md)"}},
               2};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help") || p->positional.empty()) return std::fputs(usage(cmd).c_str(), stdout), p->positional.empty() ? 2 : 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code, Positional::required);
+  if (!p) return code;
   const std::string& verb = p->positional[0];
   if (verb == "schema") {
     std::fputs(job::schema_table(p->has("--markdown")).c_str(), stdout);

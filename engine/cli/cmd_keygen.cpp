@@ -14,9 +14,9 @@ int cmd_keygen(const Args& args) {
               "security.allow as '<public key> <role> <name>'.",
               {},
               1};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help") || p->positional.empty()) return std::fputs(usage(cmd).c_str(), stdout), p->positional.empty() ? 2 : 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code, Positional::required);
+  if (!p) return code;
   auto kp = wire::generate_key_files(p->positional[0]);
   if (!kp) {
     std::fprintf(stderr, "salamander keygen: %s\n", kp.error().message().c_str());

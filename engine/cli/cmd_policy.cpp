@@ -31,9 +31,9 @@ int policy_check(const Args& args) {
               "Loads a policy file, checks its shape (api, kind, name, doc, decide) and runs its selftest.",
               {{"--json", "", "print the result as JSON"}},
               1};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help") || p->positional.empty()) return std::fputs(usage(cmd).c_str(), stdout), p->positional.empty() ? 2 : 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code, Positional::required);
+  if (!p) return code;
   auto g = policy::check_file(p->positional[0]);
   if (p->has("--json")) {
     nlohmann::ordered_json j;
@@ -112,9 +112,9 @@ int policy_plan(const Args& args) {
               "Runs an allocation and a placement policy on the loads and prints per layer the replica "
               "counts and the node -> slots table (expert ids 0-based). --json prints the plan file.",
               plan_options(), 0};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code);
+  if (!p) return code;
   auto req = plan_request(*p, true);
   if (!req) return usage_error(cmd, req.error().message());
   policy::PolicySet set;

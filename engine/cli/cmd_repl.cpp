@@ -31,9 +31,9 @@ int cmd_repl(const Args& args) {
                {"--key", "FILE", "CURVE: your key pair (.key file)"},
                {"--timeout-ms", "MS", "give up on a reply after MS (default: the server's budget + 5 s)"}},
               1};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code);
+  if (!p) return code;
   if (auto s = setup_logging(*p, "repl"); !s) return usage_error(cmd, s.error().message());
   repl::ConsoleOptions o;
   o.client.endpoint = !p->positional.empty() ? p->positional[0]

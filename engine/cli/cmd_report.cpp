@@ -18,9 +18,9 @@ int cmd_report(const Args& args) {
               {{"--out", "FILE", "where to write (default RUN_DIR/report.html; required with --compare)"},
                {"--compare", "", "compare the run directories given (two or more)"}},
               1024};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code);
+  if (!p) return code;
   std::string out = p->get_or("--out", "");
   Status written;
   if (p->has("--compare")) {

@@ -96,9 +96,9 @@ int cmd_run(const Args& args) {
                {"--modes", "M,M,...", "run once per recovery mode (elastic, fixed-ep-ft, checkpoint-restart) "
                                        "and write <out>/compare.html"}},
               1};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code);
+  if (!p) return code;
   auto job = load_job(p->positional.empty() ? std::nullopt : std::optional(p->positional[0]));
   if (!job) {
     std::fprintf(stderr, "salamander run: %s\n", job.error().message().c_str());

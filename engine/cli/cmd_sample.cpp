@@ -20,9 +20,9 @@ int cmd_sample(const Args& args) {
                {"--temperature", "T", "sampling temperature; 0 takes the most likely byte (default 0.8)"},
                {"--seed", "S", "random seed (default 1)"},
                {"--score", "FILE", "also print the model's loss (nats per byte) on the text in FILE"}}};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code);
+  if (!p) return code;
   std::string dir = p->get_or("--checkpoint", "");
   if (dir.empty()) return usage_error(cmd, "--checkpoint DIR is required");
   model::SampleOptions o;

@@ -33,9 +33,9 @@ int sim_ettr(const Args& args) {
                {"--seed", "S", "seed (default 1)"},
                {"--json", "", "print as JSON"}},
               0};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code);
+  if (!p) return code;
   auto mtbf = p->get_double("--mtbf"), iter = p->get_double("--iter-time"), ckpt = p->get_double("--ckpt-time"),
        restart = p->get_double("--restart", 60.0);
   auto interval = p->get_int("--interval", 0, 1, int64_t(1) << 40);
@@ -86,9 +86,9 @@ int sim_spare(const Args& args) {
                {"--seed", "S", "seed (default 1)"},
                {"--json", "", "print as JSON"}},
               0};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code);
+  if (!p) return code;
   auto n = p->get_int("--groups", 0, 1, 1 << 20);
   auto trials = p->get_int("--trials", 1000, 1, 1 << 24);
   auto seed = p->get_int("--seed", 1, 0, INT64_MAX);

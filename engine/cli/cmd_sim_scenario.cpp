@@ -58,9 +58,9 @@ int sim_scenario(const Args& args) {
                {"--no-report", "", "write no files"},
                {"--quiet", "", "no progress line"}},
               1};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code);
+  if (!p) return code;
   if (p->positional.empty()) return usage_error(cmd, "a scenario file is required");
   // Policy loads are logged at info for every trial: keep the terminal to warnings.
   if (auto s = setup_logging(*p, "sim", "", p->has("--log-level") ? "" : "warn"); !s) return usage_error(cmd, s.error().message());

@@ -19,9 +19,9 @@ int cmd_worker(const Args& args) {
                {"--parent-pid", "PID", "die with this process"},
                {"--heartbeat-ms", "MS", "status interval towards the agent"},
                {"--data-host", "HOST", "this worker's data-plane address (default 127.0.0.1)"}}};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code);
+  if (!p) return code;
   runtime::WorkerOptions o;
   o.agent = p->get_or("--agent", "");
   o.device = p->get_or("--device", "cpu:0");

@@ -131,9 +131,9 @@ int policy_recovery(const Args& args) {
               "and how it was computed (exact, closed-form or monte-carlo); or a table of the joint "
               "probability against k for several placement policies on the same allocation.",
               opts, 0};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code);
+  if (!p) return code;
   if (p->has("--plan")) return recovery_of_plan(*p);
   if (p->has("--compare")) return recovery_compare(*p);
   return usage_error(cmd, "give --plan PLAN.json, or --compare with --loads, --nodes and --slots");
@@ -151,9 +151,9 @@ int policy_spare(const Args& args) {
                {"--restart", "TR", "restart time (same unit): prints Tc* and A*"},
                {"--json", "", "print as JSON"}},
               0};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code);
+  if (!p) return code;
   auto n = p->get_int("--groups", 0, 1, 1 << 20);
   if (!n || *n == 0) return usage_error(cmd, "--groups N is required");
   auto r_star = algo::optimal_redundancy(int(*n));
@@ -211,9 +211,9 @@ int policy_window(const Args& args) {
               "\"operators\": [{\"name\", \"kind\", \"full_bytes\", \"compute_bytes\", \"popularity\"}, ...]}.",
               {{"--profile", "FILE", "the profile (see above)"}, {"--json", "", "print as JSON"}},
               0};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code);
+  if (!p) return code;
   auto file = p->get("--profile");
   if (!file) return usage_error(cmd, "--profile FILE is required");
   auto text = read_file(*file);

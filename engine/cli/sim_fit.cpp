@@ -587,9 +587,9 @@ int cmd_sim_fit(const Args& args) {
                {"--job", "JOB.lua", "the run's job file (default: the one its agent logs name)"},
                {"--json", "", "print the fit as JSON"}},
               1};
-  auto p = parse(cmd, args);
-  if (!p) return usage_error(cmd, p.error().message());
-  if (p->has("--help")) return std::fputs(usage(cmd).c_str(), stdout), 0;
+  int code = 0;
+  auto p = parse_command(cmd, args, code);
+  if (!p) return code;
   if (p->positional.size() != 1) return usage_error(cmd, "expected one run directory");
   std::string dir = p->positional[0];
   std::string out = p->get_or("-o", dir + "/sim-fit.lua");
