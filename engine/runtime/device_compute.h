@@ -50,9 +50,13 @@ struct DevicePlan {
   std::vector<Counts> replicas;           // [layer] = R[e][rank], as DistributedExchange takes it
   std::function<void()> before_alltoall;  // may be empty: called before every all-to-all (a drill's fault point)
   // Non-empty when every rank has a GPU of its own: the device data plane to connect through
-  // `store` under this prefix (one per plan), which then carries the rows and the gradients.
+  // `store` under this prefix, which then carries the rows and the gradients.
   std::string device_prefix;
   comm::StoreClient* store = nullptr;
+  // With device_prefix: keep the device plane the device holds instead of connecting one (the
+  // plan has the same ranks on the same GPUs as that plane's, and every rank's plane is ready:
+  // the Trainers agreed on it).
+  bool reuse_device_plane = false;
 };
 
 // True when there are two or more keys, none empty and no two equal: every rank of the plan has a
@@ -81,13 +85,19 @@ class DeviceCompute {
   // The plan the units of the last load() train in, after every load() (DevicePlan). plan.comm
   // and plan.store must stay alive until the next load(), the next set_plan() or the object's
   // end, whichever comes first; the Trainer calls set_plan({}) before it replaces or drops them.
-  // With a device_prefix this connects the device data plane (every rank of the plan at once) and
-  // fails, naming it, when it cannot. set_plan({}) before any load() does nothing; with a comm it
+  // With a device_prefix this connects the device data plane (every rank of the plan at once) or
+  // reuses the one it holds, and fails, naming it, when it cannot. The device plane outlives
+  // set_plan({}) and load() while it is ready; a set_plan() with a comm and no device_prefix, or
+  // one that does not reuse it, drops it. set_plan({}) before any load() does nothing; with a comm it
   // fails then.
   virtual Status set_plan(const DevicePlan& plan) = 0;
   // What tells this device's GPU apart across processes and machines (its UUID); empty when a
   // device data plane is not to be used (it is then never asked to connect one).
   virtual std::string device_key() const = 0;
+  // Holds a device data plane that has not failed nor been aborted: it can serve a next plan of
+  // the same ranks (DevicePlan::reuse_device_plane). A plane that is not ready is dropped by the
+  // next set_plan().
+  virtual bool device_plane_ready() const = 0;
   // Any thread: ends the device data plane's call or connect in flight (it returns an error) and
   // makes every later connect fail until clear_abort(). The host plane is the Trainer's to abort.
   virtual void abort(const std::string& why) = 0;

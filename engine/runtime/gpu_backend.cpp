@@ -5,9 +5,11 @@
 // PlanDeviceExchange over the plan's Collectives when there are several ranks, with a
 // PlanGradientSync; both refer to that Collectives, which the Trainer keeps alive until the next
 // load() or set_plan() (device_compute.h), and both are dropped before the DeviceParams. When the
-// plan names a device data plane, set_plan() connects it (NcclCollectives, one per plan) and both
-// move their rows and gradients over it; it is dropped with them, after them, and first aborted
-// when a failed call may have left NCCL work running on buffers they are about to free. The
+// plan names a device data plane, set_plan() connects it (NcclCollectives) or keeps the one it
+// holds (the same ranks on the same GPUs), and both move their rows and gradients over it. The
+// plane refers to nothing of the model: it outlives set_plan({}) and load() while it is ready, and
+// one that is not (aborted, failed) is dropped before the exchange's buffers are freed, aborting
+// NCCL work a failed call may have left running on them. The
 // snapshot staging (PinnedSnapshot: copy stream, events, pinned host memory) lives as long as the
 // object, across loads, so its pinned memory is allocated once; a DeviceParams dropped while a
 // snapshot's copy still reads it waits for the copy first (~DeviceParams).
@@ -59,6 +61,7 @@ class GpuCompute final : public DeviceCompute {
   ~GpuCompute() override {
     (void)cudaSetDevice(ctx_->device());
     drop();
+    drop_device_plane();
   }
 
   Status load(const model::Params& host, const std::vector<std::pair<int, int>>& held) override {
@@ -103,6 +106,8 @@ class GpuCompute final : public DeviceCompute {
 
   Status set_plan(const DevicePlan& plan) override {
     release_plan();
+    // set_plan({}) lets go of the plan only; a plan drops the plane unless it keeps it
+    if (plan.comm && (plan.device_prefix.empty() || !plan.reuse_device_plane)) drop_device_plane();
     if (!params_) return plan.comm ? fail(name_, ": no parameters on the device to plan for") : Status{};
     if (!plan.comm || plan.comm->size() <= 1) {
       exchange_ = std::make_unique<model::LocalDeviceExchange>(*params_);
@@ -110,7 +115,7 @@ class GpuCompute final : public DeviceCompute {
     }
     comm::Collectives* device_plane = nullptr;
     if (!plan.device_prefix.empty()) {
-      SAL_TRY(connect_device_plane(plan));
+      SAL_TRY(plan.reuse_device_plane ? keep_device_plane(plan) : connect_device_plane(plan));
       device_plane = nccl_.get();
     }
     auto ex = std::make_unique<PlanDeviceExchange>(*plan.comm, device_plane, *params_, plan.replicas);
@@ -123,6 +128,11 @@ class GpuCompute final : public DeviceCompute {
   }
 
   std::string device_key() const override { return key_; }
+
+  bool device_plane_ready() const override {
+    auto n = std::atomic_load(&nccl_);
+    return n && !n->aborted() && !n->outstanding_work();
+  }
 
   void abort(const std::string& why) override {
     cancel_ = true;
@@ -222,25 +232,41 @@ class GpuCompute final : public DeviceCompute {
     return {};
   }
 
-  // Drops the exchange, the gradient sync and the device data plane. A plane whose failed call may
-  // still run NCCL kernels on the exchange's buffers is aborted before they are freed (cudaFree
-  // would wait behind a hung kernel); a healthy one is finalized after them.
-  void release_plan() {
+  // The plane the device holds, for a plan of the same ranks on the same GPUs (the Trainers agreed
+  // every rank's is ready); it may have been aborted since.
+  Status keep_device_plane(const DevicePlan& plan) {
     auto n = std::atomic_load(&nccl_);
-    if (n && n->outstanding_work())
-      if (auto s = n->abort_and_destroy(); !s) spdlog::warn("{}: {}", name_, s.error().message());
+    if (!device_plane_ready())
+      return fail(name_, ": the device data plane to keep for '", plan.device_prefix, "' is ",
+                  n ? "aborted or failed" : "gone");
+    if (n->rank() != plan.comm->rank() || n->size() != plan.comm->size())
+      return fail(name_, ": the device data plane '", n->prefix(), "' is rank ", n->rank(), " of ", n->size(),
+                  ", the plan's rank ", plan.comm->rank(), " of ", plan.comm->size());
+    spdlog::info("{}: keeps NCCL device data plane '{}' for '{}'", name_, n->prefix(), plan.device_prefix);
+    return {};
+  }
+
+  // Drops the exchange and the gradient sync. A device data plane that is not ready is dropped
+  // first, aborted if a failed call may still run NCCL kernels on the exchange's buffers (cudaFree
+  // would wait behind a hung kernel); a ready one stays for the next plan to keep or drop.
+  void release_plan() {
+    if (!device_plane_ready()) drop_device_plane();
     sync_.reset();
     exchange_.reset();
     comm_ = nullptr;
     replicas_.clear();
-    if (n) {
-      std::atomic_store(&nccl_, std::shared_ptr<comm::NcclCollectives>());
-      if (auto s = n->destroy(); !s) spdlog::warn("{}: {}", name_, s.error().message());
-    }
   }
 
-  // Frees the device state; waits first, since kernels in flight may still use the memory (and
-  // ~DeviceParams waits for a snapshot's copy still reading it).
+  // Ends the device data plane: finalized when healthy, aborted otherwise (NcclCollectives::destroy).
+  void drop_device_plane() {
+    auto n = std::atomic_load(&nccl_);
+    if (!n) return;
+    std::atomic_store(&nccl_, std::shared_ptr<comm::NcclCollectives>());
+    if (auto s = n->destroy(); !s) spdlog::warn("{}: {}", name_, s.error().message());
+  }
+
+  // Frees the device state but a ready device data plane; waits first, since kernels in flight
+  // may still use the memory (and ~DeviceParams waits for a snapshot's copy still reading it).
   void drop() {
     if (ctx_) (void)ctx_->synchronize();
     release_plan();

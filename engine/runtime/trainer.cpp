@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <set>
+#include <utility>
 
 #include "comm/gloo_collectives.h"
 #include "core/clock.h"
@@ -125,16 +126,14 @@ Status Trainer::connect(const wire::PlanUpdate& p) {
   if (aborting_) comm->abort("aborted by the controller");  // an abort that came while connecting
   rank_ = p.my_rank;
   ranks_ = int(p.ranks.size());
-  auto own = all_own_devices(*comm);
-  if (!own) return own.error().with_context("plan " + std::to_string(p.plan) + " data plane: the ranks' devices");
-  device_prefix_ = *own ? o.prefix + "/device" : "";
+  if (auto s = choose_device_plane(*comm, o.prefix); !s)
+    return s.error().with_context("plan " + std::to_string(p.plan) + " data plane: the ranks' devices");
   return {};
 }
 
-// Every rank's device_key() (empty on a CPU worker), all-gathered in fixed-size records: whether
-// the plan can have a device data plane. Every rank takes part, so all decide alike.
-Result<bool> Trainer::all_own_devices(comm::Collectives& c) {
-  if (c.size() < 2) return false;
+// Every rank's device_key() (empty on a CPU worker), all-gathered in fixed-size records. Every
+// rank takes part, so all decide alike from it.
+Result<std::vector<std::string>> Trainer::device_keys(comm::Collectives& c) {
   constexpr size_t kKey = 64;
   std::string mine = device_ ? device_->device_key() : std::string();
   if (mine.size() >= kKey) return fail("device key '", mine, "' is longer than ", kKey - 1, " characters");
@@ -143,7 +142,27 @@ Result<bool> Trainer::all_own_devices(comm::Collectives& c) {
   SAL_TRY(c.allgather(mine.data(), kKey, all.data()));
   std::vector<std::string> keys;
   for (int r = 0; r < c.size(); ++r) keys.emplace_back(all.c_str() + size_t(r) * kKey);
-  return runtime::all_own_devices(keys);
+  return keys;
+}
+
+// Whether the plan gets a device data plane (every rank on a GPU of its own), and whether it is
+// the one the devices hold: the same keys in the same rank order as that plane's, and every
+// rank's plane ready (a vote: an all-reduce of the ranks that say no).
+Status Trainer::choose_device_plane(comm::Collectives& c, const std::string& prefix) {
+  const std::vector<std::string> held = std::exchange(plane_keys_, {});  // set again once the plan is in place
+  device_prefix_.clear();
+  reuse_plane_ = false;
+  plan_keys_.clear();
+  if (c.size() < 2) return {};
+  auto keys = device_keys(c);
+  if (!keys) return keys.error();
+  if (!all_own_devices(*keys)) return {};
+  double no = *keys == held && device_ && device_->device_plane_ready() ? 0.0 : 1.0;
+  SAL_TRY(c.allreduce_sum(&no, 1));
+  device_prefix_ = prefix + "/device";
+  reuse_plane_ = no == 0.0;
+  plan_keys_ = std::move(*keys);
+  return {};
 }
 
 namespace {
@@ -320,7 +339,9 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
     dp.before_alltoall = [this] { faults_.at(wire::FaultPoint::alltoall, step_); };
     dp.device_prefix = device_prefix_;
     dp.store = store_.get();
+    dp.reuse_device_plane = reuse_plane_;
     if (auto s = device_->set_plan(dp); !s) return s.error().with_context("plan " + std::to_string(p.plan));
+    plane_keys_ = plan_keys_;
     plan_times_.migrate_ms += double(mono_ns() - t2) / 1e6;
   }
   plan_ = p.plan;

@@ -24,7 +24,9 @@
 // and CPU workers one plan. When connect() finds every rank on a GPU of its own (an all-gather of
 // DeviceCompute::device_key(), which every rank, CPU or GPU, takes part in), the plan also gets a
 // device data plane (NCCL, prefix "plan-N/device") that the devices connect in set_plan() and move
-// the rows and gradients over.
+// the rows and gradients over. A plan with the same ranks on the same GPUs as the last one keeps
+// that plane when every rank's is ready (one more all-reduce of a vote), instead of connecting
+// another.
 #pragma once
 
 #include <zmq.hpp>
@@ -99,7 +101,8 @@ class Trainer {
 
  private:
   Status connect(const wire::PlanUpdate& plan);
-  Result<bool> all_own_devices(comm::Collectives& c);
+  Result<std::vector<std::string>> device_keys(comm::Collectives& c);
+  Status choose_device_plane(comm::Collectives& c, const std::string& prefix);
   bool device_keeps(const wire::PlanUpdate& plan) const;
   Status migrate(const wire::PlanUpdate& plan);
   Status restore(const wire::PlanUpdate& plan);
@@ -142,6 +145,9 @@ class Trainer {
   std::unique_ptr<DeviceCompute> device_;        // null on a CPU worker
   bool device_newer_ = false;                    // the device has committed updates the host lacks
   std::string device_prefix_;                    // this plan's device data plane ("": none)
+  bool reuse_plane_ = false;                     // ... which is the one the device holds
+  std::vector<std::string> plan_keys_;           // this plan's ranks' device keys (with a device plane)
+  std::vector<std::string> plane_keys_;          // the ranks' keys of the device plane the device holds
   std::set<std::pair<int, int>> device_held_;    // the experts the device's last load() gave it ({}: none)
 };
 

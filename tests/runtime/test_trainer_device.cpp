@@ -44,7 +44,7 @@ struct Calls {
   // set_plan: the calls, the last one's data plane (size and rank; 0 and -1 for none) and replicas
   int plans = 0, plan_size = 0, plan_rank = -1, syncs = 0;
   std::vector<runtime::Counts> plan_replicas;
-  std::vector<std::string> prefixes;  // each set_plan's device_prefix
+  std::vector<std::string> prefixes;  // each set_plan's device_prefix, with a * when it reuses the plane
   std::string key;                    // what device_key() answers
   int aborts = 0, clears = 0;
   int snapshots = -1;  // DeviceOptions::snapshots the device was opened with
@@ -87,21 +87,28 @@ class HostDevice final : public DeviceCompute {
     comm_ = nullptr;
     return {};
   }
-  // A device data plane, when the plan names one, is not connected: the host plane serves both.
+  // A device data plane, when the plan names one, is not connected (the host plane serves both):
+  // the stand-in only keeps the books of holding one, as the GPU's does.
   Status set_plan(const DevicePlan& plan) override {
     ++calls_.plans;
     calls_.plan_size = plan.comm ? plan.comm->size() : 0;
     calls_.plan_rank = plan.comm ? plan.comm->rank() : -1;
     calls_.plan_replicas = plan.replicas;
-    calls_.prefixes.push_back(plan.device_prefix);
+    calls_.prefixes.push_back(plan.device_prefix + (plan.reuse_device_plane ? "*" : ""));
     if (!plan.device_prefix.empty() && !plan.store) return fail("a device data plane without a store");
+    if (plan.reuse_device_plane && !plane_) return fail("no device data plane to reuse");
+    if (plan.comm) plane_ = !plan.device_prefix.empty();
     comm_ = plan.comm && plan.comm->size() > 1 ? plan.comm : nullptr;
     replicas_ = plan.replicas;
     before_alltoall_ = plan.before_alltoall;
     return {};
   }
   std::string device_key() const override { return calls_.key; }
-  void abort(const std::string&) override { ++calls_.aborts; }
+  bool device_plane_ready() const override { return plane_; }
+  void abort(const std::string&) override {
+    ++calls_.aborts;
+    plane_ = false;
+  }
   void clear_abort() override { ++calls_.clears; }
   // As Trainer::sync_gradients on a CPU rank.
   Status sync_gradients(const std::vector<SharedExpert>& shared) override {
@@ -200,6 +207,7 @@ class HostDevice final : public DeviceCompute {
   std::function<void()> before_alltoall_;
   std::vector<model::Unit> staging_;
   bool staged_ = false;
+  bool plane_ = false;  // holds a (make-believe) device data plane that was not aborted
 };
 
 TrainSpec spec(const std::string& device) {
@@ -306,9 +314,10 @@ struct Pair {
 // process). The test forks its ranks, so it comes first in this file: Gloo's event loop thread,
 // started by the first data plane a process connects, does not survive a fork (ctest runs each
 // case in its own process anyway). A device Trainer on a GPU of its own (device keys differ) trains
-// 3 steps in plan 1, a CPU Trainer the same 3 steps in plan 2, and a device Trainer sharing its GPU
-// with the other rank (equal keys) the same in plan 3. Reports what set_plan() was given and each
-// step's loss and norm.
+// 3 steps in plan 1, one more in plan 4 (the same ranks: its device plane is kept), and after an
+// abort applies plan 5 (a new plane); a CPU Trainer trains the same 3 steps in plan 2, and a device
+// Trainer sharing its GPU with the other rank (equal keys) the same in plan 3. Reports what
+// set_plan() was given and each step's loss and norm.
 static std::string two_rank_body(int rank, const std::string& endpoint) {
   test::Report rep;
   zmq::context_t zmq(1);
@@ -345,6 +354,18 @@ static std::string two_rank_body(int rank, const std::string& endpoint) {
       rep.note(key + ".ce=" + fmt(o->stats.ce_sum));
       rep.note(key + ".norm=" + fmt(o->grad_norm));
     }
+    if (number != 1) continue;
+    // the same ranks on the same GPUs again: the plane is kept, and training goes on over it
+    s = t.apply_plan(plan(4, 3, endpoint, 2, rank));
+    rep.check(s.ok(), std::string("apply_plan 4: ") + (s.ok() ? "" : s.error().message()));
+    if (!s.ok()) return rep.text();
+    auto o = t.step(3);
+    rep.check(o.ok() && t.commit(3).ok(), "step 3 in plan 4");
+    // after an abort the device's plane is not ready: the next plan connects another
+    t.abort("drill");
+    t.clear_abort();
+    s = t.apply_plan(plan(5, 4, endpoint, 2, rank));
+    rep.check(s.ok(), std::string("apply_plan 5: ") + (s.ok() ? "" : s.error().message()));
   }
   rep.note("loads=" + std::to_string(calls.loads));
   rep.note("plans=" + std::to_string(calls.plans));
@@ -385,13 +406,15 @@ TEST_CASE("two device Trainers in a plan of two ranks get its data plane, a devi
     // set_plan: first letting go of any data plane (before connecting), then after the load with
     // the plan's, and its replicas; a device plane for plan 1 (GPUs of their own), none for plan 3
     // (one GPU shared)
-    CHECK(test::report_value(rep, "loads") == "2");
-    CHECK(test::report_value(rep, "plans") == "4");
+    // (plan 4 keeps plan 1's plane, plan 5, after an abort, connects its own)
+    CHECK(test::report_value(rep, "loads") == "2");  // plans 4 and 5 leave the units as they are
+    CHECK(test::report_value(rep, "plans") == "8");
     CHECK(test::report_value(rep, "plan_size") == "2");
     CHECK(test::report_value(rep, "plan_rank") == std::to_string(r));
     CHECK(test::report_value(rep, "replicas") == "each expert once on each rank");
-    CHECK(test::report_value(rep, "syncs") == "6");
-    CHECK(test::report_value(rep, "prefixes") == "[][plan-1/device][][]");
+    CHECK(test::report_value(rep, "syncs") == "7");
+    CHECK(test::report_value(rep, "prefixes") ==
+          "[][plan-1/device][][plan-4/device*][][plan-5/device][][]");
     for (int i = 0; i < 3; ++i) {
       CAPTURE(i);
       std::string n(".");
