@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -131,37 +132,48 @@ Status Trainer::connect(const wire::PlanUpdate& p) {
   return {};
 }
 
-// Every rank's device_key() (empty on a CPU worker), all-gathered in fixed-size records. Every
-// rank takes part, so all decide alike from it.
-Result<std::vector<std::string>> Trainer::device_keys(comm::Collectives& c) {
-  constexpr size_t kKey = 64;
-  std::string mine = device_ ? device_->device_key() : std::string();
-  if (mine.size() >= kKey) return fail("device key '", mine, "' is longer than ", kKey - 1, " characters");
-  mine.resize(kKey, '\0');
-  std::string all(kKey * size_t(c.size()), '\0');
-  SAL_TRY(c.allgather(mine.data(), kKey, all.data()));
-  std::vector<std::string> keys;
-  for (int r = 0; r < c.size(); ++r) keys.emplace_back(all.c_str() + size_t(r) * kKey);
-  return keys;
+namespace {
+
+// FNV-1a over a list of device keys (each with its terminator): what identifies a device plane's
+// ranks and GPUs in the vote; never 0, which means "no plane".
+uint64_t keys_hash(const std::vector<std::string>& keys) {
+  uint64_t h = 1469598103934665603ull;
+  for (const std::string& k : keys)
+    for (size_t i = 0; i <= k.size(); ++i) h = (h ^ uint8_t(i < k.size() ? k[i] : 0)) * 1099511628211ull;
+  return h == 0 ? 1 : h;
 }
 
-// Whether the plan gets a device data plane (every rank on a GPU of its own), and whether it is
-// the one the devices hold: the same keys in the same rank order as that plane's, and every
-// rank's plane ready (a vote: an all-reduce of the ranks that say no).
+}  // namespace
+
+// Every rank's device_key() (empty on a CPU worker) and what device plane it holds ready (the hash
+// of that plane's keys; 0: none), all-gathered in one collective of fixed-size records. Every rank
+// takes part, so all decide alike: a device plane when every rank has a GPU of its own, and the
+// one the devices hold when every rank holds it, ready, for these very keys.
 Status Trainer::choose_device_plane(comm::Collectives& c, const std::string& prefix) {
   const std::vector<std::string> held = std::exchange(plane_keys_, {});  // set again once the plan is in place
   device_prefix_.clear();
   reuse_plane_ = false;
   plan_keys_.clear();
   if (c.size() < 2) return {};
-  auto keys = device_keys(c);
-  if (!keys) return keys.error();
-  if (!all_own_devices(*keys)) return {};
-  double no = *keys == held && device_ && device_->device_plane_ready() ? 0.0 : 1.0;
-  SAL_TRY(c.allreduce_sum(&no, 1));
+  constexpr size_t kKey = 64, kRecord = kKey + sizeof(uint64_t);
+  std::string mine = device_ ? device_->device_key() : std::string();
+  if (mine.size() >= kKey) return fail("device key '", mine, "' is longer than ", kKey - 1, " characters");
+  const uint64_t ready = !held.empty() && device_ && device_->device_plane_ready() ? keys_hash(held) : 0;
+  mine.resize(kKey, '\0');
+  mine.append(reinterpret_cast<const char*>(&ready), sizeof ready);
+  std::string all(kRecord * size_t(c.size()), '\0');
+  SAL_TRY(c.allgather(mine.data(), kRecord, all.data()));
+  std::vector<std::string> keys;
+  std::vector<uint64_t> planes(size_t(c.size()));
+  for (size_t r = 0; r < size_t(c.size()); ++r) {
+    keys.emplace_back(all.c_str() + r * kRecord);
+    std::memcpy(&planes[r], all.data() + r * kRecord + kKey, sizeof(uint64_t));
+  }
+  if (!all_own_devices(keys)) return {};
+  const uint64_t want = keys_hash(keys);
   device_prefix_ = prefix + "/device";
-  reuse_plane_ = no == 0.0;
-  plan_keys_ = std::move(*keys);
+  reuse_plane_ = std::all_of(planes.begin(), planes.end(), [want](uint64_t h) { return h == want; });
+  plan_keys_ = std::move(keys);
   return {};
 }
 

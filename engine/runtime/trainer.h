@@ -25,7 +25,7 @@
 // DeviceCompute::device_key(), which every rank, CPU or GPU, takes part in), the plan also gets a
 // device data plane (NCCL, prefix "plan-N/device") that the devices connect in set_plan() and move
 // the rows and gradients over. A plan with the same ranks on the same GPUs as the last one keeps
-// that plane when every rank's is ready (one more all-reduce of a vote), instead of connecting
+// that plane when every rank's is ready (told in the same all-gather), instead of connecting
 // another.
 #pragma once
 
@@ -101,7 +101,6 @@ class Trainer {
 
  private:
   Status connect(const wire::PlanUpdate& plan);
-  Result<std::vector<std::string>> device_keys(comm::Collectives& c);
   Status choose_device_plane(comm::Collectives& c, const std::string& prefix);
   bool device_keeps(const wire::PlanUpdate& plan) const;
   Status migrate(const wire::PlanUpdate& plan);

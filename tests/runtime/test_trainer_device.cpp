@@ -314,8 +314,8 @@ struct Pair {
 // process). The test forks its ranks, so it comes first in this file: Gloo's event loop thread,
 // started by the first data plane a process connects, does not survive a fork (ctest runs each
 // case in its own process anyway). A device Trainer on a GPU of its own (device keys differ) trains
-// 3 steps in plan 1, one more in plan 4 (the same ranks: its device plane is kept), and after an
-// abort applies plan 5 (a new plane); a CPU Trainer trains the same 3 steps in plan 2, and a device
+// 3 steps in plan 1, one more in plan 4 (the same ranks: its device plane is kept), after an abort
+// applies plan 5 (a new plane) and then plan 6 with the ranks swapped (another new plane); a CPU Trainer trains the same 3 steps in plan 2, and a device
 // Trainer sharing its GPU with the other rank (equal keys) the same in plan 3. Reports what
 // set_plan() was given and each step's loss and norm.
 static std::string two_rank_body(int rank, const std::string& endpoint) {
@@ -366,6 +366,9 @@ static std::string two_rank_body(int rank, const std::string& endpoint) {
     t.clear_abort();
     s = t.apply_plan(plan(5, 4, endpoint, 2, rank));
     rep.check(s.ok(), std::string("apply_plan 5: ") + (s.ok() ? "" : s.error().message()));
+    // the same GPUs as other ranks (the two swap ranks): a plane of other ranks, so another
+    s = t.apply_plan(plan(6, 4, endpoint, 2, 1 - rank));
+    rep.check(s.ok(), std::string("apply_plan 6: ") + (s.ok() ? "" : s.error().message()));
   }
   rep.note("loads=" + std::to_string(calls.loads));
   rep.note("plans=" + std::to_string(calls.plans));
@@ -406,15 +409,16 @@ TEST_CASE("two device Trainers in a plan of two ranks get its data plane, a devi
     // set_plan: first letting go of any data plane (before connecting), then after the load with
     // the plan's, and its replicas; a device plane for plan 1 (GPUs of their own), none for plan 3
     // (one GPU shared)
-    // (plan 4 keeps plan 1's plane, plan 5, after an abort, connects its own)
-    CHECK(test::report_value(rep, "loads") == "2");  // plans 4 and 5 leave the units as they are
-    CHECK(test::report_value(rep, "plans") == "8");
+    // (plan 4 keeps plan 1's plane; plan 5, after an abort, connects its own; so does plan 6, whose
+    // ranks are swapped)
+    CHECK(test::report_value(rep, "loads") == "2");  // plans 4 to 6 leave the units as they are
+    CHECK(test::report_value(rep, "plans") == "10");
     CHECK(test::report_value(rep, "plan_size") == "2");
     CHECK(test::report_value(rep, "plan_rank") == std::to_string(r));
     CHECK(test::report_value(rep, "replicas") == "each expert once on each rank");
     CHECK(test::report_value(rep, "syncs") == "7");
     CHECK(test::report_value(rep, "prefixes") ==
-          "[][plan-1/device][][plan-4/device*][][plan-5/device][][]");
+          "[][plan-1/device][][plan-4/device*][][plan-5/device][][plan-6/device][][]");
     for (int i = 0; i < 3; ++i) {
       CAPTURE(i);
       std::string n(".");
