@@ -344,6 +344,8 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
       if (auto s = device_->load(params_, held_); !s) return s.error().with_context("plan " + std::to_string(p.plan));
       device_held_ = std::set<std::pair<int, int>>(held_.begin(), held_.end());
     }
+    int64_t t3 = mono_ns();
+    plan_times_.migrate_ms += double(t3 - t2) / 1e6;  // the upload
     // comm_ and store_ stay this plan's until the next apply_plan(), which lets go of them above first
     DevicePlan dp;
     dp.comm = comm_.get();
@@ -354,7 +356,7 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
     dp.reuse_device_plane = reuse_plane_;
     if (auto s = device_->set_plan(dp); !s) return s.error().with_context("plan " + std::to_string(p.plan));
     plane_keys_ = plan_keys_;
-    plan_times_.migrate_ms += double(mono_ns() - t2) / 1e6;
+    plan_times_.connect_ms += double(mono_ns() - t3) / 1e6;  // mostly the device plane's connect, if any
   }
   plan_ = p.plan;
   pruned_ = false;

@@ -87,7 +87,8 @@ class Trainer {
   // On the training thread, once the controller's abort has been handled.
   void clear_abort();
 
-  // How long the last apply_plan() spent connecting the data plane and migrating units (ms).
+  // How long the last apply_plan() spent connecting the data plane (with a GPU's device plane) and
+  // migrating units (with a GPU's upload) (ms).
   struct PlanTimes {
     double connect_ms = 0, migrate_ms = 0;
   };
