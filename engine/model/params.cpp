@@ -162,12 +162,17 @@ Unit* Params::expert(int layer, int e) {
   return it == experts.end() ? nullptr : &it->second;
 }
 
-std::vector<Unit*> Params::units() {
+std::vector<Unit*> Params::non_expert_units() {
   std::vector<Unit*> out{&embedding};
   for (size_t l = 0; l < dense.size(); ++l) {
     out.push_back(&dense[l]);
     out.push_back(&gate[l]);
   }
+  return out;
+}
+
+std::vector<Unit*> Params::units() {
+  std::vector<Unit*> out = non_expert_units();
   for (auto& [key, u] : experts) out.push_back(&u);
   return out;
 }

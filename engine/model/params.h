@@ -84,6 +84,8 @@ struct Params {
   Unit* expert(int layer, int e);
   // Every unit this worker holds, in a fixed order (embedding, per layer dense, gate, experts).
   std::vector<Unit*> units();
+  // The units every worker holds (units() without the experts), in the same order.
+  std::vector<Unit*> non_expert_units();
   void zero_grads();
   size_t parameter_count() const;
 };

@@ -101,6 +101,19 @@ Status reduce_among_holders(comm::Collectives& comm, int me, const std::vector<S
   return {};
 }
 
+Status sum_dense_gradients(comm::Collectives& comm, model::Params& params) {
+  const std::vector<model::Unit*> dense = params.non_expert_units();
+  std::vector<float> buf;
+  for (const model::Unit* u : dense) buf.insert(buf.end(), u->g.begin(), u->g.end());
+  SAL_TRY(comm.allreduce_sum(buf.data(), buf.size()));
+  size_t at = 0;
+  for (model::Unit* u : dense) {
+    std::copy(buf.begin() + long(at), buf.begin() + long(at + u->g.size()), u->g.begin());
+    at += u->g.size();
+  }
+  return {};
+}
+
 // Host Params: the root's inbox is a vector per other holder, its sum a new vector.
 Status reduce_among_holders(comm::Collectives& comm, int me, const std::vector<SharedExpert>& shared,
                             model::Params& params) {

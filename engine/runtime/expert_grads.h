@@ -1,5 +1,6 @@
-// expert_grads.h — reducing each replicated expert's gradient among the ranks that hold it, and only
-// those. For every expert held by two or more ranks one holder is its root (the holders take turns
+// expert_grads.h — the gradient synchronisation of a step: every non-expert unit's gradient summed
+// over every rank (sum_dense_gradients), and each replicated expert's among the ranks that hold it,
+// and only those. For every expert held by two or more ranks one holder is its root (the holders take turns
 // down the list of such experts, so the summing is spread over the ranks); the other holders send
 // their gradient to the root, the root adds them in ascending rank order and sends the sum back.
 // Each of the two rounds is one exchange() with every message posted at once.
@@ -33,6 +34,10 @@ struct SharedExpert {
 // The experts held by two or more ranks in `replicas` ([layer] -> R[expert][rank]), in (layer,
 // expert) order, with their roots. The same on every rank for the same plan.
 std::vector<SharedExpert> shared_experts(const std::vector<Counts>& replicas);
+
+// Sums the gradients of params' non-expert units over every rank of comm, in place, with one
+// all-reduce of them concatenated in Params::non_expert_units() order.
+Status sum_dense_gradients(comm::Collectives& comm, model::Params& params);
 
 // Sums the gradients of `shared` among their holders, in place in params' expert units. `me` is
 // this rank; params must hold every expert `me` is a holder of. Errors name the expert.

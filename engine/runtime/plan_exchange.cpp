@@ -313,15 +313,6 @@ Status PlanDeviceExchange::run_backward(int layer, const model::DeviceRouting& r
 
 PlanGradientSync::~PlanGradientSync() { (void)p_.context().synchronize(); }
 
-std::vector<model::DeviceUnit*> PlanGradientSync::dense_units() {
-  std::vector<model::DeviceUnit*> dense{&p_.embedding()};
-  for (int l = 0; l < p_.dims().layers; ++l) {
-    dense.push_back(&p_.dense(l));
-    dense.push_back(&p_.gate(l));
-  }
-  return dense;
-}
-
 Status PlanGradientSync::sync(comm::Collectives& comm, const std::vector<SharedExpert>& shared) {
   if (comm.size() <= 1) return {};
   if (!device_plane_) return sync_staged(comm, shared);
@@ -335,7 +326,7 @@ Status PlanGradientSync::sync_staged(comm::Collectives& comm, const std::vector<
   const kc::Context& ctx = p_.context();
   const int me = comm.rank();
   // Every non-expert unit, in Trainer::sync_gradients's order, in one all-reduce.
-  const std::vector<model::DeviceUnit*> dense = dense_units();
+  const std::vector<model::DeviceUnit*> dense = p_.non_expert_units();
   size_t total = 0;
   for (const model::DeviceUnit* u : dense) total += u->size;
   SAL_TRY(staging_.reserve(ctx, total * sizeof(float)));
@@ -389,7 +380,7 @@ Status PlanGradientSync::sync_direct(comm::Collectives& plane, const std::vector
   const kc::Context& ctx = p_.context();
   const int me = plane.rank();
   // The dense units packed into one device buffer, all-reduced in place, unpacked.
-  const std::vector<model::DeviceUnit*> dense = dense_units();
+  const std::vector<model::DeviceUnit*> dense = p_.non_expert_units();
   size_t total = 0;
   for (const model::DeviceUnit* u : dense) total += u->size;
   SAL_GPU_TRY(model::ensure(ctx, dense_, total));

@@ -178,7 +178,6 @@ class PlanGradientSync {
   Status sync(comm::Collectives& comm, const std::vector<SharedExpert>& shared);
 
  private:
-  std::vector<model::DeviceUnit*> dense_units();
   Status sync_staged(comm::Collectives& comm, const std::vector<SharedExpert>& shared);
   Status sync_direct(comm::Collectives& plane, const std::vector<SharedExpert>& shared);
 

@@ -266,12 +266,7 @@ Status Trainer::restore(const wire::PlanUpdate& p) {
       return fail(model::unit_file(p.restore_dir, id), ": written at step ", written, ", the restore needs step ", p.step);
     return u;
   };
-  std::vector<model::Unit*> dense{&fresh.embedding};
-  for (size_t l = 0; l < fresh.dense.size(); ++l) {
-    dense.push_back(&fresh.dense[l]);
-    dense.push_back(&fresh.gate[l]);
-  }
-  for (model::Unit* u : dense) {
+  for (model::Unit* u : fresh.non_expert_units()) {
     auto loaded = load(u->id);
     if (!loaded) return loaded.error();
     *u = std::move(*loaded);
@@ -383,21 +378,9 @@ bool Trainer::device_keeps(const wire::PlanUpdate& p) const {
 Status Trainer::sync_gradients() {
   faults_.at(wire::FaultPoint::allreduce, step_);
   if (ranks_ <= 1) return {};
-  // every non-expert unit, over every rank
-  std::vector<model::Unit*> dense{&params_.embedding};
-  for (size_t l = 0; l < params_.dense.size(); ++l) {
-    dense.push_back(&params_.dense[l]);
-    dense.push_back(&params_.gate[l]);
-  }
-  std::vector<float> buf;
-  for (auto* u : dense) buf.insert(buf.end(), u->g.begin(), u->g.end());
-  SAL_TRY(comm_->allreduce_sum(buf.data(), buf.size()));
-  size_t at = 0;
-  for (auto* u : dense) {
-    std::copy(buf.begin() + long(at), buf.begin() + long(at + u->g.size()), u->g.begin());
-    at += u->g.size();
-  }
-  // each expert held by two or more ranks, among its holders only
+  // every non-expert unit over every rank, then each expert held by two or more ranks among its
+  // holders only
+  SAL_TRY(sum_dense_gradients(*comm_, params_));
   return reduce_among_holders(*comm_, rank_, shared_, params_);
 }
 

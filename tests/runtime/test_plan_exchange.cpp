@@ -159,12 +159,6 @@ model::Params rank_params(int rank, const Scenario& sc) {
   return p;
 }
 
-std::vector<model::Unit*> dense_units(model::Params& p) {
-  std::vector<model::Unit*> out{&p.embedding};
-  for (size_t l = 0; l < p.dense.size(); ++l) out.push_back(&p.dense[l]), out.push_back(&p.gate[l]);
-  return out;
-}
-
 double sum_squares(const std::vector<float>& g) {
   double s = 0;
   for (float v : g) s += double(v) * v;
@@ -185,7 +179,7 @@ std::function<void()> abort_hook(const Scenario& sc, int rank, comm::Collectives
 // Trainer::sync_gradients and Trainer::global_norm, on the host.
 Status cpu_sync(comm::Collectives& c, const Scenario& sc, model::Params& p, RankResult& res) {
   std::vector<float> buf;
-  for (model::Unit* u : dense_units(p)) buf.insert(buf.end(), u->g.begin(), u->g.end());
+  for (model::Unit* u : p.non_expert_units()) buf.insert(buf.end(), u->g.begin(), u->g.end());
   SAL_TRY(c.allreduce_sum(buf.data(), buf.size()));
   res.dense_grads = buf;
   SAL_TRY(runtime::reduce_among_holders(c, c.rank(), runtime::shared_experts(sc.plan), p));

@@ -114,16 +114,7 @@ class HostDevice final : public DeviceCompute {
   Status sync_gradients(const std::vector<SharedExpert>& shared) override {
     ++calls_.syncs;
     if (!comm_) return {};
-    std::vector<float> buf;
-    std::vector<model::Unit*> dense{&params_.embedding};
-    for (size_t l = 0; l < params_.dense.size(); ++l) dense.push_back(&params_.dense[l]), dense.push_back(&params_.gate[l]);
-    for (auto* u : dense) buf.insert(buf.end(), u->g.begin(), u->g.end());
-    SAL_TRY(comm_->allreduce_sum(buf.data(), buf.size()));
-    size_t at = 0;
-    for (auto* u : dense) {
-      std::copy(buf.begin() + long(at), buf.begin() + long(at + u->g.size()), u->g.begin());
-      at += u->g.size();
-    }
+    SAL_TRY(sum_dense_gradients(*comm_, params_));
     return reduce_among_holders(*comm_, comm_->rank(), shared, params_);
   }
   Status store(model::Params& host) override {

@@ -138,12 +138,17 @@ DeviceUnit* DeviceParams::expert(int layer, int e) {
   return it == experts_.end() ? nullptr : it->second.get();
 }
 
-std::vector<DeviceUnit*> DeviceParams::units() {
+std::vector<DeviceUnit*> DeviceParams::non_expert_units() {
   std::vector<DeviceUnit*> out{embedding_.get()};
   for (size_t l = 0; l < dense_.size(); ++l) {
     out.push_back(dense_[l].get());
     out.push_back(gate_[l].get());
   }
+  return out;
+}
+
+std::vector<DeviceUnit*> DeviceParams::units() {
+  std::vector<DeviceUnit*> out = non_expert_units();
   for (auto& [key, u] : experts_) out.push_back(u.get());
   return out;
 }

@@ -115,6 +115,8 @@ class DeviceParams {
   DeviceUnit* expert(int layer, int e);  // null when not held
   // Every unit, in Params::units()'s order (embedding, per layer dense and gate, experts by key).
   std::vector<DeviceUnit*> units();
+  // units() without the experts, as Params::non_expert_units().
+  std::vector<DeviceUnit*> non_expert_units();
   std::vector<std::pair<int, int>> held_experts() const;
   size_t parameter_count() const;
 
