@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "kernels/adamw_step.h"
 #include "kernels/cpu/check.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/vecmath.h"
@@ -14,23 +15,9 @@ namespace {
 // Lanes of the double accumulation in sum_squares (fixed, so the order is fixed).
 constexpr int kSumLanes = 8;
 
-struct AdamStep {
-  float lr, beta1, beta2, eps, weight_decay;
-  float inv_bc1, inv_bc2;  // 1 / (1 - beta^t)
-};
-
 SAL_KERNEL_CLONES
 void adamw_range(float* p, const float* g, float* m, float* v, size_t n, AdamStep s) {
-  for (size_t i = 0; i < n; ++i) {
-    const float gi = g[i];
-    const float mi = s.beta1 * m[i] + (1.0f - s.beta1) * gi;
-    const float vi = s.beta2 * v[i] + (1.0f - s.beta2) * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    const float mhat = mi * s.inv_bc1;
-    const float vhat = vi * s.inv_bc2;
-    p[i] -= s.lr * (mhat / (std::sqrt(vhat) + s.eps) + s.weight_decay * p[i]);
-  }
+  for (size_t i = 0; i < n; ++i) adamw_element(p[i], g[i], m[i], v[i], s);
 }
 
 SAL_KERNEL_CLONES
@@ -55,9 +42,7 @@ void scale_range(float* x, size_t n, float s) {
 void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1, float beta2,
            float eps, float weight_decay, int64_t t) {
   SAL_KCHECK(t >= 1, "adamw step t counts from 1");
-  const double td = double(t);
-  const AdamStep s{lr, beta1, beta2, eps, weight_decay, float(1.0 / (1.0 - std::pow(double(beta1), td))),
-                   float(1.0 / (1.0 - std::pow(double(beta2), td)))};
+  const AdamStep s = make_adam_step(lr, beta1, beta2, eps, weight_decay, t);
   detail::parallel_for(n, kOptimChunk,
                        [&](size_t b, size_t e) { adamw_range(p + b, g + b, m + b, v + b, e - b, s); });
 }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/adamw_step.h"
 #include "kernels/cuda/reduce.cuh"
 
 namespace sal::kernels::cuda {
@@ -33,24 +34,11 @@ size_t sum_squares_blocks(size_t n) {
   return std::min(kSumSquaresMaxBlocks, (n + per_block - 1) / per_block);
 }
 
-struct AdamStep {
-  float lr, beta1, beta2, eps, weight_decay;
-  float inv_bc1, inv_bc2;  // 1 / (1 - beta^t)
-};
-
 __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
                              float* __restrict__ v, size_t n, AdamStep s) {
   const size_t stride = size_t(gridDim.x) * blockDim.x;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += stride) {
-    const float gi = g[i];
-    const float mi = s.beta1 * m[i] + (1.0f - s.beta1) * gi;
-    const float vi = s.beta2 * v[i] + (1.0f - s.beta2) * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    const float mhat = mi * s.inv_bc1;
-    const float vhat = vi * s.inv_bc2;
-    p[i] -= s.lr * (mhat / (sqrtf(vhat) + s.eps) + s.weight_decay * p[i]);
-  }
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += stride)
+    adamw_element(p[i], g[i], m[i], v[i], s);
 }
 
 __global__ void sum_squares_partial_kernel(const float* __restrict__ x, size_t n, double* __restrict__ partial) {
@@ -113,9 +101,7 @@ Status adamw(const Context& ctx, float* p, const float* g, float* m, float* v, s
   if (t < 1) return bad(fn, "t = " + std::to_string(t) + " (the step counts from 1)");
   if (n == 0) return {};
   if (!p || !g || !m || !v) return bad(fn, "null pointer argument");
-  const double td = double(t);
-  const AdamStep s{lr, beta1, beta2, eps, weight_decay, float(1.0 / (1.0 - std::pow(double(beta1), td))),
-                   float(1.0 / (1.0 - std::pow(double(beta2), td)))};
+  const AdamStep s = make_adam_step(lr, beta1, beta2, eps, weight_decay, t);
   adamw_kernel<<<grid_for(ctx, n), kThreads, 0, ctx.stream()>>>(p, g, m, v, n, s);
   return launch_status("adamw_kernel");
 }
