@@ -16,8 +16,8 @@
 namespace sal::kernels::cuda {
 namespace {
 
-using reduce::block_max;
-using reduce::block_sum;
+using reduce::ExpRow;
+using reduce::exp_row;
 
 constexpr int kMaxRowThreads = 512;
 // Rows per chunk of the loss sum: kernels/cpu/loss.cpp's kLossRowChunk.
@@ -33,16 +33,8 @@ __global__ void cross_entropy_forward_kernel(const float* __restrict__ logits, c
   const size_t row = blockIdx.x;
   const float* x = logits + row * V;
   float* p = probs + row * V;
-  float mx = -INFINITY;
-  for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, x[i]);
-  mx = block_max(mx);
-  float s = 0.0f;
-  for (int i = threadIdx.x; i < V; i += blockDim.x) {
-    const float e = expf(x[i] - mx);
-    p[i] = e;
-    s += e;
-  }
-  const float sum = block_sum(s);
+  const ExpRow e = exp_row(x, p, V);
+  const float mx = e.max, sum = e.sum;
   const float inv = 1.0f / sum;
   for (int i = threadIdx.x; i < V; i += blockDim.x) p[i] *= inv;
   if (threadIdx.x == 0) {

@@ -18,7 +18,7 @@
 namespace sal::kernels::cuda {
 namespace {
 
-using reduce::block_max;
+using reduce::exp_row;
 using reduce::block_sum;
 using reduce::kFullMask;
 
@@ -32,16 +32,7 @@ __global__ void softmax_forward_kernel(const float* x, float* y, int N) {
   const size_t row = blockIdx.x;
   const float* xr = x + row * N;
   float* yr = y + row * N;
-  float mx = -INFINITY;
-  for (int i = threadIdx.x; i < N; i += blockDim.x) mx = fmaxf(mx, xr[i]);
-  mx = block_max(mx);
-  float s = 0.0f;
-  for (int i = threadIdx.x; i < N; i += blockDim.x) {
-    const float e = expf(xr[i] - mx);
-    yr[i] = e;
-    s += e;
-  }
-  const float inv = 1.0f / block_sum(s);
+  const float inv = 1.0f / exp_row(xr, yr, N).sum;
   for (int i = threadIdx.x; i < N; i += blockDim.x) yr[i] *= inv;
 }
 
