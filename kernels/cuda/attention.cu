@@ -127,7 +127,8 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 struct Shape {
   int B, T, C, H, hs, BH;
-  size_t N, P;  // B*T*C, B*H*T*T
+  size_t N, P;         // B*T*C, B*H*T*T
+  long long head, tt;  // batch strides of one head's [T, hs] and [T, T] matrices
   float scale;
 };
 
@@ -173,6 +174,8 @@ Status make_shape(const char* fn, int B, int T, int C, int H, Shape* s) {
   s->B = B, s->T = T, s->C = C, s->H = H, s->hs = C / H, s->BH = B * H;
   s->N = size_t(B) * T * C;
   s->P = size_t(B) * H * T * T;
+  s->head = (long long)T * s->hs;
+  s->tt = (long long)T * T;
   s->scale = 1.0f / std::sqrt(float(s->hs));
   return {};
 }
@@ -189,6 +192,13 @@ Status check_scratch(const char* fn, const Shape& s, void* scratch, size_t scrat
 Status pack(const Context& ctx, const Shape& s, const float* src, int src_ld, Bf16* dst) {
   pack_heads_kernel<<<grid_for(ctx, s.N), kThreads, 0, ctx.stream()>>>(src, src_ld, dst, s.T, s.C, s.H, s.hs, s.N);
   return launch_status("pack_heads_kernel");
+}
+
+// q, k and v of every head out of qkv [B*T, 3C], as bf16 into the scratch's qb, kb and vb.
+Status pack_qkv(const Context& ctx, const Shape& s, const float* qkv, const Regions& r) {
+  SAL_CUDA_TRY(pack(ctx, s, qkv, 3 * s.C, r.qb));
+  SAL_CUDA_TRY(pack(ctx, s, qkv + s.C, 3 * s.C, r.kb));
+  return pack(ctx, s, qkv + 2 * s.C, 3 * s.C, r.vb);
 }
 
 Status unpack(const Context& ctx, const Shape& s, const float* src, float* dst, int dst_ld) {
@@ -213,12 +223,9 @@ Status attention_forward(const Context& ctx, const float* qkv, float* out, float
     return invalid_argument(std::string("attention_forward: null ") + (!qkv ? "qkv" : !out ? "out" : "probs"));
   SAL_CUDA_TRY(check_scratch("attention_forward", s, scratch, scratch_bytes));
   const Regions r = carve(scratch, s);
-  const int ld = 3 * C, hs = s.hs;
-  const long long head = (long long)T * hs, tt = (long long)T * T;
-
-  SAL_CUDA_TRY(pack(ctx, s, qkv, ld, r.qb));
-  SAL_CUDA_TRY(pack(ctx, s, qkv + C, ld, r.kb));
-  SAL_CUDA_TRY(pack(ctx, s, qkv + 2 * C, ld, r.vb));
+  const int hs = s.hs;
+  const long long head = s.head, tt = s.tt;
+  SAL_CUDA_TRY(pack_qkv(ctx, s, qkv, r));
   // S = scale q k^T, straight into probs.
   SAL_CUDA_TRY(gemm_strided_batched(ctx, false, true, T, T, hs, s.scale, r.qb, hs, head, r.kb, hs, head, 0.0f, probs,
                                     T, tt, s.BH));
@@ -240,12 +247,9 @@ Status attention_backward(const Context& ctx, const float* dout, const float* qk
                             (!dout ? "dout" : !qkv ? "qkv" : !probs ? "probs" : "dqkv"));
   SAL_CUDA_TRY(check_scratch("attention_backward", s, scratch, scratch_bytes));
   const Regions r = carve(scratch, s);
-  const int ld = 3 * C, hs = s.hs;
-  const long long head = (long long)T * hs, tt = (long long)T * T;
-
-  SAL_CUDA_TRY(pack(ctx, s, qkv, ld, r.qb));
-  SAL_CUDA_TRY(pack(ctx, s, qkv + C, ld, r.kb));
-  SAL_CUDA_TRY(pack(ctx, s, qkv + 2 * C, ld, r.vb));
+  const int hs = s.hs;
+  const long long head = s.head, tt = s.tt;
+  SAL_CUDA_TRY(pack_qkv(ctx, s, qkv, r));
   SAL_CUDA_TRY(pack(ctx, s, dout, C, r.db));
   // dP = do v^T; dS and a bf16 P from it.
   SAL_CUDA_TRY(gemm_strided_batched(ctx, false, true, T, T, hs, 1.0f, r.db, hs, head, r.vb, hs, head, 0.0f, r.dp, T,
@@ -260,9 +264,9 @@ Status attention_backward(const Context& ctx, const float* dout, const float* qk
                                     head, s.BH));
   SAL_CUDA_TRY(gemm_strided_batched(ctx, true, false, T, hs, T, 1.0f, r.pb, T, tt, r.db, hs, head, 0.0f, r.f2, hs,
                                     head, s.BH));
-  SAL_CUDA_TRY(unpack(ctx, s, r.f0, dqkv, ld));
-  SAL_CUDA_TRY(unpack(ctx, s, r.f1, dqkv + C, ld));
-  return unpack(ctx, s, r.f2, dqkv + 2 * C, ld);
+  SAL_CUDA_TRY(unpack(ctx, s, r.f0, dqkv, 3 * C));
+  SAL_CUDA_TRY(unpack(ctx, s, r.f1, dqkv + C, 3 * C));
+  return unpack(ctx, s, r.f2, dqkv + 2 * C, 3 * C);
 }
 
 }  // namespace sal::kernels::cuda
