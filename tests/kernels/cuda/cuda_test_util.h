@@ -1,9 +1,11 @@
 // cuda_test_util.h — what the GPU kernel tests share: one Context for the process, random host
 // data, uploads that fail the test loudly, outputs poisoned with NaN before a kernel writes them
-// (so an element a kernel forgot to write fails the comparison), and error measures against the
-// CPU reference (kernels/cpu): relative 2-norm error and the worst element.
+// (so an element a kernel forgot to write fails the comparison), host values rounded as bf16
+// operands, and error measures against the CPU reference (kernels/cpu): relative 2-norm error, the
+// worst element, and the worst difference scaled by the largest reference value.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -67,6 +69,12 @@ std::vector<T> to_host(const kc::Buffer<T>& b) {
   return h;
 }
 
+// v rounded to bf16 and back: the values a kernel sees when v is its bf16 operand.
+inline std::vector<float> round_bf16(std::vector<float> v) {
+  for (auto& x : v) x = __bfloat162float(__float2bfloat16_rn(x));
+  return v;
+}
+
 // ||got - ref|| / ||ref|| in double; infinite when any got is NaN or the sizes differ.
 inline double rel_error(const std::vector<float>& got, const std::vector<float>& ref) {
   if (got.size() != ref.size()) return INFINITY;
@@ -89,6 +97,19 @@ inline double worst_error(const std::vector<float>& got, const std::vector<float
     w = std::fmax(w, std::fabs(double(got[i]) - ref[i]) / (std::fabs(double(ref[i])) + floor));
   }
   return w;
+}
+
+// max |got - ref| / max |ref|: one wrong element shows even where the 2-norm would hide it;
+// infinite for a NaN or a size mismatch.
+inline double max_scaled(const std::vector<float>& got, const std::vector<float>& ref) {
+  if (got.size() != ref.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (std::isnan(got[i])) return INFINITY;
+    num = std::fmax(num, std::fabs(double(got[i]) - ref[i]));
+    den = std::fmax(den, std::fabs(double(ref[i])));
+  }
+  return den == 0 ? num : num / den;
 }
 
 // Tolerances: fp32 kernels (reassociation only) and kernels with bf16 GEMM operands.

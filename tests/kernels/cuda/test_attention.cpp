@@ -17,23 +17,6 @@ namespace {
 
 namespace cpu = sal::kernels::cpu;
 
-std::vector<float> rounded_bf16(std::vector<float> v) {
-  for (auto& x : v) x = __bfloat162float(__float2bfloat16_rn(x));
-  return v;
-}
-
-// max |got - ref| / max |ref|.
-double max_rel(const std::vector<float>& got, const std::vector<float>& ref) {
-  if (got.size() != ref.size()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    if (std::isnan(got[i])) return INFINITY;
-    num = std::fmax(num, std::fabs(double(got[i]) - ref[i]));
-    den = std::fmax(den, std::fabs(double(ref[i])));
-  }
-  return den == 0 ? num : num / den;
-}
-
 // Columns [c0, c0 + C) of every row of a [rows, ld] matrix.
 std::vector<float> columns(const std::vector<float>& m, int ld, int c0, int C) {
   const size_t rows = m.size() / size_t(ld);
@@ -49,8 +32,8 @@ void check_attention(int B, int T, int C, int H, uint32_t seed) {
   CAPTURE(C);
   CAPTURE(H);
   const size_t rows = size_t(B) * T, P = size_t(B) * H * T * T;
-  const auto qkv = rounded_bf16(randn(rows * 3 * C, seed));
-  const auto dout = rounded_bf16(randn(rows * C, seed + 1));
+  const auto qkv = round_bf16(randn(rows * 3 * C, seed));
+  const auto dout = round_bf16(randn(rows * C, seed + 1));
 
   std::vector<float> out_ref(rows * C), probs_ref(P), dqkv_ref(rows * 3 * C);
   cpu::attention_forward(qkv.data(), out_ref.data(), probs_ref.data(), B, T, C, H);
@@ -67,14 +50,14 @@ void check_attention(int B, int T, int C, int H, uint32_t seed) {
 
   const auto p = to_host(probs);
   CHECK(rel_error(p, probs_ref) < 1e-4);  // fp32 softmax of fp32-exact scores
-  CHECK(max_rel(p, probs_ref) < 1e-4);
+  CHECK(max_scaled(p, probs_ref) < 1e-4);
   for (size_t i = 0; i < size_t(B) * H; ++i)
     for (int t = 0; t < T; ++t)
       for (int j = t + 1; j < T; ++j) REQUIRE(p[(i * T + t) * T + j] == 0.0f);
 
   const auto o = to_host(out);
   CHECK(rel_error(o, out_ref) < kBf16Tol);
-  CHECK(max_rel(o, out_ref) < 2 * kBf16Tol);
+  CHECK(max_scaled(o, out_ref) < 2 * kBf16Tol);
 
   const auto g = to_host(dqkv);
   const char* part[] = {"dq", "dk", "dv"};
@@ -82,7 +65,7 @@ void check_attention(int B, int T, int C, int H, uint32_t seed) {
     CAPTURE(part[k]);
     const auto got = columns(g, 3 * C, k * C, C), ref = columns(dqkv_ref, 3 * C, k * C, C);
     CHECK(rel_error(got, ref) < kBf16Tol);
-    CHECK(max_rel(got, ref) < 2 * kBf16Tol);
+    CHECK(max_scaled(got, ref) < 2 * kBf16Tol);
   }
 }
 

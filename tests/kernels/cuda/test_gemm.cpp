@@ -27,12 +27,6 @@ using kc::Bf16;
 // Accumulation-order tolerance of a product whose operands are exact in bf16.
 constexpr double kExactOperandTol = 1e-4;
 
-// v rounded to bf16 and back (the values the GPU will see).
-std::vector<float> round_bf16(std::vector<float> v) {
-  for (auto& x : v) x = __bfloat162float(__float2bfloat16_rn(x));
-  return v;
-}
-
 std::vector<Bf16> to_bf16(const std::vector<float>& v) {
   std::vector<Bf16> b(v.size());
   for (size_t i = 0; i < v.size(); ++i) b[i] = __float2bfloat16_rn(v[i]);
@@ -43,18 +37,6 @@ std::vector<float> to_float(const std::vector<Bf16>& v) {
   std::vector<float> f(v.size());
   for (size_t i = 0; i < v.size(); ++i) f[i] = __bfloat162float(v[i]);
   return f;
-}
-
-// max |got - ref| / max |ref|: one wrong element shows even where the 2-norm would hide it.
-double max_scaled(const std::vector<float>& got, const std::vector<float>& ref) {
-  if (got.size() != ref.size()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    if (std::isnan(got[i])) return INFINITY;
-    num = std::fmax(num, std::fabs(double(got[i]) - ref[i]));
-    den = std::fmax(den, std::fabs(double(ref[i])));
-  }
-  return den == 0 ? num : num / den;
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -73,84 +55,74 @@ size_t a_size(const Dims& s) { return size_t(s.M) * s.K; }
 size_t b_size(const Dims& s) { return size_t(s.K) * s.N; }
 size_t c_size(const Dims& s) { return size_t(s.M) * s.N; }
 
+// Runs f on every shape of kShapes in every transpose, with beta 0 and 1, each case captured.
+template <class F>
+void each_product(F f) {
+  for (const Dims& s : kShapes)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (float beta : {0.0f, 1.0f}) {
+          CAPTURE(s.M);
+          CAPTURE(s.N);
+          CAPTURE(s.K);
+          CAPTURE(ta);
+          CAPTURE(tb);
+          CAPTURE(beta);
+          f(s, ta != 0, tb != 0, beta);
+        }
+}
+
 }  // namespace
 
 TEST_CASE("cuda gemm with bf16 operands matches cpu gemm in every transpose and beta") {
   uint32_t seed = 100;
-  for (const Dims& s : kShapes)
-    for (int ta = 0; ta < 2; ++ta)
-      for (int tb = 0; tb < 2; ++tb)
-        for (float beta : {0.0f, 1.0f}) {
-          CAPTURE(s.M);
-          CAPTURE(s.N);
-          CAPTURE(s.K);
-          CAPTURE(ta);
-          CAPTURE(tb);
-          CAPTURE(beta);
-          const auto A = round_bf16(randn(a_size(s), seed++)), B = round_bf16(randn(b_size(s), seed++));
-          const auto C0 = randn(c_size(s), seed++);
-          std::vector<float> ref = beta == 0 ? std::vector<float>(c_size(s), 0.0f) : C0;
-          cpu::gemm(ta, tb, s.M, s.N, s.K, 0.75f, A.data(), B.data(), beta, ref.data());
+  each_product([&](const Dims& s, bool ta, bool tb, float beta) {
+    const auto A = round_bf16(randn(a_size(s), seed++)), B = round_bf16(randn(b_size(s), seed++));
+    const auto C0 = randn(c_size(s), seed++);
+    std::vector<float> ref = beta == 0 ? std::vector<float>(c_size(s), 0.0f) : C0;
+    cpu::gemm(ta, tb, s.M, s.N, s.K, 0.75f, A.data(), B.data(), beta, ref.data());
 
-          auto dA = to_device(to_bf16(A)), dB = to_device(to_bf16(B));
-          auto dC = beta == 0 ? poisoned<float>(c_size(s)) : to_device(C0);
-          SAL_CHECK_OK(kc::gemm(ctx(), ta, tb, s.M, s.N, s.K, 0.75f, dA.get(), dB.get(), beta, dC.get()));
-          const auto got = to_host(dC);
-          CHECK(rel_error(got, ref) < kExactOperandTol);
-          CHECK(max_scaled(got, ref) < kExactOperandTol * 10);
-        }
+    auto dA = to_device(to_bf16(A)), dB = to_device(to_bf16(B));
+    auto dC = beta == 0 ? poisoned<float>(c_size(s)) : to_device(C0);
+    SAL_CHECK_OK(kc::gemm(ctx(), ta, tb, s.M, s.N, s.K, 0.75f, dA.get(), dB.get(), beta, dC.get()));
+    const auto got = to_host(dC);
+    CHECK(rel_error(got, ref) < kExactOperandTol);
+    CHECK(max_scaled(got, ref) < kExactOperandTol * 10);
+  });
 }
 
 TEST_CASE("cuda gemm_f32 matches cpu gemm to fp32 precision") {
   uint32_t seed = 200;
-  for (const Dims& s : kShapes)
-    for (int ta = 0; ta < 2; ++ta)
-      for (int tb = 0; tb < 2; ++tb)
-        for (float beta : {0.0f, 1.0f}) {
-          CAPTURE(s.M);
-          CAPTURE(s.N);
-          CAPTURE(s.K);
-          CAPTURE(ta);
-          CAPTURE(tb);
-          CAPTURE(beta);
-          const auto A = randn(a_size(s), seed++), B = randn(b_size(s), seed++), C0 = randn(c_size(s), seed++);
-          std::vector<float> ref = beta == 0 ? std::vector<float>(c_size(s), 0.0f) : C0;
-          cpu::gemm(ta, tb, s.M, s.N, s.K, 1.25f, A.data(), B.data(), beta, ref.data());
+  each_product([&](const Dims& s, bool ta, bool tb, float beta) {
+    const auto A = randn(a_size(s), seed++), B = randn(b_size(s), seed++), C0 = randn(c_size(s), seed++);
+    std::vector<float> ref = beta == 0 ? std::vector<float>(c_size(s), 0.0f) : C0;
+    cpu::gemm(ta, tb, s.M, s.N, s.K, 1.25f, A.data(), B.data(), beta, ref.data());
 
-          auto dA = to_device(A), dB = to_device(B);
-          auto dC = beta == 0 ? poisoned<float>(c_size(s)) : to_device(C0);
-          SAL_CHECK_OK(kc::gemm_f32(ctx(), ta, tb, s.M, s.N, s.K, 1.25f, dA.get(), dB.get(), beta, dC.get()));
-          const auto got = to_host(dC);
-          CHECK(rel_error(got, ref) < kFp32Tol);
-          CHECK(max_scaled(got, ref) < kFp32Tol);
-        }
+    auto dA = to_device(A), dB = to_device(B);
+    auto dC = beta == 0 ? poisoned<float>(c_size(s)) : to_device(C0);
+    SAL_CHECK_OK(kc::gemm_f32(ctx(), ta, tb, s.M, s.N, s.K, 1.25f, dA.get(), dB.get(), beta, dC.get()));
+    const auto got = to_host(dC);
+    CHECK(rel_error(got, ref) < kFp32Tol);
+    CHECK(max_scaled(got, ref) < kFp32Tol);
+  });
 }
 
 TEST_CASE("cuda gemm_bf16 rounds the fp32 product once") {
   uint32_t seed = 300;
-  for (const Dims& s : kShapes)
-    for (int ta = 0; ta < 2; ++ta)
-      for (int tb = 0; tb < 2; ++tb)
-        for (float beta : {0.0f, 1.0f}) {
-          CAPTURE(s.M);
-          CAPTURE(s.N);
-          CAPTURE(s.K);
-          CAPTURE(ta);
-          CAPTURE(tb);
-          CAPTURE(beta);
-          const auto A = round_bf16(randn(a_size(s), seed++)), B = round_bf16(randn(b_size(s), seed++));
-          const auto C0 = round_bf16(randn(c_size(s), seed++));
-          std::vector<float> ref = beta == 0 ? std::vector<float>(c_size(s), 0.0f) : C0;
-          cpu::gemm(ta, tb, s.M, s.N, s.K, 1.0f, A.data(), B.data(), beta, ref.data());
+  each_product([&](const Dims& s, bool ta, bool tb, float beta) {
+    const auto A = round_bf16(randn(a_size(s), seed++)), B = round_bf16(randn(b_size(s), seed++));
+    const auto C0 = round_bf16(randn(c_size(s), seed++));
+    std::vector<float> ref = beta == 0 ? std::vector<float>(c_size(s), 0.0f) : C0;
+    cpu::gemm(ta, tb, s.M, s.N, s.K, 1.0f, A.data(), B.data(), beta, ref.data());
 
-          auto dA = to_device(to_bf16(A)), dB = to_device(to_bf16(B));
-          auto dC = beta == 0 ? poisoned<Bf16>(c_size(s)) : to_device(to_bf16(C0));
-          SAL_CHECK_OK(kc::gemm_bf16(ctx(), ta, tb, s.M, s.N, s.K, 1.0f, dA.get(), ta ? s.M : s.K, dB.get(),
-                                     tb ? s.K : s.N, beta, dC.get(), s.N));
-          const auto got = to_float(to_host(dC));
-          CHECK(rel_error(got, ref) < kBf16Tol);
-          CHECK(max_scaled(got, ref) < kBf16Tol);
-        }
+    auto dA = to_device(to_bf16(A)), dB = to_device(to_bf16(B));
+    auto dC = beta == 0 ? poisoned<Bf16>(c_size(s)) : to_device(to_bf16(C0));
+    SAL_CHECK_OK(kc::gemm_bf16(ctx(), ta, tb, s.M, s.N, s.K, 1.0f, dA.get(), ta ? s.M : s.K, dB.get(),
+                               tb ? s.K : s.N, beta, dC.get(), s.N));
+    const auto got = to_float(to_host(dC));
+    CHECK(rel_error(got, ref) < kBf16Tol);
+    CHECK(max_scaled(got, ref) < kBf16Tol);
+  });
 }
 
 TEST_CASE("cuda gemm with K = 0 leaves beta times C and empty M or N touch nothing") {
