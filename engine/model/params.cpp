@@ -157,6 +157,13 @@ Params Params::create(const Dims& d, uint64_t seed, const std::vector<std::pair<
   return p;
 }
 
+std::vector<std::pair<int, int>> Params::all_experts(const Dims& d) {
+  std::vector<std::pair<int, int>> out;
+  for (int l = 0; l < d.layers; ++l)
+    for (int e = 0; e < d.experts; ++e) out.emplace_back(l, e);
+  return out;
+}
+
 Unit* Params::expert(int layer, int e) {
   auto it = experts.find({layer, e});
   return it == experts.end() ? nullptr : &it->second;

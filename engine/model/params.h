@@ -81,6 +81,8 @@ struct Params {
 
   static Params create(const Dims& d, uint64_t seed,
                        const std::vector<std::pair<int, int>>& held_experts);
+  // Every (layer, expert) of d, in order: what one worker holding the whole model holds.
+  static std::vector<std::pair<int, int>> all_experts(const Dims& d);
   Unit* expert(int layer, int e);
   // Every unit this worker holds, in a fixed order (embedding, per layer dense, gate, experts).
   std::vector<Unit*> units();

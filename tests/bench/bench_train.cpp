@@ -136,13 +136,6 @@ Options parse_args(int argc, char** argv) {
   return o;
 }
 
-std::vector<std::pair<int, int>> every_expert(const Dims& d) {
-  std::vector<std::pair<int, int>> all;
-  for (int l = 0; l < d.layers; ++l)
-    for (int e = 0; e < d.experts; ++e) all.emplace_back(l, e);
-  return all;
-}
-
 // Our training state: weights, the model, its in-process exchange, the optimizer settings.
 struct Trainer {
   Params params;
@@ -152,7 +145,7 @@ struct Trainer {
   int batch;
   int64_t updates = 0;
 
-  Trainer(const Config& c) : params(Params::create(c.dims, kSeed, every_expert(c.dims))), model(params),
+  Trainer(const Config& c) : params(Params::create(c.dims, kSeed, Params::all_experts(c.dims))), model(params),
                              exchange(params), batch(c.batch) {}
 
   // One full step; returns its loss (ce mean + aux) and adds its phases' times to `bd`.

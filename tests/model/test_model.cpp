@@ -21,13 +21,6 @@ Dims tiny() {
   return d;
 }
 
-std::vector<std::pair<int, int>> all_experts(const Dims& d) {
-  std::vector<std::pair<int, int>> out;
-  for (int l = 0; l < d.layers; ++l)
-    for (int e = 0; e < d.experts; ++e) out.push_back({l, e});
-  return out;
-}
-
 Corpus pattern_corpus(int vocab, size_t n) {
   std::vector<uint16_t> t(n);
   for (size_t i = 0; i < n; ++i) t[i] = uint16_t((i * 7 + i / 3) % size_t(vocab));
@@ -49,7 +42,7 @@ double loss(Params& p, const Batch& b, StepStats* stats = nullptr) {
 
 TEST_CASE("every unit's gradient matches finite differences of the whole model's loss") {
   Dims d = tiny();
-  Params p = Params::create(d, 7, all_experts(d));
+  Params p = Params::create(d, 7, Params::all_experts(d));
   Corpus c = pattern_corpus(d.vocab, 200);
   Batch b = make_batch(c, 3, 0, 0, 3, d.seq_len);
   StepStats base_stats;
@@ -106,7 +99,7 @@ TEST_CASE("batches are a pure function of (seed, step) and shares cover the glob
 TEST_CASE("a tiny model learns a pattern: the loss falls") {
   Dims d = tiny();
   d.d = 16;
-  Params p = Params::create(d, 1, all_experts(d));
+  Params p = Params::create(d, 1, Params::all_experts(d));
   Corpus c = pattern_corpus(d.vocab, 400);
   OptimConfig oc;
   oc.lr = 1e-2;

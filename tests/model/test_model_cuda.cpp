@@ -53,13 +53,6 @@ Dims small_dims(bool forced_routing) {
   return d;
 }
 
-std::vector<std::pair<int, int>> all_experts(const Dims& d) {
-  std::vector<std::pair<int, int>> out;
-  for (int l = 0; l < d.layers; ++l)
-    for (int e = 0; e < d.experts; ++e) out.push_back({l, e});
-  return out;
-}
-
 // The repo's docs/: real English text that is always there.
 Corpus docs_corpus(int seq_len) {
   auto c = Corpus::load(std::string(SAL_SOURCE_DIR) + "/docs", "bytes", 256, seq_len);
@@ -213,7 +206,7 @@ void fill_random(std::vector<float>& v, std::mt19937& rng, float scale) {
 
 TEST_CASE("DeviceParams keeps every unit's values, gradient and moments and gives them back") {
   Dims d = small_dims(false);
-  Params p = Params::create(d, 3, all_experts(d));
+  Params p = Params::create(d, 3, Params::all_experts(d));
   std::mt19937 rng(4);
   for (Unit* u : p.units()) {
     fill_random(u->g, rng, 1.0f);
@@ -229,7 +222,7 @@ TEST_CASE("DeviceParams keeps every unit's values, gradient and moments and give
   check_bf16_copy(*dp->expert(1, 2));
   REQUIRE_OK(dp->upload(p, kGrads));
 
-  Params back = Params::create(d, 99, all_experts(d));  // other values everywhere
+  Params back = Params::create(d, 99, Params::all_experts(d));  // other values everywhere
   REQUIRE_OK(dp->download(back, kAllParts));
   auto a = p.units(), b = back.units();
   for (size_t i = 0; i < a.size(); ++i) {
@@ -248,7 +241,7 @@ TEST_CASE("DeviceParams keeps every unit's values, gradient and moments and give
   dp->remove_expert(1, 3);
   CHECK(dp->expert(1, 3) == nullptr);
   CHECK(dp->held_experts().size() == size_t(d.layers * d.experts - 1));
-  std::vector<std::pair<int, int>> fewer = all_experts(d);
+  std::vector<std::pair<int, int>> fewer = Params::all_experts(d);
   fewer.pop_back();
   Params partial = Params::create(d, 3, fewer);
   REQUIRE_OK(dp->download(partial, kValues));
@@ -279,7 +272,7 @@ TEST_CASE("LocalDeviceExchange computes the CPU experts, their combine and every
     Dims d = small_dims(false);
     d.layers = 1, d.d = c.d, d.heads = 2;
     const int N = 50, K = d.top_k, E = d.experts, D = d.d;
-    Params p = Params::create(d, 5, all_experts(d));
+    Params p = Params::create(d, 5, Params::all_experts(d));
     std::mt19937 rng(6);
     // every token picks two distinct experts among 0..2: expert 3 gets nothing
     std::vector<int32_t> idx(size_t(N) * K);
@@ -351,7 +344,7 @@ TEST_CASE("LocalDeviceExchange computes the CPU experts, their combine and every
 
 TEST_CASE("a GPU step with forced routing matches the CPU step: losses, expert counts, every gradient") {
   Dims d = small_dims(true);
-  Params cpu = Params::create(d, 1, all_experts(d));
+  Params cpu = Params::create(d, 1, Params::all_experts(d));
   auto gpu = on_device(cpu);
   Corpus c = docs_corpus(d.seq_len);
   Batch b = make_batch(c, 11, 0, 0, 4, d.seq_len);
@@ -374,7 +367,7 @@ TEST_CASE("a GPU step with forced routing matches the CPU step: losses, expert c
 
 TEST_CASE("a GPU step routed by the gate matches the CPU step on a batch without near ties") {
   Dims d = small_dims(false);
-  Params cpu = Params::create(d, 1, all_experts(d));
+  Params cpu = Params::create(d, 1, Params::all_experts(d));
   Corpus c = docs_corpus(d.seq_len);
   // the first batch (one sequence) whose every top-k gate gap is at least kMinGateGap
   int chosen = -1;
@@ -396,7 +389,7 @@ TEST_CASE("a GPU step routed by the gate matches the CPU step on a batch without
 TEST_CASE("global statistics from the exchange drive the balancing loss as on the CPU") {
   Dims d = small_dims(true);
   d.aux_weight = 0.05f;
-  Params cpu = Params::create(d, 2, all_experts(d));
+  Params cpu = Params::create(d, 2, Params::all_experts(d));
   auto gpu = on_device(cpu);
   Corpus c = docs_corpus(d.seq_len);
   Batch b = make_batch(c, 11, 3, 0, 2, d.seq_len);
@@ -411,7 +404,7 @@ TEST_CASE("global statistics from the exchange drive the balancing loss as on th
 
 TEST_CASE("per-expert GEMMs and a bf16 LM head compute the same step") {
   Dims d = small_dims(true);
-  Params cpu = Params::create(d, 4, all_experts(d));
+  Params cpu = Params::create(d, 4, Params::all_experts(d));
   auto gpu = on_device(cpu, LmHead::bf16);
   REQUIRE(gpu->bf16_head());
   Corpus c = docs_corpus(d.seq_len);
@@ -424,7 +417,7 @@ TEST_CASE("per-expert GEMMs and a bf16 LM head compute the same step") {
 TEST_CASE("an odd d_model (no vector or grouped paths) still matches the CPU step") {
   Dims d = small_dims(true);
   d.d = 34, d.heads = 2;  // head size 17; d % 4 != 0 and d % 8 != 0
-  Params cpu = Params::create(d, 6, all_experts(d));
+  Params cpu = Params::create(d, 6, Params::all_experts(d));
   auto gpu = on_device(cpu);
   Corpus c = docs_corpus(d.seq_len);
   Batch b = make_batch(c, 11, 2, 0, 3, d.seq_len);
@@ -439,7 +432,7 @@ TEST_CASE("the GPU optimizer step equals the CPU's on the same gradients") {
   OptimConfig oc;
   oc.lr = 3e-3, oc.warmup = 5, oc.total_steps = 50;
   // a CPU state with moments (one update done) and fresh gradients
-  Params cpu = Params::create(d, 8, all_experts(d));
+  Params cpu = Params::create(d, 8, Params::all_experts(d));
   cpu_step(cpu, make_batch(c, 11, 0, 0, 2, d.seq_len), 2 * d.seq_len);
   apply_adamw(cpu, oc, learning_rate(oc, 0), 1.0, 1);
   cpu_step(cpu, make_batch(c, 11, 1, 0, 2, d.seq_len), 2 * d.seq_len);
@@ -499,7 +492,7 @@ TEST_CASE("the GPU optimizer step equals the CPU's on the same gradients") {
 TEST_CASE("a whole step and an optimizer step on both keep the parameters close") {
   Dims d = small_dims(true);
   Corpus c = docs_corpus(d.seq_len);
-  Params start = Params::create(d, 9, all_experts(d));
+  Params start = Params::create(d, 9, Params::all_experts(d));
   Params cpu = start;
   auto gpu = on_device(start);
   OptimConfig oc;
@@ -541,7 +534,7 @@ TEST_CASE("a whole step and an optimizer step on both keep the parameters close"
 TEST_CASE("a pinned snapshot equals a synchronous download of the state it was taken at while an update runs meanwhile") {
   Dims d;
   d.layers = 2, d.d = 256, d.heads = 4, d.experts = 4, d.top_k = 2, d.seq_len = 32, d.vocab = 256;
-  Params p = Params::create(d, 5, all_experts(d));
+  Params p = Params::create(d, 5, Params::all_experts(d));
   std::mt19937 rng(6);
   for (Unit* u : p.units()) {
     fill_random(u->g, rng, 0.1f);
@@ -629,7 +622,7 @@ TEST_CASE("a pinned snapshot equals a synchronous download of the state it was t
 
 TEST_CASE("next_logits agrees with the CPU model") {
   Dims d = small_dims(true);
-  Params cpu = Params::create(d, 10, all_experts(d));
+  Params cpu = Params::create(d, 10, Params::all_experts(d));
   auto gpu = on_device(cpu);
   Corpus c = docs_corpus(d.seq_len);
   for (int len : {1, 20, d.seq_len}) {
@@ -654,7 +647,7 @@ TEST_CASE("next_logits agrees with the CPU model") {
 
 TEST_CASE("ids or targets outside the vocabulary make the GPU step fail, and the next step works") {
   Dims d = small_dims(true);
-  Params cpu = Params::create(d, 11, all_experts(d));
+  Params cpu = Params::create(d, 11, Params::all_experts(d));
   auto gpu = on_device(cpu);
   Corpus c = docs_corpus(d.seq_len);
   Batch b = make_batch(c, 11, 0, 0, 2, d.seq_len);
@@ -680,7 +673,7 @@ TEST_CASE("40 GPU steps on the repo's docs make the loss fall as on the CPU") {
   oc.lr = 3e-3, oc.warmup = 5, oc.total_steps = 40;
   const int B = 8, steps = 40;
   const int64_t global = int64_t(B) * d.seq_len;
-  Params cpu = Params::create(d, 5, all_experts(d));
+  Params cpu = Params::create(d, 5, Params::all_experts(d));
   auto gpu = on_device(cpu);
   LocalDeviceExchange gex(*gpu);
   MoeGptCuda gm(*gpu);
