@@ -10,6 +10,7 @@
 #include "core/paths.h"
 #include "drill/runner.h"
 #include "mesh/controller.h"
+#include "sim/repl_module.h"
 
 namespace sal::cli {
 
@@ -35,7 +36,9 @@ int cmd_controller(const Args& args) {
   if (auto r = p->get("--repl")) job->repl.bind = *r;
   auto steps = p->get_int("--steps", job->train.steps, 0, INT64_MAX);
   if (!steps) return usage_error(cmd, steps.error().message());
+  sim::SimJobs sim_jobs;  // the REPL's sim.run jobs: outlive the controller
   mesh::ControllerOptions o{*job, *steps, p->get_or("--out", "")};
+  o.repl_modules = [&sim_jobs, dir = job->dir](lua::ApiRegistry& reg) { sim::register_repl_module(reg, dir, sim_jobs); };
   if (!o.run_dir.empty()) {
     if (auto s = make_dirs(o.run_dir); !s) return usage_error(cmd, "--out: " + s.error().message());
   }

@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/paths.h"
-#include "model/checkpoint.h"
+#include "ckpt/format.h"
 #include "model/sample.h"
 
 namespace sal::cli {
@@ -38,7 +38,7 @@ int cmd_sample(const Args& args) {
   o.temperature = std::strtod(temp.c_str(), &end);
   if (end == temp.c_str() || *end || o.temperature < 0 || o.temperature > 100)
     return usage_error(cmd, "--temperature: expected a number in [0, 100], got '" + temp + "'");
-  auto params = model::load_all(dir);
+  auto params = ckpt::load_all(dir);
   if (!params) {
     std::fprintf(stderr, "%s\n", params.error().message().c_str());
     return 1;

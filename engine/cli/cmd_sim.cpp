@@ -1,5 +1,5 @@
 // cmd_sim.cpp — `salamander sim`: dispatches a scenario file (cmd_sim_scenario.cpp), `sim fit`
-// (sim_fit.cpp), and the quick commands, each a Monte Carlo on the event core (or the algorithm
+// (the calibration, engine/sim/calibrate.h), and the quick commands, each a Monte Carlo on the event core (or the algorithm
 // library's SPARe simulation) printed beside its closed form:
 //   sim ettr  --mtbf S --iter-time S --interval N --ckpt-time S [--restart S] [--weibull K]
 //   sim spare --groups N --redundancy R [--trials T]
@@ -10,7 +10,8 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cli/sim_fit.h"
+#include "core/paths.h"
+#include "sim/calibrate.h"
 #include "policy/algo/spare.h"
 #include "sim/ettr.h"
 
@@ -117,6 +118,33 @@ int sim_spare(const Args& args) {
               bound ? *bound : -1.0);
   return 0;
 }
+
+int cmd_sim_fit(const Args& args) {
+  Command cmd{"sim fit", "sim fit RUN_DIR [-o SCENARIO.lua] [--job JOB.lua] [--json]",
+              "Writes a scenario that replays a finished run in the simulator: its cluster, its node losses and "
+              "joins, a step-time model fitted to its step times, its measured recovery costs and its training "
+              "time as the horizon. `salamander sim SCENARIO.lua` then predicts the samples it trained.",
+              {{"-o", "FILE", "the scenario to write (default RUN_DIR/sim-fit.lua)"},
+               {"--job", "JOB.lua", "the run's job file (default: the one its agent logs name)"},
+               {"--json", "", "print the fit as JSON"}},
+              1};
+  int code = 0;
+  auto p = parse_command(cmd, args, code);
+  if (!p) return code;
+  if (p->positional.size() != 1) return usage_error(cmd, "expected one run directory");
+  std::string dir = p->positional[0];
+  std::string out = p->get_or("-o", dir + "/sim-fit.lua");
+  auto f = sim::calibrate_run(dir, p->get("--job"));
+  Status written = f ? write_file(out, sim::calibration_scenario(**f)) : Status(f.error());
+  if (!written) {
+    std::fprintf(stderr, "salamander sim fit: %s\n", written.error().message().c_str());
+    return 1;
+  }
+  if (p->has("--json")) return std::puts(sim::calibration_json(**f, out).dump().c_str()), 0;
+  std::fputs(sim::calibration_summary(**f, out).c_str(), stdout);
+  return 0;
+}
+
 
 }  // namespace
 

@@ -11,8 +11,8 @@
 
 #include "core/clock.h"
 #include "core/paths.h"
-#include "mesh/training.h"
 #include "report/report.h"
+#include "sim/repl_module.h"
 
 namespace sal::cli {
 
@@ -31,10 +31,11 @@ LocalRun::~LocalRun() { kill_agents(); }
 
 Status LocalRun::start() {
   started_ns_ = mono_ns();
-  controller_ = std::make_unique<mesh::Controller>(
-      loop_.get(), ctx_, mesh::ControllerOptions{opts_.job, opts_.steps, opts_.run_dir});
+  mesh::ControllerOptions o{opts_.job, opts_.steps, opts_.run_dir};
+  o.repl_modules = [this](lua::ApiRegistry& reg) { sim::register_repl_module(reg, opts_.job.dir, sim_jobs_); };
+  controller_ = std::make_unique<mesh::Controller>(loop_.get(), ctx_, std::move(o));
   controller_->on_stop_requested = [this](const std::string& why) {
-    begin_stop(why, controller_->training().failure().empty() ? 0 : 1);
+    begin_stop(why, controller_->driver().failure().empty() ? 0 : 1);
   };
   controller_->on_change = [this] { refresh(false); };
   SAL_TRY(controller_->start());
@@ -147,21 +148,21 @@ void LocalRun::kill_agents() {
 std::string LocalRun::status_line() const {
   const auto& m = controller_->membership();
   const auto& st = controller_->steps();
-  const auto& tr = controller_->training();
+  const auto& tr = controller_->driver();
+  const auto& metrics = controller_->metrics();
   double t = double((finished_ns_ ? finished_ns_ : mono_ns()) - started_ns_) / 1e9;
   std::string steps = opts_.steps > 0 ? std::to_string(st.committed()) + "/" + std::to_string(opts_.steps)
                                       : "idle (no steps)";
   std::string train;
-  if (tr.metrics().last()) {
+  if (metrics.last()) {
     char buf[96];
-    std::snprintf(buf, sizeof buf, " · loss %.3f · %.0f tok/s", tr.metrics().mean_loss(10),
-                  tr.metrics().recent_tokens_per_s(20));
+    std::snprintf(buf, sizeof buf, " · loss %.3f · %.0f tok/s", metrics.mean_loss(10), metrics.recent_tokens_per_s(20));
     train = buf;
   }
-  std::string plan = tr.applied() ? " · plan " + std::to_string(tr.applied()->number) : "";
+  std::string plan = tr.applied() ? " · plan " + std::to_string(tr.applied()->number()) : "";
   char buf[320];
   std::snprintf(buf, sizeof buf, "[%6.1fs] step %s%s · %zu workers · %s%s · epoch %llu · nodes %zu/%lld alive", t,
-                steps.c_str(), train.c_str(), m.ready_workers(), mesh::Training::phase_name(tr.phase()), plan.c_str(),
+                steps.c_str(), train.c_str(), m.ready_workers(), job::phase_name(tr.phase()), plan.c_str(),
                 (unsigned long long)m.epoch(), m.count(mesh::NodeState::alive) + m.count(mesh::NodeState::suspect),
                 (long long)opts_.job.mesh.nodes);
   return buf;
@@ -175,8 +176,8 @@ void LocalRun::refresh(bool force) {
 nlohmann::ordered_json LocalRun::summary() const {
   const auto& m = controller_->membership();
   const auto& st = controller_->steps();
-  const auto& tr = controller_->training();
-  const auto& metrics = tr.metrics();
+  const auto& tr = controller_->driver();
+  const auto& metrics = controller_->metrics();
   nlohmann::ordered_json j;
   j["job"] = opts_.job.name;
   j["mode"] = opts_.job.train.recovery;
@@ -188,8 +189,8 @@ nlohmann::ordered_json LocalRun::summary() const {
   j["first_loss"] = metrics.first() ? nlohmann::json(metrics.first()->loss) : nlohmann::json();
   j["final_loss"] = metrics.last() ? nlohmann::json(metrics.last()->loss) : nlohmann::json();
   j["tokens_per_s"] = metrics.tokens_per_s();
-  j.update(tr.record().summary());
-  j["plan"] = tr.applied() ? tr.applied()->number : 0;
+  j.update(controller_->record().summary());
+  j["plan"] = tr.applied() ? tr.applied()->number() : 0;
   j["epoch"] = m.epoch();
   j["nodes_joined"] = m.nodes().size();
   j["nodes_lost"] = m.count(mesh::NodeState::dead);
@@ -200,7 +201,7 @@ nlohmann::ordered_json LocalRun::summary() const {
   j["expectations"] = ex;
   j["stopped_by"] = stop_reason_;
   if (!tr.failure().empty()) j["failure"] = tr.failure();
-  if (!tr.checkpoint_dir().empty() && tr.phase() == mesh::Training::Phase::done) j["checkpoint"] = tr.checkpoint_dir();
+  if (!tr.checkpoint_dir().empty() && tr.phase() == job::Phase::done) j["checkpoint"] = tr.checkpoint_dir();
   j["run_dir"] = opts_.run_dir;
   j["exit_code"] = exit_code_;
   return j;
@@ -227,8 +228,8 @@ void LocalRun::print_summary() {
 }
 
 void LocalRun::print_text_summary(const nlohmann::ordered_json& j) const {
-  const auto& tr = controller_->training();
-  const auto& metrics = tr.metrics();
+  const auto& tr = controller_->driver();
+  const auto& metrics = controller_->metrics();
   std::printf("%s — %llu steps committed (%llu aborted) in %.2f s · epoch %llu · %zu nodes joined, %zu lost\n",
               stop_reason_.c_str(), (unsigned long long)j["steps"].get<uint64_t>(),
               (unsigned long long)j["aborted_steps"].get<uint64_t>(), j["elapsed_s"].get<double>(),
@@ -236,7 +237,7 @@ void LocalRun::print_text_summary(const nlohmann::ordered_json& j) const {
   if (metrics.first())
     std::printf("loss %.3f -> %.3f · %.0f tokens/s · %llu samples\n", metrics.first()->loss, metrics.last()->loss,
                 metrics.tokens_per_s(), (unsigned long long)j["samples"].get<uint64_t>());
-  const auto& rec = tr.record();
+  const auto& rec = controller_->record();
   if (!rec.recoveries().empty())
     std::printf("recoveries: %zu (p50 %.2f s, max %.2f s) · lost steps %llu · restores %llu\n", rec.recoveries().size(),
                 j["recovery_p50_s"].get<double>(), j["recovery_max_s"].get<double>(),
@@ -244,7 +245,7 @@ void LocalRun::print_text_summary(const nlohmann::ordered_json& j) const {
   for (const auto& e : expectations_)
     std::printf("  %s  %s: %s\n", e.ok ? "PASS" : "FAIL", e.what.c_str(), e.detail.c_str());
   if (!tr.failure().empty()) std::printf("training failed: %s\n", tr.failure().c_str());
-  if (!tr.checkpoint_dir().empty() && tr.phase() == mesh::Training::Phase::done)
+  if (!tr.checkpoint_dir().empty() && tr.phase() == job::Phase::done)
     std::printf("checkpoint in %s (try: salamander sample --checkpoint %s)\n", tr.checkpoint_dir().c_str(),
                 tr.checkpoint_dir().c_str());
   std::printf("report %s/report.html · logs, events.csv and metrics.csv in %s\n", opts_.run_dir.c_str(),

@@ -25,6 +25,7 @@
 #include "mesh/controller.h"
 #include "mesh/process.h"
 #include "mesh/timer.h"
+#include "sim/jobs.h"
 
 namespace sal::cli {
 
@@ -65,6 +66,7 @@ class LocalRun {
   EventLoop& loop_;
   zmq::context_t& ctx_;
   LocalRunOptions opts_;
+  sim::SimJobs sim_jobs_;  // the REPL's sim.run jobs: outlives the controller's REPL
   std::unique_ptr<mesh::Controller> controller_;
   std::unique_ptr<drill::DrillRunner> drill_;
   std::vector<drill::ExpectationResult> expectations_;

@@ -20,7 +20,7 @@ namespace sal::comm {
 struct StoreServerOptions {
   StoreLimits limits;
   // Called on the ROUTER before bind (e.g. to make it a CURVE server when the endpoint is not
-  // loopback — DESIGN.md "REPL, security and operations"). An error fails start().
+  // loopback — docs/operations.md, security). An error fails start().
   std::function<Status(zmq::socket_t&)> configure;
 };
 

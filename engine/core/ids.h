@@ -1,5 +1,6 @@
-// ids.h — identifiers shared by every part of the engine: nodes (one agent each), membership
-// epochs (bumped by every membership change), training steps, and roles of REPL sessions.
+// ids.h — identifiers shared by every part of the engine: nodes (one agent each), workers
+// (participants), membership epochs (bumped by every membership change), training steps, and roles
+// of REPL sessions.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,14 @@ using Epoch = uint64_t;    // membership epoch; every join, death or departure b
 using StepId = uint64_t;   // training step number (committed steps are never lost)
 
 constexpr NodeId kNoNode = UINT32_MAX;
+
+// A worker of the job: its node and its index there (node.index in logs). A plan's ranks are
+// participants in rank order.
+struct Participant {
+  NodeId node = kNoNode;
+  uint32_t index = 0;
+  auto operator<=>(const Participant&) const = default;
+};
 
 // What a REPL session may do. Loopback sessions are admin; CURVE sessions get the role their key
 // has in the allowlist. Each role includes the ones below it.

@@ -7,7 +7,6 @@
 #include <set>
 
 #include "core/clock.h"
-#include "mesh/training.h"
 
 namespace sal::drill {
 
@@ -61,7 +60,7 @@ void DrillRunner::start() {
 void DrillRunner::on_committed(uint64_t) {
   double t = now_s();
   if (first_step_s_ < 0) first_step_s_ = t;
-  uint64_t tokens = c_.training().metrics().last() ? c_.training().metrics().last()->tokens : 0;
+  uint64_t tokens = c_.metrics().last() ? c_.metrics().last()->tokens : 0;
   all_tokens_ += tokens;
   all_last_s_ = t;
   if (first_action_s_ < 0) {
@@ -90,7 +89,7 @@ void DrillRunner::on_plan_sending(const wire::PlanUpdate& u) {
     Status s = c_.arm_fault(NodeId(victim.node), victim.index, wire::FaultPoint::migration, std::nullopt,
                             "drill " + spec_.name);
     note(s ? "drill" : "drill_error", NodeId(victim.node),
-         a.describe() + " -> node " + std::to_string(victim.node) + ", which sends state in plan " + std::to_string(u.plan) +
+         a.describe() + " -> node " + std::to_string(victim.node) + ", which sends state in plan " + std::to_string(u.number()) +
              (s ? "" : ": " + s.error().message()));
     it = migration_kills_.erase(it);
   }
@@ -126,7 +125,7 @@ std::vector<NodeId> DrillRunner::pick(const Action& a) {
 
 std::vector<NodeId> DrillRunner::holders(std::pair<int, int> unit) const {
   std::set<NodeId> out;
-  const auto& applied = c_.training().applied();
+  const auto& applied = c_.driver().applied();
   if (!applied || unit.first < 0 || size_t(unit.first) >= applied->plan.layers.size()) return {};
   const auto& placement = applied->plan.layers[size_t(unit.first)].placement;
   for (size_t r = 0; r < placement.size() && r < applied->ranks.size(); ++r)
@@ -172,7 +171,7 @@ void DrillRunner::fire(size_t i) {
 
 std::vector<ExpectationResult> DrillRunner::check() const {
   std::vector<ExpectationResult> out;
-  const auto& rec = c_.training().record();
+  const auto& rec = c_.record();
   const auto& e = spec_.expect;
   auto add = [&](std::string what, bool ok, std::string detail) { out.push_back({std::move(what), ok, std::move(detail)}); };
   size_t unfired = size_t(std::count(fired_.begin(), fired_.end(), false)) + migration_kills_.size();

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model_shape.h"
 #include "core/result.h"
 
 namespace sal::job {
@@ -25,6 +26,11 @@ struct ModelConfig {
   double skew = 1;             // routing skew for experiments (1: off)
   int64_t hot_experts = 0;     // how many experts the skew favours
 };
+
+// The operator sizes of the model (the shared description in core/model_shape.h).
+inline ModelShape model_shape(const ModelConfig& m) {
+  return ModelShape{int(m.layers), int(m.d_model), int(m.experts), int(m.seq_len), int(m.vocab)};
+}
 
 // The default corpus: the fortune cookie files of Debian's `fortunes` package (plain English
 // text; `scripts/dev.sh` installs it).

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include "comm/store_server.h"
 #include "core/clock.h"
 #include "core/devices.h"
 #include "core/paths.h"
@@ -13,7 +14,6 @@
 #include "mesh/planner.h"
 #include "mesh/repl_server.h"
 #include "mesh/security.h"
-#include "mesh/training.h"
 #include "mesh/zmq_uv.h"
 
 namespace sal::mesh {
@@ -45,12 +45,13 @@ Controller::Controller(uv_loop_t* loop, zmq::context_t& ctx, ControllerOptions o
       planner_(std::make_unique<Planner>(opts_.job, [this] { service(); })),
       tick_timer_(loop),
       ping_timer_(loop),
-      stop_timer_(loop) {
-  training_ = std::make_unique<Training>(*this);
+      stop_timer_(loop),
+      started_ns_(mono_ns()) {
+  for (size_t t = 0; t < size_t(job::Timer::count_); ++t) driver_timers_.push_back(std::make_unique<Timer>(loop_));
+  driver_ = std::make_unique<job::Driver>(job::DriverConfig::from(opts_.job, opts_.max_steps, opts_.run_dir, started_ns_));
 }
 
 Controller::~Controller() {
-  training_.reset();
   repl_.reset();
   mesh_monitor_.reset();
   mesh_watcher_.reset();
@@ -89,7 +90,6 @@ Status Controller::setup_security() {
 }
 
 Status Controller::start() {
-  started_ns_ = mono_ns();
   std::string data = job::resolve_path(opts_.job, opts_.job.data.path);
   if (!path_exists(data))
     return fail(opts_.job.file, ": data.path: ", data, " does not exist",
@@ -116,6 +116,7 @@ Status Controller::start() {
   ro.budget_ms = opts_.job.repl.budget_ms;
   ro.memory_limit = size_t(opts_.job.repl.memory_mb) << 20;
   ro.max_sessions = size_t(opts_.job.repl.max_sessions);
+  ro.modules = opts_.repl_modules;
   if (server_key_ && !is_local_endpoint(ro.bind)) {
     ro.curve = server_key_.get();
     ro.allow = allow_.get();
@@ -126,7 +127,7 @@ Status Controller::start() {
   }
   repl_ = std::make_unique<ReplServer>(loop_, ctx_, *this, ro);
   SAL_TRY(repl_->start());
-  SAL_TRY(training_->start());
+  SAL_TRY(start_training());
 
   tick_timer_.start(kTickMs, kTickMs, [this] { liveness_tick(); });
   uint64_t hb = uint64_t(opts_.job.mesh.heartbeat_ms);
@@ -245,16 +246,13 @@ void Controller::handle_register(const std::string& rid, int fd, const wire::Env
   send_to(rid, wire::Welcome{n.id, membership_.epoch(), uint32_t(opts_.job.mesh.heartbeat_ms),
                              uint32_t(opts_.job.mesh.miss_limit), opts_.job.name});
   send_to(rid, wire::JobSpec{opts_.job.file, opts_.job.dir, opts_.job.text});
-  training_->poke();
 }
 
 void Controller::handle_heartbeat(const std::string& rid, const wire::Envelope& env) {
   auto m = wire::decode<wire::Heartbeat>(env);
   if (!m) return reject(rid, "", m.error());
   if (!sender(rid, m->node_id, "Heartbeat")) return;
-  Epoch before = membership_.epoch();
   membership_.heartbeat(m->node_id, m->workers, mono_ns());
-  if (membership_.epoch() != before) training_->poke();
 }
 
 void Controller::handle_worker_event(const std::string& rid, const wire::Envelope& env) {
@@ -263,11 +261,8 @@ void Controller::handle_worker_event(const std::string& rid, const wire::Envelop
   if (!sender(rid, m->node_id, "WorkerEvent")) return;
   membership_.worker_event(m->node_id, *m, mono_ns());
   using K = wire::WorkerEventKind;
-  if (m->kind == K::exited || m->kind == K::spawn_failed) {
+  if (m->kind == K::exited || m->kind == K::spawn_failed)
     worker_lost(m->node_id, m->index, "worker " + std::to_string(m->node_id) + "." + std::to_string(m->index) + " exited");
-  } else {
-    training_->poke();
-  }
 }
 
 void Controller::handle_goodbye(const std::string& rid, const wire::Envelope& env) {
@@ -275,32 +270,30 @@ void Controller::handle_goodbye(const std::string& rid, const wire::Envelope& en
   if (!m) return reject(rid, "", m.error());
   Node* n = membership_.find(m->node_id);
   if (!n || n->routing_id != rid) return;
-  training_->outcome(steps_.lost(n->id, "node " + std::to_string(n->id) + " left: " + m->reason));
+  feed(job::in::Lost{n->id, std::nullopt, "node " + std::to_string(n->id) + " left: " + m->reason});
   membership_.leave(n->id, m->reason, mono_ns());
   check_shutdown_done();
-  training_->poke();
 }
 
 void Controller::handle_vote(const std::string& rid, const wire::Envelope& env) {
   auto m = wire::decode<wire::StepVote>(env);
   if (!m) return reject(rid, "", m.error());
   if (!sender(rid, m->node_id, "StepVote")) return;
-  training_->on_vote(*m);
-  training_->outcome(steps_.vote({m->node_id, m->index}, m->epoch, m->step, m->ok, m->detail));
+  feed(job::in::Vote{std::move(*m)});
 }
 
 void Controller::handle_plan_ready(const std::string& rid, const wire::Envelope& env) {
   auto m = wire::decode<wire::PlanReady>(env);
   if (!m) return reject(rid, "", m.error());
   if (!sender(rid, m->node_id, "PlanReady")) return;
-  training_->on_plan_ready(*m);
+  feed(job::in::Ready{std::move(*m)});
 }
 
 void Controller::handle_save_done(const std::string& rid, const wire::Envelope& env) {
   auto m = wire::decode<wire::SaveDone>(env);
   if (!m) return reject(rid, "", m.error());
   if (!sender(rid, m->node_id, "SaveDone")) return;
-  training_->on_save_done(*m);
+  feed(job::in::Saved{std::move(*m)});
 }
 
 void Controller::on_connection_event(int kind, int fd, const std::string& peer) {
@@ -335,15 +328,14 @@ void Controller::liveness_tick() {
   // Count heartbeats already queued (e.g. behind a long REPL evaluation) before judging silence.
   mesh_watcher_->drain();
   for (NodeId id : membership_.tick(mono_ns())) {
-    training_->outcome(steps_.lost(id, "node " + std::to_string(id) + " died"));
-    training_->poke();
+    feed(job::in::Lost{id, std::nullopt, "node " + std::to_string(id) + " died"});
     changed();
   }
 }
 
 void Controller::send_pings() {
   next_ping_ns_ = mono_ns() + opts_.job.mesh.heartbeat_ms * 1'000'000;
-  broadcast(wire::Ping{membership_.epoch(), steps_.committed(), ++ping_seq_});
+  broadcast(wire::Ping{membership_.epoch(), driver_->steps().committed(), ++ping_seq_});
 }
 
 void Controller::service() {
@@ -356,13 +348,11 @@ void Controller::service() {
 
 void Controller::node_lost(NodeId id, const std::string& cause) {
   membership_.lose(id, cause, mono_ns());
-  training_->outcome(steps_.lost(id, "node " + std::to_string(id) + " lost: " + cause));
-  training_->poke();
+  feed(job::in::Lost{id, std::nullopt, "node " + std::to_string(id) + " lost: " + cause});
 }
 
 void Controller::worker_lost(NodeId id, uint32_t index, const std::string& cause) {
-  training_->outcome(steps_.lost_worker({id, index}, cause));
-  training_->poke();
+  feed(job::in::Lost{id, index, cause});
 }
 
 }  // namespace sal::mesh

@@ -1,8 +1,12 @@
-// controller.h — the controller: one per job, on a CPU host.
-// (controller.cpp: setup, messages and liveness; controller_flow.cpp: steps, plans, operator
-// actions and shutdown.) It owns the truth — membership with
-// epochs, step commit state, the event log — and serves the mesh endpoint (agents) and the REPL
-// endpoint (operators). It never moves tensors.
+// controller.h — the controller: one per job, on a CPU host. It is the I/O around the job driver
+// (job/driver.h), the pure state machine that owns the job's steps, plans and recovery: the
+// controller turns what it observes — registrations, heartbeats, worker exits, votes, plan
+// readiness, saves, timers, operator requests — into the driver's events, and applies the actions
+// that come back (send these messages, ask the planner, arm a timer, log, record the run). It owns
+// membership with epochs, the event log, the rendezvous store, the metrics and the run record, and
+// serves the mesh endpoint (agents) and the REPL endpoint (operators). It never moves tensors.
+// (controller.cpp: setup, messages and liveness; controller_driver.cpp: feeding the driver and
+// applying its actions; controller_flow.cpp: operator actions and shutdown.)
 //
 // Everything runs on one libuv loop: the mesh ROUTER socket, a monitor that reports a dropped
 // agent connection the moment its process dies, a liveness tick that ages silent nodes, pings to
@@ -16,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -23,14 +28,22 @@
 
 #include "core/log.h"
 #include "job/config.h"
+#include "job/driver.h"
 #include "mesh/events.h"
 #include "mesh/membership.h"
-#include "mesh/steps.h"
+#include "mesh/metrics.h"
+#include "mesh/run_record.h"
 #include "mesh/timer.h"
 #include "wire/codec.h"
 
 namespace sal::wire {
 struct KeyPair;
+}
+namespace sal::comm {
+class StoreServer;
+}
+namespace sal::lua {
+class ApiRegistry;
 }
 
 namespace sal::mesh {
@@ -41,12 +54,13 @@ class Planner;
 class ReplServer;
 class ZapHandler;
 class Allowlist;
-class Training;
 
 struct ControllerOptions {
   job::JobConfig job;
   int64_t max_steps = 0;   // steps to drive before reporting completion (0: none)
   std::string run_dir;     // events.csv and audit.log go here (empty: nowhere)
+  // REPL modules registered from above the controller (the CLI registers the simulator's sim.*).
+  std::function<void(lua::ApiRegistry&)> repl_modules;
 };
 
 class Controller {
@@ -97,20 +111,22 @@ class Controller {
 
   // The policy slots and the current plan.
   Planner& planner() { return *planner_; }
-  // The training driver: plans in force, steps, metrics, loads.
-  Training& training() { return *training_; }
-  const Training& training() const { return *training_; }
+  // The job driver: phase, plans in force, steps, loads, snapshots (read only: it changes through events).
+  const job::Driver& driver() const { return *driver_; }
+  // A new plan at the next step boundary; with `use_loads`, balanced on the recent load window.
+  void request_plan(const std::string& why, bool use_loads = false);
+  const MetricsLog& metrics() const { return metrics_; }
+  const RunRecord& record() const { return record_; }
+  const std::string& store_endpoint() const { return store_endpoint_; }
 
   const Membership& membership() const { return membership_; }
-  const StepCoordinator& steps() const { return steps_; }
+  const job::StepCoordinator& steps() const { return driver_->steps(); }
   const EventLog& events() const { return events_; }
   const job::JobConfig& job() const { return opts_.job; }
   int64_t max_steps() const { return opts_.max_steps; }
   int64_t started_ns() const { return started_ns_; }
 
  private:
-  friend class Training;  // the training driver is the controller's step and plan half
-
   Status setup_security();
   void on_mesh_message();
   void on_connection_event(int kind, int fd, const std::string& peer);
@@ -134,6 +150,17 @@ class Controller {
   }
   void deliver(const std::string& rid, wire::Parts parts, wire::MsgType type);
 
+  // ---- the driver (controller_driver.cpp) ----
+  Status start_training();
+  void feed(job::Event e);
+  void apply(const job::Action& a);
+  void apply_send(const job::act::Send& s);
+  void apply_decide(const job::act::DecidePlan& d);
+  void apply_note(const job::act::Note& n);
+  void apply_timer(job::Timer t, std::optional<uint64_t> ms);
+  void view_changed();
+  double now_s() const;
+
   void liveness_tick();
   void send_pings();
   void handle_plan_ready(const std::string& rid, const wire::Envelope& env);
@@ -148,7 +175,15 @@ class Controller {
   ControllerOptions opts_;
   EventLog events_;
   Membership membership_;
-  StepCoordinator steps_;
+  std::unique_ptr<job::Driver> driver_;
+  std::deque<job::Input> inbox_;   // events waiting for the driver (one is handled at a time)
+  bool feeding_ = false;
+  job::View last_view_;
+  std::vector<std::unique_ptr<Timer>> driver_timers_;  // one per job::Timer
+  MetricsLog metrics_;
+  RunRecord record_;
+  std::unique_ptr<comm::StoreServer> store_;
+  std::string store_endpoint_;
 
   zmq::socket_t mesh_;
   std::string mesh_endpoint_;
@@ -159,7 +194,6 @@ class Controller {
   std::unique_ptr<wire::KeyPair> server_key_;
   std::unique_ptr<Allowlist> allow_;
   std::unique_ptr<Planner> planner_;
-  std::unique_ptr<Training> training_;
 
   std::vector<std::shared_ptr<Timer>> thaw_timers_;  // frozen nodes waiting for SIGCONT
   Timer tick_timer_;

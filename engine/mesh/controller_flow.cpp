@@ -1,6 +1,5 @@
-// controller_flow.cpp — the controller's decisions over time (see controller.h): operator actions
-// (kill, drain, stop) and the graceful shutdown. Steps and plans are the training driver's
-// (training.h).
+// controller_flow.cpp — the controller's operator actions (kill, drain, freeze, faults, stop) and
+// the graceful shutdown (see controller.h). Steps and plans are the job driver's (job/driver.h).
 #include <signal.h>
 #include <algorithm>
 #include <spdlog/spdlog.h>
@@ -8,7 +7,6 @@
 #include "core/clock.h"
 #include "core/paths.h"
 #include "mesh/controller.h"
-#include "mesh/training.h"
 
 namespace sal::mesh {
 
@@ -92,7 +90,7 @@ void Controller::shutdown(const std::string& reason, std::function<void()> done)
   membership_.set_stopping();
   stop_done_ = std::move(done);
   spdlog::info("stopping job: {}", reason);
-  training_->stop(reason);
+  feed(job::in::Stop{reason});
   broadcast(wire::Command{wire::Verb::stop, reason});
   stop_timer_.start(kStopGraceMs, 0, [this] {
     for (const auto& [id, n] : membership_.nodes())
@@ -112,7 +110,7 @@ void Controller::check_shutdown_done() {
 }
 
 void Controller::changed() {
-  if (!stopping_) training_->poke();
+  if (!stopping_) view_changed();
   if (on_change) on_change();
 }
 

@@ -220,6 +220,31 @@ size_t Membership::ready_workers() const {
   return c;
 }
 
+std::vector<Participant> Membership::ready_participants() const {
+  std::vector<Participant> out;
+  for (const auto& [id, n] : nodes_) {
+    if (!n.usable()) continue;
+    for (const auto& w : n.workers)
+      if (!w.exited && w.state == wire::WorkerState::ready) out.push_back({id, w.index});
+  }
+  return out;
+}
+
+std::string Membership::start_failure() const {
+  std::string first;
+  size_t workers = 0;
+  for (const auto& [id, n] : nodes_) {
+    if (!n.usable()) continue;
+    for (const auto& w : n.workers) {
+      ++workers;
+      if (!w.exited) return "";
+      if ((w.exit_code != 0 || w.signal != 0) && first.empty())
+        first = "worker " + std::to_string(id) + "." + std::to_string(w.index) + " " + w.detail;
+    }
+  }
+  return workers > 0 ? first : "";
+}
+
 size_t Membership::total_workers() const {
   size_t c = 0;
   for (auto& [id, n] : nodes_)

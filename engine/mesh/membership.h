@@ -88,6 +88,11 @@ class Membership {
   const std::map<NodeId, Node>& nodes() const { return nodes_; }
   size_t count(NodeState s) const;
   size_t ready_workers() const;
+  // The ready workers of usable nodes: node id order, then worker index.
+  std::vector<Participant> ready_participants() const;
+  // When every worker started on a usable node has exited and one of them failed, the first
+  // failure in words ("worker 0.0 exited ..."); empty otherwise (a job whose workers cannot start).
+  std::string start_failure() const;
   size_t total_workers() const;
 
   int64_t suspect_after_ns() const;

@@ -1,9 +1,11 @@
-// planner.h — the controller's planning: it owns the job's policy slots and turns the ready
-// workers and the recent expert loads into a plan. When the training driver (training.h) asks — a
-// membership change, a rebalance, a policy reload — it asks the allocation policy for replica
-// counts, the placement policy for the slot table, and the checkpoint policy for the snapshot
-// schedule, each validated in C++ (a refused proposal falls back as slot.h describes). The driver
-// then maps the plan onto the workers (plan_switch.h) and puts it in force between steps.
+// planner.h — the controller's planning: it owns the job's policy slots and answers the job
+// driver's requests for a plan (job/driver_io.h: act::DecidePlan). It asks the allocation policy
+// for replica counts, the placement policy for the slot table, the checkpoint-window policy for
+// the snapshot schedule (from the model's operators, the measured iteration time and snapshot
+// bandwidth, and the experts' popularity), and the redundancy policy for the shard stacks, each
+// validated in C++ (a refused proposal falls back as slot.h describes). The plan it returns is
+// numbered (plan::Plan::version) and is the value every worker follows; the driver maps it onto
+// the workers (job/plan_switch.h) and puts it in force between steps.
 #pragma once
 
 #include <functional>
@@ -12,20 +14,11 @@
 #include <vector>
 
 #include "job/config.h"
+#include "job/driver_io.h"
 #include "plan/plan.h"
 #include "policy/policy_set.h"
 
 namespace sal::mesh {
-
-struct PlanRecord {
-  plan::Plan plan;
-  plan::CheckpointSchedule schedule;
-  uint64_t number = 0;          // plans made so far
-  uint64_t epoch = 0;           // membership epoch it was made for
-  std::string allocation_by, placement_by, checkpoint_by;  // which generation decided
-  std::string note;             // e.g. the floor being lowered
-  double ms = 0;                // time to decide all of it
-};
 
 class Planner {
  public:
@@ -34,25 +27,28 @@ class Planner {
 
   // Loads the job's policy into every slot; the error names the job key (policies.placement: ...).
   Status configure();
-  // A new plan for `workers` plan positions (ready workers), recorded as current.
-  Result<PlanRecord> replan(uint32_t workers, uint64_t epoch);
-  // The baselines' plan (plan/fixed_ep.h): `groups` whole expert-parallel groups, recorded as current.
-  Result<PlanRecord> fixed_ep(uint32_t groups, uint64_t epoch);
+  // A plan as the driver asks: elastic (the policies) or the baselines' fixed expert-parallel plan
+  // of `ask.fixed_groups` groups. Recorded as current.
+  Result<job::PlanRecord> decide(const job::act::DecidePlan& ask);
 
   policy::PolicySet& policies() { return policies_; }
-  const std::optional<PlanRecord>& current() const { return current_; }
-
-  // Per-layer expert loads the allocation sees (uniform until the driver passes measured ones).
-  std::vector<std::vector<double>> loads;
+  const std::optional<job::PlanRecord>& current() const { return current_; }
+  // What the checkpoint policy was told at the last decision (job.plan() shows it).
+  const policy::CheckpointInput& checkpoint_input() const { return checkpoint_input_; }
 
  private:
-  const job::JobConfig& job_;
-  policy::PolicySet policies_;
-  std::optional<PlanRecord> current_;
-};
+  Result<job::PlanRecord> elastic(uint32_t workers);
+  Result<job::PlanRecord> fixed_ep(uint32_t groups);
+  void decide_schedule(const job::CheckpointFacts& facts, job::PlanRecord& r);
+  void decide_stacks(job::PlanRecord& r);
 
-// The operators of a moe-gpt model (each expert of each layer, each gate, each layer's dense part,
-// the embeddings) with their sizes, as the checkpoint policy sees them.
-std::vector<policy::OperatorInfo> model_operators(const job::ModelConfig& m);
+  const job::JobConfig& job_;
+  ModelShape shape_;
+  policy::PolicySet policies_;
+  std::optional<job::PlanRecord> current_;
+  policy::CheckpointInput checkpoint_input_;
+  // Per-layer expert loads the allocation sees: uniform until the driver passes measured ones.
+  std::vector<std::vector<double>> loads_;
+};
 
 }  // namespace sal::mesh

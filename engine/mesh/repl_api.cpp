@@ -9,7 +9,6 @@
 #include "lua/convert.h"
 #include "mesh/controller.h"
 #include "mesh/repl_server.h"
-#include "mesh/training.h"
 
 namespace sal::mesh {
 namespace {
@@ -69,9 +68,9 @@ int job_status(Controller& c, lua_State* L) {
   lua::set_field(L, "steps_target", c.max_steps());
   lua::set_field(L, "step_in_flight", s.in_flight());
   lua::set_field(L, "steps_aborted", int64_t(s.aborted()));
-  const auto& metrics = c.training().metrics();
-  lua::set_field(L, "phase", Training::phase_name(c.training().phase()));
-  if (const auto& plan = c.training().applied()) lua::set_field(L, "plan", int64_t(plan->number));
+  const auto& metrics = c.metrics();
+  lua::set_field(L, "phase", job::phase_name(c.driver().phase()));
+  if (const auto& plan = c.driver().applied()) lua::set_field(L, "plan", int64_t(plan->number()));
   if (const auto* last = metrics.last()) lua::set_field(L, "loss", last->loss);
   lua::set_field(L, "tokens_per_s", metrics.recent_tokens_per_s(20));
   lua::set_field(L, "uptime_s", double(mono_ns() - c.started_ns()) / 1e9);

@@ -11,7 +11,6 @@
 #include "mesh/controller.h"
 #include "mesh/planner.h"
 #include "mesh/repl_server.h"
-#include "mesh/training.h"
 
 namespace sal::mesh {
 namespace {
@@ -89,7 +88,7 @@ int policy_show(Controller& c, lua_State* L) {
 // Runs a slot-changing action and answers with the slot's new state (or raises the refusal).
 int slot_action(Controller& c, lua_State* L, const char* fn, policy::Kind k, const std::function<Status()>& act) {
   if (auto s = act(); !s) return luaL_error(L, "%s: %s", fn, s.error().message().c_str());
-  c.training().request_plan("policy change in the " + std::string(policy::kind_name(k)) + " slot");
+  c.request_plan("policy change in the " + std::string(policy::kind_name(k)) + " slot");
   push_slot(L, c.planner().policies().slot(k), false);
   return 1;
 }
@@ -147,6 +146,34 @@ int policy_decide(Controller& c, lua_State* L) {
   return 1;
 }
 
+// The checkpoint schedule: the window, and each iteration's operators by name.
+void push_schedule(lua_State* L, const plan::CheckpointSchedule& s, const policy::CheckpointInput& in) {
+  nlohmann::ordered_json j;
+  j["window"] = s.window;
+  j["period"] = s.period;
+  auto slots = nlohmann::ordered_json::array();
+  for (const auto& iteration : s.slots) {
+    auto names = nlohmann::ordered_json::array();
+    for (uint32_t op : iteration) names.push_back(op < in.operators.size() ? in.operators[op].name : std::to_string(op));
+    slots.push_back(std::move(names));
+  }
+  j["slots"] = std::move(slots);
+  j["operators"] = in.operators.size();
+  j["iteration_s"] = in.iteration_s;
+  j["bandwidth_Bps"] = in.bandwidth_Bps;
+  lua::push_json(L, j);
+}
+
+void push_stacks(lua_State* L, const plan::ShardStacks& s) {
+  nlohmann::ordered_json j;
+  j["redundancy"] = s.redundancy;
+  j["hosts"] = s.hosts;
+  j["assignment"] = s.assignment;
+  j["depth"] = s.depth();
+  j["wipeout"] = s.wipeout;
+  lua::push_json(L, j);
+}
+
 int job_plan(Controller& c, lua_State* L) {
   const auto& cur = c.planner().current();
   bool with_layer = !lua_isnoneornil(L, 1);
@@ -155,7 +182,7 @@ int job_plan(Controller& c, lua_State* L) {
   if (with_layer && (layer < 0 || layer >= int64_t(cur->plan.layers.size())))
     return luaL_error(L, "job.plan: layer %d is not in 0..%d", int(layer), int(cur->plan.layers.size()) - 1);
   lua_newtable(L);
-  lua::set_field(L, "number", int64_t(cur->number));
+  lua::set_field(L, "number", int64_t(cur->plan.version));
   lua::set_field(L, "epoch", int64_t(cur->epoch));
   lua::set_field(L, "nodes", int64_t(cur->plan.nodes));
   lua::set_field(L, "slots", int64_t(cur->plan.slots));
@@ -163,8 +190,13 @@ int job_plan(Controller& c, lua_State* L) {
   lua::set_field(L, "allocation_by", cur->allocation_by);
   lua::set_field(L, "placement_by", cur->placement_by);
   lua::set_field(L, "checkpoint_by", cur->checkpoint_by);
+  lua::set_field(L, "redundancy_by", cur->redundancy_by);
   lua::set_field(L, "ms", cur->ms);
   if (!cur->note.empty()) lua::set_field(L, "note", cur->note);
+  push_schedule(L, cur->plan.schedule, c.planner().checkpoint_input());
+  lua_setfield(L, -2, "schedule");
+  push_stacks(L, cur->plan.stacks);
+  lua_setfield(L, -2, "stacks");
   if (with_layer) {
     nlohmann::ordered_json j;
     j["replicas"] = cur->plan.layers[size_t(layer)].replicas;
@@ -209,9 +241,12 @@ void register_policy_api(lua::ApiRegistry& reg, Controller& c) {
       "(1-based). The proposal comes back as in plan files (0-based ids).",
       Role::operate, policy_decide);
   add_controller_fn(reg, c, "job", "plan",
-                    "job.plan([layer]) -> {number, epoch, nodes, slots, floor, allocation_by, placement_by, ...}",
-                    "The current plan: which generation decided each part, for how many nodes; with a layer "
-                    "(0-based), its replica counts and node -> slots table (0-based expert ids, as in plan files).",
+                    "job.plan([layer]) -> {number, epoch, nodes, slots, floor, allocation_by, placement_by, "
+                    "checkpoint_by, redundancy_by, schedule, stacks, ...}",
+                    "The current plan: which generation decided each part, for how many nodes; the checkpoint "
+                    "schedule (window, period, each iteration's operators by name, and the iteration time and "
+                    "snapshot bandwidth it was decided from) and the shard stacks; with a layer (0-based), its "
+                    "replica counts and node -> slots table (0-based expert ids, as in plan files).",
                     Role::observe, job_plan);
 }
 

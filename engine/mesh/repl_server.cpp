@@ -12,7 +12,6 @@
 #include "mesh/endpoint.h"
 #include "mesh/monitor.h"
 #include "mesh/security.h"
-#include "mesh/sim_jobs.h"
 #include "mesh/zmq_uv.h"
 
 namespace sal::mesh {
@@ -27,12 +26,11 @@ ReplServer::ReplServer(uv_loop_t* loop, zmq::context_t& ctx, Controller& control
       ctx_(ctx),
       controller_(controller),
       opts_(std::move(opts)),
-      sim_jobs_(std::make_unique<SimJobs>()),
       socket_(ctx, zmq::socket_type::router) {
   register_controller_api(registry_, controller_);
   register_policy_api(registry_, controller_);
   register_training_api(registry_, controller_);
-  register_sim_api(registry_, controller_, *sim_jobs_);
+  if (opts_.modules) opts_.modules(registry_);
 }
 
 ReplServer::~ReplServer() {

@@ -9,6 +9,7 @@
 #include <zmq.hpp>
 
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,7 +30,6 @@ class Controller;
 class ZmqWatcher;
 class SocketMonitor;
 class Allowlist;
-class SimJobs;
 
 struct ReplOptions {
   std::string bind;
@@ -39,6 +39,8 @@ struct ReplOptions {
   const wire::KeyPair* curve = nullptr;     // CURVE server key when the endpoint is not local
   const Allowlist* allow = nullptr;   // roles of CURVE clients
   std::string audit_path;             // audit log file (empty: log only)
+  // Modules registered from above the controller (the simulator's sim.*), after the controller's own.
+  std::function<void(lua::ApiRegistry&)> modules;
 };
 
 class ReplServer {
@@ -75,7 +77,6 @@ class ReplServer {
   zmq::context_t& ctx_;
   Controller& controller_;
   ReplOptions opts_;
-  std::unique_ptr<SimJobs> sim_jobs_;  // sim.run's background simulations; joined when the server goes
   lua::ApiRegistry registry_;
   zmq::socket_t socket_;
   std::string endpoint_;
@@ -100,7 +101,5 @@ void register_controller_api(lua::ApiRegistry& reg, Controller& c);
 void register_policy_api(lua::ApiRegistry& reg, Controller& c);
 // Registers job.metrics, job.loads, job.rebalance and job.training (repl_training_api.cpp).
 void register_training_api(lua::ApiRegistry& reg, Controller& c);
-// Registers sim.* over `jobs`, the server's background simulations (repl_sim_api.cpp).
-void register_sim_api(lua::ApiRegistry& reg, Controller& c, SimJobs& jobs);
 
 }  // namespace sal::mesh

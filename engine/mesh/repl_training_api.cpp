@@ -1,4 +1,4 @@
-// repl_training_api.cpp — the training half of the `job` module: job.metrics(), job.loads(),
+// repl_training_api.cpp — the training half of the `job` module (the job driver's state): job.metrics(), job.loads(),
 // job.rebalance(), job.training(). Registered like the rest of the REPL API (help and completion
 // come from these entries).
 #include <lua.hpp>
@@ -6,7 +6,6 @@
 #include "lua/convert.h"
 #include "mesh/controller.h"
 #include "mesh/repl_server.h"
-#include "mesh/training.h"
 
 namespace sal::mesh {
 namespace {
@@ -31,7 +30,7 @@ void push_record(lua_State* L, const StepRecord& r) {
 
 int job_metrics(Controller& c, lua_State* L) {
   int64_t n = lua_isnoneornil(L, 1) ? 20 : lua::check_integer(L, 1, "job.metrics", "a count");
-  const auto& m = c.training().metrics();
+  const auto& m = c.metrics();
   const auto& recent = m.recent();
   size_t start = recent.size() > size_t(std::max<int64_t>(n, 0)) ? recent.size() - size_t(n) : 0;
   lua_newtable(L);
@@ -59,7 +58,7 @@ void push_row(lua_State* L, const std::vector<double>& row) {
 }
 
 int job_loads(Controller& c, lua_State* L) {
-  const auto& w = c.training().loads();
+  const auto& w = c.driver().loads();
   auto mean = w.mean();
   bool one = !lua_isnoneornil(L, 1);
   int64_t layer = one ? lua::check_integer(L, 1, "job.loads", "a layer (0-based)") : 0;
@@ -82,17 +81,17 @@ int job_loads(Controller& c, lua_State* L) {
 }
 
 int job_rebalance(Controller& c, lua_State* L) {
-  c.training().request_plan("job.rebalance() from the REPL", true);
+  c.request_plan("job.rebalance() from the REPL", true);
   lua_pushboolean(L, 1);
   return 1;
 }
 
 int job_training(Controller& c, lua_State* L) {
-  const auto& t = c.training();
+  const auto& t = c.driver();
   lua_newtable(L);
-  lua::set_field(L, "phase", Training::phase_name(t.phase()));
+  lua::set_field(L, "phase", job::phase_name(t.phase()));
   if (const auto& a = t.applied()) {
-    lua::set_field(L, "plan", int64_t(a->number));
+    lua::set_field(L, "plan", int64_t(a->number()));
     lua::set_field(L, "plan_from_step", int64_t(a->from_step));
     lua_createtable(L, int(a->ranks.size()), 0);
     for (size_t r = 0; r < a->ranks.size(); ++r) {
@@ -103,7 +102,7 @@ int job_training(Controller& c, lua_State* L) {
   }
   if (!t.failure().empty()) lua::set_field(L, "failure", t.failure());
   if (!t.checkpoint_dir().empty()) lua::set_field(L, "checkpoint", t.checkpoint_dir());
-  lua::set_field(L, "store", t.store_endpoint());
+  lua::set_field(L, "store", c.store_endpoint());
   return 1;
 }
 

@@ -52,7 +52,7 @@ double RunRecord::seconds_in(const std::string& phase) const {
 void RunRecord::plan(const AppliedPlan& p, double now_s, const std::vector<std::vector<double>>& loads) {
   if (!plans_) return;
   nlohmann::ordered_json j;
-  j["plan"] = p.number;
+  j["plan"] = p.number();
   j["step"] = p.from_step;
   j["time_s"] = now_s;
   std::vector<std::string> workers;

@@ -13,17 +13,13 @@
 #include <vector>
 
 #include "core/result.h"
-#include "mesh/plan_switch.h"
+#include "job/measurements.h"
+#include "job/plan_switch.h"
 
 namespace sal::mesh {
 
-struct RecoveryRecord {
-  std::string cause;
-  std::string kind;     // "elastic" (no checkpoint) or "restore" (dense checkpoint)
-  double at_s = 0;      // when the loss was noticed
-  double seconds = 0;   // until the next step committed
-  uint64_t step = 0;    // the step that committed
-};
+using job::AppliedPlan;
+using job::RecoveryRecord;
 
 class RunRecord {
  public:

@@ -4,16 +4,15 @@
 
 #include <cstdint>
 
+#include "core/model_shape.h"
+
 namespace sal::model {
 
-struct Dims {
-  int layers = 2;
-  int d = 64;          // d_model
+// The operator sizes (layers, d, experts, seq_len, vocab, ffn()) are the ModelShape every part
+// shares (core/model_shape.h); the rest only the model itself needs.
+struct Dims : ModelShape {
   int heads = 4;
-  int experts = 8;
   int top_k = 2;
-  int seq_len = 64;    // T: tokens per sequence
-  int vocab = 256;
   float aux_weight = 0.01f;  // Switch load-balancing loss weight
   // Forced routing for experiments: each token's k experts are drawn (deterministically) with the
   // first `hot_experts` experts `skew` times as likely as the others, instead of the gate's top-k.
@@ -21,7 +20,7 @@ struct Dims {
   float skew = 1.0f;
   int hot_experts = 0;
 
-  int ffn() const { return 4 * d; }  // each expert: d -> 4d -> d
+  const ModelShape& shape() const { return *this; }
 };
 
 }  // namespace sal::model

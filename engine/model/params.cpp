@@ -9,16 +9,6 @@ namespace {
 
 constexpr float kInitStd = 0.02f;
 
-// Carves consecutive slices out of a unit's flat buffer.
-struct Carver {
-  size_t next = 0;
-  Slice take(size_t n) {
-    Slice s{next, n};
-    next += n;
-    return s;
-  }
-};
-
 // SplitMix64: a small, fast, well-mixed generator; the same stream on every platform.
 struct SplitMix {
   uint64_t s;
@@ -52,56 +42,6 @@ void fill(float* x, size_t n, float v) {
 }
 
 }  // namespace
-
-std::string UnitId::name() const {
-  switch (kind) {
-    case UnitKind::embedding: return "embedding";
-    case UnitKind::dense: return "layer" + std::to_string(layer) + ".dense";
-    case UnitKind::gate: return "layer" + std::to_string(layer) + ".gate";
-    case UnitKind::expert: return "layer" + std::to_string(layer) + ".expert" + std::to_string(expert);
-  }
-  return "?";
-}
-
-EmbeddingLayout embedding_layout(const Dims& d) {
-  Carver c;
-  EmbeddingLayout l{c.take(size_t(d.vocab) * d.d), c.take(size_t(d.seq_len) * d.d), c.take(size_t(d.d)), c.take(size_t(d.d))};
-  l.total = c.next;
-  return l;
-}
-
-DenseLayout dense_layout(const Dims& d) {
-  Carver c;
-  size_t D = size_t(d.d);
-  DenseLayout l{c.take(D), c.take(D), c.take(D * 3 * D), c.take(3 * D), c.take(D * D), c.take(D), c.take(D), c.take(D)};
-  l.total = c.next;
-  return l;
-}
-
-GateLayout gate_layout(const Dims& d) {
-  Carver c;
-  GateLayout l{c.take(size_t(d.d) * d.experts)};
-  l.total = c.next;
-  return l;
-}
-
-ExpertLayout expert_layout(const Dims& d) {
-  Carver c;
-  size_t D = size_t(d.d), F = size_t(d.ffn());
-  ExpertLayout l{c.take(D * F), c.take(F), c.take(F * D), c.take(D)};
-  l.total = c.next;
-  return l;
-}
-
-size_t unit_size(const Dims& d, UnitKind k) {
-  switch (k) {
-    case UnitKind::embedding: return embedding_layout(d).total;
-    case UnitKind::dense: return dense_layout(d).total;
-    case UnitKind::gate: return gate_layout(d).total;
-    case UnitKind::expert: return expert_layout(d).total;
-  }
-  return 0;
-}
 
 void Unit::zero_grad() { std::fill(g.begin(), g.end(), 0.0f); }
 

@@ -19,45 +19,19 @@
 
 namespace sal::model {
 
-enum class UnitKind : uint8_t { embedding, dense, gate, expert };
-
-struct UnitId {
-  UnitKind kind = UnitKind::embedding;
-  int layer = -1;
-  int expert = -1;
-  std::string name() const;  // "embedding", "layer3.dense", "layer3.gate", "layer3.expert7"
-  auto operator<=>(const UnitId&) const = default;
-};
-
-// A view into a unit's flat buffer.
-struct Slice {
-  size_t offset = 0;
-  size_t size = 0;
-};
-
-// Offsets of the tensors inside each kind of unit.
-struct EmbeddingLayout {
-  Slice tok, pos, lnf_g, lnf_b;  // tok [V,d], pos [T,d]
-  size_t total = 0;
-};
-struct DenseLayout {
-  Slice ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b;  // w_qkv [d,3d], w_o [d,d]
-  size_t total = 0;
-};
-struct GateLayout {
-  Slice w;  // [d,E]
-  size_t total = 0;
-};
-struct ExpertLayout {
-  Slice w1, b1, w2, b2;  // w1 [d,4d], w2 [4d,d]
-  size_t total = 0;
-};
-
-EmbeddingLayout embedding_layout(const Dims& d);
-DenseLayout dense_layout(const Dims& d);
-GateLayout gate_layout(const Dims& d);
-ExpertLayout expert_layout(const Dims& d);
-size_t unit_size(const Dims& d, UnitKind k);
+// The unit vocabulary and the layouts are the shared model description (core/model_shape.h).
+using ::sal::UnitKind;
+using ::sal::UnitId;
+using ::sal::Slice;
+using ::sal::EmbeddingLayout;
+using ::sal::DenseLayout;
+using ::sal::GateLayout;
+using ::sal::ExpertLayout;
+using ::sal::embedding_layout;
+using ::sal::dense_layout;
+using ::sal::gate_layout;
+using ::sal::expert_layout;
+using ::sal::unit_size;
 
 struct Unit {
   UnitId id;

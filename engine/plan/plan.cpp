@@ -86,6 +86,45 @@ nlohmann::ordered_json plan_to_json(const Plan& p) {
   return j;
 }
 
+bool same_placement(const Plan& a, const Plan& b) {
+  if (a.nodes != b.nodes || a.slots != b.slots || a.layers.size() != b.layers.size()) return false;
+  for (size_t l = 0; l < a.layers.size(); ++l)
+    if (a.layers[l].placement != b.layers[l].placement) return false;
+  return true;
+}
+
+std::vector<std::vector<uint32_t>> replica_counts(const LayerPlan& layer, uint32_t experts) {
+  std::vector<std::vector<uint32_t>> counts(experts, std::vector<uint32_t>(layer.placement.size(), 0));
+  for (size_t n = 0; n < layer.placement.size(); ++n)
+    for (ExpertId e : layer.placement[n])
+      if (e < experts) ++counts[e][n];
+  return counts;
+}
+
+std::vector<std::pair<int, int>> held_by(const Plan& p, uint32_t pos) {
+  std::vector<std::pair<int, int>> held;
+  for (size_t l = 0; l < p.layers.size(); ++l)
+    if (pos < p.layers[l].placement.size())
+      for (ExpertId e : p.layers[l].placement[pos]) held.emplace_back(int(l), int(e));
+  return held;
+}
+
+Status check_shape(const Plan& p, size_t layers) {
+  if (p.layers.size() != layers) return fail("plan ", p.version, " has ", p.layers.size(), " layers, the model ", layers);
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    const auto& placement = p.layers[l].placement;
+    if (placement.size() != p.nodes)
+      return fail("plan ", p.version, ": layer ", l, " places ", placement.size(), " positions of ", p.nodes);
+    for (size_t n = 0; n < placement.size(); ++n) {
+      if (placement[n].size() != p.slots)
+        return fail("plan ", p.version, ": layer ", l, " position ", n, " has ", placement[n].size(), " slots of ", p.slots);
+      for (ExpertId e : placement[n])
+        if (e >= p.experts) return fail("plan ", p.version, ": layer ", l, " position ", n, " holds expert ", e, " of ", p.experts);
+    }
+  }
+  return {};
+}
+
 std::vector<std::vector<uint32_t>> expert_nodes(const LayerPlan& layer, uint32_t experts) {
   std::vector<std::vector<uint32_t>> out(experts);
   for (uint32_t n = 0; n < layer.placement.size(); ++n)

@@ -1,7 +1,9 @@
-// plan.h — plan value types: what the allocation and placement policies decide and what the
-// runtime follows. A Plan is, per MoE layer, the number of replicas of each expert and the expert
-// held in every slot of every node position. Positions are plan coordinates; remap.h maps physical
-// nodes onto them. Expert ids and positions are 0-based here and in plan files (Lua policies see
+// plan.h — the plan value: what the policies decide and what every worker follows, one typed value
+// from the planner through the wire (wire/plan_fields.h) to the runtime. A Plan is, per MoE layer,
+// the number of replicas of each expert and the expert held in every slot of every node position
+// (allocation + placement); the checkpoint-window policy's schedule; the redundancy policy's shard
+// stacks; and its version (the plan's number in the job). Positions are plan coordinates; remap.h
+// maps physical nodes onto them (a plan position is a worker's rank). Expert ids and positions are 0-based here and in plan files (Lua policies see
 // them 1-based; the policy layer converts).
 //
 // Plan file format (JSON, `salamander policy plan --json`):
@@ -14,9 +16,11 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/result.h"
+#include "plan/schedule.h"
 
 namespace sal::plan {
 
@@ -30,17 +34,32 @@ struct LayerPlan {
 };
 
 struct Plan {
+  uint64_t version = 0;  // the plan's number in its job (1, 2, ...); 0: not yet numbered
   uint32_t nodes = 0;
   uint32_t slots = 0;
   uint32_t experts = 0;
   uint32_t floor = 1;  // the fault-tolerance floor the allocation guarantees (f, possibly lowered)
   std::vector<LayerPlan> layers;
+  CheckpointSchedule schedule;  // which operators take a full snapshot at each iteration
+  ShardStacks stacks;           // which data-parallel group computes which shard types
 };
+
+// The same experts in the same slots of the same positions (what a worker holds is the same).
+bool same_placement(const Plan& a, const Plan& b);
 
 Result<Plan> plan_from_json(const nlohmann::json& j);
 nlohmann::ordered_json plan_to_json(const Plan& p);
 
 // Per expert, the distinct node positions holding it in a layer.
 std::vector<std::vector<uint32_t>> expert_nodes(const LayerPlan& layer, uint32_t experts);
+
+// A layer's replica units per expert per position: counts[e][position] (two slots of one expert on
+// one position are one unit with twice the capacity there).
+std::vector<std::vector<uint32_t>> replica_counts(const LayerPlan& layer, uint32_t experts);
+// What position `pos` holds, slot by slot, layer by layer: (layer, expert) pairs.
+std::vector<std::pair<int, int>> held_by(const Plan& p, uint32_t pos);
+// Checks that the placement is the shape the plan claims: `layers` layers of `nodes` positions of
+// `slots` experts each, every expert id below `experts`. Names the first entry that is not.
+Status check_shape(const Plan& p, size_t layers);
 
 }  // namespace sal::plan

@@ -17,8 +17,9 @@
 #include "core/paths.h"
 #include "core/strings.h"
 #include "kernels/cpu/ops.h"
-#include "model/checkpoint.h"
+#include "ckpt/format.h"
 #include "model/optimizer.h"
+#include "plan/plan.h"
 #include "runtime/exchange.h"
 
 namespace sal::runtime {
@@ -106,29 +107,29 @@ Status Trainer::init() {
 }
 
 Status Trainer::connect(const wire::PlanUpdate& p) {
-  if (p.my_rank < 0 || size_t(p.my_rank) >= p.ranks.size()) return fail("plan ", p.plan, " gives this worker no rank");
+  if (p.my_rank < 0 || size_t(p.my_rank) >= p.ranks.size()) return fail("plan ", p.number(), " gives this worker no rank");
   auto store = std::atomic_load(&store_);
   if (!store || store->endpoint() != p.store) {
     store = std::make_shared<comm::StoreClient>(ctx_, p.store);
     std::atomic_store(&store_, store);
   }
-  if (aborting_) return fail("plan ", p.plan, ": aborted by the controller");
+  if (aborting_) return fail("plan ", p.number(), ": aborted by the controller");
   comm::GlooOptions o;
   o.rank = p.my_rank;
   o.size = int(p.ranks.size());
-  o.prefix = "plan-" + std::to_string(p.plan);
+  o.prefix = "plan-" + std::to_string(p.number());
   o.hostname = spec_.data_host;
   o.connect_timeout_ms = kConnectTimeoutMs;
   o.rendezvous_timeout_ms = kRendezvousTimeoutMs;
   auto c = comm::connect_gloo(o, *store);
-  if (!c) return c.error().with_context("plan " + std::to_string(p.plan) + " data plane");
+  if (!c) return c.error().with_context("plan " + std::to_string(p.number()) + " data plane");
   std::shared_ptr<comm::Collectives> comm(std::move(*c));
   std::atomic_store(&comm_, comm);
   if (aborting_) comm->abort("aborted by the controller");  // an abort that came while connecting
   rank_ = p.my_rank;
   ranks_ = int(p.ranks.size());
   if (auto s = choose_device_plane(*comm, o.prefix); !s)
-    return s.error().with_context("plan " + std::to_string(p.plan) + " data plane: the ranks' devices");
+    return s.error().with_context("plan " + std::to_string(p.number()) + " data plane: the ranks' devices");
   return {};
 }
 
@@ -231,11 +232,11 @@ Status Trainer::migrate(const wire::PlanUpdate& p) {
   for (size_t i = 0; i < p.transfers.size(); ++i) {
     const auto& t = p.transfers[i];
     model::UnitId id{model::UnitKind(t.kind), t.layer, t.expert};
-    if (t.kind > uint8_t(model::UnitKind::expert)) return fail("plan ", p.plan, ": transfer ", i, " has unit kind ", int(t.kind));
+    if (t.kind > uint8_t(model::UnitKind::expert)) return fail("plan ", p.number(), ": transfer ", i, " has unit kind ", int(t.kind));
     if (int(t.from) == rank_ && int(t.to) == rank_) continue;
     if (int(t.from) == rank_) {
       model::Unit* u = find_unit(params_, id);
-      if (!u) return fail("plan ", p.plan, " asks rank ", rank_, " to send ", id.name(), ", which it does not hold");
+      if (!u) return fail("plan ", p.number(), " asks rank ", rank_, " to send ", id.name(), ", which it does not hold");
       out.push_back(pack_unit(*u));
       sends.push_back({int(t.to), out.back().data(), out.back().size() * sizeof(float), uint32_t(i)});
     } else if (int(t.to) == rank_) {
@@ -260,10 +261,10 @@ Status Trainer::restore(const wire::PlanUpdate& p) {
   auto load = [&](model::UnitId id) -> Result<model::Unit> {
     if (p.restore_dir.empty()) return model::make_unit(spec_.dims, id, spec_.seed);
     uint64_t written = 0;
-    auto u = model::read_unit(model::unit_file(p.restore_dir, id), spec_.dims, &written);
-    if (!u) return u.error().with_context("restoring plan " + std::to_string(p.plan));
+    auto u = ckpt::read_unit(ckpt::unit_file(p.restore_dir, id), spec_.dims, &written);
+    if (!u) return u.error().with_context("restoring plan " + std::to_string(p.number()));
     if (written != p.step)
-      return fail(model::unit_file(p.restore_dir, id), ": written at step ", written, ", the restore needs step ", p.step);
+      return fail(ckpt::unit_file(p.restore_dir, id), ": written at step ", written, ", the restore needs step ", p.step);
     return u;
   };
   for (model::Unit* u : fresh.non_expert_units()) {
@@ -289,10 +290,12 @@ void Trainer::keep_only(const std::vector<std::pair<int, int>>& held) {
 // switch fails somewhere, the controller falls back on the previous plan's holdings, which are
 // then still all here.
 Status Trainer::apply_plan(const wire::PlanUpdate& p) {
-  size_t L = p.layers, W = p.ranks.size(), S = p.slots;
-  if (L != size_t(spec_.dims.layers) || p.placement.size() != L * W * S)
-    return fail("plan ", p.plan, ": placement of ", p.placement.size(), " entries for ", L, " layers x ", W, " ranks x ",
-                S, " slots");
+  const plan::Plan& plan = p.plan;
+  if (plan.nodes != p.ranks.size())
+    return fail("plan ", p.number(), " has ", plan.nodes, " positions for ", p.ranks.size(), " ranks");
+  if (plan.experts != uint32_t(spec_.dims.experts))
+    return fail("plan ", p.number(), " places ", plan.experts, " experts; the model has ", spec_.dims.experts);
+  SAL_TRY(plan::check_shape(plan, size_t(spec_.dims.layers)));
   plan_ = 0;
   plan_times_ = {};
   const bool keep = device_keeps(p);
@@ -300,23 +303,16 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
     have_grads_ = false;  // the device's gradients belong to the parameters about to be replaced
     // connect() replaces the Collectives the device's exchange refers to: let go of it first
     if (auto s = device_->set_plan({}); !s)
-      return s.error().with_context("plan " + std::to_string(p.plan));
+      return s.error().with_context("plan " + std::to_string(p.number()));
     if (!keep)
-      if (auto s = sync_host(); !s) return s.error().with_context("plan " + std::to_string(p.plan));
+      if (auto s = sync_host(); !s) return s.error().with_context("plan " + std::to_string(p.number()));
   }
   int64_t t0 = mono_ns();
   SAL_TRY(connect(p));
   plan_times_.connect_ms = double(mono_ns() - t0) / 1e6;
-  replicas_.assign(L, Counts(size_t(spec_.dims.experts), std::vector<uint32_t>(W, 0)));
-  held_.clear();
-  for (size_t l = 0; l < L; ++l)
-    for (size_t r = 0; r < W; ++r)
-      for (size_t s = 0; s < S; ++s) {
-        uint32_t e = p.placement[(l * W + r) * S + s];
-        if (e >= uint32_t(spec_.dims.experts)) return fail("plan ", p.plan, ": expert ", e, " out of range");
-        ++replicas_[l][e][r];
-        if (int(r) == rank_) held_.push_back({int(l), int(e)});
-      }
+  replicas_.clear();
+  for (const auto& layer : plan.layers) replicas_.push_back(plan::replica_counts(layer, plan.experts));
+  held_ = plan::held_by(plan, uint32_t(rank_));
   shared_ = shared_experts(replicas_);
   int64_t t1 = mono_ns();
   if (p.restore) {
@@ -328,7 +324,7 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
   for (auto [l, e] : held_) {
     if (params_.expert(l, e)) continue;
     if (p.step > 0)
-      return fail("plan ", p.plan, " gives rank ", rank_, " layer ", l, " expert ", e, " at step ", p.step,
+      return fail("plan ", p.number(), " gives rank ", rank_, " layer ", l, " expert ", e, " at step ", p.step,
                   " but no transfer brings its state");
     params_.experts.emplace(std::pair{l, e}, model::make_unit(spec_.dims, {model::UnitKind::expert, l, e}, spec_.seed));
   }
@@ -336,7 +332,7 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
     int64_t t2 = mono_ns();
     if (!keep) {
       device_held_.clear();
-      if (auto s = device_->load(params_, held_); !s) return s.error().with_context("plan " + std::to_string(p.plan));
+      if (auto s = device_->load(params_, held_); !s) return s.error().with_context("plan " + std::to_string(p.number()));
       device_held_ = std::set<std::pair<int, int>>(held_.begin(), held_.end());
     }
     int64_t t3 = mono_ns();
@@ -349,11 +345,11 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
     dp.device_prefix = device_prefix_;
     dp.store = store_.get();
     dp.reuse_device_plane = reuse_plane_;
-    if (auto s = device_->set_plan(dp); !s) return s.error().with_context("plan " + std::to_string(p.plan));
+    if (auto s = device_->set_plan(dp); !s) return s.error().with_context("plan " + std::to_string(p.number()));
     plane_keys_ = plan_keys_;
     plan_times_.connect_ms += double(mono_ns() - t3) / 1e6;  // mostly the device plane's connect, if any
   }
-  plan_ = p.plan;
+  plan_ = p.number();
   pruned_ = false;
   have_grads_ = false;
   return {};
@@ -362,17 +358,14 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
 // A plan that gives this rank the experts its device holds, moves no unit to or from it and
 // restores nothing leaves the device's parameters as they are: no download, no upload (the host
 // Params stay behind until something needs them, as after commits). Called after the placement's
-// size is checked.
+// shape is checked.
 bool Trainer::device_keeps(const wire::PlanUpdate& p) const {
   if (!device_ || device_held_.empty() || p.restore || p.my_rank < 0 || size_t(p.my_rank) >= p.ranks.size())
     return false;
   for (const auto& t : p.transfers)
     if (t.from != t.to && (int(t.from) == p.my_rank || int(t.to) == p.my_rank)) return false;
-  const size_t W = p.ranks.size(), S = p.slots, me = size_t(p.my_rank);
-  std::set<std::pair<int, int>> held;
-  for (size_t l = 0; l < p.layers; ++l)
-    for (size_t s = 0; s < S; ++s) held.insert({int(l), int(p.placement[(l * W + me) * S + s])});
-  return held == device_held_;
+  auto held = plan::held_by(p.plan, uint32_t(p.my_rank));
+  return std::set<std::pair<int, int>>(held.begin(), held.end()) == device_held_;
 }
 
 Status Trainer::sync_gradients() {
@@ -495,7 +488,7 @@ std::vector<const model::Unit*> Trainer::checkpoint_share() const {
   return out;
 }
 
-Result<SnapshotUnits> Trainer::snapshot_share() {
+Result<ckpt::SnapshotUnits> Trainer::snapshot_share() {
   if (device_) return device_snapshot();
   auto out = std::make_shared<std::vector<model::Unit>>();
   for (const model::Unit* u : checkpoint_share()) {
@@ -506,12 +499,12 @@ Result<SnapshotUnits> Trainer::snapshot_share() {
     c.v = u->v;
     out->push_back(std::move(c));
   }
-  return SnapshotUnits([out]() -> Result<std::vector<model::Unit>> { return std::move(*out); });
+  return ckpt::SnapshotUnits([out]() -> Result<std::vector<model::Unit>> { return std::move(*out); });
 }
 
 // The host Params are not involved (nor brought up to date): only the unit ids come from them,
 // and the device holds the same units (apply_plan loaded them).
-Result<SnapshotUnits> Trainer::device_snapshot() {
+Result<ckpt::SnapshotUnits> Trainer::device_snapshot() {
   std::vector<model::UnitId> ids;
   for (const model::Unit* u : checkpoint_share()) ids.push_back(u->id);
   {
@@ -526,7 +519,7 @@ Result<SnapshotUnits> Trainer::device_snapshot() {
     return s.error().with_context("snapshot on " + spec_.device);
   }
   auto pending = std::make_shared<PendingSnapshot>(snapshot_gate_);
-  return SnapshotUnits([pending] { return pending->take(); });
+  return ckpt::SnapshotUnits([pending] { return pending->take(); });
 }
 
 // Each rank writes its share; the counts are summed over the plan and rank 0 writes the manifest
@@ -537,12 +530,12 @@ Result<uint32_t> Trainer::save(const std::string& dir, uint64_t step) {
   SAL_TRY(make_dirs(dir));
   uint32_t written = 0;
   for (const model::Unit* u : checkpoint_share()) {
-    SAL_TRY(model::write_unit(dir, *u, step));
+    SAL_TRY(ckpt::write_unit(dir, *u, step));
     ++written;
   }
   double total = written;
   SAL_TRY(comm_->allreduce_sum(&total, 1));
-  if (rank_ == 0) SAL_TRY(model::write_manifest(dir, step, size_t(total), spec_.dims));
+  if (rank_ == 0) SAL_TRY(ckpt::write_manifest(dir, step, size_t(total), spec_.dims));
   return written;
 }
 

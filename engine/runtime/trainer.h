@@ -48,7 +48,7 @@
 #include "runtime/dispatch.h"
 #include "runtime/expert_grads.h"
 #include "runtime/faults.h"
-#include "runtime/snapshot.h"
+#include "ckpt/writer.h"
 #include "runtime/train_spec.h"
 #include "wire/messages.h"
 
@@ -79,7 +79,7 @@ class Trainer {
   // the result waits for it (on the thread that calls it: the snapshot writer's). It may be called
   // after later steps and commits, and gives these units still. While a GPU worker's previous
   // snapshot has not been taken (its SnapshotUnits called or dropped), this waits for it.
-  Result<SnapshotUnits> snapshot_share();
+  Result<ckpt::SnapshotUnits> snapshot_share();
 
   // From another thread: ends the plan's data plane (and a rendezvous in progress) so a blocked
   // call returns; everything fails fast until clear_abort().
@@ -117,7 +117,7 @@ class Trainer {
   Status open_device();
   Result<StepOutcome> device_step(uint64_t step, const model::Batch& b, int64_t t0);
   Status sync_host();
-  Result<SnapshotUnits> device_snapshot();
+  Result<ckpt::SnapshotUnits> device_snapshot();
 
   zmq::context_t& ctx_;
   TrainSpec spec_;

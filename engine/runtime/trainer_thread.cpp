@@ -65,7 +65,7 @@ void TrainerThread::run() {
                         std::any_of(queue_.begin(), queue_.end(),
                                     [](const Request& q) { return std::holds_alternative<wire::PlanUpdate>(q); });
       if (superseded) {
-        spdlog::info("plan {} skipped: a newer plan is queued", std::get<wire::PlanUpdate>(r).plan);
+        spdlog::info("plan {} skipped: a newer plan is queued", std::get<wire::PlanUpdate>(r).number());
         continue;
       }
     }
@@ -97,13 +97,13 @@ void TrainerThread::handle(const wire::JobSpec& j) {
     }
     trainer_ = std::move(t);
   }
-  snapshots_ = std::make_unique<SnapshotWriter>([this](wire::SaveDone d) { post(SnapshotWritten{std::move(d)}); });
+  snapshots_ = std::make_unique<ckpt::SnapshotWriter>([this](wire::SaveDone d) { post(SnapshotWritten{std::move(d)}); });
   spdlog::info("ready to train job {}", j.label);
   answer(wire::WorkerStatus{index_, wire::WorkerState::ready});
 }
 
 void TrainerThread::handle(const wire::PlanUpdate& p) {
-  wire::PlanReady r{0, index_, p.plan, false, "", 0, 0, 0};
+  wire::PlanReady r{0, index_, p.number(), false, "", 0, 0, 0};
   int64_t t0 = mono_ns();
   if (!trainer_) {
     r.detail = "no job loaded";
@@ -114,7 +114,7 @@ void TrainerThread::handle(const wire::PlanUpdate& p) {
   }
   r.ms = double(mono_ns() - t0) / 1e6;
   if (trainer_) r.connect_ms = trainer_->plan_times().connect_ms, r.migrate_ms = trainer_->plan_times().migrate_ms;
-  if (!r.ok) spdlog::warn("plan {} failed: {}", p.plan, r.detail);
+  if (!r.ok) spdlog::warn("plan {} failed: {}", p.number(), r.detail);
   answer(r);
 }
 
@@ -156,7 +156,7 @@ void TrainerThread::handle(const wire::StepAbort&) {
 
 void TrainerThread::handle(const wire::SaveCheckpoint& s) {
   if (!trainer_ || trainer_->plan() != s.plan) return;  // not a rank of the plan that saves
-  wire::SaveDone d{0, index_, s.step, false, "", 0, s.snapshot, 0, 0};
+  wire::SaveDone d{0, index_, s.step, false, "", 0, s.snapshot, 0, 0, 0};
   if (s.snapshot) {
     // copy_ms is the pause training sees: a CPU worker's copy; a GPU worker's start of its copy
     // (and the wait for the previous snapshot's, if still in flight). The GPU copy itself

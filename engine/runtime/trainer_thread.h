@@ -17,7 +17,7 @@
 #include <thread>
 #include <variant>
 
-#include "runtime/snapshot.h"
+#include "ckpt/writer.h"
 #include "runtime/train_spec.h"
 #include "runtime/trainer.h"
 #include "wire/messages.h"
@@ -74,7 +74,7 @@ class TrainerThread {
   std::optional<std::string> fatal_;
   bool stop_ = false;
   std::unique_ptr<zmq::socket_t> answers_;
-  std::unique_ptr<SnapshotWriter> snapshots_;  // created with the trainer; finishes before it goes
+  std::unique_ptr<ckpt::SnapshotWriter> snapshots_;  // created with the trainer; finishes before it goes
   std::thread thread_;
 };
 

@@ -69,7 +69,7 @@ size_t field_count() {
   static const size_t n = [] {
     FieldCounter c;
     const T sample{};
-    T::fields(sample, c);
+    Fields<T>::visit(sample, c);
     return c.n;
   }();
   return n;
@@ -111,7 +111,7 @@ template <class T>
 void pack_value(Packer& pk, const T& v) {
   pk.pack_array(uint32_t(field_count<T>()));
   FieldWriter w{pk};
-  T::fields(v, w);
+  Fields<T>::visit(v, w);
 }
 
 // ---------- decoding ----------
@@ -177,7 +177,13 @@ Status read_value(const msgpack::object& o, E& out, size_t) {
 }
 
 template <class T>
+constexpr bool is_list = false;
+template <class T>
+constexpr bool is_list<std::vector<T>> = true;
+
+template <class T>
 Status read_value(const msgpack::object& o, std::vector<T>& out, size_t max);
+Status read_value(const msgpack::object& o, std::vector<bool>& out, size_t max);
 
 template <class T>
   requires(std::is_class_v<T>)
@@ -208,9 +214,26 @@ Status read_value(const msgpack::object& o, std::vector<T>& out, size_t max) {
   if (o.via.array.size > limit) return fail("list of ", o.via.array.size, " exceeds ", limit);
   out.clear();
   out.resize(o.via.array.size);
+  // A list of lists (a plan's placement, a schedule's slots) bounds its inner lists by its own bound.
+  size_t inner = is_list<T> ? limit : 0;
   for (size_t i = 0; i < out.size(); ++i) {
-    Status s = read_value(o.via.array.ptr[i], out[i], 0);
+    Status s = read_value(o.via.array.ptr[i], out[i], inner);
     if (!s) return under("[" + std::to_string(i) + "]", s.error());
+  }
+  return {};
+}
+
+// std::vector<bool> hands out proxies, not bool&: its own loop.
+Status read_value(const msgpack::object& o, std::vector<bool>& out, size_t max) {
+  if (o.type != msgpack::type::ARRAY) return type_error("array", o);
+  size_t limit = max ? max : kDefaultListMax;
+  if (o.via.array.size > limit) return fail("list of ", o.via.array.size, " exceeds ", limit);
+  out.assign(o.via.array.size, false);
+  for (size_t i = 0; i < out.size(); ++i) {
+    bool b = false;
+    Status s = read_value(o.via.array.ptr[i], b, 0);
+    if (!s) return under("[" + std::to_string(i) + "]", s.error());
+    out[i] = b;
   }
   return {};
 }
@@ -223,7 +246,7 @@ Status read_value(const msgpack::object& o, T& out, size_t) {
   if (o.via.array.size != want)
     return fail("expected ", want, " fields, got ", size_t(o.via.array.size));
   FieldReader r{o.via.array.ptr, o.via.array.size};
-  T::fields(out, r);
+  Fields<T>::visit(out, r);
   if (r.err) {
     Error e = *r.err;
     return Error("." + e.message());

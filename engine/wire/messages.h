@@ -4,13 +4,16 @@
 // order, with an optional bound (max bytes of a string, max elements of a list). The codec
 // (codec.h) uses that one list to encode, to decode with bounds checks, and to name the exact
 // field in an error ("Heartbeat.workers[2].pid: expected uint, got str"). Enums travel as uint8
-// and are range-checked against their `count_` member.
+// and are range-checked against their `count_` member. Value types that live outside the wire
+// (the plan, plan/plan.h) travel as they are: plan_fields.h gives their field lists.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "wire/plan_fields.h"
 
 namespace sal::wire {
 
@@ -58,7 +61,7 @@ constexpr size_t kChunkMax = 1u << 20;      // a REPL chunk
 constexpr size_t kOutputMax = 4u << 20;     // a REPL result (printed output or value)
 constexpr size_t kListMax = 4096;           // devices, workers per node, completions
 constexpr size_t kLoadsMax = 1u << 20;      // layers x experts in a vote
-constexpr size_t kPlanMax = 4u << 20;       // layers x ranks x slots in a plan update
+constexpr size_t kPlanMax = 4u << 20;       // the transfers of a plan update
 constexpr size_t kJobTextMax = 1u << 20;    // a job file's text
 
 enum class WorkerState : uint8_t { starting, ready, draining, stopped, count_ };
@@ -321,34 +324,32 @@ struct UnitTransfer {
   }
 };
 
-// A new plan: who the ranks are, which experts each holds, what moves, where to rendezvous. Applies
-// from `step`; workers connect the plan's data plane (prefix "plan-<plan>"), carry out the transfers,
-// keep only the units the plan gives them, and answer PlanReady.
+// A new plan: the plan value itself (plan/plan.h: allocation, placement, checkpoint schedule, shard
+// stacks, its version), who its ranks are (rank r is plan position r), what moves, where to
+// rendezvous. Applies from `step`; workers connect the plan's data plane (prefix
+// "plan-<version>"), carry out the transfers, keep only the units the plan gives them, and answer
+// PlanReady.
 struct PlanUpdate {
   static constexpr MsgType kType = MsgType::plan_update;
-  uint64_t plan = 0;
   uint64_t epoch = 0;
   uint64_t step = 0;
   int32_t my_rank = -1;                // filled in by the agent for each of its workers
   std::vector<RankRef> ranks;          // rank order
-  uint32_t layers = 0, slots = 0;
-  std::vector<uint32_t> placement;     // [layer][rank][slot] = expert, flattened
+  plan::Plan plan;
   std::vector<UnitTransfer> transfers;
   std::string store;                   // the rendezvous store endpoint
   // The dense-checkpoint fallback: every rank loads what it holds from `restore_dir` (written at
   // `step`), or creates it from the job's seed when the directory is empty (step 0); no transfers.
   bool restore = false;
   std::string restore_dir;
+  uint64_t number() const { return plan.version; }
   template <class S, class V>
   static void fields(S& s, V& v) {
-    v("plan", s.plan);
     v("epoch", s.epoch);
     v("step", s.step);
     v("my_rank", s.my_rank);
     v("ranks", s.ranks, kListMax * 16);
-    v("layers", s.layers);
-    v("slots", s.slots);
-    v("placement", s.placement, kPlanMax);
+    v("plan", s.plan);
     v("transfers", s.transfers, kPlanMax);
     v("store", s.store, kNameMax);
     v("restore", s.restore);
@@ -409,6 +410,7 @@ struct SaveDone {
   bool snapshot = false;
   double copy_ms = 0;  // snapshot: copying to host memory (the pause between steps)
   double ms = 0;       // copying and writing, on this worker
+  uint64_t bytes = 0;  // what the units hold (weights and both moments)
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("node_id", s.node_id);
@@ -420,6 +422,7 @@ struct SaveDone {
     v("snapshot", s.snapshot);
     v("copy_ms", s.copy_ms);
     v("ms", s.ms);
+    v("bytes", s.bytes);
   }
 };
 

@@ -90,7 +90,10 @@ class Policies {
 };
 
 plan::Plan plan_of(uint32_t nodes, const AllocationProposal& a, const PlacementProposal& p) {
-  return plan::Plan{nodes, kSlots, kExperts, a.floor, {plan::LayerPlan{a.replicas[0], p.placement[0]}}};
+  plan::Plan out;
+  out.nodes = nodes, out.slots = kSlots, out.experts = kExperts, out.floor = a.floor;
+  out.layers = {plan::LayerPlan{a.replicas[0], p.placement[0]}};
+  return out;
 }
 
 struct Samples {

@@ -1,6 +1,6 @@
 // bench_train.cpp — CPU training-step throughput of moe-gpt against its peer, the same architecture
 // in eager PyTorch (tests/bench/torch_moe_gpt.py, run as a subprocess with Debian's /usr/bin/python3),
-// on the same machine, the same threads, the same shapes and the same optimizer (DESIGN.md target:
+// on the same machine, the same threads, the same shapes and the same optimizer (docs/performance.md target:
 // ours >= PyTorch eager). One step = fresh batch, forward, backward, global-norm clip, AdamW; each
 // side runs kWarmupSteps untimed steps and then --steps timed ones, all experts in one process
 // (LocalExchange for ours).

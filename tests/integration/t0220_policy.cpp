@@ -1,8 +1,9 @@
 // t0220_policy.cpp — policies on a live controller, driven from the REPL as an operator would: the
 // job's policies decide a plan for the ready workers; a new placement policy loaded with
 // policy.load() takes over at the next plan; broken policies (raising, invalid, looping) are
-// refused with the reason and the live generation keeps deciding; rollback is instant; a job
-// file naming an unknown policy does not start.
+// refused with the reason and the live generation keeps deciding; rollback is instant; the
+// checkpoint schedule travels with every plan, decided from measured inputs; a job file naming an
+// unknown policy does not start.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -52,6 +53,45 @@ TEST_CASE("t0220-policy-live: the plan follows policy.load and broken policies a
   }
   CHECK(refused == 3);
   CHECK(rolled == 1);
+}
+
+TEST_CASE("t0222-checkpoint-schedule-live: every plan carries the checkpoint schedule, decided from measured inputs") {
+  TestMesh m({.agents = 4,
+              .steps = 1000000000,
+              .model = "model = { layers = 2, d_model = 16, heads = 2, experts = 4, top_k = 2, seq_len = 16 },",
+              .train = "batch = 8, checkpoint_every = 5, rebalance_every = 0",
+              .extra = "policies = { slots = 2, min_replicas = 1, checkpoint = 'moetion' },"});
+  m.start();
+  REQUIRE(eventually([&] { return m.eval_json("local p = job.plan() return p and p.nodes") == 4; }, 3000, 20));
+  auto first = m.eval_json("return job.plan().schedule");
+  CHECK(m.eval_json("return job.plan().checkpoint_by") == "moetion gen 1");
+  CHECK(first["operators"] == 1 + 2 * (2 + 4));  // the model's units
+  CHECK(first["iteration_s"] == 1.0);              // nothing measured before the first plan
+  // after steps and a snapshot, a new plan is decided from what was measured
+  REQUIRE(eventually([&] { return m.status()["step"].get<int64_t>() > 12; }, 20000));
+  REQUIRE(eventually([&] {
+    for (const auto& e : m.eval_json("return job.events(200)"))
+      if (e["kind"] == "snapshot_saved") return true;
+    return false;
+  }, 20000));
+  m.eval_json("return job.rebalance()");
+  REQUIRE(eventually([&] { return m.eval_json("return job.plan().number").get<int64_t>() > 1; }, 20000));
+  auto measured = m.eval_json("return job.plan().schedule");
+  CHECK(measured["iteration_s"].get<double>() < 1.0);  // a measured step of this tiny model
+  CHECK(measured["bandwidth_Bps"].get<double>() != 16e9);
+  size_t listed = 0;
+  for (const auto& iteration : measured["slots"]) listed += iteration.size();
+  CHECK(listed == 13);  // every operator once in the window
+  // another checkpoint policy changes the schedule of the next plan
+  auto loaded = m.eval_json("return policy.load('checkpoint', 'dense')");
+  CHECK(loaded["name"] == "dense");
+  int64_t number = m.eval_json("return job.plan().number");
+  REQUIRE(eventually([&] { return m.eval_json("return job.plan().number").get<int64_t>() > number; }, 20000));
+  CHECK(m.eval_json("return job.plan().checkpoint_by") == "dense gen 2");
+  auto dense = m.eval_json("return job.plan().schedule");
+  CHECK(dense["window"] == 1);
+  CHECK(dense["slots"][0].size() == 13);
+  CHECK(m.status()["steps_aborted"] == 0);
 }
 
 TEST_CASE("t0221-policy-job-file: a job naming an unknown policy is refused at start, naming the key") {

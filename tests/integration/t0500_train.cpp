@@ -9,7 +9,7 @@
 #include <cmath>
 #include <fstream>
 
-#include "model/checkpoint.h"
+#include "ckpt/format.h"
 #include "support/mesh_harness.h"
 #include "support/run_files.h"
 
@@ -101,11 +101,11 @@ TEST_CASE("t0502-bit-reproducible: two runs with the same membership give identi
     run_json({bin(), "run", job, "--nodes", "3", "--steps", "25", "--json", "--out", dir + "/" + name},
              dir + "/" + name + ".out", 60000);
   CHECK(losses(dir + "/a") == losses(dir + "/b"));
-  auto pa = model::load_all(dir + "/a/checkpoint");
+  auto pa = ckpt::load_all(dir + "/a/checkpoint");
   REQUIRE(pa.ok());
   int compared = 0;
   for (auto* u : pa->units()) {
-    std::string rel = model::unit_file("", u->id);
+    std::string rel = ckpt::unit_file("", u->id);
     CHECK(file_text(dir + "/a/checkpoint" + rel) == file_text(dir + "/b/checkpoint" + rel));
     ++compared;
   }

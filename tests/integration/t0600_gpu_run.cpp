@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "model/checkpoint.h"
+#include "ckpt/format.h"
 #include "support/mesh_harness.h"
 #include "support/run_files.h"
 
@@ -110,7 +110,7 @@ TEST_CASE("t0600-gpu-run-learns: one worker on cuda:0 trains the GPU job through
 
   // the checkpoint holds every unit (embedding, 4 x dense and gate, 4 x 8 experts), trained away
   // from its initial weights and finite
-  auto p = model::load_all(dir + "/out/checkpoint");
+  auto p = ckpt::load_all(dir + "/out/checkpoint");
   REQUIRE(p.ok());
   auto units = p->units();
   CHECK(units.size() == 1 + 2 * 4 + 4 * 8);

@@ -5,6 +5,7 @@
 #include "mesh/metrics.h"
 
 using namespace sal::mesh;
+using namespace sal::job;
 
 TEST_CASE("the load window averages the last steps per layer and expert, forgetting older ones") {
   LoadWindow w(2, 3, 2);

@@ -26,11 +26,11 @@
 
 #include "comm/store_server.h"
 #include "comm/workers.h"
-#include "model/checkpoint.h"
+#include "ckpt/format.h"
 #include "model/local_exchange.h"
 #include "model/optimizer.h"
 #include "runtime/exchange.h"
-#include "runtime/snapshot.h"
+#include "ckpt/writer.h"
 #include "runtime/trainer.h"
 
 using namespace sal;
@@ -212,14 +212,18 @@ TrainSpec spec(const std::string& device) {
 }
 
 // A plan of `ranks` ranks (this one rank `me`), every expert in every rank's slots.
-wire::PlanUpdate plan(uint64_t number, uint64_t step, const std::string& store, int ranks = 1, int me = 0) {
+wire::PlanUpdate plan_update(uint64_t number, uint64_t step, const std::string& store, int ranks = 1, int me = 0) {
   wire::PlanUpdate p;
-  p.plan = number, p.epoch = 1, p.step = step, p.my_rank = me;
+  p.epoch = 1, p.step = step, p.my_rank = me;
   for (int r = 0; r < ranks; ++r) p.ranks.push_back({0, uint32_t(r)});
-  p.layers = 2, p.slots = 4;
-  for (int l = 0; l < 2; ++l)
-    for (int r = 0; r < ranks; ++r)
-      for (uint32_t e = 0; e < 4; ++e) p.placement.push_back(e);
+  p.plan.version = number;
+  p.plan.nodes = uint32_t(ranks), p.plan.slots = 4, p.plan.experts = 4;
+  for (int l = 0; l < 2; ++l) {
+    plan::LayerPlan layer;
+    layer.replicas.assign(4, uint32_t(ranks));
+    layer.placement.assign(size_t(ranks), {0, 1, 2, 3});
+    p.plan.layers.push_back(layer);
+  }
   p.store = store;
   return p;
 }
@@ -262,7 +266,7 @@ double max_diff(const std::vector<model::Unit>& a, const std::vector<model::Unit
 }
 
 // The units of a snapshot, taken now.
-std::vector<model::Unit> take(Result<SnapshotUnits>& r) {
+std::vector<model::Unit> take(Result<ckpt::SnapshotUnits>& r) {
   if (!r.ok()) FAIL(r.error().message());
   auto units = (*r)();
   if (!units.ok()) FAIL(units.error().message());
@@ -286,8 +290,8 @@ struct Pair {
   Pair() {
     REQUIRE(cpu.init().ok());
     REQUIRE(dev.init().ok());
-    REQUIRE(cpu.apply_plan(plan(1, 0, s1.endpoint)).ok());
-    REQUIRE(dev.apply_plan(plan(1, 0, s2.endpoint)).ok());
+    REQUIRE(cpu.apply_plan(plan_update(1, 0, s1.endpoint)).ok());
+    REQUIRE(dev.apply_plan(plan_update(1, 0, s2.endpoint)).ok());
   }
   void step(uint64_t s) {
     REQUIRE(cpu.step(s).ok());
@@ -333,7 +337,7 @@ static std::string two_rank_body(int rank, const std::string& endpoint) {
     auto s = t.init();
     rep.check(s.ok(), std::string("init ") + device);
     if (!s.ok()) return rep.text();
-    s = t.apply_plan(plan(number, 0, endpoint, 2, rank));
+    s = t.apply_plan(plan_update(number, 0, endpoint, 2, rank));
     rep.check(s.ok(), std::string("apply_plan ") + device + ": " + (s.ok() ? "" : s.error().message()));
     if (!s.ok()) return rep.text();
     for (uint64_t step = 0; step < 3; ++step) {
@@ -347,7 +351,7 @@ static std::string two_rank_body(int rank, const std::string& endpoint) {
     }
     if (number != 1) continue;
     // the same ranks on the same GPUs again: the plane is kept, and training goes on over it
-    s = t.apply_plan(plan(4, 3, endpoint, 2, rank));
+    s = t.apply_plan(plan_update(4, 3, endpoint, 2, rank));
     rep.check(s.ok(), std::string("apply_plan 4: ") + (s.ok() ? "" : s.error().message()));
     if (!s.ok()) return rep.text();
     auto o = t.step(3);
@@ -355,10 +359,10 @@ static std::string two_rank_body(int rank, const std::string& endpoint) {
     // after an abort the device's plane is not ready: the next plan connects another
     t.abort("drill");
     t.clear_abort();
-    s = t.apply_plan(plan(5, 4, endpoint, 2, rank));
+    s = t.apply_plan(plan_update(5, 4, endpoint, 2, rank));
     rep.check(s.ok(), std::string("apply_plan 5: ") + (s.ok() ? "" : s.error().message()));
     // the same GPUs as other ranks (the two swap ranks): a plane of other ranks, so another
-    s = t.apply_plan(plan(6, 4, endpoint, 2, 1 - rank));
+    s = t.apply_plan(plan_update(6, 4, endpoint, 2, 1 - rank));
     rep.check(s.ok(), std::string("apply_plan 6: ") + (s.ok() ? "" : s.error().message()));
   }
   rep.note("loads=" + std::to_string(calls.loads));
@@ -444,7 +448,7 @@ TEST_CASE("a Trainer on a device trains as the host Trainer does and brings its 
 
   // restore: the dense-checkpoint fallback, from the seed (no directory)
   auto both_plan = [&](uint64_t number, uint64_t step, bool restore = false) {
-    wire::PlanUpdate pa = plan(number, step, s1.endpoint), pb = plan(number, step, s2.endpoint);
+    wire::PlanUpdate pa = plan_update(number, step, s1.endpoint), pb = plan_update(number, step, s2.endpoint);
     pa.restore = pb.restore = restore;
     auto a = cpu.apply_plan(pa);
     auto b = dev.apply_plan(pb);
@@ -532,8 +536,8 @@ TEST_CASE("a Trainer on a device trains as the host Trainer does and brings its 
   CHECK(*wa == *wb);
   CHECK(calls.stores == 2);
   CHECK(calls.overlapping == 0);
-  auto pa = model::load_all(dir + "/cpu");
-  auto pb = model::load_all(dir + "/dev");
+  auto pa = ckpt::load_all(dir + "/cpu");
+  auto pb = ckpt::load_all(dir + "/dev");
   REQUIRE(pa.ok());
   REQUIRE(pb.ok());
   auto ua = pa->units(), ub = pb->units();
@@ -558,7 +562,7 @@ TEST_CASE("a device Trainer refuses cuda devices it cannot open") {
   Trainer dev(zmq, spec("cuda:0"), factory);
   REQUIRE(dev.init().ok());
   CHECK_FALSE(dev.step(0).ok());  // no plan in force
-  REQUIRE(dev.apply_plan(plan(2, 0, store.endpoint)).ok());
+  REQUIRE(dev.apply_plan(plan_update(2, 0, store.endpoint)).ok());
   CHECK(dev.step(0).ok());
   CHECK(calls.plans == 2);
   CHECK(calls.plan_size == 1);  // one rank: the device's exchange stays local
@@ -615,7 +619,7 @@ TEST_CASE("a second device snapshot waits until the first one's units are taken,
   p.commit(1);
   // the next snapshot is asked for before the writer took the first one: it waits
   std::atomic<bool> second_begun{false};
-  std::promise<Result<SnapshotUnits>> second_p;
+  std::promise<Result<ckpt::SnapshotUnits>> second_p;
   auto second_f = second_p.get_future();
   std::thread asker([&] {
     auto r = p.dev.snapshot_share();
@@ -656,7 +660,7 @@ TEST_CASE("a failed device copy is a failed snapshot with its reason, and the ne
   std::promise<wire::SaveDone> done_p;
   auto done_f = done_p.get_future();
   {
-    SnapshotWriter writer([&done_p](wire::SaveDone d) { done_p.set_value(std::move(d)); });
+    ckpt::SnapshotWriter writer([&done_p](wire::SaveDone d) { done_p.set_value(std::move(d)); });
     // the copy fails on the device: the writer reports it
     p.calls.fail_finish = "cudaEventSynchronize: an illegal memory access was encountered";
     auto units = p.dev.snapshot_share();
@@ -684,7 +688,7 @@ TEST_CASE("a failed device copy is a failed snapshot with its reason, and the ne
   std::promise<wire::SaveDone> ok_p;
   auto ok_f = ok_p.get_future();
   {
-    SnapshotWriter writer([&ok_p](wire::SaveDone d) { ok_p.set_value(std::move(d)); });
+    ckpt::SnapshotWriter writer([&ok_p](wire::SaveDone d) { ok_p.set_value(std::move(d)); });
     auto units = p.dev.snapshot_share();
     REQUIRE(units.ok());
     wire::SaveDone reply;
@@ -697,7 +701,7 @@ TEST_CASE("a failed device copy is a failed snapshot with its reason, and the ne
   auto cpu_units = p.cpu.snapshot_share();
   for (const auto& u : take(cpu_units)) {
     uint64_t step = 0;
-    auto back = model::read_unit(model::unit_file(dir + "/1", u.id), spec("cpu:0").dims, &step);
+    auto back = ckpt::read_unit(ckpt::unit_file(dir + "/1", u.id), spec("cpu:0").dims, &step);
     REQUIRE(back.ok());
     CHECK(step == 1);
     check_close(*back, u, 1e-4);
@@ -711,7 +715,7 @@ TEST_CASE("a device snapshot taken after its Trainer is gone fails instead of re
   Calls calls;
   auto dev = std::make_unique<Trainer>(zmq, spec("cuda:0"), stand_in(calls));
   REQUIRE(dev->init().ok());
-  REQUIRE(dev->apply_plan(plan(1, 0, store.endpoint)).ok());
+  REQUIRE(dev->apply_plan(plan_update(1, 0, store.endpoint)).ok());
   auto units = dev->snapshot_share();
   REQUIRE(units.ok());
   dev.reset();

@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "core/paths.h"
-#include "model/checkpoint.h"
+#include "ckpt/format.h"
 #include "report/csv.h"
 #include "support/proc.h"
 
@@ -58,7 +58,7 @@ std::string run_logs(const std::string& run_dir) {
 }
 
 WeightDistance weight_distance(const std::string& checkpoint_a, const std::string& checkpoint_b) {
-  auto pa = model::load_all(checkpoint_a), pb = model::load_all(checkpoint_b);
+  auto pa = ckpt::load_all(checkpoint_a), pb = ckpt::load_all(checkpoint_b);
   if (!pa || !pb) throw std::runtime_error("cannot load " + checkpoint_a + " or " + checkpoint_b);
   auto ua = pa->units(), ub = pb->units();
   if (ua.size() != ub.size()) throw std::runtime_error("the checkpoints hold different units");

@@ -45,6 +45,50 @@ TEST_CASE("a heartbeat with workers round-trips") {
   CHECK(back->workers[1].state == WorkerState::starting);
 }
 
+TEST_CASE("a plan update carries the typed plan as it is, and names a bad field by its path") {
+  PlanUpdate u;
+  u.epoch = 3, u.step = 40, u.my_rank = 1, u.ranks = {{0, 0}, {4, 1}};
+  u.plan.version = 7, u.plan.nodes = 2, u.plan.slots = 2, u.plan.experts = 3, u.plan.floor = 1;
+  u.plan.layers = {{{2, 1, 1}, {{0, 1}, {0, 2}}}, {{1, 2, 1}, {{1, 2}, {0, 1}}}};
+  u.plan.schedule = {2, 3, {{0, 4}, {1, 2, 3}}};
+  u.plan.stacks.redundancy = 2, u.plan.stacks.hosts = {{0, 1}, {1, 0}}, u.plan.stacks.alive = {true, false};
+  u.plan.stacks.assignment = {{0, 1}, {}};
+  u.transfers = {{3, 1, 2, 0, 1}};
+  u.store = "tcp://127.0.0.1:5000";
+  u.restore = true, u.restore_dir = "/run/snapshots/step-40";
+  auto back = decode<PlanUpdate>(*open(encode(u)));
+  REQUIRE(back.ok());
+  CHECK(back->number() == 7);
+  CHECK(back->plan.layers[1].placement == u.plan.layers[1].placement);
+  CHECK(back->plan.layers[0].replicas == u.plan.layers[0].replicas);
+  CHECK(back->plan.schedule.slots == u.plan.schedule.slots);
+  CHECK(back->plan.schedule.period == 3);
+  CHECK(back->plan.stacks.alive == std::vector<bool>{true, false});
+  CHECK(back->plan.stacks.assignment == u.plan.stacks.assignment);
+  CHECK(back->ranks[1].node == 4);
+  CHECK(back->restore_dir == u.restore_dir);
+  // a slot that is not an expert id is named down to the slot
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(8);
+  pk.pack(7), pk.pack(1), pk.pack(1), pk.pack(2), pk.pack(1);
+  pk.pack_array(1);                                   // layers
+  pk.pack_array(2), pk.pack(std::vector<uint32_t>{1, 1});
+  pk.pack_array(1), pk.pack_array(1), pk.pack("x");   // placement[0][0] = "x"
+  pk.pack_array(3), pk.pack(1), pk.pack(1), pk.pack_array(0);  // schedule
+  pk.pack_array(5), pk.pack(1), pk.pack_array(0), pk.pack_array(0), pk.pack_array(0), pk.pack(false);  // stacks
+  std::string plan(buf.data(), buf.size());
+  msgpack::sbuffer body;
+  msgpack::packer<msgpack::sbuffer> pb(body);
+  pb.pack_array(9);
+  pb.pack(1), pb.pack(0), pb.pack(0), pb.pack_array(0);
+  body.write(plan.data(), plan.size());
+  pb.pack_array(0), pb.pack(""), pb.pack(false), pb.pack("");
+  auto bad = decode<PlanUpdate>(*open(frames(MsgType::plan_update, std::string(body.data(), body.size()))));
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message() == "PlanUpdate.plan.layers[0].placement[0][0]: expected uint, got str");
+}
+
 TEST_CASE("every REPL message round-trips") {
   auto env = open(encode(ReplEval{9, "return job.status()", ValueFormat::json}));
   REQUIRE(env.ok());

@@ -47,7 +47,22 @@ int decode_all(const Envelope& e) {
   ok += decode<ReplComplete>(e).ok();
   ok += decode<ReplCompletions>(e).ok();
   ok += decode<ReplBye>(e).ok();
+  ok += decode<PlanUpdate>(e).ok();
+  ok += decode<SaveDone>(e).ok();
   return ok;
+}
+
+// A plan update with every part of the typed plan filled (nested lists, a bool list).
+PlanUpdate plan_update() {
+  PlanUpdate u;
+  u.epoch = 3, u.step = 40, u.ranks = {{0, 0}, {1, 0}};
+  u.plan.version = 7, u.plan.nodes = 2, u.plan.slots = 2, u.plan.experts = 3, u.plan.floor = 1;
+  u.plan.layers = {{{2, 1, 1}, {{0, 1}, {0, 2}}}};
+  u.plan.schedule = {2, 2, {{0, 1}, {2}}};
+  u.plan.stacks.redundancy = 1, u.plan.stacks.hosts = {{0}}, u.plan.stacks.alive = {true}, u.plan.stacks.assignment = {{0}};
+  u.transfers = {{3, 0, 2, 0, 1}};
+  u.store = "tcp://127.0.0.1:5000";
+  return u;
 }
 
 std::string flatten(const Parts& p) {
@@ -82,6 +97,7 @@ TEST_CASE("random mutations of valid messages never crash the decoder") {
       flatten(encode(RegisterNode{"n", "h", 1, {"cpu:0", "cpu:1"}, "b"})),
       flatten(encode(ReplEval{1, "return 1", ValueFormat::text})),
       flatten(encode(WorkerEvent{1, 0, WorkerEventKind::exited, 5, 0, 9, "x"})),
+      flatten(encode(plan_update())),
   };
   std::mt19937 rng(12345);
   int accepted = 0, rejected = 0;

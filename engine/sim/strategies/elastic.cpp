@@ -116,7 +116,8 @@ class Elastic : public Strategy {
     policy::PlacementInput pin{n, slots(), s_.workload.experts, ap.floor, ap.replicas, loads, {}};
     auto place = set_.slot(policy::Kind::placement).decide(pin);
     const auto& pp = std::get<policy::PlacementProposal>(place.proposal);
-    plan::Plan p{n, slots(), s_.workload.experts, ap.floor, {}};
+    plan::Plan p;
+    p.nodes = n, p.slots = slots(), p.experts = s_.workload.experts, p.floor = ap.floor;
     for (size_t l = 0; l < ap.replicas.size(); ++l) p.layers.push_back({ap.replicas[l], pp.placement[l]});
     auto change = held_.apply(p, v.up, s_);
     plan_wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

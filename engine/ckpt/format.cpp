@@ -1,0 +1,157 @@
+// format.cpp — see format.h.
+#include "ckpt/format.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "core/paths.h"
+#include "core/strings.h"
+
+namespace sal::ckpt {
+namespace {
+
+constexpr char kMagic[8] = {'S', 'A', 'L', 'U', 'N', 'I', 'T', '1'};
+constexpr size_t kHeaderBytes = 8 + 4 + 4 + 4 + 8 + 8;
+
+template <class T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+template <class T>
+T get(const std::string& in, size_t& at) {
+  T v;
+  std::memcpy(&v, in.data() + at, sizeof v);
+  at += sizeof v;
+  return v;
+}
+
+}  // namespace
+
+Status mark_complete(const Snapshot& s) {
+  return write_file(s.dir + "/complete", "step " + std::to_string(s.step) + "\nunits " + std::to_string(s.units) + "\n");
+}
+
+Status remove_snapshot(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (ec) return fail("could not remove the old snapshot ", dir, ": ", ec.message());
+  return {};
+}
+
+std::string unit_file(const std::string& dir, const UnitId& id) { return dir + "/" + id.name() + ".bin"; }
+
+Status write_unit(const std::string& dir, const Unit& u, uint64_t step) {
+  std::string out(kMagic, sizeof kMagic);
+  put(out, uint32_t(u.id.kind));
+  put(out, int32_t(u.id.layer));
+  put(out, int32_t(u.id.expert));
+  put(out, uint64_t(u.w.size()));
+  put(out, step);
+  for (const auto* v : {&u.w, &u.m, &u.v}) out.append(reinterpret_cast<const char*>(v->data()), v->size() * sizeof(float));
+  return write_file(unit_file(dir, u.id), out);
+}
+
+Result<Unit> read_unit(const std::string& path, const Dims& dims, uint64_t* step) {
+  auto data = read_file(path, size_t(8) << 30);
+  if (!data) return data.error();
+  if (data->size() < kHeaderBytes || std::memcmp(data->data(), kMagic, sizeof kMagic) != 0)
+    return fail(path, ": not a Salamander unit file");
+  size_t at = sizeof kMagic;
+  Unit u;
+  u.id.kind = UnitKind(get<uint32_t>(*data, at));
+  u.id.layer = get<int32_t>(*data, at);
+  u.id.expert = get<int32_t>(*data, at);
+  uint64_t n = get<uint64_t>(*data, at);
+  uint64_t written = get<uint64_t>(*data, at);
+  if (step) *step = written;
+  if (uint32_t(u.id.kind) > uint32_t(UnitKind::expert)) return fail(path, ": unknown unit kind");
+  size_t want = unit_size(dims, u.id.kind);
+  if (n != want) return fail(path, ": ", n, " parameters, but this model's ", u.id.name(), " has ", want);
+  if (data->size() != kHeaderBytes + 3 * n * sizeof(float)) return fail(path, ": truncated");
+  for (auto* v : {&u.w, &u.m, &u.v}) {
+    v->resize(n);
+    std::memcpy(v->data(), data->data() + at, n * sizeof(float));
+    at += n * sizeof(float);
+  }
+  u.g.assign(n, 0.0f);
+  return u;
+}
+
+namespace {
+
+// The shape keys a manifest records, bound to a Dims.
+std::vector<std::pair<std::string, int*>> manifest_dims(Dims& d) {
+  return {{"layers", &d.layers}, {"d_model", &d.d},       {"heads", &d.heads},  {"experts", &d.experts},
+          {"top_k", &d.top_k},   {"seq_len", &d.seq_len}, {"vocab", &d.vocab}};
+}
+
+}  // namespace
+
+Status write_manifest(const std::string& dir, uint64_t step, size_t units, const Dims& d) {
+  std::string text = "step " + std::to_string(step) + "\nunits " + std::to_string(units) + "\n";
+  Dims shape = d;
+  for (auto [key, v] : manifest_dims(shape)) text += key + " " + std::to_string(*v) + "\n";
+  return write_file(dir + "/manifest", text);
+}
+
+Result<Manifest> read_manifest(const std::string& dir) {
+  auto text = read_file(dir + "/manifest", 4096);
+  if (!text) return fail(dir, " has no manifest: not a complete checkpoint");
+  Manifest m;
+  auto fields = manifest_dims(m.dims);
+  bool have_step = false;
+  for (auto& [n, line] : content_lines(*text)) {
+    auto w = words(line);
+    if (w.size() != 2) return fail(dir, "/manifest:", n, ": expected 'key value', got '", line, "'");
+    auto v = parse_uint(w[1]);
+    if (!v) return fail(dir, "/manifest:", n, ": ", w[0], ": ", v.error().message());
+    if (w[0] == "step") {
+      m.step = *v;
+      have_step = true;
+    } else if (w[0] == "units") {
+      m.units = size_t(*v);
+    } else {
+      auto f = std::find_if(fields.begin(), fields.end(), [&](const auto& kv) { return kv.first == w[0]; });
+      if (f == fields.end()) return fail(dir, "/manifest:", n, ": unknown key '", w[0], "'");
+      *f->second = int(*v);
+    }
+  }
+  if (!have_step) return fail(dir, "/manifest: no step line");
+  return m;
+}
+
+Result<Params> load_all(const std::string& dir) {
+  auto manifest = read_manifest(dir);
+  if (!manifest) return manifest.error();
+  const Dims& dims = manifest->dims;
+  Params p;
+  p.dims = dims;
+  auto load = [&](UnitId id) -> Result<Unit> {
+    auto u = read_unit(unit_file(dir, id), dims);
+    if (!u) return u.error();
+    if (u->id != id) return fail(unit_file(dir, id), " holds ", u->id.name());
+    return u;
+  };
+  auto emb = load({UnitKind::embedding, -1, -1});
+  if (!emb) return emb.error();
+  p.embedding = std::move(*emb);
+  for (int l = 0; l < dims.layers; ++l) {
+    auto dense = load({UnitKind::dense, l, -1});
+    auto gate = load({UnitKind::gate, l, -1});
+    if (!dense) return dense.error();
+    if (!gate) return gate.error();
+    p.dense.push_back(std::move(*dense));
+    p.gate.push_back(std::move(*gate));
+    for (int e = 0; e < dims.experts; ++e) {
+      auto ex = load({UnitKind::expert, l, e});
+      if (!ex) return ex.error();
+      p.experts.emplace(std::pair{l, e}, std::move(*ex));
+    }
+  }
+  return p;
+}
+
+}  // namespace sal::ckpt

@@ -1,0 +1,50 @@
+// format.h — dense checkpoints on disk: one file per model unit (weights and AdamW moments) plus a
+// manifest naming the step. Each unit is written by exactly one worker (non-expert units by rank
+// 0, an expert by the lowest rank holding it), so a checkpoint of a plan spread over many workers is
+// complete and has no duplicates. `salamander sample` reads one back into a single process; the
+// recovery ladder's last rung restores from it.
+//
+// Unit file: "SALUNIT1", then uint32 kind, int32 layer, int32 expert, uint64 length (floats),
+// uint64 step, then the weights, the first and the second moments (3 x length floats, little-endian).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "ckpt/book.h"
+#include "model/params.h"
+
+namespace sal::ckpt {
+
+using model::Dims;
+using model::Params;
+using model::Unit;
+
+std::string unit_file(const std::string& dir, const UnitId& id);
+
+Status write_unit(const std::string& dir, const Unit& u, uint64_t step);
+// `step`, when given, receives the step the unit was written at.
+Result<Unit> read_unit(const std::string& path, const Dims& dims, uint64_t* step = nullptr);
+
+// The manifest: "step <n>", "units <count>" and the model's shape ("layers 2", "d_model 64", ...),
+// one per line. Written last, so a checkpoint without one is incomplete.
+struct Manifest {
+  uint64_t step = 0;
+  size_t units = 0;
+  Dims dims;
+};
+Status write_manifest(const std::string& dir, uint64_t step, size_t units, const Dims& dims);
+Result<Manifest> read_manifest(const std::string& dir);
+
+// A dense snapshot is complete once every unit is written: its marker ("complete", naming the step
+// and the units) says so on disk. remove_snapshot() deletes a snapshot's directory.
+Status mark_complete(const Snapshot& s);
+Status remove_snapshot(const std::string& dir);
+
+// Every unit of a model with all its experts, in the shape its manifest records (for sampling, or
+// restoring the whole model).
+Result<Params> load_all(const std::string& dir);
+
+}  // namespace sal::ckpt

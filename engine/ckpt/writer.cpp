@@ -1,0 +1,61 @@
+// writer.cpp — see writer.h.
+#include "ckpt/writer.h"
+
+#include "core/clock.h"
+#include "core/paths.h"
+#include "ckpt/format.h"
+
+namespace sal::ckpt {
+
+SnapshotWriter::SnapshotWriter(Done done) : done_(std::move(done)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+SnapshotWriter::~SnapshotWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void SnapshotWriter::write(std::string dir, uint64_t step, SnapshotUnits units, wire::SaveDone reply) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(Job{std::move(dir), step, std::move(units), std::move(reply)});
+  }
+  cv_.notify_one();
+}
+
+void SnapshotWriter::run() {
+  for (;;) {
+    Job j;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      j = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    write_one(j);
+  }
+}
+
+void SnapshotWriter::write_one(Job& j) {
+  int64_t t0 = mono_ns();
+  auto units = j.units ? j.units() : Result<std::vector<model::Unit>>(fail("no units to write"));
+  j.units = nullptr;  // what the source held goes now (a GPU worker's staging is free already)
+  Status s = units ? make_dirs(j.dir) : Status(units.error());
+  for (size_t i = 0; s && i < units->size(); ++i) s = write_unit(j.dir, (*units)[i], j.step);
+  j.reply.ok = bool(s);
+  j.reply.units = s ? uint32_t(units->size()) : 0;
+  j.reply.bytes = 0;
+  if (s)
+    for (const auto& u : *units) j.reply.bytes += (u.w.size() + u.m.size() + u.v.size()) * sizeof(float);
+  if (!s) j.reply.detail = s.error().with_context("snapshot of step " + std::to_string(j.step)).message();
+  j.reply.ms += double(mono_ns() - t0) / 1e6;
+  done_(std::move(j.reply));
+}
+
+}  // namespace sal::ckpt

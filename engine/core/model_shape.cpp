@@ -1,0 +1,110 @@
+// model_shape.cpp — see model_shape.h.
+#include "core/model_shape.h"
+
+namespace sal {
+namespace {
+
+// Carves consecutive slices out of a unit's flat buffer.
+struct Carver {
+  size_t next = 0;
+  Slice take(size_t n) {
+    Slice s{next, n};
+    next += n;
+    return s;
+  }
+};
+
+}  // namespace
+
+const char* unit_kind_name(UnitKind k) {
+  switch (k) {
+    case UnitKind::embedding: return "embedding";
+    case UnitKind::dense: return "dense";
+    case UnitKind::gate: return "gate";
+    case UnitKind::expert: return "expert";
+  }
+  return "?";
+}
+
+std::string UnitId::name() const {
+  switch (kind) {
+    case UnitKind::embedding: return "embedding";
+    case UnitKind::dense: return "layer" + std::to_string(layer) + ".dense";
+    case UnitKind::gate: return "layer" + std::to_string(layer) + ".gate";
+    case UnitKind::expert: return "layer" + std::to_string(layer) + ".expert" + std::to_string(expert);
+  }
+  return "?";
+}
+
+EmbeddingLayout embedding_layout(const ModelShape& s) {
+  Carver c;
+  size_t D = size_t(s.d);
+  EmbeddingLayout l{c.take(size_t(s.vocab) * D), c.take(size_t(s.seq_len) * D), c.take(D), c.take(D)};
+  l.total = c.next;
+  return l;
+}
+
+DenseLayout dense_layout(const ModelShape& s) {
+  Carver c;
+  size_t D = size_t(s.d);
+  DenseLayout l{c.take(D), c.take(D), c.take(D * 3 * D), c.take(3 * D), c.take(D * D), c.take(D), c.take(D), c.take(D)};
+  l.total = c.next;
+  return l;
+}
+
+GateLayout gate_layout(const ModelShape& s) {
+  Carver c;
+  GateLayout l{c.take(size_t(s.d) * size_t(s.experts))};
+  l.total = c.next;
+  return l;
+}
+
+ExpertLayout expert_layout(const ModelShape& s) {
+  Carver c;
+  size_t D = size_t(s.d), F = size_t(s.ffn());
+  ExpertLayout l{c.take(D * F), c.take(F), c.take(F * D), c.take(D)};
+  l.total = c.next;
+  return l;
+}
+
+size_t unit_size(const ModelShape& s, UnitKind k) {
+  switch (k) {
+    case UnitKind::embedding: return embedding_layout(s).total;
+    case UnitKind::dense: return dense_layout(s).total;
+    case UnitKind::gate: return gate_layout(s).total;
+    case UnitKind::expert: return expert_layout(s).total;
+  }
+  return 0;
+}
+
+std::vector<UnitId> model_units(const ModelShape& s) {
+  std::vector<UnitId> out{{UnitKind::embedding, -1, -1}};
+  out.reserve(model_unit_count(s));
+  for (int l = 0; l < s.layers; ++l) {
+    out.push_back({UnitKind::dense, l, -1});
+    out.push_back({UnitKind::gate, l, -1});
+    for (int e = 0; e < s.experts; ++e) out.push_back({UnitKind::expert, l, e});
+  }
+  return out;
+}
+
+size_t model_unit_count(const ModelShape& s) {
+  return 1 + size_t(s.layers) * (2 + size_t(s.experts));
+}
+
+long unit_index(const ModelShape& s, const UnitId& id) {
+  const long per_layer = 2 + long(s.experts);
+  switch (id.kind) {
+    case UnitKind::embedding: return 0;
+    case UnitKind::dense:
+    case UnitKind::gate:
+      if (id.layer < 0 || id.layer >= s.layers) return -1;
+      return 1 + id.layer * per_layer + (id.kind == UnitKind::gate ? 1 : 0);
+    case UnitKind::expert:
+      if (id.layer < 0 || id.layer >= s.layers || id.expert < 0 || id.expert >= s.experts) return -1;
+      return 1 + id.layer * per_layer + 2 + id.expert;
+  }
+  return -1;
+}
+
+}  // namespace sal

@@ -1,0 +1,158 @@
+// driver_io.h — what goes into the job driver (driver.h) and what comes out: events in, actions out.
+//
+// Events are what the controller observed: the membership it now sees (a View), a node or worker
+// gone, the workers' messages (votes, plan readiness, saves — as the protocol carries them), the
+// answer to a plan decision the driver asked for, a timer the driver armed, an operator's request,
+// the job stopping. Each carries the monotonic time it happened; the driver reads no clock.
+//
+// Actions are what the controller must do for the driver: send a protocol message to some nodes
+// (or to every node), ask the planner for a plan, arm or cancel one of the driver's timers, log an
+// event, record the run (its timeline, committed steps, plans in force, recoveries), erase a
+// plan's rendezvous keys, mark or drop a snapshot on disk, stop the job. The controller applies
+// them in order and touches nothing of the driver's state.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ckpt/book.h"
+#include "core/ids.h"
+#include "core/result.h"
+#include "job/measurements.h"
+#include "job/plan_switch.h"
+#include "plan/plan.h"
+#include "wire/messages.h"
+
+namespace sal::job {
+
+// The membership as the driver sees it.
+struct View {
+  Epoch epoch = 0;
+  std::vector<Participant> ready;  // ready workers of usable nodes, sorted (node, index)
+  // Before any plan: when every worker that was started has exited and one of them failed, why
+  // ("worker 0.0 exited with code 1: ..."); empty otherwise.
+  std::string start_failure;
+  bool operator==(const View&) const = default;
+};
+
+// What a plan decision produced (the planner's answer to act::DecidePlan).
+struct PlanRecord {
+  plan::Plan plan;     // version = its number; schedule and stacks filled in
+  Epoch epoch = 0;     // the membership epoch it was decided for
+  std::string allocation_by, placement_by, checkpoint_by, redundancy_by;  // which generation decided
+  std::string note;    // e.g. the floor being lowered
+  double ms = 0;       // time to decide all of it
+};
+
+// The driver's timers. Each is armed (again) or cancelled by an action and comes back as an event.
+enum class Timer : uint8_t {
+  gate,   // the first plan's join window
+  plan,   // a plan switch (or the final save) must finish by then
+  retry,  // the pause before planning again after a failed plan or an aborted step
+  join,   // joins are batched this long before a re-plan
+  soon,   // a deferred look at the state (an operator's request is not handled inside the call)
+  count_
+};
+const char* timer_name(Timer t);
+
+namespace in {
+
+struct Membership { View view; };
+// A node (every worker of it) or one worker is gone: aborts a step it takes part in. A Membership
+// event with the new view follows.
+struct Lost {
+  NodeId node = kNoNode;
+  std::optional<uint32_t> worker;
+  std::string cause;
+};
+struct Vote { wire::StepVote vote; };
+struct Ready { wire::PlanReady ready; };
+struct Saved { wire::SaveDone done; };
+struct Decided {
+  uint64_t decision = 0;  // the number act::DecidePlan carried
+  Result<PlanRecord> record;
+};
+struct TimerFired { Timer timer; };
+// An operator (job.rebalance(), policy.load) or the job's own schedule wants a new plan.
+struct PlanRequest {
+  std::string why;
+  bool use_loads = false;
+};
+struct Stop { std::string why; };
+
+}  // namespace in
+
+using Event = std::variant<in::Membership, in::Lost, in::Vote, in::Ready, in::Saved, in::Decided, in::TimerFired,
+                           in::PlanRequest, in::Stop>;
+
+struct Input {
+  int64_t now_ns = 0;  // CLOCK_MONOTONIC when it happened
+  Event what;
+};
+
+namespace act {
+
+using Message = std::variant<wire::StepBegin, wire::StepCommit, wire::StepAbort, wire::PlanUpdate, wire::SaveCheckpoint>;
+// To these nodes (those still reachable: live or draining); with `all`, to every reachable node.
+struct Send {
+  std::vector<NodeId> to;
+  bool all = false;
+  Message msg;
+};
+// Ask the planner for a plan for `workers` positions; the answer comes back as in::Decided with
+// the same `decision`. `fixed_groups`: the baselines' fixed expert-parallel plan of that many groups.
+struct DecidePlan {
+  uint64_t decision = 0;
+  uint32_t workers = 0;
+  Epoch epoch = 0;
+  std::optional<uint32_t> fixed_groups;
+  std::optional<std::vector<std::vector<double>>> loads;  // measured loads to balance, [layer][expert]
+  CheckpointFacts facts;  // what the checkpoint policy decides from
+};
+struct ArmTimer {
+  Timer timer;
+  uint64_t ms = 0;
+};
+struct CancelTimer { Timer timer; };
+enum class Level : uint8_t { info, warn, error };
+// An event for the log (events.csv, job.events()) and a log line at `level` (none when `quiet`);
+// with no kind, only the log line.
+struct Note {
+  std::string kind;
+  std::string detail;
+  Level level = Level::info;
+  bool quiet = false;
+};
+// The run record (run_record.h): the driver's phase changed; a step committed; a plan is in force;
+// a recovery ended; committed steps will run again; a restore finished.
+struct Phase {
+  std::string name;  // compute, reconfigure, restore, wait, save, or "" when the run is over
+  std::string detail;
+};
+struct StepDone { StepRecord record; };
+struct PlanInForce {
+  AppliedPlan plan;
+  std::vector<std::vector<double>> loads;
+};
+struct RecoveryDone { RecoveryRecord record; };
+struct StepsLost { uint64_t steps = 0; };
+struct Restored {};
+struct EraseKeys { uint64_t plan = 0; };  // the rendezvous keys of plan-<plan>/
+// A dense snapshot is complete (the controller writes its marker), or dropped from disk.
+struct SnapshotComplete { ckpt::Snapshot snapshot; };
+struct SnapshotDrop { std::string dir; };
+// A step committed (after its record): drills watch this. The driver looks at the state again at
+// its next turn (Timer::soon), so what the hooks change is seen before the next step begins.
+struct Committed { StepId step = 0; };
+struct StopJob { std::string why; };    // the job is over (done or failed): stop it
+
+}  // namespace act
+
+using Action = std::variant<act::Send, act::DecidePlan, act::ArmTimer, act::CancelTimer, act::Note, act::Phase,
+                            act::StepDone, act::PlanInForce, act::RecoveryDone, act::StepsLost, act::Restored,
+                            act::EraseKeys, act::SnapshotComplete, act::SnapshotDrop, act::Committed, act::StopJob>;
+
+}  // namespace sal::job

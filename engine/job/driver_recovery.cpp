@@ -1,0 +1,93 @@
+// driver_recovery.cpp — the job driver's recovery half (see driver.h): the restoring rungs of the
+// ladder (start_restore), the bookkeeping of each recovery from a loss to the next committed step,
+// and the dense snapshots the dense rung restores from, with the copy bandwidth they measure for
+// the checkpoint policy.
+#include <cstdio>
+
+#include "job/driver.h"
+
+namespace sal::job {
+
+// The dense and seed rungs: every rank loads what the plan gives it from the newest complete
+// snapshot (or the seed), and the steps after the snapshot are run again.
+void Driver::start_restore(const PlanRecord& rec, const WorkerChoice& choice) {
+  uint64_t committed = steps_.committed();
+  const ckpt::Snapshot* snap =
+      choice.rung == Rung::dense && snapshots_ && snapshots_->latest() ? &*snapshots_->latest() : nullptr;
+  uint64_t to = snap ? snap->step : 0;
+  std::string from = snap ? "the snapshot of step " + std::to_string(to) + " (" + snap->dir + ")" : "the seed (step 0)";
+  uint64_t number = rec.plan.version;
+  auto sw = switch_plan(applied_, choice.use, rec.plan, 0);  // ranks only: nothing moves
+  if (!sw) return fail_job("plan " + std::to_string(number) + ": " + sw.error().message());
+  steps_.rewind(to);
+  out_.push_back(act::StepsLost{committed - to});
+  if (recovery_) recovery_->restored = true;
+  else recovery_ = Recovery{choice.why, now_ns_, true};
+  std::string detail = "restoring " + from + " on " + std::to_string(choice.use.size()) + " workers because " +
+                       choice.why + "; " + std::to_string(committed - to) + " committed steps (" + std::to_string(to) +
+                       ".." + std::to_string(committed) + ") will run again";
+  note("restore_begun", detail, act::Level::warn);
+  out_.push_back(act::Phase{"restore", choice.why});
+  Pending p{number, to, sw->ranks, rec.plan, *sw, {}, choice.why, now_ns_};
+  p.restore = choice.rung;
+  p.restore_from = from;
+  auto u = plan_update(view_.epoch, to, *sw, rec.plan);
+  u.restore = true;
+  u.restore_dir = snap ? snap->dir : "";
+  begin_switch(std::move(p), std::move(u));
+}
+
+// The earliest cause counts: a recovery that is interrupted by another loss goes on.
+void Driver::recovery_begins(const std::string& cause) {
+  if (!recovery_) recovery_ = Recovery{cause, now_ns_};
+}
+
+void Driver::recovery_ends(uint64_t step) {
+  if (!recovery_) return;
+  double since_s = double(recovery_->since_ns - cfg_.origin_ns) / 1e9;
+  out_.push_back(act::RecoveryDone{
+      {recovery_->cause, recovery_->restored ? "restore" : "elastic", since_s, now_s() - since_s, step}});
+  note("recovered", "training resumed: step " + std::to_string(step) + " committed " +
+                        std::to_string((now_ns_ - recovery_->since_ns) / 1'000'000) + " ms after " + recovery_->cause);
+  recovery_.reset();
+}
+
+// After step s-1 commits, the state is that of "step s" (what a restore resumes from).
+void Driver::maybe_snapshot() {
+  uint64_t at = steps_.committed();
+  if (!snapshots_ || at % uint64_t(cfg_.checkpoint_every) != 0 || !applied_) return;
+  if (snapshots_->latest() && snapshots_->latest()->step >= at) return;  // re-executed after a restore
+  std::string dir = snapshots_->begin(at, applied_->ranks);
+  send(applied_->ranks, wire::SaveCheckpoint{dir, at, applied_->number(), true});
+}
+
+void Driver::snapshot_answered(const wire::SaveDone& d) {
+  if (!snapshots_) return;
+  ckpt::SnapshotBook::Answer a{d.units, d.bytes, d.copy_ms, d.ms};
+  auto done = snapshots_->answer({d.node_id, d.index}, d.step, d.ok, a, d.detail);
+  if (!done) return note("snapshot_failed", done.error().message(), act::Level::warn);
+  if (!*done) return;
+  const ckpt::Snapshot& s = (*done)->snapshot;
+  out_.push_back(act::SnapshotComplete{s});
+  for (const auto& dir : (*done)->dropped) out_.push_back(act::SnapshotDrop{dir});
+  if (s.slowest_copy_ms > 0 && s.bytes > 0) {
+    snapshot_Bps_.add(double(s.bytes) / (s.slowest_copy_ms / 1e3));
+    facts_.bandwidth_Bps = snapshot_Bps_.median();
+  }
+  char pause[32];
+  std::snprintf(pause, sizeof pause, "%.1f", s.slowest_copy_ms);
+  note("snapshot_saved", "dense snapshot of step " + std::to_string(s.step) + " complete: " + std::to_string(s.units) +
+                             " units in " + s.dir + " (training paused " + pause +
+                             " ms to copy it; written in the background, slowest worker " +
+                             std::to_string(int64_t(s.slowest_ms)) + " ms)",
+       act::Level::info, true);
+}
+
+void Driver::drop_snapshots_of_lost() {
+  if (!snapshots_) return;
+  for (uint64_t s : snapshots_->drop_waiting_on_lost(view_.ready))
+    note("snapshot_dropped", "the snapshot of step " + std::to_string(s) + " cannot complete: a rank writing it left",
+         act::Level::info, true);
+}
+
+}  // namespace sal::job

@@ -1,0 +1,62 @@
+// ladder.h — the recovery ladder: after a loss, which workers the next plan uses and which rung
+// brings the model's state back, cheapest first. Each rung says when it applies and what it costs.
+//
+//   1. patch (SPARe, parallel.groups > 1): surviving data-parallel groups compute the lost group's
+//      shard types and the step commits. Not built yet: never applies (the stacked-redundancy
+//      issue plugs in here, with the plan's shard stacks).
+//   2. elastic (Lazarus): every unit of the model still has a holder among the workers used: the
+//      survivors re-plan and fetch the lost replicas from surviving ones. Costs the step in
+//      flight, no committed step.
+//   3. sparse (MoEtion): some unit lost every holder and a complete sparse window in peers' memory
+//      covers it: restore it and replay the window. Not built yet: never applies (the sparse
+//      checkpoint issue plugs in here, with the plan's checkpoint schedule).
+//   4. dense: restore the newest complete dense snapshot on disk; the committed steps after it run
+//      again (they count as lost).
+//   5. seed: no snapshot yet: start again from the job's seed; every committed step is lost.
+//
+// Which workers a plan uses, and when a restore is forced regardless of what survives, is the
+// job's train.recovery mode:
+//
+//   elastic (Salamander): every ready worker; the ladder as above.
+//   fixed-ep-ft (the DeepSpeed-FT baseline): whole expert-parallel groups only (plan/fixed_ep.h);
+//     no restore while one whole group of the plan in force survives, a restore otherwise.
+//   checkpoint-restart (the DeepSpeed-MoE baseline): whole groups; any change of the workers in
+//     use — a loss, or a join that adds a group — restarts from the last checkpoint, as a
+//     torchelastic re-rendezvous does.
+//
+// Before the first committed step nothing is ever restored (the state is the seed's).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "job/plan_switch.h"
+
+namespace sal::job {
+
+enum class Rung : uint8_t { patch, elastic, sparse, dense, seed };
+const char* rung_name(Rung r);
+
+struct WorkerChoice {
+  std::vector<Participant> use;  // the plan's workers; empty: too few for one EP group
+  Rung rung = Rung::elastic;     // elastic, or the restore rung the state needs
+  std::string why;               // why a restore, or why no plan
+  bool restore() const { return rung != Rung::elastic && rung != Rung::patch; }
+};
+
+// What the restoring rungs have to offer: the newest complete dense snapshot's step, if any.
+struct Restorable {
+  std::optional<uint64_t> dense_step;
+};
+
+// `ep` is the EP group size (ignored by elastic); `ready` sorted; `step` the next step.
+WorkerChoice choose_workers(const std::string& mode, uint32_t ep, const std::vector<Participant>& ready,
+                            const std::optional<AppliedPlan>& applied, uint64_t step, const Restorable& have);
+
+// The cheapest rung that restores what `lost` names (units without a holder) given what there is
+// to restore from; elastic when nothing is lost.
+Rung restore_rung(const std::vector<std::string>& lost, const Restorable& have);
+
+}  // namespace sal::job

@@ -1,0 +1,86 @@
+// measurements.h — what the job driver measures about a run, as plain values: one record per
+// committed step (loss, tokens/s, gradient norm, balance), the window of recent per-expert token
+// counts that the allocation and placement policies balance, each recovery from a loss to the
+// next committed step, and the figures the checkpoint policy decides from (the median iteration
+// time and the snapshot copy bandwidth, both measured, and expert popularity from the loads).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace sal::job {
+
+struct StepRecord {
+  uint64_t step = 0;
+  double loss = 0;          // cross-entropy per token + the weighted balancing loss
+  double ce = 0;            // cross-entropy per token
+  double aux = 0;           // the weighted Switch balancing loss
+  double grad_norm = 0;     // before clipping
+  double lr = 0;
+  uint64_t tokens = 0;      // tokens in the step (the global batch)
+  double step_ms = 0;       // StepBegin sent to the last vote, at the controller
+  double compute_ms = 0;    // the slowest worker's forward + backward + gradient sync
+  double tokens_per_s = 0;  // tokens / step_ms
+  uint32_t workers = 0;
+  uint64_t plan = 0;
+  double time_s = 0;        // since the controller started
+  // Expert work balance under the plan: per layer, the most expert tokens any worker computes over
+  // the mean (each expert's tokens shared evenly over its replicas), averaged over layers. 1 is even.
+  double imbalance = 1;
+};
+
+// The imbalance of one step: loads [layer][expert] flattened, placement[layer][worker] = slots.
+double expert_imbalance(const std::vector<uint64_t>& loads, const std::vector<std::vector<std::vector<uint32_t>>>& placement,
+                        size_t experts);
+
+// Token-to-expert counts summed over the last `capacity` steps, per layer and expert.
+class LoadWindow {
+ public:
+  LoadWindow(size_t layers, size_t experts, size_t capacity);
+  // One step's counts, [layer][expert] flattened (the sum of every worker's vote).
+  void add(const std::vector<uint64_t>& counts);
+  bool empty() const { return steps_.empty(); }
+  size_t steps() const { return steps_.size(); }
+  // Mean tokens per step of every expert, [layer][expert].
+  std::vector<std::vector<double>> mean() const;
+
+ private:
+  size_t layers_, experts_, capacity_;
+  std::deque<std::vector<uint64_t>> steps_;
+  std::vector<uint64_t> sum_;
+};
+
+struct RecoveryRecord {
+  std::string cause;
+  std::string kind;     // the ladder's rung that recovered: "elastic" or "restore"
+  double at_s = 0;      // when the loss was noticed (seconds since the controller started)
+  double seconds = 0;   // until the next step committed
+  uint64_t step = 0;    // the step that committed
+};
+
+// The median of the last `capacity` samples (a step time that a rebalance or a restore made slow
+// does not move it much).
+class MovingMedian {
+ public:
+  explicit MovingMedian(size_t capacity) : capacity_(capacity ? capacity : 1) {}
+  void add(double x);
+  bool empty() const { return samples_.empty(); }
+  double median() const;
+
+ private:
+  size_t capacity_;
+  std::deque<double> samples_;
+};
+
+// What the checkpoint policy decides from, measured by the driver. Zero means "not measured yet"
+// (the planner then uses its assumptions and says so).
+struct CheckpointFacts {
+  double iteration_s = 0;    // median step time of the recent committed steps
+  double bandwidth_Bps = 0;  // bytes a snapshot copied over the pause training saw, median
+  uint64_t iteration = 0;    // the next step
+  std::vector<std::vector<double>> popularity;  // [layer][expert]: share of routed tokens (sums to 1 per layer)
+};
+
+}  // namespace sal::job

@@ -1,0 +1,149 @@
+// plan_switch.cpp — see plan_switch.h.
+#include "job/plan_switch.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "core/model_shape.h"
+#include "plan/remap.h"
+
+namespace sal::job {
+namespace {
+
+constexpr uint8_t kEmbedding = uint8_t(UnitKind::embedding), kDense = uint8_t(UnitKind::dense),
+                  kGate = uint8_t(UnitKind::gate), kExpert = uint8_t(UnitKind::expert);
+
+struct Physical {
+  std::vector<Participant> who;  // participants first (alive), then old ranks that are gone
+  plan::Holdings held;
+  std::vector<bool> alive;
+  std::vector<bool> fresh;       // alive but not a rank of the current plan
+};
+
+Physical physical_nodes(const std::optional<AppliedPlan>& current, const std::vector<Participant>& participants,
+                        size_t layers) {
+  Physical p;
+  auto old_rank = [&](const Participant& x) -> int {
+    if (!current) return -1;
+    auto it = std::find(current->ranks.begin(), current->ranks.end(), x);
+    return it == current->ranks.end() ? -1 : int(it - current->ranks.begin());
+  };
+  auto holdings = [&](int rank) {
+    std::vector<std::vector<plan::ExpertId>> h(layers);
+    if (rank < 0) return h;
+    for (size_t l = 0; l < std::min(layers, current->plan.layers.size()); ++l) h[l] = current->plan.layers[l].placement[size_t(rank)];
+    return h;
+  };
+  for (const auto& x : participants) {
+    int r = old_rank(x);
+    p.who.push_back(x);
+    p.held.push_back(holdings(r));
+    p.alive.push_back(true);
+    p.fresh.push_back(r < 0);
+  }
+  if (current)
+    for (size_t r = 0; r < current->ranks.size(); ++r)
+      if (std::find(participants.begin(), participants.end(), current->ranks[r]) == participants.end()) {
+        p.who.push_back(current->ranks[r]);
+        p.held.push_back(holdings(int(r)));
+        p.alive.push_back(false);
+        p.fresh.push_back(false);
+      }
+  return p;
+}
+
+bool holds(const plan::Holdings& held, uint32_t node, uint32_t layer, plan::ExpertId e) {
+  const auto& h = held[node][layer];
+  return std::find(h.begin(), h.end(), e) != h.end();
+}
+
+// Every non-expert unit to each fresh rank, from the surviving ranks in turn.
+Status dense_transfers(const Physical& phys, const plan::Remap& remap, size_t layers, PlanSwitch& out) {
+  std::vector<uint32_t> sources;
+  for (uint32_t n = 0; n < phys.who.size(); ++n)
+    if (phys.alive[n] && !phys.fresh[n] && remap.position_of_node[n] >= 0) sources.push_back(uint32_t(remap.position_of_node[n]));
+  std::vector<std::tuple<uint8_t, int32_t>> units{{kEmbedding, -1}};
+  for (int32_t l = 0; l < int32_t(layers); ++l) {
+    units.push_back({kDense, l});
+    units.push_back({kGate, l});
+  }
+  size_t turn = 0;
+  for (uint32_t n = 0; n < phys.who.size(); ++n) {
+    if (!phys.fresh[n] || remap.position_of_node[n] < 0) continue;
+    if (sources.empty())
+      return fail("no worker that holds the model's state is left (every rank of the current plan is gone); "
+                  "only a checkpoint could restore it");
+    for (auto [kind, layer] : units) {
+      out.transfers.push_back({kind, layer, -1, sources[turn++ % sources.size()], uint32_t(remap.position_of_node[n])});
+      ++out.dense_moved;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<PlanSwitch> switch_plan(const std::optional<AppliedPlan>& current, const std::vector<Participant>& participants,
+                               const plan::Plan& next, uint64_t step) {
+  if (participants.size() != next.nodes)
+    return fail("the plan has ", next.nodes, " positions for ", participants.size(), " workers");
+  size_t layers = next.layers.size();
+  Physical phys = physical_nodes(current, participants, layers);
+  auto remap = plan::greedy_remap(phys.held, phys.alive, next);
+  if (!remap) return remap.error().with_context("remapping workers onto the plan");
+  PlanSwitch out;
+  for (uint32_t pos = 0; pos < next.nodes; ++pos) out.ranks.push_back(phys.who[size_t(remap->node_of_position[pos])]);
+  if (step == 0) return out;  // nothing committed yet: every unit is its seeded value
+  if (!current) return fail("step ", step, " has no plan in force to take its state from");
+  auto moves = plan::transfer_schedule(phys.held, phys.alive, next, *remap);
+  if (!moves) return moves.error();
+  std::set<std::tuple<uint32_t, plan::ExpertId, uint32_t>> seen;
+  for (const auto& t : *moves) {
+    // One unit per expert per worker, however many slots it fills there.
+    if (holds(phys.held, t.to_node, t.layer, t.expert) || !seen.insert({t.layer, t.expert, t.to_node}).second) continue;
+    out.transfers.push_back({kExpert, int32_t(t.layer), int32_t(t.expert), uint32_t(remap->position_of_node[t.from_node]),
+                             uint32_t(remap->position_of_node[t.to_node])});
+    ++out.experts_moved;
+  }
+  out.experts_kept = remap->kept;
+  SAL_TRY(dense_transfers(phys, *remap, layers, out));
+  return out;
+}
+
+std::vector<std::string> lost_state(const std::optional<AppliedPlan>& current,
+                                    const std::vector<Participant>& participants) {
+  std::vector<std::string> lost;
+  if (!current) return lost;
+  std::vector<bool> alive(current->ranks.size());
+  bool any = false;
+  for (size_t r = 0; r < alive.size(); ++r) {
+    alive[r] = std::find(participants.begin(), participants.end(), current->ranks[r]) != participants.end();
+    any = any || alive[r];
+  }
+  if (!any) lost.push_back("the non-expert units");
+  for (size_t l = 0; l < current->plan.layers.size(); ++l) {
+    std::set<plan::ExpertId> held, all;
+    const auto& placement = current->plan.layers[l].placement;
+    for (size_t r = 0; r < placement.size(); ++r)
+      for (auto e : placement[r]) {
+        all.insert(e);
+        if (alive[r]) held.insert(e);
+      }
+    for (auto e : all)
+      if (!held.count(e)) lost.push_back("layer " + std::to_string(l) + " expert " + std::to_string(e));
+  }
+  return lost;
+}
+
+wire::PlanUpdate plan_update(Epoch epoch, uint64_t step, const PlanSwitch& sw, const plan::Plan& next) {
+  wire::PlanUpdate u;
+  u.epoch = epoch;
+  u.step = step;
+  for (const auto& r : sw.ranks) u.ranks.push_back({uint32_t(r.node), r.index});
+  u.plan = next;
+  u.transfers = sw.transfers;
+  return u;
+}
+
+}  // namespace sal::job

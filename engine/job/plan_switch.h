@@ -1,0 +1,56 @@
+// plan_switch.h — from a decided plan to what each worker is told: which participant becomes which
+// rank, and which units of model state move before the plan's first step.
+//
+// Ranks: the greedy remap (plan/remap.h) gives each plan position to the participant that already
+// holds most of its replicas, so few experts move. Experts a rank must newly hold are fetched from
+// surviving holders, spread over all of them. A participant that was not a rank of the plan in
+// force (it joined, or it came back) holds nothing valid: it also receives every non-expert unit
+// (embeddings, each layer's dense part and gate), spread over the surviving ranks. Before the
+// first step is committed every unit is still its seeded initial value, so nothing moves: each
+// rank creates what it holds from the seed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/ids.h"
+#include "core/result.h"
+#include "plan/plan.h"
+#include "wire/messages.h"
+
+namespace sal::job {
+
+// The plan the workers follow now.
+struct AppliedPlan {
+  std::vector<Participant> ranks;  // rank order (== plan positions)
+  plan::Plan plan;
+  uint64_t from_step = 0;          // the first step run under it
+  uint64_t number() const { return plan.version; }
+};
+
+struct PlanSwitch {
+  std::vector<Participant> ranks;           // rank order of the new plan
+  std::vector<wire::UnitTransfer> transfers;
+  uint64_t experts_kept = 0;                // replicas already in place
+  uint64_t experts_moved = 0;               // replicas transferred
+  uint64_t dense_moved = 0;                 // non-expert units transferred (to fresh ranks)
+};
+
+// `participants` are the workers of the new plan (next.nodes of them), `step` its first step.
+// Fails when some state has no surviving holder (only a checkpoint could restore it), naming it.
+Result<PlanSwitch> switch_plan(const std::optional<AppliedPlan>& current, const std::vector<Participant>& participants,
+                               const plan::Plan& next, uint64_t step);
+
+// The state that no participant holds any more: "layer 0 expert 3" for each expert that lost every
+// replica, "the non-expert units" when no rank of the current plan is left. Empty when an elastic
+// switch can restore everything (or nothing was committed yet).
+std::vector<std::string> lost_state(const std::optional<AppliedPlan>& current,
+                                    const std::vector<Participant>& participants);
+
+// The PlanUpdate for a switch to `next` (numbered by its version). The controller fills in the
+// rendezvous store's endpoint, each agent my_rank.
+wire::PlanUpdate plan_update(Epoch epoch, uint64_t step, const PlanSwitch& sw, const plan::Plan& next);
+
+}  // namespace sal::job

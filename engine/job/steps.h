@@ -1,0 +1,58 @@
+// steps.h — step commit: "a step is applied everywhere or nowhere". The controller begins step s
+// with a fixed set of participants (the ready workers of usable nodes at that moment); each votes
+// once; the step commits when every participant voted yes, and aborts at once if one votes no or is
+// lost. An aborted step is begun again with the participants left. Workers that become ready
+// mid-step join at the next step boundary. Pure logic — the controller does the messaging.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/ids.h"
+
+namespace sal::job {
+
+class StepCoordinator {
+ public:
+  enum class Outcome { pending, committed, aborted, ignored };
+
+  // Next step to run (== committed count, as steps number from 0).
+  StepId next_step() const { return committed_; }
+  StepId committed() const { return committed_; }
+  uint64_t aborted() const { return aborted_; }
+  bool in_flight() const { return in_flight_; }
+  Epoch epoch() const { return epoch_; }
+  const std::set<Participant>& participants() const { return participants_; }
+  const std::string& last_abort_reason() const { return last_abort_; }
+
+  // Starts step next_step() with these participants under membership epoch `epoch`.
+  void begin(Epoch epoch, std::vector<Participant> who);
+
+  // A vote: counts only for the step in flight, from a participant, once.
+  Outcome vote(Participant who, Epoch epoch, StepId step, bool ok, const std::string& detail);
+
+  // A participant (or every participant of a node) is gone: aborts the step in flight.
+  Outcome lost(NodeId node, const std::string& why);
+  Outcome lost_worker(Participant who, const std::string& why);
+  Outcome abort(const std::string& why);
+  // A restore from a checkpoint of step `to`: the steps after it are run again. Not while one is in flight.
+  void rewind(StepId to) {
+    if (!in_flight_ && to < committed_) committed_ = to;
+  }
+
+ private:
+  Outcome finish_abort(const std::string& why);
+
+  StepId committed_ = 0;
+  uint64_t aborted_ = 0;
+  bool in_flight_ = false;
+  Epoch epoch_ = 0;
+  std::set<Participant> participants_;
+  std::set<Participant> voted_;
+  std::string last_abort_;
+};
+
+}  // namespace sal::job

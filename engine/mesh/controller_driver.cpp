@@ -1,0 +1,142 @@
+// controller_driver.cpp — the controller's side of the job driver (see controller.h): it starts the
+// rendezvous store and the run's records, feeds the driver one event at a time (an event that
+// arrives while another is handled — the planner services the mesh while a policy decides — waits
+// its turn), and applies each action the driver answers with.
+#include <spdlog/spdlog.h>
+
+#include "ckpt/format.h"
+#include "comm/store_server.h"
+#include "core/clock.h"
+#include "mesh/controller.h"
+#include "mesh/planner.h"
+
+namespace sal::mesh {
+namespace {
+
+// "tcp://10.0.0.5:7000" -> "tcp://10.0.0.5:*"; other transports get a loopback port.
+std::string store_bind(const std::string& mesh_endpoint) {
+  auto colon = mesh_endpoint.rfind(':');
+  if (mesh_endpoint.rfind("tcp://", 0) == 0 && colon != std::string::npos && colon > 5)
+    return mesh_endpoint.substr(0, colon) + ":*";
+  return "tcp://127.0.0.1:*";
+}
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+
+}  // namespace
+
+// The rendezvous store (bound on the mesh endpoint's host), metrics.csv and the run record; the
+// driver is gathering.
+Status Controller::start_training() {
+  store_ = std::make_unique<comm::StoreServer>(ctx_, store_bind(mesh_endpoint_));
+  auto ep = store_->start();
+  if (!ep) return ep.error().with_context("rendezvous store");
+  store_endpoint_ = *ep;
+  if (!opts_.run_dir.empty()) {
+    SAL_TRY(metrics_.open_csv(opts_.run_dir + "/metrics.csv"));
+    SAL_TRY(record_.open(opts_.run_dir));
+  }
+  record_.phase("wait", now_s());
+  return {};
+}
+
+double Controller::now_s() const { return double(mono_ns() - started_ns_) / 1e9; }
+
+void Controller::request_plan(const std::string& why, bool use_loads) { feed(job::in::PlanRequest{why, use_loads}); }
+
+// The membership the driver sees, when it changed.
+void Controller::view_changed() {
+  job::View v{membership_.epoch(), membership_.ready_participants(), membership_.start_failure()};
+  if (v == last_view_) return;
+  last_view_ = v;
+  feed(job::in::Membership{std::move(v)});
+}
+
+void Controller::feed(job::Event e) {
+  inbox_.push_back({mono_ns(), std::move(e)});
+  if (feeding_) return;
+  feeding_ = true;
+  while (!inbox_.empty()) {
+    job::Input in = std::move(inbox_.front());
+    inbox_.pop_front();
+    for (const auto& a : driver_->handle(in)) apply(a);
+  }
+  feeding_ = false;
+}
+
+void Controller::apply(const job::Action& action) {
+  namespace act = job::act;
+  std::visit(Overloaded{
+                 [&](const act::Send& a) { apply_send(a); },
+                 [&](const act::DecidePlan& a) { apply_decide(a); },
+                 [&](const act::ArmTimer& a) { apply_timer(a.timer, a.ms); },
+                 [&](const act::CancelTimer& a) { apply_timer(a.timer, std::nullopt); },
+                 [&](const act::Note& a) { apply_note(a); },
+                 [&](const act::Phase& a) { a.name.empty() ? record_.close(now_s()) : record_.phase(a.name, now_s(), a.detail); },
+                 [&](const act::StepDone& a) { metrics_.add(a.record); },
+                 [&](const act::PlanInForce& a) {
+                   record_.plan(a.plan, now_s(), a.loads);
+                   if (on_change) on_change();
+                 },
+                 [&](const act::RecoveryDone& a) { record_.recovery(a.record); },
+                 [&](const act::StepsLost& a) { record_.lost(a.steps); },
+                 [&](const act::Restored&) { record_.restored(); },
+                 [&](const act::EraseKeys& a) { store_->erase_prefix("plan-" + std::to_string(a.plan) + "/"); },
+                 [&](const act::SnapshotComplete& a) {
+                   if (auto s = ckpt::mark_complete(a.snapshot); !s) spdlog::warn("{}", s.error().message());
+                 },
+                 [&](const act::SnapshotDrop& a) {
+                   if (auto s = ckpt::remove_snapshot(a.dir); !s) spdlog::warn("{}", s.error().message());
+                 },
+                 [&](const act::Committed& a) {
+                   if (on_committed) on_committed(a.step);
+                 },
+                 [&](const act::StopJob& a) { request_stop(a.why); },
+             },
+             action);
+}
+
+// To the nodes still reachable; a plan update learns the rendezvous store first (and a drill
+// may arm a fault in a worker that moves state).
+void Controller::apply_send(const job::act::Send& s) {
+  job::act::Message msg = s.msg;
+  if (auto* u = std::get_if<wire::PlanUpdate>(&msg)) {
+    u->store = store_endpoint_;
+    if (on_plan_sending) on_plan_sending(*u);
+  }
+  auto reachable = [](const Node& n) { return n.live() || n.state == NodeState::draining; };
+  std::visit(
+      [&](const auto& m) {
+        if (s.all) return broadcast(m);
+        for (NodeId id : s.to)
+          if (const Node* n = membership_.find(id); n && reachable(*n)) send_to(n->routing_id, m);
+      },
+      msg);
+}
+
+// The policies may take a while (the mesh is serviced meanwhile; what arrives then waits in the
+// inbox); the answer is the driver's next event.
+void Controller::apply_decide(const job::act::DecidePlan& d) {
+  feed(job::in::Decided{d.decision, planner_->decide(d)});
+}
+
+void Controller::apply_note(const job::act::Note& n) {
+  if (!n.kind.empty()) events_.add(n.kind, kNoNode, membership_.epoch(), n.detail);
+  if (n.quiet) return;
+  switch (n.level) {
+    case job::act::Level::info: return spdlog::info("{}", n.detail);
+    case job::act::Level::warn: return spdlog::warn("{}", n.detail);
+    case job::act::Level::error: return spdlog::error("{}", n.detail);
+  }
+}
+
+void Controller::apply_timer(job::Timer t, std::optional<uint64_t> ms) {
+  Timer& timer = *driver_timers_[size_t(t)];
+  if (!ms) return timer.stop();
+  timer.start(*ms, 0, [this, t] { feed(job::in::TimerFired{t}); });
+}
+
+}  // namespace sal::mesh

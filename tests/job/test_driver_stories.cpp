@@ -1,0 +1,245 @@
+// test_driver_stories.cpp — failure stories that once needed real processes, told to the job driver
+// as events in and actions out: a loss during the forward pass, the all-to-all, the all-reduce and
+// a state migration; a plan superseded by a second loss; a drain fired at a commit; a batch of
+// joins; a restore when every holder of an expert is lost (from a snapshot, and from the seed);
+// an operator's policy swap in the middle of a step.
+#include <doctest/doctest.h>
+
+#include "job/driver_harness.h"
+
+using namespace sal;
+using namespace sal::job;
+using namespace sal::job::test;
+
+namespace {
+
+// Four workers at step `steps` (committed), step `steps` in flight.
+Harness trained(uint64_t steps, DriverConfig cfg = small_job()) {
+  Harness h(cfg);
+  h.start(workers({0, 1, 2, 3}));
+  for (uint64_t s = 0; s < steps; ++s) h.commit_step();
+  return h;
+}
+
+// After a loss: the pause, a plan for the survivors, every rank ready. Returns the PlanUpdate.
+wire::PlanUpdate recover(Harness& h, const std::vector<Participant>& survivors) {
+  h.membership(survivors);
+  REQUIRE(h.armed(Timer::retry) == false);  // (armed by the abort, not by the membership change)
+  h.timer(Timer::retry, 50);
+  REQUIRE(h.asked);
+  CHECK(h.asked->workers == survivors.size());
+  h.decide();
+  auto plans = h.sent<wire::PlanUpdate>();
+  REQUIRE(plans.size() == 1);
+  h.all_ready();
+  return plans[0].second;
+}
+
+}  // namespace
+
+TEST_CASE("a node lost during the forward pass: the step aborts, the survivors re-plan and redo it") {
+  Harness h = trained(5);
+  h.lose(3);  // no vote yet
+  CHECK(h.d.steps().aborted() == 1);
+  CHECK(h.armed(Timer::retry));
+  auto u = recover(h, workers({0, 1, 2}));
+  CHECK(u.step == 5);  // the same step again: no committed step lost
+  CHECK_FALSE(u.restore);
+  for (const auto& t : u.transfers) CHECK(t.from < 3);  // state comes from surviving ranks only
+  CHECK(h.d.steps().in_flight());
+  CHECK(h.d.steps().next_step() == 5);
+  h.commit_step();
+  auto rec = std::vector<act::RecoveryDone>{};
+  for (const auto& a : h.history)
+    if (auto* r = std::get_if<act::RecoveryDone>(&a)) rec.push_back(*r);
+  REQUIRE(rec.size() == 1);
+  CHECK(rec[0].record.kind == "elastic");
+  CHECK(rec[0].record.step == 5);
+  CHECK(rec[0].record.cause.find("step 5 aborted") != std::string::npos);
+}
+
+TEST_CASE("a node lost during the all-to-all: the survivors' failed collectives vote no, which counts for nothing") {
+  Harness h = trained(3);
+  h.lose(1, "node 1 died");
+  h.vote({0, 0}, 3, false, "all-to-all: peer 1 closed the connection");
+  h.vote({2, 0}, 3, false, "all-to-all: peer 1 closed the connection");
+  CHECK(h.d.steps().aborted() == 1);  // one abort, not three
+  CHECK(h.out.empty());
+  auto u = recover(h, workers({0, 2, 3}));
+  CHECK(u.step == 3);
+}
+
+TEST_CASE("a node lost during the all-reduce, after some ranks voted: nothing commits") {
+  Harness h = trained(7);
+  h.vote({0, 0}, 7);
+  h.vote({1, 0}, 7);
+  h.lose(2);
+  CHECK(h.d.steps().committed() == 7);
+  CHECK(h.sent<wire::StepCommit>().empty());
+  CHECK(h.sent<wire::StepAbort>().size() == 1);
+  h.vote({3, 0}, 7);  // late
+  CHECK(h.d.steps().committed() == 7);
+  auto u = recover(h, workers({0, 1, 3}));
+  CHECK(u.step == 7);
+}
+
+TEST_CASE("a node lost during a state migration: the plan fails as a recovery and the next one excludes it") {
+  Harness h = trained(4);
+  h.lose(3);
+  h.membership(workers({0, 1, 2}));
+  h.timer(Timer::retry, 50);
+  h.decide();
+  auto ranks = h.pending_ranks();
+  h.ready(ranks[0], 2);
+  h.lose(2);  // mid-migration (node 0 still holds what node 2 held)
+  h.membership(workers({0, 1}));
+  CHECK(h.note_detail("plan_failed").find("worker 2.0 left") != std::string::npos);
+  CHECK(h.sent<wire::StepAbort>().size() == 1);  // the plan's ranks stop waiting for it
+  h.timer(Timer::retry, 200);
+  REQUIRE(h.asked->workers == 2);
+  h.decide();
+  h.all_ready();
+  CHECK(h.d.phase() == Phase::running);
+  CHECK(h.d.steps().next_step() == 4);
+  CHECK(h.d.applied()->ranks.size() == 2);
+}
+
+TEST_CASE("a plan superseded by a second loss while the policies decide it") {
+  Harness h = trained(2);
+  h.lose(3);
+  h.membership(workers({0, 1, 2}));
+  h.timer(Timer::retry, 50);
+  uint64_t first = h.asked->decision;
+  h.lose(2);  // during the decision (the planner services the mesh)
+  h.membership(workers({0, 1}));
+  h.decide();  // the answer for three workers
+  CHECK(h.asked->decision != first);
+  CHECK(h.asked->workers == 2);
+  CHECK(h.sent<wire::PlanUpdate>().empty());
+  h.decide();
+  h.all_ready();
+  CHECK(h.d.applied()->ranks == workers({0, 1}));
+  CHECK(h.d.steps().next_step() == 2);
+}
+
+TEST_CASE("a drain fired at a commit: the next step already runs without the drained node") {
+  Harness h = trained(3);
+  for (uint32_t n = 0; n < 4; ++n) h.vote({n, 0}, 3);
+  REQUIRE(h.all<act::Committed>().size() == 1);
+  REQUIRE(h.sent<wire::StepBegin>().empty());  // the next step waits for the next turn
+  h.membership(workers({0, 1, 2}));            // the drill's hook drained node 3 at the commit
+  CHECK(h.d.phase() == Phase::planning);
+  CHECK(h.d.steps().aborted() == 0);
+  h.timer(Timer::soon);  // the turn the commit asked for: planning, nothing more
+  h.decide();
+  h.all_ready();
+  CHECK(h.d.steps().next_step() == 4);
+  CHECK(h.d.steps().aborted() == 0);
+}
+
+TEST_CASE("a batch of joins is planned once, mesh.join_batch_ms after the first") {
+  Harness h = trained(1);
+  h.membership(workers({0, 1, 2, 3, 4}), 10);
+  for (int s = 0; s < 3; ++s) {
+    h.commit_step();
+    if (s == 1) h.membership(workers({0, 1, 2, 3, 4, 5}), 300);
+  }
+  CHECK(h.d.phase() == Phase::running);  // 300 ms in: still batching
+  h.commit_step();
+  h.now_ns += 1'000'000'000;
+  h.commit_step();
+  CHECK(h.d.phase() == Phase::planning);
+  CHECK(h.asked->workers == 6);
+  int plans = 0;
+  for (const auto& a : h.history) plans += std::holds_alternative<act::DecidePlan>(a);
+  CHECK(plans == 2);  // the first plan and one for both joins
+}
+
+TEST_CASE("every holder of an expert lost: restore the newest complete snapshot, redo the steps after it") {
+  auto cfg = small_job();
+  cfg.checkpoint_every = 2;
+  Harness h(cfg);
+  h.start(workers({0, 1, 2, 3}));
+  for (uint64_t s = 0; s < 5; ++s) {
+    h.commit_step();
+    if (s == 1) {  // the snapshot of step 2 completes
+      h.on(in::Saved{wire::SaveDone{0, 0, 2, true, "", 7, true, 1, 2, 100}});
+      h.on(in::Saved{wire::SaveDone{1, 0, 2, true, "", 6, true, 1, 2, 100}});
+      h.on(in::Saved{wire::SaveDone{2, 0, 2, true, "", 0, true, 1, 2, 100}});
+      h.on(in::Saved{wire::SaveDone{3, 0, 2, true, "", 0, true, 1, 2, 100}});
+      REQUIRE(h.all<act::SnapshotComplete>().size() == 1);
+    }
+  }
+  REQUIRE(h.d.steps().committed() == 5);
+  h.lose(0);
+  h.lose(2);  // nodes 0 and 2 held experts 0 and 1, alone
+  h.membership(workers({1, 3}));
+  h.timer(Timer::retry, 50);
+  h.decide();
+  CHECK(h.noted("restore_begun"));
+  CHECK(h.note_detail("restore_begun").find("every copy lost: layer 0 expert 0") != std::string::npos);
+  auto lost = h.all<act::StepsLost>();
+  REQUIRE(lost.size() == 1);
+  CHECK(lost[0].steps == 3);  // steps 2, 3, 4 run again
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore);
+  CHECK(u[0].second.restore_dir == "/run/snapshots/step-2");
+  CHECK(u[0].second.step == 2);
+  CHECK(u[0].second.transfers.empty());
+  h.all_ready();
+  CHECK(h.noted("restored"));
+  CHECK(h.d.steps().next_step() == 2);
+  h.commit_step();
+  bool restore_recovery = false;
+  for (const auto& a : h.history)
+    if (auto* r = std::get_if<act::RecoveryDone>(&a)) restore_recovery = r->record.kind == "restore";
+  CHECK(restore_recovery);
+}
+
+TEST_CASE("every holder of an expert lost before any snapshot: the seed, and every committed step again") {
+  Harness h = trained(3);
+  h.lose(0);
+  h.lose(2);
+  h.membership(workers({1, 3}));
+  h.timer(Timer::retry, 50);
+  h.decide();
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore);
+  CHECK(u[0].second.restore_dir.empty());
+  CHECK(u[0].second.step == 0);
+  CHECK(h.all<act::StepsLost>()[0].steps == 3);
+}
+
+TEST_CASE("a policy swapped in the middle of a step: the step commits, the new plan follows at the boundary") {
+  Harness h = trained(2);
+  h.vote({0, 0}, 2);
+  h.on(in::PlanRequest{"policy change in the placement slot", false});
+  h.timer(Timer::soon);
+  CHECK(h.d.steps().in_flight());
+  for (uint32_t n = 1; n < 4; ++n) h.vote({n, 0}, 2);
+  CHECK(h.d.steps().committed() == 3);
+  h.timer(Timer::soon);
+  CHECK(h.d.phase() == Phase::planning);
+  CHECK(h.d.steps().aborted() == 0);
+  h.decide();
+  // the harness's planner deals the same placement: the plan in force stays, training goes on
+  CHECK(h.noted("plan_kept"));
+  CHECK(h.d.steps().in_flight());
+  CHECK(h.d.steps().next_step() == 3);
+}
+
+TEST_CASE("a step failing three times in a row with the same workers ends the job") {
+  Harness h = trained(1);
+  for (int i = 0; i < 3; ++i) {
+    h.vote({0, 0}, 1, false, "out of memory");
+    h.timer(Timer::retry, 50);
+    if (i < 2) {
+      h.decide();
+      CHECK(h.noted("plan_kept"));
+    }
+  }
+  CHECK(h.d.phase() == Phase::failed);
+  CHECK(h.d.failure().find("failed 3 times in a row") != std::string::npos);
+}

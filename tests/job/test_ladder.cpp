@@ -1,0 +1,136 @@
+// test_ladder.cpp — the recovery ladder: which workers a plan uses and when it restores, per mode;
+// the baselines' fixed expert-parallel plans; state that lost every holder; the snapshot book.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "ckpt/book.h"
+#include "ckpt/format.h"
+#include "job/ladder.h"
+#include "plan/fixed_ep.h"
+
+using namespace sal;
+using namespace sal::job;
+
+namespace {
+
+std::vector<Participant> workers(std::initializer_list<uint32_t> nodes) {
+  std::vector<Participant> out;
+  for (auto n : nodes) out.push_back({NodeId(n), 0});
+  return out;
+}
+
+// 4 ranks, 8 experts, 2 slots: fixed EP with ep = 4 (one group)... here 2 groups of ep 2 (4 slots).
+AppliedPlan applied_fixed(std::vector<Participant> ranks, uint32_t slots) {
+  auto p = plan::fixed_ep_plan(1, 8, slots, uint32_t(ranks.size()) / plan::ep_size(8, slots));
+  REQUIRE(p.ok());
+  p->version = 1;
+  return AppliedPlan{std::move(ranks), *p, 0};
+}
+
+}  // namespace
+
+TEST_CASE("fixed expert-parallel plans: ep = ceil(E / slots), each member a slice, groups copies") {
+  CHECK(plan::ep_size(8, 4) == 2);
+  CHECK(plan::ep_size(8, 3) == 3);
+  auto p = plan::fixed_ep_plan(2, 8, 4, 3);
+  REQUIRE(p.ok());
+  CHECK(p->nodes == 6);
+  CHECK(p->floor == 3);
+  CHECK(p->layers[1].placement[0] == std::vector<uint32_t>{0, 1, 2, 3});
+  CHECK(p->layers[1].placement[1] == std::vector<uint32_t>{4, 5, 6, 7});
+  CHECK(p->layers[1].placement[4] == p->layers[1].placement[0]);
+  CHECK(p->layers[0].replicas == std::vector<uint32_t>(8, 3));
+  auto odd = plan::fixed_ep_plan(1, 8, 3, 1);  // slices of 3, 3, 2 (the last cycles to fill)
+  REQUIRE(odd.ok());
+  CHECK(odd->layers[0].placement[2] == std::vector<uint32_t>{6, 7, 6});
+  CHECK_FALSE(plan::fixed_ep_plan(1, 8, 4, 0).ok());
+}
+
+TEST_CASE("elastic uses every ready worker and restores only when some state lost every holder") {
+  auto ranks = workers({1, 2, 3, 4});
+  AppliedPlan a{ranks, {}, 0};
+  a.plan.version = 1;
+  a.plan.layers.push_back({{2, 2, 2, 2}, {{0, 1}, {2, 3}, {0, 1}, {2, 3}}});
+  std::optional<AppliedPlan> cur = a;
+  auto c = choose_workers("elastic", 2, workers({1, 2, 3}), cur, 10, {});
+  CHECK(c.use == workers({1, 2, 3}));
+  CHECK_FALSE(c.restore());
+  c = choose_workers("elastic", 2, workers({1, 2}), cur, 10, {});  // nodes 3 and 4 held the other copies
+  CHECK_FALSE(c.restore());
+  c = choose_workers("elastic", 2, workers({2, 4}), cur, 10, {});  // experts 0 and 1 are gone
+  CHECK(c.restore());
+  CHECK(c.why == "every copy lost: layer 0 expert 0, layer 0 expert 1");
+  CHECK_FALSE(choose_workers("elastic", 2, workers({2, 4}), cur, 0, {}).restore());  // nothing committed yet
+  CHECK(lost_state(cur, workers({5})) ==
+        std::vector<std::string>{"the non-expert units", "layer 0 expert 0", "layer 0 expert 1", "layer 0 expert 2",
+                                 "layer 0 expert 3"});
+}
+
+TEST_CASE("fixed-ep-ft: whole groups only, and a restore when no whole group of the plan survives") {
+  std::optional<AppliedPlan> cur = applied_fixed(workers({1, 2, 3, 4}), 4);  // groups {1,2} and {3,4}
+  auto c = choose_workers("fixed-ep-ft", 2, workers({1, 2, 4}), cur, 10, {});
+  CHECK(c.use == workers({1, 2}));  // node 4 idles: half a group
+  CHECK_FALSE(c.restore());
+  c = choose_workers("fixed-ep-ft", 2, workers({1, 3, 5, 6}), cur, 10, {});
+  CHECK(c.use == workers({1, 3, 5, 6}));
+  CHECK(c.restore());  // each group lost a member, though every expert still has a holder
+  // a whole group comes first, whatever the rank order: {3,4} survives, 1 is the odd one out
+  c = choose_workers("fixed-ep-ft", 2, workers({1, 3, 4}), cur, 10, {});
+  CHECK(c.use == workers({3, 4}));
+  CHECK_FALSE(c.restore());
+  c = choose_workers("fixed-ep-ft", 2, workers({1}), cur, 10, {});
+  CHECK(c.use.empty());
+  CHECK(c.why.find("fewer than one expert-parallel group of 2") != std::string::npos);
+}
+
+TEST_CASE("checkpoint-restart: any change of the workers in use restarts from the checkpoint") {
+  std::optional<AppliedPlan> cur = applied_fixed(workers({1, 2, 3, 4}), 4);
+  CHECK_FALSE(choose_workers("checkpoint-restart", 2, workers({1, 2, 3, 4}), cur, 10, {}).restore());
+  CHECK_FALSE(choose_workers("checkpoint-restart", 2, workers({1, 2, 3, 4, 5}), cur, 10, {}).restore());  // half a group joined
+  CHECK(choose_workers("checkpoint-restart", 2, workers({1, 2, 3}), cur, 10, {}).restore());
+  CHECK(choose_workers("checkpoint-restart", 2, workers({1, 2, 3, 4, 5, 6}), cur, 10, {}).restore());
+}
+
+TEST_CASE("the snapshot book: complete when every rank wrote and the units add up, dropped when a rank is lost") {
+  char tmpl[] = "/tmp/sal-snap-XXXXXX";
+  std::string root = mkdtemp(tmpl);
+  ckpt::SnapshotBook book(root, 11, 2);
+  auto r = workers({1, 2});
+  std::string dir = book.begin(10, r);
+  CHECK(dir == root + "/step-10");
+  std::filesystem::create_directories(dir);
+  auto a = book.answer(r[0], 10, true, {6, 600, 0.5, 3}, "");
+  REQUIRE(a.ok());
+  CHECK_FALSE(a->has_value());
+  auto b = book.answer(r[1], 10, true, {5, 500, 0.7, 2}, "");
+  REQUIRE(b.ok());
+  REQUIRE(b->has_value());
+  CHECK((*b)->snapshot.slowest_copy_ms == 0.7);
+  CHECK((*b)->snapshot.bytes == 1100);
+  CHECK(book.latest()->step == 10);
+  REQUIRE(ckpt::mark_complete((*b)->snapshot).ok());  // the controller marks it on disk
+  CHECK(std::ifstream(dir + "/complete").good());
+  book.begin(20, r);
+  CHECK(book.drop_waiting_on_lost(workers({1})) == std::vector<uint64_t>{20});
+  book.begin(30, r);
+  (void)book.answer(r[0], 30, true, {6, 0, 0, 0}, "");
+  auto short_units = book.answer(r[1], 30, true, {4, 0, 0, 0}, "");
+  CHECK_FALSE(short_units.ok());  // 10 of 11 units: never offered for a restore
+  CHECK(book.latest()->step == 10);
+  book.begin(40, r);
+  auto failed = book.answer(r[0], 40, false, {}, "disk full");
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.error().message().find("disk full") != std::string::npos);
+  // the newest two complete snapshots are kept: a third drops the oldest
+  for (uint64_t step : {50, 60}) {
+    book.begin(step, r);
+    (void)book.answer(r[0], step, true, {6, 0, 0, 0}, "");
+    auto done = book.answer(r[1], step, true, {5, 0, 0, 0}, "");
+    REQUIRE(done.ok());
+    REQUIRE(done->has_value());
+    CHECK((*done)->dropped == (step == 60 ? std::vector<std::string>{dir} : std::vector<std::string>{}));
+  }
+}

@@ -1,0 +1,142 @@
+// test_plan_switch.cpp — from a decided plan to ranks and unit transfers: nothing moves before the
+// first commit; a permuted plan moves nothing; after a loss every rank ends up holding exactly what
+// the new plan gives it, fetched from surviving holders only, never twice; a fresh worker gets every
+// non-expert unit; lost state is an error that names it.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <set>
+
+#include "job/plan_switch.h"
+
+using namespace sal;
+using namespace sal::job;
+
+namespace {
+
+// `layers` layers, one slot table per layer (the same for each): positions x slots.
+plan::Plan make_plan(std::vector<std::vector<plan::ExpertId>> slots, uint32_t experts, uint32_t layers = 2) {
+  plan::Plan p;
+  p.nodes = uint32_t(slots.size());
+  p.slots = uint32_t(slots[0].size());
+  p.experts = experts;
+  for (uint32_t l = 0; l < layers; ++l) {
+    plan::LayerPlan lp;
+    lp.replicas.assign(experts, 0);
+    for (auto& s : slots)
+      for (auto e : s) ++lp.replicas[e];
+    lp.placement = slots;
+    p.layers.push_back(lp);
+  }
+  return p;
+}
+
+std::vector<Participant> workers(std::initializer_list<uint32_t> nodes) {
+  std::vector<Participant> out;
+  for (auto n : nodes) out.push_back({n, 0});
+  return out;
+}
+
+// What each new rank holds after the switch: its old holdings (if it was a rank) plus what it receives.
+std::map<uint32_t, std::set<std::pair<int, int>>> after(const AppliedPlan& old, const PlanSwitch& sw) {
+  std::map<uint32_t, std::set<std::pair<int, int>>> held;
+  for (uint32_t r = 0; r < sw.ranks.size(); ++r) {
+    for (uint32_t o = 0; o < old.ranks.size(); ++o)
+      if (old.ranks[o] == sw.ranks[r])
+        for (size_t l = 0; l < old.plan.layers.size(); ++l)
+          for (auto e : old.plan.layers[l].placement[o]) held[r].insert({int(l), int(e)});
+  }
+  for (const auto& t : sw.transfers)
+    if (t.kind == 3) held[t.to].insert({t.layer, t.expert});
+  return held;
+}
+
+}  // namespace
+
+TEST_CASE("before the first commit nothing moves: every rank seeds what it holds") {
+  auto next = make_plan({{0, 1}, {2, 3}, {0, 2}, {1, 3}}, 4);
+  auto sw = switch_plan(std::nullopt, workers({1, 2, 3, 4}), next, 0);
+  REQUIRE(sw.ok());
+  CHECK(sw->transfers.empty());
+  CHECK(sw->ranks.size() == 4);
+  CHECK(std::set<Participant>(sw->ranks.begin(), sw->ranks.end()).size() == 4);
+}
+
+TEST_CASE("a permuted plan on the same workers moves nothing") {
+  AppliedPlan old{workers({1, 2, 3, 4}), make_plan({{0, 1}, {2, 3}, {0, 2}, {1, 3}}, 4), 0};
+  auto next = make_plan({{1, 3}, {0, 1}, {0, 2}, {2, 3}}, 4);
+  auto sw = switch_plan(old, workers({1, 2, 3, 4}), next, 50);
+  REQUIRE(sw.ok());
+  CHECK(sw->transfers.empty());
+  CHECK(sw->experts_moved == 0);
+  CHECK(sw->dense_moved == 0);
+  // rank r holds exactly the experts of position r
+  auto held = after(old, *sw);
+  for (uint32_t r = 0; r < 4; ++r)
+    for (auto e : next.layers[0].placement[r]) CHECK(held[r].count({0, int(e)}));
+}
+
+TEST_CASE("after a worker is lost every rank holds what the new plan gives it, fetched from survivors once") {
+  AppliedPlan old{workers({1, 2, 3, 4}), make_plan({{0, 1}, {2, 3}, {0, 2}, {1, 3}}, 4), 10};
+  auto next = make_plan({{0, 1, 2}, {2, 3, 0}, {1, 3, 3}}, 4);
+  auto sw = switch_plan(old, workers({1, 2, 4}), next, 40);
+  REQUIRE(sw.ok());
+  std::set<std::tuple<int, int, uint32_t>> seen;
+  for (const auto& t : sw->transfers) {
+    CHECK(t.kind == 3);
+    CHECK(t.from != t.to);
+    CHECK(t.from < 3);
+    CHECK(t.to < 3);
+    CHECK(seen.insert({t.layer, t.expert, t.to}).second);  // never the same unit twice to one rank
+    // the sender held it under the old plan
+    Participant sender = sw->ranks[t.from];
+    bool had = false;
+    for (uint32_t o = 0; o < 4; ++o)
+      if (old.ranks[o] == sender)
+        for (auto e : old.plan.layers[size_t(t.layer)].placement[o]) had |= int(e) == t.expert;
+    CHECK(had);
+  }
+  auto held = after(old, *sw);
+  for (uint32_t r = 0; r < 3; ++r)
+    for (size_t l = 0; l < 2; ++l)
+      for (auto e : next.layers[l].placement[r]) CHECK(held[r].count({int(l), int(e)}));
+  CHECK(sw->experts_moved == sw->transfers.size());
+}
+
+TEST_CASE("a worker that joins mid-run receives every non-expert unit, spread over the survivors") {
+  AppliedPlan old{workers({1, 2}), make_plan({{0, 1}, {1, 0}}, 2), 0};
+  auto next = make_plan({{0, 1}, {1, 0}, {0, 1}}, 2);
+  auto sw = switch_plan(old, workers({1, 2, 7}), next, 30);
+  REQUIRE(sw.ok());
+  int fresh = -1;
+  for (uint32_t r = 0; r < 3; ++r)
+    if (sw->ranks[r].node == 7) fresh = int(r);
+  REQUIRE(fresh >= 0);
+  std::multiset<uint8_t> kinds;
+  std::set<uint32_t> senders;
+  for (const auto& t : sw->transfers)
+    if (t.kind != 3) {
+      CHECK(int(t.to) == fresh);
+      kinds.insert(t.kind);
+      senders.insert(t.from);
+    }
+  CHECK(kinds.count(0) == 1);  // embeddings
+  CHECK(kinds.count(1) == 2);  // each layer's dense part
+  CHECK(kinds.count(2) == 2);  // each layer's gate
+  CHECK(senders.size() == 2);  // both survivors send
+  CHECK(sw->dense_moved == 5);
+  auto held = after(old, *sw);
+  for (size_t l = 0; l < 2; ++l)
+    for (auto e : next.layers[l].placement[size_t(fresh)]) CHECK(held[uint32_t(fresh)].count({int(l), int(e)}));
+}
+
+TEST_CASE("state with no surviving holder is an error that names it") {
+  AppliedPlan old{workers({1, 2, 3}), make_plan({{0, 1}, {2, 3}, {0, 1}}, 4), 0};
+  auto next = make_plan({{0, 1, 2, 3}, {0, 1, 2, 3}}, 4);
+  auto sw = switch_plan(old, workers({1, 3}), next, 12);  // node 2 held experts 2 and 3 alone
+  REQUIRE_FALSE(sw.ok());
+  CHECK(sw.error().message().find("expert 2") != std::string::npos);
+
+  auto none = switch_plan(old, workers({8, 9}), make_plan({{0, 1}, {2, 3}}, 4), 12);
+  REQUIRE_FALSE(none.ok());
+}
