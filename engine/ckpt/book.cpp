@@ -51,6 +51,12 @@ std::vector<std::string> SnapshotBook::keep_newest(const Snapshot& s) {
   return dropped;
 }
 
+void SnapshotBook::resume(const std::vector<Snapshot>& complete) {
+  done_ = complete;
+  std::sort(done_.begin(), done_.end(), [](const Snapshot& a, const Snapshot& b) { return a.step < b.step; });
+  latest_ = done_.empty() ? std::nullopt : std::optional<Snapshot>(done_.back());
+}
+
 std::vector<uint64_t> SnapshotBook::drop_waiting_on_lost(const std::vector<Participant>& ready) {
   std::vector<uint64_t> dropped;
   for (auto it = pending_.begin(); it != pending_.end();) {

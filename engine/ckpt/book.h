@@ -54,6 +54,8 @@ class SnapshotBook {
   // Drops the pending snapshots that wait on a rank that is not ready; returns their steps.
   std::vector<uint64_t> drop_waiting_on_lost(const std::vector<Participant>& ready);
   const std::optional<Snapshot>& latest() const { return latest_; }
+  // A resumed job: the complete snapshots its journal lists (oldest first).
+  void resume(const std::vector<Snapshot>& complete);
   const std::vector<Snapshot>& complete() const { return done_; }
 
  private:

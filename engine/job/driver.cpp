@@ -103,6 +103,13 @@ Driver::Driver(DriverConfig cfg)
     snapshots_.emplace(cfg_.run_dir + "/snapshots", uint32_t(model_unit_count(cfg_.model)), kSnapshotsKept);
 }
 
+Driver::Driver(DriverConfig cfg, const JournalState& journal) : Driver(std::move(cfg)) {
+  steps_.resume(journal.committed, journal.commit_epoch);
+  if (snapshots_) snapshots_->resume(journal.snapshots);
+  applied_ = journal.plan;
+  resuming_ = applied_.has_value();
+}
+
 std::optional<uint64_t> Driver::pending_plan() const {
   if (!pending_) return std::nullopt;
   return pending_->number;
@@ -237,6 +244,7 @@ void Driver::poke() {
 }
 
 void Driver::gather() {
+  if (resuming_) return reconcile();
   const auto& ready = view_.ready;
   if (ready.empty()) {
     gather_since_ns_ = 0;
@@ -294,9 +302,11 @@ void Driver::start_plan(const std::string& why) {
     gather_since_ns_ = 0;
     return;
   }
-  deciding_ = Deciding{++decisions_, why, choice, step, view_.epoch};
+  deciding_ = Deciding{++decisions_, why, choice, step, view_.epoch, plane_spent_};
   act::DecidePlan ask{deciding_->decision, uint32_t(choice.use.size()), view_.epoch, std::nullopt, std::move(loads), facts_};
   ask.facts.iteration = step;
+  if (keep_applied_) ask.keep = applied_->plan;
+  keep_applied_ = false;
   if (cfg_.recovery != "elastic")
     ask.fixed_groups = uint32_t(choice.use.size()) / plan::ep_size(uint32_t(cfg_.model.experts), cfg_.slots);
   out_.push_back(std::move(ask));
@@ -319,7 +329,7 @@ void Driver::plan_decided(const Deciding& d, const PlanRecord& rec) {
   if (d.choice.restore()) return start_restore(rec, d.choice);
   auto sw = switch_plan(applied_, use, rec.plan, d.step);
   if (!sw) return fail_job("plan " + std::to_string(number) + ": " + sw.error().message());
-  if (applied_ && applied_->ranks == sw->ranks && plan::same_placement(applied_->plan, rec.plan)) {
+  if (!d.must_switch && applied_ && applied_->ranks == sw->ranks && plan::same_placement(applied_->plan, rec.plan)) {
     note("plan_kept", "plan " + std::to_string(number) + " places every expert as plan " +
                           std::to_string(applied_->number()) + " does; plan " + std::to_string(applied_->number()) +
                           " stays",
@@ -345,6 +355,8 @@ void Driver::plan_applied() {
   cancel(Timer::plan);
   uint64_t previous = applied_ ? applied_->number() : 0;
   applied_ = AppliedPlan{p.ranks, p.plan, p.step};
+  plane_spent_ = false;
+  out_.push_back(act::Journal{rec::Plan{*applied_}, true});
   std::string detail = "plan " + std::to_string(p.number) + " in force from step " + std::to_string(p.step) + " on " +
                        std::to_string(p.ranks.size()) + " workers: " + std::to_string(p.sw.experts_moved) +
                        " expert replicas moved, " + std::to_string(p.sw.experts_kept) + " kept, " +
@@ -376,6 +388,7 @@ void Driver::plan_failed(const std::string& why, bool membership) {
   note("plan_failed", detail, act::Level::warn);
   abort_ranks(p.ranks, p.step, detail);
   out_.push_back(act::EraseKeys{p.number});
+  plane_spent_ = true;  // the ranks may have let go of the plan in force's data plane already
   if (membership) recovery_begins(detail);
   if (!membership && ++plan_failures_ >= kMaxConsecutivePlanFailures)
     return fail_job(std::to_string(plan_failures_) + " plans in a row could not be applied; the last: " + why);
@@ -461,6 +474,8 @@ void Driver::begin_step() {
 void Driver::step_outcome(StepCoordinator::Outcome o) {
   using O = StepCoordinator::Outcome;
   if (o == O::committed) {
+    // durable before any worker is told: no worker can be ahead of the journal
+    out_.push_back(act::Journal{rec::Commit{steps_.committed(), steps_.epoch()}, true});
     out_.push_back(act::Send{{}, true, wire::StepCommit{steps_.epoch(), tally_.step}});
     committed();
   } else if (o == O::aborted) {
@@ -474,6 +489,7 @@ void Driver::step_aborted() {
   out_.push_back(act::Send{{}, true, wire::StepAbort{steps_.epoch(), tally_.step, why}});
   if (stopping_) return;
   recovery_begins("step " + std::to_string(tally_.step) + " aborted: " + why);
+  plane_spent_ = true;
   set_phase(Phase::planning);  // its data plane is spent: the next step needs a plan
   auto ranks = applied_ ? applied_->ranks : std::vector<Participant>{};
   std::sort(ranks.begin(), ranks.end());
@@ -526,6 +542,7 @@ void Driver::start_save() {
   std::string done = "completed " + std::to_string(steps_.committed()) + " steps";
   if (cfg_.run_dir.empty() || !applied_) {
     set_phase(Phase::done);
+    out_.push_back(act::Journal{rec::End{done}, true});
     out_.push_back(act::StopJob{done});
     return;
   }
@@ -550,6 +567,7 @@ void Driver::finish_save(bool ok, const std::string& detail) {
   note("checkpoint_saved", std::to_string(saved_units_) + " units of step " + std::to_string(steps_.committed()) +
                                " in " + checkpoint_dir_);
   set_phase(Phase::done);
+  out_.push_back(act::Journal{rec::End{done}, true});
   out_.push_back(act::StopJob{done});
 }
 
@@ -563,6 +581,7 @@ void Driver::fail_job(const std::string& why) {
   cancel(Timer::retry);
   note("job_failed", why, act::Level::error, true);
   note("", "training cannot go on: " + why, act::Level::error);
+  out_.push_back(act::Journal{rec::End{"failed: " + why}, true});
   out_.push_back(act::StopJob{"failed: " + why});
 }
 

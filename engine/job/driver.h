@@ -62,6 +62,12 @@ struct DriverConfig {
 class Driver {
  public:
   explicit Driver(DriverConfig cfg);
+  // A job resumed from its journal by a restarted controller: the committed steps, the plan in
+  // force and the snapshots as the journal has them. The driver first reconciles: it waits for the
+  // plan's ranks (at most mesh.join_window_ms), brings a rank that missed the last commit up to it,
+  // discards whatever step was in flight, and puts the plan in force again (every rank back, each
+  // holding the committed state) or re-plans over those that came back.
+  Driver(DriverConfig cfg, const JournalState& journal);
 
   // One event in, the actions it causes out (in order).
   std::vector<Action> handle(const Input& in);
@@ -78,6 +84,8 @@ class Driver {
   const std::string& failure() const { return failure_; }
   const std::string& checkpoint_dir() const { return checkpoint_dir_; }
   bool stopping() const { return stopping_; }
+  // Whether the controller should report what each worker holds in the view (while reconciling).
+  bool wants_holdings() const { return resuming_; }
   const DriverConfig& config() const { return cfg_; }
 
   // The transition table's row for a phase and an event kind (driver_table.cpp); nullptr: ignored.
@@ -106,6 +114,7 @@ class Driver {
     WorkerChoice choice;
     uint64_t step = 0;
     Epoch epoch = 0;
+    bool must_switch = false;  // the data plane in force is spent: even the same placement is switched to
   };
   // From a lost worker (an aborted step, or fewer workers at a boundary) to the next committed step.
   struct Recovery {
@@ -143,6 +152,8 @@ class Driver {
   // ---- the phases ----
   void poke();
   void gather();
+  void reconcile();
+  std::vector<Participant> bring_up_to_date();
   void start_plan(const std::string& why);
   void plan_decided(const Deciding& d, const PlanRecord& rec);
   void start_restore(const PlanRecord& rec, const WorkerChoice& choice);
@@ -182,6 +193,9 @@ class Driver {
   int64_t now_ns_ = 0;
   Phase phase_ = Phase::gathering;
   bool stopping_ = false;
+  bool resuming_ = false;     // reconciling a resumed job
+  bool keep_applied_ = false; // the next plan is the one in force again (every rank came back)
+  bool plane_spent_ = false;  // a step aborted or a switch failed: the workers' data plane is gone
   View view_;
   StepCoordinator steps_;
   std::optional<AppliedPlan> applied_;

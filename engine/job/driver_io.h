@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -21,12 +22,23 @@
 #include "ckpt/book.h"
 #include "core/ids.h"
 #include "core/result.h"
+#include "job/journal.h"
 #include "job/measurements.h"
 #include "job/plan_switch.h"
 #include "plan/plan.h"
 #include "wire/messages.h"
 
 namespace sal::job {
+
+// What a worker reports it holds (WorkerInfo): the plan it applied, the steps its state has seen
+// committed, and the step whose gradients wait for a commit (with the epoch it began in).
+struct Holding {
+  uint64_t plan = 0;
+  uint64_t steps = 0;
+  std::optional<uint64_t> pending;
+  Epoch pending_epoch = 0;
+  bool operator==(const Holding&) const = default;
+};
 
 // The membership as the driver sees it.
 struct View {
@@ -35,6 +47,8 @@ struct View {
   // Before any plan: when every worker that was started has exited and one of them failed, why
   // ("worker 0.0 exited with code 1: ..."); empty otherwise.
   std::string start_failure;
+  // What each ready worker holds; only while the driver reconciles a resumed job (wants_holdings()).
+  std::map<Participant, Holding> held;
   bool operator==(const View&) const = default;
 };
 
@@ -111,6 +125,9 @@ struct DecidePlan {
   std::optional<uint32_t> fixed_groups;
   std::optional<std::vector<std::vector<double>>> loads;  // measured loads to balance, [layer][expert]
   CheckpointFacts facts;  // what the checkpoint policy decides from
+  // A resumed job whose ranks all came back: decide nothing, put this plan in force again under the
+  // next number (its allocation, placement, schedule and stacks unchanged).
+  std::optional<plan::Plan> keep;
 };
 struct ArmTimer {
   Timer timer;
@@ -148,11 +165,17 @@ struct SnapshotDrop { std::string dir; };
 // its next turn (Timer::soon), so what the hooks change is seen before the next step begins.
 struct Committed { StepId step = 0; };
 struct StopJob { std::string why; };    // the job is over (done or failed): stop it
+// A journal record (job/journal.h); with `sync`, durable (fsync) before the next action is applied.
+struct Journal {
+  Record record;
+  bool sync = false;
+};
 
 }  // namespace act
 
 using Action = std::variant<act::Send, act::DecidePlan, act::ArmTimer, act::CancelTimer, act::Note, act::Phase,
                             act::StepDone, act::PlanInForce, act::RecoveryDone, act::StepsLost, act::Restored,
-                            act::EraseKeys, act::SnapshotComplete, act::SnapshotDrop, act::Committed, act::StopJob>;
+                            act::EraseKeys, act::SnapshotComplete, act::SnapshotDrop, act::Committed, act::StopJob,
+                            act::Journal>;
 
 }  // namespace sal::job

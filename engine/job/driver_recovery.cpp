@@ -1,12 +1,83 @@
 // driver_recovery.cpp — the job driver's recovery half (see driver.h): the restoring rungs of the
-// ladder (start_restore), the bookkeeping of each recovery from a loss to the next committed step,
-// and the dense snapshots the dense rung restores from, with the copy bandwidth they measure for
-// the checkpoint policy.
+// ladder (start_restore), the reconciliation of a job resumed after a controller restart, the
+// bookkeeping of each recovery from a loss to the next committed step, and the dense snapshots the
+// dense rung restores from, with the copy bandwidth they measure for the checkpoint policy.
+#include <algorithm>
 #include <cstdio>
 
 #include "job/driver.h"
 
 namespace sal::job {
+namespace {
+
+std::string who(const Participant& p) { return std::to_string(p.node) + "." + std::to_string(p.index); }
+
+bool is_ready(const std::vector<Participant>& ready, const Participant& p) {
+  return std::find(ready.begin(), ready.end(), p) != ready.end();
+}
+
+}  // namespace
+
+// A resumed job: the journaled plan's ranks come back (at most the join window is waited for);
+// each is brought to the committed state or, if it cannot be, treated as a new worker; whatever
+// step was in flight is discarded (its data plane is spent); then the plan is put in force again
+// when every rank came back holding the committed state, else the survivors re-plan.
+void Driver::reconcile() {
+  const auto& ranks = applied_->ranks;
+  size_t back = size_t(std::count_if(ranks.begin(), ranks.end(), [&](const Participant& r) { return is_ready(view_.ready, r); }));
+  if (gather_since_ns_ == 0) {
+    gather_since_ns_ = now_ns_;
+    gate_over_ = false;
+    arm(Timer::gate, uint64_t(cfg_.join_window_ms));
+  }
+  bool window_over = gate_over_ || now_ns_ - gather_since_ns_ >= cfg_.join_window_ms * 1'000'000;
+  if (back < ranks.size() && !window_over) return;
+  cancel(Timer::gate);
+  resuming_ = false;
+  auto stale = bring_up_to_date();
+  uint64_t committed = steps_.committed();
+  std::vector<Participant> returned;
+  for (const auto& r : ranks)
+    if (is_ready(view_.ready, r)) returned.push_back(r);
+  abort_ranks(returned, committed, "the controller restarted: the step in flight is discarded");
+  plane_spent_ = true;
+  auto sorted_ranks = ranks;
+  std::sort(sorted_ranks.begin(), sorted_ranks.end());
+  keep_applied_ = stale.empty() && view_.ready == sorted_ranks;  // the same workers, every one up to date
+  std::string why = "resume at step " + std::to_string(committed) + ": " + std::to_string(back) + " of " +
+                    std::to_string(ranks.size()) + " ranks of plan " + std::to_string(applied_->number()) + " back";
+  note("resumed", why + (stale.empty() ? "" : ", " + std::to_string(stale.size()) + " of them without the committed state"));
+  recovery_begins("the controller restarted");
+  start_plan(why);
+}
+
+// Each rank back holds the committed steps, or one fewer with the last step's gradients waiting
+// for its commit (the controller died between journaling the commit and every rank hearing it):
+// that rank applies it now. A rank holding anything else cannot be trusted with the committed
+// state: it takes part as a new worker (its units come from the others). Returns those.
+std::vector<Participant> Driver::bring_up_to_date() {
+  uint64_t committed = steps_.committed();
+  std::vector<Participant> stale;
+  for (auto& r : applied_->ranks) {
+    if (!is_ready(view_.ready, r)) continue;
+    auto it = view_.held.find(r);
+    Holding h = it == view_.held.end() ? Holding{} : it->second;
+    if (h.steps == committed) continue;
+    bool missed_commit = committed > 0 && h.steps + 1 == committed && h.pending == committed - 1 &&
+                         h.pending_epoch == steps_.epoch();
+    if (missed_commit) {
+      send({r}, wire::StepCommit{steps_.epoch(), committed - 1});
+      note("reconciled", "worker " + who(r) + " applies step " + std::to_string(committed - 1) +
+                             ", committed before the controller restarted");
+      continue;
+    }
+    note("reconciled", "worker " + who(r) + " holds " + std::to_string(h.steps) + " steps, the journal " +
+                           std::to_string(committed) + ": it takes part as a new worker", act::Level::warn);
+    stale.push_back(r);
+    r = Participant{kNoNode, r.index};  // its old rank's units count as lost
+  }
+  return stale;
+}
 
 // The dense and seed rungs: every rank loads what the plan gives it from the newest complete
 // snapshot (or the seed), and the steps after the snapshot are run again.
@@ -20,6 +91,7 @@ void Driver::start_restore(const PlanRecord& rec, const WorkerChoice& choice) {
   auto sw = switch_plan(applied_, choice.use, rec.plan, 0);  // ranks only: nothing moves
   if (!sw) return fail_job("plan " + std::to_string(number) + ": " + sw.error().message());
   steps_.rewind(to);
+  out_.push_back(act::Journal{rec::Rewind{to}, true});
   out_.push_back(act::StepsLost{committed - to});
   if (recovery_) recovery_->restored = true;
   else recovery_ = Recovery{choice.why, now_ns_, true};
@@ -69,7 +141,11 @@ void Driver::snapshot_answered(const wire::SaveDone& d) {
   if (!*done) return;
   const ckpt::Snapshot& s = (*done)->snapshot;
   out_.push_back(act::SnapshotComplete{s});
-  for (const auto& dir : (*done)->dropped) out_.push_back(act::SnapshotDrop{dir});
+  out_.push_back(act::Journal{rec::Snapshot{s}});
+  for (const auto& dir : (*done)->dropped) {
+    out_.push_back(act::SnapshotDrop{dir});
+    out_.push_back(act::Journal{rec::SnapshotDrop{dir}});
+  }
   if (s.slowest_copy_ms > 0 && s.bytes > 0) {
     snapshot_Bps_.add(double(s.bytes) / (s.slowest_copy_ms / 1e3));
     facts_.bandwidth_Bps = snapshot_Bps_.median();

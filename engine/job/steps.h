@@ -42,6 +42,12 @@ class StepCoordinator {
   void rewind(StepId to) {
     if (!in_flight_ && to < committed_) committed_ = to;
   }
+  // A resumed job: `committed` steps were committed before the controller restarted, the last of
+  // them begun in `epoch`.
+  void resume(StepId committed, Epoch epoch) {
+    committed_ = committed;
+    epoch_ = epoch;
+  }
 
  private:
   Outcome finish_abort(const std::string& why);

@@ -44,6 +44,68 @@ Result<LayerPlan> layer_from_json(const nlohmann::json& j, const std::string& wh
   return l;
 }
 
+Result<std::vector<std::vector<uint32_t>>> uint_lists(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_array()) return fail(where, ": expected an array of lists");
+  std::vector<std::vector<uint32_t>> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    auto l = uint_list(j[i], where + "[" + std::to_string(i) + "]");
+    if (!l) return l.error();
+    out.push_back(std::move(*l));
+  }
+  return out;
+}
+
+// An optional non-negative integer field (`def` when absent).
+Result<uint32_t> uint_field(const nlohmann::json& j, const char* key, uint32_t def, const std::string& where) {
+  if (!j.contains(key)) return def;
+  auto v = uint_list(nlohmann::json::array({j[key]}), where + "." + key);
+  if (!v) return v.error();
+  return (*v)[0];
+}
+
+// An optional list of lists of non-negative integers (empty when absent).
+Result<std::vector<std::vector<uint32_t>>> lists_field(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.contains(key)) return std::vector<std::vector<uint32_t>>{};
+  return uint_lists(j[key], where + "." + key);
+}
+
+Result<CheckpointSchedule> schedule_from_json(const nlohmann::json& j) {
+  const std::string where = "plan: schedule";
+  if (!j.is_object()) return fail(where, ": expected {window, period, slots}");
+  CheckpointSchedule s;
+  auto window = uint_field(j, "window", 1, where);
+  auto period = uint_field(j, "period", 1, where);
+  auto slots = lists_field(j, "slots", where);
+  if (!window) return window.error();
+  if (!period) return period.error();
+  if (!slots) return slots.error();
+  s.window = *window, s.period = *period, s.slots = std::move(*slots);
+  return s;
+}
+
+Result<ShardStacks> stacks_from_json(const nlohmann::json& j) {
+  const std::string where = "plan: stacks";
+  if (!j.is_object()) return fail(where, ": expected {redundancy, hosts, alive, assignment, wipeout}");
+  ShardStacks s;
+  auto r = uint_field(j, "redundancy", 1, where);
+  auto hosts = lists_field(j, "hosts", where);
+  auto assignment = lists_field(j, "assignment", where);
+  if (!r) return r.error();
+  if (!hosts) return hosts.error();
+  if (!assignment) return assignment.error();
+  s.redundancy = *r, s.hosts = std::move(*hosts), s.assignment = std::move(*assignment);
+  const nlohmann::json none = nlohmann::json::array();
+  const auto& alive = j.contains("alive") ? j["alive"] : none;
+  if (!alive.is_array()) return fail(where, ".alive: expected a list of booleans");
+  for (const auto& a : alive) {
+    if (!a.is_boolean()) return fail(where, ".alive: expected booleans");
+    s.alive.push_back(a.get<bool>());
+  }
+  if (j.contains("wipeout") && !j["wipeout"].is_boolean()) return fail(where, ".wipeout: expected a boolean");
+  s.wipeout = j.contains("wipeout") && j["wipeout"].get<bool>();
+  return s;
+}
+
 }  // namespace
 
 Result<Plan> plan_from_json(const nlohmann::json& j) {
@@ -68,11 +130,27 @@ Result<Plan> plan_from_json(const nlohmann::json& j) {
   SAL_TRY(number("nodes", p.nodes));
   SAL_TRY(number("slots", p.slots));
   SAL_TRY(number("floor", p.floor));
+  SAL_TRY(number("experts", p.experts));
+  if (j.contains("version")) {
+    if (!j["version"].is_number_unsigned()) return fail("plan: version must be a non-negative integer");
+    p.version = j["version"].get<uint64_t>();
+  }
+  if (j.contains("schedule")) {
+    auto s = schedule_from_json(j["schedule"]);
+    if (!s) return s.error();
+    p.schedule = std::move(*s);
+  }
+  if (j.contains("stacks")) {
+    auto s = stacks_from_json(j["stacks"]);
+    if (!s) return s.error();
+    p.stacks = std::move(*s);
+  }
   return p;
 }
 
 nlohmann::ordered_json plan_to_json(const Plan& p) {
   nlohmann::ordered_json j;
+  if (p.version) j["version"] = p.version;
   j["nodes"] = p.nodes;
   j["slots"] = p.slots;
   j["floor"] = p.floor;
@@ -83,6 +161,12 @@ nlohmann::ordered_json plan_to_json(const Plan& p) {
     lj["placement"] = l.placement;
     j["layers"].push_back(std::move(lj));
   }
+  j["experts"] = p.experts;
+  if (!p.schedule.slots.empty())
+    j["schedule"] = {{"window", p.schedule.window}, {"period", p.schedule.period}, {"slots", p.schedule.slots}};
+  if (!p.stacks.hosts.empty())
+    j["stacks"] = {{"redundancy", p.stacks.redundancy}, {"hosts", p.stacks.hosts}, {"alive", p.stacks.alive},
+                   {"assignment", p.stacks.assignment}, {"wipeout", p.stacks.wipeout}};
   return j;
 }
 

@@ -6,10 +6,13 @@
 // maps physical nodes onto them (a plan position is a worker's rank). Expert ids and positions are 0-based here and in plan files (Lua policies see
 // them 1-based; the policy layer converts).
 //
-// Plan file format (JSON, `salamander policy plan --json`):
-//   {"nodes": N, "slots": c, "floor": f,
-//    "layers": [{"replicas": [r_0, ...], "placement": [[expert ids of node 0's slots], ...]}, ...]}
-// ("nodes", "slots" and "floor" are optional when reading: they are derived from the layers.)
+// Plan file format (JSON, `salamander policy plan --json`, and the controller's journal):
+//   {"version": v, "nodes": N, "slots": c, "floor": f,
+//    "layers": [{"replicas": [r_0, ...], "placement": [[expert ids of node 0's slots], ...]}, ...],
+//    "experts": E, "schedule": {"window", "period", "slots"}, "stacks": {"redundancy", "hosts",
+//    "alive", "assignment", "wipeout"}}
+// (All but "layers" are optional when reading: nodes, slots and experts are derived from the
+// layers; version, schedule and stacks are written only when set.)
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

@@ -61,6 +61,8 @@ inline PlanRecord dealt_plan(uint32_t n, uint64_t version, uint32_t experts = 4,
 class Harness {
  public:
   explicit Harness(DriverConfig c = small_job()) : d(std::move(c)) {}
+  // A driver resuming a job from its journal.
+  Harness(DriverConfig c, const JournalState& journal) : d(std::move(c), journal) {}
 
   // One event, `after_ms` after the previous one; the actions it caused.
   const std::vector<Action>& on(Event e, int64_t after_ms = 0) {

@@ -237,9 +237,111 @@ TEST_CASE("a step failing three times in a row with the same workers ends the jo
     h.timer(Timer::retry, 50);
     if (i < 2) {
       h.decide();
-      CHECK(h.noted("plan_kept"));
+      // the same placement, but the aborted step's data plane is spent: switched to all the same
+      CHECK_FALSE(h.noted("plan_kept"));
+      REQUIRE(h.sent<wire::PlanUpdate>().size() == 1);
+      h.all_ready();
     }
   }
   CHECK(h.d.phase() == Phase::failed);
   CHECK(h.d.failure().find("failed 3 times in a row") != std::string::npos);
+}
+
+namespace {
+
+// What a controller that died after committing 6 steps of plan 3 on nodes 0..3 left in its journal.
+JournalState died_at(uint64_t committed) {
+  JournalState j;
+  j.job = rec::Job{"t", "job.lua", "/", "", "tcp://127.0.0.1:5000", 100};
+  j.epoch = 9;
+  auto rec = dealt_plan(4, 3);
+  j.plan = AppliedPlan{workers({0, 1, 2, 3}), rec.plan, 2};
+  j.committed = committed;
+  j.commit_epoch = 8;
+  return j;
+}
+
+// The agents register again (keeping their ids) and report what their workers hold.
+void come_back(Harness& h, const std::map<Participant, Holding>& held) {
+  std::vector<Participant> ready;
+  for (const auto& [p, x] : held) ready.push_back(p);
+  h.on(in::Membership{View{++h.epoch + 9, ready, "", held}});
+}
+
+}  // namespace
+
+TEST_CASE("a restarted controller: every rank back with the committed state, the plan is put in force again") {
+  Harness h(small_job(), died_at(6));
+  CHECK(h.d.wants_holdings());
+  CHECK(h.d.steps().committed() == 6);
+  std::map<Participant, Holding> held;
+  for (uint32_t n = 0; n < 4; ++n) held[{n, 0}] = Holding{3, 6, std::nullopt, 0};
+  come_back(h, held);
+  CHECK_FALSE(h.d.wants_holdings());
+  CHECK(h.noted("resumed"));
+  CHECK(h.sent<wire::StepAbort>().size() == 1);  // whatever was in flight is discarded
+  REQUIRE(h.asked);
+  REQUIRE(h.asked->keep);  // nothing to decide: the same plan again
+  CHECK(h.asked->keep->layers[0].placement == died_at(6).plan->plan.layers[0].placement);
+  h.on(in::Decided{h.asked->decision, dealt_plan(4, 4)});
+  auto plans = h.sent<wire::PlanUpdate>();
+  REQUIRE(plans.size() == 1);  // switched to, though the placement is the same: the data plane is new
+  CHECK(plans[0].second.step == 6);
+  CHECK(plans[0].second.transfers.empty());
+  h.all_ready();
+  CHECK(h.d.steps().next_step() == 6);
+  CHECK(h.d.steps().in_flight());
+}
+
+TEST_CASE("a restarted controller: a rank that missed the last commit applies it, one further behind starts anew") {
+  Harness h(small_job(), died_at(6));
+  std::map<Participant, Holding> held;
+  held[{0, 0}] = Holding{3, 6, std::nullopt, 0};
+  held[{1, 0}] = Holding{3, 5, 5, 8};             // voted for step 5, never heard its commit
+  held[{2, 0}] = Holding{3, 6, 6, 9};             // computed step 6, never committed: discarded
+  held[{3, 0}] = Holding{3, 4, std::nullopt, 0};  // cannot be trusted with the committed state
+  come_back(h, held);
+  auto commits = h.sent<wire::StepCommit>();
+  REQUIRE(commits.size() == 1);
+  CHECK(commits[0].first.to == std::vector<NodeId>{1});
+  CHECK(commits[0].second.step == 5);
+  CHECK(commits[0].second.epoch == 8);
+  size_t commit_at = 0, abort_at = 0;
+  for (size_t i = 0; i < h.out.size(); ++i)
+    if (auto* s = std::get_if<act::Send>(&h.out[i])) {
+      if (std::holds_alternative<wire::StepCommit>(s->msg)) commit_at = i;
+      if (std::holds_alternative<wire::StepAbort>(s->msg)) abort_at = i;
+    }
+  CHECK(commit_at < abort_at);  // the late commit before the abort, on the same connection
+  REQUIRE(h.asked);
+  CHECK_FALSE(h.asked->keep);  // node 3 holds no usable state: a plan that moves state to it
+  h.decide();
+  auto plans = h.sent<wire::PlanUpdate>();
+  REQUIRE(plans.size() == 1);
+  bool to_node3 = false;
+  for (const auto& t : plans[0].second.transfers) to_node3 = to_node3 || plans[0].second.ranks[t.to].node == 3;
+  CHECK(to_node3);
+  CHECK(plans[0].second.step == 6);
+}
+
+TEST_CASE("a restarted controller: a rank that does not come back within the join window is a loss") {
+  Harness h(small_job(), died_at(6));
+  std::map<Participant, Holding> held;
+  for (uint32_t n = 0; n < 3; ++n) held[{n, 0}] = Holding{3, 6, std::nullopt, 0};
+  come_back(h, held);
+  CHECK(h.d.wants_holdings());  // waiting for node 3
+  CHECK(h.armed(Timer::gate));
+  h.timer(Timer::gate, 5000);
+  CHECK_FALSE(h.d.wants_holdings());
+  REQUIRE(h.asked);
+  CHECK_FALSE(h.asked->keep);
+  CHECK(h.asked->workers == 3);
+  h.decide();
+  h.all_ready();
+  CHECK(h.d.steps().next_step() == 6);  // node 3's experts had other holders: elastic, nothing lost
+  h.commit_step();
+  bool recovered = false;
+  for (const auto& a : h.history)
+    if (auto* r = std::get_if<act::RecoveryDone>(&a)) recovered = r->record.cause == "the controller restarted";
+  CHECK(recovered);
 }

@@ -1,0 +1,255 @@
+// journal.cpp — see journal.h.
+#include "job/journal.h"
+
+#include <algorithm>
+
+namespace sal::job {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+
+json ranks_json(const std::vector<Participant>& ranks) {
+  json out = json::array();
+  for (const auto& r : ranks) out.push_back({r.node, r.index});
+  return out;
+}
+
+json snapshot_json(const ckpt::Snapshot& s) {
+  return {{"r", "snapshot"}, {"step", s.step}, {"dir", s.dir}, {"units", s.units}, {"bytes", s.bytes}};
+}
+
+// Checked field access: every error names the record's kind and the field.
+struct Reader {
+  const nlohmann::json& j;
+  std::string kind;
+
+  Result<const nlohmann::json*> field(const char* key) const {
+    if (!j.contains(key)) return fail(kind, ".", key, ": missing");
+    return &j[key];
+  }
+  Result<uint64_t> u64(const char* key) const {
+    auto f = field(key);
+    if (!f) return f.error();
+    if (!(*f)->is_number_unsigned()) return fail(kind, ".", key, ": expected a non-negative integer");
+    return (*f)->get<uint64_t>();
+  }
+  Result<std::string> str(const char* key) const {
+    auto f = field(key);
+    if (!f) return f.error();
+    if (!(*f)->is_string()) return fail(kind, ".", key, ": expected a string");
+    return (*f)->get<std::string>();
+  }
+};
+
+Result<std::vector<Participant>> ranks_from(const nlohmann::json& j) {
+  if (!j.is_array()) return fail("plan.ranks: expected [[node, index], ...]");
+  std::vector<Participant> out;
+  for (const auto& r : j) {
+    if (!r.is_array() || r.size() != 2 || !r[0].is_number_unsigned() || !r[1].is_number_unsigned())
+      return fail("plan.ranks: expected [[node, index], ...]");
+    out.push_back({r[0].get<NodeId>(), r[1].get<uint32_t>()});
+  }
+  return out;
+}
+
+Result<Record> decode_plan(const Reader& r) {
+  auto plan_j = r.field("plan");
+  auto ranks_j = r.field("ranks");
+  auto from = r.u64("from_step");
+  if (!plan_j) return plan_j.error();
+  if (!ranks_j) return ranks_j.error();
+  if (!from) return from.error();
+  auto plan = plan::plan_from_json(**plan_j);
+  if (!plan) return plan.error().with_context("plan.plan");
+  auto ranks = ranks_from(**ranks_j);
+  if (!ranks) return ranks.error();
+  if (ranks->size() != plan->nodes) return fail("plan.ranks: ", ranks->size(), " ranks for ", plan->nodes, " positions");
+  return Record(rec::Plan{AppliedPlan{std::move(*ranks), std::move(*plan), *from}});
+}
+
+Result<Record> decode_job(const Reader& r) {
+  rec::Job job;
+  for (auto [key, out] : {std::pair{"name", &job.name}, std::pair{"file", &job.file}, std::pair{"dir", &job.dir},
+                          std::pair{"text", &job.text}, std::pair{"mesh", &job.mesh}}) {
+    auto v = r.str(key);
+    if (!v) return v.error();
+    *out = std::move(*v);
+  }
+  auto steps = r.u64("max_steps");
+  if (!steps) return steps.error();
+  job.max_steps = int64_t(*steps);
+  return Record(job);
+}
+
+Result<Record> decode_snapshot(const Reader& r) {
+  ckpt::Snapshot s;
+  auto step = r.u64("step");
+  auto dir = r.str("dir");
+  auto units = r.u64("units");
+  auto bytes = r.u64("bytes");
+  if (!step) return step.error();
+  if (!dir) return dir.error();
+  if (!units) return units.error();
+  if (!bytes) return bytes.error();
+  s.step = *step, s.dir = *dir, s.units = uint32_t(*units), s.bytes = *bytes;
+  return Record(rec::Snapshot{s});
+}
+
+Result<Record> decode_policy(const Reader& r) {
+  rec::Policy p;
+  auto slot = r.str("slot");
+  auto name = r.str("name");
+  auto source = r.str("source");
+  auto gen = r.u64("generation");
+  if (!slot) return slot.error();
+  if (!name) return name.error();
+  if (!source) return source.error();
+  if (!gen) return gen.error();
+  p.slot = *slot, p.name = *name, p.source = *source, p.generation = *gen;
+  return Record(p);
+}
+
+Result<Record> decode_node(const Reader& r) {
+  auto id = r.u64("id");
+  auto name = r.str("name");
+  auto host = r.str("host");
+  if (!id) return id.error();
+  if (!name) return name.error();
+  if (!host) return host.error();
+  return Record(rec::Node{NodeId(*id), *name, *host});
+}
+
+Result<Record> decode_commit(const Reader& r) {
+  auto step = r.u64("step");
+  auto epoch = r.u64("epoch");
+  if (!step) return step.error();
+  if (!epoch) return epoch.error();
+  return Record(rec::Commit{*step, *epoch});
+}
+
+template <class R>
+Result<Record> one_number(const Reader& r, const char* key) {
+  auto v = r.u64(key);
+  if (!v) return v.error();
+  return Record(R{*v});
+}
+
+template <class R>
+Result<Record> one_string(const Reader& r, const char* key) {
+  auto v = r.str(key);
+  if (!v) return v.error();
+  return Record(R{*v});
+}
+
+}  // namespace
+
+std::string encode_record(const Record& r) {
+  json j = std::visit(
+      Overloaded{
+          [](const rec::Job& x) -> json {
+            return {{"r", "job"}, {"name", x.name}, {"file", x.file}, {"dir", x.dir}, {"text", x.text},
+                    {"mesh", x.mesh}, {"max_steps", x.max_steps}};
+          },
+          [](const rec::EpochReached& x) -> json { return {{"r", "epoch"}, {"epoch", x.epoch}}; },
+          [](const rec::Node& x) -> json { return {{"r", "node"}, {"id", x.id}, {"name", x.name}, {"host", x.host}}; },
+          [](const rec::Plan& x) -> json {
+            return {{"r", "plan"}, {"plan", plan::plan_to_json(x.applied.plan)}, {"ranks", ranks_json(x.applied.ranks)},
+                    {"from_step", x.applied.from_step}};
+          },
+          [](const rec::Commit& x) -> json { return {{"r", "commit"}, {"step", x.step}, {"epoch", x.epoch}}; },
+          [](const rec::Rewind& x) -> json { return {{"r", "rewind"}, {"to", x.to}}; },
+          [](const rec::Snapshot& x) -> json { return snapshot_json(x.snapshot); },
+          [](const rec::SnapshotDrop& x) -> json { return {{"r", "snapshot_drop"}, {"dir", x.dir}}; },
+          [](const rec::Policy& x) -> json {
+            return {{"r", "policy"}, {"slot", x.slot}, {"name", x.name}, {"generation", x.generation}, {"source", x.source}};
+          },
+          [](const rec::End& x) -> json { return {{"r", "end"}, {"why", x.why}}; },
+      },
+      r);
+  return j.dump();
+}
+
+Result<Record> decode_record(const std::string& line) {
+  auto j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return fail("not a JSON object");
+  if (!j.contains("r") || !j["r"].is_string()) return fail("r: missing (the record's kind)");
+  std::string kind = j["r"];
+  Reader r{j, kind};
+  if (kind == "job") return decode_job(r);
+  if (kind == "epoch") return one_number<rec::EpochReached>(r, "epoch");
+  if (kind == "node") return decode_node(r);
+  if (kind == "plan") return decode_plan(r);
+  if (kind == "commit") return decode_commit(r);
+  if (kind == "rewind") return one_number<rec::Rewind>(r, "to");
+  if (kind == "snapshot") return decode_snapshot(r);
+  if (kind == "snapshot_drop") return one_string<rec::SnapshotDrop>(r, "dir");
+  if (kind == "policy") return decode_policy(r);
+  if (kind == "end") return one_string<rec::End>(r, "why");
+  return fail("r: '", kind, "' is not a journal record");
+}
+
+void JournalState::apply(const Record& r) {
+  ++records;
+  std::visit(Overloaded{
+                 [&](const rec::Job& x) { job = x; },
+                 [&](const rec::EpochReached& x) { epoch = std::max(epoch, x.epoch); },
+                 [&](const rec::Node& x) { nodes[x.id] = x; },
+                 [&](const rec::Plan& x) { plan = x.applied; },
+                 [&](const rec::Commit& x) {
+                   committed = x.step;
+                   commit_epoch = x.epoch;
+                 },
+                 [&](const rec::Rewind& x) { committed = std::min(committed, x.to); },
+                 [&](const rec::Snapshot& x) {
+                   std::erase_if(snapshots, [&](const ckpt::Snapshot& s) { return s.dir == x.snapshot.dir; });
+                   snapshots.push_back(x.snapshot);
+                 },
+                 [&](const rec::SnapshotDrop& x) {
+                   std::erase_if(snapshots, [&](const ckpt::Snapshot& s) { return s.dir == x.dir; });
+                 },
+                 [&](const rec::Policy& x) { policies[x.slot] = x; },
+                 [&](const rec::End& x) { ended = x.why; },
+             },
+             r);
+}
+
+Result<JournalState> read_journal(const std::string& text, const std::string& path) {
+  JournalState s;
+  size_t line_no = 0, at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    bool torn = end == std::string::npos;  // the last write did not finish
+    std::string line = text.substr(at, torn ? std::string::npos : end - at);
+    at = torn ? text.size() : end + 1;
+    ++line_no;
+    if (line.empty()) continue;
+    auto r = decode_record(line);
+    if (!r) {
+      if (torn) break;
+      return fail(path, ":", line_no, ": ", r.error().message());
+    }
+    s.apply(*r);
+  }
+  if (!s.job) return fail(path, ": no job record (not a Salamander journal, or empty)");
+  return s;
+}
+
+std::vector<Record> compact(const JournalState& s) {
+  std::vector<Record> out;
+  if (s.job) out.push_back(*s.job);
+  out.push_back(rec::EpochReached{s.epoch});
+  for (const auto& [id, n] : s.nodes) out.push_back(n);
+  for (const auto& [slot, p] : s.policies) out.push_back(p);
+  if (s.plan) out.push_back(rec::Plan{*s.plan});
+  for (const auto& snap : s.snapshots) out.push_back(rec::Snapshot{snap});
+  out.push_back(rec::Commit{s.committed, s.commit_epoch});
+  if (s.ended) out.push_back(rec::End{*s.ended});
+  return out;
+}
+
+}  // namespace sal::job

@@ -1,0 +1,93 @@
+// journal.h — what a restarted controller needs to resume a job without losing or repeating a
+// committed step, as records appended to <run>/journal.jsonl (one JSON object a line):
+//
+//   {"r":"job", name, file, dir, text, mesh, max_steps}   the job and the mesh endpoint it serves
+//   {"r":"epoch", epoch}            the membership epoch reached (a restart continues above it)
+//   {"r":"node", id, name, host}    a node joined (a returning agent keeps its id)
+//   {"r":"plan", plan, ranks, from_step}   a plan put in force (the typed plan, rank order)
+//   {"r":"commit", step}            `step` steps are committed — written and fsynced before any
+//                                   worker is told, so no worker can be ahead of the journal
+//   {"r":"rewind", to}              a restore rewound the committed steps to `to` (fsynced)
+//   {"r":"snapshot", step, dir, units, bytes} / {"r":"snapshot_drop", dir}   the dense snapshots
+//   {"r":"policy", slot, name, generation, source}   the generation in force in a slot
+//   {"r":"end", why}                the job is over: there is nothing to resume
+//
+// Reading folds the records into a JournalState; a torn last line (a crash in the middle of a
+// write) is ignored, any other bad line is an error naming the file and the line. The journal is
+// compacted by rewriting the state as records (compact()), so it stays bounded. Pure: the
+// controller (mesh/journal_file.h) does the file I/O.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ckpt/book.h"
+#include "core/ids.h"
+#include "core/result.h"
+#include "job/plan_switch.h"
+
+namespace sal::job {
+
+namespace rec {
+
+struct Job {
+  std::string name, file, dir, text;
+  std::string mesh;       // the mesh endpoint the agents connect to
+  int64_t max_steps = 0;
+};
+struct EpochReached { Epoch epoch = 0; };
+struct Node {
+  NodeId id = kNoNode;
+  std::string name, host;
+};
+struct Plan {
+  AppliedPlan applied;
+};
+struct Commit {
+  uint64_t step = 0;  // steps committed
+  Epoch epoch = 0;    // the epoch the last of them began in (a worker checks a late commit against it)
+};
+struct Rewind { uint64_t to = 0; };
+struct Snapshot { ckpt::Snapshot snapshot; };
+struct SnapshotDrop { std::string dir; };
+struct Policy {
+  std::string slot, name, source;
+  uint64_t generation = 0;
+};
+struct End { std::string why; };
+
+}  // namespace rec
+
+using Record = std::variant<rec::Job, rec::EpochReached, rec::Node, rec::Plan, rec::Commit, rec::Rewind,
+                            rec::Snapshot, rec::SnapshotDrop, rec::Policy, rec::End>;
+
+std::string encode_record(const Record& r);  // one line, no newline
+Result<Record> decode_record(const std::string& line);
+
+// Everything the journal says, folded.
+struct JournalState {
+  std::optional<rec::Job> job;
+  Epoch epoch = 0;
+  std::map<NodeId, rec::Node> nodes;
+  std::optional<AppliedPlan> plan;
+  uint64_t committed = 0;
+  Epoch commit_epoch = 0;  // the epoch the last committed step began in
+  std::vector<ckpt::Snapshot> snapshots;      // complete, oldest first
+  std::map<std::string, rec::Policy> policies;  // by slot
+  std::optional<std::string> ended;           // why the job is over
+  size_t records = 0;                         // lines read
+  void apply(const Record& r);
+};
+
+// Reads a journal's lines (the file's text); `path` names it in errors.
+Result<JournalState> read_journal(const std::string& text, const std::string& path);
+// The state as the fewest records that read back to it.
+std::vector<Record> compact(const JournalState& s);
+
+}  // namespace sal::job
