@@ -1,4 +1,6 @@
-// cmd_controller.cpp — `salamander controller JOB.lua`: serve a job's controller until stopped.
+// cmd_controller.cpp — `salamander controller JOB.lua`: serve a job's controller until stopped;
+// `salamander controller --resume RUN_DIR`: bring a dead controller's job back from its journal
+// (the job, the mesh endpoint the agents reconnect to, the committed steps, the plan in force).
 // Prints its endpoints first ("mesh ENDPOINT", "repl ENDPOINT") so scripts can read them.
 #include <signal.h>
 
@@ -10,34 +12,71 @@
 #include "core/paths.h"
 #include "drill/runner.h"
 #include "mesh/controller.h"
+#include "mesh/journal_file.h"
 #include "sim/repl_module.h"
 
 namespace sal::cli {
+namespace {
+
+// The job a journal recorded, with the endpoint its agents know, and the journal itself.
+Result<std::pair<job::JobConfig, job::JournalState>> resumed_job(const std::string& run_dir) {
+  auto state = mesh::read_journal_file(run_dir);
+  if (!state) return state.error();
+  if (state->ended) return fail(run_dir, ": the job is over (", *state->ended, "): there is nothing to resume");
+  auto job = job::load_text(state->job->text, state->job->file, state->job->dir);
+  if (!job) return job.error().with_context(run_dir + "/journal.jsonl: the job");
+  job->name = state->job->name;
+  job->mesh.bind = state->job->mesh;
+  return std::pair{std::move(*job), std::move(*state)};
+}
+
+}  // namespace
 
 int cmd_controller(const Args& args) {
-  Command cmd{"controller", "controller JOB.lua [options]",
-              "Serves the controller of a job: agents join its mesh endpoint, operators its REPL.",
-              {{"--mesh", "ENDPOINT", "mesh endpoint (default: the job's mesh.bind)"},
+  Command cmd{"controller", "controller JOB.lua [options] | controller --resume RUN_DIR [options]",
+              "Serves the controller of a job: agents join its mesh endpoint, operators its REPL. With --resume, "
+              "a controller that died comes back: its job, committed steps and plan are read from RUN_DIR's "
+              "journal, it binds the mesh endpoint its agents reconnect to, and training goes on from the last "
+              "committed step.",
+              {{"--resume", "RUN_DIR", "resume the job whose run directory (--out) holds journal.jsonl"},
+               {"--mesh", "ENDPOINT", "mesh endpoint (default: the job's mesh.bind; with --resume, the journal's)"},
                {"--repl", "ENDPOINT", "REPL endpoint (default: the job's repl.bind)"},
                {"--steps", "N", "steps to drive, then stop (default: the job's train.steps)"},
-               {"--out", "DIR", "write events.csv and audit.log into DIR"}},
+               {"--out", "DIR", "the run directory: events, metrics, snapshots and the journal --resume reads"}},
               1};
   int code = 0;
   auto p = parse_command(cmd, args, code);
   if (!p) return code;
-  if (p->positional.empty()) return usage_error(cmd, "a job file is required (e.g. scripts/jobs/quickstart.lua)");
+  auto resume_dir = p->get("--resume");
+  if (p->positional.empty() && !resume_dir)
+    return usage_error(cmd, "a job file is required (e.g. scripts/jobs/quickstart.lua), or --resume RUN_DIR");
+  if (!p->positional.empty() && resume_dir) return usage_error(cmd, "--resume takes the job from the journal: no job file");
   if (auto s = setup_logging(*p, "controller"); !s) return usage_error(cmd, s.error().message());
-  auto job = load_job(p->positional[0]);
+  std::optional<job::JournalState> journal;
+  Result<job::JobConfig> job = fail("no job");
+  if (resume_dir) {
+    auto r = resumed_job(*resume_dir);
+    if (r) {
+      job = std::move(r->first);
+      journal = std::move(r->second);
+    } else {
+      job = r.error();
+    }
+  } else {
+    job = load_job(p->positional[0]);
+  }
   if (!job) {
     std::fprintf(stderr, "salamander controller: %s\n", job.error().message().c_str());
     return 1;
   }
   if (auto m = p->get("--mesh")) job->mesh.bind = *m;
   if (auto r = p->get("--repl")) job->repl.bind = *r;
-  auto steps = p->get_int("--steps", job->train.steps, 0, INT64_MAX);
+  int64_t default_steps = journal ? journal->job->max_steps : job->train.steps;
+  auto steps = p->get_int("--steps", default_steps, 0, INT64_MAX);
   if (!steps) return usage_error(cmd, steps.error().message());
   sim::SimJobs sim_jobs;  // the REPL's sim.run jobs: outlive the controller
-  mesh::ControllerOptions o{*job, *steps, p->get_or("--out", "")};
+  mesh::ControllerOptions o{*job, *steps, p->get_or("--out", resume_dir.value_or(""))};
+  o.resume = std::move(journal);
   o.repl_modules = [&sim_jobs, dir = job->dir](lua::ApiRegistry& reg) { sim::register_repl_module(reg, dir, sim_jobs); };
   if (!o.run_dir.empty()) {
     if (auto s = make_dirs(o.run_dir); !s) return usage_error(cmd, "--out: " + s.error().message());

@@ -40,18 +40,23 @@ Result<std::vector<std::string>> recovery_modes(const std::string& text) {
   return out;
 }
 
-// One local run; its exit code.
-int run_once(const LocalRunOptions& o) {
+struct RunOutcome {
+  int code = 0;
+  bool interrupted = false;  // by SIGINT or SIGTERM
+};
+
+// One local run.
+RunOutcome run_once(const LocalRunOptions& o) {
   zmq::context_t ctx(1);
   EventLoop loop;
   LocalRun run(loop, ctx, o);
   if (auto s = run.start(); !s) {
     std::fprintf(stderr, "salamander run: %s\n", s.error().message().c_str());
-    return 1;
+    return {1, false};
   }
   loop.run();
   run.print_summary();
-  return run.exit_code();
+  return {run.exit_code(), run.interrupted()};
 }
 
 // The same job and drill once per recovery mode, then the comparison page.
@@ -68,8 +73,13 @@ int run_modes(LocalRunOptions o, const std::vector<std::string>& modes) {
     }
     std::fprintf(o.json ? stderr : stdout, "== %s ==\n", mode.c_str());
     std::fflush(o.json ? stderr : stdout);
-    rc = std::max(rc, run_once(o));
+    auto outcome = run_once(o);
+    rc = std::max(rc, outcome.code);
     dirs.push_back(o.run_dir);
+    if (outcome.interrupted) {
+      std::fprintf(stderr, "salamander run: interrupted during the %s mode: the other modes are not run\n", mode.c_str());
+      return rc;
+    }
   }
   if (auto s = report::write_comparison(dirs, base + "/compare.html"); !s) {
     std::fprintf(stderr, "salamander run: comparison not written: %s\n", s.error().message().c_str());
@@ -149,7 +159,7 @@ int cmd_run(const Args& args) {
 
   LocalRunOptions o{*job, *steps, *dir, p->has("--json"), p->get_or("--log-level", "info"),
                     p->get_or("--log-format", "plain"), drill};
-  return modes.empty() ? run_once(o) : run_modes(o, modes);
+  return modes.empty() ? run_once(o).code : run_modes(o, modes);
 }
 
 }  // namespace sal::cli

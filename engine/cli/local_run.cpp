@@ -100,6 +100,7 @@ void LocalRun::on_agent_exit(size_t i, int64_t code, int sig) {
 }
 
 void LocalRun::on_signal(int sig) {
+  interrupted_ = true;
   if (stopping_) {
     progress_.finish();
     std::fprintf(stderr, "second interrupt: killing the local mesh now\n");

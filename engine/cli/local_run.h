@@ -47,6 +47,8 @@ class LocalRun {
   Status start();
   // The exit code once the loop has returned: 0 done, 1 failed, 130 interrupted.
   int exit_code() const { return exit_code_; }
+  // Stopped by SIGINT or SIGTERM (a `--modes` run then runs no further mode).
+  bool interrupted() const { return interrupted_; }
   void print_summary();
 
  private:
@@ -78,6 +80,7 @@ class LocalRun {
   int64_t finished_ns_ = 0;
   std::string stop_reason_;
   int exit_code_ = 0;
+  bool interrupted_ = false;
   bool stopping_ = false;
   bool controller_stopped_ = false;  // every node said goodbye (or the controller's stop grace ran out)
   bool joined_once_ = false;

@@ -264,6 +264,7 @@ Status read_trace(const Checker& ck, const std::string& dir, DrillSpec& d) {
   if (!trace) return trace.error().with_context(ck.where() + ": replay_trace");
   d.actions.insert(d.actions.end(), trace->actions.begin(), trace->actions.end());
   d.initial_nodes = trace->initial_nodes;
+  d.clock_from_start = true;
   if (!d.duration_s) d.duration_s = o.start_s + trace->duration_s;
   return {};
 }

@@ -65,6 +65,9 @@ struct DrillSpec {
   std::optional<double> duration_s;     // stop the job this long after its first step
   uint64_t seed = 1;
   std::optional<uint32_t> initial_nodes; // the nodes the mesh starts with (a trace's first count)
+  // Time triggers (and the duration) count from the drill's start instead of the first committed
+  // step: a replayed trace is its own clock (it may start with too few nodes to train at all).
+  bool clock_from_start = false;
   std::vector<Action> actions;
   Expectations expect;
 };

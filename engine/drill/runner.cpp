@@ -54,6 +54,7 @@ void DrillRunner::start() {
                              " actions" + (spec_.duration_s ? ", " + std::to_string(int64_t(*spec_.duration_s)) + " s" : ""));
   for (size_t i = 0; i < spec_.actions.size(); ++i)
     if (spec_.actions[i].step && *spec_.actions[i].step <= c_.steps().committed()) fire(i);
+  started_s_ = now_s();
   timer_.start(kTickMs, kTickMs, [this] { tick(); });
 }
 
@@ -96,13 +97,15 @@ void DrillRunner::on_plan_sending(const wire::PlanUpdate& u) {
 }
 
 void DrillRunner::tick() {
-  if (first_step_s_ < 0 || stopped_) return;
-  double since = now_s() - first_step_s_;
+  double origin = clock_origin_s();
+  if (origin < 0 || stopped_) return;
+  double since = now_s() - origin;
   for (size_t i = 0; i < spec_.actions.size(); ++i)
     if (!fired_[i] && spec_.actions[i].at_s && *spec_.actions[i].at_s <= since) fire(i);
   if (spec_.duration_s && since >= *spec_.duration_s && !c_.stopping()) {
     stopped_ = true;
-    note("drill", kNoNode, "drill over: " + std::to_string(int64_t(*spec_.duration_s)) + " s of training");
+    note("drill", kNoNode, "drill over: " + std::to_string(int64_t(*spec_.duration_s)) +
+                               (spec_.clock_from_start ? " s of its trace" : " s of training"));
     c_.request_stop("drill over after " + std::to_string(int64_t(*spec_.duration_s)) + " s");
   }
 }
@@ -210,6 +213,7 @@ nlohmann::ordered_json DrillRunner::status() const {
   j["actions"] = spec_.actions.size();
   j["fired"] = size_t(std::count(fired_.begin(), fired_.end(), true));
   j["training_s"] = first_step_s_ < 0 ? 0.0 : now_s() - first_step_s_;
+  j["clock_s"] = clock_origin_s() < 0 ? 0.0 : now_s() - clock_origin_s();
   auto pending = nlohmann::json::array();
   for (size_t i = 0; i < spec_.actions.size() && pending.size() < 10; ++i)
     if (!fired_[i]) pending.push_back(spec_.actions[i].describe());

@@ -1,7 +1,7 @@
 // runner.h — runs a drill (drill_spec.h) against a live job on the controller's loop. Step
 // triggers fire when the job has committed that many steps (a kill `during` a point is armed then,
 // so the node dies inside the next step); time triggers fire that long after the first committed
-// step. "random" targets are drawn, with the drill's seed, from the nodes taking part in training.
+// step — or, for a drill that replays a trace, after the drill's start (the trace's clock). "random" targets are drawn, with the drill's seed, from the nodes taking part in training.
 // Every action and every refusal is an event ("drill", "drill_error"). With a duration the drill
 // stops the job when it is over. At the end, check() turns the expectations into pass/fail lines.
 #pragma once
@@ -57,6 +57,8 @@ class DrillRunner {
   std::function<void(const wire::PlanUpdate&)> previous_plan_hook_;
   std::vector<size_t> migration_kills_;  // fired actions waiting for a plan switch that moves state
   double first_step_s_ = -1;   // controller time of the first committed step
+  double started_s_ = -1;      // controller time of start()
+  double clock_origin_s() const { return spec_.clock_from_start ? started_s_ : first_step_s_; }
   double first_action_s_ = -1;
   // throughput before the first action, and over the whole drill
   uint64_t pre_tokens_ = 0, all_tokens_ = 0;

@@ -162,6 +162,10 @@ void Driver::on_vote(const Event& e) {
     if (v.loads.size() == tally_.loads.size())
       for (size_t i = 0; i < v.loads.size(); ++i) tally_.loads[i] += v.loads[i];
   }
+  if (steps_.in_flight() && v.epoch != steps_.epoch())  // a node cut off in an older epoch
+    note("stale_vote", "worker " + who(p) + "'s vote for step " + std::to_string(v.step) + " of epoch " +
+                           std::to_string(v.epoch) + " refused: the step in flight began in epoch " +
+                           std::to_string(steps_.epoch()), act::Level::warn);
   step_outcome(steps_.vote(p, v.epoch, v.step, v.ok, v.detail));
 }
 
@@ -194,8 +198,7 @@ void Driver::on_decided(const Event& e) {
   deciding_.reset();
   if (!d.record) {
     note("plan_failed", was.why + ": " + d.record.error().message(), act::Level::info, true);
-    note("", "no plan for " + std::to_string(was.choice.use.size()) + " workers: " + d.record.error().message() +
-                 "; waiting for more", act::Level::warn);
+    cannot_plan(std::to_string(was.choice.use.size()) + " workers: " + d.record.error().message());
     set_phase(Phase::gathering);
     gather_since_ns_ = 0;
     return;
@@ -297,7 +300,7 @@ void Driver::start_plan(const std::string& why) {
   auto choice = choose(view_.ready, step);
   if (choice.use.empty()) {
     note("plan_failed", why + ": " + choice.why, act::Level::info, true);
-    note("", "no plan: " + choice.why + "; waiting for more workers", act::Level::warn);
+    cannot_plan(choice.why);
     set_phase(Phase::gathering);
     gather_since_ns_ = 0;
     return;
@@ -349,6 +352,14 @@ void Driver::begin_switch(Pending p, wire::PlanUpdate u) {
   arm(Timer::plan, kPlanTimeoutMs);
 }
 
+// Said once for as long as the reason stays the same: planning is tried again whenever the
+// workers change, and only more workers can unblock it.
+void Driver::cannot_plan(const std::string& why) {
+  if (why == cannot_plan_) return;
+  cannot_plan_ = why;
+  note("", "no plan can be made (" + why + "); waiting for more workers to join", act::Level::warn);
+}
+
 void Driver::plan_applied() {
   Pending p = std::move(*pending_);
   pending_.reset();
@@ -356,6 +367,7 @@ void Driver::plan_applied() {
   uint64_t previous = applied_ ? applied_->number() : 0;
   applied_ = AppliedPlan{p.ranks, p.plan, p.step};
   plane_spent_ = false;
+  cannot_plan_.clear();
   out_.push_back(act::Journal{rec::Plan{*applied_}, true});
   std::string detail = "plan " + std::to_string(p.number) + " in force from step " + std::to_string(p.step) + " on " +
                        std::to_string(p.ranks.size()) + " workers: " + std::to_string(p.sw.experts_moved) +

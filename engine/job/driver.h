@@ -159,6 +159,7 @@ class Driver {
   void start_restore(const PlanRecord& rec, const WorkerChoice& choice);
   void begin_switch(Pending p, wire::PlanUpdate u);
   void plan_applied();
+  void cannot_plan(const std::string& why);
   void plan_failed(const std::string& why, bool membership = false);
   void check_pending();
   void boundary();
@@ -212,6 +213,7 @@ class Driver {
   bool plan_with_loads_ = false;
   std::string plan_reason_;
   int plan_failures_ = 0;
+  std::string cannot_plan_;  // why no plan could be made, last said (said again only when it changes)
   int step_failures_ = 0;
   std::optional<Recovery> recovery_;
   std::optional<Retry> retry_;

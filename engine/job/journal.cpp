@@ -81,8 +81,11 @@ Result<Record> decode_job(const Reader& r) {
     *out = std::move(*v);
   }
   auto steps = r.u64("max_steps");
+  auto started = r.u64("started_wall_ms");
   if (!steps) return steps.error();
+  if (!started) return started.error();
   job.max_steps = int64_t(*steps);
+  job.started_wall_ms = int64_t(*started);
   return Record(job);
 }
 
@@ -153,7 +156,7 @@ std::string encode_record(const Record& r) {
       Overloaded{
           [](const rec::Job& x) -> json {
             return {{"r", "job"}, {"name", x.name}, {"file", x.file}, {"dir", x.dir}, {"text", x.text},
-                    {"mesh", x.mesh}, {"max_steps", x.max_steps}};
+                    {"mesh", x.mesh}, {"max_steps", x.max_steps}, {"started_wall_ms", x.started_wall_ms}};
           },
           [](const rec::EpochReached& x) -> json { return {{"r", "epoch"}, {"epoch", x.epoch}}; },
           [](const rec::Node& x) -> json { return {{"r", "node"}, {"id", x.id}, {"name", x.name}, {"host", x.host}}; },

@@ -1,7 +1,8 @@
 // journal.h — what a restarted controller needs to resume a job without losing or repeating a
 // committed step, as records appended to <run>/journal.jsonl (one JSON object a line):
 //
-//   {"r":"job", name, file, dir, text, mesh, max_steps}   the job and the mesh endpoint it serves
+//   {"r":"job", name, file, dir, text, mesh, max_steps, started_wall_ms}   the job, the mesh endpoint
+//                                   it serves, and when it started
 //   {"r":"epoch", epoch}            the membership epoch reached (a restart continues above it)
 //   {"r":"node", id, name, host}    a node joined (a returning agent keeps its id)
 //   {"r":"plan", plan, ranks, from_step}   a plan put in force (the typed plan, rank order)
@@ -40,6 +41,7 @@ struct Job {
   std::string name, file, dir, text;
   std::string mesh;       // the mesh endpoint the agents connect to
   int64_t max_steps = 0;
+  int64_t started_wall_ms = 0;  // when the first controller started (a restart keeps the run's clock)
 };
 struct EpochReached { Epoch epoch = 0; };
 struct Node {

@@ -114,6 +114,10 @@ const std::vector<Field>& fields() {
               "(at a step boundary) once the first of them has waited this long, so arrivals close together cost one "
               "re-plan (Lazarus used 2 minutes); losses re-plan at once",
               [](JobConfig& j) -> int64_t& { return j.mesh.join_batch_ms; }),
+      integer("mesh.controller_grace_ms", 1000, 86400000, "agents and their workers ride out a silent controller "
+              "this long (a controller restarting from its journal: `salamander controller --resume`); cut off for "
+              "the liveness window, a node stops stepping at once",
+              [](JobConfig& j) -> int64_t& { return j.mesh.controller_grace_ms; }),
       text("repl.bind", {}, "REPL endpoint (loopback unless CURVE keys are set)",
            [](JobConfig& j) -> std::string& { return j.repl.bind; }),
       integer("repl.budget_ms", 10, 600000, "wall-clock limit of one REPL evaluation",

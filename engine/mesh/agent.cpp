@@ -107,14 +107,14 @@ void Agent::to_worker(const Worker& w, const M& msg) {
 
 void Agent::send_register() {
   to_controller(wire::RegisterNode{opts_.name, hostname(), uint32_t(getpid()), opts_.devices,
-                                   "salamander " SAL_VERSION});
+                                   "salamander " SAL_VERSION, previous_id_});
 }
 
 void Agent::send_heartbeat() {
   if (node_id_ == kNoNode || phase_ == Phase::registering) return;
   wire::Heartbeat hb{node_id_, ++hb_seq_, {}};
   for (const auto& w : workers_)
-    if (!w.exited) hb.workers.push_back({w.index, w.device, uint32_t(w.proc ? w.proc->pid() : 0), w.state});
+    if (!w.exited) hb.workers.push_back({w.index, w.device, uint32_t(w.proc ? w.proc->pid() : 0), w.state, w.held});
   to_controller(hb);
 }
 
@@ -122,6 +122,10 @@ void Agent::on_controller_message() {
   wire::Parts parts;
   if (!recv_now(ctrl_, parts)) return;
   last_contact_ns_ = mono_ns();
+  if (fenced_) {
+    fenced_ = false;
+    spdlog::info("the controller is heard again");
+  }
   auto env = wire::open(parts);
   if (!env) {
     spdlog::warn("bad message from controller: {}", env.error().message());
@@ -170,9 +174,14 @@ void Agent::on_controller_message() {
       break;
     case T::error:
       if (auto m = wire::decode<wire::ErrorReply>(*env)) {
-        if (m->code == uint16_t(wire::ErrorCode::unknown_node) && phase_ != Phase::stopping) {
+        // One registration answers every message the restarted controller refused (those queued
+        // while it was away come back as a burst of refusals).
+        if (m->code == uint16_t(wire::ErrorCode::unknown_node) && phase_ == Phase::registering) {
+          break;
+        } else if (m->code == uint16_t(wire::ErrorCode::unknown_node) && phase_ != Phase::stopping) {
           spdlog::warn("controller no longer knows us ({}); registering again", m->message);
           phase_ = Phase::registering;
+          if (node_id_ != kNoNode) previous_id_ = node_id_;
           node_id_ = kNoNode;
           send_register();
         } else {
@@ -190,6 +199,7 @@ void Agent::handle_welcome(const wire::Welcome& w) {
   node_id_ = w.node_id;
   heartbeat_ms_ = std::max<uint32_t>(w.heartbeat_ms, 10);
   miss_limit_ = std::max<uint32_t>(w.miss_limit, 1);
+  if (w.grace_ms > 0) opts_.controller_timeout_ms = int64_t(w.grace_ms);
   if (phase_ == Phase::registering) phase_ = Phase::running;
   spdlog::info("registered as node {} of job '{}' (epoch {}, heartbeat {} ms)", w.node_id, w.job,
                w.epoch, heartbeat_ms_);
@@ -294,7 +304,9 @@ void Agent::on_worker_message() {
   if (!w) return;
   if (env->type == T::worker_status) {
     auto m = wire::decode<wire::WorkerStatus>(*env);
-    if (!m || m->state == w->state) return;
+    if (!m) return;
+    w->held = m->held;
+    if (m->state == w->state) return;
     w->state = m->state;
     if (m->state == wire::WorkerState::ready) report(*w, wire::WorkerEventKind::ready);
     send_heartbeat();  // tell the controller about the state change now
@@ -405,9 +417,21 @@ void Agent::check_workers() {
   }
 }
 
+// Cut off from the controller for its liveness window (and a heartbeat of slack): the controller
+// has declared this node dead by now, so its workers stop the step in flight and step no more; a
+// commit for that step could only come from an epoch the node is no longer part of. When the
+// controller is heard again the agent registers again and joins anew. Only after the grace
+// period (mesh.controller_grace_ms) does it give up and stop its workers.
 void Agent::check_silence() {
   if (phase_ == Phase::done) return;
   int64_t silent_ms = (mono_ns() - last_contact_ns_) / 1'000'000;
+  int64_t window_ms = int64_t(heartbeat_ms_) * (miss_limit_ + 1);
+  if (!fenced_ && phase_ == Phase::running && silent_ms >= window_ms) {
+    fenced_ = true;
+    spdlog::warn("no word from the controller for {} ms: the step in flight is abandoned until it is heard again",
+                 silent_ms);
+    for (auto& w : workers_) to_worker(w, wire::StepAbort{0, 0, "cut off from the controller"});
+  }
   if (silent_ms < opts_.controller_timeout_ms) return;
   spdlog::error("no word from the controller at {} for {} ms; stopping", opts_.controller, silent_ms);
   phase_ = Phase::stopping;

@@ -3,8 +3,10 @@
 // messages between the controller and its workers (the job, plans with each worker's rank, steps,
 // checkpoint saves, and their answers), and obeys stop / drain / kill. Workers die with
 // their agent (PR_SET_PDEATHSIG), so killing an agent is a node loss. If the controller declares
-// the node dead (e.g. after a freeze), the agent registers again and gets a new node id; if the
-// controller stays silent for too long, the agent stops its workers and exits.
+// the node dead (e.g. after a freeze or a partition), the agent registers again and gets a new
+// node id; a controller that restarted from its journal gives it its old id back. Cut off from the
+// controller for its liveness window, the agent fences itself (its workers abandon the step in
+// flight); after mesh.controller_grace_ms it stops its workers and exits.
 #pragma once
 
 #include <uv.h>
@@ -33,7 +35,8 @@ struct AgentOptions {
   pid_t parent_pid = 0;                   // die with this process (`salamander run` sets it)
   std::string log_level = "info";
   std::string log_format = "plain";
-  int64_t controller_timeout_ms = 30000;  // exit after this long without hearing the controller
+  int64_t controller_timeout_ms = 30000;  // exit after this long without the controller (the job's
+                                          // mesh.controller_grace_ms replaces it once welcomed)
   std::string server_public_key;          // CURVE: the controller's public key (Z85)
   std::string key_file;                   // CURVE: our key pair
   std::string data_host;                  // our workers' data-plane address (default: see start())
@@ -61,6 +64,7 @@ class Agent {
     bool exited = false;
     std::string last_error;
     int64_t last_seen_ns = 0;  // its last message (workers report status every heartbeat)
+    wire::Holding held;        // what its state has seen (reported with its status)
   };
 
   void on_controller_message();
@@ -101,6 +105,8 @@ class Agent {
   uint32_t heartbeat_ms_ = 100;
   uint32_t miss_limit_ = 3;
   uint64_t hb_seq_ = 0;
+  NodeId previous_id_ = kNoNode;  // our id before the controller forgot us (it may give it back)
+  bool fenced_ = false;           // cut off from the controller: our workers' step was abandoned
   int64_t last_contact_ns_ = 0;
   int64_t last_check_ns_ = 0;  // the previous check_workers(): a long gap means this agent was stopped
   std::string stop_reason_;

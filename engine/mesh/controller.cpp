@@ -24,6 +24,12 @@ constexpr int64_t kTickMs = 10;
 
 namespace {
 
+std::map<NodeId, std::string> known_nodes(const job::JournalState& j) {
+  std::map<NodeId, std::string> out;
+  for (const auto& [id, n] : j.nodes) out[id] = n.name;
+  return out;
+}
+
 std::string hex_id(const std::string& rid) {
   static const char* kHex = "0123456789abcdef";
   std::string out;
@@ -48,7 +54,14 @@ Controller::Controller(uv_loop_t* loop, zmq::context_t& ctx, ControllerOptions o
       stop_timer_(loop),
       started_ns_(mono_ns()) {
   for (size_t t = 0; t < size_t(job::Timer::count_); ++t) driver_timers_.push_back(std::make_unique<Timer>(loop_));
-  driver_ = std::make_unique<job::Driver>(job::DriverConfig::from(opts_.job, opts_.max_steps, opts_.run_dir, started_ns_));
+  if (opts_.resume && opts_.resume->job) {
+    // the run's clock goes on from the first controller's start
+    started_ns_ = mono_ns() - (wall_ms() - opts_.resume->job->started_wall_ms) * 1'000'000;
+    membership_.resume(opts_.resume->epoch, known_nodes(*opts_.resume));
+    if (opts_.resume->plan) planner_->resume(opts_.resume->plan->plan);
+  }
+  auto cfg = job::DriverConfig::from(opts_.job, opts_.max_steps, opts_.run_dir, started_ns_);
+  driver_ = opts_.resume ? std::make_unique<job::Driver>(cfg, *opts_.resume) : std::make_unique<job::Driver>(cfg);
 }
 
 Controller::~Controller() {
@@ -99,8 +112,11 @@ Status Controller::start() {
   SAL_TRY(setup_security());
   planner_->policies().on_event = [this](policy::Kind k, const policy::SlotEvent& e) {
     events_.add(e.kind, kNoNode, membership_.epoch(), std::string(policy::kind_name(k)) + ": " + e.detail);
+    bool swapped = e.kind == "policy_loaded" || e.kind == "policy_rollback";
+    if (const auto* live = planner_->policies().slot(k).live(); swapped && live)
+      journal(job::rec::Policy{std::string(policy::kind_name(k)), live->name(), live->source().text, live->number});
   };
-  SAL_TRY(planner_->configure());
+  SAL_TRY(planner_->configure(opts_.resume ? &opts_.resume->policies : nullptr));
   apply_control_options(mesh_);
   mesh_.set(zmq::sockopt::router_handover, 1);  // an agent reconnecting takes its identity back
   auto ep = bind_endpoint(mesh_, opts_.job.mesh.bind);
@@ -230,9 +246,7 @@ void Controller::handle_register(const std::string& rid, int fd, const wire::Env
     return reject(rid, peer_address(fd), Error("RegisterNode.devices: '" + *bad + "' is not a device", 5));
   if (Node* existing = membership_.find_by_routing(rid)) {
     // A repeated registration on the same connection (the first Welcome was lost): idempotent.
-    return send_to(rid, wire::Welcome{existing->id, membership_.epoch(),
-                                      uint32_t(opts_.job.mesh.heartbeat_ms),
-                                      uint32_t(opts_.job.mesh.miss_limit), opts_.job.name});
+    return send_to(rid, welcome(existing->id));
   }
   Node info;
   info.name = m->name;
@@ -242,10 +256,17 @@ void Controller::handle_register(const std::string& rid, int fd, const wire::Env
   info.routing_id = rid;
   info.fd = fd;
   info.addr = peer_address(fd);
-  Node& n = membership_.join(std::move(info), mono_ns());
-  send_to(rid, wire::Welcome{n.id, membership_.epoch(), uint32_t(opts_.job.mesh.heartbeat_ms),
-                             uint32_t(opts_.job.mesh.miss_limit), opts_.job.name});
+  NodeId back = m->previous_id == kNoNode ? kNoNode : membership_.returning_id(m->previous_id, m->name);
+  Node& n = back != kNoNode ? membership_.rejoin(std::move(info), back, mono_ns()) : membership_.join(std::move(info), mono_ns());
+  journal(job::rec::Node{n.id, n.name, n.host});
+  send_to(rid, welcome(n.id));
   send_to(rid, wire::JobSpec{opts_.job.file, opts_.job.dir, opts_.job.text});
+}
+
+wire::Welcome Controller::welcome(NodeId id) const {
+  const auto& mesh = opts_.job.mesh;
+  return wire::Welcome{id, membership_.epoch(), uint32_t(mesh.heartbeat_ms), uint32_t(mesh.miss_limit), opts_.job.name,
+                       uint32_t(mesh.controller_grace_ms)};
 }
 
 void Controller::handle_heartbeat(const std::string& rid, const wire::Envelope& env) {

@@ -22,6 +22,7 @@
 
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,7 @@
 #include "job/config.h"
 #include "job/driver.h"
 #include "mesh/events.h"
+#include "mesh/journal_file.h"
 #include "mesh/membership.h"
 #include "mesh/metrics.h"
 #include "mesh/run_record.h"
@@ -61,6 +63,10 @@ struct ControllerOptions {
   std::string run_dir;     // events.csv and audit.log go here (empty: nowhere)
   // REPL modules registered from above the controller (the CLI registers the simulator's sim.*).
   std::function<void(lua::ApiRegistry&)> repl_modules;
+  // Resume the job from its journal (`salamander controller --resume RUN_DIR`): the committed steps,
+  // the plan in force, the snapshots, the policies and the node ids are taken back; the mesh binds
+  // the endpoint the agents know (job.mesh.bind must be it).
+  std::optional<job::JournalState> resume;
 };
 
 class Controller {
@@ -159,7 +165,12 @@ class Controller {
   void apply_note(const job::act::Note& n);
   void apply_timer(job::Timer t, std::optional<uint64_t> ms);
   void view_changed();
+  std::map<Participant, job::Holding> holdings() const;
   double now_s() const;
+  // The journal (<run>/journal.jsonl), when the run has a directory.
+  Status open_journal();
+  void journal(const job::Record& r, bool sync = false);
+  wire::Welcome welcome(NodeId id) const;
 
   void liveness_tick();
   void send_pings();
@@ -182,6 +193,8 @@ class Controller {
   std::vector<std::unique_ptr<Timer>> driver_timers_;  // one per job::Timer
   MetricsLog metrics_;
   RunRecord record_;
+  std::unique_ptr<JournalFile> journal_;
+  Epoch journaled_epoch_ = 0;
   std::unique_ptr<comm::StoreServer> store_;
   std::string store_endpoint_;
 

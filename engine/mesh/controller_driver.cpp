@@ -36,11 +36,40 @@ Status Controller::start_training() {
   if (!ep) return ep.error().with_context("rendezvous store");
   store_endpoint_ = *ep;
   if (!opts_.run_dir.empty()) {
-    SAL_TRY(metrics_.open_csv(opts_.run_dir + "/metrics.csv"));
-    SAL_TRY(record_.open(opts_.run_dir));
+    bool resumed = opts_.resume.has_value();
+    SAL_TRY(metrics_.open_csv(opts_.run_dir + "/metrics.csv", resumed));
+    SAL_TRY(record_.open(opts_.run_dir, resumed));
+    SAL_TRY(open_journal());
   }
   record_.phase("wait", now_s());
   return {};
+}
+
+Status Controller::open_journal() {
+  std::string path = opts_.run_dir + "/journal.jsonl";
+  if (opts_.resume) {
+    auto f = JournalFile::reopen(path, *opts_.resume);
+    if (!f) return f.error().with_context("resuming");
+    journal_ = std::move(*f);
+    events_.add("controller_resumed", kNoNode, membership_.epoch(),
+                "from " + path + ": " + std::to_string(opts_.resume->committed) + " steps committed" +
+                    (opts_.resume->plan ? ", plan " + std::to_string(opts_.resume->plan->number()) + " in force" : ""));
+    return {};
+  }
+  job::rec::Job header{opts_.job.name, opts_.job.file, opts_.job.dir, opts_.job.text, mesh_endpoint_, opts_.max_steps,
+                       wall_ms() - (mono_ns() - started_ns_) / 1'000'000};
+  auto f = JournalFile::create(path, header);
+  if (!f) return f.error();
+  journal_ = std::move(*f);
+  return {};
+}
+
+void Controller::journal(const job::Record& r, bool sync) {
+  if (!journal_) return;
+  if (auto s = journal_->append(r, sync); !s) {
+    uint64_t suppressed = 0;
+    if (bad_input_log_.allow(mono_ns(), suppressed)) spdlog::error("journal: {}", s.error().message());
+  }
 }
 
 double Controller::now_s() const { return double(mono_ns() - started_ns_) / 1e9; }
@@ -49,10 +78,31 @@ void Controller::request_plan(const std::string& why, bool use_loads) { feed(job
 
 // The membership the driver sees, when it changed.
 void Controller::view_changed() {
-  job::View v{membership_.epoch(), membership_.ready_participants(), membership_.start_failure()};
+  if (membership_.epoch() != journaled_epoch_) {
+    journaled_epoch_ = membership_.epoch();
+    journal(job::rec::EpochReached{journaled_epoch_});
+  }
+  job::View v{membership_.epoch(), membership_.ready_participants(), membership_.start_failure(), {}};
+  if (driver_->wants_holdings()) {
+    // a resumed job reconciles with what each worker holds: only workers that have said so count
+    v.held = holdings();
+    std::erase_if(v.ready, [&](const Participant& p) { return !v.held.count(p); });
+  }
   if (v == last_view_) return;
   last_view_ = v;
   feed(job::in::Membership{std::move(v)});
+}
+
+std::map<Participant, job::Holding> Controller::holdings() const {
+  std::map<Participant, job::Holding> out;
+  for (const auto& [id, n] : membership_.nodes())
+    for (const auto& w : n.workers) {
+      if (!w.held_known) continue;
+      job::Holding h{w.held.plan, w.held.steps, std::nullopt, w.held.pending_epoch};
+      if (w.held.pending >= 0) h.pending = uint64_t(w.held.pending);
+      out[{id, w.index}] = h;
+    }
+  return out;
 }
 
 void Controller::feed(job::Event e) {
@@ -95,6 +145,7 @@ void Controller::apply(const job::Action& action) {
                    if (on_committed) on_committed(a.step);
                  },
                  [&](const act::StopJob& a) { request_stop(a.why); },
+                 [&](const act::Journal& a) { journal(a.record, a.sync); },
              },
              action);
 }

@@ -91,6 +91,8 @@ void Controller::shutdown(const std::string& reason, std::function<void()> done)
   stop_done_ = std::move(done);
   spdlog::info("stopping job: {}", reason);
   feed(job::in::Stop{reason});
+  // a stopped job is over: a later `--resume` has nothing to resume (a killed controller writes nothing)
+  if (journal_ && !journal_->state().ended) journal(job::rec::End{"stopped: " + reason}, true);
   broadcast(wire::Command{wire::Verb::stop, reason});
   stop_timer_.start(kStopGraceMs, 0, [this] {
     for (const auto& [id, n] : membership_.nodes())

@@ -9,6 +9,7 @@
 namespace sal::mesh {
 
 EventLog::~EventLog() {
+  if (!events_.empty()) flush_repeats();
   if (csv_) std::fclose(csv_);
 }
 
@@ -21,15 +22,36 @@ void EventLog::open_csv(const std::string& path) {
   if (std::ftell(csv_) == 0) std::fputs("seq,mono_ns,wall_ms,kind,node,epoch,detail\n", csv_);
 }
 
+void EventLog::write_row(const Event& e, const std::string& detail) {
+  if (!csv_) return;
+  std::fprintf(csv_, "%llu,%lld,%lld,%s,%s,%llu,%s\n", (unsigned long long)e.seq, (long long)e.mono_ns,
+               (long long)e.wall_ms, e.kind.c_str(), e.node == kNoNode ? "" : std::to_string(e.node).c_str(),
+               (unsigned long long)e.epoch, csv_field(detail).c_str());
+  std::fflush(csv_);
+}
+
+// The repeats of the last event, as one row stamped with the last of them.
+void EventLog::flush_repeats() {
+  Event& last = events_.back();
+  if (last.repeats == 0 || last.repeats_written) return;
+  Event row = last;
+  row.mono_ns = last.last_mono_ns;
+  write_row(row, last.detail + " (repeated " + std::to_string(last.repeats) + " more times)");
+  last.repeats_written = true;
+}
+
 const Event& EventLog::add(std::string kind, NodeId node, Epoch epoch, std::string detail) {
-  Event e{next_seq_++, mono_ns(), wall_ms(), std::move(kind), node, epoch, std::move(detail)};
-  if (csv_) {
-    std::fprintf(csv_, "%llu,%lld,%lld,%s,%s,%llu,%s\n", (unsigned long long)e.seq,
-                 (long long)e.mono_ns, (long long)e.wall_ms, e.kind.c_str(),
-                 e.node == kNoNode ? "" : std::to_string(e.node).c_str(),
-                 (unsigned long long)e.epoch, csv_field(e.detail).c_str());
-    std::fflush(csv_);
+  if (!events_.empty()) {
+    Event& last = events_.back();
+    if (last.kind == kind && last.node == node && last.detail == detail) {
+      ++last.repeats;
+      last.last_mono_ns = mono_ns();
+      return last;
+    }
+    flush_repeats();
   }
+  Event e{next_seq_++, mono_ns(), wall_ms(), std::move(kind), node, epoch, std::move(detail)};
+  write_row(e, e.detail);
   events_.push_back(std::move(e));
   if (events_.size() > kCapacity) events_.pop_front();
   return events_.back();

@@ -1,6 +1,8 @@
 // events.h — the controller's event log: every membership change, liveness verdict, step abort
 // and operator action, with its cause. Kept in a bounded ring for job.events() and appended to
-// events.csv when a run directory is set. Times are CLOCK_MONOTONIC (comparable across processes
+// events.csv when a run directory is set. An event identical to the one just before it (kind,
+// node, detail) is coalesced into it with a count; the count is written as one more row when a
+// different event follows (or the log closes). Times are CLOCK_MONOTONIC (comparable across processes
 // on one machine, which is how detection latency is measured) and wall clock.
 #pragma once
 
@@ -21,6 +23,9 @@ struct Event {
   NodeId node = kNoNode;
   Epoch epoch = 0;
   std::string detail;   // the cause, in words
+  uint64_t repeats = 0; // the same event again right after, this many times (coalesced)
+  int64_t last_mono_ns = 0;  // when it last repeated
+  bool repeats_written = false;
 };
 
 class EventLog {
@@ -35,6 +40,9 @@ class EventLog {
   uint64_t count() const { return next_seq_; }
 
  private:
+  void write_row(const Event& e, const std::string& detail);
+  void flush_repeats();
+
   std::deque<Event> events_;
   uint64_t next_seq_ = 0;
   FILE* csv_ = nullptr;

@@ -43,8 +43,29 @@ int64_t Membership::suspect_after_ns() const {
 int64_t Membership::dead_after_ns() const { return opts_.heartbeat_ms * opts_.miss_limit * 1'000'000; }
 
 
+void Membership::resume(Epoch epoch, const std::map<NodeId, std::string>& known) {
+  epoch_ = std::max(epoch_, epoch);
+  returning_ = known;
+  for (const auto& [id, name] : known) next_id_ = std::max(next_id_, id + 1);
+}
+
+NodeId Membership::returning_id(NodeId previous, const std::string& name) const {
+  auto it = returning_.find(previous);
+  return it != returning_.end() && it->second == name && !nodes_.count(previous) ? previous : kNoNode;
+}
+
+Node& Membership::rejoin(Node info, NodeId id, int64_t now_ns) {
+  returning_.erase(id);
+  info.id = id;
+  return admit(std::move(info), now_ns);
+}
+
 Node& Membership::join(Node info, int64_t now_ns) {
   info.id = next_id_++;
+  return admit(std::move(info), now_ns);
+}
+
+Node& Membership::admit(Node info, int64_t now_ns) {
   info.state = NodeState::alive;
   info.joined_ns = info.last_heartbeat_ns = info.state_since_ns = now_ns;
   auto [it, _] = nodes_.emplace(info.id, std::move(info));
@@ -101,10 +122,11 @@ void Membership::set_state(Node& n, NodeState s, const std::string& cause, int64
   }
 }
 
-void Membership::update_worker(Node& n, const wire::WorkerInfo& w) {
+void Membership::update_worker(Node& n, const wire::WorkerInfo& w, bool reports_held) {
   for (auto& v : n.workers) {
     if (v.index != w.index) continue;
     if (v.exited) return;  // an exit is final; a late heartbeat must not resurrect it
+    if (reports_held) v.held = w.held, v.held_known = true;
     if (v.state != w.state) {
       bool ready_change = (v.state == wire::WorkerState::ready) != (w.state == wire::WorkerState::ready);
       v.state = w.state;
@@ -118,7 +140,7 @@ void Membership::update_worker(Node& n, const wire::WorkerInfo& w) {
   }
   std::string device = !w.device.empty() ? w.device : w.index < n.devices.size() ? n.devices[w.index] : "";
   n.workers.push_back({w.index, device, w.pid, wire::WorkerState::starting});
-  update_worker(n, w);
+  update_worker(n, w, reports_held);
 }
 
 bool Membership::heartbeat(NodeId id, const std::vector<wire::WorkerInfo>& workers,
@@ -127,7 +149,7 @@ bool Membership::heartbeat(NodeId id, const std::vector<wire::WorkerInfo>& worke
   if (!n || !(n->live() || n->state == NodeState::draining)) return false;
   n->last_heartbeat_ns = now_ns;
   if (n->state == NodeState::suspect) set_state(*n, NodeState::alive, "heartbeat resumed", now_ns, false);
-  for (const auto& w : workers) update_worker(*n, w);
+  for (const auto& w : workers) update_worker(*n, w, true);
   return true;
 }
 
@@ -165,7 +187,7 @@ void Membership::worker_event(NodeId id, const wire::WorkerEvent& ev, int64_t no
   std::string device;
   for (auto& w : n->workers)
     if (w.index == ev.index) device = w.device;
-  update_worker(*n, {ev.index, device, ev.pid, st});
+  update_worker(*n, {ev.index, device, ev.pid, st, {}}, false);  // an event says nothing of what it holds
 }
 
 void Membership::lose(NodeId id, const std::string& cause, int64_t now_ns) {

@@ -27,6 +27,8 @@ struct WorkerView {
   std::string device;
   uint32_t pid = 0;
   wire::WorkerState state = wire::WorkerState::starting;
+  wire::Holding held;  // what its state has seen (plan, committed steps, pending step)
+  bool held_known = false;  // a heartbeat has reported `held`
   bool exited = false;
   int exit_code = 0;
   int signal = 0;
@@ -64,6 +66,14 @@ class Membership {
   Membership(MembershipOptions opts, EventLog& events);
 
   Node& join(Node info, int64_t now_ns);
+  // A controller restarted from its journal: the epoch continues above `epoch`, new ids above the
+  // known ones, and each known node may come back under its id (returning_id()).
+  void resume(Epoch epoch, const std::map<NodeId, std::string>& known);
+  // The id to give a registering agent that had `previous` (by the same name) before the restart;
+  // kNoNode when it is not one the journal knows, or it came back already.
+  NodeId returning_id(NodeId previous, const std::string& name) const;
+  // join(), under the id the node had before the controller restarted (see returning_id()).
+  Node& rejoin(Node info, NodeId id, int64_t now_ns);
   Node* find(NodeId id);
   const Node* find(NodeId id) const;
   Node* find_by_routing(const std::string& rid);
@@ -99,14 +109,16 @@ class Membership {
   int64_t dead_after_ns() const;
 
  private:
+  Node& admit(Node info, int64_t now_ns);
   void set_state(Node& n, NodeState s, const std::string& cause, int64_t now_ns, bool bump);
-  void update_worker(Node& n, const wire::WorkerInfo& w);
+  void update_worker(Node& n, const wire::WorkerInfo& w, bool reports_held);  // heartbeats report held
 
   MembershipOptions opts_;
   EventLog& events_;
   std::map<NodeId, Node> nodes_;
   NodeId next_id_ = 0;
   Epoch epoch_ = 0;
+  std::map<NodeId, std::string> returning_;  // known to the journal, not back yet: id -> name
   bool stopping_ = false;
 };
 

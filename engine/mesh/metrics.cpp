@@ -14,10 +14,11 @@ MetricsLog::~MetricsLog() {
   if (csv_) std::fclose(csv_);
 }
 
-Status MetricsLog::open_csv(const std::string& path) {
+Status MetricsLog::open_csv(const std::string& path, bool append) {
   if (csv_) std::fclose(csv_);
-  csv_ = std::fopen(path.c_str(), "w");
+  csv_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!csv_) return fail("cannot write ", path, ": ", std::strerror(errno));
+  if (std::ftell(csv_) > 0) return {};  // continued: it has its header
   std::fprintf(csv_, "step,loss,ce,aux,grad_norm,lr,tokens,step_ms,compute_ms,tokens_per_s,workers,plan,time_s,imbalance\n");
   std::fflush(csv_);
   return {};

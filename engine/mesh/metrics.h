@@ -18,8 +18,9 @@ using job::StepRecord;
 
 class MetricsLog {
  public:
-  // Opens (truncates) the CSV file and writes its header. Without a call, nothing is written.
-  Status open_csv(const std::string& path);
+  // Opens (truncates, or with `append` continues) the CSV file; a new file gets its header.
+  // Without a call, nothing is written.
+  Status open_csv(const std::string& path, bool append = false);
   void add(const StepRecord& r);
 
   const std::deque<StepRecord>& recent() const { return recent_; }

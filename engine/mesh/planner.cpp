@@ -25,20 +25,34 @@ Planner::Planner(const job::JobConfig& job, std::function<void()> service)
   loads_.assign(size_t(job.model.layers), std::vector<double>(size_t(job.model.experts), 1.0));
 }
 
-Status Planner::configure() {
+Status Planner::configure(const std::map<std::string, job::rec::Policy>* journaled) {
   const auto& p = job_.policies;
   for (auto [kind, name] : {std::pair{policy::Kind::allocation, p.allocation}, std::pair{policy::Kind::placement, p.placement},
                             std::pair{policy::Kind::checkpoint, p.checkpoint}, std::pair{policy::Kind::redundancy, p.redundancy}}) {
+    std::string slot(policy::kind_name(kind));
+    if (journaled && journaled->count(slot)) {
+      if (auto s = policies_.load(kind, journaled->at(slot).source, "journal"); !s)
+        return Error("the journal's " + slot + " policy: " + s.error().message());
+      continue;
+    }
     std::string what = name;
     if (what.size() > 4 && what.substr(what.size() - 4) == ".lua" && what[0] != '/') what = job_.dir + "/" + what;
     if (auto s = policies_.load(kind, what, "job file"); !s)
-      return Error("policies." + std::string(policy::kind_name(kind)) + ": " + s.error().message());
+      return Error("policies." + slot + ": " + s.error().message());
   }
   return {};
 }
 
+void Planner::resume(const plan::Plan& in_force) {
+  job::PlanRecord r;
+  r.plan = in_force;
+  r.allocation_by = r.placement_by = r.checkpoint_by = r.redundancy_by = "the journal";
+  current_ = std::move(r);
+}
+
 Result<job::PlanRecord> Planner::decide(const job::act::DecidePlan& ask) {
   int64_t t0 = mono_ns();
+  if (ask.keep) return again(*ask.keep, ask.epoch);
   if (ask.loads) loads_ = *ask.loads;
   auto r = ask.fixed_groups ? fixed_ep(*ask.fixed_groups) : elastic(ask.workers);
   if (!r) return r;
@@ -52,6 +66,18 @@ Result<job::PlanRecord> Planner::decide(const job::act::DecidePlan& ask) {
                "redundancy by {} in {:.2f} ms{}",
                r->plan.version, r->plan.nodes, ask.epoch, r->allocation_by, r->placement_by, r->checkpoint_by,
                r->plan.schedule.window, r->redundancy_by, r->ms, r->note.empty() ? "" : " — " + r->note);
+  return r;
+}
+
+// The plan in force again under the next number (a resumed job whose ranks all came back).
+Result<job::PlanRecord> Planner::again(const plan::Plan& keep, Epoch epoch) {
+  job::PlanRecord r;
+  r.plan = keep;
+  r.epoch = epoch;
+  r.plan.version = current_ ? current_->plan.version + 1 : keep.version + 1;
+  r.allocation_by = r.placement_by = r.checkpoint_by = r.redundancy_by = "plan " + std::to_string(keep.version) + " again";
+  current_ = r;
+  spdlog::info("plan {}: plan {} again (resumed)", r.plan.version, keep.version);
   return r;
 }
 

@@ -9,12 +9,14 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "job/config.h"
 #include "job/driver_io.h"
+#include "job/journal.h"
 #include "plan/plan.h"
 #include "policy/policy_set.h"
 
@@ -26,7 +28,10 @@ class Planner {
   Planner(const job::JobConfig& job, std::function<void()> service);
 
   // Loads the job's policy into every slot; the error names the job key (policies.placement: ...).
-  Status configure();
+  // A resumed job's slots take the sources its journal recorded (`journaled`, by slot name).
+  Status configure(const std::map<std::string, job::rec::Policy>* journaled = nullptr);
+  // A resumed job: plans are numbered on from the one in force.
+  void resume(const plan::Plan& in_force);
   // A plan as the driver asks: elastic (the policies) or the baselines' fixed expert-parallel plan
   // of `ask.fixed_groups` groups. Recorded as current.
   Result<job::PlanRecord> decide(const job::act::DecidePlan& ask);
@@ -37,6 +42,7 @@ class Planner {
   const policy::CheckpointInput& checkpoint_input() const { return checkpoint_input_; }
 
  private:
+  Result<job::PlanRecord> again(const plan::Plan& keep, Epoch epoch);
   Result<job::PlanRecord> elastic(uint32_t workers);
   Result<job::PlanRecord> fixed_ep(uint32_t groups);
   void decide_schedule(const job::CheckpointFacts& facts, job::PlanRecord& r);

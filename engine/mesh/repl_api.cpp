@@ -116,6 +116,7 @@ int job_events(Controller& c, lua_State* L) {
     if (e.node != kNoNode) lua::set_field(L, "node", int64_t(e.node));
     lua::set_field(L, "epoch", int64_t(e.epoch));
     lua::set_field(L, "detail", e.detail);
+    if (e.repeats) lua::set_field(L, "repeats", int64_t(e.repeats));
     lua_rawseti(L, -2, k++);
   }
   return 1;

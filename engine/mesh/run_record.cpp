@@ -12,12 +12,12 @@ RunRecord::~RunRecord() {
   if (plans_) std::fclose(plans_);
 }
 
-Status RunRecord::open(const std::string& dir) {
-  timeline_ = std::fopen((dir + "/timeline.csv").c_str(), "w");
+Status RunRecord::open(const std::string& dir, bool append) {
+  timeline_ = std::fopen((dir + "/timeline.csv").c_str(), append ? "a" : "w");
   if (!timeline_) return fail("cannot write ", dir, "/timeline.csv");
-  std::fputs("start_s,end_s,phase,detail\n", timeline_);
+  if (std::ftell(timeline_) == 0) std::fputs("start_s,end_s,phase,detail\n", timeline_);
   std::fflush(timeline_);
-  plans_ = std::fopen((dir + "/plans.jsonl").c_str(), "w");
+  plans_ = std::fopen((dir + "/plans.jsonl").c_str(), append ? "a" : "w");
   if (!plans_) return fail("cannot write ", dir, "/plans.jsonl");
   return {};
 }

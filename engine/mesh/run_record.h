@@ -24,8 +24,9 @@ using job::RecoveryRecord;
 class RunRecord {
  public:
   ~RunRecord();
-  // Opens timeline.csv and plans.jsonl in `dir` (nothing is written without a call).
-  Status open(const std::string& dir);
+  // Opens timeline.csv and plans.jsonl in `dir` (nothing is written without a call); with `append`
+  // (a resumed job) they are continued.
+  Status open(const std::string& dir, bool append = false);
   // The driver is now in `phase` (closing the previous interval).
   void phase(const std::string& phase, double now_s, const std::string& detail = "");
   void close(double now_s);

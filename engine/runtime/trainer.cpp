@@ -350,6 +350,7 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
     plan_times_.connect_ms += double(mono_ns() - t3) / 1e6;  // mostly the device plane's connect, if any
   }
   plan_ = p.number();
+  steps_seen_ = p.step;
   pruned_ = false;
   have_grads_ = false;
   return {};
@@ -440,7 +441,8 @@ Result<StepOutcome> Trainer::device_step(uint64_t step, const model::Batch& b, i
 }
 
 Status Trainer::commit(uint64_t step) {
-  if (!have_grads_) return {};
+  if (!have_grads_ || step != step_) return {};  // nothing of that step to apply (a late or stale commit)
+  steps_seen_ = step + 1;
   double lr = model::learning_rate(spec_.optim, int64_t(step));
   if (device_) {
     have_grads_ = false;

@@ -33,6 +33,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -99,6 +100,10 @@ class Trainer {
 
   int rank() const { return rank_; }
   uint64_t plan() const { return plan_; }
+  // The steps committed into this worker's state (a plan's first step once it is applied, plus one
+  // per commit), and the step whose gradients wait for a commit, if any.
+  uint64_t steps_seen() const { return steps_seen_; }
+  std::optional<uint64_t> pending() const { return have_grads_ ? std::optional<uint64_t>(step_) : std::nullopt; }
 
  private:
   Status connect(const wire::PlanUpdate& plan);
@@ -136,6 +141,7 @@ class Trainer {
   PlanTimes plan_times_;
   bool have_grads_ = false;
   uint64_t step_ = 0;                            // the step being computed (fault points name it)
+  uint64_t steps_seen_ = 0;                      // steps committed into the state (steps_seen())
   FaultInjector faults_;
   DeviceFactory cuda_;
   // A GPU worker's snapshot in flight, shared with the SnapshotUnits it returned (trainer.cpp).

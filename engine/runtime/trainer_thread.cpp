@@ -39,6 +39,27 @@ void TrainerThread::abort(const std::string& why) {
   if (trainer_) trainer_->abort(why);
 }
 
+wire::Holding TrainerThread::holding() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_;
+}
+
+// A change is reported at once (a status with the holding; the worker's loop keeps its own state),
+// so what the agent reports to a restarted controller is never a heartbeat interval behind.
+void TrainerThread::update_holding() {
+  if (!trainer_) return;
+  wire::Holding h{trainer_->plan(), trainer_->steps_seen(), -1, 0};
+  if (auto p = trainer_->pending()) h.pending = int64_t(*p), h.pending_epoch = begun_epoch_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (h.plan == held_.plan && h.steps == held_.steps && h.pending == held_.pending &&
+        h.pending_epoch == held_.pending_epoch)
+      return;
+    held_ = h;
+  }
+  answer(wire::WorkerStatus{index_, wire::WorkerState::ready, h});
+}
+
 std::optional<std::string> TrainerThread::fatal() const {
   std::lock_guard<std::mutex> lock(mu_);
   return fatal_;
@@ -73,6 +94,7 @@ void TrainerThread::run() {
     std::visit([this](const auto& req) {
       if constexpr (!std::is_same_v<std::decay_t<decltype(req)>, StopRequest>) handle(req);
     }, r);
+    update_holding();
     if (fatal()) break;
   }
   snapshots_.reset();  // finishes the writes in flight (their answers are no longer sent)
@@ -99,7 +121,7 @@ void TrainerThread::handle(const wire::JobSpec& j) {
   }
   snapshots_ = std::make_unique<ckpt::SnapshotWriter>([this](wire::SaveDone d) { post(SnapshotWritten{std::move(d)}); });
   spdlog::info("ready to train job {}", j.label);
-  answer(wire::WorkerStatus{index_, wire::WorkerState::ready});
+  answer(wire::WorkerStatus{index_, wire::WorkerState::ready, {}});
 }
 
 void TrainerThread::handle(const wire::PlanUpdate& p) {
@@ -121,6 +143,7 @@ void TrainerThread::handle(const wire::PlanUpdate& p) {
 // A step of another plan than ours is not ours to vote on (we are not among its ranks).
 void TrainerThread::handle(const wire::StepBegin& b) {
   if (!trainer_ || trainer_->plan() != b.plan) return;
+  begun_epoch_ = b.epoch;
   wire::StepVote v{0, index_, b.epoch, b.step, false, "", 0, 0, 0, 0, 0, 0, {}};
   auto out = trainer_ ? trainer_->step(b.step) : Result<StepOutcome>(fail("no job loaded"));
   if (!out) {
@@ -139,8 +162,14 @@ void TrainerThread::handle(const wire::StepBegin& b) {
   answer(v);
 }
 
+// A commit counts only for the step this worker computed, in the epoch it began in: a node cut off
+// from the controller never applies a step of an epoch it is not part of.
 void TrainerThread::handle(const wire::StepCommit& c) {
   if (!trainer_) return;
+  if (trainer_->pending() == c.step && c.epoch != begun_epoch_) {
+    spdlog::warn("commit of step {} in epoch {} refused: the step began in epoch {}", c.step, c.epoch, begun_epoch_);
+    return;
+  }
   if (auto s = trainer_->commit(c.step); !s) {
     std::lock_guard<std::mutex> lock(mu_);
     fatal_ = s.error().message();

@@ -48,6 +48,9 @@ class TrainerThread {
   void abort(const std::string& why);
   // The reason the thread stopped on its own (a fatal error), if it did.
   std::optional<std::string> fatal() const;
+  // Thread-safe: what the worker's state has seen (plan, committed steps, pending step), as of the
+  // last request handled.
+  wire::Holding holding() const;
 
  private:
   void run();
@@ -61,6 +64,7 @@ class TrainerThread {
   void handle(const SnapshotWritten& w);
   template <class M>
   void answer(const M& msg);
+  void update_holding();
 
   zmq::context_t& ctx_;
   JobLoader load_job_;
@@ -72,6 +76,8 @@ class TrainerThread {
   std::condition_variable cv_;
   std::deque<Request> queue_;
   std::optional<std::string> fatal_;
+  wire::Holding held_;       // guarded by mu_
+  uint64_t begun_epoch_ = 0;  // the epoch of the last step begun (its commit must carry it)
   bool stop_ = false;
   std::unique_ptr<zmq::socket_t> answers_;
   std::unique_ptr<ckpt::SnapshotWriter> snapshots_;  // created with the trainer; finishes before it goes

@@ -32,7 +32,7 @@ class WorkerLoop {
     answers_.bind(answers);
     trainer_ = std::make_unique<TrainerThread>(ctx_, o_.load_job, o_.index, answers, o_.cuda);
     send(wire::WorkerHello{o_.index, o_.device, uint32_t(getpid())});
-    send(wire::WorkerStatus{o_.index, state_});
+    send(wire::WorkerStatus{o_.index, state_, {}});
     int64_t next_status = mono_ns();
     while (!done_ && !g_terminate) {
       zmq::pollitem_t items[] = {{agent_.handle(), 0, ZMQ_POLLIN, 0}, {answers_.handle(), 0, ZMQ_POLLIN, 0}};
@@ -42,7 +42,7 @@ class WorkerLoop {
       while (answers_.get(zmq::sockopt::events) & ZMQ_POLLIN) from_trainer();
       if (auto why = trainer_->fatal()) return fail_start(*why);
       if (mono_ns() >= next_status) {  // liveness towards the agent, also while a step computes
-        send(wire::WorkerStatus{o_.index, state_});
+        send(wire::WorkerStatus{o_.index, state_, trainer_->holding()});
         next_status = mono_ns() + o_.heartbeat_ms * 1'000'000;
       }
     }
@@ -70,8 +70,13 @@ class WorkerLoop {
   void from_trainer() {
     wire::Parts parts;
     if (!zmq::recv_multipart(answers_, std::back_inserter(parts), zmq::recv_flags::dontwait)) return;
+    // The training thread's status says it is ready, or what it holds now; the state is the loop's
+    // (a draining worker stays draining).
     if (auto env = wire::open(parts); env && env->type == wire::MsgType::worker_status) {
-      if (auto m = wire::decode<wire::WorkerStatus>(*env)) state_ = m->state;
+      if (auto m = wire::decode<wire::WorkerStatus>(*env)) {
+        if (state_ == wire::WorkerState::starting) state_ = m->state;
+        return send(wire::WorkerStatus{o_.index, state_, m->held});
+      }
     }
     (void)zmq::send_multipart(agent_, parts, zmq::send_flags::dontwait);
   }
@@ -117,12 +122,12 @@ class WorkerLoop {
   // Stop and drain end the worker after what is queued (a drained worker finishes its step).
   void stop(const wire::Command& c) {
     state_ = c.verb == wire::Verb::drain ? wire::WorkerState::draining : wire::WorkerState::stopped;
-    send(wire::WorkerStatus{o_.index, state_});
+    send(wire::WorkerStatus{o_.index, state_, trainer_->holding()});
     spdlog::info("{}: {}", c.verb == wire::Verb::drain ? "draining" : "stopping", c.reason);
     if (c.verb != wire::Verb::drain) trainer_->abort("worker stopping");
     trainer_.reset();  // runs the queue to its end (a draining worker's step and vote), then joins
     while (answers_.get(zmq::sockopt::events) & ZMQ_POLLIN) from_trainer();
-    send(wire::WorkerStatus{o_.index, wire::WorkerState::stopped});
+    send(wire::WorkerStatus{o_.index, wire::WorkerState::stopped, {}});
     done_ = true;
   }
 

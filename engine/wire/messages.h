@@ -80,17 +80,36 @@ enum class ErrorCode : uint16_t {
   bad_request = 5,      // decoded fine but makes no sense in this state
 };
 
+// What a worker's model state has seen: the plan it applied last, the steps committed into it, and
+// the step whose gradients wait for a commit (-1: none) with the epoch that step began in. A
+// restarted controller reconciles with it (job/driver.h).
+struct Holding {
+  uint64_t plan = 0;
+  uint64_t steps = 0;
+  int64_t pending = -1;
+  uint64_t pending_epoch = 0;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("plan", s.plan);
+    v("steps", s.steps);
+    v("pending", s.pending);
+    v("pending_epoch", s.pending_epoch);
+  }
+};
+
 struct WorkerInfo {
   uint32_t index = 0;
   std::string device;
   uint32_t pid = 0;
   WorkerState state = WorkerState::starting;
+  Holding held;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("index", s.index);
     v("device", s.device, kNameMax);
     v("pid", s.pid);
     v("state", s.state);
+    v("held", s.held);
   }
 };
 
@@ -101,6 +120,9 @@ struct RegisterNode {
   uint32_t pid = 0;
   std::vector<std::string> devices;
   std::string build;
+  // The id this agent had under a controller that restarted (UINT32_MAX: none); a resumed
+  // controller gives it back when its journal knows it, so the plan's ranks stay valid.
+  uint32_t previous_id = UINT32_MAX;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("name", s.name, kNameMax);
@@ -108,6 +130,7 @@ struct RegisterNode {
     v("pid", s.pid);
     v("devices", s.devices, kListMax);
     v("build", s.build, kNameMax);
+    v("previous_id", s.previous_id);
   }
 };
 
@@ -118,6 +141,7 @@ struct Welcome {
   uint32_t heartbeat_ms = 0;
   uint32_t miss_limit = 0;
   std::string job;
+  uint32_t grace_ms = 0;  // how long the agent rides out a silent controller (mesh.controller_grace_ms)
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("node_id", s.node_id);
@@ -125,6 +149,7 @@ struct Welcome {
     v("heartbeat_ms", s.heartbeat_ms);
     v("miss_limit", s.miss_limit);
     v("job", s.job, kNameMax);
+    v("grace_ms", s.grace_ms);
   }
 };
 
@@ -463,10 +488,12 @@ struct WorkerStatus {
   static constexpr MsgType kType = MsgType::worker_status;
   uint32_t index = 0;
   WorkerState state = WorkerState::starting;
+  Holding held;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("index", s.index);
     v("state", s.state);
+    v("held", s.held);
   }
 };
 

@@ -28,7 +28,7 @@ std::string lines(const std::vector<Record>& rs) {
 
 std::vector<Record> sample() {
   ckpt::Snapshot snap{40, "/run/snapshots/step-40", 13, 9000, 1.5, 3};
-  return {rec::Job{"quickstart", "job.lua", "/jobs", "return {}", "tcp://127.0.0.1:5555", 600},
+  return {rec::Job{"quickstart", "job.lua", "/jobs", "return {}", "tcp://127.0.0.1:5555", 600, 1700000000000},
           rec::EpochReached{4},
           rec::Node{3, "node0", "h"},
           rec::Node{5, "node1", "h"},

@@ -28,16 +28,23 @@ void TestMesh::start_job() {
       << "  train = { steps = " << opts.steps << ", " << opts.train << " },\n  " << opts.model << "\n  " << opts.data << "\n  " << opts.extra << "\n}\n";
 }
 
-void TestMesh::start() {
-  start_job();
-  controller = spawn({bin(), "controller", dir + "/job.lua", "--out", dir, "--log-level", "debug"},
-                     dir + "/controller.out");
+void TestMesh::connect_controller(std::vector<std::string> args, const std::string& log) {
+  controller = spawn(std::move(args), dir + "/" + log);
   mesh_ep = controller.wait_for_line("mesh ", 5000);
   repl_ep = controller.wait_for_line("repl ", 5000);
   ensure(!repl_ep.empty(), "controller did not start:\n" + controller.output());
   client_ = std::make_unique<repl::Client>(repl::ClientOptions{repl_ep});
   auto w = client_->connect();
   ensure(w.ok(), w.ok() ? "" : w.error().message());
+}
+
+void TestMesh::resume_controller() {
+  connect_controller({bin(), "controller", "--resume", dir, "--log-level", "debug"}, "controller-resumed.out");
+}
+
+void TestMesh::start() {
+  start_job();
+  connect_controller({bin(), "controller", dir + "/job.lua", "--out", dir, "--log-level", "debug"}, "controller.out");
   for (int i = 0; i < opts.agents; ++i) add_agent("node" + std::to_string(i));
   bool ready = eventually([&] {
     auto s = status();

@@ -41,6 +41,9 @@ class TestMesh {
   // Only writes dir/job.lua (for tests that start the controller themselves).
   void start_job();
   Proc& add_agent(const std::string& name);
+  // Brings the controller back from its journal after it died (`salamander controller --resume
+  // dir`, which binds the mesh endpoint the agents know) and reconnects the REPL to it.
+  void resume_controller();
 
   // REPL, through a persistent session.
   wire::ReplResult eval(const std::string& chunk);
@@ -57,6 +60,7 @@ class TestMesh {
   std::vector<Proc> agents;
 
  private:
+  void connect_controller(std::vector<std::string> args, const std::string& log);
   std::unique_ptr<repl::Client> client_;
 };
 

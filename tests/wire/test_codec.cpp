@@ -155,11 +155,16 @@ TEST_CASE("field errors name the message, the field path and the rule") {
   pk.pack(1u);
   pk.pack(2u);
   pk.pack_array(1);
-  pk.pack_array(4);
+  pk.pack_array(5);
   pk.pack(0u);
   pk.pack(std::string("cpu:0"));
   pk.pack(-5);
   pk.pack(1u);
+  pk.pack_array(4);  // held: plan, steps, pending, pending_epoch
+  pk.pack(0u);
+  pk.pack(0u);
+  pk.pack(-1);
+  pk.pack(0u);
   auto env2 = open(frames(MsgType::heartbeat, std::string(buf.data(), buf.size())));
   REQUIRE(env2.ok());
   CHECK(decode<Heartbeat>(*env2).error().message() == "Heartbeat.workers[0].pid: expected uint, got negative -5");
@@ -170,7 +175,7 @@ TEST_CASE("field counts, enum ranges, integer ranges and string bounds are check
   CHECK(decode<Ping>(*few).error().message() == "Ping: expected 3 fields, got 2");
   auto verb = open(frames(MsgType::command, pack(7u, std::string("x"))));
   CHECK(decode<Command>(*verb).error().message().find("Command.verb: enum value 7 out of range") == 0);
-  auto big = open(frames(MsgType::welcome, pack(uint64_t(1) << 40, 1u, 100u, 3u, std::string("j"))));
+  auto big = open(frames(MsgType::welcome, pack(uint64_t(1) << 40, 1u, 100u, 3u, std::string("j"), 30000u)));
   CHECK(decode<Welcome>(*big).error().message().find("Welcome.node_id: value") == 0);
   auto longname = open(frames(MsgType::goodbye, pack(1u, std::string(kTextMax + 1, 'a'))));
   CHECK(decode<Goodbye>(*longname).error().message().find("exceeds") != std::string::npos);

@@ -1,0 +1,111 @@
+// t0700_controller.cpp — faults of the control plane, with real processes. The controller is
+// SIGKILLed and brought back from its journal (`salamander controller --resume RUN_DIR`); the
+// agents and workers ride out its absence, register again under their ids, report what they hold,
+// and training goes on from the last committed step: no committed step is lost or applied twice,
+// and with the membership unchanged the final weights equal a run without the death, bit for bit.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <thread>
+
+#include "support/mesh_harness.h"
+#include "support/run_files.h"
+
+using namespace sal;
+using namespace sal::test;
+
+namespace {
+
+MeshOptions job(int64_t steps) {
+  MeshOptions o;
+  o.agents = 3;
+  o.steps = steps;
+  o.model = "model = { layers = 1, d_model = 16, heads = 2, experts = 4, top_k = 2, seq_len = 16 },";
+  o.train = "batch = 8, lr = 1e-2, warmup = 5, rebalance_every = 0, checkpoint_every = 0";
+  o.extra = "policies = { slots = 2, min_replicas = 1 },";
+  return o;
+}
+
+// Every committed step once, in order, across the restart.
+void check_steps_once(const std::string& dir, int64_t steps) {
+  auto col = metrics_column(dir, "step");
+  REQUIRE(col.size() == size_t(steps));
+  for (size_t i = 0; i < col.size(); ++i) CHECK(col[i] == double(i));
+}
+
+std::vector<std::string> kinds(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : events(dir)) out.push_back(e.kind);
+  return out;
+}
+
+bool has(const std::vector<std::string>& v, const std::string& k) { return std::find(v.begin(), v.end(), k) != v.end(); }
+
+}  // namespace
+
+TEST_CASE("t0700-controller-killed-mid-step: resumed from the journal, the job ends with the weights of a run without the death") {
+  const int64_t steps = 50;
+  TestMesh ref(job(steps));
+  ref.start();
+  REQUIRE(ref.controller.wait(90000) == 0);
+
+  TestMesh m(job(steps));
+  m.start();
+  REQUIRE(eventually([&] { return m.status()["step"].get<int64_t>() >= 15; }, 30000));
+  m.controller.signal(SIGKILL);  // steps run back to back: this lands in one
+  REQUIRE(m.controller.wait(5000) == 128 + SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // the agents notice, and fence
+  for (auto& a : m.agents) CHECK(a.running());                   // ... and ride it out
+  m.resume_controller();
+  REQUIRE(m.controller.wait(90000) == 0);
+
+  check_steps_once(m.dir, steps);
+  auto k = kinds(m.dir);
+  CHECK(has(k, "controller_resumed"));
+  CHECK(has(k, "resumed"));
+  auto d = weight_distance(ref.dir + "/checkpoint", m.dir + "/checkpoint");
+  CHECK(d.units == 1 + 2 + 4);
+  CHECK(d.elementwise == 0.0);  // bit for bit
+  std::string logs = file_text(m.dir + "/controller-resumed.out");
+  CHECK(logs.find("resume at step") != std::string::npos);
+  for (const auto& a : m.agents) CHECK(file_text(a.log()).find("registered as node") != std::string::npos);
+}
+
+TEST_CASE("t0701-controller-killed-mid-switch: a join being planned when the controller dies is planned again after the resume") {
+  const int64_t steps = 60;
+  auto o = job(steps);
+  o.agents = 2;
+  o.extra = "policies = { slots = 2, min_replicas = 1 }, mesh = { nodes = 2, heartbeat_ms = 100, miss_limit = 3, "
+            "join_batch_ms = 0, bind = 'tcp://127.0.0.1:*' },";
+  TestMesh m(o);
+  m.start();
+  REQUIRE(eventually([&] { return m.status()["step"].get<int64_t>() >= 10; }, 30000));
+  m.add_agent("node2");  // a join: the next boundary plans three workers and moves state to the new one
+  REQUIRE(eventually([&] {
+    for (const auto& e : m.eval_json("return job.events(50)"))
+      if (e["kind"] == "plan" && e["detail"].get<std::string>().find("for 3 workers") != std::string::npos) return true;
+    return false;
+  }, 20000, 1));
+  m.controller.signal(SIGKILL);  // the switch to three workers is in flight
+  REQUIRE(m.controller.wait(5000) == 128 + SIGKILL);
+  m.resume_controller();
+  REQUIRE(m.controller.wait(90000) == 0);
+  check_steps_once(m.dir, steps);
+  auto workers = metrics_column(m.dir, "workers");
+  CHECK(workers.back() == 3);  // the joined node trains after the resume
+  CHECK(has(kinds(m.dir), "resumed"));
+}
+
+TEST_CASE("t0702-resume-refused: a finished job, and a run directory without a journal, are refused with the reason") {
+  TestMesh m(job(5));
+  m.start();
+  REQUIRE(m.controller.wait(60000) == 0);
+  Proc again = spawn({bin(), "controller", "--resume", m.dir}, m.dir + "/again.out");
+  CHECK(again.wait(10000) == 1);
+  CHECK(again.output().find("the job is over") != std::string::npos);
+  std::string empty = temp_dir("noresume");
+  Proc none = spawn({bin(), "controller", "--resume", empty}, empty + "/none.out");
+  CHECK(none.wait(10000) == 1);
+  CHECK(none.output().find("journal.jsonl") != std::string::npos);
+}
