@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 
+#include "comm/loop_ticker.h"
 #include "core/clock.h"
 
 namespace sal::comm {
@@ -89,21 +90,36 @@ class EpochStore final : public gloo::rendezvous::Store {
   ms timeout_;
 };
 
-// One device per data-plane address, shared by every epoch in this process.
+// One device per data-plane address, shared by every epoch in this process, with the ticker that
+// hurries its loop through connects and teardowns (declared after the device: destroyed first).
+struct DeviceEntry {
+  std::shared_ptr<gloo::transport::Device> device;
+  std::unique_ptr<LoopTicker> ticker;  // null if it could not attach (then connects just take longer)
+};
 std::mutex g_devices_mu;
-std::map<std::string, std::shared_ptr<gloo::transport::Device>> g_devices;
+std::map<std::string, DeviceEntry> g_devices;
+
+// The ticker of a device made by gloo_device(); null for any other device.
+LoopTicker* ticker_of(const gloo::transport::Device* device) {
+  std::lock_guard<std::mutex> lock(g_devices_mu);
+  for (auto& [host, entry] : g_devices)
+    if (entry.device.get() == device) return entry.ticker.get();
+  return nullptr;
+}
 
 }  // namespace
 
 Result<std::shared_ptr<gloo::transport::Device>> gloo_device(const std::string& hostname) {
   std::lock_guard<std::mutex> lock(g_devices_mu);
   auto it = g_devices.find(hostname);
-  if (it != g_devices.end()) return it->second;
+  if (it != g_devices.end()) return it->second.device;
   try {
     gloo::transport::tcp::attr a;
     a.hostname = hostname;
-    auto dev = gloo::transport::tcp::CreateDevice(a);
-    g_devices[hostname] = dev;
+    DeviceEntry entry{gloo::transport::tcp::CreateDevice(a), nullptr};
+    if (auto t = LoopTicker::attach(entry.device)) entry.ticker = std::move(*t);
+    auto dev = entry.device;
+    g_devices[hostname] = std::move(entry);
     return dev;
   } catch (const std::exception& e) {
     return fail("creating a Gloo TCP device on '", hostname, "': ", e.what());
@@ -139,7 +155,9 @@ Result<std::unique_ptr<GlooCollectives>> GlooCollectives::connect(const GlooOpti
   EpochStore scoped(opts.prefix, store, ms(rendezvous_ms));
   auto ctx = std::make_shared<gloo::rendezvous::Context>(opts.rank, opts.size);
   ctx->setTimeout(ms(opts.connect_timeout_ms));  // before connectFullMesh: it bounds the pair connects
+  LoopTicker* ticker = ticker_of(device.get());
   try {
+    LoopTicker::Ticking hurry(ticker);  // each pair's connect waits for a loop tick (loop_ticker.h)
     ctx->connectFullMesh(scoped, device);
   } catch (const std::exception& e) {
     return fail(what, ": ", e.what());
@@ -153,11 +171,12 @@ Result<std::unique_ptr<GlooCollectives>> GlooCollectives::connect(const GlooOpti
     sockets = std::move(*found);
   }
   double connect_ms = double(mono_ns() - t0) / 1e6;
-  return std::unique_ptr<GlooCollectives>(new GlooCollectives(opts, std::move(ctx), std::move(sockets), connect_ms));
+  return std::unique_ptr<GlooCollectives>(
+      new GlooCollectives(opts, std::move(ctx), std::move(sockets), connect_ms, ticker));
 }
 
 GlooCollectives::GlooCollectives(const GlooOptions& opts, std::shared_ptr<gloo::rendezvous::Context> ctx,
-                                 PeerSockets sockets, double connect_ms)
+                                 PeerSockets sockets, double connect_ms, LoopTicker* ticker)
     : rank_(opts.rank),
       size_(opts.size),
       prefix_(opts.prefix),
@@ -165,6 +184,7 @@ GlooCollectives::GlooCollectives(const GlooOptions& opts, std::shared_ptr<gloo::
       connect_ms_(connect_ms),
       ctx_(std::move(ctx)),
       sockets_(std::move(sockets)),
+      ticker_(ticker),
       op_timeout_ms_(opts.op_timeout_ms) {}
 
 GlooCollectives::~GlooCollectives() {
@@ -173,7 +193,10 @@ GlooCollectives::~GlooCollectives() {
     pump_stop_ = true;
   }
   if (pump_.joinable()) pump_.join();
-  ctx_.reset();  // Gloo closes its fds (each pair waits for one I/O-loop tick)
+  {
+    LoopTicker::Ticking hurry(ticker_);  // each open pair's close waits for a loop tick
+    ctx_.reset();  // Gloo closes its fds
+  }
   // sockets_ closes our duplicates last, which releases the sockets themselves.
 }
 
@@ -278,6 +301,7 @@ Status GlooCollectives::allreduce_impl(T* data, size_t n, const char* type) {
   const std::string what = "allreduce of " + counts_text(n, type);
   if (n > 0 && !data) return guarded(what, [] { throw std::invalid_argument("null data"); });
   if (n == 0 || size_ == 1) return guarded(what, [] {});
+  if (size_ <= kDirectMaxRanks) return guarded(what, [&] { direct_allreduce(data, n); });
   return guarded(what, [&] {
     gloo::AllreduceOptions o(ctx_);
     auto out = buffer(data, n * sizeof(T));
@@ -300,6 +324,7 @@ Status GlooCollectives::allgather(const void* in, size_t bytes, void* out) {
   if (bytes > 0 && (!in || !out)) return guarded(what, [] { throw std::invalid_argument("null buffer"); });
   if (bytes == 0) return guarded(what, [] {});
   if (size_ == 1) return guarded(what, [&] { std::memmove(out, in, bytes); });
+  if (size_ <= kDirectMaxRanks) return guarded(what, [&] { direct_allgather(in, bytes, out); });
   return guarded(what, [&] {
     gloo::AllgatherOptions o(ctx_);
     auto ib = buffer(in, bytes);
@@ -365,6 +390,8 @@ Status GlooCollectives::alltoallv(const float* send, const std::vector<int64_t>&
       std::memmove(recv, send, size_t(total_send) * sizeof(float));
     });
   }
+  if (size_ <= kDirectMaxRanks)
+    return guarded(what, [&] { direct_alltoallv(send, send_counts, recv, recv_counts); });
   return guarded(what, [&] {
     gloo::AlltoallvOptions o(ctx_);
     auto ib = buffer(send, size_t(total_send) * sizeof(float));
