@@ -14,6 +14,7 @@
 #include <map>
 
 #include "comm/loop_ticker.h"
+#include "comm/shm_plane.h"
 #include "core/clock.h"
 
 namespace sal::comm {
@@ -164,19 +165,28 @@ Result<std::unique_ptr<GlooCollectives>> GlooCollectives::connect(const GlooOpti
   }
   ctx->setTimeout(ms(opts.op_timeout_ms));
   PeerSockets sockets;
+  std::unique_ptr<ShmPlane> shm;
   if (opts.size > 1) {
     auto found = confirm_peer_sockets(new_tcp_sockets(before, resolve_host(opts.hostname)), scoped, opts.rank,
                                       opts.size, rendezvous_ms);
     if (!found) return found.error().with_context(what);
     sockets = std::move(*found);
+    if (opts.shared_memory) {
+      std::vector<int> peer_fds(size_t(opts.size), -1);
+      for (const PeerSocket& p : sockets.list()) peer_fds[size_t(p.peer_rank)] = p.fd;
+      auto plane = ShmPlane::connect(opts.rank, opts.size, scoped, std::move(peer_fds), rendezvous_ms);
+      if (!plane) return plane.error().with_context(what);
+      shm = std::move(*plane);
+    }
   }
   double connect_ms = double(mono_ns() - t0) / 1e6;
   return std::unique_ptr<GlooCollectives>(
-      new GlooCollectives(opts, std::move(ctx), std::move(sockets), connect_ms, ticker));
+      new GlooCollectives(opts, std::move(ctx), std::move(sockets), connect_ms, ticker, std::move(shm)));
 }
 
 GlooCollectives::GlooCollectives(const GlooOptions& opts, std::shared_ptr<gloo::rendezvous::Context> ctx,
-                                 PeerSockets sockets, double connect_ms, LoopTicker* ticker)
+                                 PeerSockets sockets, double connect_ms, LoopTicker* ticker,
+                                 std::unique_ptr<ShmPlane> shm)
     : rank_(opts.rank),
       size_(opts.size),
       prefix_(opts.prefix),
@@ -185,6 +195,7 @@ GlooCollectives::GlooCollectives(const GlooOptions& opts, std::shared_ptr<gloo::
       ctx_(std::move(ctx)),
       sockets_(std::move(sockets)),
       ticker_(ticker),
+      shm_(std::move(shm)),
       op_timeout_ms_(opts.op_timeout_ms) {}
 
 GlooCollectives::~GlooCollectives() {
@@ -193,6 +204,7 @@ GlooCollectives::~GlooCollectives() {
     pump_stop_ = true;
   }
   if (pump_.joinable()) pump_.join();
+  shm_.reset();  // its endpoints first: nothing of it may outlive the epoch
   {
     LoopTicker::Ticking hurry(ticker_);  // each open pair's close waits for a loop tick
     ctx_.reset();  // Gloo closes its fds
@@ -209,6 +221,7 @@ void GlooCollectives::spend(const std::string& reason) {
   }
   spent_.store(true);
   sockets_.shutdown_all();
+  if (shm_) shm_->interrupt();
 }
 
 void GlooCollectives::abort(const std::string& why) {
@@ -224,6 +237,7 @@ void GlooCollectives::abort(const std::string& why) {
     if (start_pump) pump_ = std::thread([this] { pump(); });
   }
   sockets_.shutdown_all();  // Gloo's I/O thread sees EOF on every pair; the peers see FIN
+  if (shm_) shm_->interrupt();  // a shared-memory wait wakes and fails
 }
 
 // Wakes the waits of the call in flight until it returns (Gloo misses buffers mid-transfer).
@@ -408,6 +422,13 @@ Status GlooCollectives::alltoallv(const float* send, const std::vector<int64_t>&
 
 Status GlooCollectives::barrier() {
   if (size_ == 1) return guarded("barrier", [] {});
+  if (shm_) {
+    return guarded("barrier", [&] {
+      char mine = 0;
+      std::vector<char> all(static_cast<size_t>(size_));
+      direct_allgather(&mine, 1, all.data());
+    });
+  }
   return guarded("barrier", [&] {
     gloo::BarrierOptions o(ctx_);
     o.setTag(next_tag());
@@ -480,6 +501,8 @@ void GlooCollectives::exchange_body(const std::vector<SendSpec>& sends, const st
 Status GlooCollectives::exchange(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs) {
   const auto [what, problem] = check_exchange(rank_, size_, sends, recvs);
   if (!problem.empty()) return guarded(what, [&] { throw std::invalid_argument(problem); });
+  if (shm_)  // the same protocol (a header ahead of each payload) over shared memory
+    return guarded(what, [&] { shm_->exchange(sends, recvs, op_timeout()); });
   return guarded(what, [&] { exchange_body(sends, recvs); });
 }
 

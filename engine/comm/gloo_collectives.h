@@ -46,6 +46,7 @@ namespace sal::comm {
 constexpr int kDirectMaxRanks = 64;
 
 class LoopTicker;  // loop_ticker.h
+class ShmPlane;    // shm_plane.h
 
 class GlooCollectives final : public Collectives {
  public:
@@ -69,14 +70,16 @@ class GlooCollectives final : public Collectives {
   void set_op_timeout(std::chrono::milliseconds t) override;
   std::chrono::milliseconds op_timeout() const override { return std::chrono::milliseconds(op_timeout_ms_.load()); }
 
-  // Diagnostics: how long connect took, and the sockets abort() will shut down (one per peer).
+  // Diagnostics: how long connect took, the sockets abort() will shut down (one per peer), and
+  // whether the data moves over shared memory.
   double connect_ms() const { return connect_ms_; }
+  bool shared_memory() const { return shm_ != nullptr; }
   const PeerSockets& sockets() const { return sockets_; }
   const std::string& prefix() const { return prefix_; }
 
  private:
   GlooCollectives(const GlooOptions& opts, std::shared_ptr<gloo::rendezvous::Context> ctx, PeerSockets sockets,
-                  double connect_ms, LoopTicker* ticker);
+                  double connect_ms, LoopTicker* ticker, std::unique_ptr<ShmPlane> shm);
 
   // Runs one Gloo call: fails fast when spent, turns exceptions into an Error naming `what`, and
   // spends the epoch (shutting the sockets, so peers fail fast too) on any failure.
@@ -109,11 +112,11 @@ class GlooCollectives final : public Collectives {
     int peer = 0;
     size_t offset = 0, bytes = 0;  // within the round's buffer
   };
-  // Posts every receive into `into`, then every send from `from`, on one slot, and waits for all
-  // of them; a wait that abort() interrupts throws. Empty messages are skipped (both sides know
-  // the sizes). Runs inside guarded(), with the buffers registered by the caller's Tracker.
-  void round(gloo::transport::UnboundBuffer* from, const std::vector<Message>& sends,
-             gloo::transport::UnboundBuffer* into, const std::vector<Message>& recvs, uint32_t tag);
+  // Posts every receive into `into`, then every send from `from` (offsets into them), tagged with
+  // the operation's tag, and waits for all of them; a wait that abort() interrupts throws. Empty
+  // messages are skipped (both sides know the sizes). Runs inside guarded().
+  void round(const void* from, const std::vector<Message>& sends, void* into, const std::vector<Message>& recvs,
+             uint32_t tag);
   void direct_allgather(const void* in, size_t bytes, void* out);
   template <class T>
   void direct_allreduce(T* data, size_t n);
@@ -128,6 +131,7 @@ class GlooCollectives final : public Collectives {
   std::shared_ptr<gloo::rendezvous::Context> ctx_;
   PeerSockets sockets_;
   LoopTicker* ticker_;  // the device's (loop_ticker.h), for the teardown; may be null
+  std::unique_ptr<ShmPlane> shm_;  // the same-host data path (shm_plane.h); null: Gloo's pairs
   std::atomic<int64_t> op_timeout_ms_;
   uint32_t tag_ = 1;
 

@@ -8,6 +8,10 @@
 // sharing cores each hand-off waits for a thread to be scheduled, so the chain, not the bytes, set
 // the time of a step. Here every message of a round travels at once: the rounds are the chain.
 //
+// Transport: over UCX shared memory when every rank is on this host (shm_plane.h), else over
+// Gloo's unbound buffers (registered for abort()'s helper thread). Either way every message of a
+// round is posted before any is awaited.
+//
 // Allreduce: the data is cut into size() chunks (chunk c = [n c / size, n (c + 1) / size)). Round
 // one sends chunk c to rank c; rank c sums the size() parts of its chunk in rank order (rank 0's
 // part, plus rank 1's, ...); round two sends each rank's sum to every other rank. Every element is
@@ -19,6 +23,7 @@
 #include <stdexcept>
 
 #include "comm/gloo_collectives.h"
+#include "comm/shm_plane.h"
 
 namespace sal::comm {
 
@@ -36,34 +41,49 @@ size_t chunk_lo(size_t n, size_t parts, size_t c) { return n * c / parts; }
 
 }  // namespace
 
-void GlooCollectives::round(gloo::transport::UnboundBuffer* from, const std::vector<Message>& sends,
-                            gloo::transport::UnboundBuffer* into, const std::vector<Message>& recvs, uint32_t tag) {
+void GlooCollectives::round(const void* from, const std::vector<Message>& sends, void* into,
+                            const std::vector<Message>& recvs, uint32_t tag) {
+  if (shm_) {  // the same host: over shared memory (shm_plane.h)
+    std::vector<SendSpec> out;
+    std::vector<RecvSpec> in;
+    for (const Message& m : sends)
+      if (m.bytes > 0) out.push_back({m.peer, static_cast<const char*>(from) + m.offset, m.bytes, tag});
+    for (const Message& m : recvs)
+      if (m.bytes > 0) in.push_back({m.peer, static_cast<char*>(into) + m.offset, m.bytes, tag});
+    shm_->transfer(ShmPlane::Kind::round, out, in, op_timeout());
+    return;
+  }
+  auto extent = [](const std::vector<Message>& ms) {
+    size_t end = 0;
+    for (const Message& m : ms) end = std::max(end, m.offset + m.bytes);
+    return end;
+  };
+  auto fb = buffer(from, extent(sends));
+  auto ib = buffer(into, extent(recvs));
+  Tracker t(this, {fb.get(), ib.get()});
   const uint64_t slot = kDirectSlotBase | tag;
   const std::chrono::milliseconds timeout = op_timeout();
   size_t posted_recvs = 0, posted_sends = 0;
   for (const Message& m : recvs)
-    if (m.bytes > 0) into->recv(m.peer, slot, m.offset, m.bytes), ++posted_recvs;
+    if (m.bytes > 0) ib->recv(m.peer, slot, m.offset, m.bytes), ++posted_recvs;
   for (const Message& m : sends)
-    if (m.bytes > 0) from->send(m.peer, slot, m.offset, m.bytes), ++posted_sends;
+    if (m.bytes > 0) fb->send(m.peer, slot, m.offset, m.bytes), ++posted_sends;
   for (size_t i = 0; i < posted_recvs; ++i)
-    if (!into->waitRecv(timeout)) throw std::runtime_error("a receive was interrupted");
+    if (!ib->waitRecv(timeout)) throw std::runtime_error("a receive was interrupted");
   for (size_t i = 0; i < posted_sends; ++i)
-    if (!from->waitSend(timeout)) throw std::runtime_error("a send was interrupted");
+    if (!fb->waitSend(timeout)) throw std::runtime_error("a send was interrupted");
 }
 
 void GlooCollectives::direct_allgather(const void* in, size_t bytes, void* out) {
   const size_t me = size_t(rank_);
   std::memmove(static_cast<char*>(out) + me * bytes, in, bytes);
-  auto ib = buffer(in, bytes);
-  auto ob = buffer(out, bytes * size_t(size_));
-  Tracker t(this, {ib.get(), ob.get()});
   std::vector<Message> sends, recvs;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     sends.push_back({p, 0, bytes});
     recvs.push_back({p, size_t(p) * bytes, bytes});
   }
-  round(ib.get(), sends, ob.get(), recvs, next_tag());
+  round(in, sends, out, recvs, next_tag());
 }
 
 template <class T>
@@ -80,9 +100,6 @@ void GlooCollectives::direct_allreduce(T* data, size_t n) {
   const size_t lo = chunk_lo(n, W, me), m = chunk_lo(n, W, me + 1) - lo;
   std::vector<T> parts(m * W);  // [rank][element of my chunk]
   std::copy(data + lo, data + lo + m, parts.begin() + long(me * m));
-  auto db = buffer(data, n * sizeof(T));
-  auto pb = buffer(parts.data(), parts.size() * sizeof(T));
-  Tracker t(this, {db.get(), pb.get()});
   std::vector<Message> out, in;
   for (size_t p = 0; p < W; ++p) {
     if (p == me) continue;
@@ -90,7 +107,7 @@ void GlooCollectives::direct_allreduce(T* data, size_t n) {
     out.push_back({int(p), plo * sizeof(T), pm * sizeof(T)});
     in.push_back({int(p), p * m * sizeof(T), m * sizeof(T)});
   }
-  round(db.get(), out, pb.get(), in, next_tag());  // my chunk's parts arrive; theirs leave
+  round(data, out, parts.data(), in, next_tag());  // my chunk's parts arrive; theirs leave
   std::copy(parts.begin(), parts.begin() + long(m), data + lo);
   for (size_t r = 1; r < W; ++r)
     for (size_t i = 0; i < m; ++i) data[lo + i] += parts[r * m + i];
@@ -102,7 +119,7 @@ void GlooCollectives::direct_allreduce(T* data, size_t n) {
     mine.push_back({int(p), lo * sizeof(T), m * sizeof(T)});
     theirs.push_back({int(p), plo * sizeof(T), pm * sizeof(T)});
   }
-  round(db.get(), mine, db.get(), theirs, next_tag());
+  round(data, mine, data, theirs, next_tag());
 }
 
 template void GlooCollectives::direct_allreduce<float>(float*, size_t);
@@ -120,16 +137,13 @@ void GlooCollectives::direct_alltoallv(const float* send, const std::vector<int6
     throw std::invalid_argument("this rank sends itself " + std::to_string(send_counts[me]) + " floats but expects " +
                                 std::to_string(recv_counts[me]));
   std::memmove(recv + recv_at[me], send + send_at[me], size_t(send_counts[me]) * sizeof(float));
-  auto ib = buffer(send, send_at[W] * sizeof(float));
-  auto ob = buffer(recv, recv_at[W] * sizeof(float));
-  Tracker t(this, {ib.get(), ob.get()});
   std::vector<Message> sends, recvs;
   for (size_t p = 0; p < W; ++p) {
     if (p == me) continue;
     sends.push_back({int(p), send_at[p] * sizeof(float), size_t(send_counts[p]) * sizeof(float)});
     recvs.push_back({int(p), recv_at[p] * sizeof(float), size_t(recv_counts[p]) * sizeof(float)});
   }
-  round(ib.get(), sends, ob.get(), recvs, next_tag());
+  round(send, sends, recv, recvs, next_tag());
 }
 
 }  // namespace sal::comm
