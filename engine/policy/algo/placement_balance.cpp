@@ -7,6 +7,7 @@
 #include <map>
 #include <queue>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 
 namespace sal::algo {
@@ -214,41 +215,42 @@ Result<Layout> make_layout(const LayerPlacement& start, const std::vector<double
 
 // ---------- phase 1: re-deal the replicas the family does not pin ----------
 
-// The open slots by node work, least first, with lazy deletion (an entry whose work or room is
-// out of date is skipped).
+// The open slots by node work, least first, with lazy deletion: an entry is current while its
+// node's version is (every fill bumps it), so no node is ever listed twice.
 class OpenSlots {
  public:
-  OpenSlots(std::vector<double> work, std::vector<int> holes) : work_(std::move(work)), holes_(std::move(holes)) {
+  OpenSlots(std::vector<double> work, std::vector<int> holes)
+      : work_(std::move(work)), holes_(std::move(holes)), version_(work_.size(), 0) {
     for (size_t n = 0; n < work_.size(); ++n)
-      if (holes_[n] > 0) heap_.push({work_[n], int(n)});
+      if (holes_[n] > 0) heap_.push({work_[n], 0, int(n)});
   }
-  // Up to k distinct open nodes for which `ok` holds, least loaded first (the others stay open).
+  // Up to k distinct open nodes for which `ok` holds, least loaded first (all stay open).
   template <class Ok>
   std::vector<int> take(size_t k, const Ok& ok) {
-    std::vector<Entry> skipped;
+    std::vector<Entry> kept;
     std::vector<int> chosen;
     while (!heap_.empty() && chosen.size() < k) {
       const Entry top = heap_.top();
       heap_.pop();
-      if (top.first != work_[size_t(top.second)] || holes_[size_t(top.second)] == 0) continue;  // stale
-      if (ok(top.second))
-        chosen.push_back(top.second);
-      else
-        skipped.push_back(top);
+      const int n = std::get<2>(top);
+      if (std::get<1>(top) != version_[size_t(n)] || holes_[size_t(n)] == 0) continue;  // stale
+      if (ok(n)) chosen.push_back(n);
+      kept.push_back(top);
     }
-    for (const Entry& s : skipped) heap_.push(s);
-    for (int n : chosen) heap_.push({work_[size_t(n)], n});  // still open until filled
+    for (const Entry& e : kept) heap_.push(e);
     return chosen;
   }
   void fill(int n, double w) {
     work_[size_t(n)] += w;
-    if (--holes_[size_t(n)] > 0) heap_.push({work_[size_t(n)], n});
+    ++version_[size_t(n)];
+    if (--holes_[size_t(n)] > 0) heap_.push({work_[size_t(n)], version_[size_t(n)], n});
   }
 
  private:
-  using Entry = std::pair<double, int>;  // (work, node)
+  using Entry = std::tuple<double, uint64_t, int>;  // (work, version, node)
   std::vector<double> work_;
   std::vector<int> holes_;
+  std::vector<uint64_t> version_;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap_;
 };
 
