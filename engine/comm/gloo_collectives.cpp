@@ -154,9 +154,16 @@ Result<std::unique_ptr<GlooCollectives>> GlooCollectives::connect(const GlooOpti
   auto before = socket_inodes();
   int64_t rendezvous_ms = opts.rendezvous_timeout_ms > 0 ? opts.rendezvous_timeout_ms : opts.connect_timeout_ms;
   EpochStore scoped(opts.prefix, store, ms(rendezvous_ms));
+  LoopTicker* ticker = ticker_of(device.get());
+  if (opts.shared_memory && opts.size > 1) {  // every rank on this host: shared memory, no Gloo context
+    auto plane = ShmPlane::connect(opts.rank, opts.size, scoped, rendezvous_ms);
+    if (!plane) return plane.error().with_context(what);
+    if (*plane)
+      return std::unique_ptr<GlooCollectives>(new GlooCollectives(opts, nullptr, PeerSockets{},
+                                                                  double(mono_ns() - t0) / 1e6, ticker, std::move(*plane)));
+  }
   auto ctx = std::make_shared<gloo::rendezvous::Context>(opts.rank, opts.size);
   ctx->setTimeout(ms(opts.connect_timeout_ms));  // before connectFullMesh: it bounds the pair connects
-  LoopTicker* ticker = ticker_of(device.get());
   try {
     LoopTicker::Ticking hurry(ticker);  // each pair's connect waits for a loop tick (loop_ticker.h)
     ctx->connectFullMesh(scoped, device);
@@ -165,23 +172,15 @@ Result<std::unique_ptr<GlooCollectives>> GlooCollectives::connect(const GlooOpti
   }
   ctx->setTimeout(ms(opts.op_timeout_ms));
   PeerSockets sockets;
-  std::unique_ptr<ShmPlane> shm;
   if (opts.size > 1) {
     auto found = confirm_peer_sockets(new_tcp_sockets(before, resolve_host(opts.hostname)), scoped, opts.rank,
                                       opts.size, rendezvous_ms);
     if (!found) return found.error().with_context(what);
     sockets = std::move(*found);
-    if (opts.shared_memory) {
-      std::vector<int> peer_fds(size_t(opts.size), -1);
-      for (const PeerSocket& p : sockets.list()) peer_fds[size_t(p.peer_rank)] = p.fd;
-      auto plane = ShmPlane::connect(opts.rank, opts.size, scoped, std::move(peer_fds), rendezvous_ms);
-      if (!plane) return plane.error().with_context(what);
-      shm = std::move(*plane);
-    }
   }
   double connect_ms = double(mono_ns() - t0) / 1e6;
   return std::unique_ptr<GlooCollectives>(
-      new GlooCollectives(opts, std::move(ctx), std::move(sockets), connect_ms, ticker, std::move(shm)));
+      new GlooCollectives(opts, std::move(ctx), std::move(sockets), connect_ms, ticker, nullptr));
 }
 
 GlooCollectives::GlooCollectives(const GlooOptions& opts, std::shared_ptr<gloo::rendezvous::Context> ctx,
@@ -221,7 +220,7 @@ void GlooCollectives::spend(const std::string& reason) {
   }
   spent_.store(true);
   sockets_.shutdown_all();
-  if (shm_) shm_->interrupt();
+  if (shm_) shm_->give_up();
 }
 
 void GlooCollectives::abort(const std::string& why) {
@@ -237,7 +236,7 @@ void GlooCollectives::abort(const std::string& why) {
     if (start_pump) pump_ = std::thread([this] { pump(); });
   }
   sockets_.shutdown_all();  // Gloo's I/O thread sees EOF on every pair; the peers see FIN
-  if (shm_) shm_->interrupt();  // a shared-memory wait wakes and fails
+  if (shm_) shm_->give_up();  // the peers get this rank's notice (a wait in flight wakes and fails)
 }
 
 // Wakes the waits of the call in flight until it returns (Gloo misses buffers mid-transfer).
@@ -315,7 +314,7 @@ Status GlooCollectives::allreduce_impl(T* data, size_t n, const char* type) {
   const std::string what = "allreduce of " + counts_text(n, type);
   if (n > 0 && !data) return guarded(what, [] { throw std::invalid_argument("null data"); });
   if (n == 0 || size_ == 1) return guarded(what, [] {});
-  if (size_ <= kDirectMaxRanks) return guarded(what, [&] { direct_allreduce(data, n); });
+  if (shm_ || size_ <= kDirectMaxRanks) return guarded(what, [&] { direct_allreduce(data, n); });
   return guarded(what, [&] {
     gloo::AllreduceOptions o(ctx_);
     auto out = buffer(data, n * sizeof(T));
@@ -338,7 +337,7 @@ Status GlooCollectives::allgather(const void* in, size_t bytes, void* out) {
   if (bytes > 0 && (!in || !out)) return guarded(what, [] { throw std::invalid_argument("null buffer"); });
   if (bytes == 0) return guarded(what, [] {});
   if (size_ == 1) return guarded(what, [&] { std::memmove(out, in, bytes); });
-  if (size_ <= kDirectMaxRanks) return guarded(what, [&] { direct_allgather(in, bytes, out); });
+  if (shm_ || size_ <= kDirectMaxRanks) return guarded(what, [&] { direct_allgather(in, bytes, out); });
   return guarded(what, [&] {
     gloo::AllgatherOptions o(ctx_);
     auto ib = buffer(in, bytes);
@@ -404,7 +403,7 @@ Status GlooCollectives::alltoallv(const float* send, const std::vector<int64_t>&
       std::memmove(recv, send, size_t(total_send) * sizeof(float));
     });
   }
-  if (size_ <= kDirectMaxRanks)
+  if (shm_ || size_ <= kDirectMaxRanks)
     return guarded(what, [&] { direct_alltoallv(send, send_counts, recv, recv_counts); });
   return guarded(what, [&] {
     gloo::AlltoallvOptions o(ctx_);

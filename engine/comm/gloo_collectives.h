@@ -1,10 +1,10 @@
-// gloo_collectives.h — Collectives over Gloo's TCP transport: the CPU data plane.
+// gloo_collectives.h — the CPU data plane: Collectives over Gloo's TCP transport, or, when every
+// rank of the epoch is on this host, over UCX shared memory (shm_plane.h; then the object has no
+// Gloo context and no sockets, and every call goes through the plane).
 //
-// One object = one gloo::rendezvous::Context, connected under one epoch prefix. Allreduce is
-// Gloo's RING algorithm (deterministic: each chunk is summed in the fixed ring order and then
-// copied, so every rank gets the same bits, run after run; BCUBE is avoided: it ignores the
-// per-call timeout). Point-to-point messages carry a 16-byte header (tag, size) so a size mismatch
-// is an error on both sides instead of a crash inside Gloo's I/O thread.
+// One object = one epoch, connected under one epoch prefix: a gloo::rendezvous::Context, or a
+// ShmPlane. Point-to-point messages carry a 16-byte header (tag, size) so a size mismatch is an
+// error on both sides instead of a crash inside Gloo's I/O thread (the plane keeps the protocol).
 //
 // Allgather, allreduce and alltoallv are ours, built on Gloo's point-to-point unbound buffers
 // (gloo_direct.cpp): every message of a round is posted at once, so an allgather is one round

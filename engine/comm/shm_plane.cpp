@@ -4,6 +4,7 @@
 #include <gloo/rendezvous/store.h>
 #include <poll.h>
 #include <ucp/api/ucp.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <stdexcept>
 
@@ -67,8 +69,9 @@ const Context& ucx() {
     for (auto [key, value] : kSettings)
       if (!std::getenv(("UCX_" + std::string(key)).c_str())) (void)ucp_config_modify(config, key, value);
     ucp_params_t p{};
-    p.field_mask = UCP_PARAM_FIELD_FEATURES;
+    p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
     p.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    p.mt_workers_shared = 1;  // the next epoch's worker is created on another thread
     ucs_status_t s = ucp_init(&p, config, &out.ctx);
     ucp_config_release(config);
     if (s != UCS_OK) {
@@ -131,7 +134,7 @@ struct ShmPlane::Worker {
     auto w = std::make_unique<Worker>();
     ucp_worker_params_t p{};
     p.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    p.thread_mode = UCS_THREAD_MODE_SINGLE;  // one thread uses it; interrupt() only signals, which any thread may
+    p.thread_mode = UCS_THREAD_MODE_SINGLE;  // one thread at a time (mu_); give_up() from others only signals
     if (ucs_status_t s = ucp_worker_create(c.ctx, &p, &w->worker); s != UCS_OK) {
       w->worker = nullptr;
       return fail("ucp_worker_create: ", status_text(s));
@@ -146,111 +149,156 @@ struct ShmPlane::Worker {
   }
 };
 
-// Flushes every endpoint (until each has completed its wire-up with its peer), progressing the
-// worker; false on an error or after `timeout`.
-bool ShmPlane::flush_all(Worker& w, ms timeout) {
-  std::vector<void*> pending;
-  for (ucp_ep_h ep : w.eps) {
-    if (!ep) continue;
-    ucp_request_param_t p{};
-    void* r = ucp_ep_flush_nbx(ep, &p);
-    if (UCS_PTR_IS_ERR(r)) return false;
-    if (r) pending.push_back(r);
+namespace {
+
+// The worker the next epoch will use, created in the background after a connect (creating one
+// takes 4 ms on an idle core, 20-40 ms while eight workers start theirs on two cores).
+std::mutex g_spare_mu;
+std::future<Result<std::unique_ptr<ShmPlane::Worker>>> g_spare;
+
+int pidfd_of(pid_t pid) { return int(::syscall(SYS_pidfd_open, pid, 0)); }
+
+// Readable once the process has exited.
+bool exited(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL));
+}
+
+}  // namespace
+
+// A rank's record: "SALSHM1", its host identity, its pid, its worker's address (absent where UCX
+// cannot start).
+struct ShmPlane::Record {
+  std::string host;
+  pid_t pid = 0;
+  std::vector<char> address;
+
+  std::vector<char> encode() const {
+    std::string head = std::string(kRecordMagic) + '\0' + host + '\0' + std::to_string(pid) + '\0';
+    std::vector<char> out(head.begin(), head.end());
+    out.insert(out.end(), address.begin(), address.end());
+    return out;
   }
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  bool ok = true;
-  while (!pending.empty()) {
-    if (std::chrono::steady_clock::now() > until) {
-      ok = false;
-      for (void* r : pending) ucp_request_cancel(w.worker, r);
+  // Empty host when it is not a record.
+  static Record decode(const std::vector<char>& bytes) {
+    Record r;
+    std::vector<std::string> fields;
+    size_t at = 0;
+    for (int i = 0; i < 3; ++i) {
+      const auto end = std::find(bytes.begin() + long(at), bytes.end(), '\0');
+      if (end == bytes.end()) return {};
+      fields.emplace_back(bytes.begin() + long(at), end);
+      at = size_t(end - bytes.begin()) + 1;
     }
-    (void)ucp_worker_progress(w.worker);
-    for (size_t i = 0; i < pending.size();) {
-      const ucs_status_t st = ucp_request_check_status(pending[i]);
-      if (st == UCS_INPROGRESS) {
-        ++i;
-        continue;
-      }
-      ok = ok && st == UCS_OK;
-      ucp_request_free(pending[i]);
-      pending.erase(pending.begin() + long(i));
-    }
+    if (fields[0] != kRecordMagic) return {};
+    r.host = fields[1];
+    r.pid = pid_t(std::atoll(fields[2].c_str()));
+    r.address.assign(bytes.begin() + long(at), bytes.end());
+    return r;
   }
-  return ok;
+};
+
+namespace {
+
+// Workers of epochs this process has left, kept until it has connected a newer one: a peer still
+// connecting to the old epoch (slower than us to get there) must find our queue to attach to,
+// and then learns from our notice that we gave up, instead of failing to connect.
+std::mutex g_retired_mu;
+std::vector<std::unique_ptr<ShmPlane::Worker>> g_retired;
+
+}  // namespace
+
+void ShmPlane::retire_old_workers() {
+  std::vector<std::unique_ptr<Worker>> old;
+  {
+    std::lock_guard<std::mutex> lock(g_retired_mu);
+    old.swap(g_retired);
+  }
+}
+
+Result<std::unique_ptr<ShmPlane::Worker>> ShmPlane::take_worker() {
+  std::lock_guard<std::mutex> lock(g_spare_mu);
+  if (g_spare.valid()) return g_spare.get();
+  return Worker::create();
+}
+
+void ShmPlane::prepare_spare() {
+  std::lock_guard<std::mutex> lock(g_spare_mu);
+  if (!g_spare.valid()) g_spare = std::async(std::launch::async, [] { return Worker::create(); });
 }
 
 Result<std::unique_ptr<ShmPlane>> ShmPlane::connect(int rank, int size, gloo::rendezvous::Store& store,
-                                                    std::vector<int> peer_fds, int64_t timeout_ms) {
-  auto worker = Worker::create();  // a failure here only means this rank offers no address
-  const std::string me = host_identity();
-  std::vector<char> record(kRecordMagic, kRecordMagic + std::strlen(kRecordMagic));
-  record.push_back('\0');
-  record.insert(record.end(), me.begin(), me.end());
-  record.push_back('\0');
+                                                    int64_t timeout_ms) {
+  auto worker = take_worker();  // a failure here only means this rank offers no address
+  Record mine{host_identity(), ::getpid(), {}};
   if (worker) {
     const char* a = reinterpret_cast<const char*>((*worker)->address);
-    record.insert(record.end(), a, a + (*worker)->address_len);
+    mine.address.assign(a, a + (*worker)->address_len);
   }
-  std::vector<std::string> keys;
-  for (int r = 0; r < size; ++r) keys.push_back("sal-shm/" + std::to_string(r));
-  std::vector<std::vector<char>> peers(static_cast<size_t>(size));
+  // 1. every rank's record; the plane only if every one is on this host with an address
+  std::vector<Record> all(static_cast<size_t>(size));
+  bool local = worker.ok();
   try {
-    store.set(keys[size_t(rank)], record);
+    std::vector<std::string> keys;
+    for (int r = 0; r < size; ++r) keys.push_back("sal-shm/" + std::to_string(r));
+    store.set(keys[size_t(rank)], mine.encode());
     store.wait(keys, ms(timeout_ms));
-    for (int r = 0; r < size; ++r) peers[size_t(r)] = r == rank ? record : store.get(keys[size_t(r)]);
+    for (int r = 0; r < size; ++r) {
+      all[size_t(r)] = r == rank ? mine : Record::decode(store.get(keys[size_t(r)]));
+      local = local && all[size_t(r)].host == mine.host && !all[size_t(r)].address.empty();
+    }
   } catch (const std::exception& e) {
     return fail("shared-memory rendezvous: ", e.what());
   }
-  // every rank decides alike: the plane only if every record names this host and has an address
-  bool usable = worker.ok();
-  std::vector<std::vector<char>> addresses(static_cast<size_t>(size));
-  for (int r = 0; r < size && usable; ++r) {
-    const auto& rec = peers[size_t(r)];
-    const size_t magic = std::strlen(kRecordMagic) + 1;
-    const auto sep = std::find(rec.begin() + long(std::min(magic, rec.size())), rec.end(), '\0');
-    usable = rec.size() > magic && std::string(rec.begin(), rec.begin() + long(magic - 1)) == kRecordMagic &&
-             sep != rec.end() && std::string(rec.begin() + long(magic), sep) == me && sep + 1 != rec.end();
-    if (usable) addresses[size_t(r)].assign(sep + 1, rec.end());
-  }
-  if (!usable) return std::unique_ptr<ShmPlane>();
+  if (!local) return std::unique_ptr<ShmPlane>();
+  // 2. endpoints, and a pidfd of each peer's process
   auto& w = **worker;
   w.eps.assign(size_t(size), nullptr);
-  bool connected = true;
-  for (int r = 0; r < size && connected; ++r) {
+  std::vector<int> pidfds(size_t(size), -1);
+  std::string problem;
+  for (int r = 0; r < size && problem.empty(); ++r) {
     if (r == rank) continue;
     ucp_ep_params_t p{};
     p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-    p.address = reinterpret_cast<const ucp_address_t*>(addresses[size_t(r)].data());
-    connected = ucp_ep_create(w.worker, &p, &w.eps[size_t(r)]) == UCS_OK;
-    if (!connected) w.eps[size_t(r)] = nullptr;
+    p.address = reinterpret_cast<const ucp_address_t*>(all[size_t(r)].address.data());
+    if (ucs_status_t s = ucp_ep_create(w.worker, &p, &w.eps[size_t(r)]); s != UCS_OK) {
+      w.eps[size_t(r)] = nullptr;
+      problem = "shared memory to rank " + std::to_string(r) + ": " + status_text(s);
+    }
+    pidfds[size_t(r)] = pidfd_of(all[size_t(r)].pid);
+    if (problem.empty() && pidfds[size_t(r)] < 0)
+      problem = "pidfd_open of rank " + std::to_string(r) + " (pid " + std::to_string(all[size_t(r)].pid) +
+                "): " + std::strerror(errno);
   }
-  // complete every endpoint's wire-up now (each rank progresses its worker while it flushes, so the
-  // peers' handshakes are answered): a message sent on an endpoint still wiring up waits in the
-  // sender's queue for its progress, and a rank that gives up on the epoch progresses no more
-  if (connected) connected = flush_all(w, ms(timeout_ms));
-  // every rank says whether it has its endpoints; all use the plane, or none (then Gloo)
-  std::vector<std::string> ready;
-  for (int r = 0; r < size; ++r) ready.push_back("sal-shm-ready/" + std::to_string(r));
-  bool all = connected;
+  std::unique_ptr<ShmPlane> plane(new ShmPlane(rank, std::move(*worker), std::move(pidfds)));
+  if (!problem.empty()) {  // a peer is gone already: the epoch is over; tell the others
+    plane->give_up();
+    return fail(problem);
+  }
+  // 3. wire-up done before the plane is used
   try {
-    store.set(ready[size_t(rank)], std::vector<char>{connected ? '1' : '0'});
-    store.wait(ready, ms(timeout_ms));
-    for (int r = 0; r < size && all; ++r) all = r == rank || store.get(ready[size_t(r)]) == std::vector<char>{'1'};
+    plane->flush(ms(timeout_ms));
   } catch (const std::exception& e) {
-    return fail("shared-memory rendezvous: ", e.what());
+    return fail("shared memory: ", e.what());
   }
-  if (!all) return std::unique_ptr<ShmPlane>();
-  return std::unique_ptr<ShmPlane>(new ShmPlane(rank, std::move(*worker), std::move(peer_fds)));
+  plane->listen_for_notices();
+  retire_old_workers();
+  prepare_spare();
+  return plane;
 }
 
-ShmPlane::ShmPlane(int rank, std::unique_ptr<Worker> w, std::vector<int> peer_fds)
-    : rank_(rank), w_(std::move(w)), peer_fds_(std::move(peer_fds)) {}
+ShmPlane::ShmPlane(int rank, std::unique_ptr<Worker> w, std::vector<int> pidfds)
+    : rank_(rank), w_(std::move(w)), pidfds_(std::move(pidfds)), gave_up_(pidfds_.size(), 0) {}
 
-ShmPlane::~ShmPlane() = default;
-
-void ShmPlane::interrupt() {
-  interrupted_ = true;
-  (void)ucp_worker_signal(w_->worker);
+ShmPlane::~ShmPlane() {
+  if (notice_request_) {
+    ucp_request_cancel(w_->worker, notice_request_);
+    ucp_request_free(notice_request_);
+  }
+  for (int fd : pidfds_)
+    if (fd >= 0) ::close(fd);
+  std::lock_guard<std::mutex> lock(g_retired_mu);
+  g_retired.push_back(std::move(w_));  // until this process connects a newer epoch
 }
 
 namespace {
@@ -260,6 +308,13 @@ void on_received(void*, ucs_status_t, const ucp_tag_recv_info_t* info, void* use
   *static_cast<size_t*>(user_data) = info->length;
 }
 
+// The sender's tag of a notice.
+void on_notice(void*, ucs_status_t, const ucp_tag_recv_info_t* info, void* user_data) {
+  *static_cast<uint64_t*>(user_data) = info->sender_tag;
+}
+
+int sender_of(uint64_t tag) { return int((tag >> 40) & 0xFFFF); }
+
 // A point-to-point message's header, sent ahead of its payload.
 struct P2PHeader {
   uint32_t magic = 0x53414C50;  // "SALP"
@@ -268,6 +323,78 @@ struct P2PHeader {
 };
 
 }  // namespace
+
+// Completes every endpoint's wire-up now (each rank progresses its worker while it flushes, so the
+// peers' handshakes are answered): a message sent on an endpoint still wiring up waits in the
+// sender's queue for the sender's progress, and a rank that gives up on the epoch progresses no
+// more.
+void ShmPlane::flush(ms timeout) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Batch b;
+  for (size_t r = 0; r < w_->eps.size(); ++r) {
+    if (!w_->eps[r]) continue;
+    ucp_request_param_t p{};
+    void* req = ucp_ep_flush_nbx(w_->eps[r], &p);
+    if (UCS_PTR_IS_ERR(req)) abandon(b, "flushing the endpoint to rank " + std::to_string(r) + ": " + status_text(UCS_PTR_STATUS(req)));
+    if (req) b.push_back({req, nullptr, nullptr, int(r)});
+  }
+  wait(b, timeout);
+}
+
+// The standing receive of the peers' notices (any sender); reposted after each.
+void ShmPlane::listen_for_notices() {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  p.cb.recv = on_notice;
+  p.user_data = &notice_from_;
+  void* req = ucp_tag_recv_nbx(w_->worker, &notice_buf_, 1, make_tag(Kind::notice, 0, 0), uint64_t(0xFF) << 56, &p);
+  notice_request_ = UCS_PTR_IS_ERR(req) ? nullptr : req;
+}
+
+bool ShmPlane::ended(int peer) {
+  if (peer < 0 || size_t(peer) >= pidfds_.size()) return false;
+  while (notice_request_ && ucp_request_check_status(notice_request_) != UCS_INPROGRESS) {
+    const int from = sender_of(notice_from_);
+    if (from >= 0 && size_t(from) < gave_up_.size()) gave_up_[size_t(from)] = 1;
+    ucp_request_free(notice_request_);
+    listen_for_notices();
+  }
+  return gave_up_[size_t(peer)] || (pidfds_[size_t(peer)] >= 0 && exited(pidfds_[size_t(peer)]));
+}
+
+std::string ShmPlane::ended_text(int peer) const {
+  return gave_up_[size_t(peer)] ? "rank " + std::to_string(peer) + " gave up on the epoch"
+                                : "rank " + std::to_string(peer) + " died";
+}
+
+void ShmPlane::check_peers(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs) {
+  (void)ucp_worker_progress(w_->worker);  // a notice already in the queue
+  for (const SendSpec& s : sends)
+    if (ended(s.peer)) throw std::runtime_error(ended_text(s.peer));
+  for (const RecvSpec& r : recvs)
+    if (ended(r.peer)) throw std::runtime_error(ended_text(r.peer));
+}
+
+// One byte to every peer: this rank is out of the epoch. Eager messages land in the peers' queues
+// at once; requests that do not complete are released (a dead peer never takes its message).
+void ShmPlane::send_notices() {
+  if (noticed_) return;
+  noticed_ = true;
+  static const char one = 1;
+  for (size_t r = 0; r < w_->eps.size(); ++r) {
+    if (!w_->eps[r] || ended(int(r))) continue;
+    ucp_request_param_t p{};
+    void* req = ucp_tag_send_nbx(w_->eps[r], &one, 1, make_tag(Kind::notice, rank_, 0), &p);
+    if (req && !UCS_PTR_IS_ERR(req)) ucp_request_free(req);
+  }
+}
+
+void ShmPlane::give_up() {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (lock.owns_lock()) return send_notices();
+  interrupted_ = true;  // the call in flight wakes, sends them and fails
+  (void)ucp_worker_signal(w_->worker);
+}
 
 // Posts a receive (always completing through the callback: UCX 1.13 reports length 0 for one that
 // completes at once). `length` must stay valid until it completes.
@@ -294,64 +421,64 @@ void ShmPlane::post_send(Batch& b, Kind kind, const SendSpec& s, bool sync) {
 
 void ShmPlane::transfer(Kind kind, const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs,
                         ms timeout) {
-  check_peers(sends, recvs);
+  std::lock_guard<std::mutex> lock(mu_);
   Batch b;
-  std::vector<size_t> received(recvs.size(), 0);
-  for (size_t i = 0; i < recvs.size(); ++i) post_recv(b, kind, recvs[i], &received[i]);
-  for (const SendSpec& s : sends) post_send(b, kind, s, false);
-  wait(b, timeout);
+  try {
+    if (interrupted_) throw std::runtime_error("interrupted");
+    check_peers(sends, recvs);
+    std::vector<size_t> received(recvs.size(), 0);
+    for (size_t i = 0; i < recvs.size(); ++i) post_recv(b, kind, recvs[i], &received[i]);
+    for (const SendSpec& s : sends) post_send(b, kind, s, false);
+    wait(b, timeout);
+  } catch (...) {
+    send_notices();
+    throw;
+  }
 }
 
 // Headers first: each receive's payload is posted only once its header agrees, and payloads are
 // sent synchronously — so on a mismatch the receiver names it and never takes the payload, and the
-// sender's send fails once the receiver has failed and closed its sockets (as on Gloo).
+// sender's send fails once the receiver has given up (as on Gloo).
 void ShmPlane::exchange(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs, ms timeout) {
-  check_peers(sends, recvs);
-  std::vector<P2PHeader> in(recvs.size()), out(sends.size());
-  std::vector<RecvSpec> in_specs;
-  std::vector<SendSpec> out_specs;
-  for (size_t i = 0; i < recvs.size(); ++i) in_specs.push_back({recvs[i].peer, &in[i], sizeof(P2PHeader), recvs[i].tag});
-  for (size_t i = 0; i < sends.size(); ++i) {
-    out[i].tag = sends[i].tag;
-    out[i].bytes = sends[i].bytes;
-    out_specs.push_back({sends[i].peer, &out[i], sizeof(P2PHeader), sends[i].tag});
-  }
+  std::lock_guard<std::mutex> lock(mu_);
   Batch headers, rest;
-  std::vector<size_t> header_len(recvs.size(), 0), received(recvs.size(), 0);
-  for (size_t i = 0; i < recvs.size(); ++i) post_recv(headers, Kind::p2p_header, in_specs[i], &header_len[i]);
-  for (size_t i = 0; i < sends.size(); ++i) {
-    post_send(rest, Kind::p2p_header, out_specs[i], false);
-    post_send(rest, Kind::p2p, sends[i], true);
-  }
   try {
-    wait(headers, timeout);
+    if (interrupted_) throw std::runtime_error("interrupted");
+    check_peers(sends, recvs);
+    std::vector<P2PHeader> in(recvs.size()), out(sends.size());
+    std::vector<RecvSpec> in_specs;
+    std::vector<SendSpec> out_specs;
+    for (size_t i = 0; i < recvs.size(); ++i) in_specs.push_back({recvs[i].peer, &in[i], sizeof(P2PHeader), recvs[i].tag});
+    for (size_t i = 0; i < sends.size(); ++i) {
+      out[i].tag = sends[i].tag;
+      out[i].bytes = sends[i].bytes;
+      out_specs.push_back({sends[i].peer, &out[i], sizeof(P2PHeader), sends[i].tag});
+    }
+    std::vector<size_t> header_len(recvs.size(), 0), received(recvs.size(), 0);
+    for (size_t i = 0; i < recvs.size(); ++i) post_recv(headers, Kind::p2p_header, in_specs[i], &header_len[i]);
+    for (size_t i = 0; i < sends.size(); ++i) {
+      post_send(rest, Kind::p2p_header, out_specs[i], false);
+      post_send(rest, Kind::p2p, sends[i], true);
+    }
+    try {
+      wait(headers, timeout);
+    } catch (...) {
+      cancel(rest);
+      throw;
+    }
+    for (size_t i = 0; i < recvs.size(); ++i) {
+      const P2PHeader& h = in[i];
+      if (h.magic != P2PHeader{}.magic || h.tag != recvs[i].tag || h.bytes != recvs[i].bytes)
+        abandon(rest, "rank " + std::to_string(recvs[i].peer) + " sent " + std::to_string(h.bytes) + " bytes with tag " +
+                          std::to_string(h.tag) + ", expected " + std::to_string(recvs[i].bytes) + " bytes with tag " +
+                          std::to_string(recvs[i].tag));
+      post_recv(rest, Kind::p2p, recvs[i], &received[i]);
+    }
+    wait(rest, timeout);
   } catch (...) {
-    cancel(rest);
+    send_notices();
     throw;
   }
-  for (size_t i = 0; i < recvs.size(); ++i) {
-    const P2PHeader& h = in[i];
-    if (h.magic != P2PHeader{}.magic || h.tag != recvs[i].tag || h.bytes != recvs[i].bytes)
-      abandon(rest, "rank " + std::to_string(recvs[i].peer) + " sent " + std::to_string(h.bytes) + " bytes with tag " +
-                     std::to_string(h.tag) + ", expected " + std::to_string(recvs[i].bytes) + " bytes with tag " +
-                     std::to_string(recvs[i].tag));
-    post_recv(rest, Kind::p2p, recvs[i], &received[i]);
-  }
-  wait(rest, timeout);
-}
-
-bool ShmPlane::closed(int peer) const {
-  if (peer < 0 || size_t(peer) >= peer_fds_.size() || peer_fds_[size_t(peer)] < 0) return false;
-  pollfd p{peer_fds_[size_t(peer)], POLLRDHUP, 0};
-  return ::poll(&p, 1, 0) > 0 && (p.revents & kClosed);
-}
-
-// A peer of this call whose socket is shut or closed died, failed or gave up: fail at once.
-void ShmPlane::check_peers(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs) const {
-  for (const SendSpec& s : sends)
-    if (closed(s.peer)) throw std::runtime_error(closed_text(s.peer));
-  for (const RecvSpec& r : recvs)
-    if (closed(r.peer)) throw std::runtime_error(closed_text(r.peer));
 }
 
 void ShmPlane::abandon(Batch& b, const std::string& why) {
@@ -359,12 +486,13 @@ void ShmPlane::abandon(Batch& b, const std::string& why) {
   throw std::runtime_error(why);
 }
 
-// Reaps completed requests, progresses the worker, and sleeps on its event fd, interrupt()'s wake-up
-// and the peers' sockets until every request of the batch is done.
+// Reaps completed requests, progresses the worker, and sleeps on its event fd (which give_up()'s
+// signal also wakes) and the pidfds of the peers the batch still waits on, until every request is
+// done.
 void ShmPlane::wait(Batch& b, ms timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<pollfd> fds;
-  std::vector<int> rank_of, seen_closed;
+  std::vector<int> rank_of, seen_ended;
   for (;;) {
     for (size_t i = 0; i < b.size();) {
       const ucs_status_t st = ucp_request_check_status(b[i].request);
@@ -387,29 +515,31 @@ void ShmPlane::wait(Batch& b, ms timeout) {
     if (b.empty()) return;
     if (interrupted_) abandon(b, "interrupted");
     if (ucp_worker_progress(w_->worker)) continue;
+    // A peer that ended fails the batch only if the worker, progressed to the end since that was
+    // first seen, still waits on it: what it sent before it ended is already in the queue.
+    for (const Pending& p : b)
+      if (ended(p.peer)) {
+        if (std::find(seen_ended.begin(), seen_ended.end(), p.peer) != seen_ended.end()) abandon(b, ended_text(p.peer));
+        seen_ended.push_back(p.peer);
+      }
+    if (!seen_ended.empty()) {
+      (void)ucp_worker_progress(w_->worker);
+      continue;
+    }
     const ucs_status_t armed = ucp_worker_arm(w_->worker);
     if (armed == UCS_ERR_BUSY) continue;
     if (armed != UCS_OK) abandon(b, "ucp_worker_arm: " + status_text(armed));
     const auto left = std::chrono::duration_cast<ms>(deadline - std::chrono::steady_clock::now()).count() + 1;
     if (left <= 0) abandon(b, "Timed out waiting " + std::to_string(timeout.count()) + " ms for the peers");
-    // sleep on the worker's event fd and the sockets of the peers this batch still waits on (a
-    // peer whose part is done may close without failing this call, as a Gloo pair would)
+    // sleep on the worker's event fd (notices arrive through it too) and the pidfds of the peers
+    // this batch still waits on
     fds.assign(1, {w_->efd, POLLIN, 0});
     rank_of.assign(1, -1);
     for (const Pending& p : b)
-      if (p.peer >= 0 && size_t(p.peer) < peer_fds_.size() && peer_fds_[size_t(p.peer)] >= 0 &&
-          std::find(rank_of.begin(), rank_of.end(), p.peer) == rank_of.end())
-        fds.push_back({peer_fds_[size_t(p.peer)], POLLRDHUP, 0}), rank_of.push_back(p.peer);
+      if (p.peer >= 0 && pidfds_[size_t(p.peer)] >= 0 && std::find(rank_of.begin(), rank_of.end(), p.peer) == rank_of.end())
+        fds.push_back({pidfds_[size_t(p.peer)], POLLIN, 0}), rank_of.push_back(p.peer);
     const int n = ::poll(fds.data(), nfds_t(fds.size()), int(std::min<int64_t>(left, INT_MAX)));
     if (n < 0 && errno != EINTR) abandon(b, std::string("poll: ") + std::strerror(errno));
-    // A closed socket fails the batch only if the worker, progressed to the end since it was first
-    // seen, still has no data from that peer: what a peer sent before it closed is already here.
-    for (size_t i = 1; n > 0 && i < fds.size(); ++i)
-      if (fds[i].revents & kClosed) {
-        if (std::find(seen_closed.begin(), seen_closed.end(), rank_of[i]) != seen_closed.end())
-          abandon(b, closed_text(rank_of[i]));
-        seen_closed.push_back(rank_of[i]);
-      }
   }
 }
 

@@ -112,7 +112,10 @@ int64_t last_seq(TestMesh& m) {
 void run_mesh(int nodes, double cpu_share, std::vector<Trial>& trials) {
   TestMesh m(options(nodes, cpu_share));
   m.start();
-  if (!eventually([&] { return step_of(m) > 10; }, 60000)) throw std::runtime_error("training did not start");
+  // training runs with every node in the plan (the first plan may start before the last workers are ready)
+  auto all_in = [&] { return m.eval_json("return #job.training().ranks").get<int>() == nodes; };
+  if (!eventually([&] { return step_of(m) > 10 && all_in(); }, 60000))
+    throw std::runtime_error("training did not start on every node");
   for (int k = 0; k < nodes / 2; ++k) {
     int64_t from = step_of(m);
     eventually([&] { return step_of(m) >= from + 5; }, 20000);
