@@ -160,12 +160,21 @@ int main(int argc, char** argv) {
     if (!probe) cpu_share = 0;
   }
   std::vector<Trial> trials;
+  auto prune = [&] {  // the groups of the agents each mesh killed (the next agent would remove them too)
+    if (cpu_share <= 0) return;
+    if (auto shares = sal::mesh::CpuShares::open(cpu_share)) {
+      shares->prune_dead();
+      shares->remove_if_empty();
+    }
+  };
   try {
     for (int i = 0; i < meshes; ++i) run_mesh(nodes, cpu_share, trials);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_recovery: %s\n", e.what());
+    prune();
     return 1;
   }
+  prune();
   std::printf("recovery from a SIGKILLed node: %d meshes of %d CPU workers, one node killed at a time down to %d,"
               " %zu trials; %s\n\n", meshes, nodes, nodes - nodes / 2, trials.size(), confined.c_str());
   std::printf("| part | p50 (ms) | p99 (ms) | max (ms) |\n| --- | ---: | ---: | ---: |\n");
