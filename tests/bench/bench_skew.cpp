@@ -24,8 +24,11 @@
 // busy one, and balance hardly matters).
 //
 // Throughput is tokens over wall time from step 20 to the end (plan switches count), from each
-// run's metrics.csv; "imbalance" is the busiest worker's expert tokens over the mean (1 = even);
-// P(1), P(2): the probability that the last plan survives 1 and 2 random node failures (every layer).
+// run's metrics.csv; "imbalance (steps)" is the busiest worker's expert tokens over the mean (1 =
+// even), step by step, averaged (it includes each step's sampling noise: 2048 tokens a step put a
+// few per cent on some worker whatever the plan); "balance (plan)" is the last plan's on the loads
+// it was planned for (the window's mean); P(1), P(2): the probability that the last plan survives
+// 1 and 2 random node failures (every layer).
 //
 // usage: bench_skew [--rounds 3] [--steps 60] [--nodes 16] [--slots 2] [--experts 8] [--top-k 1]
 //                   [--skew 9] [--hot 1] [--min-replicas 2] [--d-model 256] [--batch 32]
@@ -41,6 +44,7 @@
 #include <vector>
 
 #include "mesh/cpu_share.h"
+#include "policy/algo/placement_balance.h"
 #include "policy/algo/recovery.h"
 #include "report/run_files.h"
 #include "support/mesh_harness.h"
@@ -57,7 +61,7 @@ struct Setup {
 };
 
 struct Row {
-  double tokens_per_s = 0, imbalance = 0, step_ms = 0, loss = 0, p1 = 0, p2 = 0;
+  double tokens_per_s = 0, imbalance = 0, step_ms = 0, loss = 0, p1 = 0, p2 = 0, plan_balance = 0;
 };
 
 std::string job_text(const Setup& s, const std::string& alloc, const std::string& place) {
@@ -102,8 +106,9 @@ Row measure(const std::string& run_dir, int from_step) {
   return out;
 }
 
-// P(k) of the last plan put in force (plans.jsonl), every layer surviving the same k failures.
-void recovery_of_last_plan(const std::string& run_dir, Row& row) {
+// Of the last plan put in force (plans.jsonl): P(k), every layer surviving the same k failures,
+// and its balance on the loads it was planned for (the window's mean: no step's sampling noise).
+void last_plan(const std::string& run_dir, Row& row) {
   auto plans = report::read_plans(run_dir + "/plans.jsonl");
   if (!plans || plans->empty()) return;
   const auto& last = plans->back();
@@ -121,6 +126,10 @@ void recovery_of_last_plan(const std::string& run_dir, Row& row) {
   for (auto& l : layers) l.experts = experts;
   if (auto p = algo::joint_recovery_probability(layers, 1)) row.p1 = p->p;
   if (auto p = algo::joint_recovery_probability(layers, 2)) row.p2 = p->p;
+  double sum = 0;
+  for (size_t l = 0; l < layers.size() && l < last.loads.size(); ++l)
+    if (auto b = algo::placement_imbalance(layers[l], last.loads[l])) sum += *b;
+  row.plan_balance = layers.empty() ? 0 : sum / double(layers.size());
 }
 
 Row run_once(const Setup& s, const std::string& alloc, const std::string& place, int round) {
@@ -136,7 +145,7 @@ Row run_once(const Setup& s, const std::string& alloc, const std::string& place,
     return {};
   }
   Row r = measure(dir + "/out", 20);
-  recovery_of_last_plan(dir + "/out", r);
+  last_plan(dir + "/out", r);
   return r;
 }
 
@@ -215,11 +224,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "round %d %s+%s: %.0f tokens/s, imbalance %.3f\n", r, pairs[i].first.c_str(),
                    pairs[i].second.c_str(), rows[i].back().tokens_per_s, rows[i].back().imbalance);
     }
-  std::printf("| policies | tokens/s (median) | range | step ms | imbalance | P(1) | P(2) | loss |\n"
-              "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+  std::printf("| policies | tokens/s (median) | range | step ms | imbalance (steps) | balance (plan) | P(1) | P(2) | loss |\n"
+              "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   std::vector<double> med;
   for (size_t i = 0; i < pairs.size(); ++i) {
-    std::vector<double> tps, ms, imb, loss, p1, p2;
+    std::vector<double> tps, ms, imb, loss, p1, p2, plan;
     for (const auto& x : rows[i]) {
       tps.push_back(x.tokens_per_s);
       ms.push_back(x.step_ms);
@@ -227,11 +236,13 @@ int main(int argc, char** argv) {
       loss.push_back(x.loss);
       p1.push_back(x.p1);
       p2.push_back(x.p2);
+      plan.push_back(x.plan_balance);
     }
     med.push_back(median(tps));
-    std::printf("| %s + %s | %.0f | %.0f-%.0f | %.1f | %.3f | %.4f | %.4f | %.3f |\n", pairs[i].first.c_str(),
+    std::printf("| %s + %s | %.0f | %.0f-%.0f | %.1f | %.3f | %.3f | %.4f | %.4f | %.3f |\n", pairs[i].first.c_str(),
                 pairs[i].second.c_str(), med.back(), *std::min_element(tps.begin(), tps.end()),
-                *std::max_element(tps.begin(), tps.end()), median(ms), median(imb), median(p1), median(p2), median(loss));
+                *std::max_element(tps.begin(), tps.end()), median(ms), median(imb), median(plan), median(p1), median(p2),
+                median(loss));
   }
   if (med[0] > 0)
     for (size_t i = 1; i < pairs.size(); ++i)
