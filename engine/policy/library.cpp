@@ -68,6 +68,19 @@ T value_or_raise(lua_State* L, Result<T> r, const char* fn) {
   return std::move(*r);
 }
 
+// A layer from 0-based expert ids per node (Lua's 1-based ids already converted); push_layer below
+// is the way back.
+algo::LayerPlacement to_layer(const std::vector<std::vector<uint32_t>>& nodes) {
+  algo::LayerPlacement layer;
+  uint32_t experts = 0;
+  for (const auto& node : nodes) {
+    layer.nodes.emplace_back(node.begin(), node.end());
+    for (uint32_t e : node) experts = std::max(experts, e + 1);
+  }
+  layer.experts = int(experts);
+  return layer;
+}
+
 // A placement argument: a list of layers of nodes of 1-based expert ids, or one layer.
 std::vector<algo::LayerPlacement> placement_arg(lua_State* L, int idx, const char* fn) {
   lua_rawgeti(L, idx, 1);
@@ -81,16 +94,7 @@ std::vector<algo::LayerPlacement> placement_arg(lua_State* L, int idx, const cha
     layers = value_or_raise(L, lua_io::read_uints3(L, idx, "placement", 1, UINT32_MAX, 1), fn);
   }
   std::vector<algo::LayerPlacement> out;
-  for (const auto& l : layers) {
-    algo::LayerPlacement lp;
-    uint32_t experts = 0;
-    for (const auto& node : l) {
-      lp.nodes.emplace_back(node.begin(), node.end());
-      for (uint32_t e : node) experts = std::max(experts, e + 1);
-    }
-    lp.experts = int(experts);
-    out.push_back(std::move(lp));
-  }
+  for (const auto& l : layers) out.push_back(to_layer(l));
   return out;
 }
 
@@ -293,18 +297,6 @@ int l_moetion_reorder(lua_State* L) {
   lua_pushnumber(L, r.changed);
   lua_pushnumber(L, r.experts);
   return 3;
-}
-
-// A layer from 0-based expert ids per node (Lua's 1-based ids already converted), and back.
-algo::LayerPlacement to_layer(const std::vector<std::vector<uint32_t>>& nodes) {
-  algo::LayerPlacement layer;
-  uint32_t experts = 0;
-  for (const auto& node : nodes) {
-    layer.nodes.emplace_back(node.begin(), node.end());
-    for (uint32_t e : node) experts = std::max(experts, e + 1);
-  }
-  layer.experts = int(experts);
-  return layer;
 }
 
 void push_layer(lua_State* L, const algo::LayerPlacement& layer) {
