@@ -62,7 +62,17 @@ struct Setup {
 
 struct Row {
   double tokens_per_s = 0, imbalance = 0, step_ms = 0, loss = 0, p1 = 0, p2 = 0, plan_balance = 0;
+  std::vector<algo::LayerPlacement> placement;  // the last plan's, per layer
+  std::vector<std::vector<double>> loads;       // the loads it was planned for ([] when kept from the start)
 };
+
+// A plan's balance on per-layer loads: the busiest node's work over the mean, averaged over layers.
+double balance_of(const std::vector<algo::LayerPlacement>& layers, const std::vector<std::vector<double>>& loads) {
+  double sum = 0;
+  for (size_t l = 0; l < layers.size() && l < loads.size(); ++l)
+    if (auto b = algo::placement_imbalance(layers[l], loads[l])) sum += *b;
+  return layers.empty() || loads.empty() ? 0 : sum / double(layers.size());
+}
 
 std::string job_text(const Setup& s, const std::string& alloc, const std::string& place) {
   std::ostringstream o;
@@ -126,10 +136,9 @@ void last_plan(const std::string& run_dir, Row& row) {
   for (auto& l : layers) l.experts = experts;
   if (auto p = algo::joint_recovery_probability(layers, 1)) row.p1 = p->p;
   if (auto p = algo::joint_recovery_probability(layers, 2)) row.p2 = p->p;
-  double sum = 0;
-  for (size_t l = 0; l < layers.size() && l < last.loads.size(); ++l)
-    if (auto b = algo::placement_imbalance(layers[l], last.loads[l])) sum += *b;
-  row.plan_balance = layers.empty() ? 0 : sum / double(layers.size());
+  row.placement = layers;
+  row.loads = last.loads;
+  row.plan_balance = balance_of(layers, last.loads);
 }
 
 Row run_once(const Setup& s, const std::string& alloc, const std::string& place, int round) {
@@ -224,6 +233,15 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "round %d %s+%s: %.0f tokens/s, imbalance %.3f\n", r, pairs[i].first.c_str(),
                    pairs[i].second.c_str(), rows[i].back().tokens_per_s, rows[i].back().imbalance);
     }
+  // A plan kept from the first step (uniform + spread never changes) was planned without loads:
+  // its balance is taken on the loads another run of the same setting planned for.
+  std::vector<std::vector<double>> any_loads;
+  for (const auto& pair_rows : rows)
+    for (const auto& x : pair_rows)
+      if (any_loads.empty() && !x.loads.empty()) any_loads = x.loads;
+  for (auto& pair_rows : rows)
+    for (auto& x : pair_rows)
+      if (x.loads.empty()) x.plan_balance = balance_of(x.placement, any_loads);
   std::printf("| policies | tokens/s (median) | range | step ms | imbalance (steps) | balance (plan) | P(1) | P(2) | loss |\n"
               "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   std::vector<double> med;
