@@ -24,7 +24,9 @@ int cmd_agent(const Args& args) {
                {"--controller-timeout-ms", "MS", "exit after this long without the controller (default 30000)"},
                {"--parent-pid", "PID", "die with this process (set by salamander run)"},
                {"--data-host", "HOST", "address other workers reach this node's workers at for the data plane "
-                                       "(default 127.0.0.1 with a local controller, else this host's name)"}}};
+                                       "(default 127.0.0.1 with a local controller, else this host's name)"},
+               {"--cpu-share", "F", "benchmarks: each worker in a CPU cgroup of its own with a quota of F CPUs "
+                                    "(cgroup v1 cpu controller; without it the workers run unconfined)"}}};
   int code = 0;
   auto p = parse_command(cmd, args, code);
   if (!p) return code;
@@ -49,6 +51,9 @@ int cmd_agent(const Args& args) {
   o.log_level = p->get_or("--log-level", "info");
   o.log_format = p->get_or("--log-format", "plain");
   o.data_host = p->get_or("--data-host", "");
+  auto cpu_share = cpu_share_option(*p);
+  if (!cpu_share) return usage_error(cmd, cpu_share.error().message());
+  o.cpu_share = *cpu_share;
   if (auto k = p->get("--server-key")) {
     auto key = wire::resolve_public_key(*k);
     if (!key) return usage_error(cmd, "--server-key: " + key.error().message());

@@ -11,6 +11,7 @@
 #include "cli/policy_tools.h"
 #include "core/strings.h"
 #include "plan/validate.h"
+#include "policy/algo/placement_balance.h"
 #include "policy/kinds.h"
 
 namespace sal::cli {
@@ -91,14 +92,33 @@ Result<PlanRequest> plan_request(const Parsed& p, bool need_placement) {
   return r;
 }
 
+// "balance 1.04 · P(1) 1 · P(2) 0.9286 · P(3) 0.7857": the busiest node's expert work over the
+// mean for these loads, and the probability the layer survives k random node failures.
+std::string layer_figures(const algo::LayerPlacement& layer, const std::vector<double>& loads) {
+  char buf[64];
+  auto balance = algo::placement_imbalance(layer, loads);
+  std::snprintf(buf, sizeof buf, "%.3f", balance ? *balance : 0.0);
+  std::string out = "balance " + (balance ? std::string(buf) : "? (" + balance.error().message() + ")");
+  for (int k = 1; k <= std::min<int>(3, int(layer.nodes.size()) - 1); ++k) {
+    auto p = algo::recovery_probability(layer, k);
+    std::snprintf(buf, sizeof buf, " · P(%d) %.4g", k, p ? p->p : 0.0);
+    out += p ? std::string(buf) : " · P(" + std::to_string(k) + ") ?";
+  }
+  return out;
+}
+
 void print_plan_text(const plan::Plan& pl, const PlanRequest& r, const std::string& note) {
   std::printf("%u nodes x %u slots, %u experts, %zu layers; allocation %s, placement %s, floor f = %u%s\n",
               pl.nodes, pl.slots, pl.experts, pl.layers.size(), r.allocation.c_str(), r.placement.c_str(), pl.floor,
               note.empty() ? "" : (" (" + note + ")").c_str());
+  std::printf("balance: the busiest node's expert work over the mean (each expert's load split evenly over its "
+              "replicas; 1 is even); P(k): the layer survives k random node failures\n");
+  const auto layers = placements_of(pl);
   for (size_t l = 0; l < pl.layers.size(); ++l) {
     std::vector<std::string> reps;
     for (auto x : pl.layers[l].replicas) reps.push_back(std::to_string(x));
     std::printf("\nlayer %zu replicas: %s\n", l, join(reps, " ").c_str());
+    std::printf("  %s\n", layer_figures(layers[l], r.loads[l % r.loads.size()]).c_str());
     for (size_t n = 0; n < pl.layers[l].placement.size(); ++n) {
       std::vector<std::string> slots;
       for (auto e : pl.layers[l].placement[n]) slots.push_back(std::to_string(e));

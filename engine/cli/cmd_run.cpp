@@ -1,5 +1,6 @@
 // cmd_run.cpp — `salamander run [JOB.lua] [--nodes N] [--steps S] [--repl ENDPOINT] [--json]
-// [--drill DRILL.lua [--drill-arg K=V,...] [--modes elastic,fixed-ep-ft,checkpoint-restart]]`.
+// [--drill DRILL.lua [--drill-arg K=V,...] [--modes elastic,fixed-ep-ft,checkpoint-restart]]
+// [--cpu-share F]`.
 // With --modes the job runs once per recovery mode (train.recovery), each in <out>/<mode>, and
 // <out>/compare.html puts them side by side.
 #include <signal.h>
@@ -104,7 +105,10 @@ int cmd_run(const Args& args) {
                {"--drill", "DRILL.lua", "run a failure drill (scripts/drills/) against the job"},
                {"--drill-arg", "K=V,...", "values the drill script reads from its `args` table"},
                {"--modes", "M,M,...", "run once per recovery mode (elastic, fixed-ep-ft, checkpoint-restart) "
-                                       "and write <out>/compare.html"}},
+                                       "and write <out>/compare.html"},
+               {"--cpu-share", "F", "benchmarks: each worker in a CPU cgroup of its own with a quota of F CPUs, "
+                                    "so N workers on few cores behave like N slower dedicated cores (cgroup v1 "
+                                    "cpu controller, as root; without it the run says so and runs unconfined)"}},
               1};
   int code = 0;
   auto p = parse_command(cmd, args, code);
@@ -146,6 +150,8 @@ int cmd_run(const Args& args) {
   if (!nodes) return usage_error(cmd, nodes.error().message());
   if (!steps) return usage_error(cmd, steps.error().message());
   job->mesh.nodes = *nodes;
+  auto cpu_share = cpu_share_option(*p);
+  if (!cpu_share) return usage_error(cmd, cpu_share.error().message());
   if (auto r = p->get("--repl")) job->repl.bind = *r;
   auto dir = p->get("--out") ? Result<std::string>(*p->get("--out")) : make_run_dir("runs", job->name);
   if (dir.ok()) {
@@ -158,7 +164,7 @@ int cmd_run(const Args& args) {
   signal(SIGPIPE, SIG_IGN);
 
   LocalRunOptions o{*job, *steps, *dir, p->has("--json"), p->get_or("--log-level", "info"),
-                    p->get_or("--log-format", "plain"), drill};
+                    p->get_or("--log-format", "plain"), drill, *cpu_share};
   return modes.empty() ? run_once(o).code : run_modes(o, modes);
 }
 

@@ -117,4 +117,12 @@ Result<std::vector<std::pair<std::string, std::string>>> key_values(const std::s
   return out;
 }
 
+Result<double> cpu_share_option(const Parsed& p) {
+  auto text = p.get("--cpu-share");
+  if (!text) return 0.0;
+  auto f = parse_double(*text);
+  if (!f || !(*f > 0) || *f > 64) return fail("--cpu-share takes CPUs per worker in (0, 64], got '", *text, "'");
+  return *f;
+}
+
 }  // namespace sal::cli

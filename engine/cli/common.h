@@ -59,4 +59,7 @@ Result<std::vector<std::pair<std::string, std::string>>> key_values(const std::s
 // <base>/<name>-<YYYYmmdd-HHMMSS>[-N], created (runs and simulations write their files there).
 Result<std::string> make_run_dir(const std::string& base, const std::string& name);
 
+// --cpu-share F (run, agent): CPUs per worker in (0, 64]; 0 when the option is absent.
+Result<double> cpu_share_option(const Parsed& p);
+
 }  // namespace sal::cli

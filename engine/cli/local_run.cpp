@@ -27,9 +27,28 @@ LocalRun::LocalRun(EventLoop& loop, zmq::context_t& ctx, LocalRunOptions opts)
       progress_timer_(loop.get()),
       reap_timer_(loop.get()) {}
 
-LocalRun::~LocalRun() { kill_agents(); }
+LocalRun::~LocalRun() {
+  kill_agents();
+  if (shares_) {  // the agents' groups, once their workers are gone (they die with the agents)
+    shares_->prune_dead();
+    shares_->remove_if_empty();
+  }
+}
+
+// --cpu-share: checked here once, so the terminal says whether the workers will be confined.
+void LocalRun::open_cpu_shares() {
+  if (opts_.cpu_share <= 0) return;
+  auto shares = mesh::CpuShares::open(opts_.cpu_share);
+  if (!shares) {
+    std::fprintf(stderr, "cpu share: %s; the workers run unconfined\n", shares.error().message().c_str());
+    return;
+  }
+  shares->prune_dead();
+  shares_ = std::move(*shares);
+}
 
 Status LocalRun::start() {
+  open_cpu_shares();
   started_ns_ = mono_ns();
   mesh::ControllerOptions o{opts_.job, opts_.steps, opts_.run_dir};
   o.repl_modules = [this](lua::ApiRegistry& reg) { sim::register_repl_module(reg, opts_.job.dir, sim_jobs_); };
@@ -66,6 +85,7 @@ void LocalRun::spawn_agent(size_t i) {
   so.args = {"agent", "--controller", controller_->mesh_endpoint(), "--devices", opts_.job.mesh.devices,
              "--name", "node" + std::to_string(i), "--parent-pid", std::to_string(getpid()),
              "--log-level", opts_.log_level, "--log-format", opts_.log_format};
+  if (shares_) so.args.insert(so.args.end(), {"--cpu-share", std::to_string(opts_.cpu_share)});
   so.log_file = opts_.run_dir + "/agent-" + std::to_string(i) + ".log";
   if (auto s = proc->spawn(so); !s) {
     spdlog::error("agent {}: {}", i, s.error().message());
@@ -196,6 +216,7 @@ nlohmann::ordered_json LocalRun::summary() const {
   j["nodes_joined"] = m.nodes().size();
   j["nodes_lost"] = m.count(mesh::NodeState::dead);
   j["elapsed_s"] = double((finished_ns_ ? finished_ns_ : mono_ns()) - started_ns_) / 1e9;
+  j["cpu_share"] = shares_ ? nlohmann::json(shares_->share()) : nlohmann::json();
   j["started_mono_ns"] = controller_->started_ns();
   auto ex = nlohmann::json::array();
   for (const auto& e : expectations_) ex.push_back({{"what", e.what}, {"ok", e.ok}, {"detail", e.detail}});

@@ -6,7 +6,9 @@
 //
 // A drill (drill/runner.h) given up front, or started from the REPL (drill.start), runs on the
 // controller's loop; its `add` starts more agents here. At the end the run writes summary.json
-// (the --json object) and report.html into the run directory.
+// (the --json object) and report.html into the run directory. With cpu_share the agents confine
+// their workers to CPU cgroups (a benchmark's fair measurement); the run removes the groups its
+// agents left behind when it ends.
 #pragma once
 
 #include <zmq.hpp>
@@ -23,6 +25,7 @@
 #include "drill/runner.h"
 #include "job/config.h"
 #include "mesh/controller.h"
+#include "mesh/cpu_share.h"
 #include "mesh/process.h"
 #include "mesh/timer.h"
 #include "sim/jobs.h"
@@ -37,6 +40,7 @@ struct LocalRunOptions {
   std::string log_level = "info";
   std::string log_format = "plain";
   std::optional<drill::DrillSpec> drill;
+  double cpu_share = 0;  // > 0: every worker in a CPU cgroup of this many CPUs (mesh/cpu_share.h)
 };
 
 class LocalRun {
@@ -52,6 +56,7 @@ class LocalRun {
   void print_summary();
 
  private:
+  void open_cpu_shares();
   void spawn_agent(size_t i);
   Status add_agents(int count);
   Status start_drill(drill::DrillSpec spec);
@@ -73,6 +78,7 @@ class LocalRun {
   std::unique_ptr<drill::DrillRunner> drill_;
   std::vector<drill::ExpectationResult> expectations_;
   std::vector<std::unique_ptr<mesh::ChildProcess>> agents_;
+  std::optional<mesh::CpuShares> shares_;  // --cpu-share (null: off, or unavailable here)
   ProgressLine progress_;
   mesh::Timer progress_timer_;
   mesh::Timer reap_timer_;

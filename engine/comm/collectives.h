@@ -117,6 +117,10 @@ struct GlooOptions {
   // otherwise kill the process inside Gloo's I/O thread). Costs one small allgather. Must be the
   // same on every rank.
   bool verify_counts = true;
+  // When every rank of the epoch is on this host, move the data over UCX shared memory instead of
+  // Gloo's TCP pairs (shm_plane.h; the Gloo context stays connected beside it, for the rendezvous,
+  // the liveness of the peers and the cascade). Must be the same on every rank.
+  bool shared_memory = true;
 };
 
 // A TCP device for `hostname`, shared by every epoch's context in this process (one I/O thread).

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <map>
 
+#include "comm/loop_ticker.h"
+#include "comm/shm_plane.h"
 #include "core/clock.h"
 
 namespace sal::comm {
@@ -89,21 +91,36 @@ class EpochStore final : public gloo::rendezvous::Store {
   ms timeout_;
 };
 
-// One device per data-plane address, shared by every epoch in this process.
+// One device per data-plane address, shared by every epoch in this process, with the ticker that
+// hurries its loop through connects and teardowns (declared after the device: destroyed first).
+struct DeviceEntry {
+  std::shared_ptr<gloo::transport::Device> device;
+  std::unique_ptr<LoopTicker> ticker;  // null if it could not attach (then connects just take longer)
+};
 std::mutex g_devices_mu;
-std::map<std::string, std::shared_ptr<gloo::transport::Device>> g_devices;
+std::map<std::string, DeviceEntry> g_devices;
+
+// The ticker of a device made by gloo_device(); null for any other device.
+LoopTicker* ticker_of(const gloo::transport::Device* device) {
+  std::lock_guard<std::mutex> lock(g_devices_mu);
+  for (auto& [host, entry] : g_devices)
+    if (entry.device.get() == device) return entry.ticker.get();
+  return nullptr;
+}
 
 }  // namespace
 
 Result<std::shared_ptr<gloo::transport::Device>> gloo_device(const std::string& hostname) {
   std::lock_guard<std::mutex> lock(g_devices_mu);
   auto it = g_devices.find(hostname);
-  if (it != g_devices.end()) return it->second;
+  if (it != g_devices.end()) return it->second.device;
   try {
     gloo::transport::tcp::attr a;
     a.hostname = hostname;
-    auto dev = gloo::transport::tcp::CreateDevice(a);
-    g_devices[hostname] = dev;
+    DeviceEntry entry{gloo::transport::tcp::CreateDevice(a), nullptr};
+    if (auto t = LoopTicker::attach(entry.device)) entry.ticker = std::move(*t);
+    auto dev = entry.device;
+    g_devices[hostname] = std::move(entry);
     return dev;
   } catch (const std::exception& e) {
     return fail("creating a Gloo TCP device on '", hostname, "': ", e.what());
@@ -137,9 +154,18 @@ Result<std::unique_ptr<GlooCollectives>> GlooCollectives::connect(const GlooOpti
   auto before = socket_inodes();
   int64_t rendezvous_ms = opts.rendezvous_timeout_ms > 0 ? opts.rendezvous_timeout_ms : opts.connect_timeout_ms;
   EpochStore scoped(opts.prefix, store, ms(rendezvous_ms));
+  LoopTicker* ticker = ticker_of(device.get());
+  if (opts.shared_memory && opts.size > 1) {  // every rank on this host: shared memory, no Gloo context
+    auto plane = ShmPlane::connect(opts.rank, opts.size, scoped, rendezvous_ms);
+    if (!plane) return plane.error().with_context(what);
+    if (*plane)
+      return std::unique_ptr<GlooCollectives>(new GlooCollectives(opts, nullptr, PeerSockets{},
+                                                                  double(mono_ns() - t0) / 1e6, ticker, std::move(*plane)));
+  }
   auto ctx = std::make_shared<gloo::rendezvous::Context>(opts.rank, opts.size);
   ctx->setTimeout(ms(opts.connect_timeout_ms));  // before connectFullMesh: it bounds the pair connects
   try {
+    LoopTicker::Ticking hurry(ticker);  // each pair's connect waits for a loop tick (loop_ticker.h)
     ctx->connectFullMesh(scoped, device);
   } catch (const std::exception& e) {
     return fail(what, ": ", e.what());
@@ -153,11 +179,13 @@ Result<std::unique_ptr<GlooCollectives>> GlooCollectives::connect(const GlooOpti
     sockets = std::move(*found);
   }
   double connect_ms = double(mono_ns() - t0) / 1e6;
-  return std::unique_ptr<GlooCollectives>(new GlooCollectives(opts, std::move(ctx), std::move(sockets), connect_ms));
+  return std::unique_ptr<GlooCollectives>(
+      new GlooCollectives(opts, std::move(ctx), std::move(sockets), connect_ms, ticker, nullptr));
 }
 
 GlooCollectives::GlooCollectives(const GlooOptions& opts, std::shared_ptr<gloo::rendezvous::Context> ctx,
-                                 PeerSockets sockets, double connect_ms)
+                                 PeerSockets sockets, double connect_ms, LoopTicker* ticker,
+                                 std::unique_ptr<ShmPlane> shm)
     : rank_(opts.rank),
       size_(opts.size),
       prefix_(opts.prefix),
@@ -165,6 +193,8 @@ GlooCollectives::GlooCollectives(const GlooOptions& opts, std::shared_ptr<gloo::
       connect_ms_(connect_ms),
       ctx_(std::move(ctx)),
       sockets_(std::move(sockets)),
+      ticker_(ticker),
+      shm_(std::move(shm)),
       op_timeout_ms_(opts.op_timeout_ms) {}
 
 GlooCollectives::~GlooCollectives() {
@@ -173,7 +203,11 @@ GlooCollectives::~GlooCollectives() {
     pump_stop_ = true;
   }
   if (pump_.joinable()) pump_.join();
-  ctx_.reset();  // Gloo closes its fds (each pair waits for one I/O-loop tick)
+  shm_.reset();  // its endpoints first: nothing of it may outlive the epoch
+  {
+    LoopTicker::Ticking hurry(ticker_);  // each open pair's close waits for a loop tick
+    ctx_.reset();  // Gloo closes its fds
+  }
   // sockets_ closes our duplicates last, which releases the sockets themselves.
 }
 
@@ -186,6 +220,7 @@ void GlooCollectives::spend(const std::string& reason) {
   }
   spent_.store(true);
   sockets_.shutdown_all();
+  if (shm_) shm_->give_up();
 }
 
 void GlooCollectives::abort(const std::string& why) {
@@ -201,6 +236,7 @@ void GlooCollectives::abort(const std::string& why) {
     if (start_pump) pump_ = std::thread([this] { pump(); });
   }
   sockets_.shutdown_all();  // Gloo's I/O thread sees EOF on every pair; the peers see FIN
+  if (shm_) shm_->give_up();  // the peers get this rank's notice (a wait in flight wakes and fails)
 }
 
 // Wakes the waits of the call in flight until it returns (Gloo misses buffers mid-transfer).
@@ -278,6 +314,7 @@ Status GlooCollectives::allreduce_impl(T* data, size_t n, const char* type) {
   const std::string what = "allreduce of " + counts_text(n, type);
   if (n > 0 && !data) return guarded(what, [] { throw std::invalid_argument("null data"); });
   if (n == 0 || size_ == 1) return guarded(what, [] {});
+  if (shm_ || size_ <= kDirectMaxRanks) return guarded(what, [&] { direct_allreduce(data, n); });
   return guarded(what, [&] {
     gloo::AllreduceOptions o(ctx_);
     auto out = buffer(data, n * sizeof(T));
@@ -300,6 +337,7 @@ Status GlooCollectives::allgather(const void* in, size_t bytes, void* out) {
   if (bytes > 0 && (!in || !out)) return guarded(what, [] { throw std::invalid_argument("null buffer"); });
   if (bytes == 0) return guarded(what, [] {});
   if (size_ == 1) return guarded(what, [&] { std::memmove(out, in, bytes); });
+  if (shm_ || size_ <= kDirectMaxRanks) return guarded(what, [&] { direct_allgather(in, bytes, out); });
   return guarded(what, [&] {
     gloo::AllgatherOptions o(ctx_);
     auto ib = buffer(in, bytes);
@@ -365,6 +403,8 @@ Status GlooCollectives::alltoallv(const float* send, const std::vector<int64_t>&
       std::memmove(recv, send, size_t(total_send) * sizeof(float));
     });
   }
+  if (shm_ || size_ <= kDirectMaxRanks)
+    return guarded(what, [&] { direct_alltoallv(send, send_counts, recv, recv_counts); });
   return guarded(what, [&] {
     gloo::AlltoallvOptions o(ctx_);
     auto ib = buffer(send, size_t(total_send) * sizeof(float));
@@ -381,6 +421,13 @@ Status GlooCollectives::alltoallv(const float* send, const std::vector<int64_t>&
 
 Status GlooCollectives::barrier() {
   if (size_ == 1) return guarded("barrier", [] {});
+  if (shm_) {
+    return guarded("barrier", [&] {
+      char mine = 0;
+      std::vector<char> all(static_cast<size_t>(size_));
+      direct_allgather(&mine, 1, all.data());
+    });
+  }
   return guarded("barrier", [&] {
     gloo::BarrierOptions o(ctx_);
     o.setTag(next_tag());
@@ -453,6 +500,8 @@ void GlooCollectives::exchange_body(const std::vector<SendSpec>& sends, const st
 Status GlooCollectives::exchange(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs) {
   const auto [what, problem] = check_exchange(rank_, size_, sends, recvs);
   if (!problem.empty()) return guarded(what, [&] { throw std::invalid_argument(problem); });
+  if (shm_)  // the same protocol (a header ahead of each payload) over shared memory
+    return guarded(what, [&] { shm_->exchange(sends, recvs, op_timeout()); });
   return guarded(what, [&] { exchange_body(sends, recvs); });
 }
 

@@ -1,19 +1,29 @@
-// gloo_collectives.h — Collectives over Gloo's TCP transport: the CPU data plane.
+// gloo_collectives.h — the CPU data plane: Collectives over Gloo's TCP transport, or, when every
+// rank of the epoch is on this host, over UCX shared memory (shm_plane.h; then the object has no
+// Gloo context and no sockets, and every call goes through the plane).
 //
-// One object = one gloo::rendezvous::Context, connected under one epoch prefix. Allreduce is
-// Gloo's RING algorithm (deterministic: each chunk is summed in the fixed ring order and then
-// copied, so every rank gets the same bits, run after run; BCUBE is avoided: it ignores the
-// per-call timeout). Point-to-point messages carry a 16-byte header (tag, size) so a size mismatch
-// is an error on both sides instead of a crash inside Gloo's I/O thread.
+// One object = one epoch, connected under one epoch prefix: a gloo::rendezvous::Context, or a
+// ShmPlane. Point-to-point messages carry a 16-byte header (tag, size) so a size mismatch is an
+// error on both sides instead of a crash inside Gloo's I/O thread (the plane keeps the protocol).
+//
+// Allgather, allreduce and alltoallv are ours, built on Gloo's point-to-point unbound buffers
+// (gloo_direct.cpp): every message of a round is posted at once, so an allgather is one round
+// (Gloo's ring takes size-1 rounds, each a hand-off through both ranks' I/O threads) and an
+// allreduce two — a reduce-scatter to each chunk's owner, which sums the ranks' parts in rank
+// order, then an allgather of the sums (Gloo's ring: 2(size-1)) — or one round for small inputs
+// (every rank gathers every part and sums them in rank order). Same traffic as the ring, far fewer
+// sequential hops; deterministic, and every rank gets the same bits. Above kDirectMaxRanks ranks
+// (messages per rank grow with the ranks) Gloo's ring and alltoallv are used instead.
 //
 // Abort (reference notes §2.7, §2.9): abort() shuts down this context's TCP sockets at the OS
 // level (found by socket_watch.h), so Gloo's I/O thread sees EOF on every pair and fails all
 // pending operations — blocked calls return within about a millisecond — and the peers see FIN and
 // fail too (the cascade). Gloo does not wake a buffer whose payload is mid-transfer when its pair
-// fails (notes §2.5, gap 2); for the buffers this class hands to Gloo (alltoallv, allgather, p2p
-// and allreduce's output) a helper thread repeats abortWaitRecv/abortWaitSend until the call
-// returns. Allreduce's internal scratch buffer is out of reach: a ring allreduce caught with a
-// segment mid-transfer can still wait for the op timeout, which stays the backstop.
+// fails (notes §2.5, gap 2); for the buffers this class hands to Gloo (every buffer of the direct
+// collectives, p2p) a helper thread repeats abortWaitRecv/abortWaitSend until the call returns.
+// Only Gloo's own ring allreduce (more than kDirectMaxRanks ranks) has an internal scratch
+// buffer out of reach: caught with a segment mid-transfer it can still wait for the op timeout,
+// which stays the backstop.
 #pragma once
 
 #include <gloo/rendezvous/context.h>
@@ -30,6 +40,13 @@
 #include "comm/socket_watch.h"
 
 namespace sal::comm {
+
+// Up to this many ranks the collectives are direct (above); beyond, each rank would post a
+// message to every other rank per round, and Gloo's ring algorithms take over.
+constexpr int kDirectMaxRanks = 64;
+
+class LoopTicker;  // loop_ticker.h
+class ShmPlane;    // shm_plane.h
 
 class GlooCollectives final : public Collectives {
  public:
@@ -53,14 +70,16 @@ class GlooCollectives final : public Collectives {
   void set_op_timeout(std::chrono::milliseconds t) override;
   std::chrono::milliseconds op_timeout() const override { return std::chrono::milliseconds(op_timeout_ms_.load()); }
 
-  // Diagnostics: how long connect took, and the sockets abort() will shut down (one per peer).
+  // Diagnostics: how long connect took, the sockets abort() will shut down (one per peer), and
+  // whether the data moves over shared memory.
   double connect_ms() const { return connect_ms_; }
+  bool shared_memory() const { return shm_ != nullptr; }
   const PeerSockets& sockets() const { return sockets_; }
   const std::string& prefix() const { return prefix_; }
 
  private:
   GlooCollectives(const GlooOptions& opts, std::shared_ptr<gloo::rendezvous::Context> ctx, PeerSockets sockets,
-                  double connect_ms);
+                  double connect_ms, LoopTicker* ticker, std::unique_ptr<ShmPlane> shm);
 
   // Runs one Gloo call: fails fast when spent, turns exceptions into an Error naming `what`, and
   // spends the epoch (shutting the sockets, so peers fail fast too) on any failure.
@@ -87,6 +106,23 @@ class GlooCollectives final : public Collectives {
   Status check_counts(const std::vector<int64_t>& send_counts, const std::vector<int64_t>& recv_counts);
   void exchange_body(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs);
 
+  // The direct collectives (gloo_direct.cpp): one or two rounds of messages to every peer at
+  // once, on buffers of ours (so abort() reaches every wait), instead of Gloo's rings.
+  struct Message {
+    int peer = 0;
+    size_t offset = 0, bytes = 0;  // within the round's buffer
+  };
+  // Posts every receive into `into`, then every send from `from` (offsets into them), tagged with
+  // the operation's tag, and waits for all of them; a wait that abort() interrupts throws. Empty
+  // messages are skipped (both sides know the sizes). Runs inside guarded().
+  void round(const void* from, const std::vector<Message>& sends, void* into, const std::vector<Message>& recvs,
+             uint32_t tag);
+  void direct_allgather(const void* in, size_t bytes, void* out);
+  template <class T>
+  void direct_allreduce(T* data, size_t n);
+  void direct_alltoallv(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                        const std::vector<int64_t>& recv_counts);
+
   const int rank_;
   const int size_;
   const std::string prefix_;
@@ -94,6 +130,8 @@ class GlooCollectives final : public Collectives {
   const double connect_ms_;
   std::shared_ptr<gloo::rendezvous::Context> ctx_;
   PeerSockets sockets_;
+  LoopTicker* ticker_;  // the device's (loop_ticker.h), for the teardown; may be null
+  std::unique_ptr<ShmPlane> shm_;  // the same-host data path (shm_plane.h); null: Gloo's pairs
   std::atomic<int64_t> op_timeout_ms_;
   uint32_t tag_ = 1;
 

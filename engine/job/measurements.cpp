@@ -3,26 +3,30 @@
 
 #include <algorithm>
 
+#include "policy/algo/placement_balance.h"
+
 namespace sal::job {
+
+std::vector<double> layer_imbalances(const std::vector<double>& loads,
+                                     const std::vector<std::vector<std::vector<uint32_t>>>& placement, size_t experts) {
+  std::vector<double> out(placement.size(), 1.0);
+  if (loads.size() != placement.size() * experts) return out;
+  for (size_t l = 0; l < placement.size(); ++l) {
+    algo::LayerPlacement layer{int(experts), {}};
+    for (const auto& slots : placement[l]) layer.nodes.emplace_back(slots.begin(), slots.end());
+    const std::vector<double> row(loads.begin() + long(l * experts), loads.begin() + long((l + 1) * experts));
+    if (auto r = algo::placement_imbalance(layer, row)) out[l] = *r;
+  }
+  return out;
+}
 
 double expert_imbalance(const std::vector<uint64_t>& loads, const std::vector<std::vector<std::vector<uint32_t>>>& placement,
                         size_t experts) {
-  if (placement.empty() || loads.size() != placement.size() * experts) return 1;
+  if (placement.empty()) return 1;
+  const auto per_layer = layer_imbalances(std::vector<double>(loads.begin(), loads.end()), placement, experts);
   double sum = 0;
-  for (size_t l = 0; l < placement.size(); ++l) {
-    std::vector<double> replicas(experts, 0), work(placement[l].size(), 0);
-    for (const auto& slots : placement[l])
-      for (uint32_t e : slots) replicas[e] += 1;
-    for (size_t w = 0; w < placement[l].size(); ++w)
-      for (uint32_t e : placement[l][w]) work[w] += double(loads[l * experts + e]) / replicas[e];
-    double mean = 0, most = 0;
-    for (double x : work) {
-      mean += x / double(work.size());
-      most = std::max(most, x);
-    }
-    sum += mean > 0 ? most / mean : 1;
-  }
-  return sum / double(placement.size());
+  for (double x : per_layer) sum += x;
+  return sum / double(per_layer.size());
 }
 
 LoadWindow::LoadWindow(size_t layers, size_t experts, size_t capacity)

@@ -31,7 +31,11 @@ struct StepRecord {
   double imbalance = 1;
 };
 
-// The imbalance of one step: loads [layer][expert] flattened, placement[layer][worker] = slots.
+// Per layer, the busiest worker's expert work over the mean (algo::placement_imbalance): loads
+// [layer][expert] flattened, placement[layer][worker] = slots. 1 for a layer the loads do not fit.
+std::vector<double> layer_imbalances(const std::vector<double>& loads,
+                                     const std::vector<std::vector<std::vector<uint32_t>>>& placement, size_t experts);
+// Their mean over the layers: the imbalance of one step.
 double expert_imbalance(const std::vector<uint64_t>& loads, const std::vector<std::vector<std::vector<uint32_t>>>& placement,
                         size_t experts);
 

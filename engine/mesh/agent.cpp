@@ -51,11 +51,28 @@ Agent::Agent(uv_loop_t* loop, zmq::context_t& ctx, AgentOptions opts)
 Agent::~Agent() {
   ctrl_watcher_.reset();
   local_watcher_.reset();
+  if (shares_)
+    for (const auto& w : workers_) (void)shares_->release(CpuShares::worker_group(getpid(), w.index));
+}
+
+// --cpu-share: the workers' cgroups, or a warning and unconfined workers where there are none.
+void Agent::open_cpu_shares() {
+  if (opts_.cpu_share <= 0) return;
+  auto shares = CpuShares::open(opts_.cpu_share);
+  if (!shares) {
+    spdlog::warn("--cpu-share {}: {}; the workers run unconfined", opts_.cpu_share, shares.error().message());
+    return;
+  }
+  if (int n = shares->prune_dead()) spdlog::info("removed {} CPU cgroups left by agents that died", n);
+  spdlog::info("workers confined to {} CPU each (CFS quota {} us per {} us, cgroups in {})", shares->share(),
+               shares->quota_us(), shares->period_us(), shares->path());
+  shares_ = std::move(*shares);
 }
 
 Status Agent::start() {
   if (opts_.devices.empty()) return fail("agent: no devices");
   if (opts_.data_host.empty()) opts_.data_host = is_local_endpoint(opts_.controller) ? "127.0.0.1" : hostname();
+  open_cpu_shares();
   apply_control_options(ctrl_);
   ctrl_.set(zmq::sockopt::linger, kGoodbyeLingerMs);
   ctrl_.set(zmq::sockopt::routing_id, "agent-" + hostname() + "-" + std::to_string(getpid()) + "-" + random_tag());
@@ -269,6 +286,9 @@ void Agent::spawn_workers() {
       continue;
     }
     spdlog::info("worker {} on {} started (pid {})", w.index, w.device, w.proc->pid());
+    if (shares_)
+      if (auto s = shares_->confine(w.proc->pid(), CpuShares::worker_group(getpid(), w.index)); !s)
+        spdlog::warn("worker {} runs unconfined: {}", w.index, s.error().message());
     report(w, wire::WorkerEventKind::started);
   }
 }
@@ -356,6 +376,9 @@ void Agent::on_worker_exit(Worker& w, int64_t code, int sig) {
                  w.last_error.empty() ? "" : ": " + w.last_error);
   }
   report(w, wire::WorkerEventKind::exited, int(code), sig, w.last_error);
+  if (shares_)
+    if (auto s = shares_->release(CpuShares::worker_group(getpid(), w.index)); !s)
+      spdlog::warn("worker {}: {}", w.index, s.error().message());
   maybe_finish();
 }
 

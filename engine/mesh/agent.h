@@ -6,7 +6,8 @@
 // the node dead (e.g. after a freeze or a partition), the agent registers again and gets a new
 // node id; a controller that restarted from its journal gives it its old id back. Cut off from the
 // controller for its liveness window, the agent fences itself (its workers abandon the step in
-// flight); after mesh.controller_grace_ms it stops its workers and exits.
+// flight); after mesh.controller_grace_ms it stops its workers and exits. With
+// AgentOptions::cpu_share each worker runs in a CPU cgroup of its own (cpu_share.h).
 #pragma once
 
 #include <uv.h>
@@ -20,6 +21,7 @@
 
 #include "core/ids.h"
 #include "core/result.h"
+#include "mesh/cpu_share.h"
 #include "mesh/process.h"
 #include "mesh/timer.h"
 #include "wire/codec.h"
@@ -40,6 +42,7 @@ struct AgentOptions {
   std::string server_public_key;          // CURVE: the controller's public key (Z85)
   std::string key_file;                   // CURVE: our key pair
   std::string data_host;                  // our workers' data-plane address (default: see start())
+  double cpu_share = 0;                   // > 0: each worker in a CPU cgroup of this many CPUs (cpu_share.h)
 };
 
 class Agent {
@@ -73,6 +76,7 @@ class Agent {
   void handle_command(const wire::Command& c);
   void send_register();
   void send_heartbeat();
+  void open_cpu_shares();
   void spawn_workers();
   void on_worker_exit(Worker& w, int64_t code, int sig);
   void report(const Worker& w, wire::WorkerEventKind kind, int code = 0, int sig = 0,
@@ -100,6 +104,7 @@ class Agent {
   std::unique_ptr<ZmqWatcher> local_watcher_;
   std::vector<Worker> workers_;
   std::optional<wire::JobSpec> job_;  // what our workers train (from the controller, after Welcome)
+  std::optional<CpuShares> shares_;   // --cpu-share: the workers' CPU cgroups
   Phase phase_ = Phase::registering;
   NodeId node_id_ = kNoNode;
   uint32_t heartbeat_ms_ = 100;

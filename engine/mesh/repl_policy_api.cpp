@@ -9,6 +9,7 @@
 
 #include "lua/convert.h"
 #include "mesh/controller.h"
+#include "mesh/metrics.h"
 #include "mesh/planner.h"
 #include "mesh/repl_server.h"
 
@@ -174,6 +175,18 @@ void push_stacks(lua_State* L, const plan::ShardStacks& s) {
   lua::push_json(L, j);
 }
 
+// Per layer, the busiest node's expert work over the mean under `p` on the recent loads
+// (job.loads()); empty before any step has reported loads.
+std::vector<double> plan_balance(Controller& c, const plan::Plan& p) {
+  const job::LoadWindow& window = c.driver().loads();
+  if (window.steps() == 0) return {};
+  std::vector<double> flat;
+  for (const auto& row : window.mean()) flat.insert(flat.end(), row.begin(), row.end());
+  std::vector<std::vector<std::vector<uint32_t>>> placement;
+  for (const auto& layer : p.layers) placement.push_back(layer.placement);
+  return job::layer_imbalances(flat, placement, p.experts);
+}
+
 int job_plan(Controller& c, lua_State* L) {
   const auto& cur = c.planner().current();
   bool with_layer = !lua_isnoneornil(L, 1);
@@ -197,10 +210,17 @@ int job_plan(Controller& c, lua_State* L) {
   lua_setfield(L, -2, "schedule");
   push_stacks(L, cur->plan.stacks);
   lua_setfield(L, -2, "stacks");
+  const std::vector<double> balance = plan_balance(c, cur->plan);
+  if (!balance.empty()) {
+    double mean = 0;
+    for (double b : balance) mean += b / double(balance.size());
+    lua::set_field(L, "balance", mean);
+  }
   if (with_layer) {
     nlohmann::ordered_json j;
     j["replicas"] = cur->plan.layers[size_t(layer)].replicas;
     j["placement"] = cur->plan.layers[size_t(layer)].placement;
+    if (!balance.empty()) j["balance"] = balance[size_t(layer)];
     lua::push_json(L, j);
     lua_setfield(L, -2, "layer");
   }
@@ -242,11 +262,13 @@ void register_policy_api(lua::ApiRegistry& reg, Controller& c) {
       Role::operate, policy_decide);
   add_controller_fn(reg, c, "job", "plan",
                     "job.plan([layer]) -> {number, epoch, nodes, slots, floor, allocation_by, placement_by, "
-                    "checkpoint_by, redundancy_by, schedule, stacks, ...}",
-                    "The current plan: which generation decided each part, for how many nodes; the checkpoint "
-                    "schedule (window, period, each iteration's operators by name, and the iteration time and "
-                    "snapshot bandwidth it was decided from) and the shard stacks; with a layer (0-based), its "
-                    "replica counts and node -> slots table (0-based expert ids, as in plan files).",
+                    "checkpoint_by, redundancy_by, balance, schedule, stacks, ...}",
+                    "The current plan: which generation decided each part, for how many nodes; its balance (the "
+                    "busiest node's expert work over the mean on the recent loads, each expert's tokens split over "
+                    "its replicas; 1 is even); the checkpoint schedule (window, period, each iteration's operators "
+                    "by name, and the iteration time and snapshot bandwidth it was decided from) and the shard "
+                    "stacks; with a layer (0-based), its replica counts, node -> slots table (0-based expert ids, "
+                    "as in plan files) and balance.",
                     Role::observe, job_plan);
 }
 

@@ -13,6 +13,7 @@
 #include "policy/algo/golomb.h"
 #include "policy/algo/matching.h"
 #include "policy/algo/moetion.h"
+#include "policy/algo/placement_balance.h"
 #include "policy/algo/placement_search.h"
 #include "policy/algo/recovery.h"
 #include "policy/algo/spare.h"
@@ -67,6 +68,19 @@ T value_or_raise(lua_State* L, Result<T> r, const char* fn) {
   return std::move(*r);
 }
 
+// A layer from 0-based expert ids per node (Lua's 1-based ids already converted); push_layer below
+// is the way back.
+algo::LayerPlacement to_layer(const std::vector<std::vector<uint32_t>>& nodes) {
+  algo::LayerPlacement layer;
+  uint32_t experts = 0;
+  for (const auto& node : nodes) {
+    layer.nodes.emplace_back(node.begin(), node.end());
+    for (uint32_t e : node) experts = std::max(experts, e + 1);
+  }
+  layer.experts = int(experts);
+  return layer;
+}
+
 // A placement argument: a list of layers of nodes of 1-based expert ids, or one layer.
 std::vector<algo::LayerPlacement> placement_arg(lua_State* L, int idx, const char* fn) {
   lua_rawgeti(L, idx, 1);
@@ -80,16 +94,7 @@ std::vector<algo::LayerPlacement> placement_arg(lua_State* L, int idx, const cha
     layers = value_or_raise(L, lua_io::read_uints3(L, idx, "placement", 1, UINT32_MAX, 1), fn);
   }
   std::vector<algo::LayerPlacement> out;
-  for (const auto& l : layers) {
-    algo::LayerPlacement lp;
-    uint32_t experts = 0;
-    for (const auto& node : l) {
-      lp.nodes.emplace_back(node.begin(), node.end());
-      for (uint32_t e : node) experts = std::max(experts, e + 1);
-    }
-    lp.experts = int(experts);
-    out.push_back(std::move(lp));
-  }
+  for (const auto& l : layers) out.push_back(to_layer(l));
   return out;
 }
 
@@ -294,6 +299,46 @@ int l_moetion_reorder(lua_State* L) {
   return 3;
 }
 
+void push_layer(lua_State* L, const algo::LayerPlacement& layer) {
+  std::vector<std::vector<uint32_t>> out;
+  for (const auto& node : layer.nodes) out.emplace_back(node.begin(), node.end());
+  lua_io::push_uints2(L, out, 1);
+}
+
+// sal.balance_placement(nodes, loads [, {floor, evaluations}]) -> nodes, info
+// One layer (1-based expert ids per node) and each expert's load (loads[e]); the same layer with
+// the work spread more evenly and the same minimal node sets (placement_balance.h), and info =
+// {before, after (busiest node's work over the mean), moves, evaluations}.
+int l_balance_placement(lua_State* L) {
+  const char* fn = "sal.balance_placement";
+  auto nodes = value_or_raise(L, lua_io::read_uints2(L, 1, "placement", 1, UINT32_MAX, 1), fn);
+  const std::vector<double> loads = numbers_arg(L, 2, fn);
+  algo::BalanceOptions o;
+  if (!lua_isnoneornil(L, 3)) {
+    luaL_checktype(L, 3, LUA_TTABLE);
+    if (auto keys = lua_io::only_keys(L, 3, {"floor", "evaluations"}, "options"); !keys)
+      luaL_error(L, "%s: %s", fn, keys.error().message().c_str());
+    o.floor = int(value_or_raise(L, lua_io::read_field_number(L, 3, "floor", "options", 1), fn));
+    o.max_evaluations = uint64_t(value_or_raise(L, lua_io::read_field_number(L, 3, "evaluations", "options", 0), fn));
+  }
+  auto r = value_or_raise(L, algo::balance_placement(to_layer(nodes), loads, o), fn);
+  push_layer(L, r.layer);
+  lua_newtable(L);
+  lua_io::set_number(L, "before", r.before);
+  lua_io::set_number(L, "after", r.after);
+  lua_io::set_number(L, "moves", r.moves);
+  lua_io::set_number(L, "evaluations", double(r.evaluations));
+  return 2;
+}
+
+// sal.placement_imbalance(nodes, loads) -> the busiest node's work over the mean (1: even)
+int l_placement_imbalance(lua_State* L) {
+  const char* fn = "sal.placement_imbalance";
+  auto nodes = value_or_raise(L, lua_io::read_uints2(L, 1, "placement", 1, UINT32_MAX, 1), fn);
+  lua_pushnumber(L, value_or_raise(L, algo::placement_imbalance(to_layer(nodes), numbers_arg(L, 2, fn)), fn));
+  return 1;
+}
+
 // sal.placement_search(nodes [, {floor, ignore = {ids}, evaluations, seed}]) -> nodes, info
 // One layer (1-based expert ids per node, at most 16 nodes), improved by the bounded search of
 // placement_search.h; info = {valid, improved, start, evaluations, killed = {k = 0..N}}.
@@ -301,7 +346,6 @@ int l_placement_search(lua_State* L) {
   const char* fn = "sal.placement_search";
   auto nodes = value_or_raise(L, lua_io::read_uints2(L, 1, "placement", 1, UINT32_MAX, 1), fn);
   algo::PlacementSearchOptions o;
-  uint32_t experts = 0;
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
     if (auto keys = lua_io::only_keys(L, 2, {"floor", "ignore", "evaluations", "seed"}, "options"); !keys)
@@ -318,16 +362,9 @@ int l_placement_search(lua_State* L) {
     }
     lua_pop(L, 1);
   }
-  algo::LayerPlacement layer;
-  for (const auto& node : nodes) {
-    layer.nodes.emplace_back(node.begin(), node.end());
-    for (uint32_t e : node) experts = std::max(experts, e + 1);
-  }
-  layer.experts = int(experts);
+  algo::LayerPlacement layer = to_layer(nodes);
   auto r = value_or_raise(L, algo::search_placement(layer, o), fn);
-  std::vector<std::vector<uint32_t>> out;
-  for (const auto& node : r.layer.nodes) out.emplace_back(node.begin(), node.end());
-  lua_io::push_uints2(L, out, 1);
+  push_layer(L, r.layer);
   lua_newtable(L);
   lua_pushboolean(L, r.valid);
   lua_setfield(L, -2, "valid");
@@ -353,7 +390,8 @@ void install_library(lua::Sandbox& sb) {
       {"spare_reorder", l_spare_reorder},     {"spare_mu", l_spare_mu},
       {"spare_r_star", l_spare_r_star},       {"spare_min_depth", l_spare_min_depth},
       {"moetion_window", l_moetion_window},   {"moetion_reorder", l_moetion_reorder},
-      {"placement_search", l_placement_search},
+      {"placement_search", l_placement_search}, {"balance_placement", l_balance_placement},
+      {"placement_imbalance", l_placement_imbalance},
   };
   for (auto [name, fn] : fns) {
     lua_pushcfunction(L, fn);

@@ -70,4 +70,40 @@ Result<DispatchSchedule> flexible_dispatch(const Counts& tokens, const Counts& u
   return s;
 }
 
+uint64_t replicas_digest(const Counts& units) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xFF)) * 1099511628211ull;
+  };
+  mix(units.size());
+  for (const auto& row : units) {
+    mix(row.size());
+    for (uint32_t u : row) mix(u);
+  }
+  return h == 0 ? 1 : h;
+}
+
+Result<DispatchSchedule> gather_schedule(comm::Collectives& comm, const std::vector<uint32_t>& counts,
+                                         const Counts& units) {
+  const size_t E = counts.size(), W = size_t(comm.size());
+  if (units.size() != E) return fail("token counts for ", E, " experts but replicas for ", units.size());
+  // each rank's record: its counts, then the table's digest as two uint32
+  const uint64_t digest = replicas_digest(units);
+  std::vector<uint32_t> mine(counts);
+  mine.push_back(uint32_t(digest));
+  mine.push_back(uint32_t(digest >> 32));
+  const size_t R = mine.size();
+  std::vector<uint32_t> all(R * W);
+  if (auto s = comm.allgather(mine.data(), R * sizeof(uint32_t), all.data()); !s)
+    return s.error().with_context("all-gather of the expert counts");
+  for (size_t j = 0; j < W; ++j)
+    if (all[j * R + E] != mine[E] || all[j * R + E + 1] != mine[E + 1])
+      return fail("rank ", j, " dispatches with another replica table than rank ", comm.rank(),
+                  " (digest mismatch): the ranks disagree on the plan");
+  Counts tokens(E, std::vector<uint32_t>(W));
+  for (size_t j = 0; j < W; ++j)
+    for (size_t e = 0; e < E; ++e) tokens[e][j] = all[j * R + e];
+  return flexible_dispatch(tokens, units);
+}
+
 }  // namespace sal::runtime

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "comm/collectives.h"
 #include "core/result.h"
 
 namespace sal::runtime {
@@ -38,5 +39,18 @@ struct DispatchSchedule {
 
 // Errors when the shapes disagree or an expert with tokens has no replica.
 Result<DispatchSchedule> flexible_dispatch(const Counts& tokens, const Counts& units);
+
+// FNV-1a over a replica table (its shape and every entry): what ranks compare to know they
+// dispatch with the same table. Never 0.
+uint64_t replicas_digest(const Counts& units);
+
+// A layer's schedule from this rank's token counts (counts[e]), as every rank of `comm` computes
+// it: one all-gather of each rank's counts with the digest of the replica table it dispatches with,
+// a check that every digest agrees, then flexible_dispatch. Ranks with the same counts and table
+// compute the same schedule, so the all-to-all sizes they derive from it match — which is why the
+// plan's data plane need not all-gather the sizes before every all-to-all (collectives.h,
+// GlooOptions::verify_counts). Errors name the rank whose table differs.
+Result<DispatchSchedule> gather_schedule(comm::Collectives& comm, const std::vector<uint32_t>& counts,
+                                         const Counts& units);
 
 }  // namespace sal::runtime

@@ -125,13 +125,9 @@ Status DistributedExchange::forward(int layer, const float* x, const model::Rout
   s = LayerState{};
   s.slots.assign(size_t(E), {});
   for (int slot = 0; slot < r.tokens * r.k; ++slot) s.slots[size_t(r.idx[size_t(slot)])].push_back(slot);
-  std::vector<uint32_t> mine(static_cast<size_t>(E)), all(size_t(E) * W);
+  std::vector<uint32_t> mine(static_cast<size_t>(E));
   for (int e = 0; e < E; ++e) mine[size_t(e)] = uint32_t(s.slots[size_t(e)].size());
-  SAL_TRY(comm_.allgather(mine.data(), mine.size() * sizeof(uint32_t), all.data()));
-  Counts tokens(static_cast<size_t>(E), std::vector<uint32_t>(static_cast<size_t>(W)));
-  for (int j = 0; j < W; ++j)
-    for (int e = 0; e < E; ++e) tokens[size_t(e)][size_t(j)] = all[size_t(j) * E + e];
-  auto sched = flexible_dispatch(tokens, replicas_[size_t(layer)]);
+  auto sched = gather_schedule(comm_, mine, replicas_[size_t(layer)]);
   if (!sched) return sched.error().with_context("layer " + std::to_string(layer) + " dispatch");
   s.schedule = std::move(*sched);
   s.send_rows.assign(size_t(W), 0);

@@ -1,8 +1,9 @@
 // exchange.h — the distributed ExpertExchange: each MoE layer's tokens go to the workers holding
 // replicas of their experts and come back, over the data plane.
 //
-// forward: count the local tokens per expert, all-gather the counts (T[e][j]), compute the
-// flexible dispatcher's schedule (every worker computes the same one), pack the rows for each
+// forward: count the local tokens per expert, all-gather the counts (T[e][j]) with the replica
+// table's digest (gather_schedule), compute the flexible dispatcher's schedule (every worker computes
+// the same one, so the all-to-all sizes agree without a check of their own), pack the rows for each
 // destination into one contiguous buffer (destination by destination, expert by expert, tokens in
 // order), all-to-all-v, run each held expert once on all the rows it received, and all-to-all-v the
 // outputs back into the tokens' slots. backward sends the output gradients the same way, runs the

@@ -126,13 +126,7 @@ Status PlanDeviceExchange::schedule(int layer, Layer& s, size_t assignments) {
   // bounds there; here it is an error, found before any collective of this layer).
   if (counted != assignments)
     return fail(assignments - counted, " of ", assignments, " assignments name no expert in [0, ", E, ")");
-  gathered_.assign(size_t(E) * size_t(W), 0);
-  if (auto st = comm_.allgather(counts_host_.data(), size_t(E) * sizeof(uint32_t), gathered_.data()); !st)
-    return st.error().with_context("all-gather of the expert counts");
-  Counts tokens(static_cast<size_t>(E), std::vector<uint32_t>(static_cast<size_t>(W)));
-  for (int j = 0; j < W; ++j)
-    for (int e = 0; e < E; ++e) tokens[size_t(e)][size_t(j)] = gathered_[size_t(j) * E + e];
-  auto sched = flexible_dispatch(tokens, replicas_[size_t(layer)]);
+  auto sched = gather_schedule(comm_, counts_host_, replicas_[size_t(layer)]);
   if (!sched) return sched.error().with_context("dispatch");
   s.schedule = std::move(*sched);
 

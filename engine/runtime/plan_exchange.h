@@ -10,9 +10,10 @@
 // plane, and the collectives come in the same order with the same sizes.
 //
 // PlanDeviceExchange is runtime::DistributedExchange (exchange.h) with the experts on the device:
-// the same collectives in the same order with the same sizes (an all-gather of E uint32 counts,
-// then per forward and per backward two all-to-all-v of rows * d floats), the same schedule
-// (runtime::flexible_dispatch on the all-gathered counts: the reference integers, on the host), the
+// the same collectives in the same order with the same sizes (gather_schedule's all-gather of E
+// uint32 counts and the replica table's digest, then per forward and per backward two all-to-all-v
+// of rows * d floats), the same schedule (runtime::flexible_dispatch on the all-gathered counts: the
+// reference integers, on the host), the
 // same packing order (destination-major, then expert, then the tokens' slot order), and several
 // replicas of an expert on one rank are one unit with more capacity. So a GPU rank and a CPU rank
 // in the same plan exchange rows with each other and compute the same thing (up to the experts'
@@ -149,7 +150,7 @@ class PlanDeviceExchange final : public model::DeviceExchange {
   kernels::cuda::Buffer<float> slot_buf_;              // [tokens*k, d] send-buffer layout
   kernels::cuda::Buffer<float> recv_buf_;              // [received, d] as received
   kernels::cuda::Buffer<float> block_in_, block_out_;  // [received, d] per-expert blocks
-  std::vector<uint32_t> counts_host_, gathered_, send_host_;
+  std::vector<uint32_t> counts_host_, send_host_;
   std::vector<int32_t> group_host_;
   PinnedStaging out_, in_;  // staged: host side of every all-to-all, what goes out and what comes in
 };

@@ -9,7 +9,12 @@
 -- partial group is cut short), the tail of the layer — the cut block and the blocks before it,
 -- up to 16 nodes — is improved by sal.placement_search, which scores placements by the exact
 -- recovery probability at every k, fewest failures first. Experts with the same replica count are
--- interchangeable for recovery, so among them the hot ones are spread over the blocks.
+-- interchangeable for recovery, so among them the hot ones are spread over the blocks. Last, with
+-- the experts' loads known, sal.balance_placement evens out the work per node (each expert's load
+-- split over its replicas, as the dispatcher does) by moves that keep every minimal node set — so
+-- the recovery probability at every k is exactly that of the layout above — e.g. the least
+-- replicated experts spread over their blocks instead of filling the first, and the other replicas
+-- dealt heaviest first to the least loaded nodes.
 local SEARCH_NODES = 16   -- exact scoring enumerates all 2^N failure sets
 
 local function ascending(replicas, loads)
@@ -136,6 +141,19 @@ local function repair(placement, blocks, replicas, floor)
   end
 end
 
+-- Spreads the work (each expert's load over its replicas) as evenly as the layer's minimal node
+-- sets allow, without changing them: the recovery probability at every k stays exactly the same.
+local function even_out(placement, loads, experts, floor)
+  local known, any = {}, false
+  for e = 1, experts do
+    known[e] = loads[e] or 0
+    any = any or known[e] > 0
+  end
+  if not any then return placement end
+  local balanced = sal.balance_placement(placement, known, { floor = floor })
+  return balanced
+end
+
 local function place_layer(replicas, loads, nodes, slots, floor)
   local placement, free = {}, {}
   for n = 1, nodes do placement[n], free[n] = {}, slots end
@@ -143,7 +161,7 @@ local function place_layer(replicas, loads, nodes, slots, floor)
   local blocks, in_block = lay_blocks(order, replicas, placement, free, slots)
   deal_extras(order, replicas, in_block, placement, free, slots)
   repair(placement, blocks, replicas, floor)
-  return placement
+  return even_out(placement, loads, #replicas, floor)
 end
 
 local function decide(ctx)
@@ -171,6 +189,7 @@ end
 
 return {
   api = 1, kind = "placement", name = "mro",
-  doc = "maximum rank overlap: least replicated first in blocks of c; exact search repairs a cut-short tail",
+  doc = "maximum rank overlap: least replicated first in blocks of c; exact search repairs a cut-short tail; "
+        .. "then the work evened out by moves that keep every minimal node set (same recovery, balanced)",
   decide = decide, selftest = selftest,
 }

@@ -17,7 +17,11 @@
 //   total      kill -> that commit
 // Prints p50 / p99 / max of each over all trials.
 //
-// usage: bench_recovery [meshes = 3] [nodes = 8]
+// --cpu-share F puts each worker in a CPU cgroup of F CPUs (mesh/cpu_share.h; 0.22 with 8 workers
+// on 2 cores): every worker then runs at the same slow speed, as on a cluster of small dedicated
+// cores, instead of the survivors speeding up as workers die.
+//
+// usage: bench_recovery [meshes = 3] [nodes = 8] [--cpu-share F]
 #include <signal.h>
 
 #include <algorithm>
@@ -25,6 +29,7 @@
 #include <map>
 #include <regex>
 
+#include "mesh/cpu_share.h"
 #include "support/mesh_harness.h"
 
 using namespace sal::test;
@@ -35,9 +40,10 @@ struct Trial {
   double detection = 0, planning = 0, connect = 0, migrate = 0, sw = 0, resume = 0, total = 0;
 };
 
-MeshOptions options(int nodes) {
+MeshOptions options(int nodes, double cpu_share) {
   MeshOptions o;
   o.agents = nodes;
+  o.cpu_share = cpu_share;
   o.steps = 1'000'000'000;
   o.model = "model = { layers = 2, d_model = 64, heads = 4, experts = 8, top_k = 2, seq_len = 32 },";
   o.train = "batch = 16, rebalance_every = 0";
@@ -103,10 +109,13 @@ int64_t last_seq(TestMesh& m) {
   return s;
 }
 
-void run_mesh(int nodes, std::vector<Trial>& trials) {
-  TestMesh m(options(nodes));
+void run_mesh(int nodes, double cpu_share, std::vector<Trial>& trials) {
+  TestMesh m(options(nodes, cpu_share));
   m.start();
-  if (!eventually([&] { return step_of(m) > 10; }, 60000)) throw std::runtime_error("training did not start");
+  // training runs with every node in the plan (the first plan may start before the last workers are ready)
+  auto all_in = [&] { return m.eval_json("return #job.training().ranks").get<int>() == nodes; };
+  if (!eventually([&] { return step_of(m) > 10 && all_in(); }, 60000))
+    throw std::runtime_error("training did not start on every node");
   for (int k = 0; k < nodes / 2; ++k) {
     int64_t from = step_of(m);
     eventually([&] { return step_of(m) >= from + 5; }, 20000);
@@ -129,21 +138,45 @@ double pct(std::vector<double> v, double q) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int meshes = argc > 1 ? std::atoi(argv[1]) : 3;
-  int nodes = argc > 2 ? std::atoi(argv[2]) : 8;
-  if (meshes < 1 || nodes < 2) {
-    std::fprintf(stderr, "usage: bench_recovery [meshes >= 1] [nodes >= 2]\n");
+  std::vector<std::string> positional;
+  double cpu_share = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--cpu-share" && i + 1 < argc)
+      cpu_share = std::atof(argv[++i]);
+    else
+      positional.push_back(argv[i]);
+  }
+  int meshes = positional.size() > 0 ? std::atoi(positional[0].c_str()) : 3;
+  int nodes = positional.size() > 1 ? std::atoi(positional[1].c_str()) : 8;
+  if (meshes < 1 || nodes < 2 || cpu_share < 0) {
+    std::fprintf(stderr, "usage: bench_recovery [meshes >= 1] [nodes >= 2] [--cpu-share F]\n");
     return 2;
   }
+  std::string confined = "workers unconfined";
+  if (cpu_share > 0) {
+    auto probe = sal::mesh::CpuShares::open(cpu_share);
+    confined = probe ? "each worker in a CPU cgroup of " + std::to_string(cpu_share) + " CPU"
+                     : "fair measurement unavailable (" + probe.error().message() + "): workers unconfined";
+    if (!probe) cpu_share = 0;
+  }
   std::vector<Trial> trials;
+  auto prune = [&] {  // the groups of the agents each mesh killed (the next agent would remove them too)
+    if (cpu_share <= 0) return;
+    if (auto shares = sal::mesh::CpuShares::open(cpu_share)) {
+      shares->prune_dead();
+      shares->remove_if_empty();
+    }
+  };
   try {
-    for (int i = 0; i < meshes; ++i) run_mesh(nodes, trials);
+    for (int i = 0; i < meshes; ++i) run_mesh(nodes, cpu_share, trials);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_recovery: %s\n", e.what());
+    prune();
     return 1;
   }
+  prune();
   std::printf("recovery from a SIGKILLed node: %d meshes of %d CPU workers, one node killed at a time down to %d,"
-              " %zu trials\n\n", meshes, nodes, nodes - nodes / 2, trials.size());
+              " %zu trials; %s\n\n", meshes, nodes, nodes - nodes / 2, trials.size(), confined.c_str());
   std::printf("| part | p50 (ms) | p99 (ms) | max (ms) |\n| --- | ---: | ---: | ---: |\n");
   const std::vector<std::pair<const char*, double Trial::*>> parts = {
       {"detection (kill -> node_dead)", &Trial::detection},

@@ -1,48 +1,89 @@
 // bench_skew.cpp — adaptive expert replicas against uniform expert parallelism under skewed loads,
-// on the same workers, with real `salamander run` processes.
+// on the same workers, with real `salamander run` processes (Lazarus Fig. 10a's comparison).
 //
 // The job forces a steady routing skew (model.skew: the first `hot` experts of every layer are drawn
-// `skew` times as often as the others) and re-plans every 10 steps on the measured loads. Two
+// `skew` times as often as the others) and re-plans every 10 steps on the measured loads. Three
 // policy pairs train it: allocation = uniform with placement = spread (classic expert parallelism:
 // every expert the same number of replicas, whatever its load), lazarus + mro (replicas in
-// proportion to load, placed for recovery), and lazarus + spread (the same replicas, dealt round
-// robin: separates what allocation and placement each contribute). Rounds alternate the pairs to
-// spread machine noise.
-// Throughput is tokens over wall time from step 20 to the end (so plan switches count), read from
-// each run's metrics.csv; "imbalance" is the busiest worker's expert tokens over the mean (1 = even).
+// proportion to load, placed for recovery and balanced without giving up any of it: the default),
+// and lazarus + spread (the same replicas dealt round robin). Rounds alternate the pairs to spread
+// machine noise.
 //
-// usage: bench_skew [rounds = 3] [steps = 60] [nodes = 4] [skew = 4] [hot = 2] [slots = 4]
+// The default setting is one where uniform expert parallelism really is imbalanced: 16 workers of
+// 2 expert slots, 8 experts, top-1 routing, expert 0 drawn 9x as often as each other (9/16 of the
+// tokens). Uniform gives every expert 4 replicas, so the 4 workers holding expert 0 compute 2.5x
+// the mean expert work; a balanced uniform placement would need expert 0 on every worker (16
+// slots per worker). Lazarus gives expert 0 18 replicas and the others 2 (the floor f = 2), so every
+// replica carries the same tokens, and mro keeps the least replicated experts in pairs of workers
+// (the most any placement survives two failures with) while every worker does the same work.
+//
+// Fair measurement (--cpu-share, on by default where the cgroup v1 cpu controller is writable):
+// each worker runs in a CPU cgroup of its own with a quota of (cores x 0.9) / workers CPUs, so 16
+// workers on 2 cores behave like 16 slower dedicated cores — the busiest worker sets the pace, as on
+// a cluster — instead of time-sharing the cores (where a worker that waits gives its core to the
+// busy one, and balance hardly matters).
+//
+// Throughput is tokens over wall time from step 20 to the end (plan switches count), from each
+// run's metrics.csv; "imbalance (steps)" is the busiest worker's expert tokens over the mean (1 =
+// even), step by step, averaged (it includes each step's sampling noise: 2048 tokens a step put a
+// few per cent on some worker whatever the plan); "balance (plan)" is the last plan's on the loads
+// it was planned for (the window's mean); P(1), P(2): the probability that the last plan survives
+// 1 and 2 random node failures (every layer).
+//
+// usage: bench_skew [--rounds 3] [--steps 60] [--nodes 16] [--slots 2] [--experts 8] [--top-k 1]
+//                   [--skew 9] [--hot 1] [--min-replicas 2] [--d-model 256] [--batch 32]
+//                   [--cpu-share F | --no-cpu-share]
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "mesh/cpu_share.h"
+#include "policy/algo/placement_balance.h"
+#include "policy/algo/recovery.h"
+#include "report/run_files.h"
 #include "support/mesh_harness.h"
 
+using namespace sal;
 using namespace sal::test;
 
 namespace {
 
 struct Setup {
-  int steps = 60, nodes = 4, hot = 2, slots = 4;
-  double skew = 4;
+  int rounds = 3, steps = 60, nodes = 16, slots = 2, experts = 8, top_k = 1, hot = 1, min_replicas = 2;
+  int d_model = 256, batch = 32;
+  double skew = 9, cpu_share = -1;  // -1: (cores x 0.9) / nodes where available; 0: off
 };
 
 struct Row {
-  double tokens_per_s = 0, imbalance = 0, step_ms = 0, loss = 0;
+  double tokens_per_s = 0, imbalance = 0, step_ms = 0, loss = 0, p1 = 0, p2 = 0, plan_balance = 0;
+  std::vector<algo::LayerPlacement> placement;  // the last plan's, per layer
+  std::vector<std::vector<double>> loads;       // the loads it was planned for ([] when kept from the start)
 };
+
+// A plan's balance on per-layer loads: the busiest node's work over the mean, averaged over layers.
+double balance_of(const std::vector<algo::LayerPlacement>& layers, const std::vector<std::vector<double>>& loads) {
+  double sum = 0;
+  for (size_t l = 0; l < layers.size() && l < loads.size(); ++l)
+    if (auto b = algo::placement_imbalance(layers[l], loads[l])) sum += *b;
+  return layers.empty() || loads.empty() ? 0 : sum / double(layers.size());
+}
 
 std::string job_text(const Setup& s, const std::string& alloc, const std::string& place) {
   std::ostringstream o;
   o << "return {\n  name = 'skew-" << alloc << "',\n"
-    << "  model = { layers = 2, d_model = 128, heads = 4, experts = 8, top_k = 2, seq_len = 64, skew = " << s.skew
-    << ", hot_experts = " << s.hot << " },\n"
+    << "  model = { layers = 2, d_model = " << s.d_model << ", heads = 4, experts = " << s.experts
+    << ", top_k = " << s.top_k << ", seq_len = 64, skew = " << s.skew << ", hot_experts = " << s.hot << " },\n"
     << "  data = { path = '" << docs_dir() << "' },\n"
-    << "  train = { steps = " << s.steps << ", batch = 32, rebalance_every = 10 },\n"
+    << "  train = { steps = " << s.steps << ", batch = " << s.batch << ", rebalance_every = 10 },\n"
     << "  mesh = { nodes = " << s.nodes << " },\n"
-    << "  policies = { allocation = '" << alloc << "', placement = '" << place << "', slots = " << s.slots << ", min_replicas = 1 },\n}\n";
+    << "  policies = { allocation = '" << alloc << "', placement = '" << place << "', slots = " << s.slots
+    << ", min_replicas = " << s.min_replicas << " },\n}\n";
   return o.str();
 }
 
@@ -75,17 +116,46 @@ Row measure(const std::string& run_dir, int from_step) {
   return out;
 }
 
+// Of the last plan put in force (plans.jsonl): P(k), every layer surviving the same k failures,
+// and its balance on the loads it was planned for (the window's mean: no step's sampling noise).
+void last_plan(const std::string& run_dir, Row& row) {
+  auto plans = report::read_plans(run_dir + "/plans.jsonl");
+  if (!plans || plans->empty()) return;
+  const auto& last = plans->back();
+  std::vector<algo::LayerPlacement> layers;
+  for (const auto& l : last.placement) {
+    algo::LayerPlacement lp;
+    for (const auto& node : l) {
+      lp.nodes.emplace_back(node.begin(), node.end());
+      for (auto e : node) lp.experts = std::max(lp.experts, int(e) + 1);
+    }
+    layers.push_back(std::move(lp));
+  }
+  int experts = 0;
+  for (const auto& l : layers) experts = std::max(experts, l.experts);
+  for (auto& l : layers) l.experts = experts;
+  if (auto p = algo::joint_recovery_probability(layers, 1)) row.p1 = p->p;
+  if (auto p = algo::joint_recovery_probability(layers, 2)) row.p2 = p->p;
+  row.placement = layers;
+  row.loads = last.loads;
+  row.plan_balance = balance_of(layers, last.loads);
+}
+
 Row run_once(const Setup& s, const std::string& alloc, const std::string& place, int round) {
   std::string dir = temp_dir("skew");
   std::ofstream(dir + "/job.lua") << job_text(s, alloc, place);
-  Proc p = spawn({bin(), "run", dir + "/job.lua", "--out", dir + "/out"}, dir + "/run.out");
-  int rc = p.wait(600000);
+  std::vector<std::string> argv{bin(), "run", dir + "/job.lua", "--out", dir + "/out"};
+  if (s.cpu_share > 0) argv.insert(argv.end(), {"--cpu-share", std::to_string(s.cpu_share)});
+  Proc p = spawn(argv, dir + "/run.out");
+  int rc = p.wait(1200000);
   if (rc != 0) {
     std::fprintf(stderr, "%s + %s round %d failed (exit %d); see %s/run.out\n", alloc.c_str(), place.c_str(), round, rc,
                  dir.c_str());
     return {};
   }
-  return measure(dir + "/out", 20);
+  Row r = measure(dir + "/out", 20);
+  last_plan(dir + "/out", r);
+  return r;
 }
 
 double median(std::vector<double> v) {
@@ -93,45 +163,104 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+[[noreturn]] void usage() {
+  std::fprintf(stderr, "usage: bench_skew [--rounds R] [--steps S] [--nodes N] [--slots C] [--experts E] [--top-k K] "
+                       "[--skew X] [--hot H] [--min-replicas F] [--d-model D] [--batch B] "
+                       "[--cpu-share F | --no-cpu-share]\n");
+  std::exit(2);
+}
+
+// --name value pairs; a bad one ends the program with the usage line.
+Setup parse(int argc, char** argv) {
+  Setup s;
+  const std::map<std::string, int*> ints = {
+      {"--rounds", &s.rounds}, {"--steps", &s.steps}, {"--nodes", &s.nodes}, {"--slots", &s.slots},
+      {"--experts", &s.experts}, {"--top-k", &s.top_k}, {"--hot", &s.hot}, {"--min-replicas", &s.min_replicas},
+      {"--d-model", &s.d_model}, {"--batch", &s.batch}};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--no-cpu-share") {
+      s.cpu_share = 0;
+      continue;
+    }
+    if (i + 1 >= argc) usage();
+    std::string v = argv[++i];
+    try {
+      if (a == "--skew") s.skew = std::stod(v);
+      else if (a == "--cpu-share") s.cpu_share = std::stod(v);
+      else if (ints.count(a)) *ints.at(a) = std::stoi(v);
+      else usage();
+    } catch (const std::exception&) {
+      usage();
+    }
+  }
+  return s;
+}
+
+// The share each worker gets, or 0 (unconfined) where this machine cannot confine them.
+double resolve_share(Setup& s) {
+  if (s.cpu_share == 0) return 0;
+  if (s.cpu_share < 0) s.cpu_share = double(std::max(1u, std::thread::hardware_concurrency())) * 0.9 / s.nodes;
+  auto probe = mesh::CpuShares::open(s.cpu_share);
+  if (!probe) {
+    std::printf("fair measurement unavailable (%s): workers run unconfined\n", probe.error().message().c_str());
+    return s.cpu_share = 0;
+  }
+  probe->remove_if_empty();
+  return s.cpu_share;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
-  Setup s;
-  if (argc > 2) s.steps = std::atoi(argv[2]);
-  if (argc > 3) s.nodes = std::atoi(argv[3]);
-  if (argc > 4) s.skew = std::atof(argv[4]);
-  if (argc > 5) s.hot = std::atoi(argv[5]);
-  if (argc > 6) s.slots = std::atoi(argv[6]);
-  std::printf("skewed expert loads: %d workers, 8 experts x 2 layers, top-2, %d hot experts drawn %.0fx as often,\n"
-              "%d slots per worker, re-plan every 10 steps, %d steps (measured from step 20), %d rounds\n\n",
-              s.nodes, s.hot, s.skew, s.slots, s.steps, rounds);
+  Setup s = parse(argc, argv);
+  resolve_share(s);
+  std::printf("skewed expert loads: %d workers x %d slots, %d experts x 2 layers, top-%d, d %d, batch %d x 64;\n"
+              "%d hot expert(s) drawn %.0fx as often; floor f = %d; re-plan every 10 steps; %d steps (measured from "
+              "step 20); %d rounds;\n",
+              s.nodes, s.slots, s.experts, s.top_k, s.d_model, s.batch, s.hot, s.skew, s.min_replicas, s.steps,
+              s.rounds);
+  if (s.cpu_share > 0)
+    std::printf("each worker in a CPU cgroup of %.3f CPU (%u cores)\n\n", s.cpu_share, std::thread::hardware_concurrency());
+  else
+    std::printf("workers unconfined (time-sharing the cores)\n\n");
   const std::vector<std::pair<std::string, std::string>> pairs = {{"uniform", "spread"}, {"lazarus", "mro"},
                                                                   {"lazarus", "spread"}};
   std::vector<std::vector<Row>> rows(pairs.size());
-  for (int r = 0; r < rounds; ++r)
+  for (int r = 0; r < s.rounds; ++r)
     for (size_t i = 0; i < pairs.size(); ++i) {
       rows[i].push_back(run_once(s, pairs[i].first, pairs[i].second, r));
-      std::fprintf(stderr, "round %d %s+%s: %.0f tokens/s\n", r, pairs[i].first.c_str(), pairs[i].second.c_str(),
-                   rows[i].back().tokens_per_s);
+      std::fprintf(stderr, "round %d %s+%s: %.0f tokens/s, imbalance %.3f\n", r, pairs[i].first.c_str(),
+                   pairs[i].second.c_str(), rows[i].back().tokens_per_s, rows[i].back().imbalance);
     }
-  std::printf("%-18s %14s %16s %12s %11s %10s\n", "policies", "tokens/s (med)", "tokens/s (range)", "step ms",
-              "imbalance", "loss");
+  // A plan kept from the first step (uniform + spread never changes) was planned without loads:
+  // its balance is taken on the loads another run of the same setting planned for.
+  std::vector<std::vector<double>> any_loads;
+  for (const auto& pair_rows : rows)
+    for (const auto& x : pair_rows)
+      if (any_loads.empty() && !x.loads.empty()) any_loads = x.loads;
+  for (auto& pair_rows : rows)
+    for (auto& x : pair_rows)
+      if (x.loads.empty()) x.plan_balance = balance_of(x.placement, any_loads);
+  std::printf("| policies | tokens/s (median) | range | step ms | imbalance (steps) | balance (plan) | P(1) | P(2) | loss |\n"
+              "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   std::vector<double> med;
   for (size_t i = 0; i < pairs.size(); ++i) {
-    std::vector<double> tps, ms, imb, loss;
+    std::vector<double> tps, ms, imb, loss, p1, p2, plan;
     for (const auto& x : rows[i]) {
       tps.push_back(x.tokens_per_s);
       ms.push_back(x.step_ms);
       imb.push_back(x.imbalance);
       loss.push_back(x.loss);
+      p1.push_back(x.p1);
+      p2.push_back(x.p2);
+      plan.push_back(x.plan_balance);
     }
     med.push_back(median(tps));
-    char range[64];
-    std::snprintf(range, sizeof range, "%.0f-%.0f", *std::min_element(tps.begin(), tps.end()),
-                  *std::max_element(tps.begin(), tps.end()));
-    std::printf("%-18s %14.0f %16s %12.1f %11.2f %10.3f\n", (pairs[i].first + " + " + pairs[i].second).c_str(), med.back(),
-                range, median(ms), median(imb), median(loss));
+    std::printf("| %s + %s | %.0f | %.0f-%.0f | %.1f | %.3f | %.3f | %.4f | %.4f | %.3f |\n", pairs[i].first.c_str(),
+                pairs[i].second.c_str(), med.back(), *std::min_element(tps.begin(), tps.end()),
+                *std::max_element(tps.begin(), tps.end()), median(ms), median(imb), median(plan), median(p1), median(p2),
+                median(loss));
   }
   if (med[0] > 0)
     for (size_t i = 1; i < pairs.size(); ++i)

@@ -34,6 +34,12 @@ std::string fmt(double v) {
 
 std::vector<char> bytes(const std::string& s) { return std::vector<char>(s.begin(), s.end()); }
 
+// The transport the test's workers connect: UCX shared memory (all ranks are on this host), or
+// Gloo's TCP pairs (the path across hosts). Set before the workers fork.
+bool g_shared_memory = true;
+
+const char* transport_name() { return g_shared_memory ? "shared memory" : "Gloo TCP"; }
+
 GlooOptions options(int rank, int size, const std::string& prefix, int64_t op_timeout_ms = 5000) {
   GlooOptions o;
   o.rank = rank;
@@ -41,6 +47,7 @@ GlooOptions options(int rank, int size, const std::string& prefix, int64_t op_ti
   o.prefix = prefix;
   o.connect_timeout_ms = 3000;
   o.op_timeout_ms = op_timeout_ms;
+  o.shared_memory = g_shared_memory;
   return o;
 }
 
@@ -59,8 +66,10 @@ std::unique_ptr<Collectives> connect(Env& env, const GlooOptions& o, Report& rep
     return nullptr;
   }
   if (auto* g = dynamic_cast<GlooCollectives*>(c->get())) {
+    rep.check(o.size == 1 || g->shared_memory() == o.shared_memory, label + ": on the transport asked for");
     rep.note(label + "_connect_ms=" + fmt(g->connect_ms()));
-    rep.check(g->sockets().size() == size_t(o.size - 1), label + ": one tracked socket per peer");
+    // on one host the epoch runs over shared memory and has no sockets; over Gloo, one per peer
+    rep.check(g->shared_memory() || g->sockets().size() == size_t(o.size - 1), label + ": one tracked socket per peer");
   }
   return std::move(*c);
 }
@@ -264,16 +273,21 @@ void rebuild_and_check(Env& env, int new_rank, int new_size, const std::string& 
 
 }  // namespace
 
-TEST_CASE("collectives: correct results for 1 to 5 ranks, and a second epoch in the same processes") {
-  for (int size = 1; size <= 5; ++size) {
-    CAPTURE(size);
-    Workers w(size, [size](int rank, const std::string& ep) { return correctness_worker(rank, size, ep); });
-    Controller ctl(w);
-    auto reports = expect_ok(w, 20000);
-    std::printf("collectives: %d rank(s): connect %s ms (epoch 1), %s ms (epoch 2, same device) on rank 0\n", size,
-                report_value(reports[0], "epoch1_connect_ms").c_str(),
-                report_value(reports[0], "epoch2_connect_ms").c_str());
+TEST_CASE("collectives: correct results for 1 to 5 ranks, and a second epoch in the same processes, on both transports") {
+  for (bool shm : {true, false}) {
+    g_shared_memory = shm;
+    CAPTURE(transport_name());
+    for (int size = 1; size <= 5; ++size) {
+      CAPTURE(size);
+      Workers w(size, [size](int rank, const std::string& ep) { return correctness_worker(rank, size, ep); });
+      Controller ctl(w);
+      auto reports = expect_ok(w, 20000);
+      std::printf("collectives (%s): %d rank(s): connect %s ms (epoch 1), %s ms (epoch 2, same device) on rank 0\n", transport_name(), size,
+                  report_value(reports[0], "epoch1_connect_ms").c_str(),
+                  report_value(reports[0], "epoch2_connect_ms").c_str());
+    }
   }
+  g_shared_memory = true;
 }
 
 TEST_CASE("collectives: allreduce is bit-identical across ranks and across two runs") {
@@ -293,85 +307,90 @@ TEST_CASE("collectives: allreduce is bit-identical across ranks and across two r
   CHECK(runs[0] == runs[1]);
 }
 
-TEST_CASE("collectives: size mismatches and op timeouts are errors on every rank, not crashes or hangs") {
-  Workers w(3, [](int rank, const std::string& ep) {
-    Report rep;
-    Env env(ep);
-    // 1. A point-to-point size mismatch: the receiver names it, the sender and a bystander fail fast.
-    {
-      auto c = connect(env, options(rank, 3, "mm-1"), rep, "mm1");
-      if (!c) return rep.text();
-      std::vector<char> buf(200);
-      int64_t t0 = mono_ns();
-      Status st;
-      if (rank == 0) st = c->send(1, buf.data(), 100, 5);
-      if (rank == 1) st = c->recv(0, buf.data(), 200, 5);
-      if (rank == 2) st = c->barrier();
-      double ms = double(mono_ns() - t0) / 1e6;
-      rep.check(!st.ok(), "p2p mismatch is an error");
-      if (rank == 1) rep.check(!st.ok() && st.error().message().find("sent 100 bytes") != std::string::npos, "names the sizes");
-      rep.check(ms < 2000, "p2p mismatch fails fast (" + fmt(ms) + " ms)");
-      rep.check(!c->barrier().ok(), "the epoch is spent afterwards");
-      rep.note("p2p_mismatch_ms=" + fmt(ms));
-    }
-    // 2. alltoallv counts that do not match: every rank gets the same verdict.
-    {
-      auto c = connect(env, options(rank, 3, "mm-2"), rep, "mm2");
-      if (!c) return rep.text();
-      std::vector<int64_t> sc = {1, 1, 1}, rc = {1, 1, 1};
-      if (rank == 2) rc[0] = 2;
-      std::vector<float> s(3, 1.0f), r(4, 0.0f);
-      auto st = c->alltoallv(s.data(), sc, r.data(), rc);
-      rep.check(!st.ok() && st.error().message().find("rank 0 sends 1 floats to rank 2, which expects 2") !=
-                               std::string::npos,
-                "alltoallv mismatch named: " + (st.ok() ? std::string("ok") : st.error().message()));
-    }
-    // 3. The op timeout as the backstop: rank 0 waits 200 ms for ranks that come 600 ms late.
-    {
-      auto c = connect(env, options(rank, 3, "mm-3"), rep, "mm3");
-      if (!c) return rep.text();
-      int64_t t0 = mono_ns();
-      Status st;
-      if (rank == 0) {
-        ScopedOpTimeout short_wait(*c, 200ms);
-        st = c->barrier();
-      } else {
-        std::this_thread::sleep_for(600ms);
-        st = c->barrier();
+TEST_CASE("collectives: size mismatches and op timeouts are errors on every rank, not crashes or hangs, on both transports") {
+  for (bool shm : {true, false}) {
+    g_shared_memory = shm;
+    CAPTURE(transport_name());
+    Workers w(3, [](int rank, const std::string& ep) {
+      Report rep;
+      Env env(ep);
+      // 1. A point-to-point size mismatch: the receiver names it, the sender and a bystander fail fast.
+      {
+        auto c = connect(env, options(rank, 3, "mm-1"), rep, "mm1");
+        if (!c) return rep.text();
+        std::vector<char> buf(200);
+        int64_t t0 = mono_ns();
+        Status st;
+        if (rank == 0) st = c->send(1, buf.data(), 100, 5);
+        if (rank == 1) st = c->recv(0, buf.data(), 200, 5);
+        if (rank == 2) st = c->barrier();
+        double ms = double(mono_ns() - t0) / 1e6;
+        rep.check(!st.ok(), "p2p mismatch is an error");
+        if (rank == 1) rep.check(!st.ok() && st.error().message().find("sent 100 bytes") != std::string::npos, "names the sizes");
+        rep.check(ms < 2000, "p2p mismatch fails fast (" + fmt(ms) + " ms)");
+        rep.check(!c->barrier().ok(), "the epoch is spent afterwards");
+        rep.note("p2p_mismatch_ms=" + fmt(ms));
       }
-      double ms = double(mono_ns() - t0) / 1e6;
-      rep.check(!st.ok(), "late barrier fails");
-      if (rank == 0) {
-        rep.check(ms >= 150 && ms < 1500, "timed out after ~200 ms, took " + fmt(ms));
-        rep.check(!st.ok() && st.error().message().find("Timed out") != std::string::npos, "says it timed out");
-        rep.check(c->op_timeout() == 5000ms, "ScopedOpTimeout restored the timeout");
+      // 2. alltoallv counts that do not match: every rank gets the same verdict.
+      {
+        auto c = connect(env, options(rank, 3, "mm-2"), rep, "mm2");
+        if (!c) return rep.text();
+        std::vector<int64_t> sc = {1, 1, 1}, rc = {1, 1, 1};
+        if (rank == 2) rc[0] = 2;
+        std::vector<float> s(3, 1.0f), r(4, 0.0f);
+        auto st = c->alltoallv(s.data(), sc, r.data(), rc);
+        rep.check(!st.ok() && st.error().message().find("rank 0 sends 1 floats to rank 2, which expects 2") !=
+                                 std::string::npos,
+                  "alltoallv mismatch named: " + (st.ok() ? std::string("ok") : st.error().message()));
       }
-      rep.note("timeout_ms=" + fmt(ms));
-    }
-    // 4. abort() with no call in flight: this rank's next call fails at once and says why; the
-    //    peers' calls fail fast too (they see the connection close).
-    {
-      auto c = connect(env, options(rank, 3, "mm-4"), rep, "mm4");
-      if (!c) return rep.text();
-      if (rank == 0) c->abort("drill");
-      rep.check(c->aborted() == (rank == 0), "aborted() reports the abort");
-      int64_t t0 = mono_ns();
-      auto st = c->barrier();
-      double ms = double(mono_ns() - t0) / 1e6;
-      rep.check(!st.ok(), "barrier after abort fails");
-      if (rank == 0) {
-        rep.check(!st.ok() && st.error().message() == "barrier: epoch 'mm-4' aborted: drill",
-                  "names the epoch and the reason: " + (st.ok() ? std::string() : st.error().message()));
+      // 3. The op timeout as the backstop: rank 0 waits 200 ms for ranks that come 600 ms late.
+      {
+        auto c = connect(env, options(rank, 3, "mm-3"), rep, "mm3");
+        if (!c) return rep.text();
+        int64_t t0 = mono_ns();
+        Status st;
+        if (rank == 0) {
+          ScopedOpTimeout short_wait(*c, 200ms);
+          st = c->barrier();
+        } else {
+          std::this_thread::sleep_for(600ms);
+          st = c->barrier();
+        }
+        double ms = double(mono_ns() - t0) / 1e6;
+        rep.check(!st.ok(), "late barrier fails");
+        if (rank == 0) {
+          rep.check(ms >= 150 && ms < 1500, "timed out after ~200 ms, took " + fmt(ms));
+          rep.check(!st.ok() && st.error().message().find("Timed out") != std::string::npos, "says it timed out");
+          rep.check(c->op_timeout() == 5000ms, "ScopedOpTimeout restored the timeout");
+        }
+        rep.note("timeout_ms=" + fmt(ms));
       }
-      rep.check(ms < 1000, "fails fast: " + fmt(ms) + " ms");
-    }
-    return rep.text();
-  });
-  Controller ctl(w);
-  auto reports = expect_ok(w, 20000);
-  std::printf("errors: p2p size mismatch returned after %s / %s / %s ms; rank 0's 200 ms op timeout fired after %s ms\n",
-              report_value(reports[0], "p2p_mismatch_ms").c_str(), report_value(reports[1], "p2p_mismatch_ms").c_str(),
-              report_value(reports[2], "p2p_mismatch_ms").c_str(), report_value(reports[0], "timeout_ms").c_str());
+      // 4. abort() with no call in flight: this rank's next call fails at once and says why; the
+      //    peers' calls fail fast too (they see the connection close).
+      {
+        auto c = connect(env, options(rank, 3, "mm-4"), rep, "mm4");
+        if (!c) return rep.text();
+        if (rank == 0) c->abort("drill");
+        rep.check(c->aborted() == (rank == 0), "aborted() reports the abort");
+        int64_t t0 = mono_ns();
+        auto st = c->barrier();
+        double ms = double(mono_ns() - t0) / 1e6;
+        rep.check(!st.ok(), "barrier after abort fails");
+        if (rank == 0) {
+          rep.check(!st.ok() && st.error().message() == "barrier: epoch 'mm-4' aborted: drill",
+                    "names the epoch and the reason: " + (st.ok() ? std::string() : st.error().message()));
+        }
+        rep.check(ms < 1000, "fails fast: " + fmt(ms) + " ms");
+      }
+      return rep.text();
+    });
+    Controller ctl(w);
+    auto reports = expect_ok(w, 20000);
+    std::printf("errors (%s): p2p size mismatch returned after %s / %s / %s ms; rank 0's 200 ms op timeout fired after %s ms\n", transport_name(),
+                report_value(reports[0], "p2p_mismatch_ms").c_str(), report_value(reports[1], "p2p_mismatch_ms").c_str(),
+                report_value(reports[2], "p2p_mismatch_ms").c_str(), report_value(reports[0], "timeout_ms").c_str());
+  }
+  g_shared_memory = true;
 }
 
 TEST_CASE("collectives: connect fails with a clear error when a peer never comes") {
@@ -396,130 +415,140 @@ TEST_CASE("collectives: connect fails with a clear error when a peer never comes
               report_value(reports[0], "lonely_ms").c_str(), report_value(reports[0], "error").c_str());
 }
 
-TEST_CASE("abort: survivors blocked by a stalled rank return quickly after abort, then rebuild without it") {
-  const int kVictim = 2;
-  Workers w(4, [](int rank, const std::string& ep) {
-    Report rep;
-    Env env(ep);
-    auto c = connect(env, options(rank, 4, "stall-1", 10000), rep, "first");
-    if (!c) return rep.text();
-    check_allreduce<float>(*c, 1000, rep);  // warm-up: everyone is in
-    if (rank == kVictim) {
-      (void)env.store.put("victim-ready", bytes("1"));
-      std::this_thread::sleep_for(30s);  // silent but alive; the test kills it
-      rep.check(false, "victim was not killed");
+TEST_CASE("abort: survivors blocked by a stalled rank return quickly after abort, then rebuild without it, on both transports") {
+  for (bool shm : {true, false}) {
+    g_shared_memory = shm;
+    CAPTURE(transport_name());
+    const int kVictim = 2;
+    Workers w(4, [](int rank, const std::string& ep) {
+      Report rep;
+      Env env(ep);
+      auto c = connect(env, options(rank, 4, "stall-1", 10000), rep, "first");
+      if (!c) return rep.text();
+      check_allreduce<float>(*c, 1000, rep);  // warm-up: everyone is in
+      if (rank == kVictim) {
+        (void)env.store.put("victim-ready", bytes("1"));
+        std::this_thread::sleep_for(30s);  // silent but alive; the test kills it
+        rep.check(false, "victim was not killed");
+        return rep.text();
+      }
+      double blocked_ms = 0, own_abort_ms = 0;
+      int64_t t_ret = 0;
+      Status st;
+      {
+        AbortWatcher watcher(env, ep, "control/abort-stall", *c);
+        std::vector<float> big(1 << 20, 1.0f);
+        int64_t t_enter = mono_ns();
+        st = c->allreduce_sum(big.data(), big.size());
+        t_ret = mono_ns();
+        (void)env.store.put("released/" + std::to_string(rank), bytes("1"));
+        blocked_ms = double(t_ret - t_enter) / 1e6;
+        if (watcher.thread.joinable()) watcher.thread.join();
+        own_abort_ms = double(t_ret - watcher.t_abort_ns.load()) / 1e6;
+      }
+      // Released by its own abort() ("... aborted: ...") or, a moment earlier, by a peer's abort
+      // arriving as EOF (the cascade): either way within a bound of the controller's command.
+      rep.check(!st.ok(), "the blocked allreduce fails");
+      auto sent = env.store.fetch("control/abort-ns", 5000ms);
+      rep.check(sent.ok(), "abort time published");
+      double after_command = sent.ok() ? double(t_ret - std::stoll(std::string(sent->begin(), sent->end()))) / 1e6 : -1;
+      rep.check(after_command >= 0 && after_command < 500, "released " + fmt(after_command) + " ms after the abort command");
+      rep.note("after_command_ms=" + fmt(after_command));
+      rep.note("own_abort_ms=" + fmt(own_abort_ms));
+      rep.note("blocked_ms=" + fmt(blocked_ms));
+      rep.check(!c->barrier().ok(), "later calls fail fast");
+      int64_t t0 = mono_ns();
+      c.reset();
+      rep.note("destroy_ms=" + fmt(double(mono_ns() - t0) / 1e6));
+      rebuild_and_check(env, rank < kVictim ? rank : rank - 1, 3, "stall-2", rep);
       return rep.text();
-    }
-    double blocked_ms = 0, own_abort_ms = 0;
-    int64_t t_ret = 0;
-    Status st;
-    {
-      AbortWatcher watcher(env, ep, "control/abort-stall", *c);
-      std::vector<float> big(1 << 20, 1.0f);
-      int64_t t_enter = mono_ns();
-      st = c->allreduce_sum(big.data(), big.size());
-      t_ret = mono_ns();
-      (void)env.store.put("released/" + std::to_string(rank), bytes("1"));
-      blocked_ms = double(t_ret - t_enter) / 1e6;
-      if (watcher.thread.joinable()) watcher.thread.join();
-      own_abort_ms = double(t_ret - watcher.t_abort_ns.load()) / 1e6;
-    }
-    // Released by its own abort() ("... aborted: ...") or, a moment earlier, by a peer's abort
-    // arriving as EOF (the cascade): either way within a bound of the controller's command.
-    rep.check(!st.ok(), "the blocked allreduce fails");
-    auto sent = env.store.fetch("control/abort-ns", 5000ms);
-    rep.check(sent.ok(), "abort time published");
-    double after_command = sent.ok() ? double(t_ret - std::stoll(std::string(sent->begin(), sent->end()))) / 1e6 : -1;
-    rep.check(after_command >= 0 && after_command < 500, "released " + fmt(after_command) + " ms after the abort command");
-    rep.note("after_command_ms=" + fmt(after_command));
-    rep.note("own_abort_ms=" + fmt(own_abort_ms));
-    rep.note("blocked_ms=" + fmt(blocked_ms));
-    rep.check(!c->barrier().ok(), "later calls fail fast");
-    int64_t t0 = mono_ns();
-    c.reset();
-    rep.note("destroy_ms=" + fmt(double(mono_ns() - t0) / 1e6));
-    rebuild_and_check(env, rank < kVictim ? rank : rank - 1, 3, "stall-2", rep);
-    return rep.text();
-  });
-  Controller ctl(w);
-  auto& control = *ctl.control;
-  REQUIRE(control.fetch("victim-ready", 10000ms).ok());
-  std::this_thread::sleep_for(200ms);  // the survivors are blocked in the big allreduce by now
-  REQUIRE(control.put("control/abort-ns", bytes(std::to_string(mono_ns()))).ok());
-  REQUIRE(control.put("control/abort-stall", bytes("rank 2 stalled")).ok());
-  ctl.server.erase_prefix("stall-1/");  // what the controller does with an old epoch's keys
-  CHECK(control.wait_for({"released/0", "released/1", "released/3"}, 10000ms).ok());
-  w.kill(kVictim, SIGKILL);
-  auto reports = expect_ok(w, 20000, {kVictim});
-  CHECK(reports[kVictim].find("DIED") == 0);
-  auto v = [&](int r, const char* k) { return report_value(reports[size_t(r)], k); };
-  std::printf("abort (stalled rank 2 of 4, 1M-float allreduce): survivors released %s / %s / %s ms after the "
-              "controller's abort command, %s / %s / %s ms after their own abort() (negative: a peer's abort got "
-              "there first); old context destroyed in %s ms; rebuilt 3-rank epoch connected in %s ms\n",
-              v(0, "after_command_ms").c_str(), v(1, "after_command_ms").c_str(), v(3, "after_command_ms").c_str(),
-              v(0, "own_abort_ms").c_str(), v(1, "own_abort_ms").c_str(), v(3, "own_abort_ms").c_str(),
-              v(0, "destroy_ms").c_str(), v(0, "rebuilt_connect_ms").c_str());
+    });
+    Controller ctl(w);
+    auto& control = *ctl.control;
+    REQUIRE(control.fetch("victim-ready", 10000ms).ok());
+    std::this_thread::sleep_for(200ms);  // the survivors are blocked in the big allreduce by now
+    REQUIRE(control.put("control/abort-ns", bytes(std::to_string(mono_ns()))).ok());
+    REQUIRE(control.put("control/abort-stall", bytes("rank 2 stalled")).ok());
+    ctl.server.erase_prefix("stall-1/");  // what the controller does with an old epoch's keys
+    CHECK(control.wait_for({"released/0", "released/1", "released/3"}, 10000ms).ok());
+    w.kill(kVictim, SIGKILL);
+    auto reports = expect_ok(w, 20000, {kVictim});
+    CHECK(reports[kVictim].find("DIED") == 0);
+    auto v = [&](int r, const char* k) { return report_value(reports[size_t(r)], k); };
+    std::printf("abort (%s, stalled rank 2 of 4, 1M-float allreduce): survivors released %s / %s / %s ms after the "
+                "controller's abort command, %s / %s / %s ms after their own abort() (negative: a peer's abort got "
+                "there first); old context destroyed in %s ms; rebuilt 3-rank epoch connected in %s ms\n",
+                transport_name(), v(0, "after_command_ms").c_str(), v(1, "after_command_ms").c_str(), v(3, "after_command_ms").c_str(),
+                v(0, "own_abort_ms").c_str(), v(1, "own_abort_ms").c_str(), v(3, "own_abort_ms").c_str(),
+                v(0, "destroy_ms").c_str(), v(0, "rebuilt_connect_ms").c_str());
+  }
+  g_shared_memory = true;
 }
 
 namespace {
 int64_t busy_count(int s, int d) { return (s + d) % 4 == 3 ? 0 : 150000 + 20000 * ((s * 7 + d * 13) % 5); }
 }  // namespace
 
-TEST_CASE("abort: a rank SIGKILLed inside a busy alltoallv, survivors return within a bound, then rebuild") {
-  const int kVictim = 1;
-  Workers w(4, [](int rank, const std::string& ep) {
-    Report rep;
-    Env env(ep);
-    auto c = connect(env, options(rank, 4, "busy-1", 3000), rep, "first");
-    if (!c) return rep.text();
-    const int n = 4;
-    std::vector<int64_t> sc(n), rc(n);
-    size_t ts = 0, tr = 0;
-    for (int d = 0; d < n; ++d) ts += size_t(sc[size_t(d)] = busy_count(rank, d));
-    for (int s = 0; s < n; ++s) tr += size_t(rc[size_t(s)] = busy_count(s, rank));
-    std::vector<float> send(ts, float(rank)), recv(tr);
-    AbortWatcher watcher(env, ep, "control/abort-busy", *c);
-    Status st;
-    int iterations = 0;
-    while (iterations < 5000) {
-      st = c->alltoallv(send.data(), sc, recv.data(), rc);
-      if (!st.ok()) break;
-      if (++iterations == 3 && rank == kVictim) (void)env.store.put("busy-started", bytes("1"));
-    }
-    int64_t t_err = mono_ns();
-    if (rank == kVictim) return std::string("FAIL the victim's loop ended\n");
-    (void)env.store.put("released/" + std::to_string(rank), bytes("1"));
-    auto kill_ns = env.store.fetch("control/kill-ns", 5000ms);
-    if (watcher.thread.joinable()) watcher.thread.join();
-    rep.check(!st.ok(), "the loop ended with an error");
-    rep.check(kill_ns.ok(), "kill time published");
-    if (kill_ns.ok()) {
-      double after_kill = double(t_err - std::stoll(std::string(kill_ns->begin(), kill_ns->end()))) / 1e6;
-      rep.note("after_kill_ms=" + fmt(after_kill));
-      rep.check(after_kill < 1500, "returned " + fmt(after_kill) + " ms after the SIGKILL (op timeout 3000 ms)");
-    }
-    bool by_abort = !st.ok() && st.error().message().find("aborted") != std::string::npos;
-    rep.note(std::string("how=") + (by_abort ? "abort" : "eof"));
-    rep.note("iterations=" + std::to_string(iterations));
-    c.reset();
-    int new_rank = rank < kVictim ? rank : rank - 1;
-    rebuild_and_check(env, new_rank, 3, "busy-2", rep);
-    return rep.text();
-  });
-  Controller ctl(w);
-  auto& control = *ctl.control;
-  REQUIRE(control.fetch("busy-started", 10000ms).ok());
-  std::this_thread::sleep_for(20ms);
-  int64_t kill_ns = mono_ns();
-  w.kill(kVictim, SIGKILL);
-  REQUIRE(control.put("control/kill-ns", bytes(std::to_string(kill_ns))).ok());
-  std::this_thread::sleep_for(50ms);  // the controller's detection delay
-  REQUIRE(control.put("control/abort-busy", bytes("rank 1 was killed")).ok());
-  auto reports = expect_ok(w, 20000, {kVictim});
-  std::printf("abort (SIGKILL of rank 1 of 4 in a busy ~2 MB-per-rank alltoallv, abort 50 ms later): survivors "
-              "returned %s (%s) / %s (%s) / %s (%s) ms after the kill; rebuilt 3-rank epoch connected in %s ms\n",
-              report_value(reports[0], "after_kill_ms").c_str(), report_value(reports[0], "how").c_str(),
-              report_value(reports[2], "after_kill_ms").c_str(), report_value(reports[2], "how").c_str(),
-              report_value(reports[3], "after_kill_ms").c_str(), report_value(reports[3], "how").c_str(),
-              report_value(reports[0], "rebuilt_connect_ms").c_str());
+TEST_CASE("abort: a rank SIGKILLed inside a busy alltoallv, survivors return within a bound, then rebuild, on both transports") {
+  for (bool shm : {true, false}) {
+    g_shared_memory = shm;
+    CAPTURE(transport_name());
+    const int kVictim = 1;
+    Workers w(4, [](int rank, const std::string& ep) {
+      Report rep;
+      Env env(ep);
+      auto c = connect(env, options(rank, 4, "busy-1", 3000), rep, "first");
+      if (!c) return rep.text();
+      const int n = 4;
+      std::vector<int64_t> sc(n), rc(n);
+      size_t ts = 0, tr = 0;
+      for (int d = 0; d < n; ++d) ts += size_t(sc[size_t(d)] = busy_count(rank, d));
+      for (int s = 0; s < n; ++s) tr += size_t(rc[size_t(s)] = busy_count(s, rank));
+      std::vector<float> send(ts, float(rank)), recv(tr);
+      AbortWatcher watcher(env, ep, "control/abort-busy", *c);
+      Status st;
+      int iterations = 0;
+      while (iterations < 5000) {
+        st = c->alltoallv(send.data(), sc, recv.data(), rc);
+        if (!st.ok()) break;
+        if (++iterations == 3 && rank == kVictim) (void)env.store.put("busy-started", bytes("1"));
+      }
+      int64_t t_err = mono_ns();
+      if (rank == kVictim) return std::string("FAIL the victim's loop ended\n");
+      (void)env.store.put("released/" + std::to_string(rank), bytes("1"));
+      auto kill_ns = env.store.fetch("control/kill-ns", 5000ms);
+      if (watcher.thread.joinable()) watcher.thread.join();
+      rep.check(!st.ok(), "the loop ended with an error");
+      rep.check(kill_ns.ok(), "kill time published");
+      if (kill_ns.ok()) {
+        double after_kill = double(t_err - std::stoll(std::string(kill_ns->begin(), kill_ns->end()))) / 1e6;
+        rep.note("after_kill_ms=" + fmt(after_kill));
+        rep.check(after_kill < 1500, "returned " + fmt(after_kill) + " ms after the SIGKILL (op timeout 3000 ms)");
+      }
+      bool by_abort = !st.ok() && st.error().message().find("aborted") != std::string::npos;
+      rep.note(std::string("how=") + (by_abort ? "abort" : "eof"));
+      rep.note("iterations=" + std::to_string(iterations));
+      c.reset();
+      int new_rank = rank < kVictim ? rank : rank - 1;
+      rebuild_and_check(env, new_rank, 3, "busy-2", rep);
+      return rep.text();
+    });
+    Controller ctl(w);
+    auto& control = *ctl.control;
+    REQUIRE(control.fetch("busy-started", 10000ms).ok());
+    std::this_thread::sleep_for(20ms);
+    int64_t kill_ns = mono_ns();
+    w.kill(kVictim, SIGKILL);
+    REQUIRE(control.put("control/kill-ns", bytes(std::to_string(kill_ns))).ok());
+    std::this_thread::sleep_for(50ms);  // the controller's detection delay
+    REQUIRE(control.put("control/abort-busy", bytes("rank 1 was killed")).ok());
+    auto reports = expect_ok(w, 20000, {kVictim});
+    std::printf("abort (%s, SIGKILL of rank 1 of 4 in a busy ~2 MB-per-rank alltoallv, abort 50 ms later): survivors "
+                "returned %s (%s) / %s (%s) / %s (%s) ms after the kill; rebuilt 3-rank epoch connected in %s ms\n",
+                transport_name(), report_value(reports[0], "after_kill_ms").c_str(), report_value(reports[0], "how").c_str(),
+                report_value(reports[2], "after_kill_ms").c_str(), report_value(reports[2], "how").c_str(),
+                report_value(reports[3], "after_kill_ms").c_str(), report_value(reports[3], "how").c_str(),
+                report_value(reports[0], "rebuilt_connect_ms").c_str());
+  }
+  g_shared_memory = true;
 }

@@ -1,5 +1,6 @@
 // t0510_recovery.cpp — elastic recovery with real processes and real SIGKILLs, driven by drills.
-// Six nodes; one dies in the forward pass, one in a state migration, one in the all-to-all and one
+// Six nodes (two more join at the start); one dies in the forward pass, one in a state migration
+// (sending state to the joining nodes), one in the all-to-all and one
 // in the gradient all-reduce: each time training resumes at the step it was on, no committed step
 // is lost, and the loss curve and the final weights match a fault-free run of the same steps up to
 // floating-point reassociation. Killing every holder of an expert falls back to the dense

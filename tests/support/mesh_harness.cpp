@@ -54,8 +54,9 @@ void TestMesh::start() {
 }
 
 Proc& TestMesh::add_agent(const std::string& name) {
-  agents.push_back(spawn({bin(), "agent", "--controller", mesh_ep, "--name", name, "--devices", "cpu:1"},
-                         dir + "/" + name + ".out"));
+  std::vector<std::string> argv{bin(), "agent", "--controller", mesh_ep, "--name", name, "--devices", "cpu:1"};
+  if (opts.cpu_share > 0) argv.insert(argv.end(), {"--cpu-share", std::to_string(opts.cpu_share)});
+  agents.push_back(spawn(argv, dir + "/" + name + ".out"));
   return agents.back();
 }
 

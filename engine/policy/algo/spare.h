@@ -117,6 +117,40 @@ Result<bool> depth_feasible(const ShardStacks& state, int depth);
 
 // ---- Simulation ---------------------------------------------------------------------------
 
+// The minimal all-reduce depth of SPARe's layout as groups fail one at a time, kept incrementally
+// (what depth_feasible answers from scratch). It holds an assignment of every shard type to one
+// surviving host group, each group taking at most depth() types — reordering lets a group compute
+// any of its types in its first rounds, so that is exactly feasibility at depth(). A failure frees
+// the types its group carried; each is placed again along an augmenting path (a breadth-first
+// search over the groups: the type moves into a host, whose type moves into another host, …, until
+// a group with room). When a type has no augmenting path the assignment is a maximum one (Berge), so
+// no assignment at this depth covers every type: the depth goes up by one — every survivor gets a
+// round more — and the type is placed. Depths never go down as groups fail, so each failure costs a
+// few short searches instead of a Hopcroft–Karp run over all N types per depth tried.
+class SpareDepthTracker {
+ public:
+  explicit SpareDepthTracker(const ShardLayout& layout);
+  int depth() const { return depth_; }
+  // Marks group g dead and restores a minimal-depth assignment. Returns false (and changes nothing
+  // more) when some type it carried has no surviving host: a wipe-out. g must be alive.
+  bool fail_group(int g);
+
+ private:
+  bool place(int type);  // along an augmenting path at the current depth
+  void assign(int type, int group);
+  void unassign(int type);
+
+  int depth_ = 1;
+  std::vector<std::vector<int>> hosts_;    // type -> its host groups
+  std::vector<char> alive_;                // group
+  std::vector<int> owner_;                 // type -> the group computing it (-1: none)
+  std::vector<std::vector<int>> carried_;  // group -> the types it computes
+  std::vector<int> slot_;                  // type -> its index in carried_[owner]
+  // search scratch, reused: visit stamps and the type each reached group would take in
+  std::vector<int> group_seen_, type_seen_, enters_;
+  int stamp_ = 0;
+};
+
 struct SpareSimOptions {
   int trials = 1000;
   uint64_t seed = 1;

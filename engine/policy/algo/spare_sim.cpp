@@ -1,8 +1,10 @@
 // spare_sim.cpp — Monte-Carlo check of SPARe's closed forms (see spare.h): groups fail in uniformly
 // random order until the first wipe-out; optionally the minimal all-reduce depth is tracked after
-// every masked failure (it never decreases as groups fail, so each search starts from the last).
+// every masked failure, incrementally (SpareDepthTracker).
 #include <cmath>
+#include <deque>
 #include <numeric>
+#include <optional>
 
 #include "policy/algo/rng.h"
 #include "policy/algo/spare.h"
@@ -22,18 +24,14 @@ std::vector<int> random_order(int n, Rng& rng) {
   return order;
 }
 
-// The smallest feasible depth after `failures` failures, searching upwards from `from`.
-int next_depth(const ShardStacks& state, int failures, int from) {
-  int depth = std::max(from, *min_depth_bound(state.shard_types, failures));
-  while (!*depth_feasible(state, depth)) ++depth;
-  return depth;
-}
-
 Trial run_trial(const ShardLayout& layout, Rng& rng, bool measure_depth) {
   Trial trial;
   std::vector<int> remaining(size_t(layout.groups), layout.redundancy);
-  ShardStacks state = initial_stacks(layout);
-  if (measure_depth) trial.depths.push_back(1);
+  std::optional<SpareDepthTracker> depth;
+  if (measure_depth) {
+    depth.emplace(layout);
+    trial.depths.push_back(depth->depth());
+  }
   const auto order = random_order(layout.groups, rng);
   for (int i = 0; i < layout.groups; ++i) {
     bool wiped = false;
@@ -41,8 +39,8 @@ Trial run_trial(const ShardLayout& layout, Rng& rng, bool measure_depth) {
     if (wiped) return trial;
     trial.endured = i + 1;
     if (!measure_depth) continue;
-    state.alive[order[i]] = false;
-    trial.depths.push_back(next_depth(state, i + 1, trial.depths.back()));
+    depth->fail_group(order[i]);
+    trial.depths.push_back(depth->depth());
   }
   return trial;
 }
@@ -59,6 +57,84 @@ void add_depths(const Trial& trial, std::vector<double>& sum, std::vector<int>& 
 }
 
 }  // namespace
+
+// ---- SpareDepthTracker ----
+
+SpareDepthTracker::SpareDepthTracker(const ShardLayout& layout)
+    : hosts_(hosts_of_types(layout)),
+      alive_(size_t(layout.groups), 1),
+      owner_(size_t(layout.groups), -1),
+      carried_(size_t(layout.groups)),
+      slot_(size_t(layout.groups), -1),
+      group_seen_(size_t(layout.groups), 0),
+      type_seen_(size_t(layout.groups), 0),
+      enters_(size_t(layout.groups), -1) {
+  for (int t = 0; t < int(hosts_.size()); ++t)
+    while (!place(t)) ++depth_;  // every type has a host, so a round more always makes room
+}
+
+void SpareDepthTracker::assign(int type, int group) {
+  owner_[size_t(type)] = group;
+  slot_[size_t(type)] = int(carried_[size_t(group)].size());
+  carried_[size_t(group)].push_back(type);
+}
+
+void SpareDepthTracker::unassign(int type) {
+  auto& list = carried_[size_t(owner_[size_t(type)])];
+  const int at = slot_[size_t(type)];
+  list[size_t(at)] = list.back();
+  slot_[size_t(list[size_t(at)])] = at;
+  list.pop_back();
+  owner_[size_t(type)] = -1;
+}
+
+// Breadth-first over groups from `type`: a reached group with room ends the path; a full one
+// offers each of its types to their other hosts. enters_[g] is the type that moves into g.
+bool SpareDepthTracker::place(int type) {
+  ++stamp_;
+  std::deque<int> types{type};
+  type_seen_[size_t(type)] = stamp_;
+  while (!types.empty()) {
+    const int u = types.front();
+    types.pop_front();
+    for (int g : hosts_[size_t(u)]) {
+      if (!alive_[size_t(g)] || group_seen_[size_t(g)] == stamp_ || g == owner_[size_t(u)]) continue;
+      group_seen_[size_t(g)] = stamp_;
+      enters_[size_t(g)] = u;
+      if (int(carried_[size_t(g)].size()) < depth_) {
+        // shift every type on the path one group along, from the free end back to `type`
+        for (int at = g; at >= 0;) {
+          const int mover = enters_[size_t(at)];
+          const int from = owner_[size_t(mover)];
+          if (from >= 0) unassign(mover);
+          assign(mover, at);
+          at = from;
+        }
+        return true;
+      }
+      for (int v : carried_[size_t(g)])
+        if (type_seen_[size_t(v)] != stamp_) {
+          type_seen_[size_t(v)] = stamp_;
+          types.push_back(v);
+        }
+    }
+  }
+  return false;
+}
+
+bool SpareDepthTracker::fail_group(int g) {
+  std::vector<int> freed = carried_[size_t(g)];
+  for (int t : freed) {
+    bool hosted = false;
+    for (int h : hosts_[size_t(t)]) hosted = hosted || (h != g && alive_[size_t(h)]);
+    if (!hosted) return false;
+  }
+  alive_[size_t(g)] = 0;
+  for (int t : freed) unassign(t);
+  for (int t : freed)
+    while (!place(t)) ++depth_;
+  return true;
+}
 
 Result<SpareSimResult> simulate_spare(int groups, int redundancy, const SpareSimOptions& options) {
   if (options.trials < 1) return fail("need at least one trial, got ", options.trials);

@@ -12,8 +12,10 @@
 #include "policy/algo/placement_search.h"
 #include "policy/algo/recovery.h"
 #include "policy/algo/rng.h"
+#include "policy/algo/layers.h"
 
 using namespace sal::algo;
+using namespace sal::algo::test;
 
 namespace {
 
@@ -31,29 +33,6 @@ FailureCounts brute_force(const LayerPlacement& l, const std::vector<bool>& igno
         break;
       }
   return out;
-}
-
-// A random layer: `experts` experts dealt at random into nodes × slots (every expert at least once).
-LayerPlacement random_layer(Rng& rng, int nodes, int slots, int experts) {
-  std::vector<int> all;
-  for (int i = 0; i < nodes * slots; ++i) all.push_back(i < experts ? i : int(rng.below(uint64_t(experts))));
-  for (size_t i = all.size(); i > 1; --i) std::swap(all[i - 1], all[size_t(rng.below(i))]);
-  LayerPlacement l{experts, std::vector<std::vector<int>>(size_t(nodes))};
-  for (size_t i = 0; i < all.size(); ++i) l.nodes[i / size_t(slots)].push_back(all[i]);
-  return l;
-}
-
-std::vector<int> replica_counts(const LayerPlacement& l) {
-  std::vector<int> r(size_t(l.experts), 0);
-  for (const auto& node : l.nodes)
-    for (int e : node) ++r[size_t(e)];
-  return r;
-}
-
-int span(const LayerPlacement& l, int e) {
-  int s = 0;
-  for (const auto& node : l.nodes) s += std::find(node.begin(), node.end(), e) != node.end();
-  return s;
 }
 
 double binomial(int n, int k) {

@@ -146,6 +146,31 @@ TEST_CASE("simulated depths stay at or above c(k) and near the overhead bound") 
   CHECK(again->mean_depth == sim->mean_depth);
 }
 
+TEST_CASE("the incremental depth tracker gives the minimal depth after every failure") {
+  Rng rng(29);
+  for (auto [n, r] : {std::pair{13, 4}, {57, 5}, {100, 7}}) {
+    const auto layout = layout_of(n, r);
+    for (int trial = 0; trial < 3; ++trial) {
+      SpareDepthTracker tracker(layout);
+      ShardStacks s = initial_stacks(layout);
+      CHECK(tracker.depth() == 1);
+      std::vector<int> order(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) order[size_t(i)] = i;
+      for (int i = n - 1; i > 0; --i) std::swap(order[size_t(i)], order[rng.below(uint64_t(i) + 1)]);
+      for (int g : order) {
+        s.alive[size_t(g)] = false;
+        const bool masked = tracker.fail_group(g);
+        const bool wiped = !*depth_feasible(s, n);  // a type with no survivor: infeasible at any depth
+        CAPTURE(n);
+        CHECK(masked == !wiped);
+        if (!masked) break;
+        CHECK(*depth_feasible(s, tracker.depth()));
+        if (tracker.depth() > 1) CHECK_FALSE(*depth_feasible(s, tracker.depth() - 1));
+      }
+    }
+  }
+}
+
 TEST_CASE("one failure: the fresh stacks already cover at depth 2, nothing moves") {
   const auto layout = layout_of(7, 3);
   ShardStacks s = initial_stacks(layout);
