@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/clock.h"
+#include "core/deadline.h"
 #include "core/strings.h"
 #include "lua/strlib.h"
 
@@ -287,7 +288,11 @@ Status Sandbox::call(int nargs, int nresults, const Budget& budget) {
   c.deadline_ns = c.start_ns + budget.deadline_ms * 1'000'000;
   c.next_service_ns = c.start_ns + budget.service_every_ms * 1'000'000;
   lua_sethook(L_, budget_hook, LUA_MASKCOUNT, kHookInstructions);
-  int rc = lua_pcall(L_, nargs, nresults, base);
+  int rc;
+  {
+    DeadlineScope deadline(c.deadline_ns);  // long C++ loops under this call stop at it too
+    rc = lua_pcall(L_, nargs, nresults, base);
+  }
   lua_sethook(L_, nullptr, 0, 0);
   c.budget = nullptr;
   lua_remove(L_, base);  // the handler
