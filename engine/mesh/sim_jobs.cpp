@@ -2,9 +2,6 @@
 #include "mesh/sim_jobs.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <mutex>
@@ -18,11 +15,6 @@ namespace {
 
 // The simulation threads' nice value: the controller's loop (heartbeats, steps) comes first.
 constexpr int kSimNice = 10;
-
-void lower_this_thread_priority() {
-  // On Linux a nice value is per thread (the tid is a PRIO_PROCESS id). Best effort.
-  (void)setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), kSimNice);
-}
 
 std::string count_text(uint64_t n) {
   if (n < 1000) return std::to_string(n);
@@ -108,7 +100,7 @@ struct SimJobs::Job {
 
 void SimJobs::Job::run(const sim::ScenarioFile& file, sim::RunOptions o) {
   block_signals_in_this_thread();
-  lower_this_thread_priority();
+  lower_this_thread_priority(kSimNice);
   o.cancel = &cancel;
   o.progress = [this](const sim::Progress& p) {
     std::lock_guard lock(mu);
