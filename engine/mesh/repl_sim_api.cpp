@@ -5,8 +5,8 @@
 // controller's loop. The REPL is request/reply, so progress is polled: sim.status() answers
 // immediately with the trial runs done, events, elapsed time, ETA and a one-line summary; a client
 // that wants a live view repeats it (`salamander repl -e 'return sim.status().line'`). There is
-// deliberately no blocking sim.wait(): evaluation runs on the controller's loop, and waiting there
-// would hold up every other session and the training driver's timers. sim.result(id) and
+// deliberately no blocking sim.wait(): a chunk's budget is short, and a session busy waiting
+// would answer nothing else. sim.result(id) and
 // sim.table(id) give the outcome once a job is done. Registered like the rest of the REPL API
 // (help and completion come from these entries).
 #include <lua.hpp>
@@ -21,6 +21,7 @@
 #include "job/config.h"
 #include "lua/convert.h"
 #include "mesh/controller.h"
+#include "mesh/repl_eval.h"
 #include "mesh/repl_server.h"
 #include "mesh/sim_jobs.h"
 #include "sim/run.h"
@@ -109,11 +110,15 @@ void push_view(lua_State* L, const SimJobView& v) {
   lua::set_field(L, "line", v.line());
 }
 
+// The scenario is read and checked here, on the evaluation thread (a scenario file is Lua under its
+// own budget); only the start of the job happens on the loop, which owns `jobs`.
 int sim_run(const Controller& c, SimJobs& jobs, lua_State* L) {
   SimJobSpec spec;
   spec.file = read_scenario_arg(c, L);
   read_run_options(L, spec);
-  lua_pushinteger(L, lua_Integer(value_or_fail(jobs.start(std::move(spec)))));
+  Result<uint64_t> id = Error("the controller is stopping");
+  run_on_loop([&] { id = jobs.start(std::move(spec)); });
+  lua_pushinteger(L, lua_Integer(value_or_fail(std::move(id))));
   return 1;
 }
 
@@ -160,15 +165,16 @@ int sim_cancel(SimJobs& jobs, lua_State* L) {
 void register_sim_api(lua::ApiRegistry& reg, Controller& c, SimJobs& jobs) {
   reg.add_module("sim", "the discrete-event simulator as background jobs: run a scenario, poll it, read its result "
                         "(docs/simulator.md)");
+  // Every function but run reads `jobs`, which belongs to the loop: its body runs there.
   auto add = [&](const char* name, const char* sig, const char* doc, Role role, std::function<int(lua_State*)> fn) {
-    reg.add({"sim", name, sig, doc, role, std::move(fn)});
+    reg.add({"sim", name, sig, doc, role, [fn = std::move(fn)](lua_State* L) { return call_on_loop(L, fn); }});
   };
-  add("run", "sim.run(scenario_table | path [, {trials =, seed =}]) -> job id",
+  reg.add({"sim", "run", "sim.run(scenario_table | path [, {trials =, seed =}]) -> job id",
       "Starts a simulation in the background and returns its job id at once. The scenario is a table in the "
       "scenario format (docs/simulator.md) or the path of a scenario file on the controller's machine "
       "(relative to its working directory, else to the job file's). It is checked before the job starts: a "
       "wrong field is an error naming it. trials and seed override the scenario's. At most 2 run at once.",
-      Role::operate, [&c, &jobs](lua_State* L) { return sim_run(c, jobs, L); });
+      Role::operate, [&c, &jobs](lua_State* L) { return sim_run(c, jobs, L); }});
   add("status", "sim.status([id]) -> {id, state, done, total, events, elapsed_s, eta_s, current, line} | nil",
       "Where a simulation stands (the latest one without id; nil if none was started): state (running, done, "
       "failed, cancelled), trial runs done of the total, events simulated, seconds elapsed and to go, the trial "

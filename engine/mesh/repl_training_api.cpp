@@ -82,7 +82,7 @@ int job_loads(Controller& c, lua_State* L) {
 }
 
 int job_rebalance(Controller& c, lua_State* L) {
-  c.training().request_plan("job.rebalance() from the REPL", true);
+  c.training().request_plan("job.rebalance() by " + caller(L), true);
   lua_pushboolean(L, 1);
   return 1;
 }
