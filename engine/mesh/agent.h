@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/ids.h"
+#include "core/log.h"
 #include "core/result.h"
 #include "mesh/process.h"
 #include "mesh/timer.h"
@@ -65,6 +66,7 @@ class Agent {
 
   void on_controller_message();
   void on_worker_message();
+  void refuse_local(const char* kind, const std::string& why);
   void handle_welcome(const wire::Welcome& w);
   void handle_command(const wire::Command& c);
   void send_register();
@@ -109,6 +111,7 @@ class Agent {
   Timer register_timer_;
   Timer silence_timer_;
   Timer kill_timer_;
+  KindLog bad_local_log_;  // bad input on the worker endpoint, logged once per kind
 };
 
 }  // namespace sal::mesh

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "comm/store_server.h"
+#include "mesh/security.h"
 #include "core/clock.h"
 #include "core/devices.h"
 #include "core/paths.h"
@@ -79,7 +80,9 @@ const char* Training::phase_name(Phase p) {
 }
 
 Status Training::start() {
-  store_ = std::make_unique<comm::StoreServer>(c_.ctx_, store_bind(c_.mesh_endpoint()));
+  std::string bind = store_bind(c_.mesh_endpoint());
+  store_ = std::make_unique<comm::StoreServer>(c_.ctx_, bind,
+                                               comm::StoreServerOptions{{}, store_server_hook(bind, c_.server_key_.get())});
   auto ep = store_->start();
   if (!ep) return ep.error().with_context("rendezvous store");
   store_endpoint_ = *ep;
