@@ -30,7 +30,7 @@ void TestMesh::start_job() {
 
 void TestMesh::start() {
   start_job();
-  controller = spawn({bin(), "controller", dir + "/job.lua", "--out", dir, "--log-level", "debug"},
+  controller = spawn({bin(), "controller", dir + "/job.lua", "--out", dir, "--log-level", opts.log_level},
                      dir + "/controller.out");
   mesh_ep = controller.wait_for_line("mesh ", 5000);
   repl_ep = controller.wait_for_line("repl ", 5000);

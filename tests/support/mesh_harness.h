@@ -30,6 +30,7 @@ struct MeshOptions {
   std::string data = "data = { path = '" SAL_SOURCE_DIR "/docs' },";
   std::string train = "batch = 8";  // more train keys (steps is set from `steps`)
   std::string extra;  // more job-file text inside the returned table
+  std::string log_level = "debug";  // the controller's
 };
 
 class TestMesh {
