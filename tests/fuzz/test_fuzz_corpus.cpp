@@ -15,13 +15,25 @@
 
 namespace {
 
+// The target's corpus, and the files of the tree that are seeds for it already (the shipped job
+// files and drills, the wire decoder's hand-made corpus); libFuzzer is given the same folders.
+std::vector<std::string> corpus_dirs(const std::string& target) {
+  std::vector<std::string> dirs = {"tests/fuzz/corpus/" + target};
+  if (target == "job") dirs.push_back("scripts/jobs");
+  if (target == "drill") dirs.insert(dirs.end(), {"scripts/drills", "tests/drills"});
+  if (target == "wire") dirs.push_back("tests/wire/corpus");
+  return dirs;
+}
+
 std::vector<std::string> corpus_files(const std::string& target) {
-  std::string dir = std::string(SAL_SOURCE_DIR) + "/tests/fuzz/corpus/" + target;
   std::vector<std::string> out;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.') out.push_back(dir + "/" + e->d_name);
-    closedir(d);
+  for (const auto& rel : corpus_dirs(target)) {
+    std::string dir = std::string(SAL_SOURCE_DIR) + "/" + rel;
+    if (DIR* d = opendir(dir.c_str())) {
+      while (dirent* e = readdir(d))
+        if (e->d_name[0] != '.') out.push_back(dir + "/" + e->d_name);
+      closedir(d);
+    }
   }
   return out;
 }
