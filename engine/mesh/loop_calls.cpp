@@ -8,6 +8,7 @@ LoopCalls::LoopCalls(uv_loop_t* loop) : loop_thread_(std::this_thread::get_id())
     if (auto* self = static_cast<LoopCalls*>(h->data)) self->drain();
   });
   async_->data = this;
+  uv_unref(reinterpret_cast<uv_handle_t*>(async_));  // calls wake the loop; they do not keep it running
 }
 
 LoopCalls::~LoopCalls() {
