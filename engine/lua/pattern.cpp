@@ -4,6 +4,7 @@
 #include "lua/pattern.h"
 
 #include <cstring>
+#include <utility>
 
 namespace sal::lua::pattern {
 namespace {
@@ -20,26 +21,29 @@ bool is_alnum(unsigned char c) { return is_alpha(c) || is_digit(c); }
 bool is_punct(unsigned char c) { return c > 32 && c < 127 && !is_alnum(c); }
 bool is_xdigit(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
-unsigned char lower(unsigned char c) { return is_upper(c) ? static_cast<unsigned char>(c - 'A' + 'a') : c; }
+// Per class letter (lower case), the characters in it: kClasses[letter][c], built once (C locale).
+struct ClassTable {
+  bool in[128][256] = {};
+  bool is_class[128] = {};
+  ClassTable() {
+    using Test = bool (*)(unsigned char);
+    const std::pair<char, Test> classes[] = {
+        {'a', is_alpha}, {'c', is_cntrl}, {'d', is_digit}, {'l', is_lower}, {'p', is_punct},
+        {'s', is_space}, {'u', is_upper}, {'w', is_alnum}, {'x', is_xdigit}, {'z', [](unsigned char c) { return c == 0; }}};
+    for (auto [letter, test] : classes) {
+      is_class[int(letter)] = true;
+      for (int c = 0; c < 256; ++c) in[int(letter)][c] = test(static_cast<unsigned char>(c));
+    }
+  }
+};
+const ClassTable kClasses;
 
 }  // namespace
 
 bool class_match(unsigned char c, unsigned char cl) {
-  bool r;
-  switch (lower(cl)) {
-    case 'a': r = is_alpha(c); break;
-    case 'c': r = is_cntrl(c); break;
-    case 'd': r = is_digit(c); break;
-    case 'l': r = is_lower(c); break;
-    case 'p': r = is_punct(c); break;
-    case 's': r = is_space(c); break;
-    case 'u': r = is_upper(c); break;
-    case 'w': r = is_alnum(c); break;
-    case 'x': r = is_xdigit(c); break;
-    case 'z': r = c == 0; break;
-    default: return cl == c;
-  }
-  return is_upper(cl) ? !r : r;
+  unsigned char letter = is_upper(cl) ? static_cast<unsigned char>(cl - 'A' + 'a') : cl;
+  if (letter >= 128 || !kClasses.is_class[letter]) return cl == c;
+  return kClasses.in[letter][c] != is_upper(cl);
 }
 
 bool is_plain(std::string_view pat) {
@@ -78,6 +82,18 @@ const char* Matcher::match_at(const char* s, size_t p_off) {
   level_ = 0;
   depth_ = 0;
   return match(s, pat_ + p_off);
+}
+
+int Matcher::first_byte(size_t p_off) const {
+  const char* p = pat_ + p_off;
+  if (p >= p_end_ || std::strchr("^$*+?.([%-)]", *p) || *p == '\0') return -1;
+  if (p + 1 < p_end_ && (p[1] == '*' || p[1] == '?' || p[1] == '-')) return -1;
+  return static_cast<unsigned char>(*p);
+}
+
+const char* Matcher::next_start(const char* s, int first) const {
+  if (first < 0 || s >= src_end_) return s;
+  return static_cast<const char*>(std::memchr(s, first, size_t(src_end_ - s)));
 }
 
 bool Matcher::check_capture_for_result(int i) {

@@ -61,6 +61,14 @@ class Matcher {
   const char* error() const { return error_; }  // the message when stop() == malformed
   uint64_t steps() const { return steps_; }
 
+  // The byte every match from pattern offset `p_off` must start with — a plain character not
+  // followed by `*`, `?` or `-` — or -1. Callers skip to its next occurrence (memchr) instead of
+  // trying every position: a match cannot start anywhere else.
+  int first_byte(size_t p_off) const;
+  // The next position from s where a match could start, given first_byte (s itself when -1); null
+  // when there is none before the end.
+  const char* next_start(const char* s, int first) const;
+
   // Raises "invalid capture index" / "unfinished capture" for capture i of a match s..e; used by
   // the callers when they read captures (returns false and sets the error).
   bool check_capture_for_result(int i);

@@ -36,9 +36,12 @@ struct Sandbox::Core {
 
 namespace {
 
+void* capped_alloc(void* ud, void* ptr, size_t osize, size_t nsize);
+
+// The sandbox state behind L; null for a state a Sandbox did not make (its allocator is not ours).
 Sandbox::Core* core_of(lua_State* L) {
   void* ud = nullptr;
-  lua_getallocf(L, &ud);
+  if (lua_getallocf(L, &ud) != capped_alloc) return nullptr;
   return static_cast<Sandbox::Core*>(ud);
 }
 
@@ -318,16 +321,20 @@ std::vector<std::string> Sandbox::global_names() const {
 
 void Sandbox::set_identity(std::string who) { core_->identity = std::move(who); }
 
-const std::string& Sandbox::identity(lua_State* L) { return core_of(L)->identity; }
+const std::string& Sandbox::identity(lua_State* L) {
+  static const std::string none;
+  auto* c = core_of(L);
+  return c ? c->identity : none;
+}
 
 bool budget_poll(lua_State* L) {
   auto* c = core_of(L);
-  return !c->budget || check_budget(L, *c);
+  return !c || !c->budget || check_budget(L, *c);
 }
 
 int budget_raise(lua_State* L) {
   auto* c = core_of(L);
-  if (!c->budget) return luaL_error(L, "budget exceeded");
+  if (!c || !c->budget) return luaL_error(L, "budget exceeded");
   return raise_budget_error(L, *c);
 }
 

@@ -4,7 +4,10 @@
 // object with a destructor is alive when they raise.
 #include "lua/strlib.h"
 
+#include <algorithm>
 #include <cstring>
+#include <string_view>
+#include <vector>
 
 #include "lua/pattern.h"
 #include "lua/sandbox.h"
@@ -16,6 +19,26 @@ using pattern::Matcher;
 using pattern::Stop;
 
 bool poll(void* ctx) { return budget_poll(static_cast<lua_State*>(ctx)); }
+
+// A plain search: memchr for the first byte and a comparison, as LuaJIT does, while that stays
+// cheap; once the comparisons have cost a few times the subject's length (a needle like "aaa…b" in
+// "aaaa…"), the rest goes to memmem, which is linear. Linear either way.
+const char* plain_find(const char* s, size_t n, const char* p, size_t m) {
+  if (m == 0) return s;
+  if (m > n) return nullptr;
+  const char* last = s + (n - m);
+  size_t allowance = 4 * n + 4096;
+  for (const char* q = s; q <= last; ++q) {
+    q = static_cast<const char*>(std::memchr(q, p[0], size_t(last - q) + 1));
+    if (!q) return nullptr;
+    size_t k = 1;
+    while (k < m && q[k] == p[k]) ++k;
+    if (k == m) return q;
+    if (k > allowance) return static_cast<const char*>(memmem(q, size_t(s + n - q), p, m));
+    allowance -= k;
+  }
+  return nullptr;
+}
 
 // Raises why the matcher stopped (a malformed pattern, or the budget).
 int raise_stop(lua_State* L, const Matcher& m) {
@@ -68,12 +91,12 @@ int find_or_match(lua_State* L, bool find) {
   const char* p = luaL_checklstring(L, 2, &lp);
   size_t start = start_of(L, 3, ls);
   if (find && (lua_toboolean(L, 4) || pattern::is_plain({p, lp}))) {
-    const void* q = lp == 0 ? s + start : memmem(s + start, ls - start, p, lp);
+    const char* q = plain_find(s + start, ls - start, p, lp);
     if (!q) {
       lua_pushnil(L);
       return 1;
     }
-    size_t at = size_t(static_cast<const char*>(q) - s);
+    size_t at = size_t(q - s);
     lua_pushinteger(L, lua_Integer(at + 1));
     lua_pushinteger(L, lua_Integer(at + lp));
     return 2;
@@ -81,8 +104,11 @@ int find_or_match(lua_State* L, bool find) {
   Matcher m({s, ls}, {p, lp}, poll, L);
   bool anchor = lp > 0 && p[0] == '^';
   size_t p_off = anchor ? 1 : 0;
+  int first = anchor ? -1 : m.first_byte(p_off);
   const char* src = s + start;
   do {
+    src = m.next_start(src, first);
+    if (!src) break;
     const char* e = m.match_at(src, p_off);
     if (e) {
       int n;
@@ -113,7 +139,10 @@ int gmatch_next(lua_State* L) {
   const char* p = lua_tolstring(L, lua_upvalueindex(2), &lp);
   size_t pos = size_t(lua_tointeger(L, lua_upvalueindex(3)));
   Matcher m({s, ls}, {p, lp}, poll, L);
+  int first = m.first_byte(0);
   for (const char* src = s + pos; src <= m.src_end(); ++src) {
+    src = m.next_start(src, first);
+    if (!src) break;
     const char* e = m.match_at(src);
     if (e) {
       size_t next = size_t(e - s) + (e == src ? 1 : 0);  // an empty match still moves on
@@ -203,7 +232,12 @@ int str_gsub(lua_State* L) {
   luaL_buffinit(L, &b);
   const char* src = s;
   lua_Integer n = 0;
+  int first = anchor ? -1 : m.first_byte(p_off);
   while (n < max_n) {
+    const char* next = m.next_start(src, first);  // no match can start before it: copy up to it
+    if (!next) break;
+    luaL_addlstring(&b, src, size_t(next - src));
+    src = next;
     const char* e = m.match_at(src, p_off);
     if (m.stop() != Stop::none) return raise_stop(L, m);
     if (e) {
@@ -284,6 +318,78 @@ class HeapSort {
   uint64_t comparisons_ = 0;
 };
 
+// Arrays of numbers (no NaN) or of strings alone, without a comparator, are sorted as C++ values:
+// std::sort on blocks, then merge passes, polling the budget after each; then written back (with
+// the collector stopped, as the strings are re-pushed from views of themselves — interned, so the
+// very same strings). For these, any correct sort gives LuaJIT's order: equal values are the same
+// value. The budget is polled while reading and sorting; the write-back, linear and short, always
+// completes, so a stopped sort leaves the array as it was, never half written.
+constexpr size_t kSortBlock = size_t(1) << 14;
+
+template <class T>
+bool merge_sorted(lua_State* L, std::vector<T>& v) {
+  for (size_t i = 0; i < v.size(); i += kSortBlock) {
+    std::sort(v.begin() + ptrdiff_t(i), v.begin() + ptrdiff_t(std::min(v.size(), i + kSortBlock)));
+    if (!budget_poll(L)) return false;
+  }
+  std::vector<T> out(v.size());
+  for (size_t width = kSortBlock; width < v.size(); width *= 2) {
+    for (size_t lo = 0; lo < v.size(); lo += 2 * width) {
+      size_t mid = std::min(lo + width, v.size()), hi = std::min(lo + 2 * width, v.size());
+      std::merge(v.begin() + ptrdiff_t(lo), v.begin() + ptrdiff_t(mid), v.begin() + ptrdiff_t(mid),
+                 v.begin() + ptrdiff_t(hi), out.begin() + ptrdiff_t(lo));
+      if (!budget_poll(L)) return false;
+    }
+    v.swap(out);
+  }
+  return true;
+}
+
+enum class FastSort { done, not_applicable, stopped };
+
+FastSort sort_plain_values(lua_State* L, int n) {
+  if (n < 2) return FastSort::done;
+  lua_rawgeti(L, 1, 1);
+  int type = lua_type(L, -1);
+  lua_pop(L, 1);
+  if (type == LUA_TNUMBER) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (int i = 1; i <= n; ++i) {
+      lua_rawgeti(L, 1, i);
+      bool number = lua_type(L, -1) == LUA_TNUMBER;
+      v[size_t(i - 1)] = lua_tonumber(L, -1);
+      lua_pop(L, 1);
+      if (!number || v[size_t(i - 1)] != v[size_t(i - 1)]) return FastSort::not_applicable;  // NaN too
+      if (i % kSortBlock == 0 && !budget_poll(L)) return FastSort::stopped;
+    }
+    if (!merge_sorted(L, v)) return FastSort::stopped;
+    for (int i = 1; i <= n; ++i) {
+      lua_pushnumber(L, v[size_t(i - 1)]);
+      lua_rawseti(L, 1, i);
+    }
+    return FastSort::done;
+  }
+  if (type != LUA_TSTRING) return FastSort::not_applicable;
+  std::vector<std::string_view> v(static_cast<size_t>(n));
+  for (int i = 1; i <= n; ++i) {
+    lua_rawgeti(L, 1, i);
+    size_t len = 0;
+    const char* s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : nullptr;
+    lua_pop(L, 1);  // the table keeps the string alive
+    if (!s) return FastSort::not_applicable;
+    v[size_t(i - 1)] = {s, len};
+    if (i % kSortBlock == 0 && !budget_poll(L)) return FastSort::stopped;
+  }
+  if (!merge_sorted(L, v)) return FastSort::stopped;
+  lua_gc(L, LUA_GCSTOP, 0);
+  for (int i = 1; i <= n; ++i) {
+    lua_pushlstring(L, v[size_t(i - 1)].data(), v[size_t(i - 1)].size());
+    lua_rawseti(L, 1, i);
+  }
+  lua_gc(L, LUA_GCRESTART, 0);
+  return FastSort::done;
+}
+
 // upvalue 1: LuaJIT's table.sort, kept for Lua comparators.
 int table_sort(lua_State* L) {
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -299,6 +405,11 @@ int table_sort(lua_State* L) {
   int n = int(lua_objlen(L, 1));
   lua_settop(L, 2);
   luaL_checkstack(L, 8, "table.sort");
+  if (!has_comparator) {
+    FastSort fast = sort_plain_values(L, n);
+    if (fast == FastSort::stopped) return budget_raise(L);
+    if (fast == FastSort::done) return 0;
+  }
   HeapSort(L, has_comparator).run(n);
   return 0;
 }

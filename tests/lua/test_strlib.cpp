@@ -199,6 +199,10 @@ TEST_CASE("runaway C calls stop at the budget with its error, and the state stay
   // Sorting a long table in C, without a comparator and with a C one.
   REQUIRE(run(sb, "T = {} for i = 1, 3e6 do T[i] = (i * 7919) % 3e6 end", 10000).ok());
   check_stopped(sb, "table.sort(T) table.sort(T) table.sort(T)");
+  // A sort stopped by the budget loses nothing: the array is still a permutation of its values.
+  REQUIRE(run(sb, "SUM = 0 for i = 1, #T do SUM = SUM + T[i] end", 5000).ok());
+  CHECK_FALSE(run(sb, "for i = 1, 100 do table.sort(T) table.sort(T, function(a, b) return a > b end) end", 50).ok());
+  CHECK(run(sb, "local s = 0 for i = 1, #T do s = s + T[i] end assert(s == SUM and #T == 3e6)", 5000).ok());
   check_stopped(sb, "while true do table.sort(T, rawequal) end");
   // A Lua comparator: LuaJIT's sort, stopped by the instruction hook.
   check_stopped(sb, "table.sort(T, function(a, b) return a > b end)");
