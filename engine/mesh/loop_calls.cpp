@@ -31,12 +31,10 @@ bool LoopCalls::run(const std::function<void()>& fn) {
   return call.ran;
 }
 
-bool LoopCalls::post(std::function<void()> fn) {
+void LoopCalls::post(std::function<void()> fn) {
   std::lock_guard lock(mu_);
-  if (closed_) return false;
   posted_.push_back(std::move(fn));
-  uv_async_send(async_);
-  return true;
+  if (!closed_) uv_async_send(async_);
 }
 
 void LoopCalls::drain() {
@@ -71,7 +69,6 @@ void LoopCalls::close() {
   closed_ = true;
   for (Call* call : queue_) call->done = true;
   queue_.clear();
-  posted_.clear();
   cv_.notify_all();
 }
 

@@ -7,7 +7,8 @@
 // writes controller state on the loop thread only.
 //
 // close() (from the loop thread, when the controller stops) refuses new calls and releases every
-// waiting one with false, so no evaluation thread waits for a loop that will not run again.
+// waiting one with false, so no evaluation thread waits for a loop that will not run again; what
+// was posted is kept, and finish() runs it there and then (a chunk's last reply, after job.stop).
 #pragma once
 
 #include <uv.h>
@@ -31,11 +32,13 @@ class LoopCalls {
   // Runs fn on the loop thread and returns once it has run: true, or false when the loop is closing
   // and fn did not run. On the loop thread itself fn runs at once.
   bool run(const std::function<void()>& fn);
-  // Queues fn to run on the loop thread soon; false (fn dropped) when the loop is closing.
-  bool post(std::function<void()> fn);
+  // Queues fn to run on the loop thread soon (or at finish()).
+  void post(std::function<void()> fn);
 
   // Refuses new calls and releases the waiting ones (their run() returns false). Loop thread.
   void close();
+  // Runs what was posted and has not run yet. Loop thread (after the loop has stopped, too).
+  void finish() { drain(); }
 
   bool on_loop_thread() const { return std::this_thread::get_id() == loop_thread_; }
 

@@ -23,10 +23,13 @@ namespace sal::mesh {
 constexpr size_t kOutputCap = 1u << 20;
 // Characters of a chunk (or of a call's arguments) quoted in the audit log.
 constexpr size_t kAuditChunkChars = 200;
+// How long replies still queued when the controller stops may take to leave.
+constexpr int kLastReplyLingerMs = 500;
 // Replies queued for one client before further ones are dropped.
 constexpr int kReplyQueue = 16;
-// Evaluation threads run at this nice value: the loop and the job's workers come first.
-constexpr int kEvalNice = 10;
+// Evaluation threads run at this nice value: a runaway chunk yields to the loop and the job's
+// workers, while a short one still answers at once on a busy machine.
+constexpr int kEvalNice = 5;
 
 ReplServer::ReplServer(uv_loop_t* loop, zmq::context_t& ctx, Controller& controller, ReplOptions opts)
     : loop_(loop),
@@ -45,10 +48,13 @@ ReplServer::ReplServer(uv_loop_t* loop, zmq::context_t& ctx, Controller& control
 
 ReplServer::~ReplServer() {
   // Evaluation threads waiting for the loop are released (their API call fails), then finish
-  // within their budget; their sessions go with them.
+  // within their budget; the replies they posted (job.stop's own, say) are sent, and given a
+  // moment to leave before the socket closes.
   calls_.close();
   for (auto& [rid, s] : sessions_)
     if (s->evaluation.joinable()) s->evaluation.join();
+  calls_.finish();
+  socket_.set(zmq::sockopt::linger, kLastReplyLingerMs);
   sessions_.clear();
   monitor_.reset();
   watcher_.reset();

@@ -84,8 +84,9 @@ TEST_CASE("t0411-roles: every function, by every role: allowed from its role up,
 
   for (const auto& c : kMatrix) {
     for (const char* role : {"observe", "operate", "admin"}) {
-      CAPTURE(c.code);
-      CAPTURE(role);
+      std::string call = c.code, who = role;
+      CAPTURE(call);
+      CAPTURE(who);
       auto r = sessions[role]->eval(std::string("return ") + c.code);
       REQUIRE(r.ok());
       bool refused = !r->ok && r->error.find(std::string(c.fn) + " needs role") != std::string::npos;
