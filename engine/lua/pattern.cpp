@@ -162,10 +162,8 @@ bool Matcher::single(unsigned char c, const char* p, const char* ep) const {
 
 const char* Matcher::max_expand(const char* s, const char* p, const char* ep) {
   ptrdiff_t n = 0;
-  while (s + n < src_end_ && single(static_cast<unsigned char>(s[n]), p, ep)) {
-    ++n;
-    if (!step()) return nullptr;
-  }
+  while (s + n < src_end_ && single(static_cast<unsigned char>(s[n]), p, ep)) ++n;
+  if (!step(uint64_t(n))) return nullptr;  // linear, and at most the subject: counted once
   // Longest first, then give back one character at a time.
   for (; n >= 0; --n) {
     const char* r = match(s + n, ep + 1);

@@ -300,16 +300,15 @@ void Generation::keep_state() {
   if (!has_save_) return;
   lua_State* L = sandbox_->L();
   int top = lua_gettop(L);
-  kept_.reset();
-  if (call_method("save", 0, 1)) {
-    auto h = holder(2 * env_.memory_limit);
-    if (lua::copy_value(L, lua_gettop(L), h->L())) kept_ = std::move(h);
-  }
+  if (!kept_) kept_ = holder(2 * env_.memory_limit);  // made once, reused (the plan path is timed)
+  lua_settop(kept_->L(), 0);
+  bool kept = call_method("save", 0, 1) && lua::copy_value(L, lua_gettop(L), kept_->L());
+  if (!kept) lua_settop(kept_->L(), 0);
   lua_settop(L, top);
 }
 
 std::unique_ptr<lua::Sandbox> Generation::kept_state() const {
-  if (!kept_) return nullptr;
+  if (!kept_ || lua_gettop(kept_->L()) < 1) return nullptr;
   auto h = holder(2 * env_.memory_limit);
   if (!lua::copy_value(kept_->L(), 1, h->L())) return nullptr;
   return h;
