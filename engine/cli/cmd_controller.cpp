@@ -98,7 +98,7 @@ int cmd_controller(const Args& args) {
     std::unique_ptr<drill::DrillRunner> drill;
     controller.start_drill = [&](const std::string& path) -> Status {
       if (drill) return fail("drill '", drill->spec().name, "' is already running");
-      auto spec = drill::load_drill(path, {});
+      auto spec = drill::load_drill(path, {}, [&] { controller.service(); });
       if (!spec) return spec.error();
       drill = std::make_unique<drill::DrillRunner>(controller, loop.get(), std::move(*spec));
       drill->start();

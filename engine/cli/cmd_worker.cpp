@@ -18,7 +18,9 @@ int cmd_worker(const Args& args) {
                {"--node", "ID", "node id (log lines)"},
                {"--parent-pid", "PID", "die with this process"},
                {"--heartbeat-ms", "MS", "status interval towards the agent"},
-               {"--data-host", "HOST", "this worker's data-plane address (default 127.0.0.1)"}}};
+               {"--data-host", "HOST", "this worker's data-plane address (default 127.0.0.1)"},
+               {"--server-key", "KEY", "the controller's CURVE public key (Z85), for a rendezvous store that is not local"},
+               {"--key", "FILE", "this node's CURVE key pair (the agent's)"}}};
   int code = 0;
   auto p = parse_command(cmd, args, code);
   if (!p) return code;
@@ -38,9 +40,14 @@ int cmd_worker(const Args& args) {
   o.heartbeat_ms = *hb;
   std::string data_host = p->get_or("--data-host", "127.0.0.1");
   std::string device = o.device;
-  o.load_job = [data_host, device](const wire::JobSpec& j) {
+  std::string server_key = p->get_or("--server-key", ""), key_file = p->get_or("--key", "");
+  o.load_job = [data_host, device, server_key, key_file](const wire::JobSpec& j) {
     auto s = load_train_spec(j, data_host);
-    if (s) s->device = device;
+    if (s) {
+      s->device = device;
+      s->server_key = server_key;
+      s->key_file = key_file;
+    }
     return s;
   };
   o.cuda = runtime::gpu_factory();

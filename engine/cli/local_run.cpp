@@ -65,7 +65,7 @@ Status LocalRun::start() {
   loop_.on_signals([this](int sig) { on_signal(sig); });
   controller_->add_nodes = [this](int count) { return add_agents(count); };
   controller_->start_drill = [this](const std::string& path) -> Status {
-    auto spec = drill::load_drill(path, {});
+    auto spec = drill::load_drill(path, {}, [this] { controller_->service(); });
     if (!spec) return spec.error();
     return start_drill(std::move(*spec));
   };

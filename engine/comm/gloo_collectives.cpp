@@ -498,11 +498,11 @@ void GlooCollectives::exchange_body(const std::vector<SendSpec>& sends, const st
 }
 
 Status GlooCollectives::exchange(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs) {
-  const auto [what, problem] = check_exchange(rank_, size_, sends, recvs);
-  if (!problem.empty()) return guarded(what, [&] { throw std::invalid_argument(problem); });
+  const ExchangeCheck check = check_exchange(rank_, size_, sends, recvs);
+  if (!check.problem.empty()) return guarded(check.what, [&] { throw std::invalid_argument(check.problem); });
   if (shm_)  // the same protocol (a header ahead of each payload) over shared memory
-    return guarded(what, [&] { shm_->exchange(sends, recvs, op_timeout()); });
-  return guarded(what, [&] { exchange_body(sends, recvs); });
+    return guarded(check.what, [&] { shm_->exchange(sends, recvs, op_timeout()); });
+  return guarded(check.what, [&] { exchange_body(sends, recvs); });
 }
 
 }  // namespace sal::comm

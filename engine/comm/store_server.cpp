@@ -58,7 +58,7 @@ struct StoreServer::Impl {
   std::unique_ptr<zmq::socket_t> router;
   std::unique_ptr<zmq::socket_t> ctl_recv;
   std::vector<Waiter> waiters;
-  RateLimiter bad_log{5};
+  KindLog bad_log;
 
   Impl(zmq::context_t& c, std::string ep, StoreServerOptions o)
       : ctx(c), bind_endpoint(std::move(ep)), opt(std::move(o)) {}
@@ -76,7 +76,7 @@ struct StoreServer::Impl {
   void fail_erased();
   void fail_all(StoreCode code, const std::string& why);
   int poll_timeout_ms() const;
-  void log_bad(const std::string& what);
+  void log_bad(const char* kind, const std::string& what);
   void wake(const char* what);
 };
 
@@ -109,14 +109,11 @@ Status StoreServer::Impl::open_sockets() {
   return ok_status();
 }
 
-void StoreServer::Impl::log_bad(const std::string& what) {
+// Logged once per kind (core/log.h), so a flood of bad requests is a line, not a line per request.
+void StoreServer::Impl::log_bad(const char* kind, const std::string& what) {
   uint64_t suppressed = 0;
-  if (!bad_log.allow(mono_ns(), suppressed)) return;
-  if (suppressed) {
-    spdlog::warn("store: bad request: {} ({} more not logged)", what, suppressed);
-  } else {
-    spdlog::warn("store: bad request: {}", what);
-  }
+  if (bad_log.allow(kind, mono_ns(), suppressed))
+    spdlog::warn("store: bad request: {}{}", what, KindLog::more(suppressed));
 }
 
 void StoreServer::Impl::wake(const char* what) {
@@ -177,14 +174,14 @@ void StoreServer::Impl::run() {
 void StoreServer::Impl::handle(const std::string& route, const Frames& frames, bool truncated) {
   uint64_t id = 0;
   if (truncated) {  // our client never sends this; a hostile one gets no id back
-    log_bad("too many frames");
+    log_bad("too many frames", "too many frames");
     reply(route, error_reply(0, StoreCode::too_large,
                              fail("request has more than ", opt.limits.max_wait_keys + 4, " frames").message()));
     return;
   }
   auto req = decode_request(frames, opt.limits, &id);
   if (!req) {
-    log_bad(req.error().message());
+    log_bad(store_code_name(StoreCode(req.error().code())), req.error().message());
     reply(route, error_reply(id, StoreCode(req.error().code()), req.error().message()));
     return;
   }

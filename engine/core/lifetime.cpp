@@ -3,6 +3,8 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace sal {
@@ -17,6 +19,10 @@ void block_signals_in_this_thread() {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
+}
+
+void lower_this_thread_priority(int nice) {
+  (void)setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), nice);
 }
 
 }  // namespace sal

@@ -14,4 +14,8 @@ void die_with_parent(pid_t expected_parent);
 // them (the event loop) and never interrupt this one's blocking calls with EINTR.
 void block_signals_in_this_thread();
 
+// In a helper thread: lowers this thread's CPU priority to `nice` (on Linux a nice value is per
+// thread), so that the event loop and the job's workers come first. Best effort.
+void lower_this_thread_priority(int nice);
+
 }  // namespace sal

@@ -105,3 +105,34 @@ Status init(const Options& opts) {
 void shutdown() { spdlog::shutdown(); }
 
 }  // namespace sal::log
+
+namespace sal {
+
+bool KindLog::allow(std::string_view kind, int64_t now_ns, uint64_t& suppressed) {
+  auto find = [&](std::string_view name) -> Kind* {
+    for (auto& x : kinds_)
+      if (x.name == name) return &x;
+    return nullptr;
+  };
+  Kind* k = find(kind);
+  if (!k && kinds_.size() >= kMaxKinds) k = find("other");  // full: the rest share "other"
+  if (!k) {
+    kinds_.push_back({std::string(kinds_.size() < kMaxKinds ? kind : "other"), now_ns - quiet_ns_, 0});
+    k = &kinds_.back();
+  }
+  if (now_ns - k->logged_ns < quiet_ns_) {
+    ++k->counted;
+    return false;
+  }
+  suppressed = k->counted;
+  k->counted = 0;
+  k->logged_ns = now_ns;
+  return true;
+}
+
+std::string KindLog::more(uint64_t suppressed) {
+  if (suppressed == 0) return "";
+  return " (and " + std::to_string(suppressed) + " more like it since the last line)";
+}
+
+}  // namespace sal

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/result.h"
 
@@ -35,32 +37,32 @@ void shutdown();
 
 namespace sal {
 
-// Lets through at most `per_second` events per second and counts the rest, so a flood of bad
-// input produces a few log lines and a count instead of a flood of lines.
-class RateLimiter {
+// Bad input from peers, logged once per kind: the first occurrence of a kind is logged at once;
+// further ones of that kind are only counted until `quiet_ms` has passed, and the next one after
+// that is logged with the count of those in between. A flood of 10 000 malformed frames a second
+// on an endpoint therefore writes one line per kind per quiet period, not one per frame. Kinds are
+// short fixed names chosen by the code ("malformed", "unknown message type"), never peer text;
+// past kMaxKinds distinct kinds everything counts as "other". Not thread-safe: one per thread.
+class KindLog {
  public:
-  explicit RateLimiter(int per_second = 10) : per_second_(per_second) {}
-  // True if this event may be logged; `suppressed` then holds how many were dropped before it.
-  bool allow(int64_t now_ns, uint64_t& suppressed) {
-    if (now_ns - window_start_ns_ >= 1'000'000'000) {
-      window_start_ns_ = now_ns;
-      in_window_ = 0;
-    }
-    if (in_window_ >= per_second_) {
-      ++dropped_;
-      return false;
-    }
-    ++in_window_;
-    suppressed = dropped_;
-    dropped_ = 0;
-    return true;
-  }
+  static constexpr size_t kMaxKinds = 32;
+  explicit KindLog(int64_t quiet_ms = 10000) : quiet_ns_(quiet_ms * 1'000'000) {}
+
+  // True if this occurrence may be logged; `suppressed` then holds how many of its kind were
+  // counted (not logged) since the last one logged.
+  bool allow(std::string_view kind, int64_t now_ns, uint64_t& suppressed);
+
+  // " (and 37 more like it since the last line)" for a count, "" for none.
+  static std::string more(uint64_t suppressed);
 
  private:
-  int per_second_;
-  int in_window_ = 0;
-  int64_t window_start_ns_ = 0;
-  uint64_t dropped_ = 0;
+  struct Kind {
+    std::string name;
+    int64_t logged_ns = 0;
+    uint64_t counted = 0;
+  };
+  int64_t quiet_ns_;
+  std::vector<Kind> kinds_;
 };
 
 }  // namespace sal

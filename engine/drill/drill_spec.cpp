@@ -310,15 +310,21 @@ std::string Action::describe() const {
   return s + " (" + where + ")";
 }
 
-Result<DrillSpec> load_drill(const std::string& path, const std::map<std::string, std::string>& args) {
+Result<DrillSpec> load_drill(const std::string& path, const std::map<std::string, std::string>& args,
+                             std::function<void()> service) {
   auto text = read_file(path, kMaxDrillBytes);
   if (!text) return Error("drill " + text.error().message());
+  return parse_drill(*text, path, args, std::move(service));
+}
+
+Result<DrillSpec> parse_drill(const std::string& text, const std::string& path,
+                              const std::map<std::string, std::string>& args, std::function<void()> service) {
   std::vector<Call> calls;
   {
     lua::Sandbox sb({.name = "drill " + path, .memory_limit = kDrillMemoryLimit});
     install(sb, calls, args);
-    if (auto s = sb.load(*text, "@" + path); !s) return Error(s.error().message());
-    if (auto s = sb.call(0, 0, {.deadline_ms = kDrillEvalBudgetMs, .what = "drill script budget"}); !s)
+    if (auto s = sb.load(text, "@" + path); !s) return Error(s.error().message());
+    if (auto s = sb.call(0, 0, {.deadline_ms = kDrillEvalBudgetMs, .service = service, .what = "drill script budget"}); !s)
       return Error(path + ": " + s.error().message());
   }
   DrillSpec d;

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -72,6 +73,12 @@ struct DrillSpec {
   Expectations expect;
 };
 
-Result<DrillSpec> load_drill(const std::string& path, const std::map<std::string, std::string>& args);
+// `service` runs every few ms while the script runs (a controller loading a drill keeps serving its
+// mesh: drill.start).
+Result<DrillSpec> load_drill(const std::string& path, const std::map<std::string, std::string>& args,
+                             std::function<void()> service = {});
+// The same from the script's text; `path` names it in errors and is where relative trace paths start.
+Result<DrillSpec> parse_drill(const std::string& text, const std::string& path,
+                              const std::map<std::string, std::string>& args, std::function<void()> service = {});
 
 }  // namespace sal::drill

@@ -8,9 +8,12 @@
 namespace sal::lua {
 namespace {
 
+// upvalue 1: the entry, upvalue 2: the registry.
 int trampoline(lua_State* L) {
   const auto* e = static_cast<const ApiEntry*>(lua_touserdata(L, lua_upvalueindex(1)));
+  const auto* reg = static_cast<const ApiRegistry*>(lua_touserdata(L, lua_upvalueindex(2)));
   try {
+    if (e->role != Role::observe && reg->on_acting_call) reg->on_acting_call(L, *e);
     return e->fn(L);
   } catch (const std::exception& ex) {
     // Raised after the catch block ends, so no C++ exception is live while Lua unwinds.
@@ -25,6 +28,28 @@ std::string first_line(const std::string& s) {
 }
 
 bool visible(const ApiEntry& e, Role role) { return int(e.role) <= int(role); }
+
+// A function above the session's role: upvalue 1 the entry, upvalue 2 the session's role.
+int refused(lua_State* L) {
+  const auto* e = static_cast<const ApiEntry*>(lua_touserdata(L, lua_upvalueindex(1)));
+  Role role = Role(lua_tointeger(L, lua_upvalueindex(2)));
+  std::string who = Sandbox::identity(L);
+  return luaL_error(L, "%s needs role %s; %s has role %s", e->qualified().c_str(),
+                    std::string(role_name(e->role)).c_str(), who.empty() ? "this session" : who.c_str(),
+                    std::string(role_name(role)).c_str());
+}
+
+// Pushes the closure a session of `role` calls for entry e.
+void push_entry(lua_State* L, const ApiRegistry& reg, const ApiEntry& e, Role role) {
+  lua_pushlightuserdata(L, const_cast<ApiEntry*>(&e));
+  if (visible(e, role)) {
+    lua_pushlightuserdata(L, const_cast<ApiRegistry*>(&reg));
+    lua_pushcclosure(L, trampoline, 2);
+  } else {
+    lua_pushinteger(L, int(role));
+    lua_pushcclosure(L, refused, 2);
+  }
+}
 
 int help_fn(lua_State* L) {
   const auto* reg = static_cast<const ApiRegistry*>(lua_touserdata(L, lua_upvalueindex(1)));
@@ -82,18 +107,16 @@ void ApiRegistry::install(Sandbox& sb, Role role) const {
   for (const auto& m : modules_) {
     lua_newtable(L);
     for (const auto& e : entries_) {
-      if (e.module != m.name || !visible(e, role)) continue;
-      lua_pushlightuserdata(L, const_cast<ApiEntry*>(&e));
-      lua_pushcclosure(L, trampoline, 1);
+      if (e.module != m.name) continue;
+      push_entry(L, *this, e, role);
       lua_setfield(L, -2, e.name.c_str());
     }
     Sandbox::make_readonly(L, m.name);
     sb.set_global(m.name.c_str());
   }
   for (const auto& e : entries_) {  // module-less functions become globals
-    if (!e.module.empty() || !visible(e, role)) continue;
-    lua_pushlightuserdata(L, const_cast<ApiEntry*>(&e));
-    lua_pushcclosure(L, trampoline, 1);
+    if (!e.module.empty()) continue;
+    push_entry(L, *this, e, role);
     sb.set_global(e.name.c_str());
   }
   lua_pushlightuserdata(L, const_cast<ApiRegistry*>(this));

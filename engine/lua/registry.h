@@ -39,8 +39,13 @@ class ApiRegistry {
   void add_module(const std::string& name, const std::string& doc);
   void add(ApiEntry entry);
 
-  // Installs every module and function the role may use as read-only globals, plus help().
+  // Installs every module and function as read-only globals, plus help(). A function the role may
+  // not use is a stub that raises "<module.fn> needs role <r>; this session's role is <role>".
   void install(Sandbox& sb, Role role) const;
+
+  // Called before every call of a function that needs more than `observe` (one that acts), with the
+  // caller's stack (its arguments): the REPL's audit log of who did what.
+  std::function<void(lua_State*, const ApiEntry&)> on_acting_call;
 
   // help() text: with an empty topic an overview; else a module or "module.fn".
   std::string help(const std::string& topic, Role role) const;

@@ -10,7 +10,9 @@
 #include <set>
 
 #include "core/clock.h"
+#include "core/deadline.h"
 #include "core/strings.h"
+#include "lua/strlib.h"
 
 namespace sal::lua {
 
@@ -27,14 +29,19 @@ struct Sandbox::Core {
   int64_t deadline_ns = 0;
   int64_t next_service_ns = 0;
   bool expired = false;
+  int expired_after_ms = 0;
   std::set<std::string> declared;  // globals strict mode accepts while nil
+  std::string identity;
 };
 
 namespace {
 
+void* capped_alloc(void* ud, void* ptr, size_t osize, size_t nsize);
+
+// The sandbox state behind L; null for a state a Sandbox did not make (its allocator is not ours).
 Sandbox::Core* core_of(lua_State* L) {
   void* ud = nullptr;
-  lua_getallocf(L, &ud);
+  if (lua_getallocf(L, &ud) != capped_alloc) return nullptr;
   return static_cast<Sandbox::Core*>(ud);
 }
 
@@ -55,23 +62,34 @@ void* capped_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
   return p;
 }
 
-void budget_hook(lua_State* L, lua_Debug*) {
-  auto* c = core_of(L);
-  if (!c->budget) return;
+void budget_hook(lua_State* L, lua_Debug*);
+
+// The running call's deadline: false once it has passed (from then on the hook stops the chunk at
+// every instruction, so a pcall inside it cannot keep it alive); runs the service function when due.
+bool check_budget(lua_State* L, Sandbox::Core& c) {
   int64_t now = mono_ns();
-  if (c->expired || now >= c->deadline_ns) {
-    if (!c->expired) {
-      c->expired = true;
-      // From now on stop at every instruction: a pcall inside the chunk cannot keep it alive.
+  if (c.expired || now >= c.deadline_ns) {
+    if (!c.expired) {
+      c.expired = true;
+      c.expired_after_ms = int((now - c.start_ns) / 1'000'000);
       lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1);
     }
-    luaL_error(L, "%s exceeded: stopped after %d ms", c->budget->what.c_str(),
-               int((now - c->start_ns) / 1'000'000));
+    return false;
   }
-  if (c->budget->service && now >= c->next_service_ns) {
-    c->next_service_ns = now + c->budget->service_every_ms * 1'000'000;
-    c->budget->service();
+  if (c.budget->service && now >= c.next_service_ns) {
+    c.next_service_ns = now + c.budget->service_every_ms * 1'000'000;
+    c.budget->service();
   }
+  return true;
+}
+
+int raise_budget_error(lua_State* L, const Sandbox::Core& c) {
+  return luaL_error(L, "%s exceeded: stopped after %d ms", c.budget->what.c_str(), c.expired_after_ms);
+}
+
+void budget_hook(lua_State* L, lua_Debug*) {
+  auto* c = core_of(L);
+  if (c->budget && !check_budget(L, *c)) raise_budget_error(L, *c);
 }
 
 int traceback_handler(lua_State* L) {
@@ -190,6 +208,7 @@ void Sandbox::install_globals() {
   open_lib(L, luaopen_string, LUA_STRLIBNAME);
   open_lib(L, luaopen_math, LUA_MATHLIBNAME);
   open_lib(L, luaopen_bit, LUA_BITLIBNAME);
+  install_bounded_library(L);  // find/match/gmatch/gsub/sort that stop at the budget
 
   // Nothing that reads files, loads code (text or bytecode), escapes environments or bypasses
   // metatables stays reachable.
@@ -272,7 +291,11 @@ Status Sandbox::call(int nargs, int nresults, const Budget& budget) {
   c.deadline_ns = c.start_ns + budget.deadline_ms * 1'000'000;
   c.next_service_ns = c.start_ns + budget.service_every_ms * 1'000'000;
   lua_sethook(L_, budget_hook, LUA_MASKCOUNT, kHookInstructions);
-  int rc = lua_pcall(L_, nargs, nresults, base);
+  int rc;
+  {
+    DeadlineScope deadline(c.deadline_ns);  // long C++ loops under this call stop at it too
+    rc = lua_pcall(L_, nargs, nresults, base);
+  }
   lua_sethook(L_, nullptr, 0, 0);
   c.budget = nullptr;
   lua_remove(L_, base);  // the handler
@@ -294,6 +317,25 @@ std::vector<std::string> Sandbox::global_names() const {
     if (lua_type(L_, -1) == LUA_TSTRING) names.emplace_back(lua_tostring(L_, -1));
   }
   return names;
+}
+
+void Sandbox::set_identity(std::string who) { core_->identity = std::move(who); }
+
+const std::string& Sandbox::identity(lua_State* L) {
+  static const std::string none;
+  auto* c = core_of(L);
+  return c ? c->identity : none;
+}
+
+bool budget_poll(lua_State* L) {
+  auto* c = core_of(L);
+  return !c || !c->budget || check_budget(L, *c);
+}
+
+int budget_raise(lua_State* L) {
+  auto* c = core_of(L);
+  if (!c || !c->budget) return luaL_error(L, "budget exceeded");
+  return raise_budget_error(L, *c);
 }
 
 size_t Sandbox::memory_used() const { return core_->used; }

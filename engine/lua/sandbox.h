@@ -6,7 +6,9 @@
 // own allocator, optionally makes unknown globals an error, and runs code under a Budget: an
 // instruction-count hook that checks a wall-clock deadline, re-arms itself on every instruction
 // once expired (so `pcall` cannot swallow the stop), and can call a service function every few ms
-// so the host's event loop keeps breathing while a chunk runs.
+// so the host's event loop keeps breathing while a chunk runs. The library functions that can run
+// long inside one C call (pattern matching, sort) are replaced by versions that poll the same
+// budget (strlib.h), so no single call outlives it either.
 #pragma once
 
 #include <lua.hpp>
@@ -64,6 +66,11 @@ class Sandbox {
   // Declares a global that strict mode must accept even though its value is nil.
   void allow_global(const std::string& name);
 
+  // Who runs code in this state ("alice (operate, REPL session 3)"), for the host's API functions to
+  // name in events and the audit log; empty unless set.
+  void set_identity(std::string who);
+  static const std::string& identity(lua_State* L);
+
   size_t memory_used() const;
   // True while a call is running (the REPL uses it to refuse re-entrant evaluation).
   bool busy() const;
@@ -82,5 +89,12 @@ class Sandbox {
   std::unique_ptr<Core> core_;
   lua_State* L_ = nullptr;
 };
+
+// For C functions that work long without running a VM instruction (strlib.cpp's matcher and
+// sort): true while the running call is within its budget (its service function runs when due);
+// false once the deadline has passed — the function then stops and calls budget_raise(L), which
+// raises the same error the instruction hook would. Outside a budgeted call: always true.
+bool budget_poll(lua_State* L);
+int budget_raise(lua_State* L);
 
 }  // namespace sal::lua

@@ -278,6 +278,8 @@ void Agent::spawn_workers() {
                "--parent-pid", std::to_string(getpid()), "--node", std::to_string(node_id_),
                "--heartbeat-ms", std::to_string(heartbeat_ms_), "--log-level", opts_.log_level,
                "--log-format", opts_.log_format, "--data-host", opts_.data_host};
+    if (!opts_.server_public_key.empty())  // CURVE towards the rendezvous store, with our key
+      so.args.insert(so.args.end(), {"--server-key", opts_.server_public_key, "--key", absolute_path(opts_.key_file)});
     if (auto s = w.proc->spawn(so); !s) {
       w.exited = true;
       w.last_error = s.error().message();
@@ -298,16 +300,17 @@ void Agent::report(const Worker& w, wire::WorkerEventKind kind, int code, int si
   to_controller(wire::WorkerEvent{node_id_, w.index, kind, uint32_t(w.proc ? w.proc->pid() : 0), code, sig, detail});
 }
 
+// Our worker socket is an abstract unix socket that any process of this host could reach: a hello
+// counts only from the worker process it names (its pid, by SO_PEERCRED), and every later message
+// only from the connection that said it.
 void Agent::on_worker_message() {
   wire::Parts parts;
   if (!recv_now(local_, parts) || parts.empty()) return;
   std::string rid = parts[0].to_string();
+  int fd = parts.size() > 1 ? source_fd(parts[1]) : -1;
   parts.erase(parts.begin());
   auto env = wire::open(parts);
-  if (!env) {
-    spdlog::warn("bad message from a worker: {}", env.error().message());
-    return;
-  }
+  if (!env) return refuse_local(wire::error_code_name(env.error().code()), env.error().message());
   Worker* w = nullptr;
   for (auto& x : workers_)
     if (x.rid == rid) w = &x;
@@ -315,12 +318,19 @@ void Agent::on_worker_message() {
   using T = wire::MsgType;
   if (env->type == T::worker_hello) {
     auto m = wire::decode<wire::WorkerHello>(*env);
-    if (!m || m->index >= workers_.size()) return;
-    workers_[m->index].rid = rid;
-    workers_[m->index].last_seen_ns = mono_ns();
-    if (job_) to_worker(workers_[m->index], *job_);
+    if (!m) return refuse_local("malformed", m.error().message());
+    if (m->index >= workers_.size()) return refuse_local("bad index", "WorkerHello for worker " + std::to_string(m->index));
+    Worker& named = workers_[m->index];
+    pid_t pid = peer_pid(fd);
+    if (!named.proc || named.exited || pid != named.proc->pid())
+      return refuse_local("impostor", "WorkerHello for worker " + std::to_string(m->index) + " from pid " +
+                                          std::to_string(pid) + ", which is not that worker");
+    named.rid = rid;
+    named.last_seen_ns = mono_ns();
+    if (job_) to_worker(named, *job_);
     return;
   }
+  if (!w) return refuse_local("unknown sender", std::string(wire::type_name(env->type)) + " from a connection that said no hello");
   if (!w) return;
   if (env->type == T::worker_status) {
     auto m = wire::decode<wire::WorkerStatus>(*env);
@@ -339,6 +349,12 @@ void Agent::on_worker_message() {
   } else if (env->type == T::error) {
     if (auto m = wire::decode<wire::ErrorReply>(*env)) w->last_error = m->message;
   }
+}
+
+void Agent::refuse_local(const char* kind, const std::string& why) {
+  uint64_t suppressed = 0;
+  if (bad_local_log_.allow(kind, mono_ns(), suppressed))
+    spdlog::warn("worker endpoint: dropped a message: {}{}", why, KindLog::more(suppressed));
 }
 
 // A worker's answer goes to the controller under our node id and the worker's index.

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/ids.h"
+#include "core/log.h"
 #include "core/result.h"
 #include "mesh/cpu_share.h"
 #include "mesh/process.h"
@@ -72,6 +73,7 @@ class Agent {
 
   void on_controller_message();
   void on_worker_message();
+  void refuse_local(const char* kind, const std::string& why);
   void handle_welcome(const wire::Welcome& w);
   void handle_command(const wire::Command& c);
   void send_register();
@@ -120,6 +122,7 @@ class Agent {
   Timer register_timer_;
   Timer silence_timer_;
   Timer kill_timer_;
+  KindLog bad_local_log_;  // bad input on the worker endpoint, logged once per kind
 };
 
 }  // namespace sal::mesh

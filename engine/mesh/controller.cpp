@@ -170,11 +170,10 @@ void Controller::deliver(const std::string& rid, wire::Parts parts, wire::MsgTyp
 
 void Controller::reject(const std::string& rid, const std::string& peer, const Error& err) {
   uint64_t suppressed = 0;
-  if (bad_input_log_.allow(mono_ns(), suppressed))
-    spdlog::warn("mesh: rejected message from {}: {}{}", peer.empty() ? hex_id(rid) : peer,
-                 err.message(),
-                 suppressed ? " (" + std::to_string(suppressed) + " similar suppressed)" : "");
   uint16_t code = err.code() ? uint16_t(err.code()) : uint16_t(wire::ErrorCode::malformed);
+  if (bad_input_log_.allow(wire::error_code_name(code), mono_ns(), suppressed))
+    spdlog::warn("mesh: rejected message from {}: {}{}", peer.empty() ? hex_id(rid) : peer, err.message(),
+                 KindLog::more(suppressed));
   send_to(rid, wire::ErrorReply{code, err.message()});
 }
 
@@ -320,8 +319,9 @@ void Controller::handle_save_done(const std::string& rid, const wire::Envelope& 
 void Controller::on_connection_event(int kind, int fd, const std::string& peer) {
   if (kind == ConnectionEvent::handshake_failed) {
     uint64_t suppressed = 0;
-    if (bad_input_log_.allow(mono_ns(), suppressed))
-      spdlog::warn("mesh: a connection failed its handshake (not ZMTP, wrong version or bad key)");
+    if (bad_input_log_.allow("handshake", mono_ns(), suppressed))
+      spdlog::warn("mesh: a connection failed its handshake (not ZMTP, wrong version or bad key){}",
+                   KindLog::more(suppressed));
     return;
   }
   if (kind != ConnectionEvent::disconnected) return;

@@ -217,7 +217,7 @@ class Controller {
   int64_t started_ns_ = 0;
   bool stopping_ = false;
   std::function<void()> stop_done_;
-  RateLimiter bad_input_log_{10};
+  KindLog bad_input_log_;  // bad input, logged once per kind
 };
 
 }  // namespace sal::mesh

@@ -6,6 +6,7 @@
 
 #include "ckpt/format.h"
 #include "comm/store_server.h"
+#include "mesh/security.h"
 #include "core/clock.h"
 #include "mesh/controller.h"
 #include "mesh/planner.h"
@@ -31,7 +32,9 @@ struct Overloaded : F... {
 // The rendezvous store (bound on the mesh endpoint's host), metrics.csv and the run record; the
 // driver is gathering.
 Status Controller::start_training() {
-  store_ = std::make_unique<comm::StoreServer>(ctx_, store_bind(mesh_endpoint_));
+  std::string bind = store_bind(mesh_endpoint_);
+  store_ = std::make_unique<comm::StoreServer>(ctx_, bind,
+                                               comm::StoreServerOptions{{}, store_server_hook(bind, server_key_.get())});
   auto ep = store_->start();
   if (!ep) return ep.error().with_context("rendezvous store");
   store_endpoint_ = *ep;
@@ -68,7 +71,8 @@ void Controller::journal(const job::Record& r, bool sync) {
   if (!journal_) return;
   if (auto s = journal_->append(r, sync); !s) {
     uint64_t suppressed = 0;
-    if (bad_input_log_.allow(mono_ns(), suppressed)) spdlog::error("journal: {}", s.error().message());
+    if (bad_input_log_.allow("journal", mono_ns(), suppressed))
+      spdlog::error("journal: {}{}", s.error().message(), KindLog::more(suppressed));
   }
 }
 

@@ -13,18 +13,6 @@ namespace sal::mesh {
 // peer must not make the controller buffer without bound.
 constexpr int kSendHighWater = 10000;
 
-bool is_local_endpoint(const std::string& ep) {
-  if (ep.rfind("ipc://", 0) == 0 || ep.rfind("inproc://", 0) == 0) return true;
-  if (ep.rfind("tcp://", 0) != 0) return false;
-  std::string host = ep.substr(6);
-  if (host.rfind("[::1]", 0) == 0) return true;
-  host = host.substr(0, host.rfind(':'));
-  if (host == "localhost") return true;
-  in_addr a{};
-  if (inet_pton(AF_INET, host.c_str(), &a) == 1) return (ntohl(a.s_addr) >> 24) == 127;
-  return false;
-}
-
 void apply_control_options(zmq::socket_t& s) {
   s.set(zmq::sockopt::maxmsgsize, wire::kMaxFrameBytes);
   s.set(zmq::sockopt::linger, 0);
@@ -62,6 +50,18 @@ std::string peer_address(int fd) {
 
 int source_fd(const zmq::message_t& msg) {
   return zmq_msg_get(const_cast<zmq_msg_t*>(msg.handle()), ZMQ_SRCFD);
+}
+
+}  // namespace sal::mesh
+
+namespace sal::mesh {
+
+pid_t peer_pid(int fd) {
+  if (fd < 0) return -1;
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
+  return cred.pid;
 }
 
 }  // namespace sal::mesh

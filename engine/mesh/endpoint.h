@@ -6,14 +6,17 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include <sys/types.h>
+
 #include <string>
 
 #include "core/result.h"
+#include "wire/curve.h"
 
 namespace sal::mesh {
 
 // tcp://127.x.y.z, tcp://localhost, tcp://[::1], ipc://, inproc:// — reachable from this host only.
-bool is_local_endpoint(const std::string& endpoint);
+using wire::is_local_endpoint;
 
 // Applies ZMQ_MAXMSGSIZE (wire::kMaxFrameBytes), linger 0 and a bounded send queue.
 void apply_control_options(zmq::socket_t& s);
@@ -26,5 +29,8 @@ std::string peer_address(int fd);
 
 // The fd a received message came in on (ZMQ_SRCFD), -1 when unknown.
 int source_fd(const zmq::message_t& msg);
+
+// The process at the other end of a unix-socket (ipc://) connection (SO_PEERCRED), -1 when unknown.
+pid_t peer_pid(int fd);
 
 }  // namespace sal::mesh

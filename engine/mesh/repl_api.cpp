@@ -137,25 +137,20 @@ int node_action(lua_State* L, const char* fn, const std::function<Status(NodeId)
 }
 
 int job_kill(Controller& c, lua_State* L) {
-  return node_action(L, "job.kill", [&](NodeId id) { return c.kill_node(id, "repl"); });
+  return node_action(L, "job.kill", [&](NodeId id) { return c.kill_node(id, caller(L)); });
 }
 
 int job_drain(Controller& c, lua_State* L) {
-  return node_action(L, "job.drain", [&](NodeId id) { return c.drain_node(id, "repl"); });
+  return node_action(L, "job.drain", [&](NodeId id) { return c.drain_node(id, caller(L)); });
 }
 
 int job_stop(Controller& c, lua_State* L) {
-  c.request_stop("job.stop() from the REPL");
+  c.request_stop("job.stop() by " + caller(L));
   lua_pushboolean(L, 1);
   return 1;
 }
 
 }  // namespace
-
-void add_controller_fn(lua::ApiRegistry& reg, Controller& c, const char* module, const char* name,
-                       const char* signature, const char* doc, Role role, ControllerFn fn) {
-  reg.add({module, name, signature, doc, role, [&c, fn](lua_State* L) { return fn(c, L); }});
-}
 
 void register_controller_api(lua::ApiRegistry& reg, Controller& c) {
   reg.add_module("job", "the running job: membership, steps, events, and node actions for drills");
@@ -185,7 +180,7 @@ void register_controller_api(lua::ApiRegistry& reg, Controller& c) {
       Role::operate, job_drain);
   add("stop", "job.stop() -> true",
       "Stops the whole job gracefully: agents stop their workers and leave; `salamander run` exits.",
-      Role::operate, job_stop);
+      Role::admin, job_stop);
 }
 
 }  // namespace sal::mesh

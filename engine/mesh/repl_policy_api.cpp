@@ -1,6 +1,9 @@
 // repl_policy_api.cpp — the `policy` module of the REPL: list, show, load, reload, diff, rollback
 // and decide, over the controller's policy slots, plus job.plan(). Reading is for every role;
-// changing a slot (or running candidate code, as diff and decide do) needs `operate`.
+// asking what a policy would decide (decide, diff: they run policy code) needs `operate`; changing
+// a slot (load, reload, rollback) needs `admin`. decide and diff are pure questions: they take a
+// snapshot of the slot on the loop (no policy code runs there: slot.h) and run the policy code on
+// the evaluation thread, on copies of the generations.
 #include <lua.hpp>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +14,7 @@
 #include "mesh/controller.h"
 #include "mesh/metrics.h"
 #include "mesh/planner.h"
+#include "mesh/repl_eval.h"
 #include "mesh/repl_server.h"
 
 namespace sal::mesh {
@@ -97,23 +101,49 @@ int slot_action(Controller& c, lua_State* L, const char* fn, policy::Kind k, con
 int policy_load(Controller& c, lua_State* L) {
   policy::Kind k = kind_arg(L, 1, "policy.load");
   std::string what = lua::check_string(L, 2, "policy.load", "a policy name, a .lua path, or Lua source");
-  return slot_action(c, L, "policy.load", k, [&] { return c.planner().policies().load(k, what, "repl"); });
+  return slot_action(c, L, "policy.load", k, [&] { return c.planner().policies().load(k, what, caller(L)); });
 }
 
 int policy_reload(Controller& c, lua_State* L) {
   policy::Kind k = kind_arg(L, 1, "policy.reload");
-  return slot_action(c, L, "policy.reload", k, [&] { return c.planner().policies().slot(k).reload("repl"); });
+  return slot_action(c, L, "policy.reload", k, [&] { return c.planner().policies().slot(k).reload(caller(L)); });
 }
 
 int policy_rollback(Controller& c, lua_State* L) {
   policy::Kind k = kind_arg(L, 1, "policy.rollback");
-  return slot_action(c, L, "policy.rollback", k, [&] { return c.planner().policies().slot(k).rollback("repl"); });
+  return slot_action(c, L, "policy.rollback", k, [&] { return c.planner().policies().slot(k).rollback(caller(L)); });
+}
+
+// A pure question's material, taken on the loop (no policy code runs there): the slot's snapshot
+// and, for diff, the candidate's source.
+struct Question {
+  bool taken = false;
+  policy::SlotSnapshot snap;
+  Result<policy::Source> candidate = Error("no candidate");
+};
+
+Question ask(Controller& c, policy::Kind k, const std::string* candidate) {
+  Question q;
+  q.taken = run_on_loop([&] {
+    auto& policies = c.planner().policies();
+    q.snap = policies.slot(k).snapshot();
+    if (candidate) q.candidate = policies.resolver().resolve(k, *candidate);
+  });
+  return q;
+}
+
+// policy.diff's answer, or why there is none (computed before anything is pushed or raised).
+Result<policy::DiffReport> diff_answer(Controller& c, policy::Kind k, const std::string& what) {
+  Question q = ask(c, k, &what);
+  if (!q.taken) return Error("the controller is stopping");
+  if (!q.candidate) return q.candidate.error();
+  return policy::diff(q.snap, *q.candidate);
 }
 
 int policy_diff(Controller& c, lua_State* L) {
   policy::Kind k = kind_arg(L, 1, "policy.diff");
   std::string what = lua::check_string(L, 2, "policy.diff", "a policy name, a .lua path, or Lua source");
-  auto r = c.planner().policies().diff(k, what);
+  auto r = diff_answer(c, k, what);
   if (!r) return luaL_error(L, "policy.diff: %s", r.error().message().c_str());
   lua_newtable(L);
   lua::set_field(L, "live", r->live);
@@ -122,27 +152,31 @@ int policy_diff(Controller& c, lua_State* L) {
   return 1;
 }
 
+// policy.decide's answer for `in` (the slot's latest input when absent).
+Result<policy::Decision> decide_answer(Controller& c, policy::Kind k, std::optional<policy::Input> in) {
+  Question q = ask(c, k, nullptr);
+  if (!q.taken) return Error("the controller is stopping");
+  if (!in && !q.snap.latest)
+    return fail("the ", policy::kind_name(k), " slot has decided nothing yet; pass a ctx table");
+  return policy::answer(q.snap, in ? *in : *q.snap.latest);
+}
+
 int policy_decide(Controller& c, lua_State* L) {
   policy::Kind k = kind_arg(L, 1, "policy.decide");
-  auto& slot = c.planner().policies().slot(k);
   std::optional<policy::Input> in;
   if (lua_istable(L, 2)) {
     auto r = policy::ops_for(k).read_ctx(L, 2);
     if (!r) return luaL_error(L, "policy.decide: ctx: %s", r.error().message().c_str());
     in = std::move(*r);
-  } else if (!slot.recent_inputs().empty()) {
-    in = slot.recent_inputs().back();
-  } else {
-    return luaL_error(L, "policy.decide: the %s slot has decided nothing yet; pass a ctx table",
-                      std::string(policy::kind_name(k)).c_str());
   }
-  auto d = slot.decide(*in);
+  auto d = decide_answer(c, k, std::move(in));
+  if (!d) return luaL_error(L, "policy.decide: %s", d.error().message().c_str());
   lua_newtable(L);
-  lua::set_field(L, "by", d.decided_by);
-  lua::set_field(L, "summary", policy::ops_for(k).summary(d.proposal));
-  if (!d.problem.empty()) lua::set_field(L, "problem", d.problem);
-  lua::set_field(L, "ms", d.ms);
-  lua::push_json(L, policy::ops_for(k).to_json(d.proposal));
+  lua::set_field(L, "by", d->decided_by);
+  lua::set_field(L, "summary", policy::ops_for(k).summary(d->proposal));
+  if (!d->problem.empty()) lua::set_field(L, "problem", d->problem);
+  lua::set_field(L, "ms", d->ms);
+  lua::push_json(L, policy::ops_for(k).to_json(d->proposal));
   lua_setfield(L, -2, "proposal");
   return 1;
 }
@@ -231,9 +265,8 @@ int job_plan(Controller& c, lua_State* L) {
 
 void register_policy_api(lua::ApiRegistry& reg, Controller& c) {
   reg.add_module("policy", "the policy slots: inspect, load, reload, diff, roll back, interrogate");
-  auto add = [&](const char* name, const char* sig, const char* doc, Role role, ControllerFn fn) {
-    add_controller_fn(reg, c, "policy", name, sig, doc, role, fn);
-  };
+  auto add = [&](const char* name, const char* sig, const char* doc, Role role, ControllerFn fn,
+                 Runs runs = Runs::on_loop) { add_controller_fn(reg, c, "policy", name, sig, doc, role, fn, runs); };
   add("list", "policy.list() -> {{slot, name, generation, hash, decisions, errors, rejections, p50_ms, p99_ms}, ...}",
       "Every slot's live generation: name, generation number, source hash, decision count, errors, "
       "rejected proposals, and decision time percentiles.",
@@ -246,20 +279,24 @@ void register_policy_api(lua::ApiRegistry& reg, Controller& c) {
       "Loads a new generation: load, shape check, selftest, replay of recent decisions through the C++ "
       "validators, state migration, then the swap between two decisions. Any failure leaves the live "
       "generation in place and raises the reason.",
-      Role::operate, policy_load);
+      Role::admin, policy_load);
   add("reload", "policy.reload(slot) -> slot info",
       "Reads the live generation's source again (its file, if it came from one) and loads it as a new generation.",
-      Role::operate, policy_reload);
+      Role::admin, policy_reload);
   add("diff", "policy.diff(slot, name | path.lua | source) -> {live, candidate, changes}",
       "What a candidate would decide differently from the live generation on the latest decision input, "
-      "without loading it.",
-      Role::operate, policy_diff);
+      "without loading it. A pure question: the slot (its replay inputs, last decision, failure counts) is "
+      "untouched, and the policy code runs on copies of the generations, off the controller's loop.",
+      Role::operate, policy_diff, Runs::here);
   add("rollback", "policy.rollback(slot) -> slot info",
-      "Swaps the previous generation back in (it is kept warm: instant).", Role::operate, policy_rollback);
+      "Swaps the previous generation back in (it is kept warm: instant).", Role::admin, policy_rollback);
   add("decide", "policy.decide(slot [, ctx]) -> {by, summary, problem, ms, proposal}",
-      "Runs a decision now on the slot's latest input, or on a ctx table written as the policy sees it "
-      "(1-based). The proposal comes back as in plan files (0-based ids).",
-      Role::operate, policy_decide);
+      "What the slot would decide now on its latest input, or on a ctx table written as the policy sees it "
+      "(1-based): the live generation, else the previous one, else the floor, with the problem that made it "
+      "fall back. The proposal comes back as in plan files (0-based ids). A pure question: the slot (its "
+      "replay inputs, last decision, failure counts, rollback) is untouched, and the policy code runs on "
+      "copies of the generations (their saved state restored), off the controller's loop.",
+      Role::operate, policy_decide, Runs::here);
   add_controller_fn(reg, c, "job", "plan",
                     "job.plan([layer]) -> {number, epoch, nodes, slots, floor, allocation_by, placement_by, "
                     "checkpoint_by, redundancy_by, balance, schedule, stacks, ...}",

@@ -3,14 +3,16 @@
 
 #include <spdlog/spdlog.h>
 
-#include <nlohmann/json.hpp>
+#include <algorithm>
 
 #include "core/clock.h"
+#include "core/lifetime.h"
 #include "core/strings.h"
 #include "lua/convert.h"
 #include "mesh/controller.h"
 #include "mesh/endpoint.h"
 #include "mesh/monitor.h"
+#include "mesh/repl_eval.h"
 #include "mesh/security.h"
 #include "mesh/zmq_uv.h"
 
@@ -18,22 +20,40 @@ namespace sal::mesh {
 
 // print() output kept per evaluation; more is cut with a note.
 constexpr size_t kOutputCap = 1u << 20;
-// Characters of a chunk quoted in the audit log.
+// Characters of a chunk (or of a call's arguments) quoted in the audit log.
 constexpr size_t kAuditChunkChars = 200;
+// How long replies still queued when the controller stops may take to leave.
+constexpr int kLastReplyLingerMs = 500;
+// Replies queued for one client before further ones are dropped.
+constexpr int kReplyQueue = 16;
+// Evaluation threads run at this nice value: a runaway chunk yields to the loop and the job's
+// workers, while a short one still answers at once on a busy machine.
+constexpr int kEvalNice = 5;
 
 ReplServer::ReplServer(uv_loop_t* loop, zmq::context_t& ctx, Controller& controller, ReplOptions opts)
     : loop_(loop),
       ctx_(ctx),
       controller_(controller),
       opts_(std::move(opts)),
-      socket_(ctx, zmq::socket_type::router) {
+      socket_(ctx, zmq::socket_type::router),
+      calls_(loop) {
   register_controller_api(registry_, controller_);
   register_policy_api(registry_, controller_);
   register_training_api(registry_, controller_);
   if (opts_.modules) opts_.modules(registry_);
+  registry_.on_acting_call = [this](lua_State* L, const lua::ApiEntry& e) { audit_call(L, e); };
 }
 
 ReplServer::~ReplServer() {
+  // Evaluation threads waiting for the loop are released (their API call fails), then finish
+  // within their budget; the replies they posted (job.stop's own, say) are sent, and given a
+  // moment to leave before the socket closes.
+  calls_.close();
+  for (auto& [rid, s] : sessions_)
+    if (s->evaluation.joinable()) s->evaluation.join();
+  calls_.finish();
+  socket_.set(zmq::sockopt::linger, kLastReplyLingerMs);
+  sessions_.clear();
   monitor_.reset();
   watcher_.reset();
   if (audit_) std::fclose(audit_);
@@ -41,6 +61,9 @@ ReplServer::~ReplServer() {
 
 Status ReplServer::start() {
   apply_control_options(socket_);
+  // A client answers one reply before it asks again; one that never reads gets a few queued, then
+  // its replies are dropped: memory stays bounded by kReplyQueue replies.
+  socket_.set(zmq::sockopt::sndhwm, kReplyQueue);
   if (opts_.curve) make_curve_server(socket_, *opts_.curve, kReplDomain);
   auto ep = bind_endpoint(socket_, opts_.bind);
   if (!ep) return Error("repl.bind: " + ep.error().message());
@@ -48,14 +71,16 @@ Status ReplServer::start() {
   if (!opts_.audit_path.empty()) audit_ = std::fopen(opts_.audit_path.c_str(), "a");
   watcher_ = std::make_unique<ZmqWatcher>(loop_, socket_, [this] { on_message(); });
   monitor_ = std::make_unique<SocketMonitor>(loop_, ctx_, socket_, "repl", [this](const ConnectionEvent& ev) {
-    if (ev.kind != ConnectionEvent::disconnected) return;
-    for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
-      if (it->second.fd == ev.fd) {
-        spdlog::info("repl: session {} closed (client disconnected)", it->second.id);
-        sessions_.erase(it);
-        return;
-      }
+    if (ev.kind == ConnectionEvent::handshake_failed) {
+      uint64_t suppressed = 0;
+      if (bad_input_log_.allow("handshake", mono_ns(), suppressed))
+        spdlog::warn("repl: a connection failed its handshake (not ZMTP, wrong version or bad key){}",
+                     KindLog::more(suppressed));
+      return;
     }
+    if (ev.kind != ConnectionEvent::disconnected) return;
+    for (auto it = sessions_.begin(); it != sessions_.end(); ++it)
+      if (it->second->fd == ev.fd) return close_session(it, "client disconnected");
   });
   return {};
 }
@@ -65,42 +90,56 @@ void ReplServer::reply(const std::string& rid, const M& msg) {
   if (auto why = send_routed(socket_, rid, msg); !why.empty()) spdlog::debug("repl: reply dropped: {}", why);
 }
 
-void ReplServer::evict_if_full() {
-  if (sessions_.size() < opts_.max_sessions) return;
-  auto oldest = sessions_.begin();
+void ReplServer::close_session(Sessions::iterator it, const char* why) {
+  Session& s = *it->second;
+  if (s.busy) {  // its thread still uses the state: the session goes when the chunk ends
+    s.closing = true;
+    return;
+  }
+  spdlog::debug("repl: session {} closed ({})", s.id, why);
+  sessions_.erase(it);
+}
+
+// Drops the least recently used idle session when the table is full; false if every session is busy.
+bool ReplServer::make_room() {
+  if (sessions_.size() < opts_.max_sessions) return true;
+  auto oldest = sessions_.end();
   for (auto it = sessions_.begin(); it != sessions_.end(); ++it)
-    if (it->second.last_used_ns < oldest->second.last_used_ns) oldest = it;
-  spdlog::info("repl: dropping idle session {} ({} sessions is the limit)", oldest->second.id,
-               opts_.max_sessions);
+    if (!it->second->busy && (oldest == sessions_.end() || it->second->last_used_ns < oldest->second->last_used_ns))
+      oldest = it;
+  if (oldest == sessions_.end()) return false;
+  spdlog::debug("repl: dropping idle session {} ({} sessions is the limit)", oldest->second->id, opts_.max_sessions);
   sessions_.erase(oldest);
+  return true;
 }
 
 ReplServer::Session* ReplServer::session_for(const std::string& rid, int fd, const std::string& user) {
   auto it = sessions_.find(rid);
-  if (it != sessions_.end()) return &it->second;
+  if (it != sessions_.end()) return it->second.get();
   auto role = session_role(user, opts_.allow);
-  if (!role) return nullptr;
-  evict_if_full();
-  Session s;
+  if (!role || !make_room()) return nullptr;
+  auto owned = std::make_unique<Session>();
+  Session& s = *owned;
   s.id = next_session_++;
   s.rid = rid;
   s.fd = fd;
   s.role = *role;
   s.user = user.empty() ? "local" : user;
-  Session& stored = sessions_.emplace(rid, std::move(s)).first->second;
   lua::SandboxOptions so;
-  so.name = "repl session " + std::to_string(stored.id);
+  so.name = "repl session " + std::to_string(s.id);
   so.memory_limit = opts_.memory_limit;
   so.strict_reads = true;
-  so.print = [&stored](const std::string& line) {
-    if (stored.output.size() > kOutputCap) return;
-    stored.output += line + "\n";
-    if (stored.output.size() > kOutputCap) stored.output += "… (output truncated)\n";
+  so.print = [&s](const std::string& line) {
+    if (s.output.size() > kOutputCap) return;
+    s.output += line + "\n";
+    if (s.output.size() > kOutputCap) s.output += "… (output truncated)\n";
   };
-  stored.sandbox = std::make_unique<lua::Sandbox>(so);
-  registry_.install(*stored.sandbox, stored.role);
-  spdlog::info("repl: session {} opened by {} ({})", stored.id, stored.user, role_name(stored.role));
-  return &stored;
+  s.sandbox = std::make_unique<lua::Sandbox>(so);
+  s.sandbox->set_identity(s.user + " (" + std::string(role_name(s.role)) + ", REPL session " + std::to_string(s.id) + ")");
+  registry_.install(*s.sandbox, s.role);
+  spdlog::debug("repl: session {} opened by {} ({})", s.id, s.user, role_name(s.role));
+  sessions_.emplace(rid, std::move(owned));
+  return &s;
 }
 
 void ReplServer::on_message() {
@@ -119,12 +158,17 @@ void ReplServer::on_message() {
   auto env = wire::open(parts);
   if (!env) {
     uint64_t suppressed = 0;
-    if (bad_input_log_.allow(mono_ns(), suppressed))
-      spdlog::warn("repl: rejected message from {}: {}", peer_address(fd), env.error().message());
+    if (bad_input_log_.allow(wire::error_code_name(env.error().code()), mono_ns(), suppressed))
+      spdlog::warn("repl: rejected message from {}: {}{}", peer_address(fd), env.error().message(),
+                   KindLog::more(suppressed));
     return reply(rid, wire::ErrorReply{uint16_t(env.error().code()), env.error().message()});
   }
   Session* s = session_for(rid, fd, user);
-  if (!s) return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::not_allowed), "no role for '" + user + "'"});
+  if (!s) {
+    std::string why = session_role(user, opts_.allow) ? "every session is busy; try again shortly"
+                                                      : "no role for '" + user + "'";
+    return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::not_allowed), why});
+  }
   s->last_used_ns = mono_ns();
   switch (env->type) {
     case wire::MsgType::repl_hello: {
@@ -144,9 +188,7 @@ void ReplServer::on_message() {
       return complete(*s, *m);
     }
     case wire::MsgType::repl_bye:
-      spdlog::info("repl: session {} closed by the client", s->id);
-      sessions_.erase(rid);
-      return;
+      return close_session(sessions_.find(rid), "closed by the client");
     default:
       return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::bad_request),
                                          std::string(wire::type_name(env->type)) +
@@ -155,72 +197,93 @@ void ReplServer::on_message() {
 }
 
 void ReplServer::eval(Session& s, const wire::ReplEval& req) {
-  lua::Sandbox& sb = *s.sandbox;
-  lua_State* L = sb.L();
-  int top = lua_gettop(L);
-  wire::ReplResult res;
-  res.id = req.id;
-  s.output.clear();
-  int64_t t0 = mono_ns();
-  // Like lua.c: try it as an expression first, then as statements.
-  Status st = sb.load("return " + req.chunk, "=repl");
-  if (!st) st = sb.load(req.chunk, "=repl");
-  if (st) {
-    lua::Budget budget;
-    budget.deadline_ms = opts_.budget_ms;
-    budget.what = "repl.budget_ms (" + std::to_string(opts_.budget_ms) + " ms)";
-    budget.service = [this] {
-      try {
-        controller_.service();
-      } catch (const std::exception& e) {
-        spdlog::error("repl: mesh service during evaluation failed: {}", e.what());
-      }
-    };
-    st = sb.call(0, LUA_MULTRET, budget);
+  if (s.busy) {
+    wire::ReplResult busy;
+    busy.id = req.id;
+    busy.error = "session " + std::to_string(s.id) + " is still evaluating its previous chunk";
+    return reply(s.rid, busy);
   }
-  res.elapsed_us = uint64_t((mono_ns() - t0) / 1000);
-  res.output = std::move(s.output);
-  s.output.clear();
-  if (!st) {
-    res.ok = false;
-    res.error = st.error().message();
-    lua_settop(L, top);
-    audit(s, req.chunk, "error: " + clip(res.error, 200));
-    return reply(s.rid, res);
+  lua::Budget budget;
+  budget.deadline_ms = opts_.budget_ms;
+  budget.what = "repl.budget_ms (" + std::to_string(opts_.budget_ms) + " ms)";
+  s.busy = true;
+  uint64_t id = s.id;
+  try {
+    s.evaluation = std::thread([this, &s, id, req, budget] {
+      block_signals_in_this_thread();
+      lower_this_thread_priority(kEvalNice);
+      set_thread_loop_calls(&calls_);
+      wire::ReplResult res = evaluate(*s.sandbox, s.output, req, budget);
+      // From here on the session belongs to the loop again.
+      calls_.post([this, id, res = std::move(res), chunk = req.chunk]() mutable {
+        evaluated(id, std::move(res), chunk);
+      });
+    });
+  } catch (const std::system_error& e) {
+    s.busy = false;
+    wire::ReplResult failed;
+    failed.id = req.id;
+    failed.error = std::string("cannot start an evaluation thread: ") + e.what();
+    reply(s.rid, failed);
   }
-  int n = lua_gettop(L) - top;
-  res.ok = true;
-  if (req.format == wire::ValueFormat::json) {
-    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
-    for (int i = 1; i <= n; ++i) arr.push_back(lua::to_json(L, top + i));
-    res.value = arr.dump();
-  } else {
-    std::vector<std::string> parts;
-    for (int i = 1; i <= n; ++i) parts.push_back(lua::render(L, top + i));
-    res.value = join(parts, "\t");
-  }
-  lua_settop(L, top);
-  audit(s, req.chunk, "ok in " + std::to_string(res.elapsed_us / 1000) + " ms");
+}
+
+// On the loop: a chunk's evaluation ended (its thread is finishing).
+void ReplServer::evaluated(uint64_t session_id, wire::ReplResult res, const std::string& chunk) {
+  auto it = std::find_if(sessions_.begin(), sessions_.end(), [&](const auto& kv) { return kv.second->id == session_id; });
+  if (it == sessions_.end()) return;
+  Session& s = *it->second;
+  if (s.evaluation.joinable()) s.evaluation.join();
+  s.busy = false;
+  s.last_used_ns = mono_ns();
+  audit(s, chunk, res.ok ? "ok in " + std::to_string(res.elapsed_us / 1000) + " ms" : "error: " + clip(res.error, 200));
+  if (s.closing) return close_session(it, "client went away during its chunk");
   reply(s.rid, res);
 }
 
 void ReplServer::complete(Session& s, const wire::ReplComplete& req) {
   wire::ReplCompletions out;
   out.id = req.id;
-  out.candidates = registry_.complete(req.line, s.role, s.sandbox->global_names());
+  // While a chunk runs its state belongs to the evaluation thread: complete the API names only.
+  out.candidates = registry_.complete(req.line, s.role, s.busy ? std::vector<std::string>{} : s.sandbox->global_names());
   if (out.candidates.size() > wire::kListMax) out.candidates.resize(wire::kListMax);
   reply(s.rid, out);
 }
 
-void ReplServer::audit(const Session& s, const std::string& chunk, const std::string& outcome) {
-  std::string line = "session " + std::to_string(s.id) + " " + s.user + " (" +
-                     std::string(role_name(s.role)) + ") eval " + json_quote(clip(chunk, kAuditChunkChars)) +
-                     " -> " + outcome;
+void ReplServer::audit_line(const std::string& line) {
   spdlog::info("audit: {}", line);
+  std::lock_guard lock(audit_mu_);
   if (audit_) {
     std::fprintf(audit_, "%lld %s\n", (long long)wall_ms(), line.c_str());
     std::fflush(audit_);
   }
+}
+
+void ReplServer::audit(const Session& s, const std::string& chunk, const std::string& outcome) {
+  audit_line("session " + std::to_string(s.id) + " " + s.user + " (" + std::string(role_name(s.role)) + ") eval " +
+             json_quote(clip(chunk, kAuditChunkChars)) + " -> " + outcome);
+}
+
+// On the evaluation thread, before a function that acts runs: who calls what, with which arguments.
+void ReplServer::audit_call(lua_State* L, const lua::ApiEntry& e) {
+  std::vector<std::string> args;
+  for (int i = 1; i <= lua_gettop(L); ++i) args.push_back(lua::render(L, i, {.max_depth = 2, .max_bytes = 200}));
+  audit_line(caller(L) + " calls " + e.qualified() + "(" + clip(join(args, ", "), kAuditChunkChars) + ")");
+}
+
+std::string caller(lua_State* L) {
+  const std::string& who = lua::Sandbox::identity(L);
+  return who.empty() ? "controller" : who;
+}
+
+void add_controller_fn(lua::ApiRegistry& reg, Controller& c, const char* module, const char* name,
+                       const char* signature, const char* doc, Role role, ControllerFn fn, Runs runs) {
+  if (runs == Runs::here) {
+    reg.add({module, name, signature, doc, role, [&c, fn](lua_State* L) { return fn(c, L); }});
+    return;
+  }
+  reg.add({module, name, signature, doc, role,
+           [&c, fn](lua_State* L) { return call_on_loop(L, [&c, fn](lua_State* S) { return fn(c, S); }); }});
 }
 
 }  // namespace sal::mesh

@@ -1,8 +1,11 @@
 // repl_server.h — the controller's REPL endpoint. Each connection (a ROUTER identity) is a session
-// with its own sandboxed Lua state over the read-only controller API (repl_api.cpp) for its role.
-// Chunks are evaluated on the controller's loop under the session's budget; while a chunk runs,
-// the budget hook keeps servicing the mesh, so heartbeats are never starved. Completion and help
-// come from the same registration table that installs the API. Every evaluation is audit-logged.
+// with its own sandboxed Lua state over the read-only controller API (repl_api.cpp) for its role,
+// kept from one chunk to the next. A chunk is evaluated on a thread of its own, off the
+// controller's loop (repl_eval.h), under the session's budget: the loop keeps serving heartbeats,
+// votes, commits and the other sessions however long the chunk runs, and the API reaches
+// controller state on the loop thread only. Completion and help come from the same registration
+// table that installs the API. Every evaluation, and every call of a function that acts, is
+// audit-logged with the session's user and role.
 #pragma once
 
 #include <uv.h>
@@ -12,12 +15,15 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "core/ids.h"
 #include "core/log.h"
 #include "lua/registry.h"
 #include "lua/sandbox.h"
+#include "mesh/loop_calls.h"
 #include "wire/codec.h"
 
 namespace sal::wire {
@@ -62,14 +68,22 @@ class ReplServer {
     std::unique_ptr<lua::Sandbox> sandbox;
     std::string output;  // print() of the chunk being evaluated
     int64_t last_used_ns = 0;
+    std::thread evaluation;  // the chunk being evaluated (joinable while busy)
+    bool busy = false;
+    bool closing = false;    // the client went away mid-chunk: drop the session when it ends
   };
+  using Sessions = std::map<std::string, std::unique_ptr<Session>>;
 
   void on_message();
   Session* session_for(const std::string& rid, int fd, const std::string& user);
-  void evict_if_full();
+  bool make_room();
+  void close_session(Sessions::iterator it, const char* why);
   void eval(Session& s, const wire::ReplEval& req);
+  void evaluated(uint64_t session_id, wire::ReplResult res, const std::string& chunk);
   void complete(Session& s, const wire::ReplComplete& req);
   void audit(const Session& s, const std::string& chunk, const std::string& outcome);
+  void audit_line(const std::string& line);
+  void audit_call(lua_State* L, const lua::ApiEntry& e);
   template <class M>
   void reply(const std::string& rid, const M& msg);
 
@@ -82,18 +96,30 @@ class ReplServer {
   std::string endpoint_;
   std::unique_ptr<ZmqWatcher> watcher_;
   std::unique_ptr<SocketMonitor> monitor_;
-  std::map<std::string, Session> sessions_;  // by routing id
+  Sessions sessions_;  // by routing id
   uint64_t next_session_ = 1;
+  std::mutex audit_mu_;  // evaluation threads audit the calls they make
   FILE* audit_ = nullptr;
-  RateLimiter bad_input_log_{10};
+  KindLog bad_input_log_;
+  LoopCalls calls_;  // the evaluation threads' way to the loop; declared last, closed first
 };
 
 // A controller function as the REPL calls it.
 using ControllerFn = int (*)(Controller&, lua_State*);
 
+// Where a registered function's body runs: on the controller's loop thread (it reads or changes
+// controller state), or on the calling evaluation thread (it takes what it needs from the loop
+// itself with run_on_loop() and does long work where it is: policy.decide, policy.diff, sim.run).
+enum class Runs { on_loop, here };
+
 // Registers `fn` as module.name with its signature, doc and least role, bound to controller `c`.
 void add_controller_fn(lua::ApiRegistry& reg, Controller& c, const char* module, const char* name,
-                       const char* signature, const char* doc, Role role, ControllerFn fn);
+                       const char* signature, const char* doc, Role role, ControllerFn fn,
+                       Runs runs = Runs::on_loop);
+
+// Who is calling, for events and logs: "alice (operate, REPL session 3)", or "controller" outside
+// a REPL session.
+std::string caller(lua_State* L);
 
 // Registers job.* for the controller into `reg` (repl_api.cpp).
 void register_controller_api(lua::ApiRegistry& reg, Controller& c);

@@ -81,7 +81,7 @@ int job_loads(Controller& c, lua_State* L) {
 }
 
 int job_rebalance(Controller& c, lua_State* L) {
-  c.request_plan("job.rebalance() from the REPL", true);
+  c.request_plan("job.rebalance() by " + caller(L), true);
   lua_pushboolean(L, 1);
   return 1;
 }

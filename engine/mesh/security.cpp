@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/clock.h"
+#include "core/log.h"
 #include "core/paths.h"
 #include "core/strings.h"
 
@@ -11,8 +13,12 @@ namespace sal::mesh {
 Result<Allowlist> Allowlist::load(const std::string& path) {
   auto text = read_file(path, 1 << 20);
   if (!text) return Error("allowlist " + text.error().message());
+  return parse(*text, path);
+}
+
+Result<Allowlist> Allowlist::parse(const std::string& text, const std::string& path) {
   Allowlist a;
-  for (auto& [line_no, line] : content_lines(*text)) {
+  for (auto& [line_no, line] : content_lines(text)) {
     std::vector<std::string> parts = words(line);
     if (parts.size() != 3)
       return fail(path, ":", line_no, ": expected '<public key> <role> <name>'");
@@ -47,6 +53,7 @@ ZapHandler::ZapHandler(zmq::context_t& ctx, Allowlist allow)
   thread_ = std::thread([this, sock] {
     std::unique_ptr<zmq::socket_t> owned(sock);
     block_signals_in_this_thread();
+    KindLog refusals;  // a flood of bad keys is a line per domain and kind, not per handshake
     while (!stop_) {
       zmq::pollitem_t item{sock->handle(), 0, ZMQ_POLLIN, 0};
       if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) <= 0) continue;
@@ -54,28 +61,17 @@ ZapHandler::ZapHandler(zmq::context_t& ctx, Allowlist allow)
       if (!zmq::recv_multipart(*sock, std::back_inserter(req), zmq::recv_flags::dontwait)) continue;
       auto text = [&](size_t i) { return i < req.size() ? req[i].to_string() : std::string(); };
       std::string domain = text(2), address = text(3), mechanism = text(5);
-      std::string status = "400", reason = "denied", user;
-      if (mechanism != "CURVE" || req.size() < 7 || req[6].size() != 32) {
-        reason = "CURVE required";
+      std::string key = req.size() >= 7 ? req[6].to_string() : std::string();
+      ZapVerdict v = zap_verdict(allow_, domain, mechanism, key);
+      if (v.admitted) {
+        spdlog::info("auth: admitted '{}' from {} on {}", v.user, address, domain);
       } else {
-        char z85[41] = {0};
-        zmq_z85_encode(z85, static_cast<const uint8_t*>(req[6].data()), 32);
-        const AllowEntry* e = allow_.find_key(z85);
-        bool node_role = e && e->role == "node";
-        if (!e) {
-          reason = "key not in allowlist";
-        } else if (domain == kMeshDomain ? !node_role : domain == kReplDomain ? node_role : true) {
-          reason = "key '" + e->name + "' (role " + e->role + ") not allowed on domain " + domain;
-        } else {
-          status = "200";
-          reason = "OK";
-          user = e->name;
-        }
-        if (status != "200")
-          spdlog::warn("auth: refused {} from {} on {}: {}", z85, address, domain, reason);
-        else
-          spdlog::info("auth: admitted '{}' from {} on {}", user, address, domain);
+        uint64_t suppressed = 0;
+        if (refusals.allow(domain + ": " + v.kind, mono_ns(), suppressed))
+          spdlog::warn("auth: refused {} from {} on {}: {}{}", v.key, address, domain, v.reason,
+                       KindLog::more(suppressed));
       }
+      std::string status = v.admitted ? "200" : "400", reason = v.reason, user = v.user;
       std::vector<zmq::message_t> rep;
       rep.emplace_back(std::string("1.0"));
       rep.emplace_back(text(1));
@@ -91,6 +87,40 @@ ZapHandler::ZapHandler(zmq::context_t& ctx, Allowlist allow)
 ZapHandler::~ZapHandler() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
+}
+
+ZapVerdict zap_verdict(const Allowlist& allow, const std::string& domain, const std::string& mechanism,
+                       const std::string& key) {
+  ZapVerdict v;
+  if (mechanism != "CURVE" || key.size() != 32) {
+    v.kind = v.reason = "CURVE required";
+    return v;
+  }
+  char z85[41] = {0};
+  zmq_z85_encode(z85, reinterpret_cast<const uint8_t*>(key.data()), 32);
+  v.key = z85;
+  const AllowEntry* e = allow.find_key(v.key);
+  if (!e) {
+    v.kind = v.reason = "key not in allowlist";
+  } else if (!domain_admits(domain, e->role)) {
+    v.kind = "role not allowed";
+    v.reason = "key '" + e->name + "' (role " + e->role + ") not allowed on domain " + domain;
+  } else {
+    v.admitted = true;
+    v.reason = "OK";
+    v.user = e->name;
+  }
+  return v;
+}
+
+bool domain_admits(const std::string& domain, const std::string& role) {
+  if (domain == kMeshDomain || domain == kStoreDomain) return role == "node";
+  if (domain == kReplDomain) return role != "node";
+  return false;
+}
+
+wire::SocketHook store_server_hook(const std::string& endpoint, const KeyPair* server_key) {
+  return wire::curve_server_hook(endpoint, server_key, kStoreDomain);
 }
 
 std::string user_id(zmq::message_t& msg) {

@@ -287,6 +287,43 @@ Status Generation::migrate_from(Generation& old) {
   return s;
 }
 
+namespace {
+
+// A state that only holds one plain value (a policy's saved state) at stack index 1.
+std::unique_ptr<lua::Sandbox> holder(size_t memory_limit) {
+  return std::make_unique<lua::Sandbox>(lua::SandboxOptions{.name = "kept policy state", .memory_limit = memory_limit});
+}
+
+}  // namespace
+
+void Generation::keep_state() {
+  if (!has_save_) return;
+  lua_State* L = sandbox_->L();
+  int top = lua_gettop(L);
+  if (!kept_) kept_ = holder(2 * env_.memory_limit);  // made once, reused (the plan path is timed)
+  lua_settop(kept_->L(), 0);
+  bool kept = call_method("save", 0, 1) && lua::copy_value(L, lua_gettop(L), kept_->L());
+  if (!kept) lua_settop(kept_->L(), 0);
+  lua_settop(L, top);
+}
+
+std::unique_ptr<lua::Sandbox> Generation::kept_state() const {
+  if (!kept_ || lua_gettop(kept_->L()) < 1) return nullptr;
+  auto h = holder(2 * env_.memory_limit);
+  if (!lua::copy_value(kept_->L(), 1, h->L())) return nullptr;
+  return h;
+}
+
+Status Generation::restore_kept(lua::Sandbox& h) {
+  if (!has_restore_) return {};
+  lua_State* to = sandbox_->L();
+  int top = lua_gettop(to);
+  if (auto s = lua::copy_value(h.L(), 1, to); !s) return s.error().with_context("kept state");
+  auto s = call_method("restore", 1, 0);
+  lua_settop(to, top);
+  return s;
+}
+
 void Generation::record(double ms, bool error, bool rejected, const std::string& problem) {
   ++stats.decisions;
   stats.errors += error;

@@ -59,6 +59,8 @@ class Generation {
   int64_t loaded_wall_ms() const { return loaded_wall_ms_; }
   uint64_t number = 0;  // the slot's generation counter at load
   GenerationStats stats;
+  // "mro gen 3"
+  std::string label() const { return name_ + " gen " + std::to_string(number); }
 
   // Runs decide(ctx) and reads the proposal back (shape only; the caller validates).
   Result<Proposal> decide(const Input& in);
@@ -67,6 +69,15 @@ class Generation {
   bool has_selftest() const { return has_selftest_; }
   // old.save() -> plain-data copy -> this.restore(state). A no-op unless both sides define them.
   Status migrate_from(Generation& old);
+
+  // Questions (slot.h) run on copies of a generation, built off the controller's loop, without
+  // calling into this one: after each of its decisions (and its load) the slot keeps what save()
+  // returns, in a small state of its own. keep_state() runs save() now (a no-op without one; a
+  // failing save() keeps nothing); kept_state() copies what is kept into a new holder (null if
+  // nothing is), and restore_kept() hands such a holder's value to this generation's restore().
+  void keep_state();
+  std::unique_ptr<lua::Sandbox> kept_state() const;
+  Status restore_kept(lua::Sandbox& holder);
 
   void record(double ms, bool error, bool rejected, const std::string& problem);
 
@@ -84,6 +95,7 @@ class Generation {
   int module_ref_ = -2;  // LUA_NOREF
   std::string name_, doc_, hash_;
   bool has_selftest_ = false, has_save_ = false, has_restore_ = false;
+  std::unique_ptr<lua::Sandbox> kept_;  // what save() returned last, at the holder's stack index 1
   int64_t loaded_wall_ms_ = 0;
 };
 

@@ -1,5 +1,6 @@
 // library.cpp — see library.h. Every function checks its arguments and raises a Lua error naming
-// the function and the argument; none throws through Lua.
+// the function and the argument; none throws through Lua. Their long loops stop at the calling
+// budget's deadline (core/deadline.h), and then the budget's error is raised.
 #include "policy/library.h"
 
 #include <lua.hpp>
@@ -8,6 +9,7 @@
 #include <numeric>
 #include <vector>
 
+#include "lua/sandbox.h"
 #include "plan/validate.h"
 #include "policy/algo/flow.h"
 #include "policy/algo/golomb.h"
@@ -64,6 +66,7 @@ int l_argsort(lua_State* L) {
 
 template <class T>
 T value_or_raise(lua_State* L, Result<T> r, const char* fn) {
+  if (!r && !lua::budget_poll(L)) lua::budget_raise(L);  // it stopped at the call's deadline
   if (!r) luaL_error(L, "%s: %s", fn, r.error().message().c_str());
   return std::move(*r);
 }
@@ -377,6 +380,14 @@ int l_placement_search(lua_State* L) {
   return 2;
 }
 
+// Every sal.* function through this (upvalue 1: the function): a loop that stopped at the call's
+// deadline (core/deadline.h) returned early, so its answer is dropped for the budget's error.
+int within_budget(lua_State* L) {
+  int n = lua_tocfunction(L, lua_upvalueindex(1))(L);
+  if (!lua::budget_poll(L)) return lua::budget_raise(L);
+  return n;
+}
+
 }  // namespace
 
 void install_library(lua::Sandbox& sb) {
@@ -395,6 +406,7 @@ void install_library(lua::Sandbox& sb) {
   };
   for (auto [name, fn] : fns) {
     lua_pushcfunction(L, fn);
+    lua_pushcclosure(L, within_budget, 1);
     lua_setfield(L, -2, name);
   }
   lua::Sandbox::make_readonly(L, "sal");

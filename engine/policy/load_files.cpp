@@ -41,8 +41,12 @@ Result<std::vector<double>> trace_line(const std::string& line, int line_no, con
 Result<std::vector<std::vector<double>>> read_load_file(const std::string& path) {
   auto text = read_file(path, 64u << 20);
   if (!text) return text.error();
+  return parse_loads(*text, path);
+}
+
+Result<std::vector<std::vector<double>>> parse_loads(const std::string& text, const std::string& path) {
   std::vector<std::vector<double>> layers;
-  for (auto& [line_no, line] : content_lines(*text)) {
+  for (auto& [line_no, line] : content_lines(text)) {
     bool trace = line.find(":[") != std::string::npos;
     auto row = trace ? trace_line(line, line_no, path) : csv_line(line, line_no, path);
     if (!row) return row.error();

@@ -13,5 +13,7 @@
 namespace sal::policy {
 
 Result<std::vector<std::vector<double>>> read_load_file(const std::string& path);
+// The same from the file's text; `path` names it in errors.
+Result<std::vector<std::vector<double>>> parse_loads(const std::string& text, const std::string& path);
 
 }  // namespace sal::policy

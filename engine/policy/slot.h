@@ -11,6 +11,15 @@
 // validators is replaced by the previous generation's decision, else the floor policy's, and is
 // counted; three failures in a row, or three in a new generation's first twenty decisions, roll
 // the slot back by itself.
+//
+// Questions are pure. An operator's "what would you decide for this ctx?" (policy.decide) and
+// "what would this candidate decide differently?" (policy.diff) are answered from a SlotSnapshot:
+// the live and previous generations' sources and the states their save() returned after their
+// latest decisions (kept by the slot as it goes: generation.h), the latest input and the last
+// proposal. Answering loads copies of the generations from that, off the controller's loop, and
+// asks them; nothing it does reaches the slot — not its replay inputs, its last decision, its
+// counters nor its rollback — nor the live generations' own Lua states. Taking the snapshot runs
+// no policy code.
 #pragma once
 
 #include <deque>
@@ -43,6 +52,26 @@ struct SlotEvent {
   std::string detail;
 };
 
+struct SlotSnapshot {
+  // What a copy of a generation is made from.
+  struct Recipe {
+    Source source;
+    uint64_t number = 0;
+    std::shared_ptr<lua::Sandbox> state;  // what its save() returned last (null: nothing kept)
+  };
+  Kind kind = Kind::allocation;
+  GenerationEnv env;  // the copies' environment: no service function (they run off the loop)
+  std::optional<Recipe> live, previous;
+  std::optional<Input> latest;                 // the slot's latest decision input
+  std::optional<Proposal> last_proposal;       // and what it decided then
+};
+
+// What the slot would decide for `in` — the live copy, else the previous one, else the floor —
+// with the problem that made it fall back; nothing is recorded anywhere.
+Decision answer(const SlotSnapshot& snap, const Input& in);
+// What `candidate` would decide differently from the live generation on the latest input.
+Result<DiffReport> diff(const SlotSnapshot& snap, const Source& candidate);
+
 class Slot {
  public:
   // Consecutive failures, and failures in a new generation's probation, that trigger a rollback.
@@ -58,7 +87,10 @@ class Slot {
   Status reload(const std::string& who);  // the live generation's origin, read again by `reread`
   Status rollback(const std::string& who);
   Decision decide(const Input& in);
+  // Pure: the same as policy::diff on a snapshot taken now.
   Result<DiffReport> diff(const Source& candidate);
+  // What a pure question is answered from (see above); runs no policy code.
+  SlotSnapshot snapshot() const;
 
   const Generation* live() const { return live_.get(); }
   const Generation* previous() const { return previous_.get(); }
@@ -75,7 +107,6 @@ class Slot {
   Result<std::unique_ptr<Generation>> prepare(const Source& src);
   Status replay(Generation& g);
   void emit(const std::string& kind, const std::string& detail);
-  std::optional<Proposal> try_decide(Generation& g, const Input& in, std::string& problem, double& ms);
   void note_failure(const std::string& problem);
 
   Kind kind_;

@@ -21,6 +21,7 @@
 #include "model/optimizer.h"
 #include "plan/plan.h"
 #include "runtime/exchange.h"
+#include "wire/curve.h"
 
 namespace sal::runtime {
 
@@ -110,7 +111,9 @@ Status Trainer::connect(const wire::PlanUpdate& p) {
   if (p.my_rank < 0 || size_t(p.my_rank) >= p.ranks.size()) return fail("plan ", p.number(), " gives this worker no rank");
   auto store = std::atomic_load(&store_);
   if (!store || store->endpoint() != p.store) {
-    store = std::make_shared<comm::StoreClient>(ctx_, p.store);
+    comm::StoreClientOptions so;
+    so.configure = wire::curve_client_hook(p.store, spec_.server_key, spec_.key_file);
+    store = std::make_shared<comm::StoreClient>(ctx_, p.store, so);
     std::atomic_store(&store_, store);
   }
   if (aborting_) return fail("plan ", p.number(), ": aborted by the controller");

@@ -2,9 +2,6 @@
 #include "sim/jobs.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <mutex>
@@ -18,11 +15,6 @@ namespace {
 
 // The simulation threads' nice value: the controller's loop (heartbeats, steps) comes first.
 constexpr int kSimNice = 10;
-
-void lower_this_thread_priority() {
-  // On Linux a nice value is per thread (the tid is a PRIO_PROCESS id). Best effort.
-  (void)setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), kSimNice);
-}
 
 std::string count_text(uint64_t n) {
   if (n < 1000) return std::to_string(n);
@@ -108,7 +100,7 @@ struct SimJobs::Job {
 
 void SimJobs::Job::run(const sim::ScenarioFile& file, sim::RunOptions o) {
   block_signals_in_this_thread();
-  lower_this_thread_priority();
+  lower_this_thread_priority(kSimNice);
   o.cancel = &cancel;
   o.progress = [this](const sim::Progress& p) {
     std::lock_guard lock(mu);
@@ -165,12 +157,14 @@ SimJobView SimJobs::Job::view() const {
 SimJobs::SimJobs() = default;
 
 SimJobs::~SimJobs() {
+  std::lock_guard lock(mu_);
   for (auto& j : jobs_) j->cancel.store(true);
   for (auto& j : jobs_)
     if (j->thread.joinable()) j->thread.join();
 }
 
 Result<uint64_t> SimJobs::start(SimJobSpec spec) {
+  std::lock_guard lock(mu_);
   if (running() >= kMaxRunning)
     return Error(std::to_string(kMaxRunning) + " simulations are running, which is the limit: wait for one "
                  "(sim.status()) or cancel one (sim.cancel(id))");
@@ -229,22 +223,26 @@ void SimJobs::drop_old_finished() {
 }
 
 Result<SimJobView> SimJobs::view(uint64_t id) const {
+  std::lock_guard lock(mu_);
   if (const Job* j = find(id)) return j->view();
   return unknown(id);
 }
 
 std::optional<SimJobView> SimJobs::latest() const {
+  std::lock_guard lock(mu_);
   if (jobs_.empty()) return std::nullopt;
   return jobs_.back()->view();
 }
 
 std::vector<SimJobView> SimJobs::list() const {
+  std::lock_guard lock(mu_);
   std::vector<SimJobView> out;
   for (const auto& j : jobs_) out.push_back(j->view());
   return out;
 }
 
 Result<std::shared_ptr<const sim::SimResult>> SimJobs::result(uint64_t id) const {
+  std::lock_guard lock(mu_);
   const Job* j = find(id);
   if (!j) return unknown(id);
   SimJobView v = j->view();
@@ -262,6 +260,7 @@ Result<std::shared_ptr<const sim::SimResult>> SimJobs::result(uint64_t id) const
 }
 
 Result<bool> SimJobs::cancel(uint64_t id) {
+  std::lock_guard lock(mu_);
   Job* j = find(id);
   if (!j) return unknown(id);
   if (j->finished()) return false;

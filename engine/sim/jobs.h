@@ -2,7 +2,8 @@
 // controller's loop never waits for one. A job runs sim::run_simulation over a scenario already
 // read and checked; its progress (trial runs done of the total, events, the run in progress) is
 // kept under the job's mutex by the simulation thread and read by the loop as a snapshot
-// (SimJobView). Nothing here touches the controller: the simulation thread only ever writes its
+// (SimJobView). The set of jobs is under a mutex of its own, so REPL sessions may call in from their
+// evaluation threads. Nothing here touches the controller: the simulation thread only ever writes its
 // own job's fields, blocks asynchronous signals (the loop handles them) and runs at a lower CPU
 // priority than the loop, so heartbeats keep their timing while a simulation is busy.
 //
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -83,6 +85,7 @@ class SimJobs {
   size_t running() const;
   void drop_old_finished();
 
+  mutable std::mutex mu_;                   // guards jobs_ and next_id_ (every public call takes it)
   std::deque<std::unique_ptr<Job>> jobs_;  // oldest first
   uint64_t next_id_ = 1;
 };

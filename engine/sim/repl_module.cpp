@@ -5,8 +5,8 @@
 // controller's loop. The REPL is request/reply, so progress is polled: sim.status() answers
 // immediately with the trial runs done, events, elapsed time, ETA and a one-line summary; a client
 // that wants a live view repeats it (`salamander repl -e 'return sim.status().line'`). There is
-// deliberately no blocking sim.wait(): evaluation runs on the controller's loop, and waiting there
-// would hold up every other session and the training driver's timers. sim.result(id) and
+// deliberately no blocking sim.wait(): a chunk's budget is short, and a session busy waiting
+// would answer nothing else. sim.result(id) and
 // sim.table(id) give the outcome once a job is done. Registered like the rest of the REPL API
 // (help and completion come from these entries).
 #include <lua.hpp>
@@ -158,15 +158,17 @@ int sim_cancel(SimJobs& jobs, lua_State* L) {
 void register_repl_module(lua::ApiRegistry& reg, const std::string& job_dir, SimJobs& jobs) {
   reg.add_module("sim", "the discrete-event simulator as background jobs: run a scenario, poll it, read its result "
                         "(docs/simulator.md)");
+  // The bodies run on the session's evaluation thread: `jobs` is safe to call from any thread and
+  // touches nothing of the controller, so a scenario file is read without holding up the loop.
   auto add = [&](const char* name, const char* sig, const char* doc, Role role, std::function<int(lua_State*)> fn) {
     reg.add({"sim", name, sig, doc, role, std::move(fn)});
   };
-  add("run", "sim.run(scenario_table | path [, {trials =, seed =}]) -> job id",
+  reg.add({"sim", "run", "sim.run(scenario_table | path [, {trials =, seed =}]) -> job id",
       "Starts a simulation in the background and returns its job id at once. The scenario is a table in the "
       "scenario format (docs/simulator.md) or the path of a scenario file on the controller's machine "
       "(relative to its working directory, else to the job file's). It is checked before the job starts: a "
       "wrong field is an error naming it. trials and seed override the scenario's. At most 2 run at once.",
-      Role::operate, [job_dir, &jobs](lua_State* L) { return sim_run(job_dir, jobs, L); });
+      Role::operate, [job_dir, &jobs](lua_State* L) { return sim_run(job_dir, jobs, L); }});
   add("status", "sim.status([id]) -> {id, state, done, total, events, elapsed_s, eta_s, current, line} | nil",
       "Where a simulation stands (the latest one without id; nil if none was started): state (running, done, "
       "failed, cancelled), trial runs done of the total, events simulated, seconds elapsed and to go, the trial "

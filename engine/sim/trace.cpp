@@ -11,9 +11,13 @@ namespace sal::sim {
 Result<std::vector<TraceEvent>> read_bamboo_trace(const std::string& path) {
   auto text = read_file(path, 64u << 20);
   if (!text) return Error("trace " + text.error().message());
+  return parse_bamboo_trace(*text, path);
+}
+
+Result<std::vector<TraceEvent>> parse_bamboo_trace(const std::string& text, const std::string& path) {
   std::vector<TraceEvent> out;
   int line = 0;
-  for (const auto& raw : split(*text, '\n')) {
+  for (const auto& raw : split(text, '\n')) {
     ++line;
     auto l = std::string(trim(raw));
     if (l.empty()) continue;

@@ -20,5 +20,7 @@ struct TraceEvent {
 
 // Errors name the file and line.
 Result<std::vector<TraceEvent>> read_bamboo_trace(const std::string& path);
+// The same from the file's text; `path` names it in errors.
+Result<std::vector<TraceEvent>> parse_bamboo_trace(const std::string& text, const std::string& path);
 
 }  // namespace sal::sim

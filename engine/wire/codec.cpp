@@ -360,6 +360,17 @@ SAL_WIRE_INSTANTIATE(ReplCompletions)
 SAL_WIRE_INSTANTIATE(ReplBye)
 SAL_WIRE_INSTANTIATE(FaultArm)
 
+const char* error_code_name(int code) {
+  switch (ErrorCode(code)) {
+    case ErrorCode::malformed: return "malformed";
+    case ErrorCode::bad_version: return "bad version";
+    case ErrorCode::unknown_node: return "unknown node";
+    case ErrorCode::not_allowed: return "not allowed";
+    case ErrorCode::bad_request: return "bad request";
+  }
+  return "other";
+}
+
 std::string_view type_name(MsgType t) {
   switch (t) {
     case MsgType::register_node: return "RegisterNode";

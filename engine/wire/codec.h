@@ -51,4 +51,7 @@ void encode_into(const M& msg, Parts& out);
 // The header frame for a type (exposed for tests that forge frames).
 zmq::message_t header_frame(MsgType t, uint8_t version = kProtocolVersion);
 
+// "malformed", "bad version", ... for an error code (a log's kind of bad input); "other" otherwise.
+const char* error_code_name(int code);
+
 }  // namespace sal::wire

@@ -1,6 +1,9 @@
 // curve.cpp — see curve.h.
 #include "wire/curve.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include "core/paths.h"
 #include "core/strings.h"
 
@@ -29,8 +32,12 @@ Result<KeyPair> generate_key_files(const std::string& base) {
 Result<KeyPair> load_key_file(const std::string& path) {
   auto text = read_file(path, 64 * 1024);
   if (!text) return Error("key file " + text.error().message());
+  return parse_key_file(*text, path);
+}
+
+Result<KeyPair> parse_key_file(const std::string& text, const std::string& path) {
   KeyPair kp;
-  for (auto& [line_no, line] : content_lines(*text)) {
+  for (auto& [line_no, line] : content_lines(text)) {
     auto eq = line.find('=');
     if (eq == std::string::npos) return fail(path, ":", line_no, ": expected 'name = value'");
     std::string key(trim(line.substr(0, eq))), value(trim(line.substr(eq + 1)));
@@ -57,6 +64,45 @@ void make_curve_client(zmq::socket_t& s, const std::string& server_public, const
   s.set(zmq::sockopt::curve_serverkey, server_public);
   s.set(zmq::sockopt::curve_publickey, own.public_key);
   s.set(zmq::sockopt::curve_secretkey, own.secret_key);
+}
+
+bool is_local_endpoint(const std::string& ep) {
+  if (ep.rfind("ipc://", 0) == 0 || ep.rfind("inproc://", 0) == 0) return true;
+  if (ep.rfind("tcp://", 0) != 0) return false;
+  std::string host = ep.substr(6);
+  if (host.rfind("[::1]", 0) == 0) return true;
+  host = host.substr(0, host.rfind(':'));
+  if (host == "localhost") return true;
+  in_addr a{};
+  if (inet_pton(AF_INET, host.c_str(), &a) == 1) return (ntohl(a.s_addr) >> 24) == 127;
+  return false;
+}
+
+SocketHook curve_server_hook(const std::string& endpoint, const KeyPair* server, const char* domain) {
+  if (is_local_endpoint(endpoint)) return [](zmq::socket_t&) { return Status(); };
+  if (!server || server->secret_key.empty())
+    return [endpoint](zmq::socket_t&) {
+      return fail(endpoint, " is reachable from other hosts; refusing to serve it without CURVE (security.server_key)");
+    };
+  KeyPair key = *server;
+  std::string d = domain;
+  return [key, d](zmq::socket_t& s) {
+    make_curve_server(s, key, d.c_str());
+    return Status();
+  };
+}
+
+SocketHook curve_client_hook(const std::string& endpoint, const std::string& server_public, const std::string& key_file) {
+  if (is_local_endpoint(endpoint)) return [](zmq::socket_t&) { return Status(); };
+  return [endpoint, server_public, key_file](zmq::socket_t& s) -> Status {
+    if (server_public.empty() || key_file.empty())
+      return fail(endpoint, " is not local: CURVE is required (the agent's --server-key and --key)");
+    auto own = load_key_file(key_file);
+    if (!own) return own.error().with_context(key_file);
+    if (own->secret_key.empty()) return fail(key_file, " holds no secret-key");
+    make_curve_client(s, server_public, *own);
+    return Status();
+  };
 }
 
 }  // namespace sal::wire

@@ -5,6 +5,7 @@
 
 #include <zmq.hpp>
 
+#include <functional>
 #include <string>
 
 #include "core/result.h"
@@ -23,6 +24,22 @@ bool valid_z85_key(const std::string& k);
 Result<KeyPair> generate_key_files(const std::string& base);
 // Reads "public-key = ..." / "secret-key = ..." lines (either file kind).
 Result<KeyPair> load_key_file(const std::string& path);
+// The same from the file's text; `path` names it in errors.
+Result<KeyPair> parse_key_file(const std::string& text, const std::string& path);
+
+// tcp://127.x.y.z, tcp://localhost, tcp://[::1], ipc://, inproc:// — reachable from this host only
+// (whoever reaches them already owns the machine). Every other endpoint needs CURVE.
+bool is_local_endpoint(const std::string& endpoint);
+
+// A socket's options before it binds or connects, as a hook (StoreServerOptions::configure ...).
+using SocketHook = std::function<Status(zmq::socket_t&)>;
+
+// For a server bound to `endpoint`: nothing when it is local; CURVE with `server` on ZAP `domain`
+// otherwise — and an error, naming the endpoint, when there is no key to do it with.
+SocketHook curve_server_hook(const std::string& endpoint, const KeyPair* server, const char* domain);
+// For a client of `endpoint`: nothing when it is local; CURVE with the server's public key and the
+// key pair in `key_file` otherwise — an error, naming the endpoint, without them.
+SocketHook curve_client_hook(const std::string& endpoint, const std::string& server_public, const std::string& key_file);
 
 // Server side: CURVE on, secret key, ZAP domain.
 void make_curve_server(zmq::socket_t& s, const KeyPair& server, const char* domain);

@@ -26,12 +26,20 @@ TEST_CASE("Result carries a value or an error with context") {
   CHECK(chain(6).ok());
 }
 
-TEST_CASE("RateLimiter lets a few through per second and counts the rest") {
-  RateLimiter rl(3);
-  uint64_t suppressed = 0;
+TEST_CASE("KindLog logs the first of each kind, then counts the rest of it for its quiet period") {
+  KindLog log(10000);
+  const int64_t s = 1'000'000'000;
+  uint64_t suppressed = 99;
   int allowed = 0;
-  for (int i = 0; i < 10; ++i) allowed += rl.allow(1'000'000'000, suppressed);
-  CHECK(allowed == 3);
-  CHECK(rl.allow(2'100'000'000, suppressed));
-  CHECK(suppressed == 7);
+  for (int i = 0; i < 100000; ++i) allowed += log.allow("malformed", 5 * s + int64_t(i) * 100'000, suppressed);
+  CHECK(allowed == 1);  // 10 000 a second for 10 s: one line
+  CHECK(suppressed == 0);
+  CHECK(log.allow("unknown type", 6 * s, suppressed));  // another kind has its own line
+  CHECK_FALSE(log.allow("malformed", 14 * s, suppressed));
+  CHECK(log.allow("malformed", 15 * s, suppressed));
+  CHECK(suppressed == 100000);
+  CHECK(KindLog::more(suppressed) == " (and 100000 more like it since the last line)");
+  CHECK(KindLog::more(0).empty());
+  for (int k = 0; k < 100; ++k) log.allow("kind " + std::to_string(k), 20 * s, suppressed);
+  CHECK_FALSE(log.allow("kind 99", 21 * s, suppressed));  // past kMaxKinds: counted as "other"
 }

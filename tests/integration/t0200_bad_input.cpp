@@ -11,6 +11,7 @@
 #include <zmq_addon.hpp>
 
 #include "support/mesh_harness.h"
+#include "support/run_files.h"
 #include "wire/codec.h"
 
 using namespace sal;
@@ -160,7 +161,7 @@ TEST_CASE("t0202-bad-input: the REPL endpoint refuses bad frames and oversized c
   check_still_healthy(m);
 }
 
-TEST_CASE("t0203-bad-input: a flood of garbage is survived and its log lines are rate-limited") {
+TEST_CASE("t0203-bad-input: a flood of garbage is survived, answered, and logged once per kind") {
   TestMesh m;
   m.start();
   zmq::context_t ctx(1);
@@ -178,8 +179,5 @@ TEST_CASE("t0203-bad-input: a flood of garbage is survived and its log lines are
   CHECK(replies == 5000);
   check_still_healthy(m);
   std::string log = m.controller.output();
-  size_t lines = 0;
-  for (size_t pos = 0; (pos = log.find("mesh: rejected message", pos)) != std::string::npos; ++pos) ++lines;
-  CHECK(lines < 200);
-  CHECK(lines >= 10);
+  CHECK(occurrences(log, "mesh: rejected message") == 1);  // 5 000 of one kind within its quiet 10 s
 }

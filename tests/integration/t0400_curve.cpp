@@ -50,10 +50,12 @@ TEST_CASE("t0401-curve: only allowlisted keys get in, on their own domain, with 
   REQUIRE_MESSAGE(w.ok(), w.error().message());
   CHECK(w->role == "operate");
   CHECK(alice.eval("return type(job.kill)")->value == "\"function\"");
-  // An observer: no job.kill.
+  // An observer: job.kill is refused, naming the role it needs.
   repl::Client bob({local(repl_ep), server->public_key, d + "/obs.key", 2000});
   REQUIRE(bob.connect().ok());
-  CHECK(bob.eval("return type(job.kill)")->value == "\"nil\"");
+  auto refused = bob.eval("return job.kill(1)");
+  REQUIRE(refused.ok());
+  CHECK(refused->error.find("job.kill needs role operate; bob (observe, REPL session") != std::string::npos);
   // A stranger, and an agent key on the REPL domain: refused (no answer).
   repl::Client eve({local(repl_ep), server->public_key, d + "/stranger.key", 700});
   CHECK_FALSE(eve.connect().ok());

@@ -19,16 +19,6 @@
 using namespace sal;
 using namespace sal::test;
 
-namespace {
-
-size_t count(const std::string& text, const std::string& part) {
-  size_t n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
-
-}  // namespace
-
 TEST_CASE("t0630-gpu-nccl: two workers on GPUs of their own train over NCCL") {
   const int gpus = kernels::cuda::device_count();
   if (gpus < 2) {
@@ -54,7 +44,7 @@ TEST_CASE("t0630-gpu-nccl: two workers on GPUs of their own train over NCCL") {
 
   // both workers on their own GPU, the NCCL plane connected by each (once per plan)
   std::string log = file_text(dir + "/out/agent-0.log");
-  MESSAGE("NCCL planes connected: " << count(log, "NCCL device data plane"));
+  MESSAGE("NCCL planes connected: " << occurrences(log, "NCCL device data plane"));
   CHECK(log.find("cuda:0: NCCL device data plane 'plan-") != std::string::npos);
   CHECK(log.find("cuda:1: NCCL device data plane 'plan-") != std::string::npos);
   CHECK(log.find("rank 0 of 2") != std::string::npos);

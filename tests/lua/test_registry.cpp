@@ -31,12 +31,29 @@ TEST_CASE("functions are installed for the role and nothing more") {
   auto reg = make_registry();
   Sandbox obs({.name = "obs"});
   reg.install(obs, Role::observe);
+  obs.set_identity("bob (observe)");
   CHECK(run(obs, "assert(job.status() == 7)").ok());
-  CHECK(run(obs, "assert(job.kill == nil)").ok());
+  auto refused = run(obs, "job.kill(1)");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message().find("job.kill needs role operate; bob (observe) has role observe") !=
+        std::string::npos);
   Sandbox op({.name = "op"});
   reg.install(op, Role::operate);
   CHECK(run(op, "assert(job.kill(1) == true)").ok());
   CHECK(run(op, "job.status = nil").error().message().find("job is read-only") != std::string::npos);
+}
+
+TEST_CASE("every call of a function that acts is reported before it runs, with its arguments") {
+  auto reg = make_registry();
+  std::vector<std::string> calls;
+  reg.on_acting_call = [&](lua_State* L, const ApiEntry& e) {
+    calls.push_back(e.qualified() + "/" + std::to_string(lua_gettop(L)) + "/" + Sandbox::identity(L));
+  };
+  Sandbox sb({.name = "t"});
+  sb.set_identity("alice");
+  reg.install(sb, Role::admin);
+  CHECK(run(sb, "job.status() job.kill(3, 'x')").ok());
+  CHECK(calls == std::vector<std::string>{"job.kill/2/alice"});
 }
 
 TEST_CASE("a C++ exception becomes a Lua error naming the function") {

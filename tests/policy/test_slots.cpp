@@ -119,6 +119,56 @@ TEST_CASE("failures at decision time fall back to the previous generation, then 
   CHECK(decided_by(s, input(8)) == "good gen 1");
 }
 
+TEST_CASE("questions are pure: answers change no replay input, decision, counter, state or rollback") {
+  PolicySet set;
+  Slot& s = set.slot(Kind::allocation);
+  REQUIRE(set.load(Kind::allocation, allocation_policy("good", kGood), "test").ok());
+  // Fails on big jobs, and on its third decision: a question that ran on the live state would show.
+  std::string flaky = "calls = calls + 1 if calls > 2 then error('third call') end\n"
+                      "if ctx.nodes > 4 then error('too big for me') end\n" + std::string(kGood);
+  REQUIRE(set.load(Kind::allocation, "local calls = 0\n" + allocation_policy("flaky", flaky), "test").ok());
+  CHECK(decided_by(s) == "flaky gen 2");
+  auto recent = s.recent_inputs().size();
+  auto last = s.last_decision()->decided_by;
+  auto stats = s.live()->stats.decisions;
+  for (int i = 0; i < 5; ++i) {  // five failures, each of which would count towards a rollback
+    auto snap = s.snapshot();
+    auto d = answer(snap, input(8));
+    CHECK(d.decided_by == "good gen 1 (previous)");
+    CHECK(d.problem.find("flaky gen 2: ") != std::string::npos);
+    CHECK(d.problem.find("too big for me") != std::string::npos);
+    CHECK(answer(snap, input()).decided_by == "flaky gen 2");
+    REQUIRE(set.diff(Kind::allocation, "lazarus").ok());
+  }
+  CHECK(s.live()->name() == "flaky");  // no rollback
+  CHECK(s.recent_inputs().size() == recent);
+  CHECK(s.last_decision()->decided_by == last);
+  CHECK(s.live()->stats.decisions == stats);
+  CHECK(s.live()->stats.errors == 0);
+  CHECK(s.floor_decisions() == 0);
+  CHECK(decided_by(s) == "flaky gen 2");  // its second decision: the questions ran on copies
+}
+
+TEST_CASE("a question starts from the state the live generation saved after its latest decision") {
+  PolicySet set;
+  Slot& s = set.slot(Kind::allocation);
+  // Fails on every even call: a copy that did not carry the state, or a question that ran on the
+  // live state, would answer differently from what the live generation then does.
+  std::string body = "calls = calls + 1 if calls % 2 == 0 then error('even call ' .. calls) end\n" + std::string(kGood);
+  std::string src = "local calls = 0\n" + allocation_policy("parity", body,
+                                                          "save = function() return { calls = calls } end,\n"
+                                                          "restore = function(st) calls = st.calls end,");
+  REQUIRE(set.load(Kind::allocation, src, "test").ok());
+  CHECK(decided_by(s) == "parity gen 1");  // call 1
+  auto d = answer(s.snapshot(), input());   // a copy's call 2
+  CHECK(d.decided_by == "floor");
+  CHECK(d.problem.find("even call 2") != std::string::npos);
+  auto live = s.decide(input());            // the live generation's call 2, as the question said
+  CHECK(live.decided_by == "floor");
+  CHECK(live.problem.find("even call 2") != std::string::npos);
+  CHECK(answer(s.snapshot(), input()).decided_by == "parity gen 1");  // a copy's call 3
+}
+
 TEST_CASE("with no healthy generation the C++ floor decides") {
   PolicySet set;
   Slot& s = set.slot(Kind::allocation);

@@ -39,12 +39,12 @@ void TestMesh::connect_controller(std::vector<std::string> args, const std::stri
 }
 
 void TestMesh::resume_controller() {
-  connect_controller({bin(), "controller", "--resume", dir, "--log-level", "debug"}, "controller-resumed.out");
+  connect_controller({bin(), "controller", "--resume", dir, "--log-level", opts.log_level}, "controller-resumed.out");
 }
 
 void TestMesh::start() {
   start_job();
-  connect_controller({bin(), "controller", dir + "/job.lua", "--out", dir, "--log-level", "debug"}, "controller.out");
+  connect_controller({bin(), "controller", dir + "/job.lua", "--out", dir, "--log-level", opts.log_level}, "controller.out");
   for (int i = 0; i < opts.agents; ++i) add_agent("node" + std::to_string(i));
   bool ready = eventually([&] {
     auto s = status();

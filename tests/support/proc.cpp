@@ -117,6 +117,20 @@ bool pid_alive(pid_t pid) {
   return close != std::string::npos && close + 2 < content.size() && content[close + 2] != 'Z';
 }
 
+std::string command_line_value(pid_t pid, const std::string& option) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string cmd((std::istreambuf_iterator<char>(in)), {});
+  std::string key = option + '\0';
+  for (size_t at = 0; at < cmd.size(); at = cmd.find('\0', at) + 1) {
+    if (cmd.compare(at, key.size(), key) == 0) {
+      size_t value = at + key.size();
+      return cmd.substr(value, cmd.find('\0', value) - value);
+    }
+    if (cmd.find('\0', at) == std::string::npos) break;
+  }
+  return "";
+}
+
 bool eventually(const std::function<bool()>& pred, int timeout_ms, int every_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {

@@ -41,6 +41,9 @@ Proc spawn(const std::vector<std::string>& args, const std::string& log);
 std::string temp_dir(const std::string& tag);
 // True if pid exists and is not a zombie.
 bool pid_alive(pid_t pid);
+// The value that follows `option` on a running process's command line ("" if none): how a test
+// finds, say, the ipc endpoint an agent gave its worker (--agent).
+std::string command_line_value(pid_t pid, const std::string& option);
 // Polls `pred` every `every_ms` until true or timeout; returns whether it became true.
 bool eventually(const std::function<bool()>& pred, int timeout_ms, int every_ms = 5);
 // steady_clock in ms: CLOCK_MONOTONIC on Linux, so comparable with the events' mono_ns.

@@ -50,6 +50,12 @@ std::string file_text(const std::string& path) {
   return *text;
 }
 
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 std::string run_logs(const std::string& run_dir) {
   std::string all;
   for (const auto& e : std::filesystem::directory_iterator(run_dir))

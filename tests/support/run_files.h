@@ -23,6 +23,8 @@ std::vector<double> metrics_column(const std::string& run_dir, const std::string
 std::vector<report::EventRow> events(const std::string& run_dir);
 
 std::string file_text(const std::string& path);  // throws if it cannot be read
+// How many times `what` occurs in `text` (overlaps counted).
+size_t occurrences(const std::string& text, const std::string& what);
 // Every *.log file of a run directory, concatenated.
 std::string run_logs(const std::string& run_dir);
 

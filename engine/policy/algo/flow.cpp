@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "core/deadline.h"
+
 namespace sal::algo {
 namespace {
 
@@ -127,7 +129,9 @@ Result<FlowResult> MinCostFlow::solve(int s, int t, int64_t max_flow) {
   if (max_flow < 0) return fail("negative flow limit ", max_flow);
   SAL_TRY(ensure_potentials());
   FlowResult r;
+  uint64_t rounds = 0;
   while (r.flow < max_flow && cheapest_path(s, t)) {
+    if (deadline_passed_every(rounds, 64)) return fail("stopped: the calling budget ran out");
     const int64_t amount = bottleneck(s, t, max_flow - r.flow);
     r.cost += amount * push(s, t, amount);
     r.flow += amount;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/deadline.h"
+
 namespace sal::algo {
 namespace {
 
@@ -25,7 +27,10 @@ class RulerSearch {
     if (int(marks_.size()) == want_) return true;
     const int remaining = want_ - int(marks_.size());
     for (int m = marks_.back() + 1; m <= n_ - remaining; ++m) {
-      if (++visited_ >= budget_) return false;
+      if (++visited_ >= budget_ || ((visited_ & 4095) == 0 && deadline_passed())) {
+        visited_ = budget_;  // the caller's deadline counts as the budget running out
+        return false;
+      }
       if (!take(m)) continue;
       marks_.push_back(m);
       if (extend()) return true;

@@ -5,6 +5,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "core/deadline.h"
+
 namespace sal::algo {
 namespace {
 
@@ -17,6 +19,7 @@ class HopcroftKarp {
 
   void run() {
     while (build_layers()) {
+      if (deadline_passed()) return;  // the caller raises its budget's error, not this partial matching
       for (size_t u = 0; u < adj_.size(); ++u) next_edge_[u] = 0;
       for (size_t u = 0; u < adj_.size(); ++u)
         if (m_.left_to_right[u] == kUnmatched && augment(int(u))) ++m_.size;

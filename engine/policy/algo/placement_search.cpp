@@ -10,6 +10,7 @@
 #include <numeric>
 #include <optional>
 
+#include "core/deadline.h"
 #include "policy/algo/rng.h"
 
 namespace sal::algo {
@@ -253,7 +254,7 @@ class Search {
   uint64_t evaluations() const { return evals_; }
 
   Profile profile(const State& s) {
-    ++evals_;
+    if ((++evals_ & 255) == 0 && deadline_passed()) evals_ = kStopped;  // every loop ends; the caller raises
     Profile out(size_t(p_.nodes) + 2);
     out[0] = uint64_t(s.deficit);
     scorer_.count(s.mask, p_.scored, out.data() + 1);
@@ -351,6 +352,7 @@ class Search {
   const Problem& p_;
   Scorer scorer_;
   uint64_t evals_ = 0;
+  static constexpr uint64_t kStopped = UINT64_MAX / 2;  // past any `until`
   Rng rng_;
 };
 

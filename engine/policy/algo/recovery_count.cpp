@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <numeric>
 
+#include "core/deadline.h"
 #include "policy/algo/rng.h"
 
 namespace sal::algo::detail {
@@ -81,6 +82,7 @@ class Enumerator {
 
   // Counts subsets of local nodes >= start that extend the current `chosen` nodes safely.
   void visit(int start, int chosen) {
+    if (stopped_ || (deadline_passed_every(polls_) && (stopped_ = true))) return;  // the caller raises
     ++visited_;
     ++good_[chosen];
     if (chosen == k_) return;
@@ -98,6 +100,8 @@ class Enumerator {
   int k_;
   std::vector<uint64_t> good_;  // good_[j]: safe j-subsets of the critical nodes
   uint64_t visited_ = 0;
+  uint64_t polls_ = 0;
+  bool stopped_ = false;
 };
 
 }  // namespace
@@ -152,7 +156,9 @@ Sampled sample_survival(int nodes, const std::vector<NodeSet>& critical, int k, 
   std::iota(order.begin(), order.end(), 0);
   std::vector<int> failed;
   Sampled out{0, samples};
+  uint64_t polls = 0;
   for (uint64_t i = 0; i < samples; ++i) {
+    if (deadline_passed_every(polls)) break;  // the caller raises its budget's error
     bool ok = true;
     failed.clear();
     for (int j = 0; j < k; ++j) {  // partial Fisher–Yates: order[0..k) is a uniform k-subset

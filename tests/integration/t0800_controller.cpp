@@ -1,4 +1,4 @@
-// t0700_controller.cpp — faults of the control plane, with real processes. The controller is
+// t0800_controller.cpp — faults of the control plane, with real processes. The controller is
 // SIGKILLed and brought back from its journal (`salamander controller --resume RUN_DIR`); the
 // agents and workers ride out its absence, register again under their ids, report what they hold,
 // and training goes on from the last committed step: no committed step is lost or applied twice,
@@ -44,7 +44,7 @@ bool has(const std::vector<std::string>& v, const std::string& k) { return std::
 
 }  // namespace
 
-TEST_CASE("t0700-controller-killed-mid-step: resumed from the journal, the job ends with the weights of a run without the death") {
+TEST_CASE("t0800-controller-killed-mid-step: resumed from the journal, the job ends with the weights of a run without the death") {
   const int64_t steps = 50;
   TestMesh ref(job(steps));
   ref.start();
@@ -72,7 +72,7 @@ TEST_CASE("t0700-controller-killed-mid-step: resumed from the journal, the job e
   for (const auto& a : m.agents) CHECK(file_text(a.log()).find("registered as node") != std::string::npos);
 }
 
-TEST_CASE("t0701-controller-killed-mid-switch: a join being planned when the controller dies is planned again after the resume") {
+TEST_CASE("t0801-controller-killed-mid-switch: a join being planned when the controller dies is planned again after the resume") {
   const int64_t steps = 60;
   auto o = job(steps);
   o.agents = 2;
@@ -97,7 +97,7 @@ TEST_CASE("t0701-controller-killed-mid-switch: a join being planned when the con
   CHECK(has(kinds(m.dir), "resumed"));
 }
 
-TEST_CASE("t0702-resume-refused: a finished job, and a run directory without a journal, are refused with the reason") {
+TEST_CASE("t0802-resume-refused: a finished job, and a run directory without a journal, are refused with the reason") {
   TestMesh m(job(5));
   m.start();
   REQUIRE(m.controller.wait(60000) == 0);

@@ -1,0 +1,1 @@
+kill{ node = "x", at_s = -1 }

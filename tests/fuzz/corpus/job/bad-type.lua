@@ -1,0 +1,1 @@
+return { model = { layers = "two" } }

@@ -1,0 +1,1 @@
+return { trian = { steps = 5 } }

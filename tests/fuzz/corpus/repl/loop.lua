@@ -1,0 +1,1 @@
+local t = {} for i = 1, 10 do t[i] = i * i end return t

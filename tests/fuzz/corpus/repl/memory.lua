@@ -1,0 +1,1 @@
+local t = {} while true do t[#t+1] = ("x"):rep(1e5) end

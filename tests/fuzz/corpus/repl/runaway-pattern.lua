@@ -1,0 +1,1 @@
+return string.find(('a'):rep(28), ('a?'):rep(28)..('a'):rep(28))

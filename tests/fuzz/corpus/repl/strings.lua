@@ -1,0 +1,1 @@
+return ('x'):gsub('(x)', '%1%1'), ('key = val'):match('(%w+)%s*=%s*(%w+)')
