@@ -458,8 +458,9 @@ void Agent::check_workers() {
 }
 
 // Cut off from the controller for its liveness window (and a heartbeat of slack): the controller
-// has declared this node dead by now, so its workers stop the step in flight and step no more; a
-// commit for that step could only come from an epoch the node is no longer part of. When the
+// has declared this node dead by now (or has died), so its workers stop the step in flight and step
+// no more. A step already voted keeps its gradients (wire/fence.h): a controller restarted from its
+// journal may commit it; one that declared the node dead aborted it and never will. When the
 // controller is heard again the agent registers again and joins anew. Only after the grace
 // period (mesh.controller_grace_ms) does it give up and stop its workers.
 void Agent::check_silence() {
