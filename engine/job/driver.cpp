@@ -486,10 +486,13 @@ void Driver::begin_step() {
 void Driver::step_outcome(StepCoordinator::Outcome o) {
   using O = StepCoordinator::Outcome;
   if (o == O::committed) {
-    // durable before any worker is told: no worker can be ahead of the journal
+    // The metrics row first (a resumed controller drops rows past the journal's commits), then the
+    // commit, durable before any worker is told: no worker can be ahead of the journal.
+    StepRecord r = step_record();
+    out_.push_back(act::StepDone{r});
     out_.push_back(act::Journal{rec::Commit{steps_.committed(), steps_.epoch()}, true});
     out_.push_back(act::Send{{}, true, wire::StepCommit{steps_.epoch(), tally_.step}});
-    committed();
+    committed(r);
   } else if (o == O::aborted) {
     step_aborted();
   }
@@ -509,9 +512,7 @@ void Driver::step_aborted() {
   arm(Timer::retry, kAbortSettleMs);
 }
 
-void Driver::committed() {
-  step_failures_ = 0;
-  recovery_ends(tally_.step);
+StepRecord Driver::step_record() const {
   StepRecord r;
   r.step = tally_.step;
   r.tokens = tally_.tokens;
@@ -529,7 +530,12 @@ void Driver::committed() {
   std::vector<std::vector<std::vector<uint32_t>>> placement;
   for (const auto& layer : applied_->plan.layers) placement.push_back(layer.placement);
   r.imbalance = expert_imbalance(tally_.loads, placement, size_t(cfg_.model.experts));
-  out_.push_back(act::StepDone{r});
+  return r;
+}
+
+void Driver::committed(const StepRecord& r) {
+  step_failures_ = 0;
+  recovery_ends(tally_.step);
   loads_.add(tally_.loads);
   step_s_.add(r.step_ms / 1e3);
   facts_.iteration_s = step_s_.median();

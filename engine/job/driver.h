@@ -167,7 +167,8 @@ class Driver {
   void begin_step();
   void step_outcome(StepCoordinator::Outcome o);
   void step_aborted();
-  void committed();
+  StepRecord step_record() const;  // the committed step's metrics
+  void committed(const StepRecord& r);
   void retry_fired();
   void start_save();
   void check_savers();

@@ -84,6 +84,7 @@ struct JournalState {
   std::map<std::string, rec::Policy> policies;  // by slot
   std::optional<std::string> ended;           // why the job is over
   size_t records = 0;                         // lines read
+  double read_ms = 0;                         // reading and folding them (set by whoever read the file)
   void apply(const Record& r);
 };
 

@@ -13,6 +13,7 @@
 #include "mesh/endpoint.h"
 #include "mesh/security.h"
 #include "mesh/zmq_uv.h"
+#include "wire/fence.h"
 
 namespace sal::mesh {
 
@@ -469,7 +470,7 @@ void Agent::check_silence() {
     fenced_ = true;
     spdlog::warn("no word from the controller for {} ms: the step in flight is abandoned until it is heard again",
                  silent_ms);
-    for (auto& w : workers_) to_worker(w, wire::StepAbort{0, 0, "cut off from the controller"});
+    for (auto& w : workers_) to_worker(w, wire::StepAbort{wire::kFenceEpoch, 0, "cut off from the controller"});
   }
   if (silent_ms < opts_.controller_timeout_ms) return;
   spdlog::error("no word from the controller at {} for {} ms; stopping", opts_.controller, silent_ms);

@@ -40,7 +40,8 @@ Status Controller::start_training() {
   store_endpoint_ = *ep;
   if (!opts_.run_dir.empty()) {
     bool resumed = opts_.resume.has_value();
-    SAL_TRY(metrics_.open_csv(opts_.run_dir + "/metrics.csv", resumed));
+    auto resume_at = resumed ? std::optional<uint64_t>(opts_.resume->committed) : std::nullopt;
+    SAL_TRY(metrics_.open_csv(opts_.run_dir + "/metrics.csv", resume_at));
     SAL_TRY(record_.open(opts_.run_dir, resumed));
     SAL_TRY(open_journal());
   }
@@ -55,7 +56,9 @@ Status Controller::open_journal() {
     if (!f) return f.error().with_context("resuming");
     journal_ = std::move(*f);
     events_.add("controller_resumed", kNoNode, membership_.epoch(),
-                "from " + path + ": " + std::to_string(opts_.resume->committed) + " steps committed" +
+                "from " + path + " (" + std::to_string(opts_.resume->records) + " records read in " +
+                    fmt::format("{:.1f}", opts_.resume->read_ms) + " ms): " + std::to_string(opts_.resume->committed) +
+                    " steps committed" +
                     (opts_.resume->plan ? ", plan " + std::to_string(opts_.resume->plan->number()) + " in force" : ""));
     return {};
   }

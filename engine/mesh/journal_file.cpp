@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/clock.h"
 #include "core/paths.h"
 
 namespace sal::mesh {
@@ -106,9 +107,12 @@ Status JournalFile::compact() {
 
 Result<job::JournalState> read_journal_file(const std::string& run_dir) {
   std::string path = run_dir + "/journal.jsonl";
+  int64_t t0 = mono_ns();
   auto text = read_file(path, kMaxJournalBytes);
   if (!text) return text.error().with_context("the run's journal");
-  return job::read_journal(*text, path);
+  auto state = job::read_journal(*text, path);
+  if (state) state->read_ms = double(mono_ns() - t0) / 1e6;
+  return state;
 }
 
 }  // namespace sal::mesh

@@ -1,8 +1,11 @@
 // metrics.cpp — see metrics.h.
 #include "mesh/metrics.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace sal::mesh {
@@ -14,9 +17,32 @@ MetricsLog::~MetricsLog() {
   if (csv_) std::fclose(csv_);
 }
 
-Status MetricsLog::open_csv(const std::string& path, bool append) {
+namespace {
+
+// Drops the rows of steps from `first_dropped` on (rows are in step order, after the header).
+Status drop_rows_from(const std::string& path, uint64_t first_dropped) {
+  std::FILE* f = std::fopen(path.c_str(), "r+");
+  if (!f) return errno == ENOENT ? Status{} : fail("cannot read ", path, ": ", std::strerror(errno));
+  char line[4096];
+  long keep = 0;
+  bool header = true;
+  while (std::fgets(line, sizeof line, f)) {
+    if (!header && std::strtoull(line, nullptr, 10) >= first_dropped) break;
+    header = false;
+    keep = std::ftell(f);
+  }
+  int rc = ftruncate(fileno(f), keep);
+  std::fclose(f);
+  if (rc != 0) return fail("cannot truncate ", path, ": ", std::strerror(errno));
+  return {};
+}
+
+}  // namespace
+
+Status MetricsLog::open_csv(const std::string& path, std::optional<uint64_t> resume_at) {
   if (csv_) std::fclose(csv_);
-  csv_ = std::fopen(path.c_str(), append ? "a" : "w");
+  if (resume_at) SAL_TRY(drop_rows_from(path, *resume_at));
+  csv_ = std::fopen(path.c_str(), resume_at ? "a" : "w");
   if (!csv_) return fail("cannot write ", path, ": ", std::strerror(errno));
   if (std::ftell(csv_) > 0) return {};  // continued: it has its header
   std::fprintf(csv_, "step,loss,ce,aux,grad_norm,lr,tokens,step_ms,compute_ms,tokens_per_s,workers,plan,time_s,imbalance\n");

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,10 @@ using job::StepRecord;
 
 class MetricsLog {
  public:
-  // Opens (truncates, or with `append` continues) the CSV file; a new file gets its header.
-  // Without a call, nothing is written.
-  Status open_csv(const std::string& path, bool append = false);
+  // Opens (truncates) the CSV file, or with `resume_at` continues it from that step: the rows of
+  // later steps, written before a commit the journal never recorded, are dropped. A new file gets
+  // its header. Without a call, nothing is written.
+  Status open_csv(const std::string& path, std::optional<uint64_t> resume_at = std::nullopt);
   void add(const StepRecord& r);
 
   const std::deque<StepRecord>& recent() const { return recent_; }

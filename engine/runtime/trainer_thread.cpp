@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "wire/codec.h"
+#include "wire/fence.h"
 
 namespace sal::runtime {
 
@@ -181,9 +182,9 @@ void TrainerThread::handle(const wire::StepCommit& c) {
   }
 }
 
-void TrainerThread::handle(const wire::StepAbort&) {
+void TrainerThread::handle(const wire::StepAbort& a) {
   if (!trainer_) return;
-  trainer_->discard();
+  if (a.epoch != wire::kFenceEpoch) trainer_->discard();  // a fence keeps a voted step's gradients
   trainer_->clear_abort();
 }
 

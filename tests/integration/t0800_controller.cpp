@@ -7,6 +7,7 @@
 
 #include <signal.h>
 
+#include <fstream>
 #include <thread>
 
 #include "support/mesh_harness.h"
@@ -108,4 +109,26 @@ TEST_CASE("t0802-resume-refused: a finished job, and a run directory without a j
   Proc none = spawn({bin(), "controller", "--resume", empty}, empty + "/none.out");
   CHECK(none.wait(10000) == 1);
   CHECK(none.output().find("journal.jsonl") != std::string::npos);
+}
+
+TEST_CASE("t0803-quiet-start-trace: a trace that starts below what a plan needs runs, and the job starts when it brings nodes, saying why once") {
+  // One node holds 4 expert slots, the model has 8 experts: no plan for the trace's first 3 s.
+  std::string dir = temp_dir("quiet");
+  std::ofstream(dir + "/trace.csv") << "0,add,a\n3000,add,b\n3000,add,c\n7000,remove,c\n";
+  std::ofstream(dir + "/quiet.lua") << "drill{ name = 'quiet-start', seed = 1 }\n"
+                                       "replay_trace{ file = 'trace.csv', format = 'bamboo', time_scale = 1, max_nodes = 3 }\n";
+  MeshOptions shape;
+  std::ofstream(dir + "/job.lua") << "return {\n  name = 'quiet',\n"
+                                  << "  model = { layers = 1, d_model = 16, heads = 2, experts = 8, top_k = 2, seq_len = 16 },\n  "
+                                  << shape.data << "\n  train = { batch = 8, steps = 100000, rebalance_every = 0 },\n"
+                                  << "  policies = { slots = 4, min_replicas = 1 },\n}\n";
+  auto j = run_json({bin(), "run", dir + "/job.lua", "--drill", dir + "/quiet.lua", "--json", "--out", dir + "/run"},
+                    dir + "/run.out", 90000);
+  CHECK(j["steps"].get<int64_t>() > 0);  // it trained once the trace brought the nodes
+  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  std::string log = file_text(dir + "/run.out");
+  CHECK(occurrences(log, "no plan can be made") == 1);
+  size_t failed = 0;
+  for (const auto& e : events(dir + "/run")) failed += e.kind == "plan_failed" ? 1 : 0;
+  CHECK(failed <= 4);  // one per change of the workers (each join), not one every 100 ms (30 in the quiet 3 s)
 }

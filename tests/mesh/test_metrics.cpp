@@ -1,6 +1,12 @@
 // test_metrics.cpp — the training metrics the controller keeps: the load window's means, the
-// expert-work imbalance of a plan under given loads, and the run totals behind the summary.
+// expert-work imbalance of a plan under given loads, the run totals behind the summary, and
+// metrics.csv continued by a resumed controller.
 #include <doctest/doctest.h>
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "mesh/metrics.h"
 
@@ -53,4 +59,25 @@ TEST_CASE("the metrics log keeps the first and last records and the run's tokens
   CHECK(log.tokens_per_s() == doctest::Approx(10000));
   CHECK(log.mean_loss(2) == doctest::Approx(1.5));
   CHECK(log.recent_tokens_per_s(3) == doctest::Approx(10000));
+}
+
+TEST_CASE("metrics.csv resumed at a step drops the rows of later steps and continues after the rest") {
+  char tmpl[] = "/tmp/sal-metrics-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  std::string path = std::string(tmpl) + "/metrics.csv";
+  {
+    MetricsLog log;
+    REQUIRE(log.open_csv(path).ok());
+    for (uint64_t s = 0; s < 5; ++s) log.add(StepRecord{.step = s});
+  }
+  {
+    MetricsLog log;  // the journal committed steps 0..2: the rows of 3 and 4 were written before a commit it never saw
+    REQUIRE(log.open_csv(path, uint64_t(3)).ok());
+    log.add(StepRecord{.step = 3});
+  }
+  std::ifstream in(path);
+  std::vector<std::string> steps;
+  for (std::string line; std::getline(in, line);) steps.push_back(line.substr(0, line.find(',')));
+  CHECK(steps == std::vector<std::string>{"step", "0", "1", "2", "3"});
+  std::filesystem::remove_all(tmpl);
 }
