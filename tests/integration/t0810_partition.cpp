@@ -154,7 +154,7 @@ struct LaunchedJob {
 
 }  // namespace
 
-TEST_CASE("t0810-partition: a node cut off by its link is declared dead and fenced, commits nothing, and rejoins when the link returns") {
+TEST_CASE("t0810-partition: a node cut off by its link is declared dead and fenced, commits no step the others did not, and rejoins when the link returns") {
   LaunchedJob job;
   repl::Client& admin = *job.admin;
   Proc& controller = job.controller;
