@@ -30,6 +30,18 @@ Result<std::pair<job::JobConfig, job::JournalState>> resumed_job(const std::stri
   return std::pair{std::move(*job), std::move(*state)};
 }
 
+// --server-key and --allow replace the job's security section (a launch script keeps its keys
+// apart from the job file); like the job's keys, they go together.
+Status security_options(const Parsed& p, job::SecurityConfig& security) {
+  auto key = p.get("--server-key");
+  auto allow = p.get("--allow");
+  if (!key && !allow) return {};
+  if (!key || !allow) return fail("--server-key and --allow go together (CURVE needs the server's key and the allowlist)");
+  security.server_key = *key;
+  security.allow = *allow;
+  return {};
+}
+
 }  // namespace
 
 int cmd_controller(const Args& args) {
@@ -42,6 +54,10 @@ int cmd_controller(const Args& args) {
                {"--mesh", "ENDPOINT", "mesh endpoint (default: the job's mesh.bind; with --resume, the journal's)"},
                {"--repl", "ENDPOINT", "REPL endpoint (default: the job's repl.bind)"},
                {"--steps", "N", "steps to drive, then stop (default: the job's train.steps)"},
+               {"--server-key", "FILE", "CURVE: the controller's key pair (default: the job's security.server_key; "
+                                        "with --resume give it again)"},
+               {"--allow", "FILE", "CURVE: the allowlist, '<public key> <role> <name>' a line (default: the job's "
+                                   "security.allow; goes with --server-key)"},
                {"--out", "DIR", "the run directory: events, metrics, snapshots and the journal --resume reads"}},
               1};
   int code = 0;
@@ -71,6 +87,7 @@ int cmd_controller(const Args& args) {
   }
   if (auto m = p->get("--mesh")) job->mesh.bind = *m;
   if (auto r = p->get("--repl")) job->repl.bind = *r;
+  if (auto s = security_options(*p, job->security); !s) return usage_error(cmd, s.error().message());
   int64_t default_steps = journal ? journal->job->max_steps : job->train.steps;
   auto steps = p->get_int("--steps", default_steps, 0, INT64_MAX);
   if (!steps) return usage_error(cmd, steps.error().message());

@@ -145,6 +145,7 @@ void TrainerThread::handle(const wire::PlanUpdate& p) {
 void TrainerThread::handle(const wire::StepBegin& b) {
   if (!trainer_ || trainer_->plan() != b.plan) return;
   begun_epoch_ = b.epoch;
+  spdlog::debug("step {} of epoch {} begins", b.step, b.epoch);
   wire::StepVote v{0, index_, b.epoch, b.step, false, "", 0, 0, 0, 0, 0, 0, {}};
   auto out = trainer_ ? trainer_->step(b.step) : Result<StepOutcome>(fail("no job loaded"));
   if (!out) {
@@ -171,10 +172,13 @@ void TrainerThread::handle(const wire::StepCommit& c) {
     spdlog::warn("commit of step {} in epoch {} refused: the step began in epoch {}", c.step, c.epoch, begun_epoch_);
     return;
   }
+  bool applies = trainer_->pending() == c.step;
   if (auto s = trainer_->commit(c.step); !s) {
     std::lock_guard<std::mutex> lock(mu_);
     fatal_ = s.error().message();
     spdlog::error("cannot go on training: {}", *fatal_);
+  } else if (applies) {
+    spdlog::debug("step {} of epoch {} committed", c.step, c.epoch);
   }
 }
 

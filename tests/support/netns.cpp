@@ -72,7 +72,9 @@ std::unique_ptr<repl::Client> SecureMesh::session(const std::string& role) {
   return c;
 }
 
-nlohmann::json SecureMesh::eval_json(repl::Client& c, const std::string& chunk) {
+nlohmann::json SecureMesh::eval_json(repl::Client& c, const std::string& chunk) { return repl_json(c, chunk); }
+
+nlohmann::json repl_json(repl::Client& c, const std::string& chunk) {
   auto r = c.eval(chunk, wire::ValueFormat::json);
   if (!r) throw std::runtime_error(chunk + ": " + r.error().message());
   if (!r->ok) throw std::runtime_error(chunk + " failed: " + r->error);

@@ -41,6 +41,9 @@ class SecureMesh {
   Keys keys;
 };
 
+// The value a REPL chunk returns, as JSON; throws with the chunk and the reason where it fails.
+nlohmann::json repl_json(repl::Client& c, const std::string& chunk);
+
 // A connection that does what a stranger would: a DEALER, with CURVE keys or without, that sends
 // raw frames and waits for any answer.
 class Stranger {

@@ -35,7 +35,8 @@ class Proc {
   int status_ = -1;
 };
 
-// Starts `args` (args[0] is the program) in a new process group, stdout+stderr to `log`.
+// Starts `args` (args[0] is the program) in a new process group, stdout+stderr to `log`; it is
+// SIGKILLed if the test process dies first (PR_SET_PDEATHSIG).
 Proc spawn(const std::vector<std::string>& args, const std::string& log);
 // A fresh directory under /tmp.
 std::string temp_dir(const std::string& tag);
