@@ -332,10 +332,13 @@ void Driver::plan_decided(const Deciding& d, const PlanRecord& rec) {
   if (d.choice.restore()) return start_restore(rec, d.choice);
   auto sw = switch_plan(applied_, use, rec.plan, d.step);
   if (!sw) return fail_job("plan " + std::to_string(number) + ": " + sw.error().message());
-  if (!d.must_switch && applied_ && applied_->ranks == sw->ranks && plan::same_placement(applied_->plan, rec.plan)) {
+  // Kept only when nothing would change: the same ranks, placement, checkpoint schedule and stacks
+  // (a new schedule alone, say from another checkpoint policy, is put in force).
+  if (!d.must_switch && applied_ && applied_->ranks == sw->ranks && plan::same_placement(applied_->plan, rec.plan) &&
+      applied_->plan.schedule == rec.plan.schedule && applied_->plan.stacks == rec.plan.stacks) {
     note("plan_kept", "plan " + std::to_string(number) + " places every expert as plan " +
-                          std::to_string(applied_->number()) + " does; plan " + std::to_string(applied_->number()) +
-                          " stays",
+                          std::to_string(applied_->number()) + " does, with its checkpoint schedule and stacks; plan " +
+                          std::to_string(applied_->number()) + " stays",
          act::Level::info, true);
     applied_->from_step = d.step;
     set_phase(Phase::running);

@@ -23,6 +23,7 @@ struct CheckpointSchedule {
   uint32_t window = 1;
   uint32_t period = 1;
   std::vector<std::vector<uint32_t>> slots;  // window lists of operator indices
+  bool operator==(const CheckpointSchedule&) const = default;
 };
 
 Status check_schedule(const CheckpointSchedule& s, size_t operators);
@@ -34,6 +35,7 @@ struct ShardStacks {
   std::vector<std::vector<uint32_t>> assignment;  // per group: shard types computed, in order
   bool wipeout = false;
   uint32_t depth() const;
+  bool operator==(const ShardStacks&) const = default;
 };
 
 // Checks a stacks proposal. `types` is the number of shard types (== groups in SPARe).

@@ -39,7 +39,9 @@ void TestMesh::connect_controller(std::vector<std::string> args, const std::stri
 }
 
 void TestMesh::resume_controller() {
-  connect_controller({bin(), "controller", "--resume", dir, "--log-level", opts.log_level}, "controller-resumed.out");
+  ++resumes;
+  std::string log = resumes == 1 ? "controller-resumed.out" : "controller-resumed-" + std::to_string(resumes) + ".out";
+  connect_controller({bin(), "controller", "--resume", dir, "--log-level", opts.log_level}, log);
 }
 
 void TestMesh::start() {

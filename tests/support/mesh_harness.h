@@ -44,7 +44,8 @@ class TestMesh {
   void start_job();
   Proc& add_agent(const std::string& name);
   // Brings the controller back from its journal after it died (`salamander controller --resume
-  // dir`, which binds the mesh endpoint the agents know) and reconnects the REPL to it.
+  // dir`, which binds the mesh endpoint the agents know) and reconnects the REPL to it. It logs to
+  // controller-resumed.out, then controller-resumed-2.out, -3.out, … (each its own endpoints).
   void resume_controller();
 
   // REPL, through a persistent session.
@@ -59,6 +60,7 @@ class TestMesh {
   std::string dir;
   std::string mesh_ep, repl_ep;
   Proc controller;
+  int resumes = 0;  // resume_controller() calls so far
   std::vector<Proc> agents;
 
  private:
