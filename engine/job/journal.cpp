@@ -3,15 +3,12 @@
 
 #include <algorithm>
 
+#include "core/overloaded.h"
+
 namespace sal::job {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
 
 json ranks_json(const std::vector<Participant>& ranks) {
   json out = json::array();

@@ -6,10 +6,11 @@
 
 #include "ckpt/format.h"
 #include "comm/store_server.h"
-#include "mesh/security.h"
 #include "core/clock.h"
+#include "core/overloaded.h"
 #include "mesh/controller.h"
 #include "mesh/planner.h"
+#include "mesh/security.h"
 
 namespace sal::mesh {
 namespace {
@@ -21,11 +22,6 @@ std::string store_bind(const std::string& mesh_endpoint) {
     return mesh_endpoint.substr(0, colon) + ":*";
   return "tcp://127.0.0.1:*";
 }
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
 
 }  // namespace
 

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <regex>
 
+#include "support/bench_table.h"
 #include "support/mesh_harness.h"
 
 using namespace sal::test;
@@ -88,12 +89,6 @@ Trial measure(const nlohmann::json& events, double kill_ms, double up_ms) {
   return t;
 }
 
-double pct(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  size_t i = size_t(q * double(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,18 +124,13 @@ int main(int argc, char** argv) {
   }
   std::printf("controller SIGKILL -> `controller --resume` -> training resumed: %d CPU workers, %zu restarts, "
               "workers unconfined\n\n", nodes, trials.size());
-  std::printf("| part | p50 (ms) | max (ms) |\n| --- | ---: | ---: |\n");
-  const std::vector<std::pair<const char*, double Trial::*>> parts = {
+  const Parts<Trial> parts = {
       {"start (kill -> new controller serving)", &Trial::start},
       {"journal replay (read and fold)", &Trial::replay},
       {"reconnect (every rank back)", &Trial::reconnect},
       {"reconcile (-> first step committed)", &Trial::reconcile},
       {"after up (controller_resumed -> committed)", &Trial::after_up},
       {"total (kill -> training resumed)", &Trial::total}};
-  for (const auto& [name, field] : parts) {
-    std::vector<double> v;
-    for (const Trial& t : trials) v.push_back(t.*field);
-    std::printf("| %s | %.1f | %.1f |\n", name, pct(v, 0.5), *std::max_element(v.begin(), v.end()));
-  }
+  print_parts(trials, parts, false);
   return 0;
 }

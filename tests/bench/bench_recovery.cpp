@@ -30,6 +30,7 @@
 #include <regex>
 
 #include "mesh/cpu_share.h"
+#include "support/bench_table.h"
 #include "support/mesh_harness.h"
 
 using namespace sal::test;
@@ -129,12 +130,6 @@ void run_mesh(int nodes, double cpu_share, std::vector<Trial>& trials) {
   }
 }
 
-double pct(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  size_t i = size_t(q * double(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -177,8 +172,7 @@ int main(int argc, char** argv) {
   prune();
   std::printf("recovery from a SIGKILLed node: %d meshes of %d CPU workers, one node killed at a time down to %d,"
               " %zu trials; %s\n\n", meshes, nodes, nodes - nodes / 2, trials.size(), confined.c_str());
-  std::printf("| part | p50 (ms) | p99 (ms) | max (ms) |\n| --- | ---: | ---: | ---: |\n");
-  const std::vector<std::pair<const char*, double Trial::*>> parts = {
+  const Parts<Trial> parts = {
       {"detection (kill -> node_dead)", &Trial::detection},
       {"planning (node_dead -> plan)", &Trial::planning},
       {"collective rebuild (slowest worker)", &Trial::connect},
@@ -186,10 +180,6 @@ int main(int argc, char** argv) {
       {"plan switch (plan -> plan_applied)", &Trial::sw},
       {"first step (plan_applied -> committed)", &Trial::resume},
       {"total (kill -> training resumed)", &Trial::total}};
-  for (const auto& [name, field] : parts) {
-    std::vector<double> v;
-    for (const Trial& t : trials) v.push_back(t.*field);
-    std::printf("| %s | %.1f | %.1f | %.1f |\n", name, pct(v, 0.5), pct(v, 0.99), *std::max_element(v.begin(), v.end()));
-  }
+  print_parts(trials, parts, true);
   return 0;
 }
