@@ -293,7 +293,9 @@ Layout redeal(const Layout& start, const Family& F) {
     holds[size_t(e)][size_t(n)] = 1;
     open.fill(n, w);
   };
-  for (auto [neg_w, e] : free_units) {
+  for (const auto& unit : free_units) {
+    const double neg_w = unit.first;  // not a structured binding: clang 14 cannot capture one
+    const int e = unit.second;
     size_t left = size_t(count[size_t(e)]);
     for (int n : open.take(left, [&](int m) { return !holds[size_t(e)][size_t(m)]; })) place(e, n, -neg_w), --left;
     while (left > 0) {
