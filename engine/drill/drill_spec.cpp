@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "core/paths.h"
 #include "core/strings.h"
 #include "drill/trace.h"
@@ -90,7 +91,7 @@ class Checker {
   Result<double> number(const char* k, double lo, double hi) const {
     const auto& v = c_.args[k];
     if (!v.is_number() || v.get<double>() < lo || v.get<double>() > hi)
-      return fail(where_, ": ", c_.kind, ".", k, ": expected a number in [", lo, ", ", hi, "], got ", v.dump());
+      return fail(where_, ": ", c_.kind, ".", k, ": expected a number in [", lo, ", ", hi, "], got ", json_text(v));
     return v.get<double>();
   }
   Result<uint64_t> integer(const char* k, double lo, double hi) const {
@@ -101,7 +102,7 @@ class Checker {
   }
   Result<std::string> text(const char* k) const {
     const auto& v = c_.args[k];
-    if (!v.is_string()) return fail(where_, ": ", c_.kind, ".", k, ": expected a string, got ", v.dump());
+    if (!v.is_string()) return fail(where_, ": ", c_.kind, ".", k, ": expected a string, got ", json_text(v));
     return v.get<std::string>();
   }
   // Optional fields: left unset when absent.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/json_text.h"
 #include "core/overloaded.h"
 
 namespace sal::job {
@@ -171,7 +172,7 @@ std::string encode_record(const Record& r) {
           [](const rec::End& x) -> json { return {{"r", "end"}, {"why", x.why}}; },
       },
       r);
-  return j.dump();
+  return json_text(j);
 }
 
 Result<Record> decode_record(const std::string& line) {

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "core/clock.h"
+#include "core/json_text.h"
 #include "core/strings.h"
 #include "lua/convert.h"
 #include "mesh/loop_calls.h"
@@ -92,7 +93,7 @@ wire::ReplResult evaluate(lua::Sandbox& sb, std::string& output, const wire::Rep
   if (req.format == wire::ValueFormat::json) {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();
     for (int i = 1; i <= n; ++i) arr.push_back(lua::to_json(L, top + i));
-    res.value = arr.dump();
+    res.value = json_text(arr);
   } else {
     std::vector<std::string> parts;
     for (int i = 1; i <= n; ++i) parts.push_back(lua::render(L, top + i));

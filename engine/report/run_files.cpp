@@ -69,8 +69,9 @@ Result<std::vector<Row>> read_rows(const std::string& path, const Fields<Row>& f
   std::vector<Row> out;
   for (const auto& rec : file->records()) {
     Row row;
-    for (const auto& [column, member] : fields) {
-      Status st = std::visit([&](auto m) { return field(*file, rec, column, row.*m); }, member);
+    for (const auto& f : fields) {
+      const auto& column = f.first;  // not a structured binding: clang 14 cannot capture one
+      Status st = std::visit([&](auto m) { return field(*file, rec, column, row.*m); }, f.second);
       if (!st) return st.error();
     }
     out.push_back(std::move(row));

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "core/json_text.h"
+
 namespace sal::sim {
 namespace {
 
@@ -12,7 +14,7 @@ const nlohmann::json& null_json() {
 }
 
 std::string shown(const nlohmann::json& v) {
-  std::string s = v.dump();
+  std::string s = json_text(v);
   return s.size() > 40 ? s.substr(0, 40) + "..." : s;
 }
 

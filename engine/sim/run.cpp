@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 
+#include "core/json_text.h"
 #include "sim/strategy.h"
 #include "sim/workload.h"
 
@@ -139,7 +140,7 @@ Result<PointResult> run_point(const Scenario& s, const std::vector<std::pair<std
 
 nlohmann::ordered_json stat_json(const Stat& s) { return {{"mean", s.mean}, {"se", s.se}}; }
 
-std::string value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+std::string value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : json_text(v); }
 
 }  // namespace
 

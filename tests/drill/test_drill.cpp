@@ -72,6 +72,8 @@ TEST_CASE("wrong drills name the line and the rule") {
   check("expect{ lost_step = 0 }\nkill{ node = 1, step = 1 }", "unknown field 'lost_step' (did you mean 'lost_steps'?)");
   check("kill(3)", "takes one table of named fields");
   check("kill{ node = 1, step = -1 }", "kill.step: expected a number in [0");
+  // a value that is not UTF-8 is shown, not thrown (found by fuzz_drill)
+  check("kill{ node = 1, step = 'x\\0\\255' }", "kill.step: expected a number in [0");
 }
 
 TEST_CASE("a Bamboo trace is scaled to the local mesh: live counts proportionally, times by time_scale") {
