@@ -20,6 +20,7 @@ bool is_cntrl(unsigned char c) { return c < 32 || c == 127; }
 bool is_alnum(unsigned char c) { return is_alpha(c) || is_digit(c); }
 bool is_punct(unsigned char c) { return c > 32 && c < 127 && !is_alnum(c); }
 bool is_xdigit(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool is_graph(unsigned char c) { return c > 32 && c < 127; }  // %g: printable except space (LuaJIT 2.1 has it)
 
 // Per class letter (lower case), the characters in it: kClasses[letter][c], built once (C locale).
 struct ClassTable {
@@ -28,7 +29,7 @@ struct ClassTable {
   ClassTable() {
     using Test = bool (*)(unsigned char);
     const std::pair<char, Test> classes[] = {
-        {'a', is_alpha}, {'c', is_cntrl}, {'d', is_digit}, {'l', is_lower}, {'p', is_punct},
+        {'a', is_alpha}, {'c', is_cntrl}, {'d', is_digit}, {'g', is_graph}, {'l', is_lower}, {'p', is_punct},
         {'s', is_space}, {'u', is_upper}, {'w', is_alnum}, {'x', is_xdigit}, {'z', [](unsigned char c) { return c == 0; }}};
     for (auto [letter, test] : classes) {
       is_class[int(letter)] = true;

@@ -140,6 +140,7 @@ TEST_CASE("the bounded string functions answer as LuaJIT's on hand-picked patter
       {"hello", "%b"}, {"hello", "%f"}, {"hello", "%fx"}, {"hello", "(()"}, {"aXb", "%u"}, {"a b\tc", "%s"},
       {"a,b;c", "%p"}, {"0x1F", "%x+"}, {"\1\2a", "%c+"}, {"abc", "[%a-z]"}, {"a-z", "[a%-z]+"},
       {"[[x]]", "%[(.-)%]"}, {"abab", "(a)(b)%2"}, {"one two", "(%w+) (%w+)"}, {"x=1, y=2", "(%w+)=(%w+)"},
+      {"THE q}", "%g[%+"}, {"a b\tc!", "%g+"}, {"a b", "%G"},  // %g: fuzz_pattern found it missing
   };
   for (const auto& [s, p] : cases) check_same(ours, theirs, s, p);
   std::string many_captures;
