@@ -2,6 +2,7 @@
 #include "job/journal.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/json_text.h"
 #include "core/overloaded.h"
@@ -22,25 +23,30 @@ json snapshot_json(const ckpt::Snapshot& s) {
 }
 
 // Checked field access: every error names the record's kind and the field.
+// Reads a record's fields; the first one missing or of the wrong type is kept as the record's
+// error (later reads give defaults), so a decoder reads every field, then checks once.
 struct Reader {
   const nlohmann::json& j;
   std::string kind;
+  mutable std::optional<Error> error;
 
-  Result<const nlohmann::json*> field(const char* key) const {
-    if (!j.contains(key)) return fail(kind, ".", key, ": missing");
-    return &j[key];
+  const nlohmann::json* field(const char* key) const {
+    static const nlohmann::json kNull;
+    if (j.contains(key)) return &j[key];
+    if (!error) error = fail(kind, ".", key, ": missing");
+    return &kNull;
   }
-  Result<uint64_t> u64(const char* key) const {
-    auto f = field(key);
-    if (!f) return f.error();
-    if (!(*f)->is_number_unsigned()) return fail(kind, ".", key, ": expected a non-negative integer");
-    return (*f)->get<uint64_t>();
+  uint64_t u64(const char* key) const {
+    const auto* f = field(key);
+    if (f->is_number_unsigned()) return f->get<uint64_t>();
+    if (!error) error = fail(kind, ".", key, ": expected a non-negative integer");
+    return 0;
   }
-  Result<std::string> str(const char* key) const {
-    auto f = field(key);
-    if (!f) return f.error();
-    if (!(*f)->is_string()) return fail(kind, ".", key, ": expected a string");
-    return (*f)->get<std::string>();
+  std::string str(const char* key) const {
+    const auto* f = field(key);
+    if (f->is_string()) return f->get<std::string>();
+    if (!error) error = fail(kind, ".", key, ": expected a string");
+    return {};
   }
 };
 
@@ -56,95 +62,62 @@ Result<std::vector<Participant>> ranks_from(const nlohmann::json& j) {
 }
 
 Result<Record> decode_plan(const Reader& r) {
-  auto plan_j = r.field("plan");
-  auto ranks_j = r.field("ranks");
-  auto from = r.u64("from_step");
-  if (!plan_j) return plan_j.error();
-  if (!ranks_j) return ranks_j.error();
-  if (!from) return from.error();
-  auto plan = plan::plan_from_json(**plan_j);
+  const auto* plan_j = r.field("plan");
+  const auto* ranks_j = r.field("ranks");
+  uint64_t from = r.u64("from_step");
+  if (r.error) return *r.error;
+  auto plan = plan::plan_from_json(*plan_j);
   if (!plan) return plan.error().with_context("plan.plan");
-  auto ranks = ranks_from(**ranks_j);
+  auto ranks = ranks_from(*ranks_j);
   if (!ranks) return ranks.error();
   if (ranks->size() != plan->nodes) return fail("plan.ranks: ", ranks->size(), " ranks for ", plan->nodes, " positions");
-  return Record(rec::Plan{AppliedPlan{std::move(*ranks), std::move(*plan), *from}});
+  return Record(rec::Plan{AppliedPlan{std::move(*ranks), std::move(*plan), from}});
 }
 
 Result<Record> decode_job(const Reader& r) {
-  rec::Job job;
-  for (auto [key, out] : {std::pair{"name", &job.name}, std::pair{"file", &job.file}, std::pair{"dir", &job.dir},
-                          std::pair{"text", &job.text}, std::pair{"mesh", &job.mesh}}) {
-    auto v = r.str(key);
-    if (!v) return v.error();
-    *out = std::move(*v);
-  }
-  auto steps = r.u64("max_steps");
-  auto started = r.u64("started_wall_ms");
-  if (!steps) return steps.error();
-  if (!started) return started.error();
-  job.max_steps = int64_t(*steps);
-  job.started_wall_ms = int64_t(*started);
+  rec::Job job{r.str("name"), r.str("file"), r.str("dir"), r.str("text"), r.str("mesh"),
+               int64_t(r.u64("max_steps")), int64_t(r.u64("started_wall_ms"))};
+  if (r.error) return *r.error;
   return Record(job);
 }
 
 Result<Record> decode_snapshot(const Reader& r) {
   ckpt::Snapshot s;
-  auto step = r.u64("step");
-  auto dir = r.str("dir");
-  auto units = r.u64("units");
-  auto bytes = r.u64("bytes");
-  if (!step) return step.error();
-  if (!dir) return dir.error();
-  if (!units) return units.error();
-  if (!bytes) return bytes.error();
-  s.step = *step, s.dir = *dir, s.units = uint32_t(*units), s.bytes = *bytes;
+  s.step = r.u64("step"), s.dir = r.str("dir"), s.units = uint32_t(r.u64("units")), s.bytes = r.u64("bytes");
+  if (r.error) return *r.error;
   return Record(rec::Snapshot{s});
 }
 
 Result<Record> decode_policy(const Reader& r) {
-  rec::Policy p;
-  auto slot = r.str("slot");
-  auto name = r.str("name");
-  auto source = r.str("source");
-  auto gen = r.u64("generation");
-  if (!slot) return slot.error();
-  if (!name) return name.error();
-  if (!source) return source.error();
-  if (!gen) return gen.error();
-  p.slot = *slot, p.name = *name, p.source = *source, p.generation = *gen;
+  rec::Policy p{r.str("slot"), r.str("name"), r.str("source"), r.u64("generation")};
+  if (r.error) return *r.error;
   return Record(p);
 }
 
 Result<Record> decode_node(const Reader& r) {
-  auto id = r.u64("id");
-  auto name = r.str("name");
-  auto host = r.str("host");
-  if (!id) return id.error();
-  if (!name) return name.error();
-  if (!host) return host.error();
-  return Record(rec::Node{NodeId(*id), *name, *host});
+  rec::Node n{NodeId(r.u64("id")), r.str("name"), r.str("host")};
+  if (r.error) return *r.error;
+  return Record(n);
 }
 
 Result<Record> decode_commit(const Reader& r) {
-  auto step = r.u64("step");
-  auto epoch = r.u64("epoch");
-  if (!step) return step.error();
-  if (!epoch) return epoch.error();
-  return Record(rec::Commit{*step, *epoch});
+  rec::Commit c{r.u64("step"), r.u64("epoch")};
+  if (r.error) return *r.error;
+  return Record(c);
 }
 
 template <class R>
 Result<Record> one_number(const Reader& r, const char* key) {
-  auto v = r.u64(key);
-  if (!v) return v.error();
-  return Record(R{*v});
+  R rec{r.u64(key)};
+  if (r.error) return *r.error;
+  return Record(rec);
 }
 
 template <class R>
 Result<Record> one_string(const Reader& r, const char* key) {
-  auto v = r.str(key);
-  if (!v) return v.error();
-  return Record(R{*v});
+  R rec{r.str(key)};
+  if (r.error) return *r.error;
+  return Record(rec);
 }
 
 }  // namespace
