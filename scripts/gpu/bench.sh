@@ -1,29 +1,35 @@
 #!/usr/bin/env bash
-# bench.sh — run ON THE GPU MACHINE from the repository root: builds build-gpu/, runs the gpu-labelled
-# tests, times our MoE layer kernels (bench_moe_gpu) and the PyTorch peer (torch_moe_layer.py) on the
-# same GPU, the NCCL lifecycle (bench_nccl), and prints the side-by-side table (moe_table.py) last.
-# Every step runs even when an earlier one failed; the summary before the table names the failures
-# and the time each step took, and the script exits non-zero if any failed. Sized for ~8 minutes
-# on an H100 with a cold build (10 warmup + 50 timed passes per layer configuration on both sides).
+# bench.sh — run ON THE GPU MACHINE from the repository root: takes the build packed here by
+# scripts/gpu/pack.sh (.gpu/build-gpu), or builds build-gpu/ there; runs the gpu-labelled tests, times
+# our MoE layer kernels (bench_moe_gpu) and the PyTorch peer (torch_moe_layer.py) on the same GPU,
+# the NCCL lifecycle (bench_nccl), the GPU job's training step with and without snapshots, the
+# kernels of that step (Nsight Compute), the CPU benchmarks on that machine's cores, and prints the
+# side-by-side table (moe_table.py). Every step runs even when an earlier one failed; the summary
+# names the failures and the time each step took, and the script exits non-zero if any failed.
 #
 # How to call it:
-#   1. here, once (needs the network; .gpu/ is ignored by git):   bash scripts/gpu/collect-debs.sh
-#   2. the device `run` tool:   command "bash scripts/gpu/bench.sh", carry [".gpu"], timeout_s 600
-#      (a warm machine keeps build-gpu/, so a second call only rebuilds what changed).
-#      SAL_GPU_STEPS picks steps when one call cannot hold them all (600 s per call), e.g.
-#      "SAL_GPU_STEPS='build nvidia-smi tests' bash scripts/gpu/bench.sh", then
-#      "SAL_GPU_STEPS='build bench_moe_gpu torch bench_nccl train table' bash scripts/gpu/bench.sh".
-# What comes back under $OUT (default /tmp/sal-bench when run by hand):
+#   1. here (needs the network; .gpu/ is ignored by git):
+#        bash scripts/gpu/collect-debs.sh && bash scripts/gpu/pack.sh
+#   2. the device `run` tool: command "bash scripts/gpu/bench.sh", carry [".gpu"], timeout_s 600.
+#      SAL_GPU_STEPS picks steps and SAL_GPU_CAP_PERCENT scales each step's time limit when one
+#      call cannot hold them all (600 s per call), e.g.
+#      "SAL_GPU_CAP_PERCENT=50 SAL_GPU_STEPS='build nvidia-smi tests bench_moe_gpu torch bench_nccl table train' bash scripts/gpu/bench.sh"
+#      (200 s on an H200), then "SAL_GPU_CAP_PERCENT=50 SAL_GPU_STEPS='build tests train profile cpu' ...".
+# What comes back under $OUT (default /tmp/sal-bench when run by hand; at most 8 files a call):
 #   bench.log    everything printed, in order        tests.txt   the ctest output, failures included
 #   ours.jsonl   bench_moe_gpu --json lines           torch.jsonl torch_moe_layer.py --json lines
 #   nccl.txt     bench_nccl's output                  table.md    the final tables (also printed last)
-#   train.txt    the training step with and without snapshots (gpu_quickstart through salamander run)
+#   train.txt, train-metrics-{0,100}.csv   the training step (gpu_quickstart through salamander run)
+#   ncu.csv      the kernels' times (profile)         cpu.txt     bench_recovery and bench_skew
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/sal-bench}
 mkdir -p "$OUT"
 rm -f "$OUT/ours.jsonl" "$OUT/torch.jsonl" "$OUT/table.md"  # never a previous run's figures
 ITERS=(--warmup 10 --iters 50)
+
+# Each step's time limit, scaled by SAL_GPU_CAP_PERCENT (default 100) to fit a shorter device call.
+cap() { echo $(($1 * ${SAL_GPU_CAP_PERCENT:-100} / 100)); }
 
 FAILED=()
 SUMMARY=()
@@ -50,6 +56,7 @@ step() {
 # set -e), and take the library path it sets out through a file, written even when it failed.
 build() {
   rm -f /tmp/sal-ld-path
+  [ -f .gpu/build-gpu/ORIGIN ] && [ ! -f build-gpu/build.ninja ] && { prebuilt; return; }
   bash -c 'trap '\''printf "%s\n" "${LD_LIBRARY_PATH:-}" > /tmp/sal-ld-path'\'' EXIT; . scripts/gpu/build.sh'
   local rc=$?
   if [ -s /tmp/sal-ld-path ]; then
@@ -57,6 +64,39 @@ build() {
     export LD_LIBRARY_PATH
   fi
   return $rc
+}
+
+# A build packed here by scripts/gpu/pack.sh (.gpu/build-gpu): unpack the .debs for the libraries
+# the programs load, put the packed tree at build-gpu/, and make the checkout's path it was built in
+# (the programs and CTest name it) lead to this checkout.
+prebuilt() {
+  local deps=${SAL_DEPS:-/tmp/deps} origin
+  origin=$(cat .gpu/build-gpu/ORIGIN)
+  if [ ! -d "$deps/usr" ]; then
+    for f in .gpu/debs/*.deb; do dpkg -x "$f" "$deps"; done
+  fi
+  rm -rf build-gpu && cp -a .gpu/build-gpu build-gpu
+  if [ "$(readlink -f "$origin")" != "$(readlink -f "$PWD")" ]; then
+    [ -e "$origin" ] && { echo "prebuilt: $origin exists here and is not this checkout"; return 1; }
+    mkdir -p "$(dirname "$origin")" && ln -s "$PWD" "$origin"
+  fi
+  LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib/x86_64-linux-gnu/openblas-pthread:$deps/lib/x86_64-linux-gnu:$deps/usr/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+  # NCCL: CUDA's lib64 where it is there, else the copy PyTorch's wheels bring.
+  if [ ! -e /usr/local/cuda/lib64/libnccl.so.2 ]; then
+    LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+  fi
+  export LD_LIBRARY_PATH
+  local missing
+  missing=$(ldd build-gpu/salamander build-gpu/libsalamander_gpu.so build-gpu/test_cuda_ops | grep 'not found' | sort -u)
+  [ -z "$missing" ] || { echo "prebuilt: libraries not found:"; echo "$missing"; return 1; }
+  echo "build-gpu: packed build of $(git rev-parse --short HEAD 2>/dev/null || echo '?') from $origin"
+  build-gpu/salamander --version
+}
+
+# Rebuilds one target where build-gpu/ is a build tree (a packed one has none to rebuild).
+rebuild() {
+  [ -f build-gpu/build.ninja ] || return 0
+  cmake --build build-gpu --target "$1" >/tmp/bench-target.log 2>&1 || { tail -30 /tmp/bench-target.log; return 1; }
 }
 
 gpu_line() {
@@ -69,26 +109,26 @@ gpu_line() {
 # eat the benchmarks' time).
 tests() {
   local rc=0
-  timeout -k 10 300 ctest --test-dir build-gpu -L gpu --output-on-failure -j 4 >"$OUT/tests.txt" 2>&1 || rc=$?
+  timeout -k 10 "$(cap 300)" ctest --test-dir build-gpu -L gpu --output-on-failure -j 4 >"$OUT/tests.txt" 2>&1 || rc=$?
   if grep -q 'tests passed' "$OUT/tests.txt"; then sed -n '/tests passed/,$p' "$OUT/tests.txt"; else tail -20 "$OUT/tests.txt"; fi
-  [ "$rc" -eq 124 ] && echo "ctest: stopped after 300 s (see tests.txt)"
+  [ "$rc" -eq 124 ] && echo "ctest: stopped after $(cap 300) s (see tests.txt)"
   return $rc
 }
 
 # A benchmark binary, rebuilt first by itself: a failed full build (another target) must not leave
 # a stale binary timed, nor stop this one.
 ours() {
-  cmake --build build-gpu --target bench_moe_gpu >/tmp/bench-target.log 2>&1 || { tail -30 /tmp/bench-target.log; return 1; }
-  timeout -k 10 240 build-gpu/bench_moe_gpu "${ITERS[@]}" --json "$OUT/ours.jsonl"
+  rebuild bench_moe_gpu || return 1
+  timeout -k 10 "$(cap 240)" build-gpu/bench_moe_gpu "${ITERS[@]}" --json "$OUT/ours.jsonl"
 }
 
 torch_peer() {
-  timeout -k 10 180 python3 tests/bench/torch_moe_layer.py "${ITERS[@]}" --json "$OUT/torch.jsonl"
+  timeout -k 10 "$(cap 180)" python3 tests/bench/torch_moe_layer.py "${ITERS[@]}" --json "$OUT/torch.jsonl"
 }
 
 nccl() {
-  cmake --build build-gpu --target bench_nccl >/tmp/bench-target.log 2>&1 || { tail -30 /tmp/bench-target.log; return 1; }
-  timeout -k 10 120 build-gpu/bench_nccl --reps 10 2>&1 | tee "$OUT/nccl.txt"
+  rebuild bench_nccl || return 1
+  timeout -k 10 "$(cap 120)" build-gpu/bench_nccl --reps 10 2>&1 | tee "$OUT/nccl.txt"
 }
 
 # The full training step of scripts/jobs/gpu_quickstart.lua (GPT-S width, one worker on GPU 0)
@@ -97,7 +137,7 @@ nccl() {
 # 1.9 GB: the pinned copy overlaps the next step, but the writer needs seconds to put it on disk,
 # so much more frequent snapshots are bound by the disk, not by the GPU. Summaries in train.txt.
 train() {
-  local data=/usr/share/games/fortunes rc=0 tps=()
+  local data=/usr/share/games/fortunes rc=0
   [ -d "$data" ] || data=/tmp/deps$data
   : >"$OUT/train.txt"
   for every in 0 100; do
@@ -105,20 +145,78 @@ train() {
     sed -e "s#/usr/share/games/fortunes#$data#" -e "s#checkpoint_every = [0-9]*#checkpoint_every = $every#" \
       scripts/jobs/gpu_quickstart.lua >"$job"
     rm -rf "/tmp/gpu-run-$every"
-    if ! timeout -k 10 240 build-gpu/salamander run "$job" --steps 300 --json --out "/tmp/gpu-run-$every" \
+    if ! timeout -k 10 "$(cap 240)" build-gpu/salamander run "$job" --steps 300 --json --out "/tmp/gpu-run-$every" \
         >"/tmp/gpu-run-$every.json" 2>"/tmp/gpu-run-$every.err"; then
       echo "snapshots every $every: the run failed"; tail -20 "/tmp/gpu-run-$every.err"; rc=1
     fi
     echo "checkpoint_every=$every: $(tail -1 "/tmp/gpu-run-$every.json")" >>"$OUT/train.txt"
-    tps+=("$(tail -1 "/tmp/gpu-run-$every.json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens_per_s"])' 2>/dev/null || echo 0)")
+    cp "/tmp/gpu-run-$every/metrics.csv" "$OUT/train-metrics-$every.csv" 2>/dev/null
   done
-  python3 - "${tps[@]}" <<'PY' | tee -a "$OUT/train.txt"
-import sys
-off, on = (float(x) for x in sys.argv[1:3])
-print(f"training step, gpu_quickstart (300 steps): {off:,.0f} tokens/s without snapshots, {on:,.0f} with one every 100 steps")
-if off > 0 and on > 0:
-    print(f"snapshot overhead: {100 * (off - on) / off:.2f} % (target <= 1 %)")
+  # Steady state from metrics.csv: tokens over wall time from step 20 to the end (plan switches and
+  # snapshots count), the median step and the median compute share (the worker's forward, backward
+  # and update) — the rest of a step is the control plane (vote, commit) and the host.
+  python3 - /tmp/gpu-run-0/metrics.csv /tmp/gpu-run-100/metrics.csv <<'PY' | tee -a "$OUT/train.txt"
+import csv, statistics, sys
+def steady(path):
+    try:
+        rows = [r for r in csv.DictReader(open(path)) if int(r["step"]) >= 20]
+    except OSError:
+        return None
+    if len(rows) < 2:
+        return None
+    tok = sum(float(r["tokens"]) for r in rows[1:])
+    wall = float(rows[-1]["time_s"]) - float(rows[0]["time_s"])
+    return tok / wall, statistics.median(float(r["step_ms"]) for r in rows), statistics.median(float(r["compute_ms"]) for r in rows)
+off, on = steady(sys.argv[1]), steady(sys.argv[2])
+for name, s in (("without snapshots", off), ("one snapshot every 100 steps", on)):
+    if s:
+        print(f"gpu_quickstart, steps 20-300, {name}: {s[0]:,.0f} tokens/s, median step {s[1]:.1f} ms of which compute {s[2]:.1f} ms")
+if off and on:
+    print(f"snapshot overhead: {100 * (off[0] - on[0]) / off[0]:.2f} % of tokens/s (target <= 1 %)")
 PY
+  return $rc
+}
+
+# Where a training step's GPU time goes: Nsight Compute times each kernel of the GPU job's worker
+# (one metric, the kernel's duration; the first 500 launches skipped — the first steps' warm-up —
+# then 1500 timed, which covers some whole steps) into ncu.csv; the summary sums them by kernel. Compare with the step time in
+# train.txt: the rest of a step is the host (launches, synchronisations) and the control plane.
+profile() {
+  local data=/usr/share/games/fortunes
+  [ -d "$data" ] || data=/tmp/deps$data
+  command -v ncu >/dev/null || { echo "ncu is not on this machine"; return 1; }
+  sed -e "s#/usr/share/games/fortunes#$data#" -e "s#checkpoint_every = [0-9]*#checkpoint_every = 0#" \
+    scripts/jobs/gpu_quickstart.lua >/tmp/gpu_profile.lua
+  rm -rf /tmp/gpu-profile
+  timeout -k 10 "$(cap 240)" ncu --clock-control none --target-processes all --metrics gpu__time_duration.sum \
+    --launch-skip 500 --launch-count 1500 --csv --log-file "$OUT/ncu.csv" \
+    build-gpu/salamander run /tmp/gpu_profile.lua --steps 60 --out /tmp/gpu-profile >/tmp/gpu-profile.out 2>&1
+  local rc=$?
+  python3 - "$OUT/ncu.csv" <<'PY'
+import csv, collections, sys
+rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+by = collections.defaultdict(lambda: [0, 0.0])
+for r in rows:
+    if r.get("Metric Name") != "gpu__time_duration.sum":
+        continue
+    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(r.get("Metric Unit"), 1.0)
+    b = by[r["Kernel Name"][:90]]
+    b[0] += 1
+    b[1] += float(r["Metric Value"].replace(",", "")) * scale
+total = sum(v[1] for v in by.values())
+print(f"{sum(v[0] for v in by.values())} kernels timed, {total / 1e3:.1f} ms of kernel time in all")
+for name, (n, us) in sorted(by.items(), key=lambda kv: -kv[1][1])[:25]:
+    print(f"{us / 1e3:9.2f} ms {n:6d}x  {name}")
+PY
+  return $rc
+}
+
+# The CPU benchmarks on this machine's cores (16 on the lent ones): a core or more per worker,
+# beside the figures docs/performance.md gives for 2 cores. Workers unconfined (no --cpu-share).
+cpu() {
+  local rc=0
+  timeout -k 10 "$(cap 200)" build-gpu/bench_recovery 5 8 2>&1 | tee "$OUT/cpu.txt" || rc=1
+  timeout -k 10 "$(cap 300)" build-gpu/bench_skew --rounds 3 --no-cpu-share 2>&1 | tee -a "$OUT/cpu.txt" || rc=1
   return $rc
 }
 
@@ -129,7 +227,7 @@ table() {
 main() {
   local t0=$SECONDS
   echo "bench.sh: $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-  local want=" ${SAL_GPU_STEPS:-build nvidia-smi tests bench_moe_gpu torch bench_nccl train table} "
+  local want=" ${SAL_GPU_STEPS:-build nvidia-smi tests bench_moe_gpu torch bench_nccl table train cpu} "
   run_if() { [[ $want == *" $1 "* ]] && step "$@"; return 0; }
   run_if build build
   run_if nvidia-smi gpu_line
@@ -137,8 +235,10 @@ main() {
   run_if bench_moe_gpu ours
   run_if torch torch_peer
   run_if bench_nccl nccl
-  run_if train train
   run_if table table
+  run_if train train
+  run_if profile profile
+  run_if cpu cpu
   echo
   echo "bench.sh: $((SECONDS - t0)) s in all"
   printf '%s\n' "${SUMMARY[@]}"

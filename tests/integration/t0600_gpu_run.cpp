@@ -30,9 +30,9 @@ std::string write_gpu_job(const std::string& dir) {
   std::string data = fortunes;
   if (!std::filesystem::exists(fortunes))
     data = std::filesystem::exists("/tmp/deps" + fortunes) ? "/tmp/deps" + fortunes : docs_dir();
-  auto at = text.find(fortunes);
+  auto at = text.find('"' + fortunes + '"');  // data.path's value, not the comment that names the path
   REQUIRE(at != std::string::npos);
-  text.replace(at, fortunes.size(), data);
+  text.replace(at + 1, fortunes.size(), data);
   std::string path = dir + "/gpu_quickstart.lua";
   std::ofstream(path) << text;
   return path;
