@@ -41,16 +41,30 @@ double clip_scale(const OptimConfig& c, double global_norm) {
   return c.clip / global_norm;
 }
 
+// From the decayed slices alone, in order (they may touch or overlap): no per-float work. The
+// optimizers call this for every unit at every update; a mask of n floats per unit was a copy of
+// the whole model in bytes per update — 110 ms of the GPU worker's 130 ms step on gpu_quickstart
+// (160 M parameters), measured on an H200.
 std::vector<DecayRun> decay_runs(const Dims& d, UnitKind kind, size_t n) {
-  std::vector<char> decay(n, 0);
-  for (Slice s : decayed(d, kind)) std::fill(decay.begin() + long(s.offset), decay.begin() + long(s.offset + s.size), 1);
+  std::vector<Slice> slices = decayed(d, kind);
+  std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) { return a.offset < b.offset; });
   std::vector<DecayRun> out;
-  size_t start = 0;
-  for (size_t i = 1; i <= n; ++i) {
-    if (i < n && decay[i] == decay[start]) continue;
-    out.push_back({start, i, decay[start] != 0});
-    start = i;
+  auto add = [&out](size_t begin, size_t end, bool decay) {
+    if (begin >= end) return;
+    if (!out.empty() && out.back().end == begin && out.back().decay == decay)
+      out.back().end = end;
+    else
+      out.push_back({begin, end, decay});
+  };
+  size_t at = 0;
+  for (const Slice& s : slices) {
+    const size_t begin = std::min(std::max(size_t(s.offset), at), n);
+    const size_t end = std::min(size_t(s.offset + s.size), n);
+    add(at, begin, false);
+    add(begin, end, true);
+    at = std::max(at, end);
   }
+  add(at, n, false);
   return out;
 }
 

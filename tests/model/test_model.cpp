@@ -125,6 +125,38 @@ TEST_CASE("a tiny model learns a pattern: the loss falls") {
   CHECK(last < 0.5 * first);
 }
 
+TEST_CASE("decay runs cover every unit in order: the weight matrices decay, biases, norms and positions do not") {
+  Dims d = tiny();
+  Params p = Params::create(d, 3, Params::all_experts(d));
+  auto mask_of = [&d](UnitKind kind, size_t n) {
+    std::vector<char> m(n, 0);
+    auto mark = [&m](Slice s) { std::fill(m.begin() + long(s.offset), m.begin() + long(s.offset + s.size), 1); };
+    switch (kind) {
+      case UnitKind::embedding: mark(embedding_layout(d).tok); break;
+      case UnitKind::dense: mark(dense_layout(d).w_qkv), mark(dense_layout(d).w_o); break;
+      case UnitKind::gate: mark(gate_layout(d).w); break;
+      case UnitKind::expert: mark(expert_layout(d).w1), mark(expert_layout(d).w2); break;
+    }
+    return m;
+  };
+  for (const Unit* u : p.units()) {
+    CAPTURE(int(u->id.kind));
+    const size_t n = u->w.size();
+    const std::vector<char> want = mask_of(u->id.kind, n);
+    const std::vector<DecayRun> runs = decay_runs(d, u->id.kind, n);
+    REQUIRE(!runs.empty());
+    CHECK(runs.front().begin == 0);
+    CHECK(runs.back().end == n);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      CHECK(runs[i].begin < runs[i].end);
+      if (i > 0) CHECK(runs[i].begin == runs[i - 1].end);
+      if (i > 0) CHECK(runs[i].decay != runs[i - 1].decay);  // runs are maximal
+      for (size_t f = runs[i].begin; f < runs[i].end; ++f) REQUIRE(bool(want[f]) == runs[i].decay);
+    }
+  }
+  CHECK(decay_runs(d, UnitKind::expert, 0).empty());
+}
+
 TEST_CASE("the learning rate warms up linearly, then decays along a cosine to min_lr") {
   OptimConfig c;
   c.lr = 1.0, c.warmup = 10, c.total_steps = 110, c.min_lr_ratio = 0.1;
