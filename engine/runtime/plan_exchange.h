@@ -86,10 +86,10 @@ class PlanDeviceExchange final : public model::DeviceExchange {
   // the same ranks, whose calls take device pointers (direct). replicas[layer] = R[e][rank], the
   // replica units of each expert on each rank (as DistributedExchange takes it). p holds this
   // rank's experts; comm, device_plane and p must outlive the exchange. Expert GEMMs as
-  // LocalDeviceExchange: grouped when d % 8 == 0 (and mode allows), per expert otherwise.
+  // LocalDeviceExchange: per expert unless mode asks for grouped (and d % 8 == 0).
   PlanDeviceExchange(comm::Collectives& comm, comm::Collectives* device_plane, model::DeviceParams& p,
                      std::vector<Counts> replicas,
-                     kernels::cuda::GroupedGemmMode mode = kernels::cuda::GroupedGemmMode::grouped);
+                     kernels::cuda::GroupedGemmMode mode = kernels::cuda::GroupedGemmMode::per_group);
   // Waits for the stream (copies from the staging memory may be in flight).
   ~PlanDeviceExchange() override;
   PlanDeviceExchange(const PlanDeviceExchange&) = delete;
