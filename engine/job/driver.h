@@ -170,6 +170,7 @@ class Driver {
   StepRecord step_record() const;  // the committed step's metrics
   void committed(const StepRecord& r);
   void retry_fired();
+  void end_settle_if_cause_seen();
   void start_save();
   void check_savers();
   void finish_save(bool ok, const std::string& detail);

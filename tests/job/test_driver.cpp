@@ -211,6 +211,36 @@ TEST_CASE("running + vote(no): the step aborts everywhere, and a new plan follow
   CHECK(h.all<act::DecidePlan>().size() == 1);
 }
 
+TEST_CASE("planning after an abort: the pause ends as soon as a rank of the step is seen gone") {
+  Harness h;
+  h.start(workers({0, 1, 2, 3}));
+  h.asked.reset();
+  h.vote({0, 0}, 0, false, "all-to-all: connection closed by rank 3");  // the loss not seen yet
+  CHECK(h.armed(Timer::retry));
+  CHECK_FALSE(h.asked);
+  h.membership(workers({0, 1, 2, 3, 4}), 1);  // a join is not the cause: still waiting
+  CHECK_FALSE(h.asked);
+  h.membership(workers({0, 1, 2, 4}), 1);  // worker 3 seen gone, 2 ms in
+  REQUIRE(h.asked);
+  CHECK(h.asked->workers == 4);
+  bool cancelled = false;
+  for (const auto& a : h.all<act::CancelTimer>()) cancelled = cancelled || a.timer == Timer::retry;
+  CHECK(cancelled);
+  h.timer(Timer::retry, 48);  // a late firing of the cancelled pause asks nothing more
+  CHECK(h.all<act::DecidePlan>().empty());
+}
+
+TEST_CASE("running + lost after the membership already lacks it: the plan is asked with no pause") {
+  Harness h;
+  h.start(workers({0, 1, 2, 3}));
+  h.asked.reset();
+  h.membership(workers({0, 1, 2}));  // between a kill and the step's abort
+  h.lose(3);
+  CHECK(h.d.steps().aborted() == 1);
+  REQUIRE(h.asked);
+  CHECK(h.asked->workers == 3);
+}
+
 TEST_CASE("running + lost: a participant's loss aborts the step, a bystander's does not") {
   Harness h;
   h.start(workers({0, 1, 2, 3}));

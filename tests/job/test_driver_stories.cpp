@@ -21,11 +21,12 @@ Harness trained(uint64_t steps, DriverConfig cfg = small_job()) {
   return h;
 }
 
-// After a loss: the pause, a plan for the survivors, every rank ready. Returns the PlanUpdate.
+// After a loss: once it is seen (the membership without it), a plan for the survivors at once —
+// no pause — and every rank ready. Returns the PlanUpdate.
 wire::PlanUpdate recover(Harness& h, const std::vector<Participant>& survivors) {
-  h.membership(survivors);
+  h.asked.reset();
+  h.membership(survivors, 2);
   REQUIRE(h.armed(Timer::retry) == false);  // (armed by the abort, not by the membership change)
-  h.timer(Timer::retry, 50);
   REQUIRE(h.asked);
   CHECK(h.asked->workers == survivors.size());
   h.decide();
