@@ -268,13 +268,13 @@ Result<std::unique_ptr<ShmPlane>> ShmPlane::connect(int rank, int size, gloo::re
     plane->give_up();
     return fail(problem);
   }
-  // 3. wired up both ways with every peer before any rank uses the plane (notices heard meanwhile)
-  plane->listen_for_notices();
+  // 3. wire-up done before the plane is used
   try {
-    plane->confirm_wired(ms(timeout_ms));
+    plane->flush(ms(timeout_ms));
   } catch (const std::exception& e) {
-    return fail("shared memory: confirming the endpoints: ", e.what());
+    return fail("shared memory: ", e.what());
   }
+  plane->listen_for_notices();
   retire_old_workers();
   prepare_spare();
   return plane;
@@ -317,20 +317,21 @@ struct P2PHeader {
 
 }  // namespace
 
-// One byte to and from every peer, the sends synchronous: when it returns, every peer has taken
-// ours (its endpoint to us works) and we have taken theirs. Each rank progresses its worker while it
-// waits, so the peers' handshakes are answered; a peer that dies or gives up meanwhile fails it.
-void ShmPlane::confirm_wired(ms timeout) {
-  static const char one = 1;
-  std::vector<char> got(w_->eps.size(), 0);
-  std::vector<SendSpec> sends;
-  std::vector<RecvSpec> recvs;
-  for (int r = 0; r < int(w_->eps.size()); ++r) {
-    if (r == rank_) continue;
-    sends.push_back({r, &one, 1, 0});
-    recvs.push_back({r, &got[size_t(r)], 1, 0});
+// Completes every endpoint's wire-up now (each rank progresses its worker while it flushes, so the
+// peers' handshakes are answered): a message sent on an endpoint still wiring up waits in the
+// sender's queue for the sender's progress, and a rank that gives up on the epoch progresses no
+// more.
+void ShmPlane::flush(ms timeout) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Batch b;
+  for (size_t r = 0; r < w_->eps.size(); ++r) {
+    if (!w_->eps[r]) continue;
+    ucp_request_param_t p{};
+    void* req = ucp_ep_flush_nbx(w_->eps[r], &p);
+    if (UCS_PTR_IS_ERR(req)) abandon(b, "flushing the endpoint to rank " + std::to_string(r) + ": " + status_text(UCS_PTR_STATUS(req)));
+    if (req) b.push_back({req, nullptr, nullptr, int(r)});
   }
-  move(Kind::wired, sends, recvs, timeout, true);
+  wait(b, timeout);
 }
 
 // The standing receive of the peers' notices (any sender); reposted after each.
@@ -360,9 +361,7 @@ std::string ShmPlane::ended_text(int peer) const {
 }
 
 void ShmPlane::check_peers(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs) {
-  // every notice already in the queue (one progress call may leave some of a busy queue unread)
-  while (ucp_worker_progress(w_->worker) != 0) {
-  }
+  (void)ucp_worker_progress(w_->worker);  // a notice already in the queue
   for (const SendSpec& s : sends)
     if (ended(s.peer)) throw std::runtime_error(ended_text(s.peer));
   for (const RecvSpec& r : recvs)
@@ -415,11 +414,6 @@ void ShmPlane::post_send(Batch& b, Kind kind, const SendSpec& s, bool sync) {
 
 void ShmPlane::transfer(Kind kind, const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs,
                         ms timeout) {
-  move(kind, sends, recvs, timeout, false);
-}
-
-void ShmPlane::move(Kind kind, const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs, ms timeout,
-                    bool sync) {
   std::lock_guard<std::mutex> lock(mu_);
   Batch b;
   try {
@@ -427,7 +421,7 @@ void ShmPlane::move(Kind kind, const std::vector<SendSpec>& sends, const std::ve
     check_peers(sends, recvs);
     std::vector<size_t> received(recvs.size(), 0);
     for (size_t i = 0; i < recvs.size(); ++i) post_recv(b, kind, recvs[i], &received[i]);
-    for (const SendSpec& s : sends) post_send(b, kind, s, sync);
+    for (const SendSpec& s : sends) post_send(b, kind, s, false);
     wait(b, timeout);
   } catch (...) {
     send_notices();

@@ -29,13 +29,9 @@
 // its host identity, its pid and a UCX worker address; connect() uses the plane only if every rank
 // is on this host and has a worker — otherwise every rank gets null, and the caller connects Gloo.
 //
-// connect() returns only once every endpoint is wired up both ways: each rank sends every peer one
-// byte synchronously (complete once the peer has taken it) and takes one from each. A rank that
-// returned after wiring only its own side could abort or exit while a slower peer was still
-// attaching to its queue, failing that peer's connect instead of its first call. The next epoch's
-// worker is created in the background meanwhile. A plane's worker outlives it until this process
-// connects a newer epoch, so a slower peer can still attach to it (and learn from our notice that
-// we left).
+// Endpoints are flushed (their wire-up done) before the plane is used, and the next epoch's worker
+// is created in the background meanwhile. A plane's worker outlives it until this process connects
+// a newer epoch, so a slower peer can still attach to it (and learn from our notice that we left).
 // Every rank of an epoch uses the plane or none: the decision is the same for all, and a rank
 // that cannot reach a peer fails its connect (the peer is gone: the epoch is over).
 #pragma once
@@ -60,7 +56,7 @@ namespace sal::comm {
 class ShmPlane {
  public:
   // What a message is, in its tag (so rounds, point-to-point and notices never match each other).
-  enum class Kind : uint8_t { round = 1, p2p = 2, p2p_header = 3, notice = 4, wired = 5 };
+  enum class Kind : uint8_t { round = 1, p2p = 2, p2p_header = 3, notice = 4 };
 
   struct Worker;  // one epoch's UCX worker and endpoints (shm_plane.cpp)
 
@@ -103,10 +99,7 @@ class ShmPlane {
   static Result<std::unique_ptr<Worker>> take_worker();
   static void prepare_spare();
   static void retire_old_workers();  // destroys the workers of epochs left before this one
-  void confirm_wired(std::chrono::milliseconds timeout);
-  // transfer()'s body; `sync` sends complete only once the receiver has taken them.
-  void move(Kind kind, const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs,
-            std::chrono::milliseconds timeout, bool sync);
+  void flush(std::chrono::milliseconds timeout);
   void listen_for_notices();
   void post_recv(Batch& b, Kind kind, const RecvSpec& r, size_t* length);
   void post_send(Batch& b, Kind kind, const SendSpec& s, bool sync);

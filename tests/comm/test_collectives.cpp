@@ -366,10 +366,21 @@ TEST_CASE("collectives: size mismatches and op timeouts are errors on every rank
         rep.note("timeout_ms=" + fmt(ms));
       }
       // 4. abort() with no call in flight: this rank's next call fails at once and says why; the
-      //    peers' calls fail fast too (they see the connection close).
+      //    peers' calls fail fast too (they see the connection close). A rank whose call failed
+      //    ends its process at once here; a slower peer still attaching to it over shared memory
+      //    then fails its connect instead, naming that rank — as right, and as fast.
       {
-        auto c = connect(env, options(rank, 3, "mm-4"), rep, "mm4");
-        if (!c) return rep.text();
+        const int64_t c0 = mono_ns();
+        auto got = connect_gloo(options(rank, 3, "mm-4"), env.store);
+        if (!got) {
+          const double ms = double(mono_ns() - c0) / 1e6;
+          const std::string why = got.error().message();
+          rep.check(rank != 0 && g_shared_memory && why.find("shared memory to rank") != std::string::npos,
+                    "mm4: only a peer may fail to connect, to a rank that left: " + why);
+          rep.check(ms < 2000, "mm4: the failed connect is fast: " + fmt(ms) + " ms");
+          return rep.text();
+        }
+        auto c = std::move(*got);
         if (rank == 0) c->abort("drill");
         rep.check(c->aborted() == (rank == 0), "aborted() reports the abort");
         int64_t t0 = mono_ns();
