@@ -21,6 +21,7 @@
 #   nccl.txt     bench_nccl's output                  table.md    the final tables (also printed last)
 #   train.txt, train-metrics-{0,100}.csv   the training step (gpu_quickstart through salamander run)
 #   ncu.csv      the kernels' times (profile)         cpu.txt     bench_recovery and bench_skew
+#   gpu_recovery.txt   a GPU worker's recovery from a node's loss, split into its parts
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/sal-bench}
@@ -211,6 +212,12 @@ PY
   return $rc
 }
 
+# Recovery of GPU workers: bench_recovery with 4 nodes whose workers all share GPU 0 (Gloo with host
+# staging), one SIGKILLed at a time down to 2, the recovery split into its parts (gpu_recovery.txt).
+gpu_recovery() {
+  timeout -k 10 "$(cap 180)" build-gpu/bench_recovery 2 4 --devices cuda:0 2>&1 | tee "$OUT/gpu_recovery.txt"
+}
+
 # The CPU benchmarks on this machine's cores (16 on the lent ones): a core or more per worker,
 # beside the figures docs/performance.md gives for 2 cores. Workers unconfined (no --cpu-share).
 cpu() {
@@ -227,7 +234,7 @@ table() {
 main() {
   local t0=$SECONDS
   echo "bench.sh: $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-  local want=" ${SAL_GPU_STEPS:-build nvidia-smi tests bench_moe_gpu torch bench_nccl table train cpu} "
+  local want=" ${SAL_GPU_STEPS:-build nvidia-smi tests bench_moe_gpu torch bench_nccl table train profile gpu_recovery cpu} "
   run_if() { [[ $want == *" $1 "* ]] && step "$@"; return 0; }
   run_if build build
   run_if nvidia-smi gpu_line
@@ -238,6 +245,7 @@ main() {
   run_if table table
   run_if train train
   run_if profile profile
+  run_if gpu_recovery gpu_recovery
   run_if cpu cpu
   echo
   echo "bench.sh: $((SECONDS - t0)) s in all"

@@ -9,7 +9,7 @@
 // controller's events (CLOCK_MONOTONIC, shared with this process):
 //   detection  kill -> node_dead
 //   planning   node_dead -> the last `plan` decided before training resumed (the in-flight step's
-//              abort, a 50 ms settle, allocation + placement over the survivors)
+//              abort, at most a 50 ms pause until the lost rank is seen, allocation + placement)
 //   connect    the slowest worker's rendezvous and Gloo context for the new plan
 //   migrate    the slowest worker's unit transfers
 //   switch     plan -> plan_applied (connect and migrate included, and the messages between)
@@ -21,7 +21,11 @@
 // on 2 cores): every worker then runs at the same slow speed, as on a cluster of small dedicated
 // cores, instead of the survivors speeding up as workers die.
 //
-// usage: bench_recovery [meshes = 3] [nodes = 8] [--cpu-share F]
+// --devices SPEC gives every agent that worker device instead of cpu:1: `--devices cuda:0` puts all
+// the workers on GPU 0 (they share it over Gloo with host staging, docs/gpu.md), for the recovery
+// of GPU workers split the same way.
+//
+// usage: bench_recovery [meshes = 3] [nodes = 8] [--cpu-share F] [--devices SPEC]
 #include <signal.h>
 
 #include <algorithm>
@@ -41,10 +45,11 @@ struct Trial {
   double detection = 0, planning = 0, connect = 0, migrate = 0, sw = 0, resume = 0, total = 0;
 };
 
-MeshOptions options(int nodes, double cpu_share) {
+MeshOptions options(int nodes, double cpu_share, const std::string& devices) {
   MeshOptions o;
   o.agents = nodes;
   o.cpu_share = cpu_share;
+  o.devices = devices;
   o.steps = 1'000'000'000;
   o.model = "model = { layers = 2, d_model = 64, heads = 4, experts = 8, top_k = 2, seq_len = 32 },";
   o.train = "batch = 16, rebalance_every = 0";
@@ -110,8 +115,8 @@ int64_t last_seq(TestMesh& m) {
   return s;
 }
 
-void run_mesh(int nodes, double cpu_share, std::vector<Trial>& trials) {
-  TestMesh m(options(nodes, cpu_share));
+void run_mesh(int nodes, double cpu_share, const std::string& devices, std::vector<Trial>& trials) {
+  TestMesh m(options(nodes, cpu_share, devices));
   m.start();
   // training runs with every node in the plan (the first plan may start before the last workers are ready)
   auto all_in = [&] { return m.eval_json("return #job.training().ranks").get<int>() == nodes; };
@@ -135,16 +140,21 @@ void run_mesh(int nodes, double cpu_share, std::vector<Trial>& trials) {
 int main(int argc, char** argv) {
   std::vector<std::string> positional;
   double cpu_share = 0;
+  std::string devices = "cpu:1";
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--cpu-share" && i + 1 < argc)
       cpu_share = std::atof(argv[++i]);
+    else if (std::string(argv[i]) == "--devices" && i + 1 < argc)
+      devices = argv[++i];
+    else if (argv[i][0] == '-')
+      positional.assign(1, "0");  // an unknown option, or one without its value: the usage below
     else
       positional.push_back(argv[i]);
   }
   int meshes = positional.size() > 0 ? std::atoi(positional[0].c_str()) : 3;
   int nodes = positional.size() > 1 ? std::atoi(positional[1].c_str()) : 8;
   if (meshes < 1 || nodes < 2 || cpu_share < 0) {
-    std::fprintf(stderr, "usage: bench_recovery [meshes >= 1] [nodes >= 2] [--cpu-share F]\n");
+    std::fprintf(stderr, "usage: bench_recovery [meshes >= 1] [nodes >= 2] [--cpu-share F] [--devices SPEC]\n");
     return 2;
   }
   std::string confined = "workers unconfined";
@@ -163,15 +173,15 @@ int main(int argc, char** argv) {
     }
   };
   try {
-    for (int i = 0; i < meshes; ++i) run_mesh(nodes, cpu_share, trials);
+    for (int i = 0; i < meshes; ++i) run_mesh(nodes, cpu_share, devices, trials);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_recovery: %s\n", e.what());
     prune();
     return 1;
   }
   prune();
-  std::printf("recovery from a SIGKILLed node: %d meshes of %d CPU workers, one node killed at a time down to %d,"
-              " %zu trials; %s\n\n", meshes, nodes, nodes - nodes / 2, trials.size(), confined.c_str());
+  std::printf("recovery from a SIGKILLed node: %d meshes of %d workers on %s, one node killed at a time down to %d,"
+              " %zu trials; %s\n\n", meshes, nodes, devices.c_str(), nodes - nodes / 2, trials.size(), confined.c_str());
   const Parts<Trial> parts = {
       {"detection (kill -> node_dead)", &Trial::detection},
       {"planning (node_dead -> plan)", &Trial::planning},

@@ -31,6 +31,7 @@ struct MeshOptions {
   std::string train = "batch = 8";  // more train keys (steps is set from `steps`)
   std::string extra;  // more job-file text inside the returned table
   double cpu_share = 0;  // > 0: agents run with --cpu-share (benchmarks' fair measurement)
+  std::string devices = "cpu:1";  // each agent's --devices (one worker)
   std::string log_level = "debug";  // the controller's
 };
 
