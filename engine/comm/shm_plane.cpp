@@ -36,6 +36,8 @@ constexpr std::pair<const char*, const char*> kSettings[] = {
     {"TLS", "posix,self"}, {"RNDV_THRESH", "inf"}, {"MM_FIFO_SIZE", "256"}};
 // After an error, how long cancelled receives get to complete before they are abandoned.
 constexpr auto kCancelGrace = ms(50);
+// While a send is pending, the longest a wait sleeps before progressing the worker again.
+constexpr auto kSendPoll = ms(1);
 constexpr const char* kRecordMagic = "SALSHM1";
 
 // Tag: kind (8 bits) | sender rank (16 bits) | unused (8 bits) | the caller's tag (32 bits).
@@ -429,44 +431,55 @@ void ShmPlane::transfer(Kind kind, const std::vector<SendSpec>& sends, const std
   }
 }
 
-// Headers first: each receive's payload is posted only once its header agrees, and payloads are
-// sent synchronously — so on a mismatch the receiver names it and never takes the payload, and the
-// sender's send fails once the receiver has given up (as on Gloo).
+// Headers first, then a "ready" from each receiver, then the payloads: a receiver whose header
+// agrees posts the payload's receive and only then tells the sender to go, so every payload lands
+// in a posted receive. Sent at once, as it once was, a payload arrived before its receive and UCX
+// held it as unexpected data while the receiver still waited for other ranks' headers; with 16
+// ranks each moving 25-50 MB at once that stalled the exchange until its timeout. On a mismatch the
+// receiver names both sizes and never says ready; its notice fails the sender's wait for it.
 void ShmPlane::exchange(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs, ms timeout) {
   std::lock_guard<std::mutex> lock(mu_);
-  Batch headers, rest;
+  Batch headers, ready, rest;
+  static const char go = 1;
   try {
     if (interrupted_) throw std::runtime_error("interrupted");
     check_peers(sends, recvs);
     std::vector<P2PHeader> in(recvs.size()), out(sends.size());
-    std::vector<RecvSpec> in_specs;
-    std::vector<SendSpec> out_specs;
-    for (size_t i = 0; i < recvs.size(); ++i) in_specs.push_back({recvs[i].peer, &in[i], sizeof(P2PHeader), recvs[i].tag});
+    std::vector<RecvSpec> in_specs, ready_in;
+    std::vector<SendSpec> out_specs, ready_out;
+    std::vector<char> ready_buf(sends.size(), 0);
+    for (size_t i = 0; i < recvs.size(); ++i) {
+      in_specs.push_back({recvs[i].peer, &in[i], sizeof(P2PHeader), recvs[i].tag});
+      ready_out.push_back({recvs[i].peer, &go, 1, recvs[i].tag});
+    }
     for (size_t i = 0; i < sends.size(); ++i) {
       out[i].tag = sends[i].tag;
       out[i].bytes = sends[i].bytes;
       out_specs.push_back({sends[i].peer, &out[i], sizeof(P2PHeader), sends[i].tag});
+      ready_in.push_back({sends[i].peer, &ready_buf[i], 1, sends[i].tag});
     }
-    std::vector<size_t> header_len(recvs.size(), 0), received(recvs.size(), 0);
+    std::vector<size_t> header_len(recvs.size(), 0), ready_len(sends.size(), 0), received(recvs.size(), 0);
     for (size_t i = 0; i < recvs.size(); ++i) post_recv(headers, Kind::p2p_header, in_specs[i], &header_len[i]);
-    for (size_t i = 0; i < sends.size(); ++i) {
-      post_send(rest, Kind::p2p_header, out_specs[i], false);
-      post_send(rest, Kind::p2p, sends[i], true);
-    }
+    for (size_t i = 0; i < sends.size(); ++i) post_recv(ready, Kind::p2p_ready, ready_in[i], &ready_len[i]);
+    for (size_t i = 0; i < sends.size(); ++i) post_send(rest, Kind::p2p_header, out_specs[i], false);
     try {
       wait(headers, timeout);
+      for (size_t i = 0; i < recvs.size(); ++i) {
+        const P2PHeader& h = in[i];
+        if (h.magic != P2PHeader{}.magic || h.tag != recvs[i].tag || h.bytes != recvs[i].bytes)
+          abandon(headers, "rank " + std::to_string(recvs[i].peer) + " sent " + std::to_string(h.bytes) +
+                               " bytes with tag " + std::to_string(h.tag) + ", expected " +
+                               std::to_string(recvs[i].bytes) + " bytes with tag " + std::to_string(recvs[i].tag));
+        post_recv(rest, Kind::p2p, recvs[i], &received[i]);
+        post_send(rest, Kind::p2p_ready, ready_out[i], false);
+      }
+      wait(ready, timeout);
     } catch (...) {
+      cancel(ready);
       cancel(rest);
       throw;
     }
-    for (size_t i = 0; i < recvs.size(); ++i) {
-      const P2PHeader& h = in[i];
-      if (h.magic != P2PHeader{}.magic || h.tag != recvs[i].tag || h.bytes != recvs[i].bytes)
-        abandon(rest, "rank " + std::to_string(recvs[i].peer) + " sent " + std::to_string(h.bytes) + " bytes with tag " +
-                          std::to_string(h.tag) + ", expected " + std::to_string(recvs[i].bytes) + " bytes with tag " +
-                          std::to_string(recvs[i].tag));
-      post_recv(rest, Kind::p2p, recvs[i], &received[i]);
-    }
+    for (const SendSpec& s : sends) post_send(rest, Kind::p2p, s, false);
     wait(rest, timeout);
   } catch (...) {
     send_notices();
@@ -531,7 +544,11 @@ void ShmPlane::wait(Batch& b, ms timeout) {
     for (const Pending& p : b)
       if (p.peer >= 0 && pidfds_[size_t(p.peer)] >= 0 && std::find(rank_of.begin(), rank_of.end(), p.peer) == rank_of.end())
         fds.push_back({pidfds_[size_t(p.peer)], POLLIN, 0}), rank_of.push_back(p.peer);
-    const int n = ::poll(fds.data(), nfds_t(fds.size()), int(std::min<int64_t>(left, INT_MAX)));
+    // A send that waits for room in a peer's queue moves on only through our own progress, and UCX
+    // wakes the worker for arrivals, not for room: while a send is pending, look again soon.
+    const bool sending = std::any_of(b.begin(), b.end(), [](const Pending& p) { return p.recv == nullptr; });
+    const int64_t sleep_ms = std::min<int64_t>(left, sending ? kSendPoll.count() : INT_MAX);
+    const int n = ::poll(fds.data(), nfds_t(fds.size()), int(sleep_ms));
     if (n < 0 && errno != EINTR) abandon(b, std::string("poll: ") + std::strerror(errno));
   }
 }

@@ -56,7 +56,7 @@ namespace sal::comm {
 class ShmPlane {
  public:
   // What a message is, in its tag (so rounds, point-to-point and notices never match each other).
-  enum class Kind : uint8_t { round = 1, p2p = 2, p2p_header = 3, notice = 4 };
+  enum class Kind : uint8_t { round = 1, p2p = 2, p2p_header = 3, notice = 4, p2p_ready = 5 };
 
   struct Worker;  // one epoch's UCX worker and endpoints (shm_plane.cpp)
 

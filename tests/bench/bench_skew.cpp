@@ -81,7 +81,9 @@ std::string job_text(const Setup& s, const std::string& alloc, const std::string
     << ", top_k = " << s.top_k << ", seq_len = 64, skew = " << s.skew << ", hot_experts = " << s.hot << " },\n"
     << "  data = { path = '" << docs_dir() << "' },\n"
     << "  train = { steps = " << s.steps << ", batch = " << s.batch << ", rebalance_every = 10 },\n"
-    << "  mesh = { nodes = " << s.nodes << " },\n"
+    // a worker confined to a tenth of a CPU can be throttled past the default 300 ms liveness
+    // window while it moves units (seen: one stopped as unresponsive): a 1 s window
+    << "  mesh = { nodes = " << s.nodes << ", heartbeat_ms = 100, miss_limit = 10 },\n"
     << "  policies = { allocation = '" << alloc << "', placement = '" << place << "', slots = " << s.slots
     << ", min_replicas = " << s.min_replicas << " },\n}\n";
   return o.str();
