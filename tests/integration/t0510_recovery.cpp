@@ -126,7 +126,7 @@ TEST_CASE("t0514-freeze-and-drain: a frozen node is declared dead and rejoins, a
   std::string job = write_job(dir, 4);
   auto j = run_json({bin(), "run", job, "--drill", drill("freeze_drain.lua"), "--json", "--out", dir + "/run"},
                     dir + "/run.out", 90000);
-  CHECK(j["steps"] == 150);
+  CHECK(j["steps"] == 400);
   CHECK(j["lost_steps"] == 0);
   for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
   std::map<std::string, int> kinds;
