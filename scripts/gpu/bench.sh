@@ -68,20 +68,17 @@ build() {
 }
 
 # A build packed here by scripts/gpu/pack.sh (.gpu/build-gpu): unpack the .debs for the libraries
-# the programs load, put the packed tree at build-gpu/, and make the checkout's path it was built in
+# the programs load (deps.sh, as build.sh does), put the packed tree at build-gpu/, and make the checkout's path it was built in
 # (the programs and CTest name it) lead to this checkout.
 prebuilt() {
-  local deps=${SAL_DEPS:-/tmp/deps} origin
+  local origin
   origin=$(cat .gpu/build-gpu/ORIGIN)
-  if [ ! -d "$deps/usr" ]; then
-    for f in .gpu/debs/*.deb; do dpkg -x "$f" "$deps"; done
-  fi
+  . scripts/gpu/deps.sh
   rm -rf build-gpu && cp -a .gpu/build-gpu build-gpu
   if [ "$(readlink -f "$origin")" != "$(readlink -f "$PWD")" ]; then
     [ -e "$origin" ] && { echo "prebuilt: $origin exists here and is not this checkout"; return 1; }
     mkdir -p "$(dirname "$origin")" && ln -s "$PWD" "$origin"
   fi
-  LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib/x86_64-linux-gnu/openblas-pthread:$deps/lib/x86_64-linux-gnu:$deps/usr/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
   # NCCL: CUDA's lib64 where it is there, else the copy PyTorch's wheels bring.
   if [ ! -e /usr/local/cuda/lib64/libnccl.so.2 ]; then
     LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)

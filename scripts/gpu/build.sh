@@ -5,14 +5,7 @@
 # machine keeps build-gpu/ between calls. Source it (`. scripts/gpu/build.sh`) so LD_LIBRARY_PATH
 # stays set for what runs next.
 set -euo pipefail
-DEPS=${SAL_DEPS:-/tmp/deps}
-if [ ! -d $DEPS/usr ]; then
-  for f in .gpu/debs/*.deb; do dpkg -x "$f" $DEPS; done
-  # Two configs name absolute /usr paths (Gloo's imported library, OpenBLAS's include and library).
-  sed -i "s#\"/usr/#\"$DEPS/usr/#g" $DEPS/usr/share/cmake/Gloo/GlooTargets-*.cmake
-  sed -i "s# /usr/# $DEPS/usr/#g" $DEPS/usr/lib/x86_64-linux-gnu/openblas-pthread/cmake/openblas/OpenBLASConfig.cmake
-fi
-export LD_LIBRARY_PATH=$DEPS/usr/lib/x86_64-linux-gnu:$DEPS/usr/lib/x86_64-linux-gnu/openblas-pthread:$DEPS/lib/x86_64-linux-gnu:$DEPS/usr/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+. scripts/gpu/deps.sh
 if [ ! -f build-gpu/build.ninja ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCMAKE_PREFIX_PATH=$DEPS/usr -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu \
