@@ -54,9 +54,9 @@ model::Unit* host_unit(model::Params& p, const model::UnitId& id) {
 class GpuCompute final : public DeviceCompute {
  public:
   GpuCompute(std::unique_ptr<kc::Context> ctx, std::unique_ptr<model::PinnedSnapshot> snapshot, std::string name,
-             std::string key, const DeviceOptions& options)
+             std::string key, const DeviceOptions& options, kc::GroupedGemmMode gemm_mode)
       : ctx_(std::move(ctx)), snapshot_(std::move(snapshot)), name_(std::move(name)), key_(std::move(key)),
-        optim_(options.optim), snapshots_(options.snapshots) {}
+        optim_(options.optim), snapshots_(options.snapshots), gemm_mode_(gemm_mode) {}
   // The worker may drop its Trainer on another thread than the training one: make this GPU current.
   ~GpuCompute() override {
     (void)cudaSetDevice(ctx_->device());
@@ -83,7 +83,7 @@ class GpuCompute final : public DeviceCompute {
     }
     params_ = std::move(*p);
     model_ = std::make_unique<model::MoeGptCuda>(*params_);
-    exchange_ = std::make_unique<model::LocalDeviceExchange>(*params_);
+    exchange_ = std::make_unique<model::LocalDeviceExchange>(*params_, gemm_mode_);
     comm_ = nullptr;
     replicas_.clear();
     optimizer_ = std::make_unique<model::OptimizerCuda>(*params_, optim_);
@@ -110,7 +110,7 @@ class GpuCompute final : public DeviceCompute {
     if (plan.comm && (plan.device_prefix.empty() || !plan.reuse_device_plane)) drop_device_plane();
     if (!params_) return plan.comm ? fail(name_, ": no parameters on the device to plan for") : Status{};
     if (!plan.comm || plan.comm->size() <= 1) {
-      exchange_ = std::make_unique<model::LocalDeviceExchange>(*params_);
+      exchange_ = std::make_unique<model::LocalDeviceExchange>(*params_, gemm_mode_);
       return {};
     }
     comm::Collectives* device_plane = nullptr;
@@ -118,7 +118,7 @@ class GpuCompute final : public DeviceCompute {
       SAL_TRY(plan.reuse_device_plane ? keep_device_plane(plan) : connect_device_plane(plan));
       device_plane = nccl_.get();
     }
-    auto ex = std::make_unique<PlanDeviceExchange>(*plan.comm, device_plane, *params_, plan.replicas);
+    auto ex = std::make_unique<PlanDeviceExchange>(*plan.comm, device_plane, *params_, plan.replicas, gemm_mode_);
     ex->before_alltoall = plan.before_alltoall;
     exchange_ = std::move(ex);
     sync_ = std::make_unique<PlanGradientSync>(*params_, device_plane);
@@ -281,6 +281,7 @@ class GpuCompute final : public DeviceCompute {
   std::string key_;  // the GPU's UUID; empty with SAL_DEVICE_PLANE=host
   model::OptimConfig optim_;
   bool snapshots_;  // the job takes snapshots: reserve their pinned memory at every load
+  kc::GroupedGemmMode gemm_mode_;  // how the expert MLPs issue their GEMMs (SAL_EXPERT_GEMM)
   std::unique_ptr<model::DeviceParams> params_;
   std::unique_ptr<model::MoeGptCuda> model_;
   std::unique_ptr<model::DeviceExchange> exchange_;  // local, or staged over comm_
@@ -295,12 +296,39 @@ class GpuCompute final : public DeviceCompute {
 
 // SAL_DEVICE_PLANE: "auto" (the default) lets a plan whose ranks all have a GPU of their own use
 // NCCL; "host" keeps every plan on the host data plane (Gloo with staging).
+const char* mode_name(kc::GroupedGemmMode m) {
+  switch (m) {
+    case kc::GroupedGemmMode::fused: return "fused (cuBLASLt epilogues)";
+    case kc::GroupedGemmMode::per_group: return "one cublasGemmEx per expert";
+    case kc::GroupedGemmMode::grouped: return "grouped (cublasGemmGroupedBatchedEx)";
+  }
+  return "?";
+}
+
 Result<bool> device_plane_allowed() {
   const char* v = std::getenv("SAL_DEVICE_PLANE");
   std::string s = v ? v : "";
   if (s.empty() || s == "auto") return true;
   if (s == "host") return false;
   return fail("SAL_DEVICE_PLANE='", s, "': expected 'auto' (NCCL between GPUs of their own) or 'host' (Gloo only)");
+}
+
+// SAL_EXPERT_GEMM: how the expert MLPs issue their GEMMs (grouped_gemm.h). "auto" (the default):
+// fused epilogues (cuBLASLt) where kc::check_fused_mode passes on this device, else one cublasGemmEx
+// per expert; "fused", "per_expert" or "grouped" force one (benchmarks compare them).
+Result<kc::GroupedGemmMode> expert_gemm_mode(const kc::Context& ctx, const std::string& name) {
+  const char* v = std::getenv("SAL_EXPERT_GEMM");
+  const std::string s = v ? v : "";
+  if (s == "fused") return kc::GroupedGemmMode::fused;
+  if (s == "per_expert") return kc::GroupedGemmMode::per_group;
+  if (s == "grouped") return kc::GroupedGemmMode::grouped;
+  if (!s.empty() && s != "auto")
+    return fail("SAL_EXPERT_GEMM='", s, "': expected 'auto', 'fused', 'per_expert' or 'grouped'");
+  if (kc::Status st = kc::check_fused_mode(ctx); !st.ok()) {
+    spdlog::warn("{}: expert GEMMs one per expert, without fused epilogues: {}", name, st.what());
+    return kc::GroupedGemmMode::per_group;
+  }
+  return kc::GroupedGemmMode::fused;
 }
 
 }  // namespace
@@ -319,9 +347,11 @@ Result<std::unique_ptr<DeviceCompute>> make_gpu_compute(int ordinal, const Devic
   auto allowed = device_plane_allowed();
   if (!allowed) return allowed.error().with_context(name);
   std::string key = *allowed ? kc::device_uuid(ordinal) : "";
-  spdlog::info("{}: {}", name, kc::describe(ordinal));
+  auto mode = expert_gemm_mode(*ctx, name);
+  if (!mode) return mode.error().with_context(name);
+  spdlog::info("{}: {}; expert GEMMs {}", name, kc::describe(ordinal), mode_name(*mode));
   return std::unique_ptr<DeviceCompute>(
-      new GpuCompute(std::move(ctx), std::move(*snapshot), name, std::move(key), options));
+      new GpuCompute(std::move(ctx), std::move(*snapshot), name, std::move(key), options, *mode));
 }
 
 }  // namespace sal::runtime

@@ -86,7 +86,7 @@ class PlanDeviceExchange final : public model::DeviceExchange {
   // the same ranks, whose calls take device pointers (direct). replicas[layer] = R[e][rank], the
   // replica units of each expert on each rank (as DistributedExchange takes it). p holds this
   // rank's experts; comm, device_plane and p must outlive the exchange. Expert GEMMs as
-  // LocalDeviceExchange: per expert unless mode asks for grouped (and d % 8 == 0).
+  // LocalDeviceExchange: as `mode` says (grouped and fused when d % 8 == 0, per expert otherwise).
   PlanDeviceExchange(comm::Collectives& comm, comm::Collectives* device_plane, model::DeviceParams& p,
                      std::vector<Counts> replicas,
                      kernels::cuda::GroupedGemmMode mode = kernels::cuda::GroupedGemmMode::per_group);

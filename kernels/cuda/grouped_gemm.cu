@@ -11,17 +11,24 @@
 // per-expert epilogue, per chunk. An epilogue learns its experts' row ranges and bias pointers from
 // a table passed by value (__grid_constant__, so indexing it needs no local copy): no host-to-device
 // copy, nothing that could make the host wait.
+//
+// Fused mode issues per-expert cuBLASLt products whose epilogues do the bias/GELU work
+// (gemm_lt.h); its pre-activations are bf16 in saved.h's storage. check_fused_mode (at the end)
+// runs a small problem in fused and per_group modes and compares them.
 #include "kernels/cuda/grouped_gemm.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/buffer.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_lt.h"
 
 namespace sal::kernels::cuda {
 namespace {
@@ -86,9 +93,10 @@ __global__ void widen_kernel(const Bf16* __restrict__ x, float* __restrict__ y, 
   SAL_GRID_STRIDE(i, n) y[i] = __bfloat162float(x[i]);
 }
 
-// a = bf16(gelu(h))
-__global__ void gelu_bf16_kernel(const float* __restrict__ h, Bf16* __restrict__ a, size_t n) {
-  SAL_GRID_STRIDE(i, n) a[i] = __float2bfloat16_rn(gelu(h[i]));
+// a = bf16(gelu(h)), h fp32 (per_group, grouped) or bf16 (fused).
+template <class T>
+__global__ void gelu_bf16_kernel(const T* __restrict__ h, Bf16* __restrict__ a, size_t n) {
+  SAL_GRID_STRIDE(i, n) a[i] = __float2bfloat16_rn(gelu(load(h + i)));
 }
 
 // g holds da on entry and dh = da * gelu'(h) on exit (each element read, then written, by one thread).
@@ -195,7 +203,7 @@ struct Plan {
 Status make_plan(const char* fn, GroupedGemmMode mode, int G, const int* rows, int d, const ExpertParams* experts,
                  const ExpertSaved& saved, void* scratch, size_t scratch_bytes, Plan* plan) {
   const std::string f(fn);
-  if (mode != GroupedGemmMode::grouped && mode != GroupedGemmMode::per_group)
+  if (mode != GroupedGemmMode::grouped && mode != GroupedGemmMode::per_group && mode != GroupedGemmMode::fused)
     return invalid_argument(f + ": unknown mode " + std::to_string(int(mode)));
   if (G < 0) return invalid_argument(f + ": G " + std::to_string(G) + " < 0");
   if (d < 1 || d > kMaxWidth) return invalid_argument(f + ": d " + std::to_string(d) + " out of [1, 2^22]");
@@ -223,13 +231,15 @@ Status make_plan(const char* fn, GroupedGemmMode mode, int G, const int* rows, i
     if (!e.w1 || !e.b1 || !e.w2 || !e.b2)
       return invalid_argument(f + ": expert " + std::to_string(g) + " has a null weight or bias");
   }
-  if (mode == GroupedGemmMode::grouped) {
-    // Every operand pointer of the grouped call is a 16-byte-aligned base plus whole rows of d or
-    // 4d bf16 elements: 16-byte aligned iff d % 8 == 0.
+  if (mode != GroupedGemmMode::per_group) {
+    // Every operand pointer of the grouped call (and of the fused products, their aux and output)
+    // is a 16-byte-aligned base plus whole rows of d or 4d bf16 elements: 16-byte aligned iff
+    // d % 8 == 0.
     if (d % 8 != 0)
-      return invalid_argument(f + ": grouped mode needs d % 8 == 0 (d " + std::to_string(d) + "); use per_group");
-    if (!aligned16(saved.x) || !aligned16(scratch))
-      return invalid_argument(f + ": saved.x and scratch must be 16-byte aligned");
+      return invalid_argument(f + ": " + (mode == GroupedGemmMode::fused ? "fused" : "grouped") +
+                              " mode needs d % 8 == 0 (d " + std::to_string(d) + "); use per_group");
+    if (!aligned16(saved.x) || !aligned16(saved.h) || !aligned16(scratch))
+      return invalid_argument(f + ": saved.x, saved.h and scratch must be 16-byte aligned");
     for (int g : plan->active)
       if (!aligned16(experts[g].w1) || !aligned16(experts[g].w2))
         return invalid_argument(f + ": expert " + std::to_string(g) + "'s bf16 weights must be 16-byte aligned");
@@ -313,6 +323,63 @@ Status column_sums(const Context& ctx, const Plan& plan, const int* rows, const 
   return {};
 }
 
+// The pre-activations in fused mode: bf16, in the first half of saved.h's storage.
+Bf16* fused_h(const ExpertSaved& saved) { return reinterpret_cast<Bf16*>(saved.h); }
+
+// Fused forward: per expert, wide = gelu(x W1 + b1) with the pre-activations kept (one cuBLASLt
+// product), then out = a W2 + b2 straight into the fp32 output (another).
+Status fused_forward(const Context& ctx, const Plan& plan, const int* rows, int d, const ExpertParams* experts,
+                     float* out, const ExpertSaved& saved) {
+  const int F = 4 * d;
+  Bf16* h = fused_h(saved);
+  for (int g : plan.active) {
+    const size_t r = size_t(plan.begin[g]);
+    const LtProduct up{false, false, rows[g], F, d, saved.x + r * d, d, experts[g].w1, F};
+    SAL_CUDA_TRY(gemm_lt_gelu_aux_bias(ctx, up, experts[g].b1, h + r * F, F, plan.wide + r * F, F));
+  }
+  for (int g : plan.active) {
+    const size_t r = size_t(plan.begin[g]);
+    const LtProduct down{false, false, rows[g], d, F, plan.wide + r * F, F, experts[g].w2, d};
+    SAL_CUDA_TRY(gemm_lt_bias_f32(ctx, down, experts[g].b2, out + r * d, d));
+  }
+  return {};
+}
+
+// db1 += colsum(dh), dW1 += x^T dh, with dh in plan.wide (every mode).
+Status up_grads(const Context& ctx, const Plan& plan, const int* rows, int d, const ExpertSaved& saved,
+                const ExpertGrads* grads) {
+  const int F = 4 * d;
+  SAL_CUDA_TRY(column_sums(ctx, plan, rows, static_cast<const Bf16*>(plan.wide), F,
+                           [&](int g) { return grads[g].b1; }));
+  for (int g : plan.active) {
+    const size_t r = size_t(plan.begin[g]);
+    SAL_CUDA_TRY(gemm_ld(ctx, true, false, d, F, rows[g], 1.0f, saved.x + r * d, d, plan.wide + r * F, F, 1.0f,
+                         grads[g].w1, F));
+  }
+  return {};
+}
+
+// Fused backward, after wide = gelu(h), narrow = bf16(dout) and dW2, db2: per expert
+// dh = (dout W2^T) * gelu'(h) in one cuBLASLt product; db1 and dW1; then dx = dh W1^T written
+// fp32 by the product itself (no widening pass).
+Status fused_backward(const Context& ctx, const Plan& plan, const int* rows, int d, const ExpertParams* experts,
+                      const ExpertSaved& saved, float* dx, const ExpertGrads* grads) {
+  const int F = 4 * d;
+  const Bf16* h = fused_h(saved);
+  for (int g : plan.active) {
+    const size_t r = size_t(plan.begin[g]);
+    const LtProduct back{false, true, rows[g], F, d, plan.narrow + r * d, d, experts[g].w2, d};
+    SAL_CUDA_TRY(gemm_lt_dgelu(ctx, back, h + r * F, F, plan.wide + r * F, F));
+  }
+  SAL_CUDA_TRY(up_grads(ctx, plan, rows, d, saved, grads));
+  for (int g : plan.active) {
+    const size_t r = size_t(plan.begin[g]);
+    SAL_CUDA_TRY(gemm_ld(ctx, false, true, rows[g], d, F, 1.0f, plan.wide + r * F, F, experts[g].w1, F, 0.0f,
+                         dx + r * d, d));
+  }
+  return {};
+}
+
 }  // namespace
 
 size_t expert_mlp_scratch_bytes(int total_rows, int d) {
@@ -334,6 +401,7 @@ Status expert_mlp_forward(const Context& ctx, GroupedGemmMode mode, int G, const
   // x -> bf16 (kept for dW1 in the backward).
   round_bf16_kernel<<<grid_for(ctx, R * d), kThreads, 0, ctx.stream()>>>(x, saved.x, R * d);
   SAL_CUDA_TRY(launch_status("round_bf16_kernel"));
+  if (mode == GroupedGemmMode::fused) return fused_forward(ctx, plan, rows, d, experts, out, saved);
 
   // wide = x W1 (per expert: [m,d] x [d,F]).
   std::vector<Product> ps;
@@ -386,7 +454,10 @@ Status expert_mlp_backward(const Context& ctx, GroupedGemmMode mode, int G, cons
   const size_t R = size_t(plan.R);
 
   // wide = gelu(h) (recomputed rather than kept), narrow = bf16(dout).
-  gelu_bf16_kernel<<<grid_for(ctx, R * F), kThreads, 0, ctx.stream()>>>(saved.h, plan.wide, R * F);
+  if (mode == GroupedGemmMode::fused)
+    gelu_bf16_kernel<<<grid_for(ctx, R * F), kThreads, 0, ctx.stream()>>>(fused_h(saved), plan.wide, R * F);
+  else
+    gelu_bf16_kernel<<<grid_for(ctx, R * F), kThreads, 0, ctx.stream()>>>(saved.h, plan.wide, R * F);
   SAL_CUDA_TRY(launch_status("gelu_bf16_kernel"));
   round_bf16_kernel<<<grid_for(ctx, R * d), kThreads, 0, ctx.stream()>>>(dout, plan.narrow, R * d);
   SAL_CUDA_TRY(launch_status("round_bf16_kernel"));
@@ -398,6 +469,7 @@ Status expert_mlp_backward(const Context& ctx, GroupedGemmMode mode, int G, cons
                          grads[g].w2, d));
   }
   SAL_CUDA_TRY(column_sums(ctx, plan, rows, dout, d, [&](int g) { return grads[g].b2; }));
+  if (mode == GroupedGemmMode::fused) return fused_backward(ctx, plan, rows, d, experts, saved, dx, grads);
 
   // wide = dout W2^T (per expert: [m,d] x [F,d]^T), then dh = that * gelu'(h) in place.
   std::vector<Product> ps;
@@ -409,14 +481,7 @@ Status expert_mlp_backward(const Context& ctx, GroupedGemmMode mode, int G, cons
   gelu_grad_kernel<<<grid_for(ctx, R * F), kThreads, 0, ctx.stream()>>>(saved.h, plan.wide, R * F);
   SAL_CUDA_TRY(launch_status("gelu_grad_kernel"));
 
-  // db1 += colsum(dh), dW1 += x^T dh.
-  SAL_CUDA_TRY(column_sums(ctx, plan, rows, static_cast<const Bf16*>(plan.wide), F,
-                           [&](int g) { return grads[g].b1; }));
-  for (int g : plan.active) {
-    const size_t r = size_t(plan.begin[g]);
-    SAL_CUDA_TRY(gemm_ld(ctx, true, false, d, F, rows[g], 1.0f, saved.x + r * d, d, plan.wide + r * F, F, 1.0f,
-                         grads[g].w1, F));
-  }
+  SAL_CUDA_TRY(up_grads(ctx, plan, rows, d, saved, grads));
 
   // narrow = dh W1^T (per expert: [m,F] x [d,F]^T), dx = float(narrow).
   ps.clear();
@@ -427,6 +492,111 @@ Status expert_mlp_backward(const Context& ctx, GroupedGemmMode mode, int G, cons
   SAL_CUDA_TRY(run_products(ctx, mode, false, true, ps, plan.ptrs, "expert dh W1^T"));
   widen_kernel<<<grid_for(ctx, R * d), kThreads, 0, ctx.stream()>>>(plan.narrow, dx, R * d);
   return launch_status("widen_kernel");
+}
+
+}  // namespace sal::kernels::cuda
+
+// ---- the fused-mode probe ------------------------------------------------------------------------
+
+namespace sal::kernels::cuda {
+namespace {
+
+constexpr int kProbeD = 16, kProbeF = 4 * kProbeD;
+constexpr int kProbeRows[] = {24, 8};
+constexpr int kProbeG = 2, kProbeR = 32;
+
+std::vector<float> pseudo_random(size_t n, uint32_t seed, float scale) {
+  std::vector<float> v(n);
+  uint32_t s = seed;
+  for (float& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = scale * (float(s >> 8) / float(1u << 24) - 0.5f);
+  }
+  return v;
+}
+
+std::vector<Bf16> bf16_of(const std::vector<float>& v) {
+  std::vector<Bf16> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = __float2bfloat16_rn(v[i]);
+  return r;
+}
+
+// ||a - b|| / ||b||.
+double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    num += double(a[i] - b[i]) * double(a[i] - b[i]);
+    den += double(b[i]) * double(b[i]);
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// The probe's inputs (both experts' weights in one buffer each) and one mode's results.
+struct Probe {
+  Buffer<Bf16> w1, w2;
+  Buffer<float> b1, b2, x, dout;
+  std::vector<ExpertParams> params;
+
+  Status create() {
+    const size_t D = kProbeD, F = kProbeF, G = kProbeG, R = kProbeR;
+    SAL_CUDA_TRY(w1.upload(bf16_of(pseudo_random(G * D * F, 1, 0.5f))));
+    SAL_CUDA_TRY(w2.upload(bf16_of(pseudo_random(G * F * D, 2, 0.25f))));
+    SAL_CUDA_TRY(b1.upload(pseudo_random(G * F, 3, 0.5f)));
+    SAL_CUDA_TRY(b2.upload(pseudo_random(G * D, 4, 0.5f)));
+    SAL_CUDA_TRY(x.upload(pseudo_random(R * D, 5, 2.0f)));
+    SAL_CUDA_TRY(dout.upload(pseudo_random(R * D, 6, 2.0f)));
+    for (size_t g = 0; g < G; ++g)
+      params.push_back({w1.get() + g * D * F, b1.get() + g * F, w2.get() + g * F * D, b2.get() + g * D});
+    return {};
+  }
+
+  // Forward + backward in `mode`; *result = out, dx, then every gradient, concatenated.
+  Status run(const Context& ctx, GroupedGemmMode mode, std::vector<float>* result) const {
+    const size_t D = kProbeD, F = kProbeF, G = kProbeG, R = kProbeR;
+    Buffer<float> out, dx, h, grads;
+    Buffer<Bf16> sx;
+    Buffer<unsigned char> scratch;
+    SAL_CUDA_TRY(out.allocate(R * D));
+    SAL_CUDA_TRY(dx.allocate(R * D));
+    SAL_CUDA_TRY(h.allocate(R * F));
+    SAL_CUDA_TRY(sx.allocate(R * D));
+    SAL_CUDA_TRY(scratch.allocate(expert_mlp_scratch_bytes(kProbeR, kProbeD)));
+    const size_t per = D * F + F + F * D + D;  // one expert's gradients: w1, b1, w2, b2
+    SAL_CUDA_TRY(grads.upload(std::vector<float>(G * per, 0.0f)));
+    std::vector<ExpertGrads> gs;
+    for (size_t g = 0; g < G; ++g) {
+      float* base = grads.get() + g * per;
+      gs.push_back({base, base + D * F, base + D * F + F, base + D * F + F + F * D});
+    }
+    const ExpertSaved saved{sx.get(), h.get()};
+    SAL_CUDA_TRY(expert_mlp_forward(ctx, mode, kProbeG, kProbeRows, kProbeD, params.data(), x.get(), out.get(), saved,
+                                    scratch.get(), scratch.size()));
+    SAL_CUDA_TRY(expert_mlp_backward(ctx, mode, kProbeG, kProbeRows, kProbeD, params.data(), saved, dout.get(),
+                                     dx.get(), gs.data(), scratch.get(), scratch.size()));
+    SAL_CUDA_TRY(ctx.synchronize());
+    std::vector<float> a, b, c;
+    SAL_CUDA_TRY(out.download(&a));
+    SAL_CUDA_TRY(dx.download(&b));
+    SAL_CUDA_TRY(grads.download(&c));
+    result->clear();
+    for (const auto* v : {&a, &b, &c}) result->insert(result->end(), v->begin(), v->end());
+    return {};
+  }
+};
+
+}  // namespace
+
+Status check_fused_mode(const Context& ctx) {
+  Probe probe;
+  SAL_CUDA_TRY(probe.create());
+  std::vector<float> fused, reference;
+  SAL_CUDA_TRY(probe.run(ctx, GroupedGemmMode::fused, &fused));
+  SAL_CUDA_TRY(probe.run(ctx, GroupedGemmMode::per_group, &reference));
+  const double diff = rel_diff(fused, reference);
+  if (!(diff < 2e-2))
+    return invalid_argument("check_fused_mode: fused and per_group modes disagree (relative difference " +
+                            std::to_string(diff) + ")");
+  return {};
 }
 
 }  // namespace sal::kernels::cuda

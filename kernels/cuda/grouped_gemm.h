@@ -25,7 +25,16 @@
 // Grouped mode needs d % 8 == 0 and 16-byte-aligned saved.x, scratch and bf16 weights (cudaMalloc's
 // are; so is w2 inside one bf16 copy of an expert unit laid out as params.h's [w1|b1|w2|b2]): then
 // every per-expert operand pointer is 16-byte aligned, as the grouped API wants of bf16 operands.
-// It returns invalid_argument otherwise; per_group mode has no such requirement.
+// It returns invalid_argument otherwise; per_group mode has no such requirement. Fused mode has
+// grouped mode's requirements, and saved.h 16-byte aligned.
+//
+// Fused mode (cuBLASLt epilogues, gemm_lt.h): the bias and GELU of the up-projection run inside its
+// GEMM, which also writes the pre-activations — as bf16, into the first half of saved.h's storage
+// (the backward reads them there; saved.h is then not fp32 h) — the down-projection adds b2 and
+// writes the fp32 output itself, the backward's dout W2^T applies gelu'(h) inside the GEMM, and
+// dh W1^T writes fp32 dx itself. That removes three passes over the [R,4d] rows and halves the
+// saved pre-activations' traffic; GELU's derivative then sees bf16 pre-activations (one more
+// bf16 rounding: test_gemm bounds the difference to the CPU reference as for the other modes).
 #pragma once
 
 #include <cstddef>
@@ -40,6 +49,7 @@ enum class GroupedGemmMode {
   per_group,  // one cublasGemmEx per non-empty expert: the model's default, measured faster on an
               // H200 at every bench_moe_gpu setting (1 200-9 400 rows per expert: the layer's
               // forward + backward 16-27 % faster, performance.md)
+  fused,      // per expert, the bias/GELU epilogues fused into the GEMMs (cuBLASLt), see above
 };
 
 // One expert's parameters on the device (bf16 weight copies, fp32 biases).
@@ -61,7 +71,7 @@ struct ExpertGrads {
 // What the forward keeps for the backward.
 struct ExpertSaved {
   Bf16* x = nullptr;   // [R, d] the input rows, rounded to bf16
-  float* h = nullptr;  // [R, 4d] pre-activations (x W1 + b1)
+  float* h = nullptr;  // [R, 4d] pre-activations (x W1 + b1); in fused mode bf16, in its first half
 };
 
 // Scratch bytes for R rows in all at width d.
@@ -78,5 +88,11 @@ Status expert_mlp_forward(const Context& ctx, GroupedGemmMode mode, int G, const
 Status expert_mlp_backward(const Context& ctx, GroupedGemmMode mode, int G, const int* rows, int d,
                            const ExpertParams* experts, const ExpertSaved& saved, const float* dout, float* dx,
                            const ExpertGrads* grads, void* scratch, size_t scratch_bytes);
+
+// Whether fused mode works with this cuBLASLt on this device: one small forward + backward (two
+// experts, d 16) in fused and per_group modes, whose outputs, input gradients and weight gradients
+// must agree within bf16 rounding. Ok, or the failed call or the disagreement. Synchronous (it
+// waits for the device); a few milliseconds. Callers pick fused mode only when this is ok.
+Status check_fused_mode(const Context& ctx);
 
 }  // namespace sal::kernels::cuda

@@ -19,7 +19,7 @@
 #   bench.log    everything printed, in order        tests.txt   the ctest output, failures included
 #   ours.jsonl   bench_moe_gpu --json lines           torch.jsonl torch_moe_layer.py --json lines
 #   nccl.txt     bench_nccl's output                  table.md    the final tables (also printed last)
-#   train.txt, train-metrics-{0,100}.csv   the training step (gpu_quickstart through salamander run)
+#   train.txt, train-metrics.csv   the training step (gpu_quickstart through salamander run)
 #   ncu.csv      the kernels' times (profile)         cpu.txt     bench_recovery and bench_skew
 #   gpu_recovery.txt   a GPU worker's recovery from a node's loss, split into its parts
 set -uo pipefail
@@ -130,30 +130,36 @@ nccl() {
 }
 
 # The full training step of scripts/jobs/gpu_quickstart.lua (GPT-S width, one worker on GPU 0)
-# through `salamander run`, twice: without snapshots and with one every 100 steps, 300 steps each,
-# tokens/s side by side (the issue's target: snapshot overhead <= 1 %). A snapshot of this model is
-# 1.9 GB: the pinned copy overlaps the next step, but the writer needs seconds to put it on disk,
-# so much more frequent snapshots are bound by the disk, not by the GPU. Summaries in train.txt.
+# through `salamander run`, three times, 300 steps each: without snapshots and with one every 100
+# steps (the issue's target: snapshot overhead <= 1 % of tokens/s), both with the expert GEMMs as
+# the worker picks them (SAL_EXPERT_GEMM=auto: fused epilogues where they check out), and without
+# snapshots with one cublasGemmEx per expert (SAL_EXPERT_GEMM=per_expert) beside them. A snapshot
+# of this model is 1.9 GB: the pinned copy overlaps the next step, but the writer needs seconds to
+# put it on disk, so much more frequent snapshots are bound by the disk, not by the GPU. Summaries
+# in train.txt.
 train() {
   local data=/usr/share/games/fortunes rc=0
   [ -d "$data" ] || data=/tmp/deps$data
   : >"$OUT/train.txt"
-  for every in 0 100; do
-    local job=/tmp/gpu_quickstart_$every.lua
+  local run every gemm
+  for run in 0:auto 100:auto 0:per_expert; do
+    every=${run%%:*} gemm=${run##*:}
+    local name=$every-$gemm job=/tmp/gpu_quickstart_$every.lua
     sed -e "s#/usr/share/games/fortunes#$data#" -e "s#checkpoint_every = [0-9]*#checkpoint_every = $every#" \
       scripts/jobs/gpu_quickstart.lua >"$job"
-    rm -rf "/tmp/gpu-run-$every"
-    if ! timeout -k 10 "$(cap 240)" build-gpu/salamander run "$job" --steps 300 --json --out "/tmp/gpu-run-$every" \
-        >"/tmp/gpu-run-$every.json" 2>"/tmp/gpu-run-$every.err"; then
-      echo "snapshots every $every: the run failed"; tail -20 "/tmp/gpu-run-$every.err"; rc=1
+    rm -rf "/tmp/gpu-run-$name"
+    if ! SAL_EXPERT_GEMM=$gemm timeout -k 10 "$(cap 240)" build-gpu/salamander run "$job" --steps 300 --json \
+        --out "/tmp/gpu-run-$name" >"/tmp/gpu-run-$name.json" 2>"/tmp/gpu-run-$name.err"; then
+      echo "snapshots every $every, expert GEMMs $gemm: the run failed"; tail -20 "/tmp/gpu-run-$name.err"; rc=1
     fi
-    echo "checkpoint_every=$every: $(tail -1 "/tmp/gpu-run-$every.json")" >>"$OUT/train.txt"
-    cp "/tmp/gpu-run-$every/metrics.csv" "$OUT/train-metrics-$every.csv" 2>/dev/null
+    grep -m1 "expert GEMMs" "/tmp/gpu-run-$name.err" "/tmp/gpu-run-$name/"*.log 2>/dev/null | head -1 >>"$OUT/train.txt"
+    echo "checkpoint_every=$every SAL_EXPERT_GEMM=$gemm: $(tail -1 "/tmp/gpu-run-$name.json")" >>"$OUT/train.txt"
   done
+  cp /tmp/gpu-run-0-auto/metrics.csv "$OUT/train-metrics.csv" 2>/dev/null
   # Steady state from metrics.csv: tokens over wall time from step 20 to the end (plan switches and
   # snapshots count), the median step and the median compute share (the worker's forward, backward
   # and update) — the rest of a step is the control plane (vote, commit) and the host.
-  python3 - /tmp/gpu-run-0/metrics.csv /tmp/gpu-run-100/metrics.csv <<'PY' | tee -a "$OUT/train.txt"
+  python3 - /tmp/gpu-run-0-auto/metrics.csv /tmp/gpu-run-100-auto/metrics.csv /tmp/gpu-run-0-per_expert/metrics.csv <<'PY' | tee -a "$OUT/train.txt"
 import csv, statistics, sys
 def steady(path):
     try:
@@ -165,12 +171,15 @@ def steady(path):
     tok = sum(float(r["tokens"]) for r in rows[1:])
     wall = float(rows[-1]["time_s"]) - float(rows[0]["time_s"])
     return tok / wall, statistics.median(float(r["step_ms"]) for r in rows), statistics.median(float(r["compute_ms"]) for r in rows)
-off, on = steady(sys.argv[1]), steady(sys.argv[2])
-for name, s in (("without snapshots", off), ("one snapshot every 100 steps", on)):
+off, on, per = (steady(p) for p in sys.argv[1:4])
+for name, s in (("without snapshots", off), ("one snapshot every 100 steps", on),
+                ("without snapshots, one cublasGemmEx per expert", per)):
     if s:
         print(f"gpu_quickstart, steps 20-300, {name}: {s[0]:,.0f} tokens/s, median step {s[1]:.1f} ms of which compute {s[2]:.1f} ms")
 if off and on:
     print(f"snapshot overhead: {100 * (off[0] - on[0]) / off[0]:.2f} % of tokens/s (target <= 1 %)")
+if off and per:
+    print(f"expert GEMMs as picked / one per expert: {off[0] / per[0]:.3f}x tokens/s")
 PY
   return $rc
 }

@@ -2,10 +2,11 @@
 """moe_table.py — the MoE layer benchmark side by side: merges the JSON lines of bench_moe_gpu
 (--json) and tests/bench/torch_moe_layer.py (--json) into one markdown table per model size.
 
-Rows are (k, skew); columns the tokens/s (millions) of salamander-grouped, salamander-per-expert, torch-loop
-and torch-grouped, then ours / best torch (the better of our two over the better of torch's two),
-the same four as TFLOP/s (expert GEMM FLOPs, counted alike on both sides), and the expert MLPs'
-share of the measured bf16 matmul peak (bench_moe_gpu's "experts alone", the better mode).
+Rows are (k, skew); columns the tokens/s (millions) of salamander-grouped, salamander-per-expert,
+salamander-fused, torch-loop and torch-grouped, then ours / best torch (the best of our three over
+the better of torch's two), the same five as TFLOP/s (expert GEMM FLOPs, counted alike on both
+sides), and the expert MLPs' share of the measured bf16 matmul peak (bench_moe_gpu's "experts
+alone", the best mode). After them: the expert GEMMs alone (no epilogues) by rows per expert.
 Before the tables: the GPU, the measured ceilings and the dispatch + permute figures when
 bench_moe_gpu's lines are among the inputs. Lines that are not JSON objects are skipped with a
 warning on stderr; a missing measurement shows as n/a.
@@ -15,9 +16,10 @@ Usage: python3 tests/bench/moe_table.py ours.jsonl torch.jsonl [more.jsonl ...]
 import json
 import sys
 
-IMPLS = ["salamander-grouped", "salamander-per-expert", "torch-loop", "torch-grouped"]
+OURS = ["salamander-grouped", "salamander-per-expert", "salamander-fused"]
+IMPLS = OURS + ["torch-loop", "torch-grouped"]
 SHORT = {"salamander-grouped": "ours grouped", "salamander-per-expert": "ours per-expert",
-         "torch-loop": "torch loop", "torch-grouped": "torch grouped"}
+         "salamander-fused": "ours fused", "torch-loop": "torch loop", "torch-grouped": "torch grouped"}
 MODEL_ORDER = ["GPT-S", "GPT-M", "GPT-L"]
 
 
@@ -112,15 +114,32 @@ def layer_tables(rows):
             c = cells[(m, k, skew)]
             tps = [c[i]["tokens_per_s"] if i in c else None for i in IMPLS]
             tfl = [c[i]["tflops"] if i in c else None for i in IMPLS]
-            ours = [v for v in tps[:2] if v is not None]
-            theirs = [v for v in tps[2:] if v is not None]
+            ours = [v for v in tps[:len(OURS)] if v is not None]
+            theirs = [v for v in tps[len(OURS):] if v is not None]
             ratio = max(ours) / max(theirs) if ours and theirs else None
-            pcts = [c[i].get("expert_pct_peak") for i in IMPLS[:2] if i in c and c[i].get("expert_pct_peak") is not None]
+            pcts = [c[i].get("expert_pct_peak") for i in OURS if i in c and c[i].get("expert_pct_peak") is not None]
             cols = [str(k), f"{skew:g}"] + [fmt(None if v is None else v / 1e6, ".2f") for v in tps] + [fmt(ratio, ".2f") + ("x" if ratio else "")] \
                 + [fmt(v, ".1f") for v in tfl] + [fmt(max(pcts) if pcts else None, ".0f") + ("%" if pcts else "")]
             print("| " + " | ".join(cols) + " |")
         print()
+    gemm_table(rows)
     return 0
+
+
+def gemm_table(rows):
+    """bench_moe_gpu section (d): the expert GEMMs alone, by model and rows per expert."""
+    gemms = [r for r in rows if r.get("section") == "expert_gemms"]
+    if not gemms:
+        return
+    print("Expert GEMMs alone (the six products of forward + backward, no epilogues)")
+    print()
+    print("| model | experts | rows per expert | ms | TFLOP/s | % peak |")
+    print("|---|---|---|---|---|---|")
+    order = lambda r: (MODEL_ORDER.index(r["model"]) if r["model"] in MODEL_ORDER else 99, r["rows_per_expert"])
+    for r in sorted(gemms, key=order):
+        print(f"| {r['model']} | {r['experts']} | {r['rows_per_expert']} | {r['ms']:.3f} | {r['tflops']:.1f} "
+              f"| {fmt(r.get('pct_peak'), '.0f')}% |")
+    print()
 
 
 def main(argv):

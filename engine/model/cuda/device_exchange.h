@@ -66,9 +66,9 @@ class DeviceExchange {
 
 class LocalDeviceExchange : public DeviceExchange {
  public:
-  // Runs on p's Context. The expert GEMMs run per expert (one cublasGemmEx each, faster on an
-  // H200 at every size measured); `mode` grouped asks for cublasGemmGroupedBatchedEx, used when
-  // d % 8 == 0 (grouped_gemm.h's alignment rule). p must outlive the exchange.
+  // Runs on p's Context. `mode` says how the expert GEMMs are issued (grouped_gemm.h; the GPU
+  // backend picks it, SAL_EXPERT_GEMM): grouped and fused apply when d % 8 == 0 (their alignment
+  // rule), per expert otherwise. p must outlive the exchange.
   explicit LocalDeviceExchange(DeviceParams& p, kc::GroupedGemmMode mode = kc::GroupedGemmMode::per_group);
 
   Status global_stats(int, std::vector<double>&, std::vector<double>&, double&) override { return {}; }

@@ -9,10 +9,13 @@
 //      top-2, skew 1 and 4: gate GEMM, softmax, forced routing with the gate probability of the
 //      forced expert as combine weight, count_assignments, flexible_dispatch (one worker),
 //      permute_rows, permute, expert_mlp_forward, unpermute_combine; then the backward of each.
-//      Once per GroupedGemmMode (impl "salamander-grouped" / "salamander-per-expert"), and the
-//      expert MLPs alone on the permuted rows as a fraction of the peak of (a);
+//      Once per GroupedGemmMode (impl "salamander-grouped" / "salamander-per-expert" /
+//      "salamander-fused"), and the expert MLPs alone on the permuted rows as a fraction of the
+//      peak of (a);
 //  (c) the dispatch schedule + permute as effective GB/s against the copy bandwidth of (a), at one
-//      worker and in a pretend 8-worker plan (this process is rank 0), fp32 and bf16 rows.
+//      worker and in a pretend 8-worker plan (this process is rank 0), fp32 and bf16 rows;
+//  (d) the expert GEMMs alone (no epilogues) at 512, 2 048 and 8 192 rows per expert, as a
+//      fraction of the peak of (a): the two regimes public grouped GEMMs are quoted at.
 //
 // Every section checks what it produced once (no NaN or inf, routing counts as forced, row maps
 // that are permutations, the two GEMM modes agreeing): a broken kernel must not give a fast number.
@@ -27,7 +30,7 @@
 // other sections' rows carry "section": "gpu" | "peak" | "copy" | "dispatch".
 //
 // Files: bench_util.cuh/.cu (failures, options, JSON, buffers, checks, timing, forced routing),
-// sections.cuh, ceilings.cu (a), moe_layer.cu (b), dispatch.cu (c), and this main.
+// sections.cuh, ceilings.cu (a), moe_layer.cu (b), dispatch.cu (c), expert_gemms.cu (d), and this main.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -68,6 +71,7 @@ int main(int argc, char** argv) {
   attempt("(a) reference ceilings", [&] { ref = measure_ceilings(*ctx, args, *json); });
   attempt("(c) dispatch", [&] { run_dispatch(*ctx, args, ref, *json); });
   attempt("(b) MoE layer", [&] { run_layer(*ctx, args, ref, *json); });
+  attempt("(d) expert GEMMs", [&] { run_expert_gemms(*ctx, args, ref, *json); });
   attempt("final synchronize", [&] { must(ctx->synchronize(), "final synchronize"); });
   if (g_failures > 0) {
     std::printf("bench_moe_gpu: %d FAILED (see the FAILED lines above)\n", g_failures);

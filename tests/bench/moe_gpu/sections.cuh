@@ -1,6 +1,7 @@
-// sections.cuh — the three measured sections of bench_moe_gpu, called in turn by main.cu:
-// (a) the reference ceilings (ceilings.cu), (b) the MoE layer (moe_layer.cu) and (c) the dispatch
-// schedule + permute (dispatch.cu); (b) and (c) report against the ceilings of (a).
+// sections.cuh — the four measured sections of bench_moe_gpu, called in turn by main.cu:
+// (a) the reference ceilings (ceilings.cu), (b) the MoE layer (moe_layer.cu), (c) the dispatch
+// schedule + permute (dispatch.cu) and (d) the expert GEMMs alone (expert_gemms.cu); (b), (c) and
+// (d) report against the ceilings of (a).
 #pragma once
 
 #include "tests/bench/moe_gpu/bench_util.cuh"
@@ -20,5 +21,8 @@ void run_layer(const Context& ctx, const Args& args, const Ceilings& ref, JsonFi
 
 // (c): the dispatch schedule + permute as effective GB/s, at one worker and a pretend eight.
 void run_dispatch(const Context& ctx, const Args& args, const Ceilings& ref, JsonFile& json);
+
+// (d): the expert GEMMs alone at 512, 2 048 and 8 192 rows per expert, as % of the peak of (a).
+void run_expert_gemms(const Context& ctx, const Args& args, const Ceilings& ref, JsonFile& json);
 
 }  // namespace sal::bench::moe_gpu

@@ -354,7 +354,14 @@ void check_expert_mlp(kc::GroupedGemmMode mode, int d, const std::vector<int>& r
                                        grads.data(), scratch.get(), scratch_bytes));
   if (R > 0) {
     check_close("out", to_host(out), out_ref);
-    check_close("h", to_host(saved_h), h_ref);
+    if (mode == kc::GroupedGemmMode::fused) {  // bf16 pre-activations in the first half of saved.h
+      std::vector<float> raw = to_host(saved_h);
+      std::vector<Bf16> h16(size_t(R) * F);
+      std::memcpy(static_cast<void*>(h16.data()), raw.data(), h16.size() * sizeof(Bf16));
+      check_close("h (bf16)", to_float(h16), h_ref);
+    } else {
+      check_close("h", to_host(saved_h), h_ref);
+    }
     check_close("dx", to_host(dx), dx_ref);
     CHECK(same_bits(to_float(to_host(saved_x)), x));  // x was exact in bf16
   }
@@ -388,8 +395,8 @@ std::vector<int> many_rows(int G) {
 
 }  // namespace
 
-TEST_CASE("cuda expert MLP matches the cpu expert in grouped and per-group modes") {
-  for (auto mode : {kc::GroupedGemmMode::grouped, kc::GroupedGemmMode::per_group}) {
+TEST_CASE("cuda expert MLP matches the cpu expert in grouped, per-group and fused modes") {
+  for (auto mode : {kc::GroupedGemmMode::grouped, kc::GroupedGemmMode::per_group, kc::GroupedGemmMode::fused}) {
     check_expert_mlp(mode, 8, {5, 0, 17, 1}, 1000);
     check_expert_mlp(mode, 64, {33, 0, 0, 70, 2}, 2000);
     check_expert_mlp(mode, 16, {1}, 3000);
@@ -415,6 +422,10 @@ TEST_CASE("cuda expert MLP rejects bad arguments") {
   const kc::ExpertSaved saved{sx.get(), sh.get()};
   // Grouped mode needs d % 8 == 0.
   CHECK_FALSE(kc::expert_mlp_forward(ctx(), kc::GroupedGemmMode::grouped, 1, rows.data(), d, &p, x.get(), out.get(),
+                                     saved, scratch.get(), bytes)
+                  .ok());
+  // So does fused mode.
+  CHECK_FALSE(kc::expert_mlp_forward(ctx(), kc::GroupedGemmMode::fused, 1, rows.data(), d, &p, x.get(), out.get(),
                                      saved, scratch.get(), bytes)
                   .ok());
   // Too little scratch.
