@@ -1,7 +1,9 @@
 // gemm_lt.cu — see gemm_lt.h. The row-major product C = op(A) op(B) is, column-major, C^T =
 // op(B)^T op(A)^T (gemm.cu explains the mapping): cuBLASLt's "A" is our B, its "B" our A, its D is
 // C^T with N rows and M columns. A bias of length N therefore is a vector over D's rows, which is
-// what cuBLASLt's bias epilogues broadcast; the GELU input (aux) has D's layout.
+// what cuBLASLt's bias epilogues broadcast; the GELU input (aux) has D's layout. The bias has C's
+// type (cuBLASLt's rule outside its integer and fp8 kernels: an fp32 bias beside a bf16 C was
+// refused by the heuristic on an H200 with cuBLAS 13.1).
 //
 // Each call builds its descriptors (host-side objects, microseconds), asks the heuristic for one
 // algorithm (cuBLASLt caches heuristic answers per problem, so repeated shapes cost a lookup) and
@@ -31,7 +33,7 @@ using Pref = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PrefDeleter>;
 // What the epilogue reads or writes besides the product.
 struct Epilogue {
   cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
-  const float* bias = nullptr;  // fp32, length N
+  const void* bias = nullptr;   // length N, of C's type (cuBLASLt's default bias type)
   const void* aux = nullptr;    // bf16 [M,N], row stride ldaux
   int ldaux = 0;
 };
@@ -75,10 +77,7 @@ Status make_desc(const std::string& fn, const LtProduct& p, const Epilogue& e, D
   SAL_CUDA_TRY(set(d, CUBLASLT_MATMUL_DESC_TRANSA, ta, fn));
   SAL_CUDA_TRY(set(d, CUBLASLT_MATMUL_DESC_TRANSB, tb, fn));
   SAL_CUDA_TRY(set(d, CUBLASLT_MATMUL_DESC_EPILOGUE, e.kind, fn));
-  if (e.bias) {
-    SAL_CUDA_TRY(set(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(e.bias), fn));
-    SAL_CUDA_TRY(set(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(CUDA_R_32F), fn));
-  }
+  if (e.bias) SAL_CUDA_TRY(set(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, e.bias, fn));
   if (e.aux) {
     SAL_CUDA_TRY(set(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, e.aux, fn));
     SAL_CUDA_TRY(set(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t(e.ldaux), fn));
@@ -126,7 +125,7 @@ Status run(const Context& ctx, const std::string& fn, const LtProduct& p, const 
 
 }  // namespace
 
-Status gemm_lt_gelu_aux_bias(const Context& ctx, const LtProduct& p, const float* bias, Bf16* aux, int ldaux, Bf16* C,
+Status gemm_lt_gelu_aux_bias(const Context& ctx, const LtProduct& p, const Bf16* bias, Bf16* aux, int ldaux, Bf16* C,
                              int ldc) {
   if (!bias || !aux) return invalid_argument(std::string("gemm_lt_gelu_aux_bias: null ") + (bias ? "aux" : "bias"));
   return run(ctx, "gemm_lt_gelu_aux_bias", p, Epilogue{CUBLASLT_EPILOGUE_GELU_AUX_BIAS, bias, aux, ldaux}, C,

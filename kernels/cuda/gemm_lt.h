@@ -5,11 +5,12 @@
 // accumulation; C is overwritten (beta 0). GELU is the tanh approximation of kernels/cpu/activation.h
 // (cuBLASLt's GELU epilogues use the same one).
 //
-//   gemm_lt_gelu_aux_bias   pre = op(A) op(B) + bias (bias [N] fp32); aux = bf16(pre) [M,N] (row
+//   gemm_lt_gelu_aux_bias   pre = op(A) op(B) + bias (bias [N] bf16: cuBLASLt wants a bias of
+//                           C's type when C is bf16); aux = bf16(pre) [M,N] (row
 //                           stride ldaux); C = bf16(gelu(pre))          — an MLP's up-projection
 //   gemm_lt_dgelu           C = bf16(op(A) op(B) * gelu'(aux)), aux as the forward wrote it
 //                                                                        — its gradient
-//   gemm_lt_bias_f32        C = op(A) op(B) + bias, fp32 C                — the down-projection
+//   gemm_lt_bias_f32        C = op(A) op(B) + bias (bias [N] fp32), fp32 C — the down-projection
 //
 // Requirements (cuBLASLt's): ldc and ldaux multiples of 8, C, aux and the operands 16-byte aligned.
 // M, N or K == 0 is refused (an epilogue needs a product). The algorithm is chosen per shape by
@@ -30,7 +31,7 @@ struct LtProduct {
   int ldb = 0;
 };
 
-Status gemm_lt_gelu_aux_bias(const Context& ctx, const LtProduct& p, const float* bias, Bf16* aux, int ldaux, Bf16* C,
+Status gemm_lt_gelu_aux_bias(const Context& ctx, const LtProduct& p, const Bf16* bias, Bf16* aux, int ldaux, Bf16* C,
                              int ldc);
 
 Status gemm_lt_dgelu(const Context& ctx, const LtProduct& p, const Bf16* aux, int ldaux, Bf16* C, int ldc);

@@ -116,6 +116,14 @@ __global__ void bias_gelu_kernel(const __grid_constant__ GroupTable<const float*
   wide[i] = __float2bfloat16_rn(gelu(v));
 }
 
+// Grid (experts of the chunk, ceil(F / kThreads)): dst[i * F + c] = bf16(b_i[c]), the chunk's
+// biases in bf16 (fused mode's up-projection wants its bias in its output's type).
+__global__ void bias_bf16_kernel(const __grid_constant__ GroupTable<const float*> t, Bf16* __restrict__ dst, int F) {
+  const int i = int(blockIdx.x);
+  const int c = int(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (c < F) dst[size_t(i) * F + c] = __float2bfloat16_rn(t.vec[i][c]);
+}
+
 // Grid (rows of the chunk, ceil(d / kThreads)): out = float(narrow) + b2.
 __global__ void bias_out_kernel(const __grid_constant__ GroupTable<const float*> t, const Bf16* __restrict__ narrow,
                                 float* __restrict__ out, int d) {
@@ -323,7 +331,9 @@ Status column_sums(const Context& ctx, const Plan& plan, const int* rows, const 
   return {};
 }
 
-// The pre-activations in fused mode: bf16, in the first half of saved.h's storage.
+// The pre-activations in fused mode: bf16, in the first half of saved.h's storage. The forward
+// also puts the active experts' b1 in bf16 in the second half (R x F bf16 elements: room for
+// every active expert, as each has a row at least) before its products.
 Bf16* fused_h(const ExpertSaved& saved) { return reinterpret_cast<Bf16*>(saved.h); }
 
 // Fused forward: per expert, wide = gelu(x W1 + b1) with the pre-activations kept (one cuBLASLt
@@ -332,10 +342,19 @@ Status fused_forward(const Context& ctx, const Plan& plan, const int* rows, int 
                      float* out, const ExpertSaved& saved) {
   const int F = 4 * d;
   Bf16* h = fused_h(saved);
-  for (int g : plan.active) {
+  Bf16* b1 = h + size_t(plan.R) * F;  // active expert i's bias at b1 + i * F
+  for (size_t first = 0; first < plan.active.size(); first += kChunk) {
+    const auto t = table<const float*>(plan, rows, first, chunk_count(plan, first),
+                                       [&](int g) { return experts[g].b1; });
+    const dim3 grid(unsigned(t.count), unsigned((F + kThreads - 1) / kThreads));
+    bias_bf16_kernel<<<grid, kThreads, 0, ctx.stream()>>>(t, b1 + first * F, F);
+    SAL_CUDA_TRY(launch_status("bias_bf16_kernel"));
+  }
+  for (size_t i = 0; i < plan.active.size(); ++i) {
+    const int g = plan.active[i];
     const size_t r = size_t(plan.begin[g]);
     const LtProduct up{false, false, rows[g], F, d, saved.x + r * d, d, experts[g].w1, F};
-    SAL_CUDA_TRY(gemm_lt_gelu_aux_bias(ctx, up, experts[g].b1, h + r * F, F, plan.wide + r * F, F));
+    SAL_CUDA_TRY(gemm_lt_gelu_aux_bias(ctx, up, b1 + i * F, h + r * F, F, plan.wide + r * F, F));
   }
   for (int g : plan.active) {
     const size_t r = size_t(plan.begin[g]);

@@ -30,7 +30,8 @@
 //
 // Fused mode (cuBLASLt epilogues, gemm_lt.h): the bias and GELU of the up-projection run inside its
 // GEMM, which also writes the pre-activations — as bf16, into the first half of saved.h's storage
-// (the backward reads them there; saved.h is then not fp32 h) — the down-projection adds b2 and
+// (the backward reads them there; saved.h is then not fp32 h, and its second half holds b1 in bf16
+// during the forward: cuBLASLt adds a bias of its output's type) — the down-projection adds b2 and
 // writes the fp32 output itself, the backward's dout W2^T applies gelu'(h) inside the GEMM, and
 // dh W1^T writes fp32 dx itself. That removes three passes over the [R,4d] rows and halves the
 // saved pre-activations' traffic; GELU's derivative then sees bf16 pre-activations (one more

@@ -1,6 +1,6 @@
 // t0600_gpu_run.cpp — a GPU job through the real `salamander run` path (controller, agent, one
 // worker on cuda:0, plans, commit votes, metrics, snapshots and the final checkpoint): the shipped
-// scripts/jobs/gpu_quickstart.lua for 120 steps. Its loss falls well below its start, every step
+// scripts/jobs/gpu_quickstart.lua for 120 steps, with a snapshot every 40 steps. Its loss falls well below its start, every step
 // reports the whole batch's tokens, a re-plan at step 100 (the GPU's state downloaded and uploaded
 // again) does not disturb training, the expert counts reach the planner, and the checkpoint it
 // writes holds every unit, trained. Labelled gpu: the program exits 77 (skipped) without a GPU
@@ -33,6 +33,12 @@ std::string write_gpu_job(const std::string& dir) {
   auto at = text.find('"' + fortunes + '"');  // data.path's value, not the comment that names the path
   REQUIRE(at != std::string::npos);
   text.replace(at + 1, fortunes.size(), data);
+  // A snapshot every 40 steps rather than the job's 100: on an H200 a step takes about 25 ms, and a
+  // snapshot started at step 100 of 120 (1.9 GB to disk) is still being written when the run ends.
+  const std::string every = "checkpoint_every = 100";
+  auto ce = text.find(every);
+  REQUIRE(ce != std::string::npos);
+  text.replace(ce, every.size(), "checkpoint_every = 40");
   std::string path = dir + "/gpu_quickstart.lua";
   std::ofstream(path) << text;
   return path;
