@@ -28,6 +28,11 @@ void SnapshotWriter::write(std::string dir, uint64_t step, SnapshotUnits units, 
   cv_.notify_one();
 }
 
+void SnapshotWriter::cancel() {
+  cancelled_ = true;
+  cv_.notify_one();
+}
+
 void SnapshotWriter::run() {
   for (;;) {
     Job j;
@@ -44,10 +49,13 @@ void SnapshotWriter::run() {
 
 void SnapshotWriter::write_one(Job& j) {
   int64_t t0 = mono_ns();
-  auto units = j.units ? j.units() : Result<std::vector<model::Unit>>(fail("no units to write"));
+  const Error cancelled = fail("cancelled: the worker is stopping");
+  auto units = cancelled_ ? Result<std::vector<model::Unit>>(cancelled)
+               : j.units  ? j.units()
+                          : Result<std::vector<model::Unit>>(fail("no units to write"));
   j.units = nullptr;  // what the source held goes now (a GPU worker's staging is free already)
-  Status s = units ? make_dirs(j.dir) : Status(units.error());
-  for (size_t i = 0; s && i < units->size(); ++i) s = write_unit(j.dir, (*units)[i], j.step);
+  Status s = !units ? Status(units.error()) : cancelled_ ? Status(cancelled) : make_dirs(j.dir);
+  for (size_t i = 0; s && i < units->size(); ++i) s = cancelled_ ? Status(cancelled) : write_unit(j.dir, (*units)[i], j.step);
   j.reply.ok = bool(s);
   j.reply.units = s ? uint32_t(units->size()) : 0;
   j.reply.bytes = 0;

@@ -4,9 +4,13 @@
 // memory that overlaps the next step); this writer's own thread then gets the units (SnapshotUnits:
 // on a GPU worker it waits there for the copy), writes them to disk, one file per unit
 // (format.h), while training goes on, and reports the outcome through a callback (on the
-// writer's thread). Writes run in order; the destructor finishes what is queued.
+// writer's thread). Writes run in order; the destructor finishes what is queued, unless cancel()
+// came first: a stopping worker's snapshots are answered to no one (the job's final checkpoint is
+// written apart from them), and finishing them (1.9 GB each for the GPU job) outlasted the agent's
+// two seconds for a worker to stop.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -35,6 +39,10 @@ class SnapshotWriter {
   // called before anything is written, and dropped once it has been.
   void write(std::string dir, uint64_t step, SnapshotUnits units, wire::SaveDone reply);
 
+  // Stops early: the write in progress ends before its next unit, the queued ones are not
+  // started, and each is answered not ok ("cancelled: ..."). Later write() calls are cancelled too.
+  void cancel();
+
  private:
   struct Job {
     std::string dir;
@@ -50,6 +58,7 @@ class SnapshotWriter {
   std::condition_variable cv_;
   std::deque<Job> queue_;
   bool stop_ = false;
+  std::atomic<bool> cancelled_{false};
   std::thread thread_;
 };
 

@@ -98,7 +98,10 @@ void TrainerThread::run() {
     update_holding();
     if (fatal()) break;
   }
-  snapshots_.reset();  // finishes the writes in flight (their answers are no longer sent)
+  // Snapshots still being written are answered to no one now: stop them rather than finish them
+  // (a GPU job's are gigabytes; the agent kills a worker that takes over two seconds to stop).
+  if (snapshots_) snapshots_->cancel();
+  snapshots_.reset();
   answers_.reset();
 }
 

@@ -80,7 +80,7 @@ class TrainerThread {
   uint64_t begun_epoch_ = 0;  // the epoch of the last step begun (its commit must carry it)
   bool stop_ = false;
   std::unique_ptr<zmq::socket_t> answers_;
-  std::unique_ptr<ckpt::SnapshotWriter> snapshots_;  // created with the trainer; finishes before it goes
+  std::unique_ptr<ckpt::SnapshotWriter> snapshots_;  // created with the trainer; cancelled when the thread stops
   std::thread thread_;
 };
 
