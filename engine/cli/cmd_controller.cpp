@@ -54,6 +54,7 @@ int cmd_controller(const Args& args) {
                {"--mesh", "ENDPOINT", "mesh endpoint (default: the job's mesh.bind; with --resume, the journal's)"},
                {"--repl", "ENDPOINT", "REPL endpoint (default: the job's repl.bind)"},
                {"--steps", "N", "steps to drive, then stop (default: the job's train.steps)"},
+               {"--set", "PATH=VALUE,...", kSetHelp},
                {"--server-key", "FILE", "CURVE: the controller's key pair (default: the job's security.server_key; "
                                         "with --resume give it again)"},
                {"--allow", "FILE", "CURVE: the allowlist, '<public key> <role> <name>' a line (default: the job's "
@@ -67,6 +68,9 @@ int cmd_controller(const Args& args) {
   if (p->positional.empty() && !resume_dir)
     return usage_error(cmd, "a job file is required (e.g. scripts/jobs/quickstart.lua), or --resume RUN_DIR");
   if (!p->positional.empty() && resume_dir) return usage_error(cmd, "--resume takes the job from the journal: no job file");
+  auto sets = job_overrides(*p);
+  if (!sets) return usage_error(cmd, sets.error().message());
+  if (resume_dir && !sets->empty()) return usage_error(cmd, "--resume takes the job from the journal: no --set");
   if (auto s = setup_logging(*p, "controller"); !s) return usage_error(cmd, s.error().message());
   std::optional<job::JournalState> journal;
   Result<job::JobConfig> job = fail("no job");
@@ -79,7 +83,7 @@ int cmd_controller(const Args& args) {
       job = r.error();
     }
   } else {
-    job = load_job(p->positional[0]);
+    job = load_job(p->positional[0], *sets);
   }
   if (!job) {
     std::fprintf(stderr, "salamander controller: %s\n", job.error().message().c_str());

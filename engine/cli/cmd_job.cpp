@@ -7,9 +7,9 @@
 namespace sal::cli {
 
 int cmd_job(const Args& args) {
-  Command cmd{"job", "job check FILE.lua | job schema [--markdown]",
+  Command cmd{"job", "job check FILE.lua [--set PATH=VALUE,...] | job schema [--markdown]",
               "Checks a job file against the schema, or prints the schema (every key, its rule and default).",
-              {{"--markdown", "", "schema as a Markdown table (docs/job-file.md)"}},
+              {{"--markdown", "", "schema as a Markdown table (docs/job-file.md)"}, {"--set", "PATH=VALUE,...", kSetHelp}},
               2};
   int code = 0;
   auto p = parse_command(cmd, args, code, Positional::required);
@@ -21,7 +21,9 @@ int cmd_job(const Args& args) {
   }
   if (verb == "check") {
     if (p->positional.size() < 2) return usage_error(cmd, "job check needs a FILE.lua");
-    auto j = job::load_file(p->positional[1]);
+    auto sets = job_overrides(*p);
+    if (!sets) return usage_error(cmd, sets.error().message());
+    auto j = job::load_file(p->positional[1], *sets);
     if (!j) {
       std::fprintf(stderr, "%s\n", j.error().message().c_str());
       return 1;

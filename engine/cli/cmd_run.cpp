@@ -98,6 +98,7 @@ int cmd_run(const Args& args) {
               "agents (mesh.nodes) as child processes on loopback. Without JOB.lua it runs the "
               "embedded default (scripts/jobs/quickstart.lua). Prints the REPL endpoint first.",
               {{"--nodes", "N", "local agents to start (default: the job's mesh.nodes)"},
+               {"--set", "PATH=VALUE,...", kSetHelp},
                {"--steps", "S", "steps to run (default: the job's train.steps; 0: idle until stopped)"},
                {"--repl", "ENDPOINT", "where the REPL listens (default: the job's repl.bind)"},
                {"--out", "DIR", "run directory (default: runs/<job>-<time>)"},
@@ -113,7 +114,9 @@ int cmd_run(const Args& args) {
   int code = 0;
   auto p = parse_command(cmd, args, code);
   if (!p) return code;
-  auto job = load_job(p->positional.empty() ? std::nullopt : std::optional(p->positional[0]));
+  auto sets = job_overrides(*p);
+  if (!sets) return usage_error(cmd, sets.error().message());
+  auto job = load_job(p->positional.empty() ? std::nullopt : std::optional(p->positional[0]), *sets);
   if (!job) {
     std::fprintf(stderr, "salamander run: %s\n", job.error().message().c_str());
     return 1;

@@ -29,10 +29,12 @@ Status setup_logging(const Parsed& p, const std::string& process, const std::str
   return {};
 }
 
-Result<job::JobConfig> load_job(const std::optional<std::string>& path) {
-  if (!path) return job::load_embedded_default();
-  return job::load_file(*path);
+Result<job::JobConfig> load_job(const std::optional<std::string>& path, const job::Overrides& sets) {
+  if (!path) return job::load_embedded_default(sets);
+  return job::load_file(*path, sets);
 }
+
+Result<job::Overrides> job_overrides(const Parsed& p) { return key_values("--set", p.get_or("--set", "")); }
 
 EventLoop::EventLoop() { uv_loop_init(&loop_); }
 

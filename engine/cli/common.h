@@ -22,7 +22,14 @@ Status setup_logging(const Parsed& p, const std::string& process, const std::str
                      const std::string& stderr_level = "");
 
 // A job file path, or the embedded quickstart when none is given.
-Result<job::JobConfig> load_job(const std::optional<std::string>& path);
+Result<job::JobConfig> load_job(const std::optional<std::string>& path, const job::Overrides& sets = {});
+
+// The --set option of a command that loads a job (run, controller, job check): its PATH=VALUE pairs.
+Result<job::Overrides> job_overrides(const Parsed& p);
+
+// --set's line in a command's option list.
+inline const char* const kSetHelp =
+    "override job file keys, e.g. --set train.lr=0.001,model.d_model=128 (checked by the schema)";
 
 // A libuv loop owned by a command. Objects holding uv handles must be destroyed before the loop;
 // `close()` then runs the remaining close callbacks and closes the loop.

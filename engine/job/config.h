@@ -10,6 +10,7 @@
 
 #include "core/model_shape.h"
 #include "core/result.h"
+#include "job/overrides.h"
 
 namespace sal::job {
 
@@ -104,8 +105,10 @@ struct JobConfig {
 };
 
 // Evaluates a job file in a sandbox and checks it. Errors name the file, the key and the rule:
-// "scripts/jobs/x.lua: mesh.heartbeat_ms: expected an integer in [10, 60000], got 5".
-Result<JobConfig> load_file(const std::string& path);
+// "scripts/jobs/x.lua: mesh.heartbeat_ms: expected an integer in [10, 60000], got 5". `sets`
+// (--set, overrides.h) are applied to the table the file returns before the check; the job's
+// text then carries them.
+Result<JobConfig> load_file(const std::string& path, const Overrides& sets = {});
 Result<JobConfig> load_text(const std::string& text, const std::string& label,
                             const std::string& dir);
 
@@ -113,7 +116,7 @@ Result<JobConfig> load_text(const std::string& text, const std::string& label,
 std::string resolve_path(const JobConfig& job, const std::string& path);
 
 // The default job compiled into the binary (scripts/jobs/quickstart.lua).
-Result<JobConfig> load_embedded_default();
+Result<JobConfig> load_embedded_default(const Overrides& sets = {});
 const std::string& embedded_default_text();
 
 // The schema as a table (key, type, default, rule, doc) for `salamander job schema` and the docs.

@@ -4,6 +4,7 @@
 
 #include "core/paths.h"
 #include "job/config.h"
+#include "job/overrides.h"
 #include "job/schema.h"
 #include "lua/sandbox.h"
 
@@ -37,10 +38,12 @@ Result<JobConfig> load_text(const std::string& text, const std::string& label,
   return job;
 }
 
-Result<JobConfig> load_file(const std::string& path) {
+Result<JobConfig> load_file(const std::string& path, const Overrides& sets) {
   auto text = read_file(path, kMaxJobFileBytes);
   if (!text) return Error("job file " + text.error().message());
-  return load_text(*text, path, absolute_path(dir_name(path)));
+  auto with = apply_overrides(*text, sets);
+  if (!with) return with.error().with_context(path);
+  return load_text(*with, path, absolute_path(dir_name(path)));
 }
 
 std::string resolve_path(const JobConfig& job, const std::string& path) {
@@ -48,8 +51,11 @@ std::string resolve_path(const JobConfig& job, const std::string& path) {
   return job.dir + "/" + path;
 }
 
-Result<JobConfig> load_embedded_default() {
-  auto job = load_text(embedded_default_text(), "<embedded scripts/jobs/quickstart.lua>", absolute_path("."));
+Result<JobConfig> load_embedded_default(const Overrides& sets) {
+  const std::string label = "<embedded scripts/jobs/quickstart.lua>";
+  auto with = apply_overrides(embedded_default_text(), sets);
+  if (!with) return with.error().with_context(label);
+  auto job = load_text(*with, label, absolute_path("."));
   if (job.ok()) job->name = "quickstart";
   return job;
 }

@@ -210,6 +210,7 @@ void Membership::drain(NodeId id, const std::string& reason, int64_t now_ns) {
 
 std::vector<NodeId> Membership::tick(int64_t now_ns) {
   std::vector<NodeId> died;
+  if (stopping_) return died;
   for (auto& [id, n] : nodes_) {
     if (!(n.live() || n.state == NodeState::draining)) continue;
     int64_t silent = now_ns - n.last_heartbeat_ns;

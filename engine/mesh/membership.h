@@ -88,7 +88,11 @@ class Membership {
   void leave(NodeId id, const std::string& reason, int64_t now_ns); // -> left
   void drain(NodeId id, const std::string& reason, int64_t now_ns); // -> draining
 
-  // Ages silent nodes; returns the ids that became dead in this tick.
+  // Ages silent nodes; returns the ids that became dead in this tick. Once the job is stopping,
+  // silence kills no one: agents stopping their workers under load can miss heartbeats (seen: 309
+  // ms on a loaded 2-core machine, and the workers' exits were then never recorded); the
+  // controller's stop grace bounds the wait for a node that really died, and a closed connection
+  // still counts as leaving.
   std::vector<NodeId> tick(int64_t now_ns);
 
   // While the job stops, departures and worker exits are expected: logged as info, not warnings.

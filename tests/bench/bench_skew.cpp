@@ -26,9 +26,11 @@
 // Throughput is tokens over wall time from step 20 to the end (plan switches count), from each
 // run's metrics.csv; "imbalance (steps)" is the busiest worker's expert tokens over the mean (1 =
 // even), step by step, averaged (it includes each step's sampling noise: 2048 tokens a step put a
-// few per cent on some worker whatever the plan); "balance (plan)" is the last plan's on the loads
-// it was planned for (the window's mean); P(1), P(2): the probability that the last plan survives
-// 1 and 2 random node failures (every layer).
+// few per cent on some worker whatever the plan); "sampling floor" is what the last plan would show
+// step by step if each step's counts were drawn at random from the loads it was planned for
+// (sampling_floor: the noise alone, no drift); "balance (plan)" is the last plan's on the loads it
+// was planned for (the window's mean); P(1), P(2): the probability that the last plan survives 1
+// and 2 random node failures (every layer).
 //
 // usage: bench_skew [--rounds 3] [--steps 60] [--nodes 16] [--slots 2] [--experts 8] [--top-k 1]
 //                   [--skew 9] [--hot 1] [--min-replicas 2] [--d-model 256] [--batch 32]
@@ -38,6 +40,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -61,7 +64,7 @@ struct Setup {
 };
 
 struct Row {
-  double tokens_per_s = 0, imbalance = 0, step_ms = 0, loss = 0, p1 = 0, p2 = 0, plan_balance = 0;
+  double tokens_per_s = 0, imbalance = 0, step_ms = 0, loss = 0, p1 = 0, p2 = 0, plan_balance = 0, floor = 0;
   std::vector<algo::LayerPlacement> placement;  // the last plan's, per layer
   std::vector<std::vector<double>> loads;       // the loads it was planned for ([] when kept from the start)
 };
@@ -72,6 +75,39 @@ double balance_of(const std::vector<algo::LayerPlacement>& layers, const std::ve
   for (size_t l = 0; l < layers.size() && l < loads.size(); ++l)
     if (auto b = algo::placement_imbalance(layers[l], loads[l])) sum += *b;
   return layers.empty() || loads.empty() ? 0 : sum / double(layers.size());
+}
+
+// The sampling floor of a plan: the step-by-step imbalance it would show if every step's expert
+// counts were drawn at random from the loads it was planned for (per layer, `assignments` draws
+// with the loads as probabilities: a multinomial, which is exact for top-1 and close for top-k),
+// averaged over `draws` such steps. No placement of these replicas does better on average: the
+// part of "imbalance (steps)" above "balance (plan)" that this accounts for is sampling, not plan.
+double sampling_floor(const std::vector<algo::LayerPlacement>& layers, const std::vector<std::vector<double>>& loads,
+                      int assignments, int draws) {
+  std::mt19937_64 rng(12345);
+  double sum = 0;
+  int n = 0;
+  for (int d = 0; d < draws; ++d)
+    for (size_t l = 0; l < layers.size() && l < loads.size(); ++l) {
+      double total = 0;
+      for (double x : loads[l]) total += x;
+      if (total <= 0) continue;
+      std::vector<double> counts(loads[l].size(), 0.0);
+      int left = assignments;
+      double rest = total;
+      for (size_t e = 0; e < counts.size() && left > 0; ++e) {
+        const double p = rest > 0 ? std::min(1.0, loads[l][e] / rest) : 1.0;
+        const int c = std::binomial_distribution<int>(left, p)(rng);
+        counts[e] = c;
+        left -= c;
+        rest -= loads[l][e];
+      }
+      if (auto b = algo::placement_imbalance(layers[l], counts)) {
+        sum += *b;
+        ++n;
+      }
+    }
+  return n ? sum / n : 0;
 }
 
 std::string job_text(const Setup& s, const std::string& alloc, const std::string& place) {
@@ -244,11 +280,14 @@ int main(int argc, char** argv) {
   for (auto& pair_rows : rows)
     for (auto& x : pair_rows)
       if (x.loads.empty()) x.plan_balance = balance_of(x.placement, any_loads);
-  std::printf("| policies | tokens/s (median) | range | step ms | imbalance (steps) | balance (plan) | P(1) | P(2) | loss |\n"
-              "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  const int assignments = s.batch * 64 * s.top_k;  // a step's expert assignments per layer
+  for (auto& pair_rows : rows)
+    for (auto& x : pair_rows) x.floor = sampling_floor(x.placement, x.loads.empty() ? any_loads : x.loads, assignments, 400);
+  std::printf("| policies | tokens/s (median) | range | step ms | imbalance (steps) | sampling floor | balance (plan) | P(1) | P(2) | loss |\n"
+              "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   std::vector<double> med;
   for (size_t i = 0; i < pairs.size(); ++i) {
-    std::vector<double> tps, ms, imb, loss, p1, p2, plan;
+    std::vector<double> tps, ms, imb, loss, p1, p2, plan, floor;
     for (const auto& x : rows[i]) {
       tps.push_back(x.tokens_per_s);
       ms.push_back(x.step_ms);
@@ -257,12 +296,13 @@ int main(int argc, char** argv) {
       p1.push_back(x.p1);
       p2.push_back(x.p2);
       plan.push_back(x.plan_balance);
+      floor.push_back(x.floor);
     }
     med.push_back(median(tps));
-    std::printf("| %s + %s | %.0f | %.0f-%.0f | %.1f | %.3f | %.3f | %.4f | %.4f | %.3f |\n", pairs[i].first.c_str(),
+    std::printf("| %s + %s | %.0f | %.0f-%.0f | %.1f | %.3f | %.3f | %.3f | %.4f | %.4f | %.3f |\n", pairs[i].first.c_str(),
                 pairs[i].second.c_str(), med.back(), *std::min_element(tps.begin(), tps.end()),
-                *std::max_element(tps.begin(), tps.end()), median(ms), median(imb), median(plan), median(p1), median(p2),
-                median(loss));
+                *std::max_element(tps.begin(), tps.end()), median(ms), median(imb), median(floor), median(plan),
+                median(p1), median(p2), median(loss));
   }
   if (med[0] > 0)
     for (size_t i = 1; i < pairs.size(); ++i)

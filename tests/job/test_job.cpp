@@ -85,3 +85,64 @@ TEST_CASE("docs/job-file.md holds the current schema table") {
   std::string doc((std::istreambuf_iterator<char>(in)), {});
   CHECK(doc.find(schema_table(true)) != std::string::npos);
 }
+
+// ---- --set overrides (job/overrides.h) ----
+
+namespace {
+
+std::string write_job(const std::string& name, const std::string& text) {
+  std::string path = std::string("/tmp/sal-test-overrides-") + name + ".lua";
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string override_error(const std::string& path, const Overrides& sets) {
+  auto r = load_file(path, sets);
+  REQUIRE_FALSE(r.ok());
+  return r.error().message();
+}
+
+}  // namespace
+
+TEST_CASE("--set overrides keys of the job file, and the job's text carries them") {
+  auto path = write_job("ok", "-- a job\nreturn { mesh = { nodes = 2 }, train = { lr = 0.01 } }\n");
+  auto r = load_file(path, {{"train.lr", "0.002"}, {"mesh.nodes", "3"}, {"policies.placement", "spread"},
+                            {"name", "'tuned run'"}, {"model.d_model", "96"}});
+  REQUIRE(r.ok());
+  CHECK(r->train.lr == doctest::Approx(0.002));
+  CHECK(r->mesh.nodes == 3);
+  CHECK(r->policies.placement == "spread");
+  CHECK(r->name == "tuned run");
+  CHECK(r->model.d_model == 96);
+  // the text the agents and workers get evaluates to the same job
+  auto again = load_text(r->text, path, ".");
+  REQUIRE(again.ok());
+  CHECK(again->train.lr == doctest::Approx(0.002));
+  CHECK(again->mesh.nodes == 3);
+  // no overrides: the file's own values
+  auto plain = load_file(path);
+  REQUIRE(plain.ok());
+  CHECK(plain->train.lr == doctest::Approx(0.01));
+  CHECK(plain->mesh.nodes == 2);
+}
+
+TEST_CASE("--set mistakes get the schema's messages and name the override") {
+  auto path = write_job("bad", "return { train = { lr = 0.01 } }\n");
+  // a wrong key and a wrong value: the schema's own words
+  CHECK(override_error(path, {{"train.lrr", "0.1"}}).find("train.lrr: unknown key (did you mean 'lr'?)") !=
+        std::string::npos);
+  CHECK(override_error(path, {{"train.lr", "fast"}}).find("train.lr: expected a number") != std::string::npos);
+  // paths that are not key paths, and a path through a value
+  CHECK(override_error(path, {{"train..lr", "1"}}).find("--set train..lr=1: 'train..lr' is not a key path") !=
+        std::string::npos);
+  CHECK(override_error(path, {{"train.lr.x", "1"}}).find("--set train.lr.x=1: train.lr is a number, not a table") !=
+        std::string::npos);
+}
+
+TEST_CASE("--set keeps the job file's line numbers in its errors") {
+  auto path = write_job("lines", "local a = 1\nlocal b = 2\nerror('line three')\nreturn {}\n");
+  const std::string plain = override_error(path, {});
+  const std::string with = override_error(path, {{"train.lr", "0.1"}});
+  CHECK(plain.find(":3: line three") != std::string::npos);
+  CHECK(with.find(":3: line three") != std::string::npos);
+}

@@ -37,6 +37,18 @@ TEST_CASE("alive -> suspect after one missed heartbeat -> dead after miss_limit"
   CHECK(m.epoch() == 2);
 }
 
+TEST_CASE("once the job is stopping, a silent node is not declared dead") {
+  EventLog log;
+  Membership m({100, 3}, log);
+  NodeId quiet = m.join(node_named("quiet"), 0).id;
+  m.set_stopping();
+  CHECK(m.tick(1000 * kMs).empty());
+  CHECK(m.find(quiet)->state == NodeState::alive);
+  // it leaves when it says goodbye
+  m.leave(quiet, "goodbye", 1100 * kMs);
+  CHECK(m.find(quiet)->state == NodeState::left);
+}
+
 TEST_CASE("a heartbeat brings a suspect back and a dead node stays dead") {
   EventLog log;
   Membership m({100, 3}, log);
