@@ -8,7 +8,8 @@ namespace sal::cli {
 
 int cmd_job(const Args& args) {
   Command cmd{"job", "job check FILE.lua [--set PATH=VALUE,...] | job schema [--markdown]",
-              "Checks a job file against the schema, or prints the schema (every key, its rule and default).",
+              "Checks a job file against the schema (every error at once, then that its data.path exists), or "
+              "prints the schema (every key, its rule and default).",
               {{"--markdown", "", "schema as a Markdown table (docs/job-file.md)"}, {"--set", "PATH=VALUE,...", kSetHelp}},
               2};
   int code = 0;
@@ -26,6 +27,10 @@ int cmd_job(const Args& args) {
     auto j = job::load_file(p->positional[1], *sets);
     if (!j) {
       std::fprintf(stderr, "%s\n", j.error().message().c_str());
+      return 1;
+    }
+    if (auto s = job::check_data(*j); !s) {  // what the controller checks at start
+      std::fprintf(stderr, "%s\n", s.error().message().c_str());
       return 1;
     }
     std::printf("%s: ok (job '%s': %lld nodes x %s, %lld steps)\n", p->positional[1].c_str(), j->name.c_str(),

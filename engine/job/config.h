@@ -115,6 +115,11 @@ Result<JobConfig> load_text(const std::string& text, const std::string& label,
 // A path from the job file, resolved against the job file's directory.
 std::string resolve_path(const JobConfig& job, const std::string& path);
 
+// That the job's data.path exists on this machine (the controller checks it at start, `job check`
+// too): "FILE: data.path: PATH does not exist" otherwise, with the package to install when it is
+// the default corpus.
+Status check_data(const JobConfig& job);
+
 // The default job compiled into the binary (scripts/jobs/quickstart.lua).
 Result<JobConfig> load_embedded_default(const Overrides& sets = {});
 const std::string& embedded_default_text();

@@ -3,6 +3,7 @@
 #include <lua.hpp>
 
 #include "core/paths.h"
+#include "core/strings.h"
 #include "job/config.h"
 #include "job/overrides.h"
 #include "job/schema.h"
@@ -33,7 +34,11 @@ Result<JobConfig> load_text(const std::string& text, const std::string& label,
   job.file = label;
   job.dir = dir;
   job.text = text;
-  if (auto s = validate_table(sb.L(), -1, job); !s) return Error(label + ": " + s.error().message());
+  if (auto s = validate_table(sb.L(), -1, job); !s) {
+    std::string lines;  // every error on a line of its own, each naming the file
+    for (const auto& line : split(s.error().message(), '\n')) lines += (lines.empty() ? "" : "\n") + label + ": " + line;
+    return Error(lines);
+  }
   if (job.name.empty()) job.name = stem(label);
   return job;
 }
@@ -49,6 +54,15 @@ Result<JobConfig> load_file(const std::string& path, const Overrides& sets) {
 std::string resolve_path(const JobConfig& job, const std::string& path) {
   if (path.empty() || path[0] == '/' || job.dir.empty()) return path;
   return job.dir + "/" + path;
+}
+
+Status check_data(const JobConfig& job) {
+  const std::string data = resolve_path(job, job.data.path);
+  if (path_exists(data)) return {};
+  return fail(job.file, ": data.path: ", data, " does not exist",
+              job.data.path == kDefaultDataPath
+                  ? " (the default corpus: install Debian's `fortunes` package; scripts/dev.sh does)"
+                  : "");
 }
 
 Result<JobConfig> load_embedded_default(const Overrides& sets) {

@@ -223,15 +223,16 @@ Status set_value(const Field& f, JobConfig& job, lua_State* L, int idx) {
   return {};
 }
 
-// Walks the table at idx whose dotted path is `prefix`.
-Status walk(lua_State* L, int idx, const std::string& prefix, JobConfig& job) {
+// Walks the table at idx whose dotted path is `prefix`, adding one line to `errors` per key that
+// breaks a rule (every one, not only the first).
+void walk(lua_State* L, int idx, const std::string& prefix, JobConfig& job, std::vector<std::string>& errors) {
   lua_pushnil(L);
   while (lua_next(L, idx) != 0) {
     if (lua_type(L, -2) != LUA_TSTRING) {
       std::string where = prefix.empty() ? "the top level" : prefix;
-      std::string k = describe_lua(L, -2);
-      lua_pop(L, 2);
-      return fail(where, ": key ", k, " is not a name (expected key = value)");
+      errors.push_back(where + ": key " + describe_lua(L, -2) + " is not a name (expected key = value)");
+      lua_pop(L, 1);
+      continue;
     }
     std::string key = lua_tostring(L, -2);
     std::string path = prefix.empty() ? key : prefix + "." + key;
@@ -241,7 +242,7 @@ Status walk(lua_State* L, int idx, const std::string& prefix, JobConfig& job) {
       if (lua_type(L, value) != LUA_TTABLE) {
         s = fail(path, ": expected a table of settings, got ", describe_lua(L, value));
       } else {
-        s = walk(L, value, path, job);
+        walk(L, value, path, job, errors);
       }
     } else if (const Field* f = find_field(path)) {
       s = set_value(*f, job, L, value);
@@ -251,12 +252,8 @@ Status walk(lua_State* L, int idx, const std::string& prefix, JobConfig& job) {
                "; valid here: ", join(names_under(prefix), ", "));
     }
     lua_pop(L, 1);
-    if (!s) {
-      lua_pop(L, 1);
-      return s;
-    }
+    if (!s) errors.push_back(s.error().message());
   }
-  return {};
 }
 
 bool valid_endpoint(const std::string& ep) {
@@ -272,33 +269,30 @@ bool valid_policy_ref(const std::string& v) {
   return true;
 }
 
-Status cross_checks(const JobConfig& j) {
+// The rules that tie keys together; one line per rule broken.
+void cross_checks(const JobConfig& j, std::vector<std::string>& errors) {
+  auto add = [&errors](const Error& e) { errors.push_back(e.message()); };
   if (j.model.d_model % j.model.heads != 0)
-    return fail("model.heads: ", j.model.heads, " does not divide model.d_model = ",
-                j.model.d_model);
+    add(fail("model.heads: ", j.model.heads, " does not divide model.d_model = ", j.model.d_model));
   if (j.model.top_k > j.model.experts)
-    return fail("model.top_k: ", j.model.top_k, " is more than model.experts = ",
-                j.model.experts);
+    add(fail("model.top_k: ", j.model.top_k, " is more than model.experts = ", j.model.experts));
   if (j.model.hot_experts > j.model.experts)
-    return fail("model.hot_experts: ", j.model.hot_experts, " is more than model.experts = ", j.model.experts);
-  if (j.data.path.empty()) return fail("data.path: empty (a text file, a directory of text files, or a uint16 token file)");
+    add(fail("model.hot_experts: ", j.model.hot_experts, " is more than model.experts = ", j.model.experts));
+  if (j.data.path.empty()) add(fail("data.path: empty (a text file, a directory of text files, or a uint16 token file)"));
   if (j.data.format == "bytes" && j.model.vocab != 256)
-    return fail("model.vocab: byte-level data (data.format = \"bytes\") needs vocab = 256, got ",
-                j.model.vocab);
-  if (auto d = parse_devices(j.mesh.devices); !d) return Error("mesh.devices: " + d.error().message());
+    add(fail("model.vocab: byte-level data (data.format = \"bytes\") needs vocab = 256, got ", j.model.vocab));
+  if (auto d = parse_devices(j.mesh.devices); !d) add(Error("mesh.devices: " + d.error().message()));
   for (auto [key, ep] : {std::pair{"mesh.bind", j.mesh.bind}, std::pair{"repl.bind", j.repl.bind}})
     if (!valid_endpoint(ep))
-      return fail(key, ": \"", ep, "\" is not an endpoint (expected tcp://HOST:PORT or ipc://PATH)");
+      add(fail(key, ": \"", ep, "\" is not an endpoint (expected tcp://HOST:PORT or ipc://PATH)"));
   for (auto [key, v] : {std::pair{"policies.allocation", j.policies.allocation},
                         std::pair{"policies.placement", j.policies.placement},
                         std::pair{"policies.checkpoint", j.policies.checkpoint},
                         std::pair{"policies.redundancy", j.policies.redundancy}})
-    if (!valid_policy_ref(v))
-      return fail(key, ": \"", v, "\" is neither a policy name ([A-Za-z0-9_-]) nor a .lua path");
+    if (!valid_policy_ref(v)) add(fail(key, ": \"", v, "\" is neither a policy name ([A-Za-z0-9_-]) nor a .lua path"));
   if (j.security.server_key.empty() != j.security.allow.empty())
-    return fail("security: server_key and allow go together (CURVE needs the server's key and ",
-                "the allowlist of client keys)");
-  return {};
+    add(fail("security: server_key and allow go together (CURVE needs the server's key and ",
+             "the allowlist of client keys)"));
 }
 
 std::string default_text(const Field& f) {
@@ -329,8 +323,13 @@ Status validate_table(lua_State* L, int idx, JobConfig& job) {
   if (lua_type(L, idx) != LUA_TTABLE)
     return fail("the file must return a table (return { model = {...}, mesh = {...}, ... }), got ",
                 describe_lua(L, idx));
-  SAL_TRY(walk(L, idx, "", job));
-  return cross_checks(job);
+  std::vector<std::string> errors;
+  walk(L, idx, "", job, errors);
+  // Rules between keys are checked once every key is valid (on a key that failed they would
+  // judge its default, not what the file said).
+  if (errors.empty()) cross_checks(job, errors);
+  if (errors.empty()) return {};
+  return Error(join(errors, "\n"));
 }
 
 std::string schema_table(bool markdown) {

@@ -103,12 +103,7 @@ Status Controller::setup_security() {
 }
 
 Status Controller::start() {
-  std::string data = job::resolve_path(opts_.job, opts_.job.data.path);
-  if (!path_exists(data))
-    return fail(opts_.job.file, ": data.path: ", data, " does not exist",
-                opts_.job.data.path == job::kDefaultDataPath
-                    ? " (the default corpus: install Debian's `fortunes` package; scripts/dev.sh does)"
-                    : "");
+  SAL_TRY(job::check_data(opts_.job));
   SAL_TRY(setup_security());
   planner_->policies().on_event = [this](policy::Kind k, const policy::SlotEvent& e) {
     events_.add(e.kind, kNoNode, membership_.epoch(), std::string(policy::kind_name(k)) + ": " + e.detail);

@@ -2,6 +2,7 @@
 // with the file, the key and the rule.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "job/config.h"
@@ -145,4 +146,26 @@ TEST_CASE("--set keeps the job file's line numbers in its errors") {
   const std::string with = override_error(path, {{"train.lr", "0.1"}});
   CHECK(plain.find(":3: line three") != std::string::npos);
   CHECK(with.find(":3: line three") != std::string::npos);
+}
+
+TEST_CASE("every error of a job file is reported at once, one line each naming the file") {
+  const std::string e = error_of(
+      "return { mesh = { heartbeatms = 100, nodes = 0 }, train = { lr = 'fast' }, mdoel = {} }");
+  CHECK(e.find("x.lua: mesh.heartbeatms: unknown key") != std::string::npos);
+  CHECK(e.find("x.lua: mesh.nodes: expected an integer") != std::string::npos);
+  CHECK(e.find("x.lua: train.lr: expected a number") != std::string::npos);
+  CHECK(e.find("x.lua: mdoel: unknown key") != std::string::npos);
+  CHECK(std::count(e.begin(), e.end(), '\n') == 3);
+  // rules between keys are judged once the keys themselves are valid, and all of them
+  const std::string x = error_of("return { model = { heads = 6, d_model = 64, top_k = 9, experts = 8 } }");
+  CHECK(x.find("x.lua: model.heads: 6 does not divide model.d_model = 64") != std::string::npos);
+  CHECK(x.find("x.lua: model.top_k: 9 is more than model.experts = 8") != std::string::npos);
+}
+
+TEST_CASE("check_data says when a job's data.path does not exist") {
+  auto r = load_text("return { data = { path = 'no-such-corpus' } }", "jobs/x.lua", "/tmp");
+  REQUIRE(r.ok());
+  auto s = check_data(*r);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message() == "jobs/x.lua: data.path: /tmp/no-such-corpus does not exist");
 }
