@@ -29,13 +29,22 @@ int report_error(const char* sub, const Error& e) {
 
 int policy_check(const Args& args) {
   Command cmd{"policy check", "policy check FILE.lua [--json]",
-              "Loads a policy file, checks its shape (api, kind, name, doc, decide) and runs its selftest.",
+              "Loads a policy file, checks its shape (api, kind, name, doc, decide), runs its selftest, then "
+              "runs decide on a small synthetic context of its kind and checks the proposal as the controller would.",
               {{"--json", "", "print the result as JSON"}},
               1};
   int code = 0;
   auto p = parse_command(cmd, args, code, Positional::required);
   if (!p) return code;
   auto g = policy::check_file(p->positional[0]);
+  std::string context;
+  if (g) {  // decide once, on a made-up context of its kind, and validate what it proposes
+    const policy::Kind kind = (*g)->kind();
+    context = synthetic_context_text(kind);
+    policy::PolicySet set;
+    if (auto d = decide_offline(set, kind, p->positional[0], synthetic_input(kind)); !d)
+      g = d.error().with_context("decide on a synthetic context (" + context + ")");
+  }
   if (p->has("--json")) {
     nlohmann::ordered_json j;
     j["file"] = p->positional[0];
@@ -45,6 +54,7 @@ int policy_check(const Args& args) {
       j["name"] = (*g)->name();
       j["doc"] = (*g)->doc();
       j["selftest"] = (*g)->has_selftest();
+      j["decide"] = "valid on a synthetic context (" + context + ")";
       j["hash"] = (*g)->hash();
     } else {
       j["error"] = g.error().message();
@@ -53,9 +63,9 @@ int policy_check(const Args& args) {
     return g ? 0 : 1;
   }
   if (!g) return report_error("check", g.error());
-  std::printf("%s: ok — %s policy '%s': %s (%s)\n", p->positional[0].c_str(),
+  std::printf("%s: ok — %s policy '%s': %s (%s; decide valid on %s)\n", p->positional[0].c_str(),
               std::string(policy::kind_name((*g)->kind())).c_str(), (*g)->name().c_str(), (*g)->doc().c_str(),
-              (*g)->has_selftest() ? "selftest passed" : "no selftest");
+              (*g)->has_selftest() ? "selftest passed" : "no selftest", context.c_str());
   return 0;
 }
 

@@ -16,6 +16,64 @@ Result<policy::Proposal> decide_offline(policy::PolicySet& set, policy::Kind kin
   return p;
 }
 
+namespace {
+
+constexpr uint32_t kNodes = 8, kSlots = 4, kExperts = 8;
+
+std::vector<std::vector<double>> synthetic_loads() {
+  std::vector<double> skewed(kExperts, 100.0), even(kExperts, 100.0);
+  skewed[0] = 900.0;
+  return {skewed, even};
+}
+
+std::vector<policy::OperatorInfo> synthetic_operators() {
+  const double d = 256, expert = 8 * d * d, dense = 4 * d * d, gate = d * kExperts, embedding = 256 * d;
+  std::vector<policy::OperatorInfo> ops{{"embedding", "embedding", -1, -1, 12 * embedding, 4 * embedding, 0}};
+  for (int l = 0; l < 2; ++l) {
+    const std::string layer = "layer" + std::to_string(l);
+    ops.push_back({layer + ".dense", "dense", l, -1, 12 * dense, 4 * dense, 0});
+    ops.push_back({layer + ".gate", "gate", l, -1, 12 * gate, 4 * gate, 0});
+    for (int e = 0; e < int(kExperts); ++e)
+      ops.push_back({layer + ".expert" + std::to_string(e), "expert", l, e, 12 * expert, 4 * expert,
+                     e == 0 ? 0.5 : 0.5 / (kExperts - 1)});
+  }
+  return ops;
+}
+
+}  // namespace
+
+policy::Input synthetic_input(policy::Kind kind) {
+  switch (kind) {
+    case policy::Kind::allocation:
+      return policy::AllocationInput{kNodes, kSlots, kExperts, 2, synthetic_loads()};
+    case policy::Kind::placement: {
+      std::vector<uint32_t> replicas(kExperts, 3);
+      replicas[0] = kNodes * kSlots - 3 * (kExperts - 1);  // 11: every slot filled
+      return policy::PlacementInput{kNodes, kSlots, kExperts, 2, {replicas, replicas}, synthetic_loads(), {}};
+    }
+    case policy::Kind::checkpoint: {
+      policy::CheckpointInput in;
+      in.operators = synthetic_operators();
+      in.iteration_s = 0.5;
+      in.bandwidth_Bps = 16e9;
+      return in;
+    }
+    case policy::Kind::redundancy:
+      return policy::RedundancyInput{8, std::vector<bool>(8, true), 0, false, {}};
+  }
+  return policy::AllocationInput{};
+}
+
+std::string synthetic_context_text(policy::Kind kind) {
+  switch (kind) {
+    case policy::Kind::allocation: return "8 nodes x 4 slots, 8 experts in 2 layers, f = 2";
+    case policy::Kind::placement: return "8 nodes x 4 slots, 8 experts in 2 layers, replicas 11 3 3 3 3 3 3 3";
+    case policy::Kind::checkpoint: return "21 operators of 2 layers, 0.5 s iterations, 16 GB/s";
+    case policy::Kind::redundancy: return "8 data-parallel groups, r of the policy's choosing";
+  }
+  return "";
+}
+
 Result<plan::Plan> plan_offline(policy::PolicySet& set, const PlanRequest& req, std::string* note) {
   if (req.loads.empty()) return fail("no loads");
   auto experts = uint32_t(req.loads[0].size());

@@ -18,6 +18,14 @@ namespace sal::cli {
 Result<policy::Proposal> decide_offline(policy::PolicySet& set, policy::Kind kind, const std::string& what,
                                         const policy::Input& in);
 
+// A small made-up context of `kind` for `policy check` to decide on: 8 nodes x 4 slots, 8 experts
+// in 2 layers (one skewed 9:1, one even), f = 2; the placement's replicas {11, 3, ...}; a model
+// of 2 layers. operators for checkpoint; 8 data-parallel groups, r left to the policy, for redundancy.
+policy::Input synthetic_input(policy::Kind kind);
+
+// What synthetic_input describes, in a few words ("8 nodes x 4 slots, 8 experts, 2 layers").
+std::string synthetic_context_text(policy::Kind kind);
+
 struct PlanRequest {
   std::vector<std::vector<double>> loads;
   uint32_t nodes = 0, slots = 0, min_replicas = 1;

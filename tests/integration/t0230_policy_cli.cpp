@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "plan/validate.h"
@@ -45,6 +46,36 @@ TEST_CASE("t0230-policy-check: a good policy passes, a broken one fails with the
   auto j = nlohmann::json::parse(bad_out);
   CHECK(j["ok"] == false);
   CHECK(j["error"].get<std::string>().find("always fails") != std::string::npos);
+}
+
+TEST_CASE("t0233-policy-check-decides: every shipped policy decides validly, and one that breaks a rule fails check") {
+  Cli c;
+  for (const char* kind : {"allocation", "placement", "checkpoint", "redundancy"})
+    for (const auto& entry : std::filesystem::directory_iterator(std::string(SAL_SOURCE_DIR) + "/policies/" + kind)) {
+      CAPTURE(entry.path().string());
+      auto [rc, out] = c.run({"policy", "check", entry.path().string()});
+      CHECK(rc == 0);
+      CHECK(out.find("decide valid on") != std::string::npos);
+    }
+  // No selftest, a well-formed answer, and every slot given to expert 1: experts 2..8 lose every
+  // replica, which only decide on a real context can show.
+  auto greedy = c.write("greedy.lua",
+                        "return { api = 1, kind = 'placement', name = 'greedy', doc = 'all on expert 1',\n"
+                        "  decide = function(ctx)\n"
+                        "    local p = {}\n"
+                        "    for l = 1, ctx.layers do\n"
+                        "      p[l] = {}\n"
+                        "      for n = 1, ctx.nodes do\n"
+                        "        p[l][n] = {}\n"
+                        "        for s = 1, ctx.slots do p[l][n][s] = 1 end\n"
+                        "      end\n"
+                        "    end\n"
+                        "    return { placement = p }\n"
+                        "  end }\n");
+  auto [rc, out] = c.run({"policy", "check", greedy});
+  CHECK(rc == 1);
+  CHECK(out.find("decide on a synthetic context") != std::string::npos);
+  CHECK(out.find("greedy proposed an invalid placement") != std::string::npos);
 }
 
 TEST_CASE("t0231-policy-plan-recovery: plan --json is a valid plan file that recovery reads") {
