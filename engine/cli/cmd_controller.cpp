@@ -110,9 +110,11 @@ int cmd_controller(const Args& args) {
     mesh::Controller controller(loop.get(), ctx, o);
     auto stop = [&](const std::string& why) { controller.shutdown(why, [&] { loop.stop(); }); };
     controller.on_stop_requested = stop;
+    // The first signal aborts the step in flight and writes the final checkpoint, then stops the
+    // mesh; a second one stops the mesh now; a third leaves.
     loop.on_signals([&](int sig) {
-      if (controller.stopping()) return loop.stop();  // second signal: leave now
-      stop(sig == SIGINT ? "interrupted" : "terminated");
+      if (controller.stopping()) return loop.stop();
+      controller.request_stop(sig == SIGINT ? "interrupted" : "terminated");
     });
     // Drills from the REPL (drill.start): kill, drain, freeze and faults work on any mesh; `add`
     // needs `salamander run`, which starts the nodes itself.

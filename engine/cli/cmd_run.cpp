@@ -1,6 +1,6 @@
 // cmd_run.cpp — `salamander run [JOB.lua] [--nodes N] [--steps S] [--repl ENDPOINT] [--json]
 // [--drill DRILL.lua [--drill-arg K=V,...] [--modes elastic,fixed-ep-ft,checkpoint-restart]]
-// [--cpu-share F]`.
+// [--cpu-share F] [--resume CHECKPOINT|RUN_DIR] [--set PATH=VALUE,...]`.
 // With --modes the job runs once per recovery mode (train.recovery), each in <out>/<mode>, and
 // <out>/compare.html puts them side by side.
 #include <signal.h>
@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/local_run.h"
+#include "ckpt/format.h"
 #include "core/paths.h"
 #include "core/strings.h"
 #include "drill/drill_spec.h"
@@ -39,6 +40,28 @@ Result<std::vector<std::string>> recovery_modes(const std::string& text) {
     out.push_back(m);
   }
   return out;
+}
+
+// --resume PATH: a checkpoint directory (with its manifest), or a run directory holding one in
+// checkpoint/. Its model must be the job's, and its step before the steps to run.
+Result<job::ResumeFrom> resume_source(const std::string& path, const job::JobConfig& job, int64_t steps) {
+  std::string dir = path;
+  if (!path_exists(dir + "/manifest") && path_exists(dir + "/checkpoint/manifest")) dir += "/checkpoint";
+  auto m = ckpt::read_manifest(dir);
+  if (!m) return m.error().with_context("--resume " + path + " (a checkpoint directory, or a run directory with one)");
+  const std::pair<const char*, std::pair<int64_t, int64_t>> shape[] = {
+      {"layers", {m->dims.layers, job.model.layers}},   {"d_model", {m->dims.d, job.model.d_model}},
+      {"heads", {m->dims.heads, job.model.heads}},      {"experts", {m->dims.experts, job.model.experts}},
+      {"top_k", {m->dims.top_k, job.model.top_k}},      {"seq_len", {m->dims.seq_len, job.model.seq_len}},
+      {"vocab", {m->dims.vocab, job.model.vocab}}};
+  for (const auto& [key, v] : shape)
+    if (v.first != v.second)
+      return fail("--resume ", dir, ": the checkpoint's model has ", key, " ", v.first, ", the job's model.", key, " is ",
+                  v.second);
+  if (steps > 0 && int64_t(m->step) >= steps)
+    return fail("--resume ", dir, ": the checkpoint is of step ", m->step, ", not before the ", steps,
+                " steps to run (raise --steps)");
+  return job::ResumeFrom{absolute_path(dir), m->step};
 }
 
 struct RunOutcome {
@@ -107,6 +130,9 @@ int cmd_run(const Args& args) {
                {"--drill-arg", "K=V,...", "values the drill script reads from its `args` table"},
                {"--modes", "M,M,...", "run once per recovery mode (elastic, fixed-ep-ft, checkpoint-restart) "
                                        "and write <out>/compare.html"},
+               {"--resume", "CHECKPOINT|RUN_DIR", "continue from a checkpoint (a run's checkpoint/ directory, "
+                                                  "or the run directory): weights, optimizer state, schedule and data "
+                                                  "position go on from its step"},
                {"--cpu-share", "F", "benchmarks: each worker in a CPU cgroup of its own with a quota of F CPUs, "
                                     "so N workers on few cores behave like N slower dedicated cores (cgroup v1 "
                                     "cpu controller, as root; without it the run says so and runs unconfined)"}},
@@ -156,6 +182,13 @@ int cmd_run(const Args& args) {
   auto cpu_share = cpu_share_option(*p);
   if (!cpu_share) return usage_error(cmd, cpu_share.error().message());
   if (auto r = p->get("--repl")) job->repl.bind = *r;
+  std::optional<job::ResumeFrom> resume_from;
+  if (auto from = p->get("--resume")) {
+    if (!modes.empty()) return usage_error(cmd, "--resume runs one job: not with --modes");
+    auto r = resume_source(*from, *job, *steps);
+    if (!r) return usage_error(cmd, r.error().message());
+    resume_from = *r;
+  }
   auto dir = p->get("--out") ? Result<std::string>(*p->get("--out")) : make_run_dir("runs", job->name);
   if (dir.ok()) {
     if (auto s = make_dirs(*dir); !s) dir = s.error();
@@ -167,7 +200,7 @@ int cmd_run(const Args& args) {
   signal(SIGPIPE, SIG_IGN);
 
   LocalRunOptions o{*job, *steps, *dir, p->has("--json"), p->get_or("--log-level", "info"),
-                    p->get_or("--log-format", "plain"), drill, *cpu_share};
+                    p->get_or("--log-format", "plain"), drill, *cpu_share, resume_from};
   return modes.empty() ? run_once(o).code : run_modes(o, modes);
 }
 

@@ -86,7 +86,7 @@ std::optional<Parsed> parse_command(const Command& cmd, const std::vector<std::s
   const bool missing = positional == Positional::required && p->positional.empty();
   if (p->has("--help") || missing) {
     std::fputs(usage(cmd).c_str(), stdout);
-    exit_code = missing ? 2 : 0;
+    exit_code = p->has("--help") ? 0 : 2;  // asked for: success; shown because something is missing: a usage error
     return std::nullopt;
   }
   return std::move(*p);

@@ -51,10 +51,11 @@ Status LocalRun::start() {
   open_cpu_shares();
   started_ns_ = mono_ns();
   mesh::ControllerOptions o{opts_.job, opts_.steps, opts_.run_dir};
+  o.from_checkpoint = opts_.resume_from;
   o.repl_modules = [this](lua::ApiRegistry& reg) { sim::register_repl_module(reg, opts_.job.dir, sim_jobs_); };
   controller_ = std::make_unique<mesh::Controller>(loop_.get(), ctx_, std::move(o));
   controller_->on_stop_requested = [this](const std::string& why) {
-    begin_stop(why, controller_->driver().failure().empty() ? 0 : 1);
+    begin_stop(why, interrupt_code_.value_or(controller_->driver().failure().empty() ? 0 : 1));
   };
   controller_->on_change = [this] { refresh(false); };
   SAL_TRY(controller_->start());
@@ -119,17 +120,25 @@ void LocalRun::on_agent_exit(size_t i, int64_t code, int sig) {
   if (!any_running) begin_stop("every node is gone", 1);
 }
 
+// The first interrupt aborts the step in flight, writes the final checkpoint and stops the mesh
+// (Controller::request_stop); a second one while that checkpoint is written stops the mesh at
+// once; one more kills the local mesh.
 void LocalRun::on_signal(int sig) {
   interrupted_ = true;
   if (stopping_) {
     progress_.finish();
-    std::fprintf(stderr, "second interrupt: killing the local mesh now\n");
+    std::fprintf(stderr, "interrupted again: killing the local mesh now\n");
     kill_agents();
     exit_code_ = 130;
     loop_.stop();
     return;
   }
-  begin_stop(sig == SIGINT ? "interrupted (Ctrl-C)" : "terminated", sig == SIGINT ? 130 : 143);
+  const bool again = interrupt_code_.has_value();
+  if (!again) interrupt_code_ = sig == SIGINT ? 130 : 143;
+  progress_.finish();
+  std::fprintf(stderr, again ? "interrupted again: stopping without the final checkpoint\n"
+                             : "stopping: the final checkpoint first (interrupt again to skip it)\n");
+  controller_->request_stop(sig == SIGINT ? "interrupted (Ctrl-C)" : "terminated");
 }
 
 void LocalRun::begin_stop(const std::string& why, int code) {

@@ -41,6 +41,7 @@ struct LocalRunOptions {
   std::string log_format = "plain";
   std::optional<drill::DrillSpec> drill;
   double cpu_share = 0;  // > 0: every worker in a CPU cgroup of this many CPUs (mesh/cpu_share.h)
+  std::optional<job::ResumeFrom> resume_from;  // --resume: start from this checkpoint
 };
 
 class LocalRun {
@@ -87,6 +88,7 @@ class LocalRun {
   std::string stop_reason_;
   int exit_code_ = 0;
   bool interrupted_ = false;
+  std::optional<int> interrupt_code_;  // 130 or 143 once a signal asked the job to stop
   bool stopping_ = false;
   bool controller_stopped_ = false;  // every node said goodbye (or the controller's stop grace ran out)
   bool joined_once_ = false;

@@ -20,7 +20,10 @@ commands:
   policy SUBCOMMAND    check a policy, plan, recovery probability, SPARe layout, MoEtion window
   sample --checkpoint DIR   print what a trained model writes after a prompt
   report RUN_DIR       write a run's HTML report; --compare DIR... for several runs
+  sim SCENARIO.lua     simulate a scenario (scripts/experiments/): strategies, sweeps, a report
+  sim fit RUN_DIR      a scenario that replays a finished run, its step-time model fitted
   sim ettr|spare       the simulator's quick checks: Monte Carlo beside the closed forms
+                       (sim --fields lists every scenario field)
   keygen NAME          make a CURVE key pair (NAME.key, NAME.pub) for non-loopback endpoints
   version              print the version and build features
 )";

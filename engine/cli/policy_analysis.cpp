@@ -125,7 +125,8 @@ int policy_recovery(const Args& args) {
                                {"--max-failures", "K", "with --compare: k = 0..K (default min(N, 8))"},
                                {"--layers", "L,M,...", "with --compare: only these layers of the loads (0-based)"}};
   for (const auto& o : policy_plan_options())
-    if (o.name != "--placement") opts.push_back(o);
+    if (o.name != "--placement" && o.name != "--json") opts.push_back(o);
+  opts.push_back({"--json", "", "print the probabilities as JSON"});
   Command cmd{"policy recovery", "policy recovery --plan PLAN.json --failures K | --compare A,B --loads FILE ...",
               "The probability that a plan survives k uniformly random node failures, per layer and jointly, "
               "and how it was computed (exact, closed-form or monte-carlo); or a table of the joint "

@@ -221,7 +221,12 @@ void Driver::on_request(const Event& e) {
 }
 
 void Driver::on_stop(const Event& e) {
-  const auto& why = std::get<in::Stop>(e).why;
+  const auto& stop = std::get<in::Stop>(e);
+  const auto& why = stop.why;
+  // A user's stop of a running job: abort the step in flight, then save what is committed.
+  const bool save = stop.save && !stopping_ && phase_ == Phase::running && applied_ && !cfg_.run_dir.empty() &&
+                    steps_.committed() > 0;
+  if (stop.save && !save && phase_ != Phase::saving) out_.push_back(act::StopJob{why});
   stopping_ = true;
   for (Timer t : {Timer::gate, Timer::plan, Timer::retry}) cancel(t);
   deciding_.reset();
@@ -230,6 +235,10 @@ void Driver::on_stop(const Event& e) {
     pending_.reset();
   }
   step_outcome(steps_.abort("job stopping: " + why));
+  if (save) {
+    stop_save_ = true;
+    return start_save("stopped after " + std::to_string(steps_.committed()) + " steps: " + why);
+  }
   if (phase_ != Phase::failed && phase_ != Phase::saving) set_phase(Phase::done);
 }
 
@@ -237,6 +246,7 @@ void Driver::on_stop(const Event& e) {
 
 // The phase's look at the state after something changed.
 void Driver::poke() {
+  if (phase_ == Phase::saving) return check_savers();  // a stop's final save too: a saver may leave
   if (stopping_) return;
   switch (phase_) {
     case Phase::gathering: return gather();
@@ -246,7 +256,6 @@ void Driver::poke() {
     case Phase::running:
       if (!steps_.in_flight()) boundary();
       return;
-    case Phase::saving: return check_savers();
     default: return;
   }
 }
@@ -334,6 +343,7 @@ void Driver::plan_decided(const Deciding& d, const PlanRecord& rec) {
                          (rec.note.empty() ? "" : ": " + rec.note);
     note("floor_lowered", detail, act::Level::warn);
   }
+  if (cfg_.resume_from && !applied_) return start_resume(rec, d);
   if (d.choice.restore()) return start_restore(rec, d.choice);
   auto sw = switch_plan(applied_, use, rec.plan, d.step);
   if (!sw) return fail_job("plan " + std::to_string(number) + ": " + sw.error().message());
@@ -443,7 +453,8 @@ void Driver::retry_fired() {
 void Driver::boundary() {
   if (stopping_ || !applied_ || phase_ != Phase::running || pending_) return;
   uint64_t done = steps_.committed();
-  if (cfg_.max_steps > 0 && int64_t(done) >= cfg_.max_steps) return start_save();
+  if (cfg_.max_steps > 0 && int64_t(done) >= cfg_.max_steps)
+    return start_save("completed " + std::to_string(steps_.committed()) + " steps");
   const auto& ready = view_.ready;
   auto ranks = applied_->ranks;
   std::sort(ranks.begin(), ranks.end());
@@ -576,8 +587,7 @@ void Driver::committed(const StepRecord& r) {
 
 // ---------- the end ----------
 
-void Driver::start_save() {
-  std::string done = "completed " + std::to_string(steps_.committed()) + " steps";
+void Driver::start_save(const std::string& done) {
   if (cfg_.run_dir.empty() || !applied_) {
     set_phase(Phase::done);
     out_.push_back(act::Journal{rec::End{done}, true});
@@ -585,6 +595,7 @@ void Driver::start_save() {
     return;
   }
   set_phase(Phase::saving);
+  save_done_ = done;
   checkpoint_dir_ = cfg_.run_dir + "/checkpoint";
   saved_units_ = 0;
   save_waiting_ = std::set<Participant>(applied_->ranks.begin(), applied_->ranks.end());
@@ -600,8 +611,17 @@ void Driver::check_savers() {
 void Driver::finish_save(bool ok, const std::string& detail) {
   if (phase_ != Phase::saving) return;
   cancel(Timer::plan);
-  std::string done = "completed " + std::to_string(steps_.committed()) + " steps";
+  const std::string& done = save_done_;
+  if (!ok && stop_save_) {  // the job was stopping anyway: it stops, saying what was not saved
+    note("checkpoint_failed", "the final checkpoint was not written: " + detail, act::Level::warn);
+    checkpoint_dir_.clear();  // there is none to point at
+    set_phase(Phase::done);
+    out_.push_back(act::Journal{rec::End{done}, true});
+    out_.push_back(act::StopJob{done + " (the final checkpoint was not written: " + detail + ")"});
+    return;
+  }
   if (!ok) return fail_job(done + ", but the checkpoint was not written: " + detail);
+  out_.push_back(act::CheckpointComplete{checkpoint_dir_, steps_.committed(), saved_units_});
   note("checkpoint_saved", std::to_string(saved_units_) + " units of step " + std::to_string(steps_.committed()) +
                                " in " + checkpoint_dir_);
   set_phase(Phase::done);

@@ -42,6 +42,13 @@ namespace sal::job {
 enum class Phase : uint8_t { gathering, planning, running, saving, done, failed };
 const char* phase_name(Phase p);
 
+// A job continued from a checkpoint (`salamander run --resume`): its first plan restores every unit
+// from `dir`, written after `step` steps, and training goes on with step `step`.
+struct ResumeFrom {
+  std::string dir;
+  uint64_t step = 0;
+};
+
 // What the driver needs of the job's configuration.
 struct DriverConfig {
   ModelShape model;
@@ -56,6 +63,7 @@ struct DriverConfig {
   uint32_t min_replicas = 2;
   std::string run_dir;             // "" : no snapshots, no final checkpoint
   int64_t origin_ns = 0;           // the controller's start: times in records count from it
+  std::optional<ResumeFrom> resume_from;
   static DriverConfig from(const JobConfig& job, int64_t max_steps, const std::string& run_dir, int64_t origin_ns);
 };
 
@@ -157,6 +165,7 @@ class Driver {
   void start_plan(const std::string& why);
   void plan_decided(const Deciding& d, const PlanRecord& rec);
   void start_restore(const PlanRecord& rec, const WorkerChoice& choice);
+  void start_resume(const PlanRecord& rec, const Deciding& d);
   void begin_switch(Pending p, wire::PlanUpdate u);
   void plan_applied();
   void cannot_plan(const std::string& why);
@@ -171,7 +180,7 @@ class Driver {
   void committed(const StepRecord& r);
   void retry_fired();
   void end_settle_if_cause_seen();
-  void start_save();
+  void start_save(const std::string& done);
   void check_savers();
   void finish_save(bool ok, const std::string& detail);
   void fail_job(const std::string& why);
@@ -226,6 +235,8 @@ class Driver {
   std::set<Participant> save_waiting_;
   uint32_t saved_units_ = 0;
   std::string checkpoint_dir_;
+  std::string save_done_;  // what the job's end says once the final checkpoint is written
+  bool stop_save_ = false; // the final save is a stop's (a failed one then does not fail the job)
   std::string failure_;
   std::optional<ckpt::SnapshotBook> snapshots_;
 };

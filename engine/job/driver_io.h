@@ -95,7 +95,13 @@ struct PlanRequest {
   std::string why;
   bool use_loads = false;
 };
-struct Stop { std::string why; };
+// The job is to end. With `save` (a user's stop: job.stop(), Ctrl-C, a drill's end), a running job
+// first aborts the step in flight and writes the final checkpoint, then answers StopJob; without
+// it (or where nothing can be saved: no plan in force yet, no run directory) it just stops.
+struct Stop {
+  std::string why;
+  bool save = false;
+};
 
 }  // namespace in
 
@@ -160,6 +166,13 @@ struct Restored {};
 struct EraseKeys { uint64_t plan = 0; };  // the rendezvous keys of plan-<plan>/
 // A dense snapshot is complete (the controller writes its marker), or dropped from disk.
 struct SnapshotComplete { ckpt::Snapshot snapshot; };
+// Every rank wrote its share of the final checkpoint: its manifest (written last: a checkpoint
+// with one is complete) names the step and the units.
+struct CheckpointComplete {
+  std::string dir;
+  uint64_t step = 0;
+  uint32_t units = 0;
+};
 struct SnapshotDrop { std::string dir; };
 // A step committed (after its record): drills watch this. The driver looks at the state again at
 // its next turn (Timer::soon), so what the hooks change is seen before the next step begins.
@@ -175,7 +188,7 @@ struct Journal {
 
 using Action = std::variant<act::Send, act::DecidePlan, act::ArmTimer, act::CancelTimer, act::Note, act::Phase,
                             act::StepDone, act::PlanInForce, act::RecoveryDone, act::StepsLost, act::Restored,
-                            act::EraseKeys, act::SnapshotComplete, act::SnapshotDrop, act::Committed, act::StopJob,
+                            act::EraseKeys, act::SnapshotComplete, act::CheckpointComplete, act::SnapshotDrop, act::Committed, act::StopJob,
                             act::Journal>;
 
 }  // namespace sal::job

@@ -109,6 +109,26 @@ void Driver::start_restore(const PlanRecord& rec, const WorkerChoice& choice) {
   begin_switch(std::move(p), std::move(u));
 }
 
+// The first plan of a job resumed from a checkpoint (until one is in force): every unit of every
+// rank comes from the checkpoint, and the steps go on from the one it was written after.
+void Driver::start_resume(const PlanRecord& rec, const Deciding& d) {
+  const ResumeFrom& from = *cfg_.resume_from;
+  const uint64_t number = rec.plan.version;
+  auto sw = switch_plan(applied_, d.choice.use, rec.plan, 0);  // ranks only: nothing moves
+  if (!sw) return fail_job("plan " + std::to_string(number) + ": " + sw.error().message());
+  steps_.resume(from.step, d.epoch);
+  const std::string what = "the checkpoint of step " + std::to_string(from.step) + " (" + from.dir + ")";
+  note("resume_begun", "restoring " + what + " on " + std::to_string(d.choice.use.size()) + " workers; training goes on "
+                       "with step " + std::to_string(from.step));
+  Pending p{number, from.step, sw->ranks, rec.plan, *sw, {}, d.why, now_ns_};
+  p.restore = Rung::dense;
+  p.restore_from = what;
+  auto u = plan_update(d.epoch, from.step, *sw, rec.plan);
+  u.restore = true;
+  u.restore_dir = from.dir;
+  begin_switch(std::move(p), std::move(u));
+}
+
 // The earliest cause counts: a recovery that is interrupted by another loss goes on.
 void Driver::recovery_begins(const std::string& cause) {
   if (!recovery_) recovery_ = Recovery{cause, now_ns_};

@@ -61,6 +61,7 @@ Controller::Controller(uv_loop_t* loop, zmq::context_t& ctx, ControllerOptions o
     if (opts_.resume->plan) planner_->resume(opts_.resume->plan->plan);
   }
   auto cfg = job::DriverConfig::from(opts_.job, opts_.max_steps, opts_.run_dir, started_ns_);
+  cfg.resume_from = opts_.from_checkpoint;
   driver_ = opts_.resume ? std::make_unique<job::Driver>(cfg, *opts_.resume) : std::make_unique<job::Driver>(cfg);
 }
 

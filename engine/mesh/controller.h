@@ -67,6 +67,9 @@ struct ControllerOptions {
   // the plan in force, the snapshots, the policies and the node ids are taken back; the mesh binds
   // the endpoint the agents know (job.mesh.bind must be it).
   std::optional<job::JournalState> resume;
+  // Continue a stopped job from its checkpoint (`salamander run --resume`): a fresh mesh whose
+  // first plan restores every unit from it (job::ResumeFrom).
+  std::optional<job::ResumeFrom> from_checkpoint;
 };
 
 class Controller {
@@ -94,7 +97,13 @@ class Controller {
   // A drill's fault: the node's worker `index` dies at `point` of `step` (wire::FaultArm).
   Status arm_fault(NodeId id, uint32_t index, wire::FaultPoint point, std::optional<uint64_t> step,
                    const std::string& who);
+  // A stop asked for (job.stop(), Ctrl-C, a drill's end): a running job first aborts the step in
+  // flight and writes its final checkpoint (the driver's saving phase), then stops as below;
+  // where nothing can be saved it stops at once. A second call while saving stops at once.
   void request_stop(const std::string& why);
+  // The job is over (the driver's StopJob, or a stop that skips the save): on_stop_requested, or
+  // shutdown() when nobody set it.
+  void stop_now(const std::string& why);
   // An event from outside the controller's own decisions (a drill's action).
   void record_event(const std::string& kind, NodeId node, const std::string& detail) {
     events_.add(kind, node, membership_.epoch(), detail);
@@ -105,7 +114,7 @@ class Controller {
   void service();
 
   std::function<void()> on_change;                     // membership or steps changed
-  std::function<void(const std::string&)> on_stop_requested;  // job.stop() or all steps done
+  std::function<void(const std::string&)> on_stop_requested;  // the job is over: stop the mesh (stop_now)
   std::function<void(uint64_t step)> on_committed;     // a step committed (drills watch this)
   // A plan update is about to go to its ranks (a drill may arm a fault in one that moves state).
   std::function<void(const wire::PlanUpdate&)> on_plan_sending;
@@ -216,6 +225,7 @@ class Controller {
   uint64_t ping_seq_ = 0;
   int64_t started_ns_ = 0;
   bool stopping_ = false;
+  bool finishing_ = false;  // a stop was asked for: the final checkpoint is being written
   std::function<void()> stop_done_;
   KindLog bad_input_log_;  // bad input, logged once per kind
 };

@@ -23,6 +23,15 @@ std::string store_bind(const std::string& mesh_endpoint) {
   return "tcp://127.0.0.1:*";
 }
 
+// The model's shape as a checkpoint's manifest records it.
+model::Dims manifest_dims(const job::JobConfig& job) {
+  model::Dims d;
+  d.layers = int(job.model.layers), d.d = int(job.model.d_model), d.heads = int(job.model.heads);
+  d.experts = int(job.model.experts), d.top_k = int(job.model.top_k), d.seq_len = int(job.model.seq_len);
+  d.vocab = int(job.model.vocab);
+  return d;
+}
+
 }  // namespace
 
 // The rendezvous store (bound on the mesh endpoint's host), metrics.csv and the run record; the
@@ -141,13 +150,17 @@ void Controller::apply(const job::Action& action) {
                  [&](const act::SnapshotComplete& a) {
                    if (auto s = ckpt::mark_complete(a.snapshot); !s) spdlog::warn("{}", s.error().message());
                  },
+                 [&](const act::CheckpointComplete& a) {
+                   if (auto s = ckpt::write_manifest(a.dir, a.step, a.units, manifest_dims(opts_.job)); !s)
+                     spdlog::error("the final checkpoint has no manifest: {}", s.error().message());
+                 },
                  [&](const act::SnapshotDrop& a) {
                    if (auto s = ckpt::remove_snapshot(a.dir); !s) spdlog::warn("{}", s.error().message());
                  },
                  [&](const act::Committed& a) {
                    if (on_committed) on_committed(a.step);
                  },
-                 [&](const act::StopJob& a) { request_stop(a.why); },
+                 [&](const act::StopJob& a) { stop_now(a.why); },
                  [&](const act::Journal& a) { journal(a.record, a.sync); },
              },
              action);

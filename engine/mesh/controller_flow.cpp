@@ -76,6 +76,14 @@ Status Controller::arm_fault(NodeId id, uint32_t index, wire::FaultPoint point, 
 
 void Controller::request_stop(const std::string& why) {
   if (stopping_) return;
+  if (finishing_) return stop_now(why);  // asked again while the final checkpoint is written
+  finishing_ = true;
+  spdlog::info("stop asked for ({}): the step in flight is aborted and the final checkpoint written first", why);
+  feed(job::in::Stop{why, true});  // the driver answers StopJob: after the save, or at once
+}
+
+void Controller::stop_now(const std::string& why) {
+  if (stopping_) return;
   events_.add("stop_requested", kNoNode, membership_.epoch(), why);
   if (on_stop_requested) {
     on_stop_requested(why);

@@ -528,10 +528,11 @@ Result<ckpt::SnapshotUnits> Trainer::device_snapshot() {
   return ckpt::SnapshotUnits([pending] { return pending->take(); });
 }
 
-// Each rank writes its share; the counts are summed over the plan and rank 0 writes the manifest
-// last, so a checkpoint with a manifest is complete.
+// Each rank writes its share, with no collective (a stop saves after aborting the step in flight,
+// whose data plane is then spent); the controller writes the manifest once every rank has
+// answered, so a checkpoint with a manifest is complete.
 Result<uint32_t> Trainer::save(const std::string& dir, uint64_t step) {
-  if (!comm_ || plan_ == 0) return fail("no plan applied");
+  if (plan_ == 0) return fail("no plan applied");
   SAL_TRY(sync_host());
   SAL_TRY(make_dirs(dir));
   uint32_t written = 0;
@@ -539,9 +540,6 @@ Result<uint32_t> Trainer::save(const std::string& dir, uint64_t step) {
     SAL_TRY(ckpt::write_unit(dir, *u, step));
     ++written;
   }
-  double total = written;
-  SAL_TRY(comm_->allreduce_sum(&total, 1));
-  if (rank_ == 0) SAL_TRY(ckpt::write_manifest(dir, step, size_t(total), spec_.dims));
   return written;
 }
 

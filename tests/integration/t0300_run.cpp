@@ -1,26 +1,40 @@
 // t0300_run.cpp — `salamander run`: it drives its steps and exits 0; Ctrl-C and job.stop() shut
 // the local mesh down cleanly; SIGKILL of the run takes agents and workers with it; no process
-// outlives the run in any of these ends. Plus steps keep committing through a node loss.
+// outlives the run in any of these ends. Plus steps keep committing through a node loss, a stop
+// writes the final checkpoint, and a run resumed from its checkpoint ends as the uninterrupted run
+// does, bit for bit.
 #include <doctest/doctest.h>
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "support/mesh_harness.h"
+#include "support/run_files.h"
 
 using namespace sal;
 using namespace sal::test;
 
 namespace {
 
-// A run with its REPL on an ipc endpoint the test chose, idle (no steps) until stopped.
+// A run with its REPL on an ipc endpoint the test chose, idle (no steps) until stopped — or
+// training `steps` steps of the default job.
 struct IdleRun {
+  explicit IdleRun(int64_t steps = 0)
+      : proc(spawn({bin(), "run", "--steps", std::to_string(steps), "--nodes", "3", "--repl", repl, "--out", dir + "/out"},
+                   dir + "/run.out")) {}
   std::string dir = temp_dir("run");
   std::string repl = "ipc://" + dir + "/repl.sock";
-  Proc proc = spawn({bin(), "run", "--steps", "0", "--nodes", "3", "--repl", repl, "--out", dir + "/out"},
-                    dir + "/run.out");
+  Proc proc;
   std::unique_ptr<repl::Client> client;
+
+  // The steps committed so far (job.status()).
+  int64_t committed() {
+    auto r = client->eval("return job.status()", wire::ValueFormat::json);
+    if (!r.ok() || !r->ok) return -1;
+    return nlohmann::json::parse(r->value)[0]["step"].get<int64_t>();
+  }
 
   // Waits for 3 ready workers; returns the pids of every agent and worker.
   std::set<pid_t> wait_ready() {
@@ -99,6 +113,38 @@ TEST_CASE("t0301-run-sigint: Ctrl-C stops the local mesh cleanly and leaves no p
   CHECK(out.find("0 lost") != std::string::npos);  // agents left cleanly: none was declared dead
 }
 
+TEST_CASE("t0307-stop-saves: Ctrl-C or job.stop() aborts the step in flight and writes the final checkpoint") {
+  for (bool by_signal : {true, false}) {
+    CAPTURE(by_signal);
+    IdleRun r(1000000);
+    auto pids = r.wait_ready();
+    REQUIRE(eventually([&] { return r.committed() >= 5; }, 20000, 20));
+    if (by_signal) {
+      r.proc.signal(SIGINT);
+    } else {
+      auto res = r.client->eval("job.stop()");
+      REQUIRE(res.ok());
+      CHECK(res->ok);
+    }
+    CHECK(r.proc.wait(15000) == (by_signal ? 130 : 0));
+    CHECK(eventually([&] { return all_gone(pids); }, 3000));
+    const std::string out = r.proc.output();
+    CHECK(out.find("checkpoint in " + r.dir + "/out/checkpoint") != std::string::npos);
+    // the checkpoint is of the last committed step, and a run resumes from it
+    auto steps = metrics_column(r.dir + "/out", "step");
+    REQUIRE_FALSE(steps.empty());
+    const std::string manifest = file_text(r.dir + "/out/checkpoint/manifest");
+    CHECK(manifest.find("step " + std::to_string(int64_t(steps.back()) + 1) + "\n") == 0);
+    Proc again = spawn({bin(), "run", "--nodes", "3", "--steps", std::to_string(int64_t(steps.back()) + 4), "--resume",
+                        r.dir + "/out", "--out", r.dir + "/again"},
+                       r.dir + "/again.out");
+    CHECK(again.wait(30000) == 0);
+    auto resumed = metrics_column(r.dir + "/again", "step");
+    REQUIRE(resumed.size() == 3);
+    CHECK(resumed.front() == steps.back() + 1);
+  }
+}
+
 TEST_CASE("t0302-run-sigkill: SIGKILL of the run takes every agent and worker with it") {
   IdleRun r;
   auto pids = r.wait_ready();
@@ -137,4 +183,53 @@ TEST_CASE("t0305-steps-survive-a-kill: steps keep committing after a node is los
   auto s = m.status();
   CHECK(s["workers"]["ready"] == 3);
   CHECK(s["steps_aborted"].get<int64_t>() <= 1);
+}
+
+TEST_CASE("t0306-run-resume: a run resumed from its checkpoint ends where the uninterrupted run ends, bit for bit") {
+  const std::string dir = temp_dir("resume");
+  // No re-plan on loads and no snapshots inside the 12 steps: the resumed run's plan is the
+  // uninterrupted run's, so the same ranks sum the same gradients in the same order.
+  const std::string sets = "train.rebalance_every=1000,train.checkpoint_every=0";
+  auto run = [&](std::vector<std::string> extra, const std::string& out) {
+    std::vector<std::string> argv{bin(), "run", "--nodes", "2", "--set", sets, "--out", dir + "/" + out, "--json"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    Proc p = spawn(argv, dir + "/" + out + ".txt");
+    const int rc = p.wait(120000);
+    INFO(p.output());
+    return rc;
+  };
+  REQUIRE(run({"--steps", "12"}, "whole") == 0);
+  REQUIRE(run({"--steps", "6"}, "first") == 0);
+  REQUIRE(run({"--steps", "12", "--resume", dir + "/first"}, "second") == 0);
+
+  // the resumed run trained steps 6..11 only
+  auto steps = metrics_column(dir + "/second", "step");
+  REQUIRE(steps.size() == 6);
+  for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == double(6 + i));
+  auto whole_loss = metrics_column(dir + "/whole", "loss"), second_loss = metrics_column(dir + "/second", "loss");
+  REQUIRE(whole_loss.size() == 12);
+  for (size_t i = 0; i < 6; ++i) CHECK(second_loss[i] == whole_loss[6 + i]);
+  // both final checkpoints hold the same bytes: weights and both AdamW moments, every unit
+  size_t units = 0;
+  for (const auto& f : std::filesystem::directory_iterator(dir + "/whole/checkpoint")) {
+    const std::string name = f.path().filename().string();
+    CAPTURE(name);
+    REQUIRE(std::filesystem::exists(dir + "/second/checkpoint/" + name));
+    CHECK(file_text(f.path().string()) == file_text(dir + "/second/checkpoint/" + name));
+    ++units;
+  }
+  CHECK(units > 3);
+  bool resumed = false;
+  for (const auto& e : events(dir + "/second")) resumed |= e.kind == "resume_begun";
+  CHECK(resumed);
+
+  // a checkpoint of another model, or not before the steps to run, is refused with the reason
+  Proc other = spawn({bin(), "run", "--set", "model.d_model=32,model.heads=2", "--steps", "12", "--resume", dir + "/first",
+                      "--out", dir + "/other"},
+                     dir + "/other.txt");
+  CHECK(other.wait(20000) == 2);
+  CHECK(other.output().find("the checkpoint's model has d_model 64, the job's model.d_model is 32") != std::string::npos);
+  Proc late = spawn({bin(), "run", "--steps", "6", "--resume", dir + "/first", "--out", dir + "/late"}, dir + "/late.txt");
+  CHECK(late.wait(20000) == 2);
+  CHECK(late.output().find("the checkpoint is of step 6, not before the 6 steps to run") != std::string::npos);
 }

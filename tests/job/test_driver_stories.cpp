@@ -346,3 +346,80 @@ TEST_CASE("a restarted controller: a rank that does not come back within the joi
     if (auto* r = std::get_if<act::RecoveryDone>(&a)) recovered = r->record.cause == "the controller restarted";
   CHECK(recovered);
 }
+
+TEST_CASE("a job resumed from a checkpoint: its first plan restores every unit from it and steps go on from there") {
+  DriverConfig c = small_job();
+  c.resume_from = ResumeFrom{"/old/checkpoint", 40};
+  Harness h(c);
+  h.membership(workers({0, 1, 2, 3}));
+  if (!h.asked) h.timer(Timer::gate, 5000);
+  REQUIRE(h.asked);
+  h.decide();
+  auto updates = h.sent<wire::PlanUpdate>();
+  REQUIRE(updates.size() == 1);  // one message to the plan's ranks
+  CHECK(h.pending_ranks().size() == 4);
+  for (const auto& [send, u] : updates) {
+    CHECK(u.restore);
+    CHECK(u.restore_dir == "/old/checkpoint");
+    CHECK(u.step == 40);
+    CHECK(u.transfers.empty());
+  }
+  CHECK(h.noted("resume_begun"));
+  h.all_ready();
+  REQUIRE(h.d.phase() == Phase::running);
+  CHECK(h.d.steps().next_step() == 40);
+  h.commit_step();
+  CHECK(h.d.steps().committed() == 41);
+  // a later plan (a loss) moves state as usual: the checkpoint was only for the start
+  h.lose(3);
+  auto u = recover(h, workers({0, 1, 2}));
+  CHECK_FALSE(u.restore);
+  CHECK(u.step == 41);
+}
+
+TEST_CASE("a stop saves the final checkpoint, and a saver lost meanwhile ends the save at once") {
+  Harness h = trained(3);
+  h.on(in::Stop{"job.stop() by test", true});
+  CHECK(h.d.phase() == Phase::saving);
+  CHECK(h.d.steps().aborted() == 1);  // the step in flight
+  auto saves = h.sent<wire::SaveCheckpoint>();
+  REQUIRE(saves.size() == 1);
+  CHECK(saves[0].second.step == 3);
+  CHECK_FALSE(saves[0].second.snapshot);
+  // a saver dies before answering: no waiting for the save's timeout, and the job, which was
+  // stopping anyway, stops (not failed), saying what was not saved
+  h.membership(workers({0, 1, 2}));
+  CHECK(h.d.phase() == Phase::done);
+  CHECK(h.d.failure().empty());
+  CHECK(h.noted("checkpoint_failed"));
+  CHECK(h.d.checkpoint_dir().empty());
+  std::string why;
+  for (const auto& a : h.out)
+    if (auto* s = std::get_if<act::StopJob>(&a)) why = s->why;
+  CHECK(why.find("stopped after 3 steps: job.stop() by test (the final checkpoint was not written: worker") == 0);
+}
+
+TEST_CASE("a stop with every saver answering writes the checkpoint's manifest, then stops the job") {
+  Harness h = trained(2);
+  h.on(in::Stop{"interrupted", true});
+  auto saves = h.sent<wire::SaveCheckpoint>();
+  REQUIRE(saves.size() == 1);
+  for (const auto& p : h.d.applied()->ranks) {
+    wire::SaveDone d{p.node, p.index, 2, true, "", 3, false, 0, 0, 0};
+    h.on(in::Saved{d});
+  }
+  CHECK(h.d.phase() == Phase::done);
+  std::vector<act::CheckpointComplete> done = h.all<act::CheckpointComplete>();
+  REQUIRE(done.size() == 1);
+  CHECK(done[0].step == 2);
+  CHECK(done[0].units == 12);
+}
+
+TEST_CASE("a stop before any step commits saves nothing and stops at once") {
+  Harness h;
+  h.on(in::Stop{"interrupted", true});
+  CHECK(h.sent<wire::SaveCheckpoint>().empty());
+  bool stop = false;
+  for (const auto& a : h.out) stop |= std::holds_alternative<act::StopJob>(a);
+  CHECK(stop);
+}
