@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <cstring>
 #include <ctime>
 #include <zmq.hpp>
@@ -42,11 +43,27 @@ Result<std::vector<std::string>> recovery_modes(const std::string& text) {
   return out;
 }
 
-// --resume PATH: a checkpoint directory (with its manifest), or a run directory holding one in
-// checkpoint/. Its model must be the job's, and its step before the steps to run.
+// The newest complete checkpoint of a run directory: its final checkpoint, else the newest complete
+// dense snapshot (snapshots/step-N with a manifest); "" if none.
+std::string newest_checkpoint(const std::string& run_dir) {
+  if (path_exists(run_dir + "/checkpoint/manifest")) return run_dir + "/checkpoint";
+  std::string best;
+  uint64_t best_step = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(run_dir + "/snapshots", ec)) {
+    auto m = ckpt::read_manifest(e.path().string());
+    if (m && (best.empty() || m->step > best_step)) best = e.path().string(), best_step = m->step;
+  }
+  return best;
+}
+
+// --resume PATH: a checkpoint or complete snapshot directory (with its manifest), or a run
+// directory (its final checkpoint, else its newest complete snapshot). Its model must be the job's,
+// and its step before the steps to run.
 Result<job::ResumeFrom> resume_source(const std::string& path, const job::JobConfig& job, int64_t steps) {
   std::string dir = path;
-  if (!path_exists(dir + "/manifest") && path_exists(dir + "/checkpoint/manifest")) dir += "/checkpoint";
+  if (!path_exists(dir + "/manifest"))
+    if (auto newest = newest_checkpoint(path); !newest.empty()) dir = newest;
   auto m = ckpt::read_manifest(dir);
   if (!m) return m.error().with_context("--resume " + path + " (a checkpoint directory, or a run directory with one)");
   const std::pair<const char*, std::pair<int64_t, int64_t>> shape[] = {
@@ -130,9 +147,9 @@ int cmd_run(const Args& args) {
                {"--drill-arg", "K=V,...", "values the drill script reads from its `args` table"},
                {"--modes", "M,M,...", "run once per recovery mode (elastic, fixed-ep-ft, checkpoint-restart) "
                                        "and write <out>/compare.html"},
-               {"--resume", "CHECKPOINT|RUN_DIR", "continue from a checkpoint (a run's checkpoint/ directory, "
-                                                  "or the run directory): weights, optimizer state, schedule and data "
-                                                  "position go on from its step"},
+               {"--resume", "CHECKPOINT|RUN_DIR", "continue from a checkpoint or complete snapshot (or a run "
+                                                  "directory: its final checkpoint, else its newest snapshot): weights, "
+                                                  "optimizer state, schedule and data position go on from its step"},
                {"--cpu-share", "F", "benchmarks: each worker in a CPU cgroup of its own with a quota of F CPUs, "
                                     "so N workers on few cores behave like N slower dedicated cores (cgroup v1 "
                                     "cpu controller, as root; without it the run says so and runs unconfined)"}},

@@ -148,7 +148,11 @@ void Controller::apply(const job::Action& action) {
                  [&](const act::Restored&) { record_.restored(); },
                  [&](const act::EraseKeys& a) { store_->erase_prefix("plan-" + std::to_string(a.plan) + "/"); },
                  [&](const act::SnapshotComplete& a) {
+                   // the marker, and a manifest as a final checkpoint has: `sample` and `run --resume` take it
                    if (auto s = ckpt::mark_complete(a.snapshot); !s) spdlog::warn("{}", s.error().message());
+                   const auto& snap = a.snapshot;
+                   if (auto s = ckpt::write_manifest(snap.dir, snap.step, snap.units, manifest_dims(opts_.job)); !s)
+                     spdlog::warn("{}", s.error().message());
                  },
                  [&](const act::CheckpointComplete& a) {
                    if (auto s = ckpt::write_manifest(a.dir, a.step, a.units, manifest_dims(opts_.job)); !s)

@@ -145,6 +145,25 @@ TEST_CASE("t0307-stop-saves: Ctrl-C or job.stop() aborts the step in flight and 
   }
 }
 
+TEST_CASE("t0308-snapshot-is-a-checkpoint: sample and run --resume take a complete dense snapshot") {
+  std::string dir = temp_dir("snapres");
+  Proc first = spawn({bin(), "run", tiny_job(dir, "tiny"), "--steps", "30", "--set", "train.checkpoint_every=10",
+                      "--out", dir + "/first"},
+                     dir + "/first.out");
+  REQUIRE(first.wait(30000) == 0);
+  const std::string snap = dir + "/first/snapshots/step-20";
+  REQUIRE(std::filesystem::exists(snap + "/manifest"));
+  Proc sample = spawn({bin(), "sample", "--checkpoint", snap, "--prompt", "The ", "--bytes", "20"}, dir + "/sample.out");
+  CHECK(sample.wait(20000) == 0);
+  Proc again = spawn({bin(), "run", tiny_job(dir, "tiny"), "--steps", "24", "--set", "train.checkpoint_every=10",
+                      "--resume", snap, "--out", dir + "/again"},
+                     dir + "/again.out");
+  CHECK(again.wait(30000) == 0);
+  auto steps = metrics_column(dir + "/again", "step");
+  REQUIRE(steps.size() == 4);
+  CHECK(steps.front() == 20);
+}
+
 TEST_CASE("t0302-run-sigkill: SIGKILL of the run takes every agent and worker with it") {
   IdleRun r;
   auto pids = r.wait_ready();
