@@ -1,7 +1,8 @@
 // cmd_controller.cpp — `salamander controller JOB.lua`: serve a job's controller until stopped;
 // `salamander controller --resume RUN_DIR`: bring a dead controller's job back from its journal
 // (the job, the mesh endpoint the agents reconnect to, the committed steps, the plan in force).
-// Prints its endpoints first ("mesh ENDPOINT", "repl ENDPOINT") so scripts can read them.
+// Prints its endpoints first ("mesh ENDPOINT", "repl ENDPOINT") so scripts can read them, then the
+// progress line, and at the end the summary, summary.json and report.html, as `salamander run` does.
 #include <signal.h>
 
 #include <cstdio>
@@ -9,10 +10,14 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/progress.h"
+#include "cli/run_summary.h"
+#include "core/clock.h"
 #include "core/paths.h"
 #include "drill/runner.h"
 #include "mesh/controller.h"
 #include "mesh/journal_file.h"
+#include "mesh/timer.h"
 #include "sim/repl_module.h"
 
 namespace sal::cli {
@@ -59,7 +64,9 @@ int cmd_controller(const Args& args) {
                                         "with --resume give it again)"},
                {"--allow", "FILE", "CURVE: the allowlist, '<public key> <role> <name>' a line (default: the job's "
                                    "security.allow; goes with --server-key)"},
-               {"--out", "DIR", "the run directory: events, metrics, snapshots and the journal --resume reads"}},
+               {"--out", "DIR", "the run directory: events, metrics, snapshots, the journal --resume reads, and "
+                                "at the end summary.json and report.html"},
+               {"--json", "", "end with one JSON summary object on stdout (as `run --json`)"}},
               1};
   int code = 0;
   auto p = parse_command(cmd, args, code);
@@ -108,17 +115,35 @@ int cmd_controller(const Args& args) {
     zmq::context_t ctx(1);
     EventLoop loop;
     mesh::Controller controller(loop.get(), ctx, o);
-    auto stop = [&](const std::string& why) { controller.shutdown(why, [&] { loop.stop(); }); };
+    const bool json = p->has("--json");
+    // The run as `salamander run` shows it: a progress line, then the summary (run_summary.h).
+    ProgressLine progress(json ? stderr : stdout);
+    mesh::Timer progress_timer(loop.get());
+    std::string stop_reason;
+    int64_t finished_ns = 0;
+    std::optional<int> interrupt_code;
+    std::unique_ptr<drill::DrillRunner> drill;
+    auto view = [&] {
+      return RunView{controller, *steps, controller.started_ns(), finished_ns, o.run_dir, stop_reason, rc,
+                     drill ? drill->spec().name : "", std::nullopt, {}};
+    };
+    auto stop = [&](const std::string& why) {
+      stop_reason = why;
+      finished_ns = mono_ns();
+      rc = interrupt_code.value_or(controller.driver().failure().empty() ? 0 : 1);
+      controller.shutdown(why, [&] { loop.stop(); });
+    };
     controller.on_stop_requested = stop;
+    controller.on_change = [&] { progress.update(status_line(view()), false); };
     // The first signal aborts the step in flight and writes the final checkpoint, then stops the
     // mesh; a second one stops the mesh now; a third leaves.
     loop.on_signals([&](int sig) {
       if (controller.stopping()) return loop.stop();
+      if (!interrupt_code) interrupt_code = sig == SIGINT ? 130 : 143;
       controller.request_stop(sig == SIGINT ? "interrupted" : "terminated");
     });
     // Drills from the REPL (drill.start): kill, drain, freeze and faults work on any mesh; `add`
     // needs `salamander run`, which starts the nodes itself.
-    std::unique_ptr<drill::DrillRunner> drill;
     controller.start_drill = [&](const std::string& path) -> Status {
       if (drill) return fail("drill '", drill->spec().name, "' is already running");
       auto spec = drill::load_drill(path, {}, [&] { controller.service(); });
@@ -134,7 +159,21 @@ int cmd_controller(const Args& args) {
     }
     std::printf("mesh %s\nrepl %s\n", controller.mesh_endpoint().c_str(), controller.repl_endpoint().c_str());
     std::fflush(stdout);
+    progress_timer.start(1000, 1000, [&] { progress.update(status_line(view()), false); });
     loop.run();
+    progress_timer.stop();
+    progress.finish();
+    if (!finished_ns) finished_ns = mono_ns();
+    RunView v = view();
+    if (drill) v.expectations = drill->check();
+    auto j = run_summary(v);
+    if (auto s = write_run_outputs(v, j); !s) std::fprintf(stderr, "not written: %s\n", s.error().message().c_str());
+    if (json) {
+      std::puts(j.dump().c_str());
+    } else {
+      print_text_summary(v, j);
+    }
+    std::fflush(stdout);
   }
   return rc;
 }

@@ -175,67 +175,15 @@ void LocalRun::kill_agents() {
     if (a && a->running()) a->signal(SIGKILL);
 }
 
-std::string LocalRun::status_line() const {
-  const auto& m = controller_->membership();
-  const auto& st = controller_->steps();
-  const auto& tr = controller_->driver();
-  const auto& metrics = controller_->metrics();
-  double t = double((finished_ns_ ? finished_ns_ : mono_ns()) - started_ns_) / 1e9;
-  std::string steps = opts_.steps > 0 ? std::to_string(st.committed()) + "/" + std::to_string(opts_.steps)
-                                      : "idle (no steps)";
-  std::string train;
-  if (metrics.last()) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, " · loss %.3f · %.0f tok/s", metrics.mean_loss(10), metrics.recent_tokens_per_s(20));
-    train = buf;
-  }
-  std::string plan = tr.applied() ? " · plan " + std::to_string(tr.applied()->number()) : "";
-  char buf[320];
-  std::snprintf(buf, sizeof buf, "[%6.1fs] step %s%s · %zu workers · %s%s · epoch %llu · nodes %zu/%lld alive", t,
-                steps.c_str(), train.c_str(), m.ready_workers(), job::phase_name(tr.phase()), plan.c_str(),
-                (unsigned long long)m.epoch(), m.count(mesh::NodeState::alive) + m.count(mesh::NodeState::suspect),
-                (long long)opts_.job.mesh.nodes);
-  return buf;
+RunView LocalRun::view() const {
+  return RunView{*controller_, opts_.steps, started_ns_, finished_ns_, opts_.run_dir, stop_reason_, exit_code_,
+                 drill_ ? drill_->spec().name : "", shares_ ? std::optional<double>(shares_->share()) : std::nullopt,
+                 expectations_};
 }
 
 void LocalRun::refresh(bool force) {
   if (!controller_) return;
-  progress_.update(status_line(), force);
-}
-
-nlohmann::ordered_json LocalRun::summary() const {
-  const auto& m = controller_->membership();
-  const auto& st = controller_->steps();
-  const auto& tr = controller_->driver();
-  const auto& metrics = controller_->metrics();
-  nlohmann::ordered_json j;
-  j["job"] = opts_.job.name;
-  j["mode"] = opts_.job.train.recovery;
-  j["drill"] = drill_ ? nlohmann::json(drill_->spec().name) : nlohmann::json();
-  j["steps"] = st.committed();
-  j["steps_target"] = opts_.steps;
-  j["samples"] = st.committed() * uint64_t(opts_.job.train.batch);
-  j["aborted_steps"] = st.aborted();
-  j["first_loss"] = metrics.first() ? nlohmann::json(metrics.first()->loss) : nlohmann::json();
-  j["final_loss"] = metrics.last() ? nlohmann::json(metrics.last()->loss) : nlohmann::json();
-  j["tokens_per_s"] = metrics.tokens_per_s();
-  j.update(controller_->record().summary());
-  j["plan"] = tr.applied() ? tr.applied()->number() : 0;
-  j["epoch"] = m.epoch();
-  j["nodes_joined"] = m.nodes().size();
-  j["nodes_lost"] = m.count(mesh::NodeState::dead);
-  j["elapsed_s"] = double((finished_ns_ ? finished_ns_ : mono_ns()) - started_ns_) / 1e9;
-  j["cpu_share"] = shares_ ? nlohmann::json(shares_->share()) : nlohmann::json();
-  j["started_mono_ns"] = controller_->started_ns();
-  auto ex = nlohmann::json::array();
-  for (const auto& e : expectations_) ex.push_back({{"what", e.what}, {"ok", e.ok}, {"detail", e.detail}});
-  j["expectations"] = ex;
-  j["stopped_by"] = stop_reason_;
-  if (!tr.failure().empty()) j["failure"] = tr.failure();
-  if (!tr.checkpoint_dir().empty() && tr.phase() == job::Phase::done) j["checkpoint"] = tr.checkpoint_dir();
-  j["run_dir"] = opts_.run_dir;
-  j["exit_code"] = exit_code_;
-  return j;
+  progress_.update(status_line(view()), force);
 }
 
 void LocalRun::print_summary() {
@@ -245,42 +193,15 @@ void LocalRun::print_summary() {
     bool all = std::all_of(expectations_.begin(), expectations_.end(), [](const auto& e) { return e.ok; });
     if (!all && exit_code_ == 0) exit_code_ = 1;
   }
-  auto j = summary();
-  if (auto s = write_file(opts_.run_dir + "/summary.json", j.dump(2) + "\n"); !s)
-    spdlog::warn("summary.json: {}", s.error().message());
-  if (auto s = report::write_run_report(opts_.run_dir); !s)
-    std::fprintf(stderr, "report not written: %s\n", s.error().message().c_str());
+  const RunView v = view();
+  auto j = run_summary(v);
+  if (auto s = write_run_outputs(v, j); !s) std::fprintf(stderr, "not written: %s\n", s.error().message().c_str());
   if (opts_.json) {
     std::puts(j.dump().c_str());
   } else {
-    print_text_summary(j);
+    print_text_summary(v, j);
   }
   std::fflush(stdout);
-}
-
-void LocalRun::print_text_summary(const nlohmann::ordered_json& j) const {
-  const auto& tr = controller_->driver();
-  const auto& metrics = controller_->metrics();
-  std::printf("%s — %llu steps committed (%llu aborted) in %.2f s · epoch %llu · %zu nodes joined, %zu lost\n",
-              stop_reason_.c_str(), (unsigned long long)j["steps"].get<uint64_t>(),
-              (unsigned long long)j["aborted_steps"].get<uint64_t>(), j["elapsed_s"].get<double>(),
-              (unsigned long long)j["epoch"].get<uint64_t>(), j["nodes_joined"].get<size_t>(), j["nodes_lost"].get<size_t>());
-  if (metrics.first())
-    std::printf("loss %.3f -> %.3f · %.0f tokens/s · %llu samples\n", metrics.first()->loss, metrics.last()->loss,
-                metrics.tokens_per_s(), (unsigned long long)j["samples"].get<uint64_t>());
-  const auto& rec = controller_->record();
-  if (!rec.recoveries().empty())
-    std::printf("recoveries: %zu (p50 %.2f s, max %.2f s) · lost steps %llu · restores %llu\n", rec.recoveries().size(),
-                j["recovery_p50_s"].get<double>(), j["recovery_max_s"].get<double>(),
-                (unsigned long long)rec.lost_steps(), (unsigned long long)rec.restores());
-  for (const auto& e : expectations_)
-    std::printf("  %s  %s: %s\n", e.ok ? "PASS" : "FAIL", e.what.c_str(), e.detail.c_str());
-  if (!tr.failure().empty()) std::printf("training failed: %s\n", tr.failure().c_str());
-  if (!tr.checkpoint_dir().empty() && tr.phase() == job::Phase::done)
-    std::printf("checkpoint in %s (try: salamander sample --checkpoint %s)\n", tr.checkpoint_dir().c_str(),
-                tr.checkpoint_dir().c_str());
-  std::printf("report %s/report.html · logs, events.csv and metrics.csv in %s\n", opts_.run_dir.c_str(),
-              opts_.run_dir.c_str());
 }
 
 }  // namespace sal::cli

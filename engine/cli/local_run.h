@@ -22,6 +22,7 @@
 
 #include "cli/common.h"
 #include "cli/progress.h"
+#include "cli/run_summary.h"
 #include "drill/runner.h"
 #include "job/config.h"
 #include "mesh/controller.h"
@@ -61,15 +62,13 @@ class LocalRun {
   void spawn_agent(size_t i);
   Status add_agents(int count);
   Status start_drill(drill::DrillSpec spec);
-  nlohmann::ordered_json summary() const;
-  void print_text_summary(const nlohmann::ordered_json& j) const;
+  RunView view() const;
   void on_agent_exit(size_t i, int64_t code, int sig);
   void on_signal(int sig);
   void begin_stop(const std::string& why, int code);
   void wait_for_agents();
   void kill_agents();
   void refresh(bool force);
-  std::string status_line() const;
 
   EventLoop& loop_;
   zmq::context_t& ctx_;

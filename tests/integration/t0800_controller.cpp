@@ -5,6 +5,8 @@
 // and with the membership unchanged the final weights equal a run without the death, bit for bit.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+
 #include <signal.h>
 
 #include <fstream>
@@ -96,6 +98,21 @@ TEST_CASE("t0801-controller-killed-mid-switch: a join being planned when the con
   auto workers = metrics_column(m.dir, "workers");
   CHECK(workers.back() == 3);  // the joined node trains after the resume
   CHECK(has(kinds(m.dir), "resumed"));
+}
+
+TEST_CASE("t0804-controller-on-par-with-run: a standalone controller shows progress and ends with the summary, report and checkpoint") {
+  TestMesh m(job(8));
+  m.start();
+  REQUIRE(m.controller.wait(60000) == 0);
+  const std::string out = m.controller.output();
+  CHECK(out.find("] step ") != std::string::npos);  // the progress line
+  CHECK(out.find("completed 8 steps — 8 steps committed") != std::string::npos);
+  CHECK(out.find("checkpoint in " + m.dir + "/checkpoint") != std::string::npos);
+  auto summary = nlohmann::json::parse(file_text(m.dir + "/summary.json"));
+  CHECK(summary["steps"] == 8);
+  CHECK(summary["exit_code"] == 0);
+  CHECK(summary["checkpoint"] == m.dir + "/checkpoint");
+  CHECK(std::filesystem::exists(m.dir + "/report.html"));
 }
 
 TEST_CASE("t0802-resume-refused: a finished job, and a run directory without a journal, are refused with the reason") {

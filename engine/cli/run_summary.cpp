@@ -1,0 +1,111 @@
+// run_summary.cpp — see run_summary.h.
+#include "cli/run_summary.h"
+
+#include <cstdio>
+
+#include "core/clock.h"
+#include "core/paths.h"
+#include "report/report.h"
+
+namespace sal::cli {
+namespace {
+
+double elapsed_s(const RunView& v) { return double((v.finished_ns ? v.finished_ns : mono_ns()) - v.started_ns) / 1e9; }
+
+bool checkpoint_written(const job::Driver& d) { return !d.checkpoint_dir().empty() && d.phase() == job::Phase::done; }
+
+}  // namespace
+
+std::string status_line(const RunView& v) {
+  const auto& c = v.controller;
+  const auto& m = c.membership();
+  const auto& tr = c.driver();
+  const auto& metrics = c.metrics();
+  std::string steps = v.steps_target > 0 ? std::to_string(c.steps().committed()) + "/" + std::to_string(v.steps_target)
+                                         : "idle (no steps)";
+  std::string train;
+  if (metrics.last()) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " · loss %.3f · %.0f tok/s", metrics.mean_loss(10), metrics.recent_tokens_per_s(20));
+    train = buf;
+  }
+  std::string plan = tr.applied() ? " · plan " + std::to_string(tr.applied()->number()) : "";
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "[%6.1fs] step %s%s · %zu workers · %s%s · epoch %llu · nodes %zu/%lld alive",
+                elapsed_s(v), steps.c_str(), train.c_str(), m.ready_workers(), job::phase_name(tr.phase()),
+                plan.c_str(), (unsigned long long)m.epoch(),
+                m.count(mesh::NodeState::alive) + m.count(mesh::NodeState::suspect), (long long)c.job().mesh.nodes);
+  return buf;
+}
+
+nlohmann::ordered_json run_summary(const RunView& v) {
+  const auto& c = v.controller;
+  const auto& m = c.membership();
+  const auto& st = c.steps();
+  const auto& tr = c.driver();
+  const auto& metrics = c.metrics();
+  const auto& job = c.job();
+  nlohmann::ordered_json j;
+  j["job"] = job.name;
+  j["mode"] = job.train.recovery;
+  j["drill"] = v.drill.empty() ? nlohmann::json() : nlohmann::json(v.drill);
+  j["steps"] = st.committed();
+  j["steps_target"] = v.steps_target;
+  j["samples"] = st.committed() * uint64_t(job.train.batch);
+  j["aborted_steps"] = st.aborted();
+  j["first_loss"] = metrics.first() ? nlohmann::json(metrics.first()->loss) : nlohmann::json();
+  j["final_loss"] = metrics.last() ? nlohmann::json(metrics.last()->loss) : nlohmann::json();
+  j["tokens_per_s"] = metrics.tokens_per_s();
+  j.update(c.record().summary());
+  j["plan"] = tr.applied() ? tr.applied()->number() : 0;
+  j["epoch"] = m.epoch();
+  j["nodes_joined"] = m.nodes().size();
+  j["nodes_lost"] = m.count(mesh::NodeState::dead);
+  j["elapsed_s"] = elapsed_s(v);
+  j["cpu_share"] = v.cpu_share ? nlohmann::json(*v.cpu_share) : nlohmann::json();
+  j["started_mono_ns"] = c.started_ns();
+  auto ex = nlohmann::json::array();
+  for (const auto& e : v.expectations) ex.push_back({{"what", e.what}, {"ok", e.ok}, {"detail", e.detail}});
+  j["expectations"] = ex;
+  j["stopped_by"] = v.stop_reason;
+  if (!tr.failure().empty()) j["failure"] = tr.failure();
+  if (checkpoint_written(tr)) j["checkpoint"] = tr.checkpoint_dir();
+  j["run_dir"] = v.run_dir;
+  j["exit_code"] = v.exit_code;
+  return j;
+}
+
+void print_text_summary(const RunView& v, const nlohmann::ordered_json& j) {
+  const auto& c = v.controller;
+  const auto& tr = c.driver();
+  const auto& metrics = c.metrics();
+  std::printf("%s — %llu steps committed (%llu aborted) in %.2f s · epoch %llu · %zu nodes joined, %zu lost\n",
+              v.stop_reason.c_str(), (unsigned long long)j["steps"].get<uint64_t>(),
+              (unsigned long long)j["aborted_steps"].get<uint64_t>(), j["elapsed_s"].get<double>(),
+              (unsigned long long)j["epoch"].get<uint64_t>(), j["nodes_joined"].get<size_t>(), j["nodes_lost"].get<size_t>());
+  if (metrics.first())
+    std::printf("loss %.3f -> %.3f · %.0f tokens/s · %llu samples\n", metrics.first()->loss, metrics.last()->loss,
+                metrics.tokens_per_s(), (unsigned long long)j["samples"].get<uint64_t>());
+  const auto& rec = c.record();
+  if (!rec.recoveries().empty())
+    std::printf("recoveries: %zu (p50 %.2f s, max %.2f s) · lost steps %llu · restores %llu\n", rec.recoveries().size(),
+                j["recovery_p50_s"].get<double>(), j["recovery_max_s"].get<double>(),
+                (unsigned long long)rec.lost_steps(), (unsigned long long)rec.restores());
+  for (const auto& e : v.expectations)
+    std::printf("  %s  %s: %s\n", e.ok ? "PASS" : "FAIL", e.what.c_str(), e.detail.c_str());
+  if (!tr.failure().empty()) std::printf("training failed: %s\n", tr.failure().c_str());
+  if (checkpoint_written(tr))
+    std::printf("checkpoint in %s (try: salamander sample --checkpoint %s)\n", tr.checkpoint_dir().c_str(),
+                tr.checkpoint_dir().c_str());
+  if (!v.run_dir.empty())
+    std::printf("report %s/report.html · logs, events.csv and metrics.csv in %s\n", v.run_dir.c_str(), v.run_dir.c_str());
+}
+
+Status write_run_outputs(const RunView& v, const nlohmann::ordered_json& j) {
+  if (v.run_dir.empty()) return {};
+  if (auto s = write_file(v.run_dir + "/summary.json", j.dump(2) + "\n"); !s) return s.error().with_context("summary.json");
+  if (auto s = report::write_run_report(v.run_dir); !s) return s.error().with_context("report.html");
+  return {};
+}
+
+}  // namespace sal::cli
