@@ -191,4 +191,8 @@ using Action = std::variant<act::Send, act::DecidePlan, act::ArmTimer, act::Canc
                             act::EraseKeys, act::SnapshotComplete, act::CheckpointComplete, act::SnapshotDrop, act::Committed, act::StopJob,
                             act::Journal>;
 
+// One line of each, for the controller's debug trace ("vote 1.0 step 12 yes", "send plan_update to 4").
+std::string describe(const Event& e);
+std::string describe(const Action& a);
+
 }  // namespace sal::job

@@ -124,7 +124,12 @@ void Controller::feed(job::Event e) {
   while (!inbox_.empty()) {
     job::Input in = std::move(inbox_.front());
     inbox_.pop_front();
-    for (const auto& a : driver_->handle(in)) apply(a);
+    const bool trace = spdlog::should_log(spdlog::level::debug);
+    if (trace) spdlog::debug("driver ({}): {}", job::phase_name(driver_->phase()), job::describe(in.what));
+    for (const auto& a : driver_->handle(in)) {
+      if (trace) spdlog::debug("  -> {}", job::describe(a));
+      apply(a);
+    }
   }
   feeding_ = false;
 }

@@ -128,6 +128,16 @@ void TrainerThread::handle(const wire::JobSpec& j) {
   answer(wire::WorkerStatus{index_, wire::WorkerState::ready, {}});
 }
 
+namespace {
+
+// ", restored from DIR" for a restoring plan's debug line ("" otherwise).
+std::string restored_from(const wire::PlanUpdate& p) {
+  if (!p.restore) return "";
+  return ", restored from " + (p.restore_dir.empty() ? std::string("the seed") : p.restore_dir);
+}
+
+}  // namespace
+
 void TrainerThread::handle(const wire::PlanUpdate& p) {
   wire::PlanReady r{0, index_, p.number(), false, "", 0, 0, 0};
   int64_t t0 = mono_ns();
@@ -141,6 +151,9 @@ void TrainerThread::handle(const wire::PlanUpdate& p) {
   r.ms = double(mono_ns() - t0) / 1e6;
   if (trainer_) r.connect_ms = trainer_->plan_times().connect_ms, r.migrate_ms = trainer_->plan_times().migrate_ms;
   if (!r.ok) spdlog::warn("plan {} failed: {}", p.number(), r.detail);
+  else
+    spdlog::debug("plan {} applied in {:.1f} ms (data plane {:.1f} ms, moving state {:.1f} ms{})", p.number(), r.ms,
+                  r.connect_ms, r.migrate_ms, restored_from(p));
   answer(r);
 }
 
@@ -163,6 +176,7 @@ void TrainerThread::handle(const wire::StepBegin& b) {
     v.lr = out->lr;
     v.compute_ms = out->compute_ms;
     for (const auto& layer : out->stats.expert_counts) v.loads.insert(v.loads.end(), layer.begin(), layer.end());
+    spdlog::debug("step {} computed in {:.1f} ms: votes yes", b.step, v.compute_ms);
   }
   answer(v);
 }
@@ -187,6 +201,7 @@ void TrainerThread::handle(const wire::StepCommit& c) {
 
 void TrainerThread::handle(const wire::StepAbort& a) {
   if (!trainer_) return;
+  spdlog::debug("step {} aborted: {}", a.step, a.reason);
   if (a.epoch != wire::kFenceEpoch) trainer_->discard();  // a fence keeps a voted step's gradients
   trainer_->clear_abort();
 }
