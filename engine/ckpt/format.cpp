@@ -41,6 +41,16 @@ Status remove_snapshot(const std::string& dir) {
   return {};
 }
 
+std::vector<std::string> remove_incomplete_snapshots(const std::string& root) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
+    if (!e.is_directory() || std::filesystem::exists(e.path() / "complete")) continue;
+    if (remove_snapshot(e.path().string())) removed.push_back(e.path().string());
+  }
+  return removed;
+}
+
 std::string unit_file(const std::string& dir, const UnitId& id) { return dir + "/" + id.name() + ".bin"; }
 
 Status write_unit(const std::string& dir, const Unit& u, uint64_t step) {

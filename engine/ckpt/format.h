@@ -42,6 +42,10 @@ Result<Manifest> read_manifest(const std::string& dir);
 // and the units) says so on disk. remove_snapshot() deletes a snapshot's directory.
 Status mark_complete(const Snapshot& s);
 Status remove_snapshot(const std::string& dir);
+// Removes every snapshot directory under `root` (<run>/snapshots) that has no `complete` marker:
+// what a rank that left, or a stop, left half written. Returns the directories removed. For the
+// end of a job, once no worker writes any more.
+std::vector<std::string> remove_incomplete_snapshots(const std::string& root);
 
 // Every unit of a model with all its experts, in the shape its manifest records (for sampling, or
 // restoring the whole model).

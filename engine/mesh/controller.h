@@ -188,6 +188,8 @@ class Controller {
   void node_lost(NodeId id, const std::string& cause);
   void worker_lost(NodeId id, uint32_t index, const std::string& cause);
   void check_shutdown_done();
+  // At the end of a job, once every node has left: the snapshot directories never completed go.
+  void remove_incomplete_snapshots();
   void changed();
 
   uv_loop_t* loop_;

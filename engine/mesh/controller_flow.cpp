@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "core/paths.h"
+#include "ckpt/format.h"
 #include "mesh/controller.h"
 
 namespace sal::mesh {
@@ -116,7 +117,15 @@ void Controller::check_shutdown_done() {
   for (const auto& [id, n] : membership_.nodes())
     if (n.live() || n.state == NodeState::draining) return;
   stop_timer_.stop();
+  remove_incomplete_snapshots();
   std::exchange(stop_done_, nullptr)();
+}
+
+// Every node has left: no worker writes a snapshot any more, and the half-written ones go.
+void Controller::remove_incomplete_snapshots() {
+  if (opts_.run_dir.empty()) return;
+  for (const auto& dir : ckpt::remove_incomplete_snapshots(opts_.run_dir + "/snapshots"))
+    events_.add("snapshot_removed", kNoNode, membership_.epoch(), dir + ": incomplete (a rank writing it left, or the job stopped)");
 }
 
 void Controller::changed() {

@@ -130,6 +130,9 @@ TEST_CASE("t0307-stop-saves: Ctrl-C or job.stop() aborts the step in flight and 
     CHECK(eventually([&] { return all_gone(pids); }, 3000));
     const std::string out = r.proc.output();
     CHECK(out.find("checkpoint in " + r.dir + "/out/checkpoint") != std::string::npos);
+    std::error_code ec;  // no half-written snapshot is left behind
+    for (const auto& snap : std::filesystem::directory_iterator(r.dir + "/out/snapshots", ec))
+      CHECK(std::filesystem::exists(snap.path() / "complete"));
     // the checkpoint is of the last committed step, and a run resumes from it
     auto steps = metrics_column(r.dir + "/out", "step");
     REQUIRE_FALSE(steps.empty());

@@ -1,7 +1,7 @@
 // test_snapshot_writer.cpp — ckpt::SnapshotWriter as pure logic on one machine: writes in order
 // and reports each; cancel() stops the write in progress before its next unit, skips the queued
 // ones and answers every one of them not ok, so a stopping worker is not held up by snapshots no
-// one will read.
+// one will read. And the end-of-job sweep of snapshot folders never completed.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -112,4 +112,21 @@ TEST_CASE("a cancelled snapshot writer stops the write in progress and skips the
     CHECK_FALSE(std::filesystem::exists(dir + "/" + std::to_string(i + 1)));
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("remove_incomplete_snapshots removes the snapshot folders without a complete marker, and only those") {
+  const std::string root = fresh_dir("sweep");
+  std::filesystem::create_directories(root + "/step-10");
+  std::filesystem::create_directories(root + "/step-20");
+  std::filesystem::create_directories(root + "/step-30");
+  ckpt::Snapshot done;
+  done.step = 20, done.dir = root + "/step-20", done.units = 3;
+  REQUIRE(ckpt::mark_complete(done).ok());
+  auto removed = ckpt::remove_incomplete_snapshots(root);
+  CHECK(removed.size() == 2);
+  CHECK_FALSE(std::filesystem::exists(root + "/step-10"));
+  CHECK(std::filesystem::exists(root + "/step-20"));
+  CHECK_FALSE(std::filesystem::exists(root + "/step-30"));
+  CHECK(ckpt::remove_incomplete_snapshots(root + "/no-such-dir").empty());
+  std::filesystem::remove_all(root);
 }
