@@ -17,6 +17,7 @@ PACKAGES=(
   libluajit-5.1-dev libzmq3-dev cppzmq-dev libuv1-dev libspdlog-dev doctest-dev libedit-dev
   libmsgpack-cxx-dev nlohmann-json3-dev libopenblas-dev libgloo-dev
   libucx-dev  # UCX: the CPU data plane's shared-memory path between workers on one host
+  prometheus-cpp-dev  # the controller's Prometheus endpoint (metrics.bind)
   fortunes  # the default job's training text (/usr/share/games/fortunes)
 )
 

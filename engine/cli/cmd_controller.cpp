@@ -1,8 +1,9 @@
 // cmd_controller.cpp — `salamander controller JOB.lua`: serve a job's controller until stopped;
 // `salamander controller --resume RUN_DIR`: bring a dead controller's job back from its journal
 // (the job, the mesh endpoint the agents reconnect to, the committed steps, the plan in force).
-// Prints its endpoints first ("mesh ENDPOINT", "repl ENDPOINT") so scripts can read them, then the
-// progress line, and at the end the summary, summary.json and report.html, as `salamander run` does.
+// Prints its endpoints first ("mesh ENDPOINT", "repl ENDPOINT", and "metrics URL" when metrics.bind
+// is set) so scripts can read them, then the progress line, and at the end the summary,
+// summary.json and report.html, as `salamander run` does.
 #include <signal.h>
 
 #include <cstdio>
@@ -58,6 +59,7 @@ int cmd_controller(const Args& args) {
               {{"--resume", "RUN_DIR", "resume the job whose run directory (--out) holds journal.jsonl"},
                {"--mesh", "ENDPOINT", "mesh endpoint (default: the job's mesh.bind; with --resume, the journal's)"},
                {"--repl", "ENDPOINT", "REPL endpoint (default: the job's repl.bind)"},
+               {"--metrics", "ADDR", kMetricsHelp},
                {"--steps", "N", "steps to drive, then stop (default: the job's train.steps)"},
                {"--set", "PATH=VALUE,...", kSetHelp},
                {"--server-key", "FILE", "CURVE: the controller's key pair (default: the job's security.server_key; "
@@ -98,6 +100,7 @@ int cmd_controller(const Args& args) {
   }
   if (auto m = p->get("--mesh")) job->mesh.bind = *m;
   if (auto r = p->get("--repl")) job->repl.bind = *r;
+  if (auto s = metrics_option(*p, *job); !s) return usage_error(cmd, s.error().message());
   if (auto s = security_options(*p, job->security); !s) return usage_error(cmd, s.error().message());
   int64_t default_steps = journal ? journal->job->max_steps : job->train.steps;
   auto steps = p->get_int("--steps", default_steps, 0, INT64_MAX);
@@ -158,6 +161,7 @@ int cmd_controller(const Args& args) {
       return 1;
     }
     std::printf("mesh %s\nrepl %s\n", controller.mesh_endpoint().c_str(), controller.repl_endpoint().c_str());
+    if (!controller.metrics_url().empty()) std::printf("metrics %s\n", controller.metrics_url().c_str());
     std::fflush(stdout);
     progress_timer.start(1000, 1000, [&] { progress.update(status_line(view()), false); });
     loop.run();

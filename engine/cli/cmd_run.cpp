@@ -1,4 +1,4 @@
-// cmd_run.cpp — `salamander run [JOB.lua] [--nodes N] [--steps S] [--repl ENDPOINT] [--json]
+// cmd_run.cpp — `salamander run [JOB.lua] [--nodes N] [--steps S] [--repl ENDPOINT] [--metrics ADDR] [--json]
 // [--drill DRILL.lua [--drill-arg K=V,...] [--modes elastic,fixed-ep-ft,checkpoint-restart]]
 // [--cpu-share F] [--resume CHECKPOINT|RUN_DIR] [--set PATH=VALUE,...]`.
 // With --modes the job runs once per recovery mode (train.recovery), each in <out>/<mode>, and
@@ -141,6 +141,7 @@ int cmd_run(const Args& args) {
                {"--set", "PATH=VALUE,...", kSetHelp},
                {"--steps", "S", "steps to run (default: the job's train.steps; 0: idle until stopped)"},
                {"--repl", "ENDPOINT", "where the REPL listens (default: the job's repl.bind)"},
+               {"--metrics", "ADDR", kMetricsHelp},
                {"--out", "DIR", "run directory (default: runs/<job>-<time>)"},
                {"--json", "", "end with one JSON summary object on stdout"},
                {"--drill", "DRILL.lua", "run a failure drill (scripts/drills/) against the job"},
@@ -199,6 +200,7 @@ int cmd_run(const Args& args) {
   auto cpu_share = cpu_share_option(*p);
   if (!cpu_share) return usage_error(cmd, cpu_share.error().message());
   if (auto r = p->get("--repl")) job->repl.bind = *r;
+  if (auto s = metrics_option(*p, *job); !s) return usage_error(cmd, s.error().message());
   std::optional<job::ResumeFrom> resume_from;
   if (auto from = p->get("--resume")) {
     if (!modes.empty()) return usage_error(cmd, "--resume runs one job: not with --modes");

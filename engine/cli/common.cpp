@@ -9,6 +9,7 @@
 
 #include <cstdio>
 
+#include "core/http_bind.h"
 #include "core/log.h"
 #include "core/paths.h"
 #include "core/strings.h"
@@ -117,6 +118,14 @@ Result<std::vector<std::pair<std::string, std::string>>> key_values(const std::s
     out.emplace_back(std::string(trim(kv.substr(0, eq))), std::string(trim(kv.substr(eq + 1))));
   }
   return out;
+}
+
+Status metrics_option(const Parsed& p, job::JobConfig& job) {
+  auto text = p.get("--metrics");
+  if (!text) return {};
+  if (auto b = parse_http_bind(*text); !b) return Error("--metrics: " + b.error().message());
+  job.metrics.bind = *text;
+  return {};
 }
 
 Result<double> cpu_share_option(const Parsed& p) {

@@ -66,6 +66,14 @@ Result<std::vector<std::pair<std::string, std::string>>> key_values(const std::s
 // <base>/<name>-<YYYYmmdd-HHMMSS>[-N], created (runs and simulations write their files there).
 Result<std::string> make_run_dir(const std::string& base, const std::string& name);
 
+// --metrics ADDR (run, controller): replaces the job's metrics.bind, checked as the schema checks it.
+Status metrics_option(const Parsed& p, job::JobConfig& job);
+
+// --metrics' line in a command's option list.
+inline const char* const kMetricsHelp =
+    "serve Prometheus metrics over HTTP at ADDR/metrics: tcp://HOST:PORT (PORT * for any free port) or a bare "
+    "PORT on loopback; sets metrics.bind (default: the job's, off)";
+
 // --cpu-share F (run, agent): CPUs per worker in (0, 64]; 0 when the option is absent.
 Result<double> cpu_share_option(const Parsed& p);
 

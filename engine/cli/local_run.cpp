@@ -62,6 +62,7 @@ Status LocalRun::start() {
   FILE* out = opts_.json ? stderr : stdout;
   std::fprintf(out, "repl  %s\nmesh  %s\nlogs  %s\n", controller_->repl_endpoint().c_str(),
                controller_->mesh_endpoint().c_str(), opts_.run_dir.c_str());
+  if (!controller_->metrics_url().empty()) std::fprintf(out, "metrics  %s\n", controller_->metrics_url().c_str());
   std::fflush(out);
   loop_.on_signals([this](int sig) { on_signal(sig); });
   controller_->add_nodes = [this](int count) { return add_agents(count); };

@@ -26,7 +26,7 @@ std::string status_line(const RunView& v) {
   std::string train;
   if (metrics.last()) {
     char buf[96];
-    std::snprintf(buf, sizeof buf, " · loss %.3f · %.0f tok/s", metrics.mean_loss(10), metrics.recent_tokens_per_s(20));
+    std::snprintf(buf, sizeof buf, " · loss %.3f · %.0f tok/s", metrics.mean_loss(10), metrics.recent_tokens_per_s(mesh::MetricsLog::kRecentSteps));
     train = buf;
   }
   std::string plan = tr.applied() ? " · plan " + std::to_string(tr.applied()->number()) : "";
@@ -34,7 +34,7 @@ std::string status_line(const RunView& v) {
   std::snprintf(buf, sizeof buf, "[%6.1fs] step %s%s · %zu workers · %s%s · epoch %llu · nodes %zu/%lld alive",
                 elapsed_s(v), steps.c_str(), train.c_str(), m.ready_workers(), job::phase_name(tr.phase()),
                 plan.c_str(), (unsigned long long)m.epoch(),
-                m.count(mesh::NodeState::alive) + m.count(mesh::NodeState::suspect), (long long)c.job().mesh.nodes);
+                m.live_nodes(), (long long)c.job().mesh.nodes);
   return buf;
 }
 
@@ -70,6 +70,7 @@ nlohmann::ordered_json run_summary(const RunView& v) {
   j["stopped_by"] = v.stop_reason;
   if (!tr.failure().empty()) j["failure"] = tr.failure();
   if (checkpoint_written(tr)) j["checkpoint"] = tr.checkpoint_dir();
+  j["metrics_url"] = c.metrics_url().empty() ? nlohmann::json() : nlohmann::json(c.metrics_url());
   j["run_dir"] = v.run_dir;
   j["exit_code"] = v.exit_code;
   return j;

@@ -74,6 +74,12 @@ struct ReplConfig {
   int64_t max_sessions = 32;
 };
 
+// The controller's Prometheus endpoint (plain HTTP, read-only): off unless set, because a scrape
+// config needs a port chosen in advance and no fixed default is free on every host.
+struct MetricsConfig {
+  std::string bind;            // "" (off), tcp://HOST:PORT (PORT * for any free one), or a bare PORT (loopback)
+};
+
 struct SecurityConfig {
   std::string server_key;      // file with the controller's CURVE secret key (Z85)
   std::string allow;           // allowlist file: "<public key> <role> <name>" per line
@@ -100,6 +106,7 @@ struct JobConfig {
   TrainConfig train;
   MeshConfig mesh;
   ReplConfig repl;
+  MetricsConfig metrics;
   SecurityConfig security;
   PolicyConfig policies;
 };

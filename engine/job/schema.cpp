@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "core/devices.h"
+#include "core/http_bind.h"
 #include "core/strings.h"
 #include "job/config.h"
 #include "job/schema.h"
@@ -126,6 +127,10 @@ const std::vector<Field>& fields() {
               [](JobConfig& j) -> int64_t& { return j.repl.memory_mb; }),
       integer("repl.max_sessions", 1, 1024, "concurrent REPL sessions (oldest idle is dropped)",
               [](JobConfig& j) -> int64_t& { return j.repl.max_sessions; }),
+      text("metrics.bind", {}, "the Prometheus endpoint (plain HTTP GET /metrics): tcp://HOST:PORT, PORT * for any "
+           "free port, or a bare PORT on loopback; \"\" (the default): off. Not authenticated: beyond loopback it "
+           "serves the job's numbers to whoever reaches it",
+           [](JobConfig& j) -> std::string& { return j.metrics.bind; }),
       text("security.server_key", {}, "file holding the controller's CURVE secret key",
            [](JobConfig& j) -> std::string& { return j.security.server_key; }),
       text("security.allow", {}, "allowlist file: '<public key> <role> <name>' per line",
@@ -285,6 +290,8 @@ void cross_checks(const JobConfig& j, std::vector<std::string>& errors) {
   for (auto [key, ep] : {std::pair{"mesh.bind", j.mesh.bind}, std::pair{"repl.bind", j.repl.bind}})
     if (!valid_endpoint(ep))
       add(fail(key, ": \"", ep, "\" is not an endpoint (expected tcp://HOST:PORT or ipc://PATH)"));
+  if (!j.metrics.bind.empty())
+    if (auto b = parse_http_bind(j.metrics.bind); !b) add(Error("metrics.bind: " + b.error().message()));
   for (auto [key, v] : {std::pair{"policies.allocation", j.policies.allocation},
                         std::pair{"policies.placement", j.policies.placement},
                         std::pair{"policies.checkpoint", j.policies.checkpoint},

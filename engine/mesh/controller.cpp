@@ -10,6 +10,8 @@
 #include "core/paths.h"
 #include "core/strings.h"
 #include "mesh/endpoint.h"
+#include "mesh/metrics_endpoint.h"
+#include "mesh/metrics_export.h"
 #include "mesh/monitor.h"
 #include "mesh/planner.h"
 #include "mesh/repl_server.h"
@@ -66,6 +68,7 @@ Controller::Controller(uv_loop_t* loop, zmq::context_t& ctx, ControllerOptions o
 }
 
 Controller::~Controller() {
+  events_.on_add = nullptr;  // the registry goes before the event log
   repl_.reset();
   mesh_monitor_.reset();
   mesh_watcher_.reset();
@@ -106,6 +109,7 @@ Status Controller::setup_security() {
 Status Controller::start() {
   SAL_TRY(job::check_data(opts_.job));
   SAL_TRY(setup_security());
+  SAL_TRY(start_metrics());  // before the policies load: their events and decisions are counted
   planner_->policies().on_event = [this](policy::Kind k, const policy::SlotEvent& e) {
     events_.add(e.kind, kNoNode, membership_.epoch(), std::string(policy::kind_name(k)) + ": " + e.detail);
     bool swapped = e.kind == "policy_loaded" || e.kind == "policy_rollback";
@@ -144,9 +148,10 @@ Status Controller::start() {
   tick_timer_.start(kTickMs, kTickMs, [this] { liveness_tick(); });
   uint64_t hb = uint64_t(opts_.job.mesh.heartbeat_ms);
   ping_timer_.start(hb, hb, [this] { send_pings(); });
-  events_.add("controller_started", kNoNode, 0, "mesh " + mesh_endpoint_ + ", repl " + repl_endpoint());
-  spdlog::info("controller for job '{}': mesh {} repl {}", opts_.job.name, mesh_endpoint_,
-               repl_endpoint());
+  std::string metrics = metrics_endpoint_ ? ", metrics " + metrics_url() : "";
+  events_.add("controller_started", kNoNode, 0, "mesh " + mesh_endpoint_ + ", repl " + repl_endpoint() + metrics);
+  spdlog::info("controller for job '{}': mesh {} repl {}{}", opts_.job.name, mesh_endpoint_, repl_endpoint(), metrics);
+  export_state();
   if (auto dir = runtime_dir(); dir.ok()) (void)write_file(*dir + "/last-repl", repl_endpoint() + "\n", 0600);
   return {};
 }

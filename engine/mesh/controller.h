@@ -4,9 +4,11 @@
 // readiness, saves, timers, operator requests — into the driver's events, and applies the actions
 // that come back (send these messages, ask the planner, arm a timer, log, record the run). It owns
 // membership with epochs, the event log, the rendezvous store, the metrics and the run record, and
-// serves the mesh endpoint (agents) and the REPL endpoint (operators). It never moves tensors.
-// (controller.cpp: setup, messages and liveness; controller_driver.cpp: feeding the driver and
-// applying its actions; controller_flow.cpp: operator actions and shutdown.)
+// serves the mesh endpoint (agents), the REPL endpoint (operators) and, with metrics.bind, a
+// Prometheus endpoint (scrapers). It never moves tensors. (controller.cpp: setup, messages and
+// liveness; controller_driver.cpp: feeding the driver and applying its actions;
+// controller_flow.cpp: operator actions and shutdown; controller_metrics.cpp: the Prometheus
+// registry and endpoint.)
 //
 // Everything runs on one libuv loop: the mesh ROUTER socket, a monitor that reports a dropped
 // agent connection the moment its process dies, a liveness tick that ages silent nodes, pings to
@@ -56,6 +58,9 @@ class Planner;
 class ReplServer;
 class ZapHandler;
 class Allowlist;
+class MetricsExport;
+class MetricsEndpoint;
+struct JobState;
 
 struct ControllerOptions {
   job::JobConfig job;
@@ -84,6 +89,9 @@ class Controller {
   Status start();
   const std::string& mesh_endpoint() const { return mesh_endpoint_; }
   const std::string& repl_endpoint() const;
+  // The Prometheus endpoint's URL with the port bound ("http://127.0.0.1:9464/metrics"); "" when
+  // metrics.bind is off.
+  std::string metrics_url() const;
 
   // Tells every live node to stop and calls `done` once all have left (or after a grace period).
   void shutdown(const std::string& reason, std::function<void()> done);
@@ -143,6 +151,13 @@ class Controller {
 
  private:
   Status setup_security();
+  // ---- the Prometheus endpoint (controller_metrics.cpp) ----
+  // Binds metrics.bind (when set) and hooks the registry to the events and the policy slots.
+  Status start_metrics();
+  // What job.metrics(), the progress line and the summary read, for the registry.
+  JobState metrics_state() const;
+  // The registry's state-mirroring metrics set to the state now (no-op when metrics.bind is off).
+  void export_state();
   void on_mesh_message();
   void on_connection_event(int kind, int fd, const std::string& peer);
   void handle(const std::string& rid, int fd, const wire::Envelope& env);
@@ -218,6 +233,8 @@ class Controller {
   std::unique_ptr<wire::KeyPair> server_key_;
   std::unique_ptr<Allowlist> allow_;
   std::unique_ptr<Planner> planner_;
+  std::unique_ptr<MetricsExport> export_;              // null when metrics.bind is off
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
 
   std::vector<std::shared_ptr<Timer>> thaw_timers_;  // frozen nodes waiting for SIGCONT
   Timer tick_timer_;

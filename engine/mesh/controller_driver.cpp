@@ -9,6 +9,7 @@
 #include "core/clock.h"
 #include "core/overloaded.h"
 #include "mesh/controller.h"
+#include "mesh/metrics_export.h"
 #include "mesh/planner.h"
 #include "mesh/security.h"
 
@@ -132,6 +133,7 @@ void Controller::feed(job::Event e) {
     }
   }
   feeding_ = false;
+  export_state();
 }
 
 void Controller::apply(const job::Action& action) {
@@ -148,7 +150,10 @@ void Controller::apply(const job::Action& action) {
                    record_.plan(a.plan, now_s(), a.loads);
                    if (on_change) on_change();
                  },
-                 [&](const act::RecoveryDone& a) { record_.recovery(a.record); },
+                 [&](const act::RecoveryDone& a) {
+                   record_.recovery(a.record);
+                   if (export_) export_->recovery(a.record.seconds);
+                 },
                  [&](const act::StepsLost& a) { record_.lost(a.steps); },
                  [&](const act::Restored&) { record_.restored(); },
                  [&](const act::EraseKeys& a) { store_->erase_prefix("plan-" + std::to_string(a.plan) + "/"); },
@@ -158,6 +163,7 @@ void Controller::apply(const job::Action& action) {
                    const auto& snap = a.snapshot;
                    if (auto s = ckpt::write_manifest(snap.dir, snap.step, snap.units, manifest_dims(opts_.job)); !s)
                      spdlog::warn("{}", s.error().message());
+                   if (export_) export_->snapshot_complete(snap.step);
                  },
                  [&](const act::CheckpointComplete& a) {
                    if (auto s = ckpt::write_manifest(a.dir, a.step, a.units, manifest_dims(opts_.job)); !s)
@@ -196,7 +202,9 @@ void Controller::apply_send(const job::act::Send& s) {
 // The policies may take a while (the mesh is serviced meanwhile; what arrives then waits in the
 // inbox); the answer is the driver's next event.
 void Controller::apply_decide(const job::act::DecidePlan& d) {
-  feed(job::in::Decided{d.decision, planner_->decide(d)});
+  auto r = planner_->decide(d);
+  if (r && export_) export_->plan_decision(r->ms);
+  feed(job::in::Decided{d.decision, std::move(r)});
 }
 
 void Controller::apply_note(const job::act::Note& n) {

@@ -130,6 +130,7 @@ void Controller::remove_incomplete_snapshots() {
 
 void Controller::changed() {
   if (!stopping_) view_changed();
+  export_state();
   if (on_change) on_change();
 }
 

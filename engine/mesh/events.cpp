@@ -41,6 +41,7 @@ void EventLog::flush_repeats() {
 }
 
 const Event& EventLog::add(std::string kind, NodeId node, Epoch epoch, std::string detail) {
+  if (on_add) on_add(kind);
   if (!events_.empty()) {
     Event& last = events_.back();
     if (last.kind == kind && last.node == node && last.detail == detail) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <string>
 
 #include "core/ids.h"
@@ -37,6 +38,8 @@ class EventLog {
   void open_csv(const std::string& path);
   const Event& add(std::string kind, NodeId node, Epoch epoch, std::string detail);
   const std::deque<Event>& all() const { return events_; }
+  // Told the kind of every event added, repeats included (the metrics endpoint counts them).
+  std::function<void(const std::string& kind)> on_add;
   uint64_t count() const { return next_seq_; }
 
  private:

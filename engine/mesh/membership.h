@@ -101,6 +101,8 @@ class Membership {
   Epoch epoch() const { return epoch_; }
   const std::map<NodeId, Node>& nodes() const { return nodes_; }
   size_t count(NodeState s) const;
+  // Nodes alive or suspected (not yet declared dead): the progress line's "nodes N/M alive".
+  size_t live_nodes() const { return count(NodeState::alive) + count(NodeState::suspect); }
   size_t ready_workers() const;
   // The ready workers of usable nodes: node id order, then worker index.
   std::vector<Participant> ready_participants() const;

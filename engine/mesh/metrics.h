@@ -27,14 +27,16 @@ class MetricsLog {
 
   const std::deque<StepRecord>& recent() const { return recent_; }
   uint64_t count() const { return count_; }
+  uint64_t tokens() const { return tokens_; }  // in every committed step
   const StepRecord* first() const { return count_ ? &first_ : nullptr; }
   const StepRecord* last() const { return recent_.empty() ? nullptr : &recent_.back(); }
   // Mean loss over the last n records (the progress line smooths with it).
   double mean_loss(size_t n) const;
   // Tokens per second over all steps: total tokens / total step time.
   double tokens_per_s() const { return step_s_ > 0 ? double(tokens_) / step_s_ : 0; }
-  // The same over the most recent n steps.
+  // The same over the most recent n steps (the progress line and the metrics endpoint: kRecentSteps).
   double recent_tokens_per_s(size_t n) const;
+  static constexpr size_t kRecentSteps = 20;
 
   ~MetricsLog();
 

@@ -17,6 +17,9 @@ PolicySet::PolicySet(PolicyOptions opts) : opts_(std::move(opts)), resolver_(opt
     slots_[size_t(k)]->on_event = [this, k](const SlotEvent& e) {
       if (on_event) on_event(k, e);
     };
+    slots_[size_t(k)]->on_decision = [this, k](const Decision& d) {
+      if (on_decision) on_decision(k, d);
+    };
     slots_[size_t(k)]->reread = [this](const Source& s) { return resolver_.reread(s); };
   }
 }

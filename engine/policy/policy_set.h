@@ -37,6 +37,8 @@ class PolicySet {
 
   // Events of every slot (loaded, refused, rollback, fallback), tagged with the slot's kind.
   std::function<void(Kind, const SlotEvent&)> on_event;
+  // Every slot's decisions, tagged with the slot's kind.
+  std::function<void(Kind, const Decision&)> on_decision;
 
   const GenerationEnv& env() const { return env_; }
 

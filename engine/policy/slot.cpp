@@ -215,6 +215,7 @@ Decision Slot::decide(const Input& in) {
   }
   if (d.decided_by == "floor") ++floor_decisions_;
   last_ = d;
+  if (on_decision) on_decision(d);
   return d;
 }
 

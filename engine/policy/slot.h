@@ -100,6 +100,8 @@ class Slot {
   const std::optional<Decision>& last_decision() const { return last_; }
 
   std::function<void(const SlotEvent&)> on_event;
+  // Every decision, as decide() returns it (the controller exports the decision times).
+  std::function<void(const Decision&)> on_decision;
   // Re-reads a generation's source for reload() (files change; embedded sources do not).
   std::function<Result<Source>(const Source&)> reread;
 
