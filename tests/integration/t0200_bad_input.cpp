@@ -10,6 +10,7 @@
 #include <msgpack.hpp>
 #include <zmq_addon.hpp>
 
+#include "support/loopback.h"
 #include "support/mesh_harness.h"
 #include "support/run_files.h"
 #include "wire/codec.h"
@@ -60,13 +61,8 @@ std::string packed_heartbeat_with_string_id() {
 }
 
 void send_raw_tcp(const std::string& ep, const std::string& bytes) {
-  int port = std::stoi(ep.substr(ep.rfind(':') + 1));
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  int fd = connect_loopback(std::stoi(ep.substr(ep.rfind(':') + 1)));
+  REQUIRE(fd >= 0);
   (void)!write(fd, bytes.data(), bytes.size());
   char buf[256];
   timeval tv{1, 0};

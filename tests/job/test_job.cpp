@@ -57,6 +57,22 @@ TEST_CASE("wrong types and impossible values say what was expected") {
   CHECK(error_of("return { mesh = { heartbeat_ms = 100.5 } }").find("got 100.5") != std::string::npos);
 }
 
+TEST_CASE("metrics.bind: off by default, an endpoint or a bare port when set") {
+  auto plain = load_text("return {}", "x.lua", ".");
+  REQUIRE(plain.ok());
+  CHECK(plain->metrics.bind.empty());
+  for (const char* ok : {"tcp://127.0.0.1:9464", "tcp://127.0.0.1:*", "9464", "tcp://*:9464"}) {
+    CAPTURE(ok);
+    CHECK(load_text(std::string("return { metrics = { bind = '") + ok + "' } }", "x.lua", ".").ok());
+  }
+  CHECK(error_of("return { metrics = { bind = 'http://localhost:80' } }") ==
+        "x.lua: metrics.bind: \"http://localhost:80\" is not an endpoint (expected tcp://HOST:PORT with PORT a "
+        "number or * for any free port, or a bare PORT for loopback)");
+  CHECK(error_of("return { metrics = { bind = 9464 } }").find("metrics.bind: expected a string, got 9464") !=
+        std::string::npos);
+  CHECK(error_of("return { metrics = { port = 9464 } }").find("metrics.port: unknown key") != std::string::npos);
+}
+
 TEST_CASE("rules that tie keys together") {
   CHECK(error_of("return { model = { d_model = 66, heads = 4 } }").find("model.heads: 4 does not divide") != std::string::npos);
   CHECK(error_of("return { model = { experts = 2, top_k = 3 } }").find("model.top_k") != std::string::npos);

@@ -1,0 +1,155 @@
+// t0320_metrics.cpp — the controller's Prometheus endpoint, scraped over HTTP as Prometheus does it
+// while a real job trains (`salamander run --metrics tcp://127.0.0.1:*`): the address printed at
+// start is the one bound and lands in summary.json; two scrapes a while apart parse as exposition
+// text (HELP and TYPE lines, `name{labels} value`) and show the step advancing, a finite loss and
+// every worker live; clients that connect and never ask hold every thread of the endpoint while the
+// job goes on training; nothing listens once the run is over. A port already taken refuses the
+// start, naming metrics.bind, before any agent is started; a malformed --metrics is a usage error;
+// a standalone controller serves the same endpoint.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+
+#include "support/loopback.h"
+#include "support/mesh_harness.h"
+#include "support/prom_scrape.h"
+#include "support/run_files.h"
+
+using namespace sal;
+using namespace sal::test;
+
+namespace {
+
+// What every scrape of a job named `job` with `workers` workers must show.
+void check_scrape(const PromText& t, const std::string& job, int workers) {
+  for (const char* family : {"salamander_step", "salamander_loss", "salamander_tokens_per_second",
+                             "salamander_live_workers", "salamander_live_nodes", "salamander_recoveries_total",
+                             "salamander_recovery_seconds", "salamander_policy_generation",
+                             "salamander_policy_decision_seconds", "salamander_snapshot_latest_step", "salamander_epoch",
+                             "salamander_plan"}) {
+    CAPTURE(family);
+    CHECK(t.type.count(family) == 1);
+    CHECK(t.help.count(family) == 1);
+  }
+  for (const auto& s : t.samples) {  // ours, and prometheus-cpp's own exposer_* (scrapes served)
+    CAPTURE(s.name);
+    if (s.name.rfind("exposer_", 0) == 0) continue;
+    CHECK(s.name.rfind("salamander_", 0) == 0);
+    CHECK(s.labels.at("job_name") == job);
+  }
+  CHECK(t.value("exposer_scrapes_total").has_value());
+  double loss = t.value("salamander_loss").value_or(NAN);
+  CHECK(std::isfinite(loss));
+  CHECK(loss > 0);
+  CHECK(t.value("salamander_live_workers") == workers);
+  CHECK(t.value("salamander_live_nodes") == workers);
+  CHECK(t.value("salamander_plan").value_or(0) >= 1);
+  CHECK(t.value("salamander_phase", {{"phase", "running"}}) == 1);
+  CHECK(t.value("salamander_policy_generation", {{"slot", "placement"}}) == 1);
+  CHECK(t.value("salamander_policy_decision_seconds_count", {{"slot", "placement"}}).value_or(0) >= 1);
+}
+
+// "http://127.0.0.1:40123/metrics" -> 40123
+int port_of(const std::string& url) {
+  auto colon = url.rfind(':');
+  return std::stoi(url.substr(colon + 1, url.find('/', colon) - colon - 1));
+}
+
+// Connections to 127.0.0.1:port that send nothing.
+std::vector<int> idle_clients(int port, int n) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) {
+    fds.push_back(connect_loopback(port));
+    REQUIRE(fds.back() >= 0);
+  }
+  return fds;
+}
+
+size_t metrics_rows(const std::string& run_dir) { return occurrences(file_text(run_dir + "/metrics.csv"), "\n"); }
+
+}  // namespace
+
+TEST_CASE("t0320-metrics-scrape: Prometheus scrapes the controller over HTTP while the job trains") {
+  std::string dir = temp_dir("metrics");
+  Proc run = spawn({bin(), "run", tiny_job(dir, "prom"), "--nodes", "3", "--steps", "1000000", "--metrics",
+                    "tcp://127.0.0.1:*", "--out", dir + "/out"},
+                   dir + "/run.out");
+  const std::string url = run.wait_for_line("metrics  ", 10000);
+  REQUIRE_MESSAGE(url.rfind("http://127.0.0.1:", 0) == 0, run.output());
+
+  // the first scrape once steps are committed
+  Result<PromText> first = fail("not scraped yet");
+  REQUIRE_MESSAGE(eventually([&] {
+                    first = scrape(url);
+                    return first.ok() && first->value("salamander_step").value_or(0) >= 5;
+                  }, 30000, 50),
+                  (first.ok() ? run.output() : first.error().message()));
+  check_scrape(*first, "prom", 3);
+  const double step1 = *first->value("salamander_step");
+
+  // clients that connect and never send a request hold every thread of the endpoint (and queue
+  // behind them): the controller's loop never waits on them, so steps keep committing
+  {
+    std::vector<int> idle = idle_clients(port_of(url), 4);
+    CHECK_FALSE(http_get(url, 300).ok());  // the endpoint is stuck: a scrape now waits behind them
+    const size_t rows = metrics_rows(dir + "/out");
+    CHECK(eventually([&] { return metrics_rows(dir + "/out") >= rows + 10; }, 15000, 50));
+    for (int fd : idle) close(fd);
+  }
+
+  // the second scrape: the step has advanced, every worker is still live
+  Result<PromText> second = fail("not scraped yet");
+  REQUIRE_MESSAGE(eventually([&] {
+                    second = scrape(url);
+                    return second.ok() && second->value("salamander_step").value_or(0) >= step1 + 10;
+                  }, 15000, 50),
+                  (second.ok() ? run.output() : second.error().message()));
+  check_scrape(*second, "prom", 3);
+  CHECK(*second->value("salamander_tokens_total") > *first->value("salamander_tokens_total"));
+  CHECK(second->value("salamander_aborted_steps_total") == 0);
+  CHECK(second->value("salamander_events_total", {{"kind", "node_joined"}}) == 3);
+
+  run.signal(SIGINT);
+  REQUIRE(run.wait(20000) == 130);
+  auto summary = nlohmann::json::parse(file_text(dir + "/out/summary.json"));
+  CHECK(summary["metrics_url"] == url);
+  CHECK_FALSE(http_get(url, 1000).ok());  // nothing listens once the run is over
+}
+
+TEST_CASE("t0321-metrics-port-taken: a taken port refuses the start naming metrics.bind, and a bad --metrics is a usage error") {
+  std::string dir = temp_dir("metrics-taken");
+  LoopbackListener taken;
+  const std::string p = std::to_string(taken.port());
+  Proc run = spawn({bin(), "run", tiny_job(dir, "prom"), "--nodes", "2", "--metrics", "tcp://127.0.0.1:" + p, "--out",
+                    dir + "/out"},
+                   dir + "/run.out");
+  CHECK(run.wait(15000) == 1);
+  std::string out = run.output();
+  CHECK(out.find("salamander run: metrics.bind: cannot listen on 127.0.0.1:" + p + ": Address already in use") !=
+        std::string::npos);
+  CHECK(out.find("mesh  ") == std::string::npos);  // refused before the mesh, so before any agent
+
+  Proc bad = spawn({bin(), "run", tiny_job(dir, "prom"), "--metrics", "http://127.0.0.1:9464"}, dir + "/bad.out");
+  CHECK(bad.wait(10000) == 2);
+  CHECK(bad.output().find("--metrics: \"http://127.0.0.1:9464\" is not an endpoint (expected tcp://HOST:PORT") !=
+        std::string::npos);
+}
+
+TEST_CASE("t0322-controller-metrics: a standalone controller serves the same endpoint") {
+  std::string dir = temp_dir("metrics-ctl");
+  Proc ctl = spawn({bin(), "controller", tiny_job(dir, "ctl"), "--steps", "0", "--metrics", "tcp://127.0.0.1:*"},
+                   dir + "/ctl.out");
+  const std::string url = ctl.wait_for_line("metrics ", 10000);
+  REQUIRE_MESSAGE(url.rfind("http://127.0.0.1:", 0) == 0, ctl.output());
+  auto t = scrape(url);
+  REQUIRE_MESSAGE(t.ok(), t.error().message());
+  CHECK(t->value("salamander_step", {{"job_name", "ctl"}}) == 0);
+  CHECK(t->value("salamander_live_nodes") == 0);
+  CHECK(t->value("salamander_expected_nodes") == 4);
+  CHECK(t->value("salamander_phase", {{"phase", "gathering"}}) == 1);
+  CHECK(t->value("salamander_events_total", {{"kind", "controller_started"}}) == 1);
+  ctl.signal(SIGINT);
+  CHECK(ctl.wait(10000) == 130);
+}
