@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "core/http_bind.h"
 #include "core/result.h"
 
 namespace prometheus {
@@ -27,6 +28,7 @@ class MetricsEndpoint {
   // 127.0.0.1:9464: Address already in use").
   static Result<std::unique_ptr<MetricsEndpoint>> start(const std::string& bind,
                                                         const std::shared_ptr<prometheus::Collectable>& registry);
+  // Stops serving and frees the port at once (a scrape in progress is finished first).
   ~MetricsEndpoint();
   MetricsEndpoint(const MetricsEndpoint&) = delete;
   MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
@@ -40,6 +42,7 @@ class MetricsEndpoint {
   MetricsEndpoint() = default;
 
   std::unique_ptr<prometheus::Exposer> exposer_;
+  HttpBind bound_;  // with the port actually bound
   std::string url_;
   bool local_ = true;
 };

@@ -1,6 +1,8 @@
 // metrics_export.cpp — see metrics_export.h.
 #include "mesh/metrics_export.h"
 
+#include <type_traits>
+
 namespace sal::mesh {
 namespace {
 
@@ -20,16 +22,36 @@ void advance(prometheus::Counter& c, double total) {
 
 }  // namespace
 
+// A family of `T` named `name`, every series of it labelled with the job.
+template <class T>
+prometheus::Family<T>& MetricsExport::family(const std::string& name, const std::string& help) {
+  auto build = [] {
+    if constexpr (std::is_same_v<T, prometheus::Gauge>) return prometheus::BuildGauge();
+    else if constexpr (std::is_same_v<T, prometheus::Counter>) return prometheus::BuildCounter();
+    else return prometheus::BuildHistogram();
+  };
+  return build().Name(name).Help(help).Labels(job_label_).Register(*registry_);
+}
+
 prometheus::Gauge& MetricsExport::gauge(const std::string& name, const std::string& help) {
-  return prometheus::BuildGauge().Name(name).Help(help).Labels(job_label_).Register(*registry_).Add({});
+  return family<prometheus::Gauge>(name, help).Add({});
 }
 
 prometheus::Counter& MetricsExport::counter(const std::string& name, const std::string& help) {
-  return prometheus::BuildCounter().Name(name).Help(help).Labels(job_label_).Register(*registry_).Add({});
+  return family<prometheus::Counter>(name, help).Add({});
 }
 
 MetricsExport::MetricsExport(const std::string& job_name)
     : registry_(std::make_shared<prometheus::Registry>()), job_label_{{"job_name", job_name}} {
+  add_training();
+  add_membership();
+  add_recovery();
+  add_policies();
+  events_ = &family<prometheus::Counter>(
+      "salamander_events_total", "Events logged (events.csv, job.events()) by kind: joins, deaths, plans, aborted steps, ...");
+}
+
+void MetricsExport::add_training() {
   step_ = &gauge("salamander_step", "Committed steps: the step the job is at (a resumed job starts at its checkpoint's)");
   steps_target_ = &gauge("salamander_steps_target", "Steps the job is to run (0: idle until stopped)");
   loss_ = &gauge("salamander_loss", "Loss of the latest committed step (cross-entropy per token + the balancing loss)");
@@ -39,65 +61,50 @@ MetricsExport::MetricsExport(const std::string& job_name)
                       "Busiest worker's expert tokens over the mean in the latest committed step (1 is even)");
   tokens_per_s_ = &gauge("salamander_tokens_per_second", "Tokens per second over the last 20 committed steps");
   tokens_ = &counter("salamander_tokens_total", "Tokens in the committed steps");
+  aborted_ = &counter("salamander_aborted_steps_total", "Steps aborted (a lost worker, a failed step) and begun again");
+}
+
+void MetricsExport::add_membership() {
   nodes_live_ = &gauge("salamander_live_nodes", "Nodes alive (or suspected but not yet declared dead)");
   nodes_expected_ = &gauge("salamander_expected_nodes", "Nodes the job asks for (mesh.nodes)");
   workers_live_ = &gauge("salamander_live_workers", "Workers ready to train");
   epoch_ = &gauge("salamander_epoch", "Membership epoch: bumped by every join, loss or departure");
   plan_ = &gauge("salamander_plan", "Number of the plan in force (0 before the first)");
-  aborted_ = &counter("salamander_aborted_steps_total", "Steps aborted (a lost worker, a failed step) and begun again");
-  lost_ = &counter("salamander_lost_steps_total", "Committed steps run again after restoring a snapshot");
-  restores_ = &counter("salamander_restores_total", "Restores from a dense snapshot (an expert lost every replica)");
+  auto& phases = family<prometheus::Gauge>("salamander_phase", "The job driver's phase: 1 for the one it is in, 0 for the others");
+  for (size_t p = 0; p < kPhases; ++p) phase_[p] = &phases.Add({{"phase", job::phase_name(job::Phase(p))}});
+}
+
+void MetricsExport::add_recovery() {
   recoveries_ = &counter("salamander_recoveries_total", "Recoveries: training resumed after a lost worker");
-  recovery_s_ = &prometheus::BuildHistogram()
-                     .Name("salamander_recovery_seconds")
-                     .Help("Seconds from a loss being seen to the next committed step")
-                     .Labels(job_label_)
-                     .Register(*registry_)
+  recovery_s_ = &family<prometheus::Histogram>("salamander_recovery_seconds",
+                                               "Seconds from a loss being seen to the next committed step")
                      .Add({}, kRecoveryBuckets);
-  plan_decision_s_ = &prometheus::BuildHistogram()
-                          .Name("salamander_plan_decision_seconds")
-                          .Help("Seconds the planner took to decide a plan (every policy slot together)")
-                          .Labels(job_label_)
-                          .Register(*registry_)
-                          .Add({}, kDecisionBuckets);
+  restores_ = &counter("salamander_restores_total", "Restores from a dense snapshot (an expert lost every replica)");
+  lost_ = &counter("salamander_lost_steps_total", "Committed steps run again after restoring a snapshot");
   snapshot_step_ = &gauge("salamander_snapshot_latest_step", "Step of the newest complete dense snapshot (0: none yet)");
-  auto& snapshots = prometheus::BuildCounter()
-                        .Name("salamander_snapshots_total")
-                        .Help("Dense snapshots by outcome: complete, failed (a rank could not write its share), "
-                              "dropped (a rank writing it left)")
-                        .Labels(job_label_)
-                        .Register(*registry_);
+  auto& snapshots = family<prometheus::Counter>("salamander_snapshots_total",
+                                                "Dense snapshots by outcome: complete, failed (a rank could not write "
+                                                "its share), dropped (a rank writing it left)");
   // by the event that tells each outcome
   for (auto [kind, outcome] : {std::pair{"snapshot_saved", "complete"}, std::pair{"snapshot_failed", "failed"},
                                std::pair{"snapshot_dropped", "dropped"}})
     snapshot_outcomes_[kind] = &snapshots.Add({{"outcome", outcome}});
-  auto& phases = prometheus::BuildGauge()
-                     .Name("salamander_phase")
-                     .Help("The job driver's phase: 1 for the one it is in, 0 for the others")
-                     .Labels(job_label_)
-                     .Register(*registry_);
-  for (size_t p = 0; p < kPhases; ++p) phase_[p] = &phases.Add({{"phase", job::phase_name(job::Phase(p))}});
-  auto& generations = prometheus::BuildGauge()
-                          .Name("salamander_policy_generation")
-                          .Help("Live generation of each policy slot (bumped by every load or reload; a rollback "
-                                "brings an older one back; 0: the C++ floor)")
-                          .Labels(job_label_)
-                          .Register(*registry_);
-  auto& decisions = prometheus::BuildHistogram()
-                        .Name("salamander_policy_decision_seconds")
-                        .Help("Seconds each policy slot took to decide (0 when the C++ floor decided)")
-                        .Labels(job_label_)
-                        .Register(*registry_);
+}
+
+void MetricsExport::add_policies() {
+  plan_decision_s_ = &family<prometheus::Histogram>("salamander_plan_decision_seconds",
+                                                    "Seconds the planner took to decide a plan (every policy slot together)")
+                          .Add({}, kDecisionBuckets);
+  auto& generations = family<prometheus::Gauge>("salamander_policy_generation",
+                                                "Live generation of each policy slot (bumped by every load or reload; a "
+                                                "rollback brings an older one back; 0: the C++ floor)");
+  auto& decisions = family<prometheus::Histogram>("salamander_policy_decision_seconds",
+                                                  "Seconds each policy slot took to decide (0 when the C++ floor decided)");
   for (policy::Kind k : policy::kKinds) {
     prometheus::Labels slot{{"slot", std::string(policy::kind_name(k))}};
     generation_[size_t(k)] = &generations.Add(slot);
     decision_s_[size_t(k)] = &decisions.Add(slot, kDecisionBuckets);
   }
-  events_ = &prometheus::BuildCounter()
-                 .Name("salamander_events_total")
-                 .Help("Events logged (events.csv, job.events()) by kind: joins, deaths, plans, aborted steps, ...")
-                 .Labels(job_label_)
-                 .Register(*registry_);
 }
 
 void MetricsExport::update(const JobState& s) {

@@ -69,8 +69,14 @@ class MetricsExport {
   void plan_decision(double ms);
 
  private:
+  template <class T>
+  prometheus::Family<T>& family(const std::string& name, const std::string& help);
   prometheus::Gauge& gauge(const std::string& name, const std::string& help);
   prometheus::Counter& counter(const std::string& name, const std::string& help);
+  void add_training();    // steps, loss, tokens, aborted steps
+  void add_membership();  // nodes, workers, epoch, plan, phase
+  void add_recovery();    // recoveries, restores, lost steps, snapshots
+  void add_policies();    // generations and decision times
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Labels job_label_;
