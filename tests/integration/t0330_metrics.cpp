@@ -1,4 +1,4 @@
-// t0320_metrics.cpp — the controller's Prometheus endpoint, scraped over HTTP as Prometheus does it
+// t0330_metrics.cpp — the controller's Prometheus endpoint, scraped over HTTP as Prometheus does it
 // while a real job trains (`salamander run --metrics tcp://127.0.0.1:*`): the address printed at
 // start is the one bound and lands in summary.json; two scrapes a while apart parse as exposition
 // text (HELP and TYPE lines, `name{labels} value`) and show the step advancing, a finite loss and
@@ -71,7 +71,7 @@ size_t metrics_rows(const std::string& run_dir) { return occurrences(file_text(r
 
 }  // namespace
 
-TEST_CASE("t0320-metrics-scrape: Prometheus scrapes the controller over HTTP while the job trains") {
+TEST_CASE("t0330-metrics-scrape: Prometheus scrapes the controller over HTTP while the job trains") {
   std::string dir = temp_dir("metrics");
   Proc run = spawn({bin(), "run", tiny_job(dir, "prom"), "--nodes", "3", "--steps", "1000000", "--metrics",
                     "tcp://127.0.0.1:*", "--out", dir + "/out"},
@@ -118,7 +118,7 @@ TEST_CASE("t0320-metrics-scrape: Prometheus scrapes the controller over HTTP whi
   CHECK_FALSE(http_get(url, 1000).ok());  // nothing listens once the run is over
 }
 
-TEST_CASE("t0321-metrics-port-taken: a taken port refuses the start naming metrics.bind, and a bad --metrics is a usage error") {
+TEST_CASE("t0331-metrics-port-taken: a taken port refuses the start naming metrics.bind, and a bad --metrics is a usage error") {
   std::string dir = temp_dir("metrics-taken");
   LoopbackListener taken;
   const std::string p = std::to_string(taken.port());
@@ -137,7 +137,7 @@ TEST_CASE("t0321-metrics-port-taken: a taken port refuses the start naming metri
         std::string::npos);
 }
 
-TEST_CASE("t0322-controller-metrics: a standalone controller serves the same endpoint") {
+TEST_CASE("t0332-controller-metrics: a standalone controller serves the same endpoint") {
   std::string dir = temp_dir("metrics-ctl");
   Proc ctl = spawn({bin(), "controller", tiny_job(dir, "ctl"), "--steps", "0", "--metrics", "tcp://127.0.0.1:*"},
                    dir + "/ctl.out");
