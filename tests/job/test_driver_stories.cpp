@@ -156,6 +156,44 @@ TEST_CASE("a batch of joins is planned once, mesh.join_batch_ms after the first"
   CHECK(plans == 2);  // the first plan and one for both joins
 }
 
+// Each rank answers the snapshot of `step`, written in `write_ms` (the 13 units of small_job()'s
+// model: node 0 writes 7, node 1 the other 6).
+static void snapshot_written(Harness& h, uint64_t step, double write_ms) {
+  for (uint32_t n = 0; n < 4; ++n) {
+    uint32_t units = n == 0 ? 7 : n == 1 ? 6 : 0;
+    h.on(in::Saved{wire::SaveDone{n, 0, step, true, "", units, true, 1, write_ms, 100}});
+  }
+}
+
+TEST_CASE("a snapshot written more slowly than the steps between two: warned once, with an interval that keeps up") {
+  auto cfg = small_job();
+  cfg.checkpoint_every = 2;
+  Harness h(cfg);
+  h.start(workers({0, 1, 2, 3}));
+  auto run_steps = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      h.now_ns += 100'000'000;  // 100 ms a step: 0.2 s between snapshots
+      h.commit_step();
+    }
+  };
+  run_steps(2);
+  snapshot_written(h, 2, 150);  // kept up
+  REQUIRE(h.noted("snapshot_saved"));
+  CHECK_FALSE(h.noted("snapshot_slow"));
+  run_steps(2);
+  snapshot_written(h, 4, 460);  // 0.46 s for 0.2 s of steps
+  REQUIRE(h.noted("snapshot_slow"));
+  std::string why = h.note_detail("snapshot_slow");
+  CHECK(why.find("step 4 took 0.5 s") != std::string::npos);
+  CHECK(why.find("train.checkpoint_every = 5 or more") != std::string::npos);
+  run_steps(2);
+  snapshot_written(h, 6, 900);
+  int warned = 0;
+  for (const auto& a : h.history)
+    if (auto* n = std::get_if<act::Note>(&a)) warned += n->kind == "snapshot_slow";
+  CHECK(warned == 1);
+}
+
 TEST_CASE("every holder of an expert lost: restore the newest complete snapshot, redo the steps after it") {
   auto cfg = small_job();
   cfg.checkpoint_every = 2;
