@@ -156,7 +156,7 @@ void Driver::maybe_snapshot() {
 
 void Driver::snapshot_answered(const wire::SaveDone& d) {
   if (!snapshots_) return;
-  ckpt::SnapshotBook::Answer a{d.units, d.bytes, d.copy_ms, d.ms};
+  ckpt::SnapshotBook::Answer a{d.written, d.bytes, d.copy_ms, d.ms};
   auto done = snapshots_->answer({d.node_id, d.index}, d.step, d.ok, a, d.detail);
   if (!done) return note("snapshot_failed", done.error().message(), act::Level::warn);
   if (!*done) return;
@@ -204,7 +204,8 @@ void Driver::warn_if_disk_behind(const ckpt::Snapshot& s) {
 void Driver::drop_snapshots_of_lost() {
   if (!snapshots_) return;
   for (uint64_t s : snapshots_->drop_waiting_on_lost(view_.ready))
-    note("snapshot_dropped", "the snapshot of step " + std::to_string(s) + " cannot complete: a rank writing it left",
+    note("snapshot_dropped", "the snapshot of step " + std::to_string(s) +
+                                 " cannot complete: units whose every writer left are missing",
          act::Level::info, true);
 }
 
