@@ -18,6 +18,7 @@ PACKAGES=(
   libmsgpack-cxx-dev nlohmann-json3-dev libopenblas-dev libgloo-dev
   libucx-dev  # UCX: the CPU data plane's shared-memory path between workers on one host
   fortunes  # the default job's training text (/usr/share/games/fortunes)
+  chromium libpng-dev  # t0320 renders a run's report.html headless and reads the screenshot
 )
 
 install_missing() {
