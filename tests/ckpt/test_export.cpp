@@ -200,18 +200,14 @@ TEST_CASE("export-safetensors: every tensor named and shaped as documented, its 
   }
   auto meta = p.header["__metadata__"];
   for (auto& [key, v] : meta.items()) CHECK_MESSAGE(v.is_string(), key);  // a map of strings
-  CHECK(meta["step"] == "7");
-  CHECK(meta["layers"] == "2");
-  CHECK(meta["d_model"] == "8");
-  CHECK(meta["heads"] == "2");
-  CHECK(meta["experts"] == "3");
-  CHECK(meta["top_k"] == "2");
-  CHECK(meta["ffn"] == "32");
-  CHECK(meta["seq_len"] == "5");
-  CHECK(meta["vocab"] == "11");
-  CHECK(meta["tokens"] == "uint16");
-  CHECK(meta["lm_head"] == "embed.tokens");
-  CHECK(meta["matrix_layout"] == "in_out");
+  const std::map<std::string, std::string> config{
+      {"step", "7"},   {"layers", "2"}, {"d_model", "8"}, {"heads", "2"},   {"experts", "3"},
+      {"top_k", "2"},  {"ffn", "32"},   {"seq_len", "5"}, {"vocab", "11"},  {"tokens", "uint16"},
+      {"lm_head", "embed.tokens"},      {"matrix_layout", "in_out"}};
+  for (const auto& [key, value] : config) {
+    CAPTURE(key);
+    CHECK(meta[key] == value);
+  }
   CHECK_FALSE(meta.contains("optimizer"));
   std::filesystem::remove_all(dir);
 }
