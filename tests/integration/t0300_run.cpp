@@ -7,7 +7,6 @@
 #include <signal.h>
 
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 #include "support/mesh_harness.h"
@@ -70,15 +69,6 @@ bool all_gone(const std::set<pid_t>& pids) {
 }
 
 }  // namespace
-
-// A job file with a tiny model on the repo's docs (steps take milliseconds).
-std::string tiny_job(const std::string& dir, const std::string& name) {
-  MeshOptions shape;
-  std::string path = dir + "/" + name + ".lua";
-  std::ofstream(path) << "return {\n  name = '" << name << "',\n  " << shape.model << "\n  " << shape.data
-                      << "\n  train = { batch = 8 },\n}\n";
-  return path;
-}
 
 TEST_CASE("t0300-run: salamander run commits every step, then exits 0 with a JSON summary") {
   std::string dir = temp_dir("run");
