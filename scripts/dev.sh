@@ -19,6 +19,7 @@ PACKAGES=(
   libucx-dev  # UCX: the CPU data plane's shared-memory path between workers on one host
   prometheus-cpp-dev  # the controller's Prometheus endpoint (metrics.bind)
   fortunes  # the default job's training text (/usr/share/games/fortunes)
+  chromium libpng-dev  # t0320 renders a run's report.html headless and reads the screenshot
 )
 
 install_missing() {

@@ -23,20 +23,33 @@ Result<std::optional<SnapshotBook::Completed>> SnapshotBook::answer(Participant 
   auto it = pending_.find(step);
   if (it == pending_.end() || !it->second.waiting.erase(who)) return std::optional<Completed>{};
   Pending& p = it->second;
-  if (!ok) {
-    pending_.erase(it);
-    return fail("snapshot of step ", step, ": worker ", who.node, ".", who.index, ": ", detail);
+  if (ok) {
+    p.written.insert(a.written.begin(), a.written.end());
+    p.s.bytes += a.bytes;
+    p.s.slowest_copy_ms = std::max(p.s.slowest_copy_ms, a.copy_ms);
+    p.s.slowest_ms = std::max(p.s.slowest_ms, a.ms);
+  } else {
+    p.failures += "; worker " + std::to_string(who.node) + "." + std::to_string(who.index) + ": " + detail;
   }
-  p.s.units += a.units;
-  p.s.bytes += a.bytes;
-  p.s.slowest_copy_ms = std::max(p.s.slowest_copy_ms, a.copy_ms);
-  p.s.slowest_ms = std::max(p.s.slowest_ms, a.ms);
+  return settle(it);
+}
+
+// Complete once every unit is written; failed once no one is left to write the rest; else pending.
+Result<std::optional<SnapshotBook::Completed>> SnapshotBook::settle(std::map<uint64_t, Pending>::iterator it) {
+  Pending& p = it->second;
+  p.s.units = uint32_t(p.written.size());
+  if (p.s.units >= model_units_) {
+    Snapshot s = p.s;
+    pending_.erase(it);
+    return std::optional<Completed>{Completed{s, keep_newest(s)}};
+  }
   if (!p.waiting.empty()) return std::optional<Completed>{};
-  Snapshot s = p.s;
+  uint64_t step = it->first;
+  uint32_t units = p.s.units;
+  std::string failures = p.failures;
   pending_.erase(it);
-  if (s.units != model_units_)
-    return fail("snapshot of step ", step, " has ", s.units, " units, the model ", model_units_);
-  return std::optional<Completed>{Completed{s, keep_newest(s)}};
+  return fail("snapshot of step ", step, " is incomplete: ", units, " of the model's ", model_units_,
+              " units written", failures);
 }
 
 std::vector<std::string> SnapshotBook::keep_newest(const Snapshot& s) {
@@ -60,15 +73,14 @@ void SnapshotBook::resume(const std::vector<Snapshot>& complete) {
 std::vector<uint64_t> SnapshotBook::drop_waiting_on_lost(const std::vector<Participant>& ready) {
   std::vector<uint64_t> dropped;
   for (auto it = pending_.begin(); it != pending_.end();) {
-    bool lost = std::any_of(it->second.waiting.begin(), it->second.waiting.end(), [&](const Participant& p) {
-      return std::find(ready.begin(), ready.end(), p) == ready.end();
-    });
-    if (lost) {
-      dropped.push_back(it->first);
-      it = pending_.erase(it);
-    } else {
-      ++it;
+    auto next = std::next(it);
+    auto& waiting = it->second.waiting;
+    std::erase_if(waiting, [&](const Participant& p) { return std::find(ready.begin(), ready.end(), p) == ready.end(); });
+    if (waiting.empty()) {
+      uint64_t step = it->first;
+      if (!settle(it)) dropped.push_back(step);  // (a snapshot is complete the moment its last unit is written)
     }
+    it = next;
   }
   return dropped;
 }

@@ -1,8 +1,10 @@
 // book.h — the controller's book of dense snapshots (the recovery ladder's dense rung). Every
-// train.checkpoint_every committed steps the ranks copy their share of the model to host memory
-// and write it to <run>/snapshots/step-<s> in the background (writer.h); a snapshot is complete
-// when every rank has answered and the units add up to the whole model, and only then is it
-// offered for restores. A snapshot a lost rank never finishes is dropped. The newest `keep`
+// train.checkpoint_every committed steps the ranks copy the units they are to write to host memory
+// and write them to <run>/snapshots/step-<s> in the background (writer.h). Each unit is written by
+// up to two of its holders (Trainer::snapshot_units), so a snapshot survives the loss of a writer:
+// it is complete as soon as every unit of the model has been written by *some* rank — even while
+// other ranks are still writing, or after one of them was lost — and only then is it offered for
+// restores. It fails once no rank still writing can cover the units missing. The newest `keep`
 // complete ones are kept.
 //
 // Pure bookkeeping: the book does no I/O. It says which directory to write, which snapshot has
@@ -38,7 +40,7 @@ class SnapshotBook {
   std::string begin(uint64_t step, const std::vector<Participant>& ranks);
 
   struct Answer {
-    uint32_t units = 0;
+    std::vector<std::string> written;  // the names of the units this rank wrote (UnitId::name)
     uint64_t bytes = 0;
     double copy_ms = 0, ms = 0;
   };
@@ -47,11 +49,14 @@ class SnapshotBook {
     Snapshot snapshot;
     std::vector<std::string> dropped;
   };
-  // A rank's answer. Returns the snapshot when this answer completed it; an error when it failed
-  // (the rank's failure, or units that do not add up to the model).
+  // A rank's answer. Returns the snapshot when this answer completed it (every unit written by
+  // some rank); an error when the snapshot failed: the last rank it waited on answered, and units
+  // are missing (the detail of each rank that failed is in the message). A failed rank's answer
+  // alone does not fail a snapshot that others can still complete.
   Result<std::optional<Completed>> answer(Participant p, uint64_t step, bool ok, const Answer& a,
                                           const std::string& detail);
-  // Drops the pending snapshots that wait on a rank that is not ready; returns their steps.
+  // Forgets the ranks that are not ready; drops the pending snapshots that no rank still writing
+  // can complete; returns their steps.
   std::vector<uint64_t> drop_waiting_on_lost(const std::vector<Participant>& ready);
   const std::optional<Snapshot>& latest() const { return latest_; }
   // A resumed job: the complete snapshots its journal lists (oldest first).
@@ -62,8 +67,11 @@ class SnapshotBook {
   struct Pending {
     Snapshot s;
     std::set<Participant> waiting;
+    std::set<std::string> written;
+    std::string failures;  // "; worker n.i: why" for each rank that failed
   };
   std::vector<std::string> keep_newest(const Snapshot& s);
+  Result<std::optional<Completed>> settle(std::map<uint64_t, Pending>::iterator it);
 
   std::string root_;
   uint32_t model_units_;

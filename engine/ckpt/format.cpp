@@ -98,12 +98,16 @@ std::vector<std::pair<std::string, int*>> manifest_dims(Dims& d) {
           {"top_k", &d.top_k},   {"seq_len", &d.seq_len}, {"vocab", &d.vocab}};
 }
 
+// The token formats a manifest's tokens line may name (the job schema's data.format values).
+bool known_tokens(const std::string& t) { return t == "bytes" || t == "uint16"; }
+
 }  // namespace
 
-Status write_manifest(const std::string& dir, uint64_t step, size_t units, const Dims& d) {
+Status write_manifest(const std::string& dir, uint64_t step, size_t units, const Dims& d, const std::string& tokens) {
   std::string text = "step " + std::to_string(step) + "\nunits " + std::to_string(units) + "\n";
   Dims shape = d;
   for (auto [key, v] : manifest_dims(shape)) text += key + " " + std::to_string(*v) + "\n";
+  if (!tokens.empty()) text += "tokens " + tokens + "\n";
   return write_file(dir + "/manifest", text);
 }
 
@@ -116,6 +120,11 @@ Result<Manifest> read_manifest(const std::string& dir) {
   for (auto& [n, line] : content_lines(*text)) {
     auto w = words(line);
     if (w.size() != 2) return fail(dir, "/manifest:", n, ": expected 'key value', got '", line, "'");
+    if (w[0] == "tokens") {
+      if (!known_tokens(w[1])) return fail(dir, "/manifest:", n, ": tokens: expected bytes or uint16, got '", w[1], "'");
+      m.tokens = w[1];
+      continue;
+    }
     auto v = parse_uint(w[1]);
     if (!v) return fail(dir, "/manifest:", n, ": ", w[0], ": ", v.error().message());
     if (w[0] == "step") {
@@ -131,6 +140,34 @@ Result<Manifest> read_manifest(const std::string& dir) {
   }
   if (!have_step) return fail(dir, "/manifest: no step line");
   return m;
+}
+
+namespace {
+
+// The newest complete checkpoint of a run directory: its final checkpoint, else the newest complete
+// dense snapshot (snapshots/step-N with a manifest); "" if none.
+std::string newest_checkpoint(const std::string& run_dir) {
+  if (path_exists(run_dir + "/checkpoint/manifest")) return run_dir + "/checkpoint";
+  std::string best;
+  uint64_t best_step = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(run_dir + "/snapshots", ec)) {
+    if (!e.is_directory()) continue;
+    auto m = read_manifest(e.path().string());
+    if (m && (best.empty() || m->step > best_step)) best = e.path().string(), best_step = m->step;
+  }
+  return best;
+}
+
+}  // namespace
+
+Result<std::string> resolve_checkpoint(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return fail(path, ": no such directory");
+  if (path_exists(path + "/manifest")) return path;
+  if (auto newest = newest_checkpoint(path); !newest.empty()) return newest;
+  return fail(path, " has no manifest: not a complete checkpoint, nor a run directory with one (",
+              "RUN/checkpoint or a complete RUN/snapshots/step-N)");
 }
 
 Result<Params> load_all(const std::string& dir) {

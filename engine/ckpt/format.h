@@ -28,15 +28,25 @@ Status write_unit(const std::string& dir, const Unit& u, uint64_t step);
 // `step`, when given, receives the step the unit was written at.
 Result<Unit> read_unit(const std::string& path, const Dims& dims, uint64_t* step = nullptr);
 
-// The manifest: "step <n>", "units <count>" and the model's shape ("layers 2", "d_model 64", ...),
-// one per line. Written last, so a checkpoint without one is incomplete.
+// The manifest: "step <n>", "units <count>", the model's shape ("layers 2", "d_model 64", ...) and
+// how its token ids were made ("tokens bytes" or "tokens uint16": the job's data.format), one per
+// line. Written last, so a checkpoint without one is incomplete. Manifests written before the
+// tokens line existed have none: `tokens` is then empty.
 struct Manifest {
   uint64_t step = 0;
   size_t units = 0;
   Dims dims;
+  std::string tokens;  // "bytes", "uint16", or "" (not recorded)
 };
-Status write_manifest(const std::string& dir, uint64_t step, size_t units, const Dims& dims);
+Status write_manifest(const std::string& dir, uint64_t step, size_t units, const Dims& dims,
+                      const std::string& tokens = "");
 Result<Manifest> read_manifest(const std::string& dir);
+
+// The checkpoint a user names: a checkpoint or complete snapshot directory (one with a manifest),
+// or a run directory — its final checkpoint (RUN/checkpoint), else its newest complete snapshot
+// (RUN/snapshots/step-N). What `run --resume`, `sample` and `export` take. The error says why
+// `path` is none of them.
+Result<std::string> resolve_checkpoint(const std::string& path);
 
 // A dense snapshot is complete once every unit is written: its marker ("complete", naming the step
 // and the units) says so on disk. remove_snapshot() deletes a snapshot's directory.

@@ -59,8 +59,13 @@ void SnapshotWriter::write_one(Job& j) {
   j.reply.ok = bool(s);
   j.reply.units = s ? uint32_t(units->size()) : 0;
   j.reply.bytes = 0;
-  if (s)
-    for (const auto& u : *units) j.reply.bytes += (u.w.size() + u.m.size() + u.v.size()) * sizeof(float);
+  j.reply.written.clear();
+  if (s) {
+    for (const auto& u : *units) {
+      j.reply.written.push_back(u.id.name());
+      j.reply.bytes += (u.w.size() + u.m.size() + u.v.size()) * sizeof(float);
+    }
+  }
   if (!s) j.reply.detail = s.error().with_context("snapshot of step " + std::to_string(j.step)).message();
   j.reply.ms += double(mono_ns() - t0) / 1e6;
   done_(std::move(j.reply));

@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 
 #include <cerrno>
-#include <filesystem>
 #include <cstring>
 #include <ctime>
 #include <zmq.hpp>
@@ -43,29 +42,15 @@ Result<std::vector<std::string>> recovery_modes(const std::string& text) {
   return out;
 }
 
-// The newest complete checkpoint of a run directory: its final checkpoint, else the newest complete
-// dense snapshot (snapshots/step-N with a manifest); "" if none.
-std::string newest_checkpoint(const std::string& run_dir) {
-  if (path_exists(run_dir + "/checkpoint/manifest")) return run_dir + "/checkpoint";
-  std::string best;
-  uint64_t best_step = 0;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(run_dir + "/snapshots", ec)) {
-    auto m = ckpt::read_manifest(e.path().string());
-    if (m && (best.empty() || m->step > best_step)) best = e.path().string(), best_step = m->step;
-  }
-  return best;
-}
-
 // --resume PATH: a checkpoint or complete snapshot directory (with its manifest), or a run
 // directory (its final checkpoint, else its newest complete snapshot). Its model must be the job's,
 // and its step before the steps to run.
 Result<job::ResumeFrom> resume_source(const std::string& path, const job::JobConfig& job, int64_t steps) {
-  std::string dir = path;
-  if (!path_exists(dir + "/manifest"))
-    if (auto newest = newest_checkpoint(path); !newest.empty()) dir = newest;
+  auto resolved = ckpt::resolve_checkpoint(path);
+  if (!resolved) return resolved.error().with_context("--resume");
+  const std::string& dir = *resolved;
   auto m = ckpt::read_manifest(dir);
-  if (!m) return m.error().with_context("--resume " + path + " (a checkpoint directory, or a run directory with one)");
+  if (!m) return m.error().with_context("--resume " + path);
   const std::pair<const char*, std::pair<int64_t, int64_t>> shape[] = {
       {"layers", {m->dims.layers, job.model.layers}},   {"d_model", {m->dims.d, job.model.d_model}},
       {"heads", {m->dims.heads, job.model.heads}},      {"experts", {m->dims.experts, job.model.experts}},

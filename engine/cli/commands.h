@@ -18,6 +18,7 @@ int cmd_job(const Args& args);
 int cmd_keygen(const Args& args);
 int cmd_policy(const Args& args);
 int cmd_sample(const Args& args);
+int cmd_export(const Args& args);
 int cmd_sim(const Args& args);
 int cmd_report(const Args& args);
 

@@ -31,6 +31,12 @@ Result<job::Overrides> job_overrides(const Parsed& p);
 inline const char* const kSetHelp =
     "override job file keys, e.g. --set train.lr=0.001,model.d_model=128 (checked by the schema)";
 
+// --checkpoint's line in the option list of a command that reads a checkpoint (sample, export):
+// what ckpt::resolve_checkpoint takes.
+inline const char* const kCheckpointHelp =
+    "a checkpoint or complete snapshot directory, or a run directory (its final checkpoint, else its newest "
+    "complete snapshot)";
+
 // A libuv loop owned by a command. Objects holding uv handles must be destroyed before the loop;
 // `close()` then runs the remaining close callbacks and closes the loop.
 class EventLoop {

@@ -18,7 +18,8 @@ commands:
   repl [ENDPOINT]      attach a Lua prompt to a live controller (-e CHUNK for one-shot)
   job check FILE.lua   check a job file; `job schema` lists every key
   policy SUBCOMMAND    check a policy, plan, recovery probability, SPARe layout, MoEtion window
-  sample --checkpoint DIR   print what a trained model writes after a prompt
+  sample --checkpoint DIR   print what a trained model writes after a prompt (--logits: its logits)
+  export --checkpoint DIR   write a checkpoint as named tensors with its config (--format safetensors)
   report RUN_DIR       write a run's HTML report; --compare DIR... for several runs
   sim SCENARIO.lua     simulate a scenario (scripts/experiments/): strategies, sweeps, a report
   sim fit RUN_DIR      a scenario that replays a finished run, its step-time model fitted
@@ -57,6 +58,7 @@ int main(int argc, char** argv) {
   if (cmd == "keygen") return cmd_keygen(args);
   if (cmd == "policy") return cmd_policy(args);
   if (cmd == "sample") return cmd_sample(args);
+  if (cmd == "export") return cmd_export(args);
   if (cmd == "sim") return cmd_sim(args);
   if (cmd == "report") return cmd_report(args);
   if (cmd == "version" || cmd == "--version") return version();

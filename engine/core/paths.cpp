@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -62,7 +63,10 @@ Result<std::string> read_file(const std::string& path, size_t max_bytes) {
 }
 
 Status write_file(const std::string& path, const std::string& contents, unsigned mode) {
-  std::string tmp = path + ".tmp";
+  // A name of this writer's own: two processes (or threads) may write the same file at once —
+  // two holders of a unit writing it into one snapshot — and each renames a whole file over it.
+  static std::atomic<uint64_t> seq{0};
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(seq++);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return fail("cannot create ", tmp, ": ", std::strerror(errno));
   const char* p = contents.data();

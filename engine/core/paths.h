@@ -18,6 +18,7 @@ Result<std::string> runtime_dir();
 Status make_dirs(const std::string& path, unsigned mode = 0755);
 
 Result<std::string> read_file(const std::string& path, size_t max_bytes = 64u << 20);
+// Whole or not at all: written to a temporary name of this writer's own, then renamed over `path`.
 Status write_file(const std::string& path, const std::string& contents, unsigned mode = 0644);
 
 // This machine's host name.

@@ -136,6 +136,16 @@ std::vector<NodeId> DrillRunner::holders(std::pair<int, int> unit) const {
   return {out.begin(), out.end()};
 }
 
+// The step a fault at `point` is armed for: the step that runs next; for a snapshot, the next
+// dense snapshot (the one of the step just committed has gone out already).
+Result<uint64_t> DrillRunner::fault_step(wire::FaultPoint point) const {
+  uint64_t committed = c_.steps().committed();
+  if (point != wire::FaultPoint::snapshot) return committed;
+  int64_t every = c_.job().train.checkpoint_every;
+  if (every <= 0) return fail("this job takes no dense snapshots (train.checkpoint_every = 0)");
+  return (committed / uint64_t(every) + 1) * uint64_t(every);
+}
+
 void DrillRunner::fire(size_t i) {
   fired_[i] = true;
   const Action& a = spec_.actions[i];
@@ -158,8 +168,9 @@ void DrillRunner::fire(size_t i) {
     Status s;
     if (a.kind == ActionKind::kill && a.during) {
       const mesh::Node* n = c_.membership().find(id);
+      auto step = fault_step(*a.during);
       for (const auto& w : n ? n->workers : std::vector<mesh::WorkerView>{})
-        if (s) s = c_.arm_fault(id, w.index, *a.during, c_.steps().committed(), who);
+        if (s) s = step ? c_.arm_fault(id, w.index, *a.during, *step, who) : Status(step.error());
       if (!n) s = fail("no node ", id);
     } else if (a.kind == ActionKind::kill) {
       s = c_.kill_node(id, who);

@@ -43,6 +43,7 @@ class DrillRunner {
   void on_plan_sending(const wire::PlanUpdate& u);
   void tick();
   void fire(size_t i);
+  Result<uint64_t> fault_step(wire::FaultPoint point) const;
   std::vector<NodeId> pick(const Action& a);
   std::vector<NodeId> holders(std::pair<int, int> unit) const;
   void note(const std::string& kind, NodeId node, const std::string& detail);

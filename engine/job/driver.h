@@ -196,6 +196,7 @@ class Driver {
   void recovery_ends(uint64_t step);
   void maybe_snapshot();
   void snapshot_answered(const wire::SaveDone& d);
+  void warn_if_disk_behind(const ckpt::Snapshot& s);
   void drop_snapshots_of_lost();
   WorkerChoice choose(const std::vector<Participant>& ready, uint64_t step) const;
   double now_s() const { return double(now_ns_ - cfg_.origin_ns) / 1e9; }
@@ -219,6 +220,7 @@ class Driver {
   LoadWindow loads_;
   MovingMedian step_s_;
   MovingMedian snapshot_Bps_;
+  bool disk_behind_warned_ = false;  // snapshot_slow said (once a job)
   CheckpointFacts facts_;
   bool plan_wanted_ = false;
   bool plan_with_loads_ = false;

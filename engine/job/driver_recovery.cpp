@@ -3,6 +3,7 @@
 // bookkeeping of each recovery from a loss to the next committed step, and the dense snapshots the
 // dense rung restores from, with the copy bandwidth they measure for the checkpoint policy.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "job/driver.h"
@@ -155,7 +156,7 @@ void Driver::maybe_snapshot() {
 
 void Driver::snapshot_answered(const wire::SaveDone& d) {
   if (!snapshots_) return;
-  ckpt::SnapshotBook::Answer a{d.units, d.bytes, d.copy_ms, d.ms};
+  ckpt::SnapshotBook::Answer a{d.written, d.bytes, d.copy_ms, d.ms};
   auto done = snapshots_->answer({d.node_id, d.index}, d.step, d.ok, a, d.detail);
   if (!done) return note("snapshot_failed", done.error().message(), act::Level::warn);
   if (!*done) return;
@@ -177,12 +178,34 @@ void Driver::snapshot_answered(const wire::SaveDone& d) {
                              " ms to copy it; written in the background, slowest worker " +
                              std::to_string(int64_t(s.slowest_ms)) + " ms)",
        act::Level::info, true);
+  warn_if_disk_behind(s);
+}
+
+// A snapshot written more slowly than the steps between two snapshots run means the next one
+// finds the previous still being written and waits for it (a GPU worker's pinned copy is taken
+// once the previous is on its way to disk): training pauses for the disk. Said once a job, with
+// the interval that would keep up.
+void Driver::warn_if_disk_behind(const ckpt::Snapshot& s) {
+  if (disk_behind_warned_ || facts_.iteration_s <= 0 || cfg_.checkpoint_every <= 0) return;
+  double between_s = facts_.iteration_s * double(cfg_.checkpoint_every);
+  double write_s = s.slowest_ms / 1e3;
+  if (write_s <= between_s) return;
+  disk_behind_warned_ = true;
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "the snapshot of step %llu took %.1f s to write, longer than the %lld steps between snapshots "
+                "(%.1f s): the next snapshot waits for the disk and pauses training; "
+                "train.checkpoint_every = %lld or more keeps up",
+                (unsigned long long)s.step, write_s, (long long)cfg_.checkpoint_every, between_s,
+                (long long)std::ceil(write_s / facts_.iteration_s));
+  note("snapshot_slow", text, act::Level::warn);
 }
 
 void Driver::drop_snapshots_of_lost() {
   if (!snapshots_) return;
   for (uint64_t s : snapshots_->drop_waiting_on_lost(view_.ready))
-    note("snapshot_dropped", "the snapshot of step " + std::to_string(s) + " cannot complete: a rank writing it left",
+    note("snapshot_dropped", "the snapshot of step " + std::to_string(s) +
+                                 " cannot complete: units whose every writer left are missing",
          act::Level::info, true);
 }
 

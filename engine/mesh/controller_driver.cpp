@@ -33,6 +33,11 @@ model::Dims manifest_dims(const job::JobConfig& job) {
   return d;
 }
 
+// A checkpoint's manifest: its step and units, the job's model shape and token format.
+Status write_job_manifest(const std::string& dir, uint64_t step, size_t units, const job::JobConfig& job) {
+  return ckpt::write_manifest(dir, step, units, manifest_dims(job), job.data.format);
+}
+
 }  // namespace
 
 // The rendezvous store (bound on the mesh endpoint's host), metrics.csv and the run record; the
@@ -161,12 +166,12 @@ void Controller::apply(const job::Action& action) {
                    // the marker, and a manifest as a final checkpoint has: `sample` and `run --resume` take it
                    if (auto s = ckpt::mark_complete(a.snapshot); !s) spdlog::warn("{}", s.error().message());
                    const auto& snap = a.snapshot;
-                   if (auto s = ckpt::write_manifest(snap.dir, snap.step, snap.units, manifest_dims(opts_.job)); !s)
+                   if (auto s = write_job_manifest(snap.dir, snap.step, snap.units, opts_.job); !s)
                      spdlog::warn("{}", s.error().message());
                    if (export_) export_->snapshot_complete(snap.step);
                  },
                  [&](const act::CheckpointComplete& a) {
-                   if (auto s = ckpt::write_manifest(a.dir, a.step, a.units, manifest_dims(opts_.job)); !s)
+                   if (auto s = write_job_manifest(a.dir, a.step, a.units, opts_.job); !s)
                      spdlog::error("the final checkpoint has no manifest: {}", s.error().message());
                  },
                  [&](const act::SnapshotDrop& a) {

@@ -236,11 +236,20 @@ Result<StepStats> MoeGpt::step(const Batch& b, int64_t global_tokens, ExpertExch
 
 Result<std::vector<float>> MoeGpt::next_logits(const std::vector<int32_t>& ids, ExpertExchange& ex) {
   if (ids.empty()) return fail("no tokens to continue");
-  int T = int(ids.size());
-  StepStats stats;
-  SAL_TRY(forward(ids, 1, T, T, ex, stats));
+  auto all = logits(ids, 1, int(ids.size()), ex);
+  if (!all) return all.error();
   int V = p_.dims.vocab;
-  return std::vector<float>(logits_.end() - V, logits_.end());
+  return std::vector<float>(all->end() - V, all->end());
+}
+
+Result<std::vector<float>> MoeGpt::logits(const std::vector<int32_t>& ids, int B, int T, ExpertExchange& ex) {
+  if (B < 1 || T < 1 || ids.size() != size_t(B) * size_t(T))
+    return fail("expected ", B, " sequences of ", T, " tokens, got ", ids.size(), " tokens");
+  for (int32_t id : ids)
+    if (id < 0 || id >= p_.dims.vocab) return fail("token id ", id, " is outside the vocabulary [0, ", p_.dims.vocab, ")");
+  StepStats stats;
+  SAL_TRY(forward(ids, B, T, int64_t(B) * T, ex, stats));
+  return logits_;
 }
 
 }  // namespace sal::model

@@ -44,6 +44,9 @@ class MoeGpt {
 
   // Forward only, one sequence of up to seq_len tokens: the logits [V] of the last position.
   Result<std::vector<float>> next_logits(const std::vector<int32_t>& ids, ExpertExchange& ex);
+  // Forward only, B sequences of T <= seq_len tokens (ids [B*T], row-major): the logits [B*T, V] of
+  // every position.
+  Result<std::vector<float>> logits(const std::vector<int32_t>& ids, int B, int T, ExpertExchange& ex);
 
  private:
   struct LayerActs {

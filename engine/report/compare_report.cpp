@@ -6,6 +6,7 @@
 #include "core/paths.h"
 #include "report/html.h"
 #include "report/report.h"
+#include "report/run_marks.h"
 #include "report/run_report.h"
 #include "report/svg.h"
 
@@ -82,10 +83,10 @@ std::string workers_charts(const std::vector<Run>& runs, const std::vector<std::
       s.y.push_back(double(r.workers));
     }
     c.series.push_back(std::move(s));
-    for (const auto& e : runs[i].events)
-      if (auto m = event_mark(e)) c.marks.push_back(*m);
+    c.marks = event_marks(runs[i], Axis::time);
+    c.spans = recovery_spans(runs[i], Axis::time);
     c.bands = timeline_bands(runs[i].timeline);
-    c.legend = mark_legend(c.marks, c.bands);
+    c.legend = mark_legend(c.marks, c.bands, c.spans);
     out += "<h3 style=\"color:" + palette(i) + "\">" + escape(labels[i]) + "</h3>\n" + line_chart(c);
   }
   return out;

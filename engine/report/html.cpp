@@ -20,6 +20,11 @@ th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-al
 th { background: #f4f4f4; }
 tr.failure td { background: #fdecec; }
 tr.recovery td { background: #ebf7ec; }
+tr.stop td { background: #eceff1; }
+tr.action td { background: #f6eefa; }
+.controls { margin: 6px 0; font-size: 13px; }
+.controls label { margin-right: 12px; }
+.pager { margin: 0 6px; color: #444; }
 .pass { color: #fff; background: #2e7d32; padding: 0 6px; border-radius: 3px; font-weight: 600; }
 .fail { color: #fff; background: #c62828; padding: 0 6px; border-radius: 3px; font-weight: 600; }
 svg { max-width: 100%; height: auto; display: block; margin: 4px 0 8px; }

@@ -1,5 +1,5 @@
 // html.h — the HTML side of the reports: escaping, number formatting ("–" for what is missing),
-// tables, and the page frame with its inline style sheet (no scripts, no external assets).
+// tables, and the page frame with its inline style sheet (no external assets).
 #pragma once
 
 #include <optional>

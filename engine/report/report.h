@@ -1,6 +1,7 @@
-// report.h — the run report: a self-contained HTML page (inline SVG plots, no scripts, no external
-// assets) written from the files the controller leaves in a run directory (metrics.csv, events.csv,
-// timeline.csv, plans.jsonl, summary.json), and a page putting several runs of one job side by side.
+// report.h — the run report: a self-contained HTML page (inline SVG plots, one small inline script
+// that pages the events table, no external assets) written from the files the controller leaves in
+// a run directory (metrics.csv, events.csv, timeline.csv, plans.jsonl, summary.json), and a page
+// putting several runs of one job side by side.
 #pragma once
 
 #include <string>

@@ -105,6 +105,9 @@ Result<std::vector<T>> optional_file(const std::string& path, Result<std::vector
   return reader(path);
 }
 
+// The driver's reason for the step it aborts when the job stops ("step 22: job stopping: job.stop() by ...").
+constexpr const char* kStopAbort = ": job stopping: ";
+
 // "worker 1.0 exited with code 0" (but not "code 0x1f" or "code 07").
 bool clean_exit(const std::string& detail) {
   for (size_t at = detail.find("code 0"); at != std::string::npos; at = detail.find("code 0", at + 1)) {
@@ -138,7 +141,7 @@ Result<std::vector<EventRow>> read_events(const std::string& path, std::optional
   for (auto& e : *events) {
     e.time_s = double(e.mono_ns - zero) / 1e9;
     e.stopping = stopping;
-    stopping = stopping || e.kind == "steps_done" || e.kind == "stop_requested";
+    stopping = stopping || is_stop(e);
   }
   return events;
 }
@@ -194,10 +197,16 @@ Result<Run> load_run(const std::string& dir) {
   return run;
 }
 
+bool is_stop(const EventRow& e) {
+  if (e.kind == "step_aborted") return e.detail.find(kStopAbort) != std::string::npos;
+  return e.kind == "steps_done" || e.kind == "stop_requested";
+}
+
 bool is_failure(const EventRow& e) {
   if (e.kind == "worker_exited") return !e.stopping && !clean_exit(e.detail);
   if (e.kind == "node_left") return !e.stopping;
-  return e.kind == "node_dead" || e.kind == "step_aborted";
+  if (e.kind == "step_aborted") return !is_stop(e);
+  return e.kind == "node_dead";
 }
 
 }  // namespace sal::report

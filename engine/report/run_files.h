@@ -34,7 +34,7 @@ struct EventRow {
   uint64_t epoch = 0;
   std::string detail;
   double time_s = 0;
-  bool stopping = false;  // logged after the job was told to stop (steps_done, stop_requested)
+  bool stopping = false;  // logged after the job's end began (is_stop)
 };
 
 // One row of timeline.csv: [start_s, end_s] spent in `phase` (compute, reconfigure, restore, wait, save).
@@ -74,8 +74,13 @@ Result<std::vector<PlanRecord>> read_plans(const std::string& path);
 // Reads every file of `dir` that is there; metrics.csv must be.
 Result<Run> load_run(const std::string& dir);
 
-// Failures: node_dead, step_aborted, and node_left / worker_exited unless they are part of the
-// job's shutdown (`stopping`) or the worker exited with code 0.
+// The job's end beginning, not a failure: steps_done (every step committed), stop_requested, and the
+// step_aborted of the step in flight when job.stop(), Ctrl-C or a drill's end stopped the job
+// ("job stopping: ...").
+bool is_stop(const EventRow& e);
+
+// Failures: node_dead, step_aborted (but not a stop's), and node_left / worker_exited unless they
+// are part of the job's shutdown (`stopping`) or the worker exited with code 0.
 bool is_failure(const EventRow& e);
 
 }  // namespace sal::report

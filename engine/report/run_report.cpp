@@ -7,32 +7,15 @@
 
 #include "core/paths.h"
 #include "core/strings.h"
+#include "report/events_table.h"
 #include "report/html.h"
 #include "report/report.h"
+#include "report/run_charts.h"
+#include "report/run_marks.h"
+#include "report/svg.h"
 
 namespace sal::report {
 namespace {
-
-struct MarkStyle {
-  const char* kind;
-  const char* label;
-  const char* color;
-  bool tick;
-};
-
-const MarkStyle kFailure{"failure", "failure", "#d32f2f", false};
-const MarkStyle kRecovered{"recovered", "recovered", "#2e7d32", false};
-const MarkStyle kRestore{"restore", "restore begun", "#ef6c00", false};
-const MarkStyle kDrill{"drill", "drill action", "#7b1fa2", true};
-const MarkStyle kJobFailed{"job-failed", "job failed", "#000000", false};
-const MarkStyle* const kMarkStyles[] = {&kFailure, &kRecovered, &kRestore, &kDrill, &kJobFailed};
-
-struct BandStyle {
-  const char* phase;
-  const char* label;
-  const char* color;
-};
-const BandStyle kBandStyles[] = {{"reconfigure", "reconfiguration", "#fff0a0"}, {"restore", "restore", "#ffd5a8"}};
 
 const char* phase_color(const std::string& phase) {
   static const std::map<std::string, const char*> kColors = {{"compute", "#9ecae1"},
@@ -62,12 +45,6 @@ std::vector<nlohmann::json> summary_objects(const Run& run, const char* key) {
   return out;
 }
 
-std::optional<double> json_number(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return std::nullopt;
-  return it->get<double>();
-}
-
 // ---- title and summary ----
 
 std::string title_block(const Run& run) {
@@ -85,6 +62,8 @@ std::string loss_text(const Run& run) {
   return num(first, 4) + " → " + num(last, 4);
 }
 
+std::string took(std::optional<double> s) { return s ? duration_text(*s) : kMissing; }
+
 std::string summary_section(const Run& run) {
   std::string count =
       run.summary.contains("recoveries") ? std::to_string(summary_objects(run, "recoveries").size()) : kMissing;
@@ -93,13 +72,14 @@ std::string summary_section(const Run& run) {
       {"samples", num(run.number("samples"))},
       {"lost steps", num(run.number("lost_steps"))},
       {"restores", num(run.number("restores"))},
-      {"recoveries", count + " (p50 " + seconds(run.number("recovery_p50_s")) + ", max " +
-                         seconds(run.number("recovery_max_s")) + ")"},
+      {"recoveries",
+       count + " (p50 " + took(run.number("recovery_p50_s")) + ", max " + took(run.number("recovery_max_s")) + ")"},
       {"elapsed", seconds(run.number("elapsed_s"))},
       {"tokens/s", num(run.number("tokens_per_s"), 1)},
       {"loss first → last", loss_text(run)},
       {"exit code", num(run.number("exit_code"))},
   };
+  if (auto ended = run.text("stopped_by")) rows.push_back({"ended", escape(*ended)});
   if (auto failure = run.text("failure")) rows.push_back({"failure", escape(*failure)});
   return section("Summary", table({}, rows));
 }
@@ -115,66 +95,7 @@ std::string expectations_section(const Run& run) {
   return section("Expectations", table({"expectation", "result", "detail"}, rows));
 }
 
-// ---- plots ----
-
-std::vector<Mark> event_marks(const Run& run) {
-  std::vector<Mark> marks;
-  for (const auto& e : run.events)
-    if (auto m = event_mark(e)) marks.push_back(*m);
-  return marks;
-}
-
-std::string throughput_section(const Run& run) {
-  if (run.metrics.empty()) return section("Throughput", "<p>No steps were committed.</p>\n");
-  LineChart c;
-  c.x_label = "time since start (s)";
-  c.y_label = "tokens/s";
-  c.y2_label = "live workers";
-  Series tput{"tokens/s", "#1f77b4", Draw::Line, false, {}, {}};
-  Series workers{"live workers", "#555555", Draw::Steps, true, {}, {}};
-  for (const auto& r : run.metrics) {
-    tput.x.push_back(r.time_s);
-    tput.y.push_back(r.tokens_per_s);
-    workers.x.push_back(r.time_s);
-    workers.y.push_back(double(r.workers));
-  }
-  c.series = {tput, workers};
-  c.marks = event_marks(run);
-  c.bands = timeline_bands(run.timeline);
-  c.legend = mark_legend(c.marks, c.bands);
-  return section("Throughput", line_chart(c),
-                 "Tokens per second of each committed step against time, with the live workers (right axis). "
-                 "Vertical lines mark events; hover them for details.");
-}
-
-std::string loss_section(const Run& run) {
-  if (run.metrics.empty()) return "";
-  LineChart c;
-  c.x_label = "time since start (s)";
-  c.y_label = "loss";
-  c.y_from_zero = false;
-  Series loss{"loss", "#1f77b4", Draw::Line, false, {}, {}};
-  Series redone{"re-executed step (after a restore)", "#e8590c", Draw::Points, false, {}, {}};
-  bool any = false;
-  uint64_t highest = 0;
-  for (const auto& r : run.metrics) {
-    loss.x.push_back(r.time_s);
-    loss.y.push_back(r.loss);
-    if (any && r.step <= highest) {
-      redone.x.push_back(r.time_s);
-      redone.y.push_back(r.loss);
-    }
-    highest = any ? std::max(highest, r.step) : r.step;
-    any = true;
-  }
-  c.series = {loss};
-  if (!redone.x.empty()) c.series.push_back(redone);
-  c.bands = timeline_bands(run.timeline);
-  c.legend = mark_legend({}, c.bands);
-  return section("Loss", line_chart(c),
-                 "Training loss of each committed step in the order it was committed; steps run again after a "
-                 "checkpoint restore are drawn as points. Event marks are on the throughput plot.");
-}
+// ---- phases ----
 
 std::string phases_section(const Run& run) {
   if (run.timeline.empty()) return "";
@@ -245,11 +166,12 @@ std::string placement_section(const Run& run) {
   if (run.plans.empty() || run.plans.back().placement.empty()) return "";
   const PlanRecord& p = run.plans.back();
   size_t experts = expert_count(p);
+  auto names = node_names(run.events);
   std::string body;
   for (size_t l = 0; l < p.placement.size(); ++l) {
     Grid g;
     for (size_t r = 0; r < p.placement[l].size(); ++r) {
-      std::string worker = r < p.workers.size() ? p.workers[r] : "rank " + std::to_string(r);
+      std::string worker = r < p.workers.size() ? worker_label(p.workers[r], names) : "rank " + std::to_string(r);
       g.row_labels.push_back(worker);
       std::vector<Cell> cells;
       for (size_t s = 0; s < p.placement[l][r].size(); ++s) {
@@ -264,8 +186,8 @@ std::string placement_section(const Run& run) {
   }
   return section("Expert placement", body,
                  "Plan " + std::to_string(p.plan) +
-                     ": one row per worker, one cell per expert slot holding that "
-                     "expert's id (same color = same expert).");
+                     ": one row per worker (its node's name, then node.worker), one cell per expert slot holding "
+                     "that expert's id (same color = same expert).");
 }
 
 std::string plans_section(const Run& run) {
@@ -284,64 +206,30 @@ std::string plans_section(const Run& run) {
 
 std::string recoveries_section(const Run& run) {
   std::vector<std::vector<std::string>> rows;
-  for (const auto& r : summary_objects(run, "recoveries"))
-    rows.push_back({std::to_string(rows.size() + 1), json_text(r, "cause"), json_text(r, "kind"), json_text(r, "step"),
-                    seconds(json_number(r, "seconds"))});
+  for (const auto& r : run_recoveries(run))
+    rows.push_back({std::to_string(rows.size() + 1), num(r.at_s, 3), escape(r.cause),
+                    r.kind.empty() ? kMissing : escape(r.kind), std::to_string(r.step), duration_text(r.seconds)});
   if (rows.empty()) return "";
-  return section("Recoveries", table({"#", "cause", "kind", "step", "time to recover"}, rows));
-}
-
-std::string events_section(const Run& run) {
-  if (run.events.empty()) return "";
-  std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> classes;
-  for (const auto& e : run.events) {
-    rows.push_back({num(e.time_s, 3), escape(e.kind), escape(e.node), escape(e.detail)});
-    classes.push_back(is_failure(e) ? "failure" : e.kind == "recovered" ? "recovery" : "");
-  }
-  return section("Events", table({"time (s)", "kind", "node", "detail"}, rows, classes),
-                 "Every event the controller logged, on the same clock as the plots.");
+  return section("Recoveries", table({"#", "at (s)", "cause", "kind", "resumed with step", "time to recover"}, rows),
+                 "From the loss seen (a failed step, a lost worker) to the first step committed after it.");
 }
 
 }  // namespace
 
-std::optional<Mark> event_mark(const EventRow& e) {
-  const MarkStyle* style = is_failure(e)               ? &kFailure
-                           : e.kind == "recovered"     ? &kRecovered
-                           : e.kind == "restore_begun" ? &kRestore
-                           : e.kind == "drill"         ? &kDrill
-                           : e.kind == "job_failed"    ? &kJobFailed
-                                                       : nullptr;
-  if (!style) return std::nullopt;
-  std::string where = e.node.empty() ? "" : " node " + e.node;
-  return Mark{e.time_s,
-              style->kind,
-              style->color,
-              num(e.time_s, 2) + " s  " + e.kind + where + ": " + e.detail,
-              style != &kJobFailed,
-              style->tick};
+std::map<std::string, std::string> node_names(const std::vector<EventRow>& events) {
+  static const std::string kFrom = " from ";
+  std::map<std::string, std::string> names;
+  for (const auto& e : events) {
+    size_t at = e.detail.find(kFrom);
+    if (e.kind == "node_joined" && !e.node.empty() && at != std::string::npos && at > 0)
+      names[e.node] = e.detail.substr(0, at);
+  }
+  return names;
 }
 
-std::vector<LegendItem> mark_legend(const std::vector<Mark>& marks, const std::vector<Band>& bands) {
-  std::vector<LegendItem> items;
-  for (const MarkStyle* s : kMarkStyles)
-    if (std::any_of(marks.begin(), marks.end(), [&](const Mark& m) { return m.kind == s->kind; }))
-      items.push_back({s->label, s->color, s->tick ? Swatch::Tick : s == &kJobFailed ? Swatch::Line : Swatch::Dashed});
-  for (const BandStyle& s : kBandStyles)
-    if (std::any_of(bands.begin(), bands.end(), [&](const Band& b) { return b.kind == s.phase; }))
-      items.push_back({s.label, s.color, Swatch::Box});
-  return items;
-}
-
-std::vector<Band> timeline_bands(const std::vector<Interval>& timeline) {
-  std::vector<Band> bands;
-  for (const auto& iv : timeline)
-    for (const BandStyle& s : kBandStyles)
-      if (iv.phase == s.phase)
-        bands.push_back({iv.start_s, iv.end_s, s.phase, s.color,
-                         iv.phase + " " + num(iv.start_s, 2) + "–" + num(iv.end_s, 2) + " s" +
-                             (iv.detail.empty() ? "" : ": " + iv.detail)});
-  return bands;
+std::string worker_label(const std::string& worker, const std::map<std::string, std::string>& names) {
+  auto it = names.find(worker.substr(0, worker.find('.')));
+  return it == names.end() ? worker : it->second + " · " + worker;
 }
 
 std::string base_name(const std::string& dir) {
@@ -354,9 +242,9 @@ std::string base_name(const std::string& dir) {
 std::string run_report_html(const Run& run) {
   std::string job = run.text("job").value_or(base_name(run.dir));
   return page_begin("Salamander run report: " + job) + title_block(run) + summary_section(run) +
-         expectations_section(run) + throughput_section(run) + loss_section(run) + phases_section(run) +
+         expectations_section(run) + throughput_section(run) + training_section(run) + phases_section(run) +
          loads_section(run) + placement_section(run) + plans_section(run) + recoveries_section(run) +
-         events_section(run) + page_end();
+         events_section(run.events) + page_end();
 }
 
 Status write_run_report(const std::string& run_dir, const std::string& out_html) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "report/html.h"
 
@@ -153,17 +154,101 @@ std::string series_points(const Series& s, const Frame& fr) {
   return out + "</g>\n";
 }
 
-std::string draw_mark(const Mark& m, const Frame& fr) {
+// ---- the strip above the plot: labelled marks and spans ----
+
+constexpr double kStripTop = 14;  // the plot's top without a strip
+constexpr double kLane = 14;
+constexpr double kStripFont = 11;
+
+double span_right(const Span& s, const Frame& fr) { return std::max(fr.px(s.x1), fr.px(s.x0) + kMinSpanPx); }
+
+// A strip item: what it covers from `left` to `right` (pixels) and its label, written after it
+// unless that would run past the chart's right edge (then before it, right-aligned).
+struct StripItem {
+  double left = 0, right = 0;
+  std::string label;
+  bool before = false;
+  int lane = -1;
+
+  StripItem(double l, double r, std::string text, double edge) : left(l), right(r), label(std::move(text)) {
+    before = right + width() > edge && left - width() >= 0;
+  }
+  // The label's room: estimated as for bold text (marks' labels are), which runs a fifth wider.
+  double width() const { return label.empty() ? 0 : 3 + 1.2 * text_width(label, kStripFont); }
+  std::pair<double, double> extent() const {
+    return before ? std::pair{left - width(), right} : std::pair{left, right + width()};
+  }
+  std::string label_svg(double y, const std::string& style) const {
+    if (label.empty() || lane < 0) return "";
+    return text(before ? left - 3 : right + 3, y + 10, label, before ? "end" : "start", style);
+  }
+};
+
+// The spans' and the labelled marks' items with their lanes (-1: none free), and the lanes used.
+struct Strip {
+  std::vector<StripItem> spans;
+  std::vector<std::optional<StripItem>> marks;  // none for a mark without a label
+  int lanes = 0;
+  double height() const { return lanes > 0 ? lanes * kLane + 4 : 0; }
+  double lane_y(int lane) const { return kStripTop + kLane * std::max(lane, 0); }
+};
+
+Strip strip_for(const LineChart& c, const Frame& fr) {
+  Strip strip;
+  double edge = double(c.width) - 2;
+  std::vector<std::pair<double, double>> extents;
+  for (const auto& s : c.spans) {
+    strip.spans.emplace_back(fr.px(s.x0), span_right(s, fr), s.label, edge);
+    extents.push_back(strip.spans.back().extent());
+  }
+  for (const auto& m : c.marks) {
+    if (m.label.empty()) {
+      strip.marks.emplace_back();
+      continue;
+    }
+    strip.marks.emplace_back(StripItem(fr.px(m.x), fr.px(m.x), m.label, edge));
+    extents.push_back(strip.marks.back()->extent());
+  }
+  std::vector<int> lanes = strip_lanes(extents);
+  size_t next = 0;
+  for (auto& item : strip.spans) item.lane = lanes[next++];
+  for (auto& item : strip.marks)
+    if (item) item->lane = lanes[next++];
+  // a span with no free lane still shows its bar, in the last lane (without its label)
+  bool crowded = std::any_of(strip.spans.begin(), strip.spans.end(), [](const StripItem& i) { return i.lane < 0; });
+  strip.lanes = crowded ? kStripLanes : 0;
+  for (int l : lanes) strip.lanes = std::max(strip.lanes, l + 1);
+  return strip;
+}
+
+std::string span_shading(const Span& s, const Frame& fr) {
+  double x0 = fr.px(s.x0);
+  return "<g class=\"span-shade " + s.kind + "\">" + tooltip(s.title) +
+         rect(x0, fr.top, span_right(s, fr) - x0, fr.h, s.color, "fill-opacity=\"0.22\"") + "</g>\n";
+}
+
+std::string draw_span(const Span& s, const StripItem& item, const Strip& strip) {
+  double y = strip.lane_y(item.lane < 0 ? kStripLanes - 1 : item.lane);
+  return "<g class=\"span " + s.kind + "\">" + tooltip(s.title) +
+         rect(item.left, y + 3, item.right - item.left, 7, s.color) +
+         item.label_svg(y, "font-size=\"11\" fill=\"#333\"") + "</g>\n";
+}
+
+std::string draw_mark(const Mark& m, const Frame& fr, const Strip& strip, const std::optional<StripItem>& item) {
   double x = fr.px(m.x);
+  bool labelled = item && item->lane >= 0;
   std::string out = "<g class=\"mark " + m.kind + "\">" + tooltip(m.title);
   if (m.tick) {
     out += "<path d=\"M" + f(x - 5) + " " + f(fr.top) + " L" + f(x + 5) + " " + f(fr.top) + " L" + f(x) + " " +
            f(fr.top + 9) + " Z\" fill=\"" + m.color + "\"/>";
     out += line(x, fr.top, x, fr.top + 22, m.color, "stroke-width=\"2\"");
   } else {
-    out += line(x, fr.top, x, fr.top + fr.h, m.color,
+    double top = labelled ? strip.lane_y(item->lane) + 1 : fr.top;  // up to its label
+    out += line(x, top, x, fr.top + fr.h, m.color,
                 std::string("stroke-width=\"1.5\"") + (m.dashed ? " stroke-dasharray=\"5,4\"" : ""));
   }
+  if (labelled)
+    out += item->label_svg(strip.lane_y(item->lane), "font-size=\"11\" font-weight=\"600\" fill=\"" + m.color + "\"");
   return out + "</g>\n";
 }
 
@@ -217,14 +302,22 @@ Frame frame_for(const LineChart& c, bool has_y2) {
     x.add(b.x0);
     x.add(b.x1);
   }
+  for (const auto& s : c.spans) {
+    x.add(s.x0);
+    x.add(s.x1);
+  }
   for (Range* r : {&x, &y, &y2})
     if (r->empty()) *r = Range{0, 1};
   if (c.x_from_zero) x.add(0);
   if (c.y_from_zero) y.add(0);
   y2.add(0);
-  Frame fr{64, 14, double(c.width) - 64 - (has_y2 ? 64 : 24), double(c.height) - 14 - 46, {}, {}, {}};
+  Ticks yt = nice_ticks(y.lo, y.hi, c.height < 200 ? 4 : 6, c.y_integer);
+  double widest = 0;  // the y tick labels', so that the axis label clears them
+  for (double v : yt.values) widest = std::max(widest, text_width(tick_text(v, yt.step)));
+  double left = std::max(double(c.left), 30 + widest + 8);
+  Frame fr{left, kStripTop, double(c.width) - left - (has_y2 ? 64 : 24), double(c.height) - 14 - 46, {}, {}, {}};
   fr.x = tight(nice_ticks(x.lo, x.hi, 10, c.x_integer), x.lo, x.hi);
-  fr.y = nice_ticks(y.lo, y.hi, c.height < 200 ? 4 : 6, c.y_integer);
+  fr.y = yt;
   fr.y2 = nice_ticks(y2.lo, y2.hi * 1.1, 5, c.y2_integer);
   return fr;
 }
@@ -263,6 +356,23 @@ Ticks nice_ticks(double lo, double hi, int target, bool integer) {
   int n = int(std::lround((t.hi - t.lo) / step));
   for (int i = 0; i <= n; ++i) t.values.push_back(t.lo + step * i);
   return t;
+}
+
+std::vector<int> strip_lanes(const std::vector<std::pair<double, double>>& extents, int lanes) {
+  constexpr double kGap = 6;
+  std::vector<size_t> order(extents.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return extents[a].first < extents[b].first; });
+  std::vector<double> end(size_t(std::max(lanes, 0)), -INFINITY);
+  std::vector<int> out(extents.size(), -1);
+  for (size_t i : order)
+    for (size_t k = 0; k < end.size(); ++k)
+      if (extents[i].first >= end[k] + kGap) {
+        out[i] = int(k);
+        end[k] = extents[i].second;
+        break;
+      }
+  return out;
 }
 
 std::string tick_text(double v, double step) {
@@ -313,15 +423,20 @@ std::string expert_color(size_t expert, size_t experts) {
 std::string line_chart(const LineChart& c) {
   bool has_y2 = std::any_of(c.series.begin(), c.series.end(), [](const Series& s) { return s.right_axis; });
   Frame fr = frame_for(c, has_y2);
-  Legend leg = legend(legend_items(c), fr.left, double(c.height), double(c.width) - 8);
-  std::string out = open_svg(c.width, double(c.height) + leg.height + 4);
+  Strip strip = strip_for(c, fr);
+  fr.top += strip.height();
+  double bottom = double(c.height) + strip.height();
+  Legend leg = legend(legend_items(c), fr.left, bottom, double(c.width) - 8);
+  std::string out = open_svg(c.width, bottom + leg.height + 4);
   out += rect(fr.left, fr.top, fr.w, fr.h, "#fff", "stroke=\"#ddd\"");
   for (const auto& b : c.bands)
     out += "<g class=\"band " + b.kind + "\">" + tooltip(b.title) +
            rect(fr.px(b.x0), fr.top, fr.px(b.x1) - fr.px(b.x0), fr.h, b.color, "fill-opacity=\"0.75\"") + "</g>\n";
+  for (const auto& s : c.spans) out += span_shading(s, fr);
   out += draw_axes(c, fr, has_y2);
   for (const auto& s : c.series) out += s.draw == Draw::Points ? series_points(s, fr) : series_path(s, fr);
-  for (const auto& m : c.marks) out += draw_mark(m, fr);
+  for (size_t i = 0; i < c.marks.size(); ++i) out += draw_mark(c.marks[i], fr, strip, strip.marks[i]);
+  for (size_t i = 0; i < c.spans.size(); ++i) out += draw_span(c.spans[i], strip.spans[i], strip);
   return out + leg.svg + "</svg>\n";
 }
 

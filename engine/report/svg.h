@@ -1,11 +1,12 @@
 // svg.h — small SVG chart builders for the reports: a line chart (optional second y axis, vertical
-// marks for events, shaded bands for intervals, a legend), one stacked horizontal bar, a bar chart,
-// and a grid of labelled cells. Each returns one self-contained <svg> element; every text passed in
-// is escaped here. Marks and bands carry class="mark KIND" / class="band KIND" so a page (or a
-// test) can tell them apart.
+// marks for events, shaded bands for intervals, labelled spans in a strip above the plot, a legend),
+// one stacked horizontal bar, a bar chart, and a grid of labelled cells. Each returns one
+// self-contained <svg> element; every text passed in is escaped here. Marks, bands and spans carry
+// class="mark KIND" / "band KIND" / "span KIND" so a page (or a test) can tell them apart.
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sal::report {
@@ -36,7 +37,8 @@ struct Series {
   std::vector<double> x, y;  // non-finite y breaks a line
 };
 
-// A vertical line across the plot at x (or, with `tick`, a small marker at its top).
+// A vertical line across the plot at x (or, with `tick`, a small marker at its top). A `label` is
+// written in the strip above the plot, beside x.
 struct Mark {
   double x = 0;
   std::string kind;  // CSS class after "mark"
@@ -44,6 +46,7 @@ struct Mark {
   std::string title;  // tooltip
   bool dashed = true;
   bool tick = false;
+  std::string label;
 };
 
 // A shaded interval [x0, x1] behind the data.
@@ -53,6 +56,24 @@ struct Band {
   std::string color;
   std::string title;
 };
+
+// An interval drawn as a bar in the strip above the plot with its label beside it, and shaded
+// lightly in the plot: however narrow [x0, x1] is on the axis (a 0.1 s recovery in a 60 s run),
+// the bar is at least kMinSpanPx wide and the label (its duration, say) stays readable. Labels that
+// would overlap go to the next lane of the strip.
+struct Span {
+  double x0 = 0, x1 = 0;
+  std::string kind;   // CSS class after "span"
+  std::string color;  // the bar's; the shading is this color, lighter
+  std::string label;  // beside the bar
+  std::string title;  // tooltip
+};
+inline constexpr double kMinSpanPx = 4;
+inline constexpr int kStripLanes = 3;  // beyond this, a label is left out (its tooltip stays)
+
+// Lanes for items covering [left, right] pixels (in any order): each goes to the first lane whose
+// items it does not overlap (with a gap); -1 when all `lanes` are taken there.
+std::vector<int> strip_lanes(const std::vector<std::pair<double, double>>& extents, int lanes = kStripLanes);
 
 struct LegendItem {
   std::string label;
@@ -65,10 +86,12 @@ struct LineChart {
   std::vector<Series> series;
   std::vector<Mark> marks;
   std::vector<Band> bands;
-  std::vector<LegendItem> legend;  // shown after the named series (for marks and bands)
+  std::vector<Span> spans;
+  std::vector<LegendItem> legend;  // shown after the named series (for marks, bands and spans)
   bool x_from_zero = true, y_from_zero = true;
   bool x_integer = false, y_integer = false, y2_integer = true;  // whole-number ticks (for counts)
   int width = 960, height = 300;              // plot and axes; the legend adds rows below
+  int left = 64;  // the plot's left edge at least (charts stacked with one left align their x axes)
 };
 std::string line_chart(const LineChart& c);
 

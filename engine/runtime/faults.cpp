@@ -13,6 +13,7 @@ const char* fault_point_name(wire::FaultPoint p) {
     case wire::FaultPoint::alltoall: return "alltoall";
     case wire::FaultPoint::allreduce: return "allreduce";
     case wire::FaultPoint::migration: return "migration";
+    case wire::FaultPoint::snapshot: return "snapshot";
     case wire::FaultPoint::count_: break;
   }
   return "?";

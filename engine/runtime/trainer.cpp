@@ -250,7 +250,7 @@ Status Trainer::migrate(const wire::PlanUpdate& p) {
     }
   }
   if (sends.empty() && recvs.empty()) return {};
-  faults_.at(wire::FaultPoint::migration, p.step);
+  faults_->at(wire::FaultPoint::migration, p.step);
   if (auto s = comm_->exchange(sends, recvs); !s)
     return s.error().with_context("moving " + std::to_string(sends.size()) + " units out and " +
                                   std::to_string(recvs.size()) + " in");
@@ -345,7 +345,7 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
     DevicePlan dp;
     dp.comm = comm_.get();
     dp.replicas = replicas_;
-    dp.before_alltoall = [this] { faults_.at(wire::FaultPoint::alltoall, step_); };
+    dp.before_alltoall = [this] { faults_->at(wire::FaultPoint::alltoall, step_); };
     dp.device_prefix = device_prefix_;
     dp.store = store_.get();
     dp.reuse_device_plane = reuse_plane_;
@@ -374,7 +374,7 @@ bool Trainer::device_keeps(const wire::PlanUpdate& p) const {
 }
 
 Status Trainer::sync_gradients() {
-  faults_.at(wire::FaultPoint::allreduce, step_);
+  faults_->at(wire::FaultPoint::allreduce, step_);
   if (ranks_ <= 1) return {};
   // every non-expert unit over every rank, then each expert held by two or more ranks among its
   // holders only
@@ -409,10 +409,10 @@ Result<StepOutcome> Trainer::step(uint64_t step) {
   auto [first, count] = model::batch_share(spec_.global_batch, ranks_, rank_);
   model::Batch b = model::make_batch(corpus_, spec_.seed, step, first, count, spec_.dims.seq_len);
   step_ = step;
-  faults_.at(wire::FaultPoint::forward, step);
+  faults_->at(wire::FaultPoint::forward, step);
   if (device_) return device_step(step, b, t0);
   DistributedExchange ex(*comm_, params_, replicas_);
-  ex.before_alltoall = [this, step] { faults_.at(wire::FaultPoint::alltoall, step); };
+  ex.before_alltoall = [this, step] { faults_->at(wire::FaultPoint::alltoall, step); };
   model::MoeGpt m(params_);
   auto stats = m.step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len, ex);
   if (!stats) return stats.error().with_context("step " + std::to_string(step));
@@ -433,7 +433,7 @@ Result<StepOutcome> Trainer::device_step(uint64_t step, const model::Batch& b, i
   if (auto s = device_->zero_grads(); !s) return s.error().with_context("step " + std::to_string(step));
   auto stats = device_->step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len);
   if (!stats) return stats.error().with_context("step " + std::to_string(step));
-  faults_.at(wire::FaultPoint::allreduce, step);  // with one rank nothing to synchronise, but a drill may stop here
+  faults_->at(wire::FaultPoint::allreduce, step);  // with one rank nothing to synchronise, but a drill may stop here
   if (ranks_ > 1)
     if (auto s = device_->sync_gradients(shared_); !s) return s.error().with_context("gradient sync");
   auto norm = device_->grad_norm();
@@ -476,9 +476,11 @@ Status Trainer::sync_host() {
   return {};
 }
 
-std::vector<const model::Unit*> Trainer::checkpoint_share() const {
+// A unit is written by the first `copies` of its holders in rank order: the dense units (every
+// rank holds them) by ranks 0 .. copies-1, an expert by the lowest ranks holding a replica.
+std::vector<const model::Unit*> Trainer::units_written(size_t copies) const {
   std::vector<const model::Unit*> out;
-  if (rank_ == 0) {
+  if (size_t(rank_) < copies) {
     out.push_back(&params_.embedding);
     for (size_t l = 0; l < params_.dense.size(); ++l) {
       out.push_back(&params_.dense[l]);
@@ -487,17 +489,20 @@ std::vector<const model::Unit*> Trainer::checkpoint_share() const {
   }
   for (auto [l, e] : std::set<std::pair<int, int>>(held_.begin(), held_.end())) {
     const auto& holders = replicas_[size_t(l)][size_t(e)];
-    int lowest = int(std::find_if(holders.begin(), holders.end(), [](uint32_t x) { return x > 0; }) - holders.begin());
+    size_t before = 0;  // holders of a lower rank
+    for (int r = 0; r < rank_ && r < int(holders.size()); ++r) before += holders[size_t(r)] > 0;
     auto it = params_.experts.find({l, e});
-    if (lowest == rank_ && it != params_.experts.end()) out.push_back(&it->second);
+    if (before < copies && it != params_.experts.end()) out.push_back(&it->second);
   }
   return out;
 }
 
+std::vector<const model::Unit*> Trainer::checkpoint_share() const { return units_written(1); }
+
 Result<ckpt::SnapshotUnits> Trainer::snapshot_share() {
   if (device_) return device_snapshot();
   auto out = std::make_shared<std::vector<model::Unit>>();
-  for (const model::Unit* u : checkpoint_share()) {
+  for (const model::Unit* u : units_written(kSnapshotCopies)) {
     model::Unit c;
     c.id = u->id;
     c.w = u->w;
@@ -508,11 +513,18 @@ Result<ckpt::SnapshotUnits> Trainer::snapshot_share() {
   return ckpt::SnapshotUnits([out]() -> Result<std::vector<model::Unit>> { return std::move(*out); });
 }
 
+ckpt::SnapshotUnits Trainer::with_snapshot_fault(ckpt::SnapshotUnits units, uint64_t step) const {
+  return [faults = faults_, units = std::move(units), step]() {
+    faults->at(wire::FaultPoint::snapshot, step);
+    return units();
+  };
+}
+
 // The host Params are not involved (nor brought up to date): only the unit ids come from them,
 // and the device holds the same units (apply_plan loaded them).
 Result<ckpt::SnapshotUnits> Trainer::device_snapshot() {
   std::vector<model::UnitId> ids;
-  for (const model::Unit* u : checkpoint_share()) ids.push_back(u->id);
+  for (const model::Unit* u : units_written(kSnapshotCopies)) ids.push_back(u->id);
   {
     std::unique_lock<std::mutex> lock(snapshot_gate_->mu);
     snapshot_gate_->cv.wait(lock, [this] { return !snapshot_gate_->busy; });

@@ -75,12 +75,18 @@ class Trainer {
   Status commit(uint64_t step);
   void discard();
   Result<uint32_t> save(const std::string& dir, uint64_t step);
-  // The units this rank writes in a dense checkpoint, as they are now (for an asynchronous
+  // The units this rank writes in a dense snapshot, as they are now (for an asynchronous
   // snapshot, between steps): a CPU worker copies them here; a GPU worker starts their copy and
   // the result waits for it (on the thread that calls it: the snapshot writer's). It may be called
   // after later steps and commits, and gives these units still. While a GPU worker's previous
   // snapshot has not been taken (its SnapshotUnits called or dropped), this waits for it.
   Result<ckpt::SnapshotUnits> snapshot_share();
+  // `units`, which first passes the drill's snapshot fault point of `step` on the writer's thread
+  // (after the copy, before anything is written: a writer dying in the middle of a snapshot).
+  ckpt::SnapshotUnits with_snapshot_fault(ckpt::SnapshotUnits units, uint64_t step) const;
+  // Each unit is in the snapshots of up to this many of its holders, so that a snapshot survives
+  // the loss of one writer (ckpt/book.h).
+  static constexpr size_t kSnapshotCopies = 2;
 
   // From another thread: ends the plan's data plane (and a rendezvous in progress) so a blocked
   // call returns; everything fails fast until clear_abort().
@@ -96,7 +102,7 @@ class Trainer {
   PlanTimes plan_times() const { return plan_times_; }
 
   // A drill's fault: this worker dies when it reaches the point (faults.h).
-  void arm_fault(const wire::FaultArm& f) { faults_.arm(f); }
+  void arm_fault(const wire::FaultArm& f) { faults_->arm(f); }
 
   int rank() const { return rank_; }
   uint64_t plan() const { return plan_; }
@@ -115,7 +121,8 @@ class Trainer {
   void keep_only(const std::vector<std::pair<int, int>>& held);
   // The units this rank writes in a dense checkpoint: the non-expert ones on rank 0, each expert
   // on the lowest rank holding it.
-  std::vector<const model::Unit*> checkpoint_share() const;
+  std::vector<const model::Unit*> units_written(size_t copies) const;
+  std::vector<const model::Unit*> checkpoint_share() const;  // a final checkpoint's: one copy of each unit
   Status sync_gradients();
   Result<double> global_norm();
   // GPU workers: opening the device, the step on it, and bringing the host Params up to date.
@@ -142,7 +149,7 @@ class Trainer {
   bool have_grads_ = false;
   uint64_t step_ = 0;                            // the step being computed (fault points name it)
   uint64_t steps_seen_ = 0;                      // steps committed into the state (steps_seen())
-  FaultInjector faults_;
+  std::shared_ptr<FaultInjector> faults_ = std::make_shared<FaultInjector>();  // the snapshot writer's thread too
   DeviceFactory cuda_;
   // A GPU worker's snapshot in flight, shared with the SnapshotUnits it returned (trainer.cpp).
   struct SnapshotGate;

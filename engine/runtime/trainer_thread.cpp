@@ -221,7 +221,7 @@ void TrainerThread::handle(const wire::SaveCheckpoint& s) {
       answer(d);
       return;
     }
-    snapshots_->write(s.dir, s.step, std::move(*units), d);
+    snapshots_->write(s.dir, s.step, trainer_->with_snapshot_fault(std::move(*units), s.step), d);
     return;
   }
   auto n = trainer_ ? trainer_->save(s.dir, s.step) : Result<uint32_t>(fail("no job loaded"));

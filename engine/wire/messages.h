@@ -68,7 +68,7 @@ enum class WorkerState : uint8_t { starting, ready, draining, stopped, count_ };
 enum class WorkerEventKind : uint8_t { started, ready, exited, spawn_failed, count_ };
 enum class Verb : uint8_t { stop, drain, kill, count_ };
 // Where a drill's armed fault kills a worker (FaultArm).
-enum class FaultPoint : uint8_t { forward, alltoall, allreduce, migration, count_ };
+enum class FaultPoint : uint8_t { forward, alltoall, allreduce, migration, snapshot, count_ };
 enum class ValueFormat : uint8_t { text, json, count_ };
 
 // Error codes in ErrorReply.
@@ -436,6 +436,7 @@ struct SaveDone {
   double copy_ms = 0;  // snapshot: copying to host memory (the pause between steps)
   double ms = 0;       // copying and writing, on this worker
   uint64_t bytes = 0;  // what the units hold (weights and both moments)
+  std::vector<std::string> written;  // snapshot: the names of the units written (UnitId::name)
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("node_id", s.node_id);
@@ -448,6 +449,7 @@ struct SaveDone {
     v("copy_ms", s.copy_ms);
     v("ms", s.ms);
     v("bytes", s.bytes);
+    v("written", s.written, kListMax);
   }
 };
 

@@ -130,10 +130,11 @@ class Block(nn.Module):
 
 
 class MoeGpt(nn.Module):
-    def __init__(self, layers, d, heads, experts, top_k, seq):
+    def __init__(self, layers, d, heads, experts, top_k, seq, vocab=VOCAB):
         super().__init__()
         proj_std = INIT_STD / math.sqrt(2 * layers)
-        self.tok = nn.Embedding(VOCAB, d)
+        self.vocab = vocab
+        self.tok = nn.Embedding(vocab, d)
         self.pos = nn.Embedding(seq, d)
         nn.init.normal_(self.tok.weight, std=INIT_STD)
         nn.init.normal_(self.pos.weight, std=INIT_STD)
@@ -141,15 +142,20 @@ class MoeGpt(nn.Module):
         self.lnf = nn.LayerNorm(d, eps=LN_EPS)
         self.register_buffer("mask", torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1))
 
-    def forward(self, inputs, targets):
+    def logits(self, inputs):
+        """The logits [B, T, vocab] of every position, and the balancing loss summed over layers."""
         B, T = inputs.shape
         x = self.tok(inputs) + self.pos(torch.arange(T))
         aux = x.new_zeros(())
         for block in self.blocks:
             x, a = block(x, self.mask)
             aux = aux + a
-        logits = self.lnf(x) @ self.tok.weight.t()
-        ce = F.cross_entropy(logits.view(B * T, VOCAB), targets.reshape(-1))
+        return self.lnf(x) @ self.tok.weight.t(), aux
+
+    def forward(self, inputs, targets):
+        B, T = inputs.shape
+        logits, aux = self.logits(inputs)
+        ce = F.cross_entropy(logits.view(B * T, self.vocab), targets.reshape(-1))
         return ce, aux
 
 

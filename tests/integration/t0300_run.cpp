@@ -7,7 +7,6 @@
 #include <signal.h>
 
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 #include "support/mesh_harness.h"
@@ -121,6 +120,10 @@ TEST_CASE("t0307-stop-saves: Ctrl-C or job.stop() aborts the step in flight and 
     CHECK(eventually([&] { return all_gone(pids); }, 3000));
     const std::string out = r.proc.output();
     CHECK(out.find("checkpoint in " + r.dir + "/out/checkpoint") != std::string::npos);
+    // the report draws the stop as a stop (on the throughput and the loss plots), not as a failure
+    const std::string report = file_text(r.dir + "/out/report.html");
+    CHECK(occurrences(report, "class=\"mark stop\"") == 2);
+    CHECK(occurrences(report, "class=\"mark failure\"") == 0);
     std::error_code ec;  // no half-written snapshot is left behind
     for (const auto& snap : std::filesystem::directory_iterator(r.dir + "/out/snapshots", ec))
       CHECK(std::filesystem::exists(snap.path() / "complete"));

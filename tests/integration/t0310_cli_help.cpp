@@ -33,8 +33,8 @@ TEST_CASE("t0310-cli-help: every command listed, and every command's --help exit
   std::istringstream lines(help);
   for (std::string line; std::getline(lines, line);)
     if (line.rfind("  ", 0) == 0 && line.size() > 2 && line[2] != ' ') listed.insert(line.substr(2, line.find(' ', 2) - 2));
-  for (const char* c : {"run", "controller", "agent", "repl", "job", "policy", "sample", "report", "sim", "keygen",
-                        "version"}) {
+  for (const char* c : {"run", "controller", "agent", "repl", "job", "policy", "sample", "export", "report", "sim",
+                        "keygen", "version"}) {
     CAPTURE(c);
     CHECK(listed.count(c) == 1);
   }
@@ -43,7 +43,7 @@ TEST_CASE("t0310-cli-help: every command listed, and every command's --help exit
   CHECK(help.find("--fields") != std::string::npos);
 
   const std::vector<std::vector<std::string>> commands = {
-      {"run"}, {"controller"}, {"agent"}, {"repl"}, {"job"}, {"sample"}, {"report"}, {"keygen"}, {"sim"},
+      {"run"}, {"controller"}, {"agent"}, {"repl"}, {"job"}, {"sample"}, {"export"}, {"report"}, {"keygen"}, {"sim"},
       {"sim", "fit"}, {"sim", "ettr"}, {"sim", "spare"}, {"policy", "check"}, {"policy", "plan"},
       {"policy", "recovery"}, {"policy", "spare"}, {"policy", "window"}};
   for (auto cmd : commands) {
@@ -62,4 +62,5 @@ TEST_CASE("t0310-cli-help: every command listed, and every command's --help exit
   // a missing argument is a usage error
   CHECK(salamander({"job"}, dir, n++).first == 2);
   CHECK(salamander({"keygen"}, dir, n++).first == 2);
+  CHECK(salamander({"export", "--checkpoint", dir}, dir, n++).first == 2);  // no --format
 }

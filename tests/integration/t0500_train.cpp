@@ -2,7 +2,7 @@
 // sampled from its checkpoint writes English-like bytes; one worker and four workers agree on the
 // same job; the same membership gives bit-identical runs; an operator reloads the placement policy
 // mid-training and rebalances, and the plan changes between steps with no step failed or repeated,
-// while a broken policy is refused and training goes on; a job whose workers cannot read their data
+// while a broken policy is refused and training goes on (the report marks the swap); a job whose workers cannot read their data
 // fails at once with the reason.
 #include <doctest/doctest.h>
 
@@ -145,6 +145,13 @@ TEST_CASE("t0503-hot-reload-while-training: a new placement policy and a rebalan
     if (e["kind"] == "plan_applied" && e["detail"].get<std::string>().find("from step 0") == std::string::npos)
       switched_at_boundary = true;
   CHECK(switched_at_boundary);
+  // the operator stops the job: its report marks the swap (not the refused load) and the stop
+  CHECK(m.eval("job.stop()").ok);
+  REQUIRE(m.controller.wait(20000) == 0);
+  const std::string report = file_text(m.dir + "/report.html");
+  CHECK(occurrences(report, "class=\"mark policy\"") == 2);  // on the throughput and the loss plots
+  CHECK(occurrences(report, "class=\"mark stop\"") == 2);
+  CHECK(occurrences(report, "class=\"mark failure\"") == 0);
 }
 
 TEST_CASE("t0504-unreadable-data: a job whose workers cannot load their data fails at once with the reason") {

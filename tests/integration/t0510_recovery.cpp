@@ -5,13 +5,15 @@
 // is lost, and the loss curve and the final weights match a fault-free run of the same steps up to
 // floating-point reassociation. Killing every holder of an expert falls back to the dense
 // snapshot: the steps after it run again (bit for bit, the membership being the same size) and
-// training finishes. A wrong drill is refused with the file, the line and the rule.
+// training finishes. A node dying in the middle of each dense snapshot leaves every one complete
+// (each unit has a second writer). A wrong drill is refused with the file, the line and the rule.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 
 #include "support/mesh_harness.h"
 #include "support/run_files.h"
@@ -119,6 +121,39 @@ TEST_CASE("t0511-lose-every-replica: killing every holder of an expert restores 
   // the report shows the restore
   std::string html = file_text(dir + "/run/report.html");
   CHECK(html.find("restore") != std::string::npos);
+}
+
+TEST_CASE("t0515-kill-in-every-snapshot: a writer dying in each dense snapshot still leaves them complete") {
+  std::string dir = temp_dir("recovery");
+  std::string job = write_job(dir, 6, ", checkpoint_every = 5");
+  auto j = run_json({bin(), "run", job, "--drill", drill("snapshot_kills.lua"), "--json", "--out", dir + "/run"},
+                    dir + "/run.out", 90000);
+  CHECK(j["steps"] == 20);
+  CHECK(j["lost_steps"] == 0);
+  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  // each victim died in its snapshot, by its own hand
+  std::string logs = run_logs(dir + "/run");
+  for (const char* step : {"5", "10", "15"})
+    CHECK_MESSAGE(logs.find(std::string("drill fault at snapshot of step ") + step) != std::string::npos, step);
+  // and each of those snapshots completed all the same, none dropped
+  std::set<std::string> saved;
+  for (const auto& e : events(dir + "/run")) {
+    CHECK_MESSAGE(e.kind != "snapshot_dropped", e.detail);
+    CHECK_MESSAGE(e.kind != "snapshot_failed", e.detail);
+    std::smatch m;
+    if (e.kind == "snapshot_saved" && std::regex_search(e.detail, m, std::regex("snapshot of step (\\d+) complete")))
+      saved.insert(m[1]);
+  }
+  for (const char* step : {"5", "10", "15"}) CHECK_MESSAGE(saved.count(step) == 1, step);
+  // the newest kept on disk is whole: marked, every unit of the model there, and it resumes
+  std::string snap = dir + "/run/snapshots/step-15";
+  CHECK(std::ifstream(snap + "/complete").good());
+  auto resumed = run_json({bin(), "run", job, "--resume", snap, "--steps", "17", "--json", "--out", dir + "/resumed"},
+                          dir + "/resumed.out", 60000);
+  CHECK(resumed["steps"] == 17);
+  auto steps = metrics_column(dir + "/resumed", "step");
+  REQUIRE_FALSE(steps.empty());
+  CHECK(steps.front() == 15);
 }
 
 TEST_CASE("t0514-freeze-and-drain: a frozen node is declared dead and rejoins, a drained one leaves, no step lost") {

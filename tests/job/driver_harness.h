@@ -14,6 +14,15 @@
 
 namespace sal::job::test {
 
+// The names of `count` units of the model from position `from` (model_units' order): what a
+// rank's SaveDone says it wrote.
+inline std::vector<std::string> unit_names(const ModelShape& s, size_t from, size_t count) {
+  std::vector<std::string> names;
+  auto all = model_units(s);
+  for (size_t i = from; i < from + count && i < all.size(); ++i) names.push_back(all[i].name());
+  return names;
+}
+
 inline DriverConfig small_job(uint32_t workers = 4) {
   DriverConfig c;
   c.model = ModelShape{2, 8, 4, 8, 16};  // 2 layers, 4 experts: 1 + 2 x (2 + 4) = 13 units

@@ -349,10 +349,10 @@ TEST_CASE("any + saved: a dense snapshot completes in any phase and measures the
   CHECK(snaps[0].second.snapshot);
   CHECK(snaps[0].second.dir == "/run/snapshots/step-1");
   h.membership(workers({0, 1}));  // (an unchanged view: nothing)
-  wire::SaveDone d{0, 0, 1, true, "", 7, true, 2.0, 5.0, 4'000'000};
+  wire::SaveDone d{0, 0, 1, true, "", 7, true, 2.0, 5.0, 4'000'000, unit_names(cfg.model, 0, 7)};
   h.on(in::Saved{d});
   CHECK(h.all<act::SnapshotComplete>().empty());
-  d.node_id = 1, d.units = 6, d.bytes = 2'000'000;
+  d.node_id = 1, d.units = 6, d.bytes = 2'000'000, d.written = unit_names(cfg.model, 7, 6);
   h.on(in::Saved{d});
   auto done = h.all<act::SnapshotComplete>();
   REQUIRE(done.size() == 1);

@@ -156,6 +156,82 @@ TEST_CASE("a batch of joins is planned once, mesh.join_batch_ms after the first"
   CHECK(plans == 2);  // the first plan and one for both joins
 }
 
+// The snapshot of `step` written in `write_ms`: node 0 wrote 7 of small_job()'s 13 units, node 1
+// the other 6 — which completes it (the other ranks' answers, with nothing to write, would change
+// nothing), so the last actions (h.all) are the completion's.
+static void snapshot_written(Harness& h, uint64_t step, double write_ms) {
+  for (uint32_t n = 0; n < 2; ++n) {
+    auto names = n == 0 ? unit_names(small_job().model, 0, 7) : unit_names(small_job().model, 7, 6);
+    h.on(in::Saved{wire::SaveDone{n, 0, step, true, "", uint32_t(names.size()), true, 1, write_ms, 100, names}});
+  }
+}
+
+TEST_CASE("a snapshot written more slowly than the steps between two: warned once, with an interval that keeps up") {
+  auto cfg = small_job();
+  cfg.checkpoint_every = 2;
+  Harness h(cfg);
+  h.start(workers({0, 1, 2, 3}));
+  auto run_steps = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      h.now_ns += 100'000'000;  // 100 ms a step: 0.2 s between snapshots
+      h.commit_step();
+    }
+  };
+  run_steps(2);
+  snapshot_written(h, 2, 150);  // kept up
+  REQUIRE(h.noted("snapshot_saved"));
+  CHECK_FALSE(h.noted("snapshot_slow"));
+  run_steps(2);
+  snapshot_written(h, 4, 460);  // 0.46 s for 0.2 s of steps
+  REQUIRE(h.noted("snapshot_slow"));
+  std::string why = h.note_detail("snapshot_slow");
+  CHECK(why.find("step 4 took 0.5 s") != std::string::npos);
+  CHECK(why.find("train.checkpoint_every = 5 or more") != std::string::npos);
+  run_steps(2);
+  snapshot_written(h, 6, 900);
+  int warned = 0;
+  for (const auto& a : h.history)
+    if (auto* n = std::get_if<act::Note>(&a)) warned += n->kind == "snapshot_slow";
+  CHECK(warned == 1);
+}
+
+TEST_CASE("a writer lost in the middle of a snapshot: the other holders' copies complete it") {
+  auto cfg = small_job();
+  cfg.checkpoint_every = 2;
+  Harness h(cfg);
+  h.start(workers({0, 1, 2, 3}));
+  h.commit_step();
+  h.commit_step();  // the snapshot of step 2 begins on every rank
+  auto names = [&](size_t from, size_t n) { return unit_names(cfg.model, from, n); };
+  h.on(in::Saved{wire::SaveDone{0, 0, 2, true, "", 7, true, 1, 5, 100, names(0, 7)}});
+  h.lose(1);  // wrote units 7-12 (it would have answered now)
+  h.membership(workers({0, 2, 3}));
+  CHECK_FALSE(h.noted("snapshot_dropped"));  // ranks 2 and 3 hold second copies, still writing
+  h.on(in::Saved{wire::SaveDone{2, 0, 2, true, "", 4, true, 1, 5, 100, names(5, 4)}});
+  CHECK(h.all<act::SnapshotComplete>().empty());  // units 9-12 not yet
+  h.on(in::Saved{wire::SaveDone{3, 0, 2, true, "", 6, true, 1, 5, 100, names(7, 6)}});
+  auto done = h.all<act::SnapshotComplete>();
+  REQUIRE(done.size() == 1);
+  CHECK(done[0].snapshot.step == 2);
+  CHECK(done[0].snapshot.units == 13);
+}
+
+TEST_CASE("a snapshot whose missing units have no writer left is dropped, and said so") {
+  auto cfg = small_job();
+  cfg.checkpoint_every = 2;
+  Harness h(cfg);
+  h.start(workers({0, 1, 2, 3}));
+  h.commit_step();
+  h.commit_step();
+  h.on(in::Saved{wire::SaveDone{0, 0, 2, true, "", 7, true, 1, 5, 100, unit_names(cfg.model, 0, 7)}});
+  h.on(in::Saved{wire::SaveDone{2, 0, 2, true, "", 0, true, 1, 5, 100, {}}});
+  h.on(in::Saved{wire::SaveDone{3, 0, 2, true, "", 0, true, 1, 5, 100, {}}});
+  h.lose(1);
+  h.membership(workers({0, 2, 3}));
+  REQUIRE(h.noted("snapshot_dropped"));
+  CHECK(h.note_detail("snapshot_dropped").find("step 2") != std::string::npos);
+}
+
 TEST_CASE("every holder of an expert lost: restore the newest complete snapshot, redo the steps after it") {
   auto cfg = small_job();
   cfg.checkpoint_every = 2;
@@ -164,10 +240,7 @@ TEST_CASE("every holder of an expert lost: restore the newest complete snapshot,
   for (uint64_t s = 0; s < 5; ++s) {
     h.commit_step();
     if (s == 1) {  // the snapshot of step 2 completes
-      h.on(in::Saved{wire::SaveDone{0, 0, 2, true, "", 7, true, 1, 2, 100}});
-      h.on(in::Saved{wire::SaveDone{1, 0, 2, true, "", 6, true, 1, 2, 100}});
-      h.on(in::Saved{wire::SaveDone{2, 0, 2, true, "", 0, true, 1, 2, 100}});
-      h.on(in::Saved{wire::SaveDone{3, 0, 2, true, "", 0, true, 1, 2, 100}});
+      snapshot_written(h, 2, 2);
       REQUIRE(h.all<act::SnapshotComplete>().size() == 1);
     }
   }

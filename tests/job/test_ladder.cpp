@@ -94,7 +94,14 @@ TEST_CASE("checkpoint-restart: any change of the workers in use restarts from th
   CHECK(choose_workers("checkpoint-restart", 2, workers({1, 2, 3, 4, 5, 6}), cur, 10, {}).restore());
 }
 
-TEST_CASE("the snapshot book: complete when every rank wrote and the units add up, dropped when a rank is lost") {
+// The names of units [from, from + n) of an 11-unit book's model.
+static std::vector<std::string> units(int from, int n) {
+  std::vector<std::string> out;
+  for (int i = from; i < from + n; ++i) out.push_back("unit" + std::to_string(i));
+  return out;
+}
+
+TEST_CASE("the snapshot book: complete once some rank wrote every unit, dropped when no rank left can") {
   char tmpl[] = "/tmp/sal-snap-XXXXXX";
   std::string root = mkdtemp(tmpl);
   ckpt::SnapshotBook book(root, 11, 2);
@@ -102,35 +109,66 @@ TEST_CASE("the snapshot book: complete when every rank wrote and the units add u
   std::string dir = book.begin(10, r);
   CHECK(dir == root + "/step-10");
   std::filesystem::create_directories(dir);
-  auto a = book.answer(r[0], 10, true, {6, 600, 0.5, 3}, "");
+  auto a = book.answer(r[0], 10, true, {units(0, 6), 600, 0.5, 3}, "");
   REQUIRE(a.ok());
   CHECK_FALSE(a->has_value());
-  auto b = book.answer(r[1], 10, true, {5, 500, 0.7, 2}, "");
+  auto b = book.answer(r[1], 10, true, {units(6, 5), 500, 0.7, 2}, "");
   REQUIRE(b.ok());
   REQUIRE(b->has_value());
+  CHECK((*b)->snapshot.units == 11);
   CHECK((*b)->snapshot.slowest_copy_ms == 0.7);
   CHECK((*b)->snapshot.bytes == 1100);
   CHECK(book.latest()->step == 10);
   REQUIRE(ckpt::mark_complete((*b)->snapshot).ok());  // the controller marks it on disk
   CHECK(std::ifstream(dir + "/complete").good());
+
+  // a writer lost: the snapshot is dropped only when the ranks left cannot cover its units
   book.begin(20, r);
-  CHECK(book.drop_waiting_on_lost(workers({1})) == std::vector<uint64_t>{20});
-  book.begin(30, r);
-  (void)book.answer(r[0], 30, true, {6, 0, 0, 0}, "");
-  auto short_units = book.answer(r[1], 30, true, {4, 0, 0, 0}, "");
-  CHECK_FALSE(short_units.ok());  // 10 of 11 units: never offered for a restore
-  CHECK(book.latest()->step == 10);
+  CHECK(book.drop_waiting_on_lost(workers({1})) == std::vector<uint64_t>{});  // rank 1 still writes
+  auto alone = book.answer(r[0], 20, true, {units(0, 6), 0, 0, 0}, "");
+  CHECK_FALSE(alone.ok());  // the last rank answered: 6 of 11
+  CHECK(alone.error().message().find("6 of the model's 11 units") != std::string::npos);
+  book.begin(25, r);
+  (void)book.answer(r[0], 25, true, {units(0, 6), 0, 0, 0}, "");
+  CHECK(book.drop_waiting_on_lost(workers({1})) == std::vector<uint64_t>{25});
+
+  // two copies of each unit: the loss of either writer leaves a complete snapshot
+  auto three = workers({1, 2, 3});
+  book.begin(30, three);
+  CHECK(book.drop_waiting_on_lost(workers({1, 3})) == std::vector<uint64_t>{});  // rank 2 lost
+  (void)book.answer(three[0], 30, true, {units(0, 8), 0, 0, 0}, "");
+  auto covered = book.answer(three[2], 30, true, {units(4, 7), 0, 0, 0}, "");
+  REQUIRE(covered.ok());
+  REQUIRE(covered->has_value());
+  CHECK((*covered)->snapshot.units == 11);  // distinct units, the overlap counted once
+
+  // complete as soon as every unit is written: a later rank's answer is not waited for
+  book.begin(35, three);
+  (void)book.answer(three[0], 35, true, {units(0, 6), 0, 0, 0}, "");
+  auto early = book.answer(three[1], 35, true, {units(5, 6), 0, 0, 0}, "");
+  REQUIRE(early.ok());
+  CHECK(early->has_value());
+  auto late = book.answer(three[2], 35, true, {units(0, 11), 0, 0, 0}, "");
+  REQUIRE(late.ok());
+  CHECK_FALSE(late->has_value());
+
+  // a failed writer: the message names it once nobody else can cover the rest
   book.begin(40, r);
   auto failed = book.answer(r[0], 40, false, {}, "disk full");
-  REQUIRE_FALSE(failed.ok());
-  CHECK(failed.error().message().find("disk full") != std::string::npos);
-  // the newest two complete snapshots are kept: a third drops the oldest
-  for (uint64_t step : {50, 60}) {
+  REQUIRE(failed.ok());  // rank 2 may still write everything
+  auto short_units = book.answer(r[1], 40, true, {units(6, 5), 0, 0, 0}, "");
+  REQUIRE_FALSE(short_units.ok());
+  CHECK(short_units.error().message().find("disk full") != std::string::npos);
+  CHECK(book.latest()->step == 35);
+
+  // the newest two complete snapshots are kept: another drops the oldest
+  auto done = [&](uint64_t step) {
     book.begin(step, r);
-    (void)book.answer(r[0], step, true, {6, 0, 0, 0}, "");
-    auto done = book.answer(r[1], step, true, {5, 0, 0, 0}, "");
-    REQUIRE(done.ok());
-    REQUIRE(done->has_value());
-    CHECK((*done)->dropped == (step == 60 ? std::vector<std::string>{dir} : std::vector<std::string>{}));
-  }
+    (void)book.answer(r[0], step, true, {units(0, 6), 0, 0, 0}, "");
+    return book.answer(r[1], step, true, {units(6, 5), 0, 0, 0}, "");
+  };
+  auto d50 = done(50);
+  REQUIRE(d50.ok());
+  REQUIRE(d50->has_value());
+  CHECK((*d50)->dropped == std::vector<std::string>{root + "/step-30"});
 }

@@ -1,6 +1,6 @@
 // test_model.cpp — the moe-gpt model end to end in one process: every unit's gradient against
 // finite differences of the whole model's loss, the data pipeline's determinism, and a tiny model
-// learning a pattern.
+// learning a pattern; the logits of a batch against those of each prefix.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -166,4 +166,27 @@ TEST_CASE("the learning rate warms up linearly, then decays along a cosine to mi
   CHECK(learning_rate(c, 110) == doctest::Approx(0.1));
   CHECK(clip_scale(c, 4.0) == doctest::Approx(0.25));
   CHECK(clip_scale(c, 0.5) == 1.0);
+}
+
+TEST_CASE("logits of a batch: each position's row is the next-token logits of its prefix, and ids are checked") {
+  Dims d = tiny();
+  auto p = Params::create(d, 3, Params::all_experts(d));
+  MoeGpt m(p);
+  LocalExchange ex(p);
+  const std::vector<int32_t> ids{1, 4, 9, 2, 7, 10, 0, 3, 3, 5};  // 2 sequences of 5
+  auto all = m.logits(ids, 2, 5, ex);
+  REQUIRE(all.ok());
+  REQUIRE(all->size() == size_t(2 * 5 * d.vocab));
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 5; ++t) {
+      CAPTURE(b);
+      CAPTURE(t);
+      std::vector<int32_t> prefix(ids.begin() + b * 5, ids.begin() + b * 5 + t + 1);
+      auto next = m.next_logits(prefix, ex);
+      REQUIRE(next.ok());
+      for (int v = 0; v < d.vocab; ++v)
+        CHECK((*all)[size_t((b * 5 + t) * d.vocab + v)] == doctest::Approx((*next)[size_t(v)]).epsilon(1e-5));
+    }
+  CHECK(m.logits({1, 2, 11}, 1, 3, ex).error().message() == "token id 11 is outside the vocabulary [0, 11)");
+  CHECK(m.logits({1, 2, 3}, 2, 2, ex).error().message() == "expected 2 sequences of 2 tokens, got 3 tokens");
 }

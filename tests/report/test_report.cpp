@@ -1,16 +1,23 @@
 // test_report.cpp — the run report and the comparison page, written from synthetic run directories:
 // event marks, recovery causes, HTML escaping, errors naming file/line/column, re-executed steps,
-// and the samples ratio against the checkpoint-restart run.
+// and the samples ratio against the checkpoint-restart run. The pieces of the run report as pure
+// logic: stops told from failures, times placed on a step axis, recoveries as labelled spans, the
+// strip's lanes, the paged events table, node names on the placement grid.
 #include <doctest/doctest.h>
 #include <stdlib.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "report/compare_report.h"
 #include "report/csv.h"
+#include "report/events_table.h"
 #include "report/report.h"
+#include "report/run_charts.h"
+#include "report/run_marks.h"
+#include "report/run_report.h"
 #include "report/svg.h"
 
 using namespace sal::report;
@@ -65,8 +72,8 @@ void write_full_run(const std::string& dir) {
   put(dir + "/summary.json", R"json({"job":"tiny","mode":"elastic","drill":"kill-one","steps":6,"samples":48,
     "lost_steps":2,"restores":1,"recovery_p50_s":1.5,"recovery_max_s":2.5,"elapsed_s":9.0,"tokens_per_s":16000,
     "first_loss":3.9,"final_loss":3.4,"started_mono_ns":1000000000,
-    "recoveries":[{"cause":"node 3 dead","seconds":1.5,"step":5,"kind":"elastic"},
-                  {"cause":"worker 2.0 exited (code 9)","seconds":2.5,"step":6,"kind":"restore"}],
+    "recoveries":[{"cause":"node 3 dead","at_s":4.6,"seconds":1.5,"step":5,"kind":"elastic"},
+                  {"cause":"worker 2.0 exited (code 9)","at_s":5.1,"seconds":2.5,"step":6,"kind":"restore"}],
     "expectations":[{"what":"recovers","ok":true,"detail":"2 recoveries"},{"what":"no lost steps","ok":false,"detail":"2 lost"}]})json");
   put(dir + "/events.csv",
       "seq,mono_ns,wall_ms,kind,node,epoch,detail\n"
@@ -104,12 +111,20 @@ TEST_CASE("the run report marks each failure and lists each recovery's cause") {
   auto st = write_run_report(run);
   REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.error().message()));
   std::string html = slurp(run + "/report.html");
-  // node_dead + worker_exited (code 9); not the clean exit (code 0) nor the nodes leaving after steps_done
-  CHECK(occurrences(html, "class=\"mark failure\"") == 2);
-  CHECK(occurrences(html, "class=\"mark recovered\"") == 1);
-  CHECK(occurrences(html, "class=\"mark drill\"") == 1);
-  CHECK(occurrences(html, "class=\"mark restore\"") == 1);
-  CHECK(occurrences(html, "class=\"band reconfigure\"") == 2);  // on the throughput and loss plots
+  // Each on the throughput plot (time) and the loss plot (step). Failures: node_dead + worker_exited
+  // (code 9); not the clean exit (code 0) nor the nodes leaving after steps_done.
+  CHECK(occurrences(html, "class=\"mark failure\"") == 2 * 2);
+  CHECK(occurrences(html, "class=\"mark stop\"") == 2);  // steps_done
+  CHECK(occurrences(html, "class=\"mark drill\"") == 2);
+  CHECK(occurrences(html, "class=\"mark restore\"") == 2);
+  CHECK(occurrences(html, "class=\"span recovery\"") == 2);  // the elastic recovery
+  CHECK(occurrences(html, "class=\"span recovery-restore\"") == 2);
+  CHECK(html.find(">1.50 s</text>") != std::string::npos);  // each recovery labelled with its duration
+  CHECK(html.find(">restore 2.50 s</text>") != std::string::npos);
+  CHECK(occurrences(html, "class=\"band reconfigure\"") == 1);  // on the throughput plot
+  CHECK(html.find("<h3>Gradient norm</h3>") != std::string::npos);
+  CHECK(html.find("<h3>Learning rate</h3>") != std::string::npos);
+  CHECK(html.find("<h3>Expert imbalance</h3>") != std::string::npos);
   CHECK(html.find("node 3 dead") != std::string::npos);
   CHECK(html.find("worker 2.0 exited (code 9)") != std::string::npos);
   CHECK(occurrences(html, "<span class=\"pass\">PASS</span>") == 1);
@@ -269,4 +284,233 @@ TEST_CASE("axis ticks fall on nice numbers") {
   CHECK(nice_ticks(3, 3).values.size() >= 2);
   CHECK(tick_text(2500, 500) == "2.5k");
   CHECK(tick_text(0.25, 0.05) == "0.25");
+}
+
+namespace {
+
+EventRow event(double t, const std::string& kind, const std::string& detail, const std::string& node = "") {
+  EventRow e;
+  e.time_s = t;
+  e.kind = kind;
+  e.detail = detail;
+  e.node = node;
+  return e;
+}
+
+StepRow row(uint64_t step, double time_s) {
+  StepRow r;
+  r.step = step;
+  r.time_s = time_s;
+  r.loss = 4.0 - 0.01 * double(step);
+  return r;
+}
+
+// Steps 0..n-1 committed at 1 s, 2 s, ...
+std::vector<StepRow> rows(uint64_t n) {
+  std::vector<StepRow> out;
+  for (uint64_t s = 0; s < n; ++s) out.push_back(row(s, 1.0 + double(s)));
+  return out;
+}
+
+// The height attribute of the first <svg>.
+double svg_height(const std::string& svg) {
+  size_t at = svg.find("height=\"") + 8;
+  return std::stod(svg.substr(at, svg.find('"', at) - at));
+}
+
+// Marks the stop flag as read_events does (after the first stop event).
+std::vector<EventRow> in_order(std::vector<EventRow> events) {
+  bool stopping = false;
+  for (auto& e : events) {
+    e.stopping = stopping;
+    stopping = stopping || is_stop(e);
+  }
+  return events;
+}
+
+}  // namespace
+
+TEST_CASE("a stop is drawn as a stop, once, and what follows it is no failure") {
+  Run run;
+  run.metrics = rows(23);
+  run.events =
+      in_order({event(23.5, "step_aborted", "step 22: job stopping: job.stop() by local (admin, REPL session 1)"),
+                event(23.6, "checkpoint_saved", "21 units of step 22"),
+                event(23.7, "stop_requested", "stopped after 22 steps: job.stop() by local"),
+                event(23.8, "worker_exited", "worker 1.0 killed by signal 15", "1"),
+                event(23.9, "node_left", "stopped: stopped after 22 steps", "1")});
+  CHECK(is_stop(run.events[0]));
+  CHECK_FALSE(is_failure(run.events[0]));
+  CHECK_FALSE(is_failure(run.events[3]));
+  CHECK_FALSE(is_failure(run.events[4]));
+  for (Axis axis : {Axis::time, Axis::step}) {
+    auto marks = event_marks(run, axis);
+    REQUIRE(marks.size() == 1);
+    CHECK(marks[0].kind == "stop");
+    CHECK(marks[0].label == "stopped");
+    CHECK_FALSE(marks[0].dashed);
+  }
+  CHECK(event_marks(run, Axis::time)[0].x == doctest::Approx(23.5));
+  CHECK(event_marks(run, Axis::step)[0].x == doctest::Approx(22.5));
+
+  // a step aborted for another reason is a failure; a completed run's stop says so
+  CHECK(is_failure(event(3, "step_aborted", "step 3: node 6 lost: connection closed")));
+  auto done = event_mark(event(9, "steps_done", "100 steps committed"));
+  REQUIRE(done);
+  CHECK(done->label == "completed");
+  CHECK(event_group(run.events[0]) == "stop");
+}
+
+TEST_CASE("times fall on the step axis between the steps committed around them") {
+  auto m = rows(5);             // step s committed at 1 + s seconds
+  CHECK(step_at(m, 0.2) == 0);  // before the first commit: the first step
+  CHECK(step_at(m, 1.0) == 0);  // at a commit: that step
+  CHECK(step_at(m, 2.25) == doctest::Approx(1.25));
+  CHECK(step_at(m, 5.5) == doctest::Approx(4.5));  // after the last: as long as the step before took
+  CHECK(step_at(m, 99) == doctest::Approx(5));
+  // after a restore the step number goes back: an event between is put half a step on
+  auto restored = rows(4);
+  restored.push_back(row(2, 6.0));
+  CHECK(step_at(restored, 4.5) == doctest::Approx(3.5));
+  CHECK(step_at({}, 3) == 0);
+}
+
+TEST_CASE("the loss is drawn against step: a restore lifts the pen and re-executed steps are points") {
+  std::vector<StepRow> m = {row(0, 1), row(1, 2), row(2, 3), row(1, 5), row(2, 6), row(3, 7)};
+  auto curve = step_curve(m, [](const StepRow& r) { return r.loss; });
+  REQUIRE(curve.line.x.size() == 7);  // six rows and one break
+  CHECK(std::isnan(curve.line.x[3]));
+  CHECK(curve.line.x[4] == 1);
+  CHECK(curve.redone.x == std::vector<double>{1, 2});
+  CHECK(curve.redone.draw == Draw::Points);
+}
+
+TEST_CASE("recoveries come from the summary, else from the recovered events") {
+  Run run;
+  run.metrics = rows(30);
+  run.events = {
+      event(7.35, "step_aborted", "step 20: node 6 lost"),
+      event(7.67, "recovered", "training resumed: step 20 committed 324 ms after step 20 aborted: node 6 lost"),
+      event(12.0, "node_dead", "missed 3 heartbeats", "2"), event(12.5, "restore_begun", "from step 10"),
+      event(14.0, "recovered", "training resumed: step 11 committed 2000 ms after node 2 lost")};
+  auto from_events = run_recoveries(run);
+  REQUIRE(from_events.size() == 2);
+  CHECK(from_events[0].at_s == doctest::Approx(7.346));
+  CHECK(from_events[0].seconds == doctest::Approx(0.324));
+  CHECK(from_events[0].step == 20);
+  CHECK(from_events[0].kind == "elastic");
+  CHECK(from_events[0].cause == "step 20 aborted: node 6 lost");
+  CHECK(from_events[1].kind == "restore");
+
+  run.summary =
+      nlohmann::json::parse(R"({"recoveries":[{"at_s":7.3,"seconds":0.1,"step":20,"kind":"elastic","cause":"x"}]})");
+  auto from_summary = run_recoveries(run);
+  REQUIRE(from_summary.size() == 1);
+  CHECK(from_summary[0].seconds == doctest::Approx(0.1));
+}
+
+TEST_CASE("a 0.1 s recovery in a long run is a visible span labelled with its duration") {
+  Run run;
+  run.metrics = rows(60);
+  run.summary = nlohmann::json::parse(
+      R"({"recoveries":[{"at_s":20.45,"seconds":0.1,"step":20,"kind":"elastic","cause":"node 6 lost"}]})");
+  run.events = {event(20.45, "node_dead", "connection closed", "6")};
+  auto time_spans = recovery_spans(run, Axis::time);
+  REQUIRE(time_spans.size() == 1);
+  CHECK(time_spans[0].label == "100 ms");
+  CHECK(time_spans[0].x0 == doctest::Approx(20.45));
+  CHECK(time_spans[0].x1 == doctest::Approx(20.55));
+  CHECK(time_spans[0].title.find("node 6 lost") != std::string::npos);
+  auto step_spans = recovery_spans(run, Axis::step);
+  REQUIRE(step_spans.size() == 1);
+  CHECK(step_spans[0].x0 == doctest::Approx(19.45));
+  CHECK(step_spans[0].x1 == doctest::Approx(19.55));
+
+  LineChart c;
+  c.series = {{"loss", "#000", Draw::Line, false, {0, 60}, {1, 2}}};
+  c.spans = time_spans;
+  c.marks = event_marks(run, Axis::time);
+  std::string svg = line_chart(c);
+  CHECK(svg.find(">100 ms</text>") != std::string::npos);
+  CHECK(occurrences(svg, "class=\"span recovery\"") == 1);
+  CHECK(occurrences(svg, "class=\"mark failure\"") == 1);
+  CHECK(duration_text(2.434) == "2.43 s");
+  CHECK(duration_text(0.0849) == "85 ms");
+}
+
+TEST_CASE("labels above the plot take the first lane where they do not overlap") {
+  auto lanes = strip_lanes({{100, 150}, {110, 160}, {120, 170}, {130, 180}, {200, 220}, {158, 190}});
+  CHECK(lanes == std::vector<int>{0, 1, 2, -1, 0, 0});  // the last fits after the first, with the gap
+  // the chart grows by the lanes it uses and draws every label that has a lane
+  LineChart c;
+  c.series = {{"y", "#000", Draw::Line, false, {0, 100}, {0, 1}}};
+  c.spans = {{10, 10.1, "recovery", "#43a047", "120 ms", ""}, {10.2, 10.3, "recovery", "#43a047", "130 ms", ""}};
+  std::string two = line_chart(c);
+  CHECK(two.find(">120 ms</text>") != std::string::npos);
+  CHECK(two.find(">130 ms</text>") != std::string::npos);
+  c.spans.clear();
+  CHECK(svg_height(two) - svg_height(line_chart(c)) == doctest::Approx(2 * 14 + 4));  // two lanes
+}
+
+TEST_CASE("policy swaps and drill actions are ticks, other events are not drawn") {
+  auto swap = event_mark(event(3, "policy_loaded", "placement: spread gen 2 from policies/placement/spread.lua"));
+  REQUIRE(swap);
+  CHECK(swap->kind == "policy");
+  CHECK(swap->tick);
+  auto rollback = event_mark(event(4, "policy_rollback", "placement: spread gen 2 -> mro gen 1"));
+  REQUIRE(rollback);
+  CHECK(rollback->kind == "policy");
+  auto drill = event_mark(event(5, "drill", "kill 1 random node after step 20 -> node 6", "6"));
+  REQUIRE(drill);
+  CHECK(drill->kind == "drill");
+  CHECK_FALSE(event_mark(event(6, "plan_applied", "plan 2 in force")));
+  CHECK_FALSE(event_mark(event(6, "recovered", "training resumed")));  // drawn as the recovery's span
+  auto legend = mark_legend({*swap, *drill}, {}, {});
+  REQUIRE(legend.size() == 2);
+  CHECK(legend[0].label == "drill action");
+  CHECK(legend[1].label == "policy swap");
+}
+
+TEST_CASE("the events table is paged in the page, each row with its kind and group") {
+  std::vector<EventRow> events;
+  for (int i = 0; i < 30; ++i)
+    events.push_back(event(i, "worker_ready", "worker " + std::to_string(i) + ".0 on cpu:0"));
+  events.push_back(event(31, "node_dead", "missed 3 heartbeats", "3"));
+  events.push_back(event(32, "recovered", "training resumed"));
+  events.push_back(event(33, "policy_loaded", "placement: <b>spread</b>"));
+  std::string html = events_section(events);
+  CHECK(occurrences(html, "<tr data-kind=") == 33);
+  CHECK(html.find("<tr data-kind=\"node_dead\" class=\"failure\">") != std::string::npos);
+  CHECK(html.find("<tr data-kind=\"recovered\" class=\"recovery\">") != std::string::npos);
+  CHECK(html.find("<tr data-kind=\"policy_loaded\" class=\"action\">") != std::string::npos);
+  CHECK(html.find("&lt;b&gt;spread&lt;/b&gt;") != std::string::npos);
+  CHECK(html.find("<script>") != std::string::npos);
+  CHECK(html.find("var size = 25,") != std::string::npos);
+  CHECK(html.find("id=\"ev-controls\" class=\"controls\" hidden") != std::string::npos);  // shown by the script
+  std::string options = event_filter_options(events);
+  CHECK(options.find("<option value=\"\">every event (33)</option>") == 0);
+  CHECK(options.find("<option value=\"@failure\">failures (1)</option>") != std::string::npos);
+  CHECK(options.find("<option value=\"worker_ready\">worker_ready (30)</option>") != std::string::npos);
+  CHECK(options.find("@stop") == std::string::npos);  // no stop in these events
+  CHECK(events_section({}).empty());
+}
+
+TEST_CASE("placement rows carry the names the nodes joined with") {
+  std::vector<EventRow> events = {event(0.5, "node_joined", "node1 from 127.0.0.1:39680 with 1 device(s)", "1"),
+                                  event(0.6, "node_joined", "gpu-a17 from 10.0.0.7:5000 with 8 device(s)", "12"),
+                                  event(0.7, "node_dead", "missed 3 heartbeats", "1")};
+  auto names = node_names(events);
+  CHECK(names.size() == 2);
+  CHECK(worker_label("1.0", names) == "node1 · 1.0");
+  CHECK(worker_label("12.3", names) == "gpu-a17 · 12.3");
+  CHECK(worker_label("4.0", names) == "4.0");
+
+  TempDir tmp;
+  std::string run = tmp.sub("run");
+  write_full_run(run);
+  put(run + "/events.csv",
+      "seq,mono_ns,wall_ms,kind,node,epoch,detail\n"
+      "1,1000000000,0,node_joined,1,1,alpha from 127.0.0.1:1 with 1 device(s)\n");
+  REQUIRE(write_run_report(run).ok());
+  CHECK(slurp(run + "/report.html").find(">alpha · 1.0</text>") != std::string::npos);
 }

@@ -17,14 +17,6 @@ void ensure(bool ok, const std::string& what) {
 std::string bin() { return SAL_BIN; }
 std::string docs_dir() { return SAL_SOURCE_DIR "/docs"; }
 
-std::string tiny_job(const std::string& dir, const std::string& name) {
-  MeshOptions shape;
-  std::string path = dir + "/" + name + ".lua";
-  std::ofstream(path) << "return {\n  name = '" << name << "',\n  " << shape.model << "\n  " << shape.data
-                      << "\n  train = { batch = 8 },\n}\n";
-  return path;
-}
-
 TestMesh::TestMesh(MeshOptions o) : opts(std::move(o)), dir(temp_dir("mesh")) {}
 
 void TestMesh::start_job() {

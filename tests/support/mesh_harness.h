@@ -70,9 +70,6 @@ class TestMesh {
 };
 
 std::string bin();  // the salamander binary under test
-// Writes dir/<name>.lua: a job named `name` with MeshOptions' tiny model on the repo's docs (steps
-// take milliseconds); returns its path.
-std::string tiny_job(const std::string& dir, const std::string& name);
 std::string docs_dir();  // the repo's docs/: a small corpus of real text for test jobs
 
 }  // namespace sal::test

@@ -6,14 +6,24 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 #include "core/paths.h"
 #include "ckpt/format.h"
 #include "report/csv.h"
+#include "support/mesh_harness.h"
 #include "support/proc.h"
 
 namespace sal::test {
+
+std::string tiny_job(const std::string& dir, const std::string& name) {
+  MeshOptions shape;
+  std::string path = dir + "/" + name + ".lua";
+  std::ofstream(path) << "return {\n  name = '" << name << "',\n  " << shape.model << "\n  " << shape.data
+                      << "\n  train = { batch = 8 },\n}\n";
+  return path;
+}
 
 nlohmann::json run_json(const std::vector<std::string>& args, const std::string& log, int timeout_ms, int rc) {
   Proc run = spawn(args, log);

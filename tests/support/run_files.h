@@ -1,6 +1,6 @@
-// run_files.h — reading what a `salamander run` leaves behind, for integration tests: its --json
-// summary, metrics.csv columns, events.csv rows, log text, and the distance between two
-// checkpoints' weights.
+// run_files.h — a tiny job to run, and reading what a `salamander run` leaves behind, for
+// integration tests: its --json summary, metrics.csv columns, events.csv rows, log text, and the
+// distance between two checkpoints' weights.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -11,6 +11,9 @@
 #include "report/run_files.h"
 
 namespace sal::test {
+
+// A job file <dir>/<name>.lua with a tiny model on the repo's docs (steps take milliseconds).
+std::string tiny_job(const std::string& dir, const std::string& name);
 
 // Runs `args` (a `salamander run ... --json`), REQUIREs exit code `rc`, returns the summary object.
 nlohmann::json run_json(const std::vector<std::string>& args, const std::string& log, int timeout_ms, int rc = 0);
