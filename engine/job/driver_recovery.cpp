@@ -181,21 +181,21 @@ void Driver::snapshot_answered(const wire::SaveDone& d) {
   warn_if_disk_behind(s);
 }
 
-// A snapshot written more slowly than the steps between two snapshots run means the next one
-// finds the previous still being written and waits for it (a GPU worker's pinned copy is taken
-// once the previous is on its way to disk): training pauses for the disk. Said once a job, with
-// the interval that would keep up.
+// A snapshot written more slowly than the steps between two snapshots run means the snapshots
+// fall behind the disk: a GPU worker's next one waits for the previous (its pinned copy is taken
+// once the previous is on its way to disk), pausing training; a CPU worker's copies queue up in
+// host memory. Said once a job, with the interval that would keep up.
 void Driver::warn_if_disk_behind(const ckpt::Snapshot& s) {
   if (disk_behind_warned_ || facts_.iteration_s <= 0 || cfg_.checkpoint_every <= 0) return;
   double between_s = facts_.iteration_s * double(cfg_.checkpoint_every);
   double write_s = s.slowest_ms / 1e3;
   if (write_s <= between_s) return;
   disk_behind_warned_ = true;
-  char text[320];
+  char text[384];
   std::snprintf(text, sizeof text,
                 "the snapshot of step %llu took %.1f s to write, longer than the %lld steps between snapshots "
-                "(%.1f s): the next snapshot waits for the disk and pauses training; "
-                "train.checkpoint_every = %lld or more keeps up",
+                "(%.1f s): snapshots fall behind the disk (a GPU worker's next one pauses training until the "
+                "previous is written; a CPU worker's queue in memory); train.checkpoint_every = %lld or more keeps up",
                 (unsigned long long)s.step, write_s, (long long)cfg_.checkpoint_every, between_s,
                 (long long)std::ceil(write_s / facts_.iteration_s));
   note("snapshot_slow", text, act::Level::warn);
