@@ -13,27 +13,11 @@
 
 namespace sal::cli {
 
-int cmd_agent(const Args& args) {
-  Command cmd{"agent", "agent --controller ENDPOINT [--devices cpu:K|cuda:I,J] [options]",
-              "Joins a controller as one node and runs one worker per device.",
-              {{"--controller", "ENDPOINT", "the controller's mesh endpoint (tcp://host:port)"},
-               {"--devices", "SPEC", "cpu:K (K CPU workers, default cpu:1) or cuda:0,1"},
-               {"--name", "NAME", "node name shown in job.nodes() (default host:pid)"},
-               {"--server-key", "KEY", "CURVE: the controller's public key (Z85 or a .pub file)"},
-               {"--key", "FILE", "CURVE: this agent's key pair (.key file from salamander keygen)"},
-               {"--controller-timeout-ms", "MS", "exit after this long without the controller (default 30000)"},
-               {"--parent-pid", "PID", "die with this process (set by salamander run)"},
-               {"--data-host", "HOST", "address other workers reach this node's workers at for the data plane "
-                                       "(default 127.0.0.1 with a local controller, else this host's name)"},
-               {"--cpu-share", "F", "benchmarks: each worker in a CPU cgroup of its own with a quota of F CPUs "
-                                    "(cgroup v1 cpu controller; without it the workers run unconfined)"}}};
-  int code = 0;
-  auto p = parse_command(cmd, args, code);
-  if (!p) return code;
+int cmd_agent(const Command& cmd, const Parsed& p) {
   mesh::AgentOptions o;
-  o.controller = p->get_or("--controller", "");
+  o.controller = p.get_or("--controller", "");
   if (o.controller.empty()) return usage_error(cmd, "--controller ENDPOINT is required");
-  auto devices = parse_devices(p->get_or("--devices", "cpu:1"));
+  auto devices = parse_devices(p.get_or("--devices", "cpu:1"));
   if (!devices) return usage_error(cmd, "--devices: " + devices.error().message());
 #ifndef SAL_HAVE_CUDA
   for (auto& d : *devices)
@@ -41,29 +25,29 @@ int cmd_agent(const Args& args) {
       return usage_error(cmd, "--devices " + d + ": this build has no CUDA path (nvcc was not found when it was built)");
 #endif
   o.devices = *devices;
-  o.name = p->get_or("--name", "");
-  auto timeout = p->get_int("--controller-timeout-ms", 30000, 100, 86400000);
-  auto parent = p->get_int("--parent-pid", 0, 0, INT32_MAX);
+  o.name = p.get_or("--name", "");
+  auto timeout = p.get_int("--controller-timeout-ms", 30000, 100, 86400000);
+  auto parent = p.get_int("--parent-pid", 0, 0, INT32_MAX);
   if (!timeout) return usage_error(cmd, timeout.error().message());
   if (!parent) return usage_error(cmd, parent.error().message());
   o.controller_timeout_ms = *timeout;
   o.parent_pid = pid_t(*parent);
-  o.log_level = p->get_or("--log-level", "info");
-  o.log_format = p->get_or("--log-format", "plain");
-  o.data_host = p->get_or("--data-host", "");
-  auto cpu_share = cpu_share_option(*p);
+  o.log_level = p.get_or("--log-level", "info");
+  o.log_format = p.get_or("--log-format", "plain");
+  o.data_host = p.get_or("--data-host", "");
+  auto cpu_share = cpu_share_option(p);
   if (!cpu_share) return usage_error(cmd, cpu_share.error().message());
   o.cpu_share = *cpu_share;
-  if (auto k = p->get("--server-key")) {
+  if (auto k = p.get("--server-key")) {
     auto key = wire::resolve_public_key(*k);
     if (!key) return usage_error(cmd, "--server-key: " + key.error().message());
     o.server_public_key = *key;
-    o.key_file = p->get_or("--key", "");
+    o.key_file = p.get_or("--key", "");
     if (o.key_file.empty()) return usage_error(cmd, "--server-key needs --key FILE (this agent's key pair)");
   }
   die_with_parent(o.parent_pid);
   signal(SIGPIPE, SIG_IGN);
-  if (auto s = setup_logging(*p, "agent " + (o.name.empty() ? std::to_string(getpid()) : o.name)); !s)
+  if (auto s = setup_logging(p, "agent " + (o.name.empty() ? std::to_string(getpid()) : o.name)); !s)
     return usage_error(cmd, s.error().message());
 
   int exit_code = 0;

@@ -50,37 +50,15 @@ Status security_options(const Parsed& p, job::SecurityConfig& security) {
 
 }  // namespace
 
-int cmd_controller(const Args& args) {
-  Command cmd{"controller", "controller JOB.lua [options] | controller --resume RUN_DIR [options]",
-              "Serves the controller of a job: agents join its mesh endpoint, operators its REPL. With --resume, "
-              "a controller that died comes back: its job, committed steps and plan are read from RUN_DIR's "
-              "journal, it binds the mesh endpoint its agents reconnect to, and training goes on from the last "
-              "committed step.",
-              {{"--resume", "RUN_DIR", "resume the job whose run directory (--out) holds journal.jsonl"},
-               {"--mesh", "ENDPOINT", "mesh endpoint (default: the job's mesh.bind; with --resume, the journal's)"},
-               {"--repl", "ENDPOINT", "REPL endpoint (default: the job's repl.bind)"},
-               {"--metrics", "ADDR", kMetricsHelp},
-               {"--steps", "N", "steps to drive, then stop (default: the job's train.steps)"},
-               {"--set", "PATH=VALUE,...", kSetHelp},
-               {"--server-key", "FILE", "CURVE: the controller's key pair (default: the job's security.server_key; "
-                                        "with --resume give it again)"},
-               {"--allow", "FILE", "CURVE: the allowlist, '<public key> <role> <name>' a line (default: the job's "
-                                   "security.allow; goes with --server-key)"},
-               {"--out", "DIR", "the run directory: events, metrics, snapshots, the journal --resume reads, and "
-                                "at the end summary.json and report.html"},
-               {"--json", "", "end with one JSON summary object on stdout (as `run --json`)"}},
-              1};
-  int code = 0;
-  auto p = parse_command(cmd, args, code);
-  if (!p) return code;
-  auto resume_dir = p->get("--resume");
-  if (p->positional.empty() && !resume_dir)
+int cmd_controller(const Command& cmd, const Parsed& p) {
+  auto resume_dir = p.get("--resume");
+  if (p.positional.empty() && !resume_dir)
     return usage_error(cmd, "a job file is required (e.g. scripts/jobs/quickstart.lua), or --resume RUN_DIR");
-  if (!p->positional.empty() && resume_dir) return usage_error(cmd, "--resume takes the job from the journal: no job file");
-  auto sets = job_overrides(*p);
+  if (!p.positional.empty() && resume_dir) return usage_error(cmd, "--resume takes the job from the journal: no job file");
+  auto sets = job_overrides(p);
   if (!sets) return usage_error(cmd, sets.error().message());
   if (resume_dir && !sets->empty()) return usage_error(cmd, "--resume takes the job from the journal: no --set");
-  if (auto s = setup_logging(*p, "controller"); !s) return usage_error(cmd, s.error().message());
+  if (auto s = setup_logging(p, "controller"); !s) return usage_error(cmd, s.error().message());
   std::optional<job::JournalState> journal;
   Result<job::JobConfig> job = fail("no job");
   if (resume_dir) {
@@ -92,21 +70,21 @@ int cmd_controller(const Args& args) {
       job = r.error();
     }
   } else {
-    job = load_job(p->positional[0], *sets);
+    job = load_job(p.positional[0], *sets);
   }
   if (!job) {
     std::fprintf(stderr, "salamander controller: %s\n", job.error().message().c_str());
     return 1;
   }
-  if (auto m = p->get("--mesh")) job->mesh.bind = *m;
-  if (auto r = p->get("--repl")) job->repl.bind = *r;
-  if (auto s = metrics_option(*p, *job); !s) return usage_error(cmd, s.error().message());
-  if (auto s = security_options(*p, job->security); !s) return usage_error(cmd, s.error().message());
+  if (auto m = p.get("--mesh")) job->mesh.bind = *m;
+  if (auto r = p.get("--repl")) job->repl.bind = *r;
+  if (auto s = metrics_option(p, *job); !s) return usage_error(cmd, s.error().message());
+  if (auto s = security_options(p, job->security); !s) return usage_error(cmd, s.error().message());
   int64_t default_steps = journal ? journal->job->max_steps : job->train.steps;
-  auto steps = p->get_int("--steps", default_steps, 0, INT64_MAX);
+  auto steps = p.get_int("--steps", default_steps, 0, INT64_MAX);
   if (!steps) return usage_error(cmd, steps.error().message());
   sim::SimJobs sim_jobs;  // the REPL's sim.run jobs: outlive the controller
-  mesh::ControllerOptions o{*job, *steps, p->get_or("--out", resume_dir.value_or(""))};
+  mesh::ControllerOptions o{*job, *steps, p.get_or("--out", resume_dir.value_or(""))};
   o.resume = std::move(journal);
   o.repl_modules = [&sim_jobs, dir = job->dir](lua::ApiRegistry& reg) { sim::register_repl_module(reg, dir, sim_jobs); };
   if (!o.run_dir.empty()) {
@@ -118,7 +96,7 @@ int cmd_controller(const Args& args) {
     zmq::context_t ctx(1);
     EventLoop loop;
     mesh::Controller controller(loop.get(), ctx, o);
-    const bool json = p->has("--json");
+    const bool json = p.has("--json");
     // The run as `salamander run` shows it: a progress line, then the summary (run_summary.h).
     ProgressLine progress(json ? stderr : stdout);
     mesh::Timer progress_timer(loop.get());

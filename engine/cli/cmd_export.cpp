@@ -11,27 +11,17 @@
 
 namespace sal::cli {
 
-int cmd_export(const Args& args) {
+int cmd_export(const Command& cmd, const Parsed& p) {
   static const std::vector<std::string> kFormats{"safetensors"};
-  Command cmd{"export", "export --checkpoint DIR --format safetensors [--out FILE] [--optimizer]",
-              "Writes a checkpoint as one portable file: every tensor named (embed.tokens, layers.L.attn.w_qkv, "
-              "layers.L.gate.w, layers.L.experts.X.w1, ...), the model's configuration and step as metadata.",
-              {{"--checkpoint", "DIR", kCheckpointHelp},
-               {"--format", "FORMAT", "the file format: safetensors (the only one)"},
-               {"--out", "FILE", "where to write it (default: model.safetensors in the current directory)"},
-               {"--optimizer", "", "also write AdamW's moments (optim.exp_avg.NAME, optim.exp_avg_sq.NAME)"}}};
-  int code = 0;
-  auto p = parse_command(cmd, args, code);
-  if (!p) return code;
-  std::string dir = p->get_or("--checkpoint", "");
+  std::string dir = p.get_or("--checkpoint", "");
   if (dir.empty()) return usage_error(cmd, "--checkpoint DIR is required");
-  auto format = p->get("--format");
+  auto format = p.get("--format");
   if (!format) return usage_error(cmd, "--format is required (safetensors)");
   if (*format != "safetensors")
     return usage_error(cmd, "--format: '" + *format + "' is not an export format" + did_you_mean(*format, kFormats) +
                                 " (" + join(kFormats, ", ") + ")");
-  std::string out = p->get_or("--out", "model.safetensors");
-  auto done = ckpt::export_safetensors(dir, out, p->has("--optimizer"));
+  std::string out = p.get_or("--out", "model.safetensors");
+  auto done = ckpt::export_safetensors(dir, out, p.has("--optimizer"));
   if (!done) {
     std::fprintf(stderr, "salamander export: %s\n", done.error().message().c_str());
     return 1;

@@ -7,22 +7,13 @@
 
 namespace sal::cli {
 
-int cmd_keygen(const Args& args) {
-  Command cmd{"keygen", "keygen NAME",
-              "Writes NAME.key (both keys, mode 0600) and NAME.pub (public key). The controller "
-              "uses its .key as security.server_key; clients list their public keys in "
-              "security.allow as '<public key> <role> <name>'.",
-              {},
-              1};
-  int code = 0;
-  auto p = parse_command(cmd, args, code, Positional::required);
-  if (!p) return code;
-  auto kp = wire::generate_key_files(p->positional[0]);
+int cmd_keygen(const Command&, const Parsed& p) {
+  auto kp = wire::generate_key_files(p.positional[0]);
   if (!kp) {
     std::fprintf(stderr, "salamander keygen: %s\n", kp.error().message().c_str());
     return 1;
   }
-  std::printf("wrote %s.key and %s.pub\npublic key: %s\n", p->positional[0].c_str(), p->positional[0].c_str(),
+  std::printf("wrote %s.key and %s.pub\npublic key: %s\n", p.positional[0].c_str(), p.positional[0].c_str(),
               kp->public_key.c_str());
   return 0;
 }

@@ -27,27 +27,21 @@ int report_error(const char* sub, const Error& e) {
   return 1;
 }
 
-int policy_check(const Args& args) {
-  Command cmd{"policy check", "policy check FILE.lua [--json]",
-              "Loads a policy file, checks its shape (api, kind, name, doc, decide), runs its selftest, then "
-              "runs decide on a small synthetic context of its kind and checks the proposal as the controller would.",
-              {{"--json", "", "print the result as JSON"}},
-              1};
-  int code = 0;
-  auto p = parse_command(cmd, args, code, Positional::required);
-  if (!p) return code;
-  auto g = policy::check_file(p->positional[0]);
+}  // namespace
+
+int policy_check(const Command&, const Parsed& p) {
+  auto g = policy::check_file(p.positional[0]);
   std::string context;
   if (g) {  // decide once, on a made-up context of its kind, and validate what it proposes
     const policy::Kind kind = (*g)->kind();
     context = synthetic_context_text(kind);
     policy::PolicySet set;
-    if (auto d = decide_offline(set, kind, p->positional[0], synthetic_input(kind)); !d)
+    if (auto d = decide_offline(set, kind, p.positional[0], synthetic_input(kind)); !d)
       g = d.error().with_context("decide on a synthetic context (" + context + ")");
   }
-  if (p->has("--json")) {
+  if (p.has("--json")) {
     nlohmann::ordered_json j;
-    j["file"] = p->positional[0];
+    j["file"] = p.positional[0];
     j["ok"] = g.ok();
     if (g) {
       j["kind"] = std::string(policy::kind_name((*g)->kind()));
@@ -63,23 +57,13 @@ int policy_check(const Args& args) {
     return g ? 0 : 1;
   }
   if (!g) return report_error("check", g.error());
-  std::printf("%s: ok — %s policy '%s': %s (%s; decide valid on %s)\n", p->positional[0].c_str(),
+  std::printf("%s: ok — %s policy '%s': %s (%s; decide valid on %s)\n", p.positional[0].c_str(),
               std::string(policy::kind_name((*g)->kind())).c_str(), (*g)->name().c_str(), (*g)->doc().c_str(),
               (*g)->has_selftest() ? "selftest passed" : "no selftest", context.c_str());
   return 0;
 }
 
-const std::vector<OptSpec>& plan_options() {
-  static const std::vector<OptSpec> kOptions = {
-      {"--loads", "FILE", "expert loads: CSV (a line per layer) or SmartMoE trace lines"},
-      {"--nodes", "N", "nodes (plan positions)"},
-      {"--slots", "C", "expert slots per node"},
-      {"--min-replicas", "F", "fault-tolerance floor f (default 2)"},
-      {"--allocation", "NAME|FILE", "allocation policy (default lazarus)"},
-      {"--placement", "NAME|FILE", "placement policy (default mro)"},
-      {"--json", "", "print the plan file (JSON)"}};
-  return kOptions;
-}
+namespace {
 
 Result<PlanRequest> plan_request(const Parsed& p, bool need_placement) {
   PlanRequest r;
@@ -137,50 +121,21 @@ void print_plan_text(const plan::Plan& pl, const PlanRequest& r, const std::stri
   }
 }
 
-int policy_plan(const Args& args) {
-  Command cmd{"policy plan", "policy plan --loads FILE --nodes N --slots C [--min-replicas F] [options]",
-              "Runs an allocation and a placement policy on the loads and prints per layer the replica "
-              "counts and the node -> slots table (expert ids 0-based). --json prints the plan file.",
-              plan_options(), 0};
-  int code = 0;
-  auto p = parse_command(cmd, args, code);
-  if (!p) return code;
-  auto req = plan_request(*p, true);
+}  // namespace
+
+int policy_plan(const Command& cmd, const Parsed& p) {
+  auto req = plan_request(p, true);
   if (!req) return usage_error(cmd, req.error().message());
   policy::PolicySet set;
   std::string note;
   auto pl = plan_offline(set, *req, &note);
   if (!pl) return report_error("plan", pl.error());
-  if (p->has("--json")) return print_json(plan::plan_to_json(*pl));
+  if (p.has("--json")) return print_json(plan::plan_to_json(*pl));
   print_plan_text(*pl, *req, note);
   return 0;
 }
 
-}  // namespace
-
-int cmd_policy(const Args& args) {
-  const char* kUsage =
-      "usage: salamander policy <check|plan|recovery|spare|window> [options]   (--help on each)\n\n"
-      "  check FILE.lua        load a policy, check its shape, run its selftest\n"
-      "  plan                  replica counts and placement for loads (the plan file with --json)\n"
-      "  recovery              probability a plan survives k node failures; --compare placements\n"
-      "  spare                 SPARe shard layout and closed forms for N groups, redundancy r\n"
-      "  window                MoEtion's sparse checkpoint window and schedule for a profile\n";
-  if (args.empty()) return std::fputs(kUsage, stderr), 2;
-  Args rest(args.begin() + 1, args.end());
-  const std::string& sub = args[0];
-  if (sub == "check") return policy_check(rest);
-  if (sub == "plan") return policy_plan(rest);
-  if (sub == "recovery") return policy_recovery(rest);
-  if (sub == "spare") return policy_spare(rest);
-  if (sub == "window") return policy_window(rest);
-  if (sub == "--help" || sub == "help") return std::fputs(kUsage, stdout), 0;
-  std::fprintf(stderr, "salamander policy: unknown subcommand '%s'\n\n%s", sub.c_str(), kUsage);
-  return 2;
-}
-
-// Exposed for policy_analysis.cpp: the plan options and request parsing are shared.
-const std::vector<OptSpec>& policy_plan_options() { return plan_options(); }
+// Exposed for policy_analysis.cpp: the request parsing is shared.
 Result<PlanRequest> policy_plan_request(const Parsed& p, bool need_placement) { return plan_request(p, need_placement); }
 
 }  // namespace sal::cli

@@ -10,28 +10,18 @@
 
 namespace sal::cli {
 
-int cmd_report(const Args& args) {
-  Command cmd{"report",
-              "report RUN_DIR [--out FILE] | report --compare DIR DIR... --out FILE",
-              "Writes a run's HTML report (plots and tables from its metrics, events, timeline, plans and "
-              "summary), or a page comparing several runs of the same job.",
-              {{"--out", "FILE", "where to write (default RUN_DIR/report.html; required with --compare)"},
-               {"--compare", "", "compare the run directories given (two or more)"}},
-              1024};
-  int code = 0;
-  auto p = parse_command(cmd, args, code);
-  if (!p) return code;
-  std::string out = p->get_or("--out", "");
+int cmd_report(const Command& cmd, const Parsed& p) {
+  std::string out = p.get_or("--out", "");
   Status written;
-  if (p->has("--compare")) {
-    if (p->positional.size() < 2) return usage_error(cmd, "--compare needs at least two run directories");
+  if (p.has("--compare")) {
+    if (p.positional.size() < 2) return usage_error(cmd, "--compare needs at least two run directories");
     if (out.empty()) return usage_error(cmd, "--compare needs --out FILE");
-    written = report::write_comparison(p->positional, out);
+    written = report::write_comparison(p.positional, out);
   } else {
-    if (p->positional.size() != 1)
+    if (p.positional.size() != 1)
       return usage_error(cmd, "expected one run directory — usage: salamander " + cmd.synopsis);
-    if (out.empty()) out = p->positional[0] + "/report.html";
-    written = report::write_run_report(p->positional[0], out);
+    if (out.empty()) out = p.positional[0] + "/report.html";
+    written = report::write_run_report(p.positional[0], out);
   }
   if (!written) {
     std::fprintf(stderr, "salamander report: %s\n", written.error().message().c_str());

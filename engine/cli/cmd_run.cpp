@@ -1,6 +1,5 @@
-// cmd_run.cpp — `salamander run [JOB.lua] [--nodes N] [--steps S] [--repl ENDPOINT] [--metrics ADDR] [--json]
-// [--drill DRILL.lua [--drill-arg K=V,...] [--modes elastic,fixed-ep-ft,checkpoint-restart]]
-// [--cpu-share F] [--resume CHECKPOINT|RUN_DIR] [--set PATH=VALUE,...]`.
+// cmd_run.cpp — `salamander run [JOB.lua]`: a job on a local mesh, this process its controller
+// (its options: the table in command_table.cpp).
 // With --modes the job runs once per recovery mode (train.recovery), each in <out>/<mode>, and
 // <out>/compare.html puts them side by side.
 #include <signal.h>
@@ -117,42 +116,17 @@ int run_modes(LocalRunOptions o, const std::vector<std::string>& modes) {
 
 }  // namespace
 
-int cmd_run(const Args& args) {
-  Command cmd{"run", "run [JOB.lua] [options]",
-              "Runs a job on a local mesh: this process is the controller, and it starts the job's "
-              "agents (mesh.nodes) as child processes on loopback. Without JOB.lua it runs the "
-              "embedded default (scripts/jobs/quickstart.lua). Prints the REPL endpoint first.",
-              {{"--nodes", "N", "local agents to start (default: the job's mesh.nodes)"},
-               {"--set", "PATH=VALUE,...", kSetHelp},
-               {"--steps", "S", "steps to run (default: the job's train.steps; 0: idle until stopped)"},
-               {"--repl", "ENDPOINT", "where the REPL listens (default: the job's repl.bind)"},
-               {"--metrics", "ADDR", kMetricsHelp},
-               {"--out", "DIR", "run directory (default: runs/<job>-<time>)"},
-               {"--json", "", "end with one JSON summary object on stdout"},
-               {"--drill", "DRILL.lua", "run a failure drill (scripts/drills/) against the job"},
-               {"--drill-arg", "K=V,...", "values the drill script reads from its `args` table"},
-               {"--modes", "M,M,...", "run once per recovery mode (elastic, fixed-ep-ft, checkpoint-restart) "
-                                       "and write <out>/compare.html"},
-               {"--resume", "CHECKPOINT|RUN_DIR", "continue from a checkpoint or complete snapshot (or a run "
-                                                  "directory: its final checkpoint, else its newest snapshot): weights, "
-                                                  "optimizer state, schedule and data position go on from its step"},
-               {"--cpu-share", "F", "benchmarks: each worker in a CPU cgroup of its own with a quota of F CPUs, "
-                                    "so N workers on few cores behave like N slower dedicated cores (cgroup v1 "
-                                    "cpu controller, as root; without it the run says so and runs unconfined)"}},
-              1};
-  int code = 0;
-  auto p = parse_command(cmd, args, code);
-  if (!p) return code;
-  auto sets = job_overrides(*p);
+int cmd_run(const Command& cmd, const Parsed& p) {
+  auto sets = job_overrides(p);
   if (!sets) return usage_error(cmd, sets.error().message());
-  auto job = load_job(p->positional.empty() ? std::nullopt : std::optional(p->positional[0]), *sets);
+  auto job = load_job(p.positional.empty() ? std::nullopt : std::optional(p.positional[0]), *sets);
   if (!job) {
     std::fprintf(stderr, "salamander run: %s\n", job.error().message().c_str());
     return 1;
   }
   std::optional<drill::DrillSpec> drill;
-  if (auto path = p->get("--drill")) {
-    auto dargs = drill_args(p->get_or("--drill-arg", ""));
+  if (auto path = p.get("--drill")) {
+    auto dargs = drill_args(p.get_or("--drill-arg", ""));
     if (!dargs) return usage_error(cmd, dargs.error().message());
     auto spec = drill::load_drill(*path, *dargs);
     if (!spec) {
@@ -164,7 +138,7 @@ int cmd_run(const Args& args) {
     drill = std::move(*spec);
   }
   std::vector<std::string> modes;
-  if (auto m = p->get("--modes")) {
+  if (auto m = p.get("--modes")) {
     auto parsed = recovery_modes(*m);
     if (!parsed) return usage_error(cmd, parsed.error().message());
     modes = *parsed;
@@ -177,34 +151,34 @@ int cmd_run(const Args& args) {
     return 1;
   }
 #endif
-  auto nodes = p->get_int("--nodes", job->mesh.nodes, 1, 1024);
-  auto steps = p->get_int("--steps", job->train.steps, 0, INT64_MAX);
+  auto nodes = p.get_int("--nodes", job->mesh.nodes, 1, 1024);
+  auto steps = p.get_int("--steps", job->train.steps, 0, INT64_MAX);
   if (!nodes) return usage_error(cmd, nodes.error().message());
   if (!steps) return usage_error(cmd, steps.error().message());
   job->mesh.nodes = *nodes;
-  auto cpu_share = cpu_share_option(*p);
+  auto cpu_share = cpu_share_option(p);
   if (!cpu_share) return usage_error(cmd, cpu_share.error().message());
-  if (auto r = p->get("--repl")) job->repl.bind = *r;
-  if (auto s = metrics_option(*p, *job); !s) return usage_error(cmd, s.error().message());
+  if (auto r = p.get("--repl")) job->repl.bind = *r;
+  if (auto s = metrics_option(p, *job); !s) return usage_error(cmd, s.error().message());
   std::optional<job::ResumeFrom> resume_from;
-  if (auto from = p->get("--resume")) {
+  if (auto from = p.get("--resume")) {
     if (!modes.empty()) return usage_error(cmd, "--resume runs one job: not with --modes");
     auto r = resume_source(*from, *job, *steps);
     if (!r) return usage_error(cmd, r.error().message());
     resume_from = *r;
   }
-  auto dir = p->get("--out") ? Result<std::string>(*p->get("--out")) : make_run_dir("runs", job->name);
+  auto dir = p.get("--out") ? Result<std::string>(*p.get("--out")) : make_run_dir("runs", job->name);
   if (dir.ok()) {
     if (auto s = make_dirs(*dir); !s) dir = s.error();
   }
   if (!dir) return usage_error(cmd, "--out: " + dir.error().message());
   // The terminal shows the progress line and warnings; everything goes to controller.log.
-  if (auto s = setup_logging(*p, "controller", *dir + "/controller.log", "warn"); !s)
+  if (auto s = setup_logging(p, "controller", *dir + "/controller.log", "warn"); !s)
     return usage_error(cmd, s.error().message());
   signal(SIGPIPE, SIG_IGN);
 
-  LocalRunOptions o{*job, *steps, *dir, p->has("--json"), p->get_or("--log-level", "info"),
-                    p->get_or("--log-format", "plain"), drill, *cpu_share, resume_from};
+  LocalRunOptions o{*job, *steps, *dir, p.has("--json"), p.get_or("--log-level", "info"),
+                    p.get_or("--log-format", "plain"), drill, *cpu_share, resume_from};
   return modes.empty() ? run_once(o).code : run_modes(o, modes);
 }
 

@@ -81,34 +81,18 @@ int print_sample(model::Params& params, const Parsed& p, const model::SampleOpti
 
 }  // namespace
 
-int cmd_sample(const Args& args) {
-  Command cmd{"sample", "sample --checkpoint DIR [--prompt TEXT] [--bytes N] [--temperature T] [--seed S] | "
-                        "sample --checkpoint DIR --logits IDS",
-              "Prints what a trained byte-level model writes after a prompt, or with --logits the model's "
-              "logits for token ids as JSON.",
-              {{"--checkpoint", "DIR", kCheckpointHelp},
-               {"--prompt", "TEXT", "the text to continue (default: a newline)"},
-               {"--bytes", "N", "bytes to generate (default 200)"},
-               {"--temperature", "T", "sampling temperature; 0 takes the most likely byte (default 0.8)"},
-               {"--seed", "S", "random seed (default 1)"},
-               {"--score", "FILE", "also print the model's loss (nats per byte) on the text in FILE"},
-               {"--logits", "IDS", "print the logits [sequences][positions][vocab] for the token ids IDS as "
-                                   "JSON instead: comma-separated ids, ';' between sequences of one length "
-                                   "(at most seq_len), e.g. 72,105;33,10"}}};
-  int code = 0;
-  auto p = parse_command(cmd, args, code);
-  if (!p) return code;
-  std::string named = p->get_or("--checkpoint", "");
+int cmd_sample(const Command& cmd, const Parsed& p) {
+  std::string named = p.get_or("--checkpoint", "");
   if (named.empty()) return usage_error(cmd, "--checkpoint DIR is required");
   model::SampleOptions o;
-  o.prompt = p->get_or("--prompt", "\n");
-  auto bytes = p->get_int("--bytes", 200, 0, 1 << 20);
-  auto seed = p->get_int("--seed", 1, 0, INT64_MAX);
+  o.prompt = p.get_or("--prompt", "\n");
+  auto bytes = p.get_int("--bytes", 200, 0, 1 << 20);
+  auto seed = p.get_int("--seed", 1, 0, INT64_MAX);
   for (auto* r : {&bytes, &seed})
     if (!*r) return usage_error(cmd, r->error().message());
   o.bytes = int(*bytes);
   o.seed = uint64_t(*seed);
-  std::string temp = p->get_or("--temperature", "0.8");
+  std::string temp = p.get_or("--temperature", "0.8");
   char* end = nullptr;
   o.temperature = std::strtod(temp.c_str(), &end);
   if (end == temp.c_str() || *end || o.temperature < 0 || o.temperature > 100)
@@ -118,8 +102,8 @@ int cmd_sample(const Args& args) {
   auto manifest = ckpt::read_manifest(*dir);
   auto params = manifest ? ckpt::load_all(*dir) : Result<model::Params>(manifest.error());
   if (!params) return fail_with(params.error());
-  if (auto ids = p->get("--logits")) return print_logits(*params, *dir, manifest->step, *ids);
-  return print_sample(*params, *p, o);
+  if (auto ids = p.get("--logits")) return print_logits(*params, *dir, manifest->step, *ids);
+  return print_sample(*params, p, o);
 }
 
 }  // namespace sal::cli

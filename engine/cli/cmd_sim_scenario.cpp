@@ -43,58 +43,48 @@ Status write_outputs(const sim::SimResult& r, const std::string& dir) {
   return report::write_sim_report(j, dir + "/report.html");
 }
 
+void print_scenario_fields() {
+  for (const auto& f : sim::scenario_fields())
+    std::printf("%-44s %s (default %s)\n", f.path.c_str(), f.doc.c_str(), f.fallback.c_str());
+}
+
 }  // namespace
 
-int sim_scenario(const Args& args) {
-  Command cmd{"sim", "sim SCENARIO.lua [--trials T] [--seed S] [--set PATH=VALUE,...] [--json] [--out DIR]",
-              "Runs a simulation scenario (scripts/experiments/*.lua): every sweep point, strategy and trial on the "
-              "event core, with the real policies. Prints the table (rows: sweep points; columns: strategies) and "
-              "writes result.json and report.html. Fields: docs/simulator.md or `salamander sim --fields`.",
-              {{"--trials", "T", "trials per strategy and point (default: the scenario's)"},
-               {"--seed", "S", "seed (default: the scenario's)"},
-               {"--set", "PATH=VALUE,...", "override scenario fields, e.g. --set cluster.nodes=64,stop.steps=500"},
-               {"--json", "", "print the result as JSON instead of the table"},
-               {"--out", "DIR", "where result.json and report.html go (default runs/sim/<name>-<time>)"},
-               {"--no-report", "", "write no files"},
-               {"--quiet", "", "no progress line"}},
-              1};
-  int code = 0;
-  auto p = parse_command(cmd, args, code);
-  if (!p) return code;
-  if (p->positional.empty()) return usage_error(cmd, "a scenario file is required");
+int sim_scenario(const Command& cmd, const Parsed& p) {
+  if (p.has("--fields")) return print_scenario_fields(), 0;
+  if (p.positional.empty() || !p.positional[0].ends_with(".lua"))
+    return usage_error(cmd, (p.positional.empty() ? std::string("a SCENARIO.lua is required")
+                                                  : "'" + p.positional[0] + "' is not a SCENARIO.lua") +
+                                ", or a subcommand: fit, ettr, spare (salamander sim --help)");
   // Policy loads are logged at info for every trial: keep the terminal to warnings.
-  if (auto s = setup_logging(*p, "sim", "", p->has("--log-level") ? "" : "warn"); !s) return usage_error(cmd, s.error().message());
-  auto sets = key_values("--set", p->get_or("--set", ""));
-  auto trials = p->get_int("--trials", 0, 1, 1 << 24);
-  auto seed = p->get_int("--seed", -1, 0, INT64_MAX);
+  if (auto s = setup_logging(p, "sim", "", p.has("--log-level") ? "" : "warn"); !s) return usage_error(cmd, s.error().message());
+  auto sets = key_values("--set", p.get_or("--set", ""));
+  auto trials = p.get_int("--trials", 0, 1, 1 << 24);
+  auto seed = p.get_int("--seed", -1, 0, INT64_MAX);
   if (!sets) return usage_error(cmd, sets.error().message());
   if (!trials || !seed) return usage_error(cmd, !trials ? trials.error().message() : seed.error().message());
-  auto file = sim::load_scenario_file(p->positional[0], *sets);
+  auto file = sim::load_scenario_file(p.positional[0], *sets);
   if (!file) return std::fprintf(stderr, "salamander sim: %s\n", file.error().message().c_str()), 1;
-  ProgressLine line(p->has("--quiet") || p->has("--json"));
+  ProgressLine line(p.has("--quiet") || p.has("--json"));
   sim::RunOptions o{int(*trials), *seed, [&](const sim::Progress& pr) { line.update(pr); }, nullptr};
   auto r = sim::run_simulation(*file, o);
   line.done();
   if (!r) return std::fprintf(stderr, "salamander sim: %s\n", r.error().message().c_str()), 1;
   std::string dir;
-  if (!p->has("--no-report")) {
-    auto d = p->get("--out") ? Result<std::string>(*p->get("--out")) : make_run_dir("runs/sim", r->name);
-    if (d && p->get("--out")) {
+  if (!p.has("--no-report")) {
+    auto d = p.get("--out") ? Result<std::string>(*p.get("--out")) : make_run_dir("runs/sim", r->name);
+    if (d && p.get("--out")) {
       if (auto s = make_dirs(*d); !s) d = s.error();
     }
     if (!d) return std::fprintf(stderr, "salamander sim: %s\n", d.error().message().c_str()), 1;
     if (auto s = write_outputs(*r, *d); !s) return std::fprintf(stderr, "salamander sim: %s\n", s.error().message().c_str()), 1;
     dir = *d;
   }
-  if (p->has("--json")) return std::puts(sim::result_json(*r).dump().c_str()), 0;
+  if (p.has("--json")) return std::puts(sim::result_json(*r).dump().c_str()), 0;
   std::fputs(sim::result_table(*r).c_str(), stdout);
   if (!dir.empty()) std::printf("report %s/report.html · result %s/result.json\n", dir.c_str(), dir.c_str());
   return 0;
 }
 
-void print_scenario_fields() {
-  for (const auto& f : sim::scenario_fields())
-    std::printf("%-44s %s (default %s)\n", f.path.c_str(), f.doc.c_str(), f.fallback.c_str());
-}
 
 }  // namespace sal::cli

@@ -9,28 +9,14 @@
 
 namespace sal::cli {
 
-int cmd_worker(const Args& args) {
-  Command cmd{"worker", "worker --agent ENDPOINT --index I --device D [options]",
-              "Internal: a worker process, started by its agent. Not for direct use.",
-              {{"--agent", "ENDPOINT", "the agent's local endpoint"},
-               {"--index", "I", "worker index on its node"},
-               {"--device", "DEVICE", "cpu:N or cuda:N"},
-               {"--node", "ID", "node id (log lines)"},
-               {"--parent-pid", "PID", "die with this process"},
-               {"--heartbeat-ms", "MS", "status interval towards the agent"},
-               {"--data-host", "HOST", "this worker's data-plane address (default 127.0.0.1)"},
-               {"--server-key", "KEY", "the controller's CURVE public key (Z85), for a rendezvous store that is not local"},
-               {"--key", "FILE", "this node's CURVE key pair (the agent's)"}}};
-  int code = 0;
-  auto p = parse_command(cmd, args, code);
-  if (!p) return code;
+int cmd_worker(const Command& cmd, const Parsed& p) {
   runtime::WorkerOptions o;
-  o.agent = p->get_or("--agent", "");
-  o.device = p->get_or("--device", "cpu:0");
-  auto index = p->get_int("--index", 0, 0, 1 << 20);
-  auto node = p->get_int("--node", 0, 0, INT32_MAX);
-  auto parent = p->get_int("--parent-pid", 0, 0, INT32_MAX);
-  auto hb = p->get_int("--heartbeat-ms", 100, 1, 600000);
+  o.agent = p.get_or("--agent", "");
+  o.device = p.get_or("--device", "cpu:0");
+  auto index = p.get_int("--index", 0, 0, 1 << 20);
+  auto node = p.get_int("--node", 0, 0, INT32_MAX);
+  auto parent = p.get_int("--parent-pid", 0, 0, INT32_MAX);
+  auto hb = p.get_int("--heartbeat-ms", 100, 1, 600000);
   for (auto* r : {&index, &node, &parent, &hb})
     if (!*r) return usage_error(cmd, r->error().message());
   if (o.agent.empty()) return usage_error(cmd, "--agent is required");
@@ -38,9 +24,9 @@ int cmd_worker(const Args& args) {
   o.node = uint32_t(*node);
   o.parent_pid = pid_t(*parent);
   o.heartbeat_ms = *hb;
-  std::string data_host = p->get_or("--data-host", "127.0.0.1");
+  std::string data_host = p.get_or("--data-host", "127.0.0.1");
   std::string device = o.device;
-  std::string server_key = p->get_or("--server-key", ""), key_file = p->get_or("--key", "");
+  std::string server_key = p.get_or("--server-key", ""), key_file = p.get_or("--key", "");
   o.load_job = [data_host, device, server_key, key_file](const wire::JobSpec& j) {
     auto s = load_train_spec(j, data_host);
     if (s) {
@@ -51,7 +37,7 @@ int cmd_worker(const Args& args) {
     return s;
   };
   o.cuda = runtime::gpu_factory();
-  if (auto s = setup_logging(*p, "worker " + std::to_string(o.node) + "." + std::to_string(o.index)); !s)
+  if (auto s = setup_logging(p, "worker " + std::to_string(o.node) + "." + std::to_string(o.index)); !s)
     return usage_error(cmd, s.error().message());
   return runtime::run_worker(o);
 }

@@ -77,22 +77,6 @@ int usage_error(const Command& cmd, const std::string& message) {
   return 2;
 }
 
-std::optional<Parsed> parse_command(const Command& cmd, const std::vector<std::string>& args, int& exit_code,
-                                    Positional positional) {
-  auto p = parse(cmd, args);
-  if (!p) {
-    exit_code = usage_error(cmd, p.error().message());
-    return std::nullopt;
-  }
-  const bool missing = positional == Positional::required && p->positional.empty();
-  if (p->has("--help") || missing) {
-    std::fputs(usage(cmd).c_str(), stdout);
-    exit_code = p->has("--help") ? 0 : 2;  // asked for: success; shown because something is missing: a usage error
-    return std::nullopt;
-  }
-  return std::move(*p);
-}
-
 Result<std::string> make_run_dir(const std::string& base, const std::string& job) {
   std::time_t t = std::time(nullptr);
   std::tm tm{};

@@ -59,13 +59,6 @@ class EventLoop {
 
 int usage_error(const Command& cmd, const std::string& message);
 
-// Every command's first step: its options parsed from args, or nothing, with exit_code set, when
-// the command is to end now: 2 after a usage error on stderr (a bad option), 0 after the usage on
-// stdout (--help), 2 after the usage when a required positional argument is missing.
-enum class Positional { optional, required };
-std::optional<Parsed> parse_command(const Command& cmd, const std::vector<std::string>& args, int& exit_code,
-                                    Positional positional = Positional::optional);
-
 // "K=V,K2=V2" option values in order; an item without a key is an error naming the option.
 Result<std::vector<std::pair<std::string, std::string>>> key_values(const std::string& option, const std::string& text);
 

@@ -1,5 +1,6 @@
-// options.h — command-line parsing for the subcommands: each declares its options as data, which
-// gives both the parser (unknown options are errors, with a suggestion) and the usage text.
+// options.h — command-line parsing for the subcommands: each command is declared as data (its
+// entry in command_table.cpp), which gives both the parser (unknown options are errors, with a
+// suggestion) and the usage text.
 #pragma once
 
 #include <map>
@@ -30,12 +31,18 @@ struct Parsed {
   Result<double> get_double(const std::string& name, std::optional<double> fallback = std::nullopt) const;
 };
 
+// One command's definition: everything its parser, its --help, `salamander help` and the
+// reference in docs/cli.md say about it (the table of them all: command_table.cpp).
 struct Command {
-  std::string name;       // "run"
-  std::string synopsis;   // "run [JOB.lua] [options]"
-  std::string summary;    // one line
+  std::string name;       // "run", "policy check": the words that select it
+  std::string operands;   // its positional arguments as `salamander help` lists them: "[JOB.lua]"
+  std::string brief;      // one line for `salamander help`
+  std::string synopsis;   // "run [JOB.lua] [options]" (alternatives joined by " | ")
+  std::string summary;    // a paragraph for its --help
   std::vector<OptSpec> options;
-  size_t max_positional = 0;
+  size_t min_positional = 0;  // fewer is a usage error (exit 2) that shows the usage
+  size_t max_positional = 0;  // more is a usage error
+  bool hidden = false;        // internal (started by another process): not listed, still answers --help
 };
 
 // The options every command accepts (log level/format/file, --help).

@@ -118,47 +118,17 @@ int recovery_compare(const Parsed& p) {
 
 }  // namespace
 
-int policy_recovery(const Args& args) {
-  std::vector<OptSpec> opts = {{"--plan", "PLAN.json", "a plan file (salamander policy plan --json)"},
-                               {"--failures", "K", "failed nodes (with --plan; default 1)"},
-                               {"--compare", "A,B,...", "placement policies to compare on --loads"},
-                               {"--max-failures", "K", "with --compare: k = 0..K (default min(N, 8))"},
-                               {"--layers", "L,M,...", "with --compare: only these layers of the loads (0-based)"}};
-  for (const auto& o : policy_plan_options())
-    if (o.name != "--placement" && o.name != "--json") opts.push_back(o);
-  opts.push_back({"--json", "", "print the probabilities as JSON"});
-  Command cmd{"policy recovery", "policy recovery --plan PLAN.json --failures K | --compare A,B --loads FILE ...",
-              "The probability that a plan survives k uniformly random node failures, per layer and jointly, "
-              "and how it was computed (exact, closed-form or monte-carlo); or a table of the joint "
-              "probability against k for several placement policies on the same allocation.",
-              opts, 0};
-  int code = 0;
-  auto p = parse_command(cmd, args, code);
-  if (!p) return code;
-  if (p->has("--plan")) return recovery_of_plan(*p);
-  if (p->has("--compare")) return recovery_compare(*p);
+int policy_recovery(const Command& cmd, const Parsed& p) {
+  if (p.has("--plan")) return recovery_of_plan(p);
+  if (p.has("--compare")) return recovery_compare(p);
   return usage_error(cmd, "give --plan PLAN.json, or --compare with --loads, --nodes and --slots");
 }
 
-int policy_spare(const Args& args) {
-  Command cmd{"policy spare", "policy spare --groups N --redundancy R [--json]",
-              "SPARe's shard layout for N data-parallel groups with redundancy r (a cyclic Golomb ruler: no "
-              "two shard types share more than one host), and its closed forms.",
-              {{"--groups", "N", "data-parallel groups"},
-               {"--redundancy", "R", "shards per group (default r* for N)"},
-               {"--failures", "K", "also the depth bound c(K) after K failures"},
-               {"--save", "TS", "with --mtbf and --restart: checkpoint save time (any unit)"},
-               {"--mtbf", "TF", "mean time between restart-forcing failures (same unit)"},
-               {"--restart", "TR", "restart time (same unit): prints Tc* and A*"},
-               {"--json", "", "print as JSON"}},
-              0};
-  int code = 0;
-  auto p = parse_command(cmd, args, code);
-  if (!p) return code;
-  auto n = p->get_int("--groups", 0, 1, 1 << 20);
+int policy_spare(const Command& cmd, const Parsed& p) {
+  auto n = p.get_int("--groups", 0, 1, 1 << 20);
   if (!n || *n == 0) return usage_error(cmd, "--groups N is required");
   auto r_star = algo::optimal_redundancy(int(*n));
-  auto r = p->get_int("--redundancy", r_star ? *r_star : 1, 1, *n);
+  auto r = p.get_int("--redundancy", r_star ? *r_star : 1, 1, *n);
   if (!r) return usage_error(cmd, r.error().message());
   auto layout = algo::spare_layout(int(*n), int(*r));
   if (!layout) return failed("spare", layout.error());
@@ -173,13 +143,13 @@ int policy_spare(const Args& args) {
   j["mean_failures_endured"] = mu ? *mu : -1;
   j["mean_overhead_lower_bound"] = sbar ? *sbar : -1;
   j["optimal_redundancy"] = r_star ? *r_star : -1;
-  if (auto k = p->get_int("--failures", -1, 0, *n - 1); k && *k >= 0) {
+  if (auto k = p.get_int("--failures", -1, 0, *n - 1); k && *k >= 0) {
     auto c = algo::min_depth_bound(int(*n), int(*k));
     j["failures"] = *k;
     j["min_depth"] = c ? *c : -1;
   }
-  if (p->has("--save") && p->has("--mtbf") && p->has("--restart")) {
-    auto ts = p->get_double("--save"), tf = p->get_double("--mtbf"), tr = p->get_double("--restart");
+  if (p.has("--save") && p.has("--mtbf") && p.has("--restart")) {
+    auto ts = p.get_double("--save"), tf = p.get_double("--mtbf"), tr = p.get_double("--restart");
     if (!ts || !tf || !tr) return usage_error(cmd, "--save, --mtbf and --restart take numbers");
     auto tc = algo::optimal_checkpoint_period(*ts, *tf, *tr);
     auto a = algo::optimal_availability(*ts, *tf, *tr);
@@ -187,7 +157,7 @@ int policy_spare(const Args& args) {
     j["optimal_checkpoint_period"] = *tc;
     j["optimal_availability"] = a ? *a : -1;
   }
-  if (p->has("--json")) return std::puts(j.dump(2).c_str()), 0;
+  if (p.has("--json")) return std::puts(j.dump(2).c_str()), 0;
   std::printf("SPARe layout: %lld groups, r = %lld, ruler marks %s (no two shard types share more than %d host)\n",
               (long long)*n, (long long)*r, j["marks"].dump().c_str(), algo::max_common_hosts(*layout));
   for (size_t g = 0; g < layout->hosted.size() && g < 16; ++g)
@@ -205,17 +175,8 @@ int policy_spare(const Args& args) {
   return 0;
 }
 
-int policy_window(const Args& args) {
-  Command cmd{"policy window", "policy window --profile PROFILE.json [--json]",
-              "MoEtion's window search: the smallest W_sparse whose per-iteration snapshot fits in one "
-              "iteration, and the schedule. PROFILE.json: {\"iteration_s\": T, \"bandwidth\": B, "
-              "\"operators\": [{\"name\", \"kind\", \"full_bytes\", \"compute_bytes\", \"popularity\"}, ...]}.",
-              {{"--profile", "FILE", "the profile (see above)"}, {"--json", "", "print as JSON"}},
-              0};
-  int code = 0;
-  auto p = parse_command(cmd, args, code);
-  if (!p) return code;
-  auto file = p->get("--profile");
+int policy_window(const Command& cmd, const Parsed& p) {
+  auto file = p.get("--profile");
   if (!file) return usage_error(cmd, "--profile FILE is required");
   auto text = read_file(*file);
   if (!text) return failed("window", text.error());
@@ -248,7 +209,7 @@ int policy_window(const Args& args) {
     for (int op : it) row.push_back(names[size_t(op)]);
     out["schedule"].push_back(row);
   }
-  if (p->has("--json")) return std::puts(out.dump(2).c_str()), 0;
+  if (p.has("--json")) return std::puts(out.dump(2).c_str()), 0;
   std::printf("W_sparse = %d iterations (budget %.3g bytes per iteration)\n", w->window, w->budget_bytes);
   for (size_t i = 0; i < w->iterations.size(); ++i)
     std::printf("  iteration %zu: %zu operators, %.3g bytes: %s\n", i, w->iterations[i].size(),

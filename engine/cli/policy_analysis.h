@@ -1,6 +1,7 @@
-// policy_analysis.h — the analysis subcommands of `salamander policy`: recovery probability of a
-// plan (and the comparison of placements, Lazarus Fig. 8), SPARe layouts and closed forms, and
-// MoEtion's checkpoint window. (check and plan are in cmd_policy.cpp.)
+// policy_analysis.h — what the analysis subcommands of `salamander policy` (policy_analysis.cpp:
+// recovery probability of a plan and the comparison of placements, Lazarus Fig. 8; SPARe layouts
+// and closed forms; MoEtion's checkpoint window) share with cmd_policy.cpp (check, plan). The
+// handlers themselves are declared in commands.h.
 #pragma once
 
 #include "cli/commands.h"
@@ -9,12 +10,7 @@
 
 namespace sal::cli {
 
-int policy_recovery(const Args& args);
-int policy_spare(const Args& args);
-int policy_window(const Args& args);
-
-// Shared with cmd_policy.cpp.
-const std::vector<OptSpec>& policy_plan_options();
+// Shared with cmd_policy.cpp: --loads, --nodes, --slots, ... read into a request.
 Result<PlanRequest> policy_plan_request(const Parsed& p, bool need_placement);
 
 }  // namespace sal::cli

@@ -1,0 +1,332 @@
+// command_table.cpp — the one definition of every `salamander` command and option. The parser,
+// each command's --help, `salamander help` and docs/cli.md (`salamander help --markdown`, checked
+// by t0310) are all generated from this table; nothing else declares a command or an option.
+#include "cli/commands.h"
+#include "cli/common.h"
+
+namespace sal::cli {
+namespace {
+
+// `policy plan`'s options; `policy recovery --compare` takes the same allocation inputs.
+std::vector<OptSpec> plan_options() {
+  return {{"--loads", "FILE", "expert loads: CSV (a line per layer) or SmartMoE trace lines"},
+          {"--nodes", "N", "nodes (plan positions)"},
+          {"--slots", "C", "expert slots per node"},
+          {"--min-replicas", "F", "fault-tolerance floor f (default 2)"},
+          {"--allocation", "NAME|FILE", "allocation policy (default lazarus)"},
+          {"--placement", "NAME|FILE", "placement policy (default mro)"},
+          {"--json", "", "print the plan file (JSON)"}};
+}
+
+std::vector<OptSpec> recovery_options() {
+  std::vector<OptSpec> opts = {{"--plan", "PLAN.json", "a plan file (salamander policy plan --json)"},
+                               {"--failures", "K", "failed nodes (with --plan; default 1)"},
+                               {"--compare", "A,B,...", "placement policies to compare on --loads"},
+                               {"--max-failures", "K", "with --compare: k = 0..K (default min(N, 8))"},
+                               {"--layers", "L,M,...", "with --compare: only these layers of the loads (0-based)"}};
+  for (const auto& o : plan_options())
+    if (o.name != "--placement" && o.name != "--json") opts.push_back(o);
+  opts.push_back({"--json", "", "print the probabilities as JSON"});
+  return opts;
+}
+
+const char* const kCpuShareHelp =
+    "benchmarks: each worker in a CPU cgroup of its own with a quota of F CPUs, so N workers on few cores "
+    "behave like N slower dedicated cores (cgroup v1 cpu controller, as root; without it the run says so and "
+    "runs unconfined)";
+
+std::vector<CommandDef> make_table() {
+  return {
+      {{.name = "run",
+        .operands = "[JOB.lua]",
+        .brief = "start a controller and a local mesh of agents; run the job",
+        .synopsis = "run [JOB.lua] [options]",
+        .summary = "Runs a job on a local mesh: this process is the controller, and it starts the job's agents "
+                   "(mesh.nodes) as child processes on loopback. Without JOB.lua it runs the embedded default "
+                   "(scripts/jobs/quickstart.lua). Prints the REPL endpoint first.",
+        .options = {{"--nodes", "N", "local agents to start (default: the job's mesh.nodes)"},
+                    {"--set", "PATH=VALUE,...", kSetHelp},
+                    {"--steps", "S", "steps to run (default: the job's train.steps; 0: idle until stopped)"},
+                    {"--repl", "ENDPOINT", "where the REPL listens (default: the job's repl.bind)"},
+                    {"--metrics", "ADDR", kMetricsHelp},
+                    {"--out", "DIR", "run directory (default: runs/<job>-<time>)"},
+                    {"--json", "", "end with one JSON summary object on stdout"},
+                    {"--drill", "DRILL.lua", "run a failure drill (scripts/drills/) against the job"},
+                    {"--drill-arg", "K=V,...", "values the drill script reads from its `args` table"},
+                    {"--modes", "M,M,...",
+                     "run once per recovery mode (elastic, fixed-ep-ft, checkpoint-restart) and write "
+                     "<out>/compare.html"},
+                    {"--resume", "CHECKPOINT|RUN_DIR",
+                     "continue from a checkpoint or complete snapshot (or a run directory: its final checkpoint, "
+                     "else its newest snapshot): weights, optimizer state, schedule and data position go on from "
+                     "its step"},
+                    {"--cpu-share", "F", kCpuShareHelp}},
+        .max_positional = 1},
+       cmd_run},
+      {{.name = "controller",
+        .operands = "JOB.lua",
+        .brief = "serve a job's controller (agents connect to its mesh endpoint); --resume brings one back",
+        .synopsis = "controller JOB.lua [options] | controller --resume RUN_DIR [options]",
+        .summary = "Serves the controller of a job: agents join its mesh endpoint, operators its REPL. With "
+                   "--resume, a controller that died comes back: its job, committed steps and plan are read from "
+                   "RUN_DIR's journal, it binds the mesh endpoint its agents reconnect to, and training goes on "
+                   "from the last committed step.",
+        .options = {{"--resume", "RUN_DIR", "resume the job whose run directory (--out) holds journal.jsonl"},
+                    {"--mesh", "ENDPOINT", "mesh endpoint (default: the job's mesh.bind; with --resume, the journal's)"},
+                    {"--repl", "ENDPOINT", "REPL endpoint (default: the job's repl.bind)"},
+                    {"--metrics", "ADDR", kMetricsHelp},
+                    {"--steps", "N", "steps to drive, then stop (default: the job's train.steps)"},
+                    {"--set", "PATH=VALUE,...", kSetHelp},
+                    {"--server-key", "FILE",
+                     "CURVE: the controller's key pair (default: the job's security.server_key; with --resume "
+                     "give it again)"},
+                    {"--allow", "FILE",
+                     "CURVE: the allowlist, '<public key> <role> <name>' a line (default: the job's "
+                     "security.allow; goes with --server-key)"},
+                    {"--out", "DIR",
+                     "the run directory: events, metrics, snapshots, the journal --resume reads, and at the end "
+                     "summary.json and report.html"},
+                    {"--json", "", "end with one JSON summary object on stdout (as `run --json`)"}},
+        .max_positional = 1},
+       cmd_controller},
+      {{.name = "agent",
+        .brief = "join a controller as one node; run one worker per device",
+        .synopsis = "agent --controller ENDPOINT [--devices cpu:K|cuda:I,J] [options]",
+        .summary = "Joins a controller as one node and runs one worker per device.",
+        .options = {{"--controller", "ENDPOINT", "the controller's mesh endpoint (tcp://host:port)"},
+                    {"--devices", "SPEC", "cpu:K (K CPU workers, default cpu:1) or cuda:0,1"},
+                    {"--name", "NAME", "node name shown in job.nodes() (default host:pid)"},
+                    {"--server-key", "KEY", "CURVE: the controller's public key (Z85 or a .pub file)"},
+                    {"--key", "FILE", "CURVE: this agent's key pair (.key file from salamander keygen)"},
+                    {"--controller-timeout-ms", "MS", "exit after this long without the controller (default 30000)"},
+                    {"--parent-pid", "PID", "die with this process (set by salamander run)"},
+                    {"--data-host", "HOST",
+                     "address other workers reach this node's workers at for the data plane (default 127.0.0.1 "
+                     "with a local controller, else this host's name)"},
+                    {"--cpu-share", "F", kCpuShareHelp}}},
+       cmd_agent},
+      {{.name = "worker",
+        .brief = "internal: a worker process, started by its agent",
+        .synopsis = "worker --agent ENDPOINT --index I --device D [options]",
+        .summary = "Internal: a worker process, started by its agent. Not for direct use.",
+        .options = {{"--agent", "ENDPOINT", "the agent's local endpoint"},
+                    {"--index", "I", "worker index on its node"},
+                    {"--device", "DEVICE", "cpu:N or cuda:N"},
+                    {"--node", "ID", "node id (log lines)"},
+                    {"--parent-pid", "PID", "die with this process"},
+                    {"--heartbeat-ms", "MS", "status interval towards the agent"},
+                    {"--data-host", "HOST", "this worker's data-plane address (default 127.0.0.1)"},
+                    {"--server-key", "KEY",
+                     "the controller's CURVE public key (Z85), for a rendezvous store that is not local"},
+                    {"--key", "FILE", "this node's CURVE key pair (the agent's)"}},
+        .hidden = true},
+       cmd_worker},
+      {{.name = "repl",
+        .operands = "[ENDPOINT]",
+        .brief = "attach a Lua prompt to a live controller (-e CHUNK for one-shot)",
+        .synopsis = "repl [ENDPOINT] [-e CHUNK [--json]] [options]",
+        .summary = "A Lua prompt inside a live controller. Without ENDPOINT: $SALAMANDER_REPL, else the controller "
+                   "most recently started on this machine.",
+        .options = {{"-e", "CHUNK", "evaluate CHUNK, print the result and exit (non-zero on error)"},
+                    {"--json", "", "with -e: print the result as JSON"},
+                    {"--server-key", "KEY", "CURVE: the controller's public key (Z85 or a .pub file)"},
+                    {"--key", "FILE", "CURVE: your key pair (.key file)"},
+                    {"--timeout-ms", "MS", "give up on a reply after MS (default: the server's budget + 5 s)"}},
+        .max_positional = 1},
+       cmd_repl},
+      {{.name = "job check",
+        .operands = "FILE.lua",
+        .brief = "check a job file: every error at once, then that its data exists",
+        .synopsis = "job check FILE.lua [--set PATH=VALUE,...]",
+        .summary = "Checks a job file against the schema (every error at once, then that its data.path exists).",
+        .options = {{"--set", "PATH=VALUE,...", kSetHelp}},
+        .min_positional = 1,
+        .max_positional = 1},
+       job_check},
+      {{.name = "job schema",
+        .brief = "every job file key, its rule and default",
+        .synopsis = "job schema [--markdown]",
+        .summary = "Prints the job file schema: every key, its rule and default.",
+        .options = {{"--markdown", "", "schema as a Markdown table (docs/job-file.md)"}}},
+       job_schema},
+      {{.name = "policy check",
+        .operands = "FILE.lua",
+        .brief = "load a policy, check its shape, run its selftest and decide on a synthetic context",
+        .synopsis = "policy check FILE.lua [--json]",
+        .summary = "Loads a policy file, checks its shape (api, kind, name, doc, decide), runs its selftest, then "
+                   "runs decide on a small synthetic context of its kind and checks the proposal as the controller "
+                   "would.",
+        .options = {{"--json", "", "print the result as JSON"}},
+        .min_positional = 1,
+        .max_positional = 1},
+       policy_check},
+      {{.name = "policy plan",
+        .brief = "replica counts and placement for expert loads (the plan file with --json)",
+        .synopsis = "policy plan --loads FILE --nodes N --slots C [--min-replicas F] [options]",
+        .summary = "Runs an allocation and a placement policy on the loads and prints per layer the replica counts "
+                   "and the node -> slots table (expert ids 0-based). --json prints the plan file.",
+        .options = plan_options()},
+       policy_plan},
+      {{.name = "policy recovery",
+        .brief = "probability a plan survives k node failures; --compare placements",
+        .synopsis = "policy recovery --plan PLAN.json --failures K | --compare A,B --loads FILE ...",
+        .summary = "The probability that a plan survives k uniformly random node failures, per layer and jointly, "
+                   "and how it was computed (exact, closed-form or monte-carlo); or a table of the joint "
+                   "probability against k for several placement policies on the same allocation.",
+        .options = recovery_options()},
+       policy_recovery},
+      {{.name = "policy spare",
+        .brief = "SPARe shard layout and closed forms for N groups, redundancy r",
+        .synopsis = "policy spare --groups N --redundancy R [--json]",
+        .summary = "SPARe's shard layout for N data-parallel groups with redundancy r (a cyclic Golomb ruler: no "
+                   "two shard types share more than one host), and its closed forms.",
+        .options = {{"--groups", "N", "data-parallel groups"},
+                    {"--redundancy", "R", "shards per group (default r* for N)"},
+                    {"--failures", "K", "also the depth bound c(K) after K failures"},
+                    {"--save", "TS", "with --mtbf and --restart: checkpoint save time (any unit)"},
+                    {"--mtbf", "TF", "mean time between restart-forcing failures (same unit)"},
+                    {"--restart", "TR", "restart time (same unit): prints Tc* and A*"},
+                    {"--json", "", "print as JSON"}}},
+       policy_spare},
+      {{.name = "policy window",
+        .brief = "MoEtion's sparse checkpoint window and schedule for a profile",
+        .synopsis = "policy window --profile PROFILE.json [--json]",
+        .summary = "MoEtion's window search: the smallest W_sparse whose per-iteration snapshot fits in one "
+                   "iteration, and the schedule. PROFILE.json: {\"iteration_s\": T, \"bandwidth\": B, "
+                   "\"operators\": [{\"name\", \"kind\", \"full_bytes\", \"compute_bytes\", \"popularity\"}, ...]}.",
+        .options = {{"--profile", "FILE", "the profile (see above)"}, {"--json", "", "print as JSON"}}},
+       policy_window},
+      {{.name = "sample",
+        .brief = "print what a trained model writes after a prompt (--logits: its logits)",
+        .synopsis = "sample --checkpoint DIR [--prompt TEXT] [--bytes N] [--temperature T] [--seed S] | "
+                    "sample --checkpoint DIR --logits IDS",
+        .summary = "Prints what a trained byte-level model writes after a prompt, or with --logits the model's "
+                   "logits for token ids as JSON.",
+        .options = {{"--checkpoint", "DIR", kCheckpointHelp},
+                    {"--prompt", "TEXT", "the text to continue (default: a newline)"},
+                    {"--bytes", "N", "bytes to generate (default 200)"},
+                    {"--temperature", "T", "sampling temperature; 0 takes the most likely byte (default 0.8)"},
+                    {"--seed", "S", "random seed (default 1)"},
+                    {"--score", "FILE", "also print the model's loss (nats per byte) on the text in FILE"},
+                    {"--logits", "IDS",
+                     "print the logits [sequences][positions][vocab] for the token ids IDS as JSON instead: "
+                     "comma-separated ids, ';' between sequences of one length (at most seq_len), e.g. "
+                     "72,105;33,10"}}},
+       cmd_sample},
+      {{.name = "export",
+        .brief = "write a checkpoint as named tensors with its config (safetensors)",
+        .synopsis = "export --checkpoint DIR --format safetensors [--out FILE] [--optimizer]",
+        .summary = "Writes a checkpoint as one portable file: every tensor named (embed.tokens, "
+                   "layers.L.attn.w_qkv, layers.L.gate.w, layers.L.experts.X.w1, ...), the model's configuration "
+                   "and step as metadata.",
+        .options = {{"--checkpoint", "DIR", kCheckpointHelp},
+                    {"--format", "FORMAT", "the file format: safetensors (the only one)"},
+                    {"--out", "FILE", "where to write it (default: model.safetensors in the current directory)"},
+                    {"--optimizer", "", "also write AdamW's moments (optim.exp_avg.NAME, optim.exp_avg_sq.NAME)"}}},
+       cmd_export},
+      {{.name = "report",
+        .operands = "RUN_DIR",
+        .brief = "write a run's HTML report; --compare DIR... for several runs",
+        .synopsis = "report RUN_DIR [--out FILE] | report --compare DIR DIR... --out FILE",
+        .summary = "Writes a run's HTML report (plots and tables from its metrics, events, timeline, plans and "
+                   "summary), or a page comparing several runs of the same job.",
+        .options = {{"--out", "FILE", "where to write (default RUN_DIR/report.html; required with --compare)"},
+                    {"--compare", "", "compare the run directories given (two or more)"}},
+        .max_positional = 1024},
+       cmd_report},
+      {{.name = "sim",
+        .operands = "SCENARIO.lua",
+        .brief = "simulate a scenario (scripts/experiments/): strategies, sweeps, a report",
+        .synopsis = "sim SCENARIO.lua [--trials T] [--seed S] [--set PATH=VALUE,...] [--json] [--out DIR] | sim --fields",
+        .summary = "Runs a simulation scenario (scripts/experiments/*.lua): every sweep point, strategy and trial "
+                   "on the event core, with the real policies. Prints the table (rows: sweep points; columns: "
+                   "strategies) and writes result.json and report.html. Fields: docs/simulator.md or "
+                   "`salamander sim --fields`.",
+        .options = {{"--trials", "T", "trials per strategy and point (default: the scenario's)"},
+                    {"--seed", "S", "seed (default: the scenario's)"},
+                    {"--set", "PATH=VALUE,...", "override scenario fields, e.g. --set cluster.nodes=64,stop.steps=500"},
+                    {"--json", "", "print the result as JSON instead of the table"},
+                    {"--out", "DIR", "where result.json and report.html go (default runs/sim/<name>-<time>)"},
+                    {"--no-report", "", "write no files"},
+                    {"--quiet", "", "no progress line"},
+                    {"--fields", "", "list every scenario field with its meaning and default, and exit"}},
+        .max_positional = 1},
+       sim_scenario},
+      {{.name = "sim fit",
+        .operands = "RUN_DIR",
+        .brief = "a scenario that replays a finished run, its step-time model fitted",
+        .synopsis = "sim fit RUN_DIR [-o SCENARIO.lua] [--job JOB.lua] [--json]",
+        .summary = "Writes a scenario that replays a finished run in the simulator: its cluster, its node losses "
+                   "and joins, a step-time model fitted to its step times, its measured recovery costs and its "
+                   "training time as the horizon. `salamander sim SCENARIO.lua` then predicts the samples it "
+                   "trained.",
+        .options = {{"-o", "FILE", "the scenario to write (default RUN_DIR/sim-fit.lua)"},
+                    {"--job", "JOB.lua", "the run's job file (default: the one its agent logs name)"},
+                    {"--json", "", "print the fit as JSON"}},
+        .min_positional = 1,
+        .max_positional = 1},
+       sim_fit},
+      {{.name = "sim ettr",
+        .brief = "effective training time ratio under failures: simulated beside the closed form",
+        .synopsis = "sim ettr --mtbf S --iter-time S --interval N --ckpt-time S [options]",
+        .summary = "The effective training time ratio of a job that checkpoints every N iterations, under failures "
+                   "with the given mean time between them: simulated on the event core, beside the closed form "
+                   "(exponential failures). The model is in engine/sim/ettr.h.",
+        .options = {{"--mtbf", "S", "mean time between the job's failures (seconds)"},
+                    {"--iter-time", "S", "one iteration (seconds)"},
+                    {"--interval", "N", "iterations between checkpoints"},
+                    {"--ckpt-time", "S", "a checkpoint's blocking time (seconds)"},
+                    {"--restart", "S", "failure to training again (seconds, default 60)"},
+                    {"--weibull", "K", "Weibull failures with shape K instead of exponential"},
+                    {"--segments", "N", "checkpoint intervals per trial (default 2000)"},
+                    {"--trials", "T", "independent runs (default 20)"},
+                    {"--seed", "S", "seed (default 1)"},
+                    {"--json", "", "print as JSON"}}},
+       sim_ettr},
+      {{.name = "sim spare",
+        .brief = "SPARe's failures endured and all-reduce depth: Monte Carlo beside the closed forms",
+        .synopsis = "sim spare --groups N --redundancy R [--trials T] [--seed S] [--json]",
+        .summary = "SPARe: groups fail one at a time in random order until some shard type is wiped out. The "
+                   "Monte Carlo's mean failures endured and mean all-reduce depth, beside the closed forms "
+                   "mu(N, r) and the depth's counting lower bound.",
+        .options = {{"--groups", "N", "data-parallel groups"},
+                    {"--redundancy", "R", "shards per group"},
+                    {"--trials", "T", "trials (default 1000)"},
+                    {"--seed", "S", "seed (default 1)"},
+                    {"--json", "", "print as JSON"}}},
+       sim_spare},
+      {{.name = "keygen",
+        .operands = "NAME",
+        .brief = "make a CURVE key pair (NAME.key, NAME.pub) for non-loopback endpoints",
+        .synopsis = "keygen NAME",
+        .summary = "Writes NAME.key (both keys, mode 0600) and NAME.pub (public key). The controller uses its .key "
+                   "as security.server_key; clients list their public keys in security.allow as "
+                   "'<public key> <role> <name>'.",
+        .min_positional = 1,
+        .max_positional = 1},
+       cmd_keygen},
+      {{.name = "help",
+        .operands = "[COMMAND]",
+        .brief = "this list, or a command's usage",
+        .synopsis = "help [COMMAND...] [--list | --markdown]",
+        .summary = "Lists the commands, or prints one command's usage (as COMMAND --help does).",
+        .options = {{"--list", "", "every command's name, one a line (for scripts)"},
+                    {"--markdown", "", "the reference of every command and option (docs/cli.md)"}},
+        .max_positional = 2},
+       cmd_help},
+      {{.name = "version",
+        .brief = "print the version and build features",
+        .synopsis = "version",
+        .summary = "Prints the version and whether this build has the CUDA path."},
+       cmd_version},
+  };
+}
+
+}  // namespace
+
+const std::vector<CommandDef>& command_table() {
+  static const std::vector<CommandDef> kTable = make_table();
+  return kTable;
+}
+
+}  // namespace sal::cli
