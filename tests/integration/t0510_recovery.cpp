@@ -41,7 +41,8 @@ std::string drill(const std::string& name) { return std::string(SAL_SOURCE_DIR) 
 TEST_CASE("t0510-kill-at-each-point: a node killed in forward, migration, all-to-all and all-reduce costs no step") {
   std::string dir = temp_dir("recovery");
   std::string job = write_job(dir, 6);
-  auto j = run_json({bin(), "run", job, "--drill", drill("kill_points.lua"), "--json", "--out", dir + "/drill"},
+  auto j = run_json({bin(), "run", job, "--drill", drill("kill_points.lua"), "--json", "--out", dir + "/drill",
+                     "--log-level", "debug"},
                     dir + "/drill.out", 90000);
   run_json({bin(), "run", job, "--steps", "16", "--json", "--out", dir + "/plain"}, dir + "/plain.out", 60000);
   CHECK(j["steps"] == 16);
@@ -54,6 +55,14 @@ TEST_CASE("t0510-kill-at-each-point: a node killed in forward, migration, all-to
   std::string logs = run_logs(dir + "/drill");
   for (const char* point : {"forward", "migration", "alltoall", "allreduce"})
     CHECK_MESSAGE(logs.find(std::string("drill fault at ") + point) != std::string::npos, point);
+  // --log-level debug traces the recoveries step by step: the driver's inputs and actions in
+  // controller.log, and each worker's plans and step phases in its agent's log
+  std::string controller = file_text(dir + "/drill/controller.log");
+  for (const char* line : {"driver (running): lost node", "-> decide a plan for", "plan decided", "-> send StepAbort",
+                           "-> plan in force", "-> recovery done", "-> committed"})
+    CHECK_MESSAGE(controller.find(line) != std::string::npos, std::string(line));
+  for (const char* line : {"begins", "votes yes", "committed", "aborted", "applied in"})
+    CHECK_MESSAGE(logs.find(line) != std::string::npos, std::string(line));
   // every committed step once, in order: nothing lost, nothing repeated
   auto steps = metrics_column(dir + "/drill", "step");
   REQUIRE(steps.size() == 16);
