@@ -231,10 +231,10 @@ void Driver::on_stop(const Event& e) {
   for (Timer t : {Timer::gate, Timer::plan, Timer::retry}) cancel(t);
   deciding_.reset();
   if (pending_) {
-    abort_ranks(pending_->ranks, pending_->step, "job stopping: " + why);
+    abort_ranks(pending_->ranks, pending_->step, std::string(kStopReason) + why);
     pending_.reset();
   }
-  step_outcome(steps_.abort("job stopping: " + why));
+  step_outcome(steps_.abort(std::string(kStopReason) + why));
   if (save) {
     stop_save_ = true;
     return start_save("stopped after " + std::to_string(steps_.committed()) + " steps: " + why);

@@ -8,12 +8,17 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "core/ids.h"
 
 namespace sal::job {
+
+// The reason the driver gives a step it aborts because the job stops: "job stopping: <why>". The
+// run report tells a stop from a failure by it (report/run_files.cpp).
+inline constexpr std::string_view kStopReason = "job stopping: ";
 
 class StepCoordinator {
  public:

@@ -183,6 +183,12 @@ class Controller {
   // ---- the driver (controller_driver.cpp) ----
   Status start_training();
   void feed(job::Event e);
+  // Hands the waiting events to the driver, one at a time, unless a durable journal record is
+  // being synced (the driver's next actions wait for it).
+  void drain();
+  // Applies actions in order; one that syncs the journal holds back those after it (after_sync_).
+  void apply_all(std::vector<job::Action> actions);
+  void journal_synced(const Status& s, double ms);
   void apply(const job::Action& a);
   void apply_send(const job::act::Send& s);
   void apply_decide(const job::act::DecidePlan& d);
@@ -193,6 +199,7 @@ class Controller {
   double now_s() const;
   // The journal (<run>/journal.jsonl), when the run has a directory.
   Status open_journal();
+  // Appends a record; with `sync`, starts syncing it, and apply_all holds back the actions after it.
   void journal(const job::Record& r, bool sync = false);
   wire::Welcome welcome(NodeId id) const;
 
@@ -220,6 +227,8 @@ class Controller {
   MetricsLog metrics_;
   RunRecord record_;
   std::unique_ptr<JournalFile> journal_;
+  JournalSyncer journal_syncer_{loop_};  // loop_ is declared before it
+  std::vector<job::Action> after_sync_;  // the driver's actions waiting for the journal's sync
   Epoch journaled_epoch_ = 0;
   std::unique_ptr<comm::StoreServer> store_;
   std::string store_endpoint_;

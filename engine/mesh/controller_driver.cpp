@@ -1,7 +1,9 @@
 // controller_driver.cpp — the controller's side of the job driver (see controller.h): it starts the
 // rendezvous store and the run's records, feeds the driver one event at a time (an event that
 // arrives while another is handled — the planner services the mesh while a policy decides — waits
-// its turn), and applies each action the driver answers with.
+// its turn), and applies each action the driver answers with. A record the journal must hold
+// durably (a commit, a rewind, a plan in force) is synced off the loop: the actions after it, and
+// the events that arrive meanwhile, wait until it is on disk.
 #include <spdlog/spdlog.h>
 
 #include "ckpt/format.h"
@@ -83,7 +85,10 @@ Status Controller::open_journal() {
 
 void Controller::journal(const job::Record& r, bool sync) {
   if (!journal_) return;
-  if (auto s = journal_->append(r, sync); !s) {
+  Status s = journal_->append(r, false);
+  if (s && sync)
+    s = journal_syncer_.start(*journal_, [this](const Status& st, double ms) { journal_synced(st, ms); });
+  if (!s) {
     uint64_t suppressed = 0;
     if (bad_input_log_.allow("journal", mono_ns(), suppressed))
       spdlog::error("journal: {}{}", s.error().message(), KindLog::more(suppressed));
@@ -125,20 +130,44 @@ std::map<Participant, job::Holding> Controller::holdings() const {
 
 void Controller::feed(job::Event e) {
   inbox_.push_back({mono_ns(), std::move(e)});
-  if (feeding_) return;
+  drain();
+}
+
+void Controller::drain() {
+  if (feeding_ || journal_syncer_.busy()) return;
   feeding_ = true;
-  while (!inbox_.empty()) {
+  while (!inbox_.empty() && !journal_syncer_.busy()) {
     job::Input in = std::move(inbox_.front());
     inbox_.pop_front();
-    const bool trace = spdlog::should_log(spdlog::level::debug);
-    if (trace) spdlog::debug("driver ({}): {}", job::phase_name(driver_->phase()), job::describe(in.what));
-    for (const auto& a : driver_->handle(in)) {
-      if (trace) spdlog::debug("  -> {}", job::describe(a));
-      apply(a);
-    }
+    if (spdlog::should_log(spdlog::level::debug))
+      spdlog::debug("driver ({}): {}", job::phase_name(driver_->phase()), job::describe(in.what));
+    apply_all(driver_->handle(in));
   }
   feeding_ = false;
   export_state();
+}
+
+void Controller::apply_all(std::vector<job::Action> actions) {
+  const bool trace = spdlog::should_log(spdlog::level::debug);
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (trace) spdlog::debug("  -> {}", job::describe(actions[i]));
+    apply(actions[i]);
+    if (journal_syncer_.busy()) {
+      after_sync_.assign(std::make_move_iterator(actions.begin() + long(i) + 1), std::make_move_iterator(actions.end()));
+      return;
+    }
+  }
+}
+
+// The durable record is on disk (or could not be made so, which is logged): what the driver said
+// to do after it goes ahead, then the events that waited.
+void Controller::journal_synced(const Status& s, double ms) {
+  if (!s) spdlog::error("journal: {}", s.error().message());
+  if (ms > 100) spdlog::warn("journal: a sync took {:.0f} ms (the mesh and the REPL were served meanwhile)", ms);
+  feeding_ = true;
+  apply_all(std::exchange(after_sync_, {}));
+  feeding_ = false;
+  drain();
 }
 
 void Controller::apply(const job::Action& action) {

@@ -101,7 +101,10 @@ void Controller::shutdown(const std::string& reason, std::function<void()> done)
   spdlog::info("stopping job: {}", reason);
   feed(job::in::Stop{reason});
   // a stopped job is over: a later `--resume` has nothing to resume (a killed controller writes nothing)
-  if (journal_ && !journal_->state().ended) journal(job::rec::End{"stopped: " + reason}, true);
+  // (synced here, on the loop: the job is stopping, and a sync of the driver's may be in flight)
+  if (journal_ && !journal_->state().ended)
+    if (auto s = journal_->append(job::rec::End{"stopped: " + reason}, true); !s)
+      spdlog::error("journal: {}", s.error().message());
   broadcast(wire::Command{wire::Verb::stop, reason});
   stop_timer_.start(kStopGraceMs, 0, [this] {
     for (const auto& [id, n] : membership_.nodes())

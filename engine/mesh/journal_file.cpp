@@ -105,6 +105,45 @@ Status JournalFile::compact() {
   return {};
 }
 
+struct JournalSyncer::Request {
+  uv_fs_t req{};
+  JournalSyncer* owner = nullptr;  // null once the syncer is gone
+  Done done;
+  int fd = -1;
+  int64_t started_ns = 0;
+  std::string path;
+};
+
+JournalSyncer::~JournalSyncer() {
+  if (inflight_) inflight_->owner = nullptr;
+}
+
+Status JournalSyncer::start(const JournalFile& file, Done done) {
+  if (inflight_) return fail("a sync of ", file.path(), " is already in flight");
+  int fd = ::dup(file.fd());
+  if (fd < 0) return io_error("cannot duplicate the descriptor of", file.path());
+  auto* r = new Request{{}, this, std::move(done), fd, mono_ns(), file.path()};
+  r->req.data = r;
+  if (int rc = uv_fs_fdatasync(loop_, &r->req, fd, &JournalSyncer::finished); rc < 0) {
+    ::close(fd);
+    delete r;
+    return fail("cannot start a sync of ", file.path(), ": ", uv_strerror(rc));
+  }
+  inflight_ = r;
+  return {};
+}
+
+void JournalSyncer::finished(uv_fs_t* req) {
+  std::unique_ptr<Request> r(static_cast<Request*>(req->data));
+  const ssize_t result = req->result;
+  uv_fs_req_cleanup(req);
+  ::close(r->fd);
+  if (!r->owner) return;
+  r->owner->inflight_ = nullptr;
+  Status s = result < 0 ? Status(fail("cannot sync ", r->path, ": ", uv_strerror(int(result)))) : Status{};
+  r->done(std::move(s), double(mono_ns() - r->started_ns) / 1e6);
+}
+
 Result<job::JournalState> read_journal_file(const std::string& run_dir) {
   std::string path = run_dir + "/journal.jsonl";
   int64_t t0 = mono_ns();

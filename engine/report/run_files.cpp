@@ -6,6 +6,7 @@
 
 #include "core/paths.h"
 #include "core/strings.h"
+#include "job/steps.h"
 #include "report/csv.h"
 
 namespace sal::report {
@@ -105,8 +106,9 @@ Result<std::vector<T>> optional_file(const std::string& path, Result<std::vector
   return reader(path);
 }
 
-// The driver's reason for the step it aborts when the job stops ("step 22: job stopping: job.stop() by ...").
-constexpr const char* kStopAbort = ": job stopping: ";
+// The driver's reason for the step it aborts when the job stops, as the step_aborted event reads
+// ("step 22: job stopping: job.stop() by ...").
+const std::string kStopAbort = ": " + std::string(job::kStopReason);
 
 // "worker 1.0 exited with code 0" (but not "code 0x1f" or "code 07").
 bool clean_exit(const std::string& detail) {

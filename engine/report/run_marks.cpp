@@ -23,7 +23,11 @@ const MarkStyle kRestore{"restore", "restore begun", "#ef6c00", Swatch::Dashed};
 const MarkStyle kDrill{"drill", "drill action", "#7b1fa2", Swatch::Tick};
 const MarkStyle kPolicy{"policy", "policy swap", "#1565c0", Swatch::Tick};
 const MarkStyle kJobFailed{"job-failed", "job failed", "#000000", Swatch::Line};
-const MarkStyle* const kMarkStyles[] = {&kFailure, &kStop, &kRestore, &kDrill, &kPolicy, &kJobFailed};
+const MarkStyle kSaved{"saved", "snapshot or checkpoint written", "#00897b", Swatch::Tick};
+const MarkStyle kSaveTrouble{"save-trouble", "snapshot dropped, failed or slow; checkpoint failed", "#f9a825",
+                             Swatch::Dashed};
+const MarkStyle* const kMarkStyles[] = {&kFailure, &kStop,  &kRestore,     &kDrill,
+                                        &kPolicy,  &kJobFailed, &kSaved, &kSaveTrouble};
 
 struct AreaStyle {
   const char* kind;
@@ -41,6 +45,10 @@ const MarkStyle* style_of(const EventRow& e) {
   if (e.kind == "drill" || e.kind == "drill_error") return &kDrill;
   if (e.kind == "policy_loaded" || e.kind == "policy_rollback") return &kPolicy;
   if (e.kind == "job_failed") return &kJobFailed;
+  if (e.kind == "snapshot_saved" || e.kind == "checkpoint_saved") return &kSaved;
+  if (e.kind == "snapshot_dropped" || e.kind == "snapshot_failed" || e.kind == "snapshot_slow" ||
+      e.kind == "checkpoint_failed")
+    return &kSaveTrouble;
   return nullptr;
 }
 

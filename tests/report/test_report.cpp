@@ -345,10 +345,11 @@ TEST_CASE("a stop is drawn as a stop, once, and what follows it is no failure") 
   CHECK_FALSE(is_failure(run.events[4]));
   for (Axis axis : {Axis::time, Axis::step}) {
     auto marks = event_marks(run, axis);
-    REQUIRE(marks.size() == 1);
+    REQUIRE(marks.size() == 2);  // the stop, and the final checkpoint written (a tick)
     CHECK(marks[0].kind == "stop");
     CHECK(marks[0].label == "stopped");
     CHECK_FALSE(marks[0].dashed);
+    CHECK(marks[1].kind == "saved");
   }
   CHECK(event_marks(run, Axis::time)[0].x == doctest::Approx(23.5));
   CHECK(event_marks(run, Axis::step)[0].x == doctest::Approx(22.5));
@@ -450,6 +451,25 @@ TEST_CASE("labels above the plot take the first lane where they do not overlap")
   CHECK(two.find(">130 ms</text>") != std::string::npos);
   c.spans.clear();
   CHECK(svg_height(two) - svg_height(line_chart(c)) == doctest::Approx(2 * 14 + 4));  // two lanes
+}
+
+TEST_CASE("snapshots written are ticks, dropped, failed and slow ones dashed marks") {
+  auto saved = event_mark(event(3, "snapshot_saved", "step 100 in snapshots/step-100"));
+  REQUIRE(saved);
+  CHECK(saved->kind == "saved");
+  CHECK(saved->tick);
+  auto final_checkpoint = event_mark(event(9, "checkpoint_saved", "step 200 in checkpoint"));
+  REQUIRE(final_checkpoint);
+  CHECK(final_checkpoint->kind == "saved");
+  for (const char* kind : {"snapshot_dropped", "snapshot_failed", "snapshot_slow", "checkpoint_failed"}) {
+    CAPTURE(kind);
+    auto m = event_mark(event(5, kind, "step 150"));
+    REQUIRE(m);
+    CHECK(m->kind == "save-trouble");
+    CHECK(m->dashed);
+  }
+  auto legend = mark_legend({*saved, *event_mark(event(5, "snapshot_slow", "x"))}, {}, {});
+  REQUIRE(legend.size() == 2);
 }
 
 TEST_CASE("policy swaps and drill actions are ticks, other events are not drawn") {
