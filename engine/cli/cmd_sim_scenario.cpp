@@ -15,9 +15,9 @@ namespace sal::cli {
 namespace {
 
 // One line, rewritten in place on a terminal; every 10 % otherwise.
-class ProgressLine {
+class SimProgress {
  public:
-  explicit ProgressLine(bool quiet) : quiet_(quiet), tty_(isatty(STDERR_FILENO)) {}
+  explicit SimProgress(bool quiet) : quiet_(quiet), tty_(isatty(STDERR_FILENO)) {}
   void update(const sim::Progress& p) {
     if (quiet_ || p.total == 0) return;
     int decile = int(10 * p.done / p.total);
@@ -65,7 +65,7 @@ int sim_scenario(const Command& cmd, const Parsed& p) {
   if (!trials || !seed) return usage_error(cmd, !trials ? trials.error().message() : seed.error().message());
   auto file = sim::load_scenario_file(p.positional[0], *sets);
   if (!file) return std::fprintf(stderr, "salamander sim: %s\n", file.error().message().c_str()), 1;
-  ProgressLine line(p.has("--quiet") || p.has("--json"));
+  SimProgress line(p.has("--quiet") || p.has("--json"));
   sim::RunOptions o{int(*trials), *seed, [&](const sim::Progress& pr) { line.update(pr); }, nullptr};
   auto r = sim::run_simulation(*file, o);
   line.done();

@@ -48,6 +48,16 @@ struct RecvSpec {
   uint32_t tag = 0;
 };
 
+// What a transport sends ahead of each exchange() payload, so that the receiver checks that both
+// sides agree on the message (Gloo and the shared-memory plane send it; NCCL's sizes are fixed).
+struct ExchangeHeader {
+  static constexpr uint32_t kMagic = 0x53414C50;  // "SALP"
+  uint32_t magic = kMagic;
+  uint32_t tag = 0;
+  uint64_t bytes = 0;
+};
+static_assert(sizeof(ExchangeHeader) == 16);
+
 // What an exchange() call asks, checked before anything moves: `what` names it for errors ("send
 // of 4096 bytes to rank 2 (tag 5)", "exchange of 3 sends (...) and 2 receives (...)"), `problem` is
 // empty or the first rule broken (a peer out of range or this rank, a null buffer with bytes).

@@ -27,18 +27,10 @@ using ms = std::chrono::milliseconds;
 // header from the payload, the user's tag in the low 32 bits.
 constexpr uint64_t kP2PSlotBase = uint64_t(0x5A) << 56;
 constexpr uint64_t kHeaderBit = uint64_t(1) << 40;
-constexpr uint32_t kHeaderMagic = 0x53414C50;  // "SALP"
 constexpr int kPumpEveryMs = 1;
 
 uint64_t payload_slot(uint32_t tag) { return kP2PSlotBase | tag; }
 uint64_t header_slot(uint32_t tag) { return kP2PSlotBase | kHeaderBit | tag; }
-
-struct P2PHeader {
-  uint32_t magic = kHeaderMagic;
-  uint32_t tag = 0;
-  uint64_t bytes = 0;
-};
-static_assert(sizeof(P2PHeader) == 16);
 
 template <class T>
 void sum_into(void* c, const void* a, const void* b, size_t n) {
@@ -450,8 +442,8 @@ Status GlooCollectives::recv(int peer, void* data, size_t bytes, uint32_t tag) {
 // against what the caller expects; posts the payload receives; waits for everything.
 void GlooCollectives::exchange_body(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs) {
   const ms timeout = op_timeout();
-  std::vector<P2PHeader> out_headers(sends.size());
-  std::vector<P2PHeader> in_headers(recvs.size());
+  std::vector<ExchangeHeader> out_headers(sends.size());
+  std::vector<ExchangeHeader> in_headers(recvs.size());
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs;  // declared before the Tracker
   std::vector<gloo::transport::UnboundBuffer*> raw;
   auto make = [&](const void* p, size_t n) {
@@ -460,11 +452,11 @@ void GlooCollectives::exchange_body(const std::vector<SendSpec>& sends, const st
     return bufs.back().get();
   };
   std::vector<gloo::transport::UnboundBuffer*> in_h, out_h, out_p, in_p;
-  for (size_t i = 0; i < recvs.size(); ++i) in_h.push_back(make(&in_headers[i], sizeof(P2PHeader)));
+  for (size_t i = 0; i < recvs.size(); ++i) in_h.push_back(make(&in_headers[i], sizeof(ExchangeHeader)));
   for (size_t i = 0; i < sends.size(); ++i) {
     out_headers[i].tag = sends[i].tag;
     out_headers[i].bytes = sends[i].bytes;
-    out_h.push_back(make(&out_headers[i], sizeof(P2PHeader)));
+    out_h.push_back(make(&out_headers[i], sizeof(ExchangeHeader)));
     out_p.push_back(sends[i].bytes > 0 ? make(sends[i].data, sends[i].bytes) : nullptr);
   }
   for (size_t i = 0; i < recvs.size(); ++i) in_p.push_back(recvs[i].bytes > 0 ? make(recvs[i].data, recvs[i].bytes) : nullptr);
@@ -481,7 +473,7 @@ void GlooCollectives::exchange_body(const std::vector<SendSpec>& sends, const st
   for (size_t i = 0; i < recvs.size(); ++i) {
     must(in_h[i]->waitRecv(timeout), "header receive");
     const auto& h = in_headers[i];
-    if (h.magic != kHeaderMagic || h.tag != recvs[i].tag || h.bytes != recvs[i].bytes) {
+    if (h.magic != ExchangeHeader::kMagic || h.tag != recvs[i].tag || h.bytes != recvs[i].bytes) {
       throw std::runtime_error("rank " + std::to_string(recvs[i].peer) + " sent " + std::to_string(h.bytes) +
                                " bytes with tag " + std::to_string(h.tag) + ", expected " +
                                std::to_string(recvs[i].bytes) + " bytes with tag " + std::to_string(recvs[i].tag));

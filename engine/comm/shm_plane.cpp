@@ -310,13 +310,6 @@ void on_notice(void*, ucs_status_t, const ucp_tag_recv_info_t* info, void* user_
 
 int sender_of(uint64_t tag) { return int((tag >> 40) & 0xFFFF); }
 
-// A point-to-point message's header, sent ahead of its payload.
-struct P2PHeader {
-  uint32_t magic = 0x53414C50;  // "SALP"
-  uint32_t tag = 0;
-  uint64_t bytes = 0;
-};
-
 }  // namespace
 
 // Completes every endpoint's wire-up now (each rank progresses its worker while it flushes, so the
@@ -444,18 +437,18 @@ void ShmPlane::exchange(const std::vector<SendSpec>& sends, const std::vector<Re
   try {
     if (interrupted_) throw std::runtime_error("interrupted");
     check_peers(sends, recvs);
-    std::vector<P2PHeader> in(recvs.size()), out(sends.size());
+    std::vector<ExchangeHeader> in(recvs.size()), out(sends.size());
     std::vector<RecvSpec> in_specs, ready_in;
     std::vector<SendSpec> out_specs, ready_out;
     std::vector<char> ready_buf(sends.size(), 0);
     for (size_t i = 0; i < recvs.size(); ++i) {
-      in_specs.push_back({recvs[i].peer, &in[i], sizeof(P2PHeader), recvs[i].tag});
+      in_specs.push_back({recvs[i].peer, &in[i], sizeof(ExchangeHeader), recvs[i].tag});
       ready_out.push_back({recvs[i].peer, &go, 1, recvs[i].tag});
     }
     for (size_t i = 0; i < sends.size(); ++i) {
       out[i].tag = sends[i].tag;
       out[i].bytes = sends[i].bytes;
-      out_specs.push_back({sends[i].peer, &out[i], sizeof(P2PHeader), sends[i].tag});
+      out_specs.push_back({sends[i].peer, &out[i], sizeof(ExchangeHeader), sends[i].tag});
       ready_in.push_back({sends[i].peer, &ready_buf[i], 1, sends[i].tag});
     }
     std::vector<size_t> header_len(recvs.size(), 0), ready_len(sends.size(), 0), received(recvs.size(), 0);
@@ -465,8 +458,8 @@ void ShmPlane::exchange(const std::vector<SendSpec>& sends, const std::vector<Re
     try {
       wait(headers, timeout);
       for (size_t i = 0; i < recvs.size(); ++i) {
-        const P2PHeader& h = in[i];
-        if (h.magic != P2PHeader{}.magic || h.tag != recvs[i].tag || h.bytes != recvs[i].bytes)
+        const ExchangeHeader& h = in[i];
+        if (h.magic != ExchangeHeader::kMagic || h.tag != recvs[i].tag || h.bytes != recvs[i].bytes)
           abandon(headers, "rank " + std::to_string(recvs[i].peer) + " sent " + std::to_string(h.bytes) +
                                " bytes with tag " + std::to_string(h.tag) + ", expected " +
                                std::to_string(recvs[i].bytes) + " bytes with tag " + std::to_string(recvs[i].tag));

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace sal {
 
@@ -22,6 +24,11 @@ struct Participant {
   uint32_t index = 0;
   auto operator<=>(const Participant&) const = default;
 };
+
+// "3.1": node 3, worker 1 (as logs and events name a worker).
+std::string participant_name(const Participant& p);
+// Whether `p` is one of `list`.
+bool contains(const std::vector<Participant>& list, const Participant& p);
 
 // What a REPL session may do. Loopback sessions are admin; CURVE sessions get the role their key
 // has in the allowlist. Each role includes the ones below it.

@@ -38,17 +38,11 @@ constexpr size_t kMedianSnapshots = 5;
 
 namespace {
 
-std::string who(const Participant& p) { return std::to_string(p.node) + "." + std::to_string(p.index); }
-
 std::vector<NodeId> nodes_of(const std::vector<Participant>& ranks) {
   std::vector<NodeId> nodes;
   for (const auto& r : ranks)
     if (std::find(nodes.begin(), nodes.end(), r.node) == nodes.end()) nodes.push_back(r.node);
   return nodes;
-}
-
-bool contains(const std::vector<Participant>& v, const Participant& p) {
-  return std::find(v.begin(), v.end(), p) != v.end();
 }
 
 std::string ms_text(int64_t ns) { return std::to_string(ns / 1'000'000) + " ms"; }
@@ -166,7 +160,7 @@ void Driver::on_vote(const Event& e) {
       for (size_t i = 0; i < v.loads.size(); ++i) tally_.loads[i] += v.loads[i];
   }
   if (steps_.in_flight() && v.epoch != steps_.epoch())  // a node cut off in an older epoch
-    note("stale_vote", "worker " + who(p) + "'s vote for step " + std::to_string(v.step) + " of epoch " +
+    note("stale_vote", "worker " + participant_name(p) + "'s vote for step " + std::to_string(v.step) + " of epoch " +
                            std::to_string(v.epoch) + " refused: the step in flight began in epoch " +
                            std::to_string(steps_.epoch()), act::Level::warn);
   step_outcome(steps_.vote(p, v.epoch, v.step, v.ok, v.detail));
@@ -177,7 +171,7 @@ void Driver::on_ready(const Event& e) {
   if (!pending_ || r.plan != pending_->number) return;  // an abandoned plan's late answer
   Participant p{r.node_id, r.index};
   if (!pending_->waiting.count(p)) return;
-  if (!r.ok) return plan_failed("worker " + who(p) + ": " + r.detail);
+  if (!r.ok) return plan_failed("worker " + participant_name(p) + ": " + r.detail);
   pending_->waiting.erase(p);
   pending_->slowest_connect_ms = std::max(pending_->slowest_connect_ms, r.connect_ms);
   pending_->slowest_migrate_ms = std::max(pending_->slowest_migrate_ms, r.migrate_ms);
@@ -189,7 +183,7 @@ void Driver::on_saved(const Event& e) {
   if (d.snapshot) return snapshot_answered(d);
   Participant p{d.node_id, d.index};
   if (phase_ != Phase::saving || !save_waiting_.erase(p)) return;
-  if (!d.ok) return finish_save(false, "worker " + who(p) + ": " + d.detail);
+  if (!d.ok) return finish_save(false, "worker " + participant_name(p) + ": " + d.detail);
   saved_units_ += d.units;
   if (save_waiting_.empty()) finish_save(true, "");
 }
@@ -208,7 +202,7 @@ void Driver::on_decided(const Event& e) {
   }
   // Workers lost while the policies decided: the decision is for workers that are gone.
   for (const auto& w : was.choice.use)
-    if (!contains(view_.ready, w)) return start_plan("again: worker " + who(w) + " left while the plan was decided");
+    if (!contains(view_.ready, w)) return start_plan("again: worker " + participant_name(w) + " left while the plan was decided");
   plan_decided(was, *d.record);
 }
 
@@ -430,7 +424,7 @@ void Driver::plan_failed(const std::string& why, bool membership) {
 void Driver::check_pending() {
   if (!pending_) return;
   for (const auto& r : pending_->ranks)
-    if (!contains(view_.ready, r)) return plan_failed("worker " + who(r) + " left", true);
+    if (!contains(view_.ready, r)) return plan_failed("worker " + participant_name(r) + " left", true);
 }
 
 void Driver::retry_fired() {
@@ -605,7 +599,7 @@ void Driver::start_save(const std::string& done) {
 
 void Driver::check_savers() {
   for (const auto& p : save_waiting_)
-    if (!contains(view_.ready, p)) return finish_save(false, "worker " + who(p) + " left before it had saved");
+    if (!contains(view_.ready, p)) return finish_save(false, "worker " + participant_name(p) + " left before it had saved");
 }
 
 void Driver::finish_save(bool ok, const std::string& detail) {

@@ -9,15 +9,6 @@
 #include "job/driver.h"
 
 namespace sal::job {
-namespace {
-
-std::string who(const Participant& p) { return std::to_string(p.node) + "." + std::to_string(p.index); }
-
-bool is_ready(const std::vector<Participant>& ready, const Participant& p) {
-  return std::find(ready.begin(), ready.end(), p) != ready.end();
-}
-
-}  // namespace
 
 // A resumed job: the journaled plan's ranks come back (at most the join window is waited for);
 // each is brought to the committed state or, if it cannot be, treated as a new worker; whatever
@@ -25,7 +16,7 @@ bool is_ready(const std::vector<Participant>& ready, const Participant& p) {
 // when every rank came back holding the committed state, else the survivors re-plan.
 void Driver::reconcile() {
   const auto& ranks = applied_->ranks;
-  size_t back = size_t(std::count_if(ranks.begin(), ranks.end(), [&](const Participant& r) { return is_ready(view_.ready, r); }));
+  size_t back = size_t(std::count_if(ranks.begin(), ranks.end(), [&](const Participant& r) { return contains(view_.ready, r); }));
   if (gather_since_ns_ == 0) {
     gather_since_ns_ = now_ns_;
     gate_over_ = false;
@@ -39,7 +30,7 @@ void Driver::reconcile() {
   uint64_t committed = steps_.committed();
   std::vector<Participant> returned;
   for (const auto& r : ranks)
-    if (is_ready(view_.ready, r)) returned.push_back(r);
+    if (contains(view_.ready, r)) returned.push_back(r);
   abort_ranks(returned, committed, "the controller restarted: the step in flight is discarded");
   plane_spent_ = true;
   auto sorted_ranks = ranks;
@@ -60,7 +51,7 @@ std::vector<Participant> Driver::bring_up_to_date() {
   uint64_t committed = steps_.committed();
   std::vector<Participant> stale;
   for (auto& r : applied_->ranks) {
-    if (!is_ready(view_.ready, r)) continue;
+    if (!contains(view_.ready, r)) continue;
     auto it = view_.held.find(r);
     Holding h = it == view_.held.end() ? Holding{} : it->second;
     if (h.steps == committed) continue;
@@ -68,11 +59,11 @@ std::vector<Participant> Driver::bring_up_to_date() {
                          h.pending_epoch == steps_.epoch();
     if (missed_commit) {
       send({r}, wire::StepCommit{steps_.epoch(), committed - 1});
-      note("reconciled", "worker " + who(r) + " applies step " + std::to_string(committed - 1) +
+      note("reconciled", "worker " + participant_name(r) + " applies step " + std::to_string(committed - 1) +
                              ", committed before the controller restarted");
       continue;
     }
-    note("reconciled", "worker " + who(r) + " holds " + std::to_string(h.steps) + " steps, the journal " +
+    note("reconciled", "worker " + participant_name(r) + " holds " + std::to_string(h.steps) + " steps, the journal " +
                            std::to_string(committed) + ": it takes part as a new worker", act::Level::warn);
     stale.push_back(r);
     r = Participant{kNoNode, r.index};  // its old rank's units count as lost

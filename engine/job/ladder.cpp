@@ -8,22 +8,18 @@
 namespace sal::job {
 namespace {
 
-bool is_ready(const std::vector<Participant>& ready, const Participant& p) {
-  return std::find(ready.begin(), ready.end(), p) != ready.end();
-}
-
 // The plan in force's groups that survive whole first (they hold every expert), then its other
 // surviving workers, then the others; as many whole groups of them as there are.
 std::vector<Participant> whole_groups(uint32_t ep, const std::vector<Participant>& ready,
                                       const std::optional<AppliedPlan>& applied) {
   std::vector<Participant> order;
   auto add = [&](const Participant& r) {
-    if (is_ready(ready, r) && std::find(order.begin(), order.end(), r) == order.end()) order.push_back(r);
+    if (contains(ready, r) && std::find(order.begin(), order.end(), r) == order.end()) order.push_back(r);
   };
   if (applied) {
     const auto& ranks = applied->ranks;
     for (size_t g = 0; g + ep <= ranks.size(); g += ep)
-      if (std::all_of(ranks.begin() + long(g), ranks.begin() + long(g + ep), [&](const Participant& r) { return is_ready(ready, r); }))
+      if (std::all_of(ranks.begin() + long(g), ranks.begin() + long(g + ep), [&](const Participant& r) { return contains(ready, r); }))
         for (size_t i = g; i < g + ep; ++i) add(ranks[i]);
     for (const auto& r : ranks) add(r);
   }
@@ -35,7 +31,7 @@ std::vector<Participant> whole_groups(uint32_t ep, const std::vector<Participant
 bool a_whole_group_survives(uint32_t ep, const std::vector<Participant>& ready, const AppliedPlan& applied) {
   for (size_t g = 0; g + ep <= applied.ranks.size(); g += ep) {
     bool whole = true;
-    for (size_t i = g; i < g + ep; ++i) whole = whole && is_ready(ready, applied.ranks[i]);
+    for (size_t i = g; i < g + ep; ++i) whole = whole && contains(ready, applied.ranks[i]);
     if (whole) return true;
   }
   return false;

@@ -30,17 +30,17 @@ namespace {
 // The most trials sim.run's option may ask for.
 constexpr int64_t kMaxTrials = 1000000;
 
-[[noreturn]] void fail(const std::string& message) { throw std::runtime_error(message); }
+[[noreturn]] void throw_error(const std::string& message) { throw std::runtime_error(message); }
 
 template <class T>
 T value_or_fail(Result<T> r) {
-  if (!r) fail(r.error().message());
+  if (!r) throw_error(r.error().message());
   return std::move(*r);
 }
 
 uint64_t job_id(lua_State* L, int idx, const char* fn) {
   int64_t id = lua::check_integer(L, idx, fn, "a job id (sim.run's result)");
-  if (id < 1) fail("job ids start at 1, got " + std::to_string(id));
+  if (id < 1) throw_error("job ids start at 1, got " + std::to_string(id));
   return uint64_t(id);
 }
 
@@ -61,17 +61,17 @@ sim::ScenarioFile read_scenario_arg(const std::string& job_dir, lua_State* L) {
     }
     case LUA_TSTRING: return value_or_fail(sim::load_scenario_file(scenario_path(job_dir, lua_tostring(L, 1))));
     default:
-      fail(std::string("argument 1 must be a scenario table or the path of a scenario file, got ") +
+      throw_error(std::string("argument 1 must be a scenario table or the path of a scenario file, got ") +
            luaL_typename(L, 1));
   }
 }
 
 int64_t option_integer(lua_State* L, const char* key, int64_t lo, int64_t hi) {
   if (lua_type(L, -1) != LUA_TNUMBER || lua_tonumber(L, -1) != double(lua_tointeger(L, -1)))
-    fail(std::string("option ") + key + " must be an integer, got " + luaL_typename(L, -1));
+    throw_error(std::string("option ") + key + " must be an integer, got " + luaL_typename(L, -1));
   int64_t v = lua_tointeger(L, -1);
   if (v < lo || v > hi)
-    fail(std::string("option ") + key + " must be in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " +
+    throw_error(std::string("option ") + key + " must be in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " +
          std::to_string(v));
   return v;
 }
@@ -79,13 +79,13 @@ int64_t option_integer(lua_State* L, const char* key, int64_t lo, int64_t hi) {
 // The optional second argument: {trials = T, seed = S}; unknown keys are refused.
 void read_run_options(lua_State* L, SimJobSpec& spec) {
   if (lua_isnoneornil(L, 2)) return;
-  if (!lua_istable(L, 2)) fail(std::string("argument 2 must be a table {trials = , seed = }, got ") + luaL_typename(L, 2));
+  if (!lua_istable(L, 2)) throw_error(std::string("argument 2 must be a table {trials = , seed = }, got ") + luaL_typename(L, 2));
   lua_pushnil(L);
   while (lua_next(L, 2) != 0) {
     std::string key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
     if (key == "trials") spec.trials = int(option_integer(L, "trials", 1, kMaxTrials));
     else if (key == "seed") spec.seed = option_integer(L, "seed", 0, INT64_MAX);
-    else fail("unknown option '" + key + "' (known: trials, seed)");
+    else throw_error("unknown option '" + key + "' (known: trials, seed)");
     lua_pop(L, 1);
   }
 }

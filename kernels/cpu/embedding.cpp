@@ -13,9 +13,6 @@
 namespace sal::kernels::cpu {
 namespace {
 
-// Columns per block of the backward scatter.
-constexpr int kColumnBlock = 64;
-
 SAL_KERNEL_CLONES
 void forward_rows(const int32_t* ids, const float* tok, const float* pos, float* out, size_t r0, size_t r1,
                   int T, int C) {

@@ -28,9 +28,6 @@ constexpr int kGemmTileCols = 256;
 constexpr int kGemmMinTiles = 4;
 constexpr double kGemmSerialFlops = 8e6;
 
-// Columns per block of the column sums (one block's sums stay in registers/L1).
-constexpr int kColumnBlock = 64;
-
 // C[M,N] = beta * C, for an empty inner dimension (beta == 0 writes zeros without reading C).
 void scale_c(int M, int N, float beta, float* C, int ldc) {
   for (int m = 0; m < M; ++m) {

@@ -16,9 +16,6 @@
 namespace sal::kernels::cpu {
 namespace {
 
-// Columns per block of the parameter-gradient pass (one block's sums stay in registers/L1).
-constexpr int kColumnBlock = 64;
-
 SAL_KERNEL_CLONES
 void forward_rows(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd,
                   size_t m0, size_t m1, int N) {

@@ -24,6 +24,11 @@ namespace sal::kernels::cpu {
 void set_threads(int n);
 int num_threads();
 
+// Columns per block of a pass that reduces over rows column by column (the GEMM's column sums, the
+// norm's parameter gradients, the embedding's backward scatter): one block's sums stay in
+// registers/L1, and the cut depends on the width only.
+constexpr int kColumnBlock = 64;
+
 namespace detail {
 
 // A borrowed callable f(begin, end): no allocation, no ownership; lives for the call only.

@@ -32,7 +32,7 @@ std::string fmt(double v) {
   return b;
 }
 
-std::vector<char> bytes(const std::string& s) { return std::vector<char>(s.begin(), s.end()); }
+std::vector<char> to_bytes(const std::string& s) { return std::vector<char>(s.begin(), s.end()); }
 
 // The transport the test's workers connect: UCX shared memory (all ranks are on this host), or
 // Gloo's TCP pairs (the path across hosts). Set before the workers fork.
@@ -438,7 +438,7 @@ TEST_CASE("abort: survivors blocked by a stalled rank return quickly after abort
       if (!c) return rep.text();
       check_allreduce<float>(*c, 1000, rep);  // warm-up: everyone is in
       if (rank == kVictim) {
-        (void)env.store.put("victim-ready", bytes("1"));
+        (void)env.store.put("victim-ready", to_bytes("1"));
         std::this_thread::sleep_for(30s);  // silent but alive; the test kills it
         rep.check(false, "victim was not killed");
         return rep.text();
@@ -452,7 +452,7 @@ TEST_CASE("abort: survivors blocked by a stalled rank return quickly after abort
         int64_t t_enter = mono_ns();
         st = c->allreduce_sum(big.data(), big.size());
         t_ret = mono_ns();
-        (void)env.store.put("released/" + std::to_string(rank), bytes("1"));
+        (void)env.store.put("released/" + std::to_string(rank), to_bytes("1"));
         blocked_ms = double(t_ret - t_enter) / 1e6;
         if (watcher.thread.joinable()) watcher.thread.join();
         own_abort_ms = double(t_ret - watcher.t_abort_ns.load()) / 1e6;
@@ -478,8 +478,8 @@ TEST_CASE("abort: survivors blocked by a stalled rank return quickly after abort
     auto& control = *ctl.control;
     REQUIRE(control.fetch("victim-ready", 10000ms).ok());
     std::this_thread::sleep_for(200ms);  // the survivors are blocked in the big allreduce by now
-    REQUIRE(control.put("control/abort-ns", bytes(std::to_string(mono_ns()))).ok());
-    REQUIRE(control.put("control/abort-stall", bytes("rank 2 stalled")).ok());
+    REQUIRE(control.put("control/abort-ns", to_bytes(std::to_string(mono_ns()))).ok());
+    REQUIRE(control.put("control/abort-stall", to_bytes("rank 2 stalled")).ok());
     ctl.server.erase_prefix("stall-1/");  // what the controller does with an old epoch's keys
     CHECK(control.wait_for({"released/0", "released/1", "released/3"}, 10000ms).ok());
     w.kill(kVictim, SIGKILL);
@@ -522,11 +522,11 @@ TEST_CASE("abort: a rank SIGKILLed inside a busy alltoallv, survivors return wit
       while (iterations < 5000) {
         st = c->alltoallv(send.data(), sc, recv.data(), rc);
         if (!st.ok()) break;
-        if (++iterations == 3 && rank == kVictim) (void)env.store.put("busy-started", bytes("1"));
+        if (++iterations == 3 && rank == kVictim) (void)env.store.put("busy-started", to_bytes("1"));
       }
       int64_t t_err = mono_ns();
       if (rank == kVictim) return std::string("FAIL the victim's loop ended\n");
-      (void)env.store.put("released/" + std::to_string(rank), bytes("1"));
+      (void)env.store.put("released/" + std::to_string(rank), to_bytes("1"));
       auto kill_ns = env.store.fetch("control/kill-ns", 5000ms);
       if (watcher.thread.joinable()) watcher.thread.join();
       rep.check(!st.ok(), "the loop ended with an error");
@@ -550,9 +550,9 @@ TEST_CASE("abort: a rank SIGKILLed inside a busy alltoallv, survivors return wit
     std::this_thread::sleep_for(20ms);
     int64_t kill_ns = mono_ns();
     w.kill(kVictim, SIGKILL);
-    REQUIRE(control.put("control/kill-ns", bytes(std::to_string(kill_ns))).ok());
+    REQUIRE(control.put("control/kill-ns", to_bytes(std::to_string(kill_ns))).ok());
     std::this_thread::sleep_for(50ms);  // the controller's detection delay
-    REQUIRE(control.put("control/abort-busy", bytes("rank 1 was killed")).ok());
+    REQUIRE(control.put("control/abort-busy", to_bytes("rank 1 was killed")).ok());
     auto reports = expect_ok(w, 20000, {kVictim});
     std::printf("abort (%s, SIGKILL of rank 1 of 4 in a busy ~2 MB-per-rank alltoallv, abort 50 ms later): survivors "
                 "returned %s (%s) / %s (%s) / %s (%s) ms after the kill; rebuilt 3-rank epoch connected in %s ms\n",

@@ -15,7 +15,7 @@ using namespace sal::test;
 
 namespace {
 
-struct Cli {
+struct HelpCli {
   std::string dir = temp_dir("help");
   int n = 0;
 
@@ -55,7 +55,7 @@ std::set<std::string> options_listed(const std::string& usage) {
 }  // namespace
 
 TEST_CASE("t0310-cli-help: every listed command answers --help, `salamander help` lists them all, usage errors exit 2") {
-  Cli salamander;
+  HelpCli salamander;
   auto [lrc, list] = salamander({"help", "--list"});
   REQUIRE(lrc == 0);
   const auto commands = lines_of(list);
@@ -123,7 +123,7 @@ TEST_CASE("t0310-cli-help: every listed command answers --help, `salamander help
 }
 
 TEST_CASE("t0310-cli-docs: docs/cli.md is the reference the binary generates") {
-  Cli salamander;
+  HelpCli salamander;
   auto [rc, reference] = salamander({"help", "--markdown"});
   REQUIRE(rc == 0);
   std::ifstream in(std::string(SAL_SOURCE_DIR) + "/docs/cli.md");

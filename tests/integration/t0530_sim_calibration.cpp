@@ -19,7 +19,7 @@ namespace {
 // Steps of about 0.1 s on 2 cores: compute enough that what each worker more costs an
 // oversubscribed CPU stays small beside it. (A tinier model's step time grows faster than linearly
 // with the workers, which the step model's non-negative terms cannot follow.)
-std::string write_job(const std::string& dir) {
+std::string write_calibration_job(const std::string& dir) {
   std::string path = dir + "/job.lua";
   std::ofstream(path) << "return {\n  name = 'calibration',\n"
                       << "  model = { layers = 1, d_model = 128, heads = 4, experts = 8, top_k = 2, seq_len = 64 },\n"
@@ -60,7 +60,7 @@ nlohmann::json command_json(const std::vector<std::string>& args, const std::str
 TEST_CASE("t0530-sim-calibration: a scenario fitted from a drilled run predicts its samples within 10 %") {
   std::string dir = temp_dir("calibration");
   std::string run = dir + "/run";
-  auto j = run_json({bin(), "run", write_job(dir), "--drill", write_drill(dir), "--json", "--out", run},
+  auto j = run_json({bin(), "run", write_calibration_job(dir), "--drill", write_drill(dir), "--json", "--out", run},
                     dir + "/run.out", 90000);
   for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
   int dead = 0;

@@ -16,7 +16,7 @@ using namespace sal::job;
 
 namespace {
 
-std::vector<Participant> workers(std::initializer_list<uint32_t> nodes) {
+std::vector<Participant> ranks_on(std::initializer_list<uint32_t> nodes) {
   std::vector<Participant> out;
   for (auto n : nodes) out.push_back({NodeId(n), 0});
   return out;
@@ -50,48 +50,48 @@ TEST_CASE("fixed expert-parallel plans: ep = ceil(E / slots), each member a slic
 }
 
 TEST_CASE("elastic uses every ready worker and restores only when some state lost every holder") {
-  auto ranks = workers({1, 2, 3, 4});
+  auto ranks = ranks_on({1, 2, 3, 4});
   AppliedPlan a{ranks, {}, 0};
   a.plan.version = 1;
   a.plan.layers.push_back({{2, 2, 2, 2}, {{0, 1}, {2, 3}, {0, 1}, {2, 3}}});
   std::optional<AppliedPlan> cur = a;
-  auto c = choose_workers("elastic", 2, workers({1, 2, 3}), cur, 10, {});
-  CHECK(c.use == workers({1, 2, 3}));
+  auto c = choose_workers("elastic", 2, ranks_on({1, 2, 3}), cur, 10, {});
+  CHECK(c.use == ranks_on({1, 2, 3}));
   CHECK_FALSE(c.restore());
-  c = choose_workers("elastic", 2, workers({1, 2}), cur, 10, {});  // nodes 3 and 4 held the other copies
+  c = choose_workers("elastic", 2, ranks_on({1, 2}), cur, 10, {});  // nodes 3 and 4 held the other copies
   CHECK_FALSE(c.restore());
-  c = choose_workers("elastic", 2, workers({2, 4}), cur, 10, {});  // experts 0 and 1 are gone
+  c = choose_workers("elastic", 2, ranks_on({2, 4}), cur, 10, {});  // experts 0 and 1 are gone
   CHECK(c.restore());
   CHECK(c.why == "every copy lost: layer 0 expert 0, layer 0 expert 1");
-  CHECK_FALSE(choose_workers("elastic", 2, workers({2, 4}), cur, 0, {}).restore());  // nothing committed yet
-  CHECK(lost_state(cur, workers({5})) ==
+  CHECK_FALSE(choose_workers("elastic", 2, ranks_on({2, 4}), cur, 0, {}).restore());  // nothing committed yet
+  CHECK(lost_state(cur, ranks_on({5})) ==
         std::vector<std::string>{"the non-expert units", "layer 0 expert 0", "layer 0 expert 1", "layer 0 expert 2",
                                  "layer 0 expert 3"});
 }
 
 TEST_CASE("fixed-ep-ft: whole groups only, and a restore when no whole group of the plan survives") {
-  std::optional<AppliedPlan> cur = applied_fixed(workers({1, 2, 3, 4}), 4);  // groups {1,2} and {3,4}
-  auto c = choose_workers("fixed-ep-ft", 2, workers({1, 2, 4}), cur, 10, {});
-  CHECK(c.use == workers({1, 2}));  // node 4 idles: half a group
+  std::optional<AppliedPlan> cur = applied_fixed(ranks_on({1, 2, 3, 4}), 4);  // groups {1,2} and {3,4}
+  auto c = choose_workers("fixed-ep-ft", 2, ranks_on({1, 2, 4}), cur, 10, {});
+  CHECK(c.use == ranks_on({1, 2}));  // node 4 idles: half a group
   CHECK_FALSE(c.restore());
-  c = choose_workers("fixed-ep-ft", 2, workers({1, 3, 5, 6}), cur, 10, {});
-  CHECK(c.use == workers({1, 3, 5, 6}));
+  c = choose_workers("fixed-ep-ft", 2, ranks_on({1, 3, 5, 6}), cur, 10, {});
+  CHECK(c.use == ranks_on({1, 3, 5, 6}));
   CHECK(c.restore());  // each group lost a member, though every expert still has a holder
   // a whole group comes first, whatever the rank order: {3,4} survives, 1 is the odd one out
-  c = choose_workers("fixed-ep-ft", 2, workers({1, 3, 4}), cur, 10, {});
-  CHECK(c.use == workers({3, 4}));
+  c = choose_workers("fixed-ep-ft", 2, ranks_on({1, 3, 4}), cur, 10, {});
+  CHECK(c.use == ranks_on({3, 4}));
   CHECK_FALSE(c.restore());
-  c = choose_workers("fixed-ep-ft", 2, workers({1}), cur, 10, {});
+  c = choose_workers("fixed-ep-ft", 2, ranks_on({1}), cur, 10, {});
   CHECK(c.use.empty());
   CHECK(c.why.find("fewer than one expert-parallel group of 2") != std::string::npos);
 }
 
 TEST_CASE("checkpoint-restart: any change of the workers in use restarts from the checkpoint") {
-  std::optional<AppliedPlan> cur = applied_fixed(workers({1, 2, 3, 4}), 4);
-  CHECK_FALSE(choose_workers("checkpoint-restart", 2, workers({1, 2, 3, 4}), cur, 10, {}).restore());
-  CHECK_FALSE(choose_workers("checkpoint-restart", 2, workers({1, 2, 3, 4, 5}), cur, 10, {}).restore());  // half a group joined
-  CHECK(choose_workers("checkpoint-restart", 2, workers({1, 2, 3}), cur, 10, {}).restore());
-  CHECK(choose_workers("checkpoint-restart", 2, workers({1, 2, 3, 4, 5, 6}), cur, 10, {}).restore());
+  std::optional<AppliedPlan> cur = applied_fixed(ranks_on({1, 2, 3, 4}), 4);
+  CHECK_FALSE(choose_workers("checkpoint-restart", 2, ranks_on({1, 2, 3, 4}), cur, 10, {}).restore());
+  CHECK_FALSE(choose_workers("checkpoint-restart", 2, ranks_on({1, 2, 3, 4, 5}), cur, 10, {}).restore());  // half a group joined
+  CHECK(choose_workers("checkpoint-restart", 2, ranks_on({1, 2, 3}), cur, 10, {}).restore());
+  CHECK(choose_workers("checkpoint-restart", 2, ranks_on({1, 2, 3, 4, 5, 6}), cur, 10, {}).restore());
 }
 
 // The names of units [from, from + n) of an 11-unit book's model.
@@ -105,7 +105,7 @@ TEST_CASE("the snapshot book: complete once some rank wrote every unit, dropped 
   char tmpl[] = "/tmp/sal-snap-XXXXXX";
   std::string root = mkdtemp(tmpl);
   ckpt::SnapshotBook book(root, 11, 2);
-  auto r = workers({1, 2});
+  auto r = ranks_on({1, 2});
   std::string dir = book.begin(10, r);
   CHECK(dir == root + "/step-10");
   std::filesystem::create_directories(dir);
@@ -124,18 +124,18 @@ TEST_CASE("the snapshot book: complete once some rank wrote every unit, dropped 
 
   // a writer lost: the snapshot is dropped only when the ranks left cannot cover its units
   book.begin(20, r);
-  CHECK(book.drop_waiting_on_lost(workers({1})) == std::vector<uint64_t>{});  // rank 1 still writes
+  CHECK(book.drop_waiting_on_lost(ranks_on({1})) == std::vector<uint64_t>{});  // rank 1 still writes
   auto alone = book.answer(r[0], 20, true, {units(0, 6), 0, 0, 0}, "");
   CHECK_FALSE(alone.ok());  // the last rank answered: 6 of 11
   CHECK(alone.error().message().find("6 of the model's 11 units") != std::string::npos);
   book.begin(25, r);
   (void)book.answer(r[0], 25, true, {units(0, 6), 0, 0, 0}, "");
-  CHECK(book.drop_waiting_on_lost(workers({1})) == std::vector<uint64_t>{25});
+  CHECK(book.drop_waiting_on_lost(ranks_on({1})) == std::vector<uint64_t>{25});
 
   // two copies of each unit: the loss of either writer leaves a complete snapshot
-  auto three = workers({1, 2, 3});
+  auto three = ranks_on({1, 2, 3});
   book.begin(30, three);
-  CHECK(book.drop_waiting_on_lost(workers({1, 3})) == std::vector<uint64_t>{});  // rank 2 lost
+  CHECK(book.drop_waiting_on_lost(ranks_on({1, 3})) == std::vector<uint64_t>{});  // rank 2 lost
   (void)book.answer(three[0], 30, true, {units(0, 8), 0, 0, 0}, "");
   auto covered = book.answer(three[2], 30, true, {units(4, 7), 0, 0, 0}, "");
   REQUIRE(covered.ok());

@@ -7,10 +7,12 @@
 #include <map>
 #include <set>
 
+#include "job/driver_harness.h"
 #include "job/plan_switch.h"
 
 using namespace sal;
 using namespace sal::job;
+using sal::job::test::workers;
 
 namespace {
 
@@ -31,11 +33,6 @@ plan::Plan make_plan(std::vector<std::vector<plan::ExpertId>> slots, uint32_t ex
   return p;
 }
 
-std::vector<Participant> workers(std::initializer_list<uint32_t> nodes) {
-  std::vector<Participant> out;
-  for (auto n : nodes) out.push_back({n, 0});
-  return out;
-}
 
 // What each new rank holds after the switch: its old holdings (if it was a rank) plus what it receives.
 std::map<uint32_t, std::set<std::pair<int, int>>> after(const AppliedPlan& old, const PlanSwitch& sw) {

@@ -20,7 +20,7 @@ ApiRegistry make_registry() {
   return reg;
 }
 
-Status run(Sandbox& sb, const std::string& code) {
+Status run_chunk(Sandbox& sb, const std::string& code) {
   SAL_TRY(sb.load(code, "=t"));
   return sb.call(0, 0, {.deadline_ms = 500});
 }
@@ -32,15 +32,15 @@ TEST_CASE("functions are installed for the role and nothing more") {
   Sandbox obs({.name = "obs"});
   reg.install(obs, Role::observe);
   obs.set_identity("bob (observe)");
-  CHECK(run(obs, "assert(job.status() == 7)").ok());
-  auto refused = run(obs, "job.kill(1)");
+  CHECK(run_chunk(obs, "assert(job.status() == 7)").ok());
+  auto refused = run_chunk(obs, "job.kill(1)");
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message().find("job.kill needs role operate; bob (observe) has role observe") !=
         std::string::npos);
   Sandbox op({.name = "op"});
   reg.install(op, Role::operate);
-  CHECK(run(op, "assert(job.kill(1) == true)").ok());
-  CHECK(run(op, "job.status = nil").error().message().find("job is read-only") != std::string::npos);
+  CHECK(run_chunk(op, "assert(job.kill(1) == true)").ok());
+  CHECK(run_chunk(op, "job.status = nil").error().message().find("job is read-only") != std::string::npos);
 }
 
 TEST_CASE("every call of a function that acts is reported before it runs, with its arguments") {
@@ -52,7 +52,7 @@ TEST_CASE("every call of a function that acts is reported before it runs, with i
   Sandbox sb({.name = "t"});
   sb.set_identity("alice");
   reg.install(sb, Role::admin);
-  CHECK(run(sb, "job.status() job.kill(3, 'x')").ok());
+  CHECK(run_chunk(sb, "job.status() job.kill(3, 'x')").ok());
   CHECK(calls == std::vector<std::string>{"job.kill/2/alice"});
 }
 
@@ -60,10 +60,10 @@ TEST_CASE("a C++ exception becomes a Lua error naming the function") {
   auto reg = make_registry();
   Sandbox sb({.name = "t"});
   reg.install(sb, Role::admin);
-  auto s = run(sb, "job.fail()");
+  auto s = run_chunk(sb, "job.fail()");
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().message().find("job.fail: no such node") != std::string::npos);
-  CHECK(run(sb, "local ok, err = pcall(job.fail) assert(not ok and err:find('no such node'))").ok());
+  CHECK(run_chunk(sb, "local ok, err = pcall(job.fail) assert(not ok and err:find('no such node'))").ok());
 }
 
 TEST_CASE("help comes from the registrations") {
@@ -75,7 +75,7 @@ TEST_CASE("help comes from the registrations") {
   std::string printed;
   Sandbox sb({.name = "t", .print = [&](const std::string& s) { printed += s; }});
   reg.install(sb, Role::observe);
-  CHECK(run(sb, "help(job.status)").ok());
+  CHECK(run_chunk(sb, "help(job.status)").ok());
   CHECK(printed.find("Where the job stands.") != std::string::npos);
 }
 

@@ -108,7 +108,7 @@ void check_same(State& ours, State& theirs, const std::string& s, const std::str
   }
 }
 
-Status run(Sandbox& sb, const std::string& code, int64_t budget_ms) {
+Status run_budgeted(Sandbox& sb, const std::string& code, int64_t budget_ms) {
   SAL_TRY(sb.load(code, "=test"));
   return sb.call(0, 0, {.deadline_ms = budget_ms, .what = "test budget"});
 }
@@ -117,13 +117,13 @@ Status run(Sandbox& sb, const std::string& code, int64_t budget_ms) {
 void check_stopped(Sandbox& sb, const std::string& code) {
   CAPTURE(code);
   int64_t t0 = mono_ns();
-  auto s = run(sb, code, 300);
+  auto s = run_budgeted(sb, code, 300);
   double ms = double(mono_ns() - t0) / 1e6;
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().message().find("test budget exceeded") != std::string::npos);
   CHECK(ms >= 290);
   CHECK(ms < 500);
-  CHECK(run(sb, "assert(('abc'):find('b') == 2)", 300).ok());
+  CHECK(run_budgeted(sb, "assert(('abc'):find('b') == 2)", 300).ok());
 }
 
 }  // namespace
@@ -198,12 +198,12 @@ TEST_CASE("runaway C calls stop at the budget with its error, and the state stay
   // Back-references and %b over a long subject: quadratic.
   check_stopped(sb, "local s = ('ab'):rep(2e5) string.find(s, '(.-)%1b$')");
   // Sorting a long table in C, without a comparator and with a C one.
-  REQUIRE(run(sb, "T = {} for i = 1, 3e6 do T[i] = (i * 7919) % 3e6 end", 10000).ok());
+  REQUIRE(run_budgeted(sb, "T = {} for i = 1, 3e6 do T[i] = (i * 7919) % 3e6 end", 10000).ok());
   check_stopped(sb, "table.sort(T) table.sort(T) table.sort(T)");
   // A sort stopped by the budget loses nothing: the array is still a permutation of its values.
-  REQUIRE(run(sb, "SUM = 0 for i = 1, #T do SUM = SUM + T[i] end", 5000).ok());
-  CHECK_FALSE(run(sb, "for i = 1, 100 do table.sort(T) table.sort(T, function(a, b) return a > b end) end", 50).ok());
-  CHECK(run(sb, "local s = 0 for i = 1, #T do s = s + T[i] end assert(s == SUM and #T == 3e6)", 5000).ok());
+  REQUIRE(run_budgeted(sb, "SUM = 0 for i = 1, #T do SUM = SUM + T[i] end", 5000).ok());
+  CHECK_FALSE(run_budgeted(sb, "for i = 1, 100 do table.sort(T) table.sort(T, function(a, b) return a > b end) end", 50).ok());
+  CHECK(run_budgeted(sb, "local s = 0 for i = 1, #T do s = s + T[i] end assert(s == SUM and #T == 3e6)", 5000).ok());
   check_stopped(sb, "while true do table.sort(T, rawequal) end");
   // A Lua comparator: LuaJIT's sort, stopped by the instruction hook.
   check_stopped(sb, "table.sort(T, function(a, b) return a > b end)");

@@ -19,7 +19,7 @@ using sal::mesh::CpuShares;
 
 namespace {
 
-std::string read_file(const std::string& path) {
+std::string file_contents(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
   s << in.rdbuf();
@@ -73,9 +73,9 @@ TEST_CASE("cpu share: the quota is share x a 10 ms period, longer periods below 
   CHECK(two->quota_us() == 20000);
   // confine writes the period, the quota and the pid into the group's files
   REQUIRE(half->confine(4242, "a1-w0").ok());
-  CHECK(read_file(root + "/sal-test/a1-w0/cpu.cfs_period_us") == "10000");
-  CHECK(read_file(root + "/sal-test/a1-w0/cpu.cfs_quota_us") == "5000");
-  CHECK(read_file(root + "/sal-test/a1-w0/cgroup.procs") == "4242");
+  CHECK(file_contents(root + "/sal-test/a1-w0/cpu.cfs_period_us") == "10000");
+  CHECK(file_contents(root + "/sal-test/a1-w0/cpu.cfs_quota_us") == "5000");
+  CHECK(file_contents(root + "/sal-test/a1-w0/cgroup.procs") == "4242");
   CHECK(CpuShares::worker_group(1234, 3) == "a1234-w3");
   std::system(("rm -rf " + root).c_str());
 }
@@ -102,9 +102,9 @@ TEST_CASE("cpu share: a live process is confined to its own group, which goes wi
   auto s = shares->confine(child, name);
   INFO((s.ok() ? "" : s.error().message()));
   REQUIRE(s.ok());
-  const std::string membership = read_file("/proc/" + std::to_string(child) + "/cgroup");
+  const std::string membership = file_contents("/proc/" + std::to_string(child) + "/cgroup");
   CHECK(membership.find(":cpu:/salamander-test-live/" + name) != std::string::npos);
-  CHECK(read_file(shares->path() + "/" + name + "/cpu.cfs_quota_us") == "2500\n");
+  CHECK(file_contents(shares->path() + "/" + name + "/cpu.cfs_quota_us") == "2500\n");
   // released while the process still runs: it goes back to the root group, the group goes
   REQUIRE(shares->release(name).ok());
   CHECK_FALSE(exists(shares->path() + "/" + name));

@@ -16,23 +16,23 @@ using nlohmann::json;
 
 namespace {
 
-struct TempDir {
+struct SimReportDir {
   std::string path;
-  TempDir() {
+  SimReportDir() {
     char tmpl[] = "/tmp/sal-simreport-XXXXXX";
     path = mkdtemp(tmpl);
   }
-  ~TempDir() { std::filesystem::remove_all(path); }
+  ~SimReportDir() { std::filesystem::remove_all(path); }
 };
 
-std::string slurp(const std::string& path) {
+std::string read_text(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
 
-size_t occurrences(const std::string& text, const std::string& what) {
+size_t count_of(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
   return n;
@@ -98,8 +98,8 @@ TEST_CASE("the sim report shows each strategy, its statistics and plots") {
   CHECK(html.find("seed <b>7</b>") != std::string::npos);
   CHECK(html.find("events <b>123456</b>") != std::string::npos);
   CHECK(html.find("3.25 s") != std::string::npos);
-  CHECK(occurrences(html, "salamander") >= 4);
-  CHECK(occurrences(html, "ckpt-restart") >= 4);
+  CHECK(count_of(html, "salamander") >= 4);
+  CHECK(count_of(html, "ckpt-restart") >= 4);
   CHECK(html.find("Point 1 of 2: failures.per_hour = 0.01") != std::string::npos);
   CHECK(html.find("Point 2 of 2: failures.per_hour = 0.05") != std::string::npos);
   // mean ± se with each column's decimals
@@ -116,8 +116,8 @@ TEST_CASE("the sim report shows each strategy, its statistics and plots") {
   CHECK(html.find("<td>1.703</td>") != std::string::npos);
   CHECK(html.find("<td>1.000</td>") != std::string::npos);
   // plots: goodput and live nodes per point, recovery per point, one sweep plot
-  CHECK(occurrences(html, "<svg") == 2 * 3 + 1);
-  CHECK(occurrences(html, "Goodput over time") == 2);
+  CHECK(count_of(html, "<svg") == 2 * 3 + 1);
+  CHECK(count_of(html, "Goodput over time") == 2);
   CHECK(html.find("time (s)") != std::string::npos);
   CHECK(html.find("Sweep: jct_s against failures.per_hour") != std::string::npos);
   // recovery: table rows with predicted and observed, only for the strategy that recorded them
@@ -140,7 +140,7 @@ TEST_CASE("a result missing fields still renders, with placeholders") {
   CHECK(html.find("a&lt;b") != std::string::npos);
   CHECK(html.find("spare") != std::string::npos);
   CHECK(html.find("<h2>Results</h2>") != std::string::npos);
-  CHECK(occurrences(html, kMissing) > 20);
+  CHECK(count_of(html, kMissing) > 20);
   CHECK(html.find("<svg") == std::string::npos);  // no series to draw
   CHECK(html.find("Recovery probability") == std::string::npos);
 
@@ -148,16 +148,16 @@ TEST_CASE("a result missing fields still renders, with placeholders") {
       {"jct_s": "x", "ettr": {"mean": "y"}, "goodput": [1, "y", 3], "bucket_s": 10, "recovery": "none"}]}]})");
   std::string html2 = sim_report_html(wrong_types);
   CHECK(html2.find("strategy 1") != std::string::npos);
-  CHECK(occurrences(html2, "<svg") == 1);  // the goodput line, with a gap
+  CHECK(count_of(html2, "<svg") == 1);  // the goodput line, with a gap
 
   CHECK(sim_report_html(json::object()).find("no sweep points") != std::string::npos);
 }
 
 TEST_CASE("write_sim_report writes the page, and its errors name the path") {
-  TempDir dir;
+  SimReportDir dir;
   std::string path = dir.path + "/sim.html";
   REQUIRE(write_sim_report(full_result(), path));
-  CHECK(slurp(path) == sim_report_html(full_result()));
+  CHECK(read_text(path) == sim_report_html(full_result()));
 
   std::string bad = dir.path + "/missing/sim.html";
   auto written = write_sim_report(full_result(), bad);

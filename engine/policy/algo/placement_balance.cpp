@@ -46,7 +46,7 @@ std::vector<int> members(const Bits& a, int nodes) {
 std::string key(const Bits& a) { return std::string(reinterpret_cast<const char*>(a.data()), a.size() * 8); }
 
 // The layer as the balancer changes it: units[e][n], node slot lists, per-replica work, node work.
-struct Layout {
+struct BalanceLayout {
   int N = 0, E = 0, words = 0;
   std::vector<std::vector<int>> nodes;
   std::vector<std::vector<int>> units;  // [e][n]
@@ -96,7 +96,7 @@ double imbalance_of(const std::vector<double>& work) {
 // exactly its nodes).
 class Family {
  public:
-  explicit Family(const Layout& L) {
+  explicit Family(const BalanceLayout& L) {
     std::map<std::string, Bits> distinct;
     for (int e = 0; e < L.E; ++e)
       if (L.replicas[size_t(e)] > 0) distinct.emplace(key(L.sets[size_t(e)]), L.sets[size_t(e)]);
@@ -147,7 +147,7 @@ class Family {
 
   // Whether experts changed[i] taking node sets after[i] keeps the family (see the header), and
   // each still spans enough nodes. Commits the realizer counts when `apply`.
-  bool keeps(const Layout& L, const std::vector<int>& changed, const std::vector<Bits>& after, bool apply) {
+  bool keeps(const BalanceLayout& L, const std::vector<int>& changed, const std::vector<Bits>& after, bool apply) {
     std::vector<std::pair<int, int>> delta;  // (set, +-1)
     std::vector<int> now(changed.size());
     for (size_t i = 0; i < changed.size(); ++i) {
@@ -187,8 +187,8 @@ class Family {
   std::vector<int> eq_;  // per expert: the minimal set it realizes, or -1
 };
 
-Result<Layout> make_layout(const LayerPlacement& start, const std::vector<double>& loads, int floor) {
-  Layout L;
+Result<BalanceLayout> make_layout(const LayerPlacement& start, const std::vector<double>& loads, int floor) {
+  BalanceLayout L;
   L.N = int(start.nodes.size());
   if (L.N == 0) return fail("a placement needs at least one node");
   L.words = (L.N + 63) / 64;
@@ -254,8 +254,8 @@ class OpenSlots {
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap_;
 };
 
-Layout redeal(const Layout& start, const Family& F) {
-  Layout L = start;
+BalanceLayout redeal(const BalanceLayout& start, const Family& F) {
+  BalanceLayout L = start;
   std::vector<std::pair<double, int>> free_units;  // (-w, e) per expert with units to deal: heaviest first
   std::vector<int> count(size_t(L.E), 0);
   for (int e = 0; e < L.E; ++e) {
@@ -311,9 +311,9 @@ Layout redeal(const Layout& start, const Family& F) {
 
 // ---------- phase 2: local search ----------
 
-class Search {
+class BalanceSearch {
  public:
-  Search(Layout& L, Family& F, uint64_t budget)
+  BalanceSearch(BalanceLayout& L, Family& F, uint64_t budget)
       : L_(L), F_(F), budget_(budget), in_union_(size_t(L.N), 0), inside_(size_t(L.E)) {
     double sum = 0;
     for (double x : L_.work) sum += x;
@@ -538,7 +538,7 @@ class Search {
   // lowers the maximum, and it bounds a step's work on large layers.
   static constexpr size_t kLightestNodes = 64;
 
-  Layout& L_;
+  BalanceLayout& L_;
   Family& F_;
   uint64_t budget_, evaluations_ = 0;
   double eps_ = 0, sq_ = 0, max_ = 0;
@@ -549,7 +549,7 @@ class Search {
   std::vector<Move> candidates_;
 };
 
-double max_work(const Layout& L) { return *std::max_element(L.work.begin(), L.work.end()); }
+double max_work(const BalanceLayout& L) { return *std::max_element(L.work.begin(), L.work.end()); }
 
 }  // namespace
 
@@ -563,11 +563,11 @@ Result<BalanceResult> balance_placement(const LayerPlacement& start, const std::
                                         const BalanceOptions& options) {
   auto made = make_layout(start, loads, options.floor);
   if (!made) return made.error().with_context("balancing a placement");
-  Layout L = std::move(*made);
+  BalanceLayout L = std::move(*made);
   BalanceResult r;
   r.before = imbalance_of(L.work);
   Family family(L);
-  Layout dealt = redeal(L, family);
+  BalanceLayout dealt = redeal(L, family);
   bool dealt_ok = Family(dealt).same_sets(family) && max_work(dealt) < max_work(L);
   for (int e = 0; e < dealt.E && dealt_ok; ++e) dealt_ok = popcount(dealt.sets[size_t(e)]) >= dealt.need[size_t(e)];
   if (dealt_ok) {
@@ -577,7 +577,7 @@ Result<BalanceResult> balance_placement(const LayerPlacement& start, const std::
   const uint64_t budget = options.max_evaluations
                               ? options.max_evaluations
                               : std::clamp(kBudgetWork / uint64_t(L.N), kMinEvaluations, kMaxEvaluations);
-  Search search(L, family, budget);
+  BalanceSearch search(L, family, budget);
   r.moves = search.run();
   r.evaluations = search.evaluations();
   r.after = imbalance_of(L.work);
