@@ -431,12 +431,17 @@ void Agent::finish(int code, const std::string& reason) {
 }
 
 // A worker that stops reporting (frozen, or hung outside its control loop) is as good as dead
-// to the job: it is killed, and its exit is reported like any other, with the reason. When the
-// agent itself was stopped (the whole node frozen, then resumed), its workers were too: their
-// silence is not theirs, and they get a fresh window.
+// to the job: it is killed, and its exit is reported like any other, with the reason. A worker
+// still starting (loading its device: the GPU plugin and CUDA's libraries take a while on a busy
+// machine) has kStartWindowMs before its silence counts, so that the reason it may give for not
+// starting reaches the user rather than "unresponsive". When the agent itself was stopped (the
+// whole node frozen, then resumed), its workers were too: their silence is not theirs, and they
+// get a fresh window.
 void Agent::check_workers() {
   if (phase_ != Phase::running) return;
+  constexpr int64_t kStartWindowMs = 10000;
   int64_t limit_ns = int64_t(heartbeat_ms_) * miss_limit_ * 1'000'000;
+  const int64_t start_limit_ns = std::max(limit_ns, kStartWindowMs * 1'000'000);
   int64_t now = mono_ns(), gap = last_check_ns_ ? now - last_check_ns_ : 0;
   last_check_ns_ = now;
   if (gap >= limit_ns) {
@@ -449,7 +454,7 @@ void Agent::check_workers() {
   for (auto& w : workers_) {
     if (w.exited || w.last_seen_ns == 0 || !w.proc || !w.proc->running()) continue;
     int64_t silent = mono_ns() - w.last_seen_ns;
-    if (silent < limit_ns) continue;
+    if (silent < (w.state == wire::WorkerState::starting ? start_limit_ns : limit_ns)) continue;
     w.last_error = "unresponsive: silent for " + std::to_string(silent / 1'000'000) + " ms";
     spdlog::warn("worker {} {}; killing it", w.index, w.last_error);
     w.proc->signal(SIGKILL);
