@@ -1,6 +1,7 @@
 // command_line.cpp — see command_line.h.
 #include "cli/command_line.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/common.h"
