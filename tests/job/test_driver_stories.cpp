@@ -195,13 +195,28 @@ TEST_CASE("a snapshot written more slowly than the steps between two: warned onc
   CHECK(warned == 1);
 }
 
-TEST_CASE("a writer lost in the middle of a snapshot: the other holders' copies complete it") {
+namespace {
+
+// Four workers, a dense snapshot every 2 steps, two steps committed: the snapshot of step 2 has
+// begun on every rank.
+DriverConfig snapshot_every_2() {
   auto cfg = small_job();
   cfg.checkpoint_every = 2;
-  Harness h(cfg);
+  return cfg;
+}
+
+void begin_snapshot_of_step_2(Harness& h) {
   h.start(workers({0, 1, 2, 3}));
   h.commit_step();
-  h.commit_step();  // the snapshot of step 2 begins on every rank
+  h.commit_step();
+}
+
+}  // namespace
+
+TEST_CASE("a writer lost in the middle of a snapshot: the other holders' copies complete it") {
+  const auto cfg = snapshot_every_2();
+  Harness h(cfg);
+  begin_snapshot_of_step_2(h);
   auto names = [&](size_t from, size_t n) { return unit_names(cfg.model, from, n); };
   h.on(in::Saved{wire::SaveDone{0, 0, 2, true, "", 7, true, 1, 5, 100, names(0, 7)}});
   h.lose(1);  // wrote units 7-12 (it would have answered now)
@@ -217,12 +232,9 @@ TEST_CASE("a writer lost in the middle of a snapshot: the other holders' copies 
 }
 
 TEST_CASE("a snapshot whose missing units have no writer left is dropped, and said so") {
-  auto cfg = small_job();
-  cfg.checkpoint_every = 2;
+  const auto cfg = snapshot_every_2();
   Harness h(cfg);
-  h.start(workers({0, 1, 2, 3}));
-  h.commit_step();
-  h.commit_step();
+  begin_snapshot_of_step_2(h);
   h.on(in::Saved{wire::SaveDone{0, 0, 2, true, "", 7, true, 1, 5, 100, unit_names(cfg.model, 0, 7)}});
   h.on(in::Saved{wire::SaveDone{2, 0, 2, true, "", 0, true, 1, 5, 100, {}}});
   h.on(in::Saved{wire::SaveDone{3, 0, 2, true, "", 0, true, 1, 5, 100, {}}});
