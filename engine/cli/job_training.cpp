@@ -5,17 +5,7 @@ namespace sal::cli {
 
 runtime::TrainSpec train_spec_of(const job::JobConfig& job) {
   runtime::TrainSpec s;
-  const auto& m = job.model;
-  s.dims.layers = int(m.layers);
-  s.dims.d = int(m.d_model);
-  s.dims.heads = int(m.heads);
-  s.dims.experts = int(m.experts);
-  s.dims.top_k = int(m.top_k);
-  s.dims.seq_len = int(m.seq_len);
-  s.dims.vocab = int(m.vocab);
-  s.dims.aux_weight = float(m.aux_loss_weight);
-  s.dims.skew = float(m.skew);
-  s.dims.hot_experts = int(m.hot_experts);
+  s.dims = job::model_dims(job.model);
   s.data_path = job::resolve_path(job, job.data.path);
   s.data_format = job.data.format;
   s.optim.lr = job.train.lr;

@@ -10,6 +10,7 @@
 
 #include "core/model_shape.h"
 #include "core/result.h"
+#include "model/dims.h"  // header only: sal_job does not link the model
 #include "job/overrides.h"
 
 namespace sal::job {
@@ -31,6 +32,18 @@ struct ModelConfig {
 // The operator sizes of the model (the shared description in core/model_shape.h).
 inline ModelShape model_shape(const ModelConfig& m) {
   return ModelShape{int(m.layers), int(m.d_model), int(m.experts), int(m.seq_len), int(m.vocab)};
+}
+
+// The whole model as the model code, the workers and a checkpoint's manifest take it.
+inline model::Dims model_dims(const ModelConfig& m) {
+  model::Dims d;
+  static_cast<ModelShape&>(d) = model_shape(m);
+  d.heads = int(m.heads);
+  d.top_k = int(m.top_k);
+  d.aux_weight = float(m.aux_loss_weight);
+  d.skew = float(m.skew);
+  d.hot_experts = int(m.hot_experts);
+  return d;
 }
 
 // The default corpus: the fortune cookie files of Debian's `fortunes` package (plain English

@@ -26,18 +26,9 @@ std::string store_bind(const std::string& mesh_endpoint) {
   return "tcp://127.0.0.1:*";
 }
 
-// The model's shape as a checkpoint's manifest records it.
-model::Dims manifest_dims(const job::JobConfig& job) {
-  model::Dims d;
-  d.layers = int(job.model.layers), d.d = int(job.model.d_model), d.heads = int(job.model.heads);
-  d.experts = int(job.model.experts), d.top_k = int(job.model.top_k), d.seq_len = int(job.model.seq_len);
-  d.vocab = int(job.model.vocab);
-  return d;
-}
-
 // A checkpoint's manifest: its step and units, the job's model shape and token format.
 Status write_job_manifest(const std::string& dir, uint64_t step, size_t units, const job::JobConfig& job) {
-  return ckpt::write_manifest(dir, step, units, manifest_dims(job), job.data.format);
+  return ckpt::write_manifest(dir, step, units, job::model_dims(job.model), job.data.format);
 }
 
 }  // namespace
