@@ -3,17 +3,23 @@
 // (the job, the mesh endpoint the agents reconnect to, the committed steps, the plan in force).
 // Prints its endpoints first ("mesh ENDPOINT", "repl ENDPOINT", and "metrics URL" when metrics.bind
 // is set) so scripts can read them, then the progress line, and at the end the summary,
-// summary.json and report.html, as `salamander run` does.
+// summary.json and report.html, as `salamander run` does. Without a job file it serves the embedded
+// default, as `run` does. With --drill it runs a failure drill; a resumed controller goes on with
+// the drill its journal names. --host-fd links it to the `salamander run` that hosts it
+// (cli/host_link.h): a drill's `add` and kill{controller = true} are asked of the host.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <zmq.hpp>
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/host_link.h"
 #include "cli/progress.h"
 #include "cli/run_summary.h"
 #include "core/clock.h"
+#include "core/lifetime.h"
 #include "core/paths.h"
 #include "drill/runner.h"
 #include "mesh/controller.h"
@@ -48,17 +54,38 @@ Status security_options(const Parsed& p, job::SecurityConfig& security) {
   return {};
 }
 
+// The drill to run: --drill, else the one a resumed job's journal names.
+Result<std::optional<drill::DrillSpec>> controller_drill(const Parsed& p, const std::optional<job::DrillProgress>& resumed) {
+  if (!resumed || p.has("--drill")) return drill_option(p);
+  auto spec = drill::load_drill(resumed->drill.file, resumed->drill.args);
+  if (!spec) return spec.error().with_context("the journal's drill");
+  return std::optional(std::move(*spec));
+}
+
+// --host-fd: the drill's `add` and kill{controller = true} become requests to the hosting run.
+void link_to_host(mesh::Controller& c, int fd) {
+  c.add_nodes = [fd](int count) { return send_host_request(fd, {HostRequest::Kind::add, count}); };
+  c.restart_controller = [fd](double after_s) {
+    return send_host_request(fd, {HostRequest::Kind::restart, int64_t(after_s * 1e3)});
+  };
+}
+
 }  // namespace
 
 int cmd_controller(const Command& cmd, const Parsed& p) {
   auto resume_dir = p.get("--resume");
-  if (p.positional.empty() && !resume_dir)
-    return usage_error(cmd, "a job file is required (e.g. scripts/jobs/quickstart.lua), or --resume RUN_DIR");
   if (!p.positional.empty() && resume_dir) return usage_error(cmd, "--resume takes the job from the journal: no job file");
   auto sets = job_overrides(p);
   if (!sets) return usage_error(cmd, sets.error().message());
   if (resume_dir && !sets->empty()) return usage_error(cmd, "--resume takes the job from the journal: no --set");
-  if (auto s = setup_logging(p, "controller"); !s) return usage_error(cmd, s.error().message());
+  auto host_fd = p.get_int("--host-fd", -1, 3, 1024);
+  auto parent = p.get_int("--parent-pid", 0, 0, INT32_MAX);
+  if (!host_fd) return usage_error(cmd, host_fd.error().message());
+  if (!parent) return usage_error(cmd, parent.error().message());
+  die_with_parent(pid_t(*parent));
+  // hosted by `salamander run`: its terminal shows the progress line and warnings, as run's does
+  if (auto s = setup_logging(p, "controller", "", *host_fd >= 0 ? "warn" : ""); !s)
+    return usage_error(cmd, s.error().message());
   std::optional<job::JournalState> journal;
   Result<job::JobConfig> job = fail("no job");
   if (resume_dir) {
@@ -70,7 +97,7 @@ int cmd_controller(const Command& cmd, const Parsed& p) {
       job = r.error();
     }
   } else {
-    job = load_job(p.positional[0], *sets);
+    job = load_job(p.positional.empty() ? std::nullopt : std::optional(p.positional[0]), *sets);
   }
   if (!job) {
     std::fprintf(stderr, "salamander controller: %s\n", job.error().message().c_str());
@@ -80,7 +107,16 @@ int cmd_controller(const Command& cmd, const Parsed& p) {
   if (auto r = p.get("--repl")) job->repl.bind = *r;
   if (auto s = metrics_option(p, *job); !s) return usage_error(cmd, s.error().message());
   if (auto s = security_options(p, job->security); !s) return usage_error(cmd, s.error().message());
-  int64_t default_steps = journal ? journal->job->max_steps : job->train.steps;
+  std::optional<job::DrillProgress> resumed_drill = journal ? journal->drill : std::nullopt;
+  auto drill_spec = controller_drill(p, resumed_drill);
+  if (!drill_spec) {
+    std::fprintf(stderr, "salamander controller: %s\n", drill_spec.error().message().c_str());
+    return 1;
+  }
+  const job::DrillProgress* drill_progress = resumed_drill && !p.has("--drill") ? &*resumed_drill : nullptr;
+  int64_t default_steps = journal ? journal->job->max_steps
+                          : *drill_spec && (*drill_spec)->steps ? *(*drill_spec)->steps
+                                                                 : job->train.steps;
   auto steps = p.get_int("--steps", default_steps, 0, INT64_MAX);
   if (!steps) return usage_error(cmd, steps.error().message());
   sim::SimJobs sim_jobs;  // the REPL's sim.run jobs: outlive the controller
@@ -134,9 +170,14 @@ int cmd_controller(const Command& cmd, const Parsed& p) {
       return {};
     };
     controller.drill_status = [&] { return drill ? drill->status() : nlohmann::ordered_json(); };
+    if (*host_fd >= 0) link_to_host(controller, int(*host_fd));
     if (auto s = controller.start(); !s) {
       std::fprintf(stderr, "salamander controller: %s\n", s.error().message().c_str());
       return 1;
+    }
+    if (*drill_spec) {
+      drill = std::make_unique<drill::DrillRunner>(controller, loop.get(), std::move(**drill_spec), drill_progress);
+      drill->start();
     }
     std::printf("mesh %s\nrepl %s\n", controller.mesh_endpoint().c_str(), controller.repl_endpoint().c_str());
     if (!controller.metrics_url().empty()) std::printf("metrics %s\n", controller.metrics_url().c_str());
@@ -148,6 +189,7 @@ int cmd_controller(const Command& cmd, const Parsed& p) {
     if (!finished_ns) finished_ns = mono_ns();
     RunView v = view();
     if (drill) v.expectations = drill->check();
+    if (rc == 0 && std::any_of(v.expectations.begin(), v.expectations.end(), [](const auto& e) { return !e.ok; })) rc = 1;
     auto j = run_summary(v);
     if (auto s = write_run_outputs(v, j); !s) std::fprintf(stderr, "not written: %s\n", s.error().message().c_str());
     if (json) {

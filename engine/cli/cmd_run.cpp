@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/hosted_run.h"
 #include "cli/local_run.h"
 #include "ckpt/format.h"
 #include "core/paths.h"
@@ -23,12 +24,6 @@
 
 namespace sal::cli {
 namespace {
-
-Result<std::map<std::string, std::string>> drill_args(const std::string& text) {
-  auto kvs = key_values("--drill-arg", text);
-  if (!kvs) return kvs.error();
-  return std::map<std::string, std::string>(kvs->begin(), kvs->end());
-}
 
 Result<std::vector<std::string>> recovery_modes(const std::string& text) {
   static const std::vector<std::string> known{"elastic", "fixed-ep-ft", "checkpoint-restart"};
@@ -70,8 +65,27 @@ struct RunOutcome {
   bool interrupted = false;  // by SIGINT or SIGTERM
 };
 
-// One local run.
-RunOutcome run_once(const LocalRunOptions& o) {
+// A drill that kills the controller: the run hosts its controller as a child process
+// (hosted_run.h), started with the job and drill options of this command line.
+RunOutcome run_hosted(const LocalRunOptions& o, std::vector<std::string> args) {
+  // the mode --modes runs, after the command line's own --set
+  std::string recovery = "train.recovery=" + o.job.train.recovery;
+  auto set = std::find(args.begin(), args.end(), "--set");
+  if (set != args.end()) *std::next(set) += "," + recovery;
+  else args.insert(args.end(), {"--set", recovery});
+  EventLoop loop;
+  HostedRun run(loop, HostedRunOptions{o, std::move(args)});
+  if (auto s = run.start(); !s) {
+    std::fprintf(stderr, "salamander run: %s\n", s.error().message().c_str());
+    return {1, false};
+  }
+  loop.run();
+  return {run.exit_code(), run.interrupted()};
+}
+
+// One local run (hosted: the controller's command line when it runs in a child process).
+RunOutcome run_once(const LocalRunOptions& o, const std::optional<std::vector<std::string>>& hosted) {
+  if (hosted) return run_hosted(o, *hosted);
   zmq::context_t ctx(1);
   EventLoop loop;
   LocalRun run(loop, ctx, o);
@@ -85,7 +99,7 @@ RunOutcome run_once(const LocalRunOptions& o) {
 }
 
 // The same job and drill once per recovery mode, then the comparison page.
-int run_modes(LocalRunOptions o, const std::vector<std::string>& modes) {
+int run_modes(LocalRunOptions o, const std::vector<std::string>& modes, const std::optional<std::vector<std::string>>& hosted) {
   std::string base = o.run_dir;
   std::vector<std::string> dirs;
   int rc = 0;
@@ -98,7 +112,7 @@ int run_modes(LocalRunOptions o, const std::vector<std::string>& modes) {
     }
     std::fprintf(o.json ? stderr : stdout, "== %s ==\n", mode.c_str());
     std::fflush(o.json ? stderr : stdout);
-    auto outcome = run_once(o);
+    auto outcome = run_once(o, hosted);
     rc = std::max(rc, outcome.code);
     dirs.push_back(o.run_dir);
     if (outcome.interrupted) {
@@ -114,6 +128,22 @@ int run_modes(LocalRunOptions o, const std::vector<std::string>& modes) {
   return rc;
 }
 
+// The hosted controller's job and drill options: those of this command line.
+std::vector<std::string> controller_args(const Parsed& p) {
+  std::vector<std::string> out(p.positional.begin(), p.positional.end());
+  for (const char* opt : {"--set", "--drill", "--drill-arg", "--repl", "--metrics"})
+    if (auto v = p.get(opt)) out.insert(out.end(), {opt, *v});
+  return out;
+}
+
+// kill{controller = true} needs the agents to outlive the controller's absence.
+Status check_controller_kill(const drill::Action& a, const job::JobConfig& job) {
+  if (a.restart_after_s * 1e3 + 2000 <= double(job.mesh.controller_grace_ms)) return {};
+  return fail(a.where, ": kill: restart_after_s ", short_number(a.restart_after_s), " leaves the agents too little of mesh.controller_grace_ms (",
+              job.mesh.controller_grace_ms, " ms): they would give up before the controller is back (raise "
+              "mesh.controller_grace_ms, or restart sooner)");
+}
+
 }  // namespace
 
 int cmd_run(const Command& cmd, const Parsed& p) {
@@ -124,18 +154,22 @@ int cmd_run(const Command& cmd, const Parsed& p) {
     std::fprintf(stderr, "salamander run: %s\n", job.error().message().c_str());
     return 1;
   }
-  std::optional<drill::DrillSpec> drill;
-  if (auto path = p.get("--drill")) {
-    auto dargs = drill_args(p.get_or("--drill-arg", ""));
-    if (!dargs) return usage_error(cmd, dargs.error().message());
-    auto spec = drill::load_drill(*path, *dargs);
-    if (!spec) {
-      std::fprintf(stderr, "salamander run: %s\n", spec.error().message().c_str());
-      return 1;
+  auto drill = drill_option(p);
+  if (!drill) {
+    std::fprintf(stderr, "salamander run: %s\n", drill.error().message().c_str());
+    return 1;
+  }
+  std::optional<std::vector<std::string>> hosted;
+  if (*drill) {
+    if ((*drill)->steps) job->train.steps = *(*drill)->steps;
+    if ((*drill)->initial_nodes) job->mesh.nodes = *(*drill)->initial_nodes;
+    if (const auto* kill = (*drill)->controller_kill()) {
+      if (auto s = check_controller_kill(*kill, *job); !s) {
+        std::fprintf(stderr, "salamander run: %s\n", s.error().message().c_str());
+        return 1;
+      }
+      hosted = controller_args(p);
     }
-    if (spec->steps) job->train.steps = *spec->steps;
-    if (spec->initial_nodes) job->mesh.nodes = *spec->initial_nodes;
-    drill = std::move(*spec);
   }
   std::vector<std::string> modes;
   if (auto m = p.get("--modes")) {
@@ -163,6 +197,7 @@ int cmd_run(const Command& cmd, const Parsed& p) {
   std::optional<job::ResumeFrom> resume_from;
   if (auto from = p.get("--resume")) {
     if (!modes.empty()) return usage_error(cmd, "--resume runs one job: not with --modes");
+    if (hosted) return usage_error(cmd, "--resume: not with a drill that kills the controller");
     auto r = resume_source(*from, *job, *steps);
     if (!r) return usage_error(cmd, r.error().message());
     resume_from = *r;
@@ -178,8 +213,8 @@ int cmd_run(const Command& cmd, const Parsed& p) {
   signal(SIGPIPE, SIG_IGN);
 
   LocalRunOptions o{*job, *steps, *dir, p.has("--json"), p.get_or("--log-level", "info"),
-                    p.get_or("--log-format", "plain"), drill, *cpu_share, resume_from};
-  return modes.empty() ? run_once(o).code : run_modes(o, modes);
+                    p.get_or("--log-format", "plain"), *drill, *cpu_share, resume_from};
+  return modes.empty() ? run_once(o, hosted).code : run_modes(o, modes, hosted);
 }
 
 }  // namespace sal::cli

@@ -64,13 +64,13 @@ std::vector<CommandDef> make_table() {
         .max_positional = 1},
        cmd_run},
       {{.name = "controller",
-        .operands = "JOB.lua",
+        .operands = "[JOB.lua]",
         .brief = "serve a job's controller (agents connect to its mesh endpoint); --resume brings one back",
-        .synopsis = "controller JOB.lua [options] | controller --resume RUN_DIR [options]",
-        .summary = "Serves the controller of a job: agents join its mesh endpoint, operators its REPL. With "
-                   "--resume, a controller that died comes back: its job, committed steps and plan are read from "
-                   "RUN_DIR's journal, it binds the mesh endpoint its agents reconnect to, and training goes on "
-                   "from the last committed step.",
+        .synopsis = "controller [JOB.lua] [options] | controller --resume RUN_DIR [options]",
+        .summary = "Serves the controller of a job (without JOB.lua, the embedded default): agents join its mesh "
+                   "endpoint, operators its REPL. With --resume, a controller that died comes back: its job, "
+                   "committed steps, plan and running drill are read from RUN_DIR's journal, it binds the mesh "
+                   "endpoint its agents reconnect to, and training goes on from the last committed step.",
         .options = {{"--resume", "RUN_DIR", "resume the job whose run directory (--out) holds journal.jsonl"},
                     {"--mesh", "ENDPOINT", "mesh endpoint (default: the job's mesh.bind; with --resume, the journal's)"},
                     {"--repl", "ENDPOINT", "REPL endpoint (default: the job's repl.bind)"},
@@ -86,7 +86,12 @@ std::vector<CommandDef> make_table() {
                     {"--out", "DIR",
                      "the run directory: events, metrics, snapshots, the journal --resume reads, and at the end "
                      "summary.json and report.html"},
-                    {"--json", "", "end with one JSON summary object on stdout (as `run --json`)"}},
+                    {"--json", "", "end with one JSON summary object on stdout (as `run --json`)"},
+                    {"--drill", "DRILL.lua", "run a failure drill against the job (`add` and killing the controller "
+                                             "need `salamander run`, which hosts the controller)"},
+                    {"--drill-arg", "K=V,...", "values the drill script reads from its `args` table"},
+                    {"--host-fd", "FD", "set by salamander run: the pipe its hosted controller asks it on"},
+                    {"--parent-pid", "PID", "die with this process (set by salamander run)"}},
         .max_positional = 1},
        cmd_controller},
       {{.name = "agent",

@@ -37,6 +37,19 @@ Result<job::JobConfig> load_job(const std::optional<std::string>& path, const jo
 
 Result<job::Overrides> job_overrides(const Parsed& p) { return key_values("--set", p.get_or("--set", "")); }
 
+Result<std::optional<drill::DrillSpec>> drill_option(const Parsed& p, std::function<void()> service) {
+  auto path = p.get("--drill");
+  if (!path) {
+    if (p.has("--drill-arg")) return fail("--drill-arg goes with --drill");
+    return std::optional<drill::DrillSpec>();
+  }
+  auto kvs = key_values("--drill-arg", p.get_or("--drill-arg", ""));
+  if (!kvs) return kvs.error();
+  auto spec = drill::load_drill(*path, std::map<std::string, std::string>(kvs->begin(), kvs->end()), std::move(service));
+  if (!spec) return spec.error();
+  return std::optional(std::move(*spec));
+}
+
 EventLoop::EventLoop() { uv_loop_init(&loop_); }
 
 EventLoop::~EventLoop() { close(); }

@@ -12,6 +12,7 @@
 
 #include "cli/options.h"
 #include "core/result.h"
+#include "drill/drill_spec.h"
 #include "job/config.h"
 
 namespace sal::cli {
@@ -61,6 +62,10 @@ int usage_error(const Command& cmd, const std::string& message);
 
 // "K=V,K2=V2" option values in order; an item without a key is an error naming the option.
 Result<std::vector<std::pair<std::string, std::string>>> key_values(const std::string& option, const std::string& text);
+
+// --drill DRILL.lua with --drill-arg K=V,... (run, controller): the drill loaded and checked; none
+// without --drill. `service` keeps a controller serving while the script runs.
+Result<std::optional<drill::DrillSpec>> drill_option(const Parsed& p, std::function<void()> service = {});
 
 // <base>/<name>-<YYYYmmdd-HHMMSS>[-N], created (runs and simulations write their files there).
 Result<std::string> make_run_dir(const std::string& base, const std::string& name);

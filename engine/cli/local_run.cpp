@@ -27,28 +27,42 @@ LocalRun::LocalRun(EventLoop& loop, zmq::context_t& ctx, LocalRunOptions opts)
       progress_timer_(loop.get()),
       reap_timer_(loop.get()) {}
 
-LocalRun::~LocalRun() {
-  kill_agents();
-  if (shares_) {  // the agents' groups, once their workers are gone (they die with the agents)
-    shares_->prune_dead();
-    shares_->remove_if_empty();
-  }
+mesh::SpawnOptions local_agent(const LocalRunOptions& o, const std::string& endpoint, size_t index, bool confined) {
+  auto exe = self_exe();
+  mesh::SpawnOptions so;
+  so.exe = exe.ok() ? *exe : "salamander";
+  so.args = {"agent", "--controller", endpoint, "--devices", o.job.mesh.devices,
+             "--name", "node" + std::to_string(index), "--parent-pid", std::to_string(getpid()),
+             "--log-level", o.log_level, "--log-format", o.log_format};
+  if (confined) so.args.insert(so.args.end(), {"--cpu-share", std::to_string(o.cpu_share)});
+  so.log_file = o.run_dir + "/agent-" + std::to_string(index) + ".log";
+  return so;
 }
 
-// --cpu-share: checked here once, so the terminal says whether the workers will be confined.
-void LocalRun::open_cpu_shares() {
-  if (opts_.cpu_share <= 0) return;
-  auto shares = mesh::CpuShares::open(opts_.cpu_share);
+std::optional<mesh::CpuShares> open_cpu_shares(double share) {
+  if (share <= 0) return std::nullopt;
+  auto shares = mesh::CpuShares::open(share);
   if (!shares) {
     std::fprintf(stderr, "cpu share: %s; the workers run unconfined\n", shares.error().message().c_str());
-    return;
+    return std::nullopt;
   }
   shares->prune_dead();
-  shares_ = std::move(*shares);
+  return std::move(*shares);
+}
+
+void close_cpu_shares(const std::optional<mesh::CpuShares>& shares) {
+  if (!shares) return;
+  shares->prune_dead();  // the workers die with their agents
+  shares->remove_if_empty();
+}
+
+LocalRun::~LocalRun() {
+  kill_agents();
+  close_cpu_shares(shares_);
 }
 
 Status LocalRun::start() {
-  open_cpu_shares();
+  shares_ = open_cpu_shares(opts_.cpu_share);
   started_ns_ = mono_ns();
   mesh::ControllerOptions o{opts_.job, opts_.steps, opts_.run_dir};
   o.from_checkpoint = opts_.resume_from;
@@ -79,16 +93,9 @@ Status LocalRun::start() {
 }
 
 void LocalRun::spawn_agent(size_t i) {
-  auto exe = self_exe();
   auto proc = std::make_unique<mesh::ChildProcess>(
       loop_.get(), [this, i](int64_t code, int sig) { on_agent_exit(i, code, sig); });
-  mesh::SpawnOptions so;
-  so.exe = exe.ok() ? *exe : "salamander";
-  so.args = {"agent", "--controller", controller_->mesh_endpoint(), "--devices", opts_.job.mesh.devices,
-             "--name", "node" + std::to_string(i), "--parent-pid", std::to_string(getpid()),
-             "--log-level", opts_.log_level, "--log-format", opts_.log_format};
-  if (shares_) so.args.insert(so.args.end(), {"--cpu-share", std::to_string(opts_.cpu_share)});
-  so.log_file = opts_.run_dir + "/agent-" + std::to_string(i) + ".log";
+  auto so = local_agent(opts_, controller_->mesh_endpoint(), i, shares_.has_value());
   if (auto s = proc->spawn(so); !s) {
     spdlog::error("agent {}: {}", i, s.error().message());
   }

@@ -45,6 +45,15 @@ struct LocalRunOptions {
   std::optional<job::ResumeFrom> resume_from;  // --resume: start from this checkpoint
 };
 
+// A local agent's command line: node `index` of the job's devices joining `endpoint`, logging to
+// <run>/agent-<index>.log, dying with this process; with `confined`, its workers in CPU cgroups.
+mesh::SpawnOptions local_agent(const LocalRunOptions& o, const std::string& endpoint, size_t index, bool confined);
+// --cpu-share: checked once, so the terminal says whether the workers will be confined (null: off,
+// or unavailable here).
+std::optional<mesh::CpuShares> open_cpu_shares(double share);
+// The groups the agents left behind, once their workers are gone.
+void close_cpu_shares(const std::optional<mesh::CpuShares>& shares);
+
 class LocalRun {
  public:
   LocalRun(EventLoop& loop, zmq::context_t& ctx, LocalRunOptions opts);
@@ -58,7 +67,6 @@ class LocalRun {
   void print_summary();
 
  private:
-  void open_cpu_shares();
   void spawn_agent(size_t i);
   Status add_agents(int count);
   Status start_drill(drill::DrillSpec spec);

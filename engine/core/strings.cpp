@@ -108,6 +108,12 @@ Result<uint64_t> parse_uint(std::string_view s) {
   return uint64_t(v);
 }
 
+std::string short_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 Result<double> parse_double(std::string_view s) {
   std::string str(trim(s));
   if (str.empty()) return fail("expected a number, got an empty string");

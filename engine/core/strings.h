@@ -31,6 +31,8 @@ std::vector<std::string> words(std::string_view line);
 Result<int64_t> parse_int(std::string_view s);
 Result<uint64_t> parse_uint(std::string_view s);
 Result<double> parse_double(std::string_view s);
+// A number as people write it in a message: 40, 2.5, 1e+12 (printf's %g).
+std::string short_number(double v);
 
 // Levenshtein distance, and the closest candidate within a small distance (empty if none).
 size_t edit_distance(std::string_view a, std::string_view b);

@@ -91,13 +91,15 @@ class Checker {
   Result<double> number(const char* k, double lo, double hi) const {
     const auto& v = c_.args[k];
     if (!v.is_number() || v.get<double>() < lo || v.get<double>() > hi)
-      return fail(where_, ": ", c_.kind, ".", k, ": expected a number in [", lo, ", ", hi, "], got ", json_text(v));
+      return fail(where_, ": ", c_.kind, ".", k, ": expected a number in [", short_number(lo), ", ", short_number(hi),
+                  "], got ", json_text(v));
     return v.get<double>();
   }
   Result<uint64_t> integer(const char* k, double lo, double hi) const {
     auto n = number(k, lo, hi);
     if (!n) return n.error();
-    if (*n != double(int64_t(*n))) return fail(where_, ": ", c_.kind, ".", k, ": expected an integer, got ", *n);
+    if (*n != double(int64_t(*n)))
+      return fail(where_, ": ", c_.kind, ".", k, ": expected an integer, got ", short_number(*n));
     return uint64_t(*n);
   }
   Result<std::string> text(const char* k) const {
@@ -123,6 +125,7 @@ class Checker {
   }
   const std::string& where() const { return where_; }
   const std::string& kind() const { return c_.kind; }
+  const Json& args() const { return c_.args; }
 
  private:
   std::string where_;
@@ -172,16 +175,37 @@ Status read_target(const Checker& ck, Action& a) {
   return {};
 }
 
+// kill{controller = true, restart_after_s = D}: the controller itself, no node.
+Status read_controller_kill(const Checker& ck, Action& a) {
+  if (ck.has("controller")) {
+    const auto& v = ck.args()["controller"];
+    if (!v.is_boolean()) return fail(ck.where(), ": kill.controller: expected true or false, got ", json_text(v));
+    a.controller = v.get<bool>();
+  }
+  if (!a.controller) {
+    if (ck.has("restart_after_s")) return fail(ck.where(), ": kill: `restart_after_s` goes with controller = true");
+    return {};
+  }
+  for (const char* k : {"node", "count", "expert", "layer", "during"})
+    if (ck.has(k)) return fail(ck.where(), ": kill: controller = true kills the controller, not nodes (no ", k, ")");
+  std::optional<double> restart;
+  SAL_TRY(ck.maybe_number("restart_after_s", 0, 3600, restart));
+  a.restart_after_s = restart.value_or(a.restart_after_s);
+  return {};
+}
+
 Result<Action> read_action(const Checker& ck, ActionKind kind) {
   Action a;
   a.kind = kind;
   a.where = ck.where();
   std::vector<std::string> keys{"step", "at_s", "count"};
   if (kind != ActionKind::add) keys.push_back("node");
-  if (kind == ActionKind::kill) keys.insert(keys.end(), {"during", "expert", "layer"});
+  if (kind == ActionKind::kill) keys.insert(keys.end(), {"during", "expert", "layer", "controller", "restart_after_s"});
   if (kind == ActionKind::freeze) keys.push_back("ms");
   SAL_TRY(ck.only(keys));
   SAL_TRY(read_trigger(ck, a));
+  if (kind == ActionKind::kill) SAL_TRY(read_controller_kill(ck, a));
+  if (a.controller) return a;
   SAL_TRY(read_target(ck, a));
   if (ck.has("expert")) {
     if (ck.has("node") || ck.has("count") || ck.has("during"))
@@ -299,7 +323,8 @@ const char* action_name(ActionKind k) {
 
 std::string Action::describe() const {
   static const char* points[] = {"forward", "all-to-all", "gradient all-reduce", "state migration"};
-  std::string who = kind == ActionKind::add ? std::to_string(count) + " node" + (count > 1 ? "s" : "")
+  std::string who = controller ? std::string("the controller")
+                    : kind == ActionKind::add ? std::to_string(count) + " node" + (count > 1 ? "s" : "")
                     : holders_of ? "every holder of layer " + std::to_string(holders_of->first) + " expert " +
                                        std::to_string(holders_of->second)
                     : node       ? "node " + std::to_string(*node)
@@ -308,7 +333,14 @@ std::string Action::describe() const {
   std::string s = std::string(action_name(kind)) + " " + who + " " + when;
   if (during) s += " during the " + std::string(points[size_t(*during)]);
   if (kind == ActionKind::freeze) s += " for " + std::to_string(ms) + " ms";
+  if (controller) s += ", restarted after " + seconds(restart_after_s);
   return s + " (" + where + ")";
+}
+
+const Action* DrillSpec::controller_kill() const {
+  for (const auto& a : actions)
+    if (a.controller) return &a;
+  return nullptr;
 }
 
 Result<DrillSpec> load_drill(const std::string& path, const std::map<std::string, std::string>& args,
@@ -330,6 +362,7 @@ Result<DrillSpec> parse_drill(const std::string& text, const std::string& path,
   }
   DrillSpec d;
   d.file = path;
+  d.args = args;
   std::string dir = absolute_path(dir_name(path));
   for (const auto& c : calls) SAL_TRY(read_call(path, dir, c, d));
   if (d.name.empty()) {

@@ -12,6 +12,11 @@
 //                                                  "random", some node — sends state)
 //   kill{expert = E, layer = L, step | at_s}       SIGKILL every node that holds a replica of expert
 //                                                  E of layer L (0-based) under the plan in force
+//   kill{controller = true, step | at_s, restart_after_s = D}   SIGKILL the controller's process
+//                                                  and start `controller --resume` D s later (default
+//                                                  1); the run hosts its controller as a child process
+//                                                  for such a drill (cli/hosted_run.h), and the drill
+//                                                  goes on in the resumed controller
 //   drain{node, step | at_s, count}                preemption with notice: the node finishes its step
 //   freeze{node, step | at_s, ms, count}           SIGSTOP the node for ms, then SIGCONT
 //   add{count, step | at_s}                        start more nodes (a local mesh)
@@ -46,6 +51,8 @@ struct Action {
   std::optional<std::pair<int, int>> holders_of;  // (layer, expert): every node holding a replica
   uint32_t count = 1;
   std::optional<wire::FaultPoint> during;
+  bool controller = false;              // kill the controller (restarted after restart_after_s)
+  double restart_after_s = 1.0;
   uint64_t ms = 0;                      // freeze
   std::string where;                    // "drill.lua:12" (or the trace line)
   std::string describe() const;
@@ -62,6 +69,7 @@ struct Expectations {
 struct DrillSpec {
   std::string name;
   std::string file;
+  std::map<std::string, std::string> args;  // --drill-arg (a resumed controller loads the drill again)
   std::optional<int64_t> steps;
   std::optional<double> duration_s;     // stop the job this long after its first step
   uint64_t seed = 1;
@@ -71,6 +79,8 @@ struct DrillSpec {
   bool clock_from_start = false;
   std::vector<Action> actions;
   Expectations expect;
+  // The first action that kills the controller (such a drill needs a hosted controller), or null.
+  const Action* controller_kill() const;
 };
 
 // `service` runs every few ms while the script runs (a controller loading a drill keeps serving its

@@ -7,23 +7,23 @@
 #include <set>
 
 #include "core/clock.h"
+#include "core/paths.h"
+#include "core/strings.h"
 
 namespace sal::drill {
 
 constexpr uint64_t kTickMs = 20;
 
-namespace {
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
+DrillRunner::DrillRunner(mesh::Controller& c, uv_loop_t* loop, DrillSpec spec, const job::DrillProgress* resumed)
+    : c_(c), spec_(std::move(spec)), timer_(loop), fired_(spec_.actions.size(), false), rng_(spec_.seed) {
+  if (!resumed) return;
+  resumed_ = true;
+  for (uint64_t i : resumed->fired)
+    if (i < fired_.size()) fired_[i] = true;
+  if (!resumed->fired.empty()) first_action_s_ = now_s();  // the throughput "before the drill" is gone
+  // the clock's origin, moved to this controller's clock (a wall-clock interval)
+  if (resumed->clock_wall_ms) origin_s_ = now_s() - double(wall_ms() - *resumed->clock_wall_ms) / 1e3;
 }
-
-}  // namespace
-
-DrillRunner::DrillRunner(mesh::Controller& c, uv_loop_t* loop, DrillSpec spec)
-    : c_(c), spec_(std::move(spec)), timer_(loop), fired_(spec_.actions.size(), false), rng_(spec_.seed) {}
 
 DrillRunner::~DrillRunner() {
   timer_.stop();
@@ -50,17 +50,32 @@ void DrillRunner::start() {
     if (previous_plan_hook_) previous_plan_hook_(u);
     on_plan_sending(u);
   };
-  note("drill", kNoNode, "drill '" + spec_.name + "' (" + spec_.file + ") starts: " + std::to_string(spec_.actions.size()) +
-                             " actions" + (spec_.duration_s ? ", " + std::to_string(int64_t(*spec_.duration_s)) + " s" : ""));
+  if (resumed_) {
+    size_t ran = size_t(std::count(fired_.begin(), fired_.end(), true));
+    note("drill", kNoNode, "drill '" + spec_.name + "' (" + spec_.file + ") goes on in the resumed controller: " +
+                               std::to_string(ran) + " of " + std::to_string(spec_.actions.size()) + " actions ran before");
+  } else {
+    note("drill", kNoNode, "drill '" + spec_.name + "' (" + spec_.file + ") starts: " + std::to_string(spec_.actions.size()) +
+                               " actions" + (spec_.duration_s ? ", " + std::to_string(int64_t(*spec_.duration_s)) + " s" : ""));
+    if (auto s = c_.journal_now(job::rec::Drill{absolute_path(spec_.file), spec_.args}); !s)
+      note("drill_error", kNoNode, "journal: " + s.error().message() + " (a resumed controller will not go on with this drill)");
+  }
+  if (spec_.clock_from_start && origin_s_ < 0) set_clock_origin(now_s());
   for (size_t i = 0; i < spec_.actions.size(); ++i)
-    if (spec_.actions[i].step && *spec_.actions[i].step <= c_.steps().committed()) fire(i);
-  started_s_ = now_s();
+    if (!fired_[i] && spec_.actions[i].step && *spec_.actions[i].step <= c_.steps().committed()) fire(i);
   timer_.start(kTickMs, kTickMs, [this] { tick(); });
+}
+
+void DrillRunner::set_clock_origin(double at_s) {
+  origin_s_ = at_s;
+  int64_t wall = wall_ms() - int64_t((now_s() - at_s) * 1e3);
+  if (auto s = c_.journal_now(job::rec::DrillClock{wall}); !s) note("drill_error", kNoNode, "journal: " + s.error().message());
 }
 
 void DrillRunner::on_committed(uint64_t) {
   double t = now_s();
   if (first_step_s_ < 0) first_step_s_ = t;
+  if (origin_s_ < 0) set_clock_origin(t);
   uint64_t tokens = c_.metrics().last() ? c_.metrics().last()->tokens : 0;
   all_tokens_ += tokens;
   all_last_s_ = t;
@@ -146,10 +161,23 @@ Result<uint64_t> DrillRunner::fault_step(wire::FaultPoint point) const {
   return (committed / uint64_t(every) + 1) * uint64_t(every);
 }
 
+// kill{controller = true}: the host kills this process; the fired action is in the journal
+// already, so the resumed controller does not run it again.
+void DrillRunner::kill_controller(const Action& a) {
+  if (!c_.restart_controller)
+    return note("drill_error", kNoNode, a.describe() + ": this controller has no host to restart it (a drill that kills "
+                                                       "the controller runs with `salamander run --drill`, which hosts its "
+                                                       "controller as a child process)");
+  note("drill", kNoNode, a.describe());
+  if (auto s = c_.restart_controller(a.restart_after_s); !s) note("drill_error", kNoNode, a.describe() + ": " + s.error().message());
+}
+
 void DrillRunner::fire(size_t i) {
   fired_[i] = true;
   const Action& a = spec_.actions[i];
   if (first_action_s_ < 0) first_action_s_ = now_s();
+  if (auto s = c_.journal_now(job::rec::DrillFired{i}); !s) note("drill_error", kNoNode, "journal: " + s.error().message());
+  if (a.controller) return kill_controller(a);
   std::string who = "drill " + spec_.name;
   if (a.kind == ActionKind::add) {
     Status s = c_.add_nodes ? c_.add_nodes(int(a.count)) : Status(fail("this controller cannot start nodes"));
@@ -199,7 +227,7 @@ std::vector<ExpectationResult> DrillRunner::check() const {
     for (const auto& r : rec.recoveries()) worst = std::max(worst, r.seconds);
     char buf[96];
     std::snprintf(buf, sizeof buf, "slowest of %zu recoveries: %.2f s", rec.recoveries().size(), worst);
-    add("every recovery resumes within " + num(*e.resume_s) + " s", worst <= *e.resume_s, buf);
+    add("every recovery resumes within " + short_number(*e.resume_s) + " s", worst <= *e.resume_s, buf);
   }
   if (e.restores)
     add("restores == " + std::to_string(*e.restores), rec.restores() == *e.restores, std::to_string(rec.restores()) + " restores");
@@ -212,7 +240,7 @@ std::vector<ExpectationResult> DrillRunner::check() const {
     double share = pre > 0 ? all / pre : 0;
     char buf[160];
     std::snprintf(buf, sizeof buf, "%.0f tokens/s over the drill, %.0f before its first action: %.2f", all, pre, share);
-    add("throughput share >= " + num(*e.min_throughput_share), share >= *e.min_throughput_share, buf);
+    add("throughput share >= " + short_number(*e.min_throughput_share), share >= *e.min_throughput_share, buf);
   }
   return out;
 }

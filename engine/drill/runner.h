@@ -4,6 +4,9 @@
 // step — or, for a drill that replays a trace, after the drill's start (the trace's clock). "random" targets are drawn, with the drill's seed, from the nodes taking part in training.
 // Every action and every refusal is an event ("drill", "drill_error"). With a duration the drill
 // stops the job when it is over. At the end, check() turns the expectations into pass/fail lines.
+// The drill's progress goes to the job's journal (the drill, when its clock started, each action
+// fired, synced before it runs), so a controller killed by its drill — or otherwise — and resumed
+// goes on with the same drill: what ran does not run again, and the clock keeps its origin.
 #pragma once
 
 #include <uv.h>
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "drill/drill_spec.h"
+#include "job/journal.h"
 #include "mesh/controller.h"
 #include "mesh/timer.h"
 
@@ -29,7 +33,8 @@ struct ExpectationResult {
 
 class DrillRunner {
  public:
-  DrillRunner(mesh::Controller& c, uv_loop_t* loop, DrillSpec spec);
+  // `resumed`: the progress a resumed controller's journal holds for this drill.
+  DrillRunner(mesh::Controller& c, uv_loop_t* loop, DrillSpec spec, const job::DrillProgress* resumed = nullptr);
   ~DrillRunner();
 
   // Hooks into the controller (on_committed) and starts the clock.
@@ -47,6 +52,8 @@ class DrillRunner {
   std::vector<NodeId> pick(const Action& a);
   std::vector<NodeId> holders(std::pair<int, int> unit) const;
   void note(const std::string& kind, NodeId node, const std::string& detail);
+  void set_clock_origin(double at_s);
+  void kill_controller(const Action& a);
   double now_s() const;
 
   mesh::Controller& c_;
@@ -58,8 +65,9 @@ class DrillRunner {
   std::function<void(const wire::PlanUpdate&)> previous_plan_hook_;
   std::vector<size_t> migration_kills_;  // fired actions waiting for a plan switch that moves state
   double first_step_s_ = -1;   // controller time of the first committed step
-  double started_s_ = -1;      // controller time of start()
-  double clock_origin_s() const { return spec_.clock_from_start ? started_s_ : first_step_s_; }
+  double origin_s_ = -1;       // controller time the clock started (start(), or the first committed step)
+  bool resumed_ = false;
+  double clock_origin_s() const { return origin_s_; }
   double first_action_s_ = -1;
   // throughput before the first action, and over the whole drill
   uint64_t pre_tokens_ = 0, all_tokens_ = 0;

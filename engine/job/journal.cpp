@@ -42,6 +42,12 @@ struct Reader {
     if (!error) error = fail(kind, ".", key, ": expected a non-negative integer");
     return 0;
   }
+  double num(const char* key) const {
+    const auto* f = field(key);
+    if (f->is_number()) return f->get<double>();
+    if (!error) error = fail(kind, ".", key, ": expected a number");
+    return 0;
+  }
   std::string str(const char* key) const {
     const auto* f = field(key);
     if (f->is_string()) return f->get<std::string>();
@@ -106,6 +112,30 @@ Result<Record> decode_commit(const Reader& r) {
   return Record(c);
 }
 
+Result<Record> decode_drill(const Reader& r) {
+  rec::Drill d{r.str("file"), {}};
+  const auto* args = r.field("args");
+  if (r.error) return *r.error;
+  if (!args->is_object()) return fail("drill.args: expected an object of strings");
+  for (const auto& [k, v] : args->items()) {
+    if (!v.is_string()) return fail("drill.args.", k, ": expected a string");
+    d.args[k] = v.get<std::string>();
+  }
+  return Record(d);
+}
+
+Result<Record> decode_recovery(const Reader& r) {
+  RecoveryRecord x{r.str("cause"), r.str("kind"), r.num("at_s"), r.num("seconds"), r.u64("step")};
+  if (r.error) return *r.error;
+  return Record(rec::Recovery{x});
+}
+
+Result<Record> decode_drill_clock(const Reader& r) {
+  rec::DrillClock c{int64_t(r.u64("wall_ms"))};
+  if (r.error) return *r.error;
+  return Record(c);
+}
+
 template <class R>
 Result<Record> one_number(const Reader& r, const char* key) {
   R rec{r.u64(key)};
@@ -143,6 +173,15 @@ std::string encode_record(const Record& r) {
             return {{"r", "policy"}, {"slot", x.slot}, {"name", x.name}, {"generation", x.generation}, {"source", x.source}};
           },
           [](const rec::End& x) -> json { return {{"r", "end"}, {"why", x.why}}; },
+          [](const rec::Drill& x) -> json { return {{"r", "drill"}, {"file", x.file}, {"args", x.args}}; },
+          [](const rec::DrillClock& x) -> json { return {{"r", "drill_clock"}, {"wall_ms", x.wall_ms}}; },
+          [](const rec::DrillFired& x) -> json { return {{"r", "drill_fired"}, {"index", x.index}}; },
+          [](const rec::Recovery& x) -> json {
+            return {{"r", "recovery"}, {"cause", x.record.cause}, {"kind", x.record.kind}, {"at_s", x.record.at_s},
+                    {"seconds", x.record.seconds}, {"step", x.record.step}};
+          },
+          [](const rec::Lost& x) -> json { return {{"r", "lost"}, {"steps", x.steps}}; },
+          [](const rec::Restores& x) -> json { return {{"r", "restores"}, {"n", x.count}}; },
       },
       r);
   return json_text(j);
@@ -164,6 +203,12 @@ Result<Record> decode_record(const std::string& line) {
   if (kind == "snapshot_drop") return one_string<rec::SnapshotDrop>(r, "dir");
   if (kind == "policy") return decode_policy(r);
   if (kind == "end") return one_string<rec::End>(r, "why");
+  if (kind == "drill") return decode_drill(r);
+  if (kind == "drill_clock") return decode_drill_clock(r);
+  if (kind == "drill_fired") return one_number<rec::DrillFired>(r, "index");
+  if (kind == "recovery") return decode_recovery(r);
+  if (kind == "lost") return one_number<rec::Lost>(r, "steps");
+  if (kind == "restores") return one_number<rec::Restores>(r, "n");
   return fail("r: '", kind, "' is not a journal record");
 }
 
@@ -188,6 +233,16 @@ void JournalState::apply(const Record& r) {
                  },
                  [&](const rec::Policy& x) { policies[x.slot] = x; },
                  [&](const rec::End& x) { ended = x.why; },
+                 [&](const rec::Drill& x) { drill = DrillProgress{x, std::nullopt, {}}; },
+                 [&](const rec::DrillClock& x) {
+                   if (drill) drill->clock_wall_ms = x.wall_ms;
+                 },
+                 [&](const rec::DrillFired& x) {
+                   if (drill) drill->fired.insert(x.index);
+                 },
+                 [&](const rec::Recovery& x) { recoveries.push_back(x.record); },
+                 [&](const rec::Lost& x) { lost_steps += x.steps; },
+                 [&](const rec::Restores& x) { restores += x.count; },
              },
              r);
 }
@@ -222,6 +277,14 @@ std::vector<Record> compact(const JournalState& s) {
   if (s.plan) out.push_back(rec::Plan{*s.plan});
   for (const auto& snap : s.snapshots) out.push_back(rec::Snapshot{snap});
   out.push_back(rec::Commit{s.committed, s.commit_epoch});
+  if (s.drill) {
+    out.push_back(s.drill->drill);
+    if (s.drill->clock_wall_ms) out.push_back(rec::DrillClock{*s.drill->clock_wall_ms});
+    for (uint64_t i : s.drill->fired) out.push_back(rec::DrillFired{i});
+  }
+  for (const auto& r : s.recoveries) out.push_back(rec::Recovery{r});
+  if (s.lost_steps) out.push_back(rec::Lost{s.lost_steps});
+  if (s.restores) out.push_back(rec::Restores{s.restores});
   if (s.ended) out.push_back(rec::End{*s.ended});
   return out;
 }

@@ -11,6 +11,12 @@
 //   {"r":"rewind", to}              a restore rewound the committed steps to `to` (fsynced)
 //   {"r":"snapshot", step, dir, units, bytes} / {"r":"snapshot_drop", dir}   the dense snapshots
 //   {"r":"policy", slot, name, generation, source}   the generation in force in a slot
+//   {"r":"drill", file, args} / {"r":"drill_clock", wall_ms} / {"r":"drill_fired", index}   a drill
+//                                   running on the job, when its clock started, and each action
+//                                   fired (fsynced), so a restarted controller goes on with it
+//   {"r":"recovery", cause, kind, at_s, seconds, step} / {"r":"lost", steps} / {"r":"restores", n}
+//                                   the run's record (mesh/run_record.h), so a resumed controller's
+//                                   summary and drill expectations count what came before it
 //   {"r":"end", why}                the job is over: there is nothing to resume
 //
 // Reading folds the records into a JournalState; a torn last line (a crash in the middle of a
@@ -24,6 +30,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -31,6 +38,7 @@
 #include "ckpt/book.h"
 #include "core/ids.h"
 #include "core/result.h"
+#include "job/measurements.h"
 #include "job/plan_switch.h"
 
 namespace sal::job {
@@ -63,11 +71,28 @@ struct Policy {
   uint64_t generation = 0;
 };
 struct End { std::string why; };
+struct Drill {
+  std::string file;
+  std::map<std::string, std::string> args;
+};
+struct DrillClock { int64_t wall_ms = 0; };
+struct DrillFired { uint64_t index = 0; };
+struct Recovery { RecoveryRecord record; };
+struct Lost { uint64_t steps = 0; };
+struct Restores { uint64_t count = 0; };
 
 }  // namespace rec
 
+// A drill's progress as the journal has it.
+struct DrillProgress {
+  rec::Drill drill;
+  std::optional<int64_t> clock_wall_ms;  // when its clock started (wall time)
+  std::set<uint64_t> fired;              // the actions that ran
+};
+
 using Record = std::variant<rec::Job, rec::EpochReached, rec::Node, rec::Plan, rec::Commit, rec::Rewind,
-                            rec::Snapshot, rec::SnapshotDrop, rec::Policy, rec::End>;
+                            rec::Snapshot, rec::SnapshotDrop, rec::Policy, rec::End, rec::Drill, rec::DrillClock,
+                            rec::DrillFired, rec::Recovery, rec::Lost, rec::Restores>;
 
 std::string encode_record(const Record& r);  // one line, no newline
 Result<Record> decode_record(const std::string& line);
@@ -83,6 +108,10 @@ struct JournalState {
   std::vector<ckpt::Snapshot> snapshots;      // complete, oldest first
   std::map<std::string, rec::Policy> policies;  // by slot
   std::optional<std::string> ended;           // why the job is over
+  std::optional<DrillProgress> drill;
+  std::vector<RecoveryRecord> recoveries;     // the run's record so far
+  uint64_t lost_steps = 0;
+  uint64_t restores = 0;
   size_t records = 0;                         // lines read
   double read_ms = 0;                         // reading and folding them (set by whoever read the file)
   void apply(const Record& r);

@@ -116,6 +116,9 @@ class Controller {
   void record_event(const std::string& kind, NodeId node, const std::string& detail) {
     events_.add(kind, node, membership_.epoch(), detail);
   }
+  // Appends a record to the journal and syncs it before returning, on this thread (a drill's
+  // progress: rare). Nothing to do for a run without a directory.
+  Status journal_now(const job::Record& r);
 
   // Handles waiting mesh traffic, liveness and pings now. The REPL calls this from its budget
   // hook, so a long evaluation never starves heartbeats.
@@ -128,6 +131,10 @@ class Controller {
   std::function<void(const wire::PlanUpdate&)> on_plan_sending;
   // Set by whoever can start nodes (`salamander run`): starts `count` more agents.
   std::function<Status(int count)> add_nodes;
+  // Set by a host that runs this controller as its child process (cli/hosted_run.h): it SIGKILLs
+  // this process and starts `controller --resume` after `restart_after_s` (a drill's
+  // kill{controller = true}).
+  std::function<Status(double restart_after_s)> restart_controller;
   // Set by whoever runs drills: drill.start(path) in the REPL.
   std::function<Status(const std::string& path)> start_drill;
   std::function<nlohmann::ordered_json()> drill_status;  // the running drill, null if none

@@ -47,6 +47,7 @@ Status Controller::start_training() {
     auto resume_at = resumed ? std::optional<uint64_t>(opts_.resume->committed) : std::nullopt;
     SAL_TRY(metrics_.open_csv(opts_.run_dir + "/metrics.csv", resume_at));
     SAL_TRY(record_.open(opts_.run_dir, resumed));
+    if (resumed) record_.carry(opts_.resume->recoveries, opts_.resume->lost_steps, opts_.resume->restores);
     SAL_TRY(open_journal());
   }
   record_.phase("wait", now_s());
@@ -84,6 +85,11 @@ void Controller::journal(const job::Record& r, bool sync) {
     if (bad_input_log_.allow("journal", mono_ns(), suppressed))
       spdlog::error("journal: {}{}", s.error().message(), KindLog::more(suppressed));
   }
+}
+
+Status Controller::journal_now(const job::Record& r) {
+  if (!journal_) return {};
+  return journal_->append(r, true);
 }
 
 double Controller::now_s() const { return double(mono_ns() - started_ns_) / 1e9; }
@@ -177,10 +183,17 @@ void Controller::apply(const job::Action& action) {
                  },
                  [&](const act::RecoveryDone& a) {
                    record_.recovery(a.record);
+                   journal(job::rec::Recovery{a.record});
                    if (export_) export_->recovery(a.record.seconds);
                  },
-                 [&](const act::StepsLost& a) { record_.lost(a.steps); },
-                 [&](const act::Restored&) { record_.restored(); },
+                 [&](const act::StepsLost& a) {
+                   record_.lost(a.steps);
+                   journal(job::rec::Lost{a.steps});
+                 },
+                 [&](const act::Restored&) {
+                   record_.restored();
+                   journal(job::rec::Restores{1});
+                 },
                  [&](const act::EraseKeys& a) { store_->erase_prefix("plan-" + std::to_string(a.plan) + "/"); },
                  [&](const act::SnapshotComplete& a) {
                    // the marker, and a manifest as a final checkpoint has: `sample` and `run --resume` take it

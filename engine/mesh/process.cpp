@@ -29,7 +29,7 @@ Status ChildProcess::spawn(const SpawnOptions& opts) {
   argv.push_back(nullptr);
 
   int log_fd = -1;
-  uv_stdio_container_t stdio[3];
+  uv_stdio_container_t stdio[4];
   stdio[0].flags = UV_IGNORE;
   if (!opts.log_file.empty()) {
     log_fd = ::open(opts.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -47,6 +47,12 @@ Status ChildProcess::spawn(const SpawnOptions& opts) {
   o.exit_cb = on_exit_cb;
   o.stdio = stdio;
   o.stdio_count = 3;
+  if (opts.pass_fd >= 0) {
+    stdio[3].flags = UV_INHERIT_FD;
+    stdio[3].data.fd = opts.pass_fd;
+    o.stdio_count = 4;
+  }
+  if (opts.own_session) o.flags |= UV_PROCESS_DETACHED;
   proc_ = new uv_process_t{};
   proc_->data = this;
   int rc = uv_spawn(loop_, proc_, &o);

@@ -19,6 +19,8 @@ struct SpawnOptions {
   std::string exe;
   std::vector<std::string> args;   // without argv[0]
   std::string log_file;            // stdout+stderr appended here; empty: inherit ours
+  int pass_fd = -1;                // >= 0: this descriptor of ours is the child's fd 3
+  bool own_session = false;        // a session of its own: a terminal's Ctrl-C reaches only us
 };
 
 class ChildProcess {

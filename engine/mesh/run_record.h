@@ -34,6 +34,12 @@ class RunRecord {
   void recovery(RecoveryRecord r) { recoveries_.push_back(std::move(r)); }
   void lost(uint64_t steps) { lost_steps_ += steps; }
   void restored() { ++restores_; }
+  // A resumed job's record so far (from its journal): the summary counts what came before.
+  void carry(std::vector<RecoveryRecord> recoveries, uint64_t lost_steps, uint64_t restores) {
+    recoveries_ = std::move(recoveries);
+    lost_steps_ = lost_steps;
+    restores_ = restores;
+  }
 
   const std::vector<RecoveryRecord>& recoveries() const { return recoveries_; }
   uint64_t lost_steps() const { return lost_steps_; }

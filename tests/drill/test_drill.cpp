@@ -60,6 +60,24 @@ expect{ lost_steps = 0, resume_s = 2.5, min_throughput_share = 0.4, min_restores
   CHECK(d->expect.min_restores == 1u);
 }
 
+TEST_CASE("kill{controller = true} kills the controller, restarted after a delay, and marks the drill as needing a host") {
+  auto path = temp_file("c.lua", "kill{ node = 2, step = 3 }\nkill{ controller = true, step = 5, restart_after_s = 2.5 }\n"
+                                 "kill{ controller = true, at_s = 9 }\n");
+  auto d = load_drill(path, {{"k", "v"}});
+  REQUIRE_MESSAGE(d.ok(), (d.ok() ? "" : d.error().message()));
+  REQUIRE(d->actions.size() == 3);
+  CHECK_FALSE(d->actions[0].controller);
+  CHECK(d->actions[1].controller);
+  CHECK(d->actions[1].restart_after_s == 2.5);
+  CHECK(d->actions[2].restart_after_s == 1.0);  // the default
+  CHECK(d->controller_kill() == &d->actions[1]);
+  CHECK(d->actions[1].describe().find("kill the controller after step 5, restarted after 2.5 s (") == 0);
+  CHECK(d->args.at("k") == "v");  // kept: a resumed controller loads the drill again with them
+  auto none = load_drill(temp_file("n.lua", "kill{ node = 2, step = 3 }"), {});
+  REQUIRE(none.ok());
+  CHECK(none->controller_kill() == nullptr);
+}
+
 TEST_CASE("wrong drills name the line and the rule") {
   auto check = [](const std::string& text, const std::string& expect) {
     auto d = load_drill(temp_file("bad.lua", text), {});
@@ -72,6 +90,11 @@ TEST_CASE("wrong drills name the line and the rule") {
   check("expect{ lost_step = 0 }\nkill{ node = 1, step = 1 }", "unknown field 'lost_step' (did you mean 'lost_steps'?)");
   check("kill(3)", "takes one table of named fields");
   check("kill{ node = 1, step = -1 }", "kill.step: expected a number in [0");
+  check("kill{ controller = true, node = 2, step = 1 }", "controller = true kills the controller, not nodes (no node)");
+  check("kill{ controller = true, during = 'forward', step = 1 }", "(no during)");
+  check("kill{ controller = 1, step = 1 }", "kill.controller: expected true or false, got 1");
+  check("kill{ node = 1, restart_after_s = 2, step = 1 }", "`restart_after_s` goes with controller = true");
+  check("kill{ controller = true, restart_after_s = -1, step = 1 }", "kill.restart_after_s: expected a number in [0, 3600]");
   // a value that is not UTF-8 is shown, not thrown (found by fuzz_drill)
   check("kill{ node = 1, step = 'x\\0\\255' }", "kill.step: expected a number in [0");
 }
@@ -113,7 +136,7 @@ TEST_CASE("a broken trace names the file and the line") {
 
 TEST_CASE("the shipped drills load") {
   std::string dir = std::string(SAL_SOURCE_DIR) + "/scripts/drills/";
-  for (const char* name : {"one_every_n.lua", "several_at_once.lua", "lose_expert.lua"}) {
+  for (const char* name : {"one_every_n.lua", "several_at_once.lua", "lose_expert.lua", "kill_controller.lua"}) {
     auto d = load_drill(dir + name, {});
     CHECK_MESSAGE(d.ok(), name << ": " << (d.ok() ? "" : d.error().message()));
   }

@@ -149,3 +149,77 @@ TEST_CASE("t0803-quiet-start-trace: a trace that starts below what a plan needs 
   for (const auto& e : events(dir + "/run")) failed += e.kind == "plan_failed" ? 1 : 0;
   CHECK(failed <= 4);  // one per change of the workers (each join), not one every 100 ms (30 in the quiet 3 s)
 }
+
+namespace {
+
+// A job file for `salamander run` (the harness's tiny model on the repo's docs/), `nodes` agents.
+std::string write_run_job(const std::string& dir, int nodes) {
+  MeshOptions shape;
+  std::ofstream(dir + "/job.lua") << "return {\n  name = 'hosted',\n  " << shape.model << "\n  " << shape.data
+                                  << "\n  train = { batch = 8, lr = 1e-2, warmup = 5, rebalance_every = 0, checkpoint_every = 0 },\n"
+                                  << "  policies = { slots = 2, min_replicas = 1 },\n"
+                                  << "  mesh = { nodes = " << nodes << ", heartbeat_ms = 100, miss_limit = 3, join_batch_ms = 0 },\n}\n";
+  return dir + "/job.lua";
+}
+
+size_t count_kind(const std::string& dir, const std::string& kind) {
+  size_t n = 0;
+  for (const auto& e : events(dir)) n += e.kind == kind ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("t0805-drill-kills-controller: run hosts its controller, the drill SIGKILLs it twice, and the job ends with the weights of a run without") {
+  std::string dir = temp_dir("hosted");
+  auto job = write_run_job(dir, 3);
+  std::ofstream(dir + "/kill.lua") << "drill{ name = 'kill-controller', steps = 30 }\n"
+                                      "kill{ controller = true, step = 10, restart_after_s = 0.5 }\n"
+                                      "kill{ controller = true, step = 20, restart_after_s = 0.5 }\n"
+                                      "expect{ lost_steps = 0, restores = 0 }\n";
+  run_json({bin(), "run", job, "--steps", "30", "--json", "--out", dir + "/ref"}, dir + "/ref.out", 90000);
+  auto j = run_json({bin(), "run", job, "--drill", dir + "/kill.lua", "--json", "--out", dir + "/run"}, dir + "/run.out",
+                    90000);
+  CHECK(j["steps"] == 30);
+  REQUIRE(j["expectations"].size() == 3);
+  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  check_steps_once(dir + "/run", 30);
+  CHECK(count_kind(dir + "/run", "controller_resumed") == 2);
+  // the summary of the last controller counts the recoveries of the ones before it (the journal)
+  size_t restarts = 0;
+  for (const auto& r : j["recoveries"]) restarts += r["cause"] == "the controller restarted" ? 1 : 0;
+  CHECK(restarts == 2);
+  CHECK(occurrences(file_text(dir + "/run.out"), "controller killed by its drill") == 2);
+  auto d = weight_distance(dir + "/ref/checkpoint", dir + "/run/checkpoint");
+  CHECK(d.units == 1 + 2 + 4);
+  CHECK(d.elementwise == 0.0);  // bit for bit: the membership never changed
+
+  // agents that would give up before the restart: refused before anything starts
+  std::ofstream(dir + "/slow.lua") << "kill{ controller = true, step = 3, restart_after_s = 40 }\n";
+  Proc slow = spawn({bin(), "run", job, "--drill", dir + "/slow.lua", "--out", dir + "/slow"}, dir + "/slow.out");
+  CHECK(slow.wait(20000) == 1);
+  CHECK(slow.output().find("slow.lua:1: kill: restart_after_s 40 leaves the agents too little of "
+                           "mesh.controller_grace_ms (30000 ms)") != std::string::npos);
+}
+
+TEST_CASE("t0806-drill-kills-controller-then-adds: the resumed controller goes on with the drill, its `add` starts an agent through the host") {
+  std::string dir = temp_dir("hosted-add");
+  auto job = write_run_job(dir, 2);
+  std::ofstream(dir + "/kill.lua") << "drill{ name = 'kill-then-add', steps = 150 }\n"
+                                      "kill{ controller = true, step = 8, restart_after_s = 0.3 }\n"
+                                      "add{ count = 1, step = 14 }\n"
+                                      "expect{ lost_steps = 0 }\n";
+  auto j = run_json({bin(), "run", job, "--drill", dir + "/kill.lua", "--json", "--out", dir + "/run"}, dir + "/run.out",
+                    90000);
+  CHECK(j["steps"] == 150);
+  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  check_steps_once(dir + "/run", 150);
+  auto workers = metrics_column(dir + "/run", "workers");
+  CHECK(workers.front() == 2);
+  CHECK(workers.back() == 3);  // the agent the resumed controller asked for joined and trains
+  CHECK(std::filesystem::exists(dir + "/run/agent-2.log"));
+  size_t goes_on = 0;
+  for (const auto& e : events(dir + "/run"))
+    goes_on += e.kind == "drill" && e.detail.find("goes on in the resumed controller: 1 of 2 actions ran") != std::string::npos;
+  CHECK(goes_on == 1);
+}

@@ -42,7 +42,15 @@ std::vector<Record> sample() {
           rec::SnapshotDrop{"/run/snapshots/step-40"},
           rec::Commit{55, 6},
           rec::Rewind{50},
-          rec::Policy{"placement", "spread", "return {2}", 2}};
+          rec::Policy{"placement", "spread", "return {2}", 2},
+          rec::Drill{"/drills/kill_controller.lua", {{"at", "12"}}},
+          rec::DrillClock{1700000004000},
+          rec::DrillFired{0},
+          rec::DrillFired{2},
+          rec::Recovery{{"node 3 lost", "elastic", 12.5, 0.25, 43}},
+          rec::Lost{2},
+          rec::Restores{1},
+          rec::Lost{1}};
 }
 
 }  // namespace
@@ -51,7 +59,7 @@ TEST_CASE("journal records round-trip and fold into what a restart resumes from"
   auto text = lines(sample());
   auto s = read_journal(text, "/run/journal.jsonl");
   REQUIRE(s.ok());
-  CHECK(s->records == 15);
+  CHECK(s->records == 23);
   REQUIRE(s->job);
   CHECK(s->job->mesh == "tcp://127.0.0.1:5555");
   CHECK(s->job->max_steps == 600);
@@ -70,6 +78,17 @@ TEST_CASE("journal records round-trip and fold into what a restart resumes from"
   REQUIRE(s->snapshots.size() == 1);
   CHECK(s->snapshots[0].step == 50);
   CHECK(s->policies.at("placement").name == "spread");
+  REQUIRE(s->drill);
+  CHECK(s->drill->drill.file == "/drills/kill_controller.lua");
+  CHECK(s->drill->drill.args.at("at") == "12");
+  CHECK(s->drill->clock_wall_ms == 1700000004000);
+  CHECK(s->drill->fired == std::set<uint64_t>{0, 2});
+  REQUIRE(s->recoveries.size() == 1);
+  CHECK(s->recoveries[0].cause == "node 3 lost");
+  CHECK(s->recoveries[0].seconds == 0.25);
+  CHECK(s->recoveries[0].step == 43);
+  CHECK(s->lost_steps == 3);
+  CHECK(s->restores == 1);
   CHECK_FALSE(s->ended);
 }
 
@@ -80,10 +99,13 @@ TEST_CASE("a torn last line is ignored, any other bad line names the file, the l
   CHECK(torn->committed == 50);
   auto bad = read_journal(text + "{\"r\":\"commit\"}\n" + lines({rec::Commit{60, 6}}), "/run/journal.jsonl");
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.error().message() == "/run/journal.jsonl:16: commit.step: missing");
+  CHECK(bad.error().message() == "/run/journal.jsonl:24: commit.step: missing");
   auto unknown = read_journal(text + "{\"r\":\"launch\"}\n", "j");
   REQUIRE_FALSE(unknown.ok());
-  CHECK(unknown.error().message() == "j:16: r: 'launch' is not a journal record");
+  CHECK(unknown.error().message() == "j:24: r: 'launch' is not a journal record");
+  auto args = read_journal(lines({rec::Job{}}) + "{\"r\":\"drill\",\"file\":\"d.lua\",\"args\":{\"at\":3}}\n", "j");
+  REQUIRE_FALSE(args.ok());
+  CHECK(args.error().message() == "j:2: drill.args.at: expected a string");
   auto wrong = read_journal(lines({rec::Job{}}) + "{\"r\":\"plan\",\"plan\":{\"layers\":[{\"replicas\":[1]}]},\"ranks\":[[1,0],[2,0]],\"from_step\":0}\n", "j");
   REQUIRE_FALSE(wrong.ok());
   CHECK(wrong.error().message().find("j:2: plan.ranks: 2 ranks for 0 positions") == 0);
@@ -105,6 +127,13 @@ TEST_CASE("compaction reads back to the same state, in fewer records") {
   CHECK(back->snapshots.size() == 1);
   CHECK(back->policies.at("placement").generation == 2);
   CHECK(back->nodes.size() == 2);
+  REQUIRE(back->drill);
+  CHECK(back->drill->fired == s->drill->fired);
+  CHECK(back->drill->clock_wall_ms == s->drill->clock_wall_ms);
+  CHECK(back->drill->drill.args == s->drill->drill.args);
+  CHECK(back->recoveries.size() == 1);
+  CHECK(back->lost_steps == 3);
+  CHECK(back->restores == 1);
 }
 
 TEST_CASE("the driver journals a commit, durably, before any worker hears of it, and the job's end") {
