@@ -62,12 +62,19 @@ Result<std::optional<drill::DrillSpec>> controller_drill(const Parsed& p, const 
   return std::optional(std::move(*spec));
 }
 
-// --host-fd: the drill's `add` and kill{controller = true} become requests to the hosting run.
-void link_to_host(mesh::Controller& c, int fd) {
+// --host-fd: the drill's `add`, kill{controller = true} and partition{} become requests to the
+// hosting run (a partition only where it put the mesh in network namespaces: --host-netns).
+void link_to_host(mesh::Controller& c, int fd, bool netns) {
   c.add_nodes = [fd](int count) { return send_host_request(fd, {HostRequest::Kind::add, count}); };
   c.restart_controller = [fd](double after_s) {
     return send_host_request(fd, {HostRequest::Kind::restart, int64_t(after_s * 1e3)});
   };
+  if (netns)
+    c.partition_node = [fd](const std::string& node, uint64_t ms) {
+      if (node.empty() || node.find_first_of(" \n") != std::string::npos)
+        return Status(fail("node name '", node, "' cannot be named to the host"));
+      return send_host_request(fd, {HostRequest::Kind::cut, int64_t(ms), node});
+    };
 }
 
 }  // namespace
@@ -170,7 +177,7 @@ int cmd_controller(const Command& cmd, const Parsed& p) {
       return {};
     };
     controller.drill_status = [&] { return drill ? drill->status() : nlohmann::ordered_json(); };
-    if (*host_fd >= 0) link_to_host(controller, int(*host_fd));
+    if (*host_fd >= 0) link_to_host(controller, int(*host_fd), p.has("--host-netns"));
     if (auto s = controller.start(); !s) {
       std::fprintf(stderr, "salamander controller: %s\n", s.error().message().c_str());
       return 1;

@@ -65,16 +65,18 @@ struct RunOutcome {
   bool interrupted = false;  // by SIGINT or SIGTERM
 };
 
-// A drill that kills the controller: the run hosts its controller as a child process
-// (hosted_run.h), started with the job and drill options of this command line.
+// A drill that kills the controller or cuts links: the run hosts its controller as a child process
+// (hosted_run.h), started with the job and drill options of this command line; for links, the
+// mesh goes into network namespaces.
 RunOutcome run_hosted(const LocalRunOptions& o, std::vector<std::string> args) {
+  const bool netns = o.drill && o.drill->partitions();
   // the mode --modes runs, after the command line's own --set
   std::string recovery = "train.recovery=" + o.job.train.recovery;
   auto set = std::find(args.begin(), args.end(), "--set");
   if (set != args.end()) *std::next(set) += "," + recovery;
   else args.insert(args.end(), {"--set", recovery});
   EventLoop loop;
-  HostedRun run(loop, HostedRunOptions{o, std::move(args)});
+  HostedRun run(loop, HostedRunOptions{o, std::move(args), netns});
   if (auto s = run.start(); !s) {
     std::fprintf(stderr, "salamander run: %s\n", s.error().message().c_str());
     return {1, false};
@@ -168,8 +170,8 @@ int cmd_run(const Command& cmd, const Parsed& p) {
         std::fprintf(stderr, "salamander run: %s\n", s.error().message().c_str());
         return 1;
       }
-      hosted = controller_args(p);
     }
+    if ((*drill)->controller_kill() || (*drill)->partitions()) hosted = controller_args(p);
   }
   std::vector<std::string> modes;
   if (auto m = p.get("--modes")) {
@@ -197,7 +199,7 @@ int cmd_run(const Command& cmd, const Parsed& p) {
   std::optional<job::ResumeFrom> resume_from;
   if (auto from = p.get("--resume")) {
     if (!modes.empty()) return usage_error(cmd, "--resume runs one job: not with --modes");
-    if (hosted) return usage_error(cmd, "--resume: not with a drill that kills the controller");
+    if (hosted) return usage_error(cmd, "--resume: not with a drill that kills the controller or cuts links");
     auto r = resume_source(*from, *job, *steps);
     if (!r) return usage_error(cmd, r.error().message());
     resume_from = *r;

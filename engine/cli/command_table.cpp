@@ -91,6 +91,8 @@ std::vector<CommandDef> make_table() {
                                              "need `salamander run`, which hosts the controller)"},
                     {"--drill-arg", "K=V,...", "values the drill script reads from its `args` table"},
                     {"--host-fd", "FD", "set by salamander run: the pipe its hosted controller asks it on"},
+                    {"--host-netns", "", "set by salamander run: its mesh is in network namespaces (a drill's "
+                                         "partition{} can cut links)"},
                     {"--parent-pid", "PID", "die with this process (set by salamander run)"}},
         .max_positional = 1},
        cmd_controller},

@@ -1,6 +1,8 @@
 // host_link.cpp — see host_link.h.
 #include "cli/host_link.h"
 
+#include "core/strings.h"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,23 +14,40 @@ namespace sal::cli {
 constexpr size_t kMaxLine = 256;
 
 std::string encode_host_request(const HostRequest& r) {
-  return std::string(r.kind == HostRequest::Kind::add ? "add " : "restart ") + std::to_string(r.value);
+  switch (r.kind) {
+    case HostRequest::Kind::add: return "add " + std::to_string(r.value);
+    case HostRequest::Kind::restart: return "restart " + std::to_string(r.value);
+    case HostRequest::Kind::cut: return "cut " + r.node + " " + std::to_string(r.value);
+  }
+  return "";
 }
 
-Result<HostRequest> decode_host_request(const std::string& line) {
-  auto space = line.find(' ');
-  std::string word = line.substr(0, space);
-  HostRequest r;
-  if (word == "add") r.kind = HostRequest::Kind::add;
-  else if (word == "restart") r.kind = HostRequest::Kind::restart;
-  else return fail("host request '", line, "': expected 'add N' or 'restart MS'");
-  if (space == std::string::npos) return fail("host request '", line, "': a number is missing");
-  const char* num = line.c_str() + space + 1;
+namespace {
+
+Result<int64_t> request_number(const std::string& line, const std::string& text) {
   char* end = nullptr;
   errno = 0;
-  long long v = std::strtoll(num, &end, 10);
-  if (errno || end == num || *end || v < 0) return fail("host request '", line, "': expected a non-negative integer");
-  r.value = v;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno || text.empty() || *end || v < 0) return fail("host request '", line, "': expected a non-negative integer");
+  return int64_t(v);
+}
+
+}  // namespace
+
+Result<HostRequest> decode_host_request(const std::string& line) {
+  auto w = split(line, ' ');
+  HostRequest r;
+  if (w[0] == "add") r.kind = HostRequest::Kind::add;
+  else if (w[0] == "restart") r.kind = HostRequest::Kind::restart;
+  else if (w[0] == "cut") r.kind = HostRequest::Kind::cut;
+  else return fail("host request '", line, "': expected 'add N', 'restart MS' or 'cut NODE MS'");
+  size_t want = r.kind == HostRequest::Kind::cut ? 3 : 2;
+  if (w.size() < want) return fail("host request '", line, "': ", want == 3 ? "a node or a number" : "a number", " is missing");
+  if (w.size() > want) return fail("host request '", line, "': too many words");
+  if (want == 3) r.node = w[1];
+  auto v = request_number(line, w.back());
+  if (!v) return v.error();
+  r.value = *v;
   return r;
 }
 

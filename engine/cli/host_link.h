@@ -2,7 +2,8 @@
 // (cli/hosted_run.h). The controller writes requests to its host, one line each, on a pipe the host
 // hands it as a file descriptor (`controller --host-fd FD`): "add N" starts N more agents (a drill's
 // add), "restart MS" SIGKILLs the controller and starts `controller --resume` MS milliseconds later
-// (a drill's kill{controller = true}). There are no replies: the host acts, and the controller — or
+// (a drill's kill{controller = true}), "cut NODE MS" cuts the link of the agent named NODE for MS
+// milliseconds (a drill's partition{}, where the run put its mesh in network namespaces). There are no replies: the host acts, and the controller — or
 // the one that replaces it — sees the effect on its mesh.
 #pragma once
 
@@ -17,9 +18,10 @@
 namespace sal::cli {
 
 struct HostRequest {
-  enum class Kind { add, restart };
+  enum class Kind { add, restart, cut };
   Kind kind = Kind::add;
-  int64_t value = 0;  // agents to add, or milliseconds before the restart
+  int64_t value = 0;  // agents to add, or milliseconds (before the restart; of the cut)
+  std::string node;   // cut: the agent's name (no spaces)
 };
 
 std::string encode_host_request(const HostRequest& r);  // one line, without the newline

@@ -13,6 +13,8 @@
 #include <cstring>
 
 #include "core/paths.h"
+#include "core/strings.h"
+#include "wire/curve.h"
 
 namespace sal::cli {
 
@@ -37,6 +39,25 @@ Result<std::string> fixed_endpoint(const std::string& bind) {
   return host + ":" + std::to_string(ntohs(a.sin_port));
 }
 
+namespace {
+
+// The port of a bind ("tcp://host:port"), or `fallback` for "*".
+std::string bind_port(const std::string& bind, const std::string& fallback) {
+  std::string port = bind.substr(bind.rfind(':') + 1);
+  return port == "*" ? fallback : port;
+}
+
+// The command, run inside the lab's namespace of node `k` (-1: the hub's).
+void in_namespace(const mesh::NetLab& lab, int k, mesh::SpawnOptions& so) {
+  std::vector<std::string> argv{so.exe};
+  argv.insert(argv.end(), so.args.begin(), so.args.end());
+  argv = lab.inside(k, argv);
+  so.exe = argv[0];
+  so.args.assign(argv.begin() + 1, argv.end());
+}
+
+}  // namespace
+
 HostedRun::HostedRun(EventLoop& loop, HostedRunOptions opts)
     : loop_(loop),
       opts_(std::move(opts)),
@@ -52,18 +73,47 @@ HostedRun::~HostedRun() {
   if (link_write_ >= 0) ::close(link_write_);
 }
 
+// The namespaces, and CURVE keys for a mesh that is no longer on loopback: the controller's pair, a
+// pair the agents share, and an allowlist naming the agents' key as nodes.
+Status HostedRun::build_lab() {
+  auto lab = mesh::NetLab::create(int(opts_.run.job.mesh.nodes));
+  if (!lab) return lab.error().with_context("a drill that cuts links (partition{}) needs its mesh in network namespaces");
+  lab_ = std::move(*lab);
+  std::string keys = opts_.run.run_dir + "/keys";
+  SAL_TRY(make_dirs(keys));
+  auto server = wire::generate_key_files(keys + "/controller");
+  if (!server) return server.error().with_context("the lab's keys");
+  auto node = wire::generate_key_files(keys + "/node");
+  if (!node) return node.error().with_context("the lab's keys");
+  std::FILE* f = std::fopen((keys + "/allow").c_str(), "w");
+  if (!f || std::fprintf(f, "%s node agents\n", node->public_key.c_str()) < 0 || std::fclose(f) != 0)
+    return fail("the lab's keys: cannot write ", keys, "/allow");
+  secure_args_ = {"--server-key", keys + "/controller.key", "--allow", keys + "/allow"};
+  agent_keys_ = {"--server-key", keys + "/controller.pub", "--key", keys + "/node.key"};
+  endpoint_ = "tcp://" + lab_->controller_address() + ":" + bind_port(opts_.run.job.mesh.bind, "7100");
+  std::fprintf(opts_.run.json ? stderr : stdout,
+               "netns  the mesh in network namespaces: the controller in %s, node K in %s…; reach the REPL with "
+               "`ip netns exec %s salamander repl ENDPOINT`\n",
+               lab_->hub_netns().c_str(), lab_->netns(0).c_str(), lab_->hub_netns().c_str());
+  return {};
+}
+
 Status HostedRun::start() {
-  auto ep = fixed_endpoint(opts_.run.job.mesh.bind);
-  if (!ep) return ep.error();
-  endpoint_ = *ep;
+  if (opts_.netns) {
+    SAL_TRY(build_lab());
+  } else {
+    auto ep = fixed_endpoint(opts_.run.job.mesh.bind);
+    if (!ep) return ep.error();
+    endpoint_ = *ep;
+  }
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return fail("the controller's link: ", std::strerror(errno));
   link_read_ = fds[0], link_write_ = fds[1];
   SAL_TRY(listener_.start(link_read_));
   shares_ = open_cpu_shares(opts_.run.cpu_share);
   FILE* out = opts_.run.json ? stderr : stdout;
-  std::fprintf(out, "logs  %s\ncontroller  a child process (its drill kills it; it is restarted from the journal)\n",
-               opts_.run.run_dir.c_str());
+  std::fprintf(out, "logs  %s\ncontroller  a child process of this run (the drill %s)\n", opts_.run.run_dir.c_str(),
+               opts_.netns ? "cuts links" : "kills it; it comes back from the journal");
   std::fflush(out);
   SAL_TRY(spawn_controller(false));
   for (int64_t i = 0; i < opts_.run.job.mesh.nodes; ++i) spawn_agent();
@@ -86,6 +136,11 @@ Status HostedRun::spawn_controller(bool resume) {
   so.args.insert(so.args.end(), {"--host-fd", "3", "--parent-pid", std::to_string(getpid()), "--log-file",
                                  r.run_dir + "/controller.log", "--log-level", r.log_level, "--log-format", r.log_format});
   if (r.json) so.args.push_back("--json");
+  if (lab_) {
+    so.args.push_back("--host-netns");
+    so.args.insert(so.args.end(), secure_args_.begin(), secure_args_.end());
+    in_namespace(*lab_, -1, so);
+  }
   so.pass_fd = link_write_;
   so.own_session = true;
   controller_ = std::make_unique<mesh::ChildProcess>(loop_.get(),
@@ -97,9 +152,35 @@ void HostedRun::spawn_agent() {
   size_t i = agents_.size();
   auto proc = std::make_unique<mesh::ChildProcess>(loop_.get(),
                                                    [this, i](int64_t code, int sig) { on_agent_exit(i, code, sig); });
-  if (auto s = proc->spawn(local_agent(opts_.run, endpoint_, i, shares_.has_value())); !s)
-    std::fprintf(stderr, "agent %zu: %s\n", i, s.error().message().c_str());
+  auto so = local_agent(opts_.run, endpoint_, i, shares_.has_value());
+  Status s;
+  if (lab_) {
+    if (int(i) >= lab_->nodes()) {
+      auto added = lab_->add_node();
+      if (!added) s = added.error();
+    }
+    so.args.insert(so.args.end(), {"--data-host", lab_->address(int(i))});
+    so.args.insert(so.args.end(), agent_keys_.begin(), agent_keys_.end());
+    in_namespace(*lab_, int(i), so);
+  }
+  if (s) s = proc->spawn(so);
+  if (!s) std::fprintf(stderr, "agent %zu: %s\n", i, s.error().message().c_str());
   agents_.push_back(std::move(proc));
+}
+
+// partition{}: agent "nodeK" is in the lab's node K.
+Status HostedRun::cut(const std::string& node, int64_t ms) {
+  if (!lab_) return fail("cut ", node, ": this run's mesh is not in network namespaces");
+  auto k = node.rfind("node", 0) == 0 ? parse_int(node.substr(4)) : Result<int64_t>(fail("not an agent of this run"));
+  if (!k || *k < 0 || *k >= lab_->nodes()) return fail("cut ", node, ": not an agent of this run");
+  int n = int(*k);
+  SAL_TRY(lab_->cut(n));
+  auto& timer = heals_[n];
+  if (!timer) timer = std::make_unique<mesh::Timer>(loop_.get());
+  timer->start(uint64_t(ms), 0, [this, n, node] {
+    if (auto s = lab_->heal(n); !s) std::fprintf(stderr, "salamander run: heal %s: %s\n", node.c_str(), s.error().message().c_str());
+  });
+  return {};
 }
 
 void HostedRun::on_request(Result<HostRequest> r) {
@@ -107,6 +188,10 @@ void HostedRun::on_request(Result<HostRequest> r) {
   if (finishing_) return;
   if (r->kind == HostRequest::Kind::add) {
     for (int64_t i = 0; i < r->value; ++i) spawn_agent();
+    return;
+  }
+  if (r->kind == HostRequest::Kind::cut) {
+    if (auto s = cut(r->node, r->value); !s) std::fprintf(stderr, "salamander run: %s\n", s.error().message().c_str());
     return;
   }
   if (!controller_ || !controller_->running()) return;

@@ -9,8 +9,15 @@
 // the job and with the drill (its progress is in the journal). A drill's `add` starts agents here.
 // Ctrl-C and SIGTERM are passed on to the controller (it is in a session of its own, so a terminal
 // signal reaches it once); the run's exit code is the last controller's.
+//
+// For a drill that cuts links (partition{}), the run builds a network of namespaces
+// (mesh/netns_lab.h): the controller in the hub's, each agent in one of its own behind a veth pair,
+// the mesh on 10.78.0.1 with CURVE (keys made for the run in RUN_DIR/keys) since it is no longer
+// loopback. "cut NODE MS" takes the agent's link down and brings it back MS later. The REPL and the
+// metrics endpoint then live inside the hub's namespace (the run prints how to reach them).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +27,7 @@
 #include "cli/host_link.h"
 #include "cli/local_run.h"
 #include "mesh/cpu_share.h"
+#include "mesh/netns_lab.h"
 #include "mesh/process.h"
 #include "mesh/timer.h"
 
@@ -28,6 +36,7 @@ namespace sal::cli {
 struct HostedRunOptions {
   LocalRunOptions run;                      // the job (mesh.nodes, devices), steps, run directory, logs
   std::vector<std::string> controller_args;  // what picks the job and drill: [JOB] --set --drill --drill-arg --repl --metrics
+  bool netns = false;                        // the mesh in network namespaces (a drill with partition{})
 };
 
 class HostedRun {
@@ -42,6 +51,8 @@ class HostedRun {
  private:
   Status spawn_controller(bool resume);
   void spawn_agent();
+  Status build_lab();
+  Status cut(const std::string& node, int64_t ms);
   void on_request(Result<HostRequest> r);
   void on_controller_exit(int64_t code, int sig);
   void on_agent_exit(size_t i, int64_t code, int sig);
@@ -58,6 +69,10 @@ class HostedRun {
   std::unique_ptr<mesh::ChildProcess> controller_;
   std::vector<std::unique_ptr<mesh::ChildProcess>> agents_;
   std::optional<mesh::CpuShares> shares_;
+  std::unique_ptr<mesh::NetLab> lab_;     // --netns: the namespaces (removed after the processes are killed)
+  std::vector<std::string> secure_args_;  // the controller's --server-key and --allow in the lab
+  std::vector<std::string> agent_keys_;   // the agents' --server-key and --key
+  std::map<int, std::unique_ptr<mesh::Timer>> heals_;  // a cut link's restoration, by node
   mesh::Timer restart_timer_;
   mesh::Timer reap_timer_;
   mesh::Timer orphan_timer_;  // every agent gone: the controller gets a while to end the job itself

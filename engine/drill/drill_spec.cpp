@@ -61,7 +61,7 @@ int record(lua_State* L) {
 
 void install(lua::Sandbox& sb, std::vector<Call>& calls, const std::map<std::string, std::string>& args) {
   lua_State* L = sb.L();
-  for (const char* kind : {"drill", "kill", "drain", "freeze", "add", "replay_trace", "expect"}) {
+  for (const char* kind : {"drill", "kill", "drain", "freeze", "add", "partition", "replay_trace", "expect"}) {
     lua_pushlightuserdata(L, &calls);
     lua_pushstring(L, kind);
     lua_pushcclosure(L, record, 2);
@@ -202,6 +202,7 @@ Result<Action> read_action(const Checker& ck, ActionKind kind) {
   if (kind != ActionKind::add) keys.push_back("node");
   if (kind == ActionKind::kill) keys.insert(keys.end(), {"during", "expert", "layer", "controller", "restart_after_s"});
   if (kind == ActionKind::freeze) keys.push_back("ms");
+  if (kind == ActionKind::partition) keys.push_back("for_s");
   SAL_TRY(ck.only(keys));
   SAL_TRY(read_trigger(ck, a));
   if (kind == ActionKind::kill) SAL_TRY(read_controller_kill(ck, a));
@@ -231,6 +232,12 @@ Result<Action> read_action(const Checker& ck, ActionKind kind) {
     auto ms = ck.integer("ms", 1, 3.6e6);
     if (!ms) return ms.error();
     a.ms = *ms;
+  }
+  if (kind == ActionKind::partition) {
+    if (!ck.has("for_s")) return fail(ck.where(), ": partition: for_s (how long the link stays cut) is required");
+    auto t = ck.number("for_s", 0.001, 3600);
+    if (!t) return t.error();
+    a.ms = uint64_t(*t * 1e3 + 0.5);
   }
   return a;
 }
@@ -302,7 +309,8 @@ Status read_call(const std::string& file, const std::string& dir, const Call& c,
   ActionKind kind = c.kind == "kill" ? ActionKind::kill
                     : c.kind == "drain" ? ActionKind::drain
                     : c.kind == "freeze" ? ActionKind::freeze
-                                         : ActionKind::add;
+                    : c.kind == "partition" ? ActionKind::partition
+                                            : ActionKind::add;
   auto a = read_action(ck, kind);
   if (!a) return a.error();
   d.actions.push_back(std::move(*a));
@@ -317,6 +325,7 @@ const char* action_name(ActionKind k) {
     case ActionKind::drain: return "drain";
     case ActionKind::freeze: return "freeze";
     case ActionKind::add: return "add";
+    case ActionKind::partition: return "partition";
   }
   return "?";
 }
@@ -333,8 +342,13 @@ std::string Action::describe() const {
   std::string s = std::string(action_name(kind)) + " " + who + " " + when;
   if (during) s += " during the " + std::string(points[size_t(*during)]);
   if (kind == ActionKind::freeze) s += " for " + std::to_string(ms) + " ms";
+  if (kind == ActionKind::partition) s += " for " + seconds(double(ms) / 1e3);
   if (controller) s += ", restarted after " + seconds(restart_after_s);
   return s + " (" + where + ")";
+}
+
+bool DrillSpec::partitions() const {
+  return std::any_of(actions.begin(), actions.end(), [](const Action& a) { return a.kind == ActionKind::partition; });
 }
 
 const Action* DrillSpec::controller_kill() const {
@@ -369,7 +383,8 @@ Result<DrillSpec> parse_drill(const std::string& text, const std::string& path,
     auto base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
     d.name = base.substr(0, base.rfind(".lua"));
   }
-  if (d.actions.empty() && !d.initial_nodes) return fail(path, ": the drill schedules nothing (no kill, drain, freeze, add or replay_trace)");
+  if (d.actions.empty() && !d.initial_nodes)
+    return fail(path, ": the drill schedules nothing (no kill, drain, freeze, partition, add or replay_trace)");
   return d;
 }
 

@@ -19,6 +19,9 @@
 //                                                  goes on in the resumed controller
 //   drain{node, step | at_s, count}                preemption with notice: the node finishes its step
 //   freeze{node, step | at_s, ms, count}           SIGSTOP the node for ms, then SIGCONT
+//   partition{node, step | at_s, for_s, count}     cut the node's network link for for_s seconds
+//                                                  (a real cut: the run puts its controller and
+//                                                  agents in network namespaces, mesh/netns_lab.h)
 //   add{count, step | at_s}                        start more nodes (a local mesh)
 //   replay_trace{file, format = "bamboo", time_scale, max_nodes, start_s}   (trace.h)
 //   expect{lost_steps = N, resume_s = T, min_throughput_share = F, restores = N, min_restores = N}
@@ -40,7 +43,7 @@
 
 namespace sal::drill {
 
-enum class ActionKind { kill, drain, freeze, add };
+enum class ActionKind { kill, drain, freeze, add, partition };
 const char* action_name(ActionKind k);
 
 struct Action {
@@ -53,7 +56,7 @@ struct Action {
   std::optional<wire::FaultPoint> during;
   bool controller = false;              // kill the controller (restarted after restart_after_s)
   double restart_after_s = 1.0;
-  uint64_t ms = 0;                      // freeze
+  uint64_t ms = 0;                      // freeze; partition (for_s)
   std::string where;                    // "drill.lua:12" (or the trace line)
   std::string describe() const;
 };
@@ -81,6 +84,8 @@ struct DrillSpec {
   Expectations expect;
   // The first action that kills the controller (such a drill needs a hosted controller), or null.
   const Action* controller_kill() const;
+  // Whether it cuts links (such a drill needs its mesh in network namespaces).
+  bool partitions() const;
 };
 
 // `service` runs every few ms while the script runs (a controller loading a drill keeps serving its

@@ -172,6 +172,16 @@ void DrillRunner::kill_controller(const Action& a) {
   if (auto s = c_.restart_controller(a.restart_after_s); !s) note("drill_error", kNoNode, a.describe() + ": " + s.error().message());
 }
 
+// partition{}: the host cuts the node's link (the node is known to it by the name it registered with).
+Status DrillRunner::partition(NodeId id, uint64_t ms) {
+  if (!c_.partition_node)
+    return fail("this mesh is not in network namespaces (a drill that cuts links runs with `salamander run --drill`, "
+                "which puts the controller and every agent in a namespace of its own)");
+  const mesh::Node* n = c_.membership().find(id);
+  if (!n) return fail("no node ", id);
+  return c_.partition_node(n->name, ms);
+}
+
 void DrillRunner::fire(size_t i) {
   fired_[i] = true;
   const Action& a = spec_.actions[i];
@@ -204,6 +214,8 @@ void DrillRunner::fire(size_t i) {
       s = c_.kill_node(id, who);
     } else if (a.kind == ActionKind::drain) {
       s = c_.drain_node(id, who);
+    } else if (a.kind == ActionKind::partition) {
+      s = partition(id, a.ms);
     } else {
       s = c_.freeze_node(id, a.ms, who);
     }

@@ -54,6 +54,7 @@ class DrillRunner {
   void note(const std::string& kind, NodeId node, const std::string& detail);
   void set_clock_origin(double at_s);
   void kill_controller(const Action& a);
+  Status partition(NodeId id, uint64_t ms);
   double now_s() const;
 
   mesh::Controller& c_;

@@ -135,6 +135,9 @@ class Controller {
   // this process and starts `controller --resume` after `restart_after_s` (a drill's
   // kill{controller = true}).
   std::function<Status(double restart_after_s)> restart_controller;
+  // Set by a host whose mesh runs in network namespaces (mesh/netns_lab.h): cuts the link of the
+  // node that registered as `node_name` for `ms`, then restores it (a drill's partition{}).
+  std::function<Status(const std::string& node_name, uint64_t ms)> partition_node;
   // Set by whoever runs drills: drill.start(path) in the REPL.
   std::function<Status(const std::string& path)> start_drill;
   std::function<nlohmann::ordered_json()> drill_status;  // the running drill, null if none

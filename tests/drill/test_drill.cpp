@@ -32,6 +32,7 @@ kill{ expert = 2, layer = 1, at_s = 4.5 }
 drain{ node = 2, at_s = 1 }
 freeze{ node = "random", count = 2, step = 7, ms = 800 }
 add{ count = 2, step = 20 }
+partition{ node = 1, at_s = 3, for_s = 1.5 }
 expect{ lost_steps = 0, resume_s = 2.5, min_throughput_share = 0.4, min_restores = 1 }
 )");
   auto d = load_drill(path, {{"n", "3"}});
@@ -40,7 +41,11 @@ expect{ lost_steps = 0, resume_s = 2.5, min_throughput_share = 0.4, min_restores
   CHECK(d->steps == 40);
   CHECK(d->seed == 9);
   CHECK(d->duration_s == 30.0);
-  REQUIRE(d->actions.size() == 8);
+  REQUIRE(d->actions.size() == 9);
+  CHECK(d->actions[8].kind == ActionKind::partition);
+  CHECK(d->actions[8].ms == 1500);
+  CHECK(d->actions[8].describe().find("partition node 1 at 3.0 s for 1.5 s") == 0);
+  CHECK(d->partitions());
   CHECK(d->actions[2].step == 30);
   CHECK_FALSE(d->actions[2].node.has_value());
   CHECK(d->actions[3].node == 3u);
@@ -76,6 +81,7 @@ TEST_CASE("kill{controller = true} kills the controller, restarted after a delay
   auto none = load_drill(temp_file("n.lua", "kill{ node = 2, step = 3 }"), {});
   REQUIRE(none.ok());
   CHECK(none->controller_kill() == nullptr);
+  CHECK_FALSE(none->partitions());
 }
 
 TEST_CASE("wrong drills name the line and the rule") {
@@ -92,6 +98,9 @@ TEST_CASE("wrong drills name the line and the rule") {
   check("kill{ node = 1, step = -1 }", "kill.step: expected a number in [0");
   check("kill{ controller = true, node = 2, step = 1 }", "controller = true kills the controller, not nodes (no node)");
   check("kill{ controller = true, during = 'forward', step = 1 }", "(no during)");
+  check("partition{ node = 1, step = 1 }", "partition: for_s (how long the link stays cut) is required");
+  check("partition{ node = 1, step = 1, for_s = 0 }", "partition.for_s: expected a number in [0.001, 3600]");
+  check("partition{ node = 1, step = 1, for_s = 1, ms = 3 }", "partition: unknown field 'ms'");
   check("kill{ controller = 1, step = 1 }", "kill.controller: expected true or false, got 1");
   check("kill{ node = 1, restart_after_s = 2, step = 1 }", "`restart_after_s` goes with controller = true");
   check("kill{ controller = true, restart_after_s = -1, step = 1 }", "kill.restart_after_s: expected a number in [0, 3600]");
@@ -136,7 +145,7 @@ TEST_CASE("a broken trace names the file and the line") {
 
 TEST_CASE("the shipped drills load") {
   std::string dir = std::string(SAL_SOURCE_DIR) + "/scripts/drills/";
-  for (const char* name : {"one_every_n.lua", "several_at_once.lua", "lose_expert.lua", "kill_controller.lua"}) {
+  for (const char* name : {"one_every_n.lua", "several_at_once.lua", "lose_expert.lua", "kill_controller.lua", "partition.lua"}) {
     auto d = load_drill(dir + name, {});
     CHECK_MESSAGE(d.ok(), name << ": " << (d.ok() ? "" : d.error().message()));
   }

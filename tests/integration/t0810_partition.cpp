@@ -18,8 +18,8 @@
 
 #include "support/mesh_harness.h"
 #include "support/netns.h"
-#include "support/netns_lab.h"
 #include "support/run_files.h"
+#include "mesh/netns_lab.h"
 #include "wire/curve.h"
 
 using namespace sal;
@@ -38,7 +38,7 @@ constexpr double kSlackMs = 300;
 std::string launch_sh() { return SAL_SOURCE_DIR "/scripts/slurm/launch.sh"; }
 
 // launch.sh SUBCOMMAND ARGS with the settings of this run (env VAR=… launch.sh …).
-std::vector<std::string> launch(const NetnsLab& lab, const std::string& run_dir, std::vector<std::string> vars,
+std::vector<std::string> launch(const mesh::NetLab& lab, const std::string& run_dir, std::vector<std::string> vars,
                                 const std::vector<std::string>& args) {
   std::vector<std::string> argv{"/usr/bin/env", "SALAMANDER=" + bin(), "SAL_RUN_DIR=" + run_dir,
                                 "SAL_CONTROLLER_ADDR=" + lab.controller_address()};
@@ -105,20 +105,20 @@ std::string run_dir() {
 }
 
 struct LaunchedJob {
-  std::unique_ptr<NetnsLab> lab;
+  std::unique_ptr<mesh::NetLab> lab;
   std::string dir = run_dir();
   Proc controller;
   std::vector<Proc> agents;
   std::unique_ptr<repl::Client> admin;
 
   LaunchedJob() {
-    try {
-      lab = std::make_unique<NetnsLab>(kNodes);
-    } catch (const LabUnavailable& e) {
-      std::printf("skipped: cannot build the namespaces of a partition: %s\n", e.what());
+    auto made = mesh::NetLab::create(kNodes, mesh::NetLab::Hub::this_namespace);
+    if (!made) {
+      std::printf("skipped: cannot build the namespaces of a partition: %s\n", made.error().message().c_str());
       std::fflush(stdout);
       std::_Exit(77);  // nothing of the lab is left (it removed what it made)
     }
+    lab = std::move(*made);
     REQUIRE(spawn(launch(*lab, dir, {}, {"keys"}), dir + "/keys.out").wait(10000) == 0);
     connect(spawn(launch(*lab, dir, {}, {"controller", write_job(dir), "--log-level", "debug"}), dir + "/controller.out"));
     for (int k = 0; k < kNodes; ++k) {
@@ -166,7 +166,7 @@ TEST_CASE("t0810-partition: a node cut off by its link is declared dead and fenc
 
   // The cut: the controller declares the node dead within the window, and goes on without it.
   double t_cut = now_ms();
-  lab->cut(kCut);
+  REQUIRE(lab->cut(kCut).ok());
   REQUIRE(eventually([&] { return node(admin, cut_id).value("state", "") == "dead"; }, 5000, 2));
   double dead_ms = now_ms() - t_cut;
   CHECK_MESSAGE(node(admin, cut_id).value("cause", "").find("silent for") == 0, node(admin, cut_id).dump());
@@ -186,7 +186,7 @@ TEST_CASE("t0810-partition: a node cut off by its link is declared dead and fenc
   if (down_ms < 1500) std::this_thread::sleep_for(std::chrono::milliseconds(int(1500 - down_ms)));
 
   // The link returns: the node registers again (a join, under a new id) and trains with the others.
-  lab->heal(kCut);
+  REQUIRE(lab->heal(kCut).ok());
   double t_heal = now_ms();
   REQUIRE_MESSAGE(eventually([&] { return node_id(admin, "node" + std::to_string(kCut)) > cut_id; }, 15000, 20),
                   cut_agent.output());
@@ -266,4 +266,54 @@ TEST_CASE("t0811-slurm-resume: the controller SIGKILLed mid-training comes back 
                     job.dir + "/half.out");
   CHECK(half.wait(5000) == 2);
   CHECK(half.output().find("--server-key and --allow go together") != std::string::npos);
+}
+
+TEST_CASE("t0812-drill-partition: a drill's partition{} cuts a node's link in the namespaces salamander run builds, and the node is declared dead, fenced, and rejoins") {
+  // `salamander run` builds its own namespaces (a named hub for the controller, one per agent);
+  // this test's private namespace only keeps them off the machine's network.
+  if (mesh::ip_program().empty() || ::geteuid() != 0) {
+    std::printf("skipped: partition drills need root and iproute2\n");
+    std::fflush(stdout);
+    std::_Exit(77);
+  }
+  std::string dir = run_dir();
+  std::ofstream(dir + "/part.lua") << "drill{ name = 'partition', duration_s = 8, seed = 3 }\n"
+                                      "partition{ node = 'random', at_s = 2, for_s = 2 }\n"
+                                      "expect{ lost_steps = 0 }\n";
+  auto j = run_json({bin(), "run", write_job(dir), "--drill", dir + "/part.lua", "--json", "--out", dir + "/run"},
+                    dir + "/run.out", 90000);
+  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  std::string out = file_text(dir + "/run.out");
+  CHECK(out.find("mesh tcp://10.78.0.1:") != std::string::npos);  // the hub's address, with CURVE
+  std::smatch hub;
+  REQUIRE(std::regex_search(out, hub, std::regex("controller in (sal-lab-\\d+-hub)")));
+  std::string lab_prefix = hub[1].str().substr(0, hub[1].str().size() - 3);
+  // the partitioned node: declared dead for its silence, then registered again under its name
+  std::string cut_name;
+  bool dead = false, rejoined = false;
+  for (const auto& e : events(dir + "/run")) {
+    if (e.kind == "drill" && e.detail.find("partition") == 0) {
+      std::smatch m;
+      REQUIRE(std::regex_search(e.detail, m, std::regex("-> node (\\d+)")));
+      for (const auto& n : events(dir + "/run"))
+        if (n.kind == "node_joined" && n.node == m[1].str()) cut_name = n.detail.substr(0, n.detail.find(' '));
+    }
+    if (e.kind == "node_dead" && !cut_name.empty()) dead = e.detail.find("silent for") == 0;
+    if (e.kind == "node_joined" && dead && e.detail.rfind(cut_name + " ", 0) == 0) rejoined = true;
+  }
+  REQUIRE(!cut_name.empty());
+  CHECK(dead);
+  CHECK(rejoined);
+  auto workers = metrics_column(dir + "/run", "workers");
+  CHECK(std::count(workers.begin(), workers.end(), double(kNodes - 1)) > 0);
+  CHECK(workers.back() == kNodes);
+  std::string log = file_text(dir + "/run/agent-" + cut_name.substr(4) + ".log");
+  size_t fence = log.find("no word from the controller for");
+  REQUIRE(fence != std::string::npos);
+  CHECK(log.find("registered as node", fence) != std::string::npos);
+  // the run removed its namespaces
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/run/netns", ec))
+    CHECK(e.path().filename().string().rfind(lab_prefix, 0) != 0);
+  std::filesystem::remove_all(dir, ec);
 }
