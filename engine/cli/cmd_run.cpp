@@ -1,5 +1,6 @@
 // cmd_run.cpp — `salamander run [JOB.lua]`: a job on a local mesh, this process its controller
-// (its options: the table in command_table.cpp).
+// (its options: the table in command_table.cpp) — or, with --supervise or a drill that needs it,
+// its controller a child process this one brings back when it dies (hosted_run.h).
 // With --modes the job runs once per recovery mode (train.recovery), each in <out>/<mode>, and
 // <out>/compare.html puts them side by side.
 #include <signal.h>
@@ -173,6 +174,7 @@ int cmd_run(const Command& cmd, const Parsed& p) {
     }
     if ((*drill)->controller_kill() || (*drill)->partitions()) hosted = controller_args(p);
   }
+  if (p.has("--supervise")) hosted = controller_args(p);
   std::vector<std::string> modes;
   if (auto m = p.get("--modes")) {
     auto parsed = recovery_modes(*m);
@@ -199,7 +201,7 @@ int cmd_run(const Command& cmd, const Parsed& p) {
   std::optional<job::ResumeFrom> resume_from;
   if (auto from = p.get("--resume")) {
     if (!modes.empty()) return usage_error(cmd, "--resume runs one job: not with --modes");
-    if (hosted) return usage_error(cmd, "--resume: not with a drill that kills the controller or cuts links");
+    if (hosted) return usage_error(cmd, "--resume: not with --supervise (or a drill that kills the controller or cuts links)");
     auto r = resume_source(*from, *job, *steps);
     if (!r) return usage_error(cmd, r.error().message());
     resume_from = *r;

@@ -60,7 +60,11 @@ std::vector<CommandDef> make_table() {
                      "continue from a checkpoint or complete snapshot (or a run directory: its final checkpoint, "
                      "else its newest snapshot): weights, optimizer state, schedule and data position go on from "
                      "its step"},
-                    {"--cpu-share", "F", kCpuShareHelp}},
+                    {"--cpu-share", "F", kCpuShareHelp},
+                    {"--supervise", "",
+                     "run the controller as a child process, and bring it back from the journal (controller "
+                     "--resume) if it dies; the agents ride out its absence (implied by a drill that kills the "
+                     "controller or cuts links)"}},
         .max_positional = 1},
        cmd_run},
       {{.name = "controller",

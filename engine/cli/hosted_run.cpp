@@ -11,7 +11,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
+#include "core/clock.h"
 #include "core/paths.h"
 #include "core/strings.h"
 #include "wire/curve.h"
@@ -20,6 +22,11 @@ namespace sal::cli {
 
 // After the controller has gone, agents get this long to exit before SIGKILL.
 constexpr uint64_t kAgentsAfterControllerMs = 6000;
+// A controller that died of a signal comes back this much later, unless it died kMaxQuickDeaths
+// times in a row within kQuickDeathMs of its start.
+constexpr int64_t kCrashRestartMs = 500;
+constexpr int64_t kQuickDeathMs = 5000;
+constexpr int kMaxQuickDeaths = 3;
 
 Result<std::string> fixed_endpoint(const std::string& bind) {
   const std::string any = ":*";
@@ -112,8 +119,8 @@ Status HostedRun::start() {
   SAL_TRY(listener_.start(link_read_));
   shares_ = open_cpu_shares(opts_.run.cpu_share);
   FILE* out = opts_.run.json ? stderr : stdout;
-  std::fprintf(out, "logs  %s\ncontroller  a child process of this run (the drill %s)\n", opts_.run.run_dir.c_str(),
-               opts_.netns ? "cuts links" : "kills it; it comes back from the journal");
+  std::fprintf(out, "logs  %s\ncontroller  a child process of this run: if it dies, it comes back from the journal\n",
+               opts_.run.run_dir.c_str());
   std::fflush(out);
   SAL_TRY(spawn_controller(false));
   for (int64_t i = 0; i < opts_.run.job.mesh.nodes; ++i) spawn_agent();
@@ -145,7 +152,12 @@ Status HostedRun::spawn_controller(bool resume) {
   so.own_session = true;
   controller_ = std::make_unique<mesh::ChildProcess>(loop_.get(),
                                                      [this](int64_t code, int sig) { on_controller_exit(code, sig); });
-  return controller_->spawn(so);
+  SAL_TRY(controller_->spawn(so));
+  controller_started_ns_ = mono_ns();
+  std::fprintf(opts_.run.json ? stderr : stdout, "controller  pid %d%s\n", int(controller_->pid()),
+               resume ? ", resumed from the journal" : "");
+  std::fflush(opts_.run.json ? stderr : stdout);
+  return {};
 }
 
 void HostedRun::spawn_agent() {
@@ -199,23 +211,39 @@ void HostedRun::on_request(Result<HostRequest> r) {
   controller_->signal(SIGKILL);
 }
 
+// A controller the drill asked to kill comes back after the drill's delay; one that died of a
+// signal otherwise (a crash, an OOM kill, someone's kill -9) after kCrashRestartMs — unless it keeps
+// dying right after its start. One that exited (the job's end, a stop, a failure) ends the run.
 void HostedRun::on_controller_exit(int64_t code, int sig) {
-  if (restart_ms_ && sig == SIGKILL && !finishing_) {
-    std::fprintf(stderr, "\ncontroller killed by its drill; `salamander controller --resume %s` in %.1f s\n",
-                 opts_.run.run_dir.c_str(), double(*restart_ms_) / 1e3);
-    restart_timer_.start(uint64_t(*restart_ms_), 0, [this] {
-      if (auto s = spawn_controller(true); !s) {
-        std::fprintf(stderr, "salamander run: the controller could not be restarted: %s\n", s.error().message().c_str());
-        finish(1);
-      }
-    });
-    restart_ms_.reset();
-    return;
+  if (!finishing_ && restart_ms_ && sig == SIGKILL) {
+    int64_t ms = *std::exchange(restart_ms_, std::nullopt);
+    return restart_after(ms, "killed by its drill");
   }
-  if (sig) std::fprintf(stderr, "salamander run: the controller died (signal %d)\n", sig);
+  if (!finishing_ && sig && !interrupted_) {
+    bool quick = mono_ns() - controller_started_ns_ < kQuickDeathMs * 1'000'000;
+    quick_deaths_ = quick ? quick_deaths_ + 1 : 0;
+    if (quick_deaths_ < kMaxQuickDeaths) return restart_after(kCrashRestartMs, "died (signal " + std::to_string(sig) + ")");
+    std::fprintf(stderr, "salamander run: the controller died %d times within %d s of its start; giving up (see %s/controller.log)\n",
+                 quick_deaths_, int(kQuickDeathMs / 1000), opts_.run.run_dir.c_str());
+  } else if (sig) {
+    std::fprintf(stderr, "salamander run: the controller died (signal %d)\n", sig);
+  }
   finish(sig ? 1 : int(code));
   if (sig) kill_agents();  // nobody will tell them to stop
   maybe_done();
+}
+
+void HostedRun::restart_after(int64_t ms, const std::string& what) {
+  std::fprintf(stderr, "\ncontroller %s; `salamander controller --resume %s` in %.1f s\n", what.c_str(),
+               opts_.run.run_dir.c_str(), double(ms) / 1e3);
+  restart_timer_.start(uint64_t(ms), 0, [this] {
+    if (auto s = spawn_controller(true); !s) {
+      std::fprintf(stderr, "salamander run: the controller could not be restarted: %s\n", s.error().message().c_str());
+      finish(1);
+      kill_agents();
+      maybe_done();
+    }
+  });
 }
 
 // Agents exit when the controller stops the job, or die in a drill: only when none is left and

@@ -6,7 +6,8 @@
 // summary, summary.json and report.html are the child's, on this terminal. When the drill asks, the
 // host SIGKILLs the controller, waits, and starts `salamander controller --resume RUN_DIR`; the
 // agents ride out the absence (mesh.controller_grace_ms) and the resumed controller goes on with
-// the job and with the drill (its progress is in the journal). A drill's `add` starts agents here.
+// the job and with the drill (its progress is in the journal). A controller that dies of a signal
+// on its own (a crash, kill -9) is brought back the same way, half a second later. A drill's `add` starts agents here.
 // Ctrl-C and SIGTERM are passed on to the controller (it is in a session of its own, so a terminal
 // signal reaches it once); the run's exit code is the last controller's.
 //
@@ -55,6 +56,7 @@ class HostedRun {
   Status cut(const std::string& node, int64_t ms);
   void on_request(Result<HostRequest> r);
   void on_controller_exit(int64_t code, int sig);
+  void restart_after(int64_t ms, const std::string& what);
   void on_agent_exit(size_t i, int64_t code, int sig);
   void on_signal(int sig);
   void finish(int code);
@@ -77,6 +79,8 @@ class HostedRun {
   mesh::Timer reap_timer_;
   mesh::Timer orphan_timer_;  // every agent gone: the controller gets a while to end the job itself
   std::optional<int64_t> restart_ms_;  // a restart asked for: the controller's death is expected
+  int64_t controller_started_ns_ = 0;
+  int quick_deaths_ = 0;               // deaths in a row soon after a start
   int exit_code_ = 0;
   bool interrupted_ = false;
   bool finishing_ = false;

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <functional>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -19,8 +21,20 @@ MetricsLog::~MetricsLog() {
 
 namespace {
 
-// Drops the rows of steps from `first_dropped` on (rows are in step order, after the header).
-Status drop_rows_from(const std::string& path, uint64_t first_dropped) {
+// A row as add() writes it; false for a line that is not one.
+bool parse_row(const char* line, StepRecord& r) {
+  unsigned long long step = 0, tokens = 0, plan = 0;
+  unsigned workers = 0;
+  int n = std::sscanf(line, "%llu,%lf,%lf,%lf,%lf,%lf,%llu,%lf,%lf,%lf,%u,%llu,%lf,%lf", &step, &r.loss, &r.ce, &r.aux,
+                      &r.grad_norm, &r.lr, &tokens, &r.step_ms, &r.compute_ms, &r.tokens_per_s, &workers, &plan,
+                      &r.time_s, &r.imbalance);
+  r.step = step, r.tokens = tokens, r.plan = plan, r.workers = workers;
+  return n == 14;
+}
+
+// Drops the rows of steps from `first_dropped` on (rows are in step order, after the header);
+// hands each row kept to `kept`.
+Status drop_rows_from(const std::string& path, uint64_t first_dropped, const std::function<void(const StepRecord&)>& kept) {
   std::FILE* f = std::fopen(path.c_str(), "r+");
   if (!f) return errno == ENOENT ? Status{} : fail("cannot read ", path, ": ", std::strerror(errno));
   char line[4096];
@@ -28,6 +42,8 @@ Status drop_rows_from(const std::string& path, uint64_t first_dropped) {
   bool header = true;
   while (std::fgets(line, sizeof line, f)) {
     if (!header && std::strtoull(line, nullptr, 10) >= first_dropped) break;
+    StepRecord r;
+    if (!header && parse_row(line, r)) kept(r);
     header = false;
     keep = std::ftell(f);
   }
@@ -41,7 +57,8 @@ Status drop_rows_from(const std::string& path, uint64_t first_dropped) {
 
 Status MetricsLog::open_csv(const std::string& path, std::optional<uint64_t> resume_at) {
   if (csv_) std::fclose(csv_);
-  if (resume_at) SAL_TRY(drop_rows_from(path, *resume_at));
+  // a resumed job's summary and progress count the steps before the restart too
+  if (resume_at) SAL_TRY(drop_rows_from(path, *resume_at, [this](const StepRecord& r) { remember(r); }));
   csv_ = std::fopen(path.c_str(), resume_at ? "a" : "w");
   if (!csv_) return fail("cannot write ", path, ": ", std::strerror(errno));
   if (std::ftell(csv_) > 0) return {};  // continued: it has its header
@@ -50,13 +67,17 @@ Status MetricsLog::open_csv(const std::string& path, std::optional<uint64_t> res
   return {};
 }
 
-void MetricsLog::add(const StepRecord& r) {
+void MetricsLog::remember(const StepRecord& r) {
   if (count_ == 0) first_ = r;
   ++count_;
   tokens_ += r.tokens;
   step_s_ += r.step_ms / 1e3;
   recent_.push_back(r);
   if (recent_.size() > kRecentRecords) recent_.pop_front();
+}
+
+void MetricsLog::add(const StepRecord& r) {
+  remember(r);
   if (!csv_) return;
   std::fprintf(csv_, "%llu,%.6f,%.6f,%.6f,%.6f,%.6g,%llu,%.3f,%.3f,%.1f,%u,%llu,%.3f,%.3f\n",
                static_cast<unsigned long long>(r.step), r.loss, r.ce, r.aux, r.grad_norm, r.lr,

@@ -20,8 +20,9 @@ using job::StepRecord;
 class MetricsLog {
  public:
   // Opens (truncates) the CSV file, or with `resume_at` continues it from that step: the rows of
-  // later steps, written before a commit the journal never recorded, are dropped. A new file gets
-  // its header. Without a call, nothing is written.
+  // later steps, written before a commit the journal never recorded, are dropped, and those kept
+  // are read back (first(), count(), tokens_per_s() cover the whole run). A new file gets its
+  // header. Without a call, nothing is written.
   Status open_csv(const std::string& path, std::optional<uint64_t> resume_at = std::nullopt);
   void add(const StepRecord& r);
 
@@ -41,6 +42,7 @@ class MetricsLog {
   ~MetricsLog();
 
  private:
+  void remember(const StepRecord& r);  // the in-memory part of add()
   std::deque<StepRecord> recent_;
   StepRecord first_;
   uint64_t count_ = 0;

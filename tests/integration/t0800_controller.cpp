@@ -223,3 +223,30 @@ TEST_CASE("t0806-drill-kills-controller-then-adds: the resumed controller goes o
     goes_on += e.kind == "drill" && e.detail.find("goes on in the resumed controller: 1 of 2 actions ran") != std::string::npos;
   CHECK(goes_on == 1);
 }
+
+TEST_CASE("t0807-run-supervise: under run --supervise, a controller killed from outside comes back from the journal and the run ends as if nothing happened") {
+  std::string dir = temp_dir("supervise");
+  auto job = write_run_job(dir, 3);
+  const int64_t steps = 1500;
+  Proc run = spawn({bin(), "run", job, "--supervise", "--steps", std::to_string(steps), "--json", "--out", dir + "/run"},
+                   dir + "/run.out");
+  std::string pid = run.wait_for_line("controller  pid ", 20000);
+  REQUIRE_MESSAGE(!pid.empty(), run.output());
+  REQUIRE(eventually([&] {
+    return std::filesystem::exists(dir + "/run/metrics.csv") && metrics_column(dir + "/run", "step").size() >= 100;
+  }, 30000, 20));
+  REQUIRE(::kill(pid_t(std::stol(pid)), SIGKILL) == 0);  // not the drill: someone's kill -9
+  REQUIRE_MESSAGE(run.wait(120000) == 0, run.output());
+  std::string out = run.output();
+  CHECK(out.find("controller died (signal 9); `salamander controller --resume") != std::string::npos);
+  CHECK(out.find(", resumed from the journal") != std::string::npos);
+  check_steps_once(dir + "/run", steps);
+  auto j = nlohmann::json::parse(file_text(dir + "/run/summary.json"));
+  CHECK(j["steps"] == steps);
+  CHECK(j["exit_code"] == 0);
+  // the resumed controller's summary covers the whole run: its first loss is step 0's
+  CHECK(j["first_loss"].get<double>() == doctest::Approx(metrics_column(dir + "/run", "loss").front()).epsilon(1e-5));
+  size_t restarts = 0;
+  for (const auto& r : j["recoveries"]) restarts += r["cause"] == "the controller restarted" ? 1 : 0;
+  CHECK(restarts == 1);
+}

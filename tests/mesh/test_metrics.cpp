@@ -68,12 +68,20 @@ TEST_CASE("metrics.csv resumed at a step drops the rows of later steps and conti
   {
     MetricsLog log;
     REQUIRE(log.open_csv(path).ok());
-    for (uint64_t s = 0; s < 5; ++s) log.add(StepRecord{.step = s});
+    for (uint64_t s = 0; s < 5; ++s) log.add(StepRecord{.step = s, .loss = 9.0 - double(s), .tokens = 100, .step_ms = 10});
   }
   {
     MetricsLog log;  // the journal committed steps 0..2: the rows of 3 and 4 were written before a commit it never saw
     REQUIRE(log.open_csv(path, uint64_t(3)).ok());
+    // the rows kept are read back: the summary of a resumed job counts from its first step
+    CHECK(log.count() == 3);
+    REQUIRE(log.first());
+    CHECK(log.first()->loss == 9.0);
+    CHECK(log.last()->step == 2);
+    CHECK(log.tokens() == 300);
+    CHECK(log.tokens_per_s() == doctest::Approx(10000));
     log.add(StepRecord{.step = 3});
+    CHECK(log.count() == 4);
   }
   std::ifstream in(path);
   std::vector<std::string> steps;
