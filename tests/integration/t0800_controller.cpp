@@ -162,6 +162,22 @@ std::string write_run_job(const std::string& dir, int nodes) {
   return dir + "/job.lua";
 }
 
+// `salamander run JOB --drill` with this drill text, in dir/run: its JSON summary, every expectation met.
+nlohmann::json run_drill(const std::string& dir, const std::string& job, const std::string& drill) {
+  std::ofstream(dir + "/drill.lua") << drill;
+  auto j = run_json({bin(), "run", job, "--drill", dir + "/drill.lua", "--json", "--out", dir + "/run"},
+                    dir + "/run.out", 90000);
+  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  return j;
+}
+
+// The summary's recoveries that were the controller's restarts.
+size_t controller_restarts(const nlohmann::json& summary) {
+  size_t n = 0;
+  for (const auto& r : summary["recoveries"]) n += r["cause"] == "the controller restarted" ? 1 : 0;
+  return n;
+}
+
 size_t count_kind(const std::string& dir, const std::string& kind) {
   size_t n = 0;
   for (const auto& e : events(dir)) n += e.kind == kind ? 1 : 0;
@@ -173,22 +189,18 @@ size_t count_kind(const std::string& dir, const std::string& kind) {
 TEST_CASE("t0805-drill-kills-controller: run hosts its controller, the drill SIGKILLs it twice, and the job ends with the weights of a run without") {
   std::string dir = temp_dir("hosted");
   auto job = write_run_job(dir, 3);
-  std::ofstream(dir + "/kill.lua") << "drill{ name = 'kill-controller', steps = 30 }\n"
-                                      "kill{ controller = true, step = 10, restart_after_s = 0.5 }\n"
-                                      "kill{ controller = true, step = 20, restart_after_s = 0.5 }\n"
-                                      "expect{ lost_steps = 0, restores = 0 }\n";
   run_json({bin(), "run", job, "--steps", "30", "--json", "--out", dir + "/ref"}, dir + "/ref.out", 90000);
-  auto j = run_json({bin(), "run", job, "--drill", dir + "/kill.lua", "--json", "--out", dir + "/run"}, dir + "/run.out",
-                    90000);
+  auto j = run_drill(dir, job,
+                     "drill{ name = 'kill-controller', steps = 30 }\n"
+                     "kill{ controller = true, step = 10, restart_after_s = 0.5 }\n"
+                     "kill{ controller = true, step = 20, restart_after_s = 0.5 }\n"
+                     "expect{ lost_steps = 0, restores = 0 }\n");
   CHECK(j["steps"] == 30);
-  REQUIRE(j["expectations"].size() == 3);
-  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  CHECK(j["expectations"].size() == 3);
   check_steps_once(dir + "/run", 30);
   CHECK(count_kind(dir + "/run", "controller_resumed") == 2);
   // the summary of the last controller counts the recoveries of the ones before it (the journal)
-  size_t restarts = 0;
-  for (const auto& r : j["recoveries"]) restarts += r["cause"] == "the controller restarted" ? 1 : 0;
-  CHECK(restarts == 2);
+  CHECK(controller_restarts(j) == 2);
   CHECK(occurrences(file_text(dir + "/run.out"), "controller killed by its drill") == 2);
   auto d = weight_distance(dir + "/ref/checkpoint", dir + "/run/checkpoint");
   CHECK(d.units == 1 + 2 + 4);
@@ -205,14 +217,12 @@ TEST_CASE("t0805-drill-kills-controller: run hosts its controller, the drill SIG
 TEST_CASE("t0806-drill-kills-controller-then-adds: the resumed controller goes on with the drill, its `add` starts an agent through the host") {
   std::string dir = temp_dir("hosted-add");
   auto job = write_run_job(dir, 2);
-  std::ofstream(dir + "/kill.lua") << "drill{ name = 'kill-then-add', steps = 150 }\n"
-                                      "kill{ controller = true, step = 8, restart_after_s = 0.3 }\n"
-                                      "add{ count = 1, step = 14 }\n"
-                                      "expect{ lost_steps = 0 }\n";
-  auto j = run_json({bin(), "run", job, "--drill", dir + "/kill.lua", "--json", "--out", dir + "/run"}, dir + "/run.out",
-                    90000);
+  auto j = run_drill(dir, job,
+                     "drill{ name = 'kill-then-add', steps = 150 }\n"
+                     "kill{ controller = true, step = 8, restart_after_s = 0.3 }\n"
+                     "add{ count = 1, step = 14 }\n"
+                     "expect{ lost_steps = 0 }\n");
   CHECK(j["steps"] == 150);
-  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
   check_steps_once(dir + "/run", 150);
   auto workers = metrics_column(dir + "/run", "workers");
   CHECK(workers.front() == 2);
@@ -246,7 +256,5 @@ TEST_CASE("t0807-run-supervise: under run --supervise, a controller killed from 
   CHECK(j["exit_code"] == 0);
   // the resumed controller's summary covers the whole run: its first loss is step 0's
   CHECK(j["first_loss"].get<double>() == doctest::Approx(metrics_column(dir + "/run", "loss").front()).epsilon(1e-5));
-  size_t restarts = 0;
-  for (const auto& r : j["recoveries"]) restarts += r["cause"] == "the controller restarted" ? 1 : 0;
-  CHECK(restarts == 1);
+  CHECK(controller_restarts(j) == 1);
 }
