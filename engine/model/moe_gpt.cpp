@@ -26,10 +26,10 @@ uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// dW += x^T dy, db += sum dy, dx = dy W^T (dx may be null)
+// dW += x^T dy, db += sum dy, dx = dy W^T (dw, db and dx may be null: a frozen unit has no dW, db)
 void linear_backward(const float* x, const float* w, const float* dy, float* dw, float* db, float* dx, int n, int in,
                      int out) {
-  k::gemm(true, false, in, out, n, 1.0f, x, dy, 1.0f, dw);
+  if (dw) k::gemm(true, false, in, out, n, 1.0f, x, dy, 1.0f, dw);
   if (db) k::bias_grad(dy, db, n, out);
   if (dx) k::gemm(false, true, n, in, out, 1.0f, dy, w, 0.0f, dx);
 }
@@ -153,12 +153,14 @@ Status MoeGpt::backward(const std::vector<int32_t>& inputs, int B, int T, Expert
   std::vector<float> dlogits(logits_.size());
   k::cross_entropy_backward(probs_.data(), targets_.data(), dlogits.data(), N, d.vocab, float(1.0 / double(global_tokens_)));
   std::vector<float> dxf(size_t(N) * D), dres(size_t(N) * D);
-  k::gemm(true, false, d.vocab, D, N, 1.0f, dlogits.data(), xf_.data(), 1.0f, p_.embedding.grad(el.tok));
-  k::gemm(false, false, N, D, d.vocab, 1.0f, dlogits.data(), p_.embedding.at(el.tok), 0.0f, dxf.data());
-  k::layernorm_backward(dxf.data(), x_final_.data(), p_.embedding.at(el.lnf_g), meanf_.data(), rstdf_.data(), dres.data(),
-                        p_.embedding.grad(el.lnf_g), p_.embedding.grad(el.lnf_b), N, D);
+  Unit& emb = p_.embedding;
+  if (!emb.frozen) k::gemm(true, false, d.vocab, D, N, 1.0f, dlogits.data(), xf_.data(), 1.0f, emb.grad(el.tok));
+  k::gemm(false, false, N, D, d.vocab, 1.0f, dlogits.data(), emb.at(el.tok), 0.0f, dxf.data());
+  k::layernorm_backward(dxf.data(), x_final_.data(), emb.at(el.lnf_g), meanf_.data(), rstdf_.data(), dres.data(),
+                        emb.weight_grad(el.lnf_g), emb.weight_grad(el.lnf_b), N, D);
   for (int l = d.layers - 1; l >= 0; --l) SAL_TRY(backward_layer(l, B, T, ex, dres));
-  k::embedding_backward(inputs.data(), dres.data(), p_.embedding.grad(el.tok), p_.embedding.grad(el.pos), B, T, D);
+  // the embeddings are the first operator: frozen, nothing below them needs a gradient
+  if (!emb.frozen) k::embedding_backward(inputs.data(), dres.data(), emb.grad(el.tok), emb.grad(el.pos), B, T, D);
   return {};
 }
 
@@ -176,7 +178,7 @@ void MoeGpt::backward_gate(int l, int N, const std::vector<float>& dw, std::vect
   k::softmax_backward(a.gate_probs.data(), dprobs.data(), dlogits.data(), N, E);
   Unit& g = p_.gate[size_t(l)];
   auto gl = gate_layout(d);
-  linear_backward(a.h2.data(), g.at(gl.w), dlogits.data(), g.grad(gl.w), nullptr, dh.data(), N, D, E);
+  linear_backward(a.h2.data(), g.at(gl.w), dlogits.data(), g.weight_grad(gl.w), nullptr, dh.data(), N, D, E);
   for (size_t i = 0; i < dh2.size(); ++i) dh2[i] += dh[i];
 }
 
@@ -208,16 +210,18 @@ Status MoeGpt::backward_layer(int l, int B, int T, ExpertExchange& ex, std::vect
   // LayerNorm 2: d xmid = dres (residual) + LN2'(dh2)
   std::vector<float> dxmid(size_t(N) * D);
   k::layernorm_backward(dh2.data(), a.xmid.data(), u.at(dl.ln2_g), a.mean2.data(), a.rstd2.data(), dxmid.data(),
-                        u.grad(dl.ln2_g), u.grad(dl.ln2_b), N, D);
+                        u.weight_grad(dl.ln2_g), u.weight_grad(dl.ln2_b), N, D);
   for (size_t i = 0; i < dxmid.size(); ++i) dxmid[i] += dres[i];
   // attention output projection and attention
   std::vector<float> datt(size_t(N) * D), dqkv(size_t(N) * 3 * D), dh1(size_t(N) * D);
-  linear_backward(a.att.data(), u.at(dl.w_o), dxmid.data(), u.grad(dl.w_o), u.grad(dl.b_o), datt.data(), N, D, D);
+  linear_backward(a.att.data(), u.at(dl.w_o), dxmid.data(), u.weight_grad(dl.w_o), u.weight_grad(dl.b_o), datt.data(), N,
+                  D, D);
   k::attention_backward(datt.data(), a.qkv.data(), a.att_probs.data(), dqkv.data(), B, T, D, d.heads);
-  linear_backward(a.h1.data(), u.at(dl.w_qkv), dqkv.data(), u.grad(dl.w_qkv), u.grad(dl.b_qkv), dh1.data(), N, D, 3 * D);
+  linear_backward(a.h1.data(), u.at(dl.w_qkv), dqkv.data(), u.weight_grad(dl.w_qkv), u.weight_grad(dl.b_qkv), dh1.data(),
+                  N, D, 3 * D);
   // LayerNorm 1, plus the residual
   k::layernorm_backward(dh1.data(), a.x.data(), u.at(dl.ln1_g), a.mean1.data(), a.rstd1.data(), dres.data(),
-                        u.grad(dl.ln1_g), u.grad(dl.ln1_b), N, D);
+                        u.weight_grad(dl.ln1_g), u.weight_grad(dl.ln1_b), N, D);
   for (size_t i = 0; i < dres.size(); ++i) dres[i] += dxmid[i];
   return {};
 }

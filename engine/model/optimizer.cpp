@@ -70,6 +70,7 @@ std::vector<DecayRun> decay_runs(const Dims& d, UnitKind kind, size_t n) {
 
 void apply_adamw(Params& p, const OptimConfig& c, double lr, double grad_scale, int64_t t) {
   for (Unit* u : p.units()) {
+    if (u->frozen) continue;  // replayed from a snapshot: no update (its weights are that iteration's)
     if (grad_scale != 1.0) k::scale(u->g.data(), u->g.size(), float(grad_scale));
     for (const DecayRun& r : decay_runs(p.dims, u->id.kind, u->w.size()))
       k::adamw(u->w.data() + r.begin, u->g.data() + r.begin, u->m.data() + r.begin, u->v.data() + r.begin,

@@ -27,8 +27,8 @@ double learning_rate(const OptimConfig& c, int64_t step);
 // Factor the gradients are multiplied by so that their global norm is at most c.clip.
 double clip_scale(const OptimConfig& c, double global_norm);
 
-// One AdamW update of every unit held, with gradients scaled by `grad_scale`; t is the 1-based
-// update count (bias correction).
+// One AdamW update of every unit held but the frozen ones, with gradients scaled by `grad_scale`;
+// t is the 1-based update count (bias correction).
 void apply_adamw(Params& p, const OptimConfig& c, double lr, double grad_scale, int64_t t);
 
 // A unit's floats in runs of equal weight decay, in order: [begin, end) and whether the run decays.

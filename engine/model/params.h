@@ -36,10 +36,15 @@ using ::sal::unit_size;
 struct Unit {
   UnitId id;
   std::vector<float> w, g, m, v;  // weights, gradient, Adam moments (all the same length)
+  // Frozen (MoEtion's replay of a sparse snapshot): the unit runs forward and passes the input
+  // gradient back, but computes no weight gradient and takes no optimizer update.
+  bool frozen = false;
 
   float* at(Slice s) { return w.data() + s.offset; }
   const float* at(Slice s) const { return w.data() + s.offset; }
   float* grad(Slice s) { return g.data() + s.offset; }
+  // Where the backward accumulates this slice's weight gradient: null for a frozen unit.
+  float* weight_grad(Slice s) { return frozen ? nullptr : grad(s); }
   void zero_grad();
 };
 

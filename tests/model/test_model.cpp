@@ -1,9 +1,12 @@
 // test_model.cpp — the moe-gpt model end to end in one process: every unit's gradient against
 // finite differences of the whole model's loss, the data pipeline's determinism, and a tiny model
-// learning a pattern; the logits of a batch against those of each prefix.
+// learning a pattern; the logits of a batch against those of each prefix; frozen units (MoEtion's
+// replay) passing gradients through without updating.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "model/local_exchange.h"
@@ -189,4 +192,75 @@ TEST_CASE("logits of a batch: each position's row is the next-token logits of it
     }
   CHECK(m.logits({1, 2, 11}, 1, 3, ex).error().message() == "token id 11 is outside the vocabulary [0, 11)");
   CHECK(m.logits({1, 2, 3}, 2, 2, ex).error().message() == "expected 2 sequences of 2 tokens, got 3 tokens");
+}
+
+namespace {
+
+// One forward and backward of `b`; the units for which `freeze` is true are frozen (and stay so).
+StepStats frozen_step(Params& p, const Batch& b, const std::function<bool(const Unit&)>& freeze) {
+  for (Unit* u : p.units()) u->frozen = freeze(*u);
+  LocalExchange ex(p);
+  MoeGpt m(p);
+  p.zero_grads();
+  auto s = m.step(b, 3 * p.dims.seq_len, ex);
+  REQUIRE(s.ok());
+  return *s;
+}
+
+double grad_norm(Params& p) {
+  double norm2 = 0;
+  for (Unit* u : p.units()) norm2 += grad_sum_squares(*u);
+  return std::sqrt(norm2);
+}
+
+}  // namespace
+
+TEST_CASE("a frozen unit passes gradients through but computes no weight gradient and takes no update") {
+  Dims d = tiny();
+  Corpus c = pattern_corpus(d.vocab, 200);
+  OptimConfig oc;
+  // moments warmed up by one update, so an update that should not happen would show
+  Params p0 = Params::create(d, 7, Params::all_experts(d));
+  frozen_step(p0, make_batch(c, 3, 1, 0, 3, d.seq_len), [](const Unit&) { return false; });
+  apply_adamw(p0, oc, 1e-2, clip_scale(oc, grad_norm(p0)), 1);
+
+  // the same step, once with nothing frozen and once with the embeddings, layer 1's dense part,
+  // layer 0's gate and three experts frozen
+  Batch b = make_batch(c, 3, 0, 0, 3, d.seq_len);
+  Params active = p0, part = p0;
+  StepStats sa = frozen_step(active, b, [](const Unit&) { return false; });
+  StepStats sp = frozen_step(part, b, [](const Unit& u) {
+    return u.id.kind == UnitKind::embedding || (u.id.kind == UnitKind::dense && u.id.layer == 1) ||
+           (u.id.kind == UnitKind::gate && u.id.layer == 0) ||
+           (u.id.kind == UnitKind::expert && (u.id.expert == 1 || (u.id.layer == 1 && u.id.expert == 2)));
+  });
+  CHECK(sp.ce_sum == sa.ce_sum);  // the forward is the same
+  CHECK(sp.aux == sa.aux);
+  // one clip scale for both (replay takes the step's recorded norm: frozen units add nothing to it)
+  double scale = clip_scale(oc, grad_norm(active));
+  auto part_units = part.units(), active_units = active.units(), before = p0.units();
+  for (size_t i = 0; i < part_units.size(); ++i)
+    if (!part_units[i]->frozen) {
+      CAPTURE(part_units[i]->id.name());
+      // the input gradients the frozen units passed on are exactly the active run's, so is every
+      // active unit's weight gradient
+      CHECK(part_units[i]->g == active_units[i]->g);
+    }
+  apply_adamw(active, oc, 1e-2, scale, 2);
+  apply_adamw(part, oc, 1e-2, scale, 2);
+  size_t n_frozen = 0;
+  for (size_t i = 0; i < part_units.size(); ++i) {
+    CAPTURE(part_units[i]->id.name());
+    if (part_units[i]->frozen) {
+      ++n_frozen;  // no weight gradient, no update: weights and moments are those it came with
+      CHECK(std::all_of(part_units[i]->g.begin(), part_units[i]->g.end(), [](float x) { return x == 0.0f; }));
+      CHECK(part_units[i]->w == before[i]->w);
+      CHECK(part_units[i]->m == before[i]->m);
+      CHECK(part_units[i]->v == before[i]->v);
+    } else {
+      CHECK(part_units[i]->w == active_units[i]->w);  // and the same update
+      CHECK(part_units[i]->m == active_units[i]->m);
+    }
+  }
+  CHECK(n_frozen == 1 + 1 + 1 + 3);
 }
