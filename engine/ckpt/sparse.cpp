@@ -1,0 +1,147 @@
+// sparse.cpp — see sparse.h.
+#include "ckpt/sparse.h"
+
+#include <cstring>
+
+namespace sal::ckpt {
+namespace {
+
+void fnv(uint64_t& h, const std::vector<float>& v) {
+  const auto* b = reinterpret_cast<const unsigned char*>(v.data());
+  for (size_t i = 0, n = v.size() * sizeof(float); i < n; ++i) {
+    h ^= b[i];
+    h *= 0x100000001b3ull;
+  }
+}
+
+UnitCopy copy_of(const model::Unit& u, bool full) {
+  UnitCopy c;
+  c.full = full;
+  c.w = u.w;
+  if (full) c.m = u.m, c.v = u.v;
+  c.checksum = unit_checksum(c);
+  return c;
+}
+
+// Loads a copy into the unit: all of it when full; else the weights, the unit to run frozen.
+Status load(const UnitCopy& c, model::Unit& u, uint64_t step) {
+  if (unit_checksum(c) != c.checksum)
+    return fail(u.id.name(), " in the snapshot of iteration ", step, ": checksum mismatch (the copy is corrupt)");
+  if (c.w.size() != u.w.size() || (c.full && (c.m.size() != u.m.size() || c.v.size() != u.v.size())))
+    return fail(u.id.name(), " in the snapshot of iteration ", step, ": ", c.w.size(), " weights, the unit has ", u.w.size());
+  u.w = c.w;
+  if (c.full) u.m = c.m, u.v = c.v;
+  u.frozen = !c.full;
+  return {};
+}
+
+}  // namespace
+
+uint64_t unit_checksum(const UnitCopy& c) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  fnv(h, c.w);
+  fnv(h, c.m);
+  fnv(h, c.v);
+  return h;
+}
+
+size_t SparseSlot::bytes() const {
+  size_t n = 0;
+  for (const auto& [id, c] : units) n += c.bytes();
+  return n;
+}
+
+std::optional<uint32_t> slot_of(const plan::CheckpointSchedule& s, uint64_t step) {
+  if (s.period == 0) return std::nullopt;
+  uint64_t i = step % s.period;
+  if (i >= s.window) return std::nullopt;
+  return uint32_t(i);
+}
+
+SparseSlot take_slot(const plan::CheckpointSchedule& s, uint32_t index, uint64_t step, double grad_norm,
+                     model::Params& p) {
+  SparseSlot slot{step, index, grad_norm, {}};
+  auto ids = model_units(p.dims);
+  std::map<UnitId, model::Unit*> held;
+  for (model::Unit* u : p.units()) held[u->id] = u;
+  for (size_t j = index; j < s.slots.size() && j < s.window; ++j)
+    for (uint32_t op : s.slots[j]) {
+      if (op >= ids.size()) continue;
+      auto it = held.find(ids[op]);
+      if (it != held.end()) slot.units[ids[op]] = copy_of(*it->second, j == index);
+    }
+  return slot;
+}
+
+void SparseWindows::add(SparseSlot slot) {
+  uint64_t start = window_start(slot.step);
+  bool completes = slot.index + 1 == schedule_.window;
+  slots_[slot.step] = std::move(slot);
+  if (!completes || latest_complete().empty() || latest_complete().front()->step != start) return;
+  // a newer complete window supersedes the older ones
+  std::erase_if(slots_, [&](const auto& kv) { return kv.first < start; });
+}
+
+std::vector<const SparseSlot*> SparseWindows::latest_complete() const {
+  for (auto it = slots_.rbegin(); it != slots_.rend(); ++it) {
+    if (it->second.index + 1 != schedule_.window) continue;
+    uint64_t start = window_start(it->first);
+    std::vector<const SparseSlot*> out;
+    for (uint32_t i = 0; i < schedule_.window; ++i) {
+      auto s = slots_.find(start + i);
+      if (s == slots_.end() || s->second.index != i) break;
+      out.push_back(&s->second);
+    }
+    if (out.size() == schedule_.window) return out;
+  }
+  return {};
+}
+
+size_t SparseWindows::bytes() const {
+  size_t n = 0;
+  for (const auto& [step, s] : slots_) n += s.bytes();
+  return n;
+}
+
+UnitCopy* SparseWindows::find(uint64_t step, const UnitId& id) {
+  auto s = slots_.find(step);
+  if (s == slots_.end()) return nullptr;
+  auto u = s->second.units.find(id);
+  return u == s->second.units.end() ? nullptr : &u->second;
+}
+
+Result<ReplayReport> replay_window(const std::vector<const SparseSlot*>& window, model::Params& p,
+                                   const ReplayStep& step) {
+  if (window.empty()) return fail("no complete window to restore from");
+  ReplayReport report{window.front()->step, window.back()->step, {}};
+  std::map<UnitId, model::Unit*> held;
+  for (model::Unit* u : p.units()) held[u->id] = u;
+  std::map<UnitId, bool> complete;  // units loaded in full so far
+  auto finish = [&](Status s) -> Result<ReplayReport> {
+    for (model::Unit* u : p.units()) u->frozen = false;
+    if (!s) return s.error();
+    return report;
+  };
+  for (size_t i = 0; i < window.size(); ++i) {
+    const SparseSlot& slot = *window[i];
+    if (i > 0) {  // the iteration this slot was taken after, replayed on the state of the one before
+      size_t frozen = 0;
+      for (model::Unit* u : p.units()) frozen += u->frozen;
+      report.frozen.push_back(frozen);
+      if (auto s = step(slot.step, slot.grad_norm); !s)
+        return finish(s.error().with_context("replaying iteration " + std::to_string(slot.step)));
+    }
+    for (const auto& [id, copy] : slot.units) {
+      auto it = held.find(id);
+      if (it == held.end() || complete.count(id)) continue;
+      if (auto s = load(copy, *it->second, slot.step); !s) return finish(s);
+      if (copy.full) complete[id] = true;
+    }
+  }
+  for (const auto& [id, u] : held)
+    if (!complete.count(id))
+      return finish(fail(id.name(), ": not in full in the window of iterations ", report.from_step, "..", report.to_step));
+  return finish({});
+}
+
+}  // namespace sal::ckpt

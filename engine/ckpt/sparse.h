@@ -1,0 +1,95 @@
+// sparse.h — MoEtion's sparse snapshots as data, and the replay that turns a window of them back
+// into the dense state (docs/checkpoints.md, "Sparse snapshots").
+//
+// The checkpoint policy's schedule (plan::CheckpointSchedule) names, for slot i of a window of W
+// iterations, the operators whose *full state* (weights and both AdamW moments) is copied after
+// that iteration's update; every operator appears in exactly one slot. Slot i also copies the
+// *compute weights* (weights only) of every operator that a later slot takes in full, so that after
+// loading slot i every operator is either complete as of that iteration or can run frozen with
+// that iteration's weights. Iteration `step` takes slot (step mod period) when that is < window;
+// a window is complete when its W slots are of consecutive iterations starting at a multiple of
+// the period. Each unit copy carries an FNV-1a checksum of its floats, and a slot carries the
+// global gradient norm of its own iteration (the replay clips with it: frozen operators add no
+// gradient, so the norm a replayed step computes is not the one the run used).
+//
+// Replay (replay_window): load slot 0 (its full units active, the rest frozen with slot 0's
+// weights), replay iteration t0 + 1, load slot 1, replay t0 + 2, …, load slot W - 1: every unit is
+// active and the state is the dense state after iteration t0 + W - 1, the same bits a dense
+// snapshot of that iteration would hold. The steps after it are then run normally. Pure: no I/O,
+// the training step is the caller's.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "core/result.h"
+#include "model/params.h"
+#include "plan/schedule.h"
+
+namespace sal::ckpt {
+
+struct UnitCopy {
+  bool full = false;              // weights and moments; else the compute weights only
+  std::vector<float> w, m, v;     // m and v empty when !full
+  uint64_t checksum = 0;          // unit_checksum() when taken
+  size_t bytes() const { return (w.size() + m.size() + v.size()) * sizeof(float); }
+};
+
+// FNV-1a over the copy's floats (w, then m and v).
+uint64_t unit_checksum(const UnitCopy& c);
+
+struct SparseSlot {
+  uint64_t step = 0;      // taken after this iteration's update (0-based)
+  uint32_t index = 0;     // its slot in the window
+  double grad_norm = 0;   // the iteration's global gradient norm, before clipping
+  std::map<UnitId, UnitCopy> units;
+  size_t bytes() const;
+};
+
+// The slot iteration `step` takes under `s` (step mod period), or none.
+std::optional<uint32_t> slot_of(const plan::CheckpointSchedule& s, uint64_t step);
+
+// Slot `index`'s copies of the units `p` holds: full state of slots[index]'s operators, compute
+// weights of the later slots' (operator indices are positions in model_units(p.dims)).
+SparseSlot take_slot(const plan::CheckpointSchedule& s, uint32_t index, uint64_t step, double grad_norm,
+                     model::Params& p);
+
+// The slots a holder keeps: the newest complete window and the one being filled. Adding the last
+// slot of a window drops every older one.
+class SparseWindows {
+ public:
+  explicit SparseWindows(plan::CheckpointSchedule s) : schedule_(std::move(s)) {}
+  void add(SparseSlot slot);
+  // The newest complete window, its slots in order (empty when none is complete).
+  std::vector<const SparseSlot*> latest_complete() const;
+  size_t bytes() const;
+  const plan::CheckpointSchedule& schedule() const { return schedule_; }
+  // Test hook: the copy of `id` in the slot of `step` (to corrupt it), or null.
+  UnitCopy* find(uint64_t step, const UnitId& id);
+
+ private:
+  uint64_t window_start(uint64_t step) const { return step - step % schedule_.period; }
+  plan::CheckpointSchedule schedule_;
+  std::map<uint64_t, SparseSlot> slots_;  // by step
+};
+
+// Runs one training iteration `step` on the params (forward, backward and the update of the
+// units not frozen), clipping with `grad_norm`.
+using ReplayStep = std::function<Status(uint64_t step, double grad_norm)>;
+
+struct ReplayReport {
+  uint64_t from_step = 0;            // the window's first iteration
+  uint64_t to_step = 0;              // its last: the state is the dense state after it
+  std::vector<size_t> frozen;        // units frozen in each replayed iteration
+};
+
+// Loads the window into `p` and replays it (above). Every unit `p` holds must be in the window
+// (full in one slot); a copy whose checksum does not match is an error naming the unit and the
+// slot's iteration. On return no unit is frozen.
+Result<ReplayReport> replay_window(const std::vector<const SparseSlot*>& window, model::Params& p,
+                                   const ReplayStep& step);
+
+}  // namespace sal::ckpt

@@ -1,0 +1,180 @@
+// test_sparse.cpp — MoEtion's sparse snapshots in one process: a tiny model trains with a slot
+// taken after every iteration as a 4-iteration schedule says; everything is then lost after
+// iteration 9, the newest complete window (iterations 4..7) is loaded and replayed with the
+// not-yet-complete operators frozen, the steps after it are run again, and the weights and moments
+// equal those of the run that never failed, bit for bit. Replaying with the norm the frozen step
+// computes itself (not the recorded one) does not; a corrupt copy is found by its checksum.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "ckpt/sparse.h"
+#include "model/local_exchange.h"
+#include "model/moe_gpt.h"
+#include "model/optimizer.h"
+
+using namespace sal;
+using namespace sal::model;
+using namespace sal::ckpt;
+
+namespace {
+
+constexpr int kBatch = 3;
+
+Dims tiny() {
+  Dims d;
+  d.layers = 2, d.d = 8, d.heads = 2, d.experts = 4, d.top_k = 2, d.seq_len = 5, d.vocab = 11, d.aux_weight = 0.05f;
+  return d;
+}
+
+Corpus corpus(int vocab) {
+  std::vector<uint16_t> t(400);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = uint16_t((i * 7 + i / 3) % size_t(vocab));
+  return Corpus::from_tokens(std::move(t), "pattern");
+}
+
+double grad_norm(Params& p) {
+  double n2 = 0;
+  for (Unit* u : p.units()) n2 += grad_sum_squares(*u);
+  return std::sqrt(n2);
+}
+
+// Iteration `step`: forward and backward on its batch, then AdamW clipped with `norm` (or, when
+// negative, with the norm this step computes). Returns the computed norm.
+double train_step(Params& p, const Corpus& c, uint64_t step, double norm = -1) {
+  Batch b = make_batch(c, 5, step, 0, kBatch, p.dims.seq_len);
+  LocalExchange ex(p);
+  MoeGpt m(p);
+  p.zero_grads();
+  auto s = m.step(b, int64_t(kBatch) * p.dims.seq_len, ex);
+  REQUIRE(s.ok());
+  OptimConfig oc;
+  oc.lr = 1e-2, oc.warmup = 2, oc.total_steps = 40, oc.clip = 0.5;  // clipping bites: the norm matters
+  double own = grad_norm(p);
+  apply_adamw(p, oc, learning_rate(oc, int64_t(step)), clip_scale(oc, norm < 0 ? own : norm), int64_t(step) + 1);
+  return own;
+}
+
+// A 4-iteration window over the 13 units of tiny(), not in index order (as a popularity order is not).
+plan::CheckpointSchedule schedule() {
+  return {4, 4, {{5, 12, 0}, {7, 1, 9}, {2, 11, 4, 8}, {10, 3, 6}}};
+}
+
+bool same_state(Params& a, Params& b) {
+  auto ua = a.units(), ub = b.units();
+  if (ua.size() != ub.size()) return false;
+  for (size_t i = 0; i < ua.size(); ++i)
+    if (ua[i]->w != ub[i]->w || ua[i]->m != ub[i]->m || ua[i]->v != ub[i]->v) return false;
+  return true;
+}
+
+struct Trained {
+  Params reference;          // after iterations 0..11, never failed
+  SparseWindows windows{schedule()};
+};
+
+// Iterations 0..11 with a slot after each; the holder has the slots the run had taken after
+// iteration 9 (the failure point).
+Trained train(const Corpus& c) {
+  Trained t{Params::create(tiny(), 3, Params::all_experts(tiny()))};
+  for (uint64_t step = 0; step < 12; ++step) {
+    double norm = train_step(t.reference, c, step);
+    if (step > 9) continue;
+    if (auto i = slot_of(schedule(), step)) t.windows.add(take_slot(schedule(), *i, step, norm, t.reference));
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("a window of sparse snapshots replays to the dense state, bit for bit, and the run goes on as if it never failed") {
+  Corpus c = corpus(tiny().vocab);
+  Trained t = train(c);
+  auto window = t.windows.latest_complete();
+  REQUIRE(window.size() == 4);
+  CHECK(window.front()->step == 4);  // iterations 8 and 9 are a window not yet complete
+  CHECK(window.back()->step == 7);
+  // every unit in full once, and the frozen ones' weights in the slots before
+  CHECK(window[0]->units.size() == 13);
+  CHECK(window[3]->units.size() == 3);
+  // slot 0: its three operators in full (weights and moments), the ten later ones' weights only
+  size_t full = 0;
+  for (const auto& [id, copy] : window[0]->units) {
+    full += copy.full;
+    CHECK(copy.bytes() == unit_size(tiny(), id.kind) * sizeof(float) * (copy.full ? 3 : 1));
+  }
+  CHECK(full == 3);
+
+  // everything lost: a fresh model (other weights), restored from the window and replayed
+  Params p = Params::create(tiny(), 99, Params::all_experts(tiny()));
+  auto replay = replay_window(window, p, [&](uint64_t step, double norm) -> Status {
+    train_step(p, c, step, norm);
+    return {};
+  });
+  REQUIRE_MESSAGE(replay.ok(), (replay.ok() ? "" : replay.error().message()));
+  CHECK(replay->from_step == 4);
+  CHECK(replay->to_step == 7);
+  // 13 units: 10 frozen in the first replayed iteration, 7, then 3
+  CHECK(replay->frozen == std::vector<size_t>{10, 7, 3});
+  for (Unit* u : p.units()) CHECK_FALSE(u->frozen);
+  for (uint64_t step = 8; step < 12; ++step) train_step(p, c, step);  // re-executed to the failure and on
+  CHECK(same_state(p, t.reference));
+}
+
+TEST_CASE("replaying with the norm a frozen step computes, not the recorded one, gives other weights") {
+  Corpus c = corpus(tiny().vocab);
+  Trained t = train(c);
+  Params p = Params::create(tiny(), 99, Params::all_experts(tiny()));
+  auto replay = replay_window(t.windows.latest_complete(), p, [&](uint64_t step, double) -> Status {
+    train_step(p, c, step);  // frozen units add no gradient: a smaller norm, a different clip
+    return {};
+  });
+  REQUIRE(replay.ok());
+  for (uint64_t step = 8; step < 12; ++step) train_step(p, c, step);
+  CHECK_FALSE(same_state(p, t.reference));
+}
+
+TEST_CASE("a corrupt copy is found by its checksum and named, and a window that misses a unit is refused") {
+  Corpus c = corpus(tiny().vocab);
+  Trained t = train(c);
+  UnitCopy* copy = t.windows.find(5, UnitId{UnitKind::expert, 0, 3});
+  REQUIRE(copy != nullptr);
+  const float was = copy->w[2];
+  copy->w[2] = std::nextafter(was, 1.0f);  // one bit of one float
+  Params p = Params::create(tiny(), 99, Params::all_experts(tiny()));
+  auto replay = replay_window(t.windows.latest_complete(), p, [&](uint64_t step, double norm) -> Status {
+    train_step(p, c, step, norm);
+    return {};
+  });
+  REQUIRE_FALSE(replay.ok());
+  CHECK(replay.error().message() == "layer0.expert3 in the snapshot of iteration 5: checksum mismatch (the copy is corrupt)");
+  for (Unit* u : p.units()) CHECK_FALSE(u->frozen);
+  copy->w[2] = was;
+
+  auto window = t.windows.latest_complete();
+  window.pop_back();  // the last slot's operators are nowhere in full
+  Params q = Params::create(tiny(), 99, Params::all_experts(tiny()));
+  auto missing = replay_window(window, q, [&](uint64_t, double) -> Status { return {}; });
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().message().find(": not in full in the window of iterations 4..6") != std::string::npos);
+}
+
+TEST_CASE("the holder keeps the newest complete window and the one being filled") {
+  Corpus c = corpus(tiny().vocab);
+  Params p = Params::create(tiny(), 3, Params::all_experts(tiny()));
+  SparseWindows w(schedule());
+  size_t one_window = 0;
+  for (uint64_t step = 0; step < 14; ++step) {
+    double norm = train_step(p, c, step);
+    w.add(take_slot(schedule(), *slot_of(schedule(), step), step, norm, p));
+    if (step == 3) one_window = w.bytes();
+    if (step >= 3) CHECK(w.latest_complete().front()->step == step - step % 4 - (step % 4 == 3 ? 0 : 4));
+  }
+  // after iteration 13: the window of 8..11 and the slots of 12 and 13; 0..7 dropped
+  CHECK(w.find(7, UnitId{UnitKind::embedding, -1, -1}) == nullptr);
+  CHECK(w.find(8, UnitId{UnitKind::embedding, -1, -1}) != nullptr);
+  CHECK(w.bytes() < 2 * one_window);
+  plan::CheckpointSchedule dense{1, 5, {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}}};  // dense every 5
+  CHECK(slot_of(dense, 10) == 0u);
+  CHECK_FALSE(slot_of(dense, 11).has_value());
+}
