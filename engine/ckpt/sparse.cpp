@@ -59,11 +59,11 @@ std::optional<uint32_t> slot_of(const plan::CheckpointSchedule& s, uint64_t step
 }
 
 SparseSlot take_slot(const plan::CheckpointSchedule& s, uint32_t index, uint64_t step, double grad_norm,
-                     model::Params& p) {
+                     const ModelShape& shape, const std::vector<const model::Unit*>& units) {
   SparseSlot slot{step, index, grad_norm, {}};
-  auto ids = model_units(p.dims);
-  std::map<UnitId, model::Unit*> held;
-  for (model::Unit* u : p.units()) held[u->id] = u;
+  auto ids = model_units(shape);
+  std::map<UnitId, const model::Unit*> held;
+  for (const model::Unit* u : units) held[u->id] = u;
   for (size_t j = index; j < s.slots.size() && j < s.window; ++j)
     for (uint32_t op : s.slots[j]) {
       if (op >= ids.size()) continue;

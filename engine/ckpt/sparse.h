@@ -52,10 +52,11 @@ struct SparseSlot {
 // The slot iteration `step` takes under `s` (step mod period), or none.
 std::optional<uint32_t> slot_of(const plan::CheckpointSchedule& s, uint64_t step);
 
-// Slot `index`'s copies of the units `p` holds: full state of slots[index]'s operators, compute
-// weights of the later slots' (operator indices are positions in model_units(p.dims)).
+// Slot `index`'s copies of `units` (those a worker writes): full state of slots[index]'s
+// operators, compute weights of the later slots' (operator indices are positions in
+// model_units(shape)).
 SparseSlot take_slot(const plan::CheckpointSchedule& s, uint32_t index, uint64_t step, double grad_norm,
-                     model::Params& p);
+                     const ModelShape& shape, const std::vector<const model::Unit*>& units);
 
 // The slots a holder keeps: the newest complete window and the one being filled. Adding the last
 // slot of a window drops every older one.

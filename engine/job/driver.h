@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -89,6 +90,8 @@ class Driver {
   const LoadWindow& loads() const { return loads_; }
   const ckpt::SnapshotBook* snapshots() const { return snapshots_ ? &*snapshots_ : nullptr; }
   const CheckpointFacts& checkpoint_facts() const { return facts_; }
+  // What each worker's last vote said it holds of the sparse snapshots (job.checkpoint()).
+  const std::map<Participant, SparseHolding>& sparse_holdings() const { return sparse_; }
   const std::string& failure() const { return failure_; }
   const std::string& checkpoint_dir() const { return checkpoint_dir_; }
   bool stopping() const { return stopping_; }
@@ -222,6 +225,7 @@ class Driver {
   MovingMedian snapshot_Bps_;
   bool disk_behind_warned_ = false;  // snapshot_slow said (once a job)
   CheckpointFacts facts_;
+  std::map<Participant, SparseHolding> sparse_;
   bool plan_wanted_ = false;
   bool plan_with_loads_ = false;
   std::string plan_reason_;

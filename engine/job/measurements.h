@@ -80,6 +80,14 @@ class MovingMedian {
 
 // What the checkpoint policy decides from, measured by the driver. Zero means "not measured yet"
 // (the planner then uses its assumptions and says so).
+// The sparse snapshots (MoEtion) a worker holds, as its last vote said (wire::StepVote).
+struct SparseHolding {
+  uint64_t bytes = 0;
+  int64_t window_from = -1, window_to = -1;  // the newest complete window's iterations (-1: none)
+  double copy_ms = 0;                        // the last slot's copy
+  uint64_t step = 0;                         // the step of the vote that said so
+};
+
 struct CheckpointFacts {
   double iteration_s = 0;    // median step time of the recent committed steps
   double bandwidth_Bps = 0;  // bytes a snapshot copied over the pause training saw, median

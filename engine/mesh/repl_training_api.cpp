@@ -1,10 +1,11 @@
 // repl_training_api.cpp — the training half of the `job` module (the job driver's state): job.metrics(), job.loads(),
-// job.rebalance(), job.training(). Registered like the rest of the REPL API (help and completion
+// job.rebalance(), job.checkpoint(), job.training(). Registered like the rest of the REPL API (help and completion
 // come from these entries).
 #include <lua.hpp>
 
 #include "lua/convert.h"
 #include "mesh/controller.h"
+#include "mesh/planner.h"
 #include "mesh/repl_server.h"
 
 namespace sal::mesh {
@@ -106,6 +107,49 @@ int job_training(Controller& c, lua_State* L) {
   return 1;
 }
 
+// The checkpoint schedule in force and the sparse snapshots each rank of the plan holds.
+int job_checkpoint(Controller& c, lua_State* L) {
+  const auto& t = c.driver();
+  lua_newtable(L);
+  if (const auto* live = c.planner().policies().slot(policy::Kind::checkpoint).live())
+    lua::set_field(L, "policy", live->label());
+  const auto& a = t.applied();
+  if (!a) return 1;
+  const auto& s = a->plan.schedule;
+  lua::set_field(L, "window", int64_t(s.window));
+  lua::set_field(L, "period", int64_t(s.period));
+  lua_createtable(L, int(s.slots.size()), 0);
+  for (size_t i = 0; i < s.slots.size(); ++i) {
+    lua_pushinteger(L, lua_Integer(s.slots[i].size()));
+    lua_rawseti(L, -2, int(i + 1));
+  }
+  lua_setfield(L, -2, "operators_per_slot");
+  uint64_t bytes = 0;
+  int64_t common_from = -1;  // the newest window every rank holds complete
+  bool all = !a->ranks.empty();
+  lua_createtable(L, int(a->ranks.size()), 0);
+  for (size_t r = 0; r < a->ranks.size(); ++r) {
+    auto it = t.sparse_holdings().find(a->ranks[r]);
+    job::SparseHolding h = it == t.sparse_holdings().end() ? job::SparseHolding{} : it->second;
+    lua_newtable(L);
+    lua::set_field(L, "worker", participant_name(a->ranks[r]));
+    lua::set_field(L, "bytes", int64_t(h.bytes));
+    lua::set_field(L, "copy_ms", h.copy_ms);
+    if (h.window_from >= 0) {
+      lua::set_field(L, "window_from", h.window_from);
+      lua::set_field(L, "window_to", h.window_to);
+    }
+    lua_rawseti(L, -2, int(r + 1));
+    bytes += h.bytes;
+    all = all && h.window_from >= 0;
+    if (h.window_from >= 0) common_from = common_from < 0 ? h.window_from : std::min(common_from, h.window_from);
+  }
+  lua_setfield(L, -2, "workers");
+  lua::set_field(L, "bytes", int64_t(bytes));
+  if (all) lua::set_field(L, "complete_from", common_from);
+  return 1;
+}
+
 int drill_start(Controller& c, lua_State* L) {
   std::string path = lua::check_string(L, 1, "drill.start", "path");
   if (!c.start_drill) return luaL_error(L, "drill.start: this controller cannot run drills (use `salamander run`)");
@@ -149,6 +193,14 @@ void register_training_api(lua::ApiRegistry& reg, Controller& c) {
       "Asks the allocation and placement policies for a new plan on the recent loads; it takes effect at "
       "the next step boundary (workers switch plans between steps, never inside one).",
       Role::operate, job_rebalance);
+  add("checkpoint",
+      "job.checkpoint() -> {policy, window, period, operators_per_slot, workers = {{worker, bytes, copy_ms, "
+      "window_from, window_to}, ...}, bytes, complete_from}",
+      "The checkpoint-window policy's schedule in force (a window of `window` iterations every `period`, the "
+      "operators each slot takes in full) and the sparse snapshots each rank of the plan holds after its last "
+      "vote: bytes, the newest complete window's iterations and the last slot's copy time; complete_from: the "
+      "first iteration of the newest window every rank holds (docs/checkpoints.md).",
+      Role::observe, job_checkpoint);
   add("training", "job.training() -> {phase, plan, plan_from_step, ranks, failure, checkpoint, store}",
       "The training driver: its phase (gathering, planning, running, saving, done, failed), the plan in "
       "force and since which step, the rank order (node.worker), and why training stopped if it failed.",

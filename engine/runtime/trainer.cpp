@@ -357,6 +357,7 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
   steps_seen_ = p.step;
   pruned_ = false;
   have_grads_ = false;
+  if (!device_) sparse_.start(plan.schedule);
   return {};
 }
 
@@ -457,6 +458,7 @@ Status Trainer::commit(uint64_t step) {
   }
   model::apply_adamw(params_, spec_.optim, lr, model::clip_scale(spec_.optim, last_norm_), int64_t(step) + 1);
   have_grads_ = false;
+  sparse_.after_commit(step, last_norm_, spec_.dims, units_written(1));
   return {};
 }
 

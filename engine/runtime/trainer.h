@@ -49,6 +49,7 @@
 #include "runtime/dispatch.h"
 #include "runtime/expert_grads.h"
 #include "runtime/faults.h"
+#include "runtime/sparse_snapshots.h"
 #include "ckpt/writer.h"
 #include "runtime/train_spec.h"
 #include "wire/messages.h"
@@ -106,6 +107,8 @@ class Trainer {
 
   int rank() const { return rank_; }
   uint64_t plan() const { return plan_; }
+  // The sparse snapshots (MoEtion) this worker holds (sparse_snapshots.h); none on a GPU worker yet.
+  SparseHeld sparse_held() const { return sparse_.held(); }
   // The steps committed into this worker's state (a plan's first step once it is applied, plus one
   // per commit), and the step whose gradients wait for a commit, if any.
   uint64_t steps_seen() const { return steps_seen_; }
@@ -162,6 +165,7 @@ class Trainer {
   std::vector<std::string> plan_keys_;           // this plan's ranks' device keys (with a device plane)
   std::vector<std::string> plane_keys_;          // the ranks' keys of the device plane the device holds
   std::set<std::pair<int, int>> device_held_;    // the experts the device's last load() gave it ({}: none)
+  SparseSnapshots sparse_;                       // the checkpoint schedule acted on (CPU workers)
 };
 
 }  // namespace sal::runtime

@@ -1,0 +1,65 @@
+// t0540_sparse.cpp — the checkpoint-window policy drives what live workers snapshot (MoEtion): every
+// committed step that the plan's schedule gives a slot, each worker copies its share of it (the
+// full state of the slot's operators, the compute weights of the later ones), keeps the newest
+// complete window and the one being filled, and says so with its votes; job.checkpoint() shows
+// the schedule and what each rank holds. A checkpoint policy loaded live changes the window at the
+// next plan, and what is held stays bounded.
+#include <doctest/doctest.h>
+
+#include "support/mesh_harness.h"
+
+using namespace sal;
+using namespace sal::test;
+
+namespace {
+
+// One operator a slot: the window is as long as the model has operators (7 here).
+const char* kOneEach =
+    "return { api = 1, kind = 'checkpoint', name = 'one-each', doc = 'one operator per iteration', "
+    "decide = function(ctx) local s = {} for i = 1, #ctx.operators do s[i] = { i } end "
+    "return { window = #ctx.operators, slots = s } end }";
+
+}  // namespace
+
+TEST_CASE("t0540-sparse-live: workers take the schedule's slots every step, job.checkpoint() shows them, and a policy loaded live changes the window") {
+  TestMesh m({.agents = 3, .steps = 1000000, .train = "batch = 8, rebalance_every = 0, checkpoint_every = 0",
+              .extra = "policies = { slots = 4, min_replicas = 1 },"});
+  m.start();
+  // the job's policy (moetion): this small model's whole snapshot fits an iteration, a window of 1
+  REQUIRE_MESSAGE(eventually([&] { return m.eval_json("return job.checkpoint().complete_from ~= nil").get<bool>(); }, 20000, 20),
+                  m.eval_json("return job.checkpoint()").dump() << " at " << m.status().dump());
+  auto c = m.eval_json("return job.checkpoint()");
+  CHECK(c["policy"] == "moetion gen 1");
+  CHECK(c["window"] == 1);
+  CHECK(c["operators_per_slot"][0] == 1 + 1 + 1 + 4);  // embeddings, dense, gate, 4 experts
+  CHECK(c["workers"].size() == 3);
+  CHECK(c["bytes"].get<int64_t>() > 0);
+
+  // one operator a slot: a window of 7 iterations once the next plan is in force
+  auto loaded = m.eval("policy.load('checkpoint', [[" + std::string(kOneEach) + "]])");
+  REQUIRE_MESSAGE(loaded.ok, loaded.error);
+  m.eval_json("return job.rebalance()");
+  REQUIRE(eventually([&] { return m.eval_json("return job.checkpoint().window") == 7; }, 20000, 20));
+  int64_t plan_step = m.eval_json("return job.training().plan_from_step");
+  REQUIRE(eventually([&] {
+    auto k = m.eval_json("return job.checkpoint()");
+    return k.contains("complete_from") && k["complete_from"].get<int64_t>() >= plan_step;
+  }, 30000, 20));
+  c = m.eval_json("return job.checkpoint()");
+  CHECK(c["policy"] == "one-each gen 2");
+  int64_t from = c["complete_from"];
+  CHECK(from % 7 == 0);  // windows start at multiples of the period
+  uint64_t dense_bytes = 0;
+  for (const auto& w : c["workers"]) {
+    CAPTURE(w.dump());
+    CHECK(w["window_to"].get<int64_t>() - w["window_from"].get<int64_t>() == 6);
+    dense_bytes = std::max(dense_bytes, w["bytes"].get<uint64_t>());
+  }
+  // bounded: two windows (the complete one and the one being filled) at most, whatever the steps
+  int64_t step_now = m.status()["step"];
+  REQUIRE(eventually([&] { return m.status()["step"].get<int64_t>() >= step_now + 30; }, 30000, 20));
+  auto later = m.eval_json("return job.checkpoint()");
+  CHECK(later["complete_from"].get<int64_t>() > from);
+  for (size_t i = 0; i < later["workers"].size(); ++i)
+    CHECK(later["workers"][i]["bytes"].get<uint64_t>() <= 2 * std::max<uint64_t>(dense_bytes, 1));
+}
