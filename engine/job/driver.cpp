@@ -149,7 +149,7 @@ void Driver::on_lost(const Event& e) {
 void Driver::on_vote(const Event& e) {
   const auto& v = std::get<in::Vote>(e).vote;
   Participant p{v.node_id, v.index};
-  if (v.ok) sparse_[p] = SparseHolding{v.sparse_bytes, v.sparse_from, v.sparse_to, v.sparse_copy_ms, v.step};
+  if (v.ok) sparse_copied(p, v);
   if (v.ok && v.step == tally_.step && steps_.in_flight() && steps_.participants().count(p) && tally_.voted.insert(p).second) {
     tally_.ce += v.ce_sum;
     tally_.tokens += v.tokens;

@@ -226,6 +226,10 @@ class Driver {
   bool disk_behind_warned_ = false;  // snapshot_slow said (once a job)
   CheckpointFacts facts_;
   std::map<Participant, SparseHolding> sparse_;
+  // A vote's word on the worker's sparse snapshots; a slot big enough to time measures the copy
+  // bandwidth the checkpoint policy decides with (as a dense snapshot's copy does).
+  void sparse_copied(Participant p, const wire::StepVote& v);
+  static constexpr uint64_t kTimedSlotBytes = 1u << 20;
   bool plan_wanted_ = false;
   bool plan_with_loads_ = false;
   std::string plan_reason_;

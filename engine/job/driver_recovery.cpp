@@ -1,7 +1,8 @@
 // driver_recovery.cpp — the job driver's recovery half (see driver.h): the restoring rungs of the
 // ladder (start_restore), the reconciliation of a job resumed after a controller restart, the
 // bookkeeping of each recovery from a loss to the next committed step, and the dense snapshots the
-// dense rung restores from, with the copy bandwidth they measure for the checkpoint policy.
+// dense rung restores from, with the copy bandwidth they — and the workers' sparse slots — measure
+// for the checkpoint policy.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -143,6 +144,16 @@ void Driver::maybe_snapshot() {
   if (snapshots_->latest() && snapshots_->latest()->step >= at) return;  // re-executed after a restore
   std::string dir = snapshots_->begin(at, applied_->ranks);
   send(applied_->ranks, wire::SaveCheckpoint{dir, at, applied_->number(), true});
+}
+
+void Driver::sparse_copied(Participant p, const wire::StepVote& v) {
+  SparseHolding h{v.sparse_bytes, v.sparse_from, v.sparse_to, v.sparse_copy_ms, v.step};
+  auto it = sparse_.find(p);
+  bool new_copy = it == sparse_.end() || it->second.copy_ms != h.copy_ms;  // a vote repeats the last copy until the next
+  sparse_[p] = h;
+  if (!new_copy || v.sparse_slot_bytes < kTimedSlotBytes || v.sparse_copy_ms <= 0) return;
+  snapshot_Bps_.add(double(v.sparse_slot_bytes) / (v.sparse_copy_ms / 1e3));
+  facts_.bandwidth_Bps = snapshot_Bps_.median();
 }
 
 void Driver::snapshot_answered(const wire::SaveDone& d) {

@@ -16,8 +16,10 @@ void SparseSnapshots::after_commit(uint64_t step, double grad_norm, const ModelS
   auto index = ckpt::slot_of(current_->schedule(), step);
   if (!index) return;
   int64_t t0 = mono_ns();
-  current_->add(ckpt::take_slot(current_->schedule(), *index, step, grad_norm, shape, units));
+  auto slot = ckpt::take_slot(current_->schedule(), *index, step, grad_norm, shape, units);
   copy_ms_ = double(mono_ns() - t0) / 1e6;
+  slot_bytes_ = slot.bytes();
+  current_->add(std::move(slot));
   if (!current_->latest_complete().empty()) previous_.reset();  // covered by the new plan's window
 }
 
@@ -35,6 +37,7 @@ SparseHeld SparseSnapshots::held() const {
   auto w = latest_complete();
   if (!w.empty()) h.window_from = int64_t(w.front()->step), h.window_to = int64_t(w.back()->step);
   h.copy_ms = copy_ms_;
+  h.slot_bytes = slot_bytes_;
   return h;
 }
 

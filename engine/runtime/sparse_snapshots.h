@@ -25,6 +25,7 @@ struct SparseHeld {
   int64_t window_from = -1; // the newest complete window's first and last iterations (-1: none)
   int64_t window_to = -1;
   double copy_ms = 0;       // the last slot's copy (the pause the step after the commit sees)
+  uint64_t slot_bytes = 0;  // ... and its bytes
 };
 
 class SparseSnapshots {
@@ -41,6 +42,7 @@ class SparseSnapshots {
  private:
   std::unique_ptr<ckpt::SparseWindows> current_, previous_;
   double copy_ms_ = 0;
+  uint64_t slot_bytes_ = 0;
 };
 
 }  // namespace sal::runtime

@@ -178,7 +178,7 @@ void TrainerThread::handle(const wire::StepBegin& b) {
     for (const auto& layer : out->stats.expert_counts) v.loads.insert(v.loads.end(), layer.begin(), layer.end());
     auto held = trainer_->sparse_held();
     v.sparse_bytes = held.bytes, v.sparse_from = held.window_from, v.sparse_to = held.window_to;
-    v.sparse_copy_ms = held.copy_ms;
+    v.sparse_copy_ms = held.copy_ms, v.sparse_slot_bytes = held.slot_bytes;
     spdlog::debug("step {} computed in {:.1f} ms: votes yes", b.step, v.compute_ms);
   }
   answer(v);

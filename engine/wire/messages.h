@@ -253,10 +253,11 @@ struct StepVote {
   double compute_ms = 0;          // the worker's time for forward, backward and gradient sync
   std::vector<uint32_t> loads;    // token-to-expert assignments, [layer][expert] flattened
   // The sparse snapshots (MoEtion) the worker holds after its last commit: bytes, the newest
-  // complete window's iterations (-1: none yet) and the last slot's copy time.
+  // complete window's iterations (-1: none yet), and the last slot's copy time and bytes.
   uint64_t sparse_bytes = 0;
   int64_t sparse_from = -1, sparse_to = -1;
   double sparse_copy_ms = 0;
+  uint64_t sparse_slot_bytes = 0;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("node_id", s.node_id);
@@ -276,6 +277,7 @@ struct StepVote {
     v("sparse_from", s.sparse_from);
     v("sparse_to", s.sparse_to);
     v("sparse_copy_ms", s.sparse_copy_ms);
+    v("sparse_slot_bytes", s.sparse_slot_bytes);
   }
 };
 

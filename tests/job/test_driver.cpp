@@ -360,6 +360,28 @@ TEST_CASE("any + saved: a dense snapshot completes in any phase and measures the
   CHECK(h.d.checkpoint_facts().bandwidth_Bps == doctest::Approx(3e9));  // 6 MB over the slowest 2 ms copy
 }
 
+TEST_CASE("any + vote: what a worker says it holds of the sparse snapshots is kept, and a big slot's copy measures the bandwidth") {
+  Harness h;
+  h.start(workers({0, 1}));
+  wire::StepVote v;
+  v.node_id = 0, v.index = 0, v.epoch = h.d.steps().epoch(), v.step = 0, v.ok = true, v.tokens = 64, v.grad_norm = 1;
+  v.loads.assign(2 * 4, 8);
+  v.sparse_bytes = 9'000'000, v.sparse_from = 14, v.sparse_to = 20, v.sparse_copy_ms = 2.0, v.sparse_slot_bytes = 4'000'000;
+  h.on(in::Vote{v});
+  REQUIRE(h.d.sparse_holdings().count({0, 0}));
+  CHECK(h.d.sparse_holdings().at({0, 0}).bytes == 9'000'000);
+  CHECK(h.d.sparse_holdings().at({0, 0}).window_from == 14);
+  CHECK(h.d.checkpoint_facts().bandwidth_Bps == doctest::Approx(2e9));  // 4 MB in 2 ms
+  v.node_id = 1, v.sparse_copy_ms = 1.0, v.sparse_slot_bytes = 4'000'000;
+  h.on(in::Vote{v});
+  CHECK(h.d.checkpoint_facts().bandwidth_Bps == doctest::Approx(4e9));  // the median of 2 and 4 GB/s (the upper of two)
+  v.sparse_copy_ms = 0.01, v.sparse_slot_bytes = 1000;  // too small a copy to time
+  v.step = 1;
+  h.on(in::Vote{v});
+  CHECK(h.d.checkpoint_facts().bandwidth_Bps == doctest::Approx(4e9));
+  CHECK(h.d.sparse_holdings().at({1, 0}).step == 1);
+}
+
 TEST_CASE("any + stop: the step in flight is aborted, timers cancelled, and nothing more begins") {
   Harness h;
   h.start(workers({0, 1, 2, 3}));
