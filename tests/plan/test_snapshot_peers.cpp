@@ -1,0 +1,69 @@
+// test_snapshot_peers.cpp — where a rank's sparse snapshots are held: never on its own node, first
+// on nodes that hold none of the experts the rank writes (so losing every holder of an expert does
+// not lose its slices too), spread over the nodes, all of them when there are fewer than asked.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "plan/snapshot_peers.h"
+
+using namespace sal;
+using namespace sal::plan;
+
+namespace {
+
+// One layer of 6 experts on 6 ranks (one a node), each expert on two adjacent ranks:
+// rank r holds experts r and r - 1 (mod 6).
+Plan ring() {
+  Plan p;
+  p.nodes = 6, p.slots = 2, p.experts = 6;
+  LayerPlan l;
+  l.replicas.assign(6, 2);
+  for (uint32_t r = 0; r < 6; ++r) l.placement.push_back({r, (r + 5) % 6});
+  p.layers = {l};
+  return p;
+}
+
+bool has(const std::vector<uint32_t>& v, uint32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+}  // namespace
+
+TEST_CASE("a rank's slices go to r other nodes, none holding the experts it writes, spread") {
+  Plan p = ring();
+  std::vector<uint32_t> node_of_rank{10, 11, 12, 13, 14, 15};
+  // rank r writes expert r (its lowest holder is r) — but expert 5 sits on ranks 5 and 0: rank 0 writes it
+  CHECK(experts_written(p, 0) == std::vector<std::pair<int, int>>{{0, 0}, {0, 5}});
+  CHECK(experts_written(p, 3) == std::vector<std::pair<int, int>>{{0, 3}});
+  CHECK(experts_written(p, 5).empty());
+  auto peers = snapshot_peers(p, node_of_rank, 2);
+  REQUIRE(peers.size() == 6);
+  for (uint32_t r = 0; r < 6; ++r) {
+    CAPTURE(r);
+    CHECK(peers[r].size() == 2);
+    CHECK_FALSE(has(peers[r], node_of_rank[r]));
+    for (const auto& [l, e] : experts_written(p, r))  // no copy where the expert lives
+      for (uint32_t pos = 0; pos < 6; ++pos)
+        if (std::count(p.layers[0].placement[pos].begin(), p.layers[0].placement[pos].end(), uint32_t(e)))
+          CHECK_FALSE(has(peers[r], node_of_rank[pos]));
+  }
+  // spread: 12 copies over 6 nodes, none holding more than 3
+  std::map<uint32_t, int> load;
+  for (const auto& ps : peers)
+    for (uint32_t n : ps) ++load[n];
+  for (const auto& [n, k] : load) CHECK(k <= 3);
+}
+
+TEST_CASE("two workers on one node share its peers' choice, and a small mesh gives every other node") {
+  Plan p = ring();
+  // ranks 0 and 1 on node 7, the rest one a node
+  auto peers = snapshot_peers(p, {7, 7, 8, 9, 10, 11}, 2);
+  CHECK_FALSE(has(peers[0], 7));
+  CHECK_FALSE(has(peers[1], 7));
+  Plan two;
+  two.nodes = 2, two.slots = 1, two.experts = 2;
+  two.layers = {LayerPlan{{1, 1}, {{0}, {1}}}};
+  auto small = snapshot_peers(two, {1, 2}, 3);
+  CHECK(small[0] == std::vector<uint32_t>{2});  // fewer other nodes than asked: all of them
+  CHECK(small[1] == std::vector<uint32_t>{1});
+}
