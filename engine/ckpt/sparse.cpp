@@ -110,6 +110,32 @@ UnitCopy* SparseWindows::find(uint64_t step, const UnitId& id) {
   return u == s->second.units.end() ? nullptr : &u->second;
 }
 
+void SparseHolder::start(const plan::CheckpointSchedule& schedule) {
+  if (current_ && !current_->latest_complete().empty()) previous_ = std::move(current_);
+  current_ = std::make_unique<SparseWindows>(schedule);
+}
+
+void SparseHolder::add(SparseSlot slot) {
+  if (!current_) return;
+  current_->add(std::move(slot));
+  if (!current_->latest_complete().empty()) previous_.reset();  // covered by the new window
+}
+
+std::vector<const SparseSlot*> SparseHolder::latest_complete() const {
+  if (current_) {
+    auto w = current_->latest_complete();
+    if (!w.empty()) return w;
+  }
+  return previous_ ? previous_->latest_complete() : std::vector<const SparseSlot*>{};
+}
+
+size_t SparseHolder::bytes() const { return (current_ ? current_->bytes() : 0) + (previous_ ? previous_->bytes() : 0); }
+
+UnitCopy* SparseHolder::find(uint64_t step, const UnitId& id) {
+  UnitCopy* c = current_ ? current_->find(step, id) : nullptr;
+  return c || !previous_ ? c : previous_->find(step, id);
+}
+
 Result<ReplayReport> replay_window(const std::vector<const SparseSlot*>& window, model::Params& p,
                                    const ReplayStep& step) {
   if (window.empty()) return fail("no complete window to restore from");

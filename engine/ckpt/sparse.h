@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -75,6 +76,25 @@ class SparseWindows {
   uint64_t window_start(uint64_t step) const { return step - step % schedule_.period; }
   plan::CheckpointSchedule schedule_;
   std::map<uint64_t, SparseSlot> slots_;  // by step
+};
+
+// One writer's slots across plans: the windows under the schedule in force, and the last complete
+// window under the schedule before it until the new one completes (no gap in coverage when a plan,
+// or the checkpoint policy, changes).
+class SparseHolder {
+ public:
+  // From now on, slots under `schedule` (a new window begins).
+  void start(const plan::CheckpointSchedule& schedule);
+  bool started() const { return current_ != nullptr; }
+  const plan::CheckpointSchedule* schedule() const { return current_ ? &current_->schedule() : nullptr; }
+  void add(SparseSlot slot);
+  // The newest complete window (under the schedule in force, else the one before it).
+  std::vector<const SparseSlot*> latest_complete() const;
+  size_t bytes() const;
+  UnitCopy* find(uint64_t step, const UnitId& id);  // test hook (SparseWindows::find)
+
+ private:
+  std::unique_ptr<SparseWindows> current_, previous_;
 };
 
 // Runs one training iteration `step` on the params (forward, backward and the update of the

@@ -11,7 +11,6 @@
 // the worker and its node) and the restore from them are the next parts of the work.
 #pragma once
 
-#include <memory>
 #include <vector>
 
 #include "ckpt/sparse.h"
@@ -40,7 +39,7 @@ class SparseSnapshots {
   std::vector<const ckpt::SparseSlot*> latest_complete() const;
 
  private:
-  std::unique_ptr<ckpt::SparseWindows> current_, previous_;
+  ckpt::SparseHolder holder_;
   double copy_ms_ = 0;
   uint64_t slot_bytes_ = 0;
 };

@@ -3,11 +3,13 @@
 // iteration 9, the newest complete window (iterations 4..7) is loaded and replayed with the
 // not-yet-complete operators frozen, the steps after it are run again, and the weights and moments
 // equal those of the run that never failed, bit for bit. Replaying with the norm the frozen step
-// computes itself (not the recorded one) does not; a corrupt copy is found by its checksum.
+// computes itself (not the recorded one) does not; a corrupt copy is found by its checksum. A
+// node's slice store keeps each writer's newest complete window within a budget.
 #include <doctest/doctest.h>
 
 #include <cmath>
 
+#include "ckpt/slice_store.h"
 #include "ckpt/sparse.h"
 #include "model/local_exchange.h"
 #include "model/moe_gpt.h"
@@ -183,4 +185,49 @@ TEST_CASE("the holder keeps the newest complete window and the one being filled"
   plan::CheckpointSchedule dense{1, 5, {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}}};  // dense every 5
   CHECK(slot_of(dense, 10) == 0u);
   CHECK_FALSE(slot_of(dense, 11).has_value());
+}
+
+TEST_CASE("a node's slice store keeps each writer's newest complete window within its budget, and refuses damaged or excess slices") {
+  Corpus c = corpus(tiny().vocab);
+  Params p = Params::create(tiny(), 3, Params::all_experts(tiny()));
+  std::vector<SparseSlot> slots;
+  for (uint64_t step = 0; step < 8; ++step) slots.push_back(slot_after(step, train_step(p, c, step), p));
+  size_t window_bytes = 0;
+  for (size_t i = 0; i < 4; ++i) window_bytes += slots[i].bytes();
+
+  SliceStore store(2 * window_bytes + slots[4].bytes() / 2);  // two windows, not a slot more
+  for (size_t i = 0; i < 8; ++i) REQUIRE(store.add("0.0", schedule(), slots[i]).ok());
+  for (size_t i = 0; i < 4; ++i) REQUIRE(store.add("1.0", schedule(), slots[i]).ok());
+  CHECK(store.writers() == std::vector<std::string>{"0.0", "1.0"});
+  CHECK(store.latest_complete("0.0").front()->step == 4);
+  CHECK(store.latest_complete("1.0").front()->step == 0);
+  CHECK(store.latest_complete("2.0").empty());
+
+  // past the budget: refused, naming the rule; what is held stays
+  uint64_t before = store.bytes();
+  auto over = store.add("1.0", schedule(), slots[4]);
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.error().message().find("slice of 1.0 for iteration 4 refused: ") == 0);
+  CHECK(over.error().message().find("past its budget of " + std::to_string(store.budget())) != std::string::npos);
+  CHECK(store.bytes() == before);
+  CHECK(store.latest_complete("1.0").size() == 4);
+
+  // damaged on the way: refused, naming the unit
+  SparseSlot bad = slots[5];
+  bad.units.begin()->second.w[0] += 1.0f;
+  store.drop("1.0");
+  auto damaged = store.add("1.0", schedule(), bad);
+  REQUIRE_FALSE(damaged.ok());
+  CHECK(damaged.error().message().find("does not match its checksum (damaged on the way)") != std::string::npos);
+
+  // a new schedule for a writer: its last complete window stays until the new one completes
+  plan::CheckpointSchedule two{2, 2, {{0, 1, 2, 3, 4, 5}, {6, 7, 8, 9, 10, 11, 12}}};
+  auto units = p.units();
+  std::vector<const Unit*> cu(units.begin(), units.end());
+  REQUIRE(store.add("0.0", two, take_slot(two, 0, 8, 1.0, p.dims, cu)).ok());
+  CHECK(store.latest_complete("0.0").front()->step == 4);  // the old schedule's window, still
+  REQUIRE(store.add("0.0", two, take_slot(two, 1, 9, 1.0, p.dims, cu)).ok());
+  CHECK(store.latest_complete("0.0").size() == 2);  // the new one: iterations 8 and 9
+  CHECK(store.latest_complete("0.0").front()->step == 8);
+  CHECK(store.bytes() < 2 * window_bytes);
 }
