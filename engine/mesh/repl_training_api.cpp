@@ -170,7 +170,7 @@ int drill_status(Controller& c, lua_State* L) {
 void register_training_api(lua::ApiRegistry& reg, Controller& c) {
   reg.add_module("drill", "failure drills on the live job: start a drill script, watch it (docs/drills.md)");
   add_controller_fn(reg, c, "drill", "start", "drill.start(path) -> true",
-                    "Runs a drill script (scripts/drills/*.lua: kill, drain, freeze, add, replay_trace, expect) against "
+                    "Runs a drill script (scripts/drills/*.lua: kill, drain, freeze, partition, add, replay_trace, expect) against "
                     "this job; its actions and its outcome are events (job.events()). Its `at_s` times count from the next "
                     "committed step. One drill at a time.",
                     Role::operate, drill_start);

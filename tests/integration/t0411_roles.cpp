@@ -32,6 +32,7 @@ const Call kMatrix[] = {
     {"job.metrics", "job.metrics(1)", "observe"},
     {"job.loads", "job.loads()", "observe"},
     {"job.training", "job.training()", "observe"},
+    {"job.checkpoint", "job.checkpoint()", "observe"},
     {"job.plan", "job.plan()", "observe"},
     {"drill.status", "drill.status()", "observe"},
     {"policy.list", "policy.list()", "observe"},
