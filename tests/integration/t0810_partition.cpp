@@ -277,7 +277,7 @@ TEST_CASE("t0812-drill-partition: a drill's partition{} cuts a node's link in th
     std::_Exit(77);
   }
   std::string dir = run_dir();
-  std::ofstream(dir + "/part.lua") << "drill{ name = 'partition', duration_s = 8, seed = 3 }\n"
+  std::ofstream(dir + "/part.lua") << "drill{ name = 'partition', duration_s = 12, seed = 3 }\n"
                                       "partition{ node = 'random', at_s = 2, for_s = 2 }\n"
                                       "expect{ lost_steps = 0 }\n";
   auto j = run_json({bin(), "run", write_job(dir), "--drill", dir + "/part.lua", "--json", "--out", dir + "/run"},
