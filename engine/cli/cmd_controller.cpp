@@ -77,6 +77,110 @@ void link_to_host(mesh::Controller& c, int fd, bool netns) {
     };
 }
 
+// The end of a served job, as `salamander run` ends: the drill's expectations (a failed one makes
+// the exit code 1), summary.json and report.html, then the summary on stdout.
+int summarize(RunView v, const drill::DrillRunner* drill, bool json) {
+  if (drill) v.expectations = drill->check();
+  if (v.exit_code == 0 && std::any_of(v.expectations.begin(), v.expectations.end(), [](const auto& e) { return !e.ok; }))
+    v.exit_code = 1;
+  auto j = run_summary(v);
+  if (auto s = write_run_outputs(v, j); !s) std::fprintf(stderr, "not written: %s\n", s.error().message().c_str());
+  if (json) {
+    std::puts(j.dump().c_str());
+  } else {
+    print_text_summary(v, j);
+  }
+  std::fflush(stdout);
+  return v.exit_code;
+}
+
+// What the command line asks of the controller it serves.
+struct Serving {
+  mesh::ControllerOptions options;
+  std::optional<drill::DrillSpec> drill;      // --drill, or the journal's
+  const job::DrillProgress* drill_progress;   // what of it ran before a restart (null: a new drill)
+  int host_fd = -1;                           // --host-fd
+  bool host_netns = false;                    // --host-netns
+  bool json = false;
+};
+
+// Serves the job until it is over: endpoints first, then the progress line, then the summary.
+int serve(Serving s) {
+  const mesh::ControllerOptions& o = s.options;
+  const int64_t steps = o.max_steps;
+  int rc = 0;
+  zmq::context_t ctx(1);
+  EventLoop loop;
+  mesh::Controller controller(loop.get(), ctx, o);
+  // The run as `salamander run` shows it: a progress line, then the summary (run_summary.h).
+  ProgressLine progress(s.json ? stderr : stdout);
+  mesh::Timer progress_timer(loop.get());
+  std::string stop_reason;
+  int64_t finished_ns = 0;
+  std::optional<int> interrupt_code;
+  std::unique_ptr<drill::DrillRunner> drill;
+  auto view = [&] {
+    return RunView{controller, steps, controller.started_ns(), finished_ns, o.run_dir, stop_reason, rc,
+                   drill ? drill->spec().name : "", std::nullopt, {}};
+  };
+  controller.on_stop_requested = [&](const std::string& why) {
+    stop_reason = why;
+    finished_ns = mono_ns();
+    rc = interrupt_code.value_or(controller.driver().failure().empty() ? 0 : 1);
+    controller.shutdown(why, [&] { loop.stop(); });
+  };
+  controller.on_change = [&] { progress.update(status_line(view()), false); };
+  // The first signal aborts the step in flight and writes the final checkpoint, then stops the
+  // mesh; a second one stops the mesh now; a third leaves.
+  loop.on_signals([&](int sig) {
+    if (controller.stopping()) return loop.stop();
+    if (!interrupt_code) interrupt_code = sig == SIGINT ? 130 : 143;
+    controller.request_stop(sig == SIGINT ? "interrupted" : "terminated");
+  });
+  // Drills from the REPL (drill.start): kill, drain, freeze and faults work on any mesh; `add`
+  // needs `salamander run`, which starts the nodes itself.
+  controller.start_drill = [&](const std::string& path) -> Status {
+    if (drill) return fail("drill '", drill->spec().name, "' is already running");
+    auto spec = drill::load_drill(path, {}, [&] { controller.service(); });
+    if (!spec) return spec.error();
+    drill = std::make_unique<drill::DrillRunner>(controller, loop.get(), std::move(*spec));
+    drill->start();
+    return {};
+  };
+  controller.drill_status = [&] { return drill ? drill->status() : nlohmann::ordered_json(); };
+  if (s.host_fd >= 0) link_to_host(controller, s.host_fd, s.host_netns);
+  if (auto st = controller.start(); !st) {
+    std::fprintf(stderr, "salamander controller: %s\n", st.error().message().c_str());
+    return 1;
+  }
+  if (s.drill) {
+    drill = std::make_unique<drill::DrillRunner>(controller, loop.get(), std::move(*s.drill), s.drill_progress);
+    drill->start();
+  }
+  std::printf("mesh %s\nrepl %s\n", controller.mesh_endpoint().c_str(), controller.repl_endpoint().c_str());
+  if (!controller.metrics_url().empty()) std::printf("metrics %s\n", controller.metrics_url().c_str());
+  std::fflush(stdout);
+  progress_timer.start(1000, 1000, [&] { progress.update(status_line(view()), false); });
+  loop.run();
+  progress_timer.stop();
+  progress.finish();
+  if (!finished_ns) finished_ns = mono_ns();
+  return summarize(view(), drill.get(), s.json);
+}
+
+// The job to serve: the job file's (or the embedded default), or the journal's with --resume.
+Result<std::pair<job::JobConfig, std::optional<job::JournalState>>> controller_job(const Parsed& p,
+                                                                                 const job::Overrides& sets) {
+  if (auto dir = p.get("--resume")) {
+    auto r = resumed_job(*dir);
+    if (!r) return r.error();
+    return std::pair{std::move(r->first), std::optional(std::move(r->second))};
+  }
+  auto job = load_job(p.positional.empty() ? std::nullopt : std::optional(p.positional[0]), sets);
+  if (!job) return job.error();
+  return std::pair{std::move(*job), std::optional<job::JournalState>()};
+}
+
 }  // namespace
 
 int cmd_controller(const Command& cmd, const Parsed& p) {
@@ -93,120 +197,43 @@ int cmd_controller(const Command& cmd, const Parsed& p) {
   // hosted by `salamander run`: its terminal shows the progress line and warnings, as run's does
   if (auto s = setup_logging(p, "controller", "", *host_fd >= 0 ? "warn" : ""); !s)
     return usage_error(cmd, s.error().message());
-  std::optional<job::JournalState> journal;
-  Result<job::JobConfig> job = fail("no job");
-  if (resume_dir) {
-    auto r = resumed_job(*resume_dir);
-    if (r) {
-      job = std::move(r->first);
-      journal = std::move(r->second);
-    } else {
-      job = r.error();
-    }
-  } else {
-    job = load_job(p.positional.empty() ? std::nullopt : std::optional(p.positional[0]), *sets);
-  }
-  if (!job) {
-    std::fprintf(stderr, "salamander controller: %s\n", job.error().message().c_str());
+  auto loaded = controller_job(p, *sets);
+  if (!loaded) {
+    std::fprintf(stderr, "salamander controller: %s\n", loaded.error().message().c_str());
     return 1;
   }
-  if (auto m = p.get("--mesh")) job->mesh.bind = *m;
-  if (auto r = p.get("--repl")) job->repl.bind = *r;
-  if (auto s = metrics_option(p, *job); !s) return usage_error(cmd, s.error().message());
-  if (auto s = security_options(p, job->security); !s) return usage_error(cmd, s.error().message());
+  auto& [job, journal] = *loaded;
+  if (auto m = p.get("--mesh")) job.mesh.bind = *m;
+  if (auto r = p.get("--repl")) job.repl.bind = *r;
+  if (auto s = metrics_option(p, job); !s) return usage_error(cmd, s.error().message());
+  if (auto s = security_options(p, job.security); !s) return usage_error(cmd, s.error().message());
   std::optional<job::DrillProgress> resumed_drill = journal ? journal->drill : std::nullopt;
   auto drill_spec = controller_drill(p, resumed_drill);
   if (!drill_spec) {
     std::fprintf(stderr, "salamander controller: %s\n", drill_spec.error().message().c_str());
     return 1;
   }
-  const job::DrillProgress* drill_progress = resumed_drill && !p.has("--drill") ? &*resumed_drill : nullptr;
   int64_t default_steps = journal ? journal->job->max_steps
                           : *drill_spec && (*drill_spec)->steps ? *(*drill_spec)->steps
-                                                                 : job->train.steps;
+                                                                 : job.train.steps;
   auto steps = p.get_int("--steps", default_steps, 0, INT64_MAX);
   if (!steps) return usage_error(cmd, steps.error().message());
   sim::SimJobs sim_jobs;  // the REPL's sim.run jobs: outlive the controller
-  mesh::ControllerOptions o{*job, *steps, p.get_or("--out", resume_dir.value_or(""))};
-  o.resume = std::move(journal);
-  o.repl_modules = [&sim_jobs, dir = job->dir](lua::ApiRegistry& reg) { sim::register_repl_module(reg, dir, sim_jobs); };
-  if (!o.run_dir.empty()) {
-    if (auto s = make_dirs(o.run_dir); !s) return usage_error(cmd, "--out: " + s.error().message());
+  Serving s{{job, *steps, p.get_or("--out", resume_dir.value_or(""))},
+            std::move(*drill_spec),
+            resumed_drill && !p.has("--drill") ? &*resumed_drill : nullptr,
+            int(*host_fd),
+            p.has("--host-netns"),
+            p.has("--json")};
+  s.options.resume = std::move(journal);
+  s.options.repl_modules = [&sim_jobs, dir = job.dir](lua::ApiRegistry& reg) {
+    sim::register_repl_module(reg, dir, sim_jobs);
+  };
+  if (!s.options.run_dir.empty()) {
+    if (auto st = make_dirs(s.options.run_dir); !st) return usage_error(cmd, "--out: " + st.error().message());
   }
   signal(SIGPIPE, SIG_IGN);
-  int rc = 0;
-  {
-    zmq::context_t ctx(1);
-    EventLoop loop;
-    mesh::Controller controller(loop.get(), ctx, o);
-    const bool json = p.has("--json");
-    // The run as `salamander run` shows it: a progress line, then the summary (run_summary.h).
-    ProgressLine progress(json ? stderr : stdout);
-    mesh::Timer progress_timer(loop.get());
-    std::string stop_reason;
-    int64_t finished_ns = 0;
-    std::optional<int> interrupt_code;
-    std::unique_ptr<drill::DrillRunner> drill;
-    auto view = [&] {
-      return RunView{controller, *steps, controller.started_ns(), finished_ns, o.run_dir, stop_reason, rc,
-                     drill ? drill->spec().name : "", std::nullopt, {}};
-    };
-    auto stop = [&](const std::string& why) {
-      stop_reason = why;
-      finished_ns = mono_ns();
-      rc = interrupt_code.value_or(controller.driver().failure().empty() ? 0 : 1);
-      controller.shutdown(why, [&] { loop.stop(); });
-    };
-    controller.on_stop_requested = stop;
-    controller.on_change = [&] { progress.update(status_line(view()), false); };
-    // The first signal aborts the step in flight and writes the final checkpoint, then stops the
-    // mesh; a second one stops the mesh now; a third leaves.
-    loop.on_signals([&](int sig) {
-      if (controller.stopping()) return loop.stop();
-      if (!interrupt_code) interrupt_code = sig == SIGINT ? 130 : 143;
-      controller.request_stop(sig == SIGINT ? "interrupted" : "terminated");
-    });
-    // Drills from the REPL (drill.start): kill, drain, freeze and faults work on any mesh; `add`
-    // needs `salamander run`, which starts the nodes itself.
-    controller.start_drill = [&](const std::string& path) -> Status {
-      if (drill) return fail("drill '", drill->spec().name, "' is already running");
-      auto spec = drill::load_drill(path, {}, [&] { controller.service(); });
-      if (!spec) return spec.error();
-      drill = std::make_unique<drill::DrillRunner>(controller, loop.get(), std::move(*spec));
-      drill->start();
-      return {};
-    };
-    controller.drill_status = [&] { return drill ? drill->status() : nlohmann::ordered_json(); };
-    if (*host_fd >= 0) link_to_host(controller, int(*host_fd), p.has("--host-netns"));
-    if (auto s = controller.start(); !s) {
-      std::fprintf(stderr, "salamander controller: %s\n", s.error().message().c_str());
-      return 1;
-    }
-    if (*drill_spec) {
-      drill = std::make_unique<drill::DrillRunner>(controller, loop.get(), std::move(**drill_spec), drill_progress);
-      drill->start();
-    }
-    std::printf("mesh %s\nrepl %s\n", controller.mesh_endpoint().c_str(), controller.repl_endpoint().c_str());
-    if (!controller.metrics_url().empty()) std::printf("metrics %s\n", controller.metrics_url().c_str());
-    std::fflush(stdout);
-    progress_timer.start(1000, 1000, [&] { progress.update(status_line(view()), false); });
-    loop.run();
-    progress_timer.stop();
-    progress.finish();
-    if (!finished_ns) finished_ns = mono_ns();
-    RunView v = view();
-    if (drill) v.expectations = drill->check();
-    if (rc == 0 && std::any_of(v.expectations.begin(), v.expectations.end(), [](const auto& e) { return !e.ok; })) rc = 1;
-    auto j = run_summary(v);
-    if (auto s = write_run_outputs(v, j); !s) std::fprintf(stderr, "not written: %s\n", s.error().message().c_str());
-    if (json) {
-      std::puts(j.dump().c_str());
-    } else {
-      print_text_summary(v, j);
-    }
-    std::fflush(stdout);
-  }
-  return rc;
+  return serve(std::move(s));
 }
 
 }  // namespace sal::cli
