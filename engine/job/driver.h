@@ -169,6 +169,13 @@ class Driver {
   void plan_decided(const Deciding& d, const PlanRecord& rec);
   void start_restore(const PlanRecord& rec, const WorkerChoice& choice);
   void start_resume(const PlanRecord& rec, const Deciding& d);
+  // Where a restore's units come from: the rung, in words, and the directory ("": the seed).
+  struct RestoreSource {
+    Rung rung;
+    std::string what, dir;
+  };
+  void begin_restore_switch(const PlanRecord& rec, const PlanSwitch& sw, Epoch epoch, uint64_t step,
+                            const RestoreSource& source, const std::string& why);
   void begin_switch(Pending p, wire::PlanUpdate u);
   void plan_applied();
   void cannot_plan(const std::string& why);

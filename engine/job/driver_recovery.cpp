@@ -93,12 +93,19 @@ void Driver::start_restore(const PlanRecord& rec, const WorkerChoice& choice) {
                        ".." + std::to_string(committed) + ") will run again";
   note("restore_begun", detail, act::Level::warn);
   out_.push_back(act::Phase{"restore", choice.why});
-  Pending p{number, to, sw->ranks, rec.plan, *sw, {}, choice.why, now_ns_};
-  p.restore = choice.rung;
-  p.restore_from = from;
-  auto u = plan_update(view_.epoch, to, *sw, rec.plan);
+  begin_restore_switch(rec, *sw, view_.epoch, to, {choice.rung, from, snap ? snap->dir : ""}, choice.why);
+}
+
+// Every rank of the plan loads its units from `source.dir` (the seed's when empty) and training
+// goes on with step `step`.
+void Driver::begin_restore_switch(const PlanRecord& rec, const PlanSwitch& sw, Epoch epoch, uint64_t step,
+                                  const RestoreSource& source, const std::string& why) {
+  Pending p{rec.plan.version, step, sw.ranks, rec.plan, sw, {}, why, now_ns_};
+  p.restore = source.rung;
+  p.restore_from = source.what;
+  auto u = plan_update(epoch, step, sw, rec.plan);
   u.restore = true;
-  u.restore_dir = snap ? snap->dir : "";
+  u.restore_dir = source.dir;
   begin_switch(std::move(p), std::move(u));
 }
 
@@ -113,13 +120,7 @@ void Driver::start_resume(const PlanRecord& rec, const Deciding& d) {
   const std::string what = "the checkpoint of step " + std::to_string(from.step) + " (" + from.dir + ")";
   note("resume_begun", "restoring " + what + " on " + std::to_string(d.choice.use.size()) + " workers; training goes on "
                        "with step " + std::to_string(from.step));
-  Pending p{number, from.step, sw->ranks, rec.plan, *sw, {}, d.why, now_ns_};
-  p.restore = Rung::dense;
-  p.restore_from = what;
-  auto u = plan_update(d.epoch, from.step, *sw, rec.plan);
-  u.restore = true;
-  u.restore_dir = from.dir;
-  begin_switch(std::move(p), std::move(u));
+  begin_restore_switch(rec, *sw, d.epoch, from.step, {Rung::dense, what, from.dir}, d.why);
 }
 
 // The earliest cause counts: a recovery that is interrupted by another loss goes on.
