@@ -92,6 +92,11 @@ void print_text_summary(const RunView& v, const nlohmann::ordered_json& j) {
     std::printf("recoveries: %zu (p50 %.2f s, max %.2f s) · lost steps %llu · restores %llu\n", rec.recoveries().size(),
                 j["recovery_p50_s"].get<double>(), j["recovery_max_s"].get<double>(),
                 (unsigned long long)rec.lost_steps(), (unsigned long long)rec.restores());
+  for (const auto& r : rec.recoveries())
+    if (!r.source.empty())
+      std::printf("  restore from %s (%s): %llu committed steps run again, training went on with step %llu\n",
+                  r.source == "disk" ? "a dense snapshot on disk" : "the seed", r.cause.c_str(),
+                  (unsigned long long)r.rerun, (unsigned long long)r.step);
   for (const auto& e : v.expectations)
     std::printf("  %s  %s: %s\n", e.ok ? "PASS" : "FAIL", e.what.c_str(), e.detail.c_str());
   if (!tr.failure().empty()) std::printf("training failed: %s\n", tr.failure().c_str());

@@ -132,6 +132,8 @@ class Driver {
     std::string cause;
     int64_t since_ns = 0;
     bool restored = false;
+    std::string source;  // the restore's: "disk" or "seed"
+    uint64_t rerun = 0;  // committed steps its restores run again
   };
   struct Tally {
     uint64_t step = 0;

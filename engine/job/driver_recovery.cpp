@@ -86,8 +86,10 @@ void Driver::start_restore(const PlanRecord& rec, const WorkerChoice& choice) {
   steps_.rewind(to);
   out_.push_back(act::Journal{rec::Rewind{to}, true});
   out_.push_back(act::StepsLost{committed - to});
-  if (recovery_) recovery_->restored = true;
-  else recovery_ = Recovery{choice.why, now_ns_, true};
+  if (!recovery_) recovery_ = Recovery{choice.why, now_ns_};
+  recovery_->restored = true;
+  recovery_->source = snap ? "disk" : "seed";
+  recovery_->rerun += committed - to;
   std::string detail = "restoring " + from + " on " + std::to_string(choice.use.size()) + " workers because " +
                        choice.why + "; " + std::to_string(committed - to) + " committed steps (" + std::to_string(to) +
                        ".." + std::to_string(committed) + ") will run again";
@@ -132,7 +134,8 @@ void Driver::recovery_ends(uint64_t step) {
   if (!recovery_) return;
   double since_s = double(recovery_->since_ns - cfg_.origin_ns) / 1e9;
   out_.push_back(act::RecoveryDone{
-      {recovery_->cause, recovery_->restored ? "restore" : "elastic", since_s, now_s() - since_s, step}});
+      {recovery_->cause, recovery_->restored ? "restore" : "elastic", since_s, now_s() - since_s, step, recovery_->source,
+       recovery_->rerun}});
   note("recovered", "training resumed: step " + std::to_string(step) + " committed " +
                         std::to_string((now_ns_ - recovery_->since_ns) / 1'000'000) + " ms after " + recovery_->cause);
   recovery_.reset();

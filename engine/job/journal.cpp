@@ -126,6 +126,7 @@ Result<Record> decode_drill(const Reader& r) {
 
 Result<Record> decode_recovery(const Reader& r) {
   RecoveryRecord x{r.str("cause"), r.str("kind"), r.num("at_s"), r.num("seconds"), r.u64("step")};
+  if (r.j.contains("source")) x.source = r.str("source"), x.rerun = r.u64("rerun");  // a restore
   if (r.error) return *r.error;
   return Record(rec::Recovery{x});
 }
@@ -177,8 +178,10 @@ std::string encode_record(const Record& r) {
           [](const rec::DrillClock& x) -> json { return {{"r", "drill_clock"}, {"wall_ms", x.wall_ms}}; },
           [](const rec::DrillFired& x) -> json { return {{"r", "drill_fired"}, {"index", x.index}}; },
           [](const rec::Recovery& x) -> json {
-            return {{"r", "recovery"}, {"cause", x.record.cause}, {"kind", x.record.kind}, {"at_s", x.record.at_s},
-                    {"seconds", x.record.seconds}, {"step", x.record.step}};
+            json j{{"r", "recovery"}, {"cause", x.record.cause}, {"kind", x.record.kind}, {"at_s", x.record.at_s},
+                   {"seconds", x.record.seconds}, {"step", x.record.step}};
+            if (!x.record.source.empty()) j["source"] = x.record.source, j["rerun"] = x.record.rerun;
+            return j;
           },
           [](const rec::Lost& x) -> json { return {{"r", "lost"}, {"steps", x.steps}}; },
           [](const rec::Restores& x) -> json { return {{"r", "restores"}, {"n", x.count}}; },

@@ -14,7 +14,8 @@
 //   {"r":"drill", file, args} / {"r":"drill_clock", wall_ms} / {"r":"drill_fired", index}   a drill
 //                                   running on the job, when its clock started, and each action
 //                                   fired (fsynced), so a restarted controller goes on with it
-//   {"r":"recovery", cause, kind, at_s, seconds, step} / {"r":"lost", steps} / {"r":"restores", n}
+//   {"r":"recovery", cause, kind, at_s, seconds, step[, source, rerun]} / {"r":"lost", steps} /
+//   {"r":"restores", n}
 //                                   the run's record (mesh/run_record.h), so a resumed controller's
 //                                   summary and drill expectations count what came before it
 //   {"r":"end", why}                the job is over: there is nothing to resume

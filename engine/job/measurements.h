@@ -62,6 +62,8 @@ struct RecoveryRecord {
   double at_s = 0;      // when the loss was noticed (seconds since the controller started)
   double seconds = 0;   // until the next step committed
   uint64_t step = 0;    // the step that committed
+  std::string source;   // a restore's: "disk" (a dense snapshot) or "seed"; "" for elastic
+  uint64_t rerun = 0;   // a restore's committed steps run again
 };
 
 // The median of the last `capacity` samples (a step time that a rebalance or a restore made slow

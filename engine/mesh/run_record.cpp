@@ -71,7 +71,9 @@ nlohmann::ordered_json RunRecord::summary() const {
   auto list = nlohmann::json::array();
   std::vector<double> secs;
   for (const auto& r : recoveries_) {
-    list.push_back({{"cause", r.cause}, {"kind", r.kind}, {"at_s", r.at_s}, {"seconds", r.seconds}, {"step", r.step}});
+    nlohmann::json e{{"cause", r.cause}, {"kind", r.kind}, {"at_s", r.at_s}, {"seconds", r.seconds}, {"step", r.step}};
+    if (!r.source.empty()) e["source"] = r.source, e["rerun"] = r.rerun;  // a restore: from where, steps run again
+    list.push_back(std::move(e));
     secs.push_back(r.seconds);
   }
   std::sort(secs.begin(), secs.end());

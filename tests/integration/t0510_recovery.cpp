@@ -104,6 +104,8 @@ TEST_CASE("t0511-lose-every-replica: killing every holder of an expert restores 
   CHECK(j["lost_steps"] == 7);  // killed after 17 steps, the snapshot is of step 10
   REQUIRE(j["recoveries"].size() == 1);
   CHECK(j["recoveries"][0]["kind"] == "restore");
+  CHECK(j["recoveries"][0]["source"] == "disk");  // the ladder's rung: a dense snapshot
+  CHECK(j["recoveries"][0]["rerun"] == 7);
   for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
   bool begun = false, restored = false;
   for (const auto& e : events(dir + "/run")) {

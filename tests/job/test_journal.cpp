@@ -48,6 +48,7 @@ std::vector<Record> sample() {
           rec::DrillFired{0},
           rec::DrillFired{2},
           rec::Recovery{{"node 3 lost", "elastic", 12.5, 0.25, 43}},
+          rec::Recovery{{"every copy lost", "restore", 20.0, 1.5, 44, "disk", 7}},
           rec::Lost{2},
           rec::Restores{1},
           rec::Lost{1}};
@@ -59,7 +60,7 @@ TEST_CASE("journal records round-trip and fold into what a restart resumes from"
   auto text = lines(sample());
   auto s = read_journal(text, "/run/journal.jsonl");
   REQUIRE(s.ok());
-  CHECK(s->records == 23);
+  CHECK(s->records == 24);
   REQUIRE(s->job);
   CHECK(s->job->mesh == "tcp://127.0.0.1:5555");
   CHECK(s->job->max_steps == 600);
@@ -83,10 +84,13 @@ TEST_CASE("journal records round-trip and fold into what a restart resumes from"
   CHECK(s->drill->drill.args.at("at") == "12");
   CHECK(s->drill->clock_wall_ms == 1700000004000);
   CHECK(s->drill->fired == std::set<uint64_t>{0, 2});
-  REQUIRE(s->recoveries.size() == 1);
+  REQUIRE(s->recoveries.size() == 2);
   CHECK(s->recoveries[0].cause == "node 3 lost");
   CHECK(s->recoveries[0].seconds == 0.25);
   CHECK(s->recoveries[0].step == 43);
+  CHECK(s->recoveries[0].source.empty());
+  CHECK(s->recoveries[1].source == "disk");
+  CHECK(s->recoveries[1].rerun == 7);
   CHECK(s->lost_steps == 3);
   CHECK(s->restores == 1);
   CHECK_FALSE(s->ended);
@@ -99,10 +103,10 @@ TEST_CASE("a torn last line is ignored, any other bad line names the file, the l
   CHECK(torn->committed == 50);
   auto bad = read_journal(text + "{\"r\":\"commit\"}\n" + lines({rec::Commit{60, 6}}), "/run/journal.jsonl");
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.error().message() == "/run/journal.jsonl:24: commit.step: missing");
+  CHECK(bad.error().message() == "/run/journal.jsonl:25: commit.step: missing");
   auto unknown = read_journal(text + "{\"r\":\"launch\"}\n", "j");
   REQUIRE_FALSE(unknown.ok());
-  CHECK(unknown.error().message() == "j:24: r: 'launch' is not a journal record");
+  CHECK(unknown.error().message() == "j:25: r: 'launch' is not a journal record");
   auto args = read_journal(lines({rec::Job{}}) + "{\"r\":\"drill\",\"file\":\"d.lua\",\"args\":{\"at\":3}}\n", "j");
   REQUIRE_FALSE(args.ok());
   CHECK(args.error().message() == "j:2: drill.args.at: expected a string");
@@ -131,7 +135,7 @@ TEST_CASE("compaction reads back to the same state, in fewer records") {
   CHECK(back->drill->fired == s->drill->fired);
   CHECK(back->drill->clock_wall_ms == s->drill->clock_wall_ms);
   CHECK(back->drill->drill.args == s->drill->drill.args);
-  CHECK(back->recoveries.size() == 1);
+  CHECK(back->recoveries.size() == 2);
   CHECK(back->lost_steps == 3);
   CHECK(back->restores == 1);
 }
