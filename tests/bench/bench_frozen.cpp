@@ -26,6 +26,7 @@
 #include "model/moe_gpt.h"
 #include "model/optimizer.h"
 #include "model/params.h"
+#include "model_configs.h"
 
 using namespace sal;
 using namespace sal::model;
@@ -34,18 +35,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kWarmup = 2;
-
-struct Config {
-  const char* name;
-  Dims dims;
-  int batch;
-};
-
-Dims dims_of(int layers, int d, int heads, int experts, int top_k, int seq) {
-  Dims m;
-  m.layers = layers, m.d = d, m.heads = heads, m.experts = experts, m.top_k = top_k, m.seq_len = seq;
-  return m;
-}
 
 struct Mode {
   const char* name;
@@ -96,8 +85,7 @@ int arg(int argc, char** argv, const char* name, int fallback) {
 int main(int argc, char** argv) {
   int threads = arg(argc, argv, "--threads", 2), steps = arg(argc, argv, "--steps", 10), repeat = arg(argc, argv, "--repeat", 3);
   kernels::cpu::set_threads(threads);
-  const std::vector<Config> configs = {{"quickstart", dims_of(2, 64, 4, 8, 2, 64), 16},
-                                       {"larger", dims_of(4, 256, 8, 8, 2, 128), 16}};
+  const auto& configs = bench::model_configs();
   std::mt19937 rng(1);
   std::vector<uint16_t> tokens(200000);
   for (auto& t : tokens) t = uint16_t(rng() % 256);

@@ -38,6 +38,7 @@
 #include "model/moe_gpt.h"
 #include "model/optimizer.h"
 #include "model/params.h"
+#include "model_configs.h"
 
 using namespace sal;
 using namespace sal::model;
@@ -51,26 +52,8 @@ constexpr uint64_t kSeed = 1;
 constexpr const char* kPython = "/usr/bin/python3";  // Debian's interpreter, where torch is installed
 constexpr const char* kFortunes = "/usr/share/games/fortunes";
 
-struct Config {
-  const char* name;
-  Dims dims;
-  int batch;
-};
-
-Dims dims_of(int layers, int d, int heads, int experts, int top_k, int seq) {
-  Dims m;
-  m.layers = layers, m.d = d, m.heads = heads, m.experts = experts, m.top_k = top_k, m.seq_len = seq;
-  return m;
-}
-
-// quickstart: the default job's model; larger: the d = 256 shapes bench_kernels measures.
-const std::vector<Config>& configs() {
-  static const std::vector<Config> all = {
-      {"quickstart", dims_of(2, 64, 4, 8, 2, 64), 16},
-      {"larger", dims_of(4, 256, 8, 8, 2, 128), 16},
-  };
-  return all;
-}
+using Config = bench::ModelConfig;
+const std::vector<Config>& configs() { return bench::model_configs(); }
 
 struct Options {
   int threads = 2;
