@@ -85,7 +85,6 @@ class SparseHolder {
  public:
   // From now on, slots under `schedule` (a new window begins).
   void start(const plan::CheckpointSchedule& schedule);
-  bool started() const { return current_ != nullptr; }
   const plan::CheckpointSchedule* schedule() const { return current_ ? &current_->schedule() : nullptr; }
   void add(SparseSlot slot);
   // The newest complete window (under the schedule in force, else the one before it).

@@ -7,8 +7,8 @@
 // process when that is a private one already (the tests' netns_main.cpp). cut(k) takes node k's link
 // down (`ip link set … down`): packets are dropped, not refused, as in a real partition; heal(k)
 // brings it back. The destructor deletes every namespace the lab made (their veths go with them);
-// namespaces left by a lab whose process was killed are deleted by the next lab. Needs root (or
-// CAP_SYS_ADMIN and CAP_NET_ADMIN) and iproute2's `ip`.
+// namespaces left by a lab whose process was killed are deleted by the next lab. Needs root and
+// iproute2's `ip`.
 #pragma once
 
 #include <memory>
