@@ -7,6 +7,11 @@ namespace sal::runtime {
 
 void SparseSnapshots::start(const plan::CheckpointSchedule& schedule) { holder_.start(schedule); }
 
+bool SparseSnapshots::takes_slot(uint64_t step) const {
+  const plan::CheckpointSchedule* schedule = holder_.schedule();
+  return schedule && ckpt::slot_of(*schedule, step).has_value();
+}
+
 void SparseSnapshots::after_commit(uint64_t step, double grad_norm, const ModelShape& shape,
                                    const std::vector<const model::Unit*>& units) {
   const plan::CheckpointSchedule* schedule = holder_.schedule();

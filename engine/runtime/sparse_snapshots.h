@@ -31,6 +31,8 @@ class SparseSnapshots {
  public:
   // A plan was applied: its schedule from now on.
   void start(const plan::CheckpointSchedule& schedule);
+  // Whether the schedule gives `step` a slot (the caller gathers the units only then).
+  bool takes_slot(uint64_t step) const;
   // After `step`'s update: its slot, if the schedule gives it one.
   void after_commit(uint64_t step, double grad_norm, const ModelShape& shape,
                     const std::vector<const model::Unit*>& units);

@@ -458,7 +458,7 @@ Status Trainer::commit(uint64_t step) {
   }
   model::apply_adamw(params_, spec_.optim, lr, model::clip_scale(spec_.optim, last_norm_), int64_t(step) + 1);
   have_grads_ = false;
-  sparse_.after_commit(step, last_norm_, spec_.dims, units_written(1));
+  if (sparse_.takes_slot(step)) sparse_.after_commit(step, last_norm_, spec_.dims, units_written(1));
   return {};
 }
 
