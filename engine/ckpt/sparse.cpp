@@ -6,21 +6,30 @@
 namespace sal::ckpt {
 namespace {
 
+// FNV-1a over 64-bit words (two floats a step: a byte at a time cost more than the copy itself).
 void fnv(uint64_t& h, const std::vector<float>& v) {
   const auto* b = reinterpret_cast<const unsigned char*>(v.data());
-  for (size_t i = 0, n = v.size() * sizeof(float); i < n; ++i) {
-    h ^= b[i];
-    h *= 0x100000001b3ull;
+  const size_t n = v.size() * sizeof(float);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, b + i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
   }
+  for (; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
 }
 
-UnitCopy copy_of(const model::Unit& u, bool full) {
-  UnitCopy c;
+// Copies into `c`, reusing its storage (a recycled slot's: no allocation, no page faults).
+void copy_into(const model::Unit& u, bool full, UnitCopy& c) {
   c.full = full;
-  c.w = u.w;
-  if (full) c.m = u.m, c.v = u.v;
+  c.w.assign(u.w.begin(), u.w.end());
+  if (full) {
+    c.m.assign(u.m.begin(), u.m.end());
+    c.v.assign(u.v.begin(), u.v.end());
+  } else {
+    c.m.clear(), c.v.clear();
+  }
   c.checksum = unit_checksum(c);
-  return c;
 }
 
 // Loads a copy into the unit: all of it when full; else the weights, the unit to run frozen.
@@ -59,8 +68,10 @@ std::optional<uint32_t> slot_of(const plan::CheckpointSchedule& s, uint64_t step
 }
 
 SparseSlot take_slot(const plan::CheckpointSchedule& s, uint32_t index, uint64_t step, double grad_norm,
-                     const ModelShape& shape, const std::vector<const model::Unit*>& units) {
-  SparseSlot slot{step, index, grad_norm, {}};
+                     const ModelShape& shape, const std::vector<const model::Unit*>& units, SparseSlot reuse) {
+  SparseSlot slot{step, index, grad_norm, std::move(reuse.units)};
+  std::map<UnitId, UnitCopy> storage;
+  storage.swap(slot.units);  // the recycled copies, taken back unit by unit
   auto ids = model_units(shape);
   std::map<UnitId, const model::Unit*> held;
   for (const model::Unit* u : units) held[u->id] = u;
@@ -68,7 +79,11 @@ SparseSlot take_slot(const plan::CheckpointSchedule& s, uint32_t index, uint64_t
     for (uint32_t op : s.slots[j]) {
       if (op >= ids.size()) continue;
       auto it = held.find(ids[op]);
-      if (it != held.end()) slot.units[ids[op]] = copy_of(*it->second, j == index);
+      if (it == held.end()) continue;
+      auto old = storage.find(ids[op]);
+      UnitCopy& c = slot.units[ids[op]];
+      if (old != storage.end()) c = std::move(old->second);
+      copy_into(*it->second, j == index, c);
     }
   return slot;
 }
@@ -78,8 +93,11 @@ void SparseWindows::add(SparseSlot slot) {
   bool completes = slot.index + 1 == schedule_.window;
   slots_[slot.step] = std::move(slot);
   if (!completes || latest_complete().empty() || latest_complete().front()->step != start) return;
-  // a newer complete window supersedes the older ones
-  std::erase_if(slots_, [&](const auto& kv) { return kv.first < start; });
+  // a newer complete window supersedes the older ones; their storage is kept for the next slots
+  for (auto it = slots_.begin(); it != slots_.end() && it->first < start;) {
+    if (spare_.size() < schedule_.window) spare_.push_back(std::move(it->second));
+    it = slots_.erase(it);
+  }
 }
 
 std::vector<const SparseSlot*> SparseWindows::latest_complete() const {
@@ -95,6 +113,13 @@ std::vector<const SparseSlot*> SparseWindows::latest_complete() const {
     if (out.size() == schedule_.window) return out;
   }
   return {};
+}
+
+SparseSlot SparseWindows::recycled() {
+  if (spare_.empty()) return {};
+  SparseSlot s = std::move(spare_.back());
+  spare_.pop_back();
+  return s;
 }
 
 size_t SparseWindows::bytes() const {
@@ -114,6 +139,8 @@ void SparseHolder::start(const plan::CheckpointSchedule& schedule) {
   if (current_ && !current_->latest_complete().empty()) previous_ = std::move(current_);
   current_ = std::make_unique<SparseWindows>(schedule);
 }
+
+SparseSlot SparseHolder::recycled() { return current_ ? current_->recycled() : SparseSlot{}; }
 
 void SparseHolder::add(SparseSlot slot) {
   if (!current_) return;

@@ -8,7 +8,7 @@
 // loading slot i every operator is either complete as of that iteration or can run frozen with
 // that iteration's weights. Iteration `step` takes slot (step mod period) when that is < window;
 // a window is complete when its W slots are of consecutive iterations starting at a multiple of
-// the period. Each unit copy carries an FNV-1a checksum of its floats, and a slot carries the
+// the period. Each unit copy carries an FNV-1a checksum of its floats (by 64-bit words), and a slot carries the
 // global gradient norm of its own iteration (the replay clips with it: frozen operators add no
 // gradient, so the norm a replayed step computes is not the one the run used).
 //
@@ -39,7 +39,7 @@ struct UnitCopy {
   size_t bytes() const { return (w.size() + m.size() + v.size()) * sizeof(float); }
 };
 
-// FNV-1a over the copy's floats (w, then m and v).
+// FNV-1a over the copy's floats, 64-bit words at a time (w, then m and v).
 uint64_t unit_checksum(const UnitCopy& c);
 
 struct SparseSlot {
@@ -55,9 +55,9 @@ std::optional<uint32_t> slot_of(const plan::CheckpointSchedule& s, uint64_t step
 
 // Slot `index`'s copies of `units` (those a worker writes): full state of slots[index]'s
 // operators, compute weights of the later slots' (operator indices are positions in
-// model_units(shape)).
+// model_units(shape)). `reuse`: a dropped slot whose storage the copies go into (no allocation).
 SparseSlot take_slot(const plan::CheckpointSchedule& s, uint32_t index, uint64_t step, double grad_norm,
-                     const ModelShape& shape, const std::vector<const model::Unit*>& units);
+                     const ModelShape& shape, const std::vector<const model::Unit*>& units, SparseSlot reuse = {});
 
 // The slots a holder keeps: the newest complete window and the one being filled. Adding the last
 // slot of a window drops every older one.
@@ -69,6 +69,8 @@ class SparseWindows {
   std::vector<const SparseSlot*> latest_complete() const;
   size_t bytes() const;
   const plan::CheckpointSchedule& schedule() const { return schedule_; }
+  // A superseded slot, for take_slot to copy into (empty when there is none).
+  SparseSlot recycled();
   // Test hook: the copy of `id` in the slot of `step` (to corrupt it), or null.
   UnitCopy* find(uint64_t step, const UnitId& id);
 
@@ -76,6 +78,7 @@ class SparseWindows {
   uint64_t window_start(uint64_t step) const { return step - step % schedule_.period; }
   plan::CheckpointSchedule schedule_;
   std::map<uint64_t, SparseSlot> slots_;  // by step
+  std::vector<SparseSlot> spare_;          // superseded slots, their storage reused (at most a window)
 };
 
 // One writer's slots across plans: the windows under the schedule in force, and the last complete
@@ -87,6 +90,7 @@ class SparseHolder {
   void start(const plan::CheckpointSchedule& schedule);
   const plan::CheckpointSchedule* schedule() const { return current_ ? &current_->schedule() : nullptr; }
   void add(SparseSlot slot);
+  SparseSlot recycled();  // SparseWindows::recycled of the schedule in force
   // The newest complete window (under the schedule in force, else the one before it).
   std::vector<const SparseSlot*> latest_complete() const;
   size_t bytes() const;

@@ -19,7 +19,7 @@ void SparseSnapshots::after_commit(uint64_t step, double grad_norm, const ModelS
   auto index = ckpt::slot_of(*schedule, step);
   if (!index) return;
   int64_t t0 = mono_ns();
-  auto slot = ckpt::take_slot(*schedule, *index, step, grad_norm, shape, units);
+  auto slot = ckpt::take_slot(*schedule, *index, step, grad_norm, shape, units, holder_.recycled());
   copy_ms_ = double(mono_ns() - t0) / 1e6;
   slot_bytes_ = slot.bytes();
   holder_.add(std::move(slot));
