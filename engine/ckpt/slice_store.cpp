@@ -3,41 +3,91 @@
 
 namespace sal::ckpt {
 
-Status SliceStore::add(const std::string& writer, const plan::CheckpointSchedule& schedule, SparseSlot slot) {
+Status SliceStore::add(const Writer& writer, uint64_t plan, const plan::CheckpointSchedule& schedule, SparseSlot slot) {
+  const std::string who = writer.name();
   for (const auto& [id, copy] : slot.units)
     if (unit_checksum(copy) != copy.checksum)
-      return fail("slice of ", writer, " for iteration ", slot.step, " refused: ", id.name(),
+      return fail("slice of ", who, " for iteration ", slot.step, " refused: ", id.name(),
                   " does not match its checksum (damaged on the way)");
   uint64_t after = bytes() + slot.bytes();
   if (after > budget_)
-    return fail("slice of ", writer, " for iteration ", slot.step, " refused: ", slot.bytes(), " bytes would take the store to ",
+    return fail("slice of ", who, " for iteration ", slot.step, " refused: ", slot.bytes(), " bytes would take the store to ",
                 after, ", past its budget of ", budget_, " (the windows held are kept)");
-  SparseHolder& h = held_[writer];
-  if (!h.schedule() || !(*h.schedule() == schedule)) h.start(schedule);
-  h.add(std::move(slot));
+  Held& h = held_[writer];
+  if (!h.slots.schedule() || !(*h.slots.schedule() == schedule) || h.plan != plan) h.slots.start(schedule);
+  h.plan = plan;
+  h.newest = std::max(h.newest, slot.step);
+  bool completes = slot.index + 1 == schedule.window;
+  uint64_t from = slot.step - slot.index;
+  h.slots.add(std::move(slot));
+  auto w = h.slots.latest_complete();
+  if (completes && !w.empty() && w.front()->step == from) drop_stopped(from);
   return {};
 }
 
-std::vector<const SparseSlot*> SliceStore::latest_complete(const std::string& writer) const {
-  auto it = held_.find(writer);
-  return it == held_.end() ? std::vector<const SparseSlot*>{} : it->second.latest_complete();
+// Writers whose newest slot is older than a window just completed have stopped writing here.
+void SliceStore::drop_stopped(uint64_t completed_from) {
+  for (auto it = held_.begin(); it != held_.end();)
+    it = it->second.newest < completed_from ? held_.erase(it) : std::next(it);
 }
 
-std::vector<std::string> SliceStore::writers() const {
-  std::vector<std::string> out;
+std::vector<const SparseSlot*> SliceStore::latest_complete(const Writer& writer) const {
+  auto it = held_.find(writer);
+  return it == held_.end() ? std::vector<const SparseSlot*>{} : it->second.slots.latest_complete();
+}
+
+std::vector<HeldWindow> SliceStore::windows() const {
+  std::vector<HeldWindow> out;
+  for (const auto& [writer, h] : held_) {
+    auto w = h.slots.latest_complete();
+    if (w.empty()) continue;
+    HeldWindow hw{writer, h.plan, w.front()->step, w.back()->step, {}};
+    for (const SparseSlot* s : w)
+      for (const auto& [id, copy] : s->units)
+        if (copy.full) hw.units.push_back(id);
+    out.push_back(std::move(hw));
+  }
+  return out;
+}
+
+std::vector<SlotView> SliceStore::window_slots(uint64_t from, const std::set<UnitId>& wanted,
+                                               std::vector<UnitId>* missing) const {
+  std::vector<SlotView> out;
+  std::set<UnitId> found;
+  for (const auto& [writer, h] : held_) {
+    auto w = h.slots.latest_complete();
+    if (w.empty() || w.front()->step != from) continue;
+    if (out.size() < w.size()) out.resize(w.size());
+    for (size_t i = 0; i < w.size(); ++i) {
+      out[i].step = w[i]->step, out[i].index = w[i]->index, out[i].grad_norm = w[i]->grad_norm;
+      for (const auto& [id, copy] : w[i]->units)
+        if (wanted.count(id) && !found.count(id)) out[i].units.emplace_back(id, &copy);
+    }
+    for (const SparseSlot* s : w)
+      for (const auto& [id, copy] : s->units)
+        if (wanted.count(id)) found.insert(id);
+  }
+  if (missing)
+    for (const UnitId& id : wanted)
+      if (!found.count(id)) missing->push_back(id);
+  return out;
+}
+
+std::vector<Writer> SliceStore::writers() const {
+  std::vector<Writer> out;
   for (const auto& [w, h] : held_) out.push_back(w);
   return out;
 }
 
 uint64_t SliceStore::bytes() const {
   uint64_t n = 0;
-  for (const auto& [w, h] : held_) n += h.bytes();
+  for (const auto& [w, h] : held_) n += h.slots.bytes();
   return n;
 }
 
-UnitCopy* SliceStore::find(const std::string& writer, uint64_t step, const UnitId& id) {
+UnitCopy* SliceStore::find(const Writer& writer, uint64_t step, const UnitId& id) {
   auto it = held_.find(writer);
-  return it == held_.end() ? nullptr : it->second.find(step, id);
+  return it == held_.end() ? nullptr : it->second.slots.find(step, id);
 }
 
 }  // namespace sal::ckpt

@@ -3,37 +3,77 @@
 // one being filled (ckpt::SparseHolder), within a memory budget for all of them together. A slot
 // whose copies do not match their checksums is refused (it arrived damaged), and so is one that
 // would take the store past its budget — what is held stays, so the last complete windows survive
-// a flood; each refusal says which rule it broke. Pure: the agent that owns it does the I/O.
+// a flood; each refusal says which rule it broke. A writer's slots under another plan (or
+// schedule) start a new window, its last complete one kept until the new one completes. A writer
+// that stopped writing (its newest slot is older than a window another writer completed: it left,
+// or writes elsewhere now) is dropped then. Pure: the agent that owns it does the I/O.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ckpt/sparse.h"
 
 namespace sal::ckpt {
 
+// A worker whose slots a store holds: its node and its index there.
+struct Writer {
+  uint32_t node = 0;
+  uint32_t index = 0;
+  std::string name() const { return std::to_string(node) + "." + std::to_string(index); }
+  auto operator<=>(const Writer&) const = default;
+};
+
+// A complete window a store holds: whose, under which plan, its iterations, the units in it.
+struct HeldWindow {
+  Writer writer;
+  uint64_t plan = 0;
+  uint64_t from = 0, to = 0;
+  std::vector<UnitId> units;
+};
+
+// Slot `index` of a window as a fetch answers it: the copies asked for, from whichever writers.
+struct SlotView {
+  uint64_t step = 0;
+  uint32_t index = 0;
+  double grad_norm = 0;
+  std::vector<std::pair<UnitId, const UnitCopy*>> units;
+};
+
 class SliceStore {
  public:
   explicit SliceStore(uint64_t budget_bytes) : budget_(budget_bytes) {}
 
-  // A slot `writer` took under `schedule` (a schedule other than the writer's last starts a new
-  // window, its last complete one kept until the new one completes).
-  Status add(const std::string& writer, const plan::CheckpointSchedule& schedule, SparseSlot slot);
+  // A slot `writer` took under plan `plan`'s `schedule`.
+  Status add(const Writer& writer, uint64_t plan, const plan::CheckpointSchedule& schedule, SparseSlot slot);
   // The writer's newest complete window (empty: none, or an unknown writer).
-  std::vector<const SparseSlot*> latest_complete(const std::string& writer) const;
+  std::vector<const SparseSlot*> latest_complete(const Writer& writer) const;
+  // Every writer's newest complete window.
+  std::vector<HeldWindow> windows() const;
+  // The slots of the complete windows beginning at `from` that hold `wanted`, one per slot index
+  // (in order), each with the wanted copies found in it; `missing` gets the units no window has.
+  std::vector<SlotView> window_slots(uint64_t from, const std::set<UnitId>& wanted, std::vector<UnitId>* missing) const;
   // A writer that left the job for good: its slices go.
-  void drop(const std::string& writer) { held_.erase(writer); }
-  std::vector<std::string> writers() const;
+  void drop(const Writer& writer) { held_.erase(writer); }
+  std::vector<Writer> writers() const;
   uint64_t bytes() const;
   uint64_t budget() const { return budget_; }
-  UnitCopy* find(const std::string& writer, uint64_t step, const UnitId& id);  // test hook: corrupt a copy
+  void set_budget(uint64_t bytes) { budget_ = bytes; }
+  UnitCopy* find(const Writer& writer, uint64_t step, const UnitId& id);  // test hook: corrupt a copy
 
  private:
+  struct Held {
+    uint64_t plan = 0;
+    uint64_t newest = 0;  // the newest slot's iteration
+    SparseHolder slots;
+  };
+  void drop_stopped(uint64_t completed_from);
   uint64_t budget_;
-  std::map<std::string, SparseHolder> held_;
+  std::map<Writer, Held> held_;
 };
 
 }  // namespace sal::ckpt

@@ -2,6 +2,7 @@
 #include "ckpt/sparse.h"
 
 #include <cstring>
+#include <set>
 
 namespace sal::ckpt {
 namespace {
@@ -88,6 +89,17 @@ SparseSlot take_slot(const plan::CheckpointSchedule& s, uint32_t index, uint64_t
   return slot;
 }
 
+std::vector<UnitId> slot_units(const plan::CheckpointSchedule& s, uint32_t index, const ModelShape& shape,
+                               const std::vector<UnitId>& written) {
+  auto ids = model_units(shape);
+  std::set<UnitId> mine(written.begin(), written.end());
+  std::vector<UnitId> out;
+  for (size_t j = index; j < s.slots.size() && j < s.window; ++j)
+    for (uint32_t op : s.slots[j])
+      if (op < ids.size() && mine.count(ids[op])) out.push_back(ids[op]);
+  return out;
+}
+
 void SparseWindows::add(SparseSlot slot) {
   uint64_t start = window_start(slot.step);
   bool completes = slot.index + 1 == schedule_.window;
@@ -163,12 +175,66 @@ UnitCopy* SparseHolder::find(uint64_t step, const UnitId& id) {
   return c || !previous_ ? c : previous_->find(step, id);
 }
 
+namespace {
+
+// Slot `slot`'s copies into the units of `held`, but those already loaded in full.
+Status sparse_load_slot(const SparseSlot& slot, const std::map<UnitId, model::Unit*>& held, std::map<UnitId, bool>& complete) {
+  for (const auto& [id, copy] : slot.units) {
+    auto it = held.find(id);
+    if (it == held.end() || complete.count(id)) continue;
+    SAL_TRY(load(copy, *it->second, slot.step));
+    if (copy.full) complete[id] = true;
+  }
+  return {};
+}
+
+std::map<UnitId, model::Unit*> sparse_units_of(model::Params& p) {
+  std::map<UnitId, model::Unit*> held;
+  for (model::Unit* u : p.units()) held[u->id] = u;
+  return held;
+}
+
+}  // namespace
+
+Result<WindowReplay> WindowReplay::begin(std::vector<SparseSlot> window, model::Params& p) {
+  if (window.empty()) return fail("no window to restore from");
+  std::map<UnitId, bool> full;
+  for (const auto& slot : window)
+    for (const auto& [id, copy] : slot.units)
+      if (copy.full) full[id] = true;
+  for (model::Unit* u : p.units())
+    if (!full.count(u->id))
+      return fail(u->id.name(), ": not in full in the window of iterations ", window.front().step, "..", window.back().step);
+  WindowReplay r;
+  r.slots_ = std::move(window);
+  SAL_TRY(r.load(0, p));
+  return r;
+}
+
+std::optional<double> WindowReplay::norm_for(uint64_t step) const {
+  if (done() || step < from() + 1 || step > to()) return std::nullopt;
+  return slots_[step - from()].grad_norm;
+}
+
+Status WindowReplay::after(uint64_t step, model::Params& p) {
+  if (done() || step != slots_[next_].step) return {};
+  return load(next_, p);
+}
+
+Status WindowReplay::load(size_t i, model::Params& p) {
+  auto held = sparse_units_of(p);
+  SAL_TRY(sparse_load_slot(slots_[i], held, complete_));
+  next_ = i + 1;
+  if (done())
+    for (model::Unit* u : p.units()) u->frozen = false;
+  return {};
+}
+
 Result<ReplayReport> replay_window(const std::vector<const SparseSlot*>& window, model::Params& p,
                                    const ReplayStep& step) {
   if (window.empty()) return fail("no complete window to restore from");
   ReplayReport report{window.front()->step, window.back()->step, {}};
-  std::map<UnitId, model::Unit*> held;
-  for (model::Unit* u : p.units()) held[u->id] = u;
+  auto held = sparse_units_of(p);
   std::map<UnitId, bool> complete;  // units loaded in full so far
   auto finish = [&](Status s) -> Result<ReplayReport> {
     for (model::Unit* u : p.units()) u->frozen = false;
@@ -184,12 +250,7 @@ Result<ReplayReport> replay_window(const std::vector<const SparseSlot*>& window,
       if (auto s = step(slot.step, slot.grad_norm); !s)
         return finish(s.error().with_context("replaying iteration " + std::to_string(slot.step)));
     }
-    for (const auto& [id, copy] : slot.units) {
-      auto it = held.find(id);
-      if (it == held.end() || complete.count(id)) continue;
-      if (auto s = load(copy, *it->second, slot.step); !s) return finish(s);
-      if (copy.full) complete[id] = true;
-    }
+    if (auto s = sparse_load_slot(slot, held, complete); !s) return finish(s);
   }
   for (const auto& [id, u] : held)
     if (!complete.count(id))

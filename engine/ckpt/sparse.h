@@ -59,6 +59,11 @@ std::optional<uint32_t> slot_of(const plan::CheckpointSchedule& s, uint64_t step
 SparseSlot take_slot(const plan::CheckpointSchedule& s, uint32_t index, uint64_t step, double grad_norm,
                      const ModelShape& shape, const std::vector<const model::Unit*>& units, SparseSlot reuse = {});
 
+// The units of `written` (those a worker writes) that slot `index` copies: those it or a later slot
+// takes in full (a device copies only these).
+std::vector<UnitId> slot_units(const plan::CheckpointSchedule& s, uint32_t index, const ModelShape& shape,
+                               const std::vector<UnitId>& written);
+
 // The slots a holder keeps: the newest complete window and the one being filled. Adding the last
 // slot of a window drops every older one.
 class SparseWindows {
@@ -108,6 +113,29 @@ struct ReplayReport {
   uint64_t from_step = 0;            // the window's first iteration
   uint64_t to_step = 0;              // its last: the state is the dense state after it
   std::vector<size_t> frozen;        // units frozen in each replayed iteration
+};
+
+// A window replayed by a caller that runs the iterations itself (a worker in a mesh, whose steps
+// the controller runs): begin() loads slot 0; for each iteration the window replays, norm_for()
+// gives the recorded norm to clip with, and after() its update loads the slot taken after it. Once
+// the last slot is loaded, done() and no unit is frozen. The same order of loads and steps as
+// replay_window.
+class WindowReplay {
+ public:
+  // Every unit `p` holds must be in the window (full in one slot); the copies' checksums are checked
+  // as each slot is loaded.
+  static Result<WindowReplay> begin(std::vector<SparseSlot> window, model::Params& p);
+  std::optional<double> norm_for(uint64_t step) const;
+  Status after(uint64_t step, model::Params& p);
+  bool done() const { return next_ >= slots_.size(); }
+  uint64_t from() const { return slots_.front().step; }
+  uint64_t to() const { return slots_.back().step; }
+
+ private:
+  Status load(size_t i, model::Params& p);
+  std::vector<SparseSlot> slots_;
+  size_t next_ = 0;              // the next slot to load
+  std::map<UnitId, bool> complete_;  // units loaded in full so far
 };
 
 // Loads the window into `p` and replays it (above). Every unit `p` holds must be in the window

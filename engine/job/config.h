@@ -66,6 +66,8 @@ struct TrainConfig {
   int64_t rebalance_every = 50;  // steps between load-driven re-plans (0: never)
   int64_t threads = 1;           // compute threads per worker
   int64_t checkpoint_every = 50; // steps between dense snapshots (0: none)
+  int64_t peer_copies = 2;       // nodes holding each sparse snapshot slice (0: no sparse snapshots in peers)
+  int64_t peer_memory_mb = 1024; // what an agent may hold of other workers' slices
   std::string recovery = "elastic";  // elastic | fixed-ep-ft | checkpoint-restart
 };
 

@@ -9,6 +9,7 @@
 #include "core/devices.h"
 #include "core/strings.h"
 #include "plan/fixed_ep.h"
+#include "plan/snapshot_peers.h"
 
 namespace sal::job {
 
@@ -82,6 +83,8 @@ DriverConfig DriverConfig::from(const JobConfig& job, int64_t max_steps, const s
   c.join_batch_ms = job.mesh.join_batch_ms;
   c.rebalance_every = job.train.rebalance_every;
   c.checkpoint_every = job.train.checkpoint_every;
+  c.peer_copies = uint32_t(job.train.peer_copies);
+  c.peer_memory = uint64_t(job.train.peer_memory_mb) << 20;
   c.max_steps = max_steps;
   c.recovery = job.train.recovery;
   c.slots = uint32_t(job.policies.slots);
@@ -172,6 +175,7 @@ void Driver::on_ready(const Event& e) {
   if (!pending_ || r.plan != pending_->number) return;  // an abandoned plan's late answer
   Participant p{r.node_id, r.index};
   if (!pending_->waiting.count(p)) return;
+  for (const auto& n : r.notes) note("slice_fallback", "worker " + participant_name(p) + ": " + n, act::Level::warn);
   if (!r.ok) return plan_failed("worker " + participant_name(p) + ": " + r.detail);
   pending_->waiting.erase(p);
   pending_->slowest_connect_ms = std::max(pending_->slowest_connect_ms, r.connect_ms);
@@ -283,7 +287,33 @@ WorkerChoice Driver::choose(const std::vector<Participant>& ready, uint64_t step
   uint32_t ep = plan::ep_size(uint32_t(cfg_.model.experts), cfg_.slots);
   Restorable have;
   if (snapshots_ && snapshots_->latest()) have.dense_step = snapshots_->latest()->step;
-  return choose_workers(cfg_.recovery, ep, ready, applied_, step, have);
+  if (auto w = peer_window(step)) have.sparse_to = w->to;
+  auto c = choose_workers(cfg_.recovery, ep, ready, applied_, step, have);
+  if (replaying() && !c.restore() && !c.use.empty()) {
+    // frozen operators have no optimizer state to move, and new holders no later slots to load
+    c.rung = restore_rung({"the replay"}, have);
+    c.why = "the replay of the sparse window (to iteration " + std::to_string(*replay_to_) + ") was interrupted";
+  }
+  return c;
+}
+
+std::optional<PeerWindow> Driver::peer_window(uint64_t committed) const {
+  if (cfg_.peer_copies == 0) return std::nullopt;
+  std::set<NodeId> live;
+  for (const auto& [node, sn] : view_.slices) live.insert(node);
+  return restorable_window(peer_slices_, live, cfg_.model, committed, peer_windows_failed_);
+}
+
+void Driver::add_slice_peers(wire::PlanUpdate& u) const {
+  u.slice_budget = cfg_.peer_memory;
+  if (cfg_.peer_copies == 0) return;
+  for (const auto& [node, sn] : view_.slices) u.slice_nodes.push_back(sn);
+  std::vector<uint32_t> node_of_rank;
+  for (const auto& r : u.ranks) node_of_rank.push_back(r.node);
+  for (auto& nodes : plan::snapshot_peers(u.plan, node_of_rank, cfg_.peer_copies)) {
+    std::erase_if(nodes, [&](uint32_t n) { return !view_.slices.count(NodeId(n)); });
+    u.slice_peers.push_back({std::move(nodes)});
+  }
 }
 
 void Driver::start_plan(const std::string& why) {
@@ -359,6 +389,7 @@ void Driver::plan_decided(const Deciding& d, const PlanRecord& rec) {
 }
 
 void Driver::begin_switch(Pending p, wire::PlanUpdate u) {
+  add_slice_peers(u);
   pending_ = std::move(p);
   pending_->waiting.insert(pending_->ranks.begin(), pending_->ranks.end());
   send(pending_->ranks, std::move(u));
@@ -380,6 +411,9 @@ void Driver::plan_applied() {
   uint64_t previous = applied_ ? applied_->number() : 0;
   applied_ = AppliedPlan{p.ranks, p.plan, p.step};
   plane_spent_ = false;
+  sparse_replaced_ = 0;
+  replay_to_.reset();
+  if (p.restore == Rung::sparse && p.restore_window && p.restore_to) replay_to_ = *p.restore_to;
   cannot_plan_.clear();
   out_.push_back(act::Journal{rec::Plan{*applied_}, true});
   std::string detail = "plan " + std::to_string(p.number) + " in force from step " + std::to_string(p.step) + " on " +
@@ -406,6 +440,7 @@ void Driver::plan_applied() {
 
 void Driver::plan_failed(const std::string& why, bool membership) {
   if (!pending_) return;
+  if (!membership && pending_->restore == Rung::sparse) sparse_restore_failed(why);
   Pending p = std::move(*pending_);
   pending_.reset();
   cancel(Timer::plan);
@@ -460,7 +495,7 @@ void Driver::boundary() {
     for (const auto& r : ready) joined += !contains(applied_->ranks, r);
     for (const auto& r : applied_->ranks) left += !contains(ready, r);
     std::string why = "workers changed: " + std::to_string(joined) + " joined, " + std::to_string(left) + " left";
-    if (left > 0 || join_batch_over()) {
+    if (left > 0 || (!replaying() && join_batch_over())) {  // joins wait for a replay to end
       join_seen_ns_ = 0;
       if (left > 0) recovery_begins(why);
       return start_plan(why);
@@ -468,9 +503,9 @@ void Driver::boundary() {
   } else {
     join_seen_ns_ = 0;
   }
-  if (plan_wanted_) return start_plan(plan_reason_);
+  if (plan_wanted_ && !replaying()) return start_plan(plan_reason_);
   int64_t every = cfg_.rebalance_every;
-  if (every > 0 && done > applied_->from_step && int64_t(done - applied_->from_step) >= every) {
+  if (every > 0 && !replaying() && done > applied_->from_step && int64_t(done - applied_->from_step) >= every) {
     plan_with_loads_ = true;
     return start_plan("rebalance: " + std::to_string(every) + " steps under plan " + std::to_string(applied_->number()));
   }

@@ -35,6 +35,7 @@
 #include "job/driver_io.h"
 #include "job/ladder.h"
 #include "job/measurements.h"
+#include "job/peer_windows.h"
 #include "job/plan_switch.h"
 #include "job/steps.h"
 
@@ -58,6 +59,8 @@ struct DriverConfig {
   int64_t join_batch_ms = 1000;
   int64_t rebalance_every = 50;
   int64_t checkpoint_every = 50;   // dense snapshots (0: none)
+  uint32_t peer_copies = 2;        // nodes holding each sparse snapshot slice (0: none)
+  uint64_t peer_memory = 1ull << 30;  // bytes an agent may hold of them
   int64_t max_steps = 0;           // steps to run (0: none: keep the mesh up)
   std::string recovery = "elastic";
   uint32_t slots = 4;
@@ -92,6 +95,9 @@ class Driver {
   const CheckpointFacts& checkpoint_facts() const { return facts_; }
   // What each worker's last vote said it holds of the sparse snapshots (job.checkpoint()).
   const std::map<Participant, SparseHolding>& sparse_holdings() const { return sparse_; }
+  // What each live agent last reported holding of them, and the window a restore would use now.
+  const std::map<NodeId, wire::SliceReport>& peer_slices() const { return peer_slices_; }
+  std::optional<PeerWindow> restorable() const { return peer_window(steps_.committed()); }
   const std::string& failure() const { return failure_; }
   const std::string& checkpoint_dir() const { return checkpoint_dir_; }
   bool stopping() const { return stopping_; }
@@ -117,6 +123,8 @@ class Driver {
     double slowest_connect_ms = 0, slowest_migrate_ms = 0;  // each over the workers
     std::optional<Rung> restore;  // restores instead of moving state
     std::string restore_from;
+    std::optional<uint64_t> restore_window;  // a sparse restore's window (its first and last iterations)
+    std::optional<uint64_t> restore_to;
   };
   // A plan decision asked for and not yet answered.
   struct Deciding {
@@ -132,7 +140,7 @@ class Driver {
     std::string cause;
     int64_t since_ns = 0;
     bool restored = false;
-    std::string source;  // the restore's: "disk" or "seed"
+    std::string source;  // the restore's: "peers", "disk" or "seed"
     uint64_t rerun = 0;  // committed steps its restores run again
   };
   struct Tally {
@@ -161,6 +169,7 @@ class Driver {
   void on_decided(const Event& e);
   void on_request(const Event& e);
   void on_stop(const Event& e);
+  void on_slices(const Event& e);
 
   // ---- the phases ----
   void poke();
@@ -170,11 +179,13 @@ class Driver {
   void start_plan(const std::string& why);
   void plan_decided(const Deciding& d, const PlanRecord& rec);
   void start_restore(const PlanRecord& rec, const WorkerChoice& choice);
+  void start_sparse_restore(const PlanRecord& rec, const WorkerChoice& choice, const PeerWindow& window);
   void start_resume(const PlanRecord& rec, const Deciding& d);
   // Where a restore's units come from: the rung, in words, and the directory ("": the seed).
   struct RestoreSource {
     Rung rung;
     std::string what, dir;
+    std::optional<PeerWindow> window;  // the sparse rung's
   };
   void begin_restore_switch(const PlanRecord& rec, const PlanSwitch& sw, Epoch epoch, uint64_t step,
                             const RestoreSource& source, const std::string& why);
@@ -211,6 +222,13 @@ class Driver {
   void warn_if_disk_behind(const ckpt::Snapshot& s);
   void drop_snapshots_of_lost();
   WorkerChoice choose(const std::vector<Participant>& ready, uint64_t step) const;
+  // The newest window of sparse snapshots in the live agents' memory that restores the model.
+  std::optional<PeerWindow> peer_window(uint64_t committed) const;
+  // Where each rank of `u` puts its sparse snapshot slots, and what an agent may hold.
+  void add_slice_peers(wire::PlanUpdate& u) const;
+  // A sparse restore that could not be applied: its window is not tried again, and the steps it
+  // would have replayed count as lost after all.
+  void sparse_restore_failed(const std::string& why);
   double now_s() const { return double(now_ns_ - cfg_.origin_ns) / 1e9; }
 
   DriverConfig cfg_;
@@ -235,6 +253,13 @@ class Driver {
   bool disk_behind_warned_ = false;  // snapshot_slow said (once a job)
   CheckpointFacts facts_;
   std::map<Participant, SparseHolding> sparse_;
+  std::map<NodeId, wire::SliceReport> peer_slices_;  // what each agent last reported holding
+  std::set<uint64_t> peer_windows_failed_;           // windows (first iteration) a restore failed to load
+  uint64_t sparse_replaced_ = 0;                     // a sparse restore in flight: the committed steps before it
+  std::optional<uint64_t> replay_to_;                // a sparse restore in force replays up to this iteration
+  // Until the replay's last iteration commits, no plan may move state (joins and rebalances wait;
+  // a loss restores again).
+  bool replaying() const { return replay_to_ && steps_.committed() <= *replay_to_; }
   // A vote's word on the worker's sparse snapshots; a slot big enough to time measures the copy
   // bandwidth the checkpoint policy decides with (as a dense snapshot's copy does).
   void sparse_copied(Participant p, const wire::StepVote& v);

@@ -49,6 +49,8 @@ struct View {
   std::string start_failure;
   // What each ready worker holds; only while the driver reconciles a resumed job (wants_holdings()).
   std::map<Participant, Holding> held;
+  // The live nodes' slice endpoints (where sparse snapshots are held: wire::SliceNode).
+  std::map<NodeId, wire::SliceNode> slices;
   bool operator==(const View&) const = default;
 };
 
@@ -90,6 +92,8 @@ struct Decided {
   Result<PlanRecord> record;
 };
 struct TimerFired { Timer timer; };
+// What an agent holds of the sparse snapshots (and what it refused), as it reported it.
+struct Slices { wire::SliceReport report; };
 // An operator (job.rebalance(), policy.load) or the job's own schedule wants a new plan.
 struct PlanRequest {
   std::string why;
@@ -106,7 +110,7 @@ struct Stop {
 }  // namespace in
 
 using Event = std::variant<in::Membership, in::Lost, in::Vote, in::Ready, in::Saved, in::Decided, in::TimerFired,
-                           in::PlanRequest, in::Stop>;
+                           in::PlanRequest, in::Stop, in::Slices>;
 
 struct Input {
   int64_t now_ns = 0;  // CLOCK_MONOTONIC when it happened

@@ -76,6 +76,12 @@ std::vector<Participant> Driver::bring_up_to_date() {
 // snapshot (or the seed), and the steps after the snapshot are run again.
 void Driver::start_restore(const PlanRecord& rec, const WorkerChoice& choice) {
   uint64_t committed = steps_.committed();
+  if (choice.rung == Rung::sparse) {
+    if (auto w = peer_window(committed)) return start_sparse_restore(rec, choice, *w);
+    WorkerChoice next = choice;  // the window went while the plan was decided
+    next.rung = snapshots_ && snapshots_->latest() ? Rung::dense : Rung::seed;
+    return start_restore(rec, next);
+  }
   const ckpt::Snapshot* snap =
       choice.rung == Rung::dense && snapshots_ && snapshots_->latest() ? &*snapshots_->latest() : nullptr;
   uint64_t to = snap ? snap->step : 0;
@@ -95,7 +101,48 @@ void Driver::start_restore(const PlanRecord& rec, const WorkerChoice& choice) {
                        ".." + std::to_string(committed) + ") will run again";
   note("restore_begun", detail, act::Level::warn);
   out_.push_back(act::Phase{"restore", choice.why});
-  begin_restore_switch(rec, *sw, view_.epoch, to, {choice.rung, from, snap ? snap->dir : ""}, choice.why);
+  begin_restore_switch(rec, *sw, view_.epoch, to, {choice.rung, from, snap ? snap->dir : "", {}}, choice.why);
+}
+
+// The sparse rung: every rank loads its units from the window in the agents' memory and replays
+// it; training goes on with the iteration after the window's first (the state slot 0 holds), and
+// the window's later iterations are replayed with the operators not yet loaded in full frozen, the
+// steps after it re-executed. Nothing committed is lost, unless the restore fails
+// (sparse_restore_failed).
+void Driver::start_sparse_restore(const PlanRecord& rec, const WorkerChoice& choice, const PeerWindow& w) {
+  uint64_t committed = steps_.committed();
+  uint64_t to = w.from + 1;
+  auto sw = switch_plan(applied_, choice.use, rec.plan, 0);  // ranks only: nothing moves
+  if (!sw) return fail_job("plan " + std::to_string(rec.plan.version) + ": " + sw.error().message());
+  steps_.rewind(to);
+  out_.push_back(act::Journal{rec::Rewind{to}, true});
+  if (sparse_replaced_ == 0) sparse_replaced_ = committed;  // a retry of the same restore keeps the first
+  if (!recovery_) recovery_ = Recovery{choice.why, now_ns_};
+  recovery_->restored = true;
+  recovery_->source = "peers";
+  recovery_->rerun += committed - to;
+  std::string from = "the sparse window of iterations " + std::to_string(w.from) + ".." + std::to_string(w.to) +
+                     " held by " + std::to_string(w.holders.size()) + " nodes";
+  note("restore_begun",
+       "restoring " + from + " on " + std::to_string(choice.use.size()) + " workers because " + choice.why + "; " +
+           std::to_string(w.to - w.from) + " iterations replayed with frozen operators, then " +
+           std::to_string(committed > w.to + 1 ? committed - w.to - 1 : 0) + " re-executed (" + std::to_string(to) + ".." +
+           std::to_string(committed) + "); no committed step is lost",
+       act::Level::warn);
+  out_.push_back(act::Phase{"restore", choice.why});
+  begin_restore_switch(rec, *sw, view_.epoch, to, {Rung::sparse, from, "", w}, choice.why);
+}
+
+void Driver::sparse_restore_failed(const std::string& why) {
+  if (!pending_ || !pending_->restore_window) return;
+  peer_windows_failed_.insert(*pending_->restore_window);
+  uint64_t now = steps_.committed();
+  if (sparse_replaced_ > now) out_.push_back(act::StepsLost{sparse_replaced_ - now});
+  sparse_replaced_ = 0;
+  std::string next = snapshots_ && snapshots_->latest() ? "the dense snapshot on disk" : "the seed";
+  note("sparse_restore_failed", "the restore from " + pending_->restore_from + " failed (" + why + "); falling back to " +
+                                    next + " unless another window serves",
+       act::Level::warn);
 }
 
 // Every rank of the plan loads its units from `source.dir` (the seed's when empty) and training
@@ -108,6 +155,12 @@ void Driver::begin_restore_switch(const PlanRecord& rec, const PlanSwitch& sw, E
   auto u = plan_update(epoch, step, sw, rec.plan);
   u.restore = true;
   u.restore_dir = source.dir;
+  if (source.window) {
+    p.restore_window = source.window->from;
+    p.restore_to = source.window->to;
+    u.restore_window = int64_t(source.window->from);
+    u.restore_holders = source.window->holders;
+  }
   begin_switch(std::move(p), std::move(u));
 }
 
@@ -122,7 +175,7 @@ void Driver::start_resume(const PlanRecord& rec, const Deciding& d) {
   const std::string what = "the checkpoint of step " + std::to_string(from.step) + " (" + from.dir + ")";
   note("resume_begun", "restoring " + what + " on " + std::to_string(d.choice.use.size()) + " workers; training goes on "
                        "with step " + std::to_string(from.step));
-  begin_restore_switch(rec, *sw, d.epoch, from.step, {Rung::dense, what, from.dir}, d.why);
+  begin_restore_switch(rec, *sw, d.epoch, from.step, {Rung::dense, what, from.dir, {}}, d.why);
 }
 
 // The earliest cause counts: a recovery that is interrupted by another loss goes on.
@@ -158,6 +211,12 @@ void Driver::sparse_copied(Participant p, const wire::StepVote& v) {
   if (!new_copy || v.sparse_slot_bytes < kTimedSlotBytes || v.sparse_copy_ms <= 0) return;
   snapshot_Bps_.add(double(v.sparse_slot_bytes) / (v.sparse_copy_ms / 1e3));
   facts_.bandwidth_Bps = snapshot_Bps_.median();
+}
+
+void Driver::on_slices(const Event& e) {
+  const auto& r = std::get<in::Slices>(e).report;
+  if (!r.refusal.empty()) note("slice_refused", "node " + std::to_string(r.node_id) + ": " + r.refusal, act::Level::warn);
+  peer_slices_[NodeId(r.node_id)] = r;
 }
 
 void Driver::snapshot_answered(const wire::SaveDone& d) {

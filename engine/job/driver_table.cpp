@@ -14,8 +14,8 @@ namespace {
 enum class When : uint8_t { gathering, planning, running, saving, done, failed, any };
 
 // The event kinds, as their index in job::Event, and the timers as their own kinds.
-enum class On : uint8_t { membership, lost, vote, ready, saved, decided, timer, request, stop };
-static_assert(size_t(On::stop) + 1 == std::variant_size_v<Event>, "one kind per event");
+enum class On : uint8_t { membership, lost, vote, ready, saved, decided, timer, request, stop, slices };
+static_assert(size_t(On::slices) + 1 == std::variant_size_v<Event>, "one kind per event");
 
 struct Row {
   When when;
@@ -59,6 +59,7 @@ Driver::Handler Driver::handler(Phase p, size_t event_kind, std::optional<Timer>
     {When::any,          On::saved,       {},              &Driver::on_saved},       // a snapshot, or (saving) all saved: done
     {When::any,          On::request,     {},              &Driver::on_request},     // at the next boundary
     {When::any,          On::stop,        {},              &Driver::on_stop},
+    {When::any,          On::slices,      {},              &Driver::on_slices},      // what an agent holds (the sparse rung)
   };
   // clang-format on
   for (const Row& r : kTable)
@@ -102,6 +103,10 @@ std::string describe(const Event& e) {
           [](const in::TimerFired& t) { return std::string("timer ") + timer_name(t.timer); },
           [](const in::PlanRequest& r) { return "plan request: " + r.why; },
           [](const in::Stop& s) { return std::string(s.save ? "stop (save first): " : "stop: ") + s.why; },
+          [](const in::Slices& s) {
+            return "slices of node " + std::to_string(s.report.node_id) + ": " + std::to_string(s.report.windows.size()) +
+                   " complete windows, " + std::to_string(s.report.bytes) + " bytes";
+          },
       },
       e);
 }

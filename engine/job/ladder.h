@@ -7,9 +7,11 @@
 //   2. elastic (Lazarus): every unit of the model still has a holder among the workers used: the
 //      survivors re-plan and fetch the lost replicas from surviving ones. Costs the step in
 //      flight, no committed step.
-//   3. sparse (MoEtion): some unit lost every holder and a complete sparse window in peers' memory
-//      covers it: restore it and replay the window. Not built yet: never applies (the sparse
-//      checkpoint issue plugs in here, with the plan's checkpoint schedule).
+//   3. sparse (MoEtion): some unit lost every holder and a complete window of sparse snapshots in
+//      the agents' memory covers the whole model (peer_windows.h): every rank loads its units from
+//      the window, replays it with the operators not yet loaded in full frozen, and re-executes the
+//      steps after it; nothing committed is lost (the replay reproduces it). Taken when it is at
+//      least as new as the dense snapshot (a newer dense snapshot re-runs fewer steps).
 //   4. dense: restore the newest complete dense snapshot on disk; the committed steps after it run
 //      again (they count as lost).
 //   5. seed: no snapshot yet: start again from the job's seed; every committed step is lost.
@@ -46,9 +48,11 @@ struct WorkerChoice {
   bool restore() const { return rung != Rung::elastic && rung != Rung::patch; }
 };
 
-// What the restoring rungs have to offer: the newest complete dense snapshot's step, if any.
+// What the restoring rungs have to offer: the newest complete dense snapshot's step, and the last
+// iteration of the newest sparse window in peers' memory that covers the model, if any.
 struct Restorable {
   std::optional<uint64_t> dense_step;
+  std::optional<uint64_t> sparse_to;
 };
 
 // `ep` is the EP group size (ignored by elastic); `ready` sorted; `step` the next step.

@@ -95,6 +95,12 @@ Status Agent::start() {
   auto ep = bind_endpoint(local_, "ipc://@salamander-agent-" + std::to_string(getpid()) + "-" + random_tag());
   if (!ep) return Error("agent worker endpoint: " + ep.error().message());
   local_endpoint_ = *ep;
+  auto slices = SliceServer::open(loop_, ctx_, opts_.data_host, opts_.key_file);
+  if (!slices) return slices.error().with_context("agent");
+  slices_ = std::move(*slices);
+  slices_->on_report = [this](const wire::SliceReport& r) {
+    if (node_id_ != kNoNode) to_controller(r);
+  };
   ctrl_watcher_ = std::make_unique<ZmqWatcher>(loop_, ctrl_, [this] { on_controller_message(); });
   local_watcher_ = std::make_unique<ZmqWatcher>(loop_, local_, [this] { on_worker_message(); });
   last_contact_ns_ = mono_ns();
@@ -125,7 +131,7 @@ void Agent::to_worker(const Worker& w, const M& msg) {
 
 void Agent::send_register() {
   to_controller(wire::RegisterNode{opts_.name, hostname(), uint32_t(getpid()), opts_.devices,
-                                   "salamander " SAL_VERSION, previous_id_});
+                                   "salamander " SAL_VERSION, previous_id_, slices_->endpoint(), slices_->public_key()});
 }
 
 void Agent::send_heartbeat() {
@@ -219,6 +225,8 @@ void Agent::handle_welcome(const wire::Welcome& w) {
   miss_limit_ = std::max<uint32_t>(w.miss_limit, 1);
   if (w.grace_ms > 0) opts_.controller_timeout_ms = int64_t(w.grace_ms);
   if (phase_ == Phase::registering) phase_ = Phase::running;
+  slices_->set_node(node_id_);
+  to_controller(slices_->report());  // what it holds (a restarted controller learns it again)
   spdlog::info("registered as node {} of job '{}' (epoch {}, heartbeat {} ms)", w.node_id, w.job,
                w.epoch, heartbeat_ms_);
   heartbeat_timer_.start(0, heartbeat_ms_, [this] {
@@ -373,6 +381,7 @@ void Agent::relay_up(const wire::Envelope& env, const Worker& w) {
 
 // Each of our workers that the plan names gets it with its own rank.
 void Agent::relay_plan(wire::PlanUpdate plan) {
+  slices_->set_budget(plan.slice_budget);
   for (auto& w : workers_) {
     auto it = std::find_if(plan.ranks.begin(), plan.ranks.end(),
                            [&](const wire::RankRef& r) { return r.node == node_id_ && r.index == w.index; });

@@ -7,7 +7,8 @@
 // node id; a controller that restarted from its journal gives it its old id back. Cut off from the
 // controller for its liveness window, the agent fences itself (its workers abandon the step in
 // flight); after mesh.controller_grace_ms it stops its workers and exits. With
-// AgentOptions::cpu_share each worker runs in a CPU cgroup of its own (cpu_share.h).
+// AgentOptions::cpu_share each worker runs in a CPU cgroup of its own (cpu_share.h). The node
+// holds other workers' sparse snapshots in its memory at its slice endpoint (slice_server.h).
 #pragma once
 
 #include <uv.h>
@@ -24,6 +25,7 @@
 #include "core/result.h"
 #include "mesh/cpu_share.h"
 #include "mesh/process.h"
+#include "mesh/slice_server.h"
 #include "mesh/timer.h"
 #include "wire/codec.h"
 
@@ -104,6 +106,7 @@ class Agent {
   std::string local_endpoint_;
   std::unique_ptr<ZmqWatcher> ctrl_watcher_;
   std::unique_ptr<ZmqWatcher> local_watcher_;
+  std::unique_ptr<SliceServer> slices_;  // other workers' sparse snapshots held here (slice_server.h)
   std::vector<Worker> workers_;
   std::optional<wire::JobSpec> job_;  // what our workers train (from the controller, after Welcome)
   std::optional<CpuShares> shares_;   // --cpu-share: the workers' CPU cgroups

@@ -211,6 +211,7 @@ void Controller::handle(const std::string& rid, int fd, const wire::Envelope& en
     case T::step_vote: return handle_vote(rid, env);
     case T::plan_ready: return handle_plan_ready(rid, env);
     case T::save_done: return handle_save_done(rid, env);
+    case T::slice_report: return handle_slice_report(rid, env);
     case T::error: {
       auto m = wire::decode<wire::ErrorReply>(env);
       if (m) spdlog::warn("mesh: agent {} reports error {}: {}", hex_id(rid), m->code, m->message);
@@ -256,6 +257,8 @@ void Controller::handle_register(const std::string& rid, int fd, const wire::Env
   info.routing_id = rid;
   info.fd = fd;
   info.addr = peer_address(fd);
+  info.slice_endpoint = m->slice_endpoint;
+  info.slice_key = m->slice_key;
   NodeId back = m->previous_id == kNoNode ? kNoNode : membership_.returning_id(m->previous_id, m->name);
   Node& n = back != kNoNode ? membership_.rejoin(std::move(info), back, mono_ns()) : membership_.join(std::move(info), mono_ns());
   journal(job::rec::Node{n.id, n.name, n.host});
@@ -315,6 +318,13 @@ void Controller::handle_save_done(const std::string& rid, const wire::Envelope& 
   if (!m) return reject(rid, "", m.error());
   if (!sender(rid, m->node_id, "SaveDone")) return;
   feed(job::in::Saved{std::move(*m)});
+}
+
+void Controller::handle_slice_report(const std::string& rid, const wire::Envelope& env) {
+  auto m = wire::decode<wire::SliceReport>(env);
+  if (!m) return reject(rid, "", m.error());
+  if (!sender(rid, m->node_id, "SliceReport")) return;
+  feed(job::in::Slices{std::move(*m)});
 }
 
 void Controller::on_connection_event(int kind, int fd, const std::string& peer) {

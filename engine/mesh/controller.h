@@ -217,6 +217,7 @@ class Controller {
   void send_pings();
   void handle_plan_ready(const std::string& rid, const wire::Envelope& env);
   void handle_save_done(const std::string& rid, const wire::Envelope& env);
+  void handle_slice_report(const std::string& rid, const wire::Envelope& env);
   void node_lost(NodeId id, const std::string& cause);
   void worker_lost(NodeId id, uint32_t index, const std::string& cause);
   void check_shutdown_done();

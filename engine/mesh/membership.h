@@ -50,6 +50,8 @@ struct Node {
   std::string routing_id;  // its ROUTER identity on the mesh socket
   int fd = -1;             // its connection's fd (ZMQ_SRCFD), for disconnect detection
   std::vector<WorkerView> workers;
+  std::string slice_endpoint;  // where its agent holds sparse snapshot slices, and the key ("": local)
+  std::string slice_key;
 
   bool live() const { return state == NodeState::alive || state == NodeState::suspect; }
   // Taking part in steps: live and not draining.

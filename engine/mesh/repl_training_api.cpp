@@ -3,6 +3,10 @@
 // come from these entries).
 #include <lua.hpp>
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "lua/convert.h"
 #include "mesh/controller.h"
 #include "mesh/planner.h"
@@ -107,6 +111,69 @@ int job_training(Controller& c, lua_State* L) {
   return 1;
 }
 
+std::string slice_unit_name(const wire::SliceUnitRef& u) { return UnitId{UnitKind(u.kind), u.layer, u.expert}.name(); }
+
+// What the live agents hold of the sparse snapshots: per agent its bytes, budget, refusals and
+// complete windows; per operator the newest window holding it and the nodes it is on; and the
+// window a restore would use now.
+void push_peer_slices(const job::Driver& t, lua_State* L) {
+  const auto& live = t.view().slices;
+  struct Where {
+    int64_t from = -1, to = -1;
+    std::vector<uint32_t> nodes;
+  };
+  std::map<std::string, Where> ops;
+  lua_newtable(L);
+  int i = 0;
+  for (const auto& [node, r] : t.peer_slices()) {
+    if (!live.count(node)) continue;
+    lua_newtable(L);
+    lua::set_field(L, "node", int64_t(node));
+    lua::set_field(L, "bytes", int64_t(r.bytes));
+    lua::set_field(L, "budget", int64_t(r.budget));
+    lua::set_field(L, "refused", int64_t(r.refused));
+    lua_createtable(L, int(r.windows.size()), 0);
+    for (size_t k = 0; k < r.windows.size(); ++k) {
+      const auto& w = r.windows[k];
+      lua_newtable(L);
+      lua::set_field(L, "writer", std::to_string(w.writer_node) + "." + std::to_string(w.writer_index));
+      lua::set_field(L, "from", int64_t(w.from));
+      lua::set_field(L, "to", int64_t(w.to));
+      lua::set_field(L, "units", int64_t(w.units.size()));
+      lua_rawseti(L, -2, int(k + 1));
+      for (const auto& u : w.units) {
+        Where& o = ops[slice_unit_name(u)];
+        if (int64_t(w.from) > o.from) o = Where{int64_t(w.from), int64_t(w.to), {}};
+        if (int64_t(w.from) == o.from) o.nodes.push_back(uint32_t(node));
+      }
+    }
+    lua_setfield(L, -2, "windows");
+    lua_rawseti(L, -2, ++i);
+  }
+  lua_setfield(L, -2, "agents");
+  lua_newtable(L);
+  for (const auto& [name, o] : ops) {
+    lua_newtable(L);
+    lua::set_field(L, "window_from", o.from);
+    lua::set_field(L, "window_to", o.to);
+    lua_createtable(L, int(o.nodes.size()), 0);
+    for (size_t k = 0; k < o.nodes.size(); ++k) {
+      lua_pushinteger(L, lua_Integer(o.nodes[k]));
+      lua_rawseti(L, -2, int(k + 1));
+    }
+    lua_setfield(L, -2, "nodes");
+    lua_setfield(L, -2, name.c_str());
+  }
+  lua_setfield(L, -2, "operators");
+  if (auto w = t.restorable()) {
+    lua_newtable(L);
+    lua::set_field(L, "from", int64_t(w->from));
+    lua::set_field(L, "to", int64_t(w->to));
+    lua::set_field(L, "holders", int64_t(w->holders.size()));
+    lua_setfield(L, -2, "restorable");
+  }
+}
+
 // The checkpoint schedule in force and the sparse snapshots each rank of the plan holds.
 int job_checkpoint(Controller& c, lua_State* L) {
   const auto& t = c.driver();
@@ -147,6 +214,8 @@ int job_checkpoint(Controller& c, lua_State* L) {
   lua_setfield(L, -2, "workers");
   lua::set_field(L, "bytes", int64_t(bytes));
   if (all) lua::set_field(L, "complete_from", common_from);
+  lua::set_field(L, "bandwidth_Bps", t.checkpoint_facts().bandwidth_Bps);
+  push_peer_slices(t, L);
   return 1;
 }
 
@@ -195,11 +264,16 @@ void register_training_api(lua::ApiRegistry& reg, Controller& c) {
       Role::operate, job_rebalance);
   add("checkpoint",
       "job.checkpoint() -> {policy, window, period, operators_per_slot, workers = {{worker, bytes, copy_ms, "
-      "window_from, window_to}, ...}, bytes, complete_from}",
+      "window_from, window_to}, ...}, bytes, complete_from, bandwidth_Bps, agents = {{node, bytes, budget, refused, "
+      "windows = {{writer, from, to, units}, ...}}, ...}, operators = {[name] = {window_from, window_to, nodes}}, "
+      "restorable = {from, to, holders}}",
       "The checkpoint-window policy's schedule in force (a window of `window` iterations every `period`, the "
       "operators each slot takes in full) and the sparse snapshots each rank of the plan holds after its last "
       "vote: bytes, the newest complete window's iterations and the last slot's copy time; complete_from: the "
-      "first iteration of the newest window every rank holds (docs/checkpoints.md).",
+      "first iteration of the newest window every rank holds; bandwidth_Bps: the copy bandwidth measured. "
+      "What the live agents hold of them in their memory (each agent's bytes against its budget, slices "
+      "refused, complete windows by writer), where each operator's newest window is held, and the window a "
+      "restore from peers would use now (docs/checkpoints.md).",
       Role::observe, job_checkpoint);
   add("training", "job.training() -> {phase, plan, plan_from_step, ranks, failure, checkpoint, store}",
       "The training driver: its phase (gathering, planning, running, saving, done, failed), the plan in "

@@ -34,17 +34,21 @@ std::vector<std::vector<uint32_t>> snapshot_peers(const Plan& plan, const std::v
     std::set<uint32_t> shares_operators;
     for (const auto& ex : experts_written(plan, rank))
       for (uint32_t n : holders[ex]) shares_operators.insert(n);
-    std::vector<uint32_t> candidates;
+    std::vector<uint32_t> apart, beside;  // nodes holding none of its experts, and the others
     for (uint32_t n : nodes)
-      if (n != node_of_rank[rank]) candidates.push_back(n);
-    std::stable_sort(candidates.begin(), candidates.end(), [&](uint32_t a, uint32_t b) {
-      bool sa = shares_operators.count(a), sb = shares_operators.count(b);
-      if (sa != sb) return !sa;
-      return chosen[a] < chosen[b];
-    });
-    if (candidates.size() > copies) candidates.resize(copies);
-    for (uint32_t n : candidates) ++chosen[n];
-    out[rank] = std::move(candidates);
+      if (n != node_of_rank[rank]) (shares_operators.count(n) ? beside : apart).push_back(n);
+    auto fewest_first = [&](uint32_t a, uint32_t b) { return chosen[a] < chosen[b]; };
+    std::stable_sort(apart.begin(), apart.end(), fewest_first);
+    std::stable_sort(beside.begin(), beside.end(), fewest_first);
+    // apart first, then beside, alternating while both last
+    std::vector<uint32_t> picked;
+    size_t a = 0, b = 0;
+    while (picked.size() < copies && (a < apart.size() || b < beside.size())) {
+      bool from_apart = a < apart.size() && (b >= beside.size() || picked.size() % 2 == 0);
+      picked.push_back(from_apart ? apart[a++] : beside[b++]);
+    }
+    for (uint32_t n : picked) ++chosen[n];
+    out[rank] = std::move(picked);
   }
   return out;
 }

@@ -2,10 +2,12 @@
 // than its own, chosen from the plan so that a slice does not live only where its operators live.
 // A rank writes each non-expert unit if it is rank 0, and each expert of which it is the lowest
 // holding rank (runtime/sparse_snapshots.h); losing every holder of an expert must not take every
-// copy of its slices too. So the peers of a rank are, in order of preference: nodes that hold none
-// of the experts the rank writes, then the others; among equals, the node already chosen by the
-// fewest ranks (the copies spread), then the lowest position. A mesh with fewer than r other nodes
-// gives all of them.
+// copy of its slices too — and neither must losing every node that holds none of them (a restore
+// rolls the whole model back, so the surviving experts' windows are needed as much as the lost
+// one's). So the peers of a rank alternate: first a node that holds none of the experts the rank
+// writes, then one that holds some (another replica's node), and so on while both kinds last; among
+// equals, the node already chosen by the fewest ranks (the copies spread), then the lowest
+// position. A mesh with fewer than r other nodes gives all of them.
 #pragma once
 
 #include <cstdint>

@@ -1,39 +1,188 @@
 // sparse_snapshots.cpp — see sparse_snapshots.h.
 #include "runtime/sparse_snapshots.h"
 
+#include <spdlog/spdlog.h>
+#include <zmq_addon.hpp>
+
+#include "ckpt/slice_frames.h"
 #include "core/clock.h"
+#include "wire/curve.h"
 
 namespace sal::runtime {
+namespace {
 
-void SparseSnapshots::start(const plan::CheckpointSchedule& schedule) { holder_.start(schedule); }
+constexpr int kPutQueue = 64;  // slots queued towards one peer before a put is missed
+
+}  // namespace
+
+SparseSnapshots::SparseSnapshots(zmq::context_t& ctx) : ctx_(ctx), thread_([this] { run(); }) {}
+
+SparseSnapshots::~SparseSnapshots() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void SparseSnapshots::start(const plan::CheckpointSchedule& schedule, SliceRoute route) {
+  wait();
+  std::lock_guard<std::mutex> lock(mu_);
+  holder_.start(schedule);
+  route_ = std::make_shared<const SliceRoute>(std::move(route));
+  ++generation_;
+}
 
 bool SparseSnapshots::takes_slot(uint64_t step) const {
+  std::lock_guard<std::mutex> lock(mu_);
   const plan::CheckpointSchedule* schedule = holder_.schedule();
   return schedule && ckpt::slot_of(*schedule, step).has_value();
 }
 
 void SparseSnapshots::after_commit(uint64_t step, double grad_norm, const ModelShape& shape,
-                                   const std::vector<const model::Unit*>& units) {
+                                   std::vector<const model::Unit*> units) {
+  wait();
+  std::lock_guard<std::mutex> lock(mu_);
   const plan::CheckpointSchedule* schedule = holder_.schedule();
   if (!schedule) return;
   auto index = ckpt::slot_of(*schedule, step);
   if (!index) return;
-  int64_t t0 = mono_ns();
-  auto slot = ckpt::take_slot(*schedule, *index, step, grad_norm, shape, units, holder_.recycled());
-  copy_ms_ = double(mono_ns() - t0) / 1e6;
-  slot_bytes_ = slot.bytes();
-  holder_.add(std::move(slot));
+  job_ = Job{step, *index, grad_norm, shape, std::move(units), {}, *schedule, route_, generation_};
+  cv_.notify_all();
 }
 
-std::vector<const ckpt::SparseSlot*> SparseSnapshots::latest_complete() const { return holder_.latest_complete(); }
+void SparseSnapshots::after_commit_copied(uint64_t step, double grad_norm, const ModelShape& shape,
+                                          ckpt::SnapshotUnits copied) {
+  wait();
+  std::lock_guard<std::mutex> lock(mu_);
+  const plan::CheckpointSchedule* schedule = holder_.schedule();
+  if (!schedule) return;
+  auto index = ckpt::slot_of(*schedule, step);
+  if (!index) return;
+  job_ = Job{step, *index, grad_norm, shape, {}, std::move(copied), *schedule, route_, generation_};
+  cv_.notify_all();
+}
+
+std::vector<UnitId> SparseSnapshots::slot_units(uint64_t step, const ModelShape& shape,
+                                                const std::vector<UnitId>& written) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const plan::CheckpointSchedule* schedule = holder_.schedule();
+  if (!schedule) return {};
+  auto index = ckpt::slot_of(*schedule, step);
+  return index ? ckpt::slot_units(*schedule, *index, shape, written) : std::vector<UnitId>{};
+}
+
+void SparseSnapshots::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return !job_ && !copying_; });
+}
+
+void SparseSnapshots::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || job_; });
+    if (stop_) return;
+    Job job = std::move(*job_);
+    job_.reset();
+    copying_ = !job.copied;  // a device's copy does not read the trainer's units
+    if (job.copied) cv_.notify_all();
+    lock.unlock();
+    take(job);
+    lock.lock();
+  }
+}
+
+// Copies the slot (then lets the trainer go on), keeps it, and puts it to the peers.
+void SparseSnapshots::take(const Job& job) {
+  ckpt::SparseSlot reuse;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reuse = holder_.recycled();
+  }
+  int64_t t0 = mono_ns();
+  std::vector<model::Unit> off_device;
+  std::vector<const model::Unit*> units = job.units;
+  if (job.copied) {
+    auto got = job.copied();
+    if (!got) {
+      spdlog::warn("the sparse snapshot slot of iteration {}: {}", job.step, got.error().message());
+      return;
+    }
+    off_device = std::move(*got);
+    for (const auto& u : off_device) units.push_back(&u);
+  }
+  auto slot = ckpt::take_slot(job.schedule, job.index, job.step, job.grad_norm, job.shape, units, std::move(reuse));
+  double ms = double(mono_ns() - t0) / 1e6;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    copying_ = false;
+    held_.copy_ms = ms;
+    held_.slot_bytes = slot.bytes();
+  }
+  cv_.notify_all();  // the units are free again
+  put(slot, job);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (job.generation == generation_) holder_.add(std::move(slot));
+}
+
+void SparseSnapshots::put(const ckpt::SparseSlot& slot, const Job& job) {
+  const auto& route = job.route;
+  if (!route || route->peers.empty()) return;
+  wire::SlicePut head;
+  head.writer_node = route->node, head.writer_index = route->index, head.plan = route->plan;
+  head.schedule = job.schedule;
+  wire::Parts frames = ckpt::encode_slot(head, slot);
+  uint64_t missed = 0;
+  for (const auto& peer : route->peers) {
+    zmq::socket_t* s = socket_for(peer, route->key_file);
+    if (!s) {
+      ++missed;
+      continue;
+    }
+    wire::Parts copy;
+    for (auto& f : frames) copy.emplace_back().copy(f);  // large frames are shared, not copied
+    try {
+      if (!zmq::send_multipart(*s, copy, zmq::send_flags::dontwait)) ++missed;
+    } catch (const zmq::error_t& e) {
+      ++missed;
+      spdlog::debug("slice put to {}: {}", peer.endpoint, e.what());
+    }
+  }
+  if (missed == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (held_.puts_missed == 0)
+    spdlog::warn("a sparse snapshot slot of iteration {} did not reach {} of {} peers (gone, or their queue is full)",
+                 slot.step, missed, route->peers.size());
+  held_.puts_missed += missed;
+}
+
+zmq::socket_t* SparseSnapshots::socket_for(const wire::SliceNode& peer, const std::string& key_file) {
+  for (auto& [ep, s] : sockets_)
+    if (ep == peer.endpoint) return s.get();
+  auto s = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::dealer);
+  s->set(zmq::sockopt::linger, 0);
+  s->set(zmq::sockopt::sndhwm, kPutQueue);
+  if (auto st = wire::curve_client_hook(peer.endpoint, peer.key, key_file)(*s); !st) {
+    spdlog::warn("slice peer {}: {}", peer.endpoint, st.error().message());
+    return nullptr;
+  }
+  try {
+    s->connect(peer.endpoint);
+  } catch (const zmq::error_t& e) {
+    spdlog::warn("slice peer {}: {}", peer.endpoint, e.what());
+    return nullptr;
+  }
+  sockets_.emplace_back(peer.endpoint, std::move(s));
+  return sockets_.back().second.get();
+}
 
 SparseHeld SparseSnapshots::held() const {
-  SparseHeld h;
+  std::lock_guard<std::mutex> lock(mu_);
+  SparseHeld h = held_;
   h.bytes = holder_.bytes();
   auto w = holder_.latest_complete();
   if (!w.empty()) h.window_from = int64_t(w.front()->step), h.window_to = int64_t(w.back()->step);
-  h.copy_ms = copy_ms_;
-  h.slot_bytes = slot_bytes_;
   return h;
 }
 

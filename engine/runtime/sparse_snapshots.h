@@ -1,20 +1,40 @@
 // sparse_snapshots.h — a worker acting on the checkpoint policy's schedule (MoEtion): after each
 // committed step that takes a slot, the worker copies its share of it — the full state of the
 // slot's operators and the compute weights of the later slots' (ckpt/sparse.h), of the units it
-// writes (each non-expert unit on rank 0, each expert on the lowest rank holding it) — and keeps
-// the newest complete window and the one being filled. A new plan starts a new window (what the
-// worker writes, or the schedule, may have changed) and keeps the last complete window of the old
-// one until the new one completes, so there is no gap in coverage. What it holds is reported with
-// every vote (the controller's job.checkpoint()).
+// writes (each non-expert unit on rank 0, each expert on the lowest rank holding it) — and puts it
+// to the agents of its peer nodes (the plan's slice peers: plan/snapshot_peers.h), which hold it in
+// their memory (mesh/slice_server.h) so that it survives this worker and its node.
 //
-// The copies stay in the worker's memory for now; holding them in peers' agents (so they survive
-// the worker and its node) and the restore from them are the next parts of the work.
+// A GPU worker's slot is copied off the device on its copy stream (DeviceCompute::begin_snapshot,
+// only the slot's units), and the snapshot thread waits for that copy instead.
+//
+// Nothing of it runs on the training thread: the copy and the put happen on a thread of their own
+// while the next step's forward and backward run (they read the weights, as the copy does, and
+// write only gradients). The trainer calls wait() before anything that writes weights or optimizer
+// state (the next update, a plan's migration or restore, dropping units), which returns at once
+// unless the copy is still reading. The put encodes the slot once and hands each peer's socket the
+// same frames; a peer that cannot take it (gone, its queue full) misses that slot — its window
+// then never completes there, and the other replicas serve.
+//
+// The worker also keeps its own newest complete window and the one being filled (reported with
+// every vote, job.checkpoint()). A new plan starts a new window (what the worker writes, or the
+// schedule, may have changed) and keeps the last complete window of the old one until the new one
+// completes, so there is no gap in coverage.
 #pragma once
 
+#include <zmq.hpp>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include "ckpt/sparse.h"
+#include "ckpt/writer.h"
 #include "plan/schedule.h"
+#include "wire/messages.h"
 
 namespace sal::runtime {
 
@@ -23,27 +43,72 @@ struct SparseHeld {
   uint64_t bytes = 0;       // every slot held (the complete window and the one being filled)
   int64_t window_from = -1; // the newest complete window's first and last iterations (-1: none)
   int64_t window_to = -1;
-  double copy_ms = 0;       // the last slot's copy (the pause the step after the commit sees)
+  double copy_ms = 0;       // the last slot's copy (on the snapshot thread)
   uint64_t slot_bytes = 0;  // ... and its bytes
+  uint64_t puts_missed = 0; // slots a peer could not take (gone, or its queue full)
+};
+
+// Where a worker's slots go: the writer (itself), the plan, and its peers' slice endpoints.
+struct SliceRoute {
+  uint32_t node = 0, index = 0;
+  uint64_t plan = 0;
+  std::vector<wire::SliceNode> peers;
+  std::string key_file;  // CURVE towards a peer off loopback (the agent's key pair)
 };
 
 class SparseSnapshots {
  public:
-  // A plan was applied: its schedule from now on.
-  void start(const plan::CheckpointSchedule& schedule);
+  explicit SparseSnapshots(zmq::context_t& ctx);
+  ~SparseSnapshots();
+  SparseSnapshots(const SparseSnapshots&) = delete;
+  SparseSnapshots& operator=(const SparseSnapshots&) = delete;
+
+  // A plan was applied: its schedule and route from now on.
+  void start(const plan::CheckpointSchedule& schedule, SliceRoute route);
   // Whether the schedule gives `step` a slot (the caller gathers the units only then).
   bool takes_slot(uint64_t step) const;
-  // After `step`'s update: its slot, if the schedule gives it one.
-  void after_commit(uint64_t step, double grad_norm, const ModelShape& shape,
-                    const std::vector<const model::Unit*>& units);
+  // After `step`'s update: its slot, if the schedule gives it one, copied and put on the snapshot
+  // thread. The units must not change until wait() returns.
+  void after_commit(uint64_t step, double grad_norm, const ModelShape& shape, std::vector<const model::Unit*> units);
+  // The same for a GPU worker: `copied` are the units of the slot (ckpt::slot_units), being copied
+  // off the device on its copy stream; the snapshot thread waits for them, the trainer does not.
+  void after_commit_copied(uint64_t step, double grad_norm, const ModelShape& shape, ckpt::SnapshotUnits copied);
+  // The units of the slot `step` takes, of those `written` (none when it takes no slot).
+  std::vector<UnitId> slot_units(uint64_t step, const ModelShape& shape, const std::vector<UnitId>& written) const;
+  // Returns once the copy in flight, if any, has read the units.
+  void wait();
   SparseHeld held() const;
-  // The newest complete window (this plan's, else the one before it): what a restore replays.
-  std::vector<const ckpt::SparseSlot*> latest_complete() const;
 
  private:
-  ckpt::SparseHolder holder_;
-  double copy_ms_ = 0;
-  uint64_t slot_bytes_ = 0;
+  struct Job {
+    uint64_t step = 0;
+    uint32_t index = 0;
+    double grad_norm = 0;
+    ModelShape shape;
+    std::vector<const model::Unit*> units;
+    ckpt::SnapshotUnits copied;  // a device's copy instead of `units`
+    plan::CheckpointSchedule schedule;
+    std::shared_ptr<const SliceRoute> route;
+    uint64_t generation = 0;  // start()s so far: a slot of an older plan is put, not kept
+  };
+  void run();
+  void take(const Job& job);
+  void put(const ckpt::SparseSlot& slot, const Job& job);
+  zmq::socket_t* socket_for(const wire::SliceNode& peer, const std::string& key_file);
+
+  zmq::context_t& ctx_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Job> job_;      // waiting for the thread, or being copied
+  bool copying_ = false;
+  bool stop_ = false;
+  ckpt::SparseHolder holder_;   // under mu_
+  std::shared_ptr<const SliceRoute> route_;  // under mu_
+  uint64_t generation_ = 0;     // under mu_
+  SparseHeld held_;             // copy_ms, slot_bytes, puts_missed (under mu_)
+  // The snapshot thread's own: a DEALER socket per peer endpoint.
+  std::vector<std::pair<std::string, std::unique_ptr<zmq::socket_t>>> sockets_;
+  std::thread thread_;
 };
 
 }  // namespace sal::runtime

@@ -21,9 +21,13 @@
 #include "model/optimizer.h"
 #include "plan/plan.h"
 #include "runtime/exchange.h"
+#include "runtime/slice_fetch.h"
 #include "wire/curve.h"
 
 namespace sal::runtime {
+
+// How long a restoring worker waits for one holder's answer before asking the next.
+constexpr int kFetchTimeoutMs = 10000;
 
 // A plan's data plane. A pair connect to a peer that never comes costs a few times kConnectTimeoutMs
 // (Gloo's pair connect cannot be interrupted), so it is short: the controller retries a failed
@@ -71,7 +75,11 @@ class Trainer::PendingSnapshot {
 };
 
 Trainer::Trainer(zmq::context_t& ctx, TrainSpec spec, DeviceFactory cuda)
-    : ctx_(ctx), spec_(std::move(spec)), cuda_(std::move(cuda)), snapshot_gate_(std::make_shared<SnapshotGate>()) {}
+    : ctx_(ctx),
+      spec_(std::move(spec)),
+      cuda_(std::move(cuda)),
+      snapshot_gate_(std::make_shared<SnapshotGate>()),
+      sparse_(ctx) {}
 
 // A snapshot's units taken from now on fail; one being taken finishes first (the lock).
 Trainer::~Trainer() {
@@ -285,6 +293,27 @@ Status Trainer::restore(const wire::PlanUpdate& p) {
   return {};
 }
 
+std::set<UnitId> Trainer::units_held() const {
+  std::set<UnitId> out;
+  for (const UnitId& id : model_units(spec_.dims))
+    if (id.kind != UnitKind::expert) out.insert(id);
+  for (auto [l, e] : held_) out.insert(UnitId{UnitKind::expert, l, e});
+  return out;
+}
+
+Status Trainer::restore_from_peers(const wire::PlanUpdate& p) {
+  auto got = fetch_window(ctx_, p, units_held(), spec_.dims, spec_.key_file, kFetchTimeoutMs, plan_notes_);
+  if (!got) return got.error().with_context("restoring plan " + std::to_string(p.number()) + " from peers");
+  model::Params fresh = model::Params::create(spec_.dims, spec_.seed, held_);
+  auto replay = ckpt::WindowReplay::begin(std::move(got->slots), fresh);
+  if (!replay) return replay.error().with_context("restoring plan " + std::to_string(p.number()) + " from peers");
+  params_ = std::move(fresh);
+  spdlog::info("plan {}: {} units ({} bytes) loaded from the sparse window {}..{} in peers' memory", p.number(),
+               units_held().size(), got->bytes, replay->from(), replay->to());
+  if (!replay->done()) replay_ = std::move(*replay);
+  return {};
+}
+
 void Trainer::keep_only(const std::vector<std::pair<int, int>>& held) {
   for (auto it = params_.experts.begin(); it != params_.experts.end();)
     it = std::find(held.begin(), held.end(), it->first) == held.end() ? params_.experts.erase(it) : std::next(it);
@@ -302,6 +331,9 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
   SAL_TRY(plan::check_shape(plan, size_t(spec_.dims.layers)));
   plan_ = 0;
   plan_times_ = {};
+  plan_notes_.clear();
+  sparse_.wait();  // the snapshot thread may still be copying the units this plan moves
+  if (p.restore) replay_.reset();
   const bool keep = device_keeps(p);
   if (device_) {
     have_grads_ = false;  // the device's gradients belong to the parameters about to be replaced
@@ -319,7 +351,10 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
   held_ = plan::held_by(plan, uint32_t(rank_));
   shared_ = shared_experts(replicas_);
   int64_t t1 = mono_ns();
-  if (p.restore) {
+  if (p.restore && p.restore_window >= 0) {
+    if (device_) return fail("plan ", p.number(), ": a restore from sparse snapshots needs a CPU worker (", spec_.device, ")");
+    SAL_TRY(restore_from_peers(p));
+  } else if (p.restore) {
     SAL_TRY(restore(p));
   } else {
     SAL_TRY(migrate(p));
@@ -357,7 +392,14 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
   steps_seen_ = p.step;
   pruned_ = false;
   have_grads_ = false;
-  if (!device_) sparse_.start(plan.schedule);
+  {
+    SliceRoute route{p.ranks[size_t(rank_)].node, p.ranks[size_t(rank_)].index, p.number(), {}, spec_.key_file};
+    if (size_t(rank_) < p.slice_peers.size())
+      for (uint32_t node : p.slice_peers[size_t(rank_)].nodes)
+        for (const auto& sn : p.slice_nodes)
+          if (sn.node == node) route.peers.push_back(sn);
+    sparse_.start(plan.schedule, std::move(route));
+  }
   return {};
 }
 
@@ -401,6 +443,7 @@ Result<double> Trainer::global_norm() {
 Result<StepOutcome> Trainer::step(uint64_t step) {
   if (!comm_ || plan_ == 0) return fail("no plan applied");
   if (!pruned_) {
+    sparse_.wait();
     keep_only(held_);
     pruned_ = true;
   }
@@ -420,9 +463,10 @@ Result<StepOutcome> Trainer::step(uint64_t step) {
   if (auto s = sync_gradients(); !s) return s.error().with_context("gradient sync");
   auto norm = global_norm();
   if (!norm) return norm.error();
-  last_norm_ = *norm;
+  // a replayed iteration clips with the norm the run had (frozen operators add no gradient here)
+  last_norm_ = replay_ ? replay_->norm_for(step).value_or(*norm) : *norm;
   have_grads_ = true;
-  return StepOutcome{std::move(*stats), *norm, double(mono_ns() - t0) / 1e6,
+  return StepOutcome{std::move(*stats), last_norm_, double(mono_ns() - t0) / 1e6,
                      model::learning_rate(spec_.optim, int64_t(step))};
 }
 
@@ -454,12 +498,34 @@ Status Trainer::commit(uint64_t step) {
     device_newer_ = true;  // even a failed update may have changed some units
     if (auto s = device_->update(lr, model::clip_scale(spec_.optim, last_norm_), int64_t(step) + 1); !s)
       return s.error().with_context("step " + std::to_string(step) + " update on " + spec_.device);
+    device_sparse_slot(step);
     return {};
   }
+  sparse_.wait();  // the last slot's copy may still be reading the weights
   model::apply_adamw(params_, spec_.optim, lr, model::clip_scale(spec_.optim, last_norm_), int64_t(step) + 1);
   have_grads_ = false;
+  if (replay_) {
+    if (auto s = replay_->after(step, params_); !s) return s.error().with_context("replaying step " + std::to_string(step));
+    if (replay_->done()) {
+      spdlog::info("the sparse window is replayed: every operator active from step {}", step + 1);
+      replay_.reset();
+    }
+  }
   if (sparse_.takes_slot(step)) sparse_.after_commit(step, last_norm_, spec_.dims, units_written(1));
   return {};
+}
+
+// A GPU worker's sparse slot: the slot's units copied off the device on its copy stream (after a
+// dense snapshot's copy, if one is in flight), the snapshot thread waiting for them.
+void Trainer::device_sparse_slot(uint64_t step) {
+  if (!sparse_.takes_slot(step)) return;
+  std::vector<UnitId> written;
+  for (const model::Unit* u : units_written(1)) written.push_back(u->id);
+  auto ids = sparse_.slot_units(step, spec_.dims, written);
+  if (ids.empty()) return;
+  auto copy = device_snapshot(ids);
+  if (!copy) return spdlog::warn("the sparse snapshot slot of step {}: {}", step, copy.error().message());
+  sparse_.after_commit_copied(step, last_norm_, spec_.dims, std::move(*copy));
 }
 
 void Trainer::discard() {
@@ -502,7 +568,11 @@ std::vector<const model::Unit*> Trainer::units_written(size_t copies) const {
 std::vector<const model::Unit*> Trainer::checkpoint_share() const { return units_written(1); }
 
 Result<ckpt::SnapshotUnits> Trainer::snapshot_share() {
-  if (device_) return device_snapshot();
+  if (device_) {
+    std::vector<model::UnitId> ids;
+    for (const model::Unit* u : units_written(kSnapshotCopies)) ids.push_back(u->id);
+    return device_snapshot(ids);
+  }
   auto out = std::make_shared<std::vector<model::Unit>>();
   for (const model::Unit* u : units_written(kSnapshotCopies)) {
     model::Unit c;
@@ -524,9 +594,7 @@ ckpt::SnapshotUnits Trainer::with_snapshot_fault(ckpt::SnapshotUnits units, uint
 
 // The host Params are not involved (nor brought up to date): only the unit ids come from them,
 // and the device holds the same units (apply_plan loaded them).
-Result<ckpt::SnapshotUnits> Trainer::device_snapshot() {
-  std::vector<model::UnitId> ids;
-  for (const model::Unit* u : units_written(kSnapshotCopies)) ids.push_back(u->id);
+Result<ckpt::SnapshotUnits> Trainer::device_snapshot(const std::vector<model::UnitId>& ids) {
   {
     std::unique_lock<std::mutex> lock(snapshot_gate_->mu);
     snapshot_gate_->cv.wait(lock, [this] { return !snapshot_gate_->busy; });

@@ -4,6 +4,12 @@
 // step (forward, backward, gradient synchronisation; the update waits), commit (AdamW) or discard,
 // and save a dense checkpoint.
 //
+// A restoring plan loads the units from a dense checkpoint (or the seed), or — the sparse rung —
+// from a window of sparse snapshots in the agents' memory (slice_fetch.h): then the window's
+// iterations are replayed, each clipped with the norm the run recorded, the operators not yet
+// loaded in full frozen (ckpt::WindowReplay), and the slot taken after an iteration is loaded when
+// it commits. The controller runs no plan that moves state before the replay ends.
+//
 // Gradient synchronisation: the non-expert units' gradients are all-reduced over every rank; each
 // expert's among the ranks holding it only (expert_grads.h). The global gradient norm counts every
 // expert once. Everything is deterministic
@@ -107,8 +113,12 @@ class Trainer {
 
   int rank() const { return rank_; }
   uint64_t plan() const { return plan_; }
-  // The sparse snapshots (MoEtion) this worker holds (sparse_snapshots.h); none on a GPU worker yet.
+  // The sparse snapshots (MoEtion) this worker holds (sparse_snapshots.h).
   SparseHeld sparse_held() const { return sparse_.held(); }
+  // What the last apply_plan() met on the way that the controller should say (PlanReady.notes).
+  const std::vector<std::string>& plan_notes() const { return plan_notes_; }
+  // A sparse restore's replay in progress: the last iteration it replays (none: not replaying).
+  std::optional<uint64_t> replaying_to() const { return replay_ ? std::optional<uint64_t>(replay_->to()) : std::nullopt; }
   // The steps committed into this worker's state (a plan's first step once it is applied, plus one
   // per commit), and the step whose gradients wait for a commit, if any.
   uint64_t steps_seen() const { return steps_seen_; }
@@ -120,6 +130,10 @@ class Trainer {
   bool device_keeps(const wire::PlanUpdate& plan) const;
   Status migrate(const wire::PlanUpdate& plan);
   Status restore(const wire::PlanUpdate& plan);
+  // The sparse rung: this rank's units from the window in the agents' memory (slice_fetch.h);
+  // slot 0 is loaded and the rest replayed as the controller runs the window's iterations.
+  Status restore_from_peers(const wire::PlanUpdate& plan);
+  std::set<UnitId> units_held() const;  // the units the plan gives this rank (after apply_plan's held_)
   void install_unit(model::UnitId id, const std::vector<float>& packed);
   void keep_only(const std::vector<std::pair<int, int>>& held);
   // The units this rank writes in a dense checkpoint: the non-expert ones on rank 0, each expert
@@ -132,7 +146,8 @@ class Trainer {
   Status open_device();
   Result<StepOutcome> device_step(uint64_t step, const model::Batch& b, int64_t t0);
   Status sync_host();
-  Result<ckpt::SnapshotUnits> device_snapshot();
+  Result<ckpt::SnapshotUnits> device_snapshot(const std::vector<model::UnitId>& ids);
+  void device_sparse_slot(uint64_t step);
 
   zmq::context_t& ctx_;
   TrainSpec spec_;
@@ -165,7 +180,9 @@ class Trainer {
   std::vector<std::string> plan_keys_;           // this plan's ranks' device keys (with a device plane)
   std::vector<std::string> plane_keys_;          // the ranks' keys of the device plane the device holds
   std::set<std::pair<int, int>> device_held_;    // the experts the device's last load() gave it ({}: none)
-  SparseSnapshots sparse_;                       // the checkpoint schedule acted on (CPU workers)
+  SparseSnapshots sparse_;                       // the checkpoint schedule acted on
+  std::optional<ckpt::WindowReplay> replay_;     // a sparse restore being replayed
+  std::vector<std::string> plan_notes_;
 };
 
 }  // namespace sal::runtime

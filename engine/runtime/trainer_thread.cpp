@@ -133,13 +133,14 @@ namespace {
 // ", restored from DIR" for a restoring plan's debug line ("" otherwise).
 std::string restored_from(const wire::PlanUpdate& p) {
   if (!p.restore) return "";
+  if (p.restore_window >= 0) return ", restored from the sparse window of iteration " + std::to_string(p.restore_window);
   return ", restored from " + (p.restore_dir.empty() ? std::string("the seed") : p.restore_dir);
 }
 
 }  // namespace
 
 void TrainerThread::handle(const wire::PlanUpdate& p) {
-  wire::PlanReady r{0, index_, p.number(), false, "", 0, 0, 0};
+  wire::PlanReady r{0, index_, p.number(), false, "", 0, 0, 0, {}};
   int64_t t0 = mono_ns();
   if (!trainer_) {
     r.detail = "no job loaded";
@@ -150,6 +151,7 @@ void TrainerThread::handle(const wire::PlanUpdate& p) {
   }
   r.ms = double(mono_ns() - t0) / 1e6;
   if (trainer_) r.connect_ms = trainer_->plan_times().connect_ms, r.migrate_ms = trainer_->plan_times().migrate_ms;
+  if (trainer_) r.notes = trainer_->plan_notes();
   if (!r.ok) spdlog::warn("plan {} failed: {}", p.number(), r.detail);
   else
     spdlog::debug("plan {} applied in {:.1f} ms (data plane {:.1f} ms, moving state {:.1f} ms{})", p.number(), r.ms,

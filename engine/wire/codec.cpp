@@ -359,6 +359,10 @@ SAL_WIRE_INSTANTIATE(ReplComplete)
 SAL_WIRE_INSTANTIATE(ReplCompletions)
 SAL_WIRE_INSTANTIATE(ReplBye)
 SAL_WIRE_INSTANTIATE(FaultArm)
+SAL_WIRE_INSTANTIATE(SlicePut)
+SAL_WIRE_INSTANTIATE(SliceFetch)
+SAL_WIRE_INSTANTIATE(SliceDone)
+SAL_WIRE_INSTANTIATE(SliceReport)
 
 const char* error_code_name(int code) {
   switch (ErrorCode(code)) {
@@ -400,6 +404,10 @@ std::string_view type_name(MsgType t) {
     case MsgType::repl_complete: return "ReplComplete";
     case MsgType::repl_completions: return "ReplCompletions";
     case MsgType::repl_bye: return "ReplBye";
+    case MsgType::slice_report: return "SliceReport";
+    case MsgType::slice_put: return "SlicePut";
+    case MsgType::slice_fetch: return "SliceFetch";
+    case MsgType::slice_done: return "SliceDone";
   }
   return "unknown";
 }

@@ -13,72 +13,11 @@
 #include <string_view>
 #include <vector>
 
+#include "wire/message_types.h"
 #include "wire/plan_fields.h"
+#include "wire/slice_messages.h"
 
 namespace sal::wire {
-
-enum class MsgType : uint16_t {
-  // agent <-> controller (mesh endpoint)
-  register_node = 1,
-  welcome = 2,
-  heartbeat = 3,
-  ping = 4,
-  worker_event = 5,
-  goodbye = 6,
-  command = 7,
-  step_begin = 8,
-  step_vote = 9,
-  step_commit = 10,
-  step_abort = 11,
-  error = 12,
-  // training: controller -> agent -> workers, and back
-  job_spec = 13,
-  plan_update = 14,
-  plan_ready = 15,
-  save_checkpoint = 16,
-  save_done = 17,
-  fault_arm = 18,
-  // worker <-> agent (the agent's local endpoint); step_* and command are relayed unchanged
-  worker_hello = 20,
-  worker_status = 21,
-  // REPL client <-> controller (REPL endpoint)
-  repl_hello = 40,
-  repl_welcome = 41,
-  repl_eval = 42,
-  repl_result = 43,
-  repl_complete = 44,
-  repl_completions = 45,
-  repl_bye = 46,
-};
-
-std::string_view type_name(MsgType t);
-bool known_type(uint16_t t);
-
-// Bounds used by the field lists below.
-constexpr size_t kNameMax = 256;            // node names, hosts, device strings
-constexpr size_t kTextMax = 64u << 10;      // reasons, details, error messages
-constexpr size_t kChunkMax = 1u << 20;      // a REPL chunk
-constexpr size_t kOutputMax = 4u << 20;     // a REPL result (printed output or value)
-constexpr size_t kListMax = 4096;           // devices, workers per node, completions
-constexpr size_t kLoadsMax = 1u << 20;      // layers x experts in a vote
-constexpr size_t kPlanMax = 4u << 20;       // the transfers of a plan update
-constexpr size_t kJobTextMax = 1u << 20;    // a job file's text
-
-enum class WorkerState : uint8_t { starting, ready, draining, stopped, count_ };
-enum class WorkerEventKind : uint8_t { started, ready, exited, spawn_failed, count_ };
-enum class Verb : uint8_t { stop, drain, kill, count_ };
-// Where a drill's armed fault kills a worker (FaultArm).
-enum class FaultPoint : uint8_t { forward, alltoall, allreduce, migration, snapshot, count_ };
-enum class ValueFormat : uint8_t { text, json, count_ };
-
-// Error codes in ErrorReply.
-enum class ErrorCode : uint16_t {
-  malformed = 1,        // could not be decoded; the message says which field and why
-  bad_version = 2,      // protocol version this peer does not speak
-  unknown_node = 3,     // node id unknown or declared dead: register again
-  not_allowed = 4,      // the session's role does not permit this
-  bad_request = 5,      // decoded fine but makes no sense in this state
-};
 
 // What a worker's model state has seen: the plan it applied last, the steps committed into it, and
 // the step whose gradients wait for a commit (-1: none) with the epoch that step began in. A
@@ -123,6 +62,10 @@ struct RegisterNode {
   // The id this agent had under a controller that restarted (UINT32_MAX: none); a resumed
   // controller gives it back when its journal knows it, so the plan's ranks stay valid.
   uint32_t previous_id = UINT32_MAX;
+  // Where the agent holds other workers' sparse snapshots (its slice endpoint, SliceNode), and the
+  // CURVE public key of that endpoint ("" where it is local).
+  std::string slice_endpoint;
+  std::string slice_key;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("name", s.name, kNameMax);
@@ -131,6 +74,8 @@ struct RegisterNode {
     v("devices", s.devices, kListMax);
     v("build", s.build, kNameMax);
     v("previous_id", s.previous_id);
+    v("slice_endpoint", s.slice_endpoint, kNameMax);
+    v("slice_key", s.slice_key, kNameMax);
   }
 };
 
@@ -378,6 +323,16 @@ struct PlanUpdate {
   // `step`), or creates it from the job's seed when the directory is empty (step 0); no transfers.
   bool restore = false;
   std::string restore_dir;
+  // Sparse snapshots (MoEtion) in peers' memory: every node's slice endpoint, the nodes each rank
+  // puts its slots to (by rank), and what an agent may hold of them (bytes).
+  std::vector<SliceNode> slice_nodes;
+  std::vector<SlicePeers> slice_peers;
+  uint64_t slice_budget = 0;
+  // A restore from peers (restore, restore_window >= 0): every rank loads its units from the
+  // complete window that begins at iteration restore_window, asking restore_holders, and replays
+  // it; `step` is then restore_window + 1.
+  int64_t restore_window = -1;
+  std::vector<SliceHolder> restore_holders;
   uint64_t number() const { return plan.version; }
   template <class S, class V>
   static void fields(S& s, V& v) {
@@ -390,6 +345,11 @@ struct PlanUpdate {
     v("store", s.store, kNameMax);
     v("restore", s.restore);
     v("restore_dir", s.restore_dir, kTextMax);
+    v("slice_nodes", s.slice_nodes, kListMax);
+    v("slice_peers", s.slice_peers, kListMax);
+    v("slice_budget", s.slice_budget);
+    v("restore_window", s.restore_window);
+    v("restore_holders", s.restore_holders, kListMax);
   }
 };
 
@@ -403,6 +363,9 @@ struct PlanReady {
   double ms = 0;          // the whole switch on this worker
   double connect_ms = 0;  // of which: the plan's data plane (rendezvous and Gloo context)
   double migrate_ms = 0;  // of which: receiving and sending unit states
+  // What the switch met on the way that the controller should say (a restore from peers: a copy
+  // that failed its checksum, a holder that did not answer, and the replica used instead).
+  std::vector<std::string> notes;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("node_id", s.node_id);
@@ -413,6 +376,7 @@ struct PlanReady {
     v("ms", s.ms);
     v("connect_ms", s.connect_ms);
     v("migrate_ms", s.migrate_ms);
+    v("notes", s.notes, kListMax);
   }
 };
 

@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "ckpt/slice_frames.h"
 #include "ckpt/slice_store.h"
 #include "ckpt/sparse.h"
 #include "model/local_exchange.h"
@@ -195,28 +196,29 @@ TEST_CASE("a node's slice store keeps each writer's newest complete window withi
   size_t window_bytes = 0;
   for (size_t i = 0; i < 4; ++i) window_bytes += slots[i].bytes();
 
+  const Writer w00{0, 0}, w10{1, 0};
   SliceStore store(2 * window_bytes + slots[4].bytes() / 2);  // two windows, not a slot more
-  for (size_t i = 0; i < 8; ++i) REQUIRE(store.add("0.0", schedule(), slots[i]).ok());
-  for (size_t i = 0; i < 4; ++i) REQUIRE(store.add("1.0", schedule(), slots[i]).ok());
-  CHECK(store.writers() == std::vector<std::string>{"0.0", "1.0"});
-  CHECK(store.latest_complete("0.0").front()->step == 4);
-  CHECK(store.latest_complete("1.0").front()->step == 0);
-  CHECK(store.latest_complete("2.0").empty());
+  for (size_t i = 0; i < 8; ++i) REQUIRE(store.add(w00, 1, schedule(), slots[i]).ok());
+  for (size_t i = 0; i < 4; ++i) REQUIRE(store.add(w10, 1, schedule(), slots[i]).ok());
+  CHECK(store.writers() == std::vector<Writer>{w00, w10});
+  CHECK(store.latest_complete(w00).front()->step == 4);
+  CHECK(store.latest_complete(w10).front()->step == 0);
+  CHECK(store.latest_complete(Writer{2, 0}).empty());
 
   // past the budget: refused, naming the rule; what is held stays
   uint64_t before = store.bytes();
-  auto over = store.add("1.0", schedule(), slots[4]);
+  auto over = store.add(w10, 1, schedule(), slots[4]);
   REQUIRE_FALSE(over.ok());
   CHECK(over.error().message().find("slice of 1.0 for iteration 4 refused: ") == 0);
   CHECK(over.error().message().find("past its budget of " + std::to_string(store.budget())) != std::string::npos);
   CHECK(store.bytes() == before);
-  CHECK(store.latest_complete("1.0").size() == 4);
+  CHECK(store.latest_complete(w10).size() == 4);
 
   // damaged on the way: refused, naming the unit
   SparseSlot bad = slots[5];
   bad.units.begin()->second.w[0] += 1.0f;
-  store.drop("1.0");
-  auto damaged = store.add("1.0", schedule(), bad);
+  store.drop(w10);
+  auto damaged = store.add(w10, 1, schedule(), bad);
   REQUIRE_FALSE(damaged.ok());
   CHECK(damaged.error().message().find("does not match its checksum (damaged on the way)") != std::string::npos);
 
@@ -224,10 +226,104 @@ TEST_CASE("a node's slice store keeps each writer's newest complete window withi
   plan::CheckpointSchedule two{2, 2, {{0, 1, 2, 3, 4, 5}, {6, 7, 8, 9, 10, 11, 12}}};
   auto units = p.units();
   std::vector<const Unit*> cu(units.begin(), units.end());
-  REQUIRE(store.add("0.0", two, take_slot(two, 0, 8, 1.0, p.dims, cu)).ok());
-  CHECK(store.latest_complete("0.0").front()->step == 4);  // the old schedule's window, still
-  REQUIRE(store.add("0.0", two, take_slot(two, 1, 9, 1.0, p.dims, cu)).ok());
-  CHECK(store.latest_complete("0.0").size() == 2);  // the new one: iterations 8 and 9
-  CHECK(store.latest_complete("0.0").front()->step == 8);
+  REQUIRE(store.add(w00, 1, two, take_slot(two, 0, 8, 1.0, p.dims, cu)).ok());
+  CHECK(store.latest_complete(w00).front()->step == 4);  // the old schedule's window, still
+  REQUIRE(store.add(w00, 1, two, take_slot(two, 1, 9, 1.0, p.dims, cu)).ok());
+  CHECK(store.latest_complete(w00).size() == 2);  // the new one: iterations 8 and 9
+  CHECK(store.latest_complete(w00).front()->step == 8);
   CHECK(store.bytes() < 2 * window_bytes);
+}
+
+TEST_CASE("a slice store answers a fetch from whichever writer holds each unit, reports its windows, and drops writers that stopped") {
+  Corpus c = corpus(tiny().vocab);
+  Params p = Params::create(tiny(), 3, Params::all_experts(tiny()));
+  std::vector<SparseSlot> slots;
+  for (uint64_t step = 0; step < 12; ++step) slots.push_back(slot_after(step, train_step(p, c, step), p));
+  // two writers splitting the units: the embedding on one, everything else on the other
+  auto only = [](const SparseSlot& s, bool embedding) {
+    SparseSlot out{s.step, s.index, s.grad_norm, {}};
+    for (const auto& [id, copy] : s.units)
+      if ((id.kind == UnitKind::embedding) == embedding) out.units[id] = copy;
+    return out;
+  };
+  const Writer a{1, 0}, b{2, 0};
+  SliceStore store(1ull << 30);
+  for (size_t i = 0; i < 8; ++i) REQUIRE(store.add(a, 3, schedule(), only(slots[i], true)).ok());
+  for (size_t i = 0; i < 8; ++i) REQUIRE(store.add(b, 3, schedule(), only(slots[i], false)).ok());
+  auto held = store.windows();
+  REQUIRE(held.size() == 2);
+  CHECK(held[0].writer == a);
+  CHECK(held[0].from == 4);
+  CHECK(held[0].to == 7);
+  CHECK(held[0].plan == 3);
+  CHECK(held[0].units == std::vector<UnitId>{UnitId{UnitKind::embedding, -1, -1}});
+  CHECK(held[1].units.size() == 12);
+
+  std::set<UnitId> wanted{UnitId{UnitKind::embedding, -1, -1}, UnitId{UnitKind::expert, 1, 2}};
+  std::vector<UnitId> missing;
+  auto view = store.window_slots(4, wanted, &missing);
+  CHECK(missing.empty());
+  REQUIRE(view.size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(view[i].step == 4 + i);
+    CHECK(view[i].grad_norm == slots[4 + i].grad_norm);
+    for (const auto& [id, copy] : view[i].units) CHECK(copy->checksum == slots[4 + i].units.at(id).checksum);
+  }
+  missing.clear();
+  CHECK(store.window_slots(0, wanted, &missing).empty());  // window 0 was superseded
+  CHECK(missing.size() == 2);
+
+  // writer a moves to plan 4: its slots start a new window; b stops writing and, once a completes
+  // a window b has no slot of, b is dropped
+  for (size_t i = 8; i < 12; ++i) REQUIRE(store.add(a, 4, schedule(), only(slots[i], true)).ok());
+  CHECK(store.writers() == std::vector<Writer>{a});
+  CHECK(store.windows().front().plan == 4);
+  CHECK(store.windows().front().from == 8);
+}
+
+TEST_CASE("a slot travels as a SlicePut and its frames, and a wrong frame or unit is refused with the field") {
+  Corpus c = corpus(tiny().vocab);
+  Params p = Params::create(tiny(), 3, Params::all_experts(tiny()));
+  auto slot = slot_after(0, train_step(p, c, 0), p);
+  wire::SlicePut head;
+  head.writer_node = 4, head.writer_index = 1, head.plan = 7, head.schedule = schedule();
+  auto parts = encode_slot(head, slot);
+  size_t frames = 0;
+  for (const auto& [id, copy] : slot.units) frames += copy.full ? 3 : 1;
+  REQUIRE(parts.size() == 2 + frames);
+
+  auto back = decode_slot(parts, ModelShape(tiny()));
+  REQUIRE_MESSAGE(back.ok(), back.error().message());
+  CHECK(back->head.writer_node == 4);
+  CHECK(back->head.plan == 7);
+  CHECK(back->head.schedule == schedule());
+  CHECK(back->slot.step == slot.step);
+  CHECK(back->slot.grad_norm == slot.grad_norm);
+  REQUIRE(back->slot.units.size() == slot.units.size());
+  for (const auto& [id, copy] : slot.units) {
+    const auto& got = back->slot.units.at(id);
+    CHECK(got.w == copy.w);
+    CHECK(got.m == copy.m);
+    CHECK(got.checksum == unit_checksum(got));
+  }
+
+  // a frame short of what the body announces
+  auto cut = encode_slot(head, slot);
+  cut[2] = zmq::message_t(cut[2].data(), cut[2].size() - 4);
+  auto short_frame = decode_slot(cut, ModelShape(tiny()));
+  REQUIRE_FALSE(short_frame.ok());
+  CHECK(short_frame.error().message().find("SlicePut.units[0] weights: a frame of") == 0);
+  // a frame missing
+  auto fewer = encode_slot(head, slot);
+  fewer.pop_back();
+  auto missing = decode_slot(fewer);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().message().find("float frames, the message has") != std::string::npos);
+  // a model without that unit (the agent, knowing no shape, takes it)
+  ModelShape smaller = tiny();
+  smaller.layers = 1;
+  auto unknown = decode_slot(encode_slot(head, slot), smaller);
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().message().find("no unit kind 1 layer 1 expert -1 in the model") != std::string::npos);
+  CHECK(decode_slot(encode_slot(head, slot)).ok());
 }

@@ -96,7 +96,7 @@ TEST_CASE("t0510-kill-at-each-point: a node killed in forward, migration, all-to
 
 TEST_CASE("t0511-lose-every-replica: killing every holder of an expert restores the snapshot and goes on") {
   std::string dir = temp_dir("recovery");
-  std::string job = write_job(dir, 4, ", checkpoint_every = 10");
+  std::string job = write_job(dir, 4, ", checkpoint_every = 10, peer_copies = 0");  // the dense rung
   auto j = run_json({bin(), "run", job, "--drill", drill("lose_expert.lua"), "--json", "--out", dir + "/run"},
                     dir + "/run.out", 90000);
   CHECK(j["steps"] == 30);

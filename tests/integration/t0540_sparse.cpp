@@ -34,6 +34,17 @@ TEST_CASE("t0540-sparse-live: workers take the schedule's slots every step, job.
   CHECK(c["operators_per_slot"][0] == 1 + 1 + 1 + 4);  // embeddings, dense, gate, 4 experts
   CHECK(c["workers"].size() == 3);
   CHECK(c["bytes"].get<int64_t>() > 0);
+  // the slots are held in the other nodes' agents: two copies of each, the whole model restorable
+  REQUIRE_MESSAGE(eventually([&] { return m.eval_json("return job.checkpoint().restorable ~= nil").get<bool>(); }, 20000, 20),
+                  m.eval_json("return job.checkpoint()").dump());
+  c = m.eval_json("return job.checkpoint()");
+  CHECK(c["agents"].size() == 3);
+  int64_t held = 0;
+  for (const auto& a : c["agents"]) held += a["bytes"].get<int64_t>();
+  CHECK(held > 0);  // rank 0 writes every unit here (each node holds every expert): nodes 1 and 2 hold them
+  CHECK(c["agents"][0]["budget"] == 1024 << 20);
+  CHECK(c["operators"]["embedding"]["nodes"].size() == 2);
+  CHECK(c["operators"].size() == 1 + 1 + 1 + 4);
 
   // one operator a slot: the load asks for a plan, and with it (at the next step boundary) comes a
   // window of 7 iterations; the old window is held until the new one completes

@@ -83,9 +83,23 @@ class Harness {
     return out;
   }
 
+  // The ready workers' nodes are the live ones, each with a slice endpoint.
   const std::vector<Action>& membership(const std::vector<Participant>& ready, int64_t after_ms = 0) {
     ++epoch;
-    return on(in::Membership{View{epoch, sorted(ready), ""}}, after_ms);
+    View v{epoch, sorted(ready), "", {}, {}};
+    for (const auto& p : ready) v.slices[p.node] = wire::SliceNode{p.node, "tcp://10.0.0." + std::to_string(p.node) + ":5000", ""};
+    return on(in::Membership{std::move(v)}, after_ms);
+  }
+  // Node `node`'s agent holds the complete windows from..to of the units [first, first + count)
+  // (model_units' order).
+  const std::vector<Action>& slices(NodeId node, uint64_t from, uint64_t to, size_t first, size_t count) {
+    wire::SliceReport r{node, 1000, 1u << 30, {}, 0, ""};
+    wire::SliceWindow w{node, 0, 1, from, to, {}};
+    auto all = model_units(d.config().model);
+    for (size_t i = first; i < first + count && i < all.size(); ++i)
+      w.units.push_back({uint8_t(all[i].kind), int32_t(all[i].layer), int32_t(all[i].expert)});
+    r.windows.push_back(w);
+    return on(in::Slices{r});
   }
   const std::vector<Action>& lose(NodeId node, const std::string& cause = "connection closed") {
     return on(in::Lost{node, std::nullopt, cause});

@@ -1,7 +1,8 @@
 // test_driver_stories.cpp — failure stories that once needed real processes, told to the job driver
 // as events in and actions out: a loss during the forward pass, the all-to-all, the all-reduce and
 // a state migration; a plan superseded by a second loss; a drain fired at a commit; a batch of
-// joins; a restore when every holder of an expert is lost (from a snapshot, and from the seed);
+// joins; a restore when every holder of an expert is lost (from a window of sparse snapshots in the
+// agents' memory, from a snapshot, and from the seed; a failed restore from peers falling further);
 // an operator's policy swap in the middle of a step.
 #include <doctest/doctest.h>
 
@@ -507,4 +508,94 @@ TEST_CASE("a stop before any step commits saves nothing and stops at once") {
   bool stop = false;
   for (const auto& a : h.out) stop |= std::holds_alternative<act::StopJob>(a);
   CHECK(stop);
+}
+
+TEST_CASE("every holder of an expert lost, a sparse window in the agents' memory: restore from peers, replay, nothing lost") {
+  Harness h = trained(6);
+  h.slices(1, 4, 5, 0, 7);  // window 4..5: node 1 holds the first 7 units, node 3 the other 6
+  h.slices(3, 4, 5, 7, 6);
+  h.slices(0, 4, 5, 0, 13);  // the dead node's report does not count
+  h.lose(0);
+  h.lose(2);
+  h.membership(workers({1, 3, 4, 5}));
+  h.timer(Timer::retry, 50);
+  h.decide();
+  CHECK(h.note_detail("restore_begun").find("the sparse window of iterations 4..5 held by 2 nodes") != std::string::npos);
+  CHECK(h.note_detail("restore_begun").find("no committed step is lost") != std::string::npos);
+  CHECK(h.all<act::StepsLost>().empty());
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  const auto& p = u[0].second;
+  CHECK(p.restore);
+  CHECK(p.restore_window == 4);
+  CHECK(p.step == 5);  // slot 0 holds the state after iteration 4
+  REQUIRE(p.restore_holders.size() == 2);
+  CHECK(p.restore_holders[0].node == 1);
+  CHECK(p.restore_holders[0].units.size() == 7);
+  CHECK(p.restore_holders[1].node == 3);
+  CHECK(p.slice_nodes.size() == 4);  // every live node's endpoint
+  CHECK(p.slice_peers.size() == 4);  // by rank
+  CHECK(p.slice_budget == small_job().peer_memory);
+  h.all_ready();
+  CHECK(h.note_detail("restored").find("sparse window") != std::string::npos);
+  CHECK(h.d.steps().next_step() == 5);
+  // the replay runs to iteration 5: a join waits for it to end
+  h.membership(workers({1, 3, 4, 5, 6}));
+  h.commit_step();  // 5
+  CHECK_FALSE(h.d.pending_plan());
+  h.timer(Timer::join, 2000);
+  CHECK_FALSE(h.d.pending_plan());
+  bool peers = false;
+  for (const auto& a : h.history)
+    if (auto* r = std::get_if<act::RecoveryDone>(&a)) peers = r->record.source == "peers" && r->record.rerun == 1;
+  CHECK(peers);
+  h.asked.reset();
+  h.commit_step();  // 6: replayed; the join's batch starts now
+  h.timer(Timer::join, 1100);
+  CHECK(h.asked);
+}
+
+TEST_CASE("a restore from peers that fails falls to the dense snapshot, and the steps it would have replayed are lost") {
+  auto cfg = small_job();
+  cfg.checkpoint_every = 2;
+  Harness h(cfg);
+  h.start(workers({0, 1, 2, 3}));
+  for (uint64_t s = 0; s < 6; ++s) {
+    h.commit_step();
+    if (s == 1) snapshot_written(h, 2, 2);
+  }
+  h.slices(1, 4, 5, 0, 13);
+  h.lose(0);
+  h.lose(2);
+  h.membership(workers({1, 3}));
+  h.timer(Timer::retry, 50);
+  h.decide();
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore_window == 4);
+  wire::PlanReady bad{1, 0, *h.d.pending_plan(), false, "layer0.dense: no good copy in the window from iteration 4", 1, 0, 0,
+                      {"layer0.dense from the window from iteration 4: node 1: its copy fails its checksum; asking node 3"}};
+  h.on(in::Ready{bad});
+  CHECK(h.noted("slice_fallback"));
+  CHECK(h.note_detail("sparse_restore_failed").find("falling back to the dense snapshot on disk") != std::string::npos);
+  h.timer(Timer::retry, 500);
+  h.decide();
+  u = h.sent<wire::PlanUpdate>();  // (this decision's)
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore_window == -1);  // the failed window is not tried again
+  CHECK(u[0].second.restore_dir == "/run/snapshots/step-2");
+  uint64_t lost = 0;
+  for (const auto& a : h.history)
+    if (auto* l = std::get_if<act::StepsLost>(&a)) lost += l->steps;
+  CHECK(lost == 6 - 2);
+}
+
+TEST_CASE("a dense snapshot newer than every sparse window is the cheaper restore") {
+  Restorable have{8, 5};  // dense of step 8; the window's replay ends with the state of step 6
+  CHECK(restore_rung({"layer 0 expert 1"}, have) == Rung::dense);
+  have.dense_step = 6;
+  CHECK(restore_rung({"layer 0 expert 1"}, have) == Rung::sparse);
+  have.sparse_to.reset();
+  CHECK(restore_rung({"layer 0 expert 1"}, have) == Rung::dense);
+  CHECK(restore_rung({}, have) == Rung::elastic);
 }

@@ -29,7 +29,7 @@ bool has(const std::vector<uint32_t>& v, uint32_t x) { return std::find(v.begin(
 
 }  // namespace
 
-TEST_CASE("a rank's slices go to r other nodes, none holding the experts it writes, spread") {
+TEST_CASE("a rank's slices go to r other nodes, the first holding none of the experts it writes and the second one of their holders, spread") {
   Plan p = ring();
   std::vector<uint32_t> node_of_rank{10, 11, 12, 13, 14, 15};
   // rank r writes expert r (its lowest holder is r) — but expert 5 sits on ranks 5 and 0: rank 0 writes it
@@ -42,10 +42,16 @@ TEST_CASE("a rank's slices go to r other nodes, none holding the experts it writ
     CAPTURE(r);
     CHECK(peers[r].size() == 2);
     CHECK_FALSE(has(peers[r], node_of_rank[r]));
-    for (const auto& [l, e] : experts_written(p, r))  // no copy where the expert lives
-      for (uint32_t pos = 0; pos < 6; ++pos)
-        if (std::count(p.layers[0].placement[pos].begin(), p.layers[0].placement[pos].end(), uint32_t(e)))
-          CHECK_FALSE(has(peers[r], node_of_rank[pos]));
+    auto lives_on = [&](uint32_t node) {  // one of the experts the rank writes lives there
+      for (const auto& [l, e] : experts_written(p, r))
+        for (uint32_t pos = 0; pos < 6; ++pos)
+          if (node_of_rank[pos] == node &&
+              std::count(p.layers[0].placement[pos].begin(), p.layers[0].placement[pos].end(), uint32_t(e)))
+            return true;
+      return false;
+    };
+    CHECK_FALSE(lives_on(peers[r][0]));  // losing every holder of its experts leaves this copy
+    if (!experts_written(p, r).empty()) CHECK(lives_on(peers[r][1]));  // losing every other node, this one
   }
   // spread: 12 copies over 6 nodes, none holding more than 3
   std::map<uint32_t, int> load;

@@ -1,0 +1,95 @@
+// slice_frames.cpp — see slice_frames.h.
+#include "ckpt/slice_frames.h"
+
+#include <cstring>
+
+namespace sal::ckpt {
+namespace {
+
+zmq::message_t frame_of(const std::vector<float>& v) { return zmq::message_t(v.data(), v.size() * sizeof(float)); }
+
+wire::Parts finish(wire::SlicePut& head, const std::vector<std::pair<UnitId, const UnitCopy*>>& units) {
+  head.units.clear();
+  for (const auto& [id, c] : units)
+    head.units.push_back({uint8_t(id.kind), int32_t(id.layer), int32_t(id.expert), c->full, uint64_t(c->w.size()), c->checksum});
+  wire::Parts parts = wire::encode(head);
+  for (const auto& [id, c] : units) {
+    parts.push_back(frame_of(c->w));
+    if (c->full) parts.push_back(frame_of(c->m)), parts.push_back(frame_of(c->v));
+  }
+  return parts;
+}
+
+Status read_frame(const zmq::message_t& f, uint64_t floats, std::vector<float>& out, const std::string& what) {
+  if (f.size() % sizeof(float) != 0 || f.size() / sizeof(float) != floats)
+    return fail(what, ": a frame of ", f.size(), " bytes, the body announces ", floats, " floats");
+  out.resize(floats);
+  if (floats) std::memcpy(out.data(), f.data(), f.size());
+  return {};
+}
+
+Result<DecodedSlot> decode(const wire::Parts& parts, const ModelShape* shape) {
+  if (parts.size() < 2) return fail("SlicePut: expected a header and a body, got ", parts.size(), " frames");
+  wire::Parts first;
+  first.emplace_back(parts[0].data(), parts[0].size());
+  first.emplace_back(parts[1].data(), parts[1].size());
+  auto env = wire::open(first);
+  if (!env) return env.error();
+  auto head = wire::decode<wire::SlicePut>(*env);
+  if (!head) return head.error();
+  size_t frames = 0;
+  for (const auto& u : head->units) frames += u.full ? 3 : 1;
+  if (parts.size() != 2 + frames)
+    return fail("SlicePut: the body announces ", frames, " float frames, the message has ", parts.size() - 2);
+  DecodedSlot out{*head, SparseSlot{head->step, head->index, head->grad_norm, {}}};
+  size_t f = 2;
+  for (size_t i = 0; i < head->units.size(); ++i) {
+    const auto& u = head->units[i];
+    std::string what = "SlicePut.units[" + std::to_string(i) + "]";
+    UnitId id{UnitKind(u.kind), u.layer, u.expert};
+    if (u.kind > uint8_t(UnitKind::expert)) return fail(what, ": unit kind ", int(u.kind));
+    if (shape) {
+      auto known = unit_of(wire::SliceUnitRef{u.kind, u.layer, u.expert}, *shape);
+      if (!known) return known.error().with_context(what);
+      if (u.floats != unit_size(*shape, id.kind))
+        return fail(what, ": ", id.name(), " has ", unit_size(*shape, id.kind), " floats, the body says ", u.floats);
+    }
+    if (out.slot.units.count(id)) return fail(what, ": ", id.name(), " twice");
+    UnitCopy& c = out.slot.units[id];
+    c.full = u.full;
+    c.checksum = u.checksum;
+    SAL_TRY(read_frame(parts[f++], u.floats, c.w, what + " weights"));
+    if (u.full) {
+      SAL_TRY(read_frame(parts[f++], u.floats, c.m, what + " first moments"));
+      SAL_TRY(read_frame(parts[f++], u.floats, c.v, what + " second moments"));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+wire::Parts encode_slot(wire::SlicePut head, const SlotView& slot) {
+  head.step = slot.step, head.index = slot.index, head.grad_norm = slot.grad_norm;
+  return finish(head, slot.units);
+}
+
+wire::Parts encode_slot(wire::SlicePut head, const SparseSlot& slot) {
+  SlotView v{slot.step, slot.index, slot.grad_norm, {}};
+  for (const auto& [id, c] : slot.units) v.units.emplace_back(id, &c);
+  return encode_slot(std::move(head), v);
+}
+
+Result<DecodedSlot> decode_slot(const wire::Parts& parts, const ModelShape& shape) { return decode(parts, &shape); }
+Result<DecodedSlot> decode_slot(const wire::Parts& parts) { return decode(parts, nullptr); }
+
+wire::SliceUnitRef unit_ref(const UnitId& id) { return {uint8_t(id.kind), int32_t(id.layer), int32_t(id.expert)}; }
+
+Result<UnitId> unit_of(const wire::SliceUnitRef& r, const ModelShape& shape) {
+  UnitId id{UnitKind(r.kind), r.layer, r.expert};
+  if (r.kind > uint8_t(UnitKind::expert) || unit_index(shape, id) < 0)
+    return fail("no unit kind ", int(r.kind), " layer ", r.layer, " expert ", r.expert, " in the model");
+  return id;
+}
+
+}  // namespace sal::ckpt

@@ -1,0 +1,33 @@
+// slice_frames.h — a sparse snapshot slot (ckpt/sparse.h) as the frames of a wire::SlicePut: the
+// header and body, then each unit's weights and (a full copy) both moments, as raw floats. Decoding
+// checks the body (wire/codec.h), that every unit is a unit of the model with the size the model
+// gives it, and that the frames are exactly those the body announces; the checksums are left to
+// the receiver (an agent refuses a damaged slot; a worker restoring skips to the next replica).
+#pragma once
+
+#include <utility>
+
+#include "ckpt/slice_store.h"
+#include "wire/codec.h"
+
+namespace sal::ckpt {
+
+// `head`'s fields but its units, then the slot's copies (head.units is filled from them).
+wire::Parts encode_slot(wire::SlicePut head, const SlotView& slot);
+wire::Parts encode_slot(wire::SlicePut head, const SparseSlot& slot);
+
+struct DecodedSlot {
+  wire::SlicePut head;
+  SparseSlot slot;
+};
+// `parts` without a routing id; their float frames are copied into the slot.
+Result<DecodedSlot> decode_slot(const wire::Parts& parts, const ModelShape& shape);
+// The same for a peer that does not know the model's shape (an agent): sizes are checked against
+// each other only.
+Result<DecodedSlot> decode_slot(const wire::Parts& parts);
+
+wire::SliceUnitRef unit_ref(const UnitId& id);
+// The unit a reference names, if it is one of the model's.
+Result<UnitId> unit_of(const wire::SliceUnitRef& r, const ModelShape& shape);
+
+}  // namespace sal::ckpt

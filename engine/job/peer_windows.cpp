@@ -1,0 +1,70 @@
+// peer_windows.cpp — see peer_windows.h.
+#include "job/peer_windows.h"
+
+#include <algorithm>
+
+namespace sal::job {
+namespace {
+
+UnitId id_of(const wire::SliceUnitRef& r) { return UnitId{UnitKind(r.kind), r.layer, r.expert}; }
+
+// The units each live node holds in complete windows beginning at `from` (that end by `to`).
+std::map<NodeId, std::set<UnitId>> held_from(const std::map<NodeId, wire::SliceReport>& reports,
+                                             const std::set<NodeId>& live, uint64_t from, uint64_t& to) {
+  std::map<NodeId, std::set<UnitId>> out;
+  for (const auto& [node, r] : reports) {
+    if (!live.count(node)) continue;
+    for (const auto& w : r.windows) {
+      if (w.from != from) continue;
+      to = std::max(to, w.to);
+      for (const auto& u : w.units) out[node].insert(id_of(u));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<PeerWindow> restorable_window(const std::map<NodeId, wire::SliceReport>& reports,
+                                            const std::set<NodeId>& live, const ModelShape& shape, uint64_t committed,
+                                            const std::set<uint64_t>& skip) {
+  std::set<uint64_t, std::greater<>> starts;
+  for (const auto& [node, r] : reports)
+    if (live.count(node))
+      for (const auto& w : r.windows)
+        if (w.from < committed && !skip.count(w.from)) starts.insert(w.from);
+  const auto units = model_units(shape);
+  for (uint64_t from : starts) {
+    uint64_t to = from;
+    auto held = held_from(reports, live, from, to);
+    std::set<UnitId> covered;
+    for (const auto& [node, ids] : held) covered.insert(ids.begin(), ids.end());
+    if (!std::all_of(units.begin(), units.end(), [&](const UnitId& u) { return covered.count(u) > 0; })) continue;
+    PeerWindow pw{from, to, {}};
+    for (const auto& [node, ids] : held) {
+      wire::SliceHolder h{uint32_t(node), {}};
+      for (const UnitId& id : ids) h.units.push_back({uint8_t(id.kind), int32_t(id.layer), int32_t(id.expert)});
+      pw.holders.push_back(std::move(h));
+    }
+    return pw;
+  }
+  return std::nullopt;
+}
+
+std::string describe_windows(const std::map<NodeId, wire::SliceReport>& reports, const std::set<NodeId>& live) {
+  std::map<uint64_t, size_t> nodes_by_start;
+  for (const auto& [node, r] : reports) {
+    if (!live.count(node)) continue;
+    std::set<uint64_t> starts;
+    for (const auto& w : r.windows) starts.insert(w.from);
+    for (uint64_t s : starts) ++nodes_by_start[s];
+  }
+  if (nodes_by_start.empty()) return "no live node holds a complete window";
+  std::string out;
+  for (auto it = nodes_by_start.rbegin(); it != nodes_by_start.rend(); ++it)
+    out += (out.empty() ? "" : ", ") + std::to_string(it->second) + " nodes hold windows from iteration " +
+           std::to_string(it->first);
+  return out + ", none covering every unit";
+}
+
+}  // namespace sal::job

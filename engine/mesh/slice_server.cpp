@@ -1,0 +1,155 @@
+// slice_server.cpp — see slice_server.h.
+#include "mesh/slice_server.h"
+
+#include <spdlog/spdlog.h>
+#include <zmq_addon.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "ckpt/slice_frames.h"
+#include "mesh/endpoint.h"
+#include "mesh/zmq_uv.h"
+
+namespace sal::mesh {
+namespace {
+
+// A slot is a few frames of up to a unit's floats; bounded by the budget, not the control limit.
+constexpr int64_t kSliceFrameMax = int64_t(1) << 31;
+constexpr int kSliceQueue = 4096;  // messages: a fetch answers a window at once
+
+}  // namespace
+
+Result<std::unique_ptr<SliceServer>> SliceServer::open(uv_loop_t* loop, zmq::context_t& ctx, const std::string& host,
+                                                       const std::string& key_file) {
+  std::unique_ptr<SliceServer> s(new SliceServer(ctx));
+  s->sock_.set(zmq::sockopt::maxmsgsize, kSliceFrameMax);
+  s->sock_.set(zmq::sockopt::linger, 0);
+  s->sock_.set(zmq::sockopt::sndhwm, kSliceQueue);
+  s->sock_.set(zmq::sockopt::rcvhwm, kSliceQueue);
+  const std::string want = "tcp://" + host + ":*";
+  if (!wire::is_local_endpoint(want)) {
+    if (key_file.empty()) return fail(want, " is not local: the slice endpoint needs CURVE (the agent's --key)");
+    auto own = wire::load_key_file(key_file);
+    if (!own) return own.error().with_context(key_file);
+    if (own->secret_key.empty()) return fail(key_file, " holds no secret-key");
+    wire::make_curve_server(s->sock_, *own, "salamander-slices");
+    s->public_key_ = own->public_key;
+  }
+  auto ep = bind_endpoint(s->sock_, want);
+  if (!ep) return ep.error().with_context("the slice endpoint");
+  s->endpoint_ = *ep;
+  if (const char* c = std::getenv("SAL_TEST_CORRUPT_SLICE")) {
+    std::string hook = c;
+    auto at = hook.find('@');
+    s->corrupt_unit_ = hook.substr(0, at);
+    if (at != std::string::npos) s->corrupt_node_ = hook.substr(at + 1);
+  }
+  SliceServer* self = s.get();
+  s->watcher_ = std::make_unique<ZmqWatcher>(loop, s->sock_, [self] { self->on_message(); });
+  return s;
+}
+
+SliceServer::SliceServer(zmq::context_t& ctx) : sock_(ctx, zmq::socket_type::router) {}
+
+SliceServer::~SliceServer() = default;
+
+void SliceServer::set_budget(uint64_t bytes) {
+  if (bytes == 0 || bytes == store_.budget()) return;
+  store_.set_budget(bytes);
+}
+
+void SliceServer::on_message() {
+  wire::Parts parts;
+  if (!recv_now(sock_, parts) || parts.size() < 2) return;
+  std::string rid(static_cast<const char*>(parts[0].data()), parts[0].size());
+  parts.erase(parts.begin());
+  wire::Parts head;  // a SlicePut's float frames follow its body
+  head.emplace_back(parts[0].data(), parts[0].size());
+  head.emplace_back(parts[1].data(), parts[1].size());
+  auto env = wire::open(head);
+  if (!env) return spdlog::warn("slice endpoint: {}", env.error().message());
+  if (env->type == wire::MsgType::slice_put) return put(parts);
+  if (env->type == wire::MsgType::slice_fetch) {
+    auto f = wire::decode<wire::SliceFetch>(*env);
+    if (!f) return spdlog::warn("slice endpoint: {}", f.error().message());
+    return fetch(rid, *f);
+  }
+  spdlog::warn("slice endpoint: unexpected {}", wire::type_name(env->type));
+}
+
+void SliceServer::put(const wire::Parts& parts) {
+  auto d = ckpt::decode_slot(parts);
+  if (!d) return changed("a slice refused: " + d.error().message());
+  ckpt::Writer w{d->head.writer_node, d->head.writer_index};
+  const ckpt::SparseSlot copy_for_test = corrupt_unit_.empty() ? ckpt::SparseSlot{} : d->slot;
+  bool completes = d->head.index + 1 == d->head.schedule.window;
+  if (auto s = store_.add(w, d->head.plan, d->head.schedule, std::move(d->slot)); !s) return changed(s.error().message());
+  if (!corrupt_unit_.empty() && (corrupt_node_.empty() || corrupt_node_ == std::to_string(node_)))
+    corrupt_for_test(w, copy_for_test);
+  if (completes) changed();
+}
+
+// Flips a bit of the unit's weights in the copy just stored (its checksum no longer matches).
+void SliceServer::corrupt_for_test(const ckpt::Writer& w, const ckpt::SparseSlot& slot) {
+  for (const auto& [id, c] : slot.units) {
+    if (id.name() != corrupt_unit_) continue;
+    ckpt::UnitCopy* held = store_.find(w, slot.step, id);
+    if (!held || held->w.empty()) continue;
+    uint32_t bits;
+    std::memcpy(&bits, &held->w[0], sizeof bits);
+    bits ^= 1u;
+    std::memcpy(&held->w[0], &bits, sizeof bits);
+    spdlog::warn("test hook: corrupted {} in the slot of iteration {} from {}", id.name(), slot.step, w.name());
+  }
+}
+
+void SliceServer::fetch(const std::string& rid, const wire::SliceFetch& f) {
+  std::set<UnitId> wanted;
+  for (const auto& u : f.units) wanted.insert(UnitId{UnitKind(u.kind), u.layer, u.expert});
+  std::vector<UnitId> missing;
+  auto slots = store_.window_slots(f.window_from, wanted, &missing);
+  wire::SlicePut head;
+  head.request = f.request;
+  head.writer_node = node_;
+  for (const auto& slot : slots) send(rid, ckpt::encode_slot(head, slot));
+  wire::SliceDone done{f.request, uint32_t(slots.size()), ""};
+  if (!missing.empty()) {
+    done.detail = std::to_string(missing.size()) + " units not held in a complete window from iteration " +
+                  std::to_string(f.window_from) + " (first: " + missing.front().name() + ")";
+  }
+  send(rid, wire::encode(done));
+}
+
+void SliceServer::send(const std::string& rid, wire::Parts parts) {
+  parts.insert(parts.begin(), zmq::message_t(rid.data(), rid.size()));
+  try {
+    if (!zmq::send_multipart(sock_, parts, zmq::send_flags::dontwait)) spdlog::warn("slice endpoint: send queue full");
+  } catch (const zmq::error_t& e) {
+    spdlog::warn("slice endpoint: {}", e.what());
+  }
+}
+
+wire::SliceReport SliceServer::report() const {
+  wire::SliceReport r{node_, store_.bytes(), store_.budget(), {}, refused_, ""};
+  for (const auto& h : store_.windows()) {
+    wire::SliceWindow w{h.writer.node, h.writer.index, h.plan, h.from, h.to, {}};
+    for (const auto& id : h.units) w.units.push_back(ckpt::unit_ref(id));
+    r.windows.push_back(std::move(w));
+  }
+  return r;
+}
+
+void SliceServer::changed(const std::string& refusal) {
+  if (!refusal.empty()) {
+    ++refused_;
+    spdlog::warn("slice endpoint: {}", refusal);
+  }
+  if (!on_report) return;
+  auto r = report();
+  r.refusal = refusal;
+  on_report(r);
+}
+
+}  // namespace sal::mesh

@@ -1,0 +1,68 @@
+// slice_server.h — an agent's slice endpoint: where the node holds other workers' sparse snapshots
+// (MoEtion's copies in peers' memory) in host memory, so that they survive the worker that wrote
+// them and its node. Workers put each slot they take (wire::SlicePut, floats in frames:
+// ckpt/slice_frames.h); the store (ckpt/slice_store.h) keeps each writer's newest complete window
+// within the job's budget (checkpoint.peer_memory_mb) and refuses, with the rule, a damaged slot
+// or one past the budget. A worker restoring from peers fetches the slots of a window
+// (wire::SliceFetch: one SlicePut per slot, then SliceDone). Whenever what the store holds
+// changes, or it refused something, `on_report` gets a SliceReport for the controller.
+//
+// The endpoint is a ROUTER on the agent's data host with a port of the kernel's choosing; off
+// loopback it is a CURVE server with the agent's own key pair (its public key goes to the
+// controller with RegisterNode, and from there to the workers that connect).
+//
+// Test hook: SAL_TEST_CORRUPT_SLICE=<unit name>[@<node id>] (e.g. "layer0.expert1@3") in the
+// agent's environment flips one bit of every copy of that unit the store accepts — after the
+// checksum was checked — as memory going bad would; with @ID, only in the agent of that node id.
+#pragma once
+
+#include <uv.h>
+#include <zmq.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "ckpt/slice_store.h"
+#include "core/result.h"
+#include "wire/codec.h"
+
+namespace sal::mesh {
+
+class ZmqWatcher;
+
+class SliceServer {
+ public:
+  // Binds tcp://HOST:* (CURVE with the key pair in `key_file` unless HOST is local).
+  static Result<std::unique_ptr<SliceServer>> open(uv_loop_t* loop, zmq::context_t& ctx, const std::string& host,
+                                                   const std::string& key_file);
+  ~SliceServer();
+
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& public_key() const { return public_key_; }  // "" where local
+  // Our node id (reports carry it) and the budget the job gives (PlanUpdate.slice_budget).
+  void set_node(uint32_t node) { node_ = node; }
+  void set_budget(uint64_t bytes);
+  wire::SliceReport report() const;
+  std::function<void(const wire::SliceReport&)> on_report;
+
+ private:
+  explicit SliceServer(zmq::context_t& ctx);
+  void on_message();
+  void put(const wire::Parts& parts);
+  void fetch(const std::string& rid, const wire::SliceFetch& f);
+  void send(const std::string& rid, wire::Parts parts);
+  void corrupt_for_test(const ckpt::Writer& w, const ckpt::SparseSlot& slot);
+  void changed(const std::string& refusal = "");
+
+  zmq::socket_t sock_;
+  std::unique_ptr<ZmqWatcher> watcher_;
+  std::string endpoint_, public_key_;
+  uint32_t node_ = 0;
+  ckpt::SliceStore store_{uint64_t(1) << 30};
+  uint32_t refused_ = 0;
+  std::string corrupt_unit_;  // SAL_TEST_CORRUPT_SLICE
+  std::string corrupt_node_;  // ... "": every node
+};
+
+}  // namespace sal::mesh

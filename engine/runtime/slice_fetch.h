@@ -1,0 +1,34 @@
+// slice_fetch.h — a restoring worker's side of the sparse rung (MoEtion): the units it holds under
+// the new plan are fetched from the agents that hold the restore window in their memory
+// (PlanUpdate.restore_holders, mesh/slice_server.h), and checked before anything is loaded. Each
+// unit comes whole from one holder — its compute weights in the slots before its full one, then
+// its full state — and a unit whose copies there fail their checksum, are incomplete, or do not
+// come within the time limit is asked of its next holder; each such fallback is a note the
+// controller turns into an event. A unit that no holder can give fails the restore, naming the
+// unit and the holders tried (the controller then falls to the dense rung).
+#pragma once
+
+#include <zmq.hpp>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ckpt/sparse.h"
+#include "core/result.h"
+#include "wire/messages.h"
+
+namespace sal::runtime {
+
+struct FetchedWindow {
+  std::vector<ckpt::SparseSlot> slots;  // the window's slots in order, with the units asked for
+  uint64_t bytes = 0;
+};
+
+// `wanted`: the units this rank holds under the plan. `key_file`: CURVE towards holders off
+// loopback. `notes` gets the fallbacks on the way, whether the fetch succeeds or not.
+Result<FetchedWindow> fetch_window(zmq::context_t& ctx, const wire::PlanUpdate& p, const std::set<UnitId>& wanted,
+                                   const ModelShape& shape, const std::string& key_file, int timeout_ms,
+                                   std::vector<std::string>& notes);
+
+}  // namespace sal::runtime
