@@ -21,14 +21,16 @@ Status SliceStore::add(const Writer& writer, uint64_t plan, const plan::Checkpoi
   uint64_t from = slot.step - slot.index;
   h.slots.add(std::move(slot));
   auto w = h.slots.latest_complete();
-  if (completes && !w.empty() && w.front()->step == from) drop_stopped(from);
+  if (completes && !w.empty() && w.front()->step == from) drop_stopped(from, plan);
   return {};
 }
 
-// Writers whose newest slot is older than a window just completed have stopped writing here.
-void SliceStore::drop_stopped(uint64_t completed_from) {
+// Writers of an older plan whose newest slot is older than a window just completed under a newer
+// one have stopped writing here (the newer plan's writers cover what they wrote). Writers of the
+// same plan are never dropped: a slot of theirs for the same iteration may still be on its way.
+void SliceStore::drop_stopped(uint64_t completed_from, uint64_t plan) {
   for (auto it = held_.begin(); it != held_.end();)
-    it = it->second.newest < completed_from ? held_.erase(it) : std::next(it);
+    it = it->second.plan < plan && it->second.newest < completed_from ? held_.erase(it) : std::next(it);
 }
 
 std::vector<const SparseSlot*> SliceStore::latest_complete(const Writer& writer) const {
@@ -38,15 +40,14 @@ std::vector<const SparseSlot*> SliceStore::latest_complete(const Writer& writer)
 
 std::vector<HeldWindow> SliceStore::windows() const {
   std::vector<HeldWindow> out;
-  for (const auto& [writer, h] : held_) {
-    auto w = h.slots.latest_complete();
-    if (w.empty()) continue;
-    HeldWindow hw{writer, h.plan, w.front()->step, w.back()->step, {}};
-    for (const SparseSlot* s : w)
-      for (const auto& [id, copy] : s->units)
-        if (copy.full) hw.units.push_back(id);
-    out.push_back(std::move(hw));
-  }
+  for (const auto& [writer, h] : held_)
+    for (const auto& w : h.slots.complete_windows()) {
+      HeldWindow hw{writer, h.plan, w.front()->step, w.back()->step, {}};
+      for (const SparseSlot* s : w)
+        for (const auto& [id, copy] : s->units)
+          if (copy.full) hw.units.push_back(id);
+      out.push_back(std::move(hw));
+    }
   return out;
 }
 
@@ -54,19 +55,19 @@ std::vector<SlotView> SliceStore::window_slots(uint64_t from, const std::set<Uni
                                                std::vector<UnitId>* missing) const {
   std::vector<SlotView> out;
   std::set<UnitId> found;
-  for (const auto& [writer, h] : held_) {
-    auto w = h.slots.latest_complete();
-    if (w.empty() || w.front()->step != from) continue;
-    if (out.size() < w.size()) out.resize(w.size());
-    for (size_t i = 0; i < w.size(); ++i) {
-      out[i].step = w[i]->step, out[i].index = w[i]->index, out[i].grad_norm = w[i]->grad_norm;
-      for (const auto& [id, copy] : w[i]->units)
-        if (wanted.count(id) && !found.count(id)) out[i].units.emplace_back(id, &copy);
+  for (const auto& [writer, h] : held_)
+    for (const auto& w : h.slots.complete_windows()) {
+      if (w.front()->step != from) continue;
+      if (out.size() < w.size()) out.resize(w.size());
+      for (size_t i = 0; i < w.size(); ++i) {
+        out[i].step = w[i]->step, out[i].index = w[i]->index, out[i].grad_norm = w[i]->grad_norm;
+        for (const auto& [id, copy] : w[i]->units)
+          if (wanted.count(id) && !found.count(id)) out[i].units.emplace_back(id, &copy);
+      }
+      for (const SparseSlot* s : w)
+        for (const auto& [id, copy] : s->units)
+          if (wanted.count(id)) found.insert(id);
     }
-    for (const SparseSlot* s : w)
-      for (const auto& [id, copy] : s->units)
-        if (wanted.count(id)) found.insert(id);
-  }
   if (missing)
     for (const UnitId& id : wanted)
       if (!found.count(id)) missing->push_back(id);

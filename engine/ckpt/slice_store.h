@@ -1,12 +1,14 @@
 // slice_store.h — what a node holds of other workers' sparse snapshots (MoEtion's copies in peers'
-// memory, plan/snapshot_peers.h says whose): for each writer, its newest complete window and the
-// one being filled (ckpt::SparseHolder), within a memory budget for all of them together. A slot
+// memory, plan/snapshot_peers.h says whose): for each writer, its two newest complete windows and
+// the one being filled (ckpt::SparseHolder), within a memory budget for all of them together. A slot
 // whose copies do not match their checksums is refused (it arrived damaged), and so is one that
 // would take the store past its budget — what is held stays, so the last complete windows survive
 // a flood; each refusal says which rule it broke. A writer's slots under another plan (or
 // schedule) start a new window, its last complete one kept until the new one completes. A writer
-// that stopped writing (its newest slot is older than a window another writer completed: it left,
-// or writes elsewhere now) is dropped then. Pure: the agent that owns it does the I/O.
+// that stopped writing — it wrote under an older plan than a window another writer just completed,
+// and has no slot of that window: it left, or writes elsewhere now — is dropped then (a restore
+// needs the old plan's windows only until the new plan's cover the model). Pure: the agent that
+// owns it does the I/O.
 #pragma once
 
 #include <cstdint>
@@ -46,13 +48,16 @@ struct SlotView {
 
 class SliceStore {
  public:
+  // Complete windows kept per writer: the newest and the one before (the newest slot of a writer
+  // that dies may never arrive; the window before is then the one every writer shares).
+  static constexpr size_t kWindowsKept = 2;
   explicit SliceStore(uint64_t budget_bytes) : budget_(budget_bytes) {}
 
   // A slot `writer` took under plan `plan`'s `schedule`.
   Status add(const Writer& writer, uint64_t plan, const plan::CheckpointSchedule& schedule, SparseSlot slot);
   // The writer's newest complete window (empty: none, or an unknown writer).
   std::vector<const SparseSlot*> latest_complete(const Writer& writer) const;
-  // Every writer's newest complete window.
+  // Every complete window of every writer.
   std::vector<HeldWindow> windows() const;
   // The slots of the complete windows beginning at `from` that hold `wanted`, one per slot index
   // (in order), each with the wanted copies found in it; `missing` gets the units no window has.
@@ -69,9 +74,9 @@ class SliceStore {
   struct Held {
     uint64_t plan = 0;
     uint64_t newest = 0;  // the newest slot's iteration
-    SparseHolder slots;
+    SparseHolder slots{kWindowsKept};
   };
-  void drop_stopped(uint64_t completed_from);
+  void drop_stopped(uint64_t completed_from, uint64_t plan);
   uint64_t budget_;
   std::map<Writer, Held> held_;
 };

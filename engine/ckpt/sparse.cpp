@@ -104,27 +104,41 @@ void SparseWindows::add(SparseSlot slot) {
   uint64_t start = window_start(slot.step);
   bool completes = slot.index + 1 == schedule_.window;
   slots_[slot.step] = std::move(slot);
-  if (!completes || latest_complete().empty() || latest_complete().front()->step != start) return;
-  // a newer complete window supersedes the older ones; their storage is kept for the next slots
-  for (auto it = slots_.begin(); it != slots_.end() && it->first < start;) {
+  if (!completes || complete_at(start).empty()) return;
+  // the `keep` newest complete windows supersede the older ones; their storage is kept for the
+  // next slots
+  auto kept = complete_windows();
+  if (kept.size() < keep_) return;
+  uint64_t oldest_kept = kept[keep_ - 1].front()->step;
+  for (auto it = slots_.begin(); it != slots_.end() && it->first < oldest_kept;) {
     if (spare_.size() < schedule_.window) spare_.push_back(std::move(it->second));
     it = slots_.erase(it);
   }
 }
 
-std::vector<const SparseSlot*> SparseWindows::latest_complete() const {
+std::vector<const SparseSlot*> SparseWindows::complete_at(uint64_t start) const {
+  std::vector<const SparseSlot*> out;
+  for (uint32_t i = 0; i < schedule_.window; ++i) {
+    auto s = slots_.find(start + i);
+    if (s == slots_.end() || s->second.index != i) return {};
+    out.push_back(&s->second);
+  }
+  return out;
+}
+
+std::vector<std::vector<const SparseSlot*>> SparseWindows::complete_windows() const {
+  std::vector<std::vector<const SparseSlot*>> out;
   for (auto it = slots_.rbegin(); it != slots_.rend(); ++it) {
     if (it->second.index + 1 != schedule_.window) continue;
-    uint64_t start = window_start(it->first);
-    std::vector<const SparseSlot*> out;
-    for (uint32_t i = 0; i < schedule_.window; ++i) {
-      auto s = slots_.find(start + i);
-      if (s == slots_.end() || s->second.index != i) break;
-      out.push_back(&s->second);
-    }
-    if (out.size() == schedule_.window) return out;
+    auto w = complete_at(window_start(it->first));
+    if (!w.empty()) out.push_back(std::move(w));
   }
-  return {};
+  return out;
+}
+
+std::vector<const SparseSlot*> SparseWindows::latest_complete() const {
+  auto all = complete_windows();
+  return all.empty() ? std::vector<const SparseSlot*>{} : all.front();
 }
 
 SparseSlot SparseWindows::recycled() {
@@ -149,7 +163,7 @@ UnitCopy* SparseWindows::find(uint64_t step, const UnitId& id) {
 
 void SparseHolder::start(const plan::CheckpointSchedule& schedule) {
   if (current_ && !current_->latest_complete().empty()) previous_ = std::move(current_);
-  current_ = std::make_unique<SparseWindows>(schedule);
+  current_ = std::make_unique<SparseWindows>(schedule, keep_);
 }
 
 SparseSlot SparseHolder::recycled() { return current_ ? current_->recycled() : SparseSlot{}; }
@@ -166,6 +180,14 @@ std::vector<const SparseSlot*> SparseHolder::latest_complete() const {
     if (!w.empty()) return w;
   }
   return previous_ ? previous_->latest_complete() : std::vector<const SparseSlot*>{};
+}
+
+std::vector<std::vector<const SparseSlot*>> SparseHolder::complete_windows() const {
+  std::vector<std::vector<const SparseSlot*>> out;
+  for (const auto* w : {current_.get(), previous_.get()})
+    if (w)
+      for (auto& c : w->complete_windows()) out.push_back(std::move(c));
+  return out;
 }
 
 size_t SparseHolder::bytes() const { return (current_ ? current_->bytes() : 0) + (previous_ ? previous_->bytes() : 0); }

@@ -64,14 +64,18 @@ SparseSlot take_slot(const plan::CheckpointSchedule& s, uint32_t index, uint64_t
 std::vector<UnitId> slot_units(const plan::CheckpointSchedule& s, uint32_t index, const ModelShape& shape,
                                const std::vector<UnitId>& written);
 
-// The slots a holder keeps: the newest complete window and the one being filled. Adding the last
-// slot of a window drops every older one.
+// The slots a holder keeps: the `keep` newest complete windows and the one being filled. Adding
+// the last slot of a window drops the windows older than those. (An agent keeps two: a writer's
+// newest slot may die with it on the way, and the window before is then the one all writers
+// share.)
 class SparseWindows {
  public:
-  explicit SparseWindows(plan::CheckpointSchedule s) : schedule_(std::move(s)) {}
+  explicit SparseWindows(plan::CheckpointSchedule s, size_t keep = 1) : schedule_(std::move(s)), keep_(keep) {}
   void add(SparseSlot slot);
   // The newest complete window, its slots in order (empty when none is complete).
   std::vector<const SparseSlot*> latest_complete() const;
+  // Every complete window kept, newest first.
+  std::vector<std::vector<const SparseSlot*>> complete_windows() const;
   size_t bytes() const;
   const plan::CheckpointSchedule& schedule() const { return schedule_; }
   // A superseded slot, for take_slot to copy into (empty when there is none).
@@ -81,7 +85,9 @@ class SparseWindows {
 
  private:
   uint64_t window_start(uint64_t step) const { return step - step % schedule_.period; }
+  std::vector<const SparseSlot*> complete_at(uint64_t start) const;  // empty unless complete
   plan::CheckpointSchedule schedule_;
+  size_t keep_ = 1;
   std::map<uint64_t, SparseSlot> slots_;  // by step
   std::vector<SparseSlot> spare_;          // superseded slots, their storage reused (at most a window)
 };
@@ -91,6 +97,7 @@ class SparseWindows {
 // or the checkpoint policy, changes).
 class SparseHolder {
  public:
+  explicit SparseHolder(size_t keep = 1) : keep_(keep) {}
   // From now on, slots under `schedule` (a new window begins).
   void start(const plan::CheckpointSchedule& schedule);
   const plan::CheckpointSchedule* schedule() const { return current_ ? &current_->schedule() : nullptr; }
@@ -98,10 +105,13 @@ class SparseHolder {
   SparseSlot recycled();  // SparseWindows::recycled of the schedule in force
   // The newest complete window (under the schedule in force, else the one before it).
   std::vector<const SparseSlot*> latest_complete() const;
+  // Every complete window held, newest first (the schedule in force's, then the one before it).
+  std::vector<std::vector<const SparseSlot*>> complete_windows() const;
   size_t bytes() const;
   UnitCopy* find(uint64_t step, const UnitId& id);  // test hook (SparseWindows::find)
 
  private:
+  size_t keep_ = 1;
   std::unique_ptr<SparseWindows> current_, previous_;
 };
 

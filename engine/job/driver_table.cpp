@@ -104,8 +104,12 @@ std::string describe(const Event& e) {
           [](const in::PlanRequest& r) { return "plan request: " + r.why; },
           [](const in::Stop& s) { return std::string(s.save ? "stop (save first): " : "stop: ") + s.why; },
           [](const in::Slices& s) {
-            return "slices of node " + std::to_string(s.report.node_id) + ": " + std::to_string(s.report.windows.size()) +
-                   " complete windows, " + std::to_string(s.report.bytes) + " bytes";
+            std::string out = "slices of node " + std::to_string(s.report.node_id) + ": " +
+                              std::to_string(s.report.bytes) + " bytes, complete windows";
+            for (const auto& w : s.report.windows)
+              out += " " + who(w.writer_node, w.writer_index) + "@" + std::to_string(w.from) + ".." + std::to_string(w.to) +
+                     "(" + std::to_string(w.units.size()) + " units, plan " + std::to_string(w.plan) + ")";
+            return out + (s.report.windows.empty() ? " none" : "");
           },
       },
       e);

@@ -95,8 +95,8 @@ const std::vector<Field>& fields() {
               "<run>/snapshots (the fallback when an expert loses every replica; 0: none, restore from the seed)",
               [](JobConfig& j) -> int64_t& { return j.train.checkpoint_every; }),
       integer("train.peer_copies", 0, 64, "nodes holding each slice of the sparse snapshots (MoEtion, the "
-              "checkpoint policy's window) in their agent's memory, chosen away from the writer's experts (0: none: "
-              "no sparse rung)",
+              "checkpoint policy's window) in their agent's memory, the first away from the writer's experts (0: no "
+              "sparse snapshots are taken at all, and the ladder has no sparse rung)",
               [](JobConfig& j) -> int64_t& { return j.train.peer_copies; }),
       integer("train.peer_memory_mb", 1, 1e9, "what each agent may hold of other workers' sparse snapshot slices "
               "(MiB); a slice past it is refused, with an event, and the windows held are kept",

@@ -30,6 +30,7 @@ void SparseSnapshots::start(const plan::CheckpointSchedule& schedule, SliceRoute
   wait();
   std::lock_guard<std::mutex> lock(mu_);
   holder_.start(schedule);
+  active_ = !route.peers.empty();
   route_ = std::make_shared<const SliceRoute>(std::move(route));
   ++generation_;
 }
@@ -37,30 +38,29 @@ void SparseSnapshots::start(const plan::CheckpointSchedule& schedule, SliceRoute
 bool SparseSnapshots::takes_slot(uint64_t step) const {
   std::lock_guard<std::mutex> lock(mu_);
   const plan::CheckpointSchedule* schedule = holder_.schedule();
-  return schedule && ckpt::slot_of(*schedule, step).has_value();
+  return active_ && schedule && ckpt::slot_of(*schedule, step).has_value();
 }
 
 void SparseSnapshots::after_commit(uint64_t step, double grad_norm, const ModelShape& shape,
                                    std::vector<const model::Unit*> units) {
-  wait();
-  std::lock_guard<std::mutex> lock(mu_);
-  const plan::CheckpointSchedule* schedule = holder_.schedule();
-  if (!schedule) return;
-  auto index = ckpt::slot_of(*schedule, step);
-  if (!index) return;
-  job_ = Job{step, *index, grad_norm, shape, std::move(units), {}, *schedule, route_, generation_};
-  cv_.notify_all();
+  queue(Job{step, 0, grad_norm, shape, std::move(units), {}, {}, {}, 0});
 }
 
 void SparseSnapshots::after_commit_copied(uint64_t step, double grad_norm, const ModelShape& shape,
                                           ckpt::SnapshotUnits copied) {
+  queue(Job{step, 0, grad_norm, shape, {}, std::move(copied), {}, {}, 0});
+}
+
+// For the snapshot thread, under the schedule and route in force, if the step takes a slot.
+void SparseSnapshots::queue(Job job) {
   wait();
   std::lock_guard<std::mutex> lock(mu_);
   const plan::CheckpointSchedule* schedule = holder_.schedule();
-  if (!schedule) return;
-  auto index = ckpt::slot_of(*schedule, step);
+  if (!schedule || !active_) return;
+  auto index = ckpt::slot_of(*schedule, job.step);
   if (!index) return;
-  job_ = Job{step, *index, grad_norm, shape, {}, std::move(copied), *schedule, route_, generation_};
+  job.index = *index, job.schedule = *schedule, job.route = route_, job.generation = generation_;
+  job_ = std::move(job);
   cv_.notify_all();
 }
 

@@ -63,7 +63,8 @@ class SparseSnapshots {
   SparseSnapshots(const SparseSnapshots&) = delete;
   SparseSnapshots& operator=(const SparseSnapshots&) = delete;
 
-  // A plan was applied: its schedule and route from now on.
+  // A plan was applied: its schedule and route from now on. A route without peers (a job of one
+  // node, or train.peer_copies = 0) takes no slots: nobody would hold them.
   void start(const plan::CheckpointSchedule& schedule, SliceRoute route);
   // Whether the schedule gives `step` a slot (the caller gathers the units only then).
   bool takes_slot(uint64_t step) const;
@@ -91,6 +92,7 @@ class SparseSnapshots {
     std::shared_ptr<const SliceRoute> route;
     uint64_t generation = 0;  // start()s so far: a slot of an older plan is put, not kept
   };
+  void queue(Job job);
   void run();
   void take(const Job& job);
   void put(const ckpt::SparseSlot& slot, const Job& job);
@@ -105,6 +107,7 @@ class SparseSnapshots {
   ckpt::SparseHolder holder_;   // under mu_
   std::shared_ptr<const SliceRoute> route_;  // under mu_
   uint64_t generation_ = 0;     // under mu_
+  bool active_ = false;         // the plan gives this rank peers (none: no slots are taken at all)
   SparseHeld held_;             // copy_ms, slot_bytes, puts_missed (under mu_)
   // The snapshot thread's own: a DEALER socket per peer endpoint.
   std::vector<std::pair<std::string, std::unique_ptr<zmq::socket_t>>> sockets_;

@@ -352,8 +352,12 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
   shared_ = shared_experts(replicas_);
   int64_t t1 = mono_ns();
   if (p.restore && p.restore_window >= 0) {
-    if (device_) return fail("plan ", p.number(), ": a restore from sparse snapshots needs a CPU worker (", spec_.device, ")");
     SAL_TRY(restore_from_peers(p));
+    if (device_ && replay_) {  // the CUDA model has no frozen operators yet: only a window of one slot
+      replay_.reset();
+      return fail("plan ", p.number(), ": the window from iteration ", p.restore_window, " must be replayed with frozen "
+                  "operators, which a GPU worker cannot run yet (", spec_.device, ")");
+    }
   } else if (p.restore) {
     SAL_TRY(restore(p));
   } else {

@@ -1,7 +1,10 @@
--- lose_expert.lua — the last rung of the recovery ladder: every node holding expert 0 of layer 0
--- is killed at once, so no replica of it survives; the newest dense snapshot is restored (the steps
--- after it run again) and training goes on. Replacement nodes join at the same time.
+-- lose_expert.lua — the restoring rungs of the recovery ladder: every node holding expert 0 of
+-- layer 0 is killed at once, so no replica of it survives; the newest window of sparse snapshots in
+-- the surviving agents' memory is restored and replayed (no committed step lost), or, with
+-- train.peer_copies = 0, the newest dense snapshot on disk (the steps after it run again), and
+-- training goes on. Replacement nodes join at the same time.
 --   salamander run scripts/jobs/drill8.lua --drill scripts/drills/lose_expert.lua
+--   salamander run scripts/jobs/drill8.lua --drill scripts/drills/lose_expert.lua --set train.peer_copies=0
 drill{ name = "lose-every-replica", steps = 90, seed = 1 }
 kill{ expert = 0, layer = 0, step = 50 }
 add{ count = 2, step = 50 }

@@ -27,6 +27,7 @@
 #include "model/optimizer.h"
 #include "model/params.h"
 #include "model_configs.h"
+#include "one_process_step.h"
 
 using namespace sal;
 using namespace sal::model;
@@ -52,44 +53,22 @@ const std::vector<Mode>& modes() {
 
 // ms per step over `steps` timed steps.
 double time_steps(Params& p, const Corpus& c, int batch, int steps) {
-  const Dims& d = p.dims;
-  OptimConfig oc;
   double ms = 0;
   for (int s = 0; s < kWarmup + steps; ++s) {
-    Batch b = make_batch(c, 1, uint64_t(s), 0, batch, d.seq_len);
     auto t0 = Clock::now();
-    LocalExchange ex(p);
-    MoeGpt m(p);
-    p.zero_grads();
-    auto st = m.step(b, int64_t(batch) * d.seq_len, ex);
-    if (!st) {
-      std::fprintf(stderr, "bench_frozen: %s\n", st.error().message().c_str());
-      std::exit(1);
-    }
-    double norm2 = 0;
-    for (Unit* u : p.units()) norm2 += grad_sum_squares(*u);
-    apply_adamw(p, oc, learning_rate(oc, s), clip_scale(oc, std::sqrt(norm2)), s + 1);
+    bench::update(p, bench::forward_backward(p, c, batch, s), s);
     if (s >= kWarmup) ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   }
   return ms / steps;
 }
 
-int arg(int argc, char** argv, const char* name, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == name) return std::max(1, std::atoi(argv[i + 1]));
-  return fallback;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = arg(argc, argv, "--threads", 2), steps = arg(argc, argv, "--steps", 10), repeat = arg(argc, argv, "--repeat", 3);
+  int threads = bench::int_arg(argc, argv, "--threads", 2), steps = bench::int_arg(argc, argv, "--steps", 10), repeat = bench::int_arg(argc, argv, "--repeat", 3);
   kernels::cpu::set_threads(threads);
   const auto& configs = bench::model_configs();
-  std::mt19937 rng(1);
-  std::vector<uint16_t> tokens(200000);
-  for (auto& t : tokens) t = uint16_t(rng() % 256);
-  Corpus corpus = Corpus::from_tokens(std::move(tokens), "random bytes");
+  Corpus corpus = bench::random_corpus();
   std::printf("frozen operators, one process, %d threads, best of %d x %d steps\n\n", threads, repeat, steps);
   std::printf("| model | mode | ms/step | saved |\n| --- | --- | ---: | ---: |\n");
   for (const auto& cfg : configs) {

@@ -2,9 +2,10 @@
 // against a dense snapshot every iteration (Gemini-style), side by side in one run. One process
 // trains moe-gpt (all experts local, the quickstart and the larger model); after each update the
 // worker's real snapshot machinery (runtime::SparseSnapshots) copies the iteration's slot on its
-// own thread while the next step runs and puts it to two real slice endpoints (mesh::SliceServer,
-// each on a libuv loop of its own thread, as two peer agents would hold it), which check the
-// checksums and keep the windows. The next update waits for the copy if it is still reading.
+// own thread while the next step runs and puts it to two real slice endpoints (mesh::SliceServer
+// on a libuv loop, each in a process of its own as a peer agent is: this program run with
+// --peer), which check the checksums and keep the windows. The next update waits for the copy if
+// it is still reading.
 //
 // Modes: "none" (no schedule), "sparse" (a window of --window iterations, the operators dealt to
 // its slots in turn: each iteration copies 1/W of the model in full and the compute weights of the
@@ -25,8 +26,13 @@
 //
 //   bench_sparse [--threads N] [--steps S] [--repeat R] [--window W] [--model M --mode X]
 //   defaults: 1 thread, 10 steps, 2 repeats, W = 8, every model and mode
+#include <sys/prctl.h>
+#include <unistd.h>
 #include <uv.h>
 #include <zmq.hpp>
+
+#include <csignal>
+#include <cstring>
 
 #include <algorithm>
 #include <atomic>
@@ -37,7 +43,6 @@
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
@@ -48,6 +53,7 @@
 #include "model/optimizer.h"
 #include "model/params.h"
 #include "model_configs.h"
+#include "one_process_step.h"
 #include "runtime/sparse_snapshots.h"
 
 using namespace sal;
@@ -58,36 +64,47 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kWarmup = 2;
 
-// A slice endpoint on a libuv loop of its own thread: a peer agent's, in-process.
+// `bench_sparse --peer`: a slice endpoint on a libuv loop, as a peer agent holds one, in a process
+// of its own; prints its endpoint and serves until its parent exits.
+int serve_peer() {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  zmq::context_t ctx;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  auto s = mesh::SliceServer::open(&loop, ctx, "127.0.0.1", "");
+  if (!s) {
+    std::fprintf(stderr, "bench_sparse --peer: %s\n", s.error().message().c_str());
+    return 1;
+  }
+  (*s)->set_budget(uint64_t(8) << 30);
+  std::printf("%s\n", (*s)->endpoint().c_str());
+  std::fflush(stdout);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  return 0;
+}
+
+// A peer process (above), started from this program's own binary.
 class Peer {
  public:
-  explicit Peer(zmq::context_t& ctx) {
-    uv_loop_init(&loop_);
-    uv_async_init(&loop_, &stop_, [](uv_async_t* a) { uv_stop(a->loop); });
-    auto s = mesh::SliceServer::open(&loop_, ctx, "127.0.0.1", "");
-    if (!s) {
-      std::fprintf(stderr, "bench_sparse: %s\n", s.error().message().c_str());
+  Peer() {
+    pipe_ = popen(("exec " + self() + " --peer").c_str(), "r");  // exec: the peer is our child
+    char line[512] = {0};
+    if (!pipe_ || !std::fgets(line, sizeof line, pipe_)) {
+      std::fprintf(stderr, "bench_sparse: a peer process did not start\n");
       std::exit(1);
     }
-    server_ = std::move(*s);
-    server_->set_budget(uint64_t(8) << 30);
-    thread_ = std::thread([this] { uv_run(&loop_, UV_RUN_DEFAULT); });
+    endpoint_ = std::string(line, std::strcspn(line, "\n"));
   }
-  ~Peer() {
-    uv_async_send(&stop_);
-    thread_.join();
-    server_.reset();
-    uv_close(reinterpret_cast<uv_handle_t*>(&stop_), nullptr);
-    uv_run(&loop_, UV_RUN_DEFAULT);
-    uv_loop_close(&loop_);
-  }
-  wire::SliceNode node(uint32_t id) const { return {id, server_->endpoint(), ""}; }
+  wire::SliceNode node(uint32_t id) const { return {id, endpoint_, ""}; }
 
  private:
-  uv_loop_t loop_{};
-  uv_async_t stop_{};
-  std::unique_ptr<mesh::SliceServer> server_;
-  std::thread thread_;
+  static std::string self() {
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, size_t(n)) : "bench_sparse";
+  }
+  FILE* pipe_ = nullptr;  // the peer dies with this process (PR_SET_PDEATHSIG)
+  std::string endpoint_;
 };
 
 plan::CheckpointSchedule schedule_of(const Dims& d, uint32_t window) {
@@ -105,28 +122,17 @@ struct Timing {
 Timing time_steps(zmq::context_t& ctx, const std::vector<wire::SliceNode>& peers, Params& p, const Corpus& c, int batch,
                   int steps, uint32_t window) {
   const Dims& d = p.dims;
-  OptimConfig oc;
   runtime::SparseSnapshots snaps(ctx);
   if (window > 0) snaps.start(schedule_of(d, window), runtime::SliceRoute{0, 0, 1, peers, ""});
   std::vector<const Unit*> units;
   for (const Unit* u : p.units()) units.push_back(u);
   Timing t;
   for (int s = 0; s < kWarmup + steps; ++s) {
-    Batch b = make_batch(c, 1, uint64_t(s), 0, batch, d.seq_len);
     auto t0 = Clock::now();
-    LocalExchange ex(p);
-    MoeGpt m(p);
-    p.zero_grads();
-    auto st = m.step(b, int64_t(batch) * d.seq_len, ex);
-    if (!st) {
-      std::fprintf(stderr, "bench_sparse: %s\n", st.error().message().c_str());
-      std::exit(1);
-    }
-    double norm2 = 0;
-    for (Unit* u : p.units()) norm2 += grad_sum_squares(*u);
+    double norm = bench::forward_backward(p, c, batch, s);
     snaps.wait();  // the last slot's copy may still be reading
-    apply_adamw(p, oc, learning_rate(oc, s), clip_scale(oc, std::sqrt(norm2)), s + 1);
-    if (window > 0) snaps.after_commit(uint64_t(s), std::sqrt(norm2), d, units);
+    bench::update(p, norm, s);
+    if (window > 0) snaps.after_commit(uint64_t(s), norm, d, units);
     if (s >= kWarmup) {
       t.ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       t.slot_bytes += double(snaps.held().slot_bytes);
@@ -144,25 +150,17 @@ std::string text_arg(int argc, char** argv, const char* name) {
   return "";
 }
 
-int arg(int argc, char** argv, const char* name, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == name) return std::max(1, std::atoi(argv[i + 1]));
-  return fallback;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = arg(argc, argv, "--threads", 1), steps = arg(argc, argv, "--steps", 10),
-      repeat = arg(argc, argv, "--repeat", 2), window = arg(argc, argv, "--window", 8);
+  if (argc > 1 && std::string(argv[1]) == "--peer") return serve_peer();
+  int threads = bench::int_arg(argc, argv, "--threads", 1), steps = bench::int_arg(argc, argv, "--steps", 10),
+      repeat = bench::int_arg(argc, argv, "--repeat", 2), window = bench::int_arg(argc, argv, "--window", 8);
   kernels::cpu::set_threads(threads);
   zmq::context_t ctx;
-  Peer a(ctx), b(ctx);
+  Peer a, b;
   std::vector<wire::SliceNode> peers{a.node(1), b.node(2)};
-  std::mt19937 rng(1);
-  std::vector<uint16_t> tokens(200000);
-  for (auto& t : tokens) t = uint16_t(rng() % 256);
-  Corpus corpus = Corpus::from_tokens(std::move(tokens), "random bytes");
+  Corpus corpus = bench::random_corpus();
   struct Mode {
     std::string name;
     uint32_t window;

@@ -188,7 +188,7 @@ TEST_CASE("the holder keeps the newest complete window and the one being filled"
   CHECK_FALSE(slot_of(dense, 11).has_value());
 }
 
-TEST_CASE("a node's slice store keeps each writer's newest complete window within its budget, and refuses damaged or excess slices") {
+TEST_CASE("a node's slice store keeps each writer's two newest complete windows within its budget, and refuses damaged or excess slices") {
   Corpus c = corpus(tiny().vocab);
   Params p = Params::create(tiny(), 3, Params::all_experts(tiny()));
   std::vector<SparseSlot> slots;
@@ -197,11 +197,12 @@ TEST_CASE("a node's slice store keeps each writer's newest complete window withi
   for (size_t i = 0; i < 4; ++i) window_bytes += slots[i].bytes();
 
   const Writer w00{0, 0}, w10{1, 0};
-  SliceStore store(2 * window_bytes + slots[4].bytes() / 2);  // two windows, not a slot more
+  SliceStore store(3 * window_bytes + slots[4].bytes() / 2);  // three windows, not a slot more
   for (size_t i = 0; i < 8; ++i) REQUIRE(store.add(w00, 1, schedule(), slots[i]).ok());
   for (size_t i = 0; i < 4; ++i) REQUIRE(store.add(w10, 1, schedule(), slots[i]).ok());
   CHECK(store.writers() == std::vector<Writer>{w00, w10});
   CHECK(store.latest_complete(w00).front()->step == 4);
+  CHECK(store.windows().size() == 3);  // 0.0's windows 4 and 0 (the one before is kept), 1.0's 0
   CHECK(store.latest_complete(w10).front()->step == 0);
   CHECK(store.latest_complete(Writer{2, 0}).empty());
 
@@ -250,14 +251,16 @@ TEST_CASE("a slice store answers a fetch from whichever writer holds each unit, 
   SliceStore store(1ull << 30);
   for (size_t i = 0; i < 8; ++i) REQUIRE(store.add(a, 3, schedule(), only(slots[i], true)).ok());
   for (size_t i = 0; i < 8; ++i) REQUIRE(store.add(b, 3, schedule(), only(slots[i], false)).ok());
-  auto held = store.windows();
-  REQUIRE(held.size() == 2);
+  auto held = store.windows();  // each writer's two newest, newest first
+  REQUIRE(held.size() == 4);
   CHECK(held[0].writer == a);
   CHECK(held[0].from == 4);
   CHECK(held[0].to == 7);
   CHECK(held[0].plan == 3);
   CHECK(held[0].units == std::vector<UnitId>{UnitId{UnitKind::embedding, -1, -1}});
-  CHECK(held[1].units.size() == 12);
+  CHECK(held[1].from == 0);
+  CHECK(held[2].writer == b);
+  CHECK(held[2].units.size() == 12);
 
   std::set<UnitId> wanted{UnitId{UnitKind::embedding, -1, -1}, UnitId{UnitKind::expert, 1, 2}};
   std::vector<UnitId> missing;
@@ -270,15 +273,25 @@ TEST_CASE("a slice store answers a fetch from whichever writer holds each unit, 
     for (const auto& [id, copy] : view[i].units) CHECK(copy->checksum == slots[4 + i].units.at(id).checksum);
   }
   missing.clear();
-  CHECK(store.window_slots(0, wanted, &missing).empty());  // window 0 was superseded
-  CHECK(missing.size() == 2);
+  CHECK(store.window_slots(0, wanted, &missing).size() == 4);  // the window before is kept too
+  CHECK(missing.empty());
 
+  // a writer of the same plan one window behind is kept: its slots may be on their way; a's window 0
+  // is now superseded by two newer ones
+  for (size_t i = 8; i < 12; ++i) REQUIRE(store.add(a, 3, schedule(), only(slots[i], true)).ok());
+  CHECK(store.writers() == std::vector<Writer>{a, b});
+  CHECK(store.latest_complete(b).front()->step == 4);
+  missing.clear();
+  store.window_slots(0, wanted, &missing);
+  CHECK(missing == std::vector<UnitId>{UnitId{UnitKind::embedding, -1, -1}});
   // writer a moves to plan 4: its slots start a new window; b stops writing and, once a completes
-  // a window b has no slot of, b is dropped
-  for (size_t i = 8; i < 12; ++i) REQUIRE(store.add(a, 4, schedule(), only(slots[i], true)).ok());
+  // a window under the newer plan that b has no slot of, b is dropped
+  std::vector<SparseSlot> more;
+  for (uint64_t step = 12; step < 16; ++step) more.push_back(slot_after(step, train_step(p, c, step), p));
+  for (size_t i = 0; i < 4; ++i) REQUIRE(store.add(a, 4, schedule(), only(more[i], true)).ok());
   CHECK(store.writers() == std::vector<Writer>{a});
   CHECK(store.windows().front().plan == 4);
-  CHECK(store.windows().front().from == 8);
+  CHECK(store.windows().front().from == 12);
 }
 
 TEST_CASE("a slot travels as a SlicePut and its frames, and a wrong frame or unit is refused with the field") {
