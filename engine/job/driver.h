@@ -255,6 +255,7 @@ class Driver {
   std::map<Participant, SparseHolding> sparse_;
   std::map<NodeId, wire::SliceReport> peer_slices_;  // what each agent last reported holding
   std::set<uint64_t> peer_windows_failed_;           // windows (first iteration) a restore failed to load
+  std::map<NodeId, uint32_t> refusals_said_;         // per node: its refusals when the last was said
   uint64_t sparse_replaced_ = 0;                     // a sparse restore in flight: the committed steps before it
   std::optional<uint64_t> replay_to_;                // a sparse restore in force replays up to this iteration
   // Until the replay's last iteration commits, no plan may move state (joins and rebalances wait;

@@ -213,9 +213,19 @@ void Driver::sparse_copied(Participant p, const wire::StepVote& v) {
   facts_.bandwidth_Bps = snapshot_Bps_.median();
 }
 
+// A refusal is said the first time a node refuses, then at its 10th, 100th, ... (an agent short of
+// memory refuses a slot every iteration).
 void Driver::on_slices(const Event& e) {
   const auto& r = std::get<in::Slices>(e).report;
-  if (!r.refusal.empty()) note("slice_refused", "node " + std::to_string(r.node_id) + ": " + r.refusal, act::Level::warn);
+  if (!r.refusal.empty()) {
+    uint32_t& said = refusals_said_[NodeId(r.node_id)];
+    if (said == 0 || r.refused >= said * 10) {
+      note("slice_refused", "node " + std::to_string(r.node_id) + ": " + r.refusal + " (" + std::to_string(r.refused) +
+                                " refused so far)",
+           act::Level::warn);
+      said = std::max<uint32_t>(r.refused, 1);
+    }
+  }
   peer_slices_[NodeId(r.node_id)] = r;
 }
 

@@ -183,3 +183,28 @@ TEST_CASE("t0553-sparse-policy-swap: the checkpoint policy swapped live (moetion
   REQUIRE(eventually([&] { return m.status()["step"].get<int64_t>() > after + 20; }, 30000, 20));
   CHECK(m.status()["workers"]["ready"] == 3);
 }
+
+TEST_CASE("t0554-slice-budget: agents that cannot hold their share refuse it with the rule, and training goes on") {
+  std::string dir = temp_dir("sparse-restore");
+  MeshOptions shape;
+  std::string job = dir + "/job.lua";
+  // slots of about 1 MiB and more (d 64, every operator in full every 10 steps) against 1 MiB an agent
+  std::ofstream(job) << "return {\n  name = 'slice-budget',\n"
+                     << "  model = { layers = 2, d_model = 64, heads = 4, experts = 8, top_k = 2, seq_len = 32 },\n  "
+                     << shape.data << "\n  train = { steps = 25, batch = 8, rebalance_every = 0, checkpoint_every = 0, "
+                     << "peer_memory_mb = 1 },\n  mesh = { nodes = 3 },\n  policies = { slots = 4, checkpoint = 'dense' },\n}\n";
+  auto j = run_json({bin(), "run", job, "--json", "--out", dir + "/run"}, dir + "/run.out", 60000);
+  CHECK(j["steps"] == 25);
+  CHECK(j["lost_steps"] == 0);
+  std::string refusal;
+  int said = 0;
+  for (const auto& e : events(dir + "/run"))
+    if (e.kind == "slice_refused") {
+      if (refusal.empty()) refusal = e.detail;
+      ++said;
+    }
+  CAPTURE(refusal);
+  CHECK(refusal.find("refused: ") != std::string::npos);
+  CHECK(refusal.find("past its budget of 1048576 (the windows held are kept) (1 refused so far)") != std::string::npos);
+  CHECK(said <= 3 * 2);  // the first refusal of each node, then at the 10th (not every one)
+}
