@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ckpt/slice_frames.h"
+#include "core/clock.h"
 #include "mesh/endpoint.h"
 #include "mesh/zmq_uv.h"
 
@@ -47,6 +48,7 @@ Result<std::unique_ptr<SliceServer>> SliceServer::open(uv_loop_t* loop, zmq::con
     if (at != std::string::npos) s->corrupt_node_ = hook.substr(at + 1);
   }
   SliceServer* self = s.get();
+  s->flush_ = std::make_unique<Timer>(loop);
   s->watcher_ = std::make_unique<ZmqWatcher>(loop, s->sock_, [self] { self->on_message(); });
   return s;
 }
@@ -145,7 +147,19 @@ void SliceServer::changed(const std::string& refusal) {
   if (!refusal.empty()) {
     ++refused_;
     spdlog::warn("slice endpoint: {}", refusal);
+    return send_report(refusal);
   }
+  int64_t since_ms = (mono_ns() - last_report_ns_) / 1'000'000;
+  if (since_ms >= kReportEveryMs) return send_report("");
+  if (held_back_) return;
+  held_back_ = true;
+  flush_->start(uint64_t(kReportEveryMs - since_ms), 0, [this] { send_report(""); });
+}
+
+void SliceServer::send_report(const std::string& refusal) {
+  held_back_ = false;
+  flush_->stop();
+  last_report_ns_ = mono_ns();
   if (!on_report) return;
   auto r = report();
   r.refusal = refusal;

@@ -4,8 +4,10 @@
 // ckpt/slice_frames.h); the store (ckpt/slice_store.h) keeps each writer's newest complete window
 // within the job's budget (checkpoint.peer_memory_mb) and refuses, with the rule, a damaged slot
 // or one past the budget. A worker restoring from peers fetches the slots of a window
-// (wire::SliceFetch: one SlicePut per slot, then SliceDone). Whenever what the store holds
-// changes, or it refused something, `on_report` gets a SliceReport for the controller.
+// (wire::SliceFetch: one SlicePut per slot, then SliceDone). When a window completes `on_report`
+// gets a SliceReport for the controller — at most one each kReportEveryMs (a window of one slot
+// completes every iteration; the last change is sent when the interval is over) — and at once
+// when the store refused something.
 //
 // The endpoint is a ROUTER on the agent's data host with a port of the kernel's choosing; off
 // loopback it is a CURVE server with the agent's own key pair (its public key goes to the
@@ -25,6 +27,7 @@
 
 #include "ckpt/slice_store.h"
 #include "core/result.h"
+#include "mesh/timer.h"
 #include "wire/codec.h"
 
 namespace sal::mesh {
@@ -45,6 +48,7 @@ class SliceServer {
   void set_budget(uint64_t bytes);
   wire::SliceReport report() const;
   std::function<void(const wire::SliceReport&)> on_report;
+  static constexpr int64_t kReportEveryMs = 100;
 
  private:
   explicit SliceServer(zmq::context_t& ctx);
@@ -54,6 +58,7 @@ class SliceServer {
   void send(const std::string& rid, wire::Parts parts);
   void corrupt_for_test(const ckpt::Writer& w, const ckpt::SparseSlot& slot);
   void changed(const std::string& refusal = "");
+  void send_report(const std::string& refusal);
 
   zmq::socket_t sock_;
   std::unique_ptr<ZmqWatcher> watcher_;
@@ -63,6 +68,9 @@ class SliceServer {
   uint32_t refused_ = 0;
   std::string corrupt_unit_;  // SAL_TEST_CORRUPT_SLICE
   std::string corrupt_node_;  // ... "": every node
+  std::unique_ptr<Timer> flush_;  // sends a report held back by the interval
+  int64_t last_report_ns_ = 0;
+  bool held_back_ = false;
 };
 
 }  // namespace sal::mesh
