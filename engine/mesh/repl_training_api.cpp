@@ -3,6 +3,7 @@
 // come from these entries).
 #include <lua.hpp>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -141,10 +142,10 @@ void push_peer_slices(const job::Driver& t, lua_State* L) {
       lua::set_field(L, "to", int64_t(w.to));
       lua::set_field(L, "units", int64_t(w.units.size()));
       lua_rawseti(L, -2, int(k + 1));
-      for (const auto& u : w.units) {
+      for (const auto& u : w.units) {  // the newest window, and every node holding one (reports lag by up to 100 ms)
         Where& o = ops[slice_unit_name(u)];
-        if (int64_t(w.from) > o.from) o = Where{int64_t(w.from), int64_t(w.to), {}};
-        if (int64_t(w.from) == o.from) o.nodes.push_back(uint32_t(node));
+        if (int64_t(w.from) > o.from) o.from = int64_t(w.from), o.to = int64_t(w.to);
+        if (std::find(o.nodes.begin(), o.nodes.end(), uint32_t(node)) == o.nodes.end()) o.nodes.push_back(uint32_t(node));
       }
     }
     lua_setfield(L, -2, "windows");

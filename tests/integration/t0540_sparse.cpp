@@ -35,8 +35,11 @@ TEST_CASE("t0540-sparse-live: workers take the schedule's slots every step, job.
   CHECK(c["workers"].size() == 3);
   CHECK(c["bytes"].get<int64_t>() > 0);
   // the slots are held in the other nodes' agents: two copies of each, the whole model restorable
-  REQUIRE_MESSAGE(eventually([&] { return m.eval_json("return job.checkpoint().restorable ~= nil").get<bool>(); }, 20000, 20),
-                  m.eval_json("return job.checkpoint()").dump());
+  // (each agent reports within 100 ms of a window completing: wait until both of rank 0's have)
+  REQUIRE_MESSAGE(eventually([&] {
+    return m.eval_json("local c = job.checkpoint() return c.restorable ~= nil and c.operators.embedding ~= nil and "
+                       "#c.operators.embedding.nodes == 2").get<bool>();
+  }, 20000, 20), m.eval_json("return job.checkpoint()").dump());
   c = m.eval_json("return job.checkpoint()");
   CHECK(c["agents"].size() == 3);
   int64_t held = 0;
