@@ -25,6 +25,9 @@ MeshOptions training(const std::string& extra = "") {
   o.agents = 4;
   o.steps = 1000000;
   o.repl_budget_ms = kBudgetMs;
+  // no sparse snapshots: the steps/s compared are the REPL's effect alone (the slots' copies and
+  // puts share this machine's two cores with the agents that hold them)
+  o.train = "batch = 8, peer_copies = 0";
   o.extra = extra;
   return o;
 }
