@@ -287,7 +287,10 @@ WorkerChoice Driver::choose(const std::vector<Participant>& ready, uint64_t step
   uint32_t ep = plan::ep_size(uint32_t(cfg_.model.experts), cfg_.slots);
   Restorable have;
   if (snapshots_ && snapshots_->latest()) have.dense_step = snapshots_->latest()->step;
-  if (auto w = peer_window(step)) have.sparse_to = w->to;
+  have.sparse_to = [this, step] {
+    auto w = peer_window(step);
+    return w ? std::optional<uint64_t>(w->to) : std::nullopt;
+  };
   auto c = choose_workers(cfg_.recovery, ep, ready, applied_, step, have);
   if (replaying() && !c.restore() && !c.use.empty()) {
     // frozen operators have no optimizer state to move, and new holders no later slots to load

@@ -61,7 +61,8 @@ const char* rung_name(Rung r) {
 Rung restore_rung(const std::vector<std::string>& lost, const Restorable& have) {
   if (lost.empty()) return Rung::elastic;
   // the window's replay leaves the state of step sparse_to + 1, a dense snapshot that of its step
-  if (have.sparse_to && (!have.dense_step || *have.dense_step <= *have.sparse_to + 1)) return Rung::sparse;
+  auto sparse_to = have.sparse_to ? have.sparse_to() : std::nullopt;
+  if (sparse_to && (!have.dense_step || *have.dense_step <= *sparse_to + 1)) return Rung::sparse;
   return forced_restore(have);
 }
 

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,10 +50,11 @@ struct WorkerChoice {
 };
 
 // What the restoring rungs have to offer: the newest complete dense snapshot's step, and the last
-// iteration of the newest sparse window in peers' memory that covers the model, if any.
+// iteration of the newest sparse window in peers' memory that covers the model, if any — asked
+// only when a unit is lost (finding it reads every agent's report).
 struct Restorable {
   std::optional<uint64_t> dense_step;
-  std::optional<uint64_t> sparse_to;
+  std::function<std::optional<uint64_t>()> sparse_to;
 };
 
 // `ep` is the EP group size (ignored by elastic); `ready` sorted; `step` the next step.

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "ckpt/slice_frames.h"
+
 namespace sal::job {
 namespace {
 
@@ -43,28 +45,12 @@ std::optional<PeerWindow> restorable_window(const std::map<NodeId, wire::SliceRe
     PeerWindow pw{from, to, {}};
     for (const auto& [node, ids] : held) {
       wire::SliceHolder h{uint32_t(node), {}};
-      for (const UnitId& id : ids) h.units.push_back({uint8_t(id.kind), int32_t(id.layer), int32_t(id.expert)});
+      for (const UnitId& id : ids) h.units.push_back(ckpt::unit_ref(id));
       pw.holders.push_back(std::move(h));
     }
     return pw;
   }
   return std::nullopt;
-}
-
-std::string describe_windows(const std::map<NodeId, wire::SliceReport>& reports, const std::set<NodeId>& live) {
-  std::map<uint64_t, size_t> nodes_by_start;
-  for (const auto& [node, r] : reports) {
-    if (!live.count(node)) continue;
-    std::set<uint64_t> starts;
-    for (const auto& w : r.windows) starts.insert(w.from);
-    for (uint64_t s : starts) ++nodes_by_start[s];
-  }
-  if (nodes_by_start.empty()) return "no live node holds a complete window";
-  std::string out;
-  for (auto it = nodes_by_start.rbegin(); it != nodes_by_start.rend(); ++it)
-    out += (out.empty() ? "" : ", ") + std::to_string(it->second) + " nodes hold windows from iteration " +
-           std::to_string(it->first);
-  return out + ", none covering every unit";
 }
 
 }  // namespace sal::job

@@ -13,7 +13,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <string>
 #include <vector>
 
 #include "core/ids.h"
@@ -31,8 +30,5 @@ struct PeerWindow {
 std::optional<PeerWindow> restorable_window(const std::map<NodeId, wire::SliceReport>& reports,
                                             const std::set<NodeId>& live, const ModelShape& shape, uint64_t committed,
                                             const std::set<uint64_t>& skip);
-
-// "3 of 4 nodes hold window 12..15" style summary of what the reports hold, for events.
-std::string describe_windows(const std::map<NodeId, wire::SliceReport>& reports, const std::set<NodeId>& live);
 
 }  // namespace sal::job

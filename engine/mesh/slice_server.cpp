@@ -58,8 +58,7 @@ SliceServer::SliceServer(zmq::context_t& ctx) : sock_(ctx, zmq::socket_type::rou
 SliceServer::~SliceServer() = default;
 
 void SliceServer::set_budget(uint64_t bytes) {
-  if (bytes == 0 || bytes == store_.budget()) return;
-  store_.set_budget(bytes);
+  if (bytes > 0) store_.set_budget(bytes);
 }
 
 void SliceServer::on_message() {
@@ -85,25 +84,28 @@ void SliceServer::put(const wire::Parts& parts) {
   auto d = ckpt::decode_slot(parts);
   if (!d) return changed("a slice refused: " + d.error().message());
   ckpt::Writer w{d->head.writer_node, d->head.writer_index};
-  const ckpt::SparseSlot copy_for_test = corrupt_unit_.empty() ? ckpt::SparseSlot{} : d->slot;
+  const uint64_t step = d->head.step;
+  std::vector<UnitId> hook;  // the test hook's unit, if this slot has it
+  if (!corrupt_unit_.empty())
+    for (const auto& [id, copy] : d->slot.units)
+      if (id.name() == corrupt_unit_) hook.push_back(id);
   bool completes = d->head.index + 1 == d->head.schedule.window;
   if (auto s = store_.add(w, d->head.plan, d->head.schedule, std::move(d->slot)); !s) return changed(s.error().message());
   if (!corrupt_unit_.empty() && (corrupt_node_.empty() || corrupt_node_ == std::to_string(node_)))
-    corrupt_for_test(w, copy_for_test);
+    corrupt_for_test(w, step, hook);
   if (completes) changed();
 }
 
 // Flips a bit of the unit's weights in the copy just stored (its checksum no longer matches).
-void SliceServer::corrupt_for_test(const ckpt::Writer& w, const ckpt::SparseSlot& slot) {
-  for (const auto& [id, c] : slot.units) {
-    if (id.name() != corrupt_unit_) continue;
-    ckpt::UnitCopy* held = store_.find(w, slot.step, id);
+void SliceServer::corrupt_for_test(const ckpt::Writer& w, uint64_t step, const std::vector<UnitId>& ids) {
+  for (const UnitId& id : ids) {
+    ckpt::UnitCopy* held = store_.find(w, step, id);
     if (!held || held->w.empty()) continue;
     uint32_t bits;
     std::memcpy(&bits, &held->w[0], sizeof bits);
     bits ^= 1u;
     std::memcpy(&held->w[0], &bits, sizeof bits);
-    spdlog::warn("test hook: corrupted {} in the slot of iteration {} from {}", id.name(), slot.step, w.name());
+    spdlog::warn("test hook: corrupted {} in the slot of iteration {} from {}", id.name(), step, w.name());
   }
 }
 

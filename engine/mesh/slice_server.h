@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ckpt/slice_store.h"
 #include "core/result.h"
@@ -56,7 +57,7 @@ class SliceServer {
   void put(const wire::Parts& parts);
   void fetch(const std::string& rid, const wire::SliceFetch& f);
   void send(const std::string& rid, wire::Parts parts);
-  void corrupt_for_test(const ckpt::Writer& w, const ckpt::SparseSlot& slot);
+  void corrupt_for_test(const ckpt::Writer& w, uint64_t step, const std::vector<UnitId>& ids);
   void changed(const std::string& refusal = "");
   void send_report(const std::string& refusal);
 

@@ -591,11 +591,11 @@ TEST_CASE("a restore from peers that fails falls to the dense snapshot, and the 
 }
 
 TEST_CASE("a dense snapshot newer than every sparse window is the cheaper restore") {
-  Restorable have{8, 5};  // dense of step 8; the window's replay ends with the state of step 6
+  Restorable have{8, [] { return std::optional<uint64_t>(5); }};  // dense of step 8; the replay ends with step 6's state
   CHECK(restore_rung({"layer 0 expert 1"}, have) == Rung::dense);
   have.dense_step = 6;
   CHECK(restore_rung({"layer 0 expert 1"}, have) == Rung::sparse);
-  have.sparse_to.reset();
+  have.sparse_to = nullptr;
   CHECK(restore_rung({"layer 0 expert 1"}, have) == Rung::dense);
   CHECK(restore_rung({}, have) == Rung::elastic);
 }
