@@ -133,7 +133,8 @@ class Checker {
 };
 
 Result<wire::FaultPoint> fault_point(const Checker& ck, const std::string& s) {
-  static const std::vector<std::string> names{"forward", "alltoall", "allreduce", "migration", "snapshot"};
+  static const std::vector<std::string> names{"forward", "alltoall", "allreduce", "migration", "snapshot",
+                                              "backward"};
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i] == s) return wire::FaultPoint(i);
   return fail(ck.where(), ": ", ck.kind(), ".during: '", s, "' is not a point of the step", did_you_mean(s, names),

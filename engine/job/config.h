@@ -71,6 +71,14 @@ struct TrainConfig {
   std::string recovery = "elastic";  // elastic | fixed-ep-ft | checkpoint-restart
 };
 
+// The job's parallel shape (DESIGN "Parallel shape"): `groups` data-parallel groups, each a whole
+// model run as an expert-parallel mesh over its share of the workers; the global batch of a step is
+// split into `groups` shard types, which the redundancy policy stacks over the groups (SPARe).
+struct ParallelConfig {
+  int64_t groups = 1;          // 1: one expert-parallel group over every worker (no data-parallel groups)
+  int64_t redundancy = 0;      // r: shard types each group hosts (0: the redundancy policy chooses)
+};
+
 struct MeshConfig {
   int64_t nodes = 4;           // local agents `salamander run` starts
   std::string devices = "cpu:1";
@@ -119,6 +127,7 @@ struct JobConfig {
   ModelConfig model;
   DataConfig data;
   TrainConfig train;
+  ParallelConfig parallel;
   MeshConfig mesh;
   ReplConfig repl;
   MetricsConfig metrics;

@@ -146,6 +146,7 @@ void Driver::on_timer(const Event& e) {
 
 void Driver::on_lost(const Event& e) {
   const auto& l = std::get<in::Lost>(e);
+  if (try_patch(l)) return;
   step_outcome(l.worker ? steps_.lost_worker({l.node, *l.worker}, l.cause) : steps_.lost(l.node, l.cause));
 }
 
@@ -153,6 +154,7 @@ void Driver::on_vote(const Event& e) {
   const auto& v = std::get<in::Vote>(e).vote;
   Participant p{v.node_id, v.index};
   if (v.ok) sparse_copied(p, v);
+  if (!vote_answers_patch(v)) return;  // a vote on the step as it was before a patch
   if (v.ok && v.step == tally_.step && steps_.in_flight() && steps_.participants().count(p) && tally_.voted.insert(p).second) {
     tally_.ce += v.ce_sum;
     tally_.tokens += v.tokens;
@@ -527,6 +529,7 @@ bool Driver::join_batch_over() {
 }
 
 void Driver::begin_step() {
+  patch_.reset();
   tally_ = Tally{};
   tally_.step = steps_.next_step();
   tally_.loads.assign(size_t(cfg_.model.layers) * size_t(cfg_.model.experts), 0);
@@ -551,6 +554,7 @@ void Driver::step_outcome(StepCoordinator::Outcome o) {
 }
 
 void Driver::step_aborted() {
+  patch_.reset();
   const std::string& why = steps_.last_abort_reason();
   note("step_aborted", "step " + std::to_string(tally_.step) + ": " + why, act::Level::warn);
   out_.push_back(act::Send{{}, true, wire::StepAbort{steps_.epoch(), tally_.step, why}});
@@ -600,6 +604,14 @@ StepRecord Driver::step_record() const {
 void Driver::committed(const StepRecord& r) {
   step_failures_ = 0;
   recovery_ends(tally_.step);
+  if (patch_) {  // the plan's cross-group plane is spent and a group lost ranks: it re-plans now
+    note("step_patched", "step " + std::to_string(tally_.step) + " committed without " + std::to_string(patch_->lost.size()) +
+                             " lost worker(s), patched " + std::to_string(patch_->sent) + " time(s); group(s) re-plan next");
+    patch_.reset();
+    plane_spent_ = true;
+    plan_wanted_ = true;
+    plan_reason_ = "re-plan after patched step " + std::to_string(tally_.step);
+  }
   loads_.add(tally_.loads);
   step_s_.add(r.step_ms / 1e3);
   facts_.iteration_s = step_s_.median();

@@ -140,6 +140,7 @@ class Driver {
     std::string cause;
     int64_t since_ns = 0;
     bool restored = false;
+    bool patched = false;  // SPARe's patch kept the step in flight
     std::string source;  // the restore's: "peers", "disk" or "seed"
     uint64_t rerun = 0;  // committed steps its restores run again
   };
@@ -170,6 +171,7 @@ class Driver {
   void on_request(const Event& e);
   void on_stop(const Event& e);
   void on_slices(const Event& e);
+  void on_patch_decided(const Event& e);
 
   // ---- the phases ----
   void poke();
@@ -199,6 +201,13 @@ class Driver {
   void begin_step();
   void step_outcome(StepCoordinator::Outcome o);
   void step_aborted();
+  // ---- SPARe's patch (driver_patch.cpp) ----
+  // A loss in the middle of a grouped plan's step: asks the redundancy policy for a patch instead
+  // of aborting; false when the step cannot be patched (one group, a replay, a stop, no survivor).
+  bool try_patch(const in::Lost& l);
+  // Whether a vote answers the patch in force (or the step as begun, when none was sent).
+  bool vote_answers_patch(const wire::StepVote& v) const;
+  void send_patch(const plan::ShardStacks& stacks);
   StepRecord step_record() const;  // the committed step's metrics
   void committed(const StepRecord& r);
   void retry_fired();
@@ -284,6 +293,16 @@ class Driver {
   bool stop_save_ = false; // the final save is a stop's (a failed one then does not fail the job)
   std::string failure_;
   std::optional<ckpt::SnapshotBook> snapshots_;
+  // The step in flight's patch (SPARe): who it lost, the groups whose work it drops, the patches
+  // sent so far, and the policy decision awaited.
+  struct Patching {
+    uint64_t step = 0;
+    uint32_t sent = 0;
+    std::set<Participant> lost;
+    std::set<uint32_t> damaged;
+    std::optional<uint64_t> deciding;
+  };
+  std::optional<Patching> patch_;
 };
 
 }  // namespace sal::job

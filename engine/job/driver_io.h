@@ -92,6 +92,11 @@ struct Decided {
   Result<PlanRecord> record;
 };
 struct TimerFired { Timer timer; };
+// The redundancy policy's stacks for the groups still in the step (act::DecidePatch's answer).
+struct PatchDecided {
+  uint64_t decision = 0;
+  Result<plan::ShardStacks> stacks;
+};
 // What an agent holds of the sparse snapshots (and what it refused), as it reported it.
 struct Slices { wire::SliceReport report; };
 // An operator (job.rebalance(), policy.load) or the job's own schedule wants a new plan.
@@ -110,7 +115,7 @@ struct Stop {
 }  // namespace in
 
 using Event = std::variant<in::Membership, in::Lost, in::Vote, in::Ready, in::Saved, in::Decided, in::TimerFired,
-                           in::PlanRequest, in::Stop, in::Slices>;
+                           in::PlanRequest, in::Stop, in::Slices, in::PatchDecided>;
 
 struct Input {
   int64_t now_ns = 0;  // CLOCK_MONOTONIC when it happened
@@ -119,7 +124,8 @@ struct Input {
 
 namespace act {
 
-using Message = std::variant<wire::StepBegin, wire::StepCommit, wire::StepAbort, wire::PlanUpdate, wire::SaveCheckpoint>;
+using Message = std::variant<wire::StepBegin, wire::StepCommit, wire::StepAbort, wire::PlanUpdate, wire::SaveCheckpoint,
+                             wire::StepPatch>;
 // To these nodes (those still reachable: live or draining); with `all`, to every reachable node.
 struct Send {
   std::vector<NodeId> to;
@@ -138,6 +144,14 @@ struct DecidePlan {
   // A resumed job whose ranks all came back: decide nothing, put this plan in force again under the
   // next number (its allocation, placement, schedule and stacks unchanged).
   std::optional<plan::Plan> keep;
+};
+// Ask the redundancy policy which groups compute which shard types when the groups not `alive`
+// drop out of the step in flight (SPARe's reordering, with the plan in force's stacks as the
+// current ones); the answer comes back as in::PatchDecided with the same `decision`.
+struct DecidePatch {
+  uint64_t decision = 0;
+  std::vector<bool> alive;
+  plan::ShardStacks current;
 };
 struct ArmTimer {
   Timer timer;
@@ -190,7 +204,7 @@ struct Journal {
 
 }  // namespace act
 
-using Action = std::variant<act::Send, act::DecidePlan, act::ArmTimer, act::CancelTimer, act::Note, act::Phase,
+using Action = std::variant<act::Send, act::DecidePlan, act::DecidePatch, act::ArmTimer, act::CancelTimer, act::Note, act::Phase,
                             act::StepDone, act::PlanInForce, act::RecoveryDone, act::StepsLost, act::Restored,
                             act::EraseKeys, act::SnapshotComplete, act::CheckpointComplete, act::SnapshotDrop, act::Committed, act::StopJob,
                             act::Journal>;

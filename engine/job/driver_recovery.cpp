@@ -187,7 +187,7 @@ void Driver::recovery_ends(uint64_t step) {
   if (!recovery_) return;
   double since_s = double(recovery_->since_ns - cfg_.origin_ns) / 1e9;
   out_.push_back(act::RecoveryDone{
-      {recovery_->cause, recovery_->restored ? "restore" : "elastic", since_s, now_s() - since_s, step, recovery_->source,
+      {recovery_->cause, recovery_->restored ? "restore" : recovery_->patched ? "patch" : "elastic", since_s, now_s() - since_s, step, recovery_->source,
        recovery_->rerun}});
   note("recovered", "training resumed: step " + std::to_string(step) + " committed " +
                         std::to_string((now_ns_ - recovery_->since_ns) / 1'000'000) + " ms after " + recovery_->cause);

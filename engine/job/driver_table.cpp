@@ -14,8 +14,8 @@ namespace {
 enum class When : uint8_t { gathering, planning, running, saving, done, failed, any };
 
 // The event kinds, as their index in job::Event, and the timers as their own kinds.
-enum class On : uint8_t { membership, lost, vote, ready, saved, decided, timer, request, stop, slices };
-static_assert(size_t(On::slices) + 1 == std::variant_size_v<Event>, "one kind per event");
+enum class On : uint8_t { membership, lost, vote, ready, saved, decided, timer, request, stop, slices, patch_decided };
+static_assert(size_t(On::patch_decided) + 1 == std::variant_size_v<Event>, "one kind per event");
 
 struct Row {
   When when;
@@ -49,7 +49,8 @@ Driver::Handler Driver::handler(Phase p, size_t event_kind, std::optional<Timer>
 
     {When::running,      On::membership,  {},              &Driver::on_membership},  // between steps: boundary
     {When::running,      On::vote,        {},              &Driver::on_vote},        // all yes: commit; a no: abort
-    {When::running,      On::lost,        {},              &Driver::on_lost},        // a participant gone: abort
+    {When::running,      On::lost,        {},              &Driver::on_lost},        // a participant gone: patch or abort
+    {When::running,      On::patch_decided, {},            &Driver::on_patch_decided},  // send the patch, or abort
     {When::running,      On::timer,       Timer::join,     &Driver::on_timer},       // join batch over: re-plan
     {When::running,      On::timer,       Timer::soon,     &Driver::on_membership},  // an operator's request
 
@@ -101,6 +102,9 @@ std::string describe(const Event& e) {
                    (d.record ? "" : ": " + d.record.error().message());
           },
           [](const in::TimerFired& t) { return std::string("timer ") + timer_name(t.timer); },
+          [](const in::PatchDecided& d) {
+            return "patch decided (" + std::to_string(d.decision) + ")" + (d.stacks ? "" : ": " + d.stacks.error().message());
+          },
           [](const in::PlanRequest& r) { return "plan request: " + r.why; },
           [](const in::Stop& s) { return std::string(s.save ? "stop (save first): " : "stop: ") + s.why; },
           [](const in::Slices& s) {
@@ -123,6 +127,7 @@ std::string describe(const Action& a) {
             return "send " + std::string(what) + (s.all ? " to all" : " to " + std::to_string(s.to.size()) + " nodes");
           },
           [](const act::DecidePlan& d) { return "decide a plan for " + std::to_string(d.workers) + " workers"; },
+          [](const act::DecidePatch& d) { return "decide a patch (" + std::to_string(d.decision) + ")"; },
           [](const act::ArmTimer& t) { return std::string("arm ") + timer_name(t.timer) + " " + std::to_string(t.ms) + " ms"; },
           [](const act::CancelTimer& t) { return std::string("cancel ") + timer_name(t.timer); },
           [](const act::Note& n) { return "note " + n.kind; },

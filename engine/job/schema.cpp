@@ -105,6 +105,15 @@ const std::vector<Field>& fields() {
            "how failures are survived: elastic (Salamander), or the baselines fixed-ep-ft (fixed expert-parallel "
            "groups, no restart while a whole group survives) and checkpoint-restart (restore on every change)",
            [](JobConfig& j) -> std::string& { return j.train.recovery; }),
+      integer("parallel.groups", 1, 1024, "data-parallel groups G: each a whole model (an expert-parallel mesh "
+              "with its own allocation, placement and recovery) over workers / G of the workers; the global batch "
+              "is split into G shard types that the redundancy policy stacks over the groups (must divide the "
+              "workers, mesh.nodes x devices)",
+              [](JobConfig& j) -> int64_t& { return j.parallel.groups; }),
+      integer("parallel.redundancy", 0, 64, "r: shard types each group hosts (SPARe's stacks; 0: the redundancy "
+              "policy chooses, spare r* = floor(log2 G + 0.833)); spare needs r(r-1) <= G-1 (a cyclic Golomb "
+              "ruler), replication r <= G",
+              [](JobConfig& j) -> int64_t& { return j.parallel.redundancy; }),
       integer("mesh.nodes", 1, 1024, "local agents `salamander run` starts",
               [](JobConfig& j) -> int64_t& { return j.mesh.nodes; }),
       text("mesh.devices", {}, "devices per node: cpu:K or cuda:I[,J...]",
@@ -281,6 +290,32 @@ bool valid_policy_ref(const std::string& v) {
   return true;
 }
 
+// The parallel shape against the workers the job starts with and the redundancy it asks for.
+void parallel_checks(const JobConfig& j, int64_t workers, std::vector<std::string>& errors) {
+  const int64_t g = j.parallel.groups, r = j.parallel.redundancy;
+  if (workers % g != 0)
+    errors.push_back("parallel.groups: " + std::to_string(g) + " groups do not divide the " + std::to_string(workers) +
+                     " workers (mesh.nodes = " + std::to_string(j.mesh.nodes) + " x mesh.devices = \"" +
+                     j.mesh.devices + "\")");
+  if (g > 1 && workers % g == 0 && (workers / g) * j.policies.slots < j.model.experts)
+    errors.push_back("parallel.groups: a group of " + std::to_string(workers / g) + " workers x policies.slots = " +
+                     std::to_string(j.policies.slots) + " cannot hold the " + std::to_string(j.model.experts) +
+                     " experts of a whole model once");
+  if (g > 1 && j.mesh.devices.rfind("cuda", 0) == 0)
+    errors.push_back("parallel.groups: groups of GPU workers are not built yet (mesh.devices = \"" + j.mesh.devices +
+                     "\"); parallel.groups > 1 runs on CPU workers");
+  if (g > 1 && j.train.recovery != "elastic")
+    errors.push_back("parallel.groups: groups recover the elastic way; train.recovery = \"" + j.train.recovery +
+                     "\" is a single-group baseline");
+  if (r > g)
+    errors.push_back("parallel.redundancy: r = " + std::to_string(r) + " is more than the " + std::to_string(g) +
+                     " shard types (parallel.groups)");
+  else if (j.policies.redundancy == "spare" && r > 1 && r * (r - 1) > g - 1)
+    errors.push_back("parallel.redundancy: spare cannot stack r = " + std::to_string(r) + " shard types over " +
+                     std::to_string(g) + " groups: a cyclic Golomb ruler of r marks needs r(r-1) = " +
+                     std::to_string(r * (r - 1)) + " <= groups - 1 = " + std::to_string(g - 1));
+}
+
 // The rules that tie keys together; one line per rule broken.
 void cross_checks(const JobConfig& j, std::vector<std::string>& errors) {
   auto add = [&errors](const Error& e) { errors.push_back(e.message()); };
@@ -293,7 +328,11 @@ void cross_checks(const JobConfig& j, std::vector<std::string>& errors) {
   if (j.data.path.empty()) add(fail("data.path: empty (a text file, a directory of text files, or a uint16 token file)"));
   if (j.data.format == "bytes" && j.model.vocab != 256)
     add(fail("model.vocab: byte-level data (data.format = \"bytes\") needs vocab = 256, got ", j.model.vocab));
-  if (auto d = parse_devices(j.mesh.devices); !d) add(Error("mesh.devices: " + d.error().message()));
+  if (auto d = parse_devices(j.mesh.devices); !d) {
+    add(Error("mesh.devices: " + d.error().message()));
+  } else {
+    parallel_checks(j, int64_t(d->size()) * j.mesh.nodes, errors);
+  }
   for (auto [key, ep] : {std::pair{"mesh.bind", j.mesh.bind}, std::pair{"repl.bind", j.repl.bind}})
     if (!valid_endpoint(ep))
       add(fail(key, ": \"", ep, "\" is not an endpoint (expected tcp://HOST:PORT or ipc://PATH)"));

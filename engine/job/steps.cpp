@@ -8,6 +8,14 @@ void StepCoordinator::begin(Epoch epoch, std::vector<Participant> who) {
   epoch_ = epoch;
   participants_ = std::set<Participant>(who.begin(), who.end());
   voted_.clear();
+  patching_ = false;
+}
+
+void StepCoordinator::patch(std::vector<Participant> who) {
+  if (!in_flight_) return;
+  participants_ = std::set<Participant>(who.begin(), who.end());
+  voted_.clear();
+  patching_ = true;
 }
 
 StepCoordinator::Outcome StepCoordinator::vote(Participant who, Epoch epoch, StepId step, bool ok,
@@ -22,6 +30,7 @@ StepCoordinator::Outcome StepCoordinator::vote(Participant who, Epoch epoch, Ste
   if (voted_.size() < participants_.size()) return Outcome::pending;
   in_flight_ = false;
   ++committed_;
+  patched_ += patching_;
   return Outcome::committed;
 }
 

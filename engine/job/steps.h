@@ -39,6 +39,10 @@ class StepCoordinator {
   // A vote: counts only for the step in flight, from a participant, once.
   Outcome vote(Participant who, Epoch epoch, StepId step, bool ok, const std::string& detail);
 
+  // SPARe's patch: the step in flight goes on with `who` (the participants left), their votes
+  // counted afresh; it counts as patched once it commits.
+  void patch(std::vector<Participant> who);
+  uint64_t patched() const { return patched_; }
   // A participant (or every participant of a node) is gone: aborts the step in flight.
   Outcome lost(NodeId node, const std::string& why);
   Outcome lost_worker(Participant who, const std::string& why);
@@ -59,7 +63,9 @@ class StepCoordinator {
 
   StepId committed_ = 0;
   uint64_t aborted_ = 0;
+  uint64_t patched_ = 0;
   bool in_flight_ = false;
+  bool patching_ = false;  // the step in flight was patched
   Epoch epoch_ = 0;
   std::set<Participant> participants_;
   std::set<Participant> voted_;

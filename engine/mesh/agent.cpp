@@ -178,6 +178,10 @@ void Agent::on_controller_message() {
       if (auto m = wire::decode<wire::StepAbort>(*env))
         for (auto& w : workers_) to_worker(w, *m);
       break;
+    case T::step_patch:
+      if (auto m = wire::decode<wire::StepPatch>(*env))
+        for (auto& w : workers_) to_worker(w, *m);
+      break;
     case T::job_spec:
       if (auto m = wire::decode<wire::JobSpec>(*env)) {
         job_ = std::move(*m);

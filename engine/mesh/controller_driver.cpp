@@ -174,6 +174,9 @@ void Controller::apply(const job::Action& action) {
   std::visit(Overloaded{
                  [&](const act::Send& a) { apply_send(a); },
                  [&](const act::DecidePlan& a) { apply_decide(a); },
+                 [&](const act::DecidePatch& a) {
+                   feed(job::in::PatchDecided{a.decision, planner_->patch_stacks(a.alive, a.current)});
+                 },
                  [&](const act::ArmTimer& a) { apply_timer(a.timer, a.ms); },
                  [&](const act::CancelTimer& a) { apply_timer(a.timer, std::nullopt); },
                  [&](const act::Note& a) { apply_note(a); },

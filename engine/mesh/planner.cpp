@@ -83,6 +83,24 @@ Result<job::PlanRecord> Planner::again(const plan::Plan& keep, Epoch epoch) {
 
 Result<job::PlanRecord> Planner::elastic(uint32_t workers) {
   if (workers == 0) return fail("no ready workers to plan for");
+  if (job_.parallel.groups > 1) return grouped(workers);
+  auto r = one_group(workers, current_placement(0, workers));
+  if (!r) return r.error();
+  job::PlanRecord rec;
+  rec.plan.nodes = workers;
+  rec.plan.slots = r->slots;
+  rec.plan.experts = r->experts;
+  rec.plan.floor = r->floor;
+  rec.plan.layers = std::move(r->layers);
+  rec.allocation_by = r->allocation_by;
+  rec.placement_by = r->placement_by;
+  rec.note = r->note;
+  return rec;
+}
+
+// A whole model over `workers` positions: the allocation, then the placement (from `current`, the
+// group's slot tables in the plan in force, when it had as many positions).
+Result<Planner::GroupPlan> Planner::one_group(uint32_t workers, Placements current) {
   auto slots = uint32_t(job_.policies.slots), experts = uint32_t(job_.model.experts);
   if (uint64_t(workers) * slots < experts)
     return fail(workers, " workers x ", slots, " slots cannot hold ", experts, " experts once each");
@@ -90,20 +108,72 @@ Result<job::PlanRecord> Planner::elastic(uint32_t workers) {
   auto alloc = policies_.slot(policy::Kind::allocation).decide(ain);
   const auto& ap = std::get<policy::AllocationProposal>(alloc.proposal);
   policy::PlacementInput pin{workers, slots, experts, ap.floor, ap.replicas, loads_, {}};
-  if (current_ && current_->plan.nodes == workers)
-    for (const auto& l : current_->plan.layers) pin.current.push_back(l.placement);
+  pin.current = std::move(current);
   auto place = policies_.slot(policy::Kind::placement).decide(pin);
   const auto& pp = std::get<policy::PlacementProposal>(place.proposal);
-  job::PlanRecord r;
-  r.plan.nodes = workers;
-  r.plan.slots = slots;
-  r.plan.experts = experts;
-  r.plan.floor = ap.floor;
-  for (size_t l = 0; l < ap.replicas.size(); ++l) r.plan.layers.push_back({ap.replicas[l], pp.placement[l]});
-  r.allocation_by = alloc.decided_by;
-  r.placement_by = place.decided_by;
-  r.note = ap.note;
-  return r;
+  GroupPlan g;
+  g.slots = slots;
+  g.experts = experts;
+  g.floor = ap.floor;
+  for (size_t l = 0; l < ap.replicas.size(); ++l) g.layers.push_back({ap.replicas[l], pp.placement[l]});
+  g.allocation_by = alloc.decided_by;
+  g.placement_by = place.decided_by;
+  g.note = ap.note;
+  return g;
+}
+
+// The plan in force's slot tables of group `g`, layer by layer, when that group had `positions`
+// positions (the placement policy starts from them); empty otherwise.
+Planner::Placements Planner::current_placement(uint32_t g, uint32_t positions) const {
+  Placements out;
+  if (!current_ || plan::group_count(current_->plan) <= g) return out;
+  plan::GroupSpan s = plan::group_span(current_->plan, g);
+  if (s.count != positions) return out;
+  for (const auto& l : current_->plan.layers)
+    out.emplace_back(l.placement.begin() + s.first, l.placement.begin() + s.first + s.count);
+  return out;
+}
+
+// parallel.groups = G: the workers split into G groups as evenly as possible (the first ones one
+// more), each planned as a whole model. Fewer groups stay up when a share could not hold every
+// expert (the rest are down: size 0, and the redundancy policy covers their shard types).
+Result<job::PlanRecord> Planner::grouped(uint32_t workers) {
+  const uint32_t G = uint32_t(job_.parallel.groups);
+  const uint64_t slots = uint64_t(job_.policies.slots), experts = uint64_t(job_.model.experts);
+  uint32_t up = std::min(G, workers);
+  while (up > 0 && (workers / up) * slots < experts) --up;
+  if (up == 0)
+    return fail(workers, " workers x ", slots, " slots cannot hold ", experts, " experts once each");
+  job::PlanRecord rec;
+  rec.plan.nodes = workers;
+  rec.plan.slots = uint32_t(slots);
+  rec.plan.experts = uint32_t(experts);
+  rec.plan.floor = ~0u;
+  rec.plan.layers.resize(size_t(job_.model.layers));
+  rec.plan.groups.assign(G, 0);
+  for (uint32_t g = 0; g < up; ++g) rec.plan.groups[g] = workers / up + (g < workers % up ? 1 : 0);
+  for (uint32_t g = 0; g < up; ++g) {
+    auto r = one_group(rec.plan.groups[g], current_placement(g, rec.plan.groups[g]));
+    if (!r) return r.error().with_context("group " + std::to_string(g));
+    rec.plan.floor = std::min(rec.plan.floor, r->floor);
+    for (size_t l = 0; l < r->layers.size(); ++l) {
+      auto& into = rec.plan.layers[l];
+      if (into.replicas.empty()) into.replicas.assign(size_t(experts), 0);
+      for (size_t e = 0; e < r->layers[l].replicas.size(); ++e) into.replicas[e] += r->layers[l].replicas[e];
+      for (auto& slots_of : r->layers[l].placement) into.placement.push_back(std::move(slots_of));
+    }
+    if (g == 0) {
+      rec.allocation_by = r->allocation_by;
+      rec.placement_by = r->placement_by;
+      rec.note = r->note;
+    }
+  }
+  if (up < G)
+    rec.note += std::string(rec.note.empty() ? "" : "; ") + std::to_string(G - up) + " of " + std::to_string(G) +
+                " groups down: " + std::to_string(workers) + " workers cannot make " + std::to_string(G) +
+                " groups that each hold every expert";
+  SAL_TRY(plan::check_groups(rec.plan));
+  return rec;
 }
 
 Result<job::PlanRecord> Planner::fixed_ep(uint32_t groups) {
@@ -131,12 +201,54 @@ void Planner::decide_schedule(const job::CheckpointFacts& facts, job::PlanRecord
   r.checkpoint_by = d.decided_by;
 }
 
-// One data-parallel group (parallel.groups = 1): the redundancy policy lays out its one shard type.
+// The redundancy policy stacks the G shard types over the groups that are up (G = 1: one type,
+// one group). A wiped-out layout (a type with no host up) resets the stacks: each type is then
+// computed by a group that is up, in turn, and the plan says so.
 void Planner::decide_stacks(job::PlanRecord& r) {
-  policy::RedundancyInput in{1, {true}, 0, current_.has_value(), current_ ? current_->plan.stacks : plan::ShardStacks{}};
+  const uint32_t G = plan::group_count(r.plan);
+  policy::RedundancyInput in;
+  in.groups = G;
+  for (uint32_t g = 0; g < G; ++g) in.alive.push_back(plan::group_span(r.plan, g).count > 0);
+  in.redundancy = uint32_t(job_.parallel.redundancy);
+  in.has_current = current_.has_value() && current_->plan.stacks.hosts.size() == G;
+  if (in.has_current) in.current = current_->plan.stacks;
   auto d = policies_.slot(policy::Kind::redundancy).decide(in);
   r.plan.stacks = std::get<policy::RedundancyProposal>(d.proposal);
   r.redundancy_by = d.decided_by;
+  if (r.plan.stacks.wipeout) {
+    reset_stacks(r.plan.stacks);
+    r.note += std::string(r.note.empty() ? "" : "; ") + "the shard stacks were wiped out (a shard type had no group up " +
+              "hosting it): reset, each type computed by a group up in turn";
+  }
+}
+
+Result<plan::ShardStacks> Planner::patch_stacks(const std::vector<bool>& alive, const plan::ShardStacks& current) {
+  policy::RedundancyInput in;
+  in.groups = uint32_t(alive.size());
+  in.alive = alive;
+  in.redundancy = uint32_t(job_.parallel.redundancy);
+  in.has_current = current.hosts.size() == alive.size();
+  if (in.has_current) in.current = current;
+  auto d = policies_.slot(policy::Kind::redundancy).decide(in);
+  auto stacks = std::get<policy::RedundancyProposal>(d.proposal);
+  spdlog::info("patch stacks by {}: {}", d.decided_by, stacks.wipeout ? "wiped out" : "depth " + std::to_string(stacks.depth()));
+  return stacks;
+}
+
+void Planner::reset_stacks(plan::ShardStacks& s) {
+  std::vector<uint32_t> up;
+  for (uint32_t g = 0; g < s.alive.size(); ++g)
+    if (s.alive[g]) up.push_back(g);
+  s.assignment.assign(s.alive.size(), {});
+  s.hosts.assign(s.alive.size(), {});
+  s.wipeout = up.empty();
+  if (up.empty()) return;
+  for (uint32_t t = 0; t < s.alive.size(); ++t) {
+    uint32_t g = up[t % up.size()];
+    s.assignment[g].push_back(t);
+    s.hosts[g].push_back(t);
+  }
+  for (const auto& h : s.hosts) s.redundancy = std::max<uint32_t>(s.redundancy, uint32_t(h.size()));
 }
 
 }  // namespace sal::mesh

@@ -36,6 +36,10 @@ class Planner {
   // of `ask.fixed_groups` groups. Recorded as current.
   Result<job::PlanRecord> decide(const job::act::DecidePlan& ask);
 
+  // SPARe's reordering for a patch: the redundancy policy's stacks when only the `alive` groups
+  // are left in the step, starting from `current` (the plan in force's).
+  Result<plan::ShardStacks> patch_stacks(const std::vector<bool>& alive, const plan::ShardStacks& current);
+
   policy::PolicySet& policies() { return policies_; }
   const std::optional<job::PlanRecord>& current() const { return current_; }
   // What the checkpoint policy was told at the last decision (job.plan() shows it).
@@ -43,10 +47,21 @@ class Planner {
 
  private:
   Result<job::PlanRecord> again(const plan::Plan& keep, Epoch epoch);
+  // One group's allocation and placement (a whole model over its positions).
+  struct GroupPlan {
+    uint32_t slots = 0, experts = 0, floor = 1;
+    std::vector<plan::LayerPlan> layers;
+    std::string allocation_by, placement_by, note;
+  };
+  using Placements = std::vector<std::vector<std::vector<uint32_t>>>;  // per layer, per position, the slots
   Result<job::PlanRecord> elastic(uint32_t workers);
+  Result<job::PlanRecord> grouped(uint32_t workers);
+  Result<GroupPlan> one_group(uint32_t workers, Placements current);
+  Placements current_placement(uint32_t g, uint32_t positions) const;
   Result<job::PlanRecord> fixed_ep(uint32_t groups);
   void decide_schedule(const job::CheckpointFacts& facts, job::PlanRecord& r);
   void decide_stacks(job::PlanRecord& r);
+  static void reset_stacks(plan::ShardStacks& s);
 
   const job::JobConfig& job_;
   ModelShape shape_;

@@ -134,7 +134,7 @@ Status MoeGpt::forward_layer(int l, int B, int T, ExpertExchange& ex, StepStats&
     a.f[size_t(e)] = tokens > 0 ? counts[size_t(e)] / (double(K) * tokens) : 0.0;
     aux += a.f[size_t(e)] * (tokens > 0 ? prob_sums[size_t(e)] / tokens : 0.0);
   }
-  stats.aux += double(d.aux_weight) * E * aux;
+  stats.aux += aux_share_ * double(d.aux_weight) * E * aux;
   // experts, then the gate-weighted combine into the residual stream
   Routing r{N, K, a.idx};
   SAL_TRY(ex.forward(l, a.h2.data(), r, a.out.data()));
@@ -170,7 +170,7 @@ void MoeGpt::backward_gate(int l, int N, const std::vector<float>& dw, std::vect
   LayerActs& a = acts_[size_t(l)];
   int E = d.experts, K = d.top_k, D = d.d;
   std::vector<float> dprobs(size_t(N) * E, 0.0f), dlogits(size_t(N) * E), dh(size_t(N) * D);
-  double aux_scale = a.global_tokens > 0 ? double(d.aux_weight) * E / a.global_tokens : 0.0;
+  double aux_scale = a.global_tokens > 0 ? aux_share_ * double(d.aux_weight) * E / a.global_tokens : 0.0;
   for (int t = 0; t < N; ++t) {
     for (int e = 0; e < E; ++e) dprobs[size_t(t) * E + e] = float(aux_scale * a.f[size_t(e)]);
     for (int j = 0; j < K; ++j) dprobs[size_t(t) * E + a.idx[size_t(t) * K + j]] += dw[size_t(t) * K + j];
@@ -224,6 +224,18 @@ Status MoeGpt::backward_layer(int l, int B, int T, ExpertExchange& ex, std::vect
                         u.weight_grad(dl.ln1_g), u.weight_grad(dl.ln1_b), N, D);
   for (size_t i = 0; i < dres.size(); ++i) dres[i] += dxmid[i];
   return {};
+}
+
+void add_stats(StepStats& a, const StepStats& b) {
+  a.ce_sum += b.ce_sum;
+  a.aux += b.aux;
+  a.tokens += b.tokens;
+  if (a.expert_counts.size() < b.expert_counts.size()) a.expert_counts.resize(b.expert_counts.size());
+  for (size_t l = 0; l < b.expert_counts.size(); ++l) {
+    auto& into = a.expert_counts[l];
+    if (into.size() < b.expert_counts[l].size()) into.resize(b.expert_counts[l].size(), 0);
+    for (size_t e = 0; e < b.expert_counts[l].size(); ++e) into[e] += b.expert_counts[l][e];
+  }
 }
 
 Result<StepStats> MoeGpt::step(const Batch& b, int64_t global_tokens, ExpertExchange& ex) {

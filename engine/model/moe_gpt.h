@@ -28,6 +28,9 @@ struct StepStats {
   std::vector<std::vector<uint32_t>> expert_counts;
 };
 
+// Adds `b`'s losses, tokens and expert counts to `a` (a rank computing several shard types).
+void add_stats(StepStats& a, const StepStats& b);
+
 // Experiments only (Dims::skew): the k experts of each of the N = rows tokens of layer `layer`,
 // drawn without replacement with weight `skew` for the first hot_experts experts and 1 for the
 // others, from a hash of (layer, position, token, previous token) — the same whichever worker or
@@ -41,6 +44,11 @@ class MoeGpt {
 
   // Forward and backward; gradients accumulate. global_tokens: tokens of the whole global batch.
   Result<StepStats> step(const Batch& b, int64_t global_tokens, ExpertExchange& ex);
+  // The share of the global batch whose routing statistics the exchange's global_stats() gathers
+  // (1: the whole batch). A data-parallel group computes a shard type at a time and balances over
+  // that type's tokens alone; its balancing loss and gradient are weighted by the type's share, so
+  // the types' losses add up to the batch's.
+  void set_aux_share(double share) { aux_share_ = share; }
 
   // Forward only, one sequence of up to seq_len tokens: the logits [V] of the last position.
   Result<std::vector<float>> next_logits(const std::vector<int32_t>& ids, ExpertExchange& ex);
@@ -71,6 +79,7 @@ class MoeGpt {
   std::vector<int32_t> targets_;
   const std::vector<int32_t>* inputs_ = nullptr;  // the batch forward() runs on
   int64_t global_tokens_ = 0;
+  double aux_share_ = 1.0;
 };
 
 }  // namespace sal::model

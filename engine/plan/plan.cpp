@@ -145,6 +145,14 @@ Result<Plan> plan_from_json(const nlohmann::json& j) {
     if (!s) return s.error();
     p.stacks = std::move(*s);
   }
+  if (j.contains("groups")) {
+    const auto& g = j["groups"];
+    if (!g.is_array()) return fail("plan: groups must be an array of position counts");
+    for (const auto& n : g) {
+      if (!n.is_number_unsigned()) return fail("plan: groups must be non-negative integers, got ", n.dump());
+      p.groups.push_back(uint32_t(n.get<uint64_t>()));
+    }
+  }
   return p;
 }
 
@@ -167,7 +175,50 @@ nlohmann::ordered_json plan_to_json(const Plan& p) {
   if (!p.stacks.hosts.empty())
     j["stacks"] = {{"redundancy", p.stacks.redundancy}, {"hosts", p.stacks.hosts}, {"alive", p.stacks.alive},
                    {"assignment", p.stacks.assignment}, {"wipeout", p.stacks.wipeout}};
+  if (!p.groups.empty()) j["groups"] = p.groups;
   return j;
+}
+
+uint32_t group_count(const Plan& p) { return p.groups.empty() ? 1 : uint32_t(p.groups.size()); }
+
+GroupSpan group_span(const Plan& p, uint32_t g) {
+  if (p.groups.empty()) return {0, 0, p.nodes};
+  GroupSpan s{g, 0, 0};
+  for (uint32_t i = 0; i < g && i < p.groups.size(); ++i) s.first += p.groups[i];
+  s.count = g < p.groups.size() ? p.groups[g] : 0;
+  return s;
+}
+
+GroupSpan group_of(const Plan& p, uint32_t pos) {
+  if (p.groups.empty()) return {0, 0, p.nodes};
+  uint32_t first = 0;
+  for (uint32_t g = 0; g < p.groups.size(); ++g) {
+    if (pos < first + p.groups[g]) return {g, first, p.groups[g]};
+    first += p.groups[g];
+  }
+  return {uint32_t(p.groups.size()), first, 0};  // past every group
+}
+
+Status check_groups(const Plan& p) {
+  if (p.groups.empty()) return {};
+  uint64_t total = 0;
+  for (uint32_t n : p.groups) total += n;
+  if (total != p.nodes) return fail("plan: the groups have ", total, " positions, the plan ", p.nodes);
+  for (uint32_t g = 0; g < p.groups.size(); ++g) {
+    GroupSpan s = group_span(p, g);
+    if (s.count == 0) continue;
+    for (size_t l = 0; l < p.layers.size(); ++l) {
+      std::vector<bool> held(p.experts, false);
+      for (uint32_t pos = s.first; pos < s.first + s.count && pos < p.layers[l].placement.size(); ++pos)
+        for (ExpertId e : p.layers[l].placement[pos])
+          if (e < p.experts) held[e] = true;
+      for (uint32_t e = 0; e < p.experts; ++e)
+        if (!held[e])
+          return fail("plan: group ", g, " (positions ", s.first, "..", s.first + s.count - 1, ") holds no replica of layer ",
+                      l, " expert ", e, ": a group must hold the whole model");
+    }
+  }
+  return {};
 }
 
 bool same_placement(const Plan& a, const Plan& b) {

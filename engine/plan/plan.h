@@ -2,7 +2,9 @@
 // from the planner through the wire (wire/plan_fields.h) to the runtime. A Plan is, per MoE layer,
 // the number of replicas of each expert and the expert held in every slot of every node position
 // (allocation + placement); the checkpoint-window policy's schedule; the redundancy policy's shard
-// stacks; and its version (the plan's number in the job). Positions are plan coordinates; remap.h
+// stacks; its data-parallel groups (how many positions each group has: group g is the contiguous
+// run of positions after groups 0..g-1; empty = one group of every position); and its version (the
+// plan's number in the job). Positions are plan coordinates; remap.h
 // maps physical nodes onto them (a plan position is a worker's rank). Expert ids and positions are 0-based here and in plan files (Lua policies see
 // them 1-based; the policy layer converts).
 //
@@ -10,9 +12,9 @@
 //   {"version": v, "nodes": N, "slots": c, "floor": f,
 //    "layers": [{"replicas": [r_0, ...], "placement": [[expert ids of node 0's slots], ...]}, ...],
 //    "experts": E, "schedule": {"window", "period", "slots"}, "stacks": {"redundancy", "hosts",
-//    "alive", "assignment", "wipeout"}}
+//    "alive", "assignment", "wipeout"}, "groups": [positions of group 0, ...]}
 // (All but "layers" are optional when reading: nodes, slots and experts are derived from the
-// layers; version, schedule and stacks are written only when set.)
+// layers; version, schedule, stacks and groups are written only when set.)
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -45,7 +47,20 @@ struct Plan {
   std::vector<LayerPlan> layers;
   CheckpointSchedule schedule;  // which operators take a full snapshot at each iteration
   ShardStacks stacks;           // which data-parallel group computes which shard types
+  std::vector<uint32_t> groups; // positions per data-parallel group, in order (0: a group that is down)
 };
+
+// Data-parallel groups (parallel.groups): each group's positions are a contiguous run; every
+// position of a one-group plan (groups empty) is in group 0.
+struct GroupSpan {
+  uint32_t group = 0, first = 0, count = 0;  // count: the group's positions
+};
+uint32_t group_count(const Plan& p);             // 1 when groups is empty
+GroupSpan group_of(const Plan& p, uint32_t pos);  // the group holding position `pos`
+GroupSpan group_span(const Plan& p, uint32_t g);
+// Checks that the groups cover the plan's positions exactly and that every group up holds every
+// expert of every layer at least once (a group is a whole model).
+Status check_groups(const Plan& p);
 
 // The same experts in the same slots of the same positions (what a worker holds is the same).
 bool same_placement(const Plan& a, const Plan& b);

@@ -147,6 +147,7 @@ Status DistributedExchange::forward(int layer, const float* x, const model::Rout
 }
 
 Status DistributedExchange::backward(int layer, const float* d_out, float* dx) {
+  if (before_backward) before_backward();
   auto it = layers_.find(layer);
   if (it == layers_.end()) return fail("layer ", layer, ": backward before forward");
   LayerState& s = it->second;

@@ -33,8 +33,9 @@ class DistributedExchange : public model::ExpertExchange {
   Status forward(int layer, const float* x, const model::Routing& r, float* out) override;
   Status backward(int layer, const float* d_out, float* dx) override;
 
-  // Called before every all-to-all (a drill's fault point).
+  // Called before every all-to-all, and as each layer's backward begins (a drill's fault points).
   std::function<void()> before_alltoall;
+  std::function<void()> before_backward;
 
  private:
   struct LayerState {

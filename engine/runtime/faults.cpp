@@ -14,6 +14,7 @@ const char* fault_point_name(wire::FaultPoint p) {
     case wire::FaultPoint::allreduce: return "allreduce";
     case wire::FaultPoint::migration: return "migration";
     case wire::FaultPoint::snapshot: return "snapshot";
+    case wire::FaultPoint::backward: return "backward";
     case wire::FaultPoint::count_: break;
   }
   return "?";

@@ -1,6 +1,7 @@
 // trainer.cpp — see trainer.h.
 #include "runtime/trainer.h"
 
+#include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -28,13 +29,6 @@ namespace sal::runtime {
 
 // How long a restoring worker waits for one holder's answer before asking the next.
 constexpr int kFetchTimeoutMs = 10000;
-
-// A plan's data plane. A pair connect to a peer that never comes costs a few times kConnectTimeoutMs
-// (Gloo's pair connect cannot be interrupted), so it is short: the controller retries a failed
-// plan. The waits for the peers' rendezvous keys are longer — an abort interrupts them — so that
-// a peer still leaving an abandoned plan's pair connects arrives in time.
-constexpr int64_t kConnectTimeoutMs = 1000;
-constexpr int64_t kRendezvousTimeoutMs = 8000;
 
 // One device snapshot at a time (DeviceCompute holds one): `busy` from begin_snapshot() until its
 // units are taken, on whichever thread. `device` goes null when the Trainer does, so units taken
@@ -142,7 +136,7 @@ Status Trainer::connect(const wire::PlanUpdate& p) {
   ranks_ = int(p.ranks.size());
   if (auto s = choose_device_plane(*comm, o.prefix); !s)
     return s.error().with_context("plan " + std::to_string(p.number()) + " data plane: the ranks' devices");
-  return {};
+  return connect_group(p);
 }
 
 namespace {
@@ -329,6 +323,7 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
   if (plan.experts != uint32_t(spec_.dims.experts))
     return fail("plan ", p.number(), " places ", plan.experts, " experts; the model has ", spec_.dims.experts);
   SAL_TRY(plan::check_shape(plan, size_t(spec_.dims.layers)));
+  SAL_TRY(plan::check_groups(plan));
   plan_ = 0;
   plan_times_ = {};
   plan_notes_.clear();
@@ -350,6 +345,13 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
   for (const auto& layer : plan.layers) replicas_.push_back(plan::replica_counts(layer, plan.experts));
   held_ = plan::held_by(plan, uint32_t(rank_));
   shared_ = shared_experts(replicas_);
+  role_ = group_role(plan, replicas_, rank_);
+  group_now_ = role_.groups > 1 ? int64_t(role_.span.group) : -1;
+  backup_ok_ = false;
+  if (role_.groups > 1)
+    spdlog::info("plan {}: rank {} in group {} of {} (ranks {}..{}), computing shard types [{}]", p.number(), rank_,
+                 role_.span.group, role_.groups, role_.span.first, role_.span.first + role_.span.count - 1,
+                 fmt::join(role_.types, ", "));
   int64_t t1 = mono_ns();
   if (p.restore && p.restore_window >= 0) {
     SAL_TRY(restore_from_peers(p));
@@ -429,18 +431,21 @@ Status Trainer::sync_gradients() {
   return reduce_among_holders(*comm_, rank_, shared_, params_);
 }
 
-// sqrt(sum of squares over every unit of the model, each expert once).
-Result<double> Trainer::global_norm() {
+Result<double> Trainer::global_norm() { return grad_norm(*comm_, replicas_); }
+
+// sqrt(sum of squares over every unit of the model, each expert once: `replicas` says how many of
+// comm's ranks hold it).
+Result<double> Trainer::grad_norm(comm::Collectives& comm, const std::vector<Counts>& replicas) {
   double dense = model::grad_sum_squares(params_.embedding);
   for (size_t l = 0; l < params_.dense.size(); ++l)
     dense += model::grad_sum_squares(params_.dense[l]) + model::grad_sum_squares(params_.gate[l]);
   double experts = 0;
   for (const auto& [key, u] : params_.experts) {
-    const auto& holders = replicas_[size_t(key.first)][size_t(key.second)];
+    const auto& holders = replicas[size_t(key.first)][size_t(key.second)];
     double h = double(std::count_if(holders.begin(), holders.end(), [](uint32_t x) { return x > 0; }));
     experts += model::grad_sum_squares(u) / std::max(h, 1.0);
   }
-  if (ranks_ > 1) SAL_TRY(comm_->allreduce_sum(&experts, 1));
+  if (comm.size() > 1) SAL_TRY(comm.allreduce_sum(&experts, 1));
   return std::sqrt(dense + experts);
 }
 
@@ -454,9 +459,10 @@ Result<StepOutcome> Trainer::step(uint64_t step) {
   int64_t t0 = mono_ns();
   if (!device_) params_.zero_grads();  // a GPU worker's gradients live on the device
   have_grads_ = false;
+  step_ = step;
+  if (role_.groups > 1) return grouped_step(step, t0);
   auto [first, count] = model::batch_share(spec_.global_batch, ranks_, rank_);
   model::Batch b = model::make_batch(corpus_, spec_.seed, step, first, count, spec_.dims.seq_len);
-  step_ = step;
   faults_->at(wire::FaultPoint::forward, step);
   if (device_) return device_step(step, b, t0);
   DistributedExchange ex(*comm_, params_, replicas_);
@@ -633,6 +639,7 @@ void Trainer::abort(const std::string& why) {
   aborting_ = true;
   if (auto s = std::atomic_load(&store_)) s->interrupt();
   if (auto c = std::atomic_load(&comm_)) c->abort(why);
+  if (auto c = std::atomic_load(&group_comm_)) c->abort(why);
   if (device_) device_->abort(why);  // set once in init(), before any abort can come
 }
 

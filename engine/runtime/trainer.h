@@ -55,6 +55,7 @@
 #include "runtime/dispatch.h"
 #include "runtime/expert_grads.h"
 #include "runtime/faults.h"
+#include "runtime/groups.h"
 #include "runtime/sparse_snapshots.h"
 #include "ckpt/writer.h"
 #include "runtime/train_spec.h"
@@ -91,6 +92,12 @@ class Trainer {
   // `units`, which first passes the drill's snapshot fault point of `step` on the writer's thread
   // (after the copy, before anything is written: a writer dying in the middle of a snapshot).
   ckpt::SnapshotUnits with_snapshot_fault(ckpt::SnapshotUnits units, uint64_t step) const;
+  // A plan's data planes. A pair connect to a peer that never comes costs a few times
+  // kConnectTimeoutMs (Gloo's pair connect cannot be interrupted), so it is short: the controller
+  // retries a failed plan. The waits for the peers' rendezvous keys are longer — an abort
+  // interrupts them — so that a peer still leaving an abandoned plan's pair connects arrives in time.
+  static constexpr int64_t kConnectTimeoutMs = 1000;
+  static constexpr int64_t kRendezvousTimeoutMs = 8000;
   // Each unit is in the snapshots of up to this many of its holders, so that a snapshot survives
   // the loss of one writer (ckpt/book.h).
   static constexpr size_t kSnapshotCopies = 2;
@@ -98,6 +105,15 @@ class Trainer {
   // From another thread: ends the plan's data plane (and a rendezvous in progress) so a blocked
   // call returns; everything fails fast until clear_abort().
   void abort(const std::string& why);
+  // SPARe's patch of the step in flight (parallel.groups > 1; trainer_groups.cpp).
+  // interrupt_for_patch(), from another thread: ends the plan's cross-group data plane, where the
+  // step's synchronisation may wait for a rank that is gone, and this rank's group's plane when
+  // the patch drops the group's work. patch(), on the training thread: starts the step's
+  // synchronisation again from this group's own gradients (or none), computing the patch's extra
+  // shard types first, over the patch's data plane.
+  void interrupt_for_patch(const wire::StepPatch& p);
+  Result<StepOutcome> patch(const wire::StepPatch& p);
+  bool grouped() const { return role_.groups > 1; }
   // On the training thread, once the controller's abort has been handled.
   void clear_abort();
 
@@ -142,6 +158,16 @@ class Trainer {
   std::vector<const model::Unit*> checkpoint_share() const;  // a final checkpoint's: one copy of each unit
   Status sync_gradients();
   Result<double> global_norm();
+  Result<double> grad_norm(comm::Collectives& comm, const std::vector<Counts>& replicas);
+  // parallel.groups > 1 (trainer_groups.cpp): this rank's group's data plane, the step of a grouped
+  // plan (groups.h), and the synchronisation it ends with, over a data plane and replica table.
+  Status connect_group(const wire::PlanUpdate& p);
+  Result<StepOutcome> grouped_step(uint64_t step, int64_t t0);
+  Status compute_types(uint64_t step, const std::vector<uint32_t>& types, model::StepStats& total);
+  Result<StepOutcome> finish_grouped(comm::Collectives& comm, const std::vector<Counts>& replicas,
+                                     model::StepStats total, int64_t t0);
+  void backup_grads();
+  void restore_grads();
   // GPU workers: opening the device, the step on it, and bringing the host Params up to date.
   Status open_device();
   Result<StepOutcome> device_step(uint64_t step, const model::Batch& b, int64_t t0);
@@ -155,6 +181,14 @@ class Trainer {
   model::Params params_;
   std::shared_ptr<comm::StoreClient> store_;     // atomic access: abort() reads it from another thread
   std::shared_ptr<comm::Collectives> comm_;      // likewise
+  std::shared_ptr<comm::Collectives> group_comm_;  // likewise; a grouped plan's: this rank's group only
+  GroupRole role_;                               // this rank's group in the plan (groups.h)
+  std::atomic<int64_t> group_now_{-1};           // role_.span.group while grouped, for interrupt_for_patch()
+  // A grouped step's gradients of its own shard types before the synchronisation, and their
+  // stats: what a patch starts again from.
+  std::vector<std::vector<float>> grad_backup_;
+  model::StepStats group_stats_;
+  bool backup_ok_ = false;
   std::atomic<bool> aborting_{false};
   std::vector<Counts> replicas_;                 // [layer] -> R[e][rank]
   std::vector<std::pair<int, int>> held_;        // (layer, expert) per slot of this rank

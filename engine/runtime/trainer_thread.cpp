@@ -40,6 +40,14 @@ void TrainerThread::abort(const std::string& why) {
   if (trainer_) trainer_->abort(why);
 }
 
+void TrainerThread::patch(wire::StepPatch p) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (trainer_) trainer_->interrupt_for_patch(p);
+  }
+  post(std::move(p));
+}
+
 wire::Holding TrainerThread::holding() const {
   std::lock_guard<std::mutex> lock(mu_);
   return held_;
@@ -164,8 +172,36 @@ void TrainerThread::handle(const wire::StepBegin& b) {
   if (!trainer_ || trainer_->plan() != b.plan) return;
   begun_epoch_ = b.epoch;
   spdlog::debug("step {} of epoch {} begins", b.step, b.epoch);
+  auto out = trainer_->step(b.step);
+  if (!out && trainer_->grouped() && verdict_queued(b.step)) {
+    spdlog::info("step {} failed ({}); the controller's word on it is queued", b.step, out.error().message());
+    return;
+  }
+  answer(vote_of(b, out, 0));
+}
+
+void TrainerThread::handle(const wire::StepPatch& p) {
+  if (!trainer_ || trainer_->plan() != p.plan) return;
+  spdlog::info("step {} patch {}: {}", p.step, p.patch, p.reason);
+  auto out = trainer_->patch(p);
+  answer(vote_of(wire::StepBegin{begun_epoch_, p.step, p.plan}, out, p.patch));
+}
+
+bool TrainerThread::verdict_queued(uint64_t step) {
+  auto found = [this, step] {
+    return std::any_of(queue_.begin(), queue_.end(), [step](const Request& r) {
+      if (const auto* p = std::get_if<wire::StepPatch>(&r)) return p->step == step;
+      if (const auto* a = std::get_if<wire::StepAbort>(&r)) return a->step == step;
+      return false;
+    });
+  };
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::milliseconds(kPatchWaitMs), found);
+}
+
+wire::StepVote TrainerThread::vote_of(const wire::StepBegin& b, const Result<StepOutcome>& out, uint32_t patch) const {
   wire::StepVote v{0, index_, b.epoch, b.step, false, "", 0, 0, 0, 0, 0, 0, {}};
-  auto out = trainer_ ? trainer_->step(b.step) : Result<StepOutcome>(fail("no job loaded"));
+  v.patch = patch;
   if (!out) {
     v.detail = out.error().message();
     spdlog::warn("step {} failed: {}", b.step, v.detail);
@@ -183,7 +219,7 @@ void TrainerThread::handle(const wire::StepBegin& b) {
     v.sparse_copy_ms = held.copy_ms, v.sparse_slot_bytes = held.slot_bytes;
     spdlog::debug("step {} computed in {:.1f} ms: votes yes", b.step, v.compute_ms);
   }
-  answer(v);
+  return v;
 }
 
 // A commit counts only for the step this worker computed, in the epoch it began in: a node cut off

@@ -32,7 +32,12 @@ struct SnapshotWritten {
   wire::SaveDone done;
 };
 using Request = std::variant<wire::JobSpec, wire::PlanUpdate, wire::StepBegin, wire::StepCommit, wire::StepAbort,
-                             wire::SaveCheckpoint, wire::FaultArm, SnapshotWritten, StopRequest>;
+                             wire::StepPatch, wire::SaveCheckpoint, wire::FaultArm, SnapshotWritten, StopRequest>;
+
+// A grouped plan's step that failed (a rank gone in the middle) waits this long for the
+// controller's word — a StepPatch that keeps the step, or its abort — before voting no: a vote no
+// would abort the step before the controller has heard of the loss and could patch it.
+constexpr int64_t kPatchWaitMs = 2000;
 
 class TrainerThread {
  public:
@@ -46,6 +51,9 @@ class TrainerThread {
   void post(Request r);
   // Thread-safe: ends the current plan's data plane (a blocked collective returns with an error).
   void abort(const std::string& why);
+  // Thread-safe: a patch of the step in flight — ends the data planes it replaces (a blocked
+  // synchronisation returns), then queues it.
+  void patch(wire::StepPatch p);
   // The reason the thread stopped on its own (a fatal error), if it did.
   std::optional<std::string> fatal() const;
   // Thread-safe: what the worker's state has seen (plan, committed steps, pending step), as of the
@@ -59,6 +67,11 @@ class TrainerThread {
   void handle(const wire::StepBegin& b);
   void handle(const wire::StepCommit& c);
   void handle(const wire::StepAbort& a);
+  void handle(const wire::StepPatch& p);
+  // After a grouped step failed: true when the controller's patch or abort of `step` came within
+  // kPatchWaitMs (it is queued: it answers), false when the vote no should go out.
+  bool verdict_queued(uint64_t step);
+  wire::StepVote vote_of(const wire::StepBegin& b, const Result<StepOutcome>& out, uint32_t patch) const;
   void handle(const wire::SaveCheckpoint& s);
   void handle(const wire::FaultArm& f);
   void handle(const SnapshotWritten& w);

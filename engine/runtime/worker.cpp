@@ -101,6 +101,9 @@ class WorkerLoop {
         trainer_->abort("step aborted by the controller");
         forward<wire::StepAbort>(*env);
         break;
+      case T::step_patch:
+        if (auto m = wire::decode<wire::StepPatch>(*env)) trainer_->patch(std::move(*m));
+        break;
       case T::command:
         if (auto m = wire::decode<wire::Command>(*env)) stop(*m);
         break;

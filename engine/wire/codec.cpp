@@ -343,6 +343,7 @@ SAL_WIRE_INSTANTIATE(StepBegin)
 SAL_WIRE_INSTANTIATE(StepVote)
 SAL_WIRE_INSTANTIATE(StepCommit)
 SAL_WIRE_INSTANTIATE(StepAbort)
+SAL_WIRE_INSTANTIATE(StepPatch)
 SAL_WIRE_INSTANTIATE(ErrorReply)
 SAL_WIRE_INSTANTIATE(JobSpec)
 SAL_WIRE_INSTANTIATE(PlanUpdate)
@@ -408,6 +409,7 @@ std::string_view type_name(MsgType t) {
     case MsgType::slice_put: return "SlicePut";
     case MsgType::slice_fetch: return "SliceFetch";
     case MsgType::slice_done: return "SliceDone";
+    case MsgType::step_patch: return "StepPatch";
   }
   return "unknown";
 }

@@ -37,6 +37,8 @@ enum class MsgType : uint16_t {
   slice_put = 22,
   slice_fetch = 23,
   slice_done = 24,
+  // SPARe's patch: controller -> agent -> workers (messages.h)
+  step_patch = 25,
   // REPL client <-> controller (REPL endpoint)
   repl_hello = 40,
   repl_welcome = 41,
@@ -64,7 +66,7 @@ enum class WorkerState : uint8_t { starting, ready, draining, stopped, count_ };
 enum class WorkerEventKind : uint8_t { started, ready, exited, spawn_failed, count_ };
 enum class Verb : uint8_t { stop, drain, kill, count_ };
 // Where a drill's armed fault kills a worker (FaultArm).
-enum class FaultPoint : uint8_t { forward, alltoall, allreduce, migration, snapshot, count_ };
+enum class FaultPoint : uint8_t { forward, alltoall, allreduce, migration, snapshot, backward, count_ };
 enum class ValueFormat : uint8_t { text, json, count_ };
 
 // Error codes in ErrorReply.

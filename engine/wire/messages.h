@@ -197,6 +197,7 @@ struct StepVote {
   double lr = 0;                  // the learning rate the commit will apply
   double compute_ms = 0;          // the worker's time for forward, backward and gradient sync
   std::vector<uint32_t> loads;    // token-to-expert assignments, [layer][expert] flattened
+  uint32_t patch = 0;             // the StepPatch this vote answers (0: the step as begun)
   // The sparse snapshots (MoEtion) the worker holds after its last commit: bytes, the newest
   // complete window's iterations (-1: none yet), and the last slot's copy time and bytes.
   uint64_t sparse_bytes = 0;
@@ -223,6 +224,7 @@ struct StepVote {
     v("sparse_to", s.sparse_to);
     v("sparse_copy_ms", s.sparse_copy_ms);
     v("sparse_slot_bytes", s.sparse_slot_bytes);
+    v("patch", s.patch);
   }
 };
 
@@ -234,6 +236,37 @@ struct StepCommit {
   static void fields(S& s, V& v) {
     v("epoch", s.epoch);
     v("step", s.step);
+  }
+};
+
+// SPARe's patch (parallel.groups > 1): the step in flight goes on without the ranks it lost. The
+// groups in `damaged` drop their work of this step (their ranks take part with zero gradients);
+// each group computes, besides the shard types the plan gave it, the types in extra[group] (the
+// redundancy policy's choice among the groups hosting the damaged groups' types); then the ranks
+// in `ranks` (plan positions, ascending) synchronise the gradients over a data plane of their
+// own (prefix plan-<plan>/patch-<patch>: rank i of it is position ranks[i]) and vote again,
+// carrying `patch`. A later loss in the same step sends a higher-numbered patch that replaces it
+// (extra is the whole set each time).
+struct StepPatch {
+  static constexpr MsgType kType = MsgType::step_patch;
+  uint64_t epoch = 0;  // the step's (it does not change)
+  uint64_t step = 0;
+  uint64_t plan = 0;
+  uint32_t patch = 0;  // 1, 2, ... within the step
+  std::vector<uint32_t> ranks;
+  std::vector<uint32_t> damaged;
+  std::vector<std::vector<uint32_t>> extra;
+  std::string reason;
+  template <class S, class V>
+  static void fields(S& s, V& v) {
+    v("epoch", s.epoch);
+    v("step", s.step);
+    v("plan", s.plan);
+    v("patch", s.patch);
+    v("ranks", s.ranks, kListMax * 16);
+    v("damaged", s.damaged, kListMax * 16);
+    v("extra", s.extra, kListMax * 16);
+    v("reason", s.reason, kTextMax);
   }
 };
 

@@ -2,7 +2,7 @@
 // the values it holds, so a PlanUpdate carries the very value the planner made and the worker
 // follows (no flattened copy to decode by index arithmetic). Bounds: a plan of up to kPlanRanks
 // positions, kPlanLayers layers, kPlanSlots slots per position; a checkpoint window of up to
-// kPlanOperators operators; stacks of up to kPlanRanks groups.
+// kPlanOperators operators; stacks and groups of up to kPlanRanks groups.
 #pragma once
 
 #include <cstddef>
@@ -60,6 +60,7 @@ struct Fields<plan::Plan> {
     v("layers", s.layers, kPlanLayers);
     v("schedule", s.schedule);
     v("stacks", s.stacks);
+    v("groups", s.groups, kPlanRanks);
   }
 };
 

@@ -1,7 +1,8 @@
 -- spare.lua — SPARe: every group hosts r shard types laid out by a cyclic Golomb ruler (no two types
 -- share more than one host), r = r* ~ floor(log2 N + 0.833) unless the job asks for one. After
 -- failures the reordering controller (sal.spare_reorder: HK-fixed, then HK-free, then min-cost
--- flow) finds the smallest all-reduce depth with the fewest stack changes.
+-- flow) finds the smallest all-reduce depth with the fewest stack changes. An r the job asks for that no
+-- ruler gives for N groups is an error (the rule in the message), not a smaller r.
 local function feasible_r(n, r)
   while r > 1 and r * (r - 1) > n - 1 do r = r - 1 end   -- a ruler needs r(r-1) <= N-1
   return r
@@ -9,6 +10,10 @@ end
 
 local function decide(ctx)
   local n = ctx.groups
+  if ctx.redundancy > 0 and feasible_r(n, ctx.redundancy) ~= ctx.redundancy then
+    error(("spare cannot stack r = %d shard types over %d groups: a cyclic Golomb ruler of r marks needs "
+      .. "r(r-1) = %d <= groups - 1 = %d"):format(ctx.redundancy, n, ctx.redundancy * (ctx.redundancy - 1), n - 1))
+  end
   local r = feasible_r(n, ctx.redundancy > 0 and ctx.redundancy or sal.spare_r_star(n))
   local stacks
   if ctx.current and ctx.current.r == r and #ctx.current.hosts == n then

@@ -1,0 +1,182 @@
+// trainer_groups.cpp — the Trainer's data-parallel groups (parallel.groups > 1; groups.h): each
+// rank's second data plane (its group's), the grouped step, and SPARe's patch of a step that lost
+// ranks in the middle.
+//
+// A grouped step runs in two phases: the group's shard types over the group's plane (phase A, the
+// gradients accumulating), then one synchronisation over every rank of the plan (phase B). Before
+// phase B the gradients are copied aside (grad_backup_): the synchronisation sums in place, and a
+// patch must start it again from this rank's own contribution. A patch (wire::StepPatch) keeps
+// the step: a rank of a group it drops contributes zero; a rank of another group restores its
+// copy, computes the extra shard types the patch gives its group, and every rank the patch names
+// synchronises over the patch's own plane, with the replica table of those ranks only.
+#include <spdlog/fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "core/clock.h"
+#include "runtime/exchange.h"
+#include "runtime/trainer.h"
+
+namespace sal::runtime {
+namespace {
+
+// Gloo options of one of the plan's extra planes: `prefix`, this rank's place and the size.
+comm::GlooOptions plane_options(const TrainSpec& spec, int rank, int size, std::string prefix) {
+  comm::GlooOptions o;
+  o.rank = rank;
+  o.size = size;
+  o.prefix = std::move(prefix);
+  o.hostname = spec.data_host;
+  o.connect_timeout_ms = Trainer::kConnectTimeoutMs;
+  o.rendezvous_timeout_ms = Trainer::kRendezvousTimeoutMs;
+  o.verify_counts = false;  // sizes come from schedules every rank checks it shares
+  return o;
+}
+
+// The plan's replica table restricted to positions `ranks` (in that order).
+std::vector<Counts> replicas_at(const std::vector<Counts>& replicas, const std::vector<uint32_t>& ranks) {
+  std::vector<Counts> out;
+  for (const Counts& layer : replicas) {
+    Counts t(layer.size());
+    for (size_t e = 0; e < layer.size(); ++e)
+      for (uint32_t r : ranks) t[e].push_back(r < layer[e].size() ? layer[e][r] : 0);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+template <class F>
+void each_unit(model::Params& p, F&& f) {
+  f(p.embedding);
+  for (auto& u : p.dense) f(u);
+  for (auto& u : p.gate) f(u);
+  for (auto& [key, u] : p.experts) f(u);
+}
+
+}  // namespace
+
+// A grouped plan's second data plane: the ranks of this rank's group, which its tokens cross.
+Status Trainer::connect_group(const wire::PlanUpdate& p) {
+  std::atomic_store(&group_comm_, std::shared_ptr<comm::Collectives>());
+  if (plan::group_count(p.plan) <= 1) return {};
+  if (device_) return fail("plan ", p.number(), ": data-parallel groups run on CPU workers only (", spec_.device, ")");
+  plan::GroupSpan span = plan::group_of(p.plan, uint32_t(p.my_rank));
+  if (span.count == 0) return fail("plan ", p.number(), " puts rank ", p.my_rank, " in no group");
+  auto o = plane_options(spec_, p.my_rank - int(span.first), int(span.count),
+                         "plan-" + std::to_string(p.number()) + "/group-" + std::to_string(span.group));
+  auto c = comm::connect_gloo(o, *std::atomic_load(&store_));
+  if (!c) return c.error().with_context("plan " + std::to_string(p.number()) + " group " + std::to_string(span.group) +
+                                        " data plane");
+  std::shared_ptr<comm::Collectives> comm(std::move(*c));
+  std::atomic_store(&group_comm_, comm);
+  if (aborting_) comm->abort("aborted by the controller");
+  return {};
+}
+
+// The group's shard types one after another over the group's plane, their gradients and stats
+// accumulating. A type's balancing loss is gathered over the group and weighted by its share.
+Status Trainer::compute_types(uint64_t step, const std::vector<uint32_t>& types, model::StepStats& total) {
+  auto group = std::atomic_load(&group_comm_);
+  if (!group) return fail("plan ", plan_, ": no data plane for group ", role_.span.group);
+  DistributedExchange ex(*group, params_, role_.replicas);
+  ex.before_alltoall = [this, step] { faults_->at(wire::FaultPoint::alltoall, step); };
+  ex.before_backward = [this, step] { faults_->at(wire::FaultPoint::backward, step); };
+  model::MoeGpt m(params_);
+  for (uint32_t t : types) {
+    auto [first, count] = rank_sequences(spec_.global_batch, role_, t);
+    m.set_aux_share(double(type_sequences(spec_.global_batch, role_.groups, t).second) / spec_.global_batch);
+    model::Batch b = model::make_batch(corpus_, spec_.seed, step, first, count, spec_.dims.seq_len);
+    auto stats = m.step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len, ex);
+    if (!stats) return stats.error().with_context("step " + std::to_string(step) + " shard type " + std::to_string(t));
+    model::add_stats(total, *stats);
+  }
+  return {};
+}
+
+Result<StepOutcome> Trainer::grouped_step(uint64_t step, int64_t t0) {
+  backup_ok_ = false;
+  model::StepStats total;
+  faults_->at(wire::FaultPoint::forward, step);
+  SAL_TRY(compute_types(step, role_.types, total));
+  backup_grads();
+  group_stats_ = total;
+  faults_->at(wire::FaultPoint::allreduce, step);
+  return finish_grouped(*comm_, replicas_, std::move(total), t0);
+}
+
+// Phase B over `comm` (the plan's plane, or a patch's): the non-expert gradients over every rank,
+// each expert's over its holders, the norm, and the balancing loss (each rank adds its share of
+// its group's, so the sum is the batch's).
+Result<StepOutcome> Trainer::finish_grouped(comm::Collectives& comm, const std::vector<Counts>& replicas,
+                                            model::StepStats total, int64_t t0) {
+  if (comm.size() > 1) {
+    Status s = sum_dense_gradients(comm, params_);
+    if (s) s = reduce_among_holders(comm, comm.rank(), shared_experts(replicas), params_);
+    if (!s) return s.error().with_context("gradient sync");
+  }
+  auto norm = grad_norm(comm, replicas);
+  if (!norm) return norm.error();
+  double aux = total.aux / double(std::max<uint32_t>(role_.span.count, 1));
+  if (comm.size() > 1) SAL_TRY(comm.allreduce_sum(&aux, 1));
+  total.aux = aux;
+  last_norm_ = replay_ ? replay_->norm_for(step_).value_or(*norm) : *norm;
+  have_grads_ = true;
+  return StepOutcome{std::move(total), last_norm_, double(mono_ns() - t0) / 1e6,
+                     model::learning_rate(spec_.optim, int64_t(step_))};
+}
+
+void Trainer::backup_grads() {
+  grad_backup_.clear();
+  each_unit(params_, [this](model::Unit& u) { grad_backup_.push_back(u.g); });
+  backup_ok_ = true;
+}
+
+void Trainer::restore_grads() {
+  size_t i = 0;
+  each_unit(params_, [&](model::Unit& u) {
+    if (i < grad_backup_.size() && grad_backup_[i].size() == u.g.size()) u.g = grad_backup_[i];
+    ++i;
+  });
+}
+
+void Trainer::interrupt_for_patch(const wire::StepPatch& p) {
+  const std::string why = "step " + std::to_string(p.step) + " patched: " + p.reason;
+  if (auto c = std::atomic_load(&comm_)) c->abort(why);
+  const int64_t g = group_now_;
+  if (g >= 0 && std::find(p.damaged.begin(), p.damaged.end(), uint32_t(g)) != p.damaged.end())
+    if (auto c = std::atomic_load(&group_comm_)) c->abort(why);
+}
+
+Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
+  if (role_.groups <= 1 || plan_ != p.plan || step_ != p.step)
+    return fail("patch ", p.patch, " of step ", p.step, " (plan ", p.plan, ") is not for the step this worker computes");
+  int64_t t0 = mono_ns();
+  auto me = std::find(p.ranks.begin(), p.ranks.end(), uint32_t(rank_));
+  if (me == p.ranks.end()) return fail("patch ", p.patch, " of step ", p.step, " does not name rank ", rank_);
+  const uint32_t g = role_.span.group;
+  const bool dropped = std::find(p.damaged.begin(), p.damaged.end(), g) != p.damaged.end();
+  model::StepStats total;
+  if (dropped) {
+    params_.zero_grads();
+  } else {
+    if (!backup_ok_)
+      return fail("patch ", p.patch, " of step ", p.step, ": group ", g, "'s own shard types were not computed");
+    restore_grads();
+    total = group_stats_;
+    if (g < p.extra.size() && !p.extra[g].empty()) {
+      spdlog::info("step {} patch {}: group {} computes shard types [{}] too", p.step, p.patch, g, fmt::join(p.extra[g], ", "));
+      SAL_TRY(compute_types(p.step, p.extra[g], total));
+    }
+  }
+  auto o = plane_options(spec_, int(me - p.ranks.begin()), int(p.ranks.size()),
+                         "plan-" + std::to_string(p.plan) + "/patch-" + std::to_string(p.step) + "-" +
+                             std::to_string(p.patch));
+  auto c = comm::connect_gloo(o, *std::atomic_load(&store_));
+  if (!c) return c.error().with_context("patch " + std::to_string(p.patch) + " of step " + std::to_string(p.step) + " data plane");
+  std::shared_ptr<comm::Collectives> plane(std::move(*c));
+  std::atomic_store(&comm_, plane);  // abort() and a later patch reach it
+  return finish_grouped(*plane, replicas_at(replicas_, p.ranks), std::move(total), t0);
+}
+
+}  // namespace sal::runtime
