@@ -53,6 +53,7 @@ nlohmann::ordered_json run_summary(const RunView& v) {
   j["steps_target"] = v.steps_target;
   j["samples"] = st.committed() * uint64_t(job.train.batch);
   j["aborted_steps"] = st.aborted();
+  j["patched_steps"] = st.patched();
   j["first_loss"] = metrics.first() ? nlohmann::json(metrics.first()->loss) : nlohmann::json();
   j["final_loss"] = metrics.last() ? nlohmann::json(metrics.last()->loss) : nlohmann::json();
   j["tokens_per_s"] = metrics.tokens_per_s();
@@ -80,9 +81,11 @@ void print_text_summary(const RunView& v, const nlohmann::ordered_json& j) {
   const auto& c = v.controller;
   const auto& tr = c.driver();
   const auto& metrics = c.metrics();
-  std::printf("%s — %llu steps committed (%llu aborted) in %.2f s · epoch %llu · %zu nodes joined, %zu lost\n",
+  const uint64_t patched = j["patched_steps"].get<uint64_t>();
+  std::string patched_text = patched ? ", " + std::to_string(patched) + " patched" : "";
+  std::printf("%s — %llu steps committed (%llu aborted%s) in %.2f s · epoch %llu · %zu nodes joined, %zu lost\n",
               v.stop_reason.c_str(), (unsigned long long)j["steps"].get<uint64_t>(),
-              (unsigned long long)j["aborted_steps"].get<uint64_t>(), j["elapsed_s"].get<double>(),
+              (unsigned long long)j["aborted_steps"].get<uint64_t>(), patched_text.c_str(), j["elapsed_s"].get<double>(),
               (unsigned long long)j["epoch"].get<uint64_t>(), j["nodes_joined"].get<size_t>(), j["nodes_lost"].get<size_t>());
   if (metrics.first())
     std::printf("loss %.3f -> %.3f · %.0f tokens/s · %llu samples\n", metrics.first()->loss, metrics.last()->loss,
@@ -92,6 +95,10 @@ void print_text_summary(const RunView& v, const nlohmann::ordered_json& j) {
     std::printf("recoveries: %zu (p50 %.2f s, max %.2f s) · lost steps %llu · restores %llu\n", rec.recoveries().size(),
                 j["recovery_p50_s"].get<double>(), j["recovery_max_s"].get<double>(),
                 (unsigned long long)rec.lost_steps(), (unsigned long long)rec.restores());
+  for (const auto& r : rec.recoveries())
+    if (r.kind == "patch")
+      std::printf("  patched step %llu (%s): surviving groups computed the lost group's shard types, nothing aborted\n",
+                  (unsigned long long)r.step, r.cause.c_str());
   for (const auto& r : rec.recoveries())
     if (!r.source.empty())
       std::printf("  restore from %s (%s): %llu committed steps run again, training went on with step %llu\n",

@@ -554,7 +554,11 @@ void Driver::step_outcome(StepCoordinator::Outcome o) {
 }
 
 void Driver::step_aborted() {
+  // a patched step that could not commit after all: every worker it lost must be seen gone before
+  // the plan is made (the last loss may still be in the view), and the recovery is no patch
+  std::set<Participant> lost = patch_ ? patch_->lost : std::set<Participant>{};
   patch_.reset();
+  if (recovery_) recovery_->patched = false;
   const std::string& why = steps_.last_abort_reason();
   note("step_aborted", "step " + std::to_string(tally_.step) + ": " + why, act::Level::warn);
   out_.push_back(act::Send{{}, true, wire::StepAbort{steps_.epoch(), tally_.step, why}});
@@ -564,7 +568,7 @@ void Driver::step_aborted() {
   set_phase(Phase::planning);  // its data plane is spent: the next step needs a plan
   auto ranks = applied_ ? applied_->ranks : std::vector<Participant>{};
   std::sort(ranks.begin(), ranks.end());
-  retry_ = Retry{true, why, ranks, tally_.step};
+  retry_ = Retry{true, why, ranks, tally_.step, std::move(lost)};
   arm(Timer::retry, kAbortSettleMs);
   end_settle_if_cause_seen();
 }
@@ -573,6 +577,8 @@ void Driver::step_aborted() {
 // and a plan made now cannot include it.
 void Driver::end_settle_if_cause_seen() {
   if (!retry_ || !retry_->after_abort) return;
+  for (const auto& r : retry_->lost)
+    if (contains(view_.ready, r)) return;
   for (const auto& r : retry_->ranks)
     if (!contains(view_.ready, r)) {
       cancel(Timer::retry);

@@ -158,6 +158,7 @@ class Driver {
     std::string why;
     std::vector<Participant> ranks;        // the aborted step's (sorted)
     uint64_t step = 0;
+    std::set<Participant> lost;            // a patched step's losses: all seen gone before planning
   };
 
   // ---- handlers (the rows of the transition table) ----

@@ -1,9 +1,10 @@
 // ladder.h — the recovery ladder: after a loss, which workers the next plan uses and which rung
 // brings the model's state back, cheapest first. Each rung says when it applies and what it costs.
 //
-//   1. patch (SPARe, parallel.groups > 1): surviving data-parallel groups compute the lost group's
-//      shard types and the step commits. Not built yet: never applies (the stacked-redundancy
-//      issue plugs in here, with the plan's shard stacks).
+//   1. patch (SPARe, parallel.groups > 1): a rank lost in the middle of a step; surviving
+//      data-parallel groups compute the lost group's shard types and the step commits. Decided
+//      by the driver on the loss itself (driver_patch.cpp), before any plan: choose_workers()
+//      never returns it. A wipe-out aborts the step and the rungs below apply.
 //   2. elastic (Lazarus): every unit of the model still has a holder among the workers used: the
 //      survivors re-plan and fetch the lost replicas from surviving ones. Costs the step in
 //      flight, no committed step.

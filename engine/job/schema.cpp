@@ -298,7 +298,7 @@ void parallel_checks(const JobConfig& j, int64_t workers, std::vector<std::strin
                      " workers (mesh.nodes = " + std::to_string(j.mesh.nodes) + " x mesh.devices = \"" +
                      j.mesh.devices + "\")");
   if (g > 1 && workers % g == 0 && (workers / g) * j.policies.slots < j.model.experts)
-    errors.push_back("parallel.groups: a group of " + std::to_string(workers / g) + " workers x policies.slots = " +
+    errors.push_back("parallel.groups: a group of " + std::to_string(workers / g) + " worker(s) x policies.slots = " +
                      std::to_string(j.policies.slots) + " cannot hold the " + std::to_string(j.model.experts) +
                      " experts of a whole model once");
   if (g > 1 && j.mesh.devices.rfind("cuda", 0) == 0)

@@ -1,7 +1,9 @@
 // repl_training_api.cpp — the training half of the `job` module (the job driver's state): job.metrics(), job.loads(),
-// job.rebalance(), job.checkpoint(), job.training(). Registered like the rest of the REPL API (help and completion
+// job.rebalance(), job.checkpoint(), job.stacks(), job.training(). Registered like the rest of the REPL API (help and completion
 // come from these entries).
 #include <lua.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <map>
@@ -220,6 +222,51 @@ int job_checkpoint(Controller& c, lua_State* L) {
   return 1;
 }
 
+// The shard stacks in force (parallel.groups; SPARe): each group's workers, the types it hosts and
+// computes, the depth, the types only one group up hosts now, and the patched steps so far.
+int job_stacks(Controller& c, lua_State* L) {
+  const auto& t = c.driver();
+  nlohmann::ordered_json j;
+  if (const auto* live = c.planner().policies().slot(policy::Kind::redundancy).live()) j["policy"] = live->label();
+  j["patched_steps"] = c.steps().patched();
+  const auto& a = t.applied();
+  if (!a) {
+    lua::push_json(L, j);
+    return 1;
+  }
+  const plan::Plan& p = a->plan;
+  const plan::ShardStacks& s = p.stacks;
+  const uint32_t G = plan::group_count(p);
+  j["groups"] = G;
+  j["redundancy"] = s.redundancy;
+  j["depth"] = s.depth();
+  std::vector<uint32_t> hosts_up(G, 0);
+  auto groups = nlohmann::ordered_json::array();
+  for (uint32_t g = 0; g < G; ++g) {
+    plan::GroupSpan span = plan::group_span(p, g);
+    nlohmann::ordered_json gj;
+    gj["group"] = g;
+    auto workers = nlohmann::ordered_json::array();
+    for (uint32_t r = span.first; r < span.first + span.count && r < a->ranks.size(); ++r)
+      workers.push_back(participant_name(a->ranks[r]));
+    gj["workers"] = std::move(workers);
+    gj["up"] = span.count > 0;
+    gj["hosts"] = g < s.hosts.size() ? s.hosts[g] : std::vector<uint32_t>{};
+    gj["computes"] = g < s.assignment.size() ? s.assignment[g] : std::vector<uint32_t>{};
+    if (span.count > 0 && g < s.hosts.size())
+      for (uint32_t type : s.hosts[g])
+        if (type < G) ++hosts_up[type];
+    groups.push_back(std::move(gj));
+  }
+  j["stacks"] = std::move(groups);
+  auto singletons = nlohmann::ordered_json::array();
+  for (uint32_t type = 0; type < G; ++type)
+    if (hosts_up[type] == 1) singletons.push_back(type);
+  j["singletons"] = std::move(singletons);
+  lua::push_json(L, j);
+  return 1;
+}
+
 int drill_start(Controller& c, lua_State* L) {
   std::string path = lua::check_string(L, 1, "drill.start", "path");
   if (!c.start_drill) return luaL_error(L, "drill.start: this controller cannot run drills (use `salamander run`)");
@@ -276,6 +323,15 @@ void register_training_api(lua::ApiRegistry& reg, Controller& c) {
       "refused, complete windows by writer), where each operator's newest window is held, and the window a "
       "restore from peers would use now (docs/checkpoints.md).",
       Role::observe, job_checkpoint);
+  add("stacks",
+      "job.stacks() -> {policy, patched_steps, groups, redundancy, depth, stacks = {{group, workers, up, hosts, "
+      "computes}, ...}, singletons}",
+      "The data-parallel groups of the plan in force (parallel.groups) and the redundancy policy's shard stacks: "
+      "each group's workers, whether it is up, the shard types it hosts and those it computes each step (0-based), "
+      "the all-reduce depth (the most types a group computes), the types only one group up hosts now (the next "
+      "loss there is a wipe-out), and the steps patched so far (a rank lost mid-step, the step kept). Each patch "
+      "is an event (`patch`, `step_patched`; docs/parallel.md).",
+      Role::observe, job_stacks);
   add("training", "job.training() -> {phase, plan, plan_from_step, ranks, failure, checkpoint, store}",
       "The training driver: its phase (gathering, planning, running, saving, done, failed), the plan in "
       "force and since which step, the rank order (node.worker), and why training stopped if it failed.",

@@ -467,6 +467,7 @@ Result<StepOutcome> Trainer::step(uint64_t step) {
   if (device_) return device_step(step, b, t0);
   DistributedExchange ex(*comm_, params_, replicas_);
   ex.before_alltoall = [this, step] { faults_->at(wire::FaultPoint::alltoall, step); };
+  ex.before_backward = [this, step] { faults_->at(wire::FaultPoint::backward, step); };
   model::MoeGpt m(params_);
   auto stats = m.step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len, ex);
   if (!stats) return stats.error().with_context("step " + std::to_string(step));

@@ -222,7 +222,7 @@ TEST_CASE("t0512-bad-drill: a wrong drill is refused with its file, line and rul
     CHECK(p.output().find(expect) != std::string::npos);
   };
   refuse("drill{ name = 'x' }\nkill{ nod = 2, step = 3 }\n", "bad.lua:2: kill: unknown field 'nod' (did you mean 'node'?)");
-  refuse("kill{ node = 2, step = 3, during = 'backward' }\n", "bad.lua:1: kill.during: 'backward' is not a point of the step");
+  refuse("kill{ node = 2, step = 3, during = 'optimizer' }\n", "bad.lua:1: kill.during: 'optimizer' is not a point of the step");
   refuse("kill{ node = 2 }\n", "bad.lua:1: kill: give exactly one of step");
   refuse("replay_trace{ file = 'missing.csv' }\n", "missing.csv");
   refuse("drill{ name = 'nothing' }\n", "the drill schedules nothing");

@@ -82,6 +82,25 @@ TEST_CASE("rules that tie keys together") {
   CHECK(error_of("return { policies = { placement = 'a b' } }").find("policies.placement") != std::string::npos);
 }
 
+TEST_CASE("parallel.groups and parallel.redundancy: refused before training with the rule broken") {
+  auto ok = load_file(std::string(SAL_SOURCE_DIR) + "/scripts/jobs/groups8.lua");
+  REQUIRE(ok.ok());
+  CHECK(ok->parallel.groups == 4);
+  CHECK(ok->parallel.redundancy == 2);
+  CHECK(error_of("return { parallel = { groups = 3 }, mesh = { nodes = 8 } }") ==
+        "x.lua: parallel.groups: 3 groups do not divide the 8 workers (mesh.nodes = 8 x mesh.devices = \"cpu:1\")");
+  CHECK(error_of("return { parallel = { groups = 4 }, mesh = { nodes = 4 } }") ==
+        "x.lua: parallel.groups: a group of 1 worker(s) x policies.slots = 4 cannot hold the 8 experts of a whole model once");
+  CHECK(error_of("return { parallel = { groups = 4, redundancy = 3 }, mesh = { nodes = 8 }, "
+                 "policies = { redundancy = 'spare' } }") ==
+        "x.lua: parallel.redundancy: spare cannot stack r = 3 shard types over 4 groups: a cyclic Golomb ruler of r "
+        "marks needs r(r-1) = 6 <= groups - 1 = 3");
+  CHECK(error_of("return { parallel = { groups = 2, redundancy = 3 }, mesh = { nodes = 4 } }") ==
+        "x.lua: parallel.redundancy: r = 3 is more than the 2 shard types (parallel.groups)");
+  CHECK(error_of("return { parallel = { groups = 2 }, mesh = { nodes = 4 }, train = { recovery = 'fixed-ep-ft' } }")
+            .find("groups recover the elastic way") != std::string::npos);
+}
+
 TEST_CASE("a file that does not return a table, errors, or loops is reported") {
   CHECK(error_of("return 5").find("must return a table") != std::string::npos);
   CHECK(error_of("error('nope')").find("nope") != std::string::npos);
