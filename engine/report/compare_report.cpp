@@ -35,11 +35,13 @@ std::string outcome_table(const std::vector<Run>& runs, const std::vector<std::s
     auto samples = r.number("samples");
     std::string vs = times(ratio(samples, base_samples)) + (i == base ? " (baseline)" : "");
     rows.push_back({"<span style=\"color:" + palette(i) + "\">■</span> " + escape(labels[i]), escape(r.dir),
-                    num(r.number("steps")), num(samples), num(r.number("lost_steps")), num(r.number("restores")),
+                    num(r.number("steps")), num(samples), num(r.number("aborted_steps")), num(r.number("patched_steps")),
+                    num(r.number("lost_steps")), num(r.number("restores")),
                     seconds(r.number("recovery_p50_s")) + " / " + seconds(r.number("recovery_max_s")),
                     seconds(r.number("elapsed_s")), num(ratio(samples, r.number("elapsed_s")), 1), vs});
   }
-  return table({"run", "directory", "steps", "samples", "lost steps", "restores", "recovery p50 / max", "elapsed",
+  return table({"run", "directory", "steps", "samples", "aborted steps", "patched steps", "lost steps", "restores",
+                "recovery p50 / max", "elapsed",
                 "samples/s", "samples vs " + escape(labels[base])},
                rows);
 }

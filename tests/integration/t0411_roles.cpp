@@ -33,6 +33,7 @@ const Call kMatrix[] = {
     {"job.loads", "job.loads()", "observe"},
     {"job.training", "job.training()", "observe"},
     {"job.checkpoint", "job.checkpoint()", "observe"},
+    {"job.stacks", "job.stacks()", "observe"},
     {"job.plan", "job.plan()", "observe"},
     {"drill.status", "drill.status()", "observe"},
     {"policy.list", "policy.list()", "observe"},

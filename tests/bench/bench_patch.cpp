@@ -1,0 +1,174 @@
+// bench_patch.cpp — what a worker lost in the middle of a step costs a job of data-parallel groups
+// (parallel.groups = 4 over 8 workers), with the step patched (redundancy = spare, r = 2) against
+// the step aborted and run again (redundancy = none): real `salamander run` processes, the same
+// worker SIGKILLed at the same point of the same step (`kill{during = "backward" | "allreduce"}`).
+//
+// Per trial, from the run's metrics.csv and its --json summary:
+//   normal step       the median time of the steps before the failure (StepBegin to the last vote)
+//   loss -> commit    from the loss noticed to the failed step committed: the patch (the lost
+//                     group's shard type computed by another group, the ranks left meeting on a
+//                     data plane of their own, the synchronisation) or the abort (a re-plan over
+//                     the survivors, the state moved, the step computed again)
+//   loss -> next      from the loss to the step after it committed (after a patch the damaged
+//                     group re-plans at that boundary: its cost is here)
+//   aborted, patched  the run's counts
+// Trials alternate the two policies. Fair measurement (--cpu-share, on by default where the cgroup
+// v1 cpu controller is writable): each worker in a CPU cgroup of (cores x 0.9) / 8 CPUs.
+//
+// usage: bench_patch [--trials 5] [--steps 40] [--at 20] [--d-model 64] [--batch 32]
+//                    [--cpu-share F | --no-cpu-share]
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mesh/cpu_share.h"
+#include "support/bench_table.h"
+#include "support/mesh_harness.h"
+#include "support/run_files.h"
+
+using namespace sal;
+using namespace sal::test;
+
+namespace {
+
+constexpr int kNodes = 8;
+
+struct Setup {
+  int trials = 5, steps = 40, at = 20, d_model = 64, batch = 32;
+  double cpu_share = -1;  // -1: (cores x 0.9) / nodes where available; 0: off
+};
+
+struct Trial {
+  double normal_ms = 0, to_commit_ms = 0, to_next_ms = 0;
+  double aborted = 0, patched = 0;
+  bool ok = false;
+};
+
+std::string job_text(const Setup& s, const std::string& redundancy) {
+  std::string r = redundancy == "none" ? "0" : "2";
+  return "return {\n  name = 'bench-patch',\n"
+         "  model = { layers = 2, d_model = " + std::to_string(s.d_model) + ", heads = 4, experts = 8, top_k = 2, "
+         "seq_len = 64 },\n  data = { path = '" SAL_SOURCE_DIR "/docs' },\n"
+         "  train = { steps = " + std::to_string(s.steps) + ", batch = " + std::to_string(s.batch) +
+         ", lr = 1e-2, warmup = 5, rebalance_every = 0, checkpoint_every = 0 },\n"
+         "  parallel = { groups = 4, redundancy = " + r + " },\n  mesh = { nodes = " + std::to_string(kNodes) + " },\n"
+         "  policies = { slots = 4, redundancy = '" + redundancy + "' },\n}\n";
+}
+
+Trial run_once(const Setup& s, const std::string& redundancy, const std::string& during) {
+  std::string dir = temp_dir("patch");
+  std::ofstream(dir + "/job.lua") << job_text(s, redundancy);
+  std::ofstream(dir + "/drill.lua") << "drill{ name = 'mid-step', steps = " << s.steps << ", seed = 1 }\n"
+                                    << "kill{ node = 3, step = " << s.at << ", during = '" << during << "' }\n";
+  std::vector<std::string> argv{bin(), "run", dir + "/job.lua", "--drill", dir + "/drill.lua", "--json", "--out", dir + "/out"};
+  if (s.cpu_share > 0) argv.insert(argv.end(), {"--cpu-share", std::to_string(s.cpu_share)});
+  Trial t;
+  try {
+    auto j = run_json(argv, dir + "/run.out", 600000);
+    auto steps = metrics_column(dir + "/out", "step"), ms = metrics_column(dir + "/out", "step_ms"),
+         time_s = metrics_column(dir + "/out", "time_s");
+    std::vector<double> before;
+    double next_at = 0;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (steps[i] >= 5 && steps[i] < s.at) before.push_back(ms[i]);
+      if (steps[i] == s.at + 1) next_at = time_s[i];
+    }
+    const auto& rec = j["recoveries"];
+    if (before.empty() || rec.empty() || next_at == 0) throw std::runtime_error("no failure recorded in " + dir);
+    double loss_at = rec[0]["at_s"];
+    t.normal_ms = percentile(before, 0.5);
+    t.to_commit_ms = rec[0]["seconds"].get<double>() * 1e3;
+    t.to_next_ms = (next_at - loss_at) * 1e3;
+    t.aborted = j["aborted_steps"];
+    t.patched = j["patched_steps"];
+    t.ok = true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s, kill during %s: %s (see %s)\n", redundancy.c_str(), during.c_str(), e.what(), dir.c_str());
+  }
+  return t;
+}
+
+[[noreturn]] void usage() {
+  std::fprintf(stderr, "usage: bench_patch [--trials N] [--steps S] [--at STEP] [--d-model D] [--batch B] "
+                       "[--cpu-share F | --no-cpu-share]\n");
+  std::exit(2);
+}
+
+Setup parse(int argc, char** argv) {
+  Setup s;
+  const std::map<std::string, int*> ints = {{"--trials", &s.trials}, {"--steps", &s.steps}, {"--at", &s.at},
+                                            {"--d-model", &s.d_model}, {"--batch", &s.batch}};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--no-cpu-share") {
+      s.cpu_share = 0;
+      continue;
+    }
+    if (i + 1 >= argc) usage();
+    std::string v = argv[++i];
+    try {
+      if (a == "--cpu-share") s.cpu_share = std::stod(v);
+      else if (ints.count(a)) *ints.at(a) = std::stoi(v);
+      else usage();
+    } catch (const std::exception&) {
+      usage();
+    }
+  }
+  if (s.at < 6 || s.at + 2 >= s.steps) usage();
+  return s;
+}
+
+double resolve_share(Setup& s) {
+  if (s.cpu_share == 0) return 0;
+  if (s.cpu_share < 0) s.cpu_share = double(std::max(1u, std::thread::hardware_concurrency())) * 0.9 / kNodes;
+  auto probe = mesh::CpuShares::open(s.cpu_share);
+  if (!probe) {
+    std::printf("fair measurement unavailable (%s): workers run unconfined\n", probe.error().message().c_str());
+    return s.cpu_share = 0;
+  }
+  probe->remove_if_empty();
+  return s.cpu_share;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Setup s = parse(argc, argv);
+  resolve_share(s);
+  std::printf("a worker lost mid-step: %d workers in 4 groups of 2, d %d, 2 layers, 8 experts, batch %d x 64; node 3 "
+              "killed in step %d; %d trials per cell\n",
+              kNodes, s.d_model, s.batch, s.at, s.trials);
+  if (s.cpu_share > 0)
+    std::printf("each worker in a CPU cgroup of %.3f CPU (%u cores)\n\n", s.cpu_share, std::thread::hardware_concurrency());
+  else
+    std::printf("workers unconfined (time-sharing the cores)\n\n");
+  std::printf("| redundancy | killed during | normal step p50 (ms) | loss -> step committed p50 (ms) | "
+              "loss -> next step p50 (ms) | aborted | patched |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
+  for (const char* during : {"backward", "allreduce"}) {
+    std::map<std::string, std::vector<Trial>> got;
+    for (int i = 0; i < s.trials; ++i)
+      for (const char* r : {"spare", "none"}) {
+        Trial t = run_once(s, r, during);
+        if (t.ok) got[r].push_back(t);
+      }
+    for (const char* r : {"spare", "none"}) {
+      const auto& v = got[r];
+      if (v.empty()) {
+        std::printf("| %s | %s | — | — | — | — | — |\n", r, during);
+        continue;
+      }
+      auto col = [&](double Trial::*f) {
+        std::vector<double> x;
+        for (const Trial& t : v) x.push_back(t.*f);
+        return percentile(x, 0.5);
+      };
+      std::printf("| %s | %s | %.1f | %.1f | %.1f | %.0f | %.0f |\n", r, during, col(&Trial::normal_ms),
+                  col(&Trial::to_commit_ms), col(&Trial::to_next_ms), col(&Trial::aborted), col(&Trial::patched));
+    }
+  }
+  return 0;
+}
