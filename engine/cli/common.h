@@ -30,7 +30,8 @@ Result<job::Overrides> job_overrides(const Parsed& p);
 
 // --set's line in a command's option list.
 inline const char* const kSetHelp =
-    "override job file keys, e.g. --set train.lr=0.001,model.d_model=128 (checked by the schema)";
+    "override job file keys, e.g. --set train.lr=0.001,model.d_model=128 (checked by the schema; given again, it adds "
+    "to the list)";
 
 // --checkpoint's line in the option list of a command that reads a checkpoint (sample, export):
 // what ckpt::resolve_checkpoint takes.

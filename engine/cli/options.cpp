@@ -78,13 +78,18 @@ Result<Parsed> parse(const Command& cmd, const std::vector<std::string>& args) {
       p.flags.push_back(name);
       continue;
     }
+    std::string value;
     if (has_inline) {
-      p.values[name] = inline_value;
+      value = inline_value;
     } else if (i + 1 < args.size()) {
-      p.values[name] = args[++i];
+      value = args[++i];
     } else {
       return fail(name, " needs a value (", spec->metavar, ")");
     }
+    // a list option (PATH=VALUE,...) given again adds to the list: --set a=1 --set b=2 sets both
+    const bool list = spec->metavar.size() > 4 && spec->metavar.compare(spec->metavar.size() - 4, 4, ",...") == 0;
+    auto [it, fresh] = p.values.emplace(name, value);
+    if (!fresh) it->second = list ? it->second + "," + value : value;
   }
   if (p.has("--help")) return p;
   if (p.positional.size() > cmd.max_positional)

@@ -3,7 +3,7 @@
 // the step aborted and run again (redundancy = none): real `salamander run` processes, the same
 // worker SIGKILLed at the same point of the same step (`kill{during = "backward" | "allreduce"}`).
 //
-// Per trial, from the run's metrics.csv and its --json summary:
+// Per trial, from the run's metrics.csv and summary.json:
 //   normal step       the median time of the steps before the failure (StepBegin to the last vote)
 //   loss -> commit    from the loss noticed to the failed step committed: the patch (the lost
 //                     group's shard type computed by another group, the ranks left meeting on a
@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "mesh/cpu_share.h"
+#include "report/run_files.h"
 #include "support/bench_table.h"
 #include "support/mesh_harness.h"
-#include "support/run_files.h"
 
 using namespace sal;
 using namespace sal::test;
@@ -64,31 +64,35 @@ Trial run_once(const Setup& s, const std::string& redundancy, const std::string&
   std::ofstream(dir + "/job.lua") << job_text(s, redundancy);
   std::ofstream(dir + "/drill.lua") << "drill{ name = 'mid-step', steps = " << s.steps << ", seed = 1 }\n"
                                     << "kill{ node = 3, step = " << s.at << ", during = '" << during << "' }\n";
-  std::vector<std::string> argv{bin(), "run", dir + "/job.lua", "--drill", dir + "/drill.lua", "--json", "--out", dir + "/out"};
+  std::vector<std::string> argv{bin(), "run", dir + "/job.lua", "--drill", dir + "/drill.lua", "--out", dir + "/out"};
   if (s.cpu_share > 0) argv.insert(argv.end(), {"--cpu-share", std::to_string(s.cpu_share)});
   Trial t;
-  try {
-    auto j = run_json(argv, dir + "/run.out", 600000);
-    auto steps = metrics_column(dir + "/out", "step"), ms = metrics_column(dir + "/out", "step_ms"),
-         time_s = metrics_column(dir + "/out", "time_s");
-    std::vector<double> before;
-    double next_at = 0;
-    for (size_t i = 0; i < steps.size(); ++i) {
-      if (steps[i] >= 5 && steps[i] < s.at) before.push_back(ms[i]);
-      if (steps[i] == s.at + 1) next_at = time_s[i];
-    }
-    const auto& rec = j["recoveries"];
-    if (before.empty() || rec.empty() || next_at == 0) throw std::runtime_error("no failure recorded in " + dir);
-    double loss_at = rec[0]["at_s"];
-    t.normal_ms = percentile(before, 0.5);
-    t.to_commit_ms = rec[0]["seconds"].get<double>() * 1e3;
-    t.to_next_ms = (next_at - loss_at) * 1e3;
-    t.aborted = j["aborted_steps"];
-    t.patched = j["patched_steps"];
-    t.ok = true;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s, kill during %s: %s (see %s)\n", redundancy.c_str(), during.c_str(), e.what(), dir.c_str());
+  Proc p = spawn(argv, dir + "/run.out");
+  int rc = p.wait(600000);
+  auto run = report::load_run(dir + "/out");
+  if (rc != 0 || !run) {
+    std::fprintf(stderr, "%s, kill during %s: the run failed (exit %d); see %s/run.out\n", redundancy.c_str(),
+                 during.c_str(), rc, dir.c_str());
+    return t;
   }
+  std::vector<double> before;
+  double next_at = 0;
+  for (const auto& m : run->metrics) {
+    if (m.step >= 5 && m.step < uint64_t(s.at)) before.push_back(m.step_ms);
+    if (m.step == uint64_t(s.at) + 1) next_at = m.time_s;
+  }
+  const auto& rec = run->summary.value("recoveries", nlohmann::json::array());
+  if (before.empty() || rec.empty() || next_at == 0) {
+    std::fprintf(stderr, "%s, kill during %s: no failure recorded; see %s\n", redundancy.c_str(), during.c_str(), dir.c_str());
+    return t;
+  }
+  double loss_at = rec[0]["at_s"];
+  t.normal_ms = percentile(before, 0.5);
+  t.to_commit_ms = rec[0]["seconds"].get<double>() * 1e3;
+  t.to_next_ms = (next_at - loss_at) * 1e3;
+  t.aborted = run->number("aborted_steps").value_or(0);
+  t.patched = run->number("patched_steps").value_or(0);
+  t.ok = true;
   return t;
 }
 
