@@ -1,4 +1,5 @@
-// cmd_sim.cpp — `salamander sim fit` (the calibration, engine/sim/calibrate.h) and the quick
+// cmd_sim.cpp — `salamander sim fit` (the calibration, engine/sim/calibrate.h), `sim stacks` (a grouped run
+// against SPARe's model, engine/sim/stacks_fit.h) and the quick
 // commands, each a Monte Carlo on the event core (or the algorithm library's SPARe simulation)
 // printed beside its closed form: `sim ettr` and `sim spare`. A scenario file is cmd_sim_scenario.cpp.
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include "sim/calibrate.h"
 #include "policy/algo/spare.h"
 #include "sim/ettr.h"
+#include "sim/stacks_fit.h"
 
 namespace sal::cli {
 
@@ -99,5 +101,16 @@ int sim_fit(const Command& cmd, const Parsed& p) {
   return 0;
 }
 
+int sim_stacks(const Command& cmd, const Parsed& p) {
+  if (p.positional.size() != 1) return usage_error(cmd, "expected one run directory");
+  auto f = sim::fit_stacks(p.positional[0]);
+  if (!f) {
+    std::fprintf(stderr, "salamander sim stacks: %s\n", f.error().message().c_str());
+    return 1;
+  }
+  if (p.has("--json")) std::puts(sim::stacks_fit_json(*f).dump().c_str());
+  else std::fputs(sim::stacks_fit_text(*f).c_str(), stdout);
+  return f->agreeing() == f->compared() ? 0 : 1;
+}
 
 }  // namespace sal::cli

@@ -277,6 +277,19 @@ std::vector<CommandDef> make_table() {
         .min_positional = 1,
         .max_positional = 1},
        sim_fit},
+      {{.name = "sim stacks",
+        .operands = "RUN_DIR",
+        .brief = "a grouped run's patches and depths against SPARe's model of the same failures",
+        .synopsis = "sim stacks RUN_DIR [--json]",
+        .summary = "For a run of data-parallel groups (parallel.groups): every failure in the middle of a step "
+                   "(the groups it hit, those already down) is replayed through the simulator's SPARe reordering "
+                   "model on the stacks of the plan in force; the model's verdict (masked at some depth, or wiped "
+                   "out) is set beside what the run did (patched, or aborted), and each plan's all-reduce depth "
+                   "beside the model's minimal depth. Exits 1 when they disagree.",
+        .options = {{"--json", "", "print the comparison as JSON"}},
+        .min_positional = 1,
+        .max_positional = 1},
+       sim_stacks},
       {{.name = "sim ettr",
         .brief = "effective training time ratio under failures: simulated beside the closed form",
         .synopsis = "sim ettr --mtbf S --iter-time S --interval N --ckpt-time S [options]",

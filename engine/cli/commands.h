@@ -39,6 +39,7 @@ int cmd_export(const Command& cmd, const Parsed& p);
 int cmd_report(const Command& cmd, const Parsed& p);
 int sim_scenario(const Command& cmd, const Parsed& p);
 int sim_fit(const Command& cmd, const Parsed& p);
+int sim_stacks(const Command& cmd, const Parsed& p);
 int sim_ettr(const Command& cmd, const Parsed& p);
 int sim_spare(const Command& cmd, const Parsed& p);
 int cmd_keygen(const Command& cmd, const Parsed& p);

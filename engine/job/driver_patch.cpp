@@ -45,6 +45,15 @@ bool Driver::try_patch(const in::Lost& l) {
   return true;
 }
 
+// "lost 3.0, 5.0 (group 1, 2)": the workers the step lost and their groups (events name them so;
+// `sim stacks` reads them back).
+std::string Driver::patch_losses() const {
+  std::string lost, groups;
+  for (const auto& w : patch_->lost) lost += (lost.empty() ? "" : ", ") + participant_name(w);
+  for (uint32_t g : patch_->damaged) groups += (groups.empty() ? "" : ", ") + std::to_string(g);
+  return "lost " + lost + " (group " + groups + ")";
+}
+
 bool Driver::vote_answers_patch(const wire::StepVote& v) const {
   if (!patch_ || patch_->step != v.step) return v.patch == 0;
   return !patch_->deciding && v.patch == patch_->sent;
@@ -55,11 +64,10 @@ void Driver::on_patch_decided(const Event& e) {
   if (!patch_ || patch_->deciding != d.decision) return;  // superseded by a later loss
   patch_->deciding.reset();
   if (!steps_.in_flight()) return;
-  if (!d.stacks) return step_outcome(steps_.abort("step " + std::to_string(tally_.step) + " cannot be patched: the "
-                                                  "redundancy policy failed: " + d.stacks.error().message()));
+  const std::string cannot = "step " + std::to_string(tally_.step) + " cannot be patched: " + patch_losses() + ": ";
+  if (!d.stacks) return step_outcome(steps_.abort(cannot + "the redundancy policy failed: " + d.stacks.error().message()));
   if (d.stacks->wipeout)
-    return step_outcome(steps_.abort("step " + std::to_string(tally_.step) + " cannot be patched: a shard type has no "
-                                     "surviving group hosting it (wiped out)"));
+    return step_outcome(steps_.abort(cannot + "a shard type has no surviving group hosting it (wiped out)"));
   send_patch(*d.stacks);
 }
 
@@ -79,8 +87,9 @@ void Driver::send_patch(const plan::ShardStacks& stacks) {
       for (uint32_t h = 0; h < stacks.assignment.size() && to == G; ++h)
         if (std::count(stacks.assignment[h].begin(), stacks.assignment[h].end(), t)) to = h;
       if (to == G || patch_->damaged.count(to))
-        return step_outcome(steps_.abort("step " + std::to_string(tally_.step) + " cannot be patched: the redundancy "
-                                         "policy gives shard type " + std::to_string(t) + " to no group still in the step"));
+        return step_outcome(steps_.abort("step " + std::to_string(tally_.step) + " cannot be patched: " + patch_losses() +
+                                         ": the redundancy policy gives shard type " + std::to_string(t) +
+                                         " to no group still in the step"));
       p.extra[to].push_back(t);
       moved += (moved.empty() ? "" : ", ") + std::string("type ") + std::to_string(t) + " -> group " + std::to_string(to);
     }
@@ -91,11 +100,7 @@ void Driver::send_patch(const plan::ShardStacks& stacks) {
       p.ranks.push_back(i);
       left.push_back(applied_->ranks[i]);
     }
-  std::string lost;
-  for (const auto& w : patch_->lost) lost += (lost.empty() ? "" : ", ") + participant_name(w);
-  std::string groups;
-  for (uint32_t g : p.damaged) groups += (groups.empty() ? "" : ", ") + std::to_string(g);
-  p.reason = "lost " + lost + " (group " + groups + "): " + (moved.empty() ? "no shard type to move" : moved) + "; " +
+  p.reason = patch_losses() + ": " + (moved.empty() ? "no shard type to move" : moved) + "; " +
              std::to_string(p.ranks.size()) + " ranks synchronise";
   tally_.ce = 0, tally_.tokens = 0, tally_.compute_ms = 0;
   tally_.voted.clear();

@@ -62,6 +62,11 @@ void RunRecord::plan(const AppliedPlan& p, double now_s, const std::vector<std::
   for (const auto& layer : p.plan.layers) placement.push_back(layer.placement);
   j["placement"] = placement;
   j["loads"] = loads;
+  if (!p.plan.groups.empty()) {  // a plan of data-parallel groups: their sizes and the shard stacks
+    j["groups"] = p.plan.groups;
+    j["stacks"] = {{"redundancy", p.plan.stacks.redundancy}, {"hosts", p.plan.stacks.hosts},
+                   {"assignment", p.plan.stacks.assignment}, {"depth", p.plan.stacks.depth()}};
+  }
   std::fprintf(plans_, "%s\n", j.dump().c_str());
   std::fflush(plans_);
 }

@@ -94,6 +94,14 @@ Result<PlanRecord> plan_line(const std::string& text) {
     }
     if (j.contains("placement")) j["placement"].get_to(p.placement);
     if (j.contains("loads")) j["loads"].get_to(p.loads);
+    if (j.contains("groups")) j["groups"].get_to(p.groups);
+    if (j.contains("stacks")) {
+      const auto& s = j["stacks"];
+      p.redundancy = s.value("redundancy", 0u);
+      p.depth = s.value("depth", 0u);
+      if (s.contains("hosts")) s["hosts"].get_to(p.hosts);
+      if (s.contains("assignment")) s["assignment"].get_to(p.assignment);
+    }
     return p;
   } catch (const nlohmann::json::exception& e) {
     return fail(e.what());

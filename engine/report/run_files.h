@@ -50,6 +50,11 @@ struct PlanRecord {
   std::vector<std::string> workers;
   std::vector<std::vector<std::vector<int64_t>>> placement;  // [layer][rank][slot] = expert id
   std::vector<std::vector<double>> loads;                    // [layer][expert], may be empty
+  // A plan of data-parallel groups (parallel.groups): positions per group (0: down), and the
+  // shard stacks' redundancy, per group its hosted and computed types, and the depth.
+  std::vector<uint32_t> groups;
+  uint32_t redundancy = 0, depth = 0;
+  std::vector<std::vector<uint32_t>> hosts, assignment;
 };
 
 struct Run {

@@ -7,6 +7,8 @@
 // same kill with `none` aborts the step. Two groups hit in the same step wipe a shard type out: the
 // step aborts and the elastic rung re-plans. The redundancy policy swapped live (spare, none,
 // spare) is the one a later loss meets; a broken one is refused and the stacks in force are kept.
+// `sim stacks` replays each run's failures through the simulator's SPARe model and agrees. With the
+// balancing loss off, four groups and one group of the same workers train the same losses.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -95,6 +97,19 @@ TEST_CASE("t0900-groups-patch: a worker killed mid-step is patched by another gr
   CHECK(event_detail(dir + "/none", "step_aborted").find("cannot be patched") != std::string::npos);
   REQUIRE(j["recoveries"].size() == 1);
   CHECK(j["recoveries"][0]["kind"] == "elastic");
+  // the simulator's SPARe model, replaying the same failures on the same stacks, agrees with both runs
+  for (const char* run : {"backward", "none"}) {
+    CAPTURE(run);
+    Proc s = spawn({bin(), "sim", "stacks", dir + "/" + run}, dir + "/" + run + "-stacks.out");
+    CHECK(s.wait(30000) == 0);
+    std::string out = s.output();
+    INFO(out);
+    CHECK(out.find(std::string("| 10 | 1 | 0 | ") + (std::string(run) == "none" ? "aborted | wiped out | 0 | yes |"
+                                                                                 : "patched | masked | 2 | yes |")) !=
+          std::string::npos);
+    CHECK(out.find(" agree\n") != std::string::npos);
+    CHECK(out.find("NO") == std::string::npos);
+  }
 }
 
 TEST_CASE("t0901-groups-wipeout: two groups hit in the same step leave a shard type with no host: the step aborts and the next rung recovers") {
@@ -113,6 +128,31 @@ TEST_CASE("t0901-groups-wipeout: two groups hit in the same step leave a shard t
   bool elastic = false;
   for (const auto& r : j["recoveries"]) elastic = elastic || r["kind"] == "elastic";
   CHECK(elastic);
+  Proc s = spawn({bin(), "sim", "stacks", dir + "/run"}, dir + "/stacks.out");
+  CHECK(s.wait(30000) == 0);
+  INFO(s.output());
+  CHECK(s.output().find("| 10 | 1, 2 | 0 | aborted | wiped out | 0 | yes |") != std::string::npos);
+}
+
+TEST_CASE("t0903-groups-same-update: with the balancing loss off, four groups and one group of the same eight workers train the same losses within reassociation") {
+  std::string dir = temp_dir("groups");
+  std::string spare = write_job(dir, "spare");
+  auto run = [&](const std::string& name, const std::string& sets) {
+    run_json({bin(), "run", spare, "--steps", "16", "--set", "model.aux_loss_weight=0" + sets, "--json", "--out",
+              dir + "/" + name},
+             dir + "/" + name + ".out", 90000);
+    return losses(dir + "/" + name);
+  };
+  auto four = run("four", "");
+  auto one = run("one", ",parallel.groups=1,parallel.redundancy=0");
+  CHECK(run_logs(dir + "/four").find("in group 3 of 4") != std::string::npos);
+  CHECK(run_logs(dir + "/one").find("in group") == std::string::npos);
+  REQUIRE(four.size() == 16);
+  REQUIRE(one.size() == 16);
+  for (size_t s = 0; s < four.size(); ++s) {
+    CAPTURE(s);
+    CHECK(std::fabs(four[s] - one[s]) <= 1e-4 * one[s]);
+  }
 }
 
 TEST_CASE("t0902-groups-policy-swap: spare, none, spare loaded live, a loss then is patched, and a broken policy is refused with the stacks kept") {
