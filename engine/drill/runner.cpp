@@ -129,9 +129,14 @@ void DrillRunner::tick() {
 std::vector<NodeId> DrillRunner::pick(const Action& a) {
   if (a.node) return {NodeId(*a.node)};
   if (a.holders_of) return holders(*a.holders_of);
+  // a point inside a step can only be reached by a node that runs the steps: a rank of the plan in
+  // force (a node that joined and waits for the next plan would never get there)
+  std::set<NodeId> ranks;
+  if (const auto& applied = c_.driver().applied(); applied && a.during)
+    for (const auto& r : applied->ranks) ranks.insert(r.node);
   std::vector<NodeId> pool;
   for (const auto& [id, n] : c_.membership().nodes()) {
-    if (!n.usable()) continue;
+    if (!n.usable() || (a.during && !ranks.count(id))) continue;
     if (std::any_of(n.workers.begin(), n.workers.end(),
                     [](const mesh::WorkerView& w) { return !w.exited && w.state == wire::WorkerState::ready; }))
       pool.push_back(id);
@@ -207,6 +212,11 @@ void DrillRunner::fire(size_t i) {
     if (a.kind == ActionKind::kill && a.during) {
       const mesh::Node* n = c_.membership().find(id);
       auto step = fault_step(*a.during);
+      const auto& applied = c_.driver().applied();
+      if (n && step && applied &&
+          std::none_of(applied->ranks.begin(), applied->ranks.end(), [id](const Participant& r) { return r.node == id; }))
+        step = Result<uint64_t>(fail("node ", id, " is no rank of plan ", applied->number(),
+                                     ": it runs no step, and would never reach that point"));
       for (const auto& w : n ? n->workers : std::vector<mesh::WorkerView>{})
         if (s) s = step ? c_.arm_fault(id, w.index, *a.during, *step, who) : Status(step.error());
       if (!n) s = fail("no node ", id);

@@ -8,7 +8,7 @@
 drill{ name = "kill-points", steps = 16, seed = 5 }
 add{ count = 2, step = 0 }
 kill{ node = "random", step = 0, during = "migration" }  -- a node sending state to the joining nodes
-kill{ node = 2, step = 3, during = "forward" }
+kill{ node = "random", step = 3, during = "forward" }  -- a rank of the plan in force
 kill{ node = "random", step = 8, during = "alltoall" }
 kill{ node = "random", step = 12, during = "allreduce" }
 expect{ lost_steps = 0, restores = 0, resume_s = 10 }
