@@ -359,11 +359,21 @@ void Driver::start_plan(const std::string& why) {
   out_.push_back(std::move(ask));
 }
 
+// ", stacks by spare gen 1: 3 of 4 groups up, depth 2" for a plan of data-parallel groups.
+std::string Driver::stacks_text(const PlanRecord& rec) {
+  const uint32_t G = plan::group_count(rec.plan);
+  if (G <= 1) return "";
+  uint32_t up = 0;
+  for (uint32_t n : rec.plan.groups) up += n > 0;
+  return ", stacks by " + rec.redundancy_by + ": " + std::to_string(up) + " of " + std::to_string(G) + " groups up, depth " +
+         std::to_string(rec.plan.stacks.depth());
+}
+
 void Driver::plan_decided(const Deciding& d, const PlanRecord& rec) {
   uint64_t number = rec.plan.version;
   const auto& use = d.choice.use;
   note("plan", "plan " + std::to_string(number) + " for " + std::to_string(use.size()) + " workers (" + d.why +
-                   "): allocation by " + rec.allocation_by + ", placement by " + rec.placement_by +
+                   "): allocation by " + rec.allocation_by + ", placement by " + rec.placement_by + stacks_text(rec) +
                    (rec.note.empty() ? "" : "; " + rec.note),
        act::Level::info, true);
   if (rec.plan.floor < cfg_.min_replicas && cfg_.recovery == "elastic") {

@@ -181,6 +181,7 @@ class Driver {
   std::vector<Participant> bring_up_to_date();
   void start_plan(const std::string& why);
   void plan_decided(const Deciding& d, const PlanRecord& rec);
+  static std::string stacks_text(const PlanRecord& rec);
   void start_restore(const PlanRecord& rec, const WorkerChoice& choice);
   void start_sparse_restore(const PlanRecord& rec, const WorkerChoice& choice, const PeerWindow& window);
   void start_resume(const PlanRecord& rec, const Deciding& d);

@@ -25,8 +25,8 @@
 #include <thread>
 #include <vector>
 
-#include "mesh/cpu_share.h"
 #include "report/run_files.h"
+#include "support/bench_share.h"
 #include "support/bench_table.h"
 #include "support/mesh_harness.h"
 
@@ -126,23 +126,11 @@ Setup parse(int argc, char** argv) {
   return s;
 }
 
-double resolve_share(Setup& s) {
-  if (s.cpu_share == 0) return 0;
-  if (s.cpu_share < 0) s.cpu_share = double(std::max(1u, std::thread::hardware_concurrency())) * 0.9 / kNodes;
-  auto probe = mesh::CpuShares::open(s.cpu_share);
-  if (!probe) {
-    std::printf("fair measurement unavailable (%s): workers run unconfined\n", probe.error().message().c_str());
-    return s.cpu_share = 0;
-  }
-  probe->remove_if_empty();
-  return s.cpu_share;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Setup s = parse(argc, argv);
-  resolve_share(s);
+  s.cpu_share = fair_cpu_share(s.cpu_share, kNodes);
   std::printf("a worker lost mid-step: %d workers in 4 groups of 2, d %d, 2 layers, 8 experts, batch %d x 64; node 3 "
               "killed in step %d; %d trials per cell\n",
               kNodes, s.d_model, s.batch, s.at, s.trials);

@@ -46,10 +46,10 @@
 #include <thread>
 #include <vector>
 
-#include "mesh/cpu_share.h"
 #include "policy/algo/placement_balance.h"
 #include "policy/algo/recovery.h"
 #include "report/run_files.h"
+#include "support/bench_share.h"
 #include "support/mesh_harness.h"
 
 using namespace sal;
@@ -235,24 +235,11 @@ Setup parse(int argc, char** argv) {
   return s;
 }
 
-// The share each worker gets, or 0 (unconfined) where this machine cannot confine them.
-double resolve_share(Setup& s) {
-  if (s.cpu_share == 0) return 0;
-  if (s.cpu_share < 0) s.cpu_share = double(std::max(1u, std::thread::hardware_concurrency())) * 0.9 / s.nodes;
-  auto probe = mesh::CpuShares::open(s.cpu_share);
-  if (!probe) {
-    std::printf("fair measurement unavailable (%s): workers run unconfined\n", probe.error().message().c_str());
-    return s.cpu_share = 0;
-  }
-  probe->remove_if_empty();
-  return s.cpu_share;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Setup s = parse(argc, argv);
-  resolve_share(s);
+  s.cpu_share = fair_cpu_share(s.cpu_share, s.nodes);
   std::printf("skewed expert loads: %d workers x %d slots, %d experts x 2 layers, top-%d, d %d, batch %d x 64;\n"
               "%d hot expert(s) drawn %.0fx as often; floor f = %d; re-plan every 10 steps; %d steps (measured from "
               "step 20); %d rounds;\n",
