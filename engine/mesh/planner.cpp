@@ -205,14 +205,10 @@ void Planner::decide_schedule(const job::CheckpointFacts& facts, job::PlanRecord
 // one group). A wiped-out layout (a type with no host up) resets the stacks: each type is then
 // computed by a group that is up, in turn, and the plan says so.
 void Planner::decide_stacks(job::PlanRecord& r) {
-  const uint32_t G = plan::group_count(r.plan);
-  policy::RedundancyInput in;
-  in.groups = G;
-  for (uint32_t g = 0; g < G; ++g) in.alive.push_back(plan::group_span(r.plan, g).count > 0);
-  in.redundancy = uint32_t(job_.parallel.redundancy);
-  in.has_current = current_.has_value() && current_->plan.stacks.hosts.size() == G;
-  if (in.has_current) in.current = current_->plan.stacks;
-  auto d = policies_.slot(policy::Kind::redundancy).decide(in);
+  std::vector<bool> alive;
+  for (uint32_t g = 0; g < plan::group_count(r.plan); ++g) alive.push_back(plan::group_span(r.plan, g).count > 0);
+  auto d = policies_.slot(policy::Kind::redundancy)
+               .decide(redundancy_input(std::move(alive), current_ ? current_->plan.stacks : plan::ShardStacks{}));
   r.plan.stacks = std::get<policy::RedundancyProposal>(d.proposal);
   r.redundancy_by = d.decided_by;
   if (r.plan.stacks.wipeout) {
@@ -222,14 +218,20 @@ void Planner::decide_stacks(job::PlanRecord& r) {
   }
 }
 
-Result<plan::ShardStacks> Planner::patch_stacks(const std::vector<bool>& alive, const plan::ShardStacks& current) {
+// What the redundancy policy decides from: the groups, which are up, the job's r, and the stacks
+// in force as the current ones (when they are for as many groups).
+policy::RedundancyInput Planner::redundancy_input(std::vector<bool> alive, const plan::ShardStacks& current) const {
   policy::RedundancyInput in;
   in.groups = uint32_t(alive.size());
-  in.alive = alive;
+  in.alive = std::move(alive);
   in.redundancy = uint32_t(job_.parallel.redundancy);
-  in.has_current = current.hosts.size() == alive.size();
+  in.has_current = !current.hosts.empty() && current.hosts.size() == in.groups;
   if (in.has_current) in.current = current;
-  auto d = policies_.slot(policy::Kind::redundancy).decide(in);
+  return in;
+}
+
+Result<plan::ShardStacks> Planner::patch_stacks(const std::vector<bool>& alive, const plan::ShardStacks& current) {
+  auto d = policies_.slot(policy::Kind::redundancy).decide(redundancy_input(alive, current));
   auto stacks = std::get<policy::RedundancyProposal>(d.proposal);
   spdlog::info("patch stacks by {}: {}", d.decided_by, stacks.wipeout ? "wiped out" : "depth " + std::to_string(stacks.depth()));
   return stacks;

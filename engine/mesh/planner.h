@@ -62,6 +62,7 @@ class Planner {
   void decide_schedule(const job::CheckpointFacts& facts, job::PlanRecord& r);
   void decide_stacks(job::PlanRecord& r);
   static void reset_stacks(plan::ShardStacks& s);
+  policy::RedundancyInput redundancy_input(std::vector<bool> alive, const plan::ShardStacks& current) const;
 
   const job::JobConfig& job_;
   ModelShape shape_;
