@@ -11,7 +11,9 @@
 // it commits. The controller runs no plan that moves state before the replay ends.
 //
 // Gradient synchronisation: the non-expert units' gradients are all-reduced over every rank; each
-// expert's among the ranks holding it only (expert_grads.h). The global gradient norm counts every
+// expert's among the ranks holding it only (expert_grads.h). A plan of data-parallel groups
+// (parallel.groups) adds a data plane per group, which its tokens cross, and computes the group's
+// shard types before that synchronisation; a step that loses ranks is patched (trainer_groups.cpp). The global gradient norm counts every
 // expert once. Everything is deterministic
 // for a given membership: the same plan and data give bit-identical updates.
 //

@@ -3,7 +3,9 @@
 // while this thread does the work: it takes the controller's requests in order from a queue and
 // answers each with a wire message (WorkerStatus ready, PlanReady, StepVote, SaveDone) that the
 // control loop forwards. A failure to start (bad job, missing data) is fatal: the thread stops and
-// says why; so is a failed commit on a GPU (the parameters are then in an unknown state).
+// says why; so is a failed commit on a GPU (the parameters are then in an unknown state). A
+// StepPatch (a grouped plan's step that lost ranks) first ends the data planes it replaces, from the
+// control loop, then queues like the rest; its vote carries the patch's number.
 #pragma once
 
 #include <zmq.hpp>
