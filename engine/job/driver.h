@@ -209,7 +209,7 @@ class Driver {
   bool try_patch(const in::Lost& l);
   // Whether a vote answers the patch in force (or the step as begun, when none was sent).
   bool vote_answers_patch(const wire::StepVote& v) const;
-  void send_patch(const plan::ShardStacks& stacks);
+  void send_patch(const plan::ShardStacks& stacks, const std::string& decided_by);
   std::string patch_losses() const;
   StepRecord step_record() const;  // the committed step's metrics
   void committed(const StepRecord& r);

@@ -92,10 +92,12 @@ struct Decided {
   Result<PlanRecord> record;
 };
 struct TimerFired { Timer timer; };
-// The redundancy policy's stacks for the groups still in the step (act::DecidePatch's answer).
+// The redundancy policy's stacks for the groups still in the step (act::DecidePatch's answer), and
+// which generation decided them.
 struct PatchDecided {
   uint64_t decision = 0;
   Result<plan::ShardStacks> stacks;
+  std::string decided_by;
 };
 // What an agent holds of the sparse snapshots (and what it refused), as it reported it.
 struct Slices { wire::SliceReport report; };

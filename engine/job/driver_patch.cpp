@@ -68,12 +68,12 @@ void Driver::on_patch_decided(const Event& e) {
   if (!d.stacks) return step_outcome(steps_.abort(cannot + "the redundancy policy failed: " + d.stacks.error().message()));
   if (d.stacks->wipeout)
     return step_outcome(steps_.abort(cannot + "a shard type has no surviving group hosting it (wiped out)"));
-  send_patch(*d.stacks);
+  send_patch(*d.stacks, d.decided_by);
 }
 
 // Each dropped group's shard types go to the group the policy's stacks give them to; that group
 // must still be in the step.
-void Driver::send_patch(const plan::ShardStacks& stacks) {
+void Driver::send_patch(const plan::ShardStacks& stacks, const std::string& decided_by) {
   const plan::Plan& plan = applied_->plan;
   const uint32_t G = plan::group_count(plan);
   wire::StepPatch p{steps_.epoch(), tally_.step, applied_->number(), ++patch_->sent, {}, {}, {}, ""};
@@ -101,7 +101,8 @@ void Driver::send_patch(const plan::ShardStacks& stacks) {
       left.push_back(applied_->ranks[i]);
     }
   p.reason = patch_losses() + ": " + (moved.empty() ? "no shard type to move" : moved) + "; " +
-             std::to_string(p.ranks.size()) + " ranks synchronise";
+             std::to_string(p.ranks.size()) + " ranks synchronise (stacks by " + decided_by + ", depth " +
+             std::to_string(stacks.depth()) + ")";
   tally_.ce = 0, tally_.tokens = 0, tally_.compute_ms = 0;
   tally_.voted.clear();
   std::fill(tally_.loads.begin(), tally_.loads.end(), 0);

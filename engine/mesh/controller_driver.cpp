@@ -175,7 +175,9 @@ void Controller::apply(const job::Action& action) {
                  [&](const act::Send& a) { apply_send(a); },
                  [&](const act::DecidePlan& a) { apply_decide(a); },
                  [&](const act::DecidePatch& a) {
-                   feed(job::in::PatchDecided{a.decision, planner_->patch_stacks(a.alive, a.current)});
+                   std::string by;
+                   auto stacks = planner_->patch_stacks(a.alive, a.current, by);
+                   feed(job::in::PatchDecided{a.decision, std::move(stacks), std::move(by)});
                  },
                  [&](const act::ArmTimer& a) { apply_timer(a.timer, a.ms); },
                  [&](const act::CancelTimer& a) { apply_timer(a.timer, std::nullopt); },

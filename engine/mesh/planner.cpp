@@ -230,8 +230,10 @@ policy::RedundancyInput Planner::redundancy_input(std::vector<bool> alive, const
   return in;
 }
 
-Result<plan::ShardStacks> Planner::patch_stacks(const std::vector<bool>& alive, const plan::ShardStacks& current) {
+Result<plan::ShardStacks> Planner::patch_stacks(const std::vector<bool>& alive, const plan::ShardStacks& current,
+                                                std::string& decided_by) {
   auto d = policies_.slot(policy::Kind::redundancy).decide(redundancy_input(alive, current));
+  decided_by = d.decided_by;
   auto stacks = std::get<policy::RedundancyProposal>(d.proposal);
   spdlog::info("patch stacks by {}: {}", d.decided_by, stacks.wipeout ? "wiped out" : "depth " + std::to_string(stacks.depth()));
   return stacks;

@@ -38,7 +38,9 @@ class Planner {
 
   // SPARe's reordering for a patch: the redundancy policy's stacks when only the `alive` groups
   // are left in the step, starting from `current` (the plan in force's).
-  Result<plan::ShardStacks> patch_stacks(const std::vector<bool>& alive, const plan::ShardStacks& current);
+  // `decided_by` says which generation decided them.
+  Result<plan::ShardStacks> patch_stacks(const std::vector<bool>& alive, const plan::ShardStacks& current,
+                                         std::string& decided_by);
 
   policy::PolicySet& policies() { return policies_; }
   const std::optional<job::PlanRecord>& current() const { return current_; }

@@ -71,7 +71,7 @@ TEST_CASE("a rank of a grouped plan lost mid-step: the step is patched, not abor
   vote(h, {2, 0}, 3, 0, false);  // its group lost a rank: the vote no counts for nothing
   CHECK(h.d.steps().aborted() == 0);
 
-  h.on(in::PatchDecided{asks[0].decision, stacks({{0, 1}, {}}, {true, false})});
+  h.on(in::PatchDecided{asks[0].decision, stacks({{0, 1}, {}}, {true, false}), "spare gen 1"});
   auto patches = h.sent<wire::StepPatch>();
   REQUIRE(patches.size() == 1);
   const wire::StepPatch& p = patches[0].second;
@@ -82,7 +82,8 @@ TEST_CASE("a rank of a grouped plan lost mid-step: the step is patched, not abor
   CHECK(p.extra == std::vector<std::vector<uint32_t>>{{1}, {}});
   CHECK(patches[0].first.to.size() == 3);
   CHECK(h.noted("patch"));
-  CHECK(h.note_detail("patch").find("type 1 -> group 0") != std::string::npos);
+  CHECK(h.note_detail("patch") ==
+        "step 3 patch 1: lost 3.0 (group 1): type 1 -> group 0; 3 ranks synchronise (stacks by spare gen 1, depth 2)");
 
   for (uint32_t n : {0u, 1u, 2u}) vote(h, {NodeId(n), 0}, 3, 1);
   CHECK(h.d.steps().committed() == 4);
