@@ -244,7 +244,7 @@ struct StepCommit {
 // each group computes, besides the shard types the plan gave it, the types in extra[group] (the
 // redundancy policy's choice among the groups hosting the damaged groups' types); then the ranks
 // in `ranks` (plan positions, ascending) synchronise the gradients over a data plane of their
-// own (prefix plan-<plan>/patch-<patch>: rank i of it is position ranks[i]) and vote again,
+// own (prefix plan-<plan>/patch-<step>-<patch>: rank i of it is position ranks[i]) and vote again,
 // carrying `patch`. A later loss in the same step sends a higher-numbered patch that replaces it
 // (extra is the whole set each time).
 struct StepPatch {
