@@ -106,22 +106,7 @@ Setup parse(int argc, char** argv) {
   Setup s;
   const std::map<std::string, int*> ints = {{"--trials", &s.trials}, {"--steps", &s.steps}, {"--at", &s.at},
                                             {"--d-model", &s.d_model}, {"--batch", &s.batch}};
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--no-cpu-share") {
-      s.cpu_share = 0;
-      continue;
-    }
-    if (i + 1 >= argc) usage();
-    std::string v = argv[++i];
-    try {
-      if (a == "--cpu-share") s.cpu_share = std::stod(v);
-      else if (ints.count(a)) *ints.at(a) = std::stoi(v);
-      else usage();
-    } catch (const std::exception&) {
-      usage();
-    }
-  }
+  if (!parse_bench_options(argc, argv, ints, {}, s.cpu_share)) usage();
   if (s.at < 6 || s.at + 2 >= s.steps) usage();
   return s;
 }

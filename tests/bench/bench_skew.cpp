@@ -215,23 +215,7 @@ Setup parse(int argc, char** argv) {
       {"--rounds", &s.rounds}, {"--steps", &s.steps}, {"--nodes", &s.nodes}, {"--slots", &s.slots},
       {"--experts", &s.experts}, {"--top-k", &s.top_k}, {"--hot", &s.hot}, {"--min-replicas", &s.min_replicas},
       {"--d-model", &s.d_model}, {"--batch", &s.batch}};
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--no-cpu-share") {
-      s.cpu_share = 0;
-      continue;
-    }
-    if (i + 1 >= argc) usage();
-    std::string v = argv[++i];
-    try {
-      if (a == "--skew") s.skew = std::stod(v);
-      else if (a == "--cpu-share") s.cpu_share = std::stod(v);
-      else if (ints.count(a)) *ints.at(a) = std::stoi(v);
-      else usage();
-    } catch (const std::exception&) {
-      usage();
-    }
-  }
+  if (!parse_bench_options(argc, argv, ints, {{"--skew", &s.skew}}, s.cpu_share)) usage();
   return s;
 }
 
