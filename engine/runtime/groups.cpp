@@ -5,6 +5,17 @@
 
 namespace sal::runtime {
 
+std::vector<Counts> replicas_at(const std::vector<Counts>& replicas, const std::vector<uint32_t>& ranks) {
+  std::vector<Counts> out;
+  for (const Counts& layer : replicas) {
+    Counts t(layer.size());
+    for (size_t e = 0; e < layer.size(); ++e)
+      for (uint32_t r : ranks) t[e].push_back(r < layer[e].size() ? layer[e][r] : 0);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 GroupRole group_role(const plan::Plan& p, const std::vector<Counts>& replicas, int rank) {
   GroupRole r;
   r.groups = plan::group_count(p);
@@ -12,13 +23,9 @@ GroupRole group_role(const plan::Plan& p, const std::vector<Counts>& replicas, i
   r.local_rank = rank - int(r.span.first);
   if (r.span.group < p.stacks.assignment.size()) r.types = p.stacks.assignment[r.span.group];
   if (p.groups.empty() && r.types.empty()) r.types = {0};  // one group computes the one type
-  for (const Counts& layer : replicas) {
-    Counts mine(layer.size());
-    for (size_t e = 0; e < layer.size(); ++e)
-      for (uint32_t pos = r.span.first; pos < r.span.first + r.span.count && pos < layer[e].size(); ++pos)
-        mine[e].push_back(layer[e][pos]);
-    r.replicas.push_back(std::move(mine));
-  }
+  std::vector<uint32_t> positions(r.span.count);
+  for (uint32_t i = 0; i < r.span.count; ++i) positions[i] = r.span.first + i;
+  r.replicas = replicas_at(replicas, positions);
   return r;
 }
 

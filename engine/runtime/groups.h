@@ -26,6 +26,10 @@ struct GroupRole {
   std::vector<Counts> replicas;  // [layer] R[expert][group rank]: the group's own replicas
 };
 
+// The replica table ([layer] R[expert][rank]) restricted to the plan positions `ranks`, in that
+// order (a group's ranks, or a patch's).
+std::vector<Counts> replicas_at(const std::vector<Counts>& replicas, const std::vector<uint32_t>& ranks);
+
 // This rank's role in `p` given the plan's replica table ([layer] R[expert][rank]).
 GroupRole group_role(const plan::Plan& p, const std::vector<Counts>& replicas, int rank);
 

@@ -34,26 +34,6 @@ comm::GlooOptions plane_options(const TrainSpec& spec, int rank, int size, std::
   return o;
 }
 
-// The plan's replica table restricted to positions `ranks` (in that order).
-std::vector<Counts> replicas_at(const std::vector<Counts>& replicas, const std::vector<uint32_t>& ranks) {
-  std::vector<Counts> out;
-  for (const Counts& layer : replicas) {
-    Counts t(layer.size());
-    for (size_t e = 0; e < layer.size(); ++e)
-      for (uint32_t r : ranks) t[e].push_back(r < layer[e].size() ? layer[e][r] : 0);
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
-template <class F>
-void each_unit(model::Params& p, F&& f) {
-  f(p.embedding);
-  for (auto& u : p.dense) f(u);
-  for (auto& u : p.gate) f(u);
-  for (auto& [key, u] : p.experts) f(u);
-}
-
 }  // namespace
 
 // A grouped plan's second data plane: the ranks of this rank's group, which its tokens cross.
@@ -128,16 +108,16 @@ Result<StepOutcome> Trainer::finish_grouped(comm::Collectives& comm, const std::
 
 void Trainer::backup_grads() {
   grad_backup_.clear();
-  each_unit(params_, [this](model::Unit& u) { grad_backup_.push_back(u.g); });
+  for (const model::Unit* u : params_.units()) grad_backup_.push_back(u->g);
   backup_ok_ = true;
 }
 
 void Trainer::restore_grads() {
   size_t i = 0;
-  each_unit(params_, [&](model::Unit& u) {
-    if (i < grad_backup_.size() && grad_backup_[i].size() == u.g.size()) u.g = grad_backup_[i];
+  for (model::Unit* u : params_.units()) {
+    if (i < grad_backup_.size() && grad_backup_[i].size() == u->g.size()) u->g = grad_backup_[i];
     ++i;
-  });
+  }
 }
 
 void Trainer::interrupt_for_patch(const wire::StepPatch& p) {
