@@ -30,6 +30,13 @@ namespace sal::runtime {
 // How long a restoring worker waits for one holder's answer before asking the next.
 constexpr int kFetchTimeoutMs = 10000;
 
+// A plan's data planes. A pair connect to a peer that never comes costs a few times kConnectTimeoutMs
+// (Gloo's pair connect cannot be interrupted), so it is short: the controller retries a failed
+// plan. The waits for the peers' rendezvous keys are longer — an abort interrupts them — so that
+// a peer still leaving an abandoned plan's pair connects arrives in time.
+constexpr int64_t kConnectTimeoutMs = 1000;
+constexpr int64_t kRendezvousTimeoutMs = 8000;
+
 // One device snapshot at a time (DeviceCompute holds one): `busy` from begin_snapshot() until its
 // units are taken, on whichever thread. `device` goes null when the Trainer does, so units taken
 // later fail instead of reaching a closed device; the mutex is held while they are taken, so the
@@ -109,6 +116,20 @@ Status Trainer::init() {
   return {};
 }
 
+// One of a plan's Gloo data planes (the plan's, a group's, a patch's): this rank's place in it, its
+// size and its store prefix.
+comm::GlooOptions Trainer::plane_options(int rank, int size, std::string prefix) const {
+  comm::GlooOptions o;
+  o.rank = rank;
+  o.size = size;
+  o.prefix = std::move(prefix);
+  o.hostname = spec_.data_host;
+  o.connect_timeout_ms = kConnectTimeoutMs;
+  o.rendezvous_timeout_ms = kRendezvousTimeoutMs;
+  o.verify_counts = false;  // the exchanges' sizes come from a schedule every rank checks it shares (gather_schedule)
+  return o;
+}
+
 Status Trainer::connect(const wire::PlanUpdate& p) {
   if (p.my_rank < 0 || size_t(p.my_rank) >= p.ranks.size()) return fail("plan ", p.number(), " gives this worker no rank");
   auto store = std::atomic_load(&store_);
@@ -119,14 +140,7 @@ Status Trainer::connect(const wire::PlanUpdate& p) {
     std::atomic_store(&store_, store);
   }
   if (aborting_) return fail("plan ", p.number(), ": aborted by the controller");
-  comm::GlooOptions o;
-  o.rank = p.my_rank;
-  o.size = int(p.ranks.size());
-  o.prefix = "plan-" + std::to_string(p.number());
-  o.hostname = spec_.data_host;
-  o.connect_timeout_ms = kConnectTimeoutMs;
-  o.rendezvous_timeout_ms = kRendezvousTimeoutMs;
-  o.verify_counts = false;  // the exchanges' sizes come from a schedule every rank checks it shares (gather_schedule)
+  auto o = plane_options(p.my_rank, int(p.ranks.size()), "plan-" + std::to_string(p.number()));
   auto c = comm::connect_gloo(o, *store);
   if (!c) return c.error().with_context("plan " + std::to_string(p.number()) + " data plane");
   std::shared_ptr<comm::Collectives> comm(std::move(*c));

@@ -94,12 +94,6 @@ class Trainer {
   // `units`, which first passes the drill's snapshot fault point of `step` on the writer's thread
   // (after the copy, before anything is written: a writer dying in the middle of a snapshot).
   ckpt::SnapshotUnits with_snapshot_fault(ckpt::SnapshotUnits units, uint64_t step) const;
-  // A plan's data planes. A pair connect to a peer that never comes costs a few times
-  // kConnectTimeoutMs (Gloo's pair connect cannot be interrupted), so it is short: the controller
-  // retries a failed plan. The waits for the peers' rendezvous keys are longer — an abort
-  // interrupts them — so that a peer still leaving an abandoned plan's pair connects arrives in time.
-  static constexpr int64_t kConnectTimeoutMs = 1000;
-  static constexpr int64_t kRendezvousTimeoutMs = 8000;
   // Each unit is in the snapshots of up to this many of its holders, so that a snapshot survives
   // the loss of one writer (ckpt/book.h).
   static constexpr size_t kSnapshotCopies = 2;
@@ -164,6 +158,7 @@ class Trainer {
   // parallel.groups > 1 (trainer_groups.cpp): this rank's group's data plane, the step of a grouped
   // plan (groups.h), and the synchronisation it ends with, over a data plane and replica table.
   Status connect_group(const wire::PlanUpdate& p);
+  comm::GlooOptions plane_options(int rank, int size, std::string prefix) const;
   Result<StepOutcome> grouped_step(uint64_t step, int64_t t0);
   Status compute_types(uint64_t step, const std::vector<uint32_t>& types, model::StepStats& total);
   Result<StepOutcome> finish_grouped(comm::Collectives& comm, const std::vector<Counts>& replicas,

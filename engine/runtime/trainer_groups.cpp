@@ -19,23 +19,6 @@
 #include "runtime/trainer.h"
 
 namespace sal::runtime {
-namespace {
-
-// Gloo options of one of the plan's extra planes: `prefix`, this rank's place and the size.
-comm::GlooOptions plane_options(const TrainSpec& spec, int rank, int size, std::string prefix) {
-  comm::GlooOptions o;
-  o.rank = rank;
-  o.size = size;
-  o.prefix = std::move(prefix);
-  o.hostname = spec.data_host;
-  o.connect_timeout_ms = Trainer::kConnectTimeoutMs;
-  o.rendezvous_timeout_ms = Trainer::kRendezvousTimeoutMs;
-  o.verify_counts = false;  // sizes come from schedules every rank checks it shares
-  return o;
-}
-
-}  // namespace
-
 // A grouped plan's second data plane: the ranks of this rank's group, which its tokens cross.
 Status Trainer::connect_group(const wire::PlanUpdate& p) {
   std::atomic_store(&group_comm_, std::shared_ptr<comm::Collectives>());
@@ -43,7 +26,7 @@ Status Trainer::connect_group(const wire::PlanUpdate& p) {
   if (device_) return fail("plan ", p.number(), ": data-parallel groups run on CPU workers only (", spec_.device, ")");
   plan::GroupSpan span = plan::group_of(p.plan, uint32_t(p.my_rank));
   if (span.count == 0) return fail("plan ", p.number(), " puts rank ", p.my_rank, " in no group");
-  auto o = plane_options(spec_, p.my_rank - int(span.first), int(span.count),
+  auto o = plane_options(p.my_rank - int(span.first), int(span.count),
                          "plan-" + std::to_string(p.number()) + "/group-" + std::to_string(span.group));
   auto c = comm::connect_gloo(o, *std::atomic_load(&store_));
   if (!c) return c.error().with_context("plan " + std::to_string(p.number()) + " group " + std::to_string(span.group) +
@@ -149,7 +132,7 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
       SAL_TRY(compute_types(p.step, p.extra[g], total));
     }
   }
-  auto o = plane_options(spec_, int(me - p.ranks.begin()), int(p.ranks.size()),
+  auto o = plane_options(int(me - p.ranks.begin()), int(p.ranks.size()),
                          "plan-" + std::to_string(p.plan) + "/patch-" + std::to_string(p.step) + "-" +
                              std::to_string(p.patch));
   auto c = comm::connect_gloo(o, *std::atomic_load(&store_));
