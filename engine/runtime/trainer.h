@@ -162,6 +162,7 @@ class Trainer {
   Result<StepOutcome> grouped_step(uint64_t step, int64_t t0);
   Status compute_types(uint64_t step, const std::vector<uint32_t>& types, model::StepStats& total);
   Result<StepOutcome> finish_grouped(comm::Collectives& comm, const std::vector<Counts>& replicas,
+                                     const std::vector<SharedExpert>& shared,
                                      model::StepStats total, int64_t t0);
   void backup_grads();
   void restore_grads();

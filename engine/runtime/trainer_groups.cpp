@@ -65,17 +65,18 @@ Result<StepOutcome> Trainer::grouped_step(uint64_t step, int64_t t0) {
   backup_grads();
   group_stats_ = total;
   faults_->at(wire::FaultPoint::allreduce, step);
-  return finish_grouped(*comm_, replicas_, std::move(total), t0);
+  return finish_grouped(*comm_, replicas_, shared_, std::move(total), t0);
 }
 
 // Phase B over `comm` (the plan's plane, or a patch's): the non-expert gradients over every rank,
 // each expert's over its holders, the norm, and the balancing loss (each rank adds its share of
 // its group's, so the sum is the batch's).
 Result<StepOutcome> Trainer::finish_grouped(comm::Collectives& comm, const std::vector<Counts>& replicas,
+                                            const std::vector<SharedExpert>& shared,
                                             model::StepStats total, int64_t t0) {
   if (comm.size() > 1) {
     Status s = sum_dense_gradients(comm, params_);
-    if (s) s = reduce_among_holders(comm, comm.rank(), shared_experts(replicas), params_);
+    if (s) s = reduce_among_holders(comm, comm.rank(), shared, params_);
     if (!s) return s.error().with_context("gradient sync");
   }
   auto norm = grad_norm(comm, replicas);
@@ -89,9 +90,10 @@ Result<StepOutcome> Trainer::finish_grouped(comm::Collectives& comm, const std::
                      model::learning_rate(spec_.optim, int64_t(step_))};
 }
 
-void Trainer::backup_grads() {
-  grad_backup_.clear();
-  for (const model::Unit* u : params_.units()) grad_backup_.push_back(u->g);
+void Trainer::backup_grads() {  // the buffers are kept from step to step
+  auto units = params_.units();
+  grad_backup_.resize(units.size());
+  for (size_t i = 0; i < units.size(); ++i) grad_backup_[i].assign(units[i]->g.begin(), units[i]->g.end());
   backup_ok_ = true;
 }
 
@@ -139,7 +141,8 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
   if (!c) return c.error().with_context("patch " + std::to_string(p.patch) + " of step " + std::to_string(p.step) + " data plane");
   std::shared_ptr<comm::Collectives> plane(std::move(*c));
   std::atomic_store(&comm_, plane);  // abort() and a later patch reach it
-  return finish_grouped(*plane, replicas_at(replicas_, p.ranks), std::move(total), t0);
+  auto replicas = replicas_at(replicas_, p.ranks);
+  return finish_grouped(*plane, replicas, shared_experts(replicas), std::move(total), t0);
 }
 
 }  // namespace sal::runtime
