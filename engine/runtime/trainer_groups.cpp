@@ -19,6 +19,7 @@
 #include "runtime/trainer.h"
 
 namespace sal::runtime {
+
 // A grouped plan's second data plane: the ranks of this rank's group, which its tokens cross.
 Status Trainer::connect_group(const wire::PlanUpdate& p) {
   std::atomic_store(&group_comm_, std::shared_ptr<comm::Collectives>());
