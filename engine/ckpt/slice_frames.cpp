@@ -1,5 +1,6 @@
 // slice_frames.cpp — see slice_frames.h.
 #include "ckpt/slice_frames.h"
+#include "wire/unit_refs.h"
 
 #include <cstring>
 
@@ -49,7 +50,7 @@ Result<DecodedSlot> decode(const wire::Parts& parts, const ModelShape* shape) {
     UnitId id{UnitKind(u.kind), u.layer, u.expert};
     if (u.kind > uint8_t(UnitKind::expert)) return fail(what, ": unit kind ", int(u.kind));
     if (shape) {
-      auto known = unit_of(wire::SliceUnitRef{u.kind, u.layer, u.expert}, *shape);
+      auto known = wire::unit_of(wire::SliceUnitRef{u.kind, u.layer, u.expert}, *shape);
       if (!known) return known.error().with_context(what);
       if (u.floats != unit_size(*shape, id.kind))
         return fail(what, ": ", id.name(), " has ", unit_size(*shape, id.kind), " floats, the body says ", u.floats);
@@ -82,14 +83,5 @@ wire::Parts encode_slot(wire::SlicePut head, const SparseSlot& slot) {
 
 Result<DecodedSlot> decode_slot(const wire::Parts& parts, const ModelShape& shape) { return decode(parts, &shape); }
 Result<DecodedSlot> decode_slot(const wire::Parts& parts) { return decode(parts, nullptr); }
-
-wire::SliceUnitRef unit_ref(const UnitId& id) { return {uint8_t(id.kind), int32_t(id.layer), int32_t(id.expert)}; }
-
-Result<UnitId> unit_of(const wire::SliceUnitRef& r, const ModelShape& shape) {
-  UnitId id{UnitKind(r.kind), r.layer, r.expert};
-  if (r.kind > uint8_t(UnitKind::expert) || unit_index(shape, id) < 0)
-    return fail("no unit kind ", int(r.kind), " layer ", r.layer, " expert ", r.expert, " in the model");
-  return id;
-}
 
 }  // namespace sal::ckpt

@@ -26,8 +26,4 @@ Result<DecodedSlot> decode_slot(const wire::Parts& parts, const ModelShape& shap
 // each other only.
 Result<DecodedSlot> decode_slot(const wire::Parts& parts);
 
-wire::SliceUnitRef unit_ref(const UnitId& id);
-// The unit a reference names, if it is one of the model's.
-Result<UnitId> unit_of(const wire::SliceUnitRef& r, const ModelShape& shape);
-
 }  // namespace sal::ckpt

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <zmq.hpp>
 
+#include "cli/attachments.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/host_link.h"
@@ -25,7 +26,7 @@
 #include "mesh/controller.h"
 #include "mesh/journal_file.h"
 #include "mesh/timer.h"
-#include "sim/repl_module.h"
+#include "sim/jobs.h"
 
 namespace sal::cli {
 namespace {
@@ -157,8 +158,8 @@ int serve(Serving s) {
     drill = std::make_unique<drill::DrillRunner>(controller, loop.get(), std::move(*s.drill), s.drill_progress);
     drill->start();
   }
-  std::printf("mesh %s\nrepl %s\n", controller.mesh_endpoint().c_str(), controller.repl_endpoint().c_str());
-  if (!controller.metrics_url().empty()) std::printf("metrics %s\n", controller.metrics_url().c_str());
+  std::printf("mesh %s\nrepl %s\n", controller.mesh_endpoint().c_str(), controller.endpoint("repl").c_str());
+  if (auto url = controller.endpoint("metrics"); !url.empty()) std::printf("metrics %s\n", url.c_str());
   std::fflush(stdout);
   progress_timer.start(1000, 1000, [&] { progress.update(status_line(view()), false); });
   loop.run();
@@ -226,9 +227,7 @@ int cmd_controller(const Command& cmd, const Parsed& p) {
             p.has("--host-netns"),
             p.has("--json")};
   s.options.resume = std::move(journal);
-  s.options.repl_modules = [&sim_jobs, dir = job.dir](lua::ApiRegistry& reg) {
-    sim::register_repl_module(reg, dir, sim_jobs);
-  };
+  s.options.attach = controller_attachments(job, s.options.run_dir, sim_jobs);
   if (!s.options.run_dir.empty()) {
     if (auto st = make_dirs(s.options.run_dir); !st) return usage_error(cmd, "--out: " + st.error().message());
   }

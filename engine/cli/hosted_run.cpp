@@ -55,7 +55,7 @@ std::string bind_port(const std::string& bind, const std::string& fallback) {
 }
 
 // The command, run inside the lab's namespace of node `k` (-1: the hub's).
-void in_namespace(const mesh::NetLab& lab, int k, mesh::SpawnOptions& so) {
+void in_namespace(const drill::NetLab& lab, int k, mesh::SpawnOptions& so) {
   std::vector<std::string> argv{so.exe};
   argv.insert(argv.end(), so.args.begin(), so.args.end());
   argv = lab.inside(k, argv);
@@ -83,7 +83,7 @@ HostedRun::~HostedRun() {
 // The namespaces, and CURVE keys for a mesh that is no longer on loopback: the controller's pair, a
 // pair the agents share, and an allowlist naming the agents' key as nodes.
 Status HostedRun::build_lab() {
-  auto lab = mesh::NetLab::create(int(opts_.run.job.mesh.nodes));
+  auto lab = drill::NetLab::create(int(opts_.run.job.mesh.nodes));
   if (!lab) return lab.error().with_context("a drill that cuts links (partition{}) needs its mesh in network namespaces");
   lab_ = std::move(*lab);
   std::string keys = opts_.run.run_dir + "/keys";

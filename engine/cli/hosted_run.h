@@ -12,7 +12,7 @@
 // signal reaches it once); the run's exit code is the last controller's.
 //
 // For a drill that cuts links (partition{}), the run builds a network of namespaces
-// (mesh/netns_lab.h): the controller in the hub's, each agent in one of its own behind a veth pair,
+// (drill/netns_lab.h): the controller in the hub's, each agent in one of its own behind a veth pair,
 // the mesh on 10.78.0.1 with CURVE (keys made for the run in RUN_DIR/keys) since it is no longer
 // loopback. "cut NODE MS" takes the agent's link down and brings it back MS later. The REPL and the
 // metrics endpoint then live inside the hub's namespace (the run prints how to reach them).
@@ -28,7 +28,7 @@
 #include "cli/host_link.h"
 #include "cli/local_run.h"
 #include "mesh/cpu_share.h"
-#include "mesh/netns_lab.h"
+#include "drill/netns_lab.h"
 #include "mesh/process.h"
 #include "mesh/timer.h"
 
@@ -71,7 +71,7 @@ class HostedRun {
   std::unique_ptr<mesh::ChildProcess> controller_;
   std::vector<std::unique_ptr<mesh::ChildProcess>> agents_;
   std::optional<mesh::CpuShares> shares_;
-  std::unique_ptr<mesh::NetLab> lab_;     // --netns: the namespaces (removed after the processes are killed)
+  std::unique_ptr<drill::NetLab> lab_;     // --netns: the namespaces (removed after the processes are killed)
   std::vector<std::string> secure_args_;  // the controller's --server-key and --allow in the lab
   std::vector<std::string> agent_keys_;   // the agents' --server-key and --key
   std::map<int, std::unique_ptr<mesh::Timer>> heals_;  // a cut link's restoration, by node

@@ -12,7 +12,7 @@
 #include "core/clock.h"
 #include "core/paths.h"
 #include "report/report.h"
-#include "sim/repl_module.h"
+#include "cli/attachments.h"
 
 namespace sal::cli {
 
@@ -66,7 +66,7 @@ Status LocalRun::start() {
   started_ns_ = mono_ns();
   mesh::ControllerOptions o{opts_.job, opts_.steps, opts_.run_dir};
   o.from_checkpoint = opts_.resume_from;
-  o.repl_modules = [this](lua::ApiRegistry& reg) { sim::register_repl_module(reg, opts_.job.dir, sim_jobs_); };
+  o.attach = controller_attachments(opts_.job, opts_.run_dir, sim_jobs_);
   controller_ = std::make_unique<mesh::Controller>(loop_.get(), ctx_, std::move(o));
   controller_->on_stop_requested = [this](const std::string& why) {
     begin_stop(why, interrupt_code_.value_or(controller_->driver().failure().empty() ? 0 : 1));
@@ -74,9 +74,9 @@ Status LocalRun::start() {
   controller_->on_change = [this] { refresh(false); };
   SAL_TRY(controller_->start());
   FILE* out = opts_.json ? stderr : stdout;
-  std::fprintf(out, "repl  %s\nmesh  %s\nlogs  %s\n", controller_->repl_endpoint().c_str(),
+  std::fprintf(out, "repl  %s\nmesh  %s\nlogs  %s\n", controller_->endpoint("repl").c_str(),
                controller_->mesh_endpoint().c_str(), opts_.run_dir.c_str());
-  if (!controller_->metrics_url().empty()) std::fprintf(out, "metrics  %s\n", controller_->metrics_url().c_str());
+  if (auto url = controller_->endpoint("metrics"); !url.empty()) std::fprintf(out, "metrics  %s\n", url.c_str());
   std::fflush(out);
   loop_.on_signals([this](int sig) { on_signal(sig); });
   controller_->add_nodes = [this](int count) { return add_agents(count); };

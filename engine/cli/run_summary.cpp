@@ -20,13 +20,13 @@ std::string status_line(const RunView& v) {
   const auto& c = v.controller;
   const auto& m = c.membership();
   const auto& tr = c.driver();
-  const auto& metrics = c.metrics();
+  const auto& metrics = c.step_log();
   std::string steps = v.steps_target > 0 ? std::to_string(c.steps().committed()) + "/" + std::to_string(v.steps_target)
                                          : "idle (no steps)";
   std::string train;
   if (metrics.last()) {
     char buf[96];
-    std::snprintf(buf, sizeof buf, " · loss %.3f · %.0f tok/s", metrics.mean_loss(10), metrics.recent_tokens_per_s(mesh::MetricsLog::kRecentSteps));
+    std::snprintf(buf, sizeof buf, " · loss %.3f · %.0f tok/s", metrics.mean_loss(10), metrics.recent_tokens_per_s(mesh::StepLog::kRecentSteps));
     train = buf;
   }
   std::string plan = tr.applied() ? " · plan " + std::to_string(tr.applied()->number()) : "";
@@ -43,7 +43,7 @@ nlohmann::ordered_json run_summary(const RunView& v) {
   const auto& m = c.membership();
   const auto& st = c.steps();
   const auto& tr = c.driver();
-  const auto& metrics = c.metrics();
+  const auto& metrics = c.step_log();
   const auto& job = c.job();
   nlohmann::ordered_json j;
   j["job"] = job.name;
@@ -71,7 +71,8 @@ nlohmann::ordered_json run_summary(const RunView& v) {
   j["stopped_by"] = v.stop_reason;
   if (!tr.failure().empty()) j["failure"] = tr.failure();
   if (checkpoint_written(tr)) j["checkpoint"] = tr.checkpoint_dir();
-  j["metrics_url"] = c.metrics_url().empty() ? nlohmann::json() : nlohmann::json(c.metrics_url());
+  const std::string url = c.endpoint("metrics");
+  j["metrics_url"] = url.empty() ? nlohmann::json() : nlohmann::json(url);
   j["run_dir"] = v.run_dir;
   j["exit_code"] = v.exit_code;
   return j;
@@ -80,7 +81,7 @@ nlohmann::ordered_json run_summary(const RunView& v) {
 void print_text_summary(const RunView& v, const nlohmann::ordered_json& j) {
   const auto& c = v.controller;
   const auto& tr = c.driver();
-  const auto& metrics = c.metrics();
+  const auto& metrics = c.step_log();
   const uint64_t patched = j["patched_steps"].get<uint64_t>();
   std::string patched_text = patched ? ", " + std::to_string(patched) + " patched" : "";
   std::printf("%s — %llu steps committed (%llu aborted%s) in %.2f s · epoch %llu · %zu nodes joined, %zu lost\n",

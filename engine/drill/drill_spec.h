@@ -21,7 +21,7 @@
 //   freeze{node, step | at_s, ms, count}           SIGSTOP the node for ms, then SIGCONT
 //   partition{node, step | at_s, for_s, count}     cut the node's network link for for_s seconds
 //                                                  (a real cut: the run puts its controller and
-//                                                  agents in network namespaces, mesh/netns_lab.h)
+//                                                  agents in network namespaces, drill/netns_lab.h)
 //   add{count, step | at_s}                        start more nodes (a local mesh)
 //   replay_trace{file, format = "bamboo", time_scale, max_nodes, start_s}   (trace.h)
 //   expect{lost_steps = N, resume_s = T, min_throughput_share = F, restores = N, min_restores = N}

@@ -76,7 +76,7 @@ void DrillRunner::on_committed(uint64_t) {
   double t = now_s();
   if (first_step_s_ < 0) first_step_s_ = t;
   if (origin_s_ < 0) set_clock_origin(t);
-  uint64_t tokens = c_.metrics().last() ? c_.metrics().last()->tokens : 0;
+  uint64_t tokens = c_.step_log().last() ? c_.step_log().last()->tokens : 0;
   all_tokens_ += tokens;
   all_last_s_ = t;
   if (first_action_s_ < 0) {

@@ -350,7 +350,12 @@ void Driver::start_plan(const std::string& why) {
     return;
   }
   deciding_ = Deciding{++decisions_, why, choice, step, view_.epoch, plane_spent_};
-  act::DecidePlan ask{deciding_->decision, uint32_t(choice.use.size()), view_.epoch, std::nullopt, std::move(loads), facts_};
+  act::DecidePlan ask;
+  ask.decision = deciding_->decision;
+  ask.workers = uint32_t(choice.use.size());
+  ask.epoch = view_.epoch;
+  ask.loads = std::move(loads);
+  ask.facts = facts_;
   ask.facts.iteration = step;
   if (keep_applied_) ask.keep = applied_->plan;
   keep_applied_ = false;

@@ -26,6 +26,7 @@
 #include "job/measurements.h"
 #include "job/plan_switch.h"
 #include "plan/plan.h"
+#include "policy/plan_ask.h"
 #include "wire/messages.h"
 
 namespace sal::job {
@@ -55,13 +56,7 @@ struct View {
 };
 
 // What a plan decision produced (the planner's answer to act::DecidePlan).
-struct PlanRecord {
-  plan::Plan plan;     // version = its number; schedule and stacks filled in
-  Epoch epoch = 0;     // the membership epoch it was decided for
-  std::string allocation_by, placement_by, checkpoint_by, redundancy_by;  // which generation decided
-  std::string note;    // e.g. the floor being lowered
-  double ms = 0;       // time to decide all of it
-};
+using PlanRecord = policy::PlanRecord;
 
 // The driver's timers. Each is armed (again) or cancelled by an action and comes back as an event.
 enum class Timer : uint8_t {
@@ -134,18 +129,10 @@ struct Send {
   bool all = false;
   Message msg;
 };
-// Ask the planner for a plan for `workers` positions; the answer comes back as in::Decided with
-// the same `decision`. `fixed_groups`: the baselines' fixed expert-parallel plan of that many groups.
-struct DecidePlan {
+// Ask the planner for the plan `PlanAsk` says; the answer comes back as in::Decided with the same
+// `decision`.
+struct DecidePlan : policy::PlanAsk {
   uint64_t decision = 0;
-  uint32_t workers = 0;
-  Epoch epoch = 0;
-  std::optional<uint32_t> fixed_groups;
-  std::optional<std::vector<std::vector<double>>> loads;  // measured loads to balance, [layer][expert]
-  CheckpointFacts facts;  // what the checkpoint policy decides from
-  // A resumed job whose ranks all came back: decide nothing, put this plan in force again under the
-  // next number (its allocation, placement, schedule and stacks unchanged).
-  std::optional<plan::Plan> keep;
 };
 // Ask the redundancy policy which groups compute which shard types when the groups not `alive`
 // drop out of the step in flight (SPARe's reordering, with the plan in force's stacks as the

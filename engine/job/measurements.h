@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "policy/plan_ask.h"
+
 namespace sal::job {
 
 struct StepRecord {
@@ -80,8 +82,6 @@ class MovingMedian {
   std::deque<double> samples_;
 };
 
-// What the checkpoint policy decides from, measured by the driver. Zero means "not measured yet"
-// (the planner then uses its assumptions and says so).
 // The sparse snapshots (MoEtion) a worker holds, as its last vote said (wire::StepVote).
 struct SparseHolding {
   uint64_t bytes = 0;
@@ -90,11 +90,7 @@ struct SparseHolding {
   uint64_t step = 0;                         // the step of the vote that said so
 };
 
-struct CheckpointFacts {
-  double iteration_s = 0;    // median step time of the recent committed steps
-  double bandwidth_Bps = 0;  // bytes a snapshot copied over the pause training saw, median
-  uint64_t iteration = 0;    // the next step
-  std::vector<std::vector<double>> popularity;  // [layer][expert]: share of routed tokens (sums to 1 per layer)
-};
+// What the checkpoint policy decides from, measured by the driver (policy/planner.h).
+using CheckpointFacts = policy::CheckpointFacts;
 
 }  // namespace sal::job

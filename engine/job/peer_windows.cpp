@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "ckpt/slice_frames.h"
+#include "wire/unit_refs.h"
 
 namespace sal::job {
 namespace {
@@ -45,7 +45,7 @@ std::optional<PeerWindow> restorable_window(const std::map<NodeId, wire::SliceRe
     PeerWindow pw{from, to, {}};
     for (const auto& [node, ids] : held) {
       wire::SliceHolder h{uint32_t(node), {}};
-      for (const UnitId& id : ids) h.units.push_back(ckpt::unit_ref(id));
+      for (const UnitId& id : ids) h.units.push_back(wire::unit_ref(id));
       pw.holders.push_back(std::move(h));
     }
     return pw;

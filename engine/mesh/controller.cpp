@@ -9,12 +9,9 @@
 #include "core/devices.h"
 #include "core/paths.h"
 #include "core/strings.h"
+#include "job/planner_config.h"
 #include "mesh/endpoint.h"
-#include "mesh/metrics_endpoint.h"
-#include "mesh/metrics_export.h"
 #include "mesh/monitor.h"
-#include "mesh/planner.h"
-#include "mesh/repl_server.h"
 #include "mesh/security.h"
 #include "mesh/zmq_uv.h"
 
@@ -50,7 +47,7 @@ Controller::Controller(uv_loop_t* loop, zmq::context_t& ctx, ControllerOptions o
       opts_(std::move(opts)),
       membership_({opts_.job.mesh.heartbeat_ms, opts_.job.mesh.miss_limit}, events_),
       mesh_(ctx, zmq::socket_type::router),
-      planner_(std::make_unique<Planner>(opts_.job, [this] { service(); })),
+      planner_(std::make_unique<policy::Planner>(job::planner_config(opts_.job), [this] { service(); })),
       tick_timer_(loop),
       ping_timer_(loop),
       stop_timer_(loop),
@@ -68,13 +65,17 @@ Controller::Controller(uv_loop_t* loop, zmq::context_t& ctx, ControllerOptions o
 }
 
 Controller::~Controller() {
-  events_.on_add = nullptr;  // the registry goes before the event log
-  repl_.reset();
+  events_.on_add = nullptr;  // the attachments go before the event log
+  attachments_.clear();
   mesh_monitor_.reset();
   mesh_watcher_.reset();
 }
 
-const std::string& Controller::repl_endpoint() const { return repl_->endpoint(); }
+std::string Controller::endpoint(const std::string& name) const {
+  for (const auto& a : attachments_)
+    if (auto ep = a->endpoint(); ep.name == name) return ep.url;
+  return "";
+}
 
 Status Controller::setup_security() {
   const auto& sec = opts_.job.security;
@@ -109,14 +110,19 @@ Status Controller::setup_security() {
 Status Controller::start() {
   SAL_TRY(job::check_data(opts_.job));
   SAL_TRY(setup_security());
-  SAL_TRY(start_metrics());  // before the policies load: their events and decisions are counted
+  SAL_TRY(attach_all());  // before the policies load: their events and decisions are seen
   planner_->policies().on_event = [this](policy::Kind k, const policy::SlotEvent& e) {
     events_.add(e.kind, kNoNode, membership_.epoch(), std::string(policy::kind_name(k)) + ": " + e.detail);
     bool swapped = e.kind == "policy_loaded" || e.kind == "policy_rollback";
     if (const auto* live = planner_->policies().slot(k).live(); swapped && live)
       journal(job::rec::Policy{std::string(policy::kind_name(k)), live->name(), live->source().text, live->number});
   };
-  SAL_TRY(planner_->configure(opts_.resume ? &opts_.resume->policies : nullptr));
+  std::map<std::string, std::string> journaled;  // a resumed job's policy sources, by slot
+  if (opts_.resume)
+    for (const auto& [slot, p] : opts_.resume->policies) journaled[slot] = p.source;
+  SAL_TRY(planner_->configure(opts_.resume ? &journaled : nullptr));
+  // events.csv starts after the job's own policies loaded (the report marks the swaps that follow)
+  if (!opts_.run_dir.empty()) events_.open_csv(opts_.run_dir + "/events.csv");
   apply_control_options(mesh_);
   mesh_.set(zmq::sockopt::router_handover, 1);  // an agent reconnecting takes its identity back
   auto ep = bind_endpoint(mesh_, opts_.job.mesh.bind);
@@ -126,33 +132,31 @@ Status Controller::start() {
   mesh_monitor_ = std::make_unique<SocketMonitor>(
       loop_, ctx_, mesh_, "mesh",
       [this](const ConnectionEvent& ev) { on_connection_event(ev.kind, ev.fd, ev.peer); });
-
-  ReplOptions ro;
-  ro.bind = opts_.job.repl.bind;
-  ro.budget_ms = opts_.job.repl.budget_ms;
-  ro.memory_limit = size_t(opts_.job.repl.memory_mb) << 20;
-  ro.max_sessions = size_t(opts_.job.repl.max_sessions);
-  ro.modules = opts_.repl_modules;
-  if (server_key_ && !is_local_endpoint(ro.bind)) {
-    ro.curve = server_key_.get();
-    ro.allow = allow_.get();
-  }
-  if (!opts_.run_dir.empty()) {
-    ro.audit_path = opts_.run_dir + "/audit.log";
-    events_.open_csv(opts_.run_dir + "/events.csv");
-  }
-  repl_ = std::make_unique<ReplServer>(loop_, ctx_, *this, ro);
-  SAL_TRY(repl_->start());
   SAL_TRY(start_training());
 
   tick_timer_.start(kTickMs, kTickMs, [this] { liveness_tick(); });
   uint64_t hb = uint64_t(opts_.job.mesh.heartbeat_ms);
   ping_timer_.start(hb, hb, [this] { send_pings(); });
-  std::string metrics = metrics_endpoint_ ? ", metrics " + metrics_url() : "";
-  events_.add("controller_started", kNoNode, 0, "mesh " + mesh_endpoint_ + ", repl " + repl_endpoint() + metrics);
-  spdlog::info("controller for job '{}': mesh {} repl {}{}", opts_.job.name, mesh_endpoint_, repl_endpoint(), metrics);
-  export_state();
-  if (auto dir = runtime_dir(); dir.ok()) (void)write_file(*dir + "/last-repl", repl_endpoint() + "\n", 0600);
+  std::string endpoints = "mesh " + mesh_endpoint_;
+  for (const auto& a : attachments_)
+    if (auto e = a->endpoint(); !e.name.empty()) endpoints += ", " + e.name + " " + e.url;
+  events_.add("controller_started", kNoNode, 0, endpoints);
+  spdlog::info("controller for job '{}': {}", opts_.job.name, endpoints);
+  state_changed();
+  return {};
+}
+
+Status Controller::attach_all() {
+  const AttachContext ctx{*this, loop_, ctx_, server_key_.get(), allow_.get()};
+  for (const auto& make : opts_.attach) {
+    auto a = make(ctx);
+    if (!a) return a.error();
+    attachments_.push_back(std::move(*a));
+  }
+  events_.on_add = [this](const std::string& kind) { tell([&](Attachment& a) { a.event(kind); }); };
+  planner_->policies().on_decision = [this](policy::Kind k, const policy::Decision& d) {
+    tell([&](Attachment& a) { a.policy_decision(k, d.ms); });
+  };
   return {};
 }
 

@@ -3,16 +3,16 @@
 // controller turns what it observes — registrations, heartbeats, worker exits, votes, plan
 // readiness, saves, timers, operator requests — into the driver's events, and applies the actions
 // that come back (send these messages, ask the planner, arm a timer, log, record the run). It owns
-// membership with epochs, the event log, the rendezvous store, the metrics and the run record, and
-// serves the mesh endpoint (agents), the REPL endpoint (operators) and, with metrics.bind, a
-// Prometheus endpoint (scrapers). It never moves tensors. (controller.cpp: setup, messages and
-// liveness; controller_driver.cpp: feeding the driver and applying its actions;
-// controller_flow.cpp: operator actions and shutdown; controller_metrics.cpp: the Prometheus
-// registry and endpoint.)
+// membership with epochs, the event log, the rendezvous store, the planner (policy/planner.h),
+// the log of committed steps and the run record, and serves the mesh endpoint (agents). It never
+// moves tensors. What serves operators and scrapers — the console's REPL endpoint, the Prometheus
+// endpoint — is attached from above (attachment.h: ControllerOptions::attach). (controller.cpp:
+// setup, messages and liveness; controller_driver.cpp: the driver's events in and its actions out;
+// controller_operator.cpp: operator actions and shutdown.)
 //
 // Everything runs on one libuv loop: the mesh ROUTER socket, a monitor that reports a dropped
 // agent connection the moment its process dies, a liveness tick that ages silent nodes, pings to
-// agents, and the REPL server. Bad input (garbage frames, wrong versions, oversized messages,
+// agents, and the attachments' endpoints. Bad input (garbage frames, wrong versions, oversized messages,
 // unknown node ids) gets an error reply or is dropped with a rate-limited log line; nothing a peer
 // sends can stop the controller.
 #pragma once
@@ -32,11 +32,12 @@
 #include "core/log.h"
 #include "job/config.h"
 #include "job/driver.h"
+#include "mesh/attachment.h"
 #include "mesh/events.h"
 #include "mesh/journal_file.h"
 #include "mesh/membership.h"
-#include "mesh/metrics.h"
 #include "mesh/run_record.h"
+#include "mesh/step_log.h"
 #include "mesh/timer.h"
 #include "wire/codec.h"
 
@@ -46,28 +47,24 @@ struct KeyPair;
 namespace sal::comm {
 class StoreServer;
 }
-namespace sal::lua {
-class ApiRegistry;
+namespace sal::policy {
+class Planner;
 }
 
 namespace sal::mesh {
 
 class ZmqWatcher;
 class SocketMonitor;
-class Planner;
-class ReplServer;
 class ZapHandler;
 class Allowlist;
-class MetricsExport;
-class MetricsEndpoint;
-struct JobState;
 
 struct ControllerOptions {
   job::JobConfig job;
   int64_t max_steps = 0;   // steps to drive before reporting completion (0: none)
   std::string run_dir;     // events.csv and audit.log go here (empty: nowhere)
-  // REPL modules registered from above the controller (the CLI registers the simulator's sim.*).
-  std::function<void(lua::ApiRegistry&)> repl_modules;
+  // What serves beside the mesh endpoint, made at start() in this order (the console, the metrics
+  // export: attachment.h).
+  std::vector<Attach> attach;
   // Resume the job from its journal (`salamander controller --resume RUN_DIR`): the committed steps,
   // the plan in force, the snapshots, the policies and the node ids are taken back; the mesh binds
   // the endpoint the agents know (job.mesh.bind must be it).
@@ -84,14 +81,13 @@ class Controller {
   Controller(const Controller&) = delete;
   Controller& operator=(const Controller&) = delete;
 
-  // Checks security rules, binds both endpoints, starts timers. Refuses non-loopback binds
-  // without CURVE keys and an allowlist, and says why.
+  // Checks security rules, makes the attachments, binds the mesh endpoint, starts timers. Refuses
+  // non-loopback binds without CURVE keys and an allowlist, and says why.
   Status start();
   const std::string& mesh_endpoint() const { return mesh_endpoint_; }
-  const std::string& repl_endpoint() const;
-  // The Prometheus endpoint's URL with the port bound ("http://127.0.0.1:9464/metrics"); "" when
-  // metrics.bind is off.
-  std::string metrics_url() const;
+  // Where the attachment named `name` serves ("repl": the console; "metrics": the Prometheus
+  // endpoint's URL with the port bound); "" when none is attached.
+  std::string endpoint(const std::string& name) const;
 
   // Tells every live node to stop and calls `done` once all have left (or after a grace period).
   void shutdown(const std::string& reason, std::function<void()> done);
@@ -135,7 +131,7 @@ class Controller {
   // this process and starts `controller --resume` after `restart_after_s` (a drill's
   // kill{controller = true}).
   std::function<Status(double restart_after_s)> restart_controller;
-  // Set by a host whose mesh runs in network namespaces (mesh/netns_lab.h): cuts the link of the
+  // Set by a host whose mesh runs in network namespaces (drill/netns_lab.h): cuts the link of the
   // node that registered as `node_name` for `ms`, then restores it (a drill's partition{}).
   std::function<Status(const std::string& node_name, uint64_t ms)> partition_node;
   // Set by whoever runs drills: drill.start(path) in the REPL.
@@ -143,12 +139,12 @@ class Controller {
   std::function<nlohmann::ordered_json()> drill_status;  // the running drill, null if none
 
   // The policy slots and the current plan.
-  Planner& planner() { return *planner_; }
+  policy::Planner& planner() { return *planner_; }
   // The job driver: phase, plans in force, steps, loads, snapshots (read only: it changes through events).
   const job::Driver& driver() const { return *driver_; }
   // A new plan at the next step boundary; with `use_loads`, balanced on the recent load window.
   void request_plan(const std::string& why, bool use_loads = false);
-  const MetricsLog& metrics() const { return metrics_; }
+  const StepLog& step_log() const { return step_log_; }
   const RunRecord& record() const { return record_; }
   const std::string& store_endpoint() const { return store_endpoint_; }
 
@@ -161,13 +157,16 @@ class Controller {
 
  private:
   Status setup_security();
-  // ---- the Prometheus endpoint (controller_metrics.cpp) ----
-  // Binds metrics.bind (when set) and hooks the registry to the events and the policy slots.
-  Status start_metrics();
-  // What job.metrics(), the progress line and the summary read, for the registry.
-  JobState metrics_state() const;
-  // The registry's state-mirroring metrics set to the state now (no-op when metrics.bind is off).
-  void export_state();
+  // Makes the attachments (ControllerOptions::attach) and hooks them to the events and policies.
+  Status attach_all();
+  // Tells every attachment (attachment.h).
+  template <class F>
+  void tell(F&& f) {
+    for (auto& a : attachments_) f(*a);
+  }
+  void state_changed() {
+    tell([](Attachment& a) { a.state_changed(); });
+  }
   void on_mesh_message();
   void on_connection_event(int kind, int fd, const std::string& peer);
   void handle(const std::string& rid, int fd, const wire::Envelope& env);
@@ -235,7 +234,7 @@ class Controller {
   bool feeding_ = false;
   job::View last_view_;
   std::vector<std::unique_ptr<Timer>> driver_timers_;  // one per job::Timer
-  MetricsLog metrics_;
+  StepLog step_log_;
   RunRecord record_;
   std::unique_ptr<JournalFile> journal_;
   JournalSyncer journal_syncer_{loop_};  // loop_ is declared before it
@@ -248,13 +247,11 @@ class Controller {
   std::string mesh_endpoint_;
   std::unique_ptr<ZmqWatcher> mesh_watcher_;
   std::unique_ptr<SocketMonitor> mesh_monitor_;
-  std::unique_ptr<ReplServer> repl_;
   std::unique_ptr<ZapHandler> zap_;
   std::unique_ptr<wire::KeyPair> server_key_;
   std::unique_ptr<Allowlist> allow_;
-  std::unique_ptr<Planner> planner_;
-  std::unique_ptr<MetricsExport> export_;              // null when metrics.bind is off
-  std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
+  std::unique_ptr<policy::Planner> planner_;
+  std::vector<std::unique_ptr<Attachment>> attachments_;
 
   std::vector<std::shared_ptr<Timer>> thaw_timers_;  // frozen nodes waiting for SIGCONT
   Timer tick_timer_;

@@ -11,8 +11,7 @@
 #include "core/clock.h"
 #include "core/overloaded.h"
 #include "mesh/controller.h"
-#include "mesh/metrics_export.h"
-#include "mesh/planner.h"
+#include "policy/planner.h"
 #include "mesh/security.h"
 
 namespace sal::mesh {
@@ -45,7 +44,7 @@ Status Controller::start_training() {
   if (!opts_.run_dir.empty()) {
     bool resumed = opts_.resume.has_value();
     auto resume_at = resumed ? std::optional<uint64_t>(opts_.resume->committed) : std::nullopt;
-    SAL_TRY(metrics_.open_csv(opts_.run_dir + "/metrics.csv", resume_at));
+    SAL_TRY(step_log_.open_csv(opts_.run_dir + "/metrics.csv", resume_at));
     SAL_TRY(record_.open(opts_.run_dir, resumed));
     if (resumed) record_.carry(opts_.resume->recoveries, opts_.resume->lost_steps, opts_.resume->restores);
     SAL_TRY(open_journal());
@@ -96,6 +95,14 @@ double Controller::now_s() const { return double(mono_ns() - started_ns_) / 1e9;
 
 void Controller::request_plan(const std::string& why, bool use_loads) { feed(job::in::PlanRequest{why, use_loads}); }
 
+// Membership changed (a message, a loss, an operator's drain): the driver sees the new view, the
+// attachments the new state.
+void Controller::changed() {
+  if (!stopping_) view_changed();
+  state_changed();
+  if (on_change) on_change();
+}
+
 // The membership the driver sees, when it changed.
 void Controller::view_changed() {
   if (membership_.epoch() != journaled_epoch_) {
@@ -143,7 +150,7 @@ void Controller::drain() {
     apply_all(driver_->handle(in));
   }
   feeding_ = false;
-  export_state();
+  state_changed();
 }
 
 void Controller::apply_all(std::vector<job::Action> actions) {
@@ -183,7 +190,7 @@ void Controller::apply(const job::Action& action) {
                  [&](const act::CancelTimer& a) { apply_timer(a.timer, std::nullopt); },
                  [&](const act::Note& a) { apply_note(a); },
                  [&](const act::Phase& a) { a.name.empty() ? record_.close(now_s()) : record_.phase(a.name, now_s(), a.detail); },
-                 [&](const act::StepDone& a) { metrics_.add(a.record); },
+                 [&](const act::StepDone& a) { step_log_.add(a.record); },
                  [&](const act::PlanInForce& a) {
                    record_.plan(a.plan, now_s(), a.loads);
                    if (on_change) on_change();
@@ -191,7 +198,7 @@ void Controller::apply(const job::Action& action) {
                  [&](const act::RecoveryDone& a) {
                    record_.recovery(a.record);
                    journal(job::rec::Recovery{a.record});
-                   if (export_) export_->recovery(a.record.seconds);
+                   tell([&](Attachment& x) { x.recovery(a.record.seconds); });
                  },
                  [&](const act::StepsLost& a) {
                    record_.lost(a.steps);
@@ -208,7 +215,7 @@ void Controller::apply(const job::Action& action) {
                    const auto& snap = a.snapshot;
                    if (auto s = write_job_manifest(snap.dir, snap.step, snap.units, opts_.job); !s)
                      spdlog::warn("{}", s.error().message());
-                   if (export_) export_->snapshot_complete(snap.step);
+                   tell([&](Attachment& x) { x.snapshot_complete(snap.step); });
                  },
                  [&](const act::CheckpointComplete& a) {
                    if (auto s = write_job_manifest(a.dir, a.step, a.units, opts_.job); !s)
@@ -248,7 +255,7 @@ void Controller::apply_send(const job::act::Send& s) {
 // inbox); the answer is the driver's next event.
 void Controller::apply_decide(const job::act::DecidePlan& d) {
   auto r = planner_->decide(d);
-  if (r && export_) export_->plan_decision(r->ms);
+  if (r) tell([&](Attachment& x) { x.plan_decided(r->ms); });
   feed(job::in::Decided{d.decision, std::move(r)});
 }
 

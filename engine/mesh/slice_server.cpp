@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "mesh/endpoint.h"
 #include "mesh/zmq_uv.h"
+#include "wire/unit_refs.h"
 
 namespace sal::mesh {
 namespace {
@@ -139,7 +140,7 @@ wire::SliceReport SliceServer::report() const {
   wire::SliceReport r{node_, store_.bytes(), store_.budget(), {}, refused_, ""};
   for (const auto& h : store_.windows()) {
     wire::SliceWindow w{h.writer.node, h.writer.index, h.plan, h.from, h.to, {}};
-    for (const auto& id : h.units) w.units.push_back(ckpt::unit_ref(id));
+    for (const auto& id : h.units) w.units.push_back(wire::unit_ref(id));
     r.windows.push_back(std::move(w));
   }
   return r;

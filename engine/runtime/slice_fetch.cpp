@@ -11,6 +11,7 @@
 #include "core/clock.h"
 #include "core/strings.h"
 #include "wire/curve.h"
+#include "wire/unit_refs.h"
 
 namespace sal::runtime {
 namespace {
@@ -33,7 +34,7 @@ class Fetcher {
     zmq::socket_t* s = socket(node, a.problem);
     if (!s) return a;
     wire::SliceFetch f{++request_, uint64_t(p_.restore_window), {}};
-    for (const auto& id : units) f.units.push_back(ckpt::unit_ref(id));
+    for (const auto& id : units) f.units.push_back(wire::unit_ref(id));
     if (!zmq::send_multipart(*s, wire::encode(f), zmq::send_flags::dontwait)) {
       a.problem = "its endpoint took no request";
       return a;

@@ -2,7 +2,7 @@
 // sim.cancel): simulations run from a live controller's REPL as background jobs (jobs.h). The
 // controller does not link the simulator: whoever starts a controller with a REPL (`salamander
 // run`, `salamander controller`) registers this module into its REPL registry
-// (mesh::ControllerOptions::repl_modules).
+// (console::attach(), which the CLI gives it).
 #pragma once
 
 #include <string>

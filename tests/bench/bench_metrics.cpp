@@ -14,13 +14,13 @@
 #include <thread>
 #include <vector>
 
-#include "mesh/metrics_endpoint.h"
-#include "mesh/metrics_export.h"
+#include "metrics/endpoint.h"
+#include "metrics/export.h"
 #include "support/bench_table.h"
 #include "support/prom_scrape.h"
 
 using namespace sal;
-using namespace sal::mesh;
+using namespace sal::metrics;
 using Clock = std::chrono::steady_clock;
 
 namespace {

@@ -19,7 +19,7 @@
 #include "support/mesh_harness.h"
 #include "support/netns.h"
 #include "support/run_files.h"
-#include "mesh/netns_lab.h"
+#include "drill/netns_lab.h"
 #include "wire/curve.h"
 
 using namespace sal;
@@ -38,7 +38,7 @@ constexpr double kSlackMs = 300;
 std::string launch_sh() { return SAL_SOURCE_DIR "/scripts/slurm/launch.sh"; }
 
 // launch.sh SUBCOMMAND ARGS with the settings of this run (env VAR=… launch.sh …).
-std::vector<std::string> launch(const mesh::NetLab& lab, const std::string& run_dir, std::vector<std::string> vars,
+std::vector<std::string> launch(const drill::NetLab& lab, const std::string& run_dir, std::vector<std::string> vars,
                                 const std::vector<std::string>& args) {
   std::vector<std::string> argv{"/usr/bin/env", "SALAMANDER=" + bin(), "SAL_RUN_DIR=" + run_dir,
                                 "SAL_CONTROLLER_ADDR=" + lab.controller_address()};
@@ -105,14 +105,14 @@ std::string run_dir() {
 }
 
 struct LaunchedJob {
-  std::unique_ptr<mesh::NetLab> lab;
+  std::unique_ptr<drill::NetLab> lab;
   std::string dir = run_dir();
   Proc controller;
   std::vector<Proc> agents;
   std::unique_ptr<repl::Client> admin;
 
   LaunchedJob() {
-    auto made = mesh::NetLab::create(kNodes, mesh::NetLab::Hub::this_namespace);
+    auto made = drill::NetLab::create(kNodes, drill::NetLab::Hub::this_namespace);
     if (!made) {
       std::printf("skipped: cannot build the namespaces of a partition: %s\n", made.error().message().c_str());
       std::fflush(stdout);
@@ -271,7 +271,7 @@ TEST_CASE("t0811-slurm-resume: the controller SIGKILLed mid-training comes back 
 TEST_CASE("t0812-drill-partition: a drill's partition{} cuts a node's link in the namespaces salamander run builds, and the node is declared dead, fenced, and rejoins") {
   // `salamander run` builds its own namespaces (a named hub for the controller, one per agent);
   // this test's private namespace only keeps them off the machine's network.
-  if (mesh::ip_program().empty() || ::geteuid() != 0) {
+  if (drill::ip_program().empty() || ::geteuid() != 0) {
     std::printf("skipped: partition drills need root and iproute2\n");
     std::fflush(stdout);
     std::_Exit(77);

@@ -1,6 +1,6 @@
 // elastic.cpp — the strategies that plan every live node with the allocation and placement
-// policies (real policy slots: the shipped Lua policies or any file), as the controller's planner
-// does:
+// policies (real policy slots: the shipped Lua policies or any file), through the controller's
+// planner's own sequence (policy::plan_group):
 //   salamander          a failure re-plans over the survivors while every expert keeps a replica
 //                       somewhere (detect + plan + migrate + rebuild), otherwise restores the
 //                       checkpoint; returned nodes are taken in at a step boundary; optional
@@ -10,7 +10,7 @@
 #include <chrono>
 #include <set>
 
-#include "policy/policy_set.h"
+#include "policy/planner.h"
 #include "sim/strategies/planned.h"
 #include "sim/strategy.h"
 #include "sim/workload.h"
@@ -109,16 +109,12 @@ class Elastic : public Strategy {
     uint32_t n = live(v);
     if (n * slots() < s_.workload.experts) return fail("too few nodes");
     auto t0 = std::chrono::steady_clock::now();
-    auto loads = v.workload.token_loads(v.step);
-    policy::AllocationInput ain{n, slots(), s_.workload.experts, spec_.min_replicas, loads};
-    auto alloc = set_.slot(policy::Kind::allocation).decide(ain);
-    const auto& ap = std::get<policy::AllocationProposal>(alloc.proposal);
-    policy::PlacementInput pin{n, slots(), s_.workload.experts, ap.floor, ap.replicas, loads, {}};
-    auto place = set_.slot(policy::Kind::placement).decide(pin);
-    const auto& pp = std::get<policy::PlacementProposal>(place.proposal);
+    auto group = policy::plan_group(set_, {n, slots(), s_.workload.experts, spec_.min_replicas,
+                                           v.workload.token_loads(v.step), {}});
+    if (!group) return group.error();
     plan::Plan p;
-    p.nodes = n, p.slots = slots(), p.experts = s_.workload.experts, p.floor = ap.floor;
-    for (size_t l = 0; l < ap.replicas.size(); ++l) p.layers.push_back({ap.replicas[l], pp.placement[l]});
+    p.nodes = n, p.slots = slots(), p.experts = s_.workload.experts, p.floor = group->floor;
+    p.layers = std::move(group->layers);
     auto change = held_.apply(p, v.up, s_);
     plan_wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ++plans;

@@ -1,5 +1,5 @@
-// metrics_endpoint.cpp — see metrics_endpoint.h.
-#include "mesh/metrics_endpoint.h"
+// endpoint.cpp — see endpoint.h.
+#include "metrics/endpoint.h"
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -16,7 +16,7 @@
 #include "core/http_bind.h"
 #include "mesh/endpoint.h"
 
-namespace sal::mesh {
+namespace sal::metrics {
 
 // civetweb's threads answering scrapes: a Prometheus pair scraping at once is served together, a
 // third waits its turn.
@@ -98,8 +98,8 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::start(const std::strin
   auto ports = ep->exposer_->GetListeningPorts();
   ep->bound_ = HttpBind{b->host, ports.empty() ? b->port : uint16_t(ports.front())};
   ep->url_ = "http://" + listen_address(ep->bound_) + "/metrics";
-  ep->local_ = is_local_endpoint("tcp://" + listen_address(ep->bound_));
+  ep->local_ = mesh::is_local_endpoint("tcp://" + listen_address(ep->bound_));
   return ep;
 }
 
-}  // namespace sal::mesh
+}  // namespace sal::metrics

@@ -1,5 +1,5 @@
 // repl_eval.cpp — see repl_eval.h.
-#include "mesh/repl_eval.h"
+#include "console/repl_eval.h"
 
 #include <nlohmann/json.hpp>
 
@@ -9,9 +9,9 @@
 #include "core/json_text.h"
 #include "core/strings.h"
 #include "lua/convert.h"
-#include "mesh/loop_calls.h"
+#include "console/loop_calls.h"
 
-namespace sal::mesh {
+namespace sal::console {
 namespace {
 
 thread_local LoopCalls* t_calls = nullptr;
@@ -103,4 +103,4 @@ wire::ReplResult evaluate(lua::Sandbox& sb, std::string& output, const wire::Rep
   return res;
 }
 
-}  // namespace sal::mesh
+}  // namespace sal::console

@@ -1,7 +1,7 @@
 // loop_calls.cpp — see loop_calls.h.
-#include "mesh/loop_calls.h"
+#include "console/loop_calls.h"
 
-namespace sal::mesh {
+namespace sal::console {
 
 LoopCalls::LoopCalls(uv_loop_t* loop) : loop_thread_(std::this_thread::get_id()), async_(new uv_async_t) {
   uv_async_init(loop, async_, [](uv_async_t* h) {
@@ -72,4 +72,4 @@ void LoopCalls::close() {
   cv_.notify_all();
 }
 
-}  // namespace sal::mesh
+}  // namespace sal::console

@@ -1,4 +1,4 @@
-// repl_policy_api.cpp — the `policy` module of the REPL: list, show, load, reload, diff, rollback
+// policy_api.cpp — the `policy` module of the REPL: list, show, load, reload, diff, rollback
 // and decide, over the controller's policy slots, plus job.plan(). Reading is for every role;
 // asking what a policy would decide (decide, diff: they run policy code) needs `operate`; changing
 // a slot (load, reload, rollback) needs `admin`. decide and diff are pure questions: they take a
@@ -12,12 +12,12 @@
 
 #include "lua/convert.h"
 #include "mesh/controller.h"
-#include "mesh/metrics.h"
-#include "mesh/planner.h"
-#include "mesh/repl_eval.h"
-#include "mesh/repl_server.h"
+#include "mesh/step_log.h"
+#include "policy/planner.h"
+#include "console/repl_eval.h"
+#include "console/repl_server.h"
 
-namespace sal::mesh {
+namespace sal::console {
 namespace {
 
 policy::Kind kind_arg(lua_State* L, int idx, const char* fn) {
@@ -309,4 +309,4 @@ void register_policy_api(lua::ApiRegistry& reg, Controller& c) {
                     Role::observe, job_plan);
 }
 
-}  // namespace sal::mesh
+}  // namespace sal::console

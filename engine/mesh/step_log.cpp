@@ -1,5 +1,5 @@
-// metrics.cpp — see metrics.h.
-#include "mesh/metrics.h"
+// step_log.cpp — see step_log.h.
+#include "mesh/step_log.h"
 
 #include <unistd.h>
 
@@ -15,7 +15,7 @@ namespace sal::mesh {
 // Records kept in memory (job.metrics() shows a tail; the CSV has them all).
 constexpr size_t kRecentRecords = 4096;
 
-MetricsLog::~MetricsLog() {
+StepLog::~StepLog() {
   if (csv_) std::fclose(csv_);
 }
 
@@ -55,7 +55,7 @@ Status drop_rows_from(const std::string& path, uint64_t first_dropped, const std
 
 }  // namespace
 
-Status MetricsLog::open_csv(const std::string& path, std::optional<uint64_t> resume_at) {
+Status StepLog::open_csv(const std::string& path, std::optional<uint64_t> resume_at) {
   if (csv_) std::fclose(csv_);
   // a resumed job's summary and progress count the steps before the restart too
   if (resume_at) SAL_TRY(drop_rows_from(path, *resume_at, [this](const StepRecord& r) { remember(r); }));
@@ -67,7 +67,7 @@ Status MetricsLog::open_csv(const std::string& path, std::optional<uint64_t> res
   return {};
 }
 
-void MetricsLog::remember(const StepRecord& r) {
+void StepLog::remember(const StepRecord& r) {
   if (count_ == 0) first_ = r;
   ++count_;
   tokens_ += r.tokens;
@@ -76,7 +76,7 @@ void MetricsLog::remember(const StepRecord& r) {
   if (recent_.size() > kRecentRecords) recent_.pop_front();
 }
 
-void MetricsLog::add(const StepRecord& r) {
+void StepLog::add(const StepRecord& r) {
   remember(r);
   if (!csv_) return;
   std::fprintf(csv_, "%llu,%.6f,%.6f,%.6f,%.6f,%.6g,%llu,%.3f,%.3f,%.1f,%u,%llu,%.3f,%.3f\n",
@@ -86,7 +86,7 @@ void MetricsLog::add(const StepRecord& r) {
   std::fflush(csv_);
 }
 
-double MetricsLog::mean_loss(size_t n) const {
+double StepLog::mean_loss(size_t n) const {
   n = std::min(n, recent_.size());
   if (n == 0) return 0;
   double s = 0;
@@ -94,7 +94,7 @@ double MetricsLog::mean_loss(size_t n) const {
   return s / double(n);
 }
 
-double MetricsLog::recent_tokens_per_s(size_t n) const {
+double StepLog::recent_tokens_per_s(size_t n) const {
   n = std::min(n, recent_.size());
   double tokens = 0, s = 0;
   for (size_t i = recent_.size() - n; i < recent_.size(); ++i) {

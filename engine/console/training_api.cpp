@@ -1,4 +1,4 @@
-// repl_training_api.cpp — the training half of the `job` module (the job driver's state): job.metrics(), job.loads(),
+// training_api.cpp — the training half of the `job` module (the job driver's state): job.metrics(), job.loads(),
 // job.rebalance(), job.checkpoint(), job.stacks(), job.training(). Registered like the rest of the REPL API (help and completion
 // come from these entries).
 #include <lua.hpp>
@@ -12,10 +12,12 @@
 
 #include "lua/convert.h"
 #include "mesh/controller.h"
-#include "mesh/planner.h"
-#include "mesh/repl_server.h"
+#include "policy/planner.h"
+#include "console/repl_server.h"
 
-namespace sal::mesh {
+namespace sal::console {
+
+using job::StepRecord;
 namespace {
 
 void push_record(lua_State* L, const StepRecord& r) {
@@ -38,7 +40,7 @@ void push_record(lua_State* L, const StepRecord& r) {
 
 int job_metrics(Controller& c, lua_State* L) {
   int64_t n = lua_isnoneornil(L, 1) ? 20 : lua::check_integer(L, 1, "job.metrics", "a count");
-  const auto& m = c.metrics();
+  const auto& m = c.step_log();
   const auto& recent = m.recent();
   size_t start = recent.size() > size_t(std::max<int64_t>(n, 0)) ? recent.size() - size_t(n) : 0;
   lua_newtable(L);
@@ -338,4 +340,4 @@ void register_training_api(lua::ApiRegistry& reg, Controller& c) {
       Role::observe, job_training);
 }
 
-}  // namespace sal::mesh
+}  // namespace sal::console

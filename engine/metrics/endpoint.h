@@ -1,5 +1,5 @@
-// metrics_endpoint.h — the controller's Prometheus endpoint: plain HTTP, `GET /metrics` answers
-// the registry (metrics_export.h) in the text exposition format. It listens where metrics.bind
+// endpoint.h — the controller's Prometheus endpoint: plain HTTP, `GET /metrics` answers
+// the registry (export.h) in the text exposition format. It listens where metrics.bind
 // says (core/http_bind.h) and is served by civetweb's threads through prometheus-cpp's Exposer —
 // never by the controller's loop, which only sets the registry's values, so a slow or stuck
 // scraper cannot stall training (a client that sends nothing is dropped after kRequestTimeoutMs).
@@ -19,7 +19,7 @@ namespace prometheus {
 class Exposer;
 }
 
-namespace sal::mesh {
+namespace sal::metrics {
 
 class MetricsEndpoint {
  public:
@@ -47,4 +47,4 @@ class MetricsEndpoint {
   bool local_ = true;
 };
 
-}  // namespace sal::mesh
+}  // namespace sal::metrics

@@ -1,4 +1,4 @@
-// repl_api.cpp — the controller API seen from the REPL (and, later, drills): the `job` module.
+// job_api.cpp — the controller API seen from the REPL (and, later, drills): the `job` module.
 // Each function is registered with its signature, doc and least role; help() and completion are
 // generated from these entries.
 #include <lua.hpp>
@@ -8,9 +8,15 @@
 #include "core/clock.h"
 #include "lua/convert.h"
 #include "mesh/controller.h"
-#include "mesh/repl_server.h"
+#include "console/repl_server.h"
 
-namespace sal::mesh {
+namespace sal::console {
+
+using mesh::Event;
+using mesh::Node;
+using mesh::NodeState;
+using mesh::state_name;
+using mesh::WorkerView;
 namespace {
 
 const char* worker_state_text(const WorkerView& w) {
@@ -68,7 +74,7 @@ int job_status(Controller& c, lua_State* L) {
   lua::set_field(L, "steps_target", c.max_steps());
   lua::set_field(L, "step_in_flight", s.in_flight());
   lua::set_field(L, "steps_aborted", int64_t(s.aborted()));
-  const auto& metrics = c.metrics();
+  const auto& metrics = c.step_log();
   lua::set_field(L, "phase", job::phase_name(c.driver().phase()));
   if (const auto& plan = c.driver().applied()) lua::set_field(L, "plan", int64_t(plan->number()));
   if (const auto* last = metrics.last()) lua::set_field(L, "loss", last->loss);
@@ -183,4 +189,4 @@ void register_controller_api(lua::ApiRegistry& reg, Controller& c) {
       Role::admin, job_stop);
 }
 
-}  // namespace sal::mesh
+}  // namespace sal::console

@@ -1,5 +1,5 @@
 // planner.cpp — see planner.h.
-#include "mesh/planner.h"
+#include "policy/planner.h"
 
 #include <spdlog/spdlog.h>
 
@@ -7,7 +7,7 @@
 #include "plan/fixed_ep.h"
 #include "policy/operators.h"
 
-namespace sal::mesh {
+namespace sal::policy {
 namespace {
 
 // Until iterations and snapshots are measured, the checkpoint policy plans for this iteration time
@@ -17,26 +17,23 @@ constexpr double kAssumedBandwidth = 16e9;
 
 }  // namespace
 
-Planner::Planner(const job::JobConfig& job, std::function<void()> service)
-    : job_(job),
-      shape_(job::model_shape(job.model)),
-      policies_(policy::PolicyOptions{job.policies.budget_ms, size_t(job.policies.memory_mb) << 20, {},
-                                      std::move(service)}) {
-  loads_.assign(size_t(job.model.layers), std::vector<double>(size_t(job.model.experts), 1.0));
+Planner::Planner(PlannerConfig cfg, std::function<void()> service)
+    : cfg_(std::move(cfg)), policies_(PolicyOptions{cfg_.budget_ms, cfg_.memory_limit, {}, std::move(service)}) {
+  loads_.assign(size_t(cfg_.shape.layers), std::vector<double>(size_t(cfg_.shape.experts), 1.0));
 }
 
-Status Planner::configure(const std::map<std::string, job::rec::Policy>* journaled) {
-  const auto& p = job_.policies;
-  for (auto [kind, name] : {std::pair{policy::Kind::allocation, p.allocation}, std::pair{policy::Kind::placement, p.placement},
-                            std::pair{policy::Kind::checkpoint, p.checkpoint}, std::pair{policy::Kind::redundancy, p.redundancy}}) {
-    std::string slot(policy::kind_name(kind));
+Status Planner::configure(const std::map<std::string, std::string>* journaled) {
+  for (auto [kind, name] : {std::pair{Kind::allocation, cfg_.allocation}, std::pair{Kind::placement, cfg_.placement},
+                            std::pair{Kind::checkpoint, cfg_.checkpoint},
+                            std::pair{Kind::redundancy, cfg_.redundancy_policy}}) {
+    std::string slot(kind_name(kind));
     if (journaled && journaled->count(slot)) {
-      if (auto s = policies_.load(kind, journaled->at(slot).source, "journal"); !s)
+      if (auto s = policies_.load(kind, journaled->at(slot), "journal"); !s)
         return Error("the journal's " + slot + " policy: " + s.error().message());
       continue;
     }
     std::string what = name;
-    if (what.size() > 4 && what.substr(what.size() - 4) == ".lua" && what[0] != '/') what = job_.dir + "/" + what;
+    if (what.size() > 4 && what.substr(what.size() - 4) == ".lua" && what[0] != '/') what = cfg_.dir + "/" + what;
     if (auto s = policies_.load(kind, what, "job file"); !s)
       return Error("policies." + slot + ": " + s.error().message());
   }
@@ -44,13 +41,13 @@ Status Planner::configure(const std::map<std::string, job::rec::Policy>* journal
 }
 
 void Planner::resume(const plan::Plan& in_force) {
-  job::PlanRecord r;
+  PlanRecord r;
   r.plan = in_force;
   r.allocation_by = r.placement_by = r.checkpoint_by = r.redundancy_by = "the journal";
   current_ = std::move(r);
 }
 
-Result<job::PlanRecord> Planner::decide(const job::act::DecidePlan& ask) {
+Result<PlanRecord> Planner::decide(const PlanAsk& ask) {
   int64_t t0 = mono_ns();
   if (ask.keep) return again(*ask.keep, ask.epoch);
   if (ask.loads) loads_ = *ask.loads;
@@ -70,8 +67,8 @@ Result<job::PlanRecord> Planner::decide(const job::act::DecidePlan& ask) {
 }
 
 // The plan in force again under the next number (a resumed job whose ranks all came back).
-Result<job::PlanRecord> Planner::again(const plan::Plan& keep, Epoch epoch) {
-  job::PlanRecord r;
+Result<PlanRecord> Planner::again(const plan::Plan& keep, Epoch epoch) {
+  PlanRecord r;
   r.plan = keep;
   r.epoch = epoch;
   r.plan.version = current_ ? current_->plan.version + 1 : keep.version + 1;
@@ -81,15 +78,15 @@ Result<job::PlanRecord> Planner::again(const plan::Plan& keep, Epoch epoch) {
   return r;
 }
 
-Result<job::PlanRecord> Planner::elastic(uint32_t workers) {
+Result<PlanRecord> Planner::elastic(uint32_t workers) {
   if (workers == 0) return fail("no ready workers to plan for");
-  if (job_.parallel.groups > 1) return grouped(workers);
+  if (cfg_.groups > 1) return grouped(workers);
   auto r = one_group(workers, current_placement(0, workers));
   if (!r) return r.error();
-  job::PlanRecord rec;
+  PlanRecord rec;
   rec.plan.nodes = workers;
-  rec.plan.slots = r->slots;
-  rec.plan.experts = r->experts;
+  rec.plan.slots = cfg_.slots;
+  rec.plan.experts = uint32_t(cfg_.shape.experts);
   rec.plan.floor = r->floor;
   rec.plan.layers = std::move(r->layers);
   rec.allocation_by = r->allocation_by;
@@ -98,28 +95,29 @@ Result<job::PlanRecord> Planner::elastic(uint32_t workers) {
   return rec;
 }
 
-// A whole model over `workers` positions: the allocation, then the placement (from `current`, the
-// group's slot tables in the plan in force, when it had as many positions).
-Result<Planner::GroupPlan> Planner::one_group(uint32_t workers, Placements current) {
-  auto slots = uint32_t(job_.policies.slots), experts = uint32_t(job_.model.experts);
-  if (uint64_t(workers) * slots < experts)
-    return fail(workers, " workers x ", slots, " slots cannot hold ", experts, " experts once each");
-  policy::AllocationInput ain{workers, slots, experts, uint32_t(job_.policies.min_replicas), loads_};
-  auto alloc = policies_.slot(policy::Kind::allocation).decide(ain);
-  const auto& ap = std::get<policy::AllocationProposal>(alloc.proposal);
-  policy::PlacementInput pin{workers, slots, experts, ap.floor, ap.replicas, loads_, {}};
-  pin.current = std::move(current);
-  auto place = policies_.slot(policy::Kind::placement).decide(pin);
-  const auto& pp = std::get<policy::PlacementProposal>(place.proposal);
+Result<GroupPlan> plan_group(PolicySet& set, const GroupAsk& ask) {
+  if (uint64_t(ask.workers) * ask.slots < ask.experts)
+    return fail(ask.workers, " workers x ", ask.slots, " slots cannot hold ", ask.experts, " experts once each");
+  AllocationInput ain{ask.workers, ask.slots, ask.experts, ask.min_replicas, ask.loads};
+  auto alloc = set.slot(Kind::allocation).decide(ain);
+  const auto& ap = std::get<AllocationProposal>(alloc.proposal);
+  PlacementInput pin{ask.workers, ask.slots, ask.experts, ap.floor, ap.replicas, ask.loads, ask.current};
+  auto place = set.slot(Kind::placement).decide(pin);
+  const auto& pp = std::get<PlacementProposal>(place.proposal);
   GroupPlan g;
-  g.slots = slots;
-  g.experts = experts;
   g.floor = ap.floor;
   for (size_t l = 0; l < ap.replicas.size(); ++l) g.layers.push_back({ap.replicas[l], pp.placement[l]});
   g.allocation_by = alloc.decided_by;
   g.placement_by = place.decided_by;
   g.note = ap.note;
   return g;
+}
+
+// A whole model over `workers` positions (from `current`, the group's slot tables in the plan in
+// force, when it had as many positions).
+Result<GroupPlan> Planner::one_group(uint32_t workers, Placements current) {
+  return plan_group(policies_, {workers, cfg_.slots, uint32_t(cfg_.shape.experts), cfg_.min_replicas, loads_,
+                                std::move(current)});
 }
 
 // The plan in force's slot tables of group `g`, layer by layer, when that group had `positions`
@@ -137,19 +135,19 @@ Planner::Placements Planner::current_placement(uint32_t g, uint32_t positions) c
 // parallel.groups = G: the workers split into G groups as evenly as possible (the first ones one
 // more), each planned as a whole model. Fewer groups stay up when a share could not hold every
 // expert (the rest are down: size 0, and the redundancy policy covers their shard types).
-Result<job::PlanRecord> Planner::grouped(uint32_t workers) {
-  const uint32_t G = uint32_t(job_.parallel.groups);
-  const uint64_t slots = uint64_t(job_.policies.slots), experts = uint64_t(job_.model.experts);
+Result<PlanRecord> Planner::grouped(uint32_t workers) {
+  const uint32_t G = cfg_.groups;
+  const uint64_t slots = cfg_.slots, experts = uint64_t(cfg_.shape.experts);
   uint32_t up = std::min(G, workers);
   while (up > 0 && (workers / up) * slots < experts) --up;
   if (up == 0)
     return fail(workers, " workers x ", slots, " slots cannot hold ", experts, " experts once each");
-  job::PlanRecord rec;
+  PlanRecord rec;
   rec.plan.nodes = workers;
   rec.plan.slots = uint32_t(slots);
   rec.plan.experts = uint32_t(experts);
   rec.plan.floor = ~0u;
-  rec.plan.layers.resize(size_t(job_.model.layers));
+  rec.plan.layers.resize(size_t(cfg_.shape.layers));
   rec.plan.groups.assign(G, 0);
   for (uint32_t g = 0; g < up; ++g) rec.plan.groups[g] = workers / up + (g < workers % up ? 1 : 0);
   for (uint32_t g = 0; g < up; ++g) {
@@ -176,40 +174,39 @@ Result<job::PlanRecord> Planner::grouped(uint32_t workers) {
   return rec;
 }
 
-Result<job::PlanRecord> Planner::fixed_ep(uint32_t groups) {
-  auto p = plan::fixed_ep_plan(uint32_t(job_.model.layers), uint32_t(job_.model.experts), uint32_t(job_.policies.slots),
-                               groups);
+Result<PlanRecord> Planner::fixed_ep(uint32_t groups) {
+  auto p = plan::fixed_ep_plan(uint32_t(cfg_.shape.layers), uint32_t(cfg_.shape.experts), cfg_.slots, groups);
   if (!p) return p.error();
-  job::PlanRecord r;
+  PlanRecord r;
   r.plan = std::move(*p);
-  r.allocation_by = r.placement_by = "fixed-ep (" + job_.train.recovery + " baseline)";
+  r.allocation_by = r.placement_by = "fixed-ep (" + cfg_.recovery + " baseline)";
   return r;
 }
 
 // The checkpoint-window policy decides from the model's operators and what the driver measured
 // (the assumptions stand in until it has).
-void Planner::decide_schedule(const job::CheckpointFacts& facts, job::PlanRecord& r) {
-  policy::CheckpointInput& in = checkpoint_input_;
-  in.operators = policy::model_operators(shape_, facts.popularity);
+void Planner::decide_schedule(const CheckpointFacts& facts, PlanRecord& r) {
+  CheckpointInput& in = checkpoint_input_;
+  in.operators = model_operators(cfg_.shape, facts.popularity);
   in.iteration_s = facts.iteration_s > 0 ? facts.iteration_s : kAssumedIterationS;
   in.bandwidth_Bps = facts.bandwidth_Bps > 0 ? facts.bandwidth_Bps : kAssumedBandwidth;
   in.iteration = facts.iteration;
   in.has_current = current_.has_value();
   if (current_) in.current = current_->plan.schedule;
-  auto d = policies_.slot(policy::Kind::checkpoint).decide(in);
-  r.plan.schedule = std::get<policy::CheckpointProposal>(d.proposal);
+  auto d = policies_.slot(Kind::checkpoint).decide(in);
+  r.plan.schedule = std::get<CheckpointProposal>(d.proposal);
   r.checkpoint_by = d.decided_by;
 }
 
 // The redundancy policy stacks the G shard types over the groups that are up (G = 1: one type,
 // one group). A wiped-out layout (a type with no host up) resets the stacks: each type is then
 // computed by a group that is up, in turn, and the plan says so.
-void Planner::decide_stacks(job::PlanRecord& r) {
+void Planner::decide_stacks(PlanRecord& r) {
   std::vector<bool> alive;
   for (uint32_t g = 0; g < plan::group_count(r.plan); ++g) alive.push_back(plan::group_span(r.plan, g).count > 0);
-  auto d = policies_.slot(policy::Kind::redundancy)
+  auto d = policies_.slot(Kind::redundancy)
                .decide(redundancy_input(std::move(alive), current_ ? current_->plan.stacks : plan::ShardStacks{}));
-  r.plan.stacks = std::get<policy::RedundancyProposal>(d.proposal);
+  r.plan.stacks = std::get<RedundancyProposal>(d.proposal);
   r.redundancy_by = d.decided_by;
   if (r.plan.stacks.wipeout) {
     reset_stacks(r.plan.stacks);
@@ -220,11 +217,11 @@ void Planner::decide_stacks(job::PlanRecord& r) {
 
 // What the redundancy policy decides from: the groups, which are up, the job's r, and the stacks
 // in force as the current ones (when they are for as many groups).
-policy::RedundancyInput Planner::redundancy_input(std::vector<bool> alive, const plan::ShardStacks& current) const {
-  policy::RedundancyInput in;
+RedundancyInput Planner::redundancy_input(std::vector<bool> alive, const plan::ShardStacks& current) const {
+  RedundancyInput in;
   in.groups = uint32_t(alive.size());
   in.alive = std::move(alive);
-  in.redundancy = uint32_t(job_.parallel.redundancy);
+  in.redundancy = cfg_.redundancy;
   in.has_current = !current.hosts.empty() && current.hosts.size() == in.groups;
   if (in.has_current) in.current = current;
   return in;
@@ -232,9 +229,9 @@ policy::RedundancyInput Planner::redundancy_input(std::vector<bool> alive, const
 
 Result<plan::ShardStacks> Planner::patch_stacks(const std::vector<bool>& alive, const plan::ShardStacks& current,
                                                 std::string& decided_by) {
-  auto d = policies_.slot(policy::Kind::redundancy).decide(redundancy_input(alive, current));
+  auto d = policies_.slot(Kind::redundancy).decide(redundancy_input(alive, current));
   decided_by = d.decided_by;
-  auto stacks = std::get<policy::RedundancyProposal>(d.proposal);
+  auto stacks = std::get<RedundancyProposal>(d.proposal);
   spdlog::info("patch stacks by {}: {}", d.decided_by, stacks.wipeout ? "wiped out" : "depth " + std::to_string(stacks.depth()));
   return stacks;
 }
@@ -255,4 +252,4 @@ void Planner::reset_stacks(plan::ShardStacks& s) {
   for (const auto& h : s.hosts) s.redundancy = std::max<uint32_t>(s.redundancy, uint32_t(h.size()));
 }
 
-}  // namespace sal::mesh
+}  // namespace sal::policy

@@ -1,4 +1,4 @@
-// test_metrics_export.cpp — the controller's Prometheus registry as pure logic (what a state, a
+// test_export.cpp — the controller's Prometheus registry as pure logic (what a state, a
 // recovery, a decision, a snapshot and an event set, read back through the text a scrape gets),
 // and the endpoint serving it over a real socket: the port it bound, and a taken port refused
 // with the reason.
@@ -8,13 +8,13 @@
 
 #include <cmath>
 
-#include "mesh/metrics_endpoint.h"
-#include "mesh/metrics_export.h"
+#include "metrics/endpoint.h"
+#include "metrics/export.h"
 #include "support/loopback.h"
 #include "support/prom_scrape.h"
 
 using namespace sal;
-using namespace sal::mesh;
+using namespace sal::metrics;
 using sal::test::PromText;
 
 namespace {

@@ -1,4 +1,4 @@
-// controller_flow.cpp — the controller's operator actions (kill, drain, freeze, faults, stop) and
+// controller_operator.cpp — the controller's operator actions (kill, drain, freeze, faults, stop) and
 // the graceful shutdown (see controller.h). Steps and plans are the job driver's (job/driver.h).
 #include <signal.h>
 #include <algorithm>
@@ -129,12 +129,6 @@ void Controller::remove_incomplete_snapshots() {
   if (opts_.run_dir.empty()) return;
   for (const auto& dir : ckpt::remove_incomplete_snapshots(opts_.run_dir + "/snapshots"))
     events_.add("snapshot_removed", kNoNode, membership_.epoch(), dir + ": incomplete (a rank writing it left, or the job stopped)");
-}
-
-void Controller::changed() {
-  if (!stopping_) view_changed();
-  export_state();
-  if (on_change) on_change();
 }
 
 }  // namespace sal::mesh

@@ -1,10 +1,10 @@
-// metrics_export.h — the job's metrics as a Prometheus registry (prometheus-cpp), served by the
-// controller's metrics endpoint (metrics_endpoint.h). Nothing is computed here: the controller
-// hands over what it already keeps — the committed steps and their records (metrics.h, which
-// feeds job.metrics() and metrics.csv), the run record's recoveries, restores and lost steps
-// (run_record.h, summary.json), membership, the plan in force and the driver's phase (the
+// export.h — the job's metrics as a Prometheus registry (prometheus-cpp), served by the
+// controller's metrics endpoint (endpoint.h). Nothing is computed here: the controller hands over
+// what it already keeps (attachment.h) — the committed steps and their records (mesh/step_log.h,
+// which feeds job.metrics() and metrics.csv), the run record's recoveries, restores and lost steps
+// (mesh/run_record.h, summary.json), membership, the plan in force and the driver's phase (the
 // progress line), the policy slots' generations and decisions, the snapshots the driver completes,
-// and every event as events.csv gets it — from the places those are fed, on the controller's loop.
+// and every event as events.csv gets it — as those happen, on the controller's loop.
 // Metrics are named salamander_*, each with a HELP text and the job's name as the label job_name
 // (`job` is the label Prometheus itself gives a scrape target). prometheus-cpp's metrics are
 // thread-safe: the endpoint's threads collect them while the loop sets them, and the loop never
@@ -28,10 +28,10 @@
 #include "job/measurements.h"
 #include "policy/decision.h"
 
-namespace sal::mesh {
+namespace sal::metrics {
 
 // What the controller knows now, read where job.metrics(), the progress line and the summary read
-// it (Controller::metrics_state()).
+// it (attachment.cpp: job_state()).
 struct JobState {
   uint64_t steps_committed = 0;
   int64_t steps_target = 0;        // 0: idle, no steps
@@ -94,4 +94,4 @@ class MetricsExport {
   std::map<std::string, prometheus::Counter*> event_counters_;  // by kind, added as kinds appear
 };
 
-}  // namespace sal::mesh
+}  // namespace sal::metrics

@@ -21,7 +21,7 @@
 #include "lua/sandbox.h"
 #include "wire/messages.h"
 
-namespace sal::mesh {
+namespace sal::console {
 
 class LoopCalls;
 
@@ -40,4 +40,4 @@ int call_on_loop(lua_State* L, const std::function<int(lua_State*)>& body);
 // as text or JSON. `output` collects print() meanwhile. Runs on the evaluation thread.
 wire::ReplResult evaluate(lua::Sandbox& sb, std::string& output, const wire::ReplEval& req, const lua::Budget& budget);
 
-}  // namespace sal::mesh
+}  // namespace sal::console

@@ -1,4 +1,4 @@
-// test_metrics.cpp — the training metrics the controller keeps: the load window's means, the
+// test_step_log.cpp — the training metrics the controller keeps: the load window's means, the
 // expert-work imbalance of a plan under given loads, the run totals behind the summary, and
 // metrics.csv continued by a resumed controller.
 #include <doctest/doctest.h>
@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "mesh/metrics.h"
+#include "mesh/step_log.h"
 
 using namespace sal::mesh;
 using namespace sal::job;
@@ -43,7 +43,7 @@ TEST_CASE("imbalance: each expert's tokens shared over its replicas, busiest wor
 }
 
 TEST_CASE("the metrics log keeps the first and last records and the run's tokens per second") {
-  MetricsLog log;
+  StepLog log;
   CHECK(log.first() == nullptr);
   for (uint64_t s = 0; s < 5; ++s) {
     StepRecord r;
@@ -66,12 +66,12 @@ TEST_CASE("metrics.csv resumed at a step drops the rows of later steps and conti
   REQUIRE(mkdtemp(tmpl) != nullptr);
   std::string path = std::string(tmpl) + "/metrics.csv";
   {
-    MetricsLog log;
+    StepLog log;
     REQUIRE(log.open_csv(path).ok());
     for (uint64_t s = 0; s < 5; ++s) log.add(StepRecord{.step = s, .loss = 9.0 - double(s), .tokens = 100, .step_ms = 10});
   }
   {
-    MetricsLog log;  // the journal committed steps 0..2: the rows of 3 and 4 were written before a commit it never saw
+    StepLog log;  // the journal committed steps 0..2: the rows of 3 and 4 were written before a commit it never saw
     REQUIRE(log.open_csv(path, uint64_t(3)).ok());
     // the rows kept are read back: the summary of a resumed job counts from its first step
     CHECK(log.count() == 3);

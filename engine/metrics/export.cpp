@@ -1,9 +1,9 @@
-// metrics_export.cpp — see metrics_export.h.
-#include "mesh/metrics_export.h"
+// export.cpp — see export.h.
+#include "metrics/export.h"
 
 #include <type_traits>
 
-namespace sal::mesh {
+namespace sal::metrics {
 namespace {
 
 // Recoveries: the target is ~150 ms, Lazarus takes 20-40 s, a dense restore minutes.
@@ -148,4 +148,4 @@ void MetricsExport::policy_decision(policy::Kind slot, double ms) { decision_s_[
 
 void MetricsExport::plan_decision(double ms) { plan_decision_s_->Observe(ms / 1e3); }
 
-}  // namespace sal::mesh
+}  // namespace sal::metrics

@@ -17,7 +17,7 @@
 
 #include "core/result.h"
 
-namespace sal::mesh {
+namespace sal::drill {
 
 class NetLab {
  public:
@@ -61,4 +61,4 @@ class NetLab {
 // The path of the `ip` program ("" if none of the usual places has it).
 std::string ip_program();
 
-}  // namespace sal::mesh
+}  // namespace sal::drill

@@ -19,7 +19,7 @@
 #include <mutex>
 #include <thread>
 
-namespace sal::mesh {
+namespace sal::console {
 
 class LoopCalls {
  public:
@@ -59,4 +59,4 @@ class LoopCalls {
   bool closed_ = false;
 };
 
-}  // namespace sal::mesh
+}  // namespace sal::console

@@ -1,6 +1,6 @@
-// metrics.h — the controller's log of training metrics: the driver's record of each committed step
-// (job/measurements.h: loss, tokens/s, gradient norm, ...), written to <run>/metrics.csv as it
-// goes and kept in memory for job.metrics() and the run summary.
+// step_log.h — the controller's log of committed steps: the driver's record of each (loss, tokens/s,
+// gradient norm, ...: job/measurements.h), written to <run>/metrics.csv as it goes and kept in memory
+// for job.metrics(), the progress line and the run summary.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,7 @@ namespace sal::mesh {
 
 using job::StepRecord;
 
-class MetricsLog {
+class StepLog {
  public:
   // Opens (truncates) the CSV file, or with `resume_at` continues it from that step: the rows of
   // later steps, written before a commit the journal never recorded, are dropped, and those kept
@@ -39,7 +39,7 @@ class MetricsLog {
   double recent_tokens_per_s(size_t n) const;
   static constexpr size_t kRecentSteps = 20;
 
-  ~MetricsLog();
+  ~StepLog();
 
  private:
   void remember(const StepRecord& r);  // the in-memory part of add()

@@ -1,5 +1,5 @@
 // repl_server.cpp — see repl_server.h.
-#include "mesh/repl_server.h"
+#include "console/repl_server.h"
 
 #include <spdlog/spdlog.h>
 
@@ -12,11 +12,23 @@
 #include "mesh/controller.h"
 #include "mesh/endpoint.h"
 #include "mesh/monitor.h"
-#include "mesh/repl_eval.h"
+#include "console/repl_eval.h"
 #include "mesh/security.h"
 #include "mesh/zmq_uv.h"
 
-namespace sal::mesh {
+namespace sal::console {
+
+using mesh::apply_control_options;
+using mesh::bind_endpoint;
+using mesh::ConnectionEvent;
+using mesh::kReplDomain;
+using mesh::make_curve_server;
+using mesh::peer_address;
+using mesh::recv_now;
+using mesh::send_routed;
+using mesh::session_role;
+using mesh::source_fd;
+using mesh::user_id;
 
 // print() output kept per evaluation; more is cut with a note.
 constexpr size_t kOutputCap = 1u << 20;
@@ -286,4 +298,4 @@ void add_controller_fn(lua::ApiRegistry& reg, Controller& c, const char* module,
            [&c, fn](lua_State* L) { return call_on_loop(L, [&c, fn](lua_State* S) { return fn(c, S); }); }});
 }
 
-}  // namespace sal::mesh
+}  // namespace sal::console

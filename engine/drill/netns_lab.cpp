@@ -1,6 +1,6 @@
 // netns_lab.cpp — see netns_lab.h. The `ip` commands run through the shell with names the lab
 // made itself (no outside text reaches a command line).
-#include "mesh/netns_lab.h"
+#include "drill/netns_lab.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <regex>
 
-namespace sal::mesh {
+namespace sal::drill {
 namespace {
 
 constexpr const char* kLabPrefix = "sal-lab-";
@@ -134,4 +134,4 @@ std::vector<std::string> NetLab::inside(int node, const std::vector<std::string>
 Status NetLab::cut(int node) { return in_hub("link set " + host_veth(node) + " down"); }
 Status NetLab::heal(int node) { return in_hub("link set " + host_veth(node) + " up"); }
 
-}  // namespace sal::mesh
+}  // namespace sal::drill

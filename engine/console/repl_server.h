@@ -1,5 +1,5 @@
 // repl_server.h — the controller's REPL endpoint. Each connection (a ROUTER identity) is a session
-// with its own sandboxed Lua state over the read-only controller API (repl_api.cpp) for its role,
+// with its own sandboxed Lua state over the read-only controller API (job_api.cpp) for its role,
 // kept from one chunk to the next. A chunk is evaluated on a thread of its own, off the
 // controller's loop (repl_eval.h), under the session's budget: the loop keeps serving heartbeats,
 // votes, commits and the other sessions however long the chunk runs, and the API reaches
@@ -23,7 +23,7 @@
 #include "core/log.h"
 #include "lua/registry.h"
 #include "lua/sandbox.h"
-#include "mesh/loop_calls.h"
+#include "console/loop_calls.h"
 #include "wire/codec.h"
 
 namespace sal::wire {
@@ -31,11 +31,19 @@ struct KeyPair;
 }
 
 namespace sal::mesh {
-
 class Controller;
 class ZmqWatcher;
 class SocketMonitor;
 class Allowlist;
+}  // namespace sal::mesh
+
+namespace sal::console {
+
+// The mesh's parts the console works with.
+using mesh::Allowlist;
+using mesh::Controller;
+using mesh::SocketMonitor;
+using mesh::ZmqWatcher;
 
 struct ReplOptions {
   std::string bind;
@@ -121,11 +129,11 @@ void add_controller_fn(lua::ApiRegistry& reg, Controller& c, const char* module,
 // a REPL session.
 std::string caller(lua_State* L);
 
-// Registers job.* for the controller into `reg` (repl_api.cpp).
+// Registers job.* for the controller into `reg` (job_api.cpp).
 void register_controller_api(lua::ApiRegistry& reg, Controller& c);
-// Registers policy.* and job.plan (repl_policy_api.cpp).
+// Registers policy.* and job.plan (policy_api.cpp).
 void register_policy_api(lua::ApiRegistry& reg, Controller& c);
-// Registers job.metrics, job.loads, job.rebalance and job.training (repl_training_api.cpp).
+// Registers job.metrics, job.loads, job.rebalance and job.training (training_api.cpp).
 void register_training_api(lua::ApiRegistry& reg, Controller& c);
 
-}  // namespace sal::mesh
+}  // namespace sal::console

@@ -1,0 +1,48 @@
+// plan_ask.h — the planner's question and answer as plain values (planner.h): what a plan is
+// decided for (PlanAsk, with the measured facts the checkpoint policy decides from) and the plan
+// decided with who decided it (PlanRecord). The job driver asks and reads them without the
+// policy machinery.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/ids.h"
+#include "plan/plan.h"
+
+namespace sal::policy {
+
+// What the checkpoint policy decides from, measured by the job driver. Zero means "not measured
+// yet" (the planner then uses its assumptions).
+struct CheckpointFacts {
+  double iteration_s = 0;    // median step time of the recent committed steps
+  double bandwidth_Bps = 0;  // bytes a snapshot copied over the pause training saw, median
+  uint64_t iteration = 0;    // the next step
+  std::vector<std::vector<double>> popularity;  // [layer][expert]: share of routed tokens (sums to 1 per layer)
+};
+
+// A plan to decide: for `workers` positions, balanced on `loads` when given; `fixed_groups`: the
+// baselines' fixed expert-parallel plan of that many groups instead of the policies'.
+struct PlanAsk {
+  uint32_t workers = 0;
+  Epoch epoch = 0;
+  std::optional<uint32_t> fixed_groups;
+  std::optional<std::vector<std::vector<double>>> loads;  // measured loads to balance, [layer][expert]
+  CheckpointFacts facts;
+  // A resumed job whose ranks all came back: decide nothing, put this plan in force again under the
+  // next number (its allocation, placement, schedule and stacks unchanged).
+  std::optional<plan::Plan> keep;
+};
+
+// A decided plan and who decided it.
+struct PlanRecord {
+  plan::Plan plan;     // version = its number; schedule and stacks filled in
+  Epoch epoch = 0;     // the membership epoch it was decided for
+  std::string allocation_by, placement_by, checkpoint_by, redundancy_by;  // which generation decided
+  std::string note;    // e.g. the floor being lowered
+  double ms = 0;       // time to decide all of it
+};
+
+}  // namespace sal::policy

@@ -1,0 +1,103 @@
+// planner.h — planning: the policy slots of a job and the plans they decide. The controller asks
+// it for a plan whenever the job driver does (job/driver_io.h: act::DecidePlan carries a PlanAsk),
+// and the simulator asks plan_group() for the same allocation → placement sequence. A plan is the
+// allocation policy's replica counts, the placement policy's slot table (per data-parallel group),
+// the checkpoint-window policy's snapshot schedule (from the model's operators, the measured
+// iteration time and snapshot bandwidth, and the experts' popularity) and the redundancy policy's
+// shard stacks, each validated in C++ (a refused proposal falls back as slot.h describes). The plan
+// it returns is numbered (plan::Plan::version) and is the value every worker follows; the driver
+// maps it onto the workers (job/plan_switch.h) and puts it in force between steps.
+//
+// It knows nothing of job files: PlannerConfig is what it needs of one (job::planner_config()
+// builds it).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/model_shape.h"
+#include "plan/plan.h"
+#include "policy/plan_ask.h"
+#include "policy/policy_set.h"
+
+namespace sal::policy {
+
+// What the planner needs of a job.
+struct PlannerConfig {
+  ModelShape shape;
+  uint32_t slots = 4;          // expert slots per worker
+  uint32_t min_replicas = 2;   // the fault-tolerance floor f asked for
+  uint32_t groups = 1;         // data-parallel groups (parallel.groups)
+  uint32_t redundancy = 0;     // SPARe's r (0: the policy's choice)
+  std::string recovery = "elastic";  // named in the baselines' fixed plans
+  // The policy of each kind: a shipped name or a file; relative .lua paths are under `dir`.
+  std::string allocation, placement, checkpoint, redundancy_policy;
+  std::string dir;
+  int64_t budget_ms = 500;
+  size_t memory_limit = 64u << 20;
+};
+
+// One group's allocation and placement: a whole model over `workers` positions.
+struct GroupAsk {
+  uint32_t workers = 0, slots = 0, experts = 0, min_replicas = 1;
+  std::vector<std::vector<double>> loads;                    // [layer][expert]
+  std::vector<std::vector<std::vector<uint32_t>>> current;   // the placement to start from; may be empty
+};
+struct GroupPlan {
+  uint32_t floor = 1;
+  std::vector<plan::LayerPlan> layers;
+  std::string allocation_by, placement_by, note;
+};
+// The allocation policy of `set`, then its placement policy, for one group.
+Result<GroupPlan> plan_group(PolicySet& set, const GroupAsk& ask);
+
+class Planner {
+ public:
+  // `service` runs every few ms while a policy decides (the controller keeps serving its mesh).
+  Planner(PlannerConfig cfg, std::function<void()> service);
+
+  // Loads the configured policy into every slot; the error names the job key (policies.placement: ...).
+  // A resumed job's slots take the sources its journal recorded (`journaled`: slot name -> source).
+  Status configure(const std::map<std::string, std::string>* journaled = nullptr);
+  // A resumed job: plans are numbered on from the one in force.
+  void resume(const plan::Plan& in_force);
+  // A plan as the driver asks: elastic (the policies) or the baselines' fixed expert-parallel plan.
+  // Recorded as current.
+  Result<PlanRecord> decide(const PlanAsk& ask);
+
+  // SPARe's reordering for a patch: the redundancy policy's stacks when only the `alive` groups
+  // are left in the step, starting from `current` (the plan in force's).
+  // `decided_by` says which generation decided them.
+  Result<plan::ShardStacks> patch_stacks(const std::vector<bool>& alive, const plan::ShardStacks& current,
+                                         std::string& decided_by);
+
+  PolicySet& policies() { return policies_; }
+  const std::optional<PlanRecord>& current() const { return current_; }
+  // What the checkpoint policy was told at the last decision (job.plan() shows it).
+  const CheckpointInput& checkpoint_input() const { return checkpoint_input_; }
+
+ private:
+  Result<PlanRecord> again(const plan::Plan& keep, Epoch epoch);
+  using Placements = std::vector<std::vector<std::vector<uint32_t>>>;  // per layer, per position, the slots
+  Result<PlanRecord> elastic(uint32_t workers);
+  Result<PlanRecord> grouped(uint32_t workers);
+  Result<GroupPlan> one_group(uint32_t workers, Placements current);
+  Placements current_placement(uint32_t g, uint32_t positions) const;
+  Result<PlanRecord> fixed_ep(uint32_t groups);
+  void decide_schedule(const CheckpointFacts& facts, PlanRecord& r);
+  void decide_stacks(PlanRecord& r);
+  static void reset_stacks(plan::ShardStacks& s);
+  RedundancyInput redundancy_input(std::vector<bool> alive, const plan::ShardStacks& current) const;
+
+  PlannerConfig cfg_;
+  PolicySet policies_;
+  std::optional<PlanRecord> current_;
+  CheckpointInput checkpoint_input_;
+  // Per-layer expert loads the allocation sees: uniform until the driver passes measured ones.
+  std::vector<std::vector<double>> loads_;
+};
+
+}  // namespace sal::policy
