@@ -1,13 +1,12 @@
 // driver.cpp — see driver.h. The handlers (the rows of driver_table.cpp) come first, then the
-// phases they move through. The recovery half — restores, the recovery bookkeeping, snapshots and
-// the checkpoint policy's measurements — is in driver_recovery.cpp.
+// phases they move through: gathering, planning (deciding, switching, retrying), running, and the
+// end. The recovery half — restores, reconciliation, the recovery bookkeeping, snapshots — is in
+// driver_recovery.cpp; SPARe's patch in driver_patch.cpp.
 #include "job/driver.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "core/devices.h"
-#include "core/strings.h"
 #include "plan/fixed_ep.h"
 #include "plan/snapshot_peers.h"
 
@@ -33,9 +32,6 @@ constexpr int kMaxConsecutivePlanFailures = 5;
 constexpr uint64_t kSaveTimeoutMs = 120000;
 // Dense snapshots kept on disk.
 constexpr size_t kSnapshotsKept = 2;
-// The checkpoint policy's measured inputs: medians over this many recent steps and snapshots.
-constexpr size_t kMedianSteps = 20;
-constexpr size_t kMedianSnapshots = 5;
 
 namespace {
 
@@ -48,31 +44,12 @@ std::vector<NodeId> nodes_of(const std::vector<Participant>& ranks) {
 
 std::string ms_text(int64_t ns) { return std::to_string(ns / 1'000'000) + " ms"; }
 
+std::vector<Participant> sorted(std::vector<Participant> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
 }  // namespace
-
-const char* phase_name(Phase p) {
-  switch (p) {
-    case Phase::gathering: return "gathering";
-    case Phase::planning: return "planning";
-    case Phase::running: return "running";
-    case Phase::saving: return "saving";
-    case Phase::done: return "done";
-    case Phase::failed: return "failed";
-  }
-  return "?";
-}
-
-const char* timer_name(Timer t) {
-  switch (t) {
-    case Timer::gate: return "gate";
-    case Timer::plan: return "plan";
-    case Timer::retry: return "retry";
-    case Timer::join: return "join";
-    case Timer::soon: return "soon";
-    case Timer::count_: break;
-  }
-  return "?";
-}
 
 DriverConfig DriverConfig::from(const JobConfig& job, int64_t max_steps, const std::string& run_dir, int64_t origin_ns) {
   DriverConfig c;
@@ -96,9 +73,8 @@ DriverConfig DriverConfig::from(const JobConfig& job, int64_t max_steps, const s
 
 Driver::Driver(DriverConfig cfg)
     : cfg_(std::move(cfg)),
-      loads_(size_t(cfg_.model.layers), size_t(cfg_.model.experts), size_t(std::max<int64_t>(cfg_.rebalance_every, 1))),
-      step_s_(kMedianSteps),
-      snapshot_Bps_(kMedianSnapshots) {
+      measured_(cfg_.model, size_t(std::max<int64_t>(cfg_.rebalance_every, 1))),
+      peers_(cfg_.model, cfg_.peer_copies) {
   if (!cfg_.run_dir.empty() && cfg_.checkpoint_every > 0)
     snapshots_.emplace(cfg_.run_dir + "/snapshots", uint32_t(model_unit_count(cfg_.model)), kSnapshotsKept);
 }
@@ -107,183 +83,89 @@ Driver::Driver(DriverConfig cfg, const JournalState& journal) : Driver(std::move
   steps_.resume(journal.committed, journal.commit_epoch);
   if (snapshots_) snapshots_->resume(journal.snapshots);
   applied_ = journal.plan;
-  resuming_ = applied_.has_value();
+  if (applied_) state_ = phase::Reconciling{};
 }
 
 std::optional<uint64_t> Driver::pending_plan() const {
-  if (!pending_) return std::nullopt;
-  return pending_->number;
+  if (const auto* p = std::get_if<phase::Switching>(&state_)) return p->number;
+  return std::nullopt;
 }
 
-std::vector<Action> Driver::handle(const Input& in) {
-  out_.clear();
-  now_ns_ = in.now_ns;
-  std::optional<Timer> timer;
-  if (auto* t = std::get_if<in::TimerFired>(&in.what)) timer = t->timer;
-  if (Handler h = handler(phase_, in.what.index(), timer)) (this->*h)(in.what);
-  return std::move(out_);
+const std::string& Driver::failure() const {
+  static const std::string kNone;
+  const auto* f = std::get_if<phase::Failed>(&state_);
+  return f ? f->why : kNone;
 }
 
-// ---------- handlers ----------
-
-void Driver::on_membership(const Event& e) {
-  if (auto* m = std::get_if<in::Membership>(&e)) view_ = m->view;
-  poke();
+const std::string& Driver::checkpoint_dir() const {
+  static const std::string kNone;
+  if (const auto* d = std::get_if<phase::Done>(&state_)) return d->checkpoint_dir;
+  if (const auto* s = std::get_if<phase::Saving>(&state_)) return s->dir;
+  return kNone;
 }
 
-void Driver::on_timer(const Event& e) {
-  switch (std::get<in::TimerFired>(e).timer) {
-    case Timer::plan:
-      if (phase_ == Phase::saving) return finish_save(false, "not every worker saved in time");
-      return plan_failed("not every worker connected and moved its state within " + std::to_string(kPlanTimeoutMs) + " ms");
-    case Timer::retry: return retry_fired();
-    // The timer is the deadline (the clock may read a hair less when it fires): the window is over.
-    case Timer::gate: gate_over_ = true; return poke();
-    case Timer::join: join_over_ = true; return poke();
-    default: return poke();
-  }
-}
+// ---------- handlers: any phase ----------
 
-void Driver::on_lost(const Event& e) {
-  const auto& l = std::get<in::Lost>(e);
-  if (try_patch(l)) return;
-  step_outcome(l.worker ? steps_.lost_worker({l.node, *l.worker}, l.cause) : steps_.lost(l.node, l.cause));
-}
-
-void Driver::on_vote(const Event& e) {
-  const auto& v = std::get<in::Vote>(e).vote;
-  Participant p{v.node_id, v.index};
-  if (v.ok) sparse_copied(p, v);
-  if (!vote_answers_patch(v)) return;  // a vote on the step as it was before a patch
-  if (v.ok && v.step == tally_.step && steps_.in_flight() && steps_.participants().count(p) && tally_.voted.insert(p).second) {
-    tally_.ce += v.ce_sum;
-    tally_.tokens += v.tokens;
-    tally_.aux = v.aux;
-    tally_.grad_norm = v.grad_norm;
-    tally_.lr = v.lr;
-    tally_.compute_ms = std::max(tally_.compute_ms, v.compute_ms);
-    if (v.loads.size() == tally_.loads.size())
-      for (size_t i = 0; i < v.loads.size(); ++i) tally_.loads[i] += v.loads[i];
-  }
-  if (steps_.in_flight() && v.epoch != steps_.epoch())  // a node cut off in an older epoch
-    note("stale_vote", "worker " + participant_name(p) + "'s vote for step " + std::to_string(v.step) + " of epoch " +
-                           std::to_string(v.epoch) + " refused: the step in flight began in epoch " +
-                           std::to_string(steps_.epoch()), act::Level::warn);
-  step_outcome(steps_.vote(p, v.epoch, v.step, v.ok, v.detail));
-}
-
-void Driver::on_ready(const Event& e) {
-  const auto& r = std::get<in::Ready>(e).ready;
-  if (!pending_ || r.plan != pending_->number) return;  // an abandoned plan's late answer
-  Participant p{r.node_id, r.index};
-  if (!pending_->waiting.count(p)) return;
-  for (const auto& n : r.notes) note("slice_fallback", "worker " + participant_name(p) + ": " + n, act::Level::warn);
-  if (!r.ok) return plan_failed("worker " + participant_name(p) + ": " + r.detail);
-  pending_->waiting.erase(p);
-  pending_->slowest_connect_ms = std::max(pending_->slowest_connect_ms, r.connect_ms);
-  pending_->slowest_migrate_ms = std::max(pending_->slowest_migrate_ms, r.migrate_ms);
-  if (pending_->waiting.empty()) plan_applied();
-}
-
-void Driver::on_saved(const Event& e) {
-  const auto& d = std::get<in::Saved>(e).done;
-  if (d.snapshot) return snapshot_answered(d);
-  Participant p{d.node_id, d.index};
-  if (phase_ != Phase::saving || !save_waiting_.erase(p)) return;
-  if (!d.ok) return finish_save(false, "worker " + participant_name(p) + ": " + d.detail);
-  saved_units_ += d.units;
-  if (save_waiting_.empty()) finish_save(true, "");
-}
-
-void Driver::on_decided(const Event& e) {
-  const auto& d = std::get<in::Decided>(e);
-  if (!deciding_ || d.decision != deciding_->decision) return;  // superseded
-  Deciding was = std::move(*deciding_);
-  deciding_.reset();
-  if (!d.record) {
-    note("plan_failed", was.why + ": " + d.record.error().message(), act::Level::info, true);
-    cannot_plan(std::to_string(was.choice.use.size()) + " workers: " + d.record.error().message());
-    set_phase(Phase::gathering);
-    gather_since_ns_ = 0;
-    return;
-  }
-  // Workers lost while the policies decided: the decision is for workers that are gone.
-  for (const auto& w : was.choice.use)
-    if (!contains(view_.ready, w)) return start_plan("again: worker " + participant_name(w) + " left while the plan was decided");
-  plan_decided(was, *d.record);
-}
-
-void Driver::on_request(const Event& e) {
+Driver::Next Driver::on_request(const Event& e) {
   const auto& r = std::get<in::PlanRequest>(e);
-  plan_wanted_ = true;
-  plan_with_loads_ = plan_with_loads_ || r.use_loads;
-  plan_reason_ = r.why;
+  wanted_ = Wanted{r.why, r.use_loads || (wanted_ && wanted_->with_loads)};
   arm(Timer::soon, 0);  // looked at after the request's caller returns
+  return std::nullopt;
 }
 
-void Driver::on_stop(const Event& e) {
+// A user's stop of a running job aborts the step in flight, then saves what is committed;
+// otherwise (or with nothing to save) the job is done at once. A job already saving or over
+// stays as it is.
+Driver::Next Driver::on_stop(const Event& e) {
   const auto& stop = std::get<in::Stop>(e);
-  const auto& why = stop.why;
-  // A user's stop of a running job: abort the step in flight, then save what is committed.
-  const bool save = stop.save && !stopping_ && phase_ == Phase::running && applied_ && !cfg_.run_dir.empty() &&
-                    steps_.committed() > 0;
-  if (stop.save && !save && phase_ != Phase::saving) out_.push_back(act::StopJob{why});
-  stopping_ = true;
+  auto* running = std::get_if<phase::Running>(&state_);
+  const bool save = stop.save && running && applied_ && !cfg_.run_dir.empty() && steps_.committed() > 0;
+  const bool saving = std::holds_alternative<phase::Saving>(state_);
+  if (stop.save && !save && !saving) out_.push_back(act::StopJob{stop.why});
   for (Timer t : {Timer::gate, Timer::plan, Timer::retry}) cancel(t);
-  deciding_.reset();
-  if (pending_) {
-    abort_ranks(pending_->ranks, pending_->step, std::string(kStopReason) + why);
-    pending_.reset();
-  }
-  step_outcome(steps_.abort(std::string(kStopReason) + why));
-  if (save) {
-    stop_save_ = true;
-    return start_save("stopped after " + std::to_string(steps_.committed()) + " steps: " + why);
-  }
-  if (phase_ != Phase::failed && phase_ != Phase::saving) set_phase(Phase::done);
+  if (auto* p = std::get_if<phase::Switching>(&state_))
+    abort_ranks(p->ranks, p->step, std::string(kStopReason) + stop.why);
+  if (steps_.abort(std::string(kStopReason) + stop.why) == StepCoordinator::Outcome::aborted && running)
+    announce_abort(running->tally);
+  if (save) return start_save("stopped after " + std::to_string(steps_.committed()) + " steps: " + stop.why, true);
+  if (saving || coarse(state_) == Phase::done || coarse(state_) == Phase::failed) return std::nullopt;
+  return phase::Done{};
 }
 
 // ---------- gathering ----------
 
-// The phase's look at the state after something changed.
-void Driver::poke() {
-  if (phase_ == Phase::saving) return check_savers();  // a stop's final save too: a saver may leave
-  if (stopping_) return;
-  switch (phase_) {
-    case Phase::gathering: return gather();
-    case Phase::planning:
-      end_settle_if_cause_seen();
-      return check_pending();
-    case Phase::running:
-      if (!steps_.in_flight()) boundary();
-      return;
-    default: return;
-  }
+Driver::Next Driver::on_gather(const Event& e) {
+  auto& g = std::get<phase::Gathering>(state_);
+  if (auto* t = std::get_if<in::TimerFired>(&e); t && t->timer == Timer::gate) g.join.over = true;
+  return gather(g);
 }
 
-void Driver::gather() {
-  if (resuming_) return reconcile();
+Driver::Next Driver::gather(phase::Gathering& g) {
   const auto& ready = view_.ready;
   if (ready.empty()) {
-    gather_since_ns_ = 0;
-    if (!view_.start_failure.empty() && !applied_) fail_job("no worker could start: " + view_.start_failure);
-    return;
+    g.join = {};
+    if (!view_.start_failure.empty() && !applied_) return fail_job("no worker could start: " + view_.start_failure);
+    return std::nullopt;
   }
-  if (gather_since_ns_ == 0) {
-    gather_since_ns_ = now_ns_;
-    gate_over_ = false;
-    arm(Timer::gate, uint64_t(cfg_.join_window_ms));
-  }
-  bool window_over = gate_over_ || now_ns_ - gather_since_ns_ >= cfg_.join_window_ms * 1'000'000;
-  if (ready.size() < cfg_.expected_workers && !window_over) return;
+  if (ready.size() < cfg_.expected_workers && !window_over(g.join, cfg_.join_window_ms)) return std::nullopt;
   cancel(Timer::gate);
-  start_plan(ready.size() >= cfg_.expected_workers
-                 ? "start: " + std::to_string(ready.size()) + " workers ready"
-                 : "start: join window over with " + std::to_string(ready.size()) + " of " +
-                       std::to_string(cfg_.expected_workers) + " workers");
+  return start_plan(ready.size() >= cfg_.expected_workers
+                        ? "start: " + std::to_string(ready.size()) + " workers ready"
+                        : "start: join window over with " + std::to_string(ready.size()) + " of " +
+                              std::to_string(cfg_.expected_workers) + " workers");
 }
 
-// ---------- plans ----------
+// A window of `ms` from the first time it is asked about (arming Timer::gate then). The timer is
+// the deadline (the clock may read a hair less when it fires): the window is over.
+bool Driver::window_over(phase::Window& w, int64_t ms) {
+  if (w.since_ns == 0) {
+    w = {now_ns_, false};
+    arm(Timer::gate, uint64_t(ms));
+  }
+  return w.over || now_ns_ - w.since_ns >= ms * 1'000'000;
+}
+
+// ---------- planning: deciding ----------
 
 WorkerChoice Driver::choose(const std::vector<Participant>& ready, uint64_t step) const {
   uint32_t ep = plan::ep_size(uint32_t(cfg_.model.experts), cfg_.slots);
@@ -297,16 +179,15 @@ WorkerChoice Driver::choose(const std::vector<Participant>& ready, uint64_t step
   if (replaying() && !c.restore() && !c.use.empty()) {
     // frozen operators have no optimizer state to move, and new holders no later slots to load
     c.rung = restore_rung({"the replay"}, have);
-    c.why = "the replay of the sparse window (to iteration " + std::to_string(*replay_to_) + ") was interrupted";
+    c.why = "the replay of the sparse window (to iteration " + std::to_string(*peers_.replay_to()) + ") was interrupted";
   }
   return c;
 }
 
 std::optional<PeerWindow> Driver::peer_window(uint64_t committed) const {
-  if (cfg_.peer_copies == 0) return std::nullopt;
   std::set<NodeId> live;
   for (const auto& [node, sn] : view_.slices) live.insert(node);
-  return restorable_window(peer_slices_, live, cfg_.model, committed, peer_windows_failed_);
+  return peers_.restorable(live, committed);
 }
 
 void Driver::add_slice_peers(wire::PlanUpdate& u) const {
@@ -321,47 +202,59 @@ void Driver::add_slice_peers(wire::PlanUpdate& u) const {
   }
 }
 
-void Driver::start_plan(const std::string& why) {
+// Asks the planner for a plan over the workers the recovery mode uses now. `with_loads`: balanced
+// on the measured loads (a rebalance; a request may ask too); `keep`: the plan in force again (a
+// resumed job whose ranks all came back).
+Driver::Next Driver::start_plan(std::string why, bool with_loads, bool keep) {
   cancel(Timer::retry);
   cancel(Timer::plan);
-  deciding_.reset();
-  if (pending_) {  // a plan in flight that a newer one replaces: its ranks stop waiting for it
-    abort_ranks(pending_->ranks, pending_->step, "plan " + std::to_string(pending_->number) + " replaced: " + why);
-    out_.push_back(act::EraseKeys{pending_->number});
-    pending_.reset();
-  }
-  if (view_.ready.empty()) {
-    set_phase(Phase::gathering);
-    gather_since_ns_ = 0;
-    return;
-  }
-  set_phase(Phase::planning, why);
+  if (view_.ready.empty()) return phase::Gathering{};
   drop_snapshots_of_lost();
-  std::optional<std::vector<std::vector<double>>> loads;
-  if (plan_with_loads_ && !loads_.empty()) loads = loads_.mean();
-  plan_wanted_ = plan_with_loads_ = false;
-  uint64_t step = steps_.committed();
+  with_loads = with_loads || (wanted_ && wanted_->with_loads);
+  wanted_.reset();
+  const uint64_t step = steps_.committed();
   auto choice = choose(view_.ready, step);
-  if (choice.use.empty()) {
-    note("plan_failed", why + ": " + choice.why, act::Level::info, true);
-    cannot_plan(choice.why);
-    set_phase(Phase::gathering);
-    gather_since_ns_ = 0;
-    return;
-  }
-  deciding_ = Deciding{++decisions_, why, choice, step, view_.epoch, plane_spent_};
+  if (choice.use.empty()) return cannot_plan(choice.why, why + ": " + choice.why);
+  phase::Deciding d{++decisions_, why, choice, step, view_.epoch, plane_spent_};
   act::DecidePlan ask;
-  ask.decision = deciding_->decision;
+  ask.decision = d.decision;
   ask.workers = uint32_t(choice.use.size());
   ask.epoch = view_.epoch;
-  ask.loads = std::move(loads);
-  ask.facts = facts_;
+  if (with_loads && !measured_.loads().empty()) ask.loads = measured_.loads().mean();
+  ask.facts = measured_.facts();
   ask.facts.iteration = step;
-  if (keep_applied_) ask.keep = applied_->plan;
-  keep_applied_ = false;
+  if (keep) ask.keep = applied_->plan;
   if (cfg_.recovery != "elastic")
     ask.fixed_groups = uint32_t(choice.use.size()) / plan::ep_size(uint32_t(cfg_.model.experts), cfg_.slots);
   out_.push_back(std::move(ask));
+  return d;
+}
+
+// No plan can be made with the workers there are: back to gathering, said once for as long as the
+// reason stays the same (planning is tried again whenever the workers change, and only more
+// workers can unblock it).
+Driver::Next Driver::cannot_plan(const std::string& why, const std::string& detail) {
+  note("plan_failed", detail, act::Level::info, true);
+  if (why != streak_.cannot_plan) {
+    streak_.cannot_plan = why;
+    note("", "no plan can be made (" + why + "); waiting for more workers to join", act::Level::warn);
+  }
+  return phase::Gathering{};
+}
+
+Driver::Next Driver::on_view(const Event&) { return std::nullopt; }
+
+Driver::Next Driver::on_decided(const Event& e) {
+  const auto& d = std::get<in::Decided>(e);
+  const auto& deciding = std::get<phase::Deciding>(state_);
+  if (d.decision != deciding.decision) return std::nullopt;  // superseded
+  if (!d.record)
+    return cannot_plan(std::to_string(deciding.choice.use.size()) + " workers: " + d.record.error().message(),
+                       deciding.why + ": " + d.record.error().message());
+  // Workers lost while the policies decided: the decision is for workers that are gone.
+  for (const auto& w : deciding.choice.use)
+    if (!contains(view_.ready, w)) return start_plan("again: worker " + participant_name(w) + " left while the plan was decided");
+  return plan_decided(deciding, *d.record);
 }
 
 // ", stacks by spare gen 1: 3 of 4 groups up, depth 2" for a plan of data-parallel groups.
@@ -374,7 +267,7 @@ std::string Driver::stacks_text(const PlanRecord& rec) {
          std::to_string(rec.plan.stacks.depth());
 }
 
-void Driver::plan_decided(const Deciding& d, const PlanRecord& rec) {
+Driver::Next Driver::plan_decided(const phase::Deciding& d, const PlanRecord& rec) {
   uint64_t number = rec.plan.version;
   const auto& use = d.choice.use;
   note("plan", "plan " + std::to_string(number) + " for " + std::to_string(use.size()) + " workers (" + d.why +
@@ -401,40 +294,57 @@ void Driver::plan_decided(const Deciding& d, const PlanRecord& rec) {
                           std::to_string(applied_->number()) + " stays",
          act::Level::info, true);
     applied_->from_step = d.step;
-    set_phase(Phase::running);
-    return boundary();
+    return in_force();
   }
-  Pending p{number, d.step, sw->ranks, rec.plan, *sw, {}, d.why, now_ns_};
-  begin_switch(std::move(p), plan_update(d.epoch, d.step, *sw, rec.plan));
+  phase::Switching p{number, d.step, sw->ranks, rec.plan, *sw, {}, d.why, now_ns_};
+  return begin_switch(std::move(p), plan_update(d.epoch, d.step, *sw, rec.plan));
 }
 
-void Driver::begin_switch(Pending p, wire::PlanUpdate u) {
+// ---------- planning: switching ----------
+
+Driver::Next Driver::begin_switch(phase::Switching p, wire::PlanUpdate u) {
   add_slice_peers(u);
-  pending_ = std::move(p);
-  pending_->waiting.insert(pending_->ranks.begin(), pending_->ranks.end());
-  send(pending_->ranks, std::move(u));
+  p.waiting.insert(p.ranks.begin(), p.ranks.end());
+  send(p.ranks, std::move(u));
   arm(Timer::plan, kPlanTimeoutMs);
+  return p;
 }
 
-// Said once for as long as the reason stays the same: planning is tried again whenever the
-// workers change, and only more workers can unblock it.
-void Driver::cannot_plan(const std::string& why) {
-  if (why == cannot_plan_) return;
-  cannot_plan_ = why;
-  note("", "no plan can be made (" + why + "); waiting for more workers to join", act::Level::warn);
+// A pending plan whose ranks are not all still ready can never complete.
+Driver::Next Driver::on_switch_view(const Event&) {
+  auto& p = std::get<phase::Switching>(state_);
+  for (const auto& r : p.ranks)
+    if (!contains(view_.ready, r)) return plan_failed(p, "worker " + participant_name(r) + " left", true);
+  return std::nullopt;
 }
 
-void Driver::plan_applied() {
-  Pending p = std::move(*pending_);
-  pending_.reset();
+Driver::Next Driver::on_ready(const Event& e) {
+  const auto& r = std::get<in::Ready>(e).ready;
+  auto& p = std::get<phase::Switching>(state_);
+  if (r.plan != p.number) return std::nullopt;  // an abandoned plan's late answer
+  Participant who{r.node_id, r.index};
+  if (!p.waiting.count(who)) return std::nullopt;
+  for (const auto& n : r.notes) note("slice_fallback", "worker " + participant_name(who) + ": " + n, act::Level::warn);
+  if (!r.ok) return plan_failed(p, "worker " + participant_name(who) + ": " + r.detail);
+  p.waiting.erase(who);
+  p.slowest_connect_ms = std::max(p.slowest_connect_ms, r.connect_ms);
+  p.slowest_migrate_ms = std::max(p.slowest_migrate_ms, r.migrate_ms);
+  if (!p.waiting.empty()) return std::nullopt;
+  return plan_applied(p);
+}
+
+Driver::Next Driver::on_switch_timeout(const Event&) {
+  return plan_failed(std::get<phase::Switching>(state_),
+                     "not every worker connected and moved its state within " + std::to_string(kPlanTimeoutMs) + " ms");
+}
+
+Driver::Next Driver::plan_applied(phase::Switching& p) {
   cancel(Timer::plan);
   uint64_t previous = applied_ ? applied_->number() : 0;
   applied_ = AppliedPlan{p.ranks, p.plan, p.step};
   plane_spent_ = false;
-  sparse_replaced_ = 0;
-  replay_to_.reset();
-  if (p.restore == Rung::sparse && p.restore_window && p.restore_to) replay_to_ = *p.restore_to;
-  cannot_plan_.clear();
+  peers_.plan_applied(p.restore == Rung::sparse && p.restore_window ? p.restore_to : std::nullopt);
+  streak_.cannot_plan.clear();
   out_.push_back(act::Journal{rec::Plan{*applied_}, true});
   std::string detail = "plan " + std::to_string(p.number) + " in force from step " + std::to_string(p.step) + " on " +
                        std::to_string(p.ranks.size()) + " workers: " + std::to_string(p.sw.experts_moved) +
@@ -450,19 +360,16 @@ void Driver::plan_applied() {
     note("restored", restored);
     out_.push_back(act::Restored{});
   }
-  out_.push_back(act::PlanInForce{*applied_, loads_.empty() ? std::vector<std::vector<double>>{} : loads_.mean()});
+  out_.push_back(act::PlanInForce{*applied_, measured_.loads().empty() ? std::vector<std::vector<double>>{}
+                                                                        : measured_.loads().mean()});
   if (previous) out_.push_back(act::EraseKeys{previous});
   out_.push_back(act::EraseKeys{p.number});  // every rank has connected: the rendezvous keys are done with
-  plan_failures_ = 0;
-  set_phase(Phase::running);
-  boundary();
+  streak_.plans = 0;
+  return in_force();
 }
 
-void Driver::plan_failed(const std::string& why, bool membership) {
-  if (!pending_) return;
-  if (!membership && pending_->restore == Rung::sparse) sparse_restore_failed(why);
-  Pending p = std::move(*pending_);
-  pending_.reset();
+Driver::Next Driver::plan_failed(phase::Switching& p, const std::string& why, bool membership) {
+  if (!membership && p.restore == Rung::sparse) sparse_restore_failed(p, why);
   cancel(Timer::plan);
   std::string detail = "plan " + std::to_string(p.number) + " not applied: " + why;
   note("plan_failed", detail, act::Level::warn);
@@ -470,258 +377,297 @@ void Driver::plan_failed(const std::string& why, bool membership) {
   out_.push_back(act::EraseKeys{p.number});
   plane_spent_ = true;  // the ranks may have let go of the plan in force's data plane already
   if (membership) recovery_begins(detail);
-  if (!membership && ++plan_failures_ >= kMaxConsecutivePlanFailures)
-    return fail_job(std::to_string(plan_failures_) + " plans in a row could not be applied; the last: " + why);
-  retry_ = Retry{false, why, {}, 0};
-  arm(Timer::retry, kPlanRetryMs << std::min(plan_failures_, kPlanRetryDoublings));
+  if (!membership && ++streak_.plans >= kMaxConsecutivePlanFailures)
+    return fail_job(std::to_string(streak_.plans) + " plans in a row could not be applied; the last: " + why);
+  arm(Timer::retry, kPlanRetryMs << std::min(streak_.plans, kPlanRetryDoublings));
+  return phase::Retrying{false, why, {}, 0, {}};
 }
 
-// A pending plan whose ranks are not all still ready can never complete.
-void Driver::check_pending() {
-  if (!pending_) return;
-  for (const auto& r : pending_->ranks)
-    if (!contains(view_.ready, r)) return plan_failed("worker " + participant_name(r) + " left", true);
+// ---------- planning: retrying ----------
+
+Driver::Next Driver::on_retry(const Event&) { return retry(std::move(std::get<phase::Retrying>(state_))); }
+
+// The pause after an aborted step ends once a rank of that step is seen gone: the cause is known,
+// and a plan made now cannot include it.
+Driver::Next Driver::on_retry_view(const Event&) { return cause_seen(std::get<phase::Retrying>(state_)); }
+
+Driver::Next Driver::cause_seen(phase::Retrying& r) {
+  if (!r.after_abort) return std::nullopt;
+  for (const auto& w : r.lost)
+    if (contains(view_.ready, w)) return std::nullopt;
+  for (const auto& w : r.ranks)
+    if (!contains(view_.ready, w)) {
+      cancel(Timer::retry);
+      return retry(std::move(r));
+    }
+  return std::nullopt;
 }
 
-void Driver::retry_fired() {
-  if (!retry_) return;
-  Retry r = std::move(*retry_);
-  retry_.reset();
+Driver::Next Driver::retry(phase::Retrying r) {
   if (!r.after_abort) return start_plan("again after: " + r.why);
   // A step that failed because a worker left (noticed by now) is not the step's fault: only
   // failures with the same workers count towards ending the job.
-  step_failures_ = view_.ready == r.ranks ? step_failures_ + 1 : 0;
-  if (step_failures_ >= kMaxConsecutiveFailures)
-    return fail_job("step " + std::to_string(r.step) + " failed " + std::to_string(step_failures_) +
+  streak_.steps = view_.ready == r.ranks ? streak_.steps + 1 : 0;
+  if (streak_.steps >= kMaxConsecutiveFailures)
+    return fail_job("step " + std::to_string(r.step) + " failed " + std::to_string(streak_.steps) +
                     " times in a row with the same workers; the last: " + r.why);
-  start_plan("step aborted: " + r.why);
+  return start_plan("step aborted: " + r.why);
 }
 
-// ---------- steps ----------
+// ---------- running ----------
 
-// Only between steps under a plan in force.
-void Driver::boundary() {
-  if (stopping_ || !applied_ || phase_ != Phase::running || pending_) return;
+// A plan came into force: the first step boundary under it.
+Driver::Next Driver::in_force() {
+  phase::Running r;
+  Next next = boundary(r);
+  return next ? std::move(next) : Next(std::move(r));
+}
+
+Driver::Next Driver::on_boundary(const Event&) {
+  auto& r = std::get<phase::Running>(state_);
+  if (steps_.in_flight()) return std::nullopt;
+  return boundary(r);
+}
+
+Driver::Next Driver::on_join_batch(const Event&) {
+  auto& r = std::get<phase::Running>(state_);
+  r.joins.over = true;
+  if (steps_.in_flight()) return std::nullopt;
+  return boundary(r);
+}
+
+// Only between steps under a plan in force: the job ends, a new plan is made, or the next step
+// begins.
+Driver::Next Driver::boundary(phase::Running& r) {
   uint64_t done = steps_.committed();
   if (cfg_.max_steps > 0 && int64_t(done) >= cfg_.max_steps)
     return start_save("completed " + std::to_string(steps_.committed()) + " steps");
   const auto& ready = view_.ready;
-  auto ranks = applied_->ranks;
-  std::sort(ranks.begin(), ranks.end());
-  auto use = choose(ready, done).use;  // the baselines idle some
-  std::sort(use.begin(), use.end());
-  if (use != ranks) {
+  auto use = sorted(choose(ready, done).use);  // the baselines idle some
+  if (use != sorted(applied_->ranks)) {
     size_t joined = 0, left = 0;
-    for (const auto& r : ready) joined += !contains(applied_->ranks, r);
-    for (const auto& r : applied_->ranks) left += !contains(ready, r);
+    for (const auto& w : ready) joined += !contains(applied_->ranks, w);
+    for (const auto& w : applied_->ranks) left += !contains(ready, w);
     std::string why = "workers changed: " + std::to_string(joined) + " joined, " + std::to_string(left) + " left";
-    if (left > 0 || (!replaying() && join_batch_over())) {  // joins wait for a replay to end
-      join_seen_ns_ = 0;
+    if (left > 0 || (!replaying() && join_batch_over(r))) {  // joins wait for a replay to end
       if (left > 0) recovery_begins(why);
       return start_plan(why);
     }
   } else {
-    join_seen_ns_ = 0;
+    r.joins = {};
   }
-  if (plan_wanted_ && !replaying()) return start_plan(plan_reason_);
+  if (wanted_ && !replaying()) return start_plan(wanted_->why);
   int64_t every = cfg_.rebalance_every;
-  if (every > 0 && !replaying() && done > applied_->from_step && int64_t(done - applied_->from_step) >= every) {
-    plan_with_loads_ = true;
-    return start_plan("rebalance: " + std::to_string(every) + " steps under plan " + std::to_string(applied_->number()));
-  }
-  if (cfg_.max_steps > 0) begin_step();
+  if (every > 0 && !replaying() && done > applied_->from_step && int64_t(done - applied_->from_step) >= every)
+    return start_plan("rebalance: " + std::to_string(every) + " steps under plan " + std::to_string(applied_->number()), true);
+  if (cfg_.max_steps > 0) begin_step(r);
+  return std::nullopt;
 }
 
 // Joins wait mesh.join_batch_ms from the first of them; meanwhile training goes on under the plan
 // in force (the timer covers a job with no step running).
-bool Driver::join_batch_over() {
-  if (join_seen_ns_ == 0) {
-    join_seen_ns_ = now_ns_;
-    join_over_ = false;
+bool Driver::join_batch_over(phase::Running& r) {
+  if (r.joins.since_ns == 0) {
+    r.joins = {now_ns_, false};
     if (cfg_.join_batch_ms > 0) arm(Timer::join, uint64_t(cfg_.join_batch_ms));
   }
-  return join_over_ || now_ns_ - join_seen_ns_ >= cfg_.join_batch_ms * 1'000'000;
+  return r.joins.over || now_ns_ - r.joins.since_ns >= cfg_.join_batch_ms * 1'000'000;
 }
 
-void Driver::begin_step() {
-  patch_.reset();
-  tally_ = Tally{};
-  tally_.step = steps_.next_step();
-  tally_.loads.assign(size_t(cfg_.model.layers) * size_t(cfg_.model.experts), 0);
-  tally_.begun_ns = now_ns_;
+void Driver::begin_step(phase::Running& r) {
+  r.patch.reset();
+  r.tally = phase::Tally{};
+  r.tally.step = steps_.next_step();
+  r.tally.loads.assign(size_t(cfg_.model.layers) * size_t(cfg_.model.experts), 0);
+  r.tally.begun_ns = now_ns_;
   steps_.begin(view_.epoch, applied_->ranks);
-  send(applied_->ranks, wire::StepBegin{view_.epoch, tally_.step, applied_->number()});
+  send(applied_->ranks, wire::StepBegin{view_.epoch, r.tally.step, applied_->number()});
 }
 
-void Driver::step_outcome(StepCoordinator::Outcome o) {
-  using O = StepCoordinator::Outcome;
-  if (o == O::committed) {
-    // The metrics row first (a resumed controller drops rows past the journal's commits), then the
-    // commit, durable before any worker is told: no worker can be ahead of the journal.
-    StepRecord r = step_record();
-    out_.push_back(act::StepDone{r});
-    out_.push_back(act::Journal{rec::Commit{steps_.committed(), steps_.epoch()}, true});
-    out_.push_back(act::Send{{}, true, wire::StepCommit{steps_.epoch(), tally_.step}});
-    committed(r);
-  } else if (o == O::aborted) {
-    step_aborted();
+Driver::Next Driver::on_vote(const Event& e) {
+  const auto& v = std::get<in::Vote>(e).vote;
+  auto& r = std::get<phase::Running>(state_);
+  Participant p{v.node_id, v.index};
+  if (v.ok)
+    measured_.sparse_held(p, SparseHolding{v.sparse_bytes, v.sparse_from, v.sparse_to, v.sparse_copy_ms, v.step},
+                          v.sparse_slot_bytes);
+  if (!vote_answers_patch(r, v)) return std::nullopt;  // a vote on the step as it was before a patch
+  auto& t = r.tally;
+  if (v.ok && v.step == t.step && steps_.in_flight() && steps_.participants().count(p) && t.voted.insert(p).second) {
+    t.ce += v.ce_sum;
+    t.tokens += v.tokens;
+    t.aux = v.aux;
+    t.grad_norm = v.grad_norm;
+    t.lr = v.lr;
+    t.compute_ms = std::max(t.compute_ms, v.compute_ms);
+    if (v.loads.size() == t.loads.size())
+      for (size_t i = 0; i < v.loads.size(); ++i) t.loads[i] += v.loads[i];
   }
+  if (steps_.in_flight() && v.epoch != steps_.epoch())  // a node cut off in an older epoch
+    note("stale_vote", "worker " + participant_name(p) + "'s vote for step " + std::to_string(v.step) + " of epoch " +
+                           std::to_string(v.epoch) + " refused: the step in flight began in epoch " +
+                           std::to_string(steps_.epoch()), act::Level::warn);
+  return step_outcome(r, steps_.vote(p, v.epoch, v.step, v.ok, v.detail));
 }
 
-void Driver::step_aborted() {
-  // a patched step that could not commit after all: every worker it lost must be seen gone before
-  // the plan is made (the last loss may still be in the view), and the recovery is no patch
-  std::set<Participant> lost = patch_ ? patch_->lost : std::set<Participant>{};
-  patch_.reset();
-  if (recovery_) recovery_->patched = false;
+Driver::Next Driver::on_lost(const Event& e) {
+  const auto& l = std::get<in::Lost>(e);
+  auto& r = std::get<phase::Running>(state_);
+  if (try_patch(r, l)) return std::nullopt;
+  return step_outcome(r, l.worker ? steps_.lost_worker({l.node, *l.worker}, l.cause) : steps_.lost(l.node, l.cause));
+}
+
+Driver::Next Driver::step_outcome(phase::Running& r, StepCoordinator::Outcome o) {
+  using O = StepCoordinator::Outcome;
+  if (o == O::aborted) return step_aborted(r);
+  if (o != O::committed) return std::nullopt;
+  // The metrics row first (a resumed controller drops rows past the journal's commits), then the
+  // commit, durable before any worker is told: no worker can be ahead of the journal.
+  StepRecord rec = step_record(r.tally);
+  out_.push_back(act::StepDone{rec});
+  out_.push_back(act::Journal{rec::Commit{steps_.committed(), steps_.epoch()}, true});
+  out_.push_back(act::Send{{}, true, wire::StepCommit{steps_.epoch(), r.tally.step}});
+  committed(r, rec);
+  return std::nullopt;
+}
+
+void Driver::announce_abort(const phase::Tally& t) {
   const std::string& why = steps_.last_abort_reason();
-  note("step_aborted", "step " + std::to_string(tally_.step) + ": " + why, act::Level::warn);
-  out_.push_back(act::Send{{}, true, wire::StepAbort{steps_.epoch(), tally_.step, why}});
-  if (stopping_) return;
-  recovery_begins("step " + std::to_string(tally_.step) + " aborted: " + why);
+  note("step_aborted", "step " + std::to_string(t.step) + ": " + why, act::Level::warn);
+  out_.push_back(act::Send{{}, true, wire::StepAbort{steps_.epoch(), t.step, why}});
+}
+
+// The step's data plane is spent: the next step needs a plan. A patched step that could not commit
+// after all: every worker it lost must be seen gone before the plan is made (the last loss may
+// still be in the view), and the recovery is no patch.
+Driver::Next Driver::step_aborted(phase::Running& r) {
+  std::set<Participant> lost = r.patch ? r.patch->lost : std::set<Participant>{};
+  if (recovery_) recovery_->patched = false;
+  announce_abort(r.tally);
+  const std::string& why = steps_.last_abort_reason();
+  recovery_begins("step " + std::to_string(r.tally.step) + " aborted: " + why);
   plane_spent_ = true;
-  set_phase(Phase::planning);  // its data plane is spent: the next step needs a plan
-  auto ranks = applied_ ? applied_->ranks : std::vector<Participant>{};
-  std::sort(ranks.begin(), ranks.end());
-  retry_ = Retry{true, why, ranks, tally_.step, std::move(lost)};
   arm(Timer::retry, kAbortSettleMs);
-  end_settle_if_cause_seen();
+  phase::Retrying retrying{true, why, sorted(applied_ ? applied_->ranks : std::vector<Participant>{}), r.tally.step,
+                           std::move(lost)};
+  Next now = cause_seen(retrying);
+  return now ? std::move(now) : Next(std::move(retrying));
 }
 
-// The pause after an aborted step ends once a rank of that step is seen gone: the cause is known,
-// and a plan made now cannot include it.
-void Driver::end_settle_if_cause_seen() {
-  if (!retry_ || !retry_->after_abort) return;
-  for (const auto& r : retry_->lost)
-    if (contains(view_.ready, r)) return;
-  for (const auto& r : retry_->ranks)
-    if (!contains(view_.ready, r)) {
-      cancel(Timer::retry);
-      return retry_fired();
-    }
-}
-
-StepRecord Driver::step_record() const {
+StepRecord Driver::step_record(const phase::Tally& t) const {
   StepRecord r;
-  r.step = tally_.step;
-  r.tokens = tally_.tokens;
-  r.ce = tally_.tokens ? tally_.ce / double(tally_.tokens) : 0;
-  r.aux = tally_.aux;
+  r.step = t.step;
+  r.tokens = t.tokens;
+  r.ce = t.tokens ? t.ce / double(t.tokens) : 0;
+  r.aux = t.aux;
   r.loss = r.ce + r.aux;
-  r.grad_norm = tally_.grad_norm;
-  r.lr = tally_.lr;
-  r.step_ms = double(now_ns_ - tally_.begun_ns) / 1e6;
-  r.compute_ms = tally_.compute_ms;
+  r.grad_norm = t.grad_norm;
+  r.lr = t.lr;
+  r.step_ms = double(now_ns_ - t.begun_ns) / 1e6;
+  r.compute_ms = t.compute_ms;
   r.tokens_per_s = r.step_ms > 0 ? double(r.tokens) / (r.step_ms / 1e3) : 0;
   r.workers = uint32_t(applied_->ranks.size());
   r.plan = applied_->number();
   r.time_s = now_s();
   std::vector<std::vector<std::vector<uint32_t>>> placement;
   for (const auto& layer : applied_->plan.layers) placement.push_back(layer.placement);
-  r.imbalance = expert_imbalance(tally_.loads, placement, size_t(cfg_.model.experts));
+  r.imbalance = expert_imbalance(t.loads, placement, size_t(cfg_.model.experts));
   return r;
 }
 
-void Driver::committed(const StepRecord& r) {
-  step_failures_ = 0;
-  recovery_ends(tally_.step);
-  if (patch_) {  // the plan's cross-group plane is spent and a group lost ranks: it re-plans now
-    note("step_patched", "step " + std::to_string(tally_.step) + " committed without " + std::to_string(patch_->lost.size()) +
-                             " lost worker(s), patched " + std::to_string(patch_->sent) + " time(s); group(s) re-plan next");
-    patch_.reset();
+void Driver::committed(phase::Running& r, const StepRecord& rec) {
+  streak_.steps = 0;
+  recovery_ends(r.tally.step);
+  if (r.patch) {  // the plan's cross-group plane is spent and a group lost ranks: it re-plans now
+    note("step_patched", "step " + std::to_string(r.tally.step) + " committed without " +
+                             std::to_string(r.patch->lost.size()) + " lost worker(s), patched " +
+                             std::to_string(r.patch->sent) + " time(s); group(s) re-plan next");
+    r.patch.reset();
     plane_spent_ = true;
-    plan_wanted_ = true;
-    plan_reason_ = "re-plan after patched step " + std::to_string(tally_.step);
+    wanted_ = Wanted{"re-plan after patched step " + std::to_string(r.tally.step), wanted_ && wanted_->with_loads};
   }
-  loads_.add(tally_.loads);
-  step_s_.add(r.step_ms / 1e3);
-  facts_.iteration_s = step_s_.median();
-  facts_.popularity = loads_.mean();
-  for (auto& layer : facts_.popularity) {
-    double sum = 0;
-    for (double x : layer) sum += x;
-    for (double& x : layer) x = sum > 0 ? x / sum : 0;
-  }
+  measured_.step_committed(r.tally.loads, rec.step_ms / 1e3);
   maybe_snapshot();
   if (cfg_.max_steps > 0 && int64_t(steps_.committed()) >= cfg_.max_steps)
     note("steps_done", std::to_string(steps_.committed()) + " steps committed", act::Level::info, true);
   // The next step begins at the next turn: what the commit's hooks change (a drill's drain, say)
   // and what arrived meanwhile come first.
-  out_.push_back(act::Committed{r.step});
+  out_.push_back(act::Committed{rec.step});
   arm(Timer::soon, 0);
 }
 
 // ---------- the end ----------
 
-void Driver::start_save(const std::string& done) {
-  if (cfg_.run_dir.empty() || !applied_) {
-    set_phase(Phase::done);
-    out_.push_back(act::Journal{rec::End{done}, true});
-    out_.push_back(act::StopJob{done});
-    return;
-  }
-  set_phase(Phase::saving);
-  save_done_ = done;
-  checkpoint_dir_ = cfg_.run_dir + "/checkpoint";
-  saved_units_ = 0;
-  save_waiting_ = std::set<Participant>(applied_->ranks.begin(), applied_->ranks.end());
-  send(applied_->ranks, wire::SaveCheckpoint{checkpoint_dir_, steps_.committed(), applied_->number()});
+Driver::Next Driver::start_save(const std::string& said, bool after_stop) {
+  if (cfg_.run_dir.empty() || !applied_) return end_job(said);
+  phase::Saving s;
+  s.done = said;
+  s.after_stop = after_stop;
+  s.dir = cfg_.run_dir + "/checkpoint";
+  s.waiting = std::set<Participant>(applied_->ranks.begin(), applied_->ranks.end());
+  send(applied_->ranks, wire::SaveCheckpoint{s.dir, steps_.committed(), applied_->number()});
   arm(Timer::plan, kSaveTimeoutMs);
+  return s;
 }
 
-void Driver::check_savers() {
-  for (const auto& p : save_waiting_)
-    if (!contains(view_.ready, p)) return finish_save(false, "worker " + participant_name(p) + " left before it had saved");
+// The job is over: journaled, and the controller stops it.
+Driver::Next Driver::end_job(const std::string& said, const std::string& checkpoint_dir) {
+  out_.push_back(act::Journal{rec::End{said}, true});
+  out_.push_back(act::StopJob{said});
+  return phase::Done{checkpoint_dir};
 }
 
-void Driver::finish_save(bool ok, const std::string& detail) {
-  if (phase_ != Phase::saving) return;
-  cancel(Timer::plan);
-  const std::string& done = save_done_;
-  if (!ok && stop_save_) {  // the job was stopping anyway: it stops, saying what was not saved
-    note("checkpoint_failed", "the final checkpoint was not written: " + detail, act::Level::warn);
-    checkpoint_dir_.clear();  // there is none to point at
-    set_phase(Phase::done);
-    out_.push_back(act::Journal{rec::End{done}, true});
-    out_.push_back(act::StopJob{done + " (the final checkpoint was not written: " + detail + ")"});
-    return;
+Driver::Next Driver::on_saver_view(const Event&) {
+  auto& s = std::get<phase::Saving>(state_);
+  for (const auto& p : s.waiting)
+    if (!contains(view_.ready, p)) return finish_save(s, false, "worker " + participant_name(p) + " left before it had saved");
+  return std::nullopt;
+}
+
+Driver::Next Driver::on_save_timeout(const Event&) {
+  return finish_save(std::get<phase::Saving>(state_), false, "not every worker saved in time");
+}
+
+Driver::Next Driver::on_saved(const Event& e) {
+  const auto& d = std::get<in::Saved>(e).done;
+  if (d.snapshot) {
+    snapshot_answered(d);
+    return std::nullopt;
   }
-  if (!ok) return fail_job(done + ", but the checkpoint was not written: " + detail);
-  out_.push_back(act::CheckpointComplete{checkpoint_dir_, steps_.committed(), saved_units_});
-  note("checkpoint_saved", std::to_string(saved_units_) + " units of step " + std::to_string(steps_.committed()) +
-                               " in " + checkpoint_dir_);
-  set_phase(Phase::done);
-  out_.push_back(act::Journal{rec::End{done}, true});
-  out_.push_back(act::StopJob{done});
+  auto* s = std::get_if<phase::Saving>(&state_);
+  Participant p{d.node_id, d.index};
+  if (!s || !s->waiting.erase(p)) return std::nullopt;
+  if (!d.ok) return finish_save(*s, false, "worker " + participant_name(p) + ": " + d.detail);
+  s->units += d.units;
+  if (!s->waiting.empty()) return std::nullopt;
+  return finish_save(*s, true, "");
 }
 
-void Driver::fail_job(const std::string& why) {
-  if (phase_ == Phase::failed) return;
-  set_phase(Phase::failed);
-  failure_ = why;
-  pending_.reset();
-  deciding_.reset();
+Driver::Next Driver::finish_save(phase::Saving& s, bool ok, const std::string& detail) {
+  cancel(Timer::plan);
+  if (!ok && s.after_stop) {  // the job was stopping anyway: it stops, saying what was not saved
+    note("checkpoint_failed", "the final checkpoint was not written: " + detail, act::Level::warn);
+    out_.push_back(act::Journal{rec::End{s.done}, true});
+    out_.push_back(act::StopJob{s.done + " (the final checkpoint was not written: " + detail + ")"});
+    return phase::Done{};
+  }
+  if (!ok) return fail_job(s.done + ", but the checkpoint was not written: " + detail);
+  out_.push_back(act::CheckpointComplete{s.dir, steps_.committed(), s.units});
+  note("checkpoint_saved", std::to_string(s.units) + " units of step " + std::to_string(steps_.committed()) + " in " + s.dir);
+  return end_job(s.done, s.dir);
+}
+
+Driver::Next Driver::fail_job(const std::string& why) {
   cancel(Timer::plan);
   cancel(Timer::retry);
   note("job_failed", why, act::Level::error, true);
   note("", "training cannot go on: " + why, act::Level::error);
   out_.push_back(act::Journal{rec::End{"failed: " + why}, true});
   out_.push_back(act::StopJob{"failed: " + why});
+  return phase::Failed{why};
 }
 
 // ---------- helpers ----------
-
-void Driver::set_phase(Phase p, const std::string& detail) {
-  phase_ = p;
-  switch (p) {
-    case Phase::gathering: return out_.push_back(act::Phase{"wait", detail});
-    case Phase::planning: return out_.push_back(act::Phase{"reconfigure", detail});
-    case Phase::running: return out_.push_back(act::Phase{"compute", detail});
-    case Phase::saving: return out_.push_back(act::Phase{"save", detail});
-    case Phase::done:
-    case Phase::failed: return out_.push_back(act::Phase{"", detail});
-  }
-}
 
 void Driver::note(std::string kind, std::string detail, act::Level level, bool quiet) {
   out_.push_back(act::Note{std::move(kind), std::move(detail), level, quiet});

@@ -15,101 +15,106 @@
 
 namespace sal::job {
 
-bool Driver::try_patch(const in::Lost& l) {
-  if (!steps_.in_flight() || !applied_ || plan::group_count(applied_->plan) <= 1 || stopping_ || replaying()) return false;
+bool Driver::try_patch(phase::Running& r, const in::Lost& l) {
+  if (!steps_.in_flight() || plan::group_count(applied_->plan) <= 1 || replaying()) return false;
   std::vector<Participant> gone;
   for (const auto& p : steps_.participants())
     if (p.node == l.node && (!l.worker || p.index == *l.worker)) gone.push_back(p);
   if (gone.empty()) return false;
-  if (!patch_ || patch_->step != tally_.step) patch_ = Patching{tally_.step, 0, {}, {}, {}};
+  if (!r.patch || r.patch->step != r.tally.step) r.patch = phase::Patching{r.tally.step, 0, {}, {}, {}};
+  auto& patch = *r.patch;
   const auto& ranks = applied_->ranks;
   for (const auto& p : gone) {
-    patch_->lost.insert(p);
+    patch.lost.insert(p);
     auto at = std::find(ranks.begin(), ranks.end(), p);
-    if (at != ranks.end()) patch_->damaged.insert(plan::group_of(applied_->plan, uint32_t(at - ranks.begin())).group);
+    if (at != ranks.end()) patch.damaged.insert(plan::group_of(applied_->plan, uint32_t(at - ranks.begin())).group);
   }
   std::vector<Participant> left;
   for (const auto& p : steps_.participants())
-    if (!patch_->lost.count(p)) left.push_back(p);
+    if (!patch.lost.count(p)) left.push_back(p);
   if (left.empty()) {
-    patch_.reset();
+    r.patch.reset();
     return false;
   }
   recovery_begins(l.cause);
   steps_.patch(left);
   act::DecidePatch ask{++decisions_, {}, applied_->plan.stacks};
   for (uint32_t g = 0; g < plan::group_count(applied_->plan); ++g)
-    ask.alive.push_back(!patch_->damaged.count(g) && plan::group_span(applied_->plan, g).count > 0);
-  patch_->deciding = ask.decision;
+    ask.alive.push_back(!patch.damaged.count(g) && plan::group_span(applied_->plan, g).count > 0);
+  patch.deciding = ask.decision;
   out_.push_back(std::move(ask));
   return true;
 }
 
 // "lost 3.0, 5.0 (group 1, 2)": the workers the step lost and their groups (events name them so;
 // `sim stacks` reads them back).
-std::string Driver::patch_losses() const {
+std::string Driver::patch_losses(const phase::Patching& p) {
   std::string lost, groups;
-  for (const auto& w : patch_->lost) lost += (lost.empty() ? "" : ", ") + participant_name(w);
-  for (uint32_t g : patch_->damaged) groups += (groups.empty() ? "" : ", ") + std::to_string(g);
+  for (const auto& w : p.lost) lost += (lost.empty() ? "" : ", ") + participant_name(w);
+  for (uint32_t g : p.damaged) groups += (groups.empty() ? "" : ", ") + std::to_string(g);
   return "lost " + lost + " (group " + groups + ")";
 }
 
-bool Driver::vote_answers_patch(const wire::StepVote& v) const {
-  if (!patch_ || patch_->step != v.step) return v.patch == 0;
-  return !patch_->deciding && v.patch == patch_->sent;
+bool Driver::vote_answers_patch(const phase::Running& r, const wire::StepVote& v) {
+  if (!r.patch || r.patch->step != v.step) return v.patch == 0;
+  return !r.patch->deciding && v.patch == r.patch->sent;
 }
 
-void Driver::on_patch_decided(const Event& e) {
+Driver::Next Driver::on_patch_decided(const Event& e) {
   const auto& d = std::get<in::PatchDecided>(e);
-  if (!patch_ || patch_->deciding != d.decision) return;  // superseded by a later loss
-  patch_->deciding.reset();
-  if (!steps_.in_flight()) return;
-  const std::string cannot = "step " + std::to_string(tally_.step) + " cannot be patched: " + patch_losses() + ": ";
-  if (!d.stacks) return step_outcome(steps_.abort(cannot + "the redundancy policy failed: " + d.stacks.error().message()));
+  auto& r = std::get<phase::Running>(state_);
+  if (!r.patch || r.patch->deciding != d.decision) return std::nullopt;  // superseded by a later loss
+  r.patch->deciding.reset();
+  if (!steps_.in_flight()) return std::nullopt;
+  const std::string cannot = "step " + std::to_string(r.tally.step) + " cannot be patched: " + patch_losses(*r.patch) + ": ";
+  if (!d.stacks)
+    return step_outcome(r, steps_.abort(cannot + "the redundancy policy failed: " + d.stacks.error().message()));
   if (d.stacks->wipeout)
-    return step_outcome(steps_.abort(cannot + "a shard type has no surviving group hosting it (wiped out)"));
-  send_patch(*d.stacks, d.decided_by);
+    return step_outcome(r, steps_.abort(cannot + "a shard type has no surviving group hosting it (wiped out)"));
+  return send_patch(r, *d.stacks, d.decided_by);
 }
 
 // Each dropped group's shard types go to the group the policy's stacks give them to; that group
 // must still be in the step.
-void Driver::send_patch(const plan::ShardStacks& stacks, const std::string& decided_by) {
+Driver::Next Driver::send_patch(phase::Running& r, const plan::ShardStacks& stacks, const std::string& decided_by) {
   const plan::Plan& plan = applied_->plan;
   const uint32_t G = plan::group_count(plan);
-  wire::StepPatch p{steps_.epoch(), tally_.step, applied_->number(), ++patch_->sent, {}, {}, {}, ""};
+  auto& patch = *r.patch;
+  wire::StepPatch p{steps_.epoch(), r.tally.step, applied_->number(), ++patch.sent, {}, {}, {}, ""};
   p.extra.assign(G, {});
   std::string moved;
-  for (uint32_t g : patch_->damaged) {
+  for (uint32_t g : patch.damaged) {
     p.damaged.push_back(g);
     if (g >= plan.stacks.assignment.size()) continue;
     for (uint32_t t : plan.stacks.assignment[g]) {
       uint32_t to = G;
       for (uint32_t h = 0; h < stacks.assignment.size() && to == G; ++h)
         if (std::count(stacks.assignment[h].begin(), stacks.assignment[h].end(), t)) to = h;
-      if (to == G || patch_->damaged.count(to))
-        return step_outcome(steps_.abort("step " + std::to_string(tally_.step) + " cannot be patched: " + patch_losses() +
-                                         ": the redundancy policy gives shard type " + std::to_string(t) +
-                                         " to no group still in the step"));
+      if (to == G || patch.damaged.count(to))
+        return step_outcome(r, steps_.abort("step " + std::to_string(r.tally.step) + " cannot be patched: " +
+                                            patch_losses(patch) + ": the redundancy policy gives shard type " +
+                                            std::to_string(t) + " to no group still in the step"));
       p.extra[to].push_back(t);
       moved += (moved.empty() ? "" : ", ") + std::string("type ") + std::to_string(t) + " -> group " + std::to_string(to);
     }
   }
   std::vector<Participant> left;
   for (uint32_t i = 0; i < applied_->ranks.size(); ++i)
-    if (!patch_->lost.count(applied_->ranks[i])) {
+    if (!patch.lost.count(applied_->ranks[i])) {
       p.ranks.push_back(i);
       left.push_back(applied_->ranks[i]);
     }
-  p.reason = patch_losses() + ": " + (moved.empty() ? "no shard type to move" : moved) + "; " +
+  p.reason = patch_losses(patch) + ": " + (moved.empty() ? "no shard type to move" : moved) + "; " +
              std::to_string(p.ranks.size()) + " ranks synchronise (stacks by " + decided_by + ", depth " +
              std::to_string(stacks.depth()) + ")";
-  tally_.ce = 0, tally_.tokens = 0, tally_.compute_ms = 0;
-  tally_.voted.clear();
-  std::fill(tally_.loads.begin(), tally_.loads.end(), 0);
-  note("patch", "step " + std::to_string(tally_.step) + " patch " + std::to_string(p.patch) + ": " + p.reason,
+  r.tally.ce = 0, r.tally.tokens = 0, r.tally.compute_ms = 0;
+  r.tally.voted.clear();
+  std::fill(r.tally.loads.begin(), r.tally.loads.end(), 0);
+  note("patch", "step " + std::to_string(r.tally.step) + " patch " + std::to_string(p.patch) + ": " + p.reason,
        act::Level::warn);
   recovery_->patched = true;
   send(left, std::move(p));
+  return std::nullopt;
 }
 
 }  // namespace sal::job

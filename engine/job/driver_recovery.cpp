@@ -1,10 +1,9 @@
 // driver_recovery.cpp — the job driver's recovery half (see driver.h): the restoring rungs of the
 // ladder (start_restore), the reconciliation of a job resumed after a controller restart, the
-// bookkeeping of each recovery from a loss to the next committed step, and the dense snapshots the
-// dense rung restores from, with the copy bandwidth they — and the workers' sparse slots — measure
-// for the checkpoint policy.
+// bookkeeping of each recovery from a loss to the next committed step, what the agents report of
+// the sparse snapshots they hold, and the dense snapshots the dense rung restores from (their
+// copy bandwidth measured for the checkpoint policy).
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 
 #include "job/driver.h"
@@ -15,33 +14,32 @@ namespace sal::job {
 // each is brought to the committed state or, if it cannot be, treated as a new worker; whatever
 // step was in flight is discarded (its data plane is spent); then the plan is put in force again
 // when every rank came back holding the committed state, else the survivors re-plan.
-void Driver::reconcile() {
+Driver::Next Driver::on_reconcile(const Event& e) {
+  auto& r = std::get<phase::Reconciling>(state_);
+  if (auto* t = std::get_if<in::TimerFired>(&e); t && t->timer == Timer::gate) r.join.over = true;
+  return reconcile(r);
+}
+
+Driver::Next Driver::reconcile(phase::Reconciling& r) {
   const auto& ranks = applied_->ranks;
-  size_t back = size_t(std::count_if(ranks.begin(), ranks.end(), [&](const Participant& r) { return contains(view_.ready, r); }));
-  if (gather_since_ns_ == 0) {
-    gather_since_ns_ = now_ns_;
-    gate_over_ = false;
-    arm(Timer::gate, uint64_t(cfg_.join_window_ms));
-  }
-  bool window_over = gate_over_ || now_ns_ - gather_since_ns_ >= cfg_.join_window_ms * 1'000'000;
-  if (back < ranks.size() && !window_over) return;
+  size_t back = size_t(std::count_if(ranks.begin(), ranks.end(), [&](const Participant& p) { return contains(view_.ready, p); }));
+  if (back < ranks.size() && !window_over(r.join, cfg_.join_window_ms)) return std::nullopt;
   cancel(Timer::gate);
-  resuming_ = false;
   auto stale = bring_up_to_date();
   uint64_t committed = steps_.committed();
   std::vector<Participant> returned;
-  for (const auto& r : ranks)
-    if (contains(view_.ready, r)) returned.push_back(r);
+  for (const auto& p : ranks)
+    if (contains(view_.ready, p)) returned.push_back(p);
   abort_ranks(returned, committed, "the controller restarted: the step in flight is discarded");
   plane_spent_ = true;
   auto sorted_ranks = ranks;
   std::sort(sorted_ranks.begin(), sorted_ranks.end());
-  keep_applied_ = stale.empty() && view_.ready == sorted_ranks;  // the same workers, every one up to date
+  const bool keep = stale.empty() && view_.ready == sorted_ranks;  // the same workers, every one up to date
   std::string why = "resume at step " + std::to_string(committed) + ": " + std::to_string(back) + " of " +
                     std::to_string(ranks.size()) + " ranks of plan " + std::to_string(applied_->number()) + " back";
   note("resumed", why + (stale.empty() ? "" : ", " + std::to_string(stale.size()) + " of them without the committed state"));
   recovery_begins("the controller restarted");
-  start_plan(why);
+  return start_plan(why, false, keep);
 }
 
 // Each rank back holds the committed steps, or one fewer with the last step's gradients waiting
@@ -74,7 +72,7 @@ std::vector<Participant> Driver::bring_up_to_date() {
 
 // The dense and seed rungs: every rank loads what the plan gives it from the newest complete
 // snapshot (or the seed), and the steps after the snapshot are run again.
-void Driver::start_restore(const PlanRecord& rec, const WorkerChoice& choice) {
+Driver::Next Driver::start_restore(const PlanRecord& rec, const WorkerChoice& choice) {
   uint64_t committed = steps_.committed();
   if (choice.rung == Rung::sparse) {
     if (auto w = peer_window(committed)) return start_sparse_restore(rec, choice, *w);
@@ -101,7 +99,7 @@ void Driver::start_restore(const PlanRecord& rec, const WorkerChoice& choice) {
                        ".." + std::to_string(committed) + ") will run again";
   note("restore_begun", detail, act::Level::warn);
   out_.push_back(act::Phase{"restore", choice.why});
-  begin_restore_switch(rec, *sw, view_.epoch, to, {choice.rung, from, snap ? snap->dir : "", {}}, choice.why);
+  return begin_restore_switch(rec, *sw, view_.epoch, to, {choice.rung, from, snap ? snap->dir : "", {}}, choice.why);
 }
 
 // The sparse rung: every rank loads its units from the window in the agents' memory and replays
@@ -109,14 +107,14 @@ void Driver::start_restore(const PlanRecord& rec, const WorkerChoice& choice) {
 // the window's later iterations are replayed with the operators not yet loaded in full frozen, the
 // steps after it re-executed. Nothing committed is lost, unless the restore fails
 // (sparse_restore_failed).
-void Driver::start_sparse_restore(const PlanRecord& rec, const WorkerChoice& choice, const PeerWindow& w) {
+Driver::Next Driver::start_sparse_restore(const PlanRecord& rec, const WorkerChoice& choice, const PeerWindow& w) {
   uint64_t committed = steps_.committed();
   uint64_t to = w.from + 1;
   auto sw = switch_plan(applied_, choice.use, rec.plan, 0);  // ranks only: nothing moves
   if (!sw) return fail_job("plan " + std::to_string(rec.plan.version) + ": " + sw.error().message());
   steps_.rewind(to);
   out_.push_back(act::Journal{rec::Rewind{to}, true});
-  if (sparse_replaced_ == 0) sparse_replaced_ = committed;  // a retry of the same restore keeps the first
+  peers_.restore_begun(committed);
   if (!recovery_) recovery_ = Recovery{choice.why, now_ns_};
   recovery_->restored = true;
   recovery_->source = "peers";
@@ -130,26 +128,23 @@ void Driver::start_sparse_restore(const PlanRecord& rec, const WorkerChoice& cho
            std::to_string(committed) + "); no committed step is lost",
        act::Level::warn);
   out_.push_back(act::Phase{"restore", choice.why});
-  begin_restore_switch(rec, *sw, view_.epoch, to, {Rung::sparse, from, "", w}, choice.why);
+  return begin_restore_switch(rec, *sw, view_.epoch, to, {Rung::sparse, from, "", w}, choice.why);
 }
 
-void Driver::sparse_restore_failed(const std::string& why) {
-  if (!pending_ || !pending_->restore_window) return;
-  peer_windows_failed_.insert(*pending_->restore_window);
-  uint64_t now = steps_.committed();
-  if (sparse_replaced_ > now) out_.push_back(act::StepsLost{sparse_replaced_ - now});
-  sparse_replaced_ = 0;
+void Driver::sparse_restore_failed(const phase::Switching& p, const std::string& why) {
+  if (!p.restore_window) return;
+  if (uint64_t lost = peers_.restore_failed(*p.restore_window, steps_.committed())) out_.push_back(act::StepsLost{lost});
   std::string next = snapshots_ && snapshots_->latest() ? "the dense snapshot on disk" : "the seed";
-  note("sparse_restore_failed", "the restore from " + pending_->restore_from + " failed (" + why + "); falling back to " +
-                                    next + " unless another window serves",
+  note("sparse_restore_failed", "the restore from " + p.restore_from + " failed (" + why + "); falling back to " + next +
+                                    " unless another window serves",
        act::Level::warn);
 }
 
 // Every rank of the plan loads its units from `source.dir` (the seed's when empty) and training
 // goes on with step `step`.
-void Driver::begin_restore_switch(const PlanRecord& rec, const PlanSwitch& sw, Epoch epoch, uint64_t step,
-                                  const RestoreSource& source, const std::string& why) {
-  Pending p{rec.plan.version, step, sw.ranks, rec.plan, sw, {}, why, now_ns_};
+Driver::Next Driver::begin_restore_switch(const PlanRecord& rec, const PlanSwitch& sw, Epoch epoch, uint64_t step,
+                                          const RestoreSource& source, const std::string& why) {
+  phase::Switching p{rec.plan.version, step, sw.ranks, rec.plan, sw, {}, why, now_ns_};
   p.restore = source.rung;
   p.restore_from = source.what;
   auto u = plan_update(epoch, step, sw, rec.plan);
@@ -161,12 +156,12 @@ void Driver::begin_restore_switch(const PlanRecord& rec, const PlanSwitch& sw, E
     u.restore_window = int64_t(source.window->from);
     u.restore_holders = source.window->holders;
   }
-  begin_switch(std::move(p), std::move(u));
+  return begin_switch(std::move(p), std::move(u));
 }
 
 // The first plan of a job resumed from a checkpoint (until one is in force): every unit of every
 // rank comes from the checkpoint, and the steps go on from the one it was written after.
-void Driver::start_resume(const PlanRecord& rec, const Deciding& d) {
+Driver::Next Driver::start_resume(const PlanRecord& rec, const phase::Deciding& d) {
   const ResumeFrom& from = *cfg_.resume_from;
   const uint64_t number = rec.plan.version;
   auto sw = switch_plan(applied_, d.choice.use, rec.plan, 0);  // ranks only: nothing moves
@@ -175,7 +170,7 @@ void Driver::start_resume(const PlanRecord& rec, const Deciding& d) {
   const std::string what = "the checkpoint of step " + std::to_string(from.step) + " (" + from.dir + ")";
   note("resume_begun", "restoring " + what + " on " + std::to_string(d.choice.use.size()) + " workers; training goes on "
                        "with step " + std::to_string(from.step));
-  begin_restore_switch(rec, *sw, d.epoch, from.step, {Rung::dense, what, from.dir, {}}, d.why);
+  return begin_restore_switch(rec, *sw, d.epoch, from.step, {Rung::dense, what, from.dir, {}}, d.why);
 }
 
 // The earliest cause counts: a recovery that is interrupted by another loss goes on.
@@ -203,30 +198,10 @@ void Driver::maybe_snapshot() {
   send(applied_->ranks, wire::SaveCheckpoint{dir, at, applied_->number(), true});
 }
 
-void Driver::sparse_copied(Participant p, const wire::StepVote& v) {
-  SparseHolding h{v.sparse_bytes, v.sparse_from, v.sparse_to, v.sparse_copy_ms, v.step};
-  auto it = sparse_.find(p);
-  bool new_copy = it == sparse_.end() || it->second.copy_ms != h.copy_ms;  // a vote repeats the last copy until the next
-  sparse_[p] = h;
-  if (!new_copy || v.sparse_slot_bytes < kTimedSlotBytes || v.sparse_copy_ms <= 0) return;
-  snapshot_Bps_.add(double(v.sparse_slot_bytes) / (v.sparse_copy_ms / 1e3));
-  facts_.bandwidth_Bps = snapshot_Bps_.median();
-}
-
-// A refusal is said the first time a node refuses, then at its 10th, 100th, ... (an agent short of
-// memory refuses a slot every iteration).
-void Driver::on_slices(const Event& e) {
-  const auto& r = std::get<in::Slices>(e).report;
-  if (!r.refusal.empty()) {
-    uint32_t& said = refusals_said_[NodeId(r.node_id)];
-    if (said == 0 || r.refused >= said * 10) {
-      note("slice_refused", "node " + std::to_string(r.node_id) + ": " + r.refusal + " (" + std::to_string(r.refused) +
-                                " refused so far)",
-           act::Level::warn);
-      said = std::max<uint32_t>(r.refused, 1);
-    }
-  }
-  peer_slices_[NodeId(r.node_id)] = r;
+// What an agent holds of the sparse snapshots, and what it refused (said now and then).
+Driver::Next Driver::on_slices(const Event& e) {
+  if (auto said = peers_.report(std::get<in::Slices>(e).report)) note("slice_refused", *said, act::Level::warn);
+  return std::nullopt;
 }
 
 void Driver::snapshot_answered(const wire::SaveDone& d) {
@@ -242,10 +217,7 @@ void Driver::snapshot_answered(const wire::SaveDone& d) {
     out_.push_back(act::SnapshotDrop{dir});
     out_.push_back(act::Journal{rec::SnapshotDrop{dir}});
   }
-  if (s.slowest_copy_ms > 0 && s.bytes > 0) {
-    snapshot_Bps_.add(double(s.bytes) / (s.slowest_copy_ms / 1e3));
-    facts_.bandwidth_Bps = snapshot_Bps_.median();
-  }
+  measured_.copied(double(s.bytes), s.slowest_copy_ms);
   char pause[32];
   std::snprintf(pause, sizeof pause, "%.1f", s.slowest_copy_ms);
   note("snapshot_saved", "dense snapshot of step " + std::to_string(s.step) + " complete: " + std::to_string(s.units) +
@@ -253,27 +225,7 @@ void Driver::snapshot_answered(const wire::SaveDone& d) {
                              " ms to copy it; written in the background, slowest worker " +
                              std::to_string(int64_t(s.slowest_ms)) + " ms)",
        act::Level::info, true);
-  warn_if_disk_behind(s);
-}
-
-// A snapshot written more slowly than the steps between two snapshots run means the snapshots
-// fall behind the disk: a GPU worker's next one waits for the previous (its pinned copy is taken
-// once the previous is on its way to disk), pausing training; a CPU worker's copies queue up in
-// host memory. Said once a job, with the interval that would keep up.
-void Driver::warn_if_disk_behind(const ckpt::Snapshot& s) {
-  if (disk_behind_warned_ || facts_.iteration_s <= 0 || cfg_.checkpoint_every <= 0) return;
-  double between_s = facts_.iteration_s * double(cfg_.checkpoint_every);
-  double write_s = s.slowest_ms / 1e3;
-  if (write_s <= between_s) return;
-  disk_behind_warned_ = true;
-  char text[384];
-  std::snprintf(text, sizeof text,
-                "the snapshot of step %llu took %.1f s to write, longer than the %lld steps between snapshots "
-                "(%.1f s): snapshots fall behind the disk (a GPU worker's next one pauses training until the "
-                "previous is written; a CPU worker's queue in memory); train.checkpoint_every = %lld or more keeps up",
-                (unsigned long long)s.step, write_s, (long long)cfg_.checkpoint_every, between_s,
-                (long long)std::ceil(write_s / facts_.iteration_s));
-  note("snapshot_slow", text, act::Level::warn);
+  if (auto behind = measured_.disk_behind(s, cfg_.checkpoint_every)) note("snapshot_slow", *behind, act::Level::warn);
 }
 
 void Driver::drop_snapshots_of_lost() {

@@ -2,10 +2,18 @@
 #include "job/measurements.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "policy/algo/placement_balance.h"
 
 namespace sal::job {
+
+// The checkpoint policy's measured inputs: medians over this many recent steps and copies.
+constexpr size_t kMedianSteps = 20;
+constexpr size_t kMedianCopies = 5;
+// A sparse slot this big or bigger times the copy bandwidth (a smaller one is all overhead).
+constexpr uint64_t kTimedSlotBytes = 1u << 20;
 
 std::vector<double> layer_imbalances(const std::vector<double>& loads,
                                      const std::vector<std::vector<std::vector<uint32_t>>>& placement, size_t experts) {
@@ -61,6 +69,55 @@ double MovingMedian::median() const {
   auto mid = v.begin() + long(v.size() / 2);
   std::nth_element(v.begin(), mid, v.end());
   return *mid;
+}
+
+Measurements::Measurements(const ModelShape& shape, size_t load_window)
+    : loads_(size_t(shape.layers), size_t(shape.experts), std::max<size_t>(load_window, 1)),
+      step_s_(kMedianSteps),
+      copy_Bps_(kMedianCopies) {}
+
+void Measurements::step_committed(const std::vector<uint64_t>& loads, double step_s) {
+  loads_.add(loads);
+  step_s_.add(step_s);
+  facts_.iteration_s = step_s_.median();
+  facts_.popularity = loads_.mean();
+  for (auto& layer : facts_.popularity) {
+    double sum = 0;
+    for (double x : layer) sum += x;
+    for (double& x : layer) x = sum > 0 ? x / sum : 0;
+  }
+}
+
+void Measurements::copied(double bytes, double ms) {
+  if (bytes <= 0 || ms <= 0) return;
+  copy_Bps_.add(bytes / (ms / 1e3));
+  facts_.bandwidth_Bps = copy_Bps_.median();
+}
+
+void Measurements::sparse_held(Participant p, const SparseHolding& h, uint64_t slot_bytes) {
+  auto it = sparse_.find(p);
+  bool new_copy = it == sparse_.end() || it->second.copy_ms != h.copy_ms;  // a vote repeats the last copy until the next
+  sparse_[p] = h;
+  if (new_copy && slot_bytes >= kTimedSlotBytes) copied(double(slot_bytes), h.copy_ms);
+}
+
+// A GPU worker's next snapshot waits for the previous (its pinned copy is taken once the previous
+// is on its way to disk), pausing training; a CPU worker's copies queue up in host memory. Said
+// with the interval that would keep up.
+std::optional<std::string> Measurements::disk_behind(const ckpt::Snapshot& s, int64_t checkpoint_every) {
+  if (disk_behind_said_ || facts_.iteration_s <= 0 || checkpoint_every <= 0) return std::nullopt;
+  double between_s = facts_.iteration_s * double(checkpoint_every);
+  double write_s = s.slowest_ms / 1e3;
+  if (write_s <= between_s) return std::nullopt;
+  disk_behind_said_ = true;
+  char text[384];
+  std::snprintf(text, sizeof text,
+                "the snapshot of step %llu took %.1f s to write, longer than the %lld steps between snapshots "
+                "(%.1f s): snapshots fall behind the disk (a GPU worker's next one pauses training until the "
+                "previous is written; a CPU worker's queue in memory); train.checkpoint_every = %lld or more keeps up",
+                (unsigned long long)s.step, write_s, (long long)checkpoint_every, between_s,
+                (long long)std::ceil(write_s / facts_.iteration_s));
+  return std::string(text);
 }
 
 }  // namespace sal::job

@@ -2,13 +2,20 @@
 // committed step (loss, tokens/s, gradient norm, balance), the window of recent per-expert token
 // counts that the allocation and placement policies balance, each recovery from a loss to the
 // next committed step, and the figures the checkpoint policy decides from (the median iteration
-// time and the snapshot copy bandwidth, both measured, and expert popularity from the loads).
+// time and the snapshot copy bandwidth, both measured, and expert popularity from the loads) —
+// kept together by Measurements, the driver's part that owns them.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "ckpt/book.h"
+#include "core/ids.h"
+#include "core/model_shape.h"
 
 #include "policy/plan_ask.h"
 
@@ -90,7 +97,38 @@ struct SparseHolding {
   uint64_t step = 0;                         // the step of the vote that said so
 };
 
-// What the checkpoint policy decides from, measured by the driver (policy/planner.h).
+// What the checkpoint policy decides from, measured by the driver (policy/plan_ask.h).
 using CheckpointFacts = policy::CheckpointFacts;
+
+// The driver's measurements of a run: the load window, the median step time, the snapshot copy
+// bandwidth (dense snapshots' and sparse slots'), what each worker holds of the sparse snapshots,
+// and the checkpoint policy's facts made of them.
+class Measurements {
+ public:
+  Measurements(const ModelShape& shape, size_t load_window);
+
+  // A step committed: its per-expert counts ([layer][expert] flattened) and its time.
+  void step_committed(const std::vector<uint64_t>& loads, double step_s);
+  // A copy of `bytes` took `ms` (a dense snapshot's slowest rank, or a sparse slot).
+  void copied(double bytes, double ms);
+  // What a worker's vote said of its sparse snapshots (wire::StepVote's sparse_* fields); a slot
+  // big enough to time measures the copy bandwidth, once per copy.
+  void sparse_held(Participant p, const SparseHolding& h, uint64_t slot_bytes);
+  // The warning to give, once a job, when a dense snapshot is written more slowly than the steps
+  // between two snapshots run (they fall behind the disk); nothing otherwise.
+  std::optional<std::string> disk_behind(const ckpt::Snapshot& s, int64_t checkpoint_every);
+
+  const LoadWindow& loads() const { return loads_; }
+  const CheckpointFacts& facts() const { return facts_; }
+  const std::map<Participant, SparseHolding>& sparse() const { return sparse_; }
+
+ private:
+  LoadWindow loads_;
+  MovingMedian step_s_;
+  MovingMedian copy_Bps_;
+  CheckpointFacts facts_;
+  std::map<Participant, SparseHolding> sparse_;
+  bool disk_behind_said_ = false;
+};
 
 }  // namespace sal::job

@@ -53,4 +53,25 @@ std::optional<PeerWindow> restorable_window(const std::map<NodeId, wire::SliceRe
   return std::nullopt;
 }
 
+std::optional<std::string> PeerWindows::report(const wire::SliceReport& r) {
+  reports_[NodeId(r.node_id)] = r;
+  if (r.refusal.empty()) return std::nullopt;
+  uint32_t& said = refusals_said_[NodeId(r.node_id)];
+  if (said != 0 && r.refused < said * 10) return std::nullopt;
+  said = std::max<uint32_t>(r.refused, 1);
+  return "node " + std::to_string(r.node_id) + ": " + r.refusal + " (" + std::to_string(r.refused) + " refused so far)";
+}
+
+std::optional<PeerWindow> PeerWindows::restorable(const std::set<NodeId>& live, uint64_t committed) const {
+  if (copies_ == 0) return std::nullopt;
+  return restorable_window(reports_, live, shape_, committed, failed_);
+}
+
+uint64_t PeerWindows::restore_failed(uint64_t from, uint64_t committed) {
+  failed_.insert(from);
+  uint64_t lost = replaced_ > committed ? replaced_ - committed : 0;
+  replaced_ = 0;
+  return lost;
+}
+
 }  // namespace sal::job

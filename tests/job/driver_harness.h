@@ -77,6 +77,7 @@ class Harness {
   const std::vector<Action>& on(Event e, int64_t after_ms = 0) {
     now_ns += after_ms * 1'000'000;
     out = d.handle({now_ns, std::move(e)});
+    CHECK_MESSAGE(!noted("driver_error"), note_detail("driver_error"));  // every transition is in the table
     history.insert(history.end(), out.begin(), out.end());
     for (const auto& a : out)
       if (auto* ask = std::get_if<act::DecidePlan>(&a)) asked = *ask;

@@ -175,6 +175,22 @@ TEST_CASE("planning + soon: an operator's request while a plan is pending waits 
   CHECK(h.asked->decision == 2);
 }
 
+TEST_CASE("running + soon: an operator's request is planned for with its reason, as the run record and the plan say") {
+  Harness h;
+  h.start(workers({0, 1, 2, 3}));
+  h.commit_step();
+  h.on(in::PlanRequest{"policy change in the placement slot by an operator", false});
+  h.vote({0, 0}, 1), h.vote({1, 0}, 1), h.vote({2, 0}, 1), h.vote({3, 0}, 1);
+  h.timer(Timer::soon);
+  REQUIRE(h.d.phase() == Phase::planning);
+  auto phases = h.all<act::Phase>();
+  REQUIRE(phases.size() == 1);
+  CHECK(phases[0].name == "reconfigure");
+  CHECK(phases[0].detail == "policy change in the placement slot by an operator");
+  h.decide();
+  CHECK(h.note_detail("plan").find("(policy change in the placement slot by an operator)") != std::string::npos);
+}
+
 TEST_CASE("running + vote: the step commits when every participant voted yes, with its record") {
   Harness h;
   h.start(workers({0, 1, 2, 3}));

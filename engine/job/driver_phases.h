@@ -1,0 +1,142 @@
+// driver_phases.h — the job driver's phases (driver.h) as values: each alternative of State holds
+// what only that phase needs, and is gone when the phase ends. The transition table
+// (driver_table.cpp) lists, for each phase and event, the handler that runs and the phases it may
+// move to.
+//
+//   gathering    waiting for the job's workers (mesh.nodes x devices), or mesh.join_window_ms
+//                after the first one
+//   reconciling  a job resumed from its journal waiting for its plan's ranks (at most the join window)
+//   deciding     the planner was asked for a plan (act::DecidePlan) and has not answered
+//   switching    the plan's PlanUpdate went to its ranks; waiting for each to answer PlanReady
+//   retrying     a pause before planning again, after a failed plan or an aborted step
+//   running      a plan in force: steps, one at a time (with SPARe's patch of the step in flight)
+//   saving       every rank writes its share of the final checkpoint
+//   done, failed the job is over
+//
+// Outside the table (tests, the run record, the metrics) the coarse Phase is what is seen:
+// reconciling counts as gathering; deciding, switching and retrying as planning.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/ids.h"
+#include "job/ladder.h"
+#include "job/plan_switch.h"
+#include "plan/plan.h"
+
+namespace sal::job {
+
+enum class Phase : uint8_t { gathering, planning, running, saving, done, failed };
+const char* phase_name(Phase p);
+
+namespace phase {
+
+// A window of time the driver waits out (the first plan's join window): when it began (0: not
+// yet) and whether its timer fired.
+struct Window {
+  int64_t since_ns = 0;
+  bool over = false;
+};
+
+struct Gathering {
+  Window join;
+};
+
+struct Reconciling {
+  Window join;
+};
+
+struct Deciding {
+  uint64_t decision = 0;
+  std::string why;
+  WorkerChoice choice;
+  uint64_t step = 0;
+  Epoch epoch = 0;
+  bool must_switch = false;  // the data plane in force is spent: even the same placement is switched to
+};
+
+struct Switching {
+  uint64_t number = 0;
+  uint64_t step = 0;
+  std::vector<Participant> ranks;
+  plan::Plan plan;
+  PlanSwitch sw;
+  std::set<Participant> waiting;
+  std::string reason;
+  int64_t started_ns = 0;
+  double slowest_connect_ms = 0, slowest_migrate_ms = 0;  // each over the workers
+  std::optional<Rung> restore;  // restores instead of moving state
+  std::string restore_from;
+  std::optional<uint64_t> restore_window;  // a sparse restore's window (its first and last iterations)
+  std::optional<uint64_t> restore_to;
+};
+
+// What the retry timer does when it fires: plan again after an aborted step (counting the
+// step's failures) or after a failed plan.
+struct Retrying {
+  bool after_abort = false;
+  std::string why;
+  std::vector<Participant> ranks;  // the aborted step's (sorted)
+  uint64_t step = 0;
+  std::set<Participant> lost;      // a patched step's losses: all seen gone before planning
+};
+
+// The step in flight's votes, summed.
+struct Tally {
+  uint64_t step = 0;
+  double ce = 0, aux = 0, grad_norm = 0, lr = 0, compute_ms = 0;
+  uint64_t tokens = 0;
+  std::vector<uint64_t> loads;
+  int64_t begun_ns = 0;
+  std::set<Participant> voted;  // whose measurements the tally holds
+};
+
+// The step in flight's patch (SPARe): who it lost, the groups whose work it drops, the patches
+// sent so far, and the policy decision awaited.
+struct Patching {
+  uint64_t step = 0;
+  uint32_t sent = 0;
+  std::set<Participant> lost;
+  std::set<uint32_t> damaged;
+  std::optional<uint64_t> deciding;
+};
+
+struct Running {
+  Tally tally;
+  std::optional<Patching> patch;
+  Window joins;  // workers that are not ranks were first seen ready (joins wait mesh.join_batch_ms)
+};
+
+struct Saving {
+  std::set<Participant> waiting;
+  uint32_t units = 0;
+  std::string dir;
+  std::string done;        // what the job's end says once it is written
+  bool after_stop = false; // a stop's save (a failed one then does not fail the job)
+};
+
+struct Done {
+  std::string checkpoint_dir;  // the final checkpoint ("": none was written)
+};
+
+struct Failed {
+  std::string why;
+};
+
+}  // namespace phase
+
+using State = std::variant<phase::Gathering, phase::Reconciling, phase::Deciding, phase::Switching, phase::Retrying,
+                           phase::Running, phase::Saving, phase::Done, phase::Failed>;
+
+// The coarse phase of a state (by its index in State).
+Phase coarse_phase(size_t state_index);
+inline Phase coarse(const State& s) { return coarse_phase(s.index()); }
+// "gathering", "reconciling", "deciding", ... for the debug trace.
+const char* state_name(const State& s);
+
+}  // namespace sal::job
