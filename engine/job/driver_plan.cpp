@@ -1,0 +1,280 @@
+// driver_plan.cpp — the job driver's planning phases (see driver.h, driver_phases.h): deciding
+// (which workers the next plan uses, the planner asked and answered), switching (the PlanUpdate
+// sent, every rank's PlanReady awaited, the plan put in force or failed) and retrying (the pause
+// after a failed plan or an aborted step).
+#include <algorithm>
+
+#include "job/driver.h"
+#include "plan/fixed_ep.h"
+#include "plan/snapshot_peers.h"
+
+namespace sal::job {
+
+// How long every participant has to connect a new plan's data plane and move its state.
+constexpr uint64_t kPlanTimeoutMs = 60000;
+// A failed plan is tried again after this pause, doubled after each failure in a row up to 16x
+// (deaths that caused it get noticed meanwhile, and a worker still stuck connecting an abandoned
+// plan's data plane gets time to give up).
+constexpr uint64_t kPlanRetryMs = 200;
+constexpr int kPlanRetryDoublings = 4;
+// Steps failing this many times in a row with the same workers end the job; plans, a few more
+// (a plan's rendezvous can time out behind a worker still leaving an abandoned one).
+constexpr int kMaxConsecutiveFailures = 3;
+constexpr int kMaxConsecutivePlanFailures = 5;
+
+namespace {
+
+std::string ms_text(int64_t ns) { return std::to_string(ns / 1'000'000) + " ms"; }
+
+}  // namespace
+
+// ---------- planning: deciding ----------
+
+WorkerChoice Driver::choose(const std::vector<Participant>& ready, uint64_t step) const {
+  uint32_t ep = plan::ep_size(uint32_t(cfg_.model.experts), cfg_.slots);
+  Restorable have;
+  if (snapshots_ && snapshots_->latest()) have.dense_step = snapshots_->latest()->step;
+  have.sparse_to = [this, step] {
+    auto w = peer_window(step);
+    return w ? std::optional<uint64_t>(w->to) : std::nullopt;
+  };
+  auto c = choose_workers(cfg_.recovery, ep, ready, applied_, step, have);
+  if (replaying() && !c.restore() && !c.use.empty()) {
+    // frozen operators have no optimizer state to move, and new holders no later slots to load
+    c.rung = restore_rung({"the replay"}, have);
+    c.why = "the replay of the sparse window (to iteration " + std::to_string(*peers_.replay_to()) + ") was interrupted";
+  }
+  return c;
+}
+
+std::optional<PeerWindow> Driver::peer_window(uint64_t committed) const {
+  std::set<NodeId> live;
+  for (const auto& [node, sn] : view_.slices) live.insert(node);
+  return peers_.restorable(live, committed);
+}
+
+void Driver::add_slice_peers(wire::PlanUpdate& u) const {
+  u.slice_budget = cfg_.peer_memory;
+  if (cfg_.peer_copies == 0) return;
+  for (const auto& [node, sn] : view_.slices) u.slice_nodes.push_back(sn);
+  std::vector<uint32_t> node_of_rank;
+  for (const auto& r : u.ranks) node_of_rank.push_back(r.node);
+  for (auto& nodes : plan::snapshot_peers(u.plan, node_of_rank, cfg_.peer_copies)) {
+    std::erase_if(nodes, [&](uint32_t n) { return !view_.slices.count(NodeId(n)); });
+    u.slice_peers.push_back({std::move(nodes)});
+  }
+}
+
+// Asks the planner for a plan over the workers the recovery mode uses now. `with_loads`: balanced
+// on the measured loads (a rebalance; a request may ask too); `keep`: the plan in force again (a
+// resumed job whose ranks all came back).
+Driver::Next Driver::start_plan(std::string why, bool with_loads, bool keep) {
+  cancel(Timer::retry);
+  cancel(Timer::plan);
+  if (view_.ready.empty()) return phase::Gathering{};
+  drop_snapshots_of_lost();
+  with_loads = with_loads || (wanted_ && wanted_->with_loads);
+  wanted_.reset();
+  const uint64_t step = steps_.committed();
+  auto choice = choose(view_.ready, step);
+  if (choice.use.empty()) return cannot_plan(choice.why, why + ": " + choice.why);
+  phase::Deciding d{++decisions_, why, choice, step, view_.epoch, plane_spent_};
+  act::DecidePlan ask;
+  ask.decision = d.decision;
+  ask.workers = uint32_t(choice.use.size());
+  ask.epoch = view_.epoch;
+  if (with_loads && !measured_.loads().empty()) ask.loads = measured_.loads().mean();
+  ask.facts = measured_.facts();
+  ask.facts.iteration = step;
+  if (keep) ask.keep = applied_->plan;
+  if (cfg_.recovery != "elastic")
+    ask.fixed_groups = uint32_t(choice.use.size()) / plan::ep_size(uint32_t(cfg_.model.experts), cfg_.slots);
+  out_.push_back(std::move(ask));
+  return d;
+}
+
+// No plan can be made with the workers there are: back to gathering, said once for as long as the
+// reason stays the same (planning is tried again whenever the workers change, and only more
+// workers can unblock it).
+Driver::Next Driver::cannot_plan(const std::string& why, const std::string& detail) {
+  note("plan_failed", detail, act::Level::info, true);
+  if (why != streak_.cannot_plan) {
+    streak_.cannot_plan = why;
+    note("", "no plan can be made (" + why + "); waiting for more workers to join", act::Level::warn);
+  }
+  return phase::Gathering{};
+}
+
+Driver::Next Driver::on_view(const Event&) { return std::nullopt; }
+
+Driver::Next Driver::on_decided(const Event& e) {
+  const auto& d = std::get<in::Decided>(e);
+  const auto& deciding = std::get<phase::Deciding>(state_);
+  if (d.decision != deciding.decision) return std::nullopt;  // superseded
+  if (!d.record)
+    return cannot_plan(std::to_string(deciding.choice.use.size()) + " workers: " + d.record.error().message(),
+                       deciding.why + ": " + d.record.error().message());
+  // Workers lost while the policies decided: the decision is for workers that are gone.
+  for (const auto& w : deciding.choice.use)
+    if (!contains(view_.ready, w)) return start_plan("again: worker " + participant_name(w) + " left while the plan was decided");
+  return plan_decided(deciding, *d.record);
+}
+
+// ", stacks by spare gen 1: 3 of 4 groups up, depth 2" for a plan of data-parallel groups.
+std::string Driver::stacks_text(const PlanRecord& rec) {
+  const uint32_t G = plan::group_count(rec.plan);
+  if (G <= 1) return "";
+  uint32_t up = 0;
+  for (uint32_t n : rec.plan.groups) up += n > 0;
+  return ", stacks by " + rec.redundancy_by + ": " + std::to_string(up) + " of " + std::to_string(G) + " groups up, depth " +
+         std::to_string(rec.plan.stacks.depth());
+}
+
+Driver::Next Driver::plan_decided(const phase::Deciding& d, const PlanRecord& rec) {
+  uint64_t number = rec.plan.version;
+  const auto& use = d.choice.use;
+  note("plan", "plan " + std::to_string(number) + " for " + std::to_string(use.size()) + " workers (" + d.why +
+                   "): allocation by " + rec.allocation_by + ", placement by " + rec.placement_by + stacks_text(rec) +
+                   (rec.note.empty() ? "" : "; " + rec.note),
+       act::Level::info, true);
+  if (rec.plan.floor < cfg_.min_replicas && cfg_.recovery == "elastic") {
+    std::string detail = "plan " + std::to_string(number) + " guarantees " + std::to_string(rec.plan.floor) +
+                         " replicas per expert, below policies.min_replicas = " + std::to_string(cfg_.min_replicas) +
+                         " (" + std::to_string(use.size()) + " workers x " + std::to_string(cfg_.slots) + " slots)" +
+                         (rec.note.empty() ? "" : ": " + rec.note);
+    note("floor_lowered", detail, act::Level::warn);
+  }
+  if (cfg_.resume_from && !applied_) return start_resume(rec, d);
+  if (d.choice.restore()) return start_restore(rec, d.choice);
+  auto sw = switch_plan(applied_, use, rec.plan, d.step);
+  if (!sw) return fail_job("plan " + std::to_string(number) + ": " + sw.error().message());
+  // Kept only when nothing would change: the same ranks, placement, checkpoint schedule and stacks
+  // (a new schedule alone, say from another checkpoint policy, is put in force).
+  if (!d.must_switch && applied_ && applied_->ranks == sw->ranks && plan::same_placement(applied_->plan, rec.plan) &&
+      applied_->plan.schedule == rec.plan.schedule && applied_->plan.stacks == rec.plan.stacks) {
+    note("plan_kept", "plan " + std::to_string(number) + " places every expert as plan " +
+                          std::to_string(applied_->number()) + " does, with its checkpoint schedule and stacks; plan " +
+                          std::to_string(applied_->number()) + " stays",
+         act::Level::info, true);
+    applied_->from_step = d.step;
+    return in_force();
+  }
+  phase::Switching p{number, d.step, sw->ranks, rec.plan, *sw, {}, d.why, now_ns_};
+  return begin_switch(std::move(p), plan_update(d.epoch, d.step, *sw, rec.plan));
+}
+
+// ---------- planning: switching ----------
+
+Driver::Next Driver::begin_switch(phase::Switching p, wire::PlanUpdate u) {
+  add_slice_peers(u);
+  p.waiting.insert(p.ranks.begin(), p.ranks.end());
+  send(p.ranks, std::move(u));
+  arm(Timer::plan, kPlanTimeoutMs);
+  return p;
+}
+
+// A pending plan whose ranks are not all still ready can never complete.
+Driver::Next Driver::on_switch_view(const Event&) {
+  auto& p = std::get<phase::Switching>(state_);
+  for (const auto& r : p.ranks)
+    if (!contains(view_.ready, r)) return plan_failed(p, "worker " + participant_name(r) + " left", true);
+  return std::nullopt;
+}
+
+Driver::Next Driver::on_ready(const Event& e) {
+  const auto& r = std::get<in::Ready>(e).ready;
+  auto& p = std::get<phase::Switching>(state_);
+  if (r.plan != p.number) return std::nullopt;  // an abandoned plan's late answer
+  Participant who{r.node_id, r.index};
+  if (!p.waiting.count(who)) return std::nullopt;
+  for (const auto& n : r.notes) note("slice_fallback", "worker " + participant_name(who) + ": " + n, act::Level::warn);
+  if (!r.ok) return plan_failed(p, "worker " + participant_name(who) + ": " + r.detail);
+  p.waiting.erase(who);
+  p.slowest_connect_ms = std::max(p.slowest_connect_ms, r.connect_ms);
+  p.slowest_migrate_ms = std::max(p.slowest_migrate_ms, r.migrate_ms);
+  if (!p.waiting.empty()) return std::nullopt;
+  return plan_applied(p);
+}
+
+Driver::Next Driver::on_switch_timeout(const Event&) {
+  return plan_failed(std::get<phase::Switching>(state_),
+                     "not every worker connected and moved its state within " + std::to_string(kPlanTimeoutMs) + " ms");
+}
+
+Driver::Next Driver::plan_applied(phase::Switching& p) {
+  cancel(Timer::plan);
+  uint64_t previous = applied_ ? applied_->number() : 0;
+  applied_ = AppliedPlan{p.ranks, p.plan, p.step};
+  plane_spent_ = false;
+  peers_.plan_applied(p.restore == Rung::sparse && p.restore_window ? p.restore_to : std::nullopt);
+  streak_.cannot_plan.clear();
+  out_.push_back(act::Journal{rec::Plan{*applied_}, true});
+  std::string detail = "plan " + std::to_string(p.number) + " in force from step " + std::to_string(p.step) + " on " +
+                       std::to_string(p.ranks.size()) + " workers: " + std::to_string(p.sw.experts_moved) +
+                       " expert replicas moved, " + std::to_string(p.sw.experts_kept) + " kept, " +
+                       std::to_string(p.sw.dense_moved) + " dense units sent to new workers; " +
+                       ms_text(now_ns_ - p.started_ns) + " (slowest worker: connect " +
+                       std::to_string(int64_t(p.slowest_connect_ms)) + " ms, migrate " +
+                       std::to_string(int64_t(p.slowest_migrate_ms)) + " ms)";
+  note("plan_applied", detail);
+  if (p.restore) {
+    std::string restored = "restored " + p.restore_from + " on " + std::to_string(p.ranks.size()) + " workers in " +
+                           ms_text(now_ns_ - p.started_ns) + "; training goes on from step " + std::to_string(p.step);
+    note("restored", restored);
+    out_.push_back(act::Restored{});
+  }
+  out_.push_back(act::PlanInForce{*applied_, measured_.loads().empty() ? std::vector<std::vector<double>>{}
+                                                                        : measured_.loads().mean()});
+  if (previous) out_.push_back(act::EraseKeys{previous});
+  out_.push_back(act::EraseKeys{p.number});  // every rank has connected: the rendezvous keys are done with
+  streak_.plans = 0;
+  return in_force();
+}
+
+Driver::Next Driver::plan_failed(phase::Switching& p, const std::string& why, bool membership) {
+  if (!membership && p.restore == Rung::sparse) sparse_restore_failed(p, why);
+  cancel(Timer::plan);
+  std::string detail = "plan " + std::to_string(p.number) + " not applied: " + why;
+  note("plan_failed", detail, act::Level::warn);
+  abort_ranks(p.ranks, p.step, detail);
+  out_.push_back(act::EraseKeys{p.number});
+  plane_spent_ = true;  // the ranks may have let go of the plan in force's data plane already
+  if (membership) recovery_begins(detail);
+  if (!membership && ++streak_.plans >= kMaxConsecutivePlanFailures)
+    return fail_job(std::to_string(streak_.plans) + " plans in a row could not be applied; the last: " + why);
+  arm(Timer::retry, kPlanRetryMs << std::min(streak_.plans, kPlanRetryDoublings));
+  return phase::Retrying{false, why, {}, 0, {}};
+}
+
+// ---------- planning: retrying ----------
+
+Driver::Next Driver::on_retry(const Event&) { return retry(std::move(std::get<phase::Retrying>(state_))); }
+
+// The pause after an aborted step ends once a rank of that step is seen gone: the cause is known,
+// and a plan made now cannot include it.
+Driver::Next Driver::on_retry_view(const Event&) { return cause_seen(std::get<phase::Retrying>(state_)); }
+
+Driver::Next Driver::cause_seen(phase::Retrying& r) {
+  if (!r.after_abort) return std::nullopt;
+  for (const auto& w : r.lost)
+    if (contains(view_.ready, w)) return std::nullopt;
+  for (const auto& w : r.ranks)
+    if (!contains(view_.ready, w)) {
+      cancel(Timer::retry);
+      return retry(std::move(r));
+    }
+  return std::nullopt;
+}
+
+Driver::Next Driver::retry(phase::Retrying r) {
+  if (!r.after_abort) return start_plan("again after: " + r.why);
+  // A step that failed because a worker left (noticed by now) is not the step's fault: only
+  // failures with the same workers count towards ending the job.
+  streak_.steps = view_.ready == r.ranks ? streak_.steps + 1 : 0;
+  if (streak_.steps >= kMaxConsecutiveFailures)
+    return fail_job("step " + std::to_string(r.step) + " failed " + std::to_string(streak_.steps) +
+                    " times in a row with the same workers; the last: " + r.why);
+  return start_plan("step aborted: " + r.why);
+}
+
+}  // namespace sal::job
