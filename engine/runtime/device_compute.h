@@ -1,9 +1,9 @@
-// device_compute.h — the Trainer's seam for where a worker's compute lives. A CPU worker has none:
-// the Trainer computes on its host model::Params itself (trainer.cpp, unchanged). A GPU worker
+// device_compute.h — what a GPU gives a worker: the GPU plugin's side of the Trainer's compute
+// (compute.h; on_device.h adapts a DeviceCompute to it, as on_host.h does the CPU). A GPU worker
 // has a DeviceCompute (gpu_backend.h: one GPU, its Context, DeviceParams, model, exchange and
 // optimizer) that holds the parameters the plan gives this rank and runs the step and the update;
 // the Trainer's host Params stay the form for everything that leaves the worker or arrives
-// (checkpoints, migration, restore), copied down with store() and up with load(). Snapshots do
+// (checkpoints, migration, restore), copied up with store() and down with load(). Snapshots do
 // not go through them: begin_snapshot() starts a copy to the device's own host staging memory that
 // overlaps the next step, and finish_snapshot() (on the snapshot writer's thread) waits for it.
 //
@@ -49,6 +49,7 @@ struct DevicePlan {
   comm::Collectives* comm = nullptr;
   std::vector<Counts> replicas;           // [layer] = R[e][rank], as DistributedExchange takes it
   std::function<void()> before_alltoall;  // may be empty: called before every all-to-all (a drill's fault point)
+  std::function<void()> before_backward;  // may be empty: as each MoE layer's backward begins (the host's compute calls it)
   // Non-empty when every rank has a GPU of its own: the device data plane to connect through
   // `store` under this prefix, which then carries the rows and the gradients.
   std::string device_prefix;

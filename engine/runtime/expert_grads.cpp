@@ -2,6 +2,9 @@
 #include "runtime/expert_grads.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include "model/optimizer.h"
 
 namespace sal::runtime {
 
@@ -141,6 +144,20 @@ Status reduce_among_holders(comm::Collectives& comm, int me, const std::vector<S
     return {};
   };
   return reduce_among_holders(comm, me, shared, g);
+}
+
+Result<double> global_grad_norm(comm::Collectives& comm, const model::Params& params, const std::vector<Counts>& replicas) {
+  double dense = model::grad_sum_squares(params.embedding);
+  for (size_t l = 0; l < params.dense.size(); ++l)
+    dense += model::grad_sum_squares(params.dense[l]) + model::grad_sum_squares(params.gate[l]);
+  double experts = 0;
+  for (const auto& [key, u] : params.experts) {
+    const auto& holders = replicas[size_t(key.first)][size_t(key.second)];
+    double h = double(std::count_if(holders.begin(), holders.end(), [](uint32_t x) { return x > 0; }));
+    experts += model::grad_sum_squares(u) / std::max(h, 1.0);
+  }
+  if (comm.size() > 1) SAL_TRY(comm.allreduce_sum(&experts, 1));
+  return std::sqrt(dense + experts);
 }
 
 }  // namespace sal::runtime

@@ -1,6 +1,6 @@
 // expert_grads.h — the gradient synchronisation of a step: every non-expert unit's gradient summed
 // over every rank (sum_dense_gradients), and each replicated expert's among the ranks that hold it,
-// and only those. For every expert held by two or more ranks one holder is its root (the holders take turns
+// and only those; then the global norm that clips the update (global_grad_norm). For every expert held by two or more ranks one holder is its root (the holders take turns
 // down the list of such experts, so the summing is spread over the ranks); the other holders send
 // their gradient to the root, the root adds them in ascending rank order and sends the sum back.
 // Each of the two rounds is one exchange() with every message posted at once.
@@ -60,5 +60,10 @@ struct HolderGradients {
 };
 Status reduce_among_holders(comm::Collectives& comm, int me, const std::vector<SharedExpert>& shared,
                             HolderGradients& g);
+
+// After the sync: sqrt(sum of squares over every unit of the model, each expert once) — params'
+// non-expert units (the same on every rank) plus its experts' shares, each divided by its number
+// of holders in `replicas` ([layer] -> R[expert][rank] over comm's ranks), summed over comm.
+Result<double> global_grad_norm(comm::Collectives& comm, const model::Params& params, const std::vector<Counts>& replicas);
 
 }  // namespace sal::runtime

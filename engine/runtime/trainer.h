@@ -1,40 +1,11 @@
-// trainer.h — a worker's training state and its step: the units it holds, the corpus, the data plane
-// of the current plan, and the four things the controller asks of it — apply a plan (connect the
-// plan's data plane, move units as the plan says, keep only what it gives this rank), compute a
-// step (forward, backward, gradient synchronisation; the update waits), commit (AdamW) or discard,
-// and save a dense checkpoint.
-//
-// A restoring plan loads the units from a dense checkpoint (or the seed), or — the sparse rung —
-// from a window of sparse snapshots in the agents' memory (slice_fetch.h): then the window's
-// iterations are replayed, each clipped with the norm the run recorded, the operators not yet
-// loaded in full frozen (ckpt::WindowReplay), and the slot taken after an iteration is loaded when
-// it commits. The controller runs no plan that moves state before the replay ends.
-//
-// Gradient synchronisation: the non-expert units' gradients are all-reduced over every rank; each
-// expert's among the ranks holding it only (expert_grads.h). A plan of data-parallel groups
-// (parallel.groups) adds a data plane per group, which its tokens cross, and computes the group's
-// shard types before that synchronisation; a step that loses ranks is patched (trainer_groups.cpp). The global gradient norm counts every
-// expert once. Everything is deterministic
-// for a given membership: the same plan and data give bit-identical updates.
-//
-// Where the compute lives: on the host for a "cpu:N" worker; for a "cuda:N" worker on a
-// DeviceCompute (device_compute.h) that the DeviceFactory given at construction opens in init().
-// A GPU worker keeps the host Params as the form units leave and arrive in: apply_plan() brings
-// them up to date (a download, if the device has committed steps since) before migrating or
-// restoring, and ends by loading the plan's units onto the device — unless the plan leaves this
-// rank's units as they are (the same experts, no transfer to or from it, no restore), when it
-// does neither; save() downloads first; step() and commit() run on the device. snapshot_share() does not touch the host Params: it starts the
-// device's copy to pinned host memory (DeviceCompute::begin_snapshot), which overlaps the next
-// step, and the units it returns wait for that copy on the snapshot writer's thread. One device
-// snapshot at a time: a second waits until the first one's units have been taken. In a plan of
-// several ranks a GPU worker exchanges tokens and reduces gradients over the plan's Gloo data
-// plane like a CPU worker (DeviceCompute::set_plan): several workers may share one GPU, and GPU
-// and CPU workers one plan. When connect() finds every rank on a GPU of its own (an all-gather of
-// DeviceCompute::device_key(), which every rank, CPU or GPU, takes part in), the plan also gets a
-// device data plane (NCCL, prefix "plan-N/device") that the devices connect in set_plan() and move
-// the rows and gradients over. A plan with the same ranks on the same GPUs as the last one keeps
-// that plane when every rank's is ready (told in the same all-gather), instead of connecting
-// another.
+// trainer.h — a worker's training state and its step: the units it holds (in host model::Params,
+// the form units leave and arrive in), the corpus, the data plane of the current plan, and the
+// four things the controller asks of it — apply a plan (check it, connect the plan's data plane,
+// move units as it says or restore them, load them into the compute, start its snapshots), compute
+// a step (forward, backward, gradient synchronisation; the update waits), commit (AdamW) or
+// discard, and save a dense checkpoint. Where the step runs — the host or a GPU — is the compute's
+// (compute.h), chosen in init() from the worker's device; the Trainer never asks which.
+// docs/dataplane.md describes the data planes, the restores and the snapshots it drives.
 #pragma once
 
 #include <zmq.hpp>
@@ -53,7 +24,7 @@
 #include "model/data.h"
 #include "model/moe_gpt.h"
 #include "model/params.h"
-#include "runtime/device_compute.h"
+#include "runtime/compute.h"
 #include "runtime/dispatch.h"
 #include "runtime/expert_grads.h"
 #include "runtime/faults.h"
@@ -137,14 +108,27 @@ class Trainer {
   std::optional<uint64_t> pending() const { return have_grads_ ? std::optional<uint64_t>(step_) : std::nullopt; }
 
  private:
+  // ---- applying a plan (trainer.cpp), in order ----
+  Status check_plan(const wire::PlanUpdate& p) const;
+  Status leave_plan(const wire::PlanUpdate& p);
   Status connect(const wire::PlanUpdate& plan);
   Status choose_device_plane(comm::Collectives& c, const std::string& prefix);
-  bool device_keeps(const wire::PlanUpdate& plan) const;
+  void take_roles(const wire::PlanUpdate& p);
+  Status move_state(const wire::PlanUpdate& p);
+  Status load_compute(const wire::PlanUpdate& p);
+  void start_snapshots(const wire::PlanUpdate& p);
+  // Whether the plan leaves this rank's compute as it is: the experts it holds, no transfer to or
+  // from it, no restore (no download, no upload).
+  bool compute_keeps(const wire::PlanUpdate& p) const;
+  DevicePlan compute_plan();
+  // ---- moving state (trainer_state.cpp) ----
   Status migrate(const wire::PlanUpdate& plan);
   Status restore(const wire::PlanUpdate& plan);
   // The sparse rung: this rank's units from the window in the agents' memory (slice_fetch.h);
   // slot 0 is loaded and the rest replayed as the controller runs the window's iterations.
   Status restore_from_peers(const wire::PlanUpdate& plan);
+  // Experts the plan gives this rank that nothing brought: fresh from the seed (before any commit).
+  Status add_new_experts(const wire::PlanUpdate& p);
   std::set<UnitId> units_held() const;  // the units the plan gives this rank (after apply_plan's held_)
   void install_unit(model::UnitId id, const std::vector<float>& packed);
   void keep_only(const std::vector<std::pair<int, int>>& held);
@@ -152,9 +136,9 @@ class Trainer {
   // on the lowest rank holding it.
   std::vector<const model::Unit*> units_written(size_t copies) const;
   std::vector<const model::Unit*> checkpoint_share() const;  // a final checkpoint's: one copy of each unit
-  Status sync_gradients();
-  Result<double> global_norm();
-  Result<double> grad_norm(comm::Collectives& comm, const std::vector<Counts>& replicas);
+  // ---- the step ----
+  Status open_compute();
+  Status replayed(uint64_t step);  // a sparse window's replay after `step`'s update
   // parallel.groups > 1 (trainer_groups.cpp): this rank's group's data plane, the step of a grouped
   // plan (groups.h), and the synchronisation it ends with, over a data plane and replica table.
   Status connect_group(const wire::PlanUpdate& p);
@@ -166,12 +150,6 @@ class Trainer {
                                      model::StepStats total, int64_t t0);
   void backup_grads();
   void restore_grads();
-  // GPU workers: opening the device, the step on it, and bringing the host Params up to date.
-  Status open_device();
-  Result<StepOutcome> device_step(uint64_t step, const model::Batch& b, int64_t t0);
-  Status sync_host();
-  Result<ckpt::SnapshotUnits> device_snapshot(const std::vector<model::UnitId>& ids);
-  void device_sparse_slot(uint64_t step);
 
   zmq::context_t& ctx_;
   TrainSpec spec_;
@@ -193,6 +171,7 @@ class Trainer {
   std::vector<SharedExpert> shared_;             // the plan's experts held by two or more ranks
   int rank_ = -1, ranks_ = 0;
   uint64_t plan_ = 0;                            // 0 until a plan is fully applied
+  bool keep_ = false;                            // the plan being applied leaves the compute as it is
   bool pruned_ = false;                          // units outside the plan dropped yet
   double last_norm_ = 0;
   PlanTimes plan_times_;
@@ -201,18 +180,14 @@ class Trainer {
   uint64_t steps_seen_ = 0;                      // steps committed into the state (steps_seen())
   std::shared_ptr<FaultInjector> faults_ = std::make_shared<FaultInjector>();  // the snapshot writer's thread too
   DeviceFactory cuda_;
-  // A GPU worker's snapshot in flight, shared with the SnapshotUnits it returned (trainer.cpp).
-  struct SnapshotGate;
-  class PendingSnapshot;
-  std::shared_ptr<SnapshotGate> snapshot_gate_;
-  std::unique_ptr<DeviceCompute> device_;        // null on a CPU worker
-  bool device_newer_ = false;                    // the device has committed updates the host lacks
-  std::string device_prefix_;                    // this plan's device data plane ("": none)
-  bool reuse_plane_ = false;                     // ... which is the one the device holds
-  std::vector<std::string> plan_keys_;           // this plan's ranks' device keys (with a device plane)
-  std::vector<std::string> plane_keys_;          // the ranks' keys of the device plane the device holds
-  std::set<std::pair<int, int>> device_held_;    // the experts the device's last load() gave it ({}: none)
-  SparseSnapshots sparse_;                       // the checkpoint schedule acted on
+  std::unique_ptr<Compute> compute_;             // set once in init(), before any abort can come
+  // This plan's device data plane (every rank on a GPU of its own; "": none), whether it is the one
+  // the compute holds, and the ranks' device keys of this plan's plane and of the one held.
+  std::string device_prefix_;
+  bool reuse_plane_ = false;
+  std::vector<std::string> plan_keys_;
+  std::vector<std::string> plane_keys_;
+  SparseSnapshots sparse_;                       // the checkpoint schedule acted on (after compute_: stops first)
   std::optional<ckpt::WindowReplay> replay_;     // a sparse restore being replayed
   std::vector<std::string> plan_notes_;
 };

@@ -24,7 +24,8 @@ namespace sal::runtime {
 Status Trainer::connect_group(const wire::PlanUpdate& p) {
   std::atomic_store(&group_comm_, std::shared_ptr<comm::Collectives>());
   if (plan::group_count(p.plan) <= 1) return {};
-  if (device_) return fail("plan ", p.number(), ": data-parallel groups run on CPU workers only (", spec_.device, ")");
+  if (!compute_->runs_groups())
+    return fail("plan ", p.number(), ": data-parallel groups run on CPU workers only (", spec_.device, ")");
   plan::GroupSpan span = plan::group_of(p.plan, uint32_t(p.my_rank));
   if (span.count == 0) return fail("plan ", p.number(), " puts rank ", p.my_rank, " in no group");
   auto o = plane_options(p.my_rank - int(span.first), int(span.count),
@@ -80,7 +81,7 @@ Result<StepOutcome> Trainer::finish_grouped(comm::Collectives& comm, const std::
     if (s) s = reduce_among_holders(comm, comm.rank(), shared, params_);
     if (!s) return s.error().with_context("gradient sync");
   }
-  auto norm = grad_norm(comm, replicas);
+  auto norm = global_grad_norm(comm, params_, replicas);
   if (!norm) return norm.error();
   double aux = total.aux / double(std::max<uint32_t>(role_.span.count, 1));
   if (comm.size() > 1) SAL_TRY(comm.allreduce_sum(&aux, 1));

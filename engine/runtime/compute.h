@@ -1,0 +1,80 @@
+// compute.h — where a worker's parameters train, behind one interface for the Trainer (trainer.h):
+// on the host (on_host.h: the Trainer's own model::Params and the CPU kernels) or on a GPU
+// (on_device.h: a DeviceCompute — device_compute.h — with the host Params as the form units leave
+// and arrive in). The Trainer never asks which one it has; what differs is here:
+//
+//   - units: the host Params are always the host compute's own; a device holds a copy, loaded
+//     from them (load) and brought back down before they are read or replaced (to_host);
+//   - the step: the plan's exchange, the gradient sync and the global norm over the plan's data
+//     plane (set_plan) — host memory, or a device data plane where every rank has a GPU of its own;
+//   - snapshots: a dense snapshot's units as they are now, for the writer's thread (the host
+//     copies at once; a device starts its copy, which the writer waits for); a sparse slot handed
+//     to the snapshot thread (which reads the host units in place, the Trainer waiting before the
+//     next update, or waits for the device's copy);
+//   - what only the host does yet (issue-level gaps, not branches): data-parallel groups and the
+//     replay of a sparse window with frozen operators.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ckpt/writer.h"
+#include "core/result.h"
+#include "model/data.h"
+#include "model/moe_gpt.h"
+#include "model/params.h"
+#include "runtime/device_compute.h"
+#include "runtime/sparse_snapshots.h"
+
+namespace sal::runtime {
+
+using HeldExperts = std::vector<std::pair<int, int>>;  // (layer, expert) per slot
+
+class Compute {
+ public:
+  virtual ~Compute() = default;
+
+  // Before the plan's data planes are replaced: lets go of the old plan's (DevicePlan's comm).
+  virtual Status release() = 0;
+  // Brings the host Params up to date with what the compute holds (before units leave or are
+  // replaced, and before a save).
+  virtual Status to_host() = 0;
+  // Whether the compute holds exactly the experts `held`, as loaded: a plan that moves nothing to
+  // or from this rank and restores nothing then needs neither to_host() nor load().
+  virtual bool holds(const HeldExperts& held) const = 0;
+  // The host Params' non-expert units and experts `held` are what the compute trains from now on.
+  virtual Status load(const HeldExperts& held) = 0;
+  // The plan they train in (DevicePlan), after every load().
+  virtual Status set_plan(const DevicePlan& plan) = 0;
+  // What tells this compute's GPU apart across machines ("" : none; no device data plane).
+  virtual std::string device_key() const = 0;
+  virtual bool device_plane_ready() const = 0;
+
+  virtual Status zero_grads() = 0;
+  virtual Result<model::StepStats> step(const model::Batch& b, int64_t global_tokens) = 0;
+  // With more than one rank: every non-expert unit's gradient over every rank, each expert of
+  // `shared` among its holders (expert_grads.h).
+  virtual Status sync_gradients(const std::vector<SharedExpert>& shared) = 0;
+  // The global gradient norm, every expert once.
+  virtual Result<double> grad_norm() = 0;
+  virtual Status update(double lr, double grad_scale, int64_t t) = 0;
+
+  // `units` (the host Params' units this rank writes) as they are now, for a writer's thread.
+  virtual Result<ckpt::SnapshotUnits> snapshot(const std::vector<const model::Unit*>& units) = 0;
+  // The sparse slot of `step` (ckpt/sparse.h), of the units `written`, handed to the snapshot thread.
+  virtual void put_slot(SparseSnapshots& sparse, uint64_t step, double grad_norm, const ModelShape& shape,
+                        std::vector<const model::Unit*> written) = 0;
+
+  // Whether a sparse window with frozen operators can be replayed here, and whether data-parallel
+  // groups (parallel.groups > 1) can run here.
+  virtual bool replays_frozen() const = 0;
+  virtual bool runs_groups() const = 0;
+
+  // Any thread: ends the compute's own collective in flight (the plan's host plane is the
+  // Trainer's to abort) until clear_abort().
+  virtual void abort(const std::string& why) = 0;
+  virtual void clear_abort() = 0;
+};
+
+}  // namespace sal::runtime

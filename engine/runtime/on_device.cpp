@@ -1,0 +1,131 @@
+// on_device.cpp — see on_device.h.
+#include "runtime/on_device.h"
+
+#include <spdlog/spdlog.h>
+
+#include <condition_variable>
+#include <mutex>
+
+namespace sal::runtime {
+
+// One device snapshot at a time (DeviceCompute holds one): `busy` from begin_snapshot() until its
+// units are taken, on whichever thread. `device` goes null when the OnDevice does, so units taken
+// later fail instead of reaching a closed device; the mutex is held while they are taken, so the
+// device is not closed under them.
+struct OnDevice::Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool busy = false;
+  DeviceCompute* device = nullptr;
+};
+
+// A begun device snapshot: taking its units (once) waits for the device's copy and frees the gate.
+// Dropped untaken, it still ends the snapshot, so a next one is not kept waiting forever.
+class OnDevice::Pending {
+ public:
+  explicit Pending(std::shared_ptr<OnDevice::Gate> gate) : gate_(std::move(gate)) {}
+  ~Pending() {
+    if (!taken_) (void)take();
+  }
+  Pending(const Pending&) = delete;
+  Pending& operator=(const Pending&) = delete;
+
+  Result<std::vector<model::Unit>> take() {
+    std::lock_guard<std::mutex> lock(gate_->mu);
+    if (taken_) return fail("this snapshot's units were already taken");
+    taken_ = true;
+    auto units = gate_->device ? gate_->device->finish_snapshot()
+                               : Result<std::vector<model::Unit>>(fail("the worker closed its device before the snapshot's copy was taken"));
+    gate_->busy = false;
+    gate_->cv.notify_all();
+    return units;
+  }
+
+ private:
+  std::shared_ptr<OnDevice::Gate> gate_;
+  bool taken_ = false;  // under gate_->mu
+};
+
+OnDevice::OnDevice(std::unique_ptr<DeviceCompute> device, model::Params& host, std::string name)
+    : device_(std::move(device)), host_(host), name_(std::move(name)), gate_(std::make_shared<Gate>()) {
+  gate_->device = device_.get();
+}
+
+// A snapshot's units taken from now on fail; one being taken finishes first (the lock).
+OnDevice::~OnDevice() {
+  std::lock_guard<std::mutex> lock(gate_->mu);
+  gate_->device = nullptr;
+}
+
+// The device's gradients belong to the parameters about to be replaced, and its exchange refers to
+// the Collectives the Trainer is about to replace: it lets go of them.
+Status OnDevice::release() { return device_->set_plan({}); }
+
+Status OnDevice::to_host() {
+  if (!newer_) return {};
+  if (auto s = device_->store(host_); !s) return s.error().with_context("bringing the host parameters up to date");
+  newer_ = false;
+  return {};
+}
+
+bool OnDevice::holds(const HeldExperts& held) const {
+  return !held_.empty() && std::set<std::pair<int, int>>(held.begin(), held.end()) == held_;
+}
+
+Status OnDevice::load(const HeldExperts& held) {
+  held_.clear();
+  SAL_TRY(device_->load(host_, held));
+  held_ = std::set<std::pair<int, int>>(held.begin(), held.end());
+  return {};
+}
+
+Status OnDevice::set_plan(const DevicePlan& plan) { return device_->set_plan(plan); }
+
+Result<model::StepStats> OnDevice::step(const model::Batch& b, int64_t global_tokens) {
+  return device_->step(b, global_tokens);
+}
+
+Status OnDevice::update(double lr, double grad_scale, int64_t t) {
+  newer_ = true;  // even a failed update may have changed some units
+  if (auto s = device_->update(lr, grad_scale, t); !s) return s.error().with_context("update on " + name_);
+  return {};
+}
+
+// The host Params are not involved (nor brought up to date): only the unit ids come from them,
+// and the device holds the same units (load() put them there).
+Result<ckpt::SnapshotUnits> OnDevice::snapshot(const std::vector<const model::Unit*>& units) {
+  std::vector<model::UnitId> ids;
+  for (const model::Unit* u : units) ids.push_back(u->id);
+  return copy(ids);
+}
+
+Result<ckpt::SnapshotUnits> OnDevice::copy(const std::vector<model::UnitId>& ids) {
+  {
+    std::unique_lock<std::mutex> lock(gate_->mu);
+    gate_->cv.wait(lock, [this] { return !gate_->busy; });
+    gate_->busy = true;
+  }
+  if (auto s = device_->begin_snapshot(ids); !s) {
+    std::lock_guard<std::mutex> lock(gate_->mu);
+    gate_->busy = false;
+    gate_->cv.notify_all();
+    return s.error().with_context("snapshot on " + name_);
+  }
+  auto pending = std::make_shared<Pending>(gate_);
+  return ckpt::SnapshotUnits([pending] { return pending->take(); });
+}
+
+// The slot's units copied off the device on its copy stream (after a dense snapshot's copy, if one
+// is in flight), the snapshot thread waiting for them.
+void OnDevice::put_slot(SparseSnapshots& sparse, uint64_t step, double grad_norm, const ModelShape& shape,
+                        std::vector<const model::Unit*> written) {
+  std::vector<UnitId> ids;
+  for (const model::Unit* u : written) ids.push_back(u->id);
+  ids = sparse.slot_units(step, shape, ids);
+  if (ids.empty()) return;
+  auto copied = copy(ids);
+  if (!copied) return spdlog::warn("the sparse snapshot slot of step {}: {}", step, copied.error().message());
+  sparse.after_commit_copied(step, grad_norm, shape, std::move(*copied));
+}
+
+}  // namespace sal::runtime

@@ -1,0 +1,76 @@
+// on_host.cpp — see on_host.h.
+#include "runtime/on_host.h"
+
+#include <memory>
+
+#include "runtime/exchange.h"
+
+namespace sal::runtime {
+
+Status OnHost::release() {
+  plan_ = {};
+  return {};
+}
+
+Status OnHost::set_plan(const DevicePlan& plan) {
+  plan_ = plan;
+  return {};
+}
+
+Status OnHost::plan_set() const {
+  if (!plan_.comm) return fail("no plan's data plane to train over");
+  return {};
+}
+
+Status OnHost::zero_grads() {
+  params_.zero_grads();
+  return {};
+}
+
+Result<model::StepStats> OnHost::step(const model::Batch& b, int64_t global_tokens) {
+  SAL_TRY(plan_set());
+  DistributedExchange ex(*plan_.comm, params_, plan_.replicas);
+  ex.before_alltoall = plan_.before_alltoall;
+  ex.before_backward = plan_.before_backward;
+  model::MoeGpt m(params_);
+  return m.step(b, global_tokens, ex);
+}
+
+// Every non-expert unit over every rank, then each expert held by two or more ranks among its
+// holders only.
+Status OnHost::sync_gradients(const std::vector<SharedExpert>& shared) {
+  SAL_TRY(plan_set());
+  if (plan_.comm->size() <= 1) return {};
+  SAL_TRY(sum_dense_gradients(*plan_.comm, params_));
+  return reduce_among_holders(*plan_.comm, plan_.comm->rank(), shared, params_);
+}
+
+Result<double> OnHost::grad_norm() {
+  SAL_TRY(plan_set());
+  return global_grad_norm(*plan_.comm, params_, plan_.replicas);
+}
+
+Status OnHost::update(double lr, double grad_scale, int64_t t) {
+  model::apply_adamw(params_, optim_, lr, grad_scale, t);
+  return {};
+}
+
+Result<ckpt::SnapshotUnits> OnHost::snapshot(const std::vector<const model::Unit*>& units) {
+  auto out = std::make_shared<std::vector<model::Unit>>();
+  for (const model::Unit* u : units) {
+    model::Unit c;
+    c.id = u->id;
+    c.w = u->w;
+    c.m = u->m;
+    c.v = u->v;
+    out->push_back(std::move(c));
+  }
+  return ckpt::SnapshotUnits([out]() -> Result<std::vector<model::Unit>> { return std::move(*out); });
+}
+
+void OnHost::put_slot(SparseSnapshots& sparse, uint64_t step, double grad_norm, const ModelShape& shape,
+                      std::vector<const model::Unit*> written) {
+  sparse.after_commit(step, grad_norm, shape, std::move(written));
+}
+
+}  // namespace sal::runtime

@@ -1,0 +1,48 @@
+// on_host.h — a CPU worker's compute (compute.h): the Trainer's own host model::Params, trained in
+// place with the CPU kernels (model/moe_gpt.h over a DistributedExchange on the plan's data
+// plane). Nothing is loaded or brought back: the host Params are the units. A dense snapshot is
+// copied at once, on the training thread; a sparse slot is read in place by the snapshot thread
+// (the Trainer waits for that copy before the next update: SparseSnapshots::wait()).
+#pragma once
+
+#include "model/optimizer.h"
+#include "runtime/compute.h"
+
+namespace sal::runtime {
+
+class OnHost final : public Compute {
+ public:
+  OnHost(model::Params& params, const model::OptimConfig& optim) : params_(params), optim_(optim) {}
+
+  Status release() override;
+  Status to_host() override { return {}; }
+  bool holds(const HeldExperts&) const override { return false; }
+  Status load(const HeldExperts&) override { return {}; }
+  Status set_plan(const DevicePlan& plan) override;
+  std::string device_key() const override { return ""; }
+  bool device_plane_ready() const override { return false; }
+
+  Status zero_grads() override;
+  Result<model::StepStats> step(const model::Batch& b, int64_t global_tokens) override;
+  Status sync_gradients(const std::vector<SharedExpert>& shared) override;
+  Result<double> grad_norm() override;
+  Status update(double lr, double grad_scale, int64_t t) override;
+
+  Result<ckpt::SnapshotUnits> snapshot(const std::vector<const model::Unit*>& units) override;
+  void put_slot(SparseSnapshots& sparse, uint64_t step, double grad_norm, const ModelShape& shape,
+                std::vector<const model::Unit*> written) override;
+
+  bool replays_frozen() const override { return true; }
+  bool runs_groups() const override { return true; }
+  void abort(const std::string&) override {}
+  void clear_abort() override {}
+
+ private:
+  Status plan_set() const;
+
+  model::Params& params_;
+  model::OptimConfig optim_;
+  DevicePlan plan_;  // comm and hooks of the plan in force (comm null: none)
+};
+
+}  // namespace sal::runtime

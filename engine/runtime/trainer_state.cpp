@@ -1,0 +1,197 @@
+// trainer_state.cpp — the Trainer's units (see trainer.h): moving them between ranks as a plan
+// says (every send and receive posted at once over the plan's data plane), restoring them from a
+// dense checkpoint, the seed or a window of sparse snapshots in peers' memory, and which of them
+// this rank holds and writes.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "ckpt/format.h"
+#include "runtime/slice_fetch.h"
+#include "runtime/trainer.h"
+
+namespace sal::runtime {
+
+// How long a restoring worker waits for one holder's answer before asking the next.
+constexpr int kFetchTimeoutMs = 10000;
+
+namespace {
+
+// A unit on the wire: weights, then Adam's first and second moments.
+std::vector<float> pack_unit(const model::Unit& u) {
+  std::vector<float> buf(u.w);
+  buf.insert(buf.end(), u.m.begin(), u.m.end());
+  buf.insert(buf.end(), u.v.begin(), u.v.end());
+  return buf;
+}
+
+}  // namespace
+
+void Trainer::install_unit(model::UnitId id, const std::vector<float>& buf) {
+  size_t n = buf.size() / 3;
+  model::Unit u;
+  u.id = id;
+  u.w.assign(buf.begin(), buf.begin() + long(n));
+  u.m.assign(buf.begin() + long(n), buf.begin() + long(2 * n));
+  u.v.assign(buf.begin() + long(2 * n), buf.end());
+  u.g.assign(n, 0.0f);
+  switch (id.kind) {
+    case model::UnitKind::embedding: params_.embedding = std::move(u); break;
+    case model::UnitKind::dense: params_.dense[size_t(id.layer)] = std::move(u); break;
+    case model::UnitKind::gate: params_.gate[size_t(id.layer)] = std::move(u); break;
+    case model::UnitKind::expert: params_.experts[{id.layer, id.expert}] = std::move(u); break;
+  }
+}
+
+namespace {
+
+model::Unit* find_unit(model::Params& p, model::UnitId id) {
+  switch (id.kind) {
+    case model::UnitKind::embedding: return &p.embedding;
+    case model::UnitKind::dense: return id.layer >= 0 && size_t(id.layer) < p.dense.size() ? &p.dense[size_t(id.layer)] : nullptr;
+    case model::UnitKind::gate: return id.layer >= 0 && size_t(id.layer) < p.gate.size() ? &p.gate[size_t(id.layer)] : nullptr;
+    case model::UnitKind::expert: return p.expert(id.layer, id.expert);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+// Every send and receive of the plan's transfers is posted at once (tag = the transfer's index),
+// so no rank waits on another's order and all owners send in parallel.
+Status Trainer::migrate(const wire::PlanUpdate& p) {
+  std::vector<std::vector<float>> out, in;
+  std::vector<comm::SendSpec> sends;
+  std::vector<comm::RecvSpec> recvs;
+  std::vector<model::UnitId> incoming;
+  out.reserve(p.transfers.size());
+  in.reserve(p.transfers.size());
+  for (size_t i = 0; i < p.transfers.size(); ++i) {
+    const auto& t = p.transfers[i];
+    model::UnitId id{model::UnitKind(t.kind), t.layer, t.expert};
+    if (t.kind > uint8_t(model::UnitKind::expert)) return fail("plan ", p.number(), ": transfer ", i, " has unit kind ", int(t.kind));
+    if (int(t.from) == rank_ && int(t.to) == rank_) continue;
+    if (int(t.from) == rank_) {
+      model::Unit* u = find_unit(params_, id);
+      if (!u) return fail("plan ", p.number(), " asks rank ", rank_, " to send ", id.name(), ", which it does not hold");
+      out.push_back(pack_unit(*u));
+      sends.push_back({int(t.to), out.back().data(), out.back().size() * sizeof(float), uint32_t(i)});
+    } else if (int(t.to) == rank_) {
+      in.emplace_back(3 * model::unit_size(spec_.dims, id.kind));
+      recvs.push_back({int(t.from), in.back().data(), in.back().size() * sizeof(float), uint32_t(i)});
+      incoming.push_back(id);
+    }
+  }
+  if (sends.empty() && recvs.empty()) return {};
+  faults_->at(wire::FaultPoint::migration, p.step);
+  if (auto s = comm_->exchange(sends, recvs); !s)
+    return s.error().with_context("moving " + std::to_string(sends.size()) + " units out and " +
+                                  std::to_string(recvs.size()) + " in");
+  for (size_t i = 0; i < incoming.size(); ++i) install_unit(incoming[i], in[i]);
+  return {};
+}
+
+// The dense-checkpoint fallback: everything this rank holds under the plan comes from the
+// checkpoint written at p.step (or from the seed, for step 0); nothing of the old state is kept.
+Status Trainer::restore(const wire::PlanUpdate& p) {
+  model::Params fresh = model::Params::create(spec_.dims, spec_.seed, {});
+  auto load = [&](model::UnitId id) -> Result<model::Unit> {
+    if (p.restore_dir.empty()) return model::make_unit(spec_.dims, id, spec_.seed);
+    uint64_t written = 0;
+    auto u = ckpt::read_unit(ckpt::unit_file(p.restore_dir, id), spec_.dims, &written);
+    if (!u) return u.error().with_context("restoring plan " + std::to_string(p.number()));
+    if (written != p.step)
+      return fail(ckpt::unit_file(p.restore_dir, id), ": written at step ", written, ", the restore needs step ", p.step);
+    return u;
+  };
+  for (model::Unit* u : fresh.non_expert_units()) {
+    auto loaded = load(u->id);
+    if (!loaded) return loaded.error();
+    *u = std::move(*loaded);
+  }
+  for (auto [l, e] : std::set<std::pair<int, int>>(held_.begin(), held_.end())) {
+    auto loaded = load({model::UnitKind::expert, l, e});
+    if (!loaded) return loaded.error();
+    fresh.experts[{l, e}] = std::move(*loaded);
+  }
+  params_ = std::move(fresh);
+  return {};
+}
+
+std::set<UnitId> Trainer::units_held() const {
+  std::set<UnitId> out;
+  for (const UnitId& id : model_units(spec_.dims))
+    if (id.kind != UnitKind::expert) out.insert(id);
+  for (auto [l, e] : held_) out.insert(UnitId{UnitKind::expert, l, e});
+  return out;
+}
+
+// A window that needs frozen operators replays only where the compute can run them.
+Status Trainer::restore_from_peers(const wire::PlanUpdate& p) {
+  auto got = fetch_window(ctx_, p, units_held(), spec_.dims, spec_.key_file, kFetchTimeoutMs, plan_notes_);
+  if (!got) return got.error().with_context("restoring plan " + std::to_string(p.number()) + " from peers");
+  model::Params fresh = model::Params::create(spec_.dims, spec_.seed, held_);
+  auto replay = ckpt::WindowReplay::begin(std::move(got->slots), fresh);
+  if (!replay) return replay.error().with_context("restoring plan " + std::to_string(p.number()) + " from peers");
+  if (!replay->done() && !compute_->replays_frozen())
+    return fail("plan ", p.number(), ": the window from iteration ", p.restore_window, " must be replayed with frozen "
+                "operators, which a GPU worker cannot run yet (", spec_.device, ")");
+  params_ = std::move(fresh);
+  spdlog::info("plan {}: {} units ({} bytes) loaded from the sparse window {}..{} in peers' memory", p.number(),
+               units_held().size(), got->bytes, replay->from(), replay->to());
+  if (!replay->done()) replay_ = std::move(*replay);
+  return {};
+}
+
+void Trainer::keep_only(const std::vector<std::pair<int, int>>& held) {
+  for (auto it = params_.experts.begin(); it != params_.experts.end();)
+    it = std::find(held.begin(), held.end(), it->first) == held.end() ? params_.experts.erase(it) : std::next(it);
+}
+
+Status Trainer::move_state(const wire::PlanUpdate& p) {
+  if (p.restore && p.restore_window >= 0) {
+    SAL_TRY(restore_from_peers(p));
+  } else if (p.restore) {
+    SAL_TRY(restore(p));
+  } else {
+    SAL_TRY(migrate(p));
+  }
+  return add_new_experts(p);
+}
+
+Status Trainer::add_new_experts(const wire::PlanUpdate& p) {
+  for (auto [l, e] : held_) {
+    if (params_.expert(l, e)) continue;
+    if (p.step > 0)
+      return fail("plan ", p.number(), " gives rank ", rank_, " layer ", l, " expert ", e, " at step ", p.step,
+                  " but no transfer brings its state");
+    params_.experts.emplace(std::pair{l, e}, model::make_unit(spec_.dims, {model::UnitKind::expert, l, e}, spec_.seed));
+  }
+  return {};
+}
+
+// A unit is written by the first `copies` of its holders in rank order: the dense units (every
+// rank holds them) by ranks 0 .. copies-1, an expert by the lowest ranks holding a replica.
+std::vector<const model::Unit*> Trainer::units_written(size_t copies) const {
+  std::vector<const model::Unit*> out;
+  if (size_t(rank_) < copies) {
+    out.push_back(&params_.embedding);
+    for (size_t l = 0; l < params_.dense.size(); ++l) {
+      out.push_back(&params_.dense[l]);
+      out.push_back(&params_.gate[l]);
+    }
+  }
+  for (auto [l, e] : std::set<std::pair<int, int>>(held_.begin(), held_.end())) {
+    const auto& holders = replicas_[size_t(l)][size_t(e)];
+    size_t before = 0;  // holders of a lower rank
+    for (int r = 0; r < rank_ && r < int(holders.size()); ++r) before += holders[size_t(r)] > 0;
+    auto it = params_.experts.find({l, e});
+    if (before < copies && it != params_.experts.end()) out.push_back(&it->second);
+  }
+  return out;
+}
+
+std::vector<const model::Unit*> Trainer::checkpoint_share() const { return units_written(1); }
+
+}  // namespace sal::runtime
