@@ -32,7 +32,7 @@
 #include "model/cuda/device_params.h"
 #include "model/cuda/moe_gpt_cuda.h"
 #include "model/cuda/optimizer_cuda.h"
-#include "runtime/plan_exchange.h"
+#include "runtime/gpu_exchange.h"
 
 namespace sal::runtime {
 namespace {

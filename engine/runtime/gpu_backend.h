@@ -2,7 +2,7 @@
 // GPU's kernels::cuda::Context and, for the units the plan gives this rank, a model::DeviceParams
 // with the model (MoeGptCuda), the expert exchange (LocalDeviceExchange with one rank; with
 // several, PlanDeviceExchange and PlanGradientSync over the plan's Gloo data plane:
-// plan_exchange.h) and the optimizer (OptimizerCuda) that run on it. Built only with the CUDA path (library
+// gpu_exchange.h) and the optimizer (OptimizerCuda) that run on it. Built only with the CUDA path (library
 // sal_runtime_gpu); cmd_worker hands make_gpu_compute to the worker when it is there.
 #pragma once
 

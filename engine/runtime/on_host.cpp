@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "runtime/exchange.h"
+#include "runtime/distributed_exchange.h"
 
 namespace sal::runtime {
 

@@ -15,7 +15,7 @@
 #include <algorithm>
 
 #include "core/clock.h"
-#include "runtime/exchange.h"
+#include "runtime/distributed_exchange.h"
 #include "runtime/trainer.h"
 
 namespace sal::runtime {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/result.h"
-#include "sim/engine.h"
+#include "sim/trial.h"
 #include "sim/scenario.h"
 
 namespace sal::sim {

@@ -1,5 +1,5 @@
 // strategy.h — a strategy under test: how a job uses the live nodes and what it does when one fails
-// or returns. The engine (engine.h) owns time, the nodes and the checkpoint model; a strategy only
+// or returns. The engine (trial.h) owns time, the nodes and the checkpoint model; a strategy only
 // answers questions about its own configuration, so each is a small module:
 //   salamander          allocation + placement policies over every live node, elastic recovery
 //                       while every expert keeps a replica, restore from the checkpoint otherwise

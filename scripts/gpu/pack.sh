@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 TARGETS=(salamander salamander_gpu test_cuda_smoke test_cuda_ops test_cuda_gemm test_cuda_moe test_nccl
-         test_model_cuda test_plan_exchange test_gpu_run test_gpu_shared test_gpu_nccl
+         test_model_cuda test_gpu_exchange test_gpu_run test_gpu_shared test_gpu_nccl
          bench_moe_gpu bench_nccl bench_skew bench_recovery bench_train bench_sparse)
 if [ ! -f build-gpu/build.ninja ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \

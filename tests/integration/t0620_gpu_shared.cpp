@@ -1,6 +1,6 @@
 // t0620_gpu_shared.cpp — two workers sharing one GPU through the real `salamander run` path: a job
 // of two nodes, each on cuda:0, so the plan has two ranks on GPU 0 and their data plane is Gloo on
-// host memory (PlanDeviceExchange and PlanGradientSync, runtime/plan_exchange.h). A small
+// host memory (PlanDeviceExchange and PlanGradientSync, runtime/gpu_exchange.h). A small
 // model (d 128, 8 experts, top-2, sequences of 64) for 60 steps, with a drill
 // (tests/drills/gpu_shared.lua) that kills one node in the all-to-all of step 20 while the other
 // waits in the same exchange: the run completes, the loss falls, no committed step is lost, the

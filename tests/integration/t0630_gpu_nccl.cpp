@@ -1,7 +1,7 @@
 // t0630_gpu_nccl.cpp — two workers on GPUs of their own through the real `salamander run` path: one
 // node with mesh.devices = "cuda:0,1", so the plan has two ranks on two GPUs, every rank's device
 // key differs, and the plan gets a device data plane: the expert rows and the gradients go over
-// NCCL (PlanDeviceExchange and PlanGradientSync run direct, runtime/plan_exchange.h), the host
+// NCCL (PlanDeviceExchange and PlanGradientSync run direct, runtime/gpu_exchange.h), the host
 // values over Gloo. A small model (d 128, 8 experts, top-2) for 40 steps with a rebalance due at
 // step 20 (a new plan, if the placement changes, connects a fresh NCCL communicator): the run
 // completes, the loss falls, every step is committed once, and both workers connected the plane. Labelled gpu: exits 77

@@ -29,7 +29,7 @@
 #include "ckpt/format.h"
 #include "model/local_exchange.h"
 #include "model/optimizer.h"
-#include "runtime/exchange.h"
+#include "runtime/distributed_exchange.h"
 #include "ckpt/writer.h"
 #include "runtime/trainer.h"
 

@@ -19,7 +19,7 @@
 #include "policy/algo/recovery.h"
 #include "policy/policy_set.h"
 #include "sim/checkpointing.h"
-#include "sim/engine.h"
+#include "sim/trial.h"
 #include "sim/ettr.h"
 #include "sim/event_queue.h"
 #include "sim/failures.h"

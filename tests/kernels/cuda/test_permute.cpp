@@ -41,7 +41,7 @@ struct Scenario {
   int n() const { return tokens * k; }
 };
 
-// What send_rows in runtime/exchange.cpp does, recording the row of each slot instead of copying.
+// What send_rows in runtime/distributed_exchange.cpp does, recording the row of each slot instead of copying.
 // Slots beyond the schedule get -1; rows the schedule reserves beyond tokens*k are not handed out.
 std::vector<int32_t> reference_rows(const Scenario& s) {
   std::vector<std::vector<int>> slots(size_t(s.experts));
@@ -179,7 +179,7 @@ uint16_t bf16_bits(float x) {
 
 // ---- references from the CPU path --------------------------------------------------------------
 
-// The send buffer: slot a's row holds x[a / k] (runtime/exchange.cpp forward + send_rows).
+// The send buffer: slot a's row holds x[a / k] (runtime/distributed_exchange.cpp forward + send_rows).
 std::vector<float> ref_permute(const Scenario& s, const std::vector<float>& x, int d, float fill) {
   std::vector<float> buf(size_t(s.n()) * d, fill);
   for (int a = 0; a < s.n(); ++a)

@@ -1,4 +1,4 @@
-// engine.cpp — see engine.h. One job on the event core: the cluster's events change who is up,
+// trial.cpp — see trial.h. One job on the event core: the cluster's events change who is up,
 // the strategy says what a change means, and the job moves between four phases:
 //   running     a step is in flight (its completion is an event)
 //   paused      a recovery is in progress; training resumes at the pause's end
@@ -6,7 +6,7 @@
 //   waiting     too few nodes to run; resumes when enough return
 // Every interruption bumps a generation number, so the completion events it made obsolete are
 // recognised and dropped when they come up.
-#include "sim/engine.h"
+#include "sim/trial.h"
 
 #include <algorithm>
 #include <memory>

@@ -1,4 +1,4 @@
-// exchange.h — the distributed ExpertExchange: each MoE layer's tokens go to the workers holding
+// distributed_exchange.h — the distributed ExpertExchange: each MoE layer's tokens go to the workers holding
 // replicas of their experts and come back, over the data plane.
 //
 // forward: count the local tokens per expert, all-gather the counts (T[e][j]) with the replica

@@ -1,4 +1,4 @@
-// test_plan_exchange.cpp — the GPU expert exchange of a plan of several ranks (runtime/plan_exchange.h)
+// test_gpu_exchange.cpp — the GPU expert exchange of a plan of several ranks (runtime/gpu_exchange.h)
 // against the CPU runtime::DistributedExchange run the same way on the same inputs. Staged: two
 // ranks are two worker processes sharing GPU 0 (as several workers on one GPU are), each with its
 // own kernels::cuda::Context and its own Gloo context over a real StoreServer. Direct (machines with
@@ -41,9 +41,9 @@
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/permute.h"
 #include "model/cuda/device_params.h"
-#include "runtime/exchange.h"
+#include "runtime/distributed_exchange.h"
 #include "runtime/expert_grads.h"
-#include "runtime/plan_exchange.h"
+#include "runtime/gpu_exchange.h"
 
 using namespace sal;
 namespace kc = sal::kernels::cuda;

@@ -1,4 +1,4 @@
-// plan_exchange.cpp — see plan_exchange.h. Row layouts, as in exchange.cpp: the send buffer is
+// gpu_exchange.cpp — see gpu_exchange.h. Row layouts, as in distributed_exchange.cpp: the send buffer is
 // destination-major, then expert, then the tokens' slot order (permute_rows gives each assignment
 // its row there); the receive buffer is source-major, then expert. The experts want one
 // contiguous block each (expert order, within an expert the sources in rank order, which is the
@@ -9,7 +9,7 @@
 // Staging memory discipline (the copies are asynchronous on pinned memory): the host writes the
 // staging buffers only inside an all-to-all, and every all-to-all comes right after a wait for the
 // stream, which has then finished every earlier copy out of them.
-#include "runtime/plan_exchange.h"
+#include "runtime/gpu_exchange.h"
 
 #include <cuda_runtime_api.h>
 

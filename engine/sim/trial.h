@@ -1,4 +1,4 @@
-// engine.h — one simulated job: a strategy, a checkpoint model and the cluster's nodes on the event
+// trial.h — one simulated job: a strategy, a checkpoint model and the cluster's nodes on the event
 // core. Nodes fail and return by the scenario's failure source (each node draws from its own
 // generator, seeded by the trial and the node, so every strategy of a trial sees the same failure
 // times until its own restores change who is up); the job runs steps, checkpoints, pauses for

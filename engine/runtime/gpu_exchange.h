@@ -1,4 +1,4 @@
-// plan_exchange.h — a GPU worker in a plan of several ranks: the model::DeviceExchange that sends
+// gpu_exchange.h — a GPU worker in a plan of several ranks: the model::DeviceExchange that sends
 // its tokens to the experts' ranks, and the gradient synchronisation and norm that go with it.
 // Two ways to move the rows and gradients:
 // - staged (no device plane): over the plan's Gloo data plane through pinned host buffers. This
@@ -9,7 +9,7 @@
 // Either way the host values (the counts' all-gather, the statistics, the norm) go over the host
 // plane, and the collectives come in the same order with the same sizes.
 //
-// PlanDeviceExchange is runtime::DistributedExchange (exchange.h) with the experts on the device:
+// PlanDeviceExchange is runtime::DistributedExchange (distributed_exchange.h) with the experts on the device:
 // the same collectives in the same order with the same sizes (gather_schedule's all-gather of E
 // uint32 counts and the replica table's digest, then per forward and per backward two all-to-all-v
 // of rows * d floats), the same schedule (runtime::flexible_dispatch on the all-gathered counts: the

@@ -1,7 +1,7 @@
-// exchange.cpp — see exchange.h. Row layouts: the send buffer is destination-major, then expert,
+// distributed_exchange.cpp — see distributed_exchange.h. Row layouts: the send buffer is destination-major, then expert,
 // then the tokens' slot order; the receive buffer is source-major, then expert. An expert's rows are
 // the concatenation over sources, so each expert is computed once per step on one contiguous block.
-#include "runtime/exchange.h"
+#include "runtime/distributed_exchange.h"
 
 #include <algorithm>
 
