@@ -2,8 +2,8 @@
 // REPL session.
 //
 // A Sandbox is text-only (bytecode is refused), has no io/os/ffi/debug/jit/require, keeps the JIT
-// off (count hooks do not fire inside compiled traces — build-notes §3c), caps its memory with its
-// own allocator, optionally makes unknown globals an error, and runs code under a Budget: an
+// off (LuaJIT's count hooks do not fire inside compiled traces), caps its memory with its own
+// allocator, optionally makes unknown globals an error, and runs code under a Budget: an
 // instruction-count hook that checks a wall-clock deadline, re-arms itself on every instruction
 // once expired (so `pcall` cannot swallow the stop), and can call a service function every few ms
 // so the host's event loop keeps breathing while a chunk runs. The library functions that can run

@@ -2,10 +2,10 @@
 //
 // ZMQ_FD is edge-triggered: it signals a change of state, and any zmq call on the socket (a send
 // included) can consume the edge, after which a naive poll handler sleeps with messages waiting
-// (build-notes §4). So, as flux-core's zwatcher does, we do not trust the fd for readiness: a
-// prepare handle checks ZMQ_EVENTS before the loop blocks and, if a message is waiting, starts an
-// idle handle so the loop does not block; a check handle after the poll phase calls the handler
-// while ZMQ_EVENTS says POLLIN. The fd's uv_poll only wakes the loop. Handlers read with
+// (zmq_getsockopt(3), ZMQ_FD). So, as flux-core's zwatcher does, we do not trust the fd for
+// readiness: a prepare handle checks ZMQ_EVENTS before the loop blocks and, if a message is
+// waiting, starts an idle handle so the loop does not block; a check handle after the poll phase
+// calls the handler while ZMQ_EVENTS says POLLIN. The fd's uv_poll only wakes the loop. Handlers read with
 // ZMQ_DONTWAIT until nothing is left (or a per-wakeup batch limit, so one busy socket cannot
 // starve the others).
 #pragma once
