@@ -49,18 +49,18 @@ class Trainer {
   Trainer(zmq::context_t& ctx, TrainSpec spec, DeviceFactory cuda = {});
   ~Trainer();
 
-  Status init();  // opens the device (cuda:N), loads the corpus, sets BLAS threads
+  Status init();  // opens the compute (the host's, or GPU N for cuda:N), loads the corpus, sets BLAS threads
   Status apply_plan(const wire::PlanUpdate& plan);
   Result<StepOutcome> step(uint64_t step);
-  // Fails only on a GPU (the update could not run): the worker's state is then unusable.
+  // Fails only where the compute's update can (a GPU's): the worker's state is then unusable.
   Status commit(uint64_t step);
   void discard();
   Result<uint32_t> save(const std::string& dir, uint64_t step);
   // The units this rank writes in a dense snapshot, as they are now (for an asynchronous
-  // snapshot, between steps): a CPU worker copies them here; a GPU worker starts their copy and
-  // the result waits for it (on the thread that calls it: the snapshot writer's). It may be called
-  // after later steps and commits, and gives these units still. While a GPU worker's previous
-  // snapshot has not been taken (its SnapshotUnits called or dropped), this waits for it.
+  // snapshot, between steps), from its compute (compute.h): the host's copies them here; a GPU's
+  // starts their copy and the result waits for it (on the thread that calls it: the snapshot
+  // writer's). It may be called after later steps and commits, and gives these units still. While
+  // a GPU's previous snapshot has not been taken (its SnapshotUnits called or dropped), this waits.
   Result<ckpt::SnapshotUnits> snapshot_share();
   // `units`, which first passes the drill's snapshot fault point of `step` on the writer's thread
   // (after the copy, before anything is written: a writer dying in the middle of a snapshot).
