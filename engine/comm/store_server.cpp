@@ -26,19 +26,19 @@ constexpr int kDrainPerWake = 256;    // requests handled before the thread look
 
 std::atomic<uint64_t> g_server_seq{0};
 
-struct Waiter {
-  std::string route;  // ROUTER routing id
-  uint64_t id = 0;
-  Verb verb = Verb::get;
-  std::vector<std::string> keys;
-  int64_t deadline_ms = 0;
-};
-
 bool has_prefix(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
 
 }  // namespace
 
 struct StoreServer::Impl {
+  // A request parked until its keys exist or its deadline passes.
+  struct Waiter {
+    std::string route;  // ROUTER routing id
+    uint64_t id = 0;
+    Verb verb = Verb::get;
+    std::vector<std::string> keys;
+    int64_t deadline_ms = 0;
+  };
   zmq::context_t& ctx;
   std::string bind_endpoint;
   StoreServerOptions opt;

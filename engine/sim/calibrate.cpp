@@ -25,7 +25,8 @@
 
 namespace sal::sim {
 
-namespace {
+// The fit's parts (named, not anonymous: the Calibration that holds them is declared in the header).
+namespace fit_parts {
 
 // ---- the training window ----
 
@@ -415,7 +416,9 @@ std::string num(double v) {
   return buf;
 }
 
-}  // namespace
+}  // namespace fit_parts
+
+using namespace fit_parts;
 
 struct Calibration {
   std::string run_dir;
