@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/deadline.h"
 #include "policy/algo/placement_balance.h"
 
 namespace sal::algo {
@@ -44,6 +45,7 @@ Result<std::vector<LayerPlacement>> construct(const std::vector<LayerDemand>& de
                                               int group) {
   std::vector<LayerPlacement> out;
   for (size_t l = 0; l < demand.size(); ++l) {
+    if (deadline_passed()) return fail("stopped: the calling budget ran out");
     auto start = blocks_layout(demand[l], o.nodes, o.slots, group, o.floor);
     if (!start) return start.error().with_context("layer " + std::to_string(l));
     BalanceOptions b;
@@ -103,12 +105,11 @@ bool beats(const FrontierPoint& a, const FrontierPoint& b) {
   return better;
 }
 
-double median_balance(const FrontierPoint& point) {
-  std::vector<double> b = point.balance;
-  if (b.empty()) return 1;
-  std::sort(b.begin(), b.end());
-  const size_t m = b.size() / 2;
-  return b.size() % 2 ? b[m] : (b[m - 1] + b[m]) / 2;
+double median(std::vector<double> values) {
+  if (values.empty()) return 1;
+  std::sort(values.begin(), values.end());
+  const size_t m = values.size() / 2;
+  return values.size() % 2 ? values[m] : (values[m - 1] + values[m]) / 2;
 }
 
 Result<Frontier> placement_frontier(const std::vector<LayerDemand>& layers, const FrontierOptions& o,

@@ -68,7 +68,10 @@ Result<Frontier> placement_frontier(const std::vector<LayerDemand>& layers, cons
 // True when a is no worse than b on the mean balance and every P(k), and better on one.
 bool beats(const FrontierPoint& a, const FrontierPoint& b);
 
+// The median of some values (the mean of the middle two for an even count; 1 for none).
+double median(std::vector<double> values);
+
 // The median of a point's per-layer balance (the acceptance figure of docs/placement.md).
-double median_balance(const FrontierPoint& point);
+inline double median_balance(const FrontierPoint& point) { return median(point.balance); }
 
 }  // namespace sal::algo
