@@ -86,6 +86,7 @@ Result<PlanRequest> plan_request(const Parsed& p, bool need_placement) {
   r.allocation = p.get_or("--allocation", "lazarus");
   if (need_placement) r.placement = p.get_or("--placement", "goodput");
   policy::FailureSettings stated;
+  stated.stated_by = "--node-mtbf-h";
   for (auto [name, out] : {std::pair{"--node-mtbf-h", &stated.node_mtbf_h}, std::pair{"--correlated", &stated.correlated}}) {
     if (!p.has(name)) continue;
     auto v = p.get_double(name);

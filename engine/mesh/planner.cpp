@@ -54,6 +54,8 @@ Result<job::PlanRecord> Planner::decide(const job::act::DecidePlan& ask) {
   int64_t t0 = mono_ns();
   if (ask.keep) return again(*ask.keep, ask.epoch);
   if (ask.loads) loads_ = *ask.loads;
+  failure_rate_.observe(ask.workers, double(t0) / 1e9);  // issue 35: node losses between plans
+  failures_ = failure_facts(ask.facts);
   auto r = ask.fixed_groups ? fixed_ep(*ask.fixed_groups) : elastic(ask.workers);
   if (!r) return r;
   decide_schedule(ask.facts, *r);
@@ -107,10 +109,11 @@ Result<Planner::GroupPlan> Planner::one_group(uint32_t workers, Placements curre
   policy::AllocationInput ain{workers, slots, experts, uint32_t(job_.policies.min_replicas), loads_};
   auto alloc = policies_.slot(policy::Kind::allocation).decide(ain);
   const auto& ap = std::get<policy::AllocationProposal>(alloc.proposal);
-  policy::PlacementInput pin{workers, slots, experts, ap.floor, ap.replicas, loads_, {}};
+  policy::PlacementInput pin{workers, slots, experts, ap.floor, ap.replicas, loads_, {}, failures_};
   pin.current = std::move(current);
   auto place = policies_.slot(policy::Kind::placement).decide(pin);
   const auto& pp = std::get<policy::PlacementProposal>(place.proposal);
+  placement_choice_ = pp.choice;  // issue 35: job.plan().placement
   GroupPlan g;
   g.slots = slots;
   g.experts = experts;
@@ -119,7 +122,20 @@ Result<Planner::GroupPlan> Planner::one_group(uint32_t workers, Placements curre
   g.allocation_by = alloc.decided_by;
   g.placement_by = place.decided_by;
   g.note = ap.note;
+  if (!pp.note.empty()) g.note += (g.note.empty() ? "" : "; ") + pp.note;
   return g;
+}
+
+// Issue 35: what the placement weighs survival by — the job file's failure rate, else the losses
+// seen between plans; a wipe-out costs the steps a restore runs again (2 windows of sparse
+// snapshots in peers, else half the dense snapshot period).
+policy::FailureFacts Planner::failure_facts(const job::CheckpointFacts& facts) const {
+  const policy::FailureSettings stated{job_.policies.node_mtbf_h, job_.policies.correlated_failures};
+  const bool sparse = job_.train.peer_copies > 0 && current_;
+  const double rerun = sparse ? 2.0 * std::max<uint32_t>(1, current_->plan.schedule.window)
+                              : double(std::max<int64_t>(1, job_.train.checkpoint_every)) / 2;
+  return policy::failure_facts(stated, failure_rate_, facts.iteration_s, rerun,
+                               sparse ? "two sparse windows" : "half the dense snapshot period");
 }
 
 // The plan in force's slot tables of group `g`, layer by layer, when that group had `positions`

@@ -18,6 +18,7 @@
 #include "job/driver_io.h"
 #include "job/journal.h"
 #include "plan/plan.h"
+#include "policy/failure_facts.h"
 #include "policy/policy_set.h"
 
 namespace sal::mesh {
@@ -46,6 +47,8 @@ class Planner {
   const std::optional<job::PlanRecord>& current() const { return current_; }
   // What the checkpoint policy was told at the last decision (job.plan() shows it).
   const policy::CheckpointInput& checkpoint_input() const { return checkpoint_input_; }
+  // The placement policy's account of its last choice (JSON text; "" when it gave none).
+  const std::string& placement_choice() const { return placement_choice_; }
 
  private:
   Result<job::PlanRecord> again(const plan::Plan& keep, Epoch epoch);
@@ -73,6 +76,11 @@ class Planner {
   policy::CheckpointInput checkpoint_input_;
   // Per-layer expert loads the allocation sees: uniform until the driver passes measured ones.
   std::vector<std::vector<double>> loads_;
+  // Failures, for the placement (issue 35): node losses seen between plans, what they cost.
+  policy::FailureRate failure_rate_;
+  policy::FailureFacts failure_facts(const job::CheckpointFacts& facts) const;
+  policy::FailureFacts failures_;
+  std::string placement_choice_;
 };
 
 }  // namespace sal::mesh

@@ -43,7 +43,7 @@ FailureFacts failure_facts(const FailureSettings& settings, const FailureRate& m
   FailureFacts f;
   if (settings.node_mtbf_h > 0) {
     f.rate = 1 / settings.node_mtbf_h;
-    f.source = text("job file: policies.node_mtbf_h = %g h", settings.node_mtbf_h);
+    f.source = "stated (" + settings.stated_by + text("): one failure per node every %g h", settings.node_mtbf_h);
   } else if (measured.losses() > 0 && measured.node_hours() > 0) {
     f.rate = double(measured.losses()) / measured.node_hours();
     f.source = text("measured: %g node losses in %.3g node-hours", double(measured.losses()), measured.node_hours());

@@ -20,6 +20,7 @@ namespace sal::policy {
 struct FailureSettings {
   double node_mtbf_h = 0;  // mean hours between failures of one node; 0: measure
   double correlated = 0;   // probability that a loss takes another node down with it
+  std::string stated_by = "policies.node_mtbf_h";  // where node_mtbf_h was stated
 };
 
 // Node losses over node-hours, from the worker counts of successive plans.

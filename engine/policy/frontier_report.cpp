@@ -35,4 +35,28 @@ nlohmann::ordered_json frontier_json(const algo::Frontier& f) {
   return j;
 }
 
+Result<nlohmann::ordered_json> plan_frontier_json(const plan::Plan& p, const std::vector<std::vector<double>>& loads) {
+  if (p.layers.empty()) return fail("the plan has no layers");
+  const plan::GroupSpan span = plan::group_span(p, 0);
+  std::vector<std::vector<uint32_t>> replicas;
+  algo::FrontierCandidate in_force{"in force", {}};
+  for (const auto& layer : p.layers) {
+    algo::LayerPlacement lp{int(p.experts), {}};
+    std::vector<uint32_t> count(p.experts, 0);
+    for (uint32_t n = span.first; n < span.first + span.count; ++n) {
+      lp.nodes.emplace_back(layer.placement[n].begin(), layer.placement[n].end());
+      for (uint32_t e : layer.placement[n]) ++count[e];
+    }
+    replicas.push_back(std::move(count));
+    in_force.layers.push_back(std::move(lp));
+  }
+  algo::FrontierOptions o;
+  o.nodes = int(span.count), o.slots = int(p.slots), o.floor = int(p.floor);
+  auto f = algo::placement_frontier(frontier_demand(replicas, loads), o, {in_force});
+  if (!f) return f.error();
+  nlohmann::ordered_json j = frontier_json(*f);
+  j["nodes"] = span.count, j["slots"] = p.slots, j["floor"] = p.floor;
+  return j;
+}
+
 }  // namespace sal::policy

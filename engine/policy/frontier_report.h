@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/result.h"
+#include "plan/plan.h"
 #include "policy/algo/frontier.h"
 
 namespace sal::policy {
@@ -20,5 +22,10 @@ std::vector<algo::LayerDemand> frontier_demand(const std::vector<std::vector<uin
 // {"points": [{name, frontier, beaten_by?, balance, median, balances, p}], "bound": [...],
 //  "bound_median", "invalid"}; placements left out.
 nlohmann::ordered_json frontier_json(const algo::Frontier& f);
+
+// The frontier for a plan's replica counts (its first data-parallel group's) on `loads`, with the
+// plan itself weighed as the candidate "in force" (the REPL's policy.frontier()): frontier_json
+// plus nodes, slots and floor.
+Result<nlohmann::ordered_json> plan_frontier_json(const plan::Plan& p, const std::vector<std::vector<double>>& loads);
 
 }  // namespace sal::policy
