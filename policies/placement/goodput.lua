@@ -1,27 +1,19 @@
 -- goodput.lua — the default placement: balance and survival traded on purpose. Of the placements
 -- that no other beats on both balance and recovery — the frontier (sal.frontier: blocks of g
 -- experts on a node set, from mro's c down to 1, balance first, and mro's own layout, the
--- maximum-survival end) — it takes the one with the highest expected goodput: the throughput an
--- imbalance costs (the step waits for each layer's busiest node) against the time that failures
--- wiping out an expert cost (a restore from peers or disk and the steps run again), at the failure
--- rate the job sees or states (ctx.failures; policies/lib/goodput.lua has the model). The proposal's
--- note says what it chose, at what cost, and the alternative it turned down (job.plan() shows it).
+-- maximum-survival end) — it takes the one with the highest expected goodput (of those within 0.2 %
+-- of it, the most survivable): the throughput an imbalance costs (the step waits for each layer's
+-- busiest node) against the time that failures wiping out an expert cost (a restore from peers or
+-- disk and the steps run again), at the failure rate the job sees or states (ctx.failures;
+-- policies/lib/goodput.lua has the model). The proposal's note says what it chose, at what cost,
+-- and the alternative it turned down (job.plan() shows it).
 local goodput = require "goodput"
 local mro_layout = require "mro_layout"
-
--- True when a survives better than b: higher P(k) at the first k where they differ (fewest failures
--- matter most); the same everywhere: the better balance.
-local function survives_better(a, b)
-  for k = 1, #a.p do
-    if a.p[k] ~= b.p[k] then return a.p[k] > b.p[k] end
-  end
-  return a.balance < b.balance
-end
 
 local function most_survivable(points)
   local best
   for _, p in ipairs(points) do
-    if not best or survives_better(p, best) then best = p end
+    if not best or goodput.survives_better(p, best) then best = p end
   end
   return best
 end
@@ -36,8 +28,8 @@ local function loads_of(ctx)
 end
 
 local function summary(p, score)
-  return { point = p.name, balance = p.balance, median_balance = p.median, p = p.p, goodput = score.goodput,
-           speed = score.speed, lost = score.lost }
+  return { point = p.name, balance = p.balance, median_balance = p.median, balances = p.balances, p = p.p,
+           goodput = score.goodput, speed = score.speed, lost = score.lost }
 end
 
 local function decide(ctx)
