@@ -4,11 +4,13 @@
 //
 // replicas and loads are per layer, as ctx.replicas and ctx.loads. options: floor (default 1),
 // failures (K: P(1..K), default 3), evaluations (the balancer's, per layer and candidate),
+// only = {"blocks-2", ...} (build only these constructions; default every one; {} none),
 // include = { {name = "mro", placement = <per layer, per node, 1-based expert ids>}, ... } (weighed
 // as given), placements = "frontier" (default: only points on the frontier carry their placement —
 // a 1024-node plan's every candidate would not fit a policy's memory), "all" or "none".
 // Each point: { name, frontier, beaten_by, balance (mean over the layers), median (the median
 // layer's), balances = {per layer}, p = {P(1), ..., P(K)}, placement }, by balance.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +64,20 @@ std::vector<algo::FrontierCandidate> include_arg(lua_State* L, int idx, int expe
   return out;
 }
 
+std::optional<std::vector<std::string>> names_arg(lua_State* L, int idx) {
+  if (lua_isnil(L, idx)) return std::nullopt;
+  std::vector<std::string> out;
+  const int n = lua_io::sequence_length(L, idx);
+  if (n < 0) luaL_error(L, "%s: options.only must be a list of construction names", kFn);
+  for (int i = 1; i <= n; ++i) {
+    lua_rawgeti(L, idx, i);
+    if (!lua_isstring(L, -1)) luaL_error(L, "%s: options.only[%d] must be a string", kFn, i);
+    out.push_back(lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
 struct Shown {
   bool frontier = true, all = false;
 };
@@ -109,7 +125,9 @@ int l_frontier(lua_State* L) {
   Shown shown;
   if (!lua_isnoneornil(L, 5)) {
     luaL_checktype(L, 5, LUA_TTABLE);
-    if (auto keys = lua_io::only_keys(L, 5, {"floor", "failures", "evaluations", "include", "placements"}, "options"); !keys)
+    if (auto keys = lua_io::only_keys(L, 5, {"floor", "failures", "evaluations", "include", "placements", "only"},
+                                      "options");
+        !keys)
       luaL_error(L, "%s: %s", kFn, keys.error().message().c_str());
     o.floor = int(value_or_raise(L, lua_io::read_field_number(L, 5, "floor", "options", 1), kFn));
     o.max_failures = int(value_or_raise(L, lua_io::read_field_number(L, 5, "failures", "options", 3), kFn));
@@ -117,6 +135,8 @@ int l_frontier(lua_State* L) {
     include = include_arg(L, lua_io::field(L, 5, "include"), experts);
     lua_pop(L, 1);
     shown = placements_arg(L, lua_io::field(L, 5, "placements"));
+    lua_pop(L, 1);
+    o.only = names_arg(L, lua_io::field(L, 5, "only"));
     lua_pop(L, 1);
   }
   if (o.nodes < 1 || o.slots < 1) return luaL_error(L, "%s: nodes and slots must be at least 1", kFn);

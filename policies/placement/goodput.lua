@@ -18,6 +18,12 @@ local function most_survivable(points)
   return best
 end
 
+-- A large plan (layers x nodes x slots above this) is weighed on SAMPLE_LAYERS evenly spaced layers,
+-- and only the chosen construction is then built for all of them: the frontier of every layer at
+-- 1024 nodes would take about half a second and its placements more memory than a policy has.
+-- (24 layers on 16 nodes x 8 slots, the SmartMoE shape, are weighed whole.)
+local LARGE, SAMPLE_LAYERS = 16384, 4
+
 local function loads_of(ctx)
   local loads = {}
   for l = 1, ctx.layers do
@@ -27,15 +33,41 @@ local function loads_of(ctx)
   return loads
 end
 
+-- ctx with only the sampled layers (evenly spaced), or ctx itself when it is small.
+local function weighed(ctx, loads)
+  if ctx.layers * ctx.nodes * ctx.slots <= LARGE or ctx.layers <= SAMPLE_LAYERS then return ctx, loads, nil end
+  local sub = { nodes = ctx.nodes, slots = ctx.slots, experts = ctx.experts, floor = ctx.floor, replicas = {}, loads = {} }
+  local picked = {}
+  for i = 1, SAMPLE_LAYERS do
+    local l = math.floor((i - 1) * ctx.layers / SAMPLE_LAYERS) + 1
+    sub.replicas[i], sub.loads[i], picked[i] = ctx.replicas[l], loads[l], l
+  end
+  sub.layers = SAMPLE_LAYERS
+  return sub, sub.loads, picked
+end
+
 local function summary(p, score)
   return { point = p.name, balance = p.balance, median_balance = p.median, balances = p.balances, p = p.p,
            goodput = score.goodput, speed = score.speed, lost = score.lost }
 end
 
+-- The chosen point's placement (and figures) for every layer, when it was weighed on a sample.
+local function build_all(ctx, loads, chosen)
+  if chosen.name == "mro" then
+    local all = sal.frontier(ctx.replicas, loads, ctx.nodes, ctx.slots, { floor = ctx.floor, only = {},
+      include = { { name = "mro", placement = mro_layout.place(ctx) } }, placements = "all" })
+    for _, p in ipairs(all.points) do if p.name == "mro" then return p end end
+  end
+  return sal.frontier(ctx.replicas, loads, ctx.nodes, ctx.slots,
+                      { floor = ctx.floor, only = { chosen.name }, placements = "all" }).points[1]
+end
+
 local function decide(ctx)
   local loads = loads_of(ctx)
-  local frontier = sal.frontier(ctx.replicas, loads, ctx.nodes, ctx.slots, {
-    floor = ctx.floor, include = { { name = "mro", placement = mro_layout.place(ctx) } } })
+  local w, wloads, sampled = weighed(ctx, loads)
+  local frontier = sal.frontier(w.replicas, wloads, w.nodes, w.slots, {
+    floor = w.floor, include = { { name = "mro", placement = mro_layout.place(w) } },
+    placements = sampled and "none" or "frontier" })
   local on = {}
   for _, p in ipairs(frontier.points) do
     if p.frontier then on[#on + 1] = p end
@@ -46,13 +78,21 @@ local function decide(ctx)
   if other == chosen then other = on[1] end
   local other_score = other ~= chosen and goodput.score(other, ctx.failures, ctx.nodes) or nil
   if other == chosen then other = nil end
+  if sampled then
+    chosen = build_all(ctx, loads, chosen)
+    score = goodput.score(chosen, ctx.failures, ctx.nodes)
+  end
   local choice = summary(chosen, score)
   if other then choice.turned_down = summary(other, other_score) end
   choice.failures = { rate = ctx.failures.rate, source = ctx.failures.source, restore_s = ctx.failures.restore_s }
   choice.frontier = {}
   for _, p in ipairs(on) do choice.frontier[#choice.frontier + 1] = { point = p.name, balance = p.balance, p = p.p } end
-  return { placement = chosen.placement, choice = choice,
-           note = goodput.explain(chosen, score, other, other_score, ctx.failures, ctx.nodes) }
+  local note = goodput.explain(chosen, score, other, other_score, ctx.failures, ctx.nodes)
+  if sampled then
+    choice.weighed_on = sampled
+    note = note .. string.format("; weighed on layers %s of %d", table.concat(sampled, ", "), ctx.layers)
+  end
+  return { placement = chosen.placement, choice = choice, note = note }
 end
 
 local function selftest(t)

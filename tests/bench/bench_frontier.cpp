@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   }
   std::printf("Placement on %zu trace files of %s; target: a frontier point with P(1) = 1 and median per-layer "
               "balance <= %.2f\n", files.size(), dir.c_str(), kTarget);
-  policy::PolicySet set;
+  policy::PolicySet set(trace_policy_options());
   const Shape shapes[] = {{16, 8}, {8, 8}};
   std::vector<std::vector<TraceFigures>> rows(2);
   for (size_t i = 0; i < 2; ++i) per_file(set, files, shapes[i], rows[i]);

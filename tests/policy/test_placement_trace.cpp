@@ -20,7 +20,7 @@ constexpr double kTarget = 1.15;
 }  // namespace
 
 TEST_CASE("trace 16x8: a frontier point with P(1) = 1 and median balance <= 1.15, chosen by default, on every file") {
-  policy::PolicySet set;
+  policy::PolicySet set(trace_policy_options());
   const auto files = trace_files(smartmoe_rank0_dir());
   REQUIRE(files.size() >= 1);
   for (const auto& file : files) {
@@ -37,7 +37,7 @@ TEST_CASE("trace 16x8: a frontier point with P(1) = 1 and median balance <= 1.15
 }
 
 TEST_CASE("trace 8x8: the bound rules out 1.15 where one expert takes half the tokens, and the frontier meets the bound") {
-  policy::PolicySet set;
+  policy::PolicySet set(trace_policy_options());
   const auto files = trace_files(smartmoe_rank0_dir());
   int above = 0;
   for (const auto& file : files) {

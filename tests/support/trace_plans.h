@@ -32,6 +32,14 @@ struct TraceFigures {
   double frontier_ms = 0;     // the frontier alone (C++)
 };
 
+// Policy options for measuring offline: a budget of 10 s per call, so that a machine busy with
+// builds does not turn a 100 ms decision into a timeout (the controller's is policies.budget_ms).
+inline policy::PolicyOptions trace_policy_options() {
+  policy::PolicyOptions o;
+  o.budget_ms = 10'000;
+  return o;
+}
+
 // The SmartMoE rank0 trace in ../shared/data, as seen from the source tree (may be absent).
 std::string smartmoe_rank0_dir();
 // The trace files of a directory, by iteration; empty when it is absent.

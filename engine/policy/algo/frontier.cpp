@@ -124,7 +124,13 @@ Result<Frontier> placement_frontier(const std::vector<LayerDemand>& layers, cons
     if (!p) return p.error();
     f.points.push_back(std::move(*p));
   }
+  for (const auto& name : o.only.value_or(std::vector<std::string>{})) {
+    bool known = name == block_name(0);
+    for (int group = 1; group <= o.slots && !known; ++group) known = name == block_name(group);
+    if (!known) return fail("no construction '", name, "' (blocks-1 .. blocks-", o.slots, ", balance-first)");
+  }
   for (int group = o.slots; group >= 0; --group) {
+    if (o.only && std::find(o.only->begin(), o.only->end(), block_name(group)) == o.only->end()) continue;
     auto built = construct(layers, o, group);
     if (!built) return built.error().with_context(block_name(group));
     if (built->empty()) {

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct FrontierOptions {
   int floor = 1;                    // every expert spans ≥ min(floor, N, r_e) nodes; others are dropped
   int max_failures = 3;             // P(k) for k = 1..max_failures
   uint64_t balance_evaluations = 0;  // per layer and candidate for balance_placement (0: scaled to N)
+  // The constructions to build, by name ("blocks-4", "balance-first"); none given: all of them
+  // (an empty list: none — only the caller's candidates are weighed).
+  std::optional<std::vector<std::string>> only;
 };
 
 // A placement from elsewhere to weigh with the constructions (taken as it is, not balanced).
