@@ -104,6 +104,24 @@ TEST_CASE("goodput: the balanced end at the assumed failure rate, survival when 
   CHECK(s["failures"]["source"].get<std::string>().find("stated (test)") == 0);
 }
 
+TEST_CASE("goodput on a large plan: weighed on 4 sampled layers, the chosen construction built for every layer") {
+  // 40 layers of 32 experts on 64 nodes x 8 slots: above the size weighed whole
+  PolicySet set;
+  std::vector<std::vector<double>> loads;
+  for (int l = 0; l < 40; ++l) loads.push_back(smartmoe_like()[size_t(l % 3)]);
+  const auto a = lazarus(set, 64, 8, loads);
+  PlacementInput in{64, 8, 32, a.floor, a.replicas, loads, {}};
+  for (double mtbf_h : {0.0, 0.5}) {  // assumed; a node failing every half hour, half with a second
+    CAPTURE(mtbf_h);
+    if (mtbf_h > 0) in.failures = stated(mtbf_h, 0.5, 3600);
+    auto p = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", in));  // every layer valid
+    auto c = nlohmann::json::parse(p.choice);
+    CHECK(c["weighed_on"] == nlohmann::json({1, 11, 21, 31}));
+    CHECK(c["balances"].size() == 40);  // the chosen point's figures are the whole plan's
+    CHECK(p.note.find("weighed on layers 1, 11, 21, 31 of 40") != std::string::npos);
+  }
+}
+
 TEST_CASE("copies of the hot expert are its weight: lazarus + goodput evens bench_skew's 9:1 skew exactly") {
   // 16 nodes x 2 slots, expert 0 routed 9x as often as each of 7 others (bench_skew's default):
   // Eq. 1 gives it 18 replicas, two of them second copies on a node, and every replica the same
