@@ -18,11 +18,16 @@ local function most_survivable(points)
   return best
 end
 
--- A large plan (layers x nodes x slots above this) is weighed on SAMPLE_LAYERS evenly spaced layers,
--- and only the chosen construction is then built for all of them: the frontier of every layer at
--- 1024 nodes would take about half a second and its placements more memory than a policy has.
--- (24 layers on 16 nodes x 8 slots, the SmartMoE shape, are weighed whole.)
-local LARGE, SAMPLE_LAYERS = 16384, 4
+-- A large plan (layers x nodes x slots above LARGE, e.g. one layer of 1024 nodes x 8 slots) is
+-- weighed on the constructions with c, c/2, ..., 1 experts per block and balance first (at 1024
+-- nodes the others differ from their neighbours by ~1e-6 in P(2)), on SAMPLE_LAYERS evenly spaced
+-- layers when it has more, and without their placements; only the chosen construction is then
+-- built for every layer. Its maximum-survival end is then blocks of c, mro's structure (the same
+-- minimal node sets when the blocks fit, so the same P(1..3); mro's own repair of a cut-short tail
+-- matters at 16 or more failures there) rather than mro's own layout. The whole frontier of every
+-- layer of such a plan would take about half a second and its placements more memory than a policy
+-- has. (24 layers on 16 nodes x 8 slots, the SmartMoE shape, are weighed whole.)
+local LARGE, SAMPLE_LAYERS = 4096, 4
 
 local function loads_of(ctx)
   local loads = {}
@@ -33,7 +38,7 @@ local function loads_of(ctx)
   return loads
 end
 
--- ctx with only the sampled layers (evenly spaced), or ctx itself when it is small.
+-- ctx with only the sampled layers (evenly spaced) and their numbers, or ctx itself.
 local function weighed(ctx, loads)
   if ctx.layers * ctx.nodes * ctx.slots <= LARGE or ctx.layers <= SAMPLE_LAYERS then return ctx, loads, nil end
   local sub = { nodes = ctx.nodes, slots = ctx.slots, experts = ctx.experts, floor = ctx.floor, replicas = {}, loads = {} }
@@ -46,28 +51,36 @@ local function weighed(ctx, loads)
   return sub, sub.loads, picked
 end
 
+-- The constructions a large plan is weighed on: blocks of c, c/2, ..., 1 experts, and balance first.
+local function halving(slots)
+  local names, g = {}, slots
+  while g >= 1 do
+    names[#names + 1] = "blocks-" .. g
+    g = math.floor(g / 2)
+  end
+  names[#names + 1] = "balance-first"
+  return names
+end
+
 local function summary(p, score)
   return { point = p.name, balance = p.balance, median_balance = p.median, balances = p.balances, p = p.p,
            goodput = score.goodput, speed = score.speed, lost = score.lost }
 end
 
--- The chosen point's placement (and figures) for every layer, when it was weighed on a sample.
+-- The chosen point's placement (and figures) for every layer, when it was weighed without them.
 local function build_all(ctx, loads, chosen)
-  if chosen.name == "mro" then
-    local all = sal.frontier(ctx.replicas, loads, ctx.nodes, ctx.slots, { floor = ctx.floor, only = {},
-      include = { { name = "mro", placement = mro_layout.place(ctx) } }, placements = "all" })
-    for _, p in ipairs(all.points) do if p.name == "mro" then return p end end
-  end
   return sal.frontier(ctx.replicas, loads, ctx.nodes, ctx.slots,
                       { floor = ctx.floor, only = { chosen.name }, placements = "all" }).points[1]
 end
 
 local function decide(ctx)
   local loads = loads_of(ctx)
+  local large = ctx.layers * ctx.nodes * ctx.slots > LARGE
   local w, wloads, sampled = weighed(ctx, loads)
+  local include = large and {} or { { name = "mro", placement = mro_layout.place(w) } }
   local frontier = sal.frontier(w.replicas, wloads, w.nodes, w.slots, {
-    floor = w.floor, include = { { name = "mro", placement = mro_layout.place(w) } },
-    placements = sampled and "none" or "frontier" })
+    floor = w.floor, include = include, placements = large and "none" or "frontier",
+    only = large and halving(w.slots) or nil })
   local on = {}
   for _, p in ipairs(frontier.points) do
     if p.frontier then on[#on + 1] = p end
@@ -78,7 +91,7 @@ local function decide(ctx)
   if other == chosen then other = on[1] end
   local other_score = other ~= chosen and goodput.score(other, ctx.failures, ctx.nodes) or nil
   if other == chosen then other = nil end
-  if sampled then
+  if large then
     chosen = build_all(ctx, loads, chosen)
     score = goodput.score(chosen, ctx.failures, ctx.nodes)
   end
