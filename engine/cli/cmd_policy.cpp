@@ -1,5 +1,6 @@
 // cmd_policy.cpp — `salamander policy check|plan|recovery|spare|window`: the offline tools for
-// people writing policies, and for scripts (every subcommand has --json).
+// people writing policies, and for scripts (every subcommand has --json). `plan --frontier` is in
+// policy_analysis.cpp.
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "core/strings.h"
 #include "plan/validate.h"
 #include "policy/algo/placement_balance.h"
+#include "policy/failure_facts.h"
 #include "policy/kinds.h"
 
 namespace sal::cli {
@@ -82,7 +84,17 @@ Result<PlanRequest> plan_request(const Parsed& p, bool need_placement) {
   r.slots = uint32_t(*slots);
   r.min_replicas = uint32_t(*f);
   r.allocation = p.get_or("--allocation", "lazarus");
-  if (need_placement) r.placement = p.get_or("--placement", "mro");
+  if (need_placement) r.placement = p.get_or("--placement", "goodput");
+  policy::FailureSettings stated;
+  stated.stated_by = "--node-mtbf-h";
+  for (auto [name, out] : {std::pair{"--node-mtbf-h", &stated.node_mtbf_h}, std::pair{"--correlated", &stated.correlated}}) {
+    if (!p.has(name)) continue;
+    auto v = p.get_double(name);
+    if (!v || *v < 0) return fail(name, " takes a number >= 0");
+    *out = *v;
+  }
+  if (stated.correlated > 1) return fail("--correlated is a probability: at most 1");
+  r.failures = policy::failure_facts(stated, policy::FailureRate{}, 0, 1, "assumed");
   return r;
 }
 
@@ -101,12 +113,14 @@ std::string layer_figures(const algo::LayerPlacement& layer, const std::vector<d
   return out;
 }
 
-void print_plan_text(const plan::Plan& pl, const PlanRequest& r, const std::string& note) {
+void print_plan_text(const plan::Plan& pl, const PlanRequest& r, const std::string& note,
+                     const policy::PlacementProposal& placement) {
   std::printf("%u nodes x %u slots, %u experts, %zu layers; allocation %s, placement %s, floor f = %u%s\n",
               pl.nodes, pl.slots, pl.experts, pl.layers.size(), r.allocation.c_str(), r.placement.c_str(), pl.floor,
               note.empty() ? "" : (" (" + note + ")").c_str());
   std::printf("balance: the busiest node's expert work over the mean (each expert's load split evenly over its "
               "replicas; 1 is even); P(k): the layer survives k random node failures\n");
+  if (!placement.note.empty()) std::printf("placement %s: %s\n", r.placement.c_str(), placement.note.c_str());
   const auto layers = placements_of(pl);
   for (size_t l = 0; l < pl.layers.size(); ++l) {
     std::vector<std::string> reps;
@@ -126,12 +140,14 @@ void print_plan_text(const plan::Plan& pl, const PlanRequest& r, const std::stri
 int policy_plan(const Command& cmd, const Parsed& p) {
   auto req = plan_request(p, true);
   if (!req) return usage_error(cmd, req.error().message());
+  if (p.has("--frontier")) return print_frontier(*req, p.has("--json"));
   policy::PolicySet set;
   std::string note;
-  auto pl = plan_offline(set, *req, &note);
+  policy::PlacementProposal placement;
+  auto pl = plan_offline(set, *req, &note, &placement);
   if (!pl) return report_error("plan", pl.error());
   if (p.has("--json")) return print_json(plan::plan_to_json(*pl));
-  print_plan_text(*pl, *req, note);
+  print_plan_text(*pl, *req, note, placement);
   return 0;
 }
 

@@ -14,8 +14,12 @@ std::vector<OptSpec> plan_options() {
           {"--slots", "C", "expert slots per node"},
           {"--min-replicas", "F", "fault-tolerance floor f (default 2)"},
           {"--allocation", "NAME|FILE", "allocation policy (default lazarus)"},
-          {"--placement", "NAME|FILE", "placement policy (default mro)"},
-          {"--json", "", "print the plan file (JSON)"}};
+          {"--placement", "NAME|FILE", "placement policy (default goodput)"},
+          {"--node-mtbf-h", "H", "mean hours between failures of one node, for the placement's goodput (default: "
+                                 "assumed 5000)"},
+          {"--correlated", "Q", "probability that a node loss takes another node with it (default 0)"},
+          {"--frontier", "", "the frontier of balance against recovery instead of one plan, and the placement's choice"},
+          {"--json", "", "print the plan file (JSON; with --frontier the frontier)"}};
 }
 
 std::vector<OptSpec> recovery_options() {
@@ -25,7 +29,9 @@ std::vector<OptSpec> recovery_options() {
                                {"--max-failures", "K", "with --compare: k = 0..K (default min(N, 8))"},
                                {"--layers", "L,M,...", "with --compare: only these layers of the loads (0-based)"}};
   for (const auto& o : plan_options())
-    if (o.name != "--placement" && o.name != "--json") opts.push_back(o);
+    if (o.name != "--placement" && o.name != "--json" && o.name != "--frontier" && o.name != "--node-mtbf-h" &&
+        o.name != "--correlated")
+      opts.push_back(o);
   opts.push_back({"--json", "", "print the probabilities as JSON"});
   return opts;
 }
@@ -175,7 +181,10 @@ std::vector<CommandDef> make_table() {
         .brief = "replica counts and placement for expert loads (the plan file with --json)",
         .synopsis = "policy plan --loads FILE --nodes N --slots C [--min-replicas F] [options]",
         .summary = "Runs an allocation and a placement policy on the loads and prints per layer the replica counts "
-                   "and the node -> slots table (expert ids 0-based). --json prints the plan file.",
+                   "and the node -> slots table (expert ids 0-based). --json prints the plan file. --frontier prints "
+                   "instead the placements no other beats on both balance and recovery for the allocation's "
+                   "replicas (docs/placement.md), the lowest balance those replicas allow, and which point the "
+                   "placement policy chooses and why.",
         .options = plan_options()},
        policy_plan},
       {{.name = "policy recovery",

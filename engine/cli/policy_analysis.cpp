@@ -8,8 +8,10 @@
 #include "cli/common.h"
 #include "core/paths.h"
 #include "core/strings.h"
+#include "policy/algo/frontier.h"
 #include "policy/algo/moetion.h"
 #include "policy/algo/spare.h"
+#include "policy/frontier_report.h"
 
 namespace sal::cli {
 namespace {
@@ -116,7 +118,62 @@ int recovery_compare(const Parsed& p) {
   return 0;
 }
 
+// A plan of the request's allocation with another placement policy.
+Result<plan::Plan> plan_with(policy::PolicySet& set, PlanRequest r, const std::string& placement,
+                             policy::PlacementProposal* proposal = nullptr) {
+  r.placement = placement;
+  auto pl = plan_offline(set, r, nullptr, proposal);
+  if (!pl) return pl.error().with_context("placement " + placement);
+  return pl;
+}
+
+std::vector<std::vector<uint32_t>> replicas_of(const plan::Plan& p) {
+  std::vector<std::vector<uint32_t>> out;
+  for (const auto& l : p.layers) out.push_back(l.replicas);
+  return out;
+}
+
+void print_frontier_table(const nlohmann::ordered_json& j) {
+  std::printf("| point | frontier | balance (mean) | median layer | P(1) | P(2) | P(3) | beaten by |\n"
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n");
+  for (const auto& q : j["points"]) {
+    std::printf("| %s | %s | %.3f | %.3f |", q["name"].get<std::string>().c_str(), q["frontier"].get<bool>() ? "yes" : "",
+                q["balance"].get<double>(), q["median"].get<double>());
+    for (const auto& p : q["p"]) std::printf(" %.4f |", p.get<double>());
+    std::printf(" %s |\n", q.value("beaten_by", std::string()).c_str());
+  }
+}
+
 }  // namespace
+
+int print_frontier(const PlanRequest& req, bool json) {
+  policy::PolicySet set;
+  auto mro = plan_with(set, req, "mro");
+  if (!mro) return failed("plan", mro.error());
+  policy::PlacementProposal proposal;
+  auto chosen = plan_with(set, req, req.placement, &proposal);
+  if (!chosen) return failed("plan", chosen.error());
+  algo::FrontierOptions o;
+  o.nodes = int(req.nodes), o.slots = int(req.slots), o.floor = int(mro->floor);
+  std::vector<algo::FrontierCandidate> include{{"mro", placements_of(*mro)}};
+  if (req.placement != "mro" && req.placement != "goodput") include.push_back({req.placement, placements_of(*chosen)});
+  auto f = algo::placement_frontier(policy::frontier_demand(replicas_of(*mro), req.loads), o, include);
+  if (!f) return failed("plan", f.error().with_context("the frontier"));
+  nlohmann::ordered_json j = policy::frontier_json(*f);
+  j["nodes"] = req.nodes, j["slots"] = req.slots, j["floor"] = mro->floor, j["allocation"] = req.allocation;
+  j["placement"] = req.placement;
+  if (!proposal.note.empty()) j["note"] = proposal.note;
+  if (!proposal.choice.empty()) j["choice"] = nlohmann::ordered_json::parse(proposal.choice, nullptr, false);
+  if (json) return std::puts(j.dump(2).c_str()), 0;
+  std::printf("%u nodes x %u slots, %zu layers, allocation %s, f = %u: the placements no other beats on both balance "
+              "and recovery\n(balance: the busiest node's expert work over the mean, averaged over the layers; "
+              "P(k): every layer survives k random node failures)\n\n",
+              req.nodes, req.slots, req.loads.size(), req.allocation.c_str(), mro->floor);
+  print_frontier_table(j);
+  std::printf("\nlowest balance these replicas allow: median layer %.3f\n", j["bound_median"].get<double>());
+  if (!proposal.note.empty()) std::printf("placement %s chooses %s\n", req.placement.c_str(), proposal.note.c_str());
+  return 0;
+}
 
 int policy_recovery(const Command& cmd, const Parsed& p) {
   if (p.has("--plan")) return recovery_of_plan(p);

@@ -74,7 +74,8 @@ std::string synthetic_context_text(policy::Kind kind) {
   return "";
 }
 
-Result<plan::Plan> plan_offline(policy::PolicySet& set, const PlanRequest& req, std::string* note) {
+Result<plan::Plan> plan_offline(policy::PolicySet& set, const PlanRequest& req, std::string* note,
+                                policy::PlacementProposal* placement) {
   if (req.loads.empty()) return fail("no loads");
   auto experts = uint32_t(req.loads[0].size());
   policy::AllocationInput ain{req.nodes, req.slots, experts, req.min_replicas, req.loads};
@@ -82,10 +83,11 @@ Result<plan::Plan> plan_offline(policy::PolicySet& set, const PlanRequest& req, 
   if (!a) return a.error();
   const auto& ap = std::get<policy::AllocationProposal>(*a);
   if (note) *note = ap.note;
-  policy::PlacementInput pin{req.nodes, req.slots, experts, ap.floor, ap.replicas, req.loads, {}};
+  policy::PlacementInput pin{req.nodes, req.slots, experts, ap.floor, ap.replicas, req.loads, {}, req.failures};
   auto p = decide_offline(set, policy::Kind::placement, req.placement, pin);
   if (!p) return p.error();
   const auto& pp = std::get<policy::PlacementProposal>(*p);
+  if (placement) *placement = pp;
   plan::Plan out;
   out.nodes = req.nodes;
   out.slots = req.slots;

@@ -29,11 +29,14 @@ std::string synthetic_context_text(policy::Kind kind);
 struct PlanRequest {
   std::vector<std::vector<double>> loads;
   uint32_t nodes = 0, slots = 0, min_replicas = 1;
-  std::string allocation = "lazarus", placement = "mro";
+  std::string allocation = "lazarus", placement = "goodput";
+  policy::FailureFacts failures;  // what the placement weighs survival by (rate 0: assumed)
 };
 
-// Allocation then placement, as the controller would, for the given loads.
-Result<plan::Plan> plan_offline(policy::PolicySet& set, const PlanRequest& req, std::string* note = nullptr);
+// Allocation then placement, as the controller would, for the given loads. `note`: the
+// allocation's; `placement`: the placement's proposal (its note and choice).
+Result<plan::Plan> plan_offline(policy::PolicySet& set, const PlanRequest& req, std::string* note = nullptr,
+                                policy::PlacementProposal* placement = nullptr);
 
 std::vector<algo::LayerPlacement> placements_of(const plan::Plan& p);
 

@@ -9,10 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <optional>
 
 #include "lua/convert.h"
 #include "mesh/controller.h"
 #include "mesh/step_log.h"
+#include "policy/frontier_report.h"
 #include "policy/planner.h"
 #include "console/repl_eval.h"
 #include "console/repl_server.h"
@@ -250,6 +252,10 @@ int job_plan(Controller& c, lua_State* L) {
     for (double b : balance) mean += b / double(balance.size());
     lua::set_field(L, "balance", mean);
   }
+  if (const std::string& choice = c.planner().placement_choice(); !choice.empty()) {  // issue 35
+    lua::push_json(L, nlohmann::ordered_json::parse(choice, nullptr, false));
+    lua_setfield(L, -2, "placement");
+  }
   if (with_layer) {
     nlohmann::ordered_json j;
     j["replicas"] = cur->plan.layers[size_t(layer)].replicas;
@@ -258,6 +264,26 @@ int job_plan(Controller& c, lua_State* L) {
     lua::push_json(L, j);
     lua_setfield(L, -2, "layer");
   }
+  return 1;
+}
+
+// Issue 35: policy.frontier() — the plan in force and the recent loads taken on the loop, the
+// frontier computed here, off it (policy/frontier_report.h).
+int policy_frontier(Controller& c, lua_State* L) {
+  std::optional<plan::Plan> plan;
+  std::vector<std::vector<double>> loads;
+  const bool taken = run_on_loop([&] {
+    if (const auto& cur = c.planner().current()) plan = cur->plan;
+    if (c.driver().loads().steps() > 0) loads = c.driver().loads().mean();
+  });
+  if (!taken) return luaL_error(L, "policy.frontier: the controller is stopping");
+  if (!plan) return luaL_error(L, "policy.frontier: no plan yet");
+  const bool measured = !loads.empty();
+  if (!measured) loads.assign(plan->layers.size(), std::vector<double>(plan->experts, 1.0));
+  auto j = policy::plan_frontier_json(*plan, loads);
+  if (!j) return luaL_error(L, "policy.frontier: %s", j.error().message().c_str());
+  (*j)["loads"] = measured ? "the recent window (job.loads())" : "none measured yet: uniform";
+  lua::push_json(L, *j);
   return 1;
 }
 
@@ -297,13 +323,22 @@ void register_policy_api(lua::ApiRegistry& reg, Controller& c) {
       "replay inputs, last decision, failure counts, rollback) is untouched, and the policy code runs on "
       "copies of the generations (their saved state restored), off the controller's loop.",
       Role::operate, policy_decide, Runs::here);
+  add("frontier", "policy.frontier() -> {points = {{name, frontier, beaten_by, balance, median, balances, p}, ...}, "
+      "bound, bound_median, nodes, slots, floor, loads}",
+      "The placements no other beats on both balance and recovery for the plan in force's replica counts on the "
+      "recent loads (docs/placement.md): blocks of g experts from mro's c down to 1, balance first, and the plan "
+      "in force itself (\"in force\"); balance is the busiest node's expert work over the mean, averaged over "
+      "the layers, p = {P(1), P(2), P(3)} for every layer together; bound: the lowest balance the replicas allow.",
+      Role::observe, policy_frontier, Runs::here);
   add_controller_fn(reg, c, "job", "plan",
                     "job.plan([layer]) -> {number, epoch, nodes, slots, floor, allocation_by, placement_by, "
-                    "checkpoint_by, redundancy_by, balance, schedule, stacks, ...}",
+                    "checkpoint_by, redundancy_by, balance, note, placement, schedule, stacks, ...}",
                     "The current plan: which generation decided each part, for how many nodes; its balance (the "
                     "busiest node's expert work over the mean on the recent loads, each expert's tokens split over "
-                    "its replicas; 1 is even); the checkpoint schedule (window, period, each iteration's operators "
-                    "by name, and the iteration time and snapshot bandwidth it was decided from) and the shard "
+                    "its replicas; 1 is even); the placement policy's account of its choice (the default's: the "
+                    "frontier point, its balance and P(k), the alternative it turned down; in words in note); the "
+                    "checkpoint schedule (window, period, each iteration's operators by name, and the iteration time "
+                    "and snapshot bandwidth it was decided from) and the shard "
                     "stacks; with a layer (0-based), its replica counts, node -> slots table (0-based expert ids, "
                     "as in plan files) and balance.",
                     Role::observe, job_plan);

@@ -110,13 +110,15 @@ struct SecurityConfig {
 
 struct PolicyConfig {
   std::string allocation = "lazarus";
-  std::string placement = "mro";
+  std::string placement = "goodput";
   std::string checkpoint = "moetion";
   std::string redundancy = "none";
   int64_t min_replicas = 2;    // f: each expert's fault-tolerance floor
   int64_t slots = 4;           // expert slots per worker
   int64_t budget_ms = 500;     // wall-clock limit of one call into a policy
   int64_t memory_mb = 64;      // Lua memory cap per policy generation
+  double node_mtbf_h = 0;       // mean hours between failures of one node, for the placement (0: measure)
+  double correlated_failures = 0;  // probability that a node loss takes another node with it
 };
 
 struct JobConfig {

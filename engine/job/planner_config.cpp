@@ -10,6 +10,9 @@ policy::PlannerConfig planner_config(const JobConfig& job) {
   c.min_replicas = uint32_t(job.policies.min_replicas);
   c.groups = uint32_t(job.parallel.groups);
   c.redundancy = uint32_t(job.parallel.redundancy);
+  c.failures = policy::FailureSettings{job.policies.node_mtbf_h, job.policies.correlated_failures};
+  c.peer_copies = uint32_t(job.train.peer_copies);
+  c.checkpoint_every = job.train.checkpoint_every;
   c.recovery = job.train.recovery;
   c.allocation = job.policies.allocation;
   c.placement = job.policies.placement;

@@ -167,6 +167,14 @@ const std::vector<Field>& fields() {
               [](JobConfig& j) -> int64_t& { return j.policies.budget_ms; }),
       integer("policies.memory_mb", 1, 4096, "Lua memory cap of each policy generation",
               [](JobConfig& j) -> int64_t& { return j.policies.memory_mb; }),
+      number("policies.node_mtbf_h", 0, 1e9,
+             "mean hours between failures of one node, which the placement weighs survival by (0: measured from "
+             "the job's node losses; until one is seen, assumed 5000 h)",
+             [](JobConfig& j) -> double& { return j.policies.node_mtbf_h; }),
+      number("policies.correlated_failures", 0, 1,
+             "probability that a node loss takes another node with it (a shared switch, a spot reclaim), for the "
+             "placement's expected goodput",
+             [](JobConfig& j) -> double& { return j.policies.correlated_failures; }),
   };
   return kFields;
 }

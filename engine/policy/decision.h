@@ -32,15 +32,29 @@ struct AllocationProposal {
   std::string note;                             // e.g. "f lowered from 2 to 1: ..."
 };
 
+// What is known about node failures, for weighing balance against survival (the default
+// placement's expected goodput; failure_facts.h fills it). ctx.failures in Lua.
+struct FailureFacts {
+  double rate = 0;        // node failures per node and hour
+  std::string source;     // where the rate comes from: "measured: ...", "job file: ...", "assumed: ..."
+  double correlated = 0;  // probability that a loss takes another node down before the re-plan
+  double window_s = 0;    // a second loss this soon after the first counts as simultaneous
+  double restore_s = 0;   // what losing every replica of an expert costs (restore + steps run again)
+  std::string restore_source;  // how restore_s was reckoned
+};
+
 struct PlacementInput {
   uint32_t nodes = 0, slots = 0, experts = 0;
   uint32_t floor = 1;                                         // from the allocation
   std::vector<std::vector<uint32_t>> replicas;                // [layer][expert]
   std::vector<std::vector<double>> loads;                     // [layer][expert]
   std::vector<std::vector<std::vector<uint32_t>>> current;    // [layer][node][slot]; may be empty
+  FailureFacts failures;                                      // rate 0: nothing known (the CLI)
 };
 struct PlacementProposal {
   std::vector<std::vector<std::vector<uint32_t>>> placement;  // [layer][node][slot] = expert
+  std::string note;    // the policy's reasoning, for people (job.plan().note, the plan log line)
+  std::string choice;  // the same as data (JSON text; job.plan().placement), "" when none
 };
 
 struct OperatorInfo {

@@ -19,6 +19,7 @@
 #include "policy/algo/placement_search.h"
 #include "policy/algo/recovery.h"
 #include "policy/algo/spare.h"
+#include "policy/library_values.h"
 #include "policy/lua_io.h"
 
 namespace sal::policy {
@@ -62,26 +63,6 @@ int l_argsort(lua_State* L) {
   std::stable_sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return desc ? v[a] > v[b] : v[a] < v[b]; });
   lua_io::push_uints(L, idx, 1);
   return 1;
-}
-
-template <class T>
-T value_or_raise(lua_State* L, Result<T> r, const char* fn) {
-  if (!r && !lua::budget_poll(L)) lua::budget_raise(L);  // it stopped at the call's deadline
-  if (!r) luaL_error(L, "%s: %s", fn, r.error().message().c_str());
-  return std::move(*r);
-}
-
-// A layer from 0-based expert ids per node (Lua's 1-based ids already converted); push_layer below
-// is the way back.
-algo::LayerPlacement to_layer(const std::vector<std::vector<uint32_t>>& nodes) {
-  algo::LayerPlacement layer;
-  uint32_t experts = 0;
-  for (const auto& node : nodes) {
-    layer.nodes.emplace_back(node.begin(), node.end());
-    for (uint32_t e : node) experts = std::max(experts, e + 1);
-  }
-  layer.experts = int(experts);
-  return layer;
 }
 
 // A placement argument: a list of layers of nodes of 1-based expert ids, or one layer.
@@ -302,12 +283,6 @@ int l_moetion_reorder(lua_State* L) {
   return 3;
 }
 
-void push_layer(lua_State* L, const algo::LayerPlacement& layer) {
-  std::vector<std::vector<uint32_t>> out;
-  for (const auto& node : layer.nodes) out.emplace_back(node.begin(), node.end());
-  lua_io::push_uints2(L, out, 1);
-}
-
 // sal.balance_placement(nodes, loads [, {floor, evaluations}]) -> nodes, info
 // One layer (1-based expert ids per node) and each expert's load (loads[e]); the same layer with
 // the work spread more evenly and the same minimal node sets (placement_balance.h), and info =
@@ -402,7 +377,7 @@ void install_library(lua::Sandbox& sb) {
       {"spare_r_star", l_spare_r_star},       {"spare_min_depth", l_spare_min_depth},
       {"moetion_window", l_moetion_window},   {"moetion_reorder", l_moetion_reorder},
       {"placement_search", l_placement_search}, {"balance_placement", l_balance_placement},
-      {"placement_imbalance", l_placement_imbalance},
+      {"placement_imbalance", l_placement_imbalance}, {"frontier", l_frontier},
   };
   for (auto [name, fn] : fns) {
     lua_pushcfunction(L, fn);

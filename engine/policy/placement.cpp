@@ -1,7 +1,9 @@
 // placement.cpp — the placement kind: which node slot holds which expert replica.
 //   ctx      = { nodes, slots, experts, layers, floor, replicas = {{r_e}...}, loads = {{t_e}...},
-//                current = {{{experts of node 1}, ...}, ...per layer} or nil }
-//   proposal = { placement = {{{experts of node 1's slots}, {node 2}, ...}, ...per layer} }
+//                current = {{{experts of node 1}, ...}, ...per layer} or nil,
+//                failures = {rate, source, correlated, window_s, restore_s, restore_source} }
+//   proposal = { placement = {{{experts of node 1's slots}, {node 2}, ...}, ...per layer},
+//                note = "why, for people"?, choice = {the same as plain data}? }
 // Experts and nodes are 1-based in Lua. The floor policy is round robin ("spread"): the replica
 // list, expert by expert, dealt to nodes in turn, so an expert's replicas land on distinct nodes.
 #include <lua.hpp>
@@ -10,7 +12,9 @@
 
 #include <algorithm>
 
+#include "lua/convert.h"
 #include "plan/validate.h"
+#include "policy/failure_facts.h"
 #include "policy/kinds.h"
 #include "policy/lua_io.h"
 
@@ -35,6 +39,35 @@ void push_ctx(lua_State* L, const Input& input) {
     lua_io::push_uints3(L, in.current, 1);
     lua_setfield(L, -2, "current");
   }
+  const FailureFacts f = in.failures.rate > 0 ? in.failures : assumed_failures();
+  lua_newtable(L);
+  set_number(L, "rate", f.rate);
+  lua_io::set_string(L, "source", f.source);
+  set_number(L, "correlated", f.correlated);
+  set_number(L, "window_s", f.window_s);
+  set_number(L, "restore_s", f.restore_s);
+  lua_io::set_string(L, "restore_source", f.restore_source);
+  lua_setfield(L, -2, "failures");
+}
+
+// ctx.failures written by hand (policy.decide): the numbers that are given, the rest assumed.
+Result<FailureFacts> read_failures(lua_State* L, int idx) {
+  FailureFacts f = assumed_failures();
+  if (lua_isnil(L, idx)) return f;
+  if (!lua_istable(L, idx)) return fail("failures must be a table {rate, correlated, window_s, restore_s, ...}");
+  SAL_TRY(lua_io::only_keys(L, idx, {"rate", "source", "correlated", "window_s", "restore_s", "restore_source"},
+                            "failures"));
+  for (auto [key, out] : {std::pair{"rate", &f.rate}, std::pair{"correlated", &f.correlated},
+                          std::pair{"window_s", &f.window_s}, std::pair{"restore_s", &f.restore_s}}) {
+    auto v = lua_io::read_field_number(L, idx, key, "failures", *out);
+    if (!v) return v.error();
+    *out = *v;
+  }
+  const bool rate_given = !lua_isnil(L, lua_io::field(L, idx, "rate"));
+  lua_pop(L, 1);
+  if (rate_given) f.source = "given in ctx";
+  if (!(f.rate > 0)) return fail("failures.rate must be > 0 (node failures per node and hour)");
+  return f;
 }
 
 Result<Input> read_ctx(lua_State* L, int idx) {
@@ -73,18 +106,31 @@ Result<Input> read_ctx(lua_State* L, int idx) {
     in.current = std::move(*cur);
   }
   lua_pop(L, 1);
+  auto failures = read_failures(L, lua_io::field(L, idx, "failures"));
+  lua_pop(L, 1);
+  if (!failures) return failures.error();
+  in.failures = std::move(*failures);
   return Input(std::move(in));
 }
 
 Result<Proposal> read(lua_State* L, int idx, const Input& input) {
   const auto& in = std::get<PlacementInput>(input);
   if (lua_type(L, idx) != LUA_TTABLE) return fail("the proposal must be a table { placement = ... }");
-  SAL_TRY(lua_io::only_keys(L, idx, {"placement"}, "placement proposal"));
+  SAL_TRY(lua_io::only_keys(L, idx, {"placement", "note", "choice"}, "placement proposal"));
   int f = lua_io::field(L, idx, "placement");
   auto pl = lua_io::read_uints3(L, f, "placement", 1, std::max<uint32_t>(in.experts, 1), 1);
   lua_pop(L, 1);
   if (!pl) return pl.error();
-  return Proposal(PlacementProposal{std::move(*pl)});
+  PlacementProposal p{std::move(*pl), "", ""};
+  int note = lua_io::field(L, idx, "note");
+  if (!lua_isnil(L, note) && !lua_isstring(L, note)) return lua_pop(L, 1), fail("note must be a string");
+  if (!lua_isnil(L, note)) p.note = lua_tostring(L, note);
+  lua_pop(L, 1);
+  int choice = lua_io::field(L, idx, "choice");
+  if (!lua_isnil(L, choice) && !lua_istable(L, choice)) return lua_pop(L, 1), fail("choice must be a table of plain data");
+  if (!lua_isnil(L, choice)) p.choice = lua::to_json(L, choice).dump();
+  lua_pop(L, 1);
+  return Proposal(std::move(p));
 }
 
 plan::LayerPlan layer_of(const PlacementProposal& p, const PlacementInput& in, size_t l) {
@@ -162,8 +208,11 @@ std::string diff(const Proposal& before, const Proposal& after) {
 }
 
 nlohmann::ordered_json to_json(const Proposal& proposal) {
+  const auto& p = std::get<PlacementProposal>(proposal);
   nlohmann::ordered_json j;
-  j["placement"] = std::get<PlacementProposal>(proposal).placement;
+  j["placement"] = p.placement;
+  if (!p.note.empty()) j["note"] = p.note;
+  if (!p.choice.empty()) j["choice"] = nlohmann::ordered_json::parse(p.choice, nullptr, false);
   return j;
 }
 

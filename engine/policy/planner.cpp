@@ -51,6 +51,8 @@ Result<PlanRecord> Planner::decide(const PlanAsk& ask) {
   int64_t t0 = mono_ns();
   if (ask.keep) return again(*ask.keep, ask.epoch);
   if (ask.loads) loads_ = *ask.loads;
+  failure_rate_.observe(ask.workers, double(t0) / 1e9);
+  failures_ = failure_facts(ask.facts);
   auto r = ask.fixed_groups ? fixed_ep(*ask.fixed_groups) : elastic(ask.workers);
   if (!r) return r;
   decide_schedule(ask.facts, *r);
@@ -101,7 +103,7 @@ Result<GroupPlan> plan_group(PolicySet& set, const GroupAsk& ask) {
   AllocationInput ain{ask.workers, ask.slots, ask.experts, ask.min_replicas, ask.loads};
   auto alloc = set.slot(Kind::allocation).decide(ain);
   const auto& ap = std::get<AllocationProposal>(alloc.proposal);
-  PlacementInput pin{ask.workers, ask.slots, ask.experts, ap.floor, ap.replicas, ask.loads, ask.current};
+  PlacementInput pin{ask.workers, ask.slots, ask.experts, ap.floor, ap.replicas, ask.loads, ask.current, ask.failures};
   auto place = set.slot(Kind::placement).decide(pin);
   const auto& pp = std::get<PlacementProposal>(place.proposal);
   GroupPlan g;
@@ -110,14 +112,26 @@ Result<GroupPlan> plan_group(PolicySet& set, const GroupAsk& ask) {
   g.allocation_by = alloc.decided_by;
   g.placement_by = place.decided_by;
   g.note = ap.note;
+  if (!pp.note.empty()) g.note += (g.note.empty() ? "" : "; ") + pp.note;
+  g.choice = pp.choice;
   return g;
 }
 
 // A whole model over `workers` positions (from `current`, the group's slot tables in the plan in
 // force, when it had as many positions).
 Result<GroupPlan> Planner::one_group(uint32_t workers, Placements current) {
-  return plan_group(policies_, {workers, cfg_.slots, uint32_t(cfg_.shape.experts), cfg_.min_replicas, loads_,
-                                std::move(current)});
+  auto g = plan_group(policies_, {workers, cfg_.slots, uint32_t(cfg_.shape.experts), cfg_.min_replicas, loads_,
+                                  std::move(current), failures_});
+  if (g) placement_choice_ = g->choice;
+  return g;
+}
+
+FailureFacts Planner::failure_facts(const CheckpointFacts& facts) const {
+  const bool sparse = cfg_.peer_copies > 0 && current_;
+  const double rerun = sparse ? 2.0 * std::max<uint32_t>(1, current_->plan.schedule.window)
+                              : double(std::max<int64_t>(1, cfg_.checkpoint_every)) / 2;
+  return policy::failure_facts(cfg_.failures, failure_rate_, facts.iteration_s, rerun,
+                               sparse ? "two sparse windows" : "half the dense snapshot period");
 }
 
 // The plan in force's slot tables of group `g`, layer by layer, when that group had `positions`

@@ -20,6 +20,7 @@
 
 #include "core/model_shape.h"
 #include "plan/plan.h"
+#include "policy/failure_facts.h"
 #include "policy/plan_ask.h"
 #include "policy/policy_set.h"
 
@@ -32,6 +33,11 @@ struct PlannerConfig {
   uint32_t min_replicas = 2;   // the fault-tolerance floor f asked for
   uint32_t groups = 1;         // data-parallel groups (parallel.groups)
   uint32_t redundancy = 0;     // SPARe's r (0: the policy's choice)
+  // Failures, for the placement: the rate stated (policies.node_mtbf_h, .correlated_failures; 0:
+  // measure), and what a wipe-out costs (sparse windows in peers' memory, else dense snapshots).
+  FailureSettings failures;
+  uint32_t peer_copies = 2;
+  int64_t checkpoint_every = 50;
   std::string recovery = "elastic";  // named in the baselines' fixed plans
   // The policy of each kind: a shipped name or a file; relative .lua paths are under `dir`.
   std::string allocation, placement, checkpoint, redundancy_policy;
@@ -45,11 +51,13 @@ struct GroupAsk {
   uint32_t workers = 0, slots = 0, experts = 0, min_replicas = 1;
   std::vector<std::vector<double>> loads;                    // [layer][expert]
   std::vector<std::vector<std::vector<uint32_t>>> current;   // the placement to start from; may be empty
+  FailureFacts failures;                                     // what the placement weighs survival by
 };
 struct GroupPlan {
   uint32_t floor = 1;
   std::vector<plan::LayerPlan> layers;
-  std::string allocation_by, placement_by, note;
+  std::string allocation_by, placement_by, note;  // the note: the allocation's, then the placement's
+  std::string choice;  // the placement's account of its choice (JSON text; "" when it gave none)
 };
 // The allocation policy of `set`, then its placement policy, for one group.
 Result<GroupPlan> plan_group(PolicySet& set, const GroupAsk& ask);
@@ -78,6 +86,8 @@ class Planner {
   const std::optional<PlanRecord>& current() const { return current_; }
   // What the checkpoint policy was told at the last decision (job.plan() shows it).
   const CheckpointInput& checkpoint_input() const { return checkpoint_input_; }
+  // The placement policy's account of its last choice (JSON text; "" when it gave none).
+  const std::string& placement_choice() const { return placement_choice_; }
 
  private:
   Result<PlanRecord> again(const plan::Plan& keep, Epoch epoch);
@@ -91,6 +101,10 @@ class Planner {
   void decide_stacks(PlanRecord& r);
   static void reset_stacks(plan::ShardStacks& s);
   RedundancyInput redundancy_input(std::vector<bool> alive, const plan::ShardStacks& current) const;
+  // What the placement weighs survival by: the stated rate, else the losses seen between plans; a
+  // wipe-out costs the steps a restore runs again (two windows of sparse snapshots in peers, else
+  // half the dense snapshot period).
+  FailureFacts failure_facts(const CheckpointFacts& facts) const;
 
   PlannerConfig cfg_;
   PolicySet policies_;
@@ -98,6 +112,9 @@ class Planner {
   CheckpointInput checkpoint_input_;
   // Per-layer expert loads the allocation sees: uniform until the driver passes measured ones.
   std::vector<std::vector<double>> loads_;
+  FailureRate failure_rate_;  // node losses seen between plans
+  FailureFacts failures_;     // told to the placement at the decision under way
+  std::string placement_choice_;
 };
 
 }  // namespace sal::policy

@@ -22,7 +22,7 @@ return {
   },
   repl = { budget_ms = 1000 },
   policies = {
-    allocation = "lazarus", placement = "mro",
+    allocation = "lazarus", placement = "goodput",
     checkpoint = "moetion", redundancy = "none",
     min_replicas = 2, slots = 4,
   },

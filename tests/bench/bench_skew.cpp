@@ -2,12 +2,13 @@
 // on the same workers, with real `salamander run` processes (Lazarus Fig. 10a's comparison).
 //
 // The job forces a steady routing skew (model.skew: the first `hot` experts of every layer are drawn
-// `skew` times as often as the others) and re-plans every 10 steps on the measured loads. Three
+// `skew` times as often as the others) and re-plans every 10 steps on the measured loads. Four
 // policy pairs train it: allocation = uniform with placement = spread (classic expert parallelism:
-// every expert the same number of replicas, whatever its load), lazarus + mro (replicas in
-// proportion to load, placed for recovery and balanced without giving up any of it: the default),
-// and lazarus + spread (the same replicas dealt round robin). Rounds alternate the pairs to spread
-// machine noise.
+// every expert the same number of replicas, whatever its load), lazarus + goodput (the default:
+// replicas in proportion to load, and the point of the frontier of balance against survival with
+// the highest expected goodput), lazarus + mro (placed for recovery and balanced without giving up
+// any of it), and lazarus + spread (the same replicas dealt round robin). Rounds alternate the
+// pairs to spread machine noise.
 //
 // The default setting is one where uniform expert parallelism really is imbalanced: 16 workers of
 // 2 expert slots, 8 experts, top-1 routing, expert 0 drawn 9x as often as each other (9/16 of the
@@ -233,8 +234,8 @@ int main(int argc, char** argv) {
     std::printf("each worker in a CPU cgroup of %.3f CPU (%u cores)\n\n", s.cpu_share, std::thread::hardware_concurrency());
   else
     std::printf("workers unconfined (time-sharing the cores)\n\n");
-  const std::vector<std::pair<std::string, std::string>> pairs = {{"uniform", "spread"}, {"lazarus", "mro"},
-                                                                  {"lazarus", "spread"}};
+  const std::vector<std::pair<std::string, std::string>> pairs = {{"uniform", "spread"}, {"lazarus", "goodput"},
+                                                                  {"lazarus", "mro"}, {"lazarus", "spread"}};
   std::vector<std::vector<Row>> rows(pairs.size());
   for (int r = 0; r < s.rounds; ++r)
     for (size_t i = 0; i < pairs.size(); ++i) {

@@ -1,5 +1,6 @@
 // t0220_policy.cpp — policies on a live controller, driven from the REPL as an operator would: the
-// job's policies decide a plan for the ready workers; a new placement policy loaded with
+// job's policies decide a plan for the ready workers (the default placement says what it chose and
+// why; policy.frontier() shows the alternatives); a new placement policy loaded with
 // policy.load() takes over at the next plan; broken policies (raising, invalid, looping) are
 // refused with the reason and the live generation keeps deciding; rollback is instant; the
 // checkpoint schedule travels with every plan, decided from measured inputs; a job file naming an
@@ -20,9 +21,27 @@ TEST_CASE("t0220-policy-live: the plan follows policy.load and broken policies a
   m.start();
   REQUIRE(eventually([&] { return m.eval_json("local p = job.plan() return p and p.nodes") == 4; }, 3000, 20));
   auto plan = m.eval_json("return job.plan(0)");
-  CHECK(plan["placement_by"] == "mro gen 1");
+  CHECK(plan["placement_by"] == "goodput gen 1");
   CHECK(plan["layer"]["placement"].size() == 4);
   int64_t number = plan["number"];
+  // the default placement says what it chose and what it turned down (issue 35)
+  const auto& choice = plan["placement"];
+  REQUIRE(choice.is_object());
+  CHECK(choice["point"].is_string());
+  CHECK(choice["p"].size() == 3);
+  CHECK(choice["p"][0] == 1.0);  // f = 2: any single node loss is survived
+  CHECK(choice["goodput"].get<double>() > 0);
+  CHECK(choice["failures"]["source"].get<std::string>().find("assumed") == 0);
+  CHECK(plan["note"].get<std::string>().find(choice["point"].get<std::string>()) != std::string::npos);
+  // the frontier on the live loads, with the plan in force weighed as a candidate
+  auto frontier = m.eval_json("return policy.frontier()");
+  CHECK(frontier["nodes"] == 4);
+  bool in_force = false;
+  for (const auto& p : frontier["points"]) {
+    in_force = in_force || p["name"] == "in force";
+    CHECK(p["p"].size() == 3);
+  }
+  CHECK(in_force);
 
   auto loaded = m.eval_json("return policy.load('placement', 'spread')");
   CHECK(loaded["name"] == "spread");
@@ -42,9 +61,9 @@ TEST_CASE("t0220-policy-live: the plan follows policy.load and broken policies a
   CHECK(m.status()["nodes"]["alive"] == 4);  // the mesh was served all along
 
   auto back = m.eval_json("return policy.rollback('placement')");
-  CHECK(back["name"] == "mro");
+  CHECK(back["name"] == "goodput");
   auto diff = m.eval_json("return policy.diff('placement', 'compact')");
-  CHECK(diff["live"] == "mro gen 1");
+  CHECK(diff["live"] == "goodput gen 1");
   auto events = m.eval_json("return job.events(100)");
   int refused = 0, rolled = 0;
   for (auto& e : events) {

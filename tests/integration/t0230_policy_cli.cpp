@@ -1,6 +1,7 @@
 // t0230_policy_cli.cpp — `salamander policy ...` as a policy author and a script use it: check
 // exits non-zero with the reason, plan --json writes a plan file the library reads back valid,
-// recovery reads it and says how it computed, spare and window answer in JSON.
+// recovery reads it and says how it computed, plan --frontier shows the trade and the default's
+// choice, spare and window answer in JSON.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -102,6 +103,39 @@ TEST_CASE("t0231-policy-plan-recovery: plan --json is a valid plan file that rec
   CHECK(nlohmann::json::parse(cout)["placements"]["compact"].size() == 7);
   auto [erc, eout] = c.run({"policy", "plan", "--loads", loads, "--nodes", "2", "--slots", "2"});
   CHECK(erc == 1);  // 4 slots cannot hold 6 experts
+}
+
+TEST_CASE("t0234-policy-plan-frontier: the frontier of balance against recovery, and the default's choice") {
+  Cli c;
+  // 8 experts, one drawn far more often: 8 nodes x 4 slots give it replicas and the rest the floor
+  auto loads = c.write("skew.csv", "900,20,30,40,50,60,70,80\n900,80,70,60,50,40,30,20\n");
+  auto [rc, out] = c.run({"policy", "plan", "--loads", loads, "--nodes", "8", "--slots", "4", "--frontier", "--json"});
+  REQUIRE(rc == 0);
+  auto j = nlohmann::json::parse(out);
+  CHECK(j["placement"] == "goodput");
+  REQUIRE(j["points"].size() >= 2);
+  bool mro = false, on = false;
+  double last = 0;
+  for (const auto& p : j["points"]) {
+    mro = mro || p["name"] == "mro";
+    on = on || p["frontier"] == true;
+    CHECK(p["balance"].get<double>() >= last - 1e-9);  // by balance
+    last = p["balance"].get<double>();
+    CHECK(p["p"][0] == 1.0);
+    if (p["frontier"] == false) CHECK(p["beaten_by"].is_string());
+  }
+  CHECK(mro);
+  CHECK(on);
+  CHECK(j["choice"]["point"].is_string());
+  CHECK(j["note"].get<std::string>().find("expected goodput") != std::string::npos);
+  // a stated failure rate goes into the choice; a bad one is refused naming the option
+  auto [src, sout] = c.run({"policy", "plan", "--loads", loads, "--nodes", "8", "--slots", "4", "--frontier", "--json",
+                            "--node-mtbf-h", "10", "--correlated", "0.5"});
+  REQUIRE(src == 0);
+  CHECK(nlohmann::json::parse(sout)["choice"]["failures"]["source"] == "stated (--node-mtbf-h): one failure per node every 10 h");
+  auto [brc, bout] = c.run({"policy", "plan", "--loads", loads, "--nodes", "8", "--slots", "4", "--correlated", "2"});
+  CHECK(brc != 0);
+  CHECK(bout.find("--correlated") != std::string::npos);
 }
 
 TEST_CASE("t0232-policy-spare-window: SPARe layouts and MoEtion windows in JSON") {

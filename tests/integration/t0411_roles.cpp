@@ -38,6 +38,7 @@ const Call kMatrix[] = {
     {"drill.status", "drill.status()", "observe"},
     {"policy.list", "policy.list()", "observe"},
     {"policy.show", "policy.show('placement')", "observe"},
+    {"policy.frontier", "policy.frontier()", "observe"},
     {"sim.status", "sim.status()", "observe"},
     {"sim.list", "sim.list()", "observe"},
     {"sim.result", "sim.result(999)", "observe"},

@@ -38,7 +38,8 @@ TEST_CASE("defaults fill what a job leaves out, and the name defaults to the fil
   CHECK(r->name == "tiny");
   CHECK(r->mesh.nodes == 2);
   CHECK(r->mesh.heartbeat_ms == 100);
-  CHECK(r->policies.placement == "mro");
+  CHECK(r->policies.placement == "goodput");
+  CHECK(r->policies.node_mtbf_h == 0);  // measured, else assumed
 }
 
 TEST_CASE("unknown keys are named with a suggestion") {

@@ -17,20 +17,10 @@
 #include <string>
 
 #include "support/netns.h"
+#include "support/skip_main.h"
 
-namespace {
-
-constexpr int kSkipped = 77;
-
-bool listing_only(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--list-test-cases", 0) == 0 || a.rfind("-ltc", 0) == 0 || a == "-h" || a == "--help") return true;
-  }
-  return false;
-}
-
-}  // namespace
+using sal::test::kSkipped;
+using sal::test::listing_only;
 
 int main(int argc, char** argv) {
   if (!listing_only(argc, argv)) {

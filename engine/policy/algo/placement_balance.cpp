@@ -2,12 +2,12 @@
 // the family of minimal sets is built once from the start and every move is checked against it.
 #include "policy/algo/placement_balance.h"
 
+#include "policy/algo/open_slots.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <queue>
 #include <string>
-#include <tuple>
 #include <unordered_map>
 
 namespace sal::algo {
@@ -55,15 +55,17 @@ struct BalanceLayout {
   std::vector<double> work;             // W_n
   std::vector<Bits> sets;               // S_e
 
-  void recompute() {
-    units.assign(size_t(E), std::vector<int>(size_t(N), 0));
+  void recompute() {  // (the rows are cleared in place: a 1024-node layer reuses their memory)
+    units.resize(size_t(E));
+    for (auto& row : units) row.assign(size_t(N), 0);
     replicas.assign(size_t(E), 0);
+    sets.resize(size_t(E));
+    for (auto& set : sets) set.assign(size_t(words), 0);
     for (int n = 0; n < N; ++n)
-      for (int e : nodes[size_t(n)]) ++units[size_t(e)][size_t(n)], ++replicas[size_t(e)];
-    sets.assign(size_t(E), Bits(size_t(words), 0));
-    for (int e = 0; e < E; ++e)
-      for (int n = 0; n < N; ++n)
-        if (units[size_t(e)][size_t(n)] > 0) put(sets[size_t(e)], n);
+      for (int e : nodes[size_t(n)]) {
+        if (units[size_t(e)][size_t(n)]++ == 0) put(sets[size_t(e)], n);
+        ++replicas[size_t(e)];
+      }
     work.assign(size_t(N), 0);
     for (int n = 0; n < N; ++n)
       for (int e : nodes[size_t(n)]) work[size_t(n)] += w[size_t(e)];
@@ -202,10 +204,12 @@ Result<BalanceLayout> make_layout(const LayerPlacement& start, const std::vector
   for (size_t e = 0; e < loads.size(); ++e)
     if (!(loads[e] >= 0)) return fail("expert ", e, " has load ", loads[e], "; loads must be >= 0");
   L.nodes = start.nodes;
+  std::vector<int> count(size_t(L.E), 0);
+  for (const auto& node : L.nodes)
+    for (int e : node) ++count[size_t(e)];
   L.w.assign(size_t(L.E), 0);
-  L.recompute();
   for (int e = 0; e < L.E; ++e)
-    if (L.replicas[size_t(e)] > 0) L.w[size_t(e)] = loads[size_t(e)] / L.replicas[size_t(e)];
+    if (count[size_t(e)] > 0) L.w[size_t(e)] = loads[size_t(e)] / count[size_t(e)];
   L.recompute();
   L.need.assign(size_t(L.E), 0);
   for (int e = 0; e < L.E; ++e)
@@ -214,45 +218,6 @@ Result<BalanceLayout> make_layout(const LayerPlacement& start, const std::vector
 }
 
 // ---------- phase 1: re-deal the replicas the family does not pin ----------
-
-// The open slots by node work, least first, with lazy deletion: an entry is current while its
-// node's version is (every fill bumps it), so no node is ever listed twice.
-class OpenSlots {
- public:
-  OpenSlots(std::vector<double> work, std::vector<int> holes)
-      : work_(std::move(work)), holes_(std::move(holes)), version_(work_.size(), 0) {
-    for (size_t n = 0; n < work_.size(); ++n)
-      if (holes_[n] > 0) heap_.push({work_[n], 0, int(n)});
-  }
-  // Up to k distinct open nodes for which `ok` holds, least loaded first (all stay open).
-  template <class Ok>
-  std::vector<int> take(size_t k, const Ok& ok) {
-    std::vector<Entry> kept;
-    std::vector<int> chosen;
-    while (!heap_.empty() && chosen.size() < k) {
-      const Entry top = heap_.top();
-      heap_.pop();
-      const int n = std::get<2>(top);
-      if (std::get<1>(top) != version_[size_t(n)] || holes_[size_t(n)] == 0) continue;  // stale
-      if (ok(n)) chosen.push_back(n);
-      kept.push_back(top);
-    }
-    for (const Entry& e : kept) heap_.push(e);
-    return chosen;
-  }
-  void fill(int n, double w) {
-    work_[size_t(n)] += w;
-    ++version_[size_t(n)];
-    if (--holes_[size_t(n)] > 0) heap_.push({work_[size_t(n)], version_[size_t(n)], n});
-  }
-
- private:
-  using Entry = std::tuple<double, uint64_t, int>;  // (work, version, node)
-  std::vector<double> work_;
-  std::vector<int> holes_;
-  std::vector<uint64_t> version_;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap_;
-};
 
 BalanceLayout redeal(const BalanceLayout& start, const Family& F) {
   BalanceLayout L = start;
@@ -567,12 +532,14 @@ Result<BalanceResult> balance_placement(const LayerPlacement& start, const std::
   BalanceResult r;
   r.before = imbalance_of(L.work);
   Family family(L);
-  BalanceLayout dealt = redeal(L, family);
-  bool dealt_ok = Family(dealt).same_sets(family) && max_work(dealt) < max_work(L);
-  for (int e = 0; e < dealt.E && dealt_ok; ++e) dealt_ok = popcount(dealt.sets[size_t(e)]) >= dealt.need[size_t(e)];
-  if (dealt_ok) {
-    L = std::move(dealt);
-    family = Family(L);
+  if (options.redeal) {
+    BalanceLayout dealt = redeal(L, family);
+    bool dealt_ok = Family(dealt).same_sets(family) && max_work(dealt) < max_work(L);
+    for (int e = 0; e < dealt.E && dealt_ok; ++e) dealt_ok = popcount(dealt.sets[size_t(e)]) >= dealt.need[size_t(e)];
+    if (dealt_ok) {
+      L = std::move(dealt);
+      family = Family(L);
+    }
   }
   const uint64_t budget = options.max_evaluations
                               ? options.max_evaluations

@@ -43,6 +43,7 @@ Result<double> placement_imbalance(const LayerPlacement& layer, const std::vecto
 struct BalanceOptions {
   int floor = 1;                 // each expert must keep spanning ≥ min(floor, N, r_e) nodes
   uint64_t max_evaluations = 0;  // candidate moves scored in phase 2; 0: a default (a few ms)
+  bool redeal = true;            // phase 1; off for a start already dealt least loaded first
 };
 
 struct BalanceResult {

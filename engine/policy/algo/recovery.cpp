@@ -53,6 +53,8 @@ Result<RecoveryEstimate> by_closed_form(const FailureFamily& f, int k) {
 
 Result<RecoveryEstimate> by_enumeration(const FailureFamily& f, int k, uint64_t limit) {
   const auto critical = critical_sets(f, k);
+  if (k <= detail::kSmallFailures)  // counted directly, whatever the overlap and the node count
+    return exact_answer(k, detail::small_survival(f.nodes, critical, k), RecoveryMethod::exact, critical.size());
   const uint64_t work = detail::enumeration_work(union_size(critical, f.nodes), k);
   if (work > limit)
     return fail("exact enumeration for ", k, " failures would visit ", work,

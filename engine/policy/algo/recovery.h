@@ -10,6 +10,8 @@
 //  - closed form, when those minimal sets are pairwise disjoint (MRO's nested/disjoint placements):
 //    the coefficient of x^k in Π_i Σ_{j<s_i} C(s_i, j) x^j · (1+x)^(N − Σ s_i) — all terms
 //    positive, so no cancellation; long double keeps ~1e-15 relative accuracy at N = 1024;
+//  - exact counting for k ≤ 3 whatever the overlap: the failure sets holding a critical singleton,
+//    pair or triple, by inclusion–exclusion over the graph of critical pairs (recovery_count.h);
 //  - exact enumeration of the failure sets restricted to the nodes of those sets, when that is at
 //    most `enumeration_limit` subsets (the other nodes only multiply by a binomial);
 //  - Monte Carlo otherwise: uniform k-subsets from a seeded generator, with a Wilson 95 % interval.
@@ -52,8 +54,8 @@ struct RecoveryEstimate {
   double lo = 1;     // 95 % interval (lo = hi = p for exact methods)
   double hi = 1;
   RecoveryMethod method = RecoveryMethod::exact;
-  // Work done: subsets visited (exact), disjoint minimal node sets multiplied (closed form),
-  // samples drawn (Monte Carlo); 0 for the trivial cases.
+  // Work done: subsets visited (exact; for k ≤ 3 the critical sets counted), disjoint minimal node
+  // sets multiplied (closed form), samples drawn (Monte Carlo); 0 for the trivial cases.
   uint64_t count = 0;
 };
 

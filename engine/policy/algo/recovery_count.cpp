@@ -138,6 +138,50 @@ uint64_t enumeration_work(int union_size, int k) {
   return total >= (long double)UINT64_MAX ? UINT64_MAX : uint64_t(total);
 }
 
+namespace {
+
+// Triangles in the graph whose edges are `pairs` (each a critical pair of node ids).
+long double triangles(int nodes, const std::vector<const NodeSet*>& pairs) {
+  std::vector<std::vector<int>> higher(static_cast<size_t>(nodes));  // neighbours with a larger id
+  for (const NodeSet* p : pairs) higher[size_t((*p)[0])].push_back((*p)[1]);
+  std::vector<char> mark(static_cast<size_t>(nodes), 0);
+  long double count = 0;
+  for (int u = 0; u < nodes; ++u) {
+    for (int v : higher[size_t(u)]) mark[size_t(v)] = 1;
+    for (int v : higher[size_t(u)])
+      for (int w : higher[size_t(v)]) count += mark[size_t(w)];
+    for (int v : higher[size_t(u)]) mark[size_t(v)] = 0;
+  }
+  return count;
+}
+
+// Σ_v C(deg v, 2) over the graph of critical pairs: the paths of two pairs through a middle node.
+long double pair_paths(int nodes, const std::vector<const NodeSet*>& pairs) {
+  std::vector<long double> degree(static_cast<size_t>(nodes), 0);
+  for (const NodeSet* p : pairs) ++degree[size_t((*p)[0])], ++degree[size_t((*p)[1])];
+  long double paths = 0;
+  for (long double d : degree) paths += d * (d - 1) / 2;
+  return paths;
+}
+
+}  // namespace
+
+long double small_survival(int nodes, const std::vector<NodeSet>& critical, int k) {
+  long double singles = 0, triples = 0;
+  std::vector<const NodeSet*> pairs;
+  for (const auto& s : critical) {
+    if (s.size() == 1) ++singles;
+    if (s.size() == 2) pairs.push_back(&s);
+    if (s.size() == 3) ++triples;
+  }
+  const int rest = nodes - int(singles);  // nodes that are no critical singleton
+  long double killed = binomial(nodes, k) - binomial(rest, k);  // the subsets holding a singleton
+  if (k == 2) killed += (long double)pairs.size();
+  if (k == 3)
+    killed += (long double)pairs.size() * (rest - 2) - pair_paths(nodes, pairs) + triangles(nodes, pairs) + triples;
+  return 1 - killed / binomial(nodes, k);
+}
+
 Counted enumerate_survival(int nodes, const std::vector<NodeSet>& critical, int k) {
   CriticalIndex index(nodes, critical);
   Enumerator e(index, k);

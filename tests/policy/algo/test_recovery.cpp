@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "policy/algo/recovery.h"
+#include "policy/algo/recovery_count.h"
 #include "policy/algo/rng.h"
 
 using namespace sal::algo;
@@ -196,6 +197,40 @@ TEST_CASE("closed form, enumeration and brute force agree on nested placements")
       CHECK(closed->p == doctest::Approx(truth).epsilon(1e-13));
       CHECK(exact->p == doctest::Approx(truth).epsilon(1e-13));
     }
+  }
+}
+
+// Many experts on 1-3 random nodes: dense graphs of critical pairs (paths, triangles) and triples.
+TEST_CASE("the k <= 3 count agrees with brute force on dense overlapping pairs and triples") {
+  Rng rng(29);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int nodes = 3 + int(rng.below(12));
+    Sets sets(size_t(4 + rng.below(30)));
+    for (auto& s : sets) {
+      const int size = 1 + int(rng.below(3)) + (rng.below(6) == 0 ? 0 : 1);  // few singletons
+      while (int(s.size()) < std::min(size, nodes)) {
+        const int n = int(rng.below(uint64_t(nodes)));
+        if (std::find(s.begin(), s.end(), n) == s.end()) s.push_back(n);
+      }
+    }
+    const auto l = layer_of(nodes, sets);
+    for (int k = 1; k <= 3; ++k) {
+      auto r = recovery_probability(l, k, forced(MethodChoice::exact));
+      REQUIRE(r.ok());
+      CHECK(r->p == doctest::Approx(brute_force(nodes, sets, k)).epsilon(1e-13));
+    }
+  }
+}
+
+TEST_CASE("the k <= 3 count agrees with enumeration at 1024 nodes") {
+  const int nodes = 1024;
+  std::vector<sal::algo::detail::NodeSet> pairs;  // a ring of pairs with chords: paths and triangles
+  for (int n = 0; n < 200; ++n) pairs.push_back({n, n + 1});
+  for (int n = 0; n < 198; n += 3) pairs.push_back({n, n + 2});
+  for (int k = 2; k <= 3; ++k) {
+    const auto counted = sal::algo::detail::small_survival(nodes, pairs, k);
+    const auto visited = sal::algo::detail::enumerate_survival(nodes, pairs, k);
+    CHECK(double(counted) == doctest::Approx(double(visited.p)).epsilon(1e-15));
   }
 }
 

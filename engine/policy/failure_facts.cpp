@@ -1,0 +1,66 @@
+// failure_facts.cpp — see failure_facts.h.
+#include "policy/failure_facts.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace sal::policy {
+namespace {
+
+// Mean hours between failures of one node when nothing is stated or measured: about what large
+// training runs report — Meta's Llama 3 run saw 419 unexpected interruptions in 54 days on 16 384
+// GPUs (2 048 nodes of 8), one per node every ≈ 6 300 hours — rounded down.
+constexpr double kAssumedMtbfH = 5000;
+// A second loss this soon after a first is simultaneous (no re-plan between them): a re-plan here
+// takes 0.1–0.3 s after a loss on loopback (bench_recovery), Lazarus reports 20–40 s on a cluster.
+constexpr double kWindowS = 10;
+// What a restore costs beyond the steps it runs again: reading the state back and rebuilding the
+// data plane on a cluster (assumed; 0.3–0.4 s on loopback, see docs/performance.md).
+constexpr double kRestoreOverheadS = 60;
+// The step time until the driver has measured one.
+constexpr double kAssumedIterationS = 1;
+
+std::string text(const char* format, double a, double b = 0) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, format, a, b);
+  return buf;
+}
+
+}  // namespace
+
+void FailureRate::observe(uint32_t workers, double at_s) {
+  if (seen_) {
+    node_s_ += double(workers_) * std::max(0.0, at_s - at_s_);
+    if (workers < workers_) losses_ += workers_ - workers;
+  }
+  seen_ = true;
+  workers_ = workers;
+  at_s_ = at_s;
+}
+
+FailureFacts failure_facts(const FailureSettings& settings, const FailureRate& measured, double iteration_s,
+                           double rerun_steps, const std::string& rerun_source) {
+  FailureFacts f;
+  if (settings.node_mtbf_h > 0) {
+    f.rate = 1 / settings.node_mtbf_h;
+    f.source = "stated (" + settings.stated_by + text("): one failure per node every %g h", settings.node_mtbf_h);
+  } else if (measured.losses() > 0 && measured.node_hours() > 0) {
+    f.rate = double(measured.losses()) / measured.node_hours();
+    f.source = text("measured: %g node losses in %.3g node-hours", double(measured.losses()), measured.node_hours());
+  } else {
+    f.rate = 1 / kAssumedMtbfH;
+    f.source = text("assumed: one failure per node every %g h", kAssumedMtbfH);
+    if (measured.node_hours() > 0) f.source += text(" (no loss seen in %.3g node-hours)", measured.node_hours());
+  }
+  f.correlated = std::clamp(settings.correlated, 0.0, 1.0);
+  f.window_s = kWindowS;
+  const double step_s = iteration_s > 0 ? iteration_s : kAssumedIterationS;
+  f.restore_s = kRestoreOverheadS + rerun_steps * step_s;
+  f.restore_source = text("%g s to restore (assumed) + steps run again: %g", kRestoreOverheadS, rerun_steps) +
+                     text(" of %.3g s", step_s) + " (" + rerun_source + ")";
+  return f;
+}
+
+FailureFacts assumed_failures() { return failure_facts({}, FailureRate{}, 0, 1, "assumed"); }
+
+}  // namespace sal::policy

@@ -1,0 +1,50 @@
+// failure_facts.h — what the placement policy is told about node failures (decision.h:
+// FailureFacts, ctx.failures in Lua), so that it can weigh balance against survival: the rate of
+// node failures — as the job file states it, else as measured from the plans the job asked for, else
+// an assumed rate that says so — and what losing every replica of an expert costs (a restore and
+// the steps run again).
+//
+// Measuring: a plan decided for fewer workers than the plan before counts the difference as node
+// losses (a drain counts too: it also takes a node's replicas away), over the node-hours between
+// the plans. Until a loss is seen the rate is assumed: a few hours without one say little.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "policy/decision.h"
+
+namespace sal::policy {
+
+// What the job file states (policies.node_mtbf_h, policies.correlated_failures).
+struct FailureSettings {
+  double node_mtbf_h = 0;  // mean hours between failures of one node; 0: measure
+  double correlated = 0;   // probability that a loss takes another node down with it
+  std::string stated_by = "policies.node_mtbf_h";  // where node_mtbf_h was stated
+};
+
+// Node losses over node-hours, from the worker counts of successive plans.
+class FailureRate {
+ public:
+  // A plan for `workers` decided at `at_s` (seconds on any steady clock).
+  void observe(uint32_t workers, double at_s);
+  uint64_t losses() const { return losses_; }
+  double node_hours() const { return node_s_ / 3600; }
+
+ private:
+  uint32_t workers_ = 0;
+  double at_s_ = 0, node_s_ = 0;
+  uint64_t losses_ = 0;
+  bool seen_ = false;
+};
+
+// The facts for a plan: the rate as stated, else measured once a loss was seen, else assumed;
+// a wipe-out's cost from the step time (`iteration_s`, 0: not measured yet) and the steps a
+// restore runs again (`rerun_steps`, said how in `rerun_source`).
+FailureFacts failure_facts(const FailureSettings& settings, const FailureRate& measured, double iteration_s,
+                           double rerun_steps, const std::string& rerun_source);
+
+// The facts when nothing is known (offline tools): the assumed rate, a restore of one step.
+FailureFacts assumed_failures();
+
+}  // namespace sal::policy
