@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -50,6 +51,7 @@ struct StoreServer::Impl {
   std::map<std::string, std::vector<char>> data;
   size_t total = 0;
   std::vector<std::string> erased;  // prefixes erased since the thread last looked
+  std::deque<std::string> closed;   // prefixes closed for good (close_prefix), oldest first
   std::mutex ctl_mu;
   std::unique_ptr<zmq::socket_t> ctl_send;
   std::thread thread;
@@ -74,6 +76,8 @@ struct StoreServer::Impl {
   void wake_waiters(const std::string& key);
   void expire_waiters();
   void fail_erased();
+  // The closed prefix one of `keys` falls under ("": none).
+  std::string closed_prefix(const std::vector<std::string>& keys) const;
   void fail_all(StoreCode code, const std::string& why);
   int poll_timeout_ms() const;
   void log_bad(const char* kind, const std::string& what);
@@ -185,11 +189,24 @@ void StoreServer::Impl::handle(const std::string& route, const Frames& frames, b
     reply(route, error_reply(id, StoreCode(req.error().code()), req.error().message()));
     return;
   }
+  if (auto prefix = closed_prefix(req->keys); !prefix.empty()) {
+    reply(route, error_reply(req->id, StoreCode::erased,
+                             "key '" + req->keys[0] + "': its prefix '" + prefix + "' is closed (its plan was abandoned)"));
+    return;
+  }
   if (req->verb == Verb::set) {
     handle_set(route, *req);
   } else {
     handle_get_or_wait(route, *req);
   }
+}
+
+std::string StoreServer::Impl::closed_prefix(const std::vector<std::string>& keys) const {
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& p : closed)
+    for (const auto& k : keys)
+      if (has_prefix(k, p)) return p;
+  return "";
 }
 
 void StoreServer::Impl::handle_set(const std::string& route, StoreRequest& r) {
@@ -340,6 +357,15 @@ void StoreServer::stop() {
   impl_->thread.join();
   std::lock_guard<std::mutex> lock(impl_->ctl_mu);
   impl_->ctl_send.reset();
+}
+
+void StoreServer::close_prefix(const std::string& prefix) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->closed.push_back(prefix);
+    if (impl_->closed.size() > kClosedPrefixes) impl_->closed.pop_front();
+  }
+  erase_prefix(prefix);
 }
 
 void StoreServer::erase_prefix(const std::string& prefix) {

@@ -41,6 +41,11 @@ class StoreServer {
   // `erased` error. Thread-safe. Pass the separator too ("epoch-7/"), or "epoch-1" also drops
   // "epoch-10/...".
   void erase_prefix(const std::string& prefix);
+  // The same, and the prefix is over for good: every later request for a key under it (a worker
+  // that comes to an abandoned plan's rendezvous late) fails at once with `erased`, instead of
+  // waiting for keys nobody will set. The last kClosedPrefixes closed prefixes are remembered.
+  void close_prefix(const std::string& prefix);
+  static constexpr size_t kClosedPrefixes = 4096;
 
   size_t key_count() const;    // thread-safe
   size_t total_bytes() const;  // keys + values, thread-safe

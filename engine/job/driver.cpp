@@ -98,7 +98,7 @@ Driver::Next Driver::on_stop(const Event& e) {
   if (stop.save && !save && !saving) out_.push_back(act::StopJob{stop.why});
   for (Timer t : {Timer::gate, Timer::plan, Timer::retry}) cancel(t);
   if (auto* p = std::get_if<phase::Switching>(&state_))
-    abort_ranks(p->ranks, p->step, std::string(kStopReason) + stop.why);
+    abort_ranks(p->ranks, p->step, std::string(kStopReason) + stop.why, p->number);
   if (steps_.abort(std::string(kStopReason) + stop.why) == StepCoordinator::Outcome::aborted && running)
     announce_abort(running->tally);
   if (save) return start_save("stopped after " + std::to_string(steps_.committed()) + " steps: " + stop.why, true);
@@ -149,8 +149,8 @@ void Driver::send(const std::vector<Participant>& ranks, act::Message msg) {
   out_.push_back(act::Send{nodes_of(ranks), false, std::move(msg)});
 }
 
-void Driver::abort_ranks(const std::vector<Participant>& ranks, uint64_t step, const std::string& why) {
-  send(ranks, wire::StepAbort{steps_.epoch(), step, why});
+void Driver::abort_ranks(const std::vector<Participant>& ranks, uint64_t step, const std::string& why, uint64_t plan) {
+  send(ranks, wire::StepAbort{steps_.epoch(), step, why, plan});
 }
 
 }  // namespace sal::job

@@ -222,7 +222,8 @@ class Driver {
   // ---- helpers ----
   void note(std::string kind, std::string detail, act::Level level = act::Level::info, bool quiet = false);
   void send(const std::vector<Participant>& ranks, act::Message msg);
-  void abort_ranks(const std::vector<Participant>& ranks, uint64_t step, const std::string& why);
+  // StepAbort to `ranks`: the step in flight (plan 0) or the plan being switched to (its number).
+  void abort_ranks(const std::vector<Participant>& ranks, uint64_t step, const std::string& why, uint64_t plan = 0);
   void arm(Timer t, uint64_t ms) { out_.push_back(act::ArmTimer{t, ms}); }
   void cancel(Timer t) { out_.push_back(act::CancelTimer{t}); }
   double now_s() const { return double(now_ns_ - cfg_.origin_ns) / 1e9; }

@@ -170,7 +170,12 @@ struct PlanInForce {
 struct RecoveryDone { RecoveryRecord record; };
 struct StepsLost { uint64_t steps = 0; };
 struct Restored {};
-struct EraseKeys { uint64_t plan = 0; };  // the rendezvous keys of plan-<plan>/
+// The rendezvous keys of plan-<plan>/ are done with; `closed`: the plan is over for good (abandoned,
+// or replaced by a newer one in force), and a late request under its prefix is refused at once.
+struct EraseKeys {
+  uint64_t plan = 0;
+  bool closed = false;
+};
 // A dense snapshot is complete (the controller writes its marker), or dropped from disk.
 struct SnapshotComplete { ckpt::Snapshot snapshot; };
 // Every rank wrote its share of the final checkpoint: its manifest (written last: a checkpoint

@@ -225,21 +225,27 @@ Driver::Next Driver::plan_applied(phase::Switching& p) {
   }
   out_.push_back(act::PlanInForce{*applied_, measured_.loads().empty() ? std::vector<std::vector<double>>{}
                                                                         : measured_.loads().mean()});
-  if (previous) out_.push_back(act::EraseKeys{previous});
+  if (previous) out_.push_back(act::EraseKeys{previous, true});
   out_.push_back(act::EraseKeys{p.number});  // every rank has connected: the rendezvous keys are done with
   streak_.plans = 0;
   return in_force();
 }
 
+// Its ranks leave it at once (StepAbort names it) and its rendezvous is closed. A rank that left is
+// out of the view already: when every unit still has a holder the next plan is asked for at once,
+// without it; a plan that must restore waits the pause (the agents' reports of the sparse windows
+// they hold settle, so the restore takes the newest). Any other failure waits a pause that doubles
+// with each failure in a row.
 Driver::Next Driver::plan_failed(phase::Switching& p, const std::string& why, bool membership) {
   if (!membership && p.restore == Rung::sparse) sparse_restore_failed(p, why);
   cancel(Timer::plan);
   std::string detail = "plan " + std::to_string(p.number) + " not applied: " + why;
   note("plan_failed", detail, act::Level::warn);
-  abort_ranks(p.ranks, p.step, detail);
-  out_.push_back(act::EraseKeys{p.number});
+  abort_ranks(p.ranks, p.step, detail, p.number);
+  out_.push_back(act::EraseKeys{p.number, true});
   plane_spent_ = true;  // the ranks may have let go of the plan in force's data plane already
   if (membership) recovery_begins(detail);
+  if (membership && !choose(view_.ready, steps_.committed()).restore()) return start_plan("again after: " + why);
   if (!membership && ++streak_.plans >= kMaxConsecutivePlanFailures)
     return fail_job(std::to_string(streak_.plans) + " plans in a row could not be applied; the last: " + why);
   arm(Timer::retry, kPlanRetryMs << std::min(streak_.plans, kPlanRetryDoublings));

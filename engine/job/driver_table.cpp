@@ -58,8 +58,8 @@ const Driver::Row* Driver::row(size_t state, size_t event_kind, std::optional<Ti
     {deciding,     On::decided,       {},        &Driver::on_decided,                                     // send the plan, or restore
                                                  To(to({deciding, switching, gathering, failed}) | kFromRunning)},
 
-    {switching,    On::membership,    {},        &Driver::on_switch_view,    to({retrying})},             // a pending rank left
-    {switching,    On::timer,         T::soon,   &Driver::on_switch_view,    to({retrying})},
+    {switching,    On::membership,    {},        &Driver::on_switch_view,    to({deciding, gathering, retrying})},  // a pending rank left
+    {switching,    On::timer,         T::soon,   &Driver::on_switch_view,    to({deciding, gathering, retrying})},
     {switching,    On::ready,         {},        &Driver::on_ready,                                       // every rank ready: in force
                                                  To(to({retrying, failed}) | kFromRunning)},
     {switching,    On::timer,         T::plan,   &Driver::on_switch_timeout, to({retrying, failed})},     // too slow: plan failed

@@ -86,7 +86,9 @@ std::string describe(const Action& a) {
           [](const act::RecoveryDone&) { return std::string("recovery done"); },
           [](const act::StepsLost& s) { return "steps lost " + std::to_string(s.steps); },
           [](const act::Restored&) { return std::string("restored"); },
-          [](const act::EraseKeys& k) { return "erase the store keys of plan " + std::to_string(k.plan); },
+          [](const act::EraseKeys& k) {
+            return std::string(k.closed ? "close" : "erase") + " the store keys of plan " + std::to_string(k.plan);
+          },
           [](const act::SnapshotComplete& s) { return "snapshot complete " + s.snapshot.dir; },
           [](const act::CheckpointComplete& c) { return "checkpoint complete " + c.dir; },
           [](const act::SnapshotDrop& s) { return "drop snapshot " + s.dir; },

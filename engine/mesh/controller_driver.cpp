@@ -208,7 +208,10 @@ void Controller::apply(const job::Action& action) {
                    record_.restored();
                    journal(job::rec::Restores{1});
                  },
-                 [&](const act::EraseKeys& a) { store_->erase_prefix("plan-" + std::to_string(a.plan) + "/"); },
+                 [&](const act::EraseKeys& a) {
+                   const std::string prefix = "plan-" + std::to_string(a.plan) + "/";
+                   a.closed ? store_->close_prefix(prefix) : store_->erase_prefix(prefix);
+                 },
                  [&](const act::SnapshotComplete& a) {
                    // the marker, and a manifest as a final checkpoint has: `sample` and `run --resume` take it
                    if (auto s = ckpt::mark_complete(a.snapshot); !s) spdlog::warn("{}", s.error().message());

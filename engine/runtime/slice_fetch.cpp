@@ -16,6 +16,9 @@
 namespace sal::runtime {
 namespace {
 
+// How often a fetch waiting for an answer asks whether it was stopped.
+constexpr int64_t kStopPollMs = 10;
+
 // A holder's answer: each unit's copies by slot index, and the slots' iterations and norms.
 struct Answer {
   std::map<UnitId, std::map<uint32_t, ckpt::UnitCopy>> copies;
@@ -26,8 +29,10 @@ struct Answer {
 
 class Fetcher {
  public:
-  Fetcher(zmq::context_t& ctx, const wire::PlanUpdate& p, const ModelShape& shape, std::string key_file, int timeout_ms)
-      : ctx_(ctx), p_(p), shape_(shape), key_file_(std::move(key_file)), timeout_ms_(timeout_ms) {}
+  Fetcher(zmq::context_t& ctx, const wire::PlanUpdate& p, const ModelShape& shape, std::string key_file, int timeout_ms,
+          const std::function<bool()>& stopped)
+      : ctx_(ctx), p_(p), shape_(shape), key_file_(std::move(key_file)), timeout_ms_(timeout_ms), stopped_(stopped) {}
+  bool stopped() const { return stopped_ && stopped_(); }
 
   Answer ask(uint32_t node, const std::vector<UnitId>& units) {
     Answer a;
@@ -42,11 +47,16 @@ class Fetcher {
     int64_t deadline = mono_ns() + int64_t(timeout_ms_) * 1'000'000;
     for (;;) {
       int64_t left_ms = (deadline - mono_ns()) / 1'000'000;
-      zmq::pollitem_t item{s->handle(), 0, ZMQ_POLLIN, 0};
-      if (left_ms <= 0 || zmq::poll(&item, 1, std::chrono::milliseconds(left_ms)) == 0) {
+      if (stopped()) {
+        a.problem = "stopped";
+        return a;
+      }
+      if (left_ms <= 0) {
         a.problem = "no answer within " + std::to_string(timeout_ms_) + " ms";
         return a;
       }
+      zmq::pollitem_t item{s->handle(), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, std::chrono::milliseconds(std::min<int64_t>(left_ms, kStopPollMs))) == 0) continue;
       wire::Parts parts;
       if (!zmq::recv_multipart(*s, std::back_inserter(parts), zmq::recv_flags::dontwait)) continue;
       if (take(parts, f.request, a)) return a;
@@ -99,6 +109,7 @@ class Fetcher {
   ModelShape shape_;
   std::string key_file_;
   int timeout_ms_;
+  const std::function<bool()>& stopped_;
   uint64_t request_ = 0;
   std::map<uint32_t, std::unique_ptr<zmq::socket_t>> sockets_;
 };
@@ -126,7 +137,7 @@ std::string check_unit(const UnitId& id, const Answer& a) {
 
 Result<FetchedWindow> fetch_window(zmq::context_t& ctx, const wire::PlanUpdate& p, const std::set<UnitId>& wanted,
                                    const ModelShape& shape, const std::string& key_file, int timeout_ms,
-                                   std::vector<std::string>& notes) {
+                                   std::vector<std::string>& notes, const std::function<bool()>& stopped) {
   if (p.restore_window < 0) return fail("the plan names no window to restore from");
   // each unit's holders, in the plan's order, and the next one to ask
   std::map<UnitId, std::vector<uint32_t>> holders;
@@ -136,7 +147,7 @@ Result<FetchedWindow> fetch_window(zmq::context_t& ctx, const wire::PlanUpdate& 
   std::map<UnitId, std::vector<std::string>> tried;
   std::set<UnitId> open(wanted.begin(), wanted.end());
   FetchedWindow out;
-  Fetcher fetcher(ctx, p, shape, key_file, timeout_ms);
+  Fetcher fetcher(ctx, p, shape, key_file, timeout_ms, stopped);
   const std::string window = "the window from iteration " + std::to_string(p.restore_window);
   while (!open.empty()) {
     std::map<uint32_t, std::vector<UnitId>> ask;  // node -> units asked of it this round
@@ -151,6 +162,7 @@ Result<FetchedWindow> fetch_window(zmq::context_t& ctx, const wire::PlanUpdate& 
     }
     for (const auto& [node, units] : ask) {
       Answer a = fetcher.ask(node, units);
+      if (fetcher.stopped()) return fail(window, ": the fetch was stopped (the plan was abandoned)");
       if (out.slots.size() < a.window) out.slots.resize(a.window);
       for (const auto& [index, meta] : a.slots)
         if (index < out.slots.size())

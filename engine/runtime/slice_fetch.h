@@ -10,6 +10,7 @@
 
 #include <zmq.hpp>
 
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,9 +27,10 @@ struct FetchedWindow {
 };
 
 // `wanted`: the units this rank holds under the plan. `key_file`: CURVE towards holders off
-// loopback. `notes` gets the fallbacks on the way, whether the fetch succeeds or not.
+// loopback. `notes` gets the fallbacks on the way, whether the fetch succeeds or not. `stopped`,
+// asked every few ms while an answer is awaited: the fetch gives up at once (the plan was abandoned).
 Result<FetchedWindow> fetch_window(zmq::context_t& ctx, const wire::PlanUpdate& p, const std::set<UnitId>& wanted,
                                    const ModelShape& shape, const std::string& key_file, int timeout_ms,
-                                   std::vector<std::string>& notes);
+                                   std::vector<std::string>& notes, const std::function<bool()>& stopped);
 
 }  // namespace sal::runtime

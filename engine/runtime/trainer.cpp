@@ -97,18 +97,41 @@ comm::GlooOptions Trainer::plane_options(int rank, int size, std::string prefix)
 // switch fails somewhere, the controller falls back on the previous plan's holdings, which are
 // then still all here.
 Status Trainer::apply_plan(const wire::PlanUpdate& p) {
+  applying_ = p.number();
+  Status s = switch_to(p);
+  applying_ = 0;
+  return s;
+}
+
+Status Trainer::switch_to(const wire::PlanUpdate& p) {
+  SAL_TRY(still_wanted(p));
   SAL_TRY(check_plan(p));
   SAL_TRY(leave_plan(p));
   int64_t t0 = mono_ns();
   SAL_TRY(connect(p));
   plan_times_.connect_ms = ms_since(t0);
   take_roles(p);
+  SAL_TRY(still_wanted(p));
   int64_t t1 = mono_ns();
   SAL_TRY(move_state(p));
   plan_times_.migrate_ms = ms_since(t1);
+  SAL_TRY(still_wanted(p));
   SAL_TRY(load_compute(p));
   start_snapshots(p);
   return {};
+}
+
+Status Trainer::still_wanted(const wire::PlanUpdate& p) const {
+  if (abandoned(p.number())) return fail("plan ", p.number(), " was abandoned by the controller");
+  return {};
+}
+
+void Trainer::abandon(uint64_t plan, const std::string& why) {
+  uint64_t seen = abandoned_.load();
+  while (plan > seen && !abandoned_.compare_exchange_weak(seen, plan)) {
+  }
+  const uint64_t now = applying_.load();
+  if (now != 0 && now <= plan) abort("plan " + std::to_string(plan) + " abandoned: " + why);
 }
 
 Status Trainer::check_plan(const wire::PlanUpdate& p) const {

@@ -72,6 +72,10 @@ class Trainer {
   // From another thread: ends the plan's data plane (and a rendezvous in progress) so a blocked
   // call returns; everything fails fast until clear_abort().
   void abort(const std::string& why);
+  // From another thread: the controller abandoned plan `plan` (StepAbort.plan). A switch to it (or
+  // to an older one) in progress stops at once, whatever part of it runs, and none is begun.
+  void abandon(uint64_t plan, const std::string& why);
+  bool abandoned(uint64_t plan) const { return plan <= abandoned_.load(); }
   // SPARe's patch of the step in flight (parallel.groups > 1; trainer_groups.cpp).
   // interrupt_for_patch(), from another thread: ends the plan's cross-group data plane, where the
   // step's synchronisation may wait for a rank that is gone, and this rank's group's plane when
@@ -109,7 +113,9 @@ class Trainer {
 
  private:
   // ---- applying a plan (trainer.cpp), in order ----
+  Status switch_to(const wire::PlanUpdate& p);
   Status check_plan(const wire::PlanUpdate& p) const;
+  Status still_wanted(const wire::PlanUpdate& p) const;  // not abandoned since the switch began
   Status leave_plan(const wire::PlanUpdate& p);
   Status connect(const wire::PlanUpdate& plan);
   Status choose_device_plane(comm::Collectives& c, const std::string& prefix);
@@ -166,6 +172,8 @@ class Trainer {
   model::StepStats group_stats_;
   bool backup_ok_ = false;
   std::atomic<bool> aborting_{false};
+  std::atomic<uint64_t> abandoned_{0};           // the newest plan the controller abandoned
+  std::atomic<uint64_t> applying_{0};            // the plan apply_plan() is switching to (0: none)
   std::vector<Counts> replicas_;                 // [layer] -> R[e][rank]
   std::vector<std::pair<int, int>> held_;        // (layer, expert) per slot of this rank
   std::vector<SharedExpert> shared_;             // the plan's experts held by two or more ranks

@@ -40,6 +40,11 @@ void TrainerThread::abort(const std::string& why) {
   if (trainer_) trainer_->abort(why);
 }
 
+void TrainerThread::abandon(uint64_t plan, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (trainer_) trainer_->abandon(plan, why);
+}
+
 void TrainerThread::patch(wire::StepPatch p) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -90,13 +95,14 @@ void TrainerThread::run() {
       cv_.wait(lock, [this] { return !queue_.empty(); });
       r = std::move(queue_.front());
       queue_.pop_front();
-      // A plan with a newer one queued behind it was abandoned by the controller: skip it.
-      bool superseded = std::holds_alternative<wire::PlanUpdate>(r) &&
-                        std::any_of(queue_.begin(), queue_.end(),
-                                    [](const Request& q) { return std::holds_alternative<wire::PlanUpdate>(q); });
-      if (superseded) {
-        spdlog::info("plan {} skipped: a newer plan is queued", std::get<wire::PlanUpdate>(r).number());
-        continue;
+      // A plan the controller abandoned (said so, or a newer one is queued behind it): skip it.
+      if (const auto* p = std::get_if<wire::PlanUpdate>(&r)) {
+        bool superseded = std::any_of(queue_.begin(), queue_.end(),
+                                      [](const Request& q) { return std::holds_alternative<wire::PlanUpdate>(q); });
+        if (superseded || (trainer_ && trainer_->abandoned(p->number()))) {
+          spdlog::info("plan {} skipped: {}", p->number(), superseded ? "a newer plan is queued" : "the controller abandoned it");
+          continue;
+        }
       }
     }
     if (std::holds_alternative<StopRequest>(r)) break;

@@ -53,6 +53,9 @@ class TrainerThread {
   void post(Request r);
   // Thread-safe: ends the current plan's data plane (a blocked collective returns with an error).
   void abort(const std::string& why);
+  // Thread-safe: the controller abandoned plan `plan` (Trainer::abandon); its PlanUpdate, queued
+  // or not yet come, is skipped.
+  void abandon(uint64_t plan, const std::string& why);
   // Thread-safe: a patch of the step in flight — ends the data planes it replaces (a blocked
   // synchronisation returns), then queues it.
   void patch(wire::StepPatch p);

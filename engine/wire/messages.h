@@ -174,12 +174,15 @@ struct StepPatch {
     (std::string, reason, {}, kTextMax))
 };
 
+// The step in flight stops (plan 0), or a plan being switched to was abandoned by the controller
+// (plan N: its ranks leave it at once, whatever they are doing, and never begin it if they had not).
 struct StepAbort {
   static constexpr MsgType kType = MsgType::step_abort;
   SAL_WIRE_FIELDS(
     (uint64_t, epoch, 0),
     (uint64_t, step, 0),
-    (std::string, reason, {}, kTextMax))
+    (std::string, reason, {}, kTextMax),
+    (uint64_t, plan, 0))
 };
 
 struct ErrorReply {

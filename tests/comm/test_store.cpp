@@ -210,6 +210,30 @@ TEST_CASE("store: erase_prefix fails requests parked on the erased epoch, interr
   CHECK(a.put("x", bytes("1")).ok());  // ... until cleared
 }
 
+TEST_CASE("store: a closed prefix refuses every later request at once, and other prefixes are served") {
+  Fixture f;
+  StoreClient a(f.ctx, f.endpoint);
+  REQUIRE(a.put("plan-8/rank_0", bytes("x")).ok());
+  f.server.close_prefix("plan-8/");
+  CHECK(f.server.key_count() == 0);
+  // a worker that comes to plan 8's rendezvous after the controller abandoned it: refused now,
+  // not after its timeout
+  int64_t t0 = mono_ms();
+  auto late = a.fetch("plan-8/rank_1", 5000ms);
+  REQUIRE(!late.ok());
+  CHECK(StoreCode(late.error().code()) == StoreCode::erased);
+  CHECK(late.error().message().find("'plan-8/' is closed") != std::string::npos);
+  CHECK(mono_ms() - t0 < 1000);
+  auto set = a.put("plan-8/rank_2", bytes("y"));
+  REQUIRE(!set.ok());
+  CHECK(StoreCode(set.error().code()) == StoreCode::erased);
+  CHECK(f.server.key_count() == 0);
+  // plan-80 and plan-9 are other plans
+  CHECK(a.put("plan-80/rank_0", bytes("z")).ok());
+  CHECK(a.put("plan-9/rank_0", bytes("z")).ok());
+  CHECK(text(*a.fetch("plan-9/rank_0", 1000ms)) == "z");
+}
+
 TEST_CASE("store: malformed requests get error replies and the server keeps serving") {
   Fixture f;
   Raw raw(f.ctx, f.endpoint);

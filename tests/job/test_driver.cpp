@@ -151,13 +151,25 @@ TEST_CASE("planning + retry timer: plan again, five failed plans in a row end th
   CHECK(h.d.failure().find("5 plans in a row") != std::string::npos);
 }
 
-TEST_CASE("planning + membership: a pending plan whose rank left fails at once, as a recovery") {
+TEST_CASE("planning + membership: a pending plan whose rank left fails at once, as a recovery, and the next is asked for at once") {
   Harness h;
   h.membership(workers({0, 1, 2, 3}));
   h.decide();
   h.membership(workers({0, 1, 2}));
   CHECK(h.note_detail("plan_failed").find("worker 3.0 left") != std::string::npos);
-  CHECK(h.armed(Timer::retry));
+  // its ranks leave it, knowing which plan they leave; its rendezvous is closed for good
+  auto aborts = h.sent<wire::StepAbort>();
+  REQUIRE(aborts.size() == 1);
+  CHECK(aborts[0].second.plan == 1);
+  auto erased = h.all<act::EraseKeys>();
+  REQUIRE(erased.size() == 1);
+  CHECK(erased[0].plan == 1);
+  CHECK(erased[0].closed);
+  // no pause: the rank that left is out of the view already
+  CHECK_FALSE(h.armed(Timer::retry));
+  REQUIRE(h.all<act::DecidePlan>().size() == 1);
+  CHECK(h.asked->workers == 3);
+  CHECK(h.d.phase() == Phase::planning);
 }
 
 TEST_CASE("planning + soon: an operator's request while a plan is pending waits for the plan's boundary") {

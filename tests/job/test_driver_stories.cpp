@@ -1,6 +1,6 @@
 // test_driver_stories.cpp — failure stories that once needed real processes, told to the job driver
 // as events in and actions out: a loss during the forward pass, the all-to-all, the all-reduce and
-// a state migration; a plan superseded by a second loss; a drain fired at a commit; a batch of
+// a state migration; losses during three successive plan switches; a plan superseded by a second loss; a drain fired at a commit; a batch of
 // joins; a restore when every holder of an expert is lost (from a window of sparse snapshots in the
 // agents' memory, from a snapshot, and from the seed; a failed restore from peers falling further);
 // an operator's policy swap in the middle of a step.
@@ -97,13 +97,58 @@ TEST_CASE("a node lost during a state migration: the plan fails as a recovery an
   h.membership(workers({0, 1}));
   CHECK(h.note_detail("plan_failed").find("worker 2.0 left") != std::string::npos);
   CHECK(h.sent<wire::StepAbort>().size() == 1);  // the plan's ranks stop waiting for it
-  h.timer(Timer::retry, 200);
+  REQUIRE(h.all<act::DecidePlan>().size() == 1);  // the next plan at once, without node 2
   REQUIRE(h.asked->workers == 2);
   h.decide();
   h.all_ready();
   CHECK(h.d.phase() == Phase::running);
   CHECK(h.d.steps().next_step() == 4);
   CHECK(h.d.applied()->ranks.size() == 2);
+}
+
+TEST_CASE("nodes lost during three successive plan switches: each abandoned plan is left at once, the next asked at once, one recovery") {
+  DriverConfig cfg = small_job(8);
+  Harness h(cfg);
+  h.start(workers({0, 1, 2, 3, 4, 5, 6, 7}));
+  for (int s = 0; s < 3; ++s) h.commit_step();
+  h.lose(7);  // mid-step: the step aborts
+  h.membership(workers({0, 1, 2, 3, 4, 5, 6}), 2);
+  std::vector<uint32_t> alive = {0, 1, 2, 3, 4, 5, 6};
+  for (uint32_t dies : {6u, 5u, 4u}) {  // each switch loses a rank on the way
+    h.decide();
+    const uint64_t pending = *h.d.pending_plan();
+    auto ranks = h.pending_ranks();
+    h.ready(ranks[0], pending);  // some ranks are already through
+    alive.erase(std::find(alive.begin(), alive.end(), dies));
+    h.asked.reset();
+    std::vector<Participant> left;
+    for (uint32_t n : alive) left.push_back({NodeId(n), 0});
+    h.lose(dies);
+    h.membership(left, 3);
+    CAPTURE(pending);
+    // the plan's ranks are told to leave that very plan; its rendezvous closed; no pause
+    auto aborts = h.sent<wire::StepAbort>();
+    REQUIRE(aborts.size() == 1);
+    CHECK(aborts[0].second.plan == pending);
+    bool closed = false;
+    for (const auto& e : h.all<act::EraseKeys>()) closed = closed || (e.plan == pending && e.closed);
+    CHECK(closed);
+    CHECK_FALSE(h.armed(Timer::retry));
+    REQUIRE(h.asked);  // the next plan at once, for the workers left
+    CHECK(h.asked->workers == left.size());
+  }
+  h.decide();
+  h.all_ready();
+  REQUIRE(h.d.phase() == Phase::running);
+  CHECK(h.d.applied()->ranks.size() == 4);
+  CHECK(h.d.steps().next_step() == 3);  // the aborted step again: nothing committed lost
+  h.commit_step();
+  std::vector<act::RecoveryDone> rec;
+  for (const auto& a : h.history)
+    if (auto* r = std::get_if<act::RecoveryDone>(&a)) rec.push_back(*r);
+  REQUIRE(rec.size() == 1);  // one recovery, from the first loss to the commit
+  CHECK(rec[0].record.cause.find("step 3 aborted") != std::string::npos);
+  CHECK(rec[0].record.kind == "elastic");
 }
 
 TEST_CASE("a plan superseded by a second loss while the policies decide it") {
