@@ -12,6 +12,13 @@ namespace {
 
 double elapsed_s(const RunView& v) { return double((v.finished_ns ? v.finished_ns : mono_ns()) - v.started_ns) / 1e9; }
 
+// Where a restore came from, in words (job::RecoveryRecord::source).
+const char* restore_source_text(const std::string& source) {
+  if (source == "peers") return "a window of sparse snapshots in peers' memory";
+  if (source == "disk") return "a dense snapshot on disk";
+  return "the seed";
+}
+
 bool checkpoint_written(const job::Driver& d) { return !d.checkpoint_dir().empty() && d.phase() == job::Phase::done; }
 
 }  // namespace
@@ -103,8 +110,7 @@ void print_text_summary(const RunView& v, const nlohmann::ordered_json& j) {
   for (const auto& r : rec.recoveries())
     if (!r.source.empty())
       std::printf("  restore from %s (%s): %llu committed steps run again, training went on with step %llu\n",
-                  r.source == "disk" ? "a dense snapshot on disk" : "the seed", r.cause.c_str(),
-                  (unsigned long long)r.rerun, (unsigned long long)r.step);
+                  restore_source_text(r.source), r.cause.c_str(), (unsigned long long)r.rerun, (unsigned long long)r.step);
   for (const auto& e : v.expectations)
     std::printf("  %s  %s: %s\n", e.ok ? "PASS" : "FAIL", e.what.c_str(), e.detail.c_str());
   if (!tr.failure().empty()) std::printf("training failed: %s\n", tr.failure().c_str());

@@ -201,6 +201,7 @@ class Driver {
   std::vector<Participant> bring_up_to_date();
   Next start_restore(const PlanRecord& rec, const WorkerChoice& choice);
   Next start_sparse_restore(const PlanRecord& rec, const WorkerChoice& choice, const PeerWindow& window);
+  static std::string steps_run_again(uint64_t to, uint64_t committed);
   Next start_resume(const PlanRecord& rec, const phase::Deciding& d);
   // Where a restore's units come from: the rung, in words, and the directory ("": the seed).
   struct RestoreSource {

@@ -87,19 +87,29 @@ Driver::Next Driver::start_restore(const PlanRecord& rec, const WorkerChoice& ch
   uint64_t number = rec.plan.version;
   auto sw = switch_plan(applied_, choice.use, rec.plan, 0);  // ranks only: nothing moves
   if (!sw) return fail_job("plan " + std::to_string(number) + ": " + sw.error().message());
-  steps_.rewind(to);
+  const uint64_t rerun = committed > to ? committed - to : 0;
+  steps_.restore_to(to);
   out_.push_back(act::Journal{rec::Rewind{to}, true});
-  out_.push_back(act::StepsLost{committed - to});
+  out_.push_back(act::StepsLost{rerun});
   if (!recovery_) recovery_ = Recovery{choice.why, now_ns_};
   recovery_->restored = true;
   recovery_->source = snap ? "disk" : "seed";
-  recovery_->rerun += committed - to;
+  recovery_->rerun += rerun;
   std::string detail = "restoring " + from + " on " + std::to_string(choice.use.size()) + " workers because " +
-                       choice.why + "; " + std::to_string(committed - to) + " committed steps (" + std::to_string(to) +
-                       ".." + std::to_string(committed) + ") will run again";
+                       choice.why + "; " + steps_run_again(to, committed);
   note("restore_begun", detail, act::Level::warn);
   out_.push_back(act::Phase{"restore", choice.why});
   return begin_restore_switch(rec, *sw, view_.epoch, to, {choice.rung, from, snap ? snap->dir : "", {}}, choice.why);
+}
+
+// "7 committed steps (110..117) will run again", or, for a snapshot ahead of the committed steps
+// (written before an earlier rollback), that training goes on from it.
+std::string Driver::steps_run_again(uint64_t to, uint64_t committed) {
+  if (to > committed)
+    return "it is ahead of the " + std::to_string(committed) + " committed steps (a state the job reached before it "
+           "rolled back): training goes on from step " + std::to_string(to) + ", no step runs again";
+  return std::to_string(committed - to) + " committed steps (" + std::to_string(to) + ".." + std::to_string(committed) +
+         ") will run again";
 }
 
 // The sparse rung: every rank loads its units from the window in the agents' memory and replays
@@ -112,7 +122,7 @@ Driver::Next Driver::start_sparse_restore(const PlanRecord& rec, const WorkerCho
   uint64_t to = w.from + 1;
   auto sw = switch_plan(applied_, choice.use, rec.plan, 0);  // ranks only: nothing moves
   if (!sw) return fail_job("plan " + std::to_string(rec.plan.version) + ": " + sw.error().message());
-  steps_.rewind(to);
+  steps_.restore_to(to);
   out_.push_back(act::Journal{rec::Rewind{to}, true});
   peers_.restore_begun(committed);
   if (!recovery_) recovery_ = Recovery{choice.why, now_ns_};

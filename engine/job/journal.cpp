@@ -226,7 +226,7 @@ void JournalState::apply(const Record& r) {
                    committed = x.step;
                    commit_epoch = x.epoch;
                  },
-                 [&](const rec::Rewind& x) { committed = std::min(committed, x.to); },
+                 [&](const rec::Rewind& x) { committed = x.to; },
                  [&](const rec::Snapshot& x) {
                    std::erase_if(snapshots, [&](const ckpt::Snapshot& s) { return s.dir == x.snapshot.dir; });
                    snapshots.push_back(x.snapshot);

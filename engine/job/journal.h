@@ -8,7 +8,8 @@
 //   {"r":"plan", plan, ranks, from_step}   a plan put in force (the typed plan, rank order)
 //   {"r":"commit", step}            `step` steps are committed — written and fsynced before any
 //                                   worker is told, so no worker can be ahead of the journal
-//   {"r":"rewind", to}              a restore rewound the committed steps to `to` (fsynced)
+//   {"r":"rewind", to}              a restore set the committed steps to `to`: back, or forward to a
+//                                   snapshot written before an earlier rollback (fsynced)
 //   {"r":"snapshot", step, dir, units, bytes} / {"r":"snapshot_drop", dir}   the dense snapshots
 //   {"r":"policy", slot, name, generation, source}   the generation in force in a slot
 //   {"r":"drill", file, args} / {"r":"drill_clock", wall_ms} / {"r":"drill_fired", index}   a drill

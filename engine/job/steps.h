@@ -47,9 +47,11 @@ class StepCoordinator {
   Outcome lost(NodeId node, const std::string& why);
   Outcome lost_worker(Participant who, const std::string& why);
   Outcome abort(const std::string& why);
-  // A restore from a checkpoint of step `to`: the steps after it are run again. Not while one is in flight.
-  void rewind(StepId to) {
-    if (!in_flight_ && to < committed_) committed_ = to;
+  // A restore from a checkpoint of step `to`: the steps go on from it. Usually the steps after it
+  // run again; a snapshot ahead of the committed steps (written before an earlier rollback: a
+  // state the job did reach) moves them forward. Not while one is in flight.
+  void restore_to(StepId to) {
+    if (!in_flight_) committed_ = to;
   }
   // A resumed job: `committed` steps were committed before the controller restarted, the last of
   // them begun in `epoch`.

@@ -329,6 +329,49 @@ TEST_CASE("every holder of an expert lost: restore the newest complete snapshot,
   CHECK(restore_recovery);
 }
 
+TEST_CASE("a snapshot that completes after a rollback is ahead of the committed steps: restored, training goes on from it, nothing counted twice") {
+  auto cfg = small_job();
+  cfg.checkpoint_every = 2;
+  Harness h(cfg);
+  h.start(workers({0, 1, 2, 3}));
+  const auto& shape = small_job().model;
+  for (uint64_t s = 0; s < 5; ++s) {
+    h.commit_step();
+    if (s == 1) snapshot_written(h, 2, 2);  // the snapshot of step 2 completes
+    if (s == 3)  // step 4's: node 0 wrote its share, node 1 is still writing
+      h.on(in::Saved{wire::SaveDone{0, 0, 4, true, "", 7, true, 1, 2, 100, unit_names(shape, 0, 7)}});
+  }
+  h.lose(0);
+  h.lose(2);  // every holder of experts 0 and 1: back to the snapshot of step 2
+  h.membership(workers({1, 3}));
+  h.timer(Timer::retry, 50);
+  h.decide();
+  h.all_ready();
+  REQUIRE(h.d.steps().next_step() == 2);
+  // node 1's share of the snapshot of step 4 is written now: that snapshot, of a state the job
+  // reached before it rolled back, completes
+  h.on(in::Saved{wire::SaveDone{1, 0, 4, true, "", 6, true, 1, 2, 100, unit_names(shape, 7, 6)}});
+  REQUIRE(h.all<act::SnapshotComplete>().size() == 1);
+  h.commit_step();  // step 2: 3 steps committed, the newest snapshot is of step 4
+  h.lose(1);        // node 1 held experts 0 and 1 alone; two nodes join
+  h.membership(workers({3, 4, 5}));
+  h.timer(Timer::retry, 50);
+  h.decide();
+  std::string said = h.note_detail("restore_begun");
+  CHECK(said.find("the snapshot of step 4") != std::string::npos);
+  CHECK(said.find("it is ahead of the 3 committed steps") != std::string::npos);
+  CHECK(said.find("training goes on from step 4, no step runs again") != std::string::npos);
+  auto lost = h.all<act::StepsLost>();
+  REQUIRE(lost.size() == 1);
+  CHECK(lost[0].steps == 0);  // nothing runs again (it was no underflow to 2^64 - 1)
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore_dir == "/run/snapshots/step-4");
+  CHECK(u[0].second.step == 4);
+  h.all_ready();
+  CHECK(h.d.steps().next_step() == 4);  // the state the workers hold now
+}
+
 TEST_CASE("every holder of an expert lost before any snapshot: the seed, and every committed step again") {
   Harness h = trained(3);
   h.lose(0);
