@@ -444,7 +444,10 @@ void Agent::finish(int code, const std::string& reason) {
 }
 
 // A worker that stops reporting (frozen, or hung outside its control loop) is as good as dead
-// to the job: it is killed, and its exit is reported like any other, with the reason. A worker
+// to the job: it is killed, and its exit is reported like any other, with the reason. One whose
+// process the kernel still runs — its control thread waiting for a CPU, or any of its threads
+// using CPU since the last look — is busy on a machine short of CPU, not dead: it gets more time
+// (busy()); a stopped one (SIGSTOP) is found within the window as before. A worker
 // still starting (loading its device: the GPU plugin and CUDA's libraries take a while on a busy
 // machine) has kStartWindowMs before its silence counts, so that the reason it may give for not
 // starting reaches the user rather than "unresponsive". When the agent itself was stopped (the
@@ -467,12 +470,30 @@ void Agent::check_workers() {
   for (auto& w : workers_) {
     if (w.exited || w.last_seen_ns == 0 || !w.proc || !w.proc->running()) continue;
     int64_t silent = mono_ns() - w.last_seen_ns;
-    if (silent < (w.state == wire::WorkerState::starting ? start_limit_ns : limit_ns)) continue;
+    if (silent < (w.state == wire::WorkerState::starting ? start_limit_ns : limit_ns)) {
+      w.said_busy = false;
+      continue;
+    }
+    if (busy(w, silent, limit_ns)) continue;
     w.last_error = "unresponsive: silent for " + std::to_string(silent / 1'000'000) + " ms";
     spdlog::warn("worker {} {}; killing it", w.index, w.last_error);
     w.proc->signal(SIGKILL);
     w.last_seen_ns = 0;
   }
+}
+
+bool Agent::busy(Worker& w, int64_t silent_ns, int64_t limit_ns) {
+  constexpr int64_t kBusyWindows = 10;
+  auto s = sample_process(w.proc->pid());
+  if (!s || s->state == 'T' || s->state == 't' || s->state == 'Z' || s->state == 'X') return false;
+  const bool used_cpu = s->cpu_ticks > w.cpu_ticks;
+  w.cpu_ticks = s->cpu_ticks;
+  if (!(s->state == 'R' || used_cpu) || silent_ns >= kBusyWindows * limit_ns) return false;
+  if (!w.said_busy)
+    spdlog::warn("worker {} silent for {} ms but busy (its process is {} and computing): it gets up to {} ms",
+                 w.index, silent_ns / 1'000'000, s->state == 'R' ? "runnable" : "alive", kBusyWindows * limit_ns / 1'000'000);
+  w.said_busy = true;
+  return true;
 }
 
 // Cut off from the controller for its liveness window (and a heartbeat of slack): the controller

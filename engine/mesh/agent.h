@@ -70,6 +70,8 @@ class Agent {
     bool exited = false;
     std::string last_error;
     int64_t last_seen_ns = 0;  // its last message (workers report status every heartbeat)
+    uint64_t cpu_ticks = 0;    // its process's CPU time when its silence was last looked at
+    bool said_busy = false;    // its silence while busy was said (once a silence)
     wire::Holding held;        // what its state has seen (reported with its status)
   };
 
@@ -90,6 +92,9 @@ class Agent {
   void finish(int code, const std::string& reason);
   void check_silence();
   void check_workers();
+  // A silent worker whose process still runs (runnable, or using CPU since the last look) is busy,
+  // not dead: it gets kBusyWindows windows; a stopped, hung or zombie one is killed at once.
+  bool busy(Worker& w, int64_t silent_ns, int64_t limit_ns);
   template <class M>
   void to_controller(const M& msg);
   template <class M>

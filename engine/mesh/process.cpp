@@ -6,8 +6,33 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 namespace sal::mesh {
+
+// "PID (COMMAND) STATE ..." — COMMAND may hold anything but ends at the last ')'; after it, fields
+// 3 (state) and 14, 15 (utime, stime) of proc(5).
+Result<ProcessSample> parse_process_stat(const std::string& line) {
+  auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return fail("not a /proc stat line");
+  std::istringstream rest(line.substr(close + 2));
+  ProcessSample s;
+  rest >> s.state;
+  std::string skip;
+  for (int field = 4; field <= 13; ++field) rest >> skip;
+  uint64_t utime = 0, stime = 0;
+  if (!(rest >> utime >> stime)) return fail("a /proc stat line without its CPU times");
+  s.cpu_ticks = utime + stime;
+  return s;
+}
+
+Result<ProcessSample> sample_process(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!f || !std::getline(f, line)) return fail("no process ", pid);
+  return parse_process_stat(line);
+}
 
 ChildProcess::ChildProcess(uv_loop_t* loop, ExitFn on_exit) : loop_(loop), on_exit_(std::move(on_exit)) {}
 

@@ -23,6 +23,17 @@ struct SpawnOptions {
   bool own_session = false;        // a session of its own: a terminal's Ctrl-C reaches only us
 };
 
+// What the kernel says of a process now (/proc/PID/stat): its state letter ('R' running, 'S'
+// sleeping, 'D' in an uninterruptible wait, 'T' stopped, 'Z' a zombie, ...) and the CPU time it
+// used (user + system, in clock ticks). An error when there is no such process.
+struct ProcessSample {
+  char state = '?';
+  uint64_t cpu_ticks = 0;
+};
+Result<ProcessSample> sample_process(pid_t pid);
+// Parses a /proc/PID/stat line (exposed for tests: the command name may hold spaces and parens).
+Result<ProcessSample> parse_process_stat(const std::string& line);
+
 class ChildProcess {
  public:
   using ExitFn = std::function<void(int64_t exit_code, int term_signal)>;

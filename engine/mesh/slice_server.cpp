@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <zmq_addon.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -20,6 +21,8 @@ namespace {
 // A slot is a few frames of up to a unit's floats; bounded by the budget, not the control limit.
 constexpr int64_t kSliceFrameMax = int64_t(1) << 31;
 constexpr int kSliceQueue = 4096;  // messages: a fetch answers a window at once
+// The endpoint's thread looks at its stop flag at least this often.
+constexpr int64_t kStopPollMs = 50;
 
 }  // namespace
 
@@ -48,18 +51,62 @@ Result<std::unique_ptr<SliceServer>> SliceServer::open(uv_loop_t* loop, zmq::con
     s->corrupt_unit_ = hook.substr(0, at);
     if (at != std::string::npos) s->corrupt_node_ = hook.substr(at + 1);
   }
-  SliceServer* self = s.get();
-  s->flush_ = std::make_unique<Timer>(loop);
-  s->watcher_ = std::make_unique<ZmqWatcher>(loop, s->sock_, [self] { self->on_message(); });
+  s->async_ = new uv_async_t;
+  uv_async_init(loop, s->async_, [](uv_async_t* h) {
+    if (auto* self = static_cast<SliceServer*>(h->data)) self->deliver();
+  });
+  s->async_->data = s.get();
+  uv_unref(reinterpret_cast<uv_handle_t*>(s->async_));  // reports wake the loop; they do not keep it running
+  s->thread_ = std::thread([self = s.get()] { self->run(); });
   return s;
 }
 
 SliceServer::SliceServer(zmq::context_t& ctx) : sock_(ctx, zmq::socket_type::router) {}
 
-SliceServer::~SliceServer() = default;
+SliceServer::~SliceServer() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  if (async_) {
+    async_->data = nullptr;
+    uv_close(reinterpret_cast<uv_handle_t*>(async_), [](uv_handle_t* h) { delete reinterpret_cast<uv_async_t*>(h); });
+  }
+}
+
+void SliceServer::set_node(uint32_t node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  node_ = node;
+}
 
 void SliceServer::set_budget(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (bytes > 0) store_.set_budget(bytes);
+}
+
+// The endpoint's thread: every message as it comes, and a report held back by the interval sent
+// when the interval is over.
+void SliceServer::run() {
+  while (!stop_) {
+    int64_t wait_ms = kStopPollMs;
+    if (held_back_) wait_ms = std::clamp<int64_t>(kReportEveryMs - (mono_ns() - last_report_ns_) / 1'000'000, 0, wait_ms);
+    zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
+    try {
+      zmq::poll(&item, 1, std::chrono::milliseconds(wait_ms));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) spdlog::warn("slice endpoint: {}", e.what());
+    }
+    if (item.revents & ZMQ_POLLIN) on_message();
+    if (held_back_ && (mono_ns() - last_report_ns_) / 1'000'000 >= kReportEveryMs) send_report("");
+  }
+}
+
+void SliceServer::deliver() {
+  std::deque<wire::SliceReport> reports;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reports.swap(outbox_);
+  }
+  for (const auto& r : reports)
+    if (on_report) on_report(r);
 }
 
 void SliceServer::on_message() {
@@ -91,13 +138,19 @@ void SliceServer::put(const wire::Parts& parts) {
     for (const auto& [id, copy] : d->slot.units)
       if (id.name() == corrupt_unit_) hook.push_back(id);
   bool completes = d->head.index + 1 == d->head.schedule.window;
-  if (auto s = store_.add(w, d->head.plan, d->head.schedule, std::move(d->slot)); !s) return changed(s.error().message());
-  if (!corrupt_unit_.empty() && (corrupt_node_.empty() || corrupt_node_ == std::to_string(node_)))
-    corrupt_for_test(w, step, hook);
+  std::string refused;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto st = store_.add(w, d->head.plan, d->head.schedule, std::move(d->slot)); !st)
+      refused = st.error().message();
+    else if (!corrupt_unit_.empty() && (corrupt_node_.empty() || corrupt_node_ == std::to_string(node_)))
+      corrupt_for_test(w, step, hook);
+  }
+  if (!refused.empty()) return changed(refused);
   if (completes) changed();
 }
 
-// Flips a bit of the unit's weights in the copy just stored (its checksum no longer matches).
+// Flips a bit of the unit's weights in the copy just stored (its checksum no longer matches). Under mu_.
 void SliceServer::corrupt_for_test(const ckpt::Writer& w, uint64_t step, const std::vector<UnitId>& ids) {
   for (const UnitId& id : ids) {
     ckpt::UnitCopy* held = store_.find(w, step, id);
@@ -114,12 +167,17 @@ void SliceServer::fetch(const std::string& rid, const wire::SliceFetch& f) {
   std::set<UnitId> wanted;
   for (const auto& u : f.units) wanted.insert(UnitId{UnitKind(u.kind), u.layer, u.expert});
   std::vector<UnitId> missing;
-  auto slots = store_.window_slots(f.window_from, wanted, &missing);
   wire::SlicePut head;
   head.request = f.request;
-  head.writer_node = node_;
-  for (const auto& slot : slots) send(rid, ckpt::encode_slot(head, slot));
-  wire::SliceDone done{f.request, uint32_t(slots.size()), ""};
+  std::vector<wire::Parts> encoded;  // the slots' frames, copied out under the lock (views point into the store)
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    head.writer_node = node_;
+    for (const auto& slot : store_.window_slots(f.window_from, wanted, &missing))
+      encoded.push_back(ckpt::encode_slot(head, slot));
+  }
+  for (auto& parts : encoded) send(rid, std::move(parts));
+  wire::SliceDone done{f.request, uint32_t(encoded.size()), ""};
   if (!missing.empty()) {
     done.detail = std::to_string(missing.size()) + " units not held in a complete window from iteration " +
                   std::to_string(f.window_from) + " (first: " + missing.front().name() + ")";
@@ -137,6 +195,11 @@ void SliceServer::send(const std::string& rid, wire::Parts parts) {
 }
 
 wire::SliceReport SliceServer::report() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return report_locked();
+}
+
+wire::SliceReport SliceServer::report_locked() const {
   wire::SliceReport r{node_, store_.bytes(), store_.budget(), {}, refused_, ""};
   for (const auto& h : store_.windows()) {
     wire::SliceWindow w{h.writer.node, h.writer.index, h.plan, h.from, h.to, {}};
@@ -148,25 +211,28 @@ wire::SliceReport SliceServer::report() const {
 
 void SliceServer::changed(const std::string& refusal) {
   if (!refusal.empty()) {
-    ++refused_;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++refused_;
+    }
     spdlog::warn("slice endpoint: {}", refusal);
     return send_report(refusal);
   }
   int64_t since_ms = (mono_ns() - last_report_ns_) / 1'000'000;
   if (since_ms >= kReportEveryMs) return send_report("");
-  if (held_back_) return;
-  held_back_ = true;
-  flush_->start(uint64_t(kReportEveryMs - since_ms), 0, [this] { send_report(""); });
+  held_back_ = true;  // run() sends it when the interval is over
 }
 
 void SliceServer::send_report(const std::string& refusal) {
   held_back_ = false;
-  flush_->stop();
   last_report_ns_ = mono_ns();
-  if (!on_report) return;
-  auto r = report();
-  r.refusal = refusal;
-  on_report(r);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto r = report_locked();
+    r.refusal = refusal;
+    outbox_.push_back(std::move(r));
+  }
+  uv_async_send(async_);
 }
 
 }  // namespace sal::mesh

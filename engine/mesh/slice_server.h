@@ -13,6 +13,11 @@
 // loopback it is a CURVE server with the agent's own key pair (its public key goes to the
 // controller with RegisterNode, and from there to the workers that connect).
 //
+// It runs on a thread of its own, not the agent's loop: decoding, checking and storing slots of
+// megabytes, and answering a fetch of a whole window, take time that the agent's heartbeats must
+// never wait for. The loop thread sets the node and the budget and reads report() (under the
+// store's mutex); the reports the thread makes reach on_report on the loop thread (a uv_async).
+//
 // Test hook: SAL_TEST_CORRUPT_SLICE=<unit name>[@<node id>] (e.g. "layer0.expert1@3") in the
 // agent's environment flips one bit of every copy of that unit the store accepts — after the
 // checksum was checked — as memory going bad would; with @ID, only in the agent of that node id.
@@ -21,31 +26,33 @@
 #include <uv.h>
 #include <zmq.hpp>
 
+#include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ckpt/slice_store.h"
 #include "core/result.h"
-#include "mesh/timer.h"
 #include "wire/codec.h"
 
 namespace sal::mesh {
 
-class ZmqWatcher;
-
 class SliceServer {
  public:
-  // Binds tcp://HOST:* (CURVE with the key pair in `key_file` unless HOST is local).
+  // Binds tcp://HOST:* (CURVE with the key pair in `key_file` unless HOST is local) and starts the
+  // endpoint's thread; reports reach on_report on `loop`'s thread.
   static Result<std::unique_ptr<SliceServer>> open(uv_loop_t* loop, zmq::context_t& ctx, const std::string& host,
                                                    const std::string& key_file);
-  ~SliceServer();
+  ~SliceServer();  // on the loop's thread: stops and joins the endpoint's thread
 
   const std::string& endpoint() const { return endpoint_; }
   const std::string& public_key() const { return public_key_; }  // "" where local
   // Our node id (reports carry it) and the budget the job gives (PlanUpdate.slice_budget).
-  void set_node(uint32_t node) { node_ = node; }
+  void set_node(uint32_t node);
   void set_budget(uint64_t bytes);
   wire::SliceReport report() const;
   std::function<void(const wire::SliceReport&)> on_report;
@@ -53,7 +60,11 @@ class SliceServer {
 
  private:
   explicit SliceServer(zmq::context_t& ctx);
+  void run();
   void on_message();
+  // Hands the reports made on the endpoint's thread to on_report on the loop's.
+  void deliver();
+  wire::SliceReport report_locked() const;
   void put(const wire::Parts& parts);
   void fetch(const std::string& rid, const wire::SliceFetch& f);
   void send(const std::string& rid, wire::Parts parts);
@@ -61,17 +72,20 @@ class SliceServer {
   void changed(const std::string& refusal = "");
   void send_report(const std::string& refusal);
 
-  zmq::socket_t sock_;
-  std::unique_ptr<ZmqWatcher> watcher_;
+  zmq::socket_t sock_;                 // the endpoint's thread's only
   std::string endpoint_, public_key_;
+  mutable std::mutex mu_;              // the store, the node and the refusals: both threads
   uint32_t node_ = 0;
   ckpt::SliceStore store_{uint64_t(1) << 30};
   uint32_t refused_ = 0;
   std::string corrupt_unit_;  // SAL_TEST_CORRUPT_SLICE
   std::string corrupt_node_;  // ... "": every node
-  std::unique_ptr<Timer> flush_;  // sends a report held back by the interval
-  int64_t last_report_ns_ = 0;
-  bool held_back_ = false;
+  int64_t last_report_ns_ = 0;         // the endpoint's thread's
+  bool held_back_ = false;             // a report waits for the interval to end
+  std::deque<wire::SliceReport> outbox_;  // under mu_: made, not yet delivered
+  uv_async_t* async_ = nullptr;        // wakes the loop for them (closed by the destructor)
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
 };
 
 }  // namespace sal::mesh

@@ -7,6 +7,7 @@
 #include <zmq_addon.hpp>
 
 #include "core/clock.h"
+#include "core/lifetime.h"
 #include "wire/codec.h"
 #include "wire/fence.h"
 
@@ -85,6 +86,10 @@ void TrainerThread::answer(const M& msg) {
 }
 
 void TrainerThread::run() {
+  // Below the worker's control thread (its liveness to its agent) and the agents and controller:
+  // every thread started from here inherits it (the kernels' pool, the snapshot threads, the data
+  // plane's), so on a machine short of CPU the heartbeats still go out in time.
+  lower_this_thread_priority(kComputeNice);
   answers_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::pair);
   answers_->set(zmq::sockopt::linger, 0);
   answers_->connect(answers_endpoint_);

@@ -40,6 +40,8 @@ using Request = std::variant<wire::JobSpec, wire::PlanUpdate, wire::StepBegin, w
 // controller's word — a StepPatch that keeps the step, or its abort — before voting no: a vote no
 // would abort the step before the controller has heard of the loss and could patch it.
 constexpr int64_t kPatchWaitMs = 2000;
+// The training thread's nice value (and that of every thread it starts).
+constexpr int kComputeNice = 5;
 
 class TrainerThread {
  public:
