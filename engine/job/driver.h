@@ -211,8 +211,8 @@ class Driver {
   };
   Next begin_restore_switch(const PlanRecord& rec, const PlanSwitch& sw, Epoch epoch, uint64_t step,
                             const RestoreSource& source, const std::string& why);
-  // A sparse restore that could not be applied: its window is not tried again, and the steps it
-  // would have replayed count as lost after all.
+  // A sparse restore that could not be applied: its window is not tried again; the restore that
+  // follows counts the steps run again from where the job was before the first (PeerWindows::replaced).
   void sparse_restore_failed(const phase::Switching& p, const std::string& why);
   void recovery_begins(const std::string& cause);
   void recovery_ends(uint64_t step);
@@ -236,7 +236,7 @@ class Driver {
     bool restored = false;
     bool patched = false;  // SPARe's patch kept the step in flight
     std::string source;    // the restore's: "peers", "disk" or "seed"
-    uint64_t rerun = 0;    // committed steps its restores run again
+    uint64_t rerun = 0;    // committed steps run again by the restore that brought the job back
   };
   // A new plan someone asked for, taken at the next step boundary.
   struct Wanted {

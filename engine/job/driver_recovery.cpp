@@ -87,16 +87,18 @@ Driver::Next Driver::start_restore(const PlanRecord& rec, const WorkerChoice& ch
   uint64_t number = rec.plan.version;
   auto sw = switch_plan(applied_, choice.use, rec.plan, 0);  // ranks only: nothing moves
   if (!sw) return fail_job("plan " + std::to_string(number) + ": " + sw.error().message());
-  const uint64_t rerun = committed > to ? committed - to : 0;
+  // after a failed restore from peers, the steps run again count from where the job was before it
+  const uint64_t before = std::max(committed, peers_.replaced());
+  const uint64_t rerun = before > to ? before - to : 0;
   steps_.restore_to(to);
   out_.push_back(act::Journal{rec::Rewind{to}, true});
   out_.push_back(act::StepsLost{rerun});
   if (!recovery_) recovery_ = Recovery{choice.why, now_ns_};
   recovery_->restored = true;
   recovery_->source = snap ? "disk" : "seed";
-  recovery_->rerun += rerun;
+  recovery_->rerun = rerun;  // the restore that brings the job back says it
   std::string detail = "restoring " + from + " on " + std::to_string(choice.use.size()) + " workers because " +
-                       choice.why + "; " + steps_run_again(to, committed);
+                       choice.why + "; " + steps_run_again(to, before);
   note("restore_begun", detail, act::Level::warn);
   out_.push_back(act::Phase{"restore", choice.why});
   return begin_restore_switch(rec, *sw, view_.epoch, to, {choice.rung, from, snap ? snap->dir : "", {}}, choice.why);
@@ -116,7 +118,7 @@ std::string Driver::steps_run_again(uint64_t to, uint64_t committed) {
 // it; training goes on with the iteration after the window's first (the state slot 0 holds), and
 // the window's later iterations are replayed with the operators not yet loaded in full frozen, the
 // steps after it re-executed. Nothing committed is lost, unless the restore fails
-// (sparse_restore_failed).
+// (sparse_restore_failed) and the job falls to the dense snapshot.
 Driver::Next Driver::start_sparse_restore(const PlanRecord& rec, const WorkerChoice& choice, const PeerWindow& w) {
   uint64_t committed = steps_.committed();
   uint64_t to = w.from + 1;
@@ -128,7 +130,7 @@ Driver::Next Driver::start_sparse_restore(const PlanRecord& rec, const WorkerCho
   if (!recovery_) recovery_ = Recovery{choice.why, now_ns_};
   recovery_->restored = true;
   recovery_->source = "peers";
-  recovery_->rerun += committed - to;
+  recovery_->rerun = peers_.replaced() - to;  // the restore that brings the job back says it
   std::string from = "the sparse window of iterations " + std::to_string(w.from) + ".." + std::to_string(w.to) +
                      " held by " + std::to_string(w.holders.size()) + " nodes";
   note("restore_begun",
@@ -143,7 +145,7 @@ Driver::Next Driver::start_sparse_restore(const PlanRecord& rec, const WorkerCho
 
 void Driver::sparse_restore_failed(const phase::Switching& p, const std::string& why) {
   if (!p.restore_window) return;
-  if (uint64_t lost = peers_.restore_failed(*p.restore_window, steps_.committed())) out_.push_back(act::StepsLost{lost});
+  peers_.restore_failed(*p.restore_window);
   std::string next = snapshots_ && snapshots_->latest() ? "the dense snapshot on disk" : "the seed";
   note("sparse_restore_failed", "the restore from " + p.restore_from + " failed (" + why + "); falling back to " + next +
                                     " unless another window serves",

@@ -67,11 +67,4 @@ std::optional<PeerWindow> PeerWindows::restorable(const std::set<NodeId>& live, 
   return restorable_window(reports_, live, shape_, committed, failed_);
 }
 
-uint64_t PeerWindows::restore_failed(uint64_t from, uint64_t committed) {
-  failed_.insert(from);
-  uint64_t lost = replaced_ > committed ? replaced_ - committed : 0;
-  replaced_ = 0;
-  return lost;
-}
-
 }  // namespace sal::job

@@ -52,13 +52,16 @@ class PeerWindows {
   std::optional<PeerWindow> restorable(const std::set<NodeId>& live, uint64_t committed) const;
 
   // A restore from a window begins, with `committed` steps committed: the first restore of a loss
-  // remembers them (a retry of the same restore keeps the first).
+  // remembers them (a retry, or an older window after a failed one, keeps the first).
   void restore_begun(uint64_t committed) {
     if (replaced_ == 0) replaced_ = committed;
   }
+  // The committed steps before the first restore from a window of this loss (0: none began): what
+  // a restore that follows a failed one counts the steps run again from.
+  uint64_t replaced() const { return replaced_; }
   // The restore from the window beginning at `from` could not be applied: the window is not tried
-  // again; returns the committed steps it would have replayed, now lost.
-  uint64_t restore_failed(uint64_t from, uint64_t committed);
+  // again.
+  void restore_failed(uint64_t from) { failed_.insert(from); }
   // A plan is in force: a sparse restore's replay runs to `replay_to` (none: no replay).
   void plan_applied(std::optional<uint64_t> replay_to) {
     replaced_ = 0;
