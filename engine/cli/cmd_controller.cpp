@@ -139,13 +139,15 @@ int serve(Serving s) {
   });
   // Drills from the REPL (drill.start): kill, drain, freeze and faults work on any mesh; `add`
   // needs `salamander run`, which starts the nodes itself.
-  controller.start_drill = [&](const std::string& path) -> Status {
-    if (drill) return fail("drill '", drill->spec().name, "' is already running");
-    auto spec = drill::load_drill(path, {}, [&] { controller.service(); });
+  controller.prepare_drill = [&](const std::string& path) -> Result<std::function<Status()>> {
+    auto spec = drill::load_drill(path, {});  // off the loop: no mesh to serve
     if (!spec) return spec.error();
-    drill = std::make_unique<drill::DrillRunner>(controller, loop.get(), std::move(*spec));
-    drill->start();
-    return {};
+    return std::function<Status()>([&, spec = std::move(*spec)]() mutable -> Status {
+      if (drill) return fail("drill '", drill->spec().name, "' is already running");
+      drill = std::make_unique<drill::DrillRunner>(controller, loop.get(), std::move(spec));
+      drill->start();
+      return {};
+    });
   };
   controller.drill_status = [&] { return drill ? drill->status() : nlohmann::ordered_json(); };
   if (s.host_fd >= 0) link_to_host(controller, s.host_fd, s.host_netns);

@@ -138,8 +138,10 @@ class Controller {
   // Set by a host whose mesh runs in network namespaces (mesh/netns_lab.h): cuts the link of the
   // node that registered as `node_name` for `ms`, then restores it (a drill's partition{}).
   std::function<Status(const std::string& node_name, uint64_t ms)> partition_node;
-  // Set by whoever runs drills: drill.start(path) in the REPL.
-  std::function<Status(const std::string& path)> start_drill;
+  // Set by whoever runs drills: drill.start(path) in the REPL. Called off the loop (the chunk's
+  // thread): reads and checks the script — its Lua runs there, under its budget — and returns what
+  // starts it, which runs on the loop.
+  std::function<Result<std::function<Status()>>(const std::string& path)> prepare_drill;
   std::function<nlohmann::ordered_json()> drill_status;  // the running drill, null if none
 
   // The policy slots and the current plan.

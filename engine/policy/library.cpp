@@ -37,6 +37,9 @@ std::vector<double> numbers_arg(lua_State* L, int idx, const char* fn) {
   return v;
 }
 
+// What reading a function's table arguments may cost (lua_io::read_limits).
+lua::Meter arg_meter(lua_State* L, const char* fn) { return lua::Meter(L, lua_io::read_limits(L, std::string(fn) + "'s arguments")); }
+
 uint32_t uint_arg(lua_State* L, int idx, const char* fn, const char* what) {
   double x = luaL_checknumber(L, idx);
   if (x < 0 || x != double(uint32_t(x))) luaL_error(L, "%s: %s must be a non-negative integer", fn, what);
@@ -86,15 +89,22 @@ algo::LayerPlacement to_layer(const std::vector<std::vector<uint32_t>>& nodes) {
 
 // A placement argument: a list of layers of nodes of 1-based expert ids, or one layer.
 std::vector<algo::LayerPlacement> placement_arg(lua_State* L, int idx, const char* fn) {
+  if (!lua_istable(L, idx)) luaL_error(L, "%s: argument %d must be a placement (a list of nodes' expert lists)", fn, idx);
   lua_rawgeti(L, idx, 1);
-  lua_rawgeti(L, -1, 1);
-  bool one_layer = lua_type(L, -1) == LUA_TNUMBER;
-  lua_pop(L, 2);
+  bool one_layer = false;
+  if (lua_istable(L, -1)) {
+    lua_rawgeti(L, -1, 1);
+    one_layer = lua_type(L, -1) == LUA_TNUMBER;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
   std::vector<std::vector<std::vector<uint32_t>>> layers;
   if (one_layer) {
-    layers.push_back(value_or_raise(L, lua_io::read_uints2(L, idx, "placement", 1, UINT32_MAX, 1), fn));
+    lua::Meter args = arg_meter(L, fn);
+    layers.push_back(value_or_raise(L, lua_io::read_uints2(L, args, idx, "placement", 1, UINT32_MAX, 1), fn));
   } else {
-    layers = value_or_raise(L, lua_io::read_uints3(L, idx, "placement", 1, UINT32_MAX, 1), fn);
+    lua::Meter args = arg_meter(L, fn);
+    layers = value_or_raise(L, lua_io::read_uints3(L, args, idx, "placement", 1, UINT32_MAX, 1), fn);
   }
   std::vector<algo::LayerPlacement> out;
   for (const auto& l : layers) out.push_back(to_layer(l));
@@ -142,7 +152,8 @@ int l_recovery_curve(lua_State* L) {
 int l_matching(lua_State* L) {
   const char* fn = "sal.matching";
   auto nl = uint_arg(L, 1, fn, "n_left"), nr = uint_arg(L, 2, fn, "n_right");
-  auto adj = value_or_raise(L, lua_io::read_uints2(L, 3, "adj", 1, std::max<uint32_t>(nr, 1), 1), fn);
+  lua::Meter args = arg_meter(L, fn);
+  auto adj = value_or_raise(L, lua_io::read_uints2(L, args, 3, "adj", 1, std::max<uint32_t>(nr, 1), 1), fn);
   std::vector<std::vector<int>> a;
   for (const auto& row : adj) a.emplace_back(row.begin(), row.end());
   if (auto s = algo::check_bipartite(int(nl), int(nr), a); !s) luaL_error(L, "%s: %s", fn, s.error().message().c_str());
@@ -165,6 +176,7 @@ int l_min_cost_flow(lua_State* L) {
   algo::MinCostFlow g{static_cast<int>(n)};
   for (int i = 1; i <= m; ++i) {
     lua_rawgeti(L, 2, i);
+    if (!lua_istable(L, -1)) return luaL_error(L, "%s: edge %d must be a list {from, to, capacity, cost}", fn, i);
     double e[4];
     for (int k = 0; k < 4; ++k) {
       lua_rawgeti(L, -1, k + 1);
@@ -213,8 +225,9 @@ int l_spare_layout(lua_State* L) {
 // sal.spare_reorder(stacks, alive) -> {outcome, depth, stacks, provider, moves, lost}
 int l_spare_reorder(lua_State* L) {
   const char* fn = "sal.spare_reorder";
-  auto stacks = value_or_raise(L, lua_io::read_uints2(L, 1, "stacks", 1, UINT32_MAX, 1), fn);
-  auto alive = value_or_raise(L, lua_io::read_bools(L, 2, "alive"), fn);
+  lua::Meter args = arg_meter(L, fn);
+  auto stacks = value_or_raise(L, lua_io::read_uints2(L, args, 1, "stacks", 1, UINT32_MAX, 1), fn);
+  auto alive = value_or_raise(L, lua_io::read_bools(L, args, 2, "alive"), fn);
   algo::ShardStacks st;
   st.shard_types = int(stacks.size());
   for (const auto& row : stacks) st.stacks.emplace_back(row.begin(), row.end());
@@ -268,8 +281,7 @@ std::vector<algo::CheckpointOperator> operators_arg(lua_State* L, int idx, const
     op.full_bytes = uint64_t(num("full_bytes"));
     op.compute_bytes = uint64_t(num("compute_bytes"));
     op.popularity = num("popularity");
-    lua_getfield(L, o, "kind");
-    op.expert = !lua_isstring(L, -1) || std::string(lua_tostring(L, -1)) == "expert";
+    op.expert = lua_io::read_field_string(L, o, "kind", "expert", 16) == "expert";
     lua_settop(L, o - 1);
     ops.push_back(op);
   }
@@ -314,7 +326,8 @@ void push_layer(lua_State* L, const algo::LayerPlacement& layer) {
 // {before, after (busiest node's work over the mean), moves, evaluations}.
 int l_balance_placement(lua_State* L) {
   const char* fn = "sal.balance_placement";
-  auto nodes = value_or_raise(L, lua_io::read_uints2(L, 1, "placement", 1, UINT32_MAX, 1), fn);
+  lua::Meter args = arg_meter(L, fn);
+  auto nodes = value_or_raise(L, lua_io::read_uints2(L, args, 1, "placement", 1, UINT32_MAX, 1), fn);
   const std::vector<double> loads = numbers_arg(L, 2, fn);
   algo::BalanceOptions o;
   if (!lua_isnoneornil(L, 3)) {
@@ -337,7 +350,8 @@ int l_balance_placement(lua_State* L) {
 // sal.placement_imbalance(nodes, loads) -> the busiest node's work over the mean (1: even)
 int l_placement_imbalance(lua_State* L) {
   const char* fn = "sal.placement_imbalance";
-  auto nodes = value_or_raise(L, lua_io::read_uints2(L, 1, "placement", 1, UINT32_MAX, 1), fn);
+  lua::Meter args = arg_meter(L, fn);
+  auto nodes = value_or_raise(L, lua_io::read_uints2(L, args, 1, "placement", 1, UINT32_MAX, 1), fn);
   lua_pushnumber(L, value_or_raise(L, algo::placement_imbalance(to_layer(nodes), numbers_arg(L, 2, fn)), fn));
   return 1;
 }
@@ -347,7 +361,8 @@ int l_placement_imbalance(lua_State* L) {
 // placement_search.h; info = {valid, improved, start, evaluations, killed = {k = 0..N}}.
 int l_placement_search(lua_State* L) {
   const char* fn = "sal.placement_search";
-  auto nodes = value_or_raise(L, lua_io::read_uints2(L, 1, "placement", 1, UINT32_MAX, 1), fn);
+  lua::Meter args = arg_meter(L, fn);
+  auto nodes = value_or_raise(L, lua_io::read_uints2(L, args, 1, "placement", 1, UINT32_MAX, 1), fn);
   algo::PlacementSearchOptions o;
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
@@ -358,7 +373,8 @@ int l_placement_search(lua_State* L) {
     o.seed = uint64_t(value_or_raise(L, lua_io::read_field_number(L, 2, "seed", "options", 1), fn));
     int f = lua_io::field(L, 2, "ignore");
     if (!lua_isnil(L, f)) {
-      for (uint32_t e : value_or_raise(L, lua_io::read_uints(L, f, "ignore", 1, UINT32_MAX, 1), fn)) {
+      lua::Meter args = arg_meter(L, fn);
+      for (uint32_t e : value_or_raise(L, lua_io::read_uints(L, args, f, "ignore", 1, UINT32_MAX, 1), fn)) {
         if (o.ignore.size() <= e) o.ignore.resize(size_t(e) + 1, false);
         o.ignore[e] = true;
       }
