@@ -29,6 +29,12 @@ Status Meter::value() {
   return step();
 }
 
+Status Meter::values(uint64_t n) {
+  if (n > limits_.values.max || values_ + n > limits_.values.max) return over(limits_.values, "values");
+  values_ += size_t(n);
+  return step();
+}
+
 Status Meter::step() {
   if (++steps_ % kPollValues == 0 && !budget_poll(L_))
     return Error(budget_message(L_) + " while converting " + limits_.what);

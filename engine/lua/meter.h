@@ -45,6 +45,8 @@ class Meter {
 
   // One more value visited; an error once past the value limit or once the budget is spent.
   Status value();
+  // `n` values at once: what a size read from Lua (nodes x slots) makes C++ hold.
+  Status values(uint64_t n);
   // `n` more bytes produced; an error once past the byte limit.
   Status bytes(size_t n);
   // The byte limit checked against a finished text of `n` bytes.

@@ -46,6 +46,18 @@ uint32_t uint_arg(lua_State* L, int idx, const char* fn, const char* what) {
   return uint32_t(x);
 }
 
+// A size the function allocates by (groups, nodes, failures, a ruler's modulus): at most what the
+// policy's memory cap allows in values (lua_io::read_limits), so no number a policy passes makes
+// the C++ side hold more than its state may.
+uint32_t size_arg(lua_State* L, int idx, const char* fn, const char* what, uint64_t times = 1) {
+  uint32_t n = uint_arg(L, idx, fn, what);
+  size_t most = lua_io::read_limits(L, fn).values.max;
+  if (uint64_t(n) * std::max<uint64_t>(times, 1) > most)
+    luaL_error(L, "%s: %s = %u asks for more than the policy's memory cap allows (%llu values)", fn, what, n,
+               (unsigned long long)most);
+  return n;
+}
+
 // sal.effective_floor(f, nodes, slots, experts) -> f', note
 int l_effective_floor(lua_State* L) {
   const char* fn = "sal.effective_floor";
@@ -124,7 +136,7 @@ void push_estimate(lua_State* L, const algo::RecoveryEstimate& e) {
 int l_recovery(lua_State* L) {
   const char* fn = "sal.recovery";
   auto layers = placement_arg(L, 1, fn);
-  auto k = uint_arg(L, 2, fn, "k");
+  auto k = size_arg(L, 2, fn, "k");
   auto rep = value_or_raise(L, algo::recovery_report(layers, int(k)), fn);
   push_estimate(L, rep.joint);
   std::vector<double> per;
@@ -138,7 +150,7 @@ int l_recovery(lua_State* L) {
 int l_recovery_curve(lua_State* L) {
   const char* fn = "sal.recovery_curve";
   auto layers = placement_arg(L, 1, fn);
-  auto k = uint_arg(L, 2, fn, "K");
+  auto k = size_arg(L, 2, fn, "K");
   auto curve = value_or_raise(L, algo::recovery_curve(layers, int(k)), fn);
   lua_createtable(L, int(curve.size()), 0);
   for (size_t i = 0; i < curve.size(); ++i) {
@@ -151,7 +163,7 @@ int l_recovery_curve(lua_State* L) {
 // sal.matching(n_left, n_right, adj) -> size, left_to_right (1-based, 0 = unmatched)
 int l_matching(lua_State* L) {
   const char* fn = "sal.matching";
-  auto nl = uint_arg(L, 1, fn, "n_left"), nr = uint_arg(L, 2, fn, "n_right");
+  auto nl = size_arg(L, 1, fn, "n_left"), nr = size_arg(L, 2, fn, "n_right");
   lua::Meter args = arg_meter(L, fn);
   auto adj = value_or_raise(L, lua_io::read_uints2(L, args, 3, "adj", 1, std::max<uint32_t>(nr, 1), 1), fn);
   std::vector<std::vector<int>> a;
@@ -170,7 +182,7 @@ int l_matching(lua_State* L) {
 // sal.min_cost_flow(nodes, edges = {{from, to, cap, cost}, ...}, s, t [, max]) -> flow, cost, per-edge flow
 int l_min_cost_flow(lua_State* L) {
   const char* fn = "sal.min_cost_flow";
-  auto n = uint_arg(L, 1, fn, "nodes");
+  auto n = size_arg(L, 1, fn, "nodes");
   int m = lua_io::sequence_length(L, 2);
   if (m < 0) return luaL_error(L, "%s: edges must be a list of {from, to, capacity, cost}", fn);
   algo::MinCostFlow g{static_cast<int>(n)};
@@ -209,7 +221,7 @@ std::vector<std::vector<uint32_t>> to_uints(const std::vector<std::vector<int>>&
 // sal.golomb(N, r) -> marks (offsets from 0)
 int l_golomb(lua_State* L) {
   const char* fn = "sal.golomb";
-  auto marks = value_or_raise(L, algo::cyclic_golomb_ruler(int(uint_arg(L, 1, fn, "N")), int(uint_arg(L, 2, fn, "r"))), fn);
+  auto marks = value_or_raise(L, algo::cyclic_golomb_ruler(int(size_arg(L, 1, fn, "N")), int(size_arg(L, 2, fn, "r"))), fn);
   lua_io::push_uints(L, std::vector<uint32_t>(marks.begin(), marks.end()));
   return 1;
 }
@@ -217,7 +229,8 @@ int l_golomb(lua_State* L) {
 // sal.spare_layout(N, r) -> hosts: per group its shard types (1-based) in stack order
 int l_spare_layout(lua_State* L) {
   const char* fn = "sal.spare_layout";
-  auto layout = value_or_raise(L, algo::spare_layout(int(uint_arg(L, 1, fn, "N")), int(uint_arg(L, 2, fn, "r"))), fn);
+  auto r = size_arg(L, 2, fn, "r");
+  auto layout = value_or_raise(L, algo::spare_layout(int(size_arg(L, 1, fn, "N", r)), int(r)), fn);
   lua_io::push_uints2(L, to_uints(layout.hosted), 1);
   return 1;
 }
@@ -253,16 +266,16 @@ int l_spare_reorder(lua_State* L) {
 // The SPARe closed forms, one number each.
 int l_spare_mu(lua_State* L) {
   const char* fn = "sal.spare_mu";
-  lua_pushnumber(L, value_or_raise(L, algo::mean_failures_endured(int(uint_arg(L, 1, fn, "N")), int(uint_arg(L, 2, fn, "r"))), fn));
+  lua_pushnumber(L, value_or_raise(L, algo::mean_failures_endured(int(size_arg(L, 1, fn, "N")), int(size_arg(L, 2, fn, "r"))), fn));
   return 1;
 }
 int l_spare_r_star(lua_State* L) {
-  lua_pushnumber(L, value_or_raise(L, algo::optimal_redundancy(int(uint_arg(L, 1, "sal.spare_r_star", "N"))), "sal.spare_r_star"));
+  lua_pushnumber(L, value_or_raise(L, algo::optimal_redundancy(int(size_arg(L, 1, "sal.spare_r_star", "N"))), "sal.spare_r_star"));
   return 1;
 }
 int l_spare_min_depth(lua_State* L) {
   const char* fn = "sal.spare_min_depth";
-  lua_pushnumber(L, value_or_raise(L, algo::min_depth_bound(int(uint_arg(L, 1, fn, "N")), int(uint_arg(L, 2, fn, "k"))), fn));
+  lua_pushnumber(L, value_or_raise(L, algo::min_depth_bound(int(size_arg(L, 1, fn, "N")), int(size_arg(L, 2, fn, "k"))), fn));
   return 1;
 }
 

@@ -46,6 +46,8 @@ Result<Input> read_ctx(lua_State* L, int idx, lua::Meter& m) {
     if (!v) return v.error();
     *out = *v;
   }
+  // The plan a ctx describes is nodes x slots entries (a floor policy builds it in C++): counted.
+  SAL_TRY(m.values(uint64_t(in.nodes) * in.slots));
   int r = lua_io::field(L, idx, "replicas");
   auto reps = lua_io::read_uints2(L, m, r, "replicas", 1, 1u << 24);
   lua_pop(L, 1);

@@ -166,7 +166,7 @@ TEST_CASE("a policy whose state is full before its ctx is pushed gets a memory e
   }
 }
 
-TEST_CASE("the algorithm library refuses arguments of the wrong shape with an error, never a crash") {
+TEST_CASE("the algorithm library refuses arguments of the wrong shape or size with an error, never a crash") {
   for (const char* call : {"sal.recovery(5, 1)", "sal.recovery({5}, 1)", "sal.recovery({{5}, 7}, 1)",
                            "sal.min_cost_flow(2, {5}, 1, 2)", "sal.matching(2, 2, {5, 6})",
                            "sal.spare_reorder({5}, {true})", "sal.placement_imbalance({7}, {1})"}) {
@@ -174,4 +174,25 @@ TEST_CASE("the algorithm library refuses arguments of the wrong shape with an er
     auto o = decide_once(hostile_policy(std::string(call) + " return { replicas = " + kReplicas + " }"));
     if (!o.proposal.ok()) CHECK(o.proposal.error().message().find("sal.") != std::string::npos);
   }
+  // Sizes the C++ side would allocate by, past what the policy's memory cap allows.
+  for (const char* call : {"sal.recovery_curve({ { 1 } }, 2e9)", "sal.spare_layout(4e6, 4e6)", "sal.golomb(2e9, 3)",
+                           "sal.min_cost_flow(4e9, {}, 1, 2)", "sal.matching(2e9, 2e9, {})"}) {
+    CAPTURE(call);
+    auto o = decide_once(hostile_policy(std::string(call) + " return { replicas = " + kReplicas + " }"));
+    REQUIRE_FALSE(o.proposal.ok());
+    CHECK(o.proposal.error().message().find("asks for more than the policy's memory cap allows") != std::string::npos);
+    CHECK(o.ms < kBudgetMs + 100);
+  }
+}
+
+TEST_CASE("a ctx whose sizes describe a plan past the memory cap is refused before C++ builds it") {
+  PolicySet set({.budget_ms = kBudgetMs, .memory_limit = 16u << 20});
+  auto st = set.load(Kind::placement,
+                     "return { api = 1, kind = 'placement', name = 'p', doc = 'd', decide = function(ctx) end,"
+                     " selftest = function(t) t.valid({ placement = {} }, { nodes = 16000000, slots = 16000000,"
+                     " experts = 1, floor = 1, replicas = { { 1 } } }) end }",
+                     "test");
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().message().find("bad ctx") != std::string::npos);
+  CHECK(st.error().message().find("more than 1048576 values") != std::string::npos);
 }
