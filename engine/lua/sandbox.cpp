@@ -31,8 +31,8 @@ constexpr size_t kHostHeadroom = 1u << 20;
 constexpr size_t kSuggestEdits = 3;
 constexpr size_t kSuggestCandidates = 4096;
 constexpr size_t kSuggestMaxChars = 64;
-// A state holding more than this many tenths of its cap is collected after a call that succeeded,
-// and before the next: LuaJIT counts garbage against the cap until its collector runs.
+// A state holding more than this many tenths of its cap is collected after a call, and before the
+// next: LuaJIT counts garbage against the cap until its collector runs.
 constexpr size_t kCollectAfterTenths = 5;
 constexpr size_t kCollectBeforeTenths = 9;
 // Longest global name offered for completion: longer ones are not names anyone types.
@@ -396,7 +396,8 @@ Status Sandbox::guarded(int base, int nargs, int nresults, const Budget& budget)
   }
   std::string msg = error_text(L_);
   lua_settop(L_, base - 1);
-  lua_gc(L_, LUA_GCCOLLECT, 0);  // what a failed call built is garbage now
+  // What a failed call built is garbage now: collected when it is much of the cap.
+  if (rc == LUA_ERRMEM || c.hit_limit || c.used > c.limit / 10 * kCollectAfterTenths) lua_gc(L_, LUA_GCCOLLECT, 0);
   if (rc == LUA_ERRMEM || c.hit_limit)
     return fail(opts_.name, ": memory limit of ", opts_.memory_limit >> 20, " MiB exceeded");
   return Error(tidy_traceback(msg));
