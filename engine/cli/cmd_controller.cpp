@@ -191,6 +191,9 @@ int cmd_controller(const Command& cmd, const Parsed& p) {
   auto sets = job_overrides(p);
   if (!sets) return usage_error(cmd, sets.error().message());
   if (resume_dir && !sets->empty()) return usage_error(cmd, "--resume takes the job from the journal: no --set");
+  // A run that put its mesh in network namespaces of this host (--host-netns: a drill's partition)
+  // has its data plane on veth pairs it made itself: a private network, which it states for the job.
+  if (p.has("--host-netns") && !resume_dir) sets->emplace_back("security.private_network", "true");
   auto host_fd = p.get_int("--host-fd", -1, 3, 1024);
   auto parent = p.get_int("--parent-pid", 0, 0, INT32_MAX);
   if (!host_fd) return usage_error(cmd, host_fd.error().message());

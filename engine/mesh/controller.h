@@ -29,6 +29,7 @@
 #include <optional>
 #include <string>
 
+#include "ckpt/slice_mac.h"
 #include "core/log.h"
 #include "job/config.h"
 #include "job/driver.h"
@@ -254,6 +255,7 @@ class Controller {
   std::unique_ptr<ZapHandler> zap_;
   std::unique_ptr<wire::KeyPair> server_key_;
   std::unique_ptr<Allowlist> allow_;
+  ckpt::SliceMacKey slice_mac_key_;  // the job's secret for sparse snapshot slices (JobSpec)
   std::unique_ptr<Planner> planner_;
   std::unique_ptr<MetricsExport> export_;              // null when metrics.bind is off
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;

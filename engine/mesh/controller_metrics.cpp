@@ -17,12 +17,11 @@ Status Controller::start_metrics() {
   const std::string& bind = opts_.job.metrics.bind;
   if (bind.empty()) return {};
   auto exp = std::make_unique<MetricsExport>(opts_.job.name);
-  auto ep = MetricsEndpoint::start(bind, exp->registry());
+  job::MetricsConfig config = opts_.job.metrics;  // its credential files are relative to the job file
+  for (std::string* file : {&config.token, &config.users, &config.tls})
+    if (!file->empty()) *file = job::resolve_path(opts_.job, *file);
+  auto ep = MetricsEndpoint::start(config, exp->registry());
   if (!ep) return ep.error().with_context("metrics.bind");
-  if (!(*ep)->local())
-    spdlog::warn("metrics.bind {} is reachable from other hosts: the metrics endpoint is plain HTTP, not "
-                 "authenticated (it serves the job's numbers, read-only, to whoever reaches it)",
-                 bind);
   export_ = std::move(exp);
   metrics_endpoint_ = std::move(*ep);
   events_.on_add = [this](const std::string& kind) { export_->event(kind); };

@@ -11,6 +11,7 @@
 #include "ckpt/slice_frames.h"
 #include "core/clock.h"
 #include "mesh/endpoint.h"
+#include "mesh/security.h"
 #include "mesh/zmq_uv.h"
 
 namespace sal::mesh {
@@ -35,7 +36,7 @@ Result<std::unique_ptr<SliceServer>> SliceServer::open(uv_loop_t* loop, zmq::con
     auto own = wire::load_key_file(key_file);
     if (!own) return own.error().with_context(key_file);
     if (own->secret_key.empty()) return fail(key_file, " holds no secret-key");
-    wire::make_curve_server(s->sock_, *own, "salamander-slices");
+    wire::make_curve_server(s->sock_, *own, kSliceDomain);
     s->public_key_ = own->public_key;
   }
   auto ep = bind_endpoint(s->sock_, want);
@@ -71,7 +72,7 @@ void SliceServer::on_message() {
   head.emplace_back(parts[1].data(), parts[1].size());
   auto env = wire::open(head);
   if (!env) return spdlog::warn("slice endpoint: {}", env.error().message());
-  if (env->type == wire::MsgType::slice_put) return put(parts);
+  if (env->type == wire::MsgType::slice_put) return put(std::move(parts));
   if (env->type == wire::MsgType::slice_fetch) {
     auto f = wire::decode<wire::SliceFetch>(*env);
     if (!f) return spdlog::warn("slice endpoint: {}", f.error().message());
@@ -80,7 +81,9 @@ void SliceServer::on_message() {
   spdlog::warn("slice endpoint: unexpected {}", wire::type_name(env->type));
 }
 
-void SliceServer::put(const wire::Parts& parts) {
+void SliceServer::put(wire::Parts parts) {
+  if (!mac_key_) return changed("a slice refused: the job's slice key is not known here yet");
+  if (auto s = ckpt::unseal(parts, *mac_key_); !s) return changed("a slice refused: " + s.error().message());
   auto d = ckpt::decode_slot(parts);
   if (!d) return changed("a slice refused: " + d.error().message());
   ckpt::Writer w{d->head.writer_node, d->head.writer_index};
@@ -117,7 +120,11 @@ void SliceServer::fetch(const std::string& rid, const wire::SliceFetch& f) {
   wire::SlicePut head;
   head.request = f.request;
   head.writer_node = node_;
-  for (const auto& slot : slots) send(rid, ckpt::encode_slot(head, slot));
+  for (const auto& slot : slots) {
+    wire::Parts parts = ckpt::encode_slot(head, slot);
+    if (mac_key_) ckpt::seal(parts, *mac_key_);
+    send(rid, std::move(parts));
+  }
   wire::SliceDone done{f.request, uint32_t(slots.size()), ""};
   if (!missing.empty()) {
     done.detail = std::to_string(missing.size()) + " units not held in a complete window from iteration " +

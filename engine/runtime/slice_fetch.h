@@ -25,10 +25,17 @@ struct FetchedWindow {
   uint64_t bytes = 0;
 };
 
-// `wanted`: the units this rank holds under the plan. `key_file`: CURVE towards holders off
-// loopback. `notes` gets the fallbacks on the way, whether the fetch succeeds or not.
+// How a worker reaches the holders: its CURVE key file (towards holders off loopback) and the
+// job's slice key (hex), whose MAC every slot a holder answers must carry.
+struct SliceAccess {
+  std::string key_file;
+  std::string mac_key;
+};
+
+// `wanted`: the units this rank holds under the plan. `notes` gets the fallbacks on the way,
+// whether the fetch succeeds or not (a slot without the job's MAC is one: the next holder is asked).
 Result<FetchedWindow> fetch_window(zmq::context_t& ctx, const wire::PlanUpdate& p, const std::set<UnitId>& wanted,
-                                   const ModelShape& shape, const std::string& key_file, int timeout_ms,
+                                   const ModelShape& shape, const SliceAccess& access, int timeout_ms,
                                    std::vector<std::string>& notes);
 
 }  // namespace sal::runtime

@@ -310,7 +310,8 @@ std::set<UnitId> Trainer::units_held() const {
 }
 
 Status Trainer::restore_from_peers(const wire::PlanUpdate& p) {
-  auto got = fetch_window(ctx_, p, units_held(), spec_.dims, spec_.key_file, kFetchTimeoutMs, plan_notes_);
+  auto got = fetch_window(ctx_, p, units_held(), spec_.dims, {spec_.key_file, spec_.slice_mac_key}, kFetchTimeoutMs,
+                         plan_notes_);
   if (!got) return got.error().with_context("restoring plan " + std::to_string(p.number()) + " from peers");
   model::Params fresh = model::Params::create(spec_.dims, spec_.seed, held_);
   auto replay = ckpt::WindowReplay::begin(std::move(got->slots), fresh);
@@ -413,7 +414,8 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
   pruned_ = false;
   have_grads_ = false;
   {
-    SliceRoute route{p.ranks[size_t(rank_)].node, p.ranks[size_t(rank_)].index, p.number(), {}, spec_.key_file};
+    SliceRoute route{p.ranks[size_t(rank_)].node, p.ranks[size_t(rank_)].index, p.number(), {}, spec_.key_file,
+                     spec_.slice_mac_key};
     if (size_t(rank_) < p.slice_peers.size())
       for (uint32_t node : p.slice_peers[size_t(rank_)].nodes)
         for (const auto& sn : p.slice_nodes)

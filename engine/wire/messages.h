@@ -87,6 +87,9 @@ struct Welcome {
   uint32_t miss_limit = 0;
   std::string job;
   uint32_t grace_ms = 0;  // how long the agent rides out a silent controller (mesh.controller_grace_ms)
+  // The public keys (Z85) the mesh admits as nodes — the job's agents, whose workers use their
+  // agent's key: the only clients an agent's slice endpoint admits (empty where the mesh is local).
+  std::vector<std::string> node_keys;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("node_id", s.node_id);
@@ -95,6 +98,7 @@ struct Welcome {
     v("miss_limit", s.miss_limit);
     v("job", s.job, kNameMax);
     v("grace_ms", s.grace_ms);
+    v("node_keys", s.node_keys, kListMax);
   }
 };
 
@@ -302,11 +306,16 @@ struct JobSpec {
   std::string label;
   std::string dir;
   std::string text;
+  // The job's secret for sparse snapshot slices (ckpt/slice_mac.h), hex: workers seal the slots
+  // they put with it, agents check them and seal what they serve. It travels only over the mesh
+  // (CURVE beyond loopback) and the agent's worker endpoint (this host).
+  std::string slice_mac_key;
   template <class S, class V>
   static void fields(S& s, V& v) {
     v("label", s.label, kNameMax * 4);
     v("dir", s.dir, kNameMax * 4);
     v("text", s.text, kJobTextMax);
+    v("slice_mac_key", s.slice_mac_key, kNameMax);
   }
 };
 
