@@ -2,8 +2,8 @@
 // controller's own code paths, without a mesh: REPL lines through a session's evaluation
 // (mesh::evaluate, the chunk and the conversion of its result in one budgeted call), policy
 // sources through a policy set's load (shape, selftest, replay of a recorded decision), drill
-// scripts through the drill reader. Each input must end within its budget + 100 ms, normally only
-// if it may, and otherwise with one of the errors its parts name. t0740 runs the same inputs
+// scripts through the drill reader. Each input must end within its budget (plus a margin for a
+// loaded machine), normally only if it may, and otherwise with one of the errors its parts name. t0740 runs the same inputs
 // against a live job; this runs many more of them in seconds.
 #include <doctest/doctest.h>
 
@@ -23,6 +23,9 @@ namespace hostile_units {  // named: the test program is built as one unity file
 constexpr int64_t kReplBudgetMs = 60;
 constexpr int64_t kPolicyBudgetMs = 40;
 constexpr size_t kMemory = 32u << 20;
+// Past its budget an input may take this long to end here: the 100 ms, with room for a
+// loaded CI machine (t0740 holds the live controller to the 100 ms).
+constexpr double kMarginMs = 250;
 
 // How many inputs of each kind a run tries: SAL_HOSTILE_UNIT_INPUTS, or `fallback`.
 int inputs(int fallback) {
@@ -35,7 +38,7 @@ bool check_outcome(const HostileInput& in, bool ok, const std::string& error, do
   CAPTURE(in.text);
   CAPTURE(in.shape);
   CAPTURE(error);
-  CHECK(ms < bound_ms + 100);
+  CHECK(ms < bound_ms + kMarginMs);
   if (ok) {
     CHECK(in.may_succeed);
     return false;

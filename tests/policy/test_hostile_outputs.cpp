@@ -146,7 +146,10 @@ TEST_CASE("a save() state too large to copy is refused with its limit, inside th
   auto st = set.load(Kind::allocation, hoard, "test");
   REQUIRE_FALSE(st.ok());
   CHECK(double(mono_ns() - t0) / 1e6 < 4 * (kBudgetMs + 100));  // load, replay, migration: each its own budget
-  CHECK(st.error().message().find("save() returned the saved state: more than 1048576 values") != std::string::npos);
+  // 16.7 M values: stopped by the count, or by the budget on a loaded machine
+  CHECK(st.error().message().find("state migration: save() returned ") != std::string::npos);
+  CHECK((st.error().message().find("the saved state: more than 1048576 values") != std::string::npos ||
+         st.error().message().find("policy budget exceeded") != std::string::npos));
   CHECK(set.slot(Kind::allocation).decide(hostile_input()).decided_by == "hoard gen 1");
 }
 
