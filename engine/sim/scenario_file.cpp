@@ -32,7 +32,7 @@ Result<nlohmann::json> eval_lua(const std::string& path) {
   lua::Sandbox sb({.name = "scenario " + path, .memory_limit = kScenarioMemoryLimit});
   if (auto s = sb.load(*text, "@" + path); !s) return fail(path, ": ", s.error().message());
   nlohmann::json j;
-  auto s = sb.run(0, 0, {.deadline_ms = kScenarioBudgetMs, .what = "scenario budget"}, [&](lua_State* L) -> Status {
+  auto s = sb.run(1, 0, {.deadline_ms = kScenarioBudgetMs, .what = "scenario budget"}, [&](lua_State* L) -> Status {
     lua_call(L, 0, 1);
     if (!lua_istable(L, -1)) return fail("a scenario must return a table (return { cluster = ..., ... })");
     auto v = scenario_json(L, -1);
