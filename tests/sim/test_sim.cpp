@@ -421,7 +421,7 @@ TEST_CASE("checkpoint models: MoEtion loses at most 2 W steps a restore, the ora
   CHECK(double(rarely) / double(often) < 12);
 }
 
-TEST_CASE("scenario files run in a sandbox and read raw; a scenario too large to read stops at its limit") {
+TEST_CASE("scenario files run in a sandbox and read raw, and one too large to read stops at its limit") {
   auto shipped = load_scenario_file(std::string(SAL_SOURCE_DIR) + "/scripts/experiments/lazarus_jct.lua");
   REQUIRE_MESSAGE(shipped.ok(), shipped.error().message());
   CHECK(shipped->spec.is_object());
