@@ -18,6 +18,8 @@ PACKAGES=(
   libmsgpack-cxx-dev nlohmann-json3-dev libopenblas-dev libgloo-dev
   libucx-dev  # UCX: the CPU data plane's shared-memory path between workers on one host
   prometheus-cpp-dev  # the controller's Prometheus endpoint (metrics.bind)
+  libsodium-dev  # the sparse snapshot slices' keyed MAC (engine/ckpt/slice_mac.h)
+  libssl-dev  # HTTPS in front of the metrics endpoint (engine/comm/tls_front.h, metrics.tls)
   fortunes  # the default job's training text (/usr/share/games/fortunes)
   chromium libpng-dev  # t0320 renders a run's report.html headless and reads the screenshot
 )

@@ -13,7 +13,7 @@ std::vector<mesh::Attach> controller_attachments(const job::JobConfig& job, cons
   out.push_back(console::attach(job.repl, run_dir, [&sim_jobs, dir = job.dir](lua::ApiRegistry& reg) {
     sim::register_repl_module(reg, dir, sim_jobs);
   }));
-  if (!job.metrics.bind.empty()) out.push_back(metrics::attach(job.metrics.bind, job.name));
+  if (!job.metrics.bind.empty()) out.push_back(metrics::attach(job));
   return out;
 }
 

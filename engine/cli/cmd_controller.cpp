@@ -140,13 +140,15 @@ int serve(Serving s) {
   });
   // Drills from the REPL (drill.start): kill, drain, freeze and faults work on any mesh; `add`
   // needs `salamander run`, which starts the nodes itself.
-  controller.start_drill = [&](const std::string& path) -> Status {
-    if (drill) return fail("drill '", drill->spec().name, "' is already running");
-    auto spec = drill::load_drill(path, {}, [&] { controller.service(); });
+  controller.prepare_drill = [&](const std::string& path) -> Result<std::function<Status()>> {
+    auto spec = drill::load_drill(path, {});  // off the loop: no mesh to serve
     if (!spec) return spec.error();
-    drill = std::make_unique<drill::DrillRunner>(controller, loop.get(), std::move(*spec));
-    drill->start();
-    return {};
+    return std::function<Status()>([&, spec = std::move(*spec)]() mutable -> Status {
+      if (drill) return fail("drill '", drill->spec().name, "' is already running");
+      drill = std::make_unique<drill::DrillRunner>(controller, loop.get(), std::move(spec));
+      drill->start();
+      return {};
+    });
   };
   controller.drill_status = [&] { return drill ? drill->status() : nlohmann::ordered_json(); };
   if (s.host_fd >= 0) link_to_host(controller, s.host_fd, s.host_netns);
@@ -190,6 +192,9 @@ int cmd_controller(const Command& cmd, const Parsed& p) {
   auto sets = job_overrides(p);
   if (!sets) return usage_error(cmd, sets.error().message());
   if (resume_dir && !sets->empty()) return usage_error(cmd, "--resume takes the job from the journal: no --set");
+  // A run that put its mesh in network namespaces of this host (--host-netns: a drill's partition)
+  // has its data plane on veth pairs it made itself: a private network, which it states for the job.
+  if (p.has("--host-netns") && !resume_dir) sets->emplace_back("security.private_network", "true");
   auto host_fd = p.get_int("--host-fd", -1, 3, 1024);
   auto parent = p.get_int("--parent-pid", 0, 0, INT32_MAX);
   if (!host_fd) return usage_error(cmd, host_fd.error().message());

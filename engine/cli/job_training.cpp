@@ -1,6 +1,8 @@
 // job_training.cpp — see job_training.h.
 #include "cli/job_training.h"
 
+#include "wire/curve.h"
+
 namespace sal::cli {
 
 runtime::TrainSpec train_spec_of(const job::JobConfig& job) {
@@ -23,8 +25,13 @@ runtime::TrainSpec train_spec_of(const job::JobConfig& job) {
 Result<runtime::TrainSpec> load_train_spec(const wire::JobSpec& spec, const std::string& data_host) {
   auto job = job::load_text(spec.text, spec.label, spec.dir);
   if (!job) return job.error().with_context("the job the controller sent");
+  if (!job->security.private_network && !wire::is_local_endpoint("tcp://" + data_host + ":0"))
+    return fail("--data-host ", data_host, " is reachable from other hosts, and the data plane (Gloo's TCP pairs) ",
+                "is not authenticated: refusing to listen there unless the job states a private network ",
+                "(security = { private_network = true })");
   auto s = train_spec_of(*job);
   s.data_host = data_host;
+  s.slice_mac_key = spec.slice_mac_key;
   return s;
 }
 

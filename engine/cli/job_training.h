@@ -14,7 +14,9 @@ namespace sal::cli {
 
 runtime::TrainSpec train_spec_of(const job::JobConfig& job);
 
-// Evaluates the job text a worker was sent (exactly as the controller did) into a TrainSpec.
+// Evaluates the job text a worker was sent (exactly as the controller did) into a TrainSpec. A
+// data host beyond loopback is refused unless the job states a private network
+// (security.private_network): the data plane's Gloo pairs are not authenticated.
 Result<runtime::TrainSpec> load_train_spec(const wire::JobSpec& spec, const std::string& data_host);
 
 }  // namespace sal::cli

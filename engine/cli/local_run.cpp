@@ -80,10 +80,10 @@ Status LocalRun::start() {
   std::fflush(out);
   loop_.on_signals([this](int sig) { on_signal(sig); });
   controller_->add_nodes = [this](int count) { return add_agents(count); };
-  controller_->start_drill = [this](const std::string& path) -> Status {
-    auto spec = drill::load_drill(path, {}, [this] { controller_->service(); });
+  controller_->prepare_drill = [this](const std::string& path) -> Result<std::function<Status()>> {
+    auto spec = drill::load_drill(path, {});  // off the loop: no mesh to serve
     if (!spec) return spec.error();
-    return start_drill(std::move(*spec));
+    return std::function<Status()>([this, spec = std::move(*spec)]() mutable { return start_drill(std::move(spec)); });
   };
   controller_->drill_status = [this] { return drill_ ? drill_->status() : nlohmann::ordered_json(); };
   if (opts_.drill) SAL_TRY(start_drill(*opts_.drill));

@@ -38,6 +38,7 @@ void push_node(lua_State* L, const Node& n, int64_t now) {
   lua::set_field(L, "addr", n.addr);
   lua::set_field(L, "host", n.host);
   lua::set_field(L, "pid", int64_t(n.pid));
+  if (!n.slice_endpoint.empty()) lua::set_field(L, "slices", n.slice_endpoint);
   lua::set_field(L, "last_heartbeat_ms", double(now - n.last_heartbeat_ns) / 1e6);
   lua::set_field(L, "since_ms", double(now - n.state_since_ns) / 1e6);
   if (!n.cause.empty()) lua::set_field(L, "cause", n.cause);
@@ -170,7 +171,7 @@ void register_controller_api(lua::ApiRegistry& reg, Controller& c) {
   add("nodes", "job.nodes([all]) -> {{id, state, addr, devices, last_heartbeat_ms, workers, ...}, ...}",
       "Every node that joined (nodes that left cleanly only with all = true): state (alive, suspect, "
       "draining, dead, left), its cause, connection address, devices, milliseconds since its last "
-      "heartbeat, and its workers.",
+      "heartbeat, its slice endpoint (slices: where its agent holds sparse snapshots), and its workers.",
       Role::observe, job_nodes);
   add("events", "job.events([n = 50]) -> {{seq, t_s, kind, node, epoch, detail}, ...}",
       "The last n events: joins, suspicions, deaths (with their cause), departures, worker exits, "

@@ -15,6 +15,7 @@
 #include "mesh/controller.h"
 #include "mesh/step_log.h"
 #include "policy/frontier_report.h"
+#include "policy/lua_io.h"
 #include "policy/planner.h"
 #include "console/repl_eval.h"
 #include "console/repl_server.h"
@@ -100,15 +101,39 @@ int slot_action(Controller& c, lua_State* L, const char* fn, policy::Kind k, con
   return 1;
 }
 
+using SourceOf = std::function<Result<policy::Source>(policy::PolicySet&)>;
+
+// policy.load and policy.reload. The candidate's code — its load, selftest, replay and state
+// migration, each under the policy budget — runs here, on the chunk's thread, on a snapshot of the
+// slot the loop hands over (policy::prepare); only the swap runs on the loop, which meanwhile
+// serves the mesh and the other sessions whatever the candidate does.
+int load_off_loop(Controller& c, lua_State* L, const char* fn, policy::Kind k, const SourceOf& source_of) {
+  policy::SlotSnapshot snap;
+  Result<policy::Source> src = Error("no source");
+  if (!run_on_loop([&] {
+        auto& policies = c.planner().policies();
+        snap = policies.slot(k).snapshot();
+        src = source_of(policies);
+      }))
+    return luaL_error(L, "%s: the controller is stopping", fn);
+  if (!src) return luaL_error(L, "%s: %s", fn, src.error().message().c_str());
+  auto prepared = policy::prepare(snap, *src);
+  return call_on_loop(L, [&](lua_State* S) {
+    return slot_action(c, S, fn, k, [&] {
+      return c.planner().policies().slot(k).install(std::move(prepared), *src, snap.version, caller(S));
+    });
+  });
+}
+
 int policy_load(Controller& c, lua_State* L) {
   policy::Kind k = kind_arg(L, 1, "policy.load");
   std::string what = lua::check_string(L, 2, "policy.load", "a policy name, a .lua path, or Lua source");
-  return slot_action(c, L, "policy.load", k, [&] { return c.planner().policies().load(k, what, caller(L)); });
+  return load_off_loop(c, L, "policy.load", k, [&](policy::PolicySet& set) { return set.resolver().resolve(k, what); });
 }
 
 int policy_reload(Controller& c, lua_State* L) {
   policy::Kind k = kind_arg(L, 1, "policy.reload");
-  return slot_action(c, L, "policy.reload", k, [&] { return c.planner().policies().slot(k).reload(caller(L)); });
+  return load_off_loop(c, L, "policy.reload", k, [&](policy::PolicySet& set) { return set.slot(k).reload_source(); });
 }
 
 int policy_rollback(Controller& c, lua_State* L) {
@@ -167,7 +192,8 @@ int policy_decide(Controller& c, lua_State* L) {
   policy::Kind k = kind_arg(L, 1, "policy.decide");
   std::optional<policy::Input> in;
   if (lua_istable(L, 2)) {
-    auto r = policy::ops_for(k).read_ctx(L, 2);
+    lua::Meter m(L, policy::lua_io::read_limits(L, "policy.decide's ctx"));
+    auto r = policy::ops_for(k).read_ctx(L, 2, m);
     if (!r) return luaL_error(L, "policy.decide: ctx: %s", r.error().message().c_str());
     in = std::move(*r);
   }
@@ -305,10 +331,10 @@ void register_policy_api(lua::ApiRegistry& reg, Controller& c) {
       "Loads a new generation: load, shape check, selftest, replay of recent decisions through the C++ "
       "validators, state migration, then the swap between two decisions. Any failure leaves the live "
       "generation in place and raises the reason.",
-      Role::admin, policy_load);
+      Role::admin, policy_load, Runs::here);
   add("reload", "policy.reload(slot) -> slot info",
       "Reads the live generation's source again (its file, if it came from one) and loads it as a new generation.",
-      Role::admin, policy_reload);
+      Role::admin, policy_reload, Runs::here);
   add("diff", "policy.diff(slot, name | path.lua | source) -> {live, candidate, changes}",
       "What a candidate would decide differently from the live generation on the latest decision input, "
       "without loading it. A pure question: the slot (its replay inputs, last decision, failure counts) is "

@@ -257,7 +257,9 @@ void ReplServer::complete(Session& s, const wire::ReplComplete& req) {
   wire::ReplCompletions out;
   out.id = req.id;
   // While a chunk runs its state belongs to the evaluation thread: complete the API names only.
-  out.candidates = registry_.complete(req.line, s.role, s.busy ? std::vector<std::string>{} : s.sandbox->global_names());
+  std::vector<std::string> globals;
+  if (!s.busy) globals = s.sandbox->global_names(lua::ApiRegistry::completion_word(req.line), lua::ApiRegistry::kMaxCompletions);
+  out.candidates = registry_.complete(req.line, s.role, globals);
   if (out.candidates.size() > wire::kListMax) out.candidates.resize(wire::kListMax);
   reply(s.rid, out);
 }
@@ -279,7 +281,7 @@ void ReplServer::audit(const Session& s, const std::string& chunk, const std::st
 // On the evaluation thread, before a function that acts runs: who calls what, with which arguments.
 void ReplServer::audit_call(lua_State* L, const lua::ApiEntry& e) {
   std::vector<std::string> args;
-  for (int i = 1; i <= lua_gettop(L); ++i) args.push_back(lua::render(L, i, {.max_depth = 2, .max_bytes = 200}));
+  for (int i = 1; i <= lua_gettop(L); ++i) args.push_back(lua::render_quote(L, i, kAuditChunkChars));
   audit_line(caller(L) + " calls " + e.qualified() + "(" + clip(join(args, ", "), kAuditChunkChars) + ")");
 }
 

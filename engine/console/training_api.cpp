@@ -13,6 +13,7 @@
 #include "lua/convert.h"
 #include "mesh/controller.h"
 #include "policy/planner.h"
+#include "console/repl_eval.h"
 #include "console/repl_server.h"
 
 namespace sal::console {
@@ -269,10 +270,16 @@ int job_stacks(Controller& c, lua_State* L) {
   return 1;
 }
 
+// The script is read and checked here, on the chunk's thread (Runs::here): whatever it does, the
+// loop goes on serving the mesh and the other sessions; only its start runs on the loop.
 int drill_start(Controller& c, lua_State* L) {
   std::string path = lua::check_string(L, 1, "drill.start", "path");
-  if (!c.start_drill) return luaL_error(L, "drill.start: this controller cannot run drills (use `salamander run`)");
-  if (auto s = c.start_drill(path); !s) return luaL_error(L, "drill.start: %s", s.error().message().c_str());
+  if (!c.prepare_drill) return luaL_error(L, "drill.start: this controller cannot run drills (use `salamander run`)");
+  auto start = c.prepare_drill(path);
+  if (!start) return luaL_error(L, "drill.start: %s", start.error().message().c_str());
+  Status started = Error("the controller is stopping");
+  run_on_loop([&] { started = (*start)(); });
+  if (!started) return luaL_error(L, "drill.start: %s", started.error().message().c_str());
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -292,7 +299,7 @@ void register_training_api(lua::ApiRegistry& reg, Controller& c) {
                     "Runs a drill script (scripts/drills/*.lua: kill, drain, freeze, partition, add, replay_trace, expect) against "
                     "this job; its actions and its outcome are events (job.events()). Its `at_s` times count from the next "
                     "committed step. One drill at a time.",
-                    Role::operate, drill_start);
+                    Role::operate, drill_start, Runs::here);
   add_controller_fn(reg, c, "drill", "status", "drill.status() -> {name, file, actions, fired, training_s, next} | nil",
                     "The running drill: how many of its actions have fired and the next ones.", Role::observe,
                     drill_status);

@@ -37,9 +37,26 @@ std::string seconds(double s) {
   return buf;
 }
 
+// What one drill script may hand to its calls, in all: a drill is a few dozen actions, and its
+// file is at most kMaxDrillBytes; the limits keep a loop of calls, or one call of a huge shared
+// table, from taking the controller's memory while the script runs (it is read on the loop).
+constexpr size_t kDrillValues = size_t(1) << 16;
+constexpr size_t kDrillBytes = kMaxDrillBytes;
+
+// The calls a script made, and the meter their arguments are counted on.
+struct Collector {
+  std::vector<Call> calls;
+  lua::Meter meter;
+};
+
+lua::MeterLimits drill_limits() {
+  const std::string name = "a drill's limit for what its calls pass";
+  return {.what = "the drill's calls", .values = {kDrillValues, name}, .bytes = {kDrillBytes, name}};
+}
+
 // __record(kind, {…}): appends the call to the collector (upvalue 1, a light userdata).
 int record(lua_State* L) {
-  auto* calls = static_cast<std::vector<Call>*>(lua_touserdata(L, lua_upvalueindex(1)));
+  auto* c = static_cast<Collector*>(lua_touserdata(L, lua_upvalueindex(1)));
   const char* kind = lua_tostring(L, lua_upvalueindex(2));
   if (lua_gettop(L) != 1 || !lua_istable(L, 1)) {
     lua_pushfstring(L, "%s{...} takes one table of named fields, e.g. %s{node = 2, step = 10}", kind, kind);
@@ -48,18 +65,18 @@ int record(lua_State* L) {
   lua_Debug ar;
   int line = 0;
   if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "l", &ar)) line = ar.currentline;
-  Json args;
-  try {
-    args = lua::to_json(L, 1);
-    calls->push_back({kind, line, std::move(args)});
-  } catch (const std::exception& e) {
-    lua_pushfstring(L, "%s{...}: %s", kind, e.what());
-    return lua_error(L);
+  std::string problem;
+  {
+    auto args = lua::to_json(L, 1, c->meter);
+    if (args) c->calls.push_back({kind, line, std::move(*args)});
+    else problem = args.error().message();
   }
-  return 0;
+  if (problem.empty()) return 0;
+  lua_pushfstring(L, "%s{...}: %s", kind, problem.c_str());
+  return lua_error(L);
 }
 
-void install(lua::Sandbox& sb, std::vector<Call>& calls, const std::map<std::string, std::string>& args) {
+void install(lua::Sandbox& sb, Collector& calls, const std::map<std::string, std::string>& args) {
   lua_State* L = sb.L();
   for (const char* kind : {"drill", "kill", "drain", "freeze", "add", "partition", "replay_trace", "expect"}) {
     lua_pushlightuserdata(L, &calls);
@@ -370,10 +387,12 @@ Result<DrillSpec> parse_drill(const std::string& text, const std::string& path,
   std::vector<Call> calls;
   {
     lua::Sandbox sb({.name = "drill " + path, .memory_limit = kDrillMemoryLimit});
-    install(sb, calls, args);
+    Collector collected{{}, lua::Meter(sb.L(), drill_limits())};
+    install(sb, collected, args);
     if (auto s = sb.load(text, "@" + path); !s) return Error(s.error().message());
     if (auto s = sb.call(0, 0, {.deadline_ms = kDrillEvalBudgetMs, .service = service, .what = "drill script budget"}); !s)
       return Error(path + ": " + s.error().message());
+    calls = std::move(collected.calls);
   }
   DrillSpec d;
   d.file = path;

@@ -101,11 +101,17 @@ struct ReplConfig {
 // config needs a port chosen in advance and no fixed default is free on every host.
 struct MetricsConfig {
   std::string bind;            // "" (off), tcp://HOST:PORT (PORT * for any free one), or a bare PORT (loopback)
+  std::string token;           // file: the bearer token a scraper must send (Authorization: Bearer …)
+  std::string users;           // file: "<name> <password>" per line, for basic auth
+  std::string tls;             // file: PEM certificate chain and private key: serve HTTPS
 };
 
 struct SecurityConfig {
   std::string server_key;      // file with the controller's CURVE secret key (Z85)
   std::string allow;           // allowlist file: "<public key> <role> <name>" per line
+  // The data plane's Gloo pairs are not authenticated: a worker listens for them beyond loopback
+  // only when the job states that its data hosts are on a private network.
+  bool private_network = false;
 };
 
 struct PolicyConfig {

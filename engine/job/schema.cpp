@@ -17,7 +17,7 @@
 namespace sal::job {
 namespace {
 
-using Ref = std::variant<int64_t*, double*, std::string*>;
+using Ref = std::variant<int64_t*, double*, std::string*, bool*>;
 
 struct Field {
   std::string key;  // dotted path: "mesh.heartbeat_ms"
@@ -39,6 +39,9 @@ Field text(std::string key, std::vector<std::string> choices, std::string doc,
            std::function<std::string&(JobConfig&)> f) {
   return {std::move(key), 0, 0, std::move(choices), std::move(doc),
           [f](JobConfig& j) { return Ref(&f(j)); }};
+}
+Field flag(std::string key, std::string doc, std::function<bool&(JobConfig&)> f) {
+  return {std::move(key), 0, 0, {}, std::move(doc), [f](JobConfig& j) { return Ref(&f(j)); }};
 }
 
 const std::vector<Field>& fields() {
@@ -143,14 +146,24 @@ const std::vector<Field>& fields() {
               [](JobConfig& j) -> int64_t& { return j.repl.memory_mb; }),
       integer("repl.max_sessions", 1, 1024, "concurrent REPL sessions (oldest idle is dropped)",
               [](JobConfig& j) -> int64_t& { return j.repl.max_sessions; }),
-      text("metrics.bind", {}, "the Prometheus endpoint (plain HTTP GET /metrics): tcp://HOST:PORT, PORT * for any "
-           "free port, or a bare PORT on loopback; \"\" (the default): off. Not authenticated: beyond loopback it "
-           "serves the job's numbers to whoever reaches it",
+      text("metrics.bind", {}, "the Prometheus endpoint (HTTP GET /metrics): tcp://HOST:PORT, PORT * for any free "
+           "port, or a bare PORT on loopback; \"\" (the default): off. Beyond loopback it needs metrics.token or "
+           "metrics.users",
            [](JobConfig& j) -> std::string& { return j.metrics.bind; }),
+      text("metrics.token", {}, "file holding the bearer token a scraper must send (Authorization: Bearer ...)",
+           [](JobConfig& j) -> std::string& { return j.metrics.token; }),
+      text("metrics.users", {}, "file of '<name> <password>' lines: users a scraper may authenticate as (basic auth)",
+           [](JobConfig& j) -> std::string& { return j.metrics.users; }),
+      text("metrics.tls", {}, "PEM file with the certificate (chain) and its private key: serve HTTPS",
+           [](JobConfig& j) -> std::string& { return j.metrics.tls; }),
       text("security.server_key", {}, "file holding the controller's CURVE secret key",
            [](JobConfig& j) -> std::string& { return j.security.server_key; }),
       text("security.allow", {}, "allowlist file: '<public key> <role> <name>' per line",
            [](JobConfig& j) -> std::string& { return j.security.allow; }),
+      flag("security.private_network",
+           "the workers' data hosts are on a network no stranger reaches: the data plane (Gloo's TCP pairs, not "
+           "authenticated) may listen beyond loopback",
+           [](JobConfig& j) -> bool& { return j.security.private_network; }),
       text("policies.allocation", {}, "allocation policy: a name in policies/allocation or a .lua path",
            [](JobConfig& j) -> std::string& { return j.policies.allocation; }),
       text("policies.placement", {}, "placement policy: a name in policies/placement or a .lua path",
@@ -239,6 +252,9 @@ Status set_value(const Field& f, JobConfig& job, lua_State* L, int idx) {
     if (lua_type(L, idx) != LUA_TNUMBER || !std::isfinite(x) || x < f.lo || x > f.hi)
       return fail("expected a number in ", range_text(f.lo, f.hi), ", got ", describe_lua(L, idx));
     **p = x;
+  } else if (auto* p = std::get_if<bool*>(&r)) {
+    if (lua_type(L, idx) != LUA_TBOOLEAN) return fail("expected true or false, got ", describe_lua(L, idx));
+    **p = lua_toboolean(L, idx);
   } else {
     auto* s = std::get<std::string*>(r);
     if (lua_type(L, idx) != LUA_TSTRING)
@@ -365,6 +381,7 @@ std::string default_text(const Field& f) {
     std::snprintf(buf, sizeof buf, "%g", **p);
     return buf;
   }
+  if (auto* p = std::get_if<bool*>(&r)) return **p ? "true" : "false";
   return "\"" + *std::get<std::string*>(r) + "\"";
 }
 
@@ -373,6 +390,7 @@ std::string rule_text(const Field& f) {
   Ref r = f.ref(d);
   if (std::holds_alternative<int64_t*>(r)) return "integer in " + range_text(f.lo, f.hi);
   if (std::holds_alternative<double*>(r)) return "number in " + range_text(f.lo, f.hi);
+  if (std::holds_alternative<bool*>(r)) return "true or false";
   if (!f.choices.empty()) return "one of " + join(f.choices, ", ");
   return "string";
 }

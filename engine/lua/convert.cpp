@@ -61,30 +61,47 @@ std::string number_text(lua_Number x) {
   return buf;
 }
 
-// Length n if the table's keys are exactly 1..n (n may be 0), else -1.
-long sequence_length(lua_State* L, int t) {
+// Length n if the table's keys are exactly 1..n (n may be 0), else -1; each key looked at is a
+// step of the meter.
+Result<long> sequence_length(lua_State* L, int t, Meter& meter) {
   long count = 0, max = 0;
   lua_pushnil(L);
   while (lua_next(L, t) != 0) {
     lua_pop(L, 1);
+    if (auto s = meter.step(); !s) {
+      lua_pop(L, 1);
+      return s.error();
+    }
     if (lua_type(L, -1) != LUA_TNUMBER) {
       lua_pop(L, 1);
-      return -1;
+      return -1L;
     }
     lua_Number k = lua_tonumber(L, -1);
     if (k < 1 || k != std::floor(k)) {
       lua_pop(L, 1);
-      return -1;
+      return -1L;
     }
     ++count;
     max = std::max(max, long(k));
   }
-  return count == max ? max : -1;
+  return count == max ? max : -1L;
 }
+
+int absolute(lua_State* L, int idx) { return (idx > 0 || idx <= LUA_REGISTRYINDEX) ? idx : lua_gettop(L) + idx + 1; }
+
+// Stack slots a conversion uses per level of nesting (a key, a value, a lookup), made sure of at
+// each table it enters.
+constexpr int kStackPerLevel = 4;
+
+// Text bytes a table's layout adds per item beyond its key and value: ", " or ",\n", " = ", and
+// in JSON the quotes and the colon; a line's indent is added to it. Counted with the item, so the
+// meter's byte count bounds the finished text.
+constexpr size_t kLayoutBytes = 5;
 
 struct Renderer {
   lua_State* L;
   const RenderOptions& o;
+  Meter& m;
   std::vector<const void*> stack;  // tables being rendered (cycle detection)
 
   std::string scalar(int idx) {
@@ -105,41 +122,62 @@ struct Renderer {
     }
   }
 
-  std::string key_text(int idx) {
+  // A string is measured before it is quoted: a 60 MB string stops at the byte limit uncopied.
+  Result<std::string> counted_scalar(int idx, size_t indent) {
+    if (lua_type(L, idx) == LUA_TSTRING) SAL_TRY(m.bytes(lua_objlen(L, idx)));
+    std::string s = scalar(idx);
+    SAL_TRY(m.bytes(s.size() + kLayoutBytes + indent));
+    return s;
+  }
+
+  Result<std::string> key_text(int idx, size_t indent) {
+    SAL_TRY(m.value());
     if (lua_type(L, idx) == LUA_TSTRING) {
+      SAL_TRY(m.bytes(lua_objlen(L, idx)));
       std::string k = lua_tostring(L, idx);
       if (is_identifier(k)) return k;
     }
-    return "[" + scalar(idx) + "]";
+    auto s = counted_scalar(idx, indent);
+    if (!s) return s.error();
+    return "[" + *s + "]";
   }
 
-  std::string value(int idx, size_t depth, size_t indent) {
-    idx = lua_absindex_compat(idx);
-    if (lua_type(L, idx) != LUA_TTABLE) return scalar(idx);
-    const void* p = lua_topointer(L, idx);
-    if (std::find(stack.begin(), stack.end(), p) != stack.end()) return "<cycle>";
-    if (depth >= o.max_depth) return "{…}";
-    stack.push_back(p);
+  Result<std::vector<std::string>> sequence_items(int idx, long n, size_t depth, size_t indent) {
     std::vector<std::string> items;
-    long n = sequence_length(L, idx);
-    if (n >= 0) {
-      for (long i = 1; i <= n; ++i) {
-        lua_rawgeti(L, idx, int(i));
-        items.push_back(value(-1, depth + 1, indent + 2));
-        lua_pop(L, 1);
-      }
-    } else {
-      std::vector<std::pair<std::string, std::string>> kv;
-      lua_pushnil(L);
-      while (lua_next(L, idx) != 0) {
-        std::string k = key_text(-2);
-        kv.emplace_back(k, value(-1, depth + 1, indent + 2));
-        lua_pop(L, 1);
-      }
-      std::sort(kv.begin(), kv.end());
-      for (auto& [k, v] : kv) items.push_back(k + " = " + v);
+    for (long i = 1; i <= n; ++i) {
+      lua_rawgeti(L, idx, int(i));
+      auto v = value(-1, depth + 1, indent + 2);
+      lua_pop(L, 1);
+      if (!v) return v.error();
+      items.push_back(std::move(*v));
     }
-    stack.pop_back();
+    return items;
+  }
+
+  Result<std::vector<std::string>> keyed_items(int idx, size_t depth, size_t indent) {
+    std::vector<std::pair<std::string, std::string>> kv;
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+      auto k = key_text(-2, indent);
+      if (!k) {
+        lua_pop(L, 2);
+        return k.error();
+      }
+      auto v = value(-1, depth + 1, indent + 2);
+      lua_pop(L, 1);
+      if (!v) {
+        lua_pop(L, 1);
+        return v.error();
+      }
+      kv.emplace_back(std::move(*k), std::move(*v));
+    }
+    std::sort(kv.begin(), kv.end());
+    std::vector<std::string> items;
+    for (auto& [k, v] : kv) items.push_back(k + " = " + v);
+    return items;
+  }
+
+  std::string layout(const std::vector<std::string>& items, size_t indent) {
     if (items.empty()) return "{}";
     size_t len = 4;
     bool multiline_child = false;
@@ -154,78 +192,123 @@ struct Renderer {
     return out + std::string(indent, ' ') + "}";
   }
 
-  int lua_absindex_compat(int idx) {
-    return (idx > 0 || idx <= LUA_REGISTRYINDEX) ? idx : lua_gettop(L) + idx + 1;
+  Result<std::string> value(int idx, size_t depth, size_t indent) {
+    idx = absolute(L, idx);
+    SAL_TRY(m.value());
+    if (lua_type(L, idx) != LUA_TTABLE) return counted_scalar(idx, indent);
+    const void* p = lua_topointer(L, idx);
+    if (std::find(stack.begin(), stack.end(), p) != stack.end()) return std::string("<cycle>");
+    if (depth >= o.max_depth) return std::string("{…}");
+    if (!lua_checkstack(L, kStackPerLevel)) return fail(m.limits().what, " is nested too deep to convert");
+    auto n = sequence_length(L, idx, m);
+    if (!n) return n.error();
+    stack.push_back(p);
+    auto items = *n >= 0 ? sequence_items(idx, *n, depth, indent) : keyed_items(idx, depth, indent);
+    stack.pop_back();
+    if (!items) return items.error();
+    return layout(*items, indent);
   }
 };
 
-nlohmann::ordered_json json_of(lua_State* L, int idx, size_t depth, size_t max_depth,
-                               std::vector<const void*>& stack) {
-  using J = nlohmann::ordered_json;
-  if (idx < 0) idx = lua_gettop(L) + idx + 1;
-  switch (lua_type(L, idx)) {
-    case LUA_TNIL: return nullptr;
-    case LUA_TBOOLEAN: return bool(lua_toboolean(L, idx));
-    case LUA_TNUMBER: {
-      lua_Number x = lua_tonumber(L, idx);
-      if (!std::isfinite(x)) return nullptr;
-      if (x == std::floor(x) && std::fabs(x) < 9.0e15) return int64_t(x);
-      return x;
+using Json = nlohmann::ordered_json;
+
+struct JsonWriter {
+  lua_State* L;
+  Meter& m;
+  size_t max_depth;
+  std::vector<const void*> stack;
+
+  Result<Json> scalar(int idx) {
+    switch (lua_type(L, idx)) {
+      case LUA_TNIL: return Json(nullptr);
+      case LUA_TBOOLEAN: return Json(bool(lua_toboolean(L, idx)));
+      case LUA_TNUMBER: {
+        SAL_TRY(m.bytes(kLayoutBytes));
+        lua_Number x = lua_tonumber(L, idx);
+        if (!std::isfinite(x)) return Json(nullptr);
+        if (x == std::floor(x) && std::fabs(x) < 9.0e15) return Json(int64_t(x));
+        return Json(x);
+      }
+      case LUA_TSTRING: {
+        size_t n = 0;
+        const char* s = lua_tolstring(L, idx, &n);
+        SAL_TRY(m.bytes(n + kLayoutBytes));
+        return Json(std::string(s, n));
+      }
+      default: return Json(std::string("<") + luaL_typename(L, idx) + ">");
     }
-    case LUA_TSTRING: {
-      size_t n = 0;
-      const char* s = lua_tolstring(L, idx, &n);
-      return std::string(s, n);
-    }
-    case LUA_TTABLE: break;
-    default: return std::string("<") + luaL_typename(L, idx) + ">";
   }
-  const void* p = lua_topointer(L, idx);
-  if (std::find(stack.begin(), stack.end(), p) != stack.end()) return "<cycle>";
-  if (depth >= max_depth) return "<too deep>";
-  stack.push_back(p);
-  J out;
-  long n = sequence_length(L, idx);
-  if (n >= 0) {
-    out = J::array();
+
+  Result<std::string> key(int idx) {
+    SAL_TRY(m.value());
+    switch (lua_type(L, idx)) {
+      case LUA_TSTRING: {
+        SAL_TRY(m.bytes(lua_objlen(L, idx) + kLayoutBytes));
+        return std::string(lua_tostring(L, idx));
+      }
+      case LUA_TNUMBER: return number_text(lua_tonumber(L, idx));
+      default: return std::string("<") + luaL_typename(L, idx) + ">";
+    }
+  }
+
+  Result<Json> array(int idx, long n, size_t depth) {
+    Json out = Json::array();
     for (long i = 1; i <= n; ++i) {
       lua_rawgeti(L, idx, int(i));
-      out.push_back(json_of(L, -1, depth + 1, max_depth, stack));
+      auto v = value(-1, depth + 1);
       lua_pop(L, 1);
+      if (!v) return v.error();
+      out.push_back(std::move(*v));
     }
-  } else {
-    std::vector<std::pair<std::string, J>> kv;
+    return out;
+  }
+
+  Result<Json> object(int idx, size_t depth) {
+    std::vector<std::pair<std::string, Json>> kv;
     lua_pushnil(L);
     while (lua_next(L, idx) != 0) {
-      std::string key;
-      if (lua_type(L, -2) == LUA_TSTRING) {
-        key = lua_tostring(L, -2);
-      } else if (lua_type(L, -2) == LUA_TNUMBER) {
-        key = number_text(lua_tonumber(L, -2));
-      } else {
-        key = std::string("<") + luaL_typename(L, -2) + ">";
-      }
-      kv.emplace_back(key, json_of(L, -1, depth + 1, max_depth, stack));
+      auto k = key(-2);
+      auto v = k ? value(-1, depth + 1) : Result<Json>(k.error());
       lua_pop(L, 1);
+      if (!v) {
+        lua_pop(L, 1);
+        return v.error();
+      }
+      kv.emplace_back(std::move(*k), std::move(*v));
     }
     std::sort(kv.begin(), kv.end(), [](auto& a, auto& b) { return a.first < b.first; });
-    out = J::object();
+    Json out = Json::object();
     for (auto& [k, v] : kv) out[k] = std::move(v);
+    return out;
   }
-  stack.pop_back();
-  return out;
-}
+
+  Result<Json> value(int idx, size_t depth) {
+    idx = absolute(L, idx);
+    SAL_TRY(m.value());
+    if (lua_type(L, idx) != LUA_TTABLE) return scalar(idx);
+    const void* p = lua_topointer(L, idx);
+    if (std::find(stack.begin(), stack.end(), p) != stack.end()) return Json("<cycle>");
+    if (depth >= max_depth) return Json("<too deep>");
+    if (!lua_checkstack(L, kStackPerLevel)) return fail(m.limits().what, " is nested too deep to convert");
+    auto n = sequence_length(L, idx, m);
+    if (!n) return n.error();
+    stack.push_back(p);
+    auto out = *n >= 0 ? array(idx, *n, depth) : object(idx, depth);
+    stack.pop_back();
+    return out;
+  }
+};
 
 struct Copier {
   lua_State* from;
   lua_State* to;
+  Meter& m;
   size_t max_depth;
-  size_t items_left;
   std::vector<const void*> stack;
 
   Status copy(int idx, size_t depth, const std::string& path) {
-    if (idx < 0) idx = lua_gettop(from) + idx + 1;
-    if (items_left-- == 0) return fail("more than the allowed number of values at ", path);
+    idx = absolute(from, idx);
+    SAL_TRY(m.value());
     switch (lua_type(from, idx)) {
       case LUA_TNIL: lua_pushnil(to); return {};
       case LUA_TBOOLEAN: lua_pushboolean(to, lua_toboolean(from, idx)); return {};
@@ -233,6 +316,7 @@ struct Copier {
       case LUA_TSTRING: {
         size_t n = 0;
         const char* s = lua_tolstring(from, idx, &n);
+        SAL_TRY(m.bytes(n));
         lua_pushlstring(to, s, n);
         return {};
       }
@@ -242,6 +326,8 @@ struct Copier {
     const void* p = lua_topointer(from, idx);
     if (std::find(stack.begin(), stack.end(), p) != stack.end()) return fail(path, " refers back to itself");
     if (depth >= max_depth) return fail(path, " is nested deeper than ", max_depth);
+    if (!lua_checkstack(from, kStackPerLevel) || !lua_checkstack(to, kStackPerLevel))
+      return fail(path, " is nested too deep to copy");
     stack.push_back(p);
     lua_newtable(to);
     lua_pushnil(from);
@@ -268,21 +354,33 @@ struct Copier {
 
 }  // namespace
 
-Status copy_value(lua_State* from, int idx, lua_State* to, size_t max_depth, size_t max_items) {
-  Copier c{from, to, max_depth, max_items, {}};
+Status copy_value(lua_State* from, int idx, lua_State* to, Meter& meter, size_t max_depth) {
+  Copier c{from, to, meter, max_depth, {}};
   return c.copy(idx, 0, "state");
 }
 
-std::string render(lua_State* L, int idx, const RenderOptions& opts) {
-  Renderer r{L, opts, {}};
-  std::string s = r.value(idx, 0, 0);
-  if (s.size() > opts.max_bytes) s = s.substr(0, opts.max_bytes) + "… (truncated)";
+Result<std::string> render(lua_State* L, int idx, Meter& meter, const RenderOptions& opts) {
+  Renderer r{L, opts, meter, {}};
+  auto s = r.value(idx, 0, 0);
+  if (s) SAL_TRY(meter.check_total(s->size()));
   return s;
 }
 
-nlohmann::ordered_json to_json(lua_State* L, int idx, size_t max_depth) {
-  std::vector<const void*> stack;
-  return json_of(L, idx, 0, max_depth, stack);
+std::string render_quote(lua_State* L, int idx, size_t max_chars) {
+  // A quote walks at most this many times the characters it shows (a value per few characters).
+  constexpr size_t kQuoteWalk = 4;
+  MeterLimits limits{.what = "the quoted value",
+                     .values = {kQuoteWalk * max_chars, "a quote's length"},
+                     .bytes = {kQuoteWalk * max_chars, "a quote's length"}};
+  Meter m(L, limits);
+  auto text = render(L, idx, m);
+  if (!text) return std::string("<") + luaL_typename(L, idx) + " …>";
+  return clip(*text, max_chars);
+}
+
+Result<nlohmann::ordered_json> to_json(lua_State* L, int idx, Meter& meter, size_t max_depth) {
+  JsonWriter w{L, meter, max_depth, {}};
+  return w.value(idx, 0);
 }
 
 void push_json(lua_State* L, const nlohmann::ordered_json& v) {

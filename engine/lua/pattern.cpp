@@ -161,10 +161,17 @@ bool Matcher::single(unsigned char c, const char* p, const char* ep) const {
   }
 }
 
+// What testing one character against the item p..ep costs, in steps: its width in the pattern (1
+// for a plain character, 2 for a class, the whole set for a [set], which in_set scans).
+uint64_t Matcher::item_cost(const char* p, const char* ep) { return uint64_t(ep - p); }
+
 const char* Matcher::max_expand(const char* s, const char* p, const char* ep) {
+  const uint64_t cost = item_cost(p, ep);
   ptrdiff_t n = 0;
-  while (s + n < src_end_ && single(static_cast<unsigned char>(s[n]), p, ep)) ++n;
-  if (!step(uint64_t(n))) return nullptr;  // linear, and at most the subject: counted once
+  while (s + n < src_end_ && single(static_cast<unsigned char>(s[n]), p, ep)) {
+    ++n;
+    if (!step(cost)) return nullptr;
+  }
   // Longest first, then give back one character at a time.
   for (; n >= 0; --n) {
     const char* r = match(s + n, ep + 1);
@@ -174,9 +181,11 @@ const char* Matcher::max_expand(const char* s, const char* p, const char* ep) {
 }
 
 const char* Matcher::min_expand(const char* s, const char* p, const char* ep) {
+  const uint64_t cost = item_cost(p, ep);
   for (;;) {
     const char* r = match(s, ep + 1);
     if (r || stop_ != Stop::none) return r;
+    if (!step(cost)) return nullptr;
     if (s < src_end_ && single(static_cast<unsigned char>(*s), p, ep)) {
       ++s;
     } else {
@@ -237,7 +246,7 @@ const char* Matcher::frontier(const char* s, const char*& p) {
   p += 1;
   if (p >= p_end_ || *p != '[') return malformed("missing '[' after '%f' in pattern");
   const char* ep = item_end(p);
-  if (!ep) return nullptr;
+  if (!ep || !step(3 * item_cost(p, ep))) return nullptr;  // the set scanned for its end, then tested twice
   unsigned char prev = s == src_ ? 0 : static_cast<unsigned char>(s[-1]);
   unsigned char next = s < src_end_ ? static_cast<unsigned char>(*s) : 0;
   if (in_set(prev, p, ep - 1) || !in_set(next, p, ep - 1)) return nullptr;
@@ -289,7 +298,7 @@ const char* Matcher::match(const char* s, const char* p) {
         break;
     }
     const char* ep = item_end(p);
-    if (!ep) return nullptr;
+    if (!ep || !step(2 * item_cost(p, ep))) return nullptr;  // the item scanned for its end, then tested
     bool m = s < src_end_ && single(static_cast<unsigned char>(*s), p, ep);
     char quantifier = ep < p_end_ ? *ep : '\0';
     switch (quantifier) {

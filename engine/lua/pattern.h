@@ -4,8 +4,10 @@
 //
 // LuaJIT's own matcher runs inside one C call: a pattern like ('a?'):rep(28)..('a'):rep(28) takes
 // seconds to hours there, and no instruction hook fires meanwhile. This one does the same matching
-// (same results, same errors, same 200-deep recursion limit) but stops within a few microseconds of
-// the poll saying no. Pure logic: no Lua state; strlib.cpp binds it to the string library.
+// (same results, same errors, same 200-deep recursion limit) but counts all its work — a step per
+// item tried, and each character tested against an item costs the item's width, so a [set] of a
+// million characters costs a million steps per test — and stops within one item's test of the poll
+// saying no. Pure logic: no Lua state; strlib.cpp binds it to the string library.
 //
 // Semantics, briefly: a pattern is a sequence of items — a single-character class (`.`, `%a` and
 // the other class letters, `%x` for a literal x, a `[set]`, or a plain character) optionally
@@ -78,6 +80,7 @@ class Matcher {
   const char* item_end(const char* p);
   bool single(unsigned char c, const char* p, const char* ep) const;
   bool in_set(unsigned char c, const char* p, const char* ec) const;
+  static uint64_t item_cost(const char* p, const char* ep);
   const char* max_expand(const char* s, const char* p, const char* ep);
   const char* min_expand(const char* s, const char* p, const char* ep);
   const char* open_capture(const char* s, const char* p, ptrdiff_t what);

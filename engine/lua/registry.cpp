@@ -155,9 +155,8 @@ std::string ApiRegistry::help(const std::string& topic, Role role) const {
   return "no help for '" + topic + "' — help() lists everything";
 }
 
-std::vector<std::string> ApiRegistry::complete(const std::string& line, Role role,
-                                               const std::vector<std::string>& globals) const {
-  // The word being completed: the trailing run of identifier characters and dots.
+std::string ApiRegistry::completion_word(const std::string& line) {
+  // The trailing run of identifier characters and dots.
   size_t start = line.size();
   while (start > 0) {
     char c = line[start - 1];
@@ -167,13 +166,19 @@ std::vector<std::string> ApiRegistry::complete(const std::string& line, Role rol
       break;
     }
   }
-  std::string word = line.substr(start);
-  std::string head = line.substr(0, start);
+  return line.substr(start);
+}
+
+std::vector<std::string> ApiRegistry::complete(const std::string& line, Role role,
+                                               const std::vector<std::string>& globals) const {
+  if (line.size() > kMaxCompletionLine) return {};
+  std::string word = completion_word(line);
+  std::string head = line.substr(0, line.size() - word.size());
   std::set<std::string> out;
   auto dot = word.rfind('.');
   if (dot == std::string::npos) {
     auto consider = [&](const std::string& name, const char* suffix) {
-      if (name.rfind(word, 0) == 0) out.insert(head + name + suffix);
+      if (out.size() < kMaxCompletions && name.rfind(word, 0) == 0) out.insert(head + name + suffix);
     };
     for (const auto& m : modules_) consider(m.name, ".");
     for (const auto& e : entries_)

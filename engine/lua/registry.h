@@ -50,9 +50,16 @@ class ApiRegistry {
   // help() text: with an empty topic an overview; else a module or "module.fn".
   std::string help(const std::string& topic, Role role) const;
 
-  // Candidates completing the last identifier path of `line` ("job.no" -> "job.nodes(").
+  // Candidates completing the last identifier path of `line` ("job.no" -> "job.nodes("), at most
+  // kMaxCompletions of them; a line longer than kMaxCompletionLine gets none (each candidate
+  // repeats the line).
   std::vector<std::string> complete(const std::string& line, Role role,
                                     const std::vector<std::string>& globals) const;
+  // The word complete() completes: the trailing identifier path of `line` (the prefix of the
+  // session globals worth offering: Sandbox::global_names).
+  static std::string completion_word(const std::string& line);
+  static constexpr size_t kMaxCompletions = 1024;
+  static constexpr size_t kMaxCompletionLine = 1024;
 
   const std::deque<ApiEntry>& entries() const { return entries_; }
 

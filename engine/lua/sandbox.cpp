@@ -19,6 +19,27 @@ namespace sal::lua {
 // How often (in VM instructions) the count hook looks at the clock. ~1000 instructions is a few
 // microseconds of interpreted Lua, so the deadline is honoured to well under a millisecond.
 constexpr int kHookInstructions = 1000;
+// Memory the host's own small steps between calls may take beyond the cap: a stack grown by a few
+// slots, the error value of a call. None of them runs inside a protected call, so none may fail;
+// everything sizeable the host does with a state (a ctx pushed, a result read, a state copied)
+// runs inside one (Sandbox::run), where the cap holds exactly.
+constexpr size_t kHostHeadroom = 1u << 20;
+// "Did you mean" for an unknown global compares it with globals of a similar length only (a
+// suggestion is at most kSuggestEdits edits away), and with at most kSuggestCandidates of them,
+// for names up to kSuggestMaxChars: a session with a million globals, or a name of a megabyte,
+// costs the error no more than a few microseconds.
+constexpr size_t kSuggestEdits = 3;
+constexpr size_t kSuggestCandidates = 4096;
+constexpr size_t kSuggestMaxChars = 64;
+// A state holding more than this many tenths of its cap is collected after a call, and before the
+// next: LuaJIT counts garbage against the cap until its collector runs.
+constexpr size_t kCollectAfterTenths = 5;
+constexpr size_t kCollectBeforeTenths = 9;
+// Longest global name offered for completion: longer ones are not names anyone types.
+constexpr size_t kMaxGlobalNameChars = 256;
+// Bytes of an error message kept (a chunk may raise a string of many megabytes): the rest is cut,
+// saying how long it was. Far below the wire's limit for an error text.
+constexpr size_t kErrorMessageMax = 8u << 10;
 
 struct Sandbox::Core {
   size_t used = 0;
@@ -32,6 +53,11 @@ struct Sandbox::Core {
   int expired_after_ms = 0;
   std::set<std::string> declared;  // globals strict mode accepts while nil
   std::string identity;
+  // The host's own functions, made once when the state is new and kept in the registry: pushing
+  // them before a call allocates nothing, so a state filled to its cap cannot make the host's next
+  // call raise outside a protected call.
+  int handler_ref = LUA_NOREF;
+  int work_ref = LUA_NOREF;
 };
 
 namespace {
@@ -53,7 +79,8 @@ void* capped_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
     std::free(ptr);
     return nullptr;
   }
-  if (nsize > old && c->used - old + nsize > c->limit) {
+  size_t limit = c->budget ? c->limit : c->limit + kHostHeadroom;
+  if (nsize > old && c->used - old + nsize > limit) {
     c->hit_limit = true;
     return nullptr;  // LuaJIT raises "not enough memory"; shrinking never fails
   }
@@ -83,6 +110,10 @@ bool check_budget(lua_State* L, Sandbox::Core& c) {
   return true;
 }
 
+std::string budget_text(const Sandbox::Core& c) {
+  return c.budget->what + " exceeded: stopped after " + std::to_string(c.expired_after_ms) + " ms";
+}
+
 int raise_budget_error(lua_State* L, const Sandbox::Core& c) {
   return luaL_error(L, "%s exceeded: stopped after %d ms", c.budget->what.c_str(), c.expired_after_ms);
 }
@@ -100,6 +131,32 @@ int traceback_handler(lua_State* L) {
   }
   luaL_traceback(L, L, msg, 1);
   return 1;
+}
+
+// Sandbox::run's work, handed to the trampoline below as its first argument (a light userdata).
+struct WorkCall {
+  const Sandbox::Work* work;
+  int nresults;
+  Status status;
+};
+
+int run_work(lua_State* L) {
+  auto* wc = static_cast<WorkCall*>(lua_touserdata(L, 1));
+  lua_remove(L, 1);
+  wc->status = (*wc->work)(L);
+  if (!wc->status) return 0;
+  if (wc->nresults == LUA_MULTRET) return lua_gettop(L);
+  if (lua_gettop(L) < wc->nresults) lua_settop(L, wc->nresults);
+  return wc->nresults;
+}
+
+// The error value on top of the stack as text, cut at kErrorMessageMax.
+std::string error_text(lua_State* L) {
+  if (lua_type(L, -1) != LUA_TSTRING) return "error";
+  size_t n = 0;
+  const char* s = lua_tolstring(L, -1, &n);
+  if (n <= kErrorMessageMax) return std::string(s, n);
+  return std::string(s, kErrorMessageMax) + "… (an error message of " + std::to_string(n) + " bytes, cut)";
 }
 
 // Keeps the message and the traceback lines that point into sandboxed code (drops [C] frames and
@@ -124,14 +181,20 @@ int strict_index(lua_State* L) {
   if (!key) return 0;
   auto* c = core_of(L);
   if (c->declared.count(key)) return 0;
+  size_t key_len = std::strlen(key);
   std::vector<std::string> names;
-  lua_pushnil(L);
-  while (lua_next(L, 1) != 0) {
-    lua_pop(L, 1);
-    if (lua_type(L, -1) == LUA_TSTRING) names.emplace_back(lua_tostring(L, -1));
+  if (key_len <= kSuggestMaxChars) {
+    lua_pushnil(L);
+    while (lua_next(L, 1) != 0 && names.size() < kSuggestCandidates) {
+      lua_pop(L, 1);
+      if (lua_type(L, -1) != LUA_TSTRING) continue;
+      size_t n = lua_objlen(L, -1);
+      if (n + kSuggestEdits >= key_len && n <= key_len + kSuggestEdits) names.emplace_back(lua_tostring(L, -1));
+    }
+    lua_settop(L, 2);
+    for (const auto& d : c->declared) names.push_back(d);
   }
-  for (const auto& d : c->declared) names.push_back(d);
-  std::string m = std::string("unknown global '") + key + "'" + did_you_mean(key, names);
+  std::string m = std::string("unknown global '") + clip(key, kSuggestMaxChars) + "'" + did_you_mean(key, names);
   lua_pushstring(L, m.c_str());
   return lua_error(L);
 }
@@ -195,6 +258,14 @@ Sandbox::Sandbox(SandboxOptions opts) : opts_(std::move(opts)), core_(std::make_
     opts_.print = [name](const std::string& s) { spdlog::info("[{}] {}", name, s); };
   }
   install_globals();
+  install_host_functions();
+}
+
+void Sandbox::install_host_functions() {
+  lua_pushcfunction(L_, traceback_handler);
+  core_->handler_ref = luaL_ref(L_, LUA_REGISTRYINDEX);
+  lua_pushcfunction(L_, run_work);
+  core_->work_ref = luaL_ref(L_, LUA_REGISTRYINDEX);
 }
 
 Sandbox::~Sandbox() {
@@ -279,10 +350,30 @@ Status Sandbox::load(const std::string& text, const std::string& chunk_name) {
 }
 
 Status Sandbox::call(int nargs, int nresults, const Budget& budget) {
+  return guarded(lua_gettop(L_) - nargs, nargs, nresults, budget);
+}
+
+Status Sandbox::run(int nargs, int nresults, const Budget& budget, const Work& work) {
+  int base = lua_gettop(L_) - nargs + 1;  // where the trampoline goes, below the arguments
+  WorkCall wc{&work, nresults, {}};
+  lua_rawgeti(L_, LUA_REGISTRYINDEX, core_->work_ref);
+  lua_insert(L_, base);
+  lua_pushlightuserdata(L_, &wc);
+  lua_insert(L_, base + 1);
+  SAL_TRY(guarded(base, nargs + 1, nresults, budget));
+  if (!wc.status) lua_settop(L_, base - 1);
+  return wc.status;
+}
+
+// lua_pcall of the function at `base` (with nargs arguments above it) under the budget, with the
+// traceback handler; nothing here allocates outside the protected call.
+Status Sandbox::guarded(int base, int nargs, int nresults, const Budget& budget) {
   Core& c = *core_;
   if (c.budget) return fail(opts_.name, ": re-entrant call refused");
-  int base = lua_gettop(L_) - nargs;  // index of the function
-  lua_pushcfunction(L_, traceback_handler);
+  // LuaJIT raises "not enough memory" without collecting first: a state near its cap with garbage
+  // in it (a hog the chunk dropped) is collected before the next call, which would fail otherwise.
+  if (c.used > c.limit / 10 * kCollectBeforeTenths) lua_gc(L_, LUA_GCCOLLECT, 0);
+  lua_rawgeti(L_, LUA_REGISTRYINDEX, c.handler_ref);
   lua_insert(L_, base);
   c.budget = &budget;
   c.expired = false;
@@ -299,22 +390,32 @@ Status Sandbox::call(int nargs, int nresults, const Budget& budget) {
   lua_sethook(L_, nullptr, 0, 0);
   c.budget = nullptr;
   lua_remove(L_, base);  // the handler
-  if (rc == 0) return {};
-  std::string msg = lua_tostring(L_, -1) ? lua_tostring(L_, -1) : "error";
-  lua_settop(L_, base - 1);
-  if (rc == LUA_ERRMEM || c.hit_limit) {
-    lua_gc(L_, LUA_GCCOLLECT, 0);
-    return fail(opts_.name, ": memory limit of ", opts_.memory_limit >> 20, " MiB exceeded");
+  if (rc == 0) {
+    if (c.used > c.limit / 10 * kCollectAfterTenths) lua_gc(L_, LUA_GCCOLLECT, 0);
+    return {};
   }
+  std::string msg = error_text(L_);
+  lua_settop(L_, base - 1);
+  // What a failed call built is garbage now: collected when it is much of the cap.
+  if (rc == LUA_ERRMEM || c.hit_limit || c.used > c.limit / 10 * kCollectAfterTenths) lua_gc(L_, LUA_GCCOLLECT, 0);
+  if (rc == LUA_ERRMEM || c.hit_limit)
+    return fail(opts_.name, ": memory limit of ", opts_.memory_limit >> 20, " MiB exceeded");
   return Error(tidy_traceback(msg));
 }
 
-std::vector<std::string> Sandbox::global_names() const {
+std::vector<std::string> Sandbox::global_names(const std::string& prefix, size_t max) const {
   std::vector<std::string> names;
   lua_pushnil(L_);
   while (lua_next(L_, LUA_GLOBALSINDEX) != 0) {
     lua_pop(L_, 1);
-    if (lua_type(L_, -1) == LUA_TSTRING) names.emplace_back(lua_tostring(L_, -1));
+    if (names.size() >= max) {
+      lua_pop(L_, 1);
+      break;
+    }
+    size_t n = 0;
+    const char* s = lua_type(L_, -1) == LUA_TSTRING ? lua_tolstring(L_, -1, &n) : nullptr;
+    if (s && n <= kMaxGlobalNameChars && std::string_view(s, n).substr(0, prefix.size()) == prefix)
+      names.emplace_back(s, n);
   }
   return names;
 }
@@ -338,7 +439,24 @@ int budget_raise(lua_State* L) {
   return raise_budget_error(L, *c);
 }
 
+std::string budget_message(lua_State* L) {
+  auto* c = core_of(L);
+  if (!c || !c->budget) return "budget exceeded";
+  return budget_text(*c);
+}
+
 size_t Sandbox::memory_used() const { return core_->used; }
+
+size_t Sandbox::memory_cap(lua_State* L) {
+  auto* c = core_of(L);
+  return c ? c->limit : SIZE_MAX;
+}
+
+size_t Sandbox::memory_left(lua_State* L) {
+  auto* c = core_of(L);
+  if (!c) return SIZE_MAX;
+  return c->used >= c->limit ? 0 : c->limit - c->used;
+}
 bool Sandbox::busy() const { return core_->budget != nullptr; }
 
 }  // namespace sal::lua

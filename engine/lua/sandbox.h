@@ -56,8 +56,20 @@ class Sandbox {
   // whether it was the budget, memory, or a Lua error (with the position and a short traceback).
   Status call(int nargs, int nresults, const Budget& budget);
 
-  // Names of the globals currently defined (for completion and "did you mean").
-  std::vector<std::string> global_names() const;
+  // Host work that touches Lua values: runs `work` inside a protected call under the budget, with
+  // the top `nargs` values of the stack as its arguments (at 1..nargs of its own stack). Whatever
+  // it does there — pushing a ctx (the memory cap raises a clean error), calling Lua functions
+  // (the hook stops them), reading results and converting them (conversions poll the budget) —
+  // ends within the budget, and nothing it raises escapes unprotected. Its Status is returned as
+  // is; a Lua error raised inside it comes back as call()'s would. On success the top `nresults`
+  // values it leaves (LUA_MULTRET: all) replace the arguments on the caller's stack; on error the
+  // stack is back to its height before the arguments.
+  using Work = std::function<Status(lua_State*)>;
+  Status run(int nargs, int nresults, const Budget& budget, const Work& work);
+
+  // Names of the globals currently defined that start with `prefix` (for completion), at most
+  // `max` of them (a session may hold a million), none longer than a name anyone types.
+  std::vector<std::string> global_names(const std::string& prefix = "", size_t max = SIZE_MAX) const;
 
   // Sets global `name` to the value on top of the stack (popped), bypassing strict mode: this is
   // how the host installs its API.
@@ -72,6 +84,10 @@ class Sandbox {
   static const std::string& identity(lua_State* L);
 
   size_t memory_used() const;
+  // The memory cap of the state behind L (SIZE_MAX for a state a Sandbox did not make), and what of
+  // it is not in use: conversions out of the state are bounded by them (lua/meter.h).
+  static size_t memory_cap(lua_State* L);
+  static size_t memory_left(lua_State* L);
   // True while a call is running (the REPL uses it to refuse re-entrant evaluation).
   bool busy() const;
 
@@ -84,6 +100,8 @@ class Sandbox {
 
  private:
   void install_globals();
+  void install_host_functions();
+  Status guarded(int base, int nargs, int nresults, const Budget& budget);
 
   SandboxOptions opts_;
   std::unique_ptr<Core> core_;
@@ -96,5 +114,8 @@ class Sandbox {
 // raises the same error the instruction hook would. Outside a budgeted call: always true.
 bool budget_poll(lua_State* L);
 int budget_raise(lua_State* L);
+// The message budget_raise() raises ("repl.budget_ms (1000 ms) exceeded: stopped after 1000 ms"),
+// for host code that stops with an error value instead (lua/meter.h).
+std::string budget_message(lua_State* L);
 
 }  // namespace sal::lua

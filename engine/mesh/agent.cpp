@@ -95,6 +95,7 @@ Status Agent::start() {
   auto ep = bind_endpoint(local_, "ipc://@salamander-agent-" + std::to_string(getpid()) + "-" + random_tag());
   if (!ep) return Error("agent worker endpoint: " + ep.error().message());
   local_endpoint_ = *ep;
+  if (!is_local_endpoint("tcp://" + opts_.data_host + ":0")) slice_zap_ = std::make_unique<ZapHandler>(ctx_, Allowlist{});
   auto slices = SliceServer::open(loop_, ctx_, opts_.data_host, opts_.key_file);
   if (!slices) return slices.error().with_context("agent");
   slices_ = std::move(*slices);
@@ -184,6 +185,8 @@ void Agent::on_controller_message() {
       break;
     case T::job_spec:
       if (auto m = wire::decode<wire::JobSpec>(*env)) {
+        if (auto key = ckpt::parse_slice_mac_key(m->slice_mac_key)) slices_->set_mac_key(*key);
+        else spdlog::warn("the job's slice key: {}", key.error().message());
         job_ = std::move(*m);
         for (auto& w : workers_) to_worker(w, *job_);
       }
@@ -230,6 +233,7 @@ void Agent::handle_welcome(const wire::Welcome& w) {
   if (w.grace_ms > 0) opts_.controller_timeout_ms = int64_t(w.grace_ms);
   if (phase_ == Phase::registering) phase_ = Phase::running;
   slices_->set_node(node_id_);
+  if (slice_zap_) slice_zap_->set_allowlist(Allowlist::of_nodes(w.node_keys));
   to_controller(slices_->report());  // what it holds (a restarted controller learns it again)
   spdlog::info("registered as node {} of job '{}' (epoch {}, heartbeat {} ms)", w.node_id, w.job,
                w.epoch, heartbeat_ms_);

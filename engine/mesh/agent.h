@@ -25,6 +25,7 @@
 #include "core/result.h"
 #include "mesh/cpu_share.h"
 #include "mesh/process.h"
+#include "mesh/security.h"
 #include "mesh/slice_server.h"
 #include "mesh/timer.h"
 #include "wire/codec.h"
@@ -111,6 +112,9 @@ class Agent {
   std::string local_endpoint_;
   std::unique_ptr<ZmqWatcher> ctrl_watcher_;
   std::unique_ptr<ZmqWatcher> local_watcher_;
+  // Admits only the job's node keys on the slice endpoint where it is CURVE (none until Welcome);
+  // made before the endpoint binds, declared before it so that it outlives it.
+  std::unique_ptr<ZapHandler> slice_zap_;
   std::unique_ptr<SliceServer> slices_;  // other workers' sparse snapshots held here (slice_server.h)
   std::vector<Worker> workers_;
   std::optional<wire::JobSpec> job_;  // what our workers train (from the controller, after Welcome)

@@ -110,6 +110,9 @@ Status Controller::setup_security() {
 Status Controller::start() {
   SAL_TRY(job::check_data(opts_.job));
   SAL_TRY(setup_security());
+  auto slice_key = ckpt::run_slice_mac_key(opts_.run_dir);  // the run's: a resumed controller keeps it
+  if (!slice_key) return slice_key.error();
+  slice_mac_key_ = *slice_key;
   SAL_TRY(attach_all());  // before the policies load: their events and decisions are seen
   planner_->policies().on_event = [this](policy::Kind k, const policy::SlotEvent& e) {
     events_.add(e.kind, kNoNode, membership_.epoch(), std::string(policy::kind_name(k)) + ": " + e.detail);
@@ -267,13 +270,13 @@ void Controller::handle_register(const std::string& rid, int fd, const wire::Env
   Node& n = back != kNoNode ? membership_.rejoin(std::move(info), back, mono_ns()) : membership_.join(std::move(info), mono_ns());
   journal(job::rec::Node{n.id, n.name, n.host});
   send_to(rid, welcome(n.id));
-  send_to(rid, wire::JobSpec{opts_.job.file, opts_.job.dir, opts_.job.text});
+  send_to(rid, wire::JobSpec{opts_.job.file, opts_.job.dir, opts_.job.text, slice_mac_key_.hex()});
 }
 
 wire::Welcome Controller::welcome(NodeId id) const {
   const auto& mesh = opts_.job.mesh;
   return wire::Welcome{id, membership_.epoch(), uint32_t(mesh.heartbeat_ms), uint32_t(mesh.miss_limit), opts_.job.name,
-                       uint32_t(mesh.controller_grace_ms)};
+                       uint32_t(mesh.controller_grace_ms), allow_ ? allow_->node_keys() : std::vector<std::string>{}};
 }
 
 void Controller::handle_heartbeat(const std::string& rid, const wire::Envelope& env) {

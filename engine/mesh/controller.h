@@ -29,6 +29,7 @@
 #include <optional>
 #include <string>
 
+#include "ckpt/slice_mac.h"
 #include "core/log.h"
 #include "job/config.h"
 #include "job/driver.h"
@@ -134,8 +135,10 @@ class Controller {
   // Set by a host whose mesh runs in network namespaces (drill/netns_lab.h): cuts the link of the
   // node that registered as `node_name` for `ms`, then restores it (a drill's partition{}).
   std::function<Status(const std::string& node_name, uint64_t ms)> partition_node;
-  // Set by whoever runs drills: drill.start(path) in the REPL.
-  std::function<Status(const std::string& path)> start_drill;
+  // Set by whoever runs drills: drill.start(path) in the REPL. Called off the loop (the chunk's
+  // thread): reads and checks the script — its Lua runs there, under its budget — and returns what
+  // starts it, which runs on the loop.
+  std::function<Result<std::function<Status()>>(const std::string& path)> prepare_drill;
   std::function<nlohmann::ordered_json()> drill_status;  // the running drill, null if none
 
   // The policy slots and the current plan.
@@ -250,6 +253,7 @@ class Controller {
   std::unique_ptr<ZapHandler> zap_;
   std::unique_ptr<wire::KeyPair> server_key_;
   std::unique_ptr<Allowlist> allow_;
+  ckpt::SliceMacKey slice_mac_key_;  // the job's secret for sparse snapshot slices (JobSpec)
   std::unique_ptr<policy::Planner> planner_;
   std::vector<std::unique_ptr<Attachment>> attachments_;
 

@@ -38,6 +38,20 @@ const AllowEntry* Allowlist::find_key(const std::string& z85) const {
   return nullptr;
 }
 
+std::vector<std::string> Allowlist::node_keys() const {
+  std::vector<std::string> out;
+  for (const auto& e : entries_)
+    if (e.role == "node") out.push_back(e.public_key);
+  return out;
+}
+
+Allowlist Allowlist::of_nodes(const std::vector<std::string>& keys) {
+  Allowlist a;
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (wire::valid_z85_key(keys[i])) a.entries_.push_back({keys[i], "node", "node-key-" + std::to_string(i + 1)});
+  return a;
+}
+
 const AllowEntry* Allowlist::find_name(const std::string& name) const {
   for (const auto& e : entries_)
     if (e.name == name) return &e;
@@ -62,7 +76,11 @@ ZapHandler::ZapHandler(zmq::context_t& ctx, Allowlist allow)
       auto text = [&](size_t i) { return i < req.size() ? req[i].to_string() : std::string(); };
       std::string domain = text(2), address = text(3), mechanism = text(5);
       std::string key = req.size() >= 7 ? req[6].to_string() : std::string();
-      ZapVerdict v = zap_verdict(allow_, domain, mechanism, key);
+      ZapVerdict v;
+      {
+        std::lock_guard lock(mu_);
+        v = zap_verdict(allow_, domain, mechanism, key);
+      }
       if (v.admitted) {
         spdlog::info("auth: admitted '{}' from {} on {}", v.user, address, domain);
       } else {
@@ -82,6 +100,11 @@ ZapHandler::ZapHandler(zmq::context_t& ctx, Allowlist allow)
       zmq::send_multipart(*sock, rep);
     }
   });
+}
+
+void ZapHandler::set_allowlist(Allowlist allow) {
+  std::lock_guard lock(mu_);
+  allow_ = std::move(allow);
 }
 
 ZapHandler::~ZapHandler() {
@@ -114,7 +137,7 @@ ZapVerdict zap_verdict(const Allowlist& allow, const std::string& domain, const 
 }
 
 bool domain_admits(const std::string& domain, const std::string& role) {
-  if (domain == kMeshDomain || domain == kStoreDomain) return role == "node";
+  if (domain == kMeshDomain || domain == kStoreDomain || domain == kSliceDomain) return role == "node";
   if (domain == kReplDomain) return role != "node";
   return false;
 }

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -27,6 +28,7 @@ namespace sal::mesh {
 constexpr const char* kMeshDomain = "salamander-mesh";
 constexpr const char* kReplDomain = "salamander-repl";
 constexpr const char* kStoreDomain = "salamander-store";
+constexpr const char* kSliceDomain = "salamander-slices";  // an agent's slice endpoint
 
 using wire::KeyPair;  // NOLINT
 using wire::load_key_file;
@@ -47,6 +49,10 @@ class Allowlist {
   const AllowEntry* find_key(const std::string& z85) const;
   const AllowEntry* find_name(const std::string& name) const;
   size_t size() const { return entries_.size(); }
+  // The public keys of role `node` (the job's agents).
+  std::vector<std::string> node_keys() const;
+  // A list of `keys` as nodes (what an agent admits on its slice endpoint).
+  static Allowlist of_nodes(const std::vector<std::string>& keys);
 
  private:
   std::vector<AllowEntry> entries_;
@@ -57,10 +63,13 @@ class ZapHandler {
  public:
   ZapHandler(zmq::context_t& ctx, Allowlist allow);
   ~ZapHandler();
+  // Replaces the allowlist (an agent learns the job's node keys with Welcome).
+  void set_allowlist(Allowlist allow);
 
  private:
   void serve();
   zmq::context_t& ctx_;
+  std::mutex mu_;  // allow_: read by the handler's thread, replaced by the owner's
   Allowlist allow_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -12,6 +12,7 @@
 #include "ckpt/slice_frames.h"
 #include "core/clock.h"
 #include "mesh/endpoint.h"
+#include "mesh/security.h"
 #include "mesh/zmq_uv.h"
 #include "wire/unit_refs.h"
 
@@ -39,7 +40,7 @@ Result<std::unique_ptr<SliceServer>> SliceServer::open(uv_loop_t* loop, zmq::con
     auto own = wire::load_key_file(key_file);
     if (!own) return own.error().with_context(key_file);
     if (own->secret_key.empty()) return fail(key_file, " holds no secret-key");
-    wire::make_curve_server(s->sock_, *own, "salamander-slices");
+    wire::make_curve_server(s->sock_, *own, kSliceDomain);
     s->public_key_ = own->public_key;
   }
   auto ep = bind_endpoint(s->sock_, want);
@@ -75,6 +76,11 @@ SliceServer::~SliceServer() {
 void SliceServer::set_node(uint32_t node) {
   std::lock_guard<std::mutex> lock(mu_);
   node_ = node;
+}
+
+void SliceServer::set_mac_key(const ckpt::SliceMacKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  mac_key_ = key;
 }
 
 void SliceServer::set_budget(uint64_t bytes) {
@@ -119,7 +125,7 @@ void SliceServer::on_message() {
   head.emplace_back(parts[1].data(), parts[1].size());
   auto env = wire::open(head);
   if (!env) return spdlog::warn("slice endpoint: {}", env.error().message());
-  if (env->type == wire::MsgType::slice_put) return put(parts);
+  if (env->type == wire::MsgType::slice_put) return put(std::move(parts));
   if (env->type == wire::MsgType::slice_fetch) {
     auto f = wire::decode<wire::SliceFetch>(*env);
     if (!f) return spdlog::warn("slice endpoint: {}", f.error().message());
@@ -128,7 +134,14 @@ void SliceServer::on_message() {
   spdlog::warn("slice endpoint: unexpected {}", wire::type_name(env->type));
 }
 
-void SliceServer::put(const wire::Parts& parts) {
+void SliceServer::put(wire::Parts parts) {
+  std::optional<ckpt::SliceMacKey> key;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    key = mac_key_;
+  }
+  if (!key) return changed("a slice refused: the job's slice key is not known here yet");
+  if (auto s = ckpt::unseal(parts, *key); !s) return changed("a slice refused: " + s.error().message());
   auto d = ckpt::decode_slot(parts);
   if (!d) return changed("a slice refused: " + d.error().message());
   ckpt::Writer w{d->head.writer_node, d->head.writer_index};
@@ -173,8 +186,10 @@ void SliceServer::fetch(const std::string& rid, const wire::SliceFetch& f) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     head.writer_node = node_;
-    for (const auto& slot : store_.window_slots(f.window_from, wanted, &missing))
+    for (const auto& slot : store_.window_slots(f.window_from, wanted, &missing)) {
       encoded.push_back(ckpt::encode_slot(head, slot));
+      if (mac_key_) ckpt::seal(encoded.back(), *mac_key_);
+    }
   }
   for (auto& parts : encoded) send(rid, std::move(parts));
   wire::SliceDone done{f.request, uint32_t(encoded.size()), ""};

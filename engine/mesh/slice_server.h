@@ -11,7 +11,10 @@
 //
 // The endpoint is a ROUTER on the agent's data host with a port of the kernel's choosing; off
 // loopback it is a CURVE server with the agent's own key pair (its public key goes to the
-// controller with RegisterNode, and from there to the workers that connect).
+// controller with RegisterNode, and from there to the workers that connect) on the ZAP domain
+// salamander-slices, where the agent's ZAP handler admits only the job's node keys (the agent
+// learns them with Welcome). Every slot carries the job's keyed MAC (ckpt/slice_mac.h): a put
+// without it is refused, and what a fetch answers is sealed with it.
 //
 // It runs on a thread of its own, not the agent's loop: decoding, checking and storing slots of
 // megabytes, and answering a fetch of a whole window, take time that the agent's heartbeats must
@@ -31,10 +34,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "ckpt/slice_mac.h"
 #include "ckpt/slice_store.h"
 #include "core/result.h"
 #include "wire/codec.h"
@@ -53,6 +58,9 @@ class SliceServer {
   const std::string& public_key() const { return public_key_; }  // "" where local
   // Our node id (reports carry it) and the budget the job gives (PlanUpdate.slice_budget).
   void set_node(uint32_t node);
+  // The job's slice key (JobSpec.slice_mac_key): slots put without its MAC are refused, and the
+  // slots served carry it. Until it is known every put is refused.
+  void set_mac_key(const ckpt::SliceMacKey& key);
   void set_budget(uint64_t bytes);
   wire::SliceReport report() const;
   std::function<void(const wire::SliceReport&)> on_report;
@@ -65,7 +73,7 @@ class SliceServer {
   // Hands the reports made on the endpoint's thread to on_report on the loop's.
   void deliver();
   wire::SliceReport report_locked() const;
-  void put(const wire::Parts& parts);
+  void put(wire::Parts parts);
   void fetch(const std::string& rid, const wire::SliceFetch& f);
   void send(const std::string& rid, wire::Parts parts);
   void corrupt_for_test(const ckpt::Writer& w, uint64_t step, const std::vector<UnitId>& ids);
@@ -76,6 +84,7 @@ class SliceServer {
   std::string endpoint_, public_key_;
   mutable std::mutex mu_;              // the store, the node and the refusals: both threads
   uint32_t node_ = 0;
+  std::optional<ckpt::SliceMacKey> mac_key_;
   ckpt::SliceStore store_{uint64_t(1) << 30};
   uint32_t refused_ = 0;
   std::string corrupt_unit_;  // SAL_TEST_CORRUPT_SLICE

@@ -57,15 +57,14 @@ class PrometheusAttachment : public mesh::Attachment {
 
 }  // namespace
 
-mesh::Attach attach(const std::string& bind, const std::string& job_name) {
-  return [bind, job_name](const mesh::AttachContext& ctx) -> Result<std::unique_ptr<mesh::Attachment>> {
-    auto exp = std::make_unique<MetricsExport>(job_name);
-    auto ep = MetricsEndpoint::start(bind, exp->registry());
+mesh::Attach attach(const job::JobConfig& job) {
+  job::MetricsConfig config = job.metrics;  // its credential files are relative to the job file
+  for (std::string* file : {&config.token, &config.users, &config.tls})
+    if (!file->empty()) *file = job::resolve_path(job, *file);
+  return [config, name = job.name](const mesh::AttachContext& ctx) -> Result<std::unique_ptr<mesh::Attachment>> {
+    auto exp = std::make_unique<MetricsExport>(name);
+    auto ep = MetricsEndpoint::start(config, exp->registry());
     if (!ep) return ep.error().with_context("metrics.bind");
-    if (!(*ep)->local())
-      spdlog::warn("metrics.bind {} is reachable from other hosts: the metrics endpoint is plain HTTP, not "
-                   "authenticated (it serves the job's numbers, read-only, to whoever reaches it)",
-                   bind);
     return std::unique_ptr<mesh::Attachment>(
         std::make_unique<PrometheusAttachment>(ctx.controller, std::move(exp), std::move(*ep)));
   };

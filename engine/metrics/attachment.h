@@ -6,13 +6,13 @@
 // HTTP from civetweb's threads (endpoint.h).
 #pragma once
 
-#include <string>
-
+#include "job/config.h"
 #include "mesh/attachment.h"
 
 namespace sal::metrics {
 
-// Makes the endpoint where `bind` says (job.metrics.bind; "" attaches nothing: callers skip it).
-mesh::Attach attach(const std::string& bind, const std::string& job_name);
+// Makes the endpoint the job's metrics section says (its credential and TLS files relative to the
+// job file; with no metrics.bind, callers attach nothing).
+mesh::Attach attach(const job::JobConfig& job);
 
 }  // namespace sal::metrics

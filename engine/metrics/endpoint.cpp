@@ -5,16 +5,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <CivetServer.h>
+#include <civetweb.h>
 #include <prometheus/exposer.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <thread>
 
+#include "comm/tls_front.h"
 #include "core/http_bind.h"
 #include "mesh/endpoint.h"
+#include "wire/curve.h"
 
 namespace sal::metrics {
 
@@ -27,6 +33,47 @@ constexpr const char* kRequestTimeoutMs = "5000";
 constexpr std::chrono::milliseconds kKnockEvery{2};
 
 namespace {
+
+// The credentials of the authenticated endpoints this process serves, by the port each listens
+// on: civetweb's request callback gets the connection and no pointer of ours, and the connection's
+// server port names the endpoint. A request on a port with no entry (yet) is refused.
+class CredentialTable {
+ public:
+  void set(int port, std::shared_ptr<const HttpCredentials> c) {
+    std::lock_guard lock(mu_);
+    by_port_[port] = std::move(c);
+  }
+  void erase(int port) {
+    std::lock_guard lock(mu_);
+    by_port_.erase(port);
+  }
+  std::shared_ptr<const HttpCredentials> find(int port) {
+    std::lock_guard lock(mu_);
+    auto it = by_port_.find(port);
+    return it == by_port_.end() ? nullptr : it->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<int, std::shared_ptr<const HttpCredentials>> by_port_;
+};
+
+CredentialTable& credential_table() {
+  static CredentialTable t;
+  return t;
+}
+
+// civetweb's begin_request: a request without the credentials gets 401 and goes no further.
+int check_credentials(mg_connection* conn) {
+  auto creds = credential_table().find(mg_get_request_info(conn)->server_port);
+  if (creds && http_authorized(*creds, mg_get_header(conn, "Authorization"))) return 0;
+  const char* scheme = creds && creds->token.empty() ? "Basic" : "Bearer";
+  mg_printf(conn,
+            "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: %s realm=\"salamander\"\r\nContent-Type: text/plain\r\n"
+            "Content-Length: 13\r\nConnection: close\r\n\r\nunauthorized\n",
+            scheme);
+  return 401;
+}
 
 using AddrInfo = std::unique_ptr<addrinfo, decltype(&freeaddrinfo)>;
 
@@ -75,30 +122,54 @@ void knock_until(const HttpBind& b, const std::atomic<bool>& done) {
 }  // namespace
 
 MetricsEndpoint::~MetricsEndpoint() {
+  tls_.reset();  // no new request reaches the exposer
   if (!exposer_) return;
   std::atomic<bool> stopped{false};
-  std::thread knocker([&] { knock_until(bound_, stopped); });
+  std::thread knocker([&] { knock_until(served_, stopped); });
   exposer_.reset();
   stopped = true;
   knocker.join();
+  if (credentials_) credential_table().erase(served_.port);
 }
 
-Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::start(const std::string& bind,
+Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::start(const job::MetricsConfig& config,
                                                                 const std::shared_ptr<prometheus::Collectable>& registry) {
-  auto b = parse_http_bind(bind);
+  auto b = parse_http_bind(config.bind);
   if (!b) return b.error();
+  auto creds = load_http_credentials(config.token, config.users);
+  if (!creds) return creds.error();
+  bool local = wire::is_local_endpoint("tcp://" + listen_address(*b));
+  if (!local && creds->empty())
+    return fail(config.bind, " is reachable from other hosts: refusing to serve the job's numbers to whoever reaches ",
+                "it; name a bearer token (metrics.token) or users (metrics.users)");
   std::unique_ptr<MetricsEndpoint> ep(new MetricsEndpoint());
+  if (!creds->empty()) ep->credentials_ = std::make_shared<const HttpCredentials>(std::move(*creds));
+  // Behind TLS the exposer listens on loopback, on a port of the kernel's choosing.
+  const bool tls = !config.tls.empty();
+  const HttpBind exposed = tls ? HttpBind{"127.0.0.1", 0} : *b;
+  CivetCallbacks callbacks;  // the rest as civetweb-cpp sets them
+  callbacks.begin_request = check_credentials;
   try {
-    ep->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
-        "listening_ports", listen_address(*b), "num_threads", kServerThreads, "request_timeout_ms", kRequestTimeoutMs});
+    ep->exposer_ = std::make_unique<prometheus::Exposer>(
+        std::vector<std::string>{"listening_ports", listen_address(exposed), "num_threads", kServerThreads,
+                                 "request_timeout_ms", kRequestTimeoutMs},
+        ep->credentials_ ? &callbacks : nullptr);
   } catch (const std::exception&) {
-    return fail("cannot listen on ", listen_address(*b), ": ", why_not_listening(*b));
+    return fail("cannot listen on ", listen_address(exposed), ": ", why_not_listening(exposed));
   }
-  ep->exposer_->RegisterCollectable(registry);
   auto ports = ep->exposer_->GetListeningPorts();
-  ep->bound_ = HttpBind{b->host, ports.empty() ? b->port : uint16_t(ports.front())};
-  ep->url_ = "http://" + listen_address(ep->bound_) + "/metrics";
-  ep->local_ = mesh::is_local_endpoint("tcp://" + listen_address(ep->bound_));
+  ep->served_ = HttpBind{exposed.host, ports.empty() ? exposed.port : uint16_t(ports.front())};
+  if (ep->credentials_) credential_table().set(ep->served_.port, ep->credentials_);
+  ep->exposer_->RegisterCollectable(registry);
+  HttpBind reached = ep->served_;
+  if (tls) {
+    auto front = comm::TlsFront::start(*b, config.tls, ep->served_.port);
+    if (!front) return front.error().with_context("metrics.tls");
+    reached = HttpBind{b->host, (*front)->port()};
+    ep->tls_ = std::move(*front);
+  }
+  ep->url_ = std::string(tls ? "https://" : "http://") + listen_address(reached) + "/metrics";
+  ep->local_ = local;
   return ep;
 }
 

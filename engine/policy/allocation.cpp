@@ -21,6 +21,9 @@ namespace {
 
 using lua_io::set_number;
 
+// Characters of a proposal's note kept: it is a line in events and policy.show, not a document.
+constexpr size_t kNoteChars = 400;
+
 void push_ctx(lua_State* L, const Input& input) {
   const auto& in = std::get<AllocationInput>(input);
   auto fl = plan::effective_floor(in.min_replicas, in.nodes, in.slots, in.experts);
@@ -36,14 +39,14 @@ void push_ctx(lua_State* L, const Input& input) {
   lua_setfield(L, -2, "loads");
 }
 
-Result<std::vector<std::vector<double>>> read_loads(lua_State* L, int idx, const char* key) {
+Result<std::vector<std::vector<double>>> read_loads(lua_State* L, lua::Meter& m, int idx, const char* key) {
   int f = lua_io::field(L, idx, key);
-  auto v = lua_io::read_numbers2(L, f, key);
+  auto v = lua_io::read_numbers2(L, m, f, key);
   lua_pop(L, 1);
   return v;
 }
 
-Result<Input> read_ctx(lua_State* L, int idx) {
+Result<Input> read_ctx(lua_State* L, int idx, lua::Meter& m) {
   if (lua_type(L, idx) != LUA_TTABLE) return fail("ctx must be a table");
   AllocationInput in;
   for (auto [key, out, lo] : {std::tuple{"nodes", &in.nodes, 1u}, std::tuple{"slots", &in.slots, 1u},
@@ -52,7 +55,7 @@ Result<Input> read_ctx(lua_State* L, int idx) {
     if (!v) return v.error();
     *out = *v;
   }
-  auto loads = read_loads(L, idx, "loads");
+  auto loads = read_loads(L, m, idx, "loads");
   if (!loads) return loads.error();
   in.loads = std::move(*loads);
   for (size_t l = 0; l < in.loads.size(); ++l)
@@ -61,13 +64,13 @@ Result<Input> read_ctx(lua_State* L, int idx) {
   return Input(std::move(in));
 }
 
-Result<Proposal> read(lua_State* L, int idx, const Input& input) {
+Result<Proposal> read(lua_State* L, int idx, const Input& input, lua::Meter& m) {
   const auto& in = std::get<AllocationInput>(input);
   if (lua_type(L, idx) != LUA_TTABLE) return fail("the proposal must be a table { replicas = ... }");
   SAL_TRY(lua_io::only_keys(L, idx, {"replicas", "floor", "note"}, "allocation proposal"));
   AllocationProposal p;
   int r = lua_io::field(L, idx, "replicas");
-  auto reps = lua_io::read_uints2(L, r, "replicas", 0, UINT32_MAX);
+  auto reps = lua_io::read_uints2(L, m, r, "replicas", 0, UINT32_MAX);
   lua_pop(L, 1);
   if (!reps) return reps.error();
   p.replicas = std::move(*reps);
@@ -83,9 +86,7 @@ Result<Proposal> read(lua_State* L, int idx, const Input& input) {
     p.floor = *v;
   }
   lua_pop(L, 1);
-  int n = lua_io::field(L, idx, "note");
-  if (lua_type(L, n) == LUA_TSTRING) p.note = lua_tostring(L, n);
-  lua_pop(L, 1);
+  p.note = lua_io::read_field_string(L, idx, "note", "", kNoteChars);
   return Proposal(std::move(p));
 }
 

@@ -54,17 +54,19 @@ void push_ctx(lua_State* L, const Input& input) {
   }
 }
 
-Result<OperatorInfo> read_operator(lua_State* L, int idx, const std::string& path) {
+// Characters of an operator's name and kind kept (a name is a line in a schedule, not a document).
+constexpr size_t kNameChars = 200;
+
+Result<OperatorInfo> read_operator(lua_State* L, lua::Meter& m, int idx, const std::string& path) {
   if (lua_type(L, idx) != LUA_TTABLE) return fail(path, ": expected an operator table");
+  SAL_TRY(lua_io::plain_table(L, idx, path));
+  SAL_TRY(m.value());
   OperatorInfo op;
-  lua_getfield(L, idx, "name");
-  op.name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : path;
-  lua_getfield(L, idx, "kind");
-  op.kind = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "expert";
-  lua_pop(L, 2);
+  op.name = lua_io::read_field_string(L, idx, "name", path, kNameChars);
+  op.kind = lua_io::read_field_string(L, idx, "kind", "expert", kNameChars);
   for (auto [key, out] : {std::pair{"layer", &op.layer}, std::pair{"expert", &op.expert}}) {
-    lua_getfield(L, idx, key);
-    if (lua_type(L, -1) == LUA_TNUMBER) *out = int32_t(lua_tonumber(L, -1)) - 1;
+    int f = lua_io::field(L, idx, key);
+    if (lua_type(L, f) == LUA_TNUMBER) *out = int32_t(lua_tonumber(L, f)) - 1;
     lua_pop(L, 1);
   }
   for (auto [key, out] : {std::pair{"full_bytes", &op.full_bytes}, std::pair{"compute_bytes", &op.compute_bytes},
@@ -76,7 +78,7 @@ Result<OperatorInfo> read_operator(lua_State* L, int idx, const std::string& pat
   return op;
 }
 
-Result<Input> read_ctx(lua_State* L, int idx) {
+Result<Input> read_ctx(lua_State* L, int idx, lua::Meter& m) {
   if (lua_type(L, idx) != LUA_TTABLE) return fail("ctx must be a table");
   CheckpointInput in;
   int ops = lua_io::field(L, idx, "operators");
@@ -87,7 +89,7 @@ Result<Input> read_ctx(lua_State* L, int idx) {
   }
   for (int i = 1; i <= n; ++i) {
     lua_rawgeti(L, ops, i);
-    auto op = read_operator(L, lua_gettop(L), "operators[" + std::to_string(i) + "]");
+    auto op = read_operator(L, m, lua_gettop(L), "operators[" + std::to_string(i) + "]");
     lua_pop(L, 1);
     if (!op) {
       lua_pop(L, 1);
@@ -104,7 +106,7 @@ Result<Input> read_ctx(lua_State* L, int idx) {
   return Input(std::move(in));
 }
 
-Result<Proposal> read(lua_State* L, int idx, const Input& input) {
+Result<Proposal> read(lua_State* L, int idx, const Input& input, lua::Meter& m) {
   const auto& in = std::get<CheckpointInput>(input);
   if (lua_type(L, idx) != LUA_TTABLE) return fail("the proposal must be a table { window = ..., slots = ... }");
   SAL_TRY(lua_io::only_keys(L, idx, {"window", "period", "slots"}, "checkpoint proposal"));
@@ -128,7 +130,7 @@ Result<Proposal> read(lua_State* L, int idx, const Input& input) {
   }
   lua_pop(L, 1);
   int sl = lua_io::field(L, idx, "slots");
-  auto slots = lua_io::read_uints2(L, sl, "slots", 1, std::max<uint32_t>(n_ops, 1), 1);
+  auto slots = lua_io::read_uints2(L, m, sl, "slots", 1, std::max<uint32_t>(n_ops, 1), 1);
   lua_pop(L, 1);
   if (!slots) return slots.error();
   s.slots = std::move(*slots);

@@ -12,13 +12,21 @@
 #include "core/clock.h"
 #include "core/strings.h"
 #include "lua/convert.h"
+#include "lua/meter.h"
 #include "policy/kinds.h"
+#include "policy/lua_io.h"
 
 namespace sal::policy {
 namespace {
 
 // Decision times kept per generation for p50/p99.
 constexpr size_t kTimingWindow = 256;
+// Characters kept of a module's name, kind and field names, and of its doc: they are lines in
+// listings and events (a policy could return a megabyte of doc).
+constexpr size_t kFieldChars = 200;
+constexpr size_t kDocChars = 1000;
+// Values a policy's save() may hand on to its next generation (or to the copies questions use).
+constexpr size_t kSavedValues = size_t(1) << 20;
 const std::set<std::string> kModuleFields = {"api", "kind", "name", "doc", "decide", "selftest", "save", "restore"};
 
 bool valid_lib_name(const std::string& n) {
@@ -50,19 +58,23 @@ int lua_require(lua_State* L) {
 
 // ---- the selftest helper table `t` ----
 
-bool deep_equal(lua_State* L, int a, int b, int depth) {
+// Structural equality, raw; every pair compared is a step of `m` (shared nesting makes a small
+// table a long walk). An error once the meter stops it.
+Result<bool> deep_equal(lua_State* L, lua::Meter& m, int a, int b, int depth) {
+  SAL_TRY(m.value());
   if (depth > 32) return false;
   if (lua_type(L, a) != lua_type(L, b)) return false;
-  if (lua_type(L, a) != LUA_TTABLE) return lua_rawequal(L, a, b);
+  if (lua_type(L, a) != LUA_TTABLE) return bool(lua_rawequal(L, a, b));
+  if (!lua_checkstack(L, 4)) return false;
   lua_pushnil(L);
   while (lua_next(L, a) != 0) {
     lua_pushvalue(L, -2);
     lua_rawget(L, b);
-    bool same = deep_equal(L, lua_gettop(L) - 1, lua_gettop(L), depth + 1);
+    auto same = deep_equal(L, m, lua_gettop(L) - 1, lua_gettop(L), depth + 1);
     lua_pop(L, 2);
-    if (!same) {
+    if (!same || !*same) {
       lua_pop(L, 1);
-      return false;
+      return same;
     }
   }
   lua_pushnil(L);
@@ -90,10 +102,19 @@ int t_ok(lua_State* L) {
   return 0;
 }
 
+// Characters of the two values t.eq quotes when they differ.
+constexpr size_t kQuoteChars = 400;
+
 int t_eq(lua_State* L) {
-  if (deep_equal(L, 1, 2, 0)) return 0;
-  std::string what = "expected " + lua::render(L, 2) + ", got " + lua::render(L, 1);
-  return t_fail(L, 3, clip(what, 400));
+  std::string what;
+  {
+    lua::Meter m(L, lua_io::read_limits(L, "the values t.eq compares"));
+    auto same = deep_equal(L, m, 1, 2, 0);
+    if (same && *same) return 0;
+    what = same ? "expected " + lua::render_quote(L, 2, kQuoteChars) + ", got " + lua::render_quote(L, 1, kQuoteChars)
+                : "t.eq: " + same.error().message();
+  }
+  return t_fail(L, 3, clip(what, kQuoteChars));
 }
 
 int t_near(lua_State* L) {
@@ -107,13 +128,21 @@ int t_near(lua_State* L) {
 // t.valid(proposal, ctx): raises unless the proposal passes the C++ validators for ctx.
 int t_valid(lua_State* L) {
   Kind kind = Kind(lua_tointeger(L, lua_upvalueindex(1)));
-  const KindOps& ops = ops_for(kind);
-  auto in = ops.read_ctx(L, 2);
-  if (!in) return luaL_error(L, "t.valid: bad ctx: %s", in.error().message().c_str());
-  auto p = ops.read(L, 1, *in);
-  if (!p) return luaL_error(L, "t.valid: malformed proposal: %s", p.error().message().c_str());
-  if (auto s = ops.validate(*p, *in); !s) return luaL_error(L, "t.valid: invalid proposal: %s", s.error().message().c_str());
-  return 0;
+  std::string problem;
+  {
+    const KindOps& ops = ops_for(kind);
+    lua::Meter m(L, lua_io::read_limits(L, "t.valid's arguments"));
+    auto in = ops.read_ctx(L, 2, m);
+    auto p = in ? ops.read(L, 1, *in, m) : Result<Proposal>(Error(""));
+    auto s = p ? ops.validate(*p, *in) : Status();
+    problem = !in ? "bad ctx: " + in.error().message()
+              : !p ? "malformed proposal: " + p.error().message()
+              : !s ? "invalid proposal: " + s.error().message()
+                   : "";
+  }
+  if (problem.empty()) return 0;
+  lua_pushstring(L, ("t.valid: " + problem).c_str());
+  return lua_error(L);
 }
 
 void push_test_helpers(lua_State* L, Kind kind) {
@@ -186,17 +215,21 @@ Status Generation::run_chunk() {
     lua_pop(L, 1);
     return fail("the file must return the policy module table, got a ", got);
   }
+  if (auto plain = lua_io::plain_table(L, lua_gettop(L), "the module table"); !plain) {
+    lua_pop(L, 1);
+    return fail("the module table has a metatable: a policy module is a plain table of its fields");
+  }
   module_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
   return {};
 }
 
+// Reads the module's fields raw (no metamethod can run: the module is a plain table, run_chunk).
 Status Generation::check_shape() {
   lua_State* L = sandbox_->L();
   lua_rawgeti(L, LUA_REGISTRYINDEX, module_ref_);
   int m = lua_gettop(L);
   auto field_type = [&](const char* key) {
-    lua_getfield(L, m, key);
-    int t = lua_type(L, -1);
+    int t = lua_type(L, lua_io::field(L, m, key));
     lua_pop(L, 1);
     return t;
   };
@@ -207,20 +240,21 @@ Status Generation::check_shape() {
   lua_pushnil(L);
   while (lua_next(L, m) != 0) {
     lua_pop(L, 1);
-    std::string key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
-    if (!kModuleFields.count(key))
+    size_t n = 0;
+    const char* k = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : "?";
+    std::string key = clip(std::string_view(k, lua_type(L, -1) == LUA_TSTRING ? n : 1), kFieldChars);
+    if (!kModuleFields.count(key)) {
+      lua_pop(L, 1);
       return done(fail("module field '", key, "' is not part of the policy contract",
                        did_you_mean(key, {kModuleFields.begin(), kModuleFields.end()})));
+    }
   }
-  lua_getfield(L, m, "api");
-  bool api_ok = lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) == 1;
-  lua_getfield(L, m, "kind");
-  std::string kind = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-  lua_getfield(L, m, "name");
-  name_ = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-  lua_getfield(L, m, "doc");
-  doc_ = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-  lua_pop(L, 4);
+  int api = lua_io::field(L, m, "api");
+  bool api_ok = lua_type(L, api) == LUA_TNUMBER && lua_tonumber(L, api) == 1;
+  lua_pop(L, 1);
+  std::string kind = lua_io::read_field_string(L, m, "kind", "", kFieldChars);
+  name_ = lua_io::read_field_string(L, m, "name", "", kFieldChars);
+  doc_ = lua_io::read_field_string(L, m, "doc", "", kDocChars);
   if (!api_ok) return done(fail("api must be 1 (the policy API version this engine speaks)"));
   if (kind != kind_name(kind_))
     return done(fail("kind is '", kind, "' but this is the ", kind_name(kind_), " slot"));
@@ -236,55 +270,55 @@ Status Generation::check_shape() {
   return done({});
 }
 
-// Pushes module[method] and the arguments already on the stack stay below it; calls it.
-Status Generation::call_method(const char* method, int nargs, int nresults) {
-  lua_State* L = sandbox_->L();
+// Pushes module[method], read raw (check_shape made sure it is a function).
+void Generation::push_method(lua_State* L, const char* method) const {
   lua_rawgeti(L, LUA_REGISTRYINDEX, module_ref_);
-  lua_getfield(L, -1, method);
+  lua_io::field(L, lua_gettop(L), method);
   lua_remove(L, -2);
-  lua_insert(L, -(nargs + 1));
-  auto s = sandbox_->call(nargs, nresults, budget());
+}
+
+// Runs `work` inside a budgeted call of this generation's state; its errors and the Lua errors of
+// the methods it calls are named after `method` ("decide: …").
+Status Generation::run_method(const char* method, int nresults, const lua::Sandbox::Work& work) {
+  auto s = sandbox_->run(0, nresults, budget(), work);
   if (!s) return Error(std::string(method) + ": " + s.error().message());
   return s;
 }
 
 Result<Proposal> Generation::decide(const Input& in) {
-  lua_State* L = sandbox_->L();
-  int top = lua_gettop(L);
   const KindOps& ops = ops_for(kind_);
-  ops.push_ctx(L, in);
-  if (auto s = call_method("decide", 1, 1); !s) {
-    lua_settop(L, top);
-    return s.error();
-  }
-  auto p = ops.read(L, lua_gettop(L), in);
-  lua_settop(L, top);
-  if (!p) return Error("malformed proposal: " + p.error().message());
-  return p;
+  std::optional<Proposal> out;
+  auto s = run_method("decide", 0, [&](lua_State* L) -> Status {
+    push_method(L, "decide");
+    ops.push_ctx(L, in);
+    lua_call(L, 1, 1);
+    lua::Meter m(L, lua_io::read_limits(L, "the " + std::string(kind_name(kind_)) + " proposal"));
+    auto p = ops.read(L, lua_gettop(L), in, m);
+    if (!p) return lua::budget_poll(L) ? Error("malformed proposal: " + p.error().message()) : p.error();
+    out = std::move(*p);
+    return {};
+  });
+  if (!s) return s.error();
+  return std::move(*out);
 }
 
 Status Generation::selftest() {
   if (!has_selftest_) return {};
-  lua_State* L = sandbox_->L();
-  int top = lua_gettop(L);
-  push_test_helpers(L, kind_);
-  auto s = call_method("selftest", 1, 0);
-  lua_settop(L, top);
-  return s;
+  return run_method("selftest", 0, [&](lua_State* L) -> Status {
+    push_method(L, "selftest");
+    push_test_helpers(L, kind_);
+    lua_call(L, 1, 0);
+    return {};
+  });
 }
 
-Status Generation::migrate_from(Generation& old) {
-  if (!old.has_save_ || !has_restore_) return {};
-  lua_State* from = old.sandbox_->L();
-  lua_State* to = sandbox_->L();
-  int from_top = lua_gettop(from), to_top = lua_gettop(to);
-  if (auto s = old.call_method("save", 0, 1); !s) return Error("the old generation's " + s.error().message());
-  auto copied = lua::copy_value(from, lua_gettop(from), to);
-  lua_settop(from, from_top);
-  if (!copied) return Error("save() returned " + copied.error().message());
-  auto s = call_method("restore", 1, 0);
-  lua_settop(to, to_top);
-  return s;
+// save() of this generation, its value left on top of this state's stack.
+Status Generation::save_onto_stack() {
+  return run_method("save", 1, [&](lua_State* L) -> Status {
+    push_method(L, "save");
+    lua_call(L, 0, 1);
+    return {};
+  });
 }
 
 namespace {
@@ -292,6 +326,22 @@ namespace {
 // A state that only holds one plain value (a policy's saved state) at stack index 1.
 std::unique_ptr<lua::Sandbox> holder(size_t memory_limit) {
   return std::make_unique<lua::Sandbox>(lua::SandboxOptions{.name = "kept policy state", .memory_limit = memory_limit});
+}
+
+lua::MeterLimits saved_state_limits() {
+  return {.what = "the saved state", .values = {kSavedValues, "the limit of a policy's saved state"}};
+}
+
+// Copies the value at `idx` of `from` into `to`, inside a budgeted call of `to` (its allocations
+// are capped there); the copy is left at the top of to's stack.
+Status copy_into(lua::Sandbox& to, lua_State* from, int idx, const lua::Budget& budget) {
+  int from_top = lua_gettop(from);
+  auto s = to.run(0, 1, budget, [&](lua_State* L) -> Status {
+    lua::Meter m(L, saved_state_limits());
+    return lua::copy_value(from, idx, L, m);
+  });
+  lua_settop(from, from_top);  // a copy stopped midway leaves the keys it was walking
+  return s;
 }
 
 }  // namespace
@@ -302,26 +352,39 @@ void Generation::keep_state() {
   int top = lua_gettop(L);
   if (!kept_) kept_ = holder(2 * env_.memory_limit);  // made once, reused (the plan path is timed)
   lua_settop(kept_->L(), 0);
-  bool kept = call_method("save", 0, 1) && lua::copy_value(L, lua_gettop(L), kept_->L());
-  if (!kept) lua_settop(kept_->L(), 0);
+  kept_problem_.clear();
+  if (auto saved = save_onto_stack(); !saved) {
+    kept_problem_ = "the live generation's " + saved.error().message();
+  } else if (auto copied = copy_into(*kept_, L, lua_gettop(L), budget()); !copied) {
+    kept_problem_ = "save() returned " + copied.error().message();
+  }
+  if (!kept_problem_.empty()) lua_settop(kept_->L(), 0);
   lua_settop(L, top);
 }
 
 std::unique_ptr<lua::Sandbox> Generation::kept_state() const {
   if (!kept_ || lua_gettop(kept_->L()) < 1) return nullptr;
   auto h = holder(2 * env_.memory_limit);
-  if (!lua::copy_value(kept_->L(), 1, h->L())) return nullptr;
+  if (!copy_into(*h, kept_->L(), 1, budget())) return nullptr;
   return h;
 }
 
 Status Generation::restore_kept(lua::Sandbox& h) {
   if (!has_restore_) return {};
-  lua_State* to = sandbox_->L();
-  int top = lua_gettop(to);
-  if (auto s = lua::copy_value(h.L(), 1, to); !s) return s.error().with_context("kept state");
-  auto s = call_method("restore", 1, 0);
-  lua_settop(to, top);
-  return s;
+  lua_State* from = h.L();
+  bool copied = false;
+  int from_top = lua_gettop(from);
+  auto s = sandbox_->run(0, 0, budget(), [&](lua_State* L) -> Status {
+    push_method(L, "restore");
+    lua::Meter m(L, saved_state_limits());
+    SAL_TRY(lua::copy_value(from, 1, L, m));
+    copied = true;
+    lua_call(L, 1, 0);
+    return {};
+  });
+  lua_settop(from, from_top);
+  if (s) return s;
+  return Error((copied ? "restore: " : "kept state: ") + s.error().message());
 }
 
 void Generation::record(double ms, bool error, bool rejected, const std::string& problem) {

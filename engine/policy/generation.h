@@ -14,6 +14,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/result.h"
@@ -67,25 +68,32 @@ class Generation {
   // Runs selftest(t) if the policy has one.
   Status selftest();
   bool has_selftest() const { return has_selftest_; }
-  // old.save() -> plain-data copy -> this.restore(state). A no-op unless both sides define them.
-  Status migrate_from(Generation& old);
+  bool has_restore() const { return has_restore_; }
 
   // Questions (slot.h) run on copies of a generation, built off the controller's loop, without
-  // calling into this one: after each of its decisions (and its load) the slot keeps what save()
-  // returns, in a small state of its own. keep_state() runs save() now (a no-op without one; a
-  // failing save() keeps nothing); kept_state() copies what is kept into a new holder (null if
-  // nothing is), and restore_kept() hands such a holder's value to this generation's restore().
+  // calling into this one, and a new generation takes over its state the same way: after each of
+  // its decisions (and its load) the slot keeps what save() returns, in a small state of its own.
+  // keep_state() runs save() now (a no-op without one; a failing save() keeps nothing, and
+  // kept_problem() says why); kept_state() copies what is kept into a new holder (null if nothing
+  // is), and restore_kept() hands such a holder's value to this generation's restore() (a no-op
+  // without one). save() runs, and each copy is made, inside a budgeted call (lua/sandbox.h).
   void keep_state();
   std::unique_ptr<lua::Sandbox> kept_state() const;
+  const std::string& kept_problem() const { return kept_problem_; }
   Status restore_kept(lua::Sandbox& holder);
 
   void record(double ms, bool error, bool rejected, const std::string& problem);
+  // What runs every few ms while this generation's code does (a generation prepared off the
+  // controller's loop gets the loop's when it is installed there).
+  void set_service(std::function<void()> service) { env_.service = std::move(service); }
 
  private:
   Generation(Kind kind, Source src, const GenerationEnv& env);
   Status run_chunk();
   Status check_shape();
-  Status call_method(const char* method, int nargs, int nresults);
+  void push_method(lua_State* L, const char* method) const;
+  Status run_method(const char* method, int nresults, const lua::Sandbox::Work& work);
+  Status save_onto_stack();
   lua::Budget budget() const;
 
   Kind kind_;
@@ -96,6 +104,7 @@ class Generation {
   std::string name_, doc_, hash_;
   bool has_selftest_ = false, has_save_ = false, has_restore_ = false;
   std::unique_ptr<lua::Sandbox> kept_;  // what save() returned last, at the holder's stack index 1
+  std::string kept_problem_;            // why the last save() kept nothing
   int64_t loaded_wall_ms_ = 0;
 };
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/result.h"
+#include "lua/meter.h"
 #include "policy/decision.h"
 
 namespace sal::policy {
@@ -19,9 +20,10 @@ struct KindOps {
   // Pushes the input as a fresh ctx table (a copy: a policy may change it, nothing else sees).
   void (*push_ctx)(lua_State* L, const Input& in);
   // The inverse: a ctx table written in Lua (selftests, policy.decide from the REPL) as an Input.
-  Result<Input> (*read_ctx)(lua_State* L, int idx);
-  // Reads the proposal at absolute index idx.
-  Result<Proposal> (*read)(lua_State* L, int idx, const Input& in);
+  // Like a proposal, it is read raw and counted (lua_io.h).
+  Result<Input> (*read_ctx)(lua_State* L, int idx, lua::Meter& m);
+  // Reads the proposal at absolute index idx: raw, plain tables only, its lists counted on `m`.
+  Result<Proposal> (*read)(lua_State* L, int idx, const Input& in, lua::Meter& m);
   // The C++ validators; the error names the rule broken.
   Status (*validate)(const Proposal& p, const Input& in);
   // The floor policy: always valid for a valid input.

@@ -44,6 +44,18 @@ uint32_t uint_arg(lua_State* L, int idx, const char* fn, const char* what) {
   return uint32_t(x);
 }
 
+// A size the function allocates by (groups, nodes, failures, a ruler's modulus): at most what the
+// policy's memory cap allows in values (lua_io::read_limits), so no number a policy passes makes
+// the C++ side hold more than its state may.
+uint32_t size_arg(lua_State* L, int idx, const char* fn, const char* what, uint64_t times = 1) {
+  uint32_t n = uint_arg(L, idx, fn, what);
+  size_t most = lua_io::read_limits(L, fn).values.max;
+  if (uint64_t(n) * std::max<uint64_t>(times, 1) > most)
+    luaL_error(L, "%s: %s = %u asks for more than the policy's memory cap allows (%llu values)", fn, what, n,
+               (unsigned long long)most);
+  return n;
+}
+
 // sal.effective_floor(f, nodes, slots, experts) -> f', note
 int l_effective_floor(lua_State* L) {
   const char* fn = "sal.effective_floor";
@@ -67,15 +79,22 @@ int l_argsort(lua_State* L) {
 
 // A placement argument: a list of layers of nodes of 1-based expert ids, or one layer.
 std::vector<algo::LayerPlacement> placement_arg(lua_State* L, int idx, const char* fn) {
+  if (!lua_istable(L, idx)) luaL_error(L, "%s: argument %d must be a placement (a list of nodes' expert lists)", fn, idx);
   lua_rawgeti(L, idx, 1);
-  lua_rawgeti(L, -1, 1);
-  bool one_layer = lua_type(L, -1) == LUA_TNUMBER;
-  lua_pop(L, 2);
+  bool one_layer = false;
+  if (lua_istable(L, -1)) {
+    lua_rawgeti(L, -1, 1);
+    one_layer = lua_type(L, -1) == LUA_TNUMBER;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
   std::vector<std::vector<std::vector<uint32_t>>> layers;
   if (one_layer) {
-    layers.push_back(value_or_raise(L, lua_io::read_uints2(L, idx, "placement", 1, UINT32_MAX, 1), fn));
+    lua::Meter args = arg_meter(L, fn);
+    layers.push_back(value_or_raise(L, lua_io::read_uints2(L, args, idx, "placement", 1, UINT32_MAX, 1), fn));
   } else {
-    layers = value_or_raise(L, lua_io::read_uints3(L, idx, "placement", 1, UINT32_MAX, 1), fn);
+    lua::Meter args = arg_meter(L, fn);
+    layers = value_or_raise(L, lua_io::read_uints3(L, args, idx, "placement", 1, UINT32_MAX, 1), fn);
   }
   std::vector<algo::LayerPlacement> out;
   for (const auto& l : layers) out.push_back(to_layer(l));
@@ -95,7 +114,7 @@ void push_estimate(lua_State* L, const algo::RecoveryEstimate& e) {
 int l_recovery(lua_State* L) {
   const char* fn = "sal.recovery";
   auto layers = placement_arg(L, 1, fn);
-  auto k = uint_arg(L, 2, fn, "k");
+  auto k = size_arg(L, 2, fn, "k");
   auto rep = value_or_raise(L, algo::recovery_report(layers, int(k)), fn);
   push_estimate(L, rep.joint);
   std::vector<double> per;
@@ -109,7 +128,7 @@ int l_recovery(lua_State* L) {
 int l_recovery_curve(lua_State* L) {
   const char* fn = "sal.recovery_curve";
   auto layers = placement_arg(L, 1, fn);
-  auto k = uint_arg(L, 2, fn, "K");
+  auto k = size_arg(L, 2, fn, "K");
   auto curve = value_or_raise(L, algo::recovery_curve(layers, int(k)), fn);
   lua_createtable(L, int(curve.size()), 0);
   for (size_t i = 0; i < curve.size(); ++i) {
@@ -122,8 +141,9 @@ int l_recovery_curve(lua_State* L) {
 // sal.matching(n_left, n_right, adj) -> size, left_to_right (1-based, 0 = unmatched)
 int l_matching(lua_State* L) {
   const char* fn = "sal.matching";
-  auto nl = uint_arg(L, 1, fn, "n_left"), nr = uint_arg(L, 2, fn, "n_right");
-  auto adj = value_or_raise(L, lua_io::read_uints2(L, 3, "adj", 1, std::max<uint32_t>(nr, 1), 1), fn);
+  auto nl = size_arg(L, 1, fn, "n_left"), nr = size_arg(L, 2, fn, "n_right");
+  lua::Meter args = arg_meter(L, fn);
+  auto adj = value_or_raise(L, lua_io::read_uints2(L, args, 3, "adj", 1, std::max<uint32_t>(nr, 1), 1), fn);
   std::vector<std::vector<int>> a;
   for (const auto& row : adj) a.emplace_back(row.begin(), row.end());
   if (auto s = algo::check_bipartite(int(nl), int(nr), a); !s) luaL_error(L, "%s: %s", fn, s.error().message().c_str());
@@ -140,12 +160,13 @@ int l_matching(lua_State* L) {
 // sal.min_cost_flow(nodes, edges = {{from, to, cap, cost}, ...}, s, t [, max]) -> flow, cost, per-edge flow
 int l_min_cost_flow(lua_State* L) {
   const char* fn = "sal.min_cost_flow";
-  auto n = uint_arg(L, 1, fn, "nodes");
+  auto n = size_arg(L, 1, fn, "nodes");
   int m = lua_io::sequence_length(L, 2);
   if (m < 0) return luaL_error(L, "%s: edges must be a list of {from, to, capacity, cost}", fn);
   algo::MinCostFlow g{static_cast<int>(n)};
   for (int i = 1; i <= m; ++i) {
     lua_rawgeti(L, 2, i);
+    if (!lua_istable(L, -1)) return luaL_error(L, "%s: edge %d must be a list {from, to, capacity, cost}", fn, i);
     double e[4];
     for (int k = 0; k < 4; ++k) {
       lua_rawgeti(L, -1, k + 1);
@@ -178,7 +199,7 @@ std::vector<std::vector<uint32_t>> to_uints(const std::vector<std::vector<int>>&
 // sal.golomb(N, r) -> marks (offsets from 0)
 int l_golomb(lua_State* L) {
   const char* fn = "sal.golomb";
-  auto marks = value_or_raise(L, algo::cyclic_golomb_ruler(int(uint_arg(L, 1, fn, "N")), int(uint_arg(L, 2, fn, "r"))), fn);
+  auto marks = value_or_raise(L, algo::cyclic_golomb_ruler(int(size_arg(L, 1, fn, "N")), int(size_arg(L, 2, fn, "r"))), fn);
   lua_io::push_uints(L, std::vector<uint32_t>(marks.begin(), marks.end()));
   return 1;
 }
@@ -186,7 +207,8 @@ int l_golomb(lua_State* L) {
 // sal.spare_layout(N, r) -> hosts: per group its shard types (1-based) in stack order
 int l_spare_layout(lua_State* L) {
   const char* fn = "sal.spare_layout";
-  auto layout = value_or_raise(L, algo::spare_layout(int(uint_arg(L, 1, fn, "N")), int(uint_arg(L, 2, fn, "r"))), fn);
+  auto r = size_arg(L, 2, fn, "r");
+  auto layout = value_or_raise(L, algo::spare_layout(int(size_arg(L, 1, fn, "N", r)), int(r)), fn);
   lua_io::push_uints2(L, to_uints(layout.hosted), 1);
   return 1;
 }
@@ -194,8 +216,9 @@ int l_spare_layout(lua_State* L) {
 // sal.spare_reorder(stacks, alive) -> {outcome, depth, stacks, provider, moves, lost}
 int l_spare_reorder(lua_State* L) {
   const char* fn = "sal.spare_reorder";
-  auto stacks = value_or_raise(L, lua_io::read_uints2(L, 1, "stacks", 1, UINT32_MAX, 1), fn);
-  auto alive = value_or_raise(L, lua_io::read_bools(L, 2, "alive"), fn);
+  lua::Meter args = arg_meter(L, fn);
+  auto stacks = value_or_raise(L, lua_io::read_uints2(L, args, 1, "stacks", 1, UINT32_MAX, 1), fn);
+  auto alive = value_or_raise(L, lua_io::read_bools(L, args, 2, "alive"), fn);
   algo::ShardStacks st;
   st.shard_types = int(stacks.size());
   for (const auto& row : stacks) st.stacks.emplace_back(row.begin(), row.end());
@@ -221,16 +244,16 @@ int l_spare_reorder(lua_State* L) {
 // The SPARe closed forms, one number each.
 int l_spare_mu(lua_State* L) {
   const char* fn = "sal.spare_mu";
-  lua_pushnumber(L, value_or_raise(L, algo::mean_failures_endured(int(uint_arg(L, 1, fn, "N")), int(uint_arg(L, 2, fn, "r"))), fn));
+  lua_pushnumber(L, value_or_raise(L, algo::mean_failures_endured(int(size_arg(L, 1, fn, "N")), int(size_arg(L, 2, fn, "r"))), fn));
   return 1;
 }
 int l_spare_r_star(lua_State* L) {
-  lua_pushnumber(L, value_or_raise(L, algo::optimal_redundancy(int(uint_arg(L, 1, "sal.spare_r_star", "N"))), "sal.spare_r_star"));
+  lua_pushnumber(L, value_or_raise(L, algo::optimal_redundancy(int(size_arg(L, 1, "sal.spare_r_star", "N"))), "sal.spare_r_star"));
   return 1;
 }
 int l_spare_min_depth(lua_State* L) {
   const char* fn = "sal.spare_min_depth";
-  lua_pushnumber(L, value_or_raise(L, algo::min_depth_bound(int(uint_arg(L, 1, fn, "N")), int(uint_arg(L, 2, fn, "k"))), fn));
+  lua_pushnumber(L, value_or_raise(L, algo::min_depth_bound(int(size_arg(L, 1, fn, "N")), int(size_arg(L, 2, fn, "k"))), fn));
   return 1;
 }
 
@@ -249,8 +272,7 @@ std::vector<algo::CheckpointOperator> operators_arg(lua_State* L, int idx, const
     op.full_bytes = uint64_t(num("full_bytes"));
     op.compute_bytes = uint64_t(num("compute_bytes"));
     op.popularity = num("popularity");
-    lua_getfield(L, o, "kind");
-    op.expert = !lua_isstring(L, -1) || std::string(lua_tostring(L, -1)) == "expert";
+    op.expert = lua_io::read_field_string(L, o, "kind", "expert", 16) == "expert";
     lua_settop(L, o - 1);
     ops.push_back(op);
   }
@@ -289,7 +311,8 @@ int l_moetion_reorder(lua_State* L) {
 // {before, after (busiest node's work over the mean), moves, evaluations}.
 int l_balance_placement(lua_State* L) {
   const char* fn = "sal.balance_placement";
-  auto nodes = value_or_raise(L, lua_io::read_uints2(L, 1, "placement", 1, UINT32_MAX, 1), fn);
+  lua::Meter args = arg_meter(L, fn);
+  auto nodes = value_or_raise(L, lua_io::read_uints2(L, args, 1, "placement", 1, UINT32_MAX, 1), fn);
   const std::vector<double> loads = numbers_arg(L, 2, fn);
   algo::BalanceOptions o;
   if (!lua_isnoneornil(L, 3)) {
@@ -312,7 +335,8 @@ int l_balance_placement(lua_State* L) {
 // sal.placement_imbalance(nodes, loads) -> the busiest node's work over the mean (1: even)
 int l_placement_imbalance(lua_State* L) {
   const char* fn = "sal.placement_imbalance";
-  auto nodes = value_or_raise(L, lua_io::read_uints2(L, 1, "placement", 1, UINT32_MAX, 1), fn);
+  lua::Meter args = arg_meter(L, fn);
+  auto nodes = value_or_raise(L, lua_io::read_uints2(L, args, 1, "placement", 1, UINT32_MAX, 1), fn);
   lua_pushnumber(L, value_or_raise(L, algo::placement_imbalance(to_layer(nodes), numbers_arg(L, 2, fn)), fn));
   return 1;
 }
@@ -322,7 +346,8 @@ int l_placement_imbalance(lua_State* L) {
 // placement_search.h; info = {valid, improved, start, evaluations, killed = {k = 0..N}}.
 int l_placement_search(lua_State* L) {
   const char* fn = "sal.placement_search";
-  auto nodes = value_or_raise(L, lua_io::read_uints2(L, 1, "placement", 1, UINT32_MAX, 1), fn);
+  lua::Meter args = arg_meter(L, fn);
+  auto nodes = value_or_raise(L, lua_io::read_uints2(L, args, 1, "placement", 1, UINT32_MAX, 1), fn);
   algo::PlacementSearchOptions o;
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
@@ -333,7 +358,8 @@ int l_placement_search(lua_State* L) {
     o.seed = uint64_t(value_or_raise(L, lua_io::read_field_number(L, 2, "seed", "options", 1), fn));
     int f = lua_io::field(L, 2, "ignore");
     if (!lua_isnil(L, f)) {
-      for (uint32_t e : value_or_raise(L, lua_io::read_uints(L, f, "ignore", 1, UINT32_MAX, 1), fn)) {
+      lua::Meter args = arg_meter(L, fn);
+      for (uint32_t e : value_or_raise(L, lua_io::read_uints(L, args, f, "ignore", 1, UINT32_MAX, 1), fn)) {
         if (o.ignore.size() <= e) o.ignore.resize(size_t(e) + 1, false);
         o.ignore[e] = true;
       }

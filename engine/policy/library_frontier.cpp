@@ -24,8 +24,9 @@ constexpr const char* kFn = "sal.frontier";
 constexpr uint32_t kMost = 1u << 24;  // the largest count or id read (as the kinds' readers)
 
 std::vector<algo::LayerDemand> demand_args(lua_State* L, int& experts) {
-  auto replicas = value_or_raise(L, lua_io::read_uints2(L, 1, "replicas", 0, kMost), kFn);
-  auto loads = value_or_raise(L, lua_io::read_numbers2(L, 2, "loads"), kFn);
+  lua::Meter args = arg_meter(L, kFn);
+  auto replicas = value_or_raise(L, lua_io::read_uints2(L, args, 1, "replicas", 0, kMost), kFn);
+  auto loads = value_or_raise(L, lua_io::read_numbers2(L, args, 2, "loads"), kFn);
   if (replicas.size() != loads.size())
     luaL_error(L, "%s: %d layers of replicas but %d of loads", kFn, int(replicas.size()), int(loads.size()));
   std::vector<algo::LayerDemand> out;
@@ -52,8 +53,9 @@ std::vector<algo::FrontierCandidate> include_arg(lua_State* L, int idx, int expe
     algo::FrontierCandidate c;
     c.name = lua_tostring(L, -1);
     const int placement = lua_io::field(L, item, "placement");
+    lua::Meter args = arg_meter(L, kFn);
     auto layers = value_or_raise(
-        L, lua_io::read_uints3(L, placement, where + ".placement", 1, uint32_t(std::max(experts, 1)), 1), kFn);
+        L, lua_io::read_uints3(L, args, placement, where + ".placement", 1, uint32_t(std::max(experts, 1)), 1), kFn);
     for (const auto& layer : layers) {
       c.layers.push_back(to_layer(layer));
       c.layers.back().experts = experts;

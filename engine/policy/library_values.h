@@ -1,6 +1,6 @@
 // library_values.h — what the sal.* bindings (library.cpp, library_frontier.cpp) share: raising a
 // C++ error as the function's Lua error (or as the budget's, when a loop stopped at the call's
-// deadline), and one layer's placement between Lua's 1-based expert ids per node and the
+// deadline), the meter their table arguments are read under, and one layer's placement between Lua's 1-based expert ids per node and the
 // algorithm library's LayerPlacement.
 #pragma once
 
@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/result.h"
+#include "lua/meter.h"
 #include "lua/sandbox.h"
 #include "policy/algo/recovery.h"
 #include "policy/lua_io.h"
@@ -22,6 +24,11 @@ T value_or_raise(lua_State* L, Result<T> r, const char* fn) {
   if (!r && !lua::budget_poll(L)) lua::budget_raise(L);  // it stopped at the call's deadline
   if (!r) luaL_error(L, "%s: %s", fn, r.error().message().c_str());
   return std::move(*r);
+}
+
+// What reading a function's table arguments may cost (lua_io::read_limits).
+inline lua::Meter arg_meter(lua_State* L, const char* fn) {
+  return lua::Meter(L, lua_io::read_limits(L, std::string(fn) + "'s arguments"));
 }
 
 // A layer from 0-based expert ids per node (Lua's 1-based ids already converted); push_layer is

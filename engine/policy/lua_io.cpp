@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/strings.h"
+#include "lua/sandbox.h"
 
 namespace sal::policy::lua_io {
 namespace {
@@ -29,12 +30,14 @@ void push_list(lua_State* L, const std::vector<T>& v, Push push) {
 
 // Reads a sequence at idx, calling read_item(abs index of item, path of item) for each element.
 template <class T, class ReadItem>
-Result<std::vector<T>> read_list(lua_State* L, int idx, const std::string& path, ReadItem read_item) {
+Result<std::vector<T>> read_list(lua_State* L, lua::Meter& m, int idx, const std::string& path, ReadItem read_item) {
   int n = sequence_length(L, idx);
   if (n < 0) return fail(path, ": expected a list, got ", type_text(L, idx));
+  SAL_TRY(plain_table(L, idx, path));
   std::vector<T> out;
-  out.reserve(size_t(n));
   for (int i = 1; i <= n; ++i) {
+    if (auto s = m.value(); !s) return s.error().with_context(path);
+    if (i == 1) out.reserve(size_t(n));  // once the first value is allowed: a list is counted before it is held
     lua_rawgeti(L, idx, i);
     auto item = read_item(lua_gettop(L), path + "[" + std::to_string(i) + "]");
     lua_pop(L, 1);
@@ -93,12 +96,38 @@ int sequence_length(lua_State* L, int idx) {
   return count == n ? n : -1;
 }
 
+lua::MeterLimits read_limits(lua_State* L, const std::string& what) {
+  size_t cap = lua::Sandbox::memory_cap(L);
+  lua::MeterLimits l;
+  l.what = what;
+  l.values = {cap / kReadValueCost, "the memory cap of " + std::to_string(cap >> 20) + " MiB allows no more"};
+  return l;
+}
+
 int field(lua_State* L, int idx, const char* key) {
-  lua_getfield(L, idx, key);
+  lua_pushstring(L, key);
+  lua_rawget(L, idx);
   return lua_gettop(L);
 }
 
+std::string read_field_string(lua_State* L, int idx, const char* key, const std::string& fallback, size_t max_chars) {
+  int f = field(L, idx, key);
+  size_t n = 0;
+  const char* s = lua_type(L, f) == LUA_TSTRING ? lua_tolstring(L, f, &n) : nullptr;
+  std::string out = s ? clip(std::string_view(s, n), max_chars) : fallback;
+  lua_pop(L, 1);
+  return out;
+}
+
+Status plain_table(lua_State* L, int idx, const std::string& path) {
+  if (!lua_getmetatable(L, idx)) return {};
+  lua_pop(L, 1);
+  return fail(path, ": a table with a metatable; a proposal is plain data (tables, numbers, strings, "
+              "booleans), read without metamethods");
+}
+
 Status only_keys(lua_State* L, int idx, const std::vector<std::string>& allowed, const std::string& what) {
+  SAL_TRY(plain_table(L, idx, what));
   lua_pushnil(L);
   while (lua_next(L, idx) != 0) {
     lua_pop(L, 1);
@@ -119,31 +148,31 @@ Result<uint32_t> read_uint(lua_State* L, int idx, const std::string& path, uint3
   return uint32_t(x);
 }
 
-Result<std::vector<uint32_t>> read_uints(lua_State* L, int idx, const std::string& path, uint32_t lo,
+Result<std::vector<uint32_t>> read_uints(lua_State* L, lua::Meter& m, int idx, const std::string& path, uint32_t lo,
                                          uint32_t hi, uint32_t shift) {
-  return read_list<uint32_t>(L, idx, path, [&](int i, const std::string& p) -> Result<uint32_t> {
+  return read_list<uint32_t>(L, m, idx, path, [&](int i, const std::string& p) -> Result<uint32_t> {
     auto v = read_uint(L, i, p, lo, hi);
     if (!v) return v.error();
     return *v - shift;
   });
 }
 
-Result<std::vector<std::vector<uint32_t>>> read_uints2(lua_State* L, int idx, const std::string& path,
+Result<std::vector<std::vector<uint32_t>>> read_uints2(lua_State* L, lua::Meter& m, int idx, const std::string& path,
                                                        uint32_t lo, uint32_t hi, uint32_t shift) {
   return read_list<std::vector<uint32_t>>(
-      L, idx, path, [&](int i, const std::string& p) { return read_uints(L, i, p, lo, hi, shift); });
+      L, m, idx, path, [&](int i, const std::string& p) { return read_uints(L, m, i, p, lo, hi, shift); });
 }
 
-Result<std::vector<std::vector<std::vector<uint32_t>>>> read_uints3(lua_State* L, int idx,
+Result<std::vector<std::vector<std::vector<uint32_t>>>> read_uints3(lua_State* L, lua::Meter& m, int idx,
                                                                     const std::string& path, uint32_t lo,
                                                                     uint32_t hi, uint32_t shift) {
   return read_list<std::vector<std::vector<uint32_t>>>(
-      L, idx, path, [&](int i, const std::string& p) { return read_uints2(L, i, p, lo, hi, shift); });
+      L, m, idx, path, [&](int i, const std::string& p) { return read_uints2(L, m, i, p, lo, hi, shift); });
 }
 
-Result<std::vector<std::vector<double>>> read_numbers2(lua_State* L, int idx, const std::string& path) {
-  return read_list<std::vector<double>>(L, idx, path, [&](int i, const std::string& p) {
-    return read_list<double>(L, i, p, [&](int j, const std::string& q) -> Result<double> {
+Result<std::vector<std::vector<double>>> read_numbers2(lua_State* L, lua::Meter& m, int idx, const std::string& path) {
+  return read_list<std::vector<double>>(L, m, idx, path, [&](int i, const std::string& p) {
+    return read_list<double>(L, m, i, p, [&](int j, const std::string& q) -> Result<double> {
       if (lua_type(L, j) != LUA_TNUMBER || !std::isfinite(lua_tonumber(L, j)) || lua_tonumber(L, j) < 0)
         return fail(q, ": expected a number >= 0, got ", type_text(L, j));
       return double(lua_tonumber(L, j));
@@ -169,8 +198,8 @@ Result<double> read_field_number(lua_State* L, int idx, const char* key, const s
   return x;
 }
 
-Result<std::vector<bool>> read_bools(lua_State* L, int idx, const std::string& path) {
-  return read_list<bool>(L, idx, path, [&](int i, const std::string& p) -> Result<bool> {
+Result<std::vector<bool>> read_bools(lua_State* L, lua::Meter& m, int idx, const std::string& path) {
+  return read_list<bool>(L, m, idx, path, [&](int i, const std::string& p) -> Result<bool> {
     if (lua_type(L, i) != LUA_TBOOLEAN) return fail(p, ": expected true or false, got ", type_text(L, i));
     return bool(lua_toboolean(L, i));
   });

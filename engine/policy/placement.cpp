@@ -70,7 +70,7 @@ Result<FailureFacts> read_failures(lua_State* L, int idx) {
   return f;
 }
 
-Result<Input> read_ctx(lua_State* L, int idx) {
+Result<Input> read_ctx(lua_State* L, int idx, lua::Meter& m) {
   if (lua_type(L, idx) != LUA_TTABLE) return fail("ctx must be a table");
   PlacementInput in;
   for (auto [key, out] : {std::pair{"nodes", &in.nodes}, std::pair{"slots", &in.slots},
@@ -79,14 +79,16 @@ Result<Input> read_ctx(lua_State* L, int idx) {
     if (!v) return v.error();
     *out = *v;
   }
+  // The plan a ctx describes is nodes x slots entries (a floor policy builds it in C++): counted.
+  SAL_TRY(m.values(uint64_t(in.nodes) * in.slots));
   int r = lua_io::field(L, idx, "replicas");
-  auto reps = lua_io::read_uints2(L, r, "replicas", 1, 1u << 24);
+  auto reps = lua_io::read_uints2(L, m, r, "replicas", 1, 1u << 24);
   lua_pop(L, 1);
   if (!reps) return reps.error();
   in.replicas = std::move(*reps);
   int lo = lua_io::field(L, idx, "loads");
   if (!lua_isnil(L, lo)) {
-    auto loads = lua_io::read_numbers2(L, lo, "loads");
+    auto loads = lua_io::read_numbers2(L, m, lo, "loads");
     if (!loads) {
       lua_pop(L, 1);
       return loads.error();
@@ -98,7 +100,7 @@ Result<Input> read_ctx(lua_State* L, int idx) {
   lua_pop(L, 1);
   int c = lua_io::field(L, idx, "current");
   if (!lua_isnil(L, c)) {
-    auto cur = lua_io::read_uints3(L, c, "current", 1, in.experts, 1);
+    auto cur = lua_io::read_uints3(L, m, c, "current", 1, in.experts, 1);
     if (!cur) {
       lua_pop(L, 1);
       return cur.error();
@@ -113,12 +115,12 @@ Result<Input> read_ctx(lua_State* L, int idx) {
   return Input(std::move(in));
 }
 
-Result<Proposal> read(lua_State* L, int idx, const Input& input) {
+Result<Proposal> read(lua_State* L, int idx, const Input& input, lua::Meter& m) {
   const auto& in = std::get<PlacementInput>(input);
   if (lua_type(L, idx) != LUA_TTABLE) return fail("the proposal must be a table { placement = ... }");
   SAL_TRY(lua_io::only_keys(L, idx, {"placement", "note", "choice"}, "placement proposal"));
   int f = lua_io::field(L, idx, "placement");
-  auto pl = lua_io::read_uints3(L, f, "placement", 1, std::max<uint32_t>(in.experts, 1), 1);
+  auto pl = lua_io::read_uints3(L, m, f, "placement", 1, std::max<uint32_t>(in.experts, 1), 1);
   lua_pop(L, 1);
   if (!pl) return pl.error();
   PlacementProposal p{std::move(*pl), "", ""};
@@ -128,7 +130,11 @@ Result<Proposal> read(lua_State* L, int idx, const Input& input) {
   lua_pop(L, 1);
   int choice = lua_io::field(L, idx, "choice");
   if (!lua_isnil(L, choice) && !lua_istable(L, choice)) return lua_pop(L, 1), fail("choice must be a table of plain data");
-  if (!lua_isnil(L, choice)) p.choice = lua::to_json(L, choice).dump();
+  if (!lua_isnil(L, choice)) {
+    auto j = lua::to_json(L, choice, m);
+    if (!j) return lua_pop(L, 1), j.error().with_context("choice");
+    p.choice = j->dump();
+  }
   lua_pop(L, 1);
   return Proposal(std::move(p));
 }

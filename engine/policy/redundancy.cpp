@@ -43,20 +43,22 @@ void push_ctx(lua_State* L, const Input& input) {
   }
 }
 
-Result<Input> read_ctx(lua_State* L, int idx) {
+Result<Input> read_ctx(lua_State* L, int idx, lua::Meter& m) {
   if (lua_type(L, idx) != LUA_TTABLE) return fail("ctx must be a table");
   RedundancyInput in;
   auto groups = lua_io::read_field_uint(L, idx, "groups", 1, 1u << 20);
   if (!groups) return groups.error();
   in.groups = *groups;
-  lua_getfield(L, idx, "redundancy");
-  if (lua_type(L, -1) == LUA_TNUMBER) in.redundancy = uint32_t(lua_tonumber(L, -1));
+  int red = lua_io::field(L, idx, "redundancy");
+  auto r = lua_isnil(L, red) ? Result<uint32_t>(0u) : lua_io::read_uint(L, red, "redundancy", 0, in.groups);
   lua_pop(L, 1);
+  if (!r) return r.error();
+  in.redundancy = *r;
   int a = lua_io::field(L, idx, "alive");
   if (lua_isnil(L, a)) {
     in.alive.assign(in.groups, true);
   } else {
-    auto alive = lua_io::read_bools(L, a, "alive");
+    auto alive = lua_io::read_bools(L, m, a, "alive");
     if (!alive) {
       lua_pop(L, 1);
       return alive.error();
@@ -68,7 +70,7 @@ Result<Input> read_ctx(lua_State* L, int idx) {
   return Input(std::move(in));
 }
 
-Result<Proposal> read(lua_State* L, int idx, const Input& input) {
+Result<Proposal> read(lua_State* L, int idx, const Input& input, lua::Meter& m) {
   const auto& in = std::get<RedundancyInput>(input);
   if (lua_type(L, idx) != LUA_TTABLE) return fail("the proposal must be a table { r, hosts, assignment }");
   SAL_TRY(lua_io::only_keys(L, idx, {"r", "hosts", "assignment", "wipeout"}, "redundancy proposal"));
@@ -81,7 +83,7 @@ Result<Proposal> read(lua_State* L, int idx, const Input& input) {
   s.redundancy = *red;
   for (auto [key, out] : {std::pair{"hosts", &s.hosts}, std::pair{"assignment", &s.assignment}}) {
     int f = lua_io::field(L, idx, key);
-    auto v = lua_io::read_uints2(L, f, key, 1, g, 1);
+    auto v = lua_io::read_uints2(L, m, f, key, 1, g, 1);
     lua_pop(L, 1);
     if (!v) return v.error();
     *out = std::move(*v);

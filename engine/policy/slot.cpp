@@ -126,36 +126,53 @@ void Slot::emit(const std::string& kind, const std::string& detail) {
   if (on_event) on_event({kind, detail});
 }
 
-Status Slot::replay(Generation& g) {
-  const KindOps& ops = ops_for(kind_);
-  for (size_t i = 0; i < recent_.size(); ++i) {
-    auto p = g.decide(recent_[i]);
-    Status s = p ? ops.validate(*p, recent_[i]) : Status(p.error());
+namespace {
+
+Status replay(const SlotSnapshot& snap, Generation& g) {
+  const KindOps& ops = ops_for(snap.kind);
+  for (size_t i = 0; i < snap.recent.size(); ++i) {
+    auto p = g.decide(snap.recent[i]);
+    Status s = p ? ops.validate(*p, snap.recent[i]) : Status(p.error());
     if (!s)
-      return fail("replay of recent decision ", i + 1, " of ", recent_.size(), ": ", s.error().message());
+      return fail("replay of recent decision ", i + 1, " of ", snap.recent.size(), ": ", s.error().message());
   }
   return {};
 }
 
-Result<std::unique_ptr<Generation>> Slot::prepare(const Source& src) {
-  auto g = Generation::load(kind_, src, env_);
+}  // namespace
+
+Result<std::unique_ptr<Generation>> prepare(const SlotSnapshot& snap, const Source& src) {
+  auto g = Generation::load(snap.kind, src, snap.env);
   if (!g) return g.error().with_context("load");
   if (auto s = (*g)->selftest(); !s) return s.error();
-  if (auto s = replay(**g); !s) return s.error();
-  if (live_) {
-    if (auto s = (*g)->migrate_from(*live_); !s) return s.error().with_context("state migration");
+  if (auto s = replay(snap, **g); !s) return s.error();
+  if (snap.live && (*g)->has_restore()) {
+    if (!snap.live->state_problem.empty()) return Error(snap.live->state_problem).with_context("state migration");
+    if (snap.live->state) {
+      if (auto s = (*g)->restore_kept(*snap.live->state); !s) return s.error().with_context("state migration");
+    }
   }
   return g;
 }
 
 Status Slot::load(const Source& src, const std::string& who) {
-  auto g = prepare(src);
+  SlotSnapshot snap = snapshot();
+  snap.env = env_;  // on the loop: the mesh is serviced while the candidate runs
+  return install(prepare(snap, src), src, snap.version, who);
+}
+
+Status Slot::install(Result<std::unique_ptr<Generation>> g, const Source& src, uint64_t snapshot_version,
+                     const std::string& who) {
+  if (g && snapshot_version != version_)
+    g = fail("the slot changed (a load or a rollback) while the candidate was prepared; load it again");
   if (!g) {
     std::string why = src.origin + ": " + g.error().message();
     emit("policy_refused", why + " (by " + who + "; the live generation keeps deciding)");
     return Error(why);
   }
+  (*g)->set_service(env_.service);
   (*g)->number = ++counter_;
+  ++version_;
   std::string detail = (*g)->name() + " gen " + std::to_string((*g)->number) + " from " + src.origin + " (" +
                        (*g)->hash().substr(0, 12) + ") by " + who + (recent_.empty() ? "" : ", replayed " +
                        std::to_string(recent_.size()) + " recent decisions");
@@ -167,10 +184,16 @@ Status Slot::load(const Source& src, const std::string& who) {
   return {};
 }
 
-Status Slot::reload(const std::string& who) {
+Result<Source> Slot::reload_source() const {
   if (!live_) return fail("the ", kind_name(kind_), " slot has no live generation to reload");
   auto src = reread ? reread(live_->source()) : Result<Source>(live_->source());
   if (!src) return src.error().with_context("reload");
+  return src;
+}
+
+Status Slot::reload(const std::string& who) {
+  auto src = reload_source();
+  if (!src) return src.error();
   return load(*src, who);
 }
 
@@ -179,6 +202,7 @@ Status Slot::rollback(const std::string& who) {
   std::string detail = live_->name() + " gen " + std::to_string(live_->number) + " -> " + previous_->name() + " gen " +
                        std::to_string(previous_->number) + " by " + who;
   std::swap(live_, previous_);
+  ++version_;
   consecutive_failures_ = 0;
   emit("policy_rollback", detail);
   return {};
@@ -192,6 +216,7 @@ void Slot::note_failure(const std::string& problem) {
     emit("policy_rollback", live_->name() + " gen " + std::to_string(live_->number) + " failed " +
                                 std::to_string(consecutive_failures_) + " time(s), last: " + problem);
     std::swap(live_, previous_);
+    ++version_;
     consecutive_failures_ = 0;
   }
 }
@@ -224,11 +249,15 @@ SlotSnapshot Slot::snapshot() const {
   snap.kind = kind_;
   snap.env = env_;
   snap.env.service = nullptr;
-  auto recipe = [](const Generation& g) { return SlotSnapshot::Recipe{g.source(), g.number, g.kept_state()}; };
+  auto recipe = [](const Generation& g) {
+    return SlotSnapshot::Recipe{g.source(), g.number, g.kept_state(), g.kept_problem()};
+  };
   if (live_) snap.live = recipe(*live_);
   if (previous_) snap.previous = recipe(*previous_);
   if (!recent_.empty()) snap.latest = recent_.back();
   if (last_) snap.last_proposal = last_->proposal;
+  snap.recent = recent_;
+  snap.version = version_;
   return snap;
 }
 

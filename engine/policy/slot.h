@@ -4,8 +4,9 @@
 // Loading is all-or-nothing (Redis's replace-with-relink): load the text in a fresh state → check
 // the module's shape → run its selftest → replay the recent decision inputs through it and the
 // C++ validators → migrate save()/restore() state → swap. If any step fails the live generation
-// is untouched and the error says which step and why. The swap happens between two decisions
-// (everything runs on the controller's loop).
+// is untouched and the error says which step and why. Everything but the swap works on a
+// snapshot of the slot (prepare), so it can run off the controller's loop (policy.load does); the
+// swap (install) happens on the loop, between two decisions.
 //
 // Deciding never fails: a decision that raises, overruns its budget, or is refused by the
 // validators is replaced by the previous generation's decision, else the floor policy's, and is
@@ -58,12 +59,15 @@ struct SlotSnapshot {
     Source source;
     uint64_t number = 0;
     std::shared_ptr<lua::Sandbox> state;  // what its save() returned last (null: nothing kept)
+    std::string state_problem;            // why its last save() kept nothing, if it failed
   };
   Kind kind = Kind::allocation;
   GenerationEnv env;  // the copies' environment: no service function (they run off the loop)
   std::optional<Recipe> live, previous;
   std::optional<Input> latest;                 // the slot's latest decision input
   std::optional<Proposal> last_proposal;       // and what it decided then
+  std::deque<Input> recent;                    // the inputs a candidate is replayed on
+  uint64_t version = 0;                        // the slot's Slot::version() when taken
 };
 
 // What the slot would decide for `in` — the live copy, else the previous one, else the floor —
@@ -71,6 +75,11 @@ struct SlotSnapshot {
 Decision answer(const SlotSnapshot& snap, const Input& in);
 // What `candidate` would decide differently from the live generation on the latest input.
 Result<DiffReport> diff(const SlotSnapshot& snap, const Source& candidate);
+// A new generation made ready from a snapshot, touching no slot: load, shape check, selftest,
+// replay of the snapshot's recent inputs through the validators, and migration of the state the
+// live generation's save() kept into its restore(). Runs anywhere (policy.load runs it off the
+// controller's loop); Slot::install puts the result in force.
+Result<std::unique_ptr<Generation>> prepare(const SlotSnapshot& snap, const Source& src);
 
 class Slot {
  public:
@@ -83,8 +92,17 @@ class Slot {
   Slot(Kind kind, GenerationEnv env);
 
   Kind kind() const { return kind_; }
+  // prepare() on a snapshot taken now, then install(): the whole load, here.
   Status load(const Source& src, const std::string& who);
+  // Puts a prepared generation in force (or reports why it was not prepared) — refused when the
+  // slot changed (a load or a rollback) since the snapshot it was prepared from, version
+  // `snapshot_version`: its replay and migration were against another live generation.
+  Status install(Result<std::unique_ptr<Generation>> prepared, const Source& src, uint64_t snapshot_version,
+                 const std::string& who);
+  // Bumped by every load and rollback.
+  uint64_t version() const { return version_; }
   Status reload(const std::string& who);  // the live generation's origin, read again by `reread`
+  Result<Source> reload_source() const;   // what reload() loads
   Status rollback(const std::string& who);
   Decision decide(const Input& in);
   // Pure: the same as policy::diff on a snapshot taken now.
@@ -106,8 +124,6 @@ class Slot {
   std::function<Result<Source>(const Source&)> reread;
 
  private:
-  Result<std::unique_ptr<Generation>> prepare(const Source& src);
-  Status replay(Generation& g);
   void emit(const std::string& kind, const std::string& detail);
   void note_failure(const std::string& problem);
 
@@ -119,6 +135,7 @@ class Slot {
   uint64_t counter_ = 0;
   uint64_t floor_decisions_ = 0;
   int consecutive_failures_ = 0;
+  uint64_t version_ = 0;
 };
 
 }  // namespace sal::policy

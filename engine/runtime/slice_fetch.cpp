@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "ckpt/slice_frames.h"
+#include "ckpt/slice_mac.h"
 #include "core/clock.h"
 #include "core/strings.h"
 #include "wire/curve.h"
@@ -29,9 +31,10 @@ struct Answer {
 
 class Fetcher {
  public:
-  Fetcher(zmq::context_t& ctx, const wire::PlanUpdate& p, const ModelShape& shape, std::string key_file, int timeout_ms,
-          const std::function<bool()>& stopped)
-      : ctx_(ctx), p_(p), shape_(shape), key_file_(std::move(key_file)), timeout_ms_(timeout_ms), stopped_(stopped) {}
+  Fetcher(zmq::context_t& ctx, const wire::PlanUpdate& p, const ModelShape& shape, std::string key_file,
+          std::optional<ckpt::SliceMacKey> mac_key, int timeout_ms, const std::function<bool()>& stopped)
+      : ctx_(ctx), p_(p), shape_(shape), key_file_(std::move(key_file)), mac_key_(mac_key), timeout_ms_(timeout_ms),
+        stopped_(stopped) {}
   bool stopped() const { return stopped_ && stopped_(); }
 
   Answer ask(uint32_t node, const std::vector<UnitId>& units) {
@@ -65,7 +68,7 @@ class Fetcher {
 
  private:
   // One message of the answer; true when the answer is over.
-  bool take(const wire::Parts& parts, uint64_t request, Answer& a) {
+  bool take(wire::Parts& parts, uint64_t request, Answer& a) {
     if (parts.size() == 2) {
       auto env = wire::open(parts);
       if (!env) return a.problem = env.error().message(), true;
@@ -76,6 +79,8 @@ class Fetcher {
       if (!done->detail.empty()) a.problem = done->detail;
       return true;
     }
+    if (!mac_key_) return a.problem = "the job's slice key is not known", true;
+    if (auto st = ckpt::unseal(parts, *mac_key_); !st) return a.problem = st.error().message(), true;
     auto d = ckpt::decode_slot(parts, shape_);
     if (!d) return a.problem = d.error().message(), true;
     if (d->head.request != request) return false;
@@ -108,6 +113,7 @@ class Fetcher {
   const wire::PlanUpdate& p_;
   ModelShape shape_;
   std::string key_file_;
+  std::optional<ckpt::SliceMacKey> mac_key_;
   int timeout_ms_;
   const std::function<bool()>& stopped_;
   uint64_t request_ = 0;
@@ -136,7 +142,7 @@ std::string check_unit(const UnitId& id, const Answer& a) {
 }  // namespace
 
 Result<FetchedWindow> fetch_window(zmq::context_t& ctx, const wire::PlanUpdate& p, const std::set<UnitId>& wanted,
-                                   const ModelShape& shape, const std::string& key_file, int timeout_ms,
+                                   const ModelShape& shape, const SliceAccess& access, int timeout_ms,
                                    std::vector<std::string>& notes, const std::function<bool()>& stopped) {
   if (p.restore_window < 0) return fail("the plan names no window to restore from");
   // each unit's holders, in the plan's order, and the next one to ask
@@ -147,7 +153,8 @@ Result<FetchedWindow> fetch_window(zmq::context_t& ctx, const wire::PlanUpdate& 
   std::map<UnitId, std::vector<std::string>> tried;
   std::set<UnitId> open(wanted.begin(), wanted.end());
   FetchedWindow out;
-  Fetcher fetcher(ctx, p, shape, key_file, timeout_ms, stopped);
+  auto mac_key = ckpt::parse_slice_mac_key(access.mac_key);
+  Fetcher fetcher(ctx, p, shape, access.key_file, mac_key ? std::optional(*mac_key) : std::nullopt, timeout_ms, stopped);
   const std::string window = "the window from iteration " + std::to_string(p.restore_window);
   while (!open.empty()) {
     std::map<uint32_t, std::vector<UnitId>> ask;  // node -> units asked of it this round

@@ -26,11 +26,19 @@ struct FetchedWindow {
   uint64_t bytes = 0;
 };
 
-// `wanted`: the units this rank holds under the plan. `key_file`: CURVE towards holders off
-// loopback. `notes` gets the fallbacks on the way, whether the fetch succeeds or not. `stopped`,
-// asked every few ms while an answer is awaited: the fetch gives up at once (the plan was abandoned).
+// How a worker reaches the holders: its CURVE key file (towards holders off loopback) and the
+// job's slice key (hex), whose MAC every slot a holder answers must carry.
+struct SliceAccess {
+  std::string key_file;
+  std::string mac_key;
+};
+
+// `wanted`: the units this rank holds under the plan. `notes` gets the fallbacks on the way,
+// whether the fetch succeeds or not (a slot without the job's MAC is one: the next holder is asked).
+// `stopped`, asked every few ms while an answer is awaited: the fetch gives up at once (the plan
+// was abandoned).
 Result<FetchedWindow> fetch_window(zmq::context_t& ctx, const wire::PlanUpdate& p, const std::set<UnitId>& wanted,
-                                   const ModelShape& shape, const std::string& key_file, int timeout_ms,
+                                   const ModelShape& shape, const SliceAccess& access, int timeout_ms,
                                    std::vector<std::string>& notes, const std::function<bool()>& stopped);
 
 }  // namespace sal::runtime

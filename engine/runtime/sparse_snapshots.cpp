@@ -6,6 +6,7 @@
 
 #include "ckpt/slice_frames.h"
 #include "core/clock.h"
+#include "ckpt/slice_mac.h"
 #include "wire/curve.h"
 
 namespace sal::runtime {
@@ -133,6 +134,13 @@ void SparseSnapshots::put(const ckpt::SparseSlot& slot, const Job& job) {
   head.writer_node = route->node, head.writer_index = route->index, head.plan = route->plan;
   head.schedule = job.schedule;
   wire::Parts frames = ckpt::encode_slot(head, slot);
+  auto key = ckpt::parse_slice_mac_key(route->mac_key);
+  if (!key) {
+    spdlog::warn("a sparse snapshot slot of iteration {} is not put: the job's slice key: {}", slot.step,
+                 key.error().message());
+    return;
+  }
+  ckpt::seal(frames, *key);
   uint64_t missed = 0;
   for (const auto& peer : route->peers) {
     zmq::socket_t* s = socket_for(peer, route->key_file);

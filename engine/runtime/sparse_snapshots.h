@@ -54,6 +54,7 @@ struct SliceRoute {
   uint64_t plan = 0;
   std::vector<wire::SliceNode> peers;
   std::string key_file;  // CURVE towards a peer off loopback (the agent's key pair)
+  std::string mac_key;   // the job's slice key (hex): each slot put carries its MAC
 };
 
 class SparseSnapshots {

@@ -27,6 +27,9 @@ struct TrainSpec {
   // node's key file (the agent's --server-key and --key). Empty: local stores only.
   std::string server_key;
   std::string key_file;
+  // The job's secret for sparse snapshot slices (JobSpec.slice_mac_key, hex; ckpt/slice_mac.h):
+  // the slots this worker puts carry its MAC, and those it fetches must.
+  std::string slice_mac_key;
 };
 
 }  // namespace sal::runtime

@@ -285,7 +285,8 @@ void Trainer::start_snapshots(const wire::PlanUpdate& p) {
   steps_seen_ = p.step;
   pruned_ = false;
   have_grads_ = false;
-  SliceRoute route{p.ranks[size_t(rank_)].node, p.ranks[size_t(rank_)].index, p.number(), {}, spec_.key_file};
+  SliceRoute route{p.ranks[size_t(rank_)].node, p.ranks[size_t(rank_)].index, p.number(), {}, spec_.key_file,
+                   spec_.slice_mac_key};
   if (size_t(rank_) < p.slice_peers.size())
     for (uint32_t node : p.slice_peers[size_t(rank_)].nodes)
       for (const auto& sn : p.slice_nodes)

@@ -129,8 +129,8 @@ std::set<UnitId> Trainer::units_held() const {
 
 // A window that needs frozen operators replays only where the compute can run them.
 Status Trainer::restore_from_peers(const wire::PlanUpdate& p) {
-  auto got = fetch_window(ctx_, p, units_held(), spec_.dims, spec_.key_file, kFetchTimeoutMs, plan_notes_,
-                          [this] { return aborting_.load(); });
+  auto got = fetch_window(ctx_, p, units_held(), spec_.dims, {spec_.key_file, spec_.slice_mac_key}, kFetchTimeoutMs,
+                          plan_notes_, [this] { return aborting_.load(); });
   if (!got) return got.error().with_context("restoring plan " + std::to_string(p.number()) + " from peers");
   model::Params fresh = model::Params::create(spec_.dims, spec_.seed, held_);
   auto replay = ckpt::WindowReplay::begin(std::move(got->slots), fresh);

@@ -55,7 +55,7 @@ std::string scenario_path(const std::string& job_dir, const std::string& path) {
 sim::ScenarioFile read_scenario_arg(const std::string& job_dir, lua_State* L) {
   switch (lua_type(L, 1)) {
     case LUA_TTABLE: {
-      nlohmann::json spec = lua::to_json(L, 1);
+      nlohmann::json spec = value_or_fail(sim::scenario_json(L, 1));
       if (spec.is_array() && spec.empty()) spec = nlohmann::json::object();  // sim.run{}: every default
       return value_or_fail(sim::scenario_file_from_json(std::move(spec), "<repl>", absolute_path(".")));
     }

@@ -14,6 +14,8 @@
 // (a path into the table; `strategies.*.redundancy` sets a field of every strategy).
 #pragma once
 
+#include <lua.hpp>
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -194,6 +196,9 @@ Result<ScenarioFile> load_scenario_file(const std::string& path,
                                         const std::vector<std::pair<std::string, std::string>>& overrides = {});
 // The same from a table already in JSON (the REPL's sim.run{...}).
 Result<ScenarioFile> scenario_file_from_json(nlohmann::json spec, const std::string& source, const std::string& dir);
+// A scenario table read from a Lua state as JSON, raw and counted (lua/convert.h): its values are
+// at most a scenario's limit, and the read polls the budget of the call running in L.
+Result<nlohmann::json> scenario_json(lua_State* L, int idx);
 
 // Sets `value` at `param` (dotted path; `*` over an array); errors name the path.
 Status set_param(nlohmann::json& spec, const std::string& param, const nlohmann::json& value);

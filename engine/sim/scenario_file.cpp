@@ -15,6 +15,8 @@ namespace {
 
 constexpr size_t kScenarioMemoryLimit = 64u << 20;
 constexpr int64_t kScenarioBudgetMs = 5000;
+// Values a scenario table may have: a scenario is a few dozen fields, sweeps and traces included.
+constexpr size_t kScenarioValues = size_t(1) << 20;
 
 Result<std::string> read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -29,13 +31,29 @@ Result<nlohmann::json> eval_lua(const std::string& path) {
   if (!text) return text.error();
   lua::Sandbox sb({.name = "scenario " + path, .memory_limit = kScenarioMemoryLimit});
   if (auto s = sb.load(*text, "@" + path); !s) return fail(path, ": ", s.error().message());
-  if (auto s = sb.call(0, 1, {.deadline_ms = kScenarioBudgetMs, .what = "scenario budget"}); !s)
-    return fail(path, ": ", s.error().message());
-  if (!lua_istable(sb.L(), -1)) return fail(path, ": a scenario must return a table (return { cluster = ..., ... })");
-  nlohmann::json j = lua::to_json(sb.L(), -1);
-  lua_pop(sb.L(), 1);
+  nlohmann::json j;
+  auto s = sb.run(1, 0, {.deadline_ms = kScenarioBudgetMs, .what = "scenario budget"}, [&](lua_State* L) -> Status {
+    lua_call(L, 0, 1);
+    if (!lua_istable(L, -1)) return fail("a scenario must return a table (return { cluster = ..., ... })");
+    auto v = scenario_json(L, -1);
+    if (!v) return v.error();
+    j = std::move(*v);
+    return {};
+  });
+  if (!s) return fail(path, ": ", s.error().message());
   return j;
 }
+
+}  // namespace
+
+Result<nlohmann::json> scenario_json(lua_State* L, int idx) {
+  lua::Meter m(L, {.what = "the scenario", .values = {kScenarioValues, "a scenario's limit"}});
+  auto j = lua::to_json(L, idx, m);
+  if (!j) return j.error();
+  return nlohmann::json(std::move(*j));
+}
+
+namespace {
 
 // A JSON value, or a bare word as a string.
 nlohmann::json parse_value(const std::string& text) {

@@ -65,7 +65,10 @@ struct Welcome {
     (uint32_t, heartbeat_ms, 0),
     (uint32_t, miss_limit, 0),
     (std::string, job, {}, kNameMax),
-    (uint32_t, grace_ms, 0))  // how long the agent rides out a silent controller (mesh.controller_grace_ms)
+    (uint32_t, grace_ms, 0),  // how long the agent rides out a silent controller (mesh.controller_grace_ms)
+    // The public keys (Z85) the mesh admits as nodes — the job's agents, whose workers use their
+    // agent's key: the only clients an agent's slice endpoint admits (empty where the mesh is local).
+    (std::vector<std::string>, node_keys, {}, kListMax))
 };
 
 struct Heartbeat {
@@ -200,7 +203,11 @@ struct JobSpec {
   SAL_WIRE_FIELDS(
     (std::string, label, {}, kNameMax * 4),
     (std::string, dir, {}, kNameMax * 4),
-    (std::string, text, {}, kJobTextMax))
+    (std::string, text, {}, kJobTextMax),
+    // The job's secret for sparse snapshot slices (ckpt/slice_mac.h), hex: workers seal the slots
+    // they put with it, agents check them and seal what they serve. It travels only over the mesh
+    // (CURVE beyond loopback) and the agent's worker endpoint (this host).
+    (std::string, slice_mac_key, {}, kNameMax))
 };
 
 struct RankRef {

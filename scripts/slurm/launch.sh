@@ -19,6 +19,10 @@
 #   SAL_DEVICES          this node's devices (default cpu:1)
 #   SAL_DATA_HOST        this node's data-plane address (default: what this host's name resolves to)
 #   SAL_NODE_NAME        this node's name in job.nodes() (default: the host name)
+#   SAL_PRIVATE_NETWORK  1: the nodes' data-plane addresses are on a network no stranger reaches;
+#                        the controller is started with --set security.private_network=true (the
+#                        Gloo data plane is not authenticated: without it, workers refuse to listen
+#                        beyond loopback). Default 0: say so in the job file instead, or not at all
 #   SALAMANDER           the salamander binary (default: salamander on PATH)
 set -euo pipefail
 
@@ -76,7 +80,10 @@ cmd_controller() {
   local job="$1"
   shift
   set_controller_args
-  exec "$SALAMANDER" controller "$job" --out "$SAL_RUN_DIR" --mesh "$(mesh_endpoint)" "${controller_args[@]}" "$@"
+  local private=()
+  [ "${SAL_PRIVATE_NETWORK:-0}" = 1 ] && private=(--set security.private_network=true)
+  exec "$SALAMANDER" controller "$job" --out "$SAL_RUN_DIR" --mesh "$(mesh_endpoint)" "${controller_args[@]}" \
+    "${private[@]}" "$@"
 }
 
 cmd_resume() {

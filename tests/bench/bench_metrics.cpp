@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 10000;
   MetricsExport m("bench");
   for (int i = 0; i < 20; ++i) m.recovery(0.1 * i), m.policy_decision(policy::Kind::placement, 0.5);
-  auto ep = MetricsEndpoint::start("tcp://127.0.0.1:*", m.registry());
+  auto ep = MetricsEndpoint::start(job::MetricsConfig{.bind = "tcp://127.0.0.1:*"}, m.registry());
   if (!ep) {
     std::fprintf(stderr, "bench_metrics: %s\n", ep.error().message().c_str());
     return 1;

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "kernels/cpu/ops.h"
+#include "ckpt/slice_mac.h"
 #include "mesh/slice_server.h"
 #include "model/data.h"
 #include "model/local_exchange.h"
@@ -63,6 +64,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kWarmup = 2;
+// The slices' keyed MAC (ckpt/slice_mac.h) with a key the writer and its peer processes share.
+const std::string kBenchSliceKey(64, '7');
 
 // `bench_sparse --peer`: a slice endpoint on a libuv loop, as a peer agent holds one, in a process
 // of its own; prints its endpoint and serves until its parent exits.
@@ -77,6 +80,7 @@ int serve_peer() {
     return 1;
   }
   (*s)->set_budget(uint64_t(8) << 30);
+  (*s)->set_mac_key(*ckpt::parse_slice_mac_key(kBenchSliceKey));
   std::printf("%s\n", (*s)->endpoint().c_str());
   std::fflush(stdout);
   uv_run(&loop, UV_RUN_DEFAULT);
@@ -123,7 +127,7 @@ Timing time_steps(zmq::context_t& ctx, const std::vector<wire::SliceNode>& peers
                   int steps, uint32_t window) {
   const Dims& d = p.dims;
   runtime::SparseSnapshots snaps(ctx);
-  if (window > 0) snaps.start(schedule_of(d, window), runtime::SliceRoute{0, 0, 1, peers, ""});
+  if (window > 0) snaps.start(schedule_of(d, window), runtime::SliceRoute{0, 0, 1, peers, "", kBenchSliceKey});
   std::vector<const Unit*> units;
   for (const Unit* u : p.units()) units.push_back(u);
   Timing t;

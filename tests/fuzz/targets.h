@@ -25,6 +25,7 @@ int scenario(const uint8_t* data, size_t size);  // simulator scenarios (as JSON
 int keys(const uint8_t* data, size_t size);      // CURVE key files and allowlists
 int repl(const uint8_t* data, size_t size);      // REPL input: a chunk, run in a session's sandbox
 int pattern(const uint8_t* data, size_t size);   // Lua patterns: the bounded matcher against LuaJIT's
+int proposal(const uint8_t* data, size_t size);  // policy proposals built with metatables, shared and cyclic tables
 
 struct Target {
   const char* name;
@@ -33,6 +34,7 @@ struct Target {
 inline constexpr Target kTargets[] = {
     {"wire", wire},   {"store", store}, {"job", job},           {"drill", drill}, {"trace", trace},     {"plan", plan},
     {"loads", loads}, {"keys", keys},   {"scenario", scenario}, {"repl", repl},   {"pattern", pattern},
+    {"proposal", proposal},
 };
 
 inline std::string text_of(const uint8_t* data, size_t size) {

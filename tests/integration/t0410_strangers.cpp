@@ -1,15 +1,21 @@
 // t0410_strangers.cpp — nothing reachable is unauthenticated. In a network namespace of its own
 // (netns_main.cpp), a secured job listens on a non-loopback address and trains; strangers then
-// knock on every endpoint it has — the mesh, the REPL, the data plane's rendezvous store, and an
-// agent's worker endpoint — without a key, with a key no allowlist names, and with a listed key of
-// the wrong kind. Each is refused (no answer comes back), the refusal is logged once per kind, and
-// the job does not notice: no node joins, none is suspected, no step is aborted, steps go on.
+// knock on every endpoint it has — the mesh, the REPL, the data plane's rendezvous store, an
+// agent's slice endpoint, an agent's worker endpoint and the Prometheus endpoint — without a key,
+// with a key no allowlist names, and with a listed key of the wrong kind (or, over HTTP, without
+// the token and with a wrong one). Each is refused (no answer comes back, or 401), the refusal is
+// logged once per kind, and the job does not notice: no node joins, none is suspected, no step is
+// aborted, steps go on. A job's own node key gets a slice endpoint to answer, but a slot without
+// the job's MAC is still refused; and a worker whose data plane would listen beyond loopback
+// refuses to, unless the job states a private network.
 #include <doctest/doctest.h>
 
+#include <fstream>
 #include <thread>
 
 #include "comm/store_protocol.h"
 #include "support/netns.h"
+#include "support/prom_scrape.h"
 #include "support/run_files.h"
 #include "wire/codec.h"
 
@@ -38,8 +44,16 @@ void check_refused(const std::string& what, const std::string& ep, const Keys& k
 
 }  // namespace
 
+// The token the job's metrics endpoint asks for (metrics.token), and its certificate (metrics.tls:
+// self-signed, for 127.0.0.1 and kNetnsAddress).
+constexpr const char* kMetricsToken = "t0410-metrics-token-of-the-job";
+const std::string kMetricsCert = SAL_SOURCE_DIR "/tests/support/tls/test-cert.pem";
+
 TEST_CASE("t0410-strangers-refused: without an allowed key every endpoint refuses, and the job does not notice") {
   SecureMesh sm(2);
+  std::ofstream(sm.mesh.dir + "/metrics.token") << kMetricsToken << "\n";
+  sm.mesh.opts.extra += std::string(" metrics = { bind = 'tcp://") + kNetnsAddress + ":*', token = '" + sm.mesh.dir +
+                        "/metrics.token', tls = '" + kMetricsCert + "' },";
   sm.start();
   auto admin = sm.session("admin");
   REQUIRE(eventually([&] { return sm.eval_json(*admin, "return job.status().step").get<int64_t>() > 5; }, 30000, 50));
@@ -66,6 +80,38 @@ TEST_CASE("t0410-strangers-refused: without an allowed key every endpoint refuse
   Stranger impostor(local);
   impostor.send(frames_of(wire::encode(wire::WorkerHello{0, "cpu:0", uint32_t(worker)})));
   CHECK_FALSE(impostor.answered(700));
+  // An agent's slice endpoint (other workers' sparse snapshots in its memory): only the job's node
+  // keys get through its ZAP handler; with one, a fetch is answered (the port is alive), and a slot
+  // without the job's MAC is refused all the same.
+  std::string slices = nodes[0]["slices"];
+  REQUIRE(slices.find(kNetnsAddress) != std::string::npos);
+  auto fetch = frames_of(wire::encode(wire::SliceFetch{1, 0, {}}));
+  check_refused("slices", slices, sm.keys, sm.keys.operate, fetch);
+  Stranger insider(slices, sm.keys.node.public_key, &sm.keys.node);
+  insider.send(fetch);
+  CHECK(insider.answered(3000));
+  auto forged = frames_of(wire::encode(wire::SlicePut{}));
+  forged.push_back(std::string(32, 'm'));  // a MAC made without the job's key
+  insider.send(forged);
+  CHECK(eventually([&] {
+    for (auto& a : sm.eval_json(*admin, "return job.checkpoint().agents"))
+      if (a["refused"].get<int64_t>() > 0) return true;
+    return false;
+  }, 5000, 50));
+  // The metrics endpoint, over HTTPS only: 401 without the token or with a wrong one; the numbers
+  // with it; plain HTTP gets no answer.
+  std::string metrics = sm.mesh.controller.wait_for_line("metrics ", 1000);
+  REQUIRE(metrics.rfind(std::string("https://") + kNetnsAddress, 0) == 0);
+  auto no_token = http_get(metrics, 3000, "", kMetricsCert);
+  REQUIRE_FALSE(no_token.ok());
+  CHECK(no_token.error().message().find("401") != std::string::npos);
+  CHECK(http_get(metrics, 3000, "Bearer not-the-token-of-this-job", kMetricsCert).error().message().find("401") !=
+        std::string::npos);
+  CHECK(http_get(metrics, 3000, "Basic ZXZlOmV2ZQ==", kMetricsCert).error().message().find("401") != std::string::npos);
+  CHECK_FALSE(http_get("http://" + metrics.substr(8), 2000, std::string("Bearer ") + kMetricsToken).ok());
+  auto with_token = scrape(metrics, 3000, std::string("Bearer ") + kMetricsToken, kMetricsCert);
+  REQUIRE_MESSAGE(with_token.ok(), with_token.error().message());
+  CHECK(with_token->value("salamander_live_workers").value_or(0) == 2);
   // A stranger with a REPL client: no session.
   repl::Client eve(repl::ClientOptions{sm.mesh.repl_ep, sm.keys.server.public_key, sm.keys.file("stranger"), 700});
   CHECK_FALSE(eve.connect().ok());
@@ -92,4 +138,22 @@ TEST_CASE("t0410-strangers-refused: without an allowed key every endpoint refuse
   CHECK(log.find("not allowed on domain salamander-store") != std::string::npos);
   CHECK(occurrences(log, "on salamander-mesh: key not in allowlist") == 1);
   CHECK(file_text(sm.mesh.dir + "/" + agent_name + ".out").find("which is not that worker") != std::string::npos);
+  CHECK(file_text(sm.mesh.dir + "/" + agent_name + ".out").find("on salamander-slices") != std::string::npos);
+  CHECK(file_text(sm.mesh.dir + "/" + agent_name + ".out").find("MAC") != std::string::npos);
+}
+
+TEST_CASE("t0410-data-plane-refused: without security.private_network no worker listens beyond loopback") {
+  SecureMesh sm(1, 1000000, false);
+  sm.start(false);
+  // The worker refuses the job the controller sends it, saying why, and the job stops there: no
+  // step was ever taken, nothing listened for the data plane beyond loopback.
+  CHECK(sm.mesh.controller.wait(20000) == 1);
+  std::string out = sm.mesh.controller.output();
+  INFO(out);
+  CHECK(out.find("no worker could start") != std::string::npos);
+  CHECK(out.find(std::string("--data-host ") + kNetnsAddress +
+                 " is reachable from other hosts, and the data plane (Gloo's TCP pairs) is not authenticated") !=
+        std::string::npos);
+  CHECK(out.find("security = { private_network = true }") != std::string::npos);
+  CHECK(out.find("0 steps committed") != std::string::npos);
 }

@@ -198,3 +198,79 @@ TEST_CASE("t0702-drill-and-job-file-runaways: a drill or a job file that never e
   CHECK(c.wait(5000) == 1);
   CHECK(c.output().find("job file budget exceeded") != std::string::npos);
 }
+
+namespace {
+
+// One of issue 34's inputs and what it must end with.
+struct IssueInput {
+  const char* what;
+  std::string chunk;
+  const char* error;      // the error it must end with
+  int64_t budget_ms;      // the budget that bounds it
+};
+
+// The controller's memory for the input: resident before, and the peak after.
+struct Memory {
+  int64_t rss_before_kb = 0, peak_after_kb = 0;
+};
+
+void check_issue_input(TestMesh& m, const IssueInput& in, int64_t cap_mb) {
+  std::string what = in.what;
+  CAPTURE(what);
+  Memory mem;
+  mem.rss_before_kb = status_kb(m.controller.pid(), "VmRSS");
+  int64_t step_before = m.status()["step"].get<int64_t>();
+  wire::ReplResult r;
+  double took = 0;
+  Observed o = run_beside_training(m, in.chunk, r, took);
+  mem.peak_after_kb = status_kb(m.controller.pid(), "VmHWM");
+  // The job trains on: its steps advance across the input (measured over the input itself when it
+  // lasts long enough for the other session to sample it, else over the next half second).
+  bool advanced = eventually([&] { return m.status()["step"].get<int64_t>() > step_before + 2; }, 500, 20);
+  double server_ms = double(r.elapsed_us) / 1000;
+  MESSAGE(what << ": ended after " << server_ms << " ms (the controller's count; " << took
+                  << " ms at the client) with: " << r.error.substr(0, 160) << "; steps/s before " << o.rate_before
+                  << ", during " << o.rate_during << "; another session's slowest answer " << o.worst_answer_ms
+                  << " ms; controller RSS " << mem.rss_before_kb / 1024 << " MiB before, peak " << mem.peak_after_kb / 1024
+                  << " MiB after");
+  CHECK_FALSE(r.ok);
+  CHECK(r.error.find(in.error) != std::string::npos);
+  CHECK(server_ms < in.budget_ms + 100);
+  CHECK(took < in.budget_ms + 1000);  // the round trip on a loaded two-core machine
+  CHECK(advanced);
+  if (took > 300) CHECK(o.rate_during >= 0.5 * o.rate_before);
+  CHECK(o.worst_answer_ms < 500);
+  CHECK(mem.peak_after_kb - mem.rss_before_kb < cap_mb * 1024);
+}
+
+}  // namespace
+
+TEST_CASE("t0703-issue-34-inputs: a metatable on a proposal, a long set, a huge shared result end within budget") {
+  TestMesh m(training("policies = { budget_ms = 500 },"));
+  m.start();
+  REQUIRE(eventually([&] { return m.status()["step"].get<int64_t>() > 10; }, 30000, 50));
+  // 1. An allocation policy whose proposal's __index never returns, loaded live: the replay of the
+  //    slot's recent decisions reads the proposal raw and refuses its metatable.
+  check_issue_input(m,
+                    {"policy with a looping __index",
+                     "return policy.load('allocation', [[ return { api = 1, kind = 'allocation', name = 'trap', "
+                     "doc = 'the policy of issue 34', decide = function(ctx) local r = {} "
+                     "for l = 1, ctx.layers do r[l] = {} for e = 1, ctx.experts do r[l][e] = 1 end end "
+                     "return setmetatable({ replicas = r }, { __index = function() while true do end end }) end } ]])",
+                     "a table with a metatable", 500},
+                    64);
+  CHECK(m.eval_json("return (policy.show('allocation').live or {}).name") != "trap");
+  // 2. A set of 2^18 characters tested against each of 2^18 characters: counted as the work it is.
+  check_issue_input(m,
+                    {"a long set", "return (('a'):rep(2^18)):find('['..('b'):rep(2^18)..'a]*$')",
+                     "repl.budget_ms (1000 ms) exceeded", 1000},
+                    64);
+  // 3. 64 references to one 64-entry table nested four deep: 16.7 M values once walked.
+  check_issue_input(m,
+                    {"a shared nesting",
+                     "local t = {} for i = 1, 64 do t[i] = i end "
+                     "for d = 1, 3 do local u = {} for i = 1, 64 do u[i] = t end t = u end return t",
+                     "the REPL's result limit", 1000},
+                    64);
+  check_heartbeats(m);
+}

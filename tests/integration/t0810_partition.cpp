@@ -57,7 +57,8 @@ std::string write_job(const std::string& dir) {
                          "checkpoint_every = 0 },\n"
                       << "  mesh = { nodes = " << kNodes << ", heartbeat_ms = " << kHeartbeatMs
                       << ", miss_limit = " << kMissLimit << " },\n"
-                      << "  policies = { slots = 4 },\n}\n";
+                      << "  policies = { slots = 4 },\n"
+                      << "  security = { private_network = true },  -- the lab's veth pairs: no stranger there\n}\n";
   return path;
 }
 

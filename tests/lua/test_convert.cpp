@@ -1,8 +1,11 @@
-// test_convert.cpp — rendering Lua values for people (Lua text) and programs (JSON).
+// test_convert.cpp — rendering Lua values for people (Lua text) and programs (JSON), and copying
+// plain data between states: every conversion reads raw (no metamethod runs) and is counted by a
+// Meter, which stops it at its value or byte limit, or at the running call's budget, naming which.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "core/clock.h"
 #include "lua/convert.h"
 #include "lua/sandbox.h"
 
@@ -11,13 +14,38 @@ using namespace sal::lua;
 
 namespace {
 
-std::string eval_render(Sandbox& sb, const std::string& expr, bool json) {
+// Evaluates `expr` and converts its value inside the same budgeted call (as the REPL does).
+Result<std::string> convert(Sandbox& sb, const std::string& expr, bool json, MeterLimits limits = {},
+                            int64_t budget_ms = 500) {
   REQUIRE(sb.load("return " + expr, "=t").ok());
-  REQUIRE(sb.call(0, 1, {.deadline_ms = 500}).ok());
-  std::string out = json ? to_json(sb.L(), -1).dump() : render(sb.L(), -1);
-  lua_pop(sb.L(), 1);
+  std::string out;
+  auto s = sb.run(1, 0, {.deadline_ms = budget_ms, .what = "test budget"}, [&](lua_State* L) -> Status {
+    lua_call(L, 0, 1);
+    Meter m(L, limits);
+    if (json) {
+      auto j = to_json(L, -1, m);
+      if (!j) return j.error();
+      out = j->dump();
+    } else {
+      auto t = render(L, -1, m);
+      if (!t) return t.error();
+      out = *t;
+    }
+    return {};
+  });
+  if (!s) return s.error();
   return out;
 }
+
+std::string eval_render(Sandbox& sb, const std::string& expr, bool json) {
+  auto r = convert(sb, expr, json);
+  REQUIRE_MESSAGE(r.ok(), r.error().message());
+  return *r;
+}
+
+// 64 references to one 64-entry table, nested four deep: 16.7 M values once walked, 33 KB in Lua.
+const char* kShared = "(function() local t = {} for i = 1, 64 do t[i] = i end "
+                      "for d = 1, 3 do local u = {} for i = 1, 64 do u[i] = t end t = u end return t end)()";
 
 }  // namespace
 
@@ -31,11 +59,8 @@ TEST_CASE("Lua text: sorted keys, arrays, quoting, integers") {
 
 TEST_CASE("cycles and depth are bounded") {
   Sandbox sb({.name = "t"});
-  REQUIRE(sb.load("local t = {} t.self = t return t", "=t").ok());
-  REQUIRE(sb.call(0, 1, {.deadline_ms = 500}).ok());
-  CHECK(render(sb.L(), -1) == "{ self = <cycle> }");
-  CHECK(to_json(sb.L(), -1).dump() == "{\"self\":\"<cycle>\"}");
-  lua_pop(sb.L(), 1);
+  CHECK(eval_render(sb, "(function() local t = {} t.self = t return t end)()", false) == "{ self = <cycle> }");
+  CHECK(eval_render(sb, "(function() local t = {} t.self = t return t end)()", true) == "{\"self\":\"<cycle>\"}");
 }
 
 TEST_CASE("JSON: arrays, objects, NaN, functions") {
@@ -49,6 +74,103 @@ TEST_CASE("push_json round-trips through Lua") {
   Sandbox sb({.name = "t"});
   auto j = nlohmann::ordered_json::parse(R"({"a":[1,2,3],"b":{"c":"d"},"e":null,"f":true})");
   push_json(sb.L(), j);
-  CHECK(to_json(sb.L(), -1).dump() == R"({"a":[1,2,3],"b":{"c":"d"},"f":true})");
+  lua_setglobal(sb.L(), "J");
+  CHECK(eval_render(sb, "J", true) == R"({"a":[1,2,3],"b":{"c":"d"},"f":true})");
+}
+
+TEST_CASE("conversions read raw: metamethods never run, and a raising __index is no error") {
+  Sandbox sb({.name = "t"});
+  const std::string trap = "setmetatable({ a = 1 }, { __index = function() while true do end end, "
+                           "__pairs = function() error('pairs') end, __len = function() error('len') end, "
+                           "__tostring = function() while true do end end })";
+  CHECK(eval_render(sb, trap, false) == "{ a = 1 }");
+  CHECK(eval_render(sb, trap, true) == "{\"a\":1}");
+  CHECK(eval_render(sb, "{ setmetatable({}, { __index = function() error('boom') end }) }", false) == "{ {} }");
+}
+
+TEST_CASE("a shared nesting of 16.7 M values stops at the value limit, naming it, in milliseconds") {
+  Sandbox sb({.name = "t"});
+  MeterLimits limits{.what = "the result", .values = {100000, "the test's value limit"}};
+  for (bool json : {false, true}) {
+    int64_t t0 = mono_ns();
+    auto r = convert(sb, kShared, json, limits);
+    double ms = double(mono_ns() - t0) / 1e6;
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message() == "the result: more than 100000 values (the test's value limit)");
+    CHECK(ms < 400);
+  }
+}
+
+TEST_CASE("text past the byte limit stops the conversion, before the string is copied") {
+  Sandbox sb({.name = "t"});
+  MeterLimits limits{.what = "the result", .bytes = {1000, "the test's byte limit"}};
+  auto r = convert(sb, "('x'):rep(2e7)", false, limits);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message() == "the result: more than 1000 bytes (the test's byte limit)");
+  CHECK_FALSE(convert(sb, "{('x'):rep(600), ('y'):rep(600)}", true, limits).ok());
+  CHECK(convert(sb, "{('x'):rep(100)}", true, limits).ok());
+}
+
+TEST_CASE("a conversion stops at the running call's budget, with its error") {
+  Sandbox sb({.name = "t"});
+  // No value limit to speak of: the budget stops the walk of 16.7 M values.
+  MeterLimits limits{.what = "the result", .values = {size_t(1) << 40, "none"}, .bytes = {size_t(1) << 40, "none"}};
+  int64_t t0 = mono_ns();
+  auto r = convert(sb, kShared, false, limits, 200);
+  double ms = double(mono_ns() - t0) / 1e6;
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message().find("test budget exceeded") != std::string::npos);
+  CHECK(r.error().message().find("while converting the result") != std::string::npos);
+  CHECK(ms < 200 + 100);
+}
+
+TEST_CASE("a quote for a log line is short whatever the value") {
+  Sandbox sb({.name = "t"});
+  REQUIRE(sb.load("return " + std::string(kShared), "=t").ok());
+  REQUIRE(sb.call(0, 1, {.deadline_ms = 500}).ok());
+  int64_t t0 = mono_ns();
+  std::string q = render_quote(sb.L(), -1, 200);
+  CHECK(double(mono_ns() - t0) / 1e6 < 50);
+  CHECK(q.size() <= 200 + 4);
   lua_pop(sb.L(), 1);
+}
+
+TEST_CASE("copying plain data counts its values, refuses functions and cycles, and caps the target") {
+  Sandbox from({.name = "from"}), to({.name = "to", .memory_limit = 4u << 20});
+  REQUIRE(from.load("return {a = {1, 2, 3}, b = 'x'}", "=t").ok());
+  REQUIRE(from.call(0, 1, {.deadline_ms = 500}).ok());
+  auto copy = [&](MeterLimits limits) {
+    return to.run(0, 1, {.deadline_ms = 500}, [&](lua_State* L) -> Status {
+      Meter m(L, limits);
+      return copy_value(from.L(), lua_gettop(from.L()), L, m);
+    });
+  };
+  REQUIRE(copy({}).ok());
+  CHECK(lua_istable(to.L(), -1));
+  lua_settop(to.L(), 0);
+  auto few = copy({.what = "the state", .values = {3, "three"}});
+  REQUIRE_FALSE(few.ok());
+  CHECK(few.error().message() == "the state: more than 3 values (three)");
+  lua_settop(from.L(), 0);
+  // A state larger than the target's cap: a clean memory error in the target, not a crash.
+  REQUIRE(from.load("local t = {} for i = 1, 4e5 do t[i] = 'v' .. i end return t", "=t").ok());
+  REQUIRE(from.call(0, 1, {.deadline_ms = 2000}).ok());
+  auto big = copy({});
+  REQUIRE_FALSE(big.ok());
+  CHECK(big.error().message().find("memory limit of 4 MiB exceeded") != std::string::npos);
+  CHECK(lua_gettop(to.L()) == 0);
+}
+
+TEST_CASE("userdata, threads and functions are named by their type, their metatables never consulted") {
+  Sandbox sb({.name = "t"});
+  lua_State* L = sb.L();
+  lua_newuserdata(L, 16);
+  // (no __gc: sandboxed code cannot make a userdata, and a host that did would run its __gc at close)
+  REQUIRE(sb.load("return { __index = function() while true do end end, __tostring = function() while true do end end }",
+                  "=t").ok());
+  REQUIRE(sb.call(0, 1, {.deadline_ms = 500}).ok());
+  lua_setmetatable(L, -2);
+  lua_setglobal(L, "U");
+  CHECK(eval_render(sb, "{ U, print, coroutine.create(print) }", false) == "{ <userdata>, <function>, <thread> }");
+  CHECK(eval_render(sb, "{ u = U }", true) == "{\"u\":\"<userdata>\"}");
 }

@@ -87,3 +87,17 @@ TEST_CASE("completion finds modules, functions and session globals") {
   CHECK(reg.complete("job.k", Role::operate, {}) == std::vector<std::string>{"job.kill("});
   CHECK(reg.complete("myv", Role::observe, {"myvar", "other"}) == std::vector<std::string>{"myvar"});
 }
+
+TEST_CASE("completion stays small whatever the session holds or the line is") {
+  auto reg = make_registry();
+  Sandbox sb({.name = "t"});
+  REQUIRE(sb.load("for i = 1, 1e5 do _G['v' .. i] = i end _G[('w'):rep(1000)] = 1", "=t").ok());
+  REQUIRE(sb.call(0, 0, {.deadline_ms = 2000}).ok());
+  auto names = sb.global_names("v1", ApiRegistry::kMaxCompletions);
+  CHECK(names.size() == ApiRegistry::kMaxCompletions);
+  CHECK(sb.global_names("ww").empty());  // a name no one types is not offered
+  auto all = reg.complete("", Role::observe, sb.global_names("", ApiRegistry::kMaxCompletions));
+  CHECK(all.size() <= ApiRegistry::kMaxCompletions);
+  CHECK(reg.complete(std::string(ApiRegistry::kMaxCompletionLine + 1, 'x') + " jo", Role::observe, {}).empty());
+  CHECK(ApiRegistry::completion_word("x = job.st") == "job.st");
+}

@@ -99,3 +99,67 @@ TEST_CASE("print goes to the sink, and read-only tables refuse writes") {
   CHECK_FALSE(run(sb, "setmetatable(api, nil)").ok());
   CHECK(run(sb, "assert(getmetatable(api) == 'api')").ok());
 }
+
+TEST_CASE("host work runs inside the budget: its Lua errors, the hook and the memory cap are caught") {
+  Sandbox sb({.name = "t", .memory_limit = 8u << 20});
+  // The work's arguments are the values on top; what it leaves comes back.
+  lua_pushinteger(sb.L(), 20);
+  lua_pushinteger(sb.L(), 22);
+  REQUIRE(sb.run(2, 1, {.deadline_ms = 200}, [](lua_State* L) -> Status {
+              lua_pushinteger(L, lua_tointeger(L, 1) + lua_tointeger(L, 2));
+              return {};
+            }).ok());
+  CHECK(lua_tointeger(sb.L(), -1) == 42);
+  lua_settop(sb.L(), 0);
+  // A Lua function it calls that never ends is stopped by the hook, with the budget's error.
+  REQUIRE(run(sb, "function spin() while true do end end").ok());
+  int64_t t0 = mono_ns();
+  auto spun = sb.run(0, 0, {.deadline_ms = 150, .what = "work budget"}, [](lua_State* L) -> Status {
+    lua_getglobal(L, "spin");
+    lua_call(L, 0, 0);
+    return {};
+  });
+  REQUIRE_FALSE(spun.ok());
+  CHECK(spun.error().message().find("work budget exceeded") != std::string::npos);
+  CHECK(double(mono_ns() - t0) / 1e6 < 150 + 100);
+  // A work error comes back as it is, and the stack is as it was.
+  auto failed = sb.run(0, 1, {.deadline_ms = 200}, [](lua_State*) -> Status { return fail("no such thing"); });
+  CHECK(failed.error().message() == "no such thing");
+  CHECK(lua_gettop(sb.L()) == 0);
+  // Pushing past the memory cap is a clean error.
+  auto hoard = sb.run(0, 0, {.deadline_ms = 2000}, [](lua_State* L) -> Status {
+    for (int i = 0; i < 1 << 20; ++i) lua_pushstring(L, std::to_string(i).append(100, 'x').c_str()), lua_rawseti(L, LUA_GLOBALSINDEX, i + 1000);
+    return {};
+  });
+  REQUIRE_FALSE(hoard.ok());
+  CHECK(hoard.error().message().find("memory limit of 8 MiB exceeded") != std::string::npos);
+}
+
+TEST_CASE("a state filled to its cap leaves the host's next call working") {
+  Sandbox sb({.name = "t", .memory_limit = 4u << 20});
+  // Fill the state to the last byte and keep it full, from inside pcall.
+  CHECK(run(sb, "KEEP = {} pcall(function() while true do KEEP[#KEEP + 1] = {} end end)", 2000).ok());
+  for (int i = 0; i < 3; ++i) {
+    auto s = run(sb, "return #KEEP");
+    if (!s) CHECK(s.error().message().find("memory limit") != std::string::npos);
+  }
+  CHECK(run(sb, "KEEP = nil").ok());
+  CHECK(run(sb, "local t = {} for i = 1, 1000 do t[i] = i end").ok());
+}
+
+TEST_CASE("an error of megabytes is cut, and unknown globals stay cheap among many") {
+  Sandbox sb({.name = "t"});
+  auto big = run(sb, "error(('x'):rep(1e7))");
+  REQUIRE_FALSE(big.ok());
+  CHECK(big.error().message().size() < 9000);
+  CHECK(big.error().message().find("an error message of") != std::string::npos);
+  REQUIRE(run(sb, "for i = 1, 3e5 do _G['g' .. i] = i end", 5000).ok());
+  int64_t t0 = mono_ns();
+  auto s = run(sb, "for i = 1, 100 do pcall(function() return g00001 end) end return g00001x");
+  CHECK(double(mono_ns() - t0) / 1e6 < 400);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message().find("unknown global 'g00001x'") != std::string::npos);
+  auto longname = run(sb, "return _G[('y'):rep(1e6)] + 1");
+  REQUIRE_FALSE(longname.ok());
+  CHECK(longname.error().message().size() < 9000);
+}

@@ -154,7 +154,7 @@ TEST_CASE("the bounded string functions answer as LuaJIT's on generated patterns
   State ours(true), theirs(false);
   const std::vector<std::string> atoms = {"a", "b", ".", "%a", "%d", "%s", "[ab]", "[^a]", "[a-c]", "*", "+", "-",
                                           "?", "(", ")", "()", "%1", "%2", "%b()", "%f[a]", "%f[%s]", "^", "$", "%",
-                                          "[", "]", "%%", "%.", "x"};
+                                          "[", "]", "%%", "%.", "x", "[%a%d_.]", "[^%s%)b]", "[]a-]", "%f[^%w]"};
   const std::string letters = "aab b1(.)%x";
   std::mt19937 rng(16);
   for (int i = 0; i < 4000; ++i) {
@@ -197,6 +197,13 @@ TEST_CASE("runaway C calls stop at the budget with its error, and the state stay
   check_stopped(sb, "for w in string.gmatch(('a'):rep(40), ('a?'):rep(40)..('a'):rep(40)) do end");
   // Back-references and %b over a long subject: quadratic.
   check_stopped(sb, "local s = ('ab'):rep(2e5) string.find(s, '(.-)%1b$')");
+  // Long sets: each character tested against a set of 2^18 is 2^18 steps of work, counted as such
+  // (issue 34: a set was scanned whole before one step was counted).
+  check_stopped(sb, "local s = ('a'):rep(2^18) s:find('['..('b'):rep(2^18)..'a]*$')");
+  check_stopped(sb, "local s = ('a'):rep(2^18) s:find('['..('b'):rep(2^18)..'a]-$')");
+  check_stopped(sb, "local s = ('a'):rep(2^18) s:gsub('['..('b'):rep(2^18)..'a]', 'x')");
+  check_stopped(sb, "local s = ('a'):rep(2^18) s:find('%f['..('b'):rep(2^18)..']x')");
+  check_stopped(sb, "local s = ('a'):rep(2^18) for w in s:gmatch('[^'..('b'):rep(2^18)..']') do end");
   // Sorting a long table in C, without a comparator and with a C one.
   REQUIRE(run_budgeted(sb, "T = {} for i = 1, 3e6 do T[i] = (i * 7919) % 3e6 end", 10000).ok());
   check_stopped(sb, "table.sort(T) table.sort(T) table.sort(T)");

@@ -4,6 +4,10 @@
 // with the reason.
 #include <doctest/doctest.h>
 
+#include <stdlib.h>
+
+#include <fstream>
+
 #include <prometheus/text_serializer.h>
 
 #include <cmath>
@@ -159,10 +163,23 @@ TEST_CASE("recoveries, decisions, snapshots and events are counted where they ha
   CHECK_FALSE(t.value("salamander_events_total", {{"kind", "plan"}}).has_value());  // none yet: no series
 }
 
+namespace {
+
+// A file holding `text` (a token or a users list), in a fresh temporary directory.
+std::string write_token_file(const std::string& text) {
+  static int n = 0;
+  char dir[] = "/tmp/sal-metrics-auth-XXXXXX";
+  std::string path = std::string(mkdtemp(dir)) + "/credentials-" + std::to_string(++n);
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
 TEST_CASE("the endpoint serves the registry over HTTP on the port it bound") {
   MetricsExport m("quick");
   m.update(training_state());
-  auto ep = MetricsEndpoint::start("tcp://127.0.0.1:*", m.registry());
+  auto ep = MetricsEndpoint::start(job::MetricsConfig{.bind = "tcp://127.0.0.1:*"}, m.registry());
   REQUIRE_MESSAGE(ep.ok(), ep.error().message());
   CHECK((*ep)->local());
   CHECK((*ep)->url().rfind("http://127.0.0.1:", 0) == 0);
@@ -182,10 +199,68 @@ TEST_CASE("a port already taken is refused saying so, and so is a host that is n
   sal::test::LoopbackListener taken;
   std::string port = std::to_string(taken.port());
   MetricsExport m("quick");
-  auto ep = MetricsEndpoint::start("tcp://127.0.0.1:" + port, m.registry());
+  auto ep = MetricsEndpoint::start(job::MetricsConfig{.bind = "tcp://127.0.0.1:" + port}, m.registry());
   REQUIRE_FALSE(ep.ok());
   CHECK(ep.error().message() == "cannot listen on 127.0.0.1:" + port + ": Address already in use");
-  auto away = MetricsEndpoint::start("tcp://192.0.2.1:9464", m.registry());  // TEST-NET-1: no host has it
+  // TEST-NET-1: no host has it (with a token: beyond loopback the endpoint needs one)
+  std::string token = write_token_file("0123456789abcdef0123");
+  auto away = MetricsEndpoint::start(job::MetricsConfig{.bind = "tcp://192.0.2.1:9464", .token = token}, m.registry());
   REQUIRE_FALSE(away.ok());
   CHECK(away.error().message().find("cannot listen on 192.0.2.1:9464: ") == 0);
+}
+
+TEST_CASE("beyond loopback the endpoint needs a token or users, and then answers only their holders") {
+  MetricsExport m("quick");
+  m.update(training_state());
+  auto open = MetricsEndpoint::start(job::MetricsConfig{.bind = "tcp://*:*"}, m.registry());
+  REQUIRE_FALSE(open.ok());
+  CHECK(open.error().message().find("is reachable from other hosts: refusing to serve the job's numbers") !=
+        std::string::npos);
+  std::string token = write_token_file("0123456789abcdef0123");
+  std::string users = write_token_file("# scrapers\nprom s3cret-pass\n");
+  auto ep = MetricsEndpoint::start(job::MetricsConfig{.bind = "tcp://127.0.0.1:*", .token = token, .users = users},
+                                   m.registry());
+  REQUIRE_MESSAGE(ep.ok(), ep.error().message());
+  const std::string url = (*ep)->url();
+  auto none = sal::test::http_get(url);
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().message().find("401") != std::string::npos);
+  CHECK_FALSE(sal::test::http_get(url, 5000, "Bearer 0123456789abcdef0124").ok());
+  CHECK_FALSE(sal::test::http_get(url, 5000, "Basic cHJvbTp3cm9uZw==").ok());  // prom:wrong
+  auto bearer = sal::test::scrape(url, 5000, "Bearer 0123456789abcdef0123");
+  REQUIRE_MESSAGE(bearer.ok(), bearer.error().message());
+  CHECK(bearer->value("salamander_step", kJob) == 120);
+  CHECK(sal::test::scrape(url, 5000, "Basic cHJvbTpzM2NyZXQtcGFzcw==").ok());  // prom:s3cret-pass
+  // A token too short to be a secret is refused at start.
+  auto weak = MetricsEndpoint::start(job::MetricsConfig{.bind = "tcp://127.0.0.1:*", .token = write_token_file("abc")},
+                                     m.registry());
+  REQUIRE_FALSE(weak.ok());
+  CHECK(weak.error().message().find("a token of at least 16 characters") != std::string::npos);
+}
+
+TEST_CASE("with metrics.tls the endpoint serves HTTPS only, with its certificate, behind the same credentials") {
+  const std::string cert = SAL_SOURCE_DIR "/tests/support/tls/test-cert.pem";
+  MetricsExport m("quick");
+  m.update(training_state());
+  std::string token = write_token_file("0123456789abcdef0123");
+  auto ep = MetricsEndpoint::start(job::MetricsConfig{.bind = "tcp://127.0.0.1:*", .token = token, .tls = cert},
+                                   m.registry());
+  REQUIRE_MESSAGE(ep.ok(), ep.error().message());
+  const std::string url = (*ep)->url();
+  REQUIRE(url.rfind("https://127.0.0.1:", 0) == 0);
+  auto t = sal::test::scrape(url, 5000, "Bearer 0123456789abcdef0123", cert);
+  REQUIRE_MESSAGE(t.ok(), t.error().message());
+  CHECK(t->value("salamander_step", kJob) == 120);
+  auto no_token = sal::test::http_get(url, 5000, "", cert);
+  REQUIRE_FALSE(no_token.ok());
+  CHECK(no_token.error().message().find("401") != std::string::npos);
+  // Plain HTTP to the TLS port gets no HTTP answer.
+  std::string plain = "http://" + url.substr(8);
+  CHECK_FALSE(sal::test::http_get(plain, 2000, "Bearer 0123456789abcdef0123").ok());
+  // A file without a certificate is refused at start, saying so.
+  auto bad = MetricsEndpoint::start(job::MetricsConfig{.bind = "tcp://127.0.0.1:*", .token = token, .tls = token},
+                                    m.registry());
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message().find("metrics.tls") != std::string::npos);
+  CHECK(bad.error().message().find("no certificate") != std::string::npos);
 }

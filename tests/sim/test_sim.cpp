@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "policy/algo/recovery.h"
@@ -418,4 +419,27 @@ TEST_CASE("checkpoint models: MoEtion loses at most 2 W steps a restore, the ora
   CHECK(often < rarely);
   CHECK(double(rarely) / double(often) > 5);   // √100 = 10, less the save time's share
   CHECK(double(rarely) / double(often) < 12);
+}
+
+TEST_CASE("scenario files run in a sandbox and read raw, and one too large to read stops at its limit") {
+  auto shipped = load_scenario_file(std::string(SAL_SOURCE_DIR) + "/scripts/experiments/lazarus_jct.lua");
+  REQUIRE_MESSAGE(shipped.ok(), shipped.error().message());
+  CHECK(shipped->spec.is_object());
+  char dir[] = "/tmp/sal-scenario-XXXXXX";
+  std::string path = std::string(mkdtemp(dir)) + "/s.lua";
+  auto write = [&](const std::string& text) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  };
+  // A metatable on the scenario is not consulted: its __index never runs.
+  write("return setmetatable({ cluster = { nodes = 4 } }, { __index = function() while true do end end })");
+  auto raw = load_scenario_file(path);
+  if (raw) CHECK((*raw).spec["cluster"]["nodes"] == 4);
+  // 64 references to one 64-entry table, four deep: 16.7 M values, stopped at the scenario's limit.
+  write("local t = {} for i = 1, 64 do t[i] = i end for d = 1, 3 do local u = {} for i = 1, 64 do u[i] = t end t = u end "
+        "return { cluster = t }");
+  auto big = load_scenario_file(path);
+  REQUIRE_FALSE(big.ok());
+  CHECK(big.error().message().find("the scenario: more than 1048576 values (a scenario's limit)") != std::string::npos);
 }

@@ -33,17 +33,18 @@ Keys make_keys(const std::string& dir) {
   return k;
 }
 
-SecureMesh::SecureMesh(int agents, int64_t steps) {
+SecureMesh::SecureMesh(int agents, int64_t steps, bool private_network) {
   std::string ep = "tcp://" + std::string(kNetnsAddress) + ":*";
   mesh.opts.agents = agents;
   mesh.opts.steps = steps;
   mesh.opts.mesh_bind = ep;
   mesh.opts.repl_bind = ep;
   keys = make_keys(mesh.dir);
-  mesh.opts.extra = "security = { server_key = '" + keys.file("server") + "', allow = '" + mesh.dir + "/allow' },";
+  mesh.opts.extra = "security = { server_key = '" + keys.file("server") + "', allow = '" + mesh.dir +
+                    "/allow', private_network = " + (private_network ? "true" : "false") + " },";
 }
 
-void SecureMesh::start() {
+void SecureMesh::start(bool wait_ready) {
   mesh.start_job();
   mesh.controller = spawn({bin(), "controller", mesh.dir + "/job.lua", "--out", mesh.dir, "--log-level", "debug"},
                           mesh.dir + "/controller.out");
@@ -57,6 +58,7 @@ void SecureMesh::start() {
                                  kNetnsAddress},
                                 mesh.dir + "/" + name + ".out"));
   }
+  if (!wait_ready) return;
   auto admin = session("admin");
   bool ready = eventually([&] {
     auto s = eval_json(*admin, "return job.status()");

@@ -28,12 +28,14 @@ struct Keys {
 Keys make_keys(const std::string& dir);
 
 // A mesh whose controller binds the mesh, the REPL (and so the rendezvous store) on kNetnsAddress
-// with CURVE, and whose agents connect with the node key. Sessions of each role connect through
-// session().
+// with CURVE, and whose agents connect with the node key and put their workers' data plane there
+// too (the job states a private network unless `private_network` is false). Sessions of each role
+// connect through session().
 class SecureMesh {
  public:
-  explicit SecureMesh(int agents, int64_t steps = 1000000);
-  void start();
+  explicit SecureMesh(int agents, int64_t steps = 1000000, bool private_network = true);
+  // Starts the controller and the agents; with `wait_ready`, waits until every worker is ready.
+  void start(bool wait_ready = true);
   std::unique_ptr<repl::Client> session(const std::string& role);  // "observe", "operate", "admin"; connected
   nlohmann::json eval_json(repl::Client& c, const std::string& chunk);
 

@@ -122,6 +122,14 @@ bool pid_alive(pid_t pid) {
   return close != std::string::npos && close + 2 < content.size() && content[close + 2] != 'Z';
 }
 
+int64_t status_kb(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1));
+  return -1;
+}
+
 std::string command_line_value(pid_t pid, const std::string& option) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
   std::string cmd((std::istreambuf_iterator<char>(in)), {});

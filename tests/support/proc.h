@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -42,6 +43,9 @@ Proc spawn(const std::vector<std::string>& args, const std::string& log);
 std::string temp_dir(const std::string& tag);
 // True if pid exists and is not a zombie.
 bool pid_alive(pid_t pid);
+// A "kB" line of /proc/PID/status — "VmRSS" (resident now), "VmHWM" (the peak resident so far) —
+// in KiB; -1 if the process or the line is not there.
+int64_t status_kb(pid_t pid, const std::string& field);
 // The value that follows `option` on a running process's command line ("" if none): how a test
 // finds, say, the ipc endpoint an agent gave its worker (--agent).
 std::string command_line_value(pid_t pid, const std::string& option);

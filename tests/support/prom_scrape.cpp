@@ -3,6 +3,8 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -149,23 +152,41 @@ Result<PromText> parse_prom_text(const std::string& text) {
   return out;
 }
 
-Result<std::string> http_get(const std::string& url, int timeout_ms) {
-  const std::string scheme = "http://";
-  if (url.rfind(scheme, 0) != 0) return fail(url, ": not an http:// URL");
-  std::string rest = url.substr(scheme.size());
-  std::string hostport = rest.substr(0, rest.find('/'));
-  std::string path = rest.find('/') == std::string::npos ? "/" : rest.substr(rest.find('/'));
-  auto colon = hostport.rfind(':');
+namespace {
+
+struct Target {
+  bool tls = false;
+  std::string host, port, hostport, path;
+};
+
+Result<Target> parse_url(const std::string& url) {
+  Target t;
+  std::string rest;
+  if (url.rfind("http://", 0) == 0) {
+    rest = url.substr(7);
+  } else if (url.rfind("https://", 0) == 0) {
+    t.tls = true;
+    rest = url.substr(8);
+  } else {
+    return fail(url, ": not an http:// or https:// URL");
+  }
+  t.hostport = rest.substr(0, rest.find('/'));
+  t.path = rest.find('/') == std::string::npos ? "/" : rest.substr(rest.find('/'));
+  auto colon = t.hostport.rfind(':');
   if (colon == std::string::npos) return fail(url, ": no port");
-  std::string host = hostport.substr(0, colon), port = hostport.substr(colon + 1);
+  t.host = t.hostport.substr(0, colon), t.port = t.hostport.substr(colon + 1);
+  return t;
+}
+
+Result<int> connect_to(const Target& t, int timeout_ms) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* ai = nullptr;
-  if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &ai); rc != 0) return fail(url, ": ", gai_strerror(rc));
+  if (int rc = getaddrinfo(t.host.c_str(), t.port.c_str(), &hints, &ai); rc != 0) return fail(gai_strerror(rc));
   int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
   if (fd < 0) {
     freeaddrinfo(ai);
-    return fail(url, ": socket: ", std::strerror(errno));
+    return fail("socket: ", std::strerror(errno));
   }
   timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -175,31 +196,72 @@ Result<std::string> http_get(const std::string& url, int timeout_ms) {
   if (rc != 0) {
     int e = errno;
     close(fd);
-    return fail(url, ": connect: ", std::strerror(e));
+    return fail("connect: ", std::strerror(e));
   }
-  std::string request = "GET " + path + " HTTP/1.1\r\nHost: " + hostport + "\r\nConnection: close\r\n\r\n";
-  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) != ssize_t(request.size())) {
-    close(fd);
-    return fail(url, ": send failed");
-  }
+  return fd;
+}
+
+// The body of a 200 answer, else why not.
+Result<std::string> body_of(const std::string& response) {
+  auto end_of_head = response.find("\r\n\r\n");
+  if (end_of_head == std::string::npos) return fail("no HTTP answer (", response.size(), " bytes)");
+  std::string status = response.substr(0, response.find("\r\n"));
+  if (status.find(" 200 ") == std::string::npos) return fail(status);
+  std::string head = response.substr(0, end_of_head);
+  if (head.find("Transfer-Encoding: chunked") != std::string::npos) return fail("chunked answers are not read here");
+  return response.substr(end_of_head + 4);
+}
+
+// Sends `request` and reads until the server closes, in plain text.
+Result<std::string> exchange_plain(int fd, const std::string& request) {
+  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) != ssize_t(request.size())) return fail("send failed");
   std::string response;
   char buf[16384];
   ssize_t got;
   while ((got = recv(fd, buf, sizeof buf, 0)) > 0) response.append(buf, size_t(got));
-  int e = errno;
-  close(fd);
-  if (got < 0) return fail(url, ": receive: ", std::strerror(e));
-  auto end_of_head = response.find("\r\n\r\n");
-  if (end_of_head == std::string::npos) return fail(url, ": no HTTP answer (", response.size(), " bytes)");
-  std::string status = response.substr(0, response.find("\r\n"));
-  if (status.find(" 200 ") == std::string::npos) return fail(url, ": ", status);
-  std::string head = response.substr(0, end_of_head);
-  if (head.find("Transfer-Encoding: chunked") != std::string::npos) return fail(url, ": chunked answers are not read here");
-  return response.substr(end_of_head + 4);
+  if (got < 0) return fail("receive: ", std::strerror(errno));
+  return response;
 }
 
-Result<PromText> scrape(const std::string& url, int timeout_ms) {
-  auto body = http_get(url, timeout_ms);
+// The same over TLS, the server's certificate checked against `ca_file` (its own, self-signed).
+Result<std::string> exchange_tls(int fd, const std::string& request, const Target& t, const std::string& ca_file) {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_client_method()), &SSL_CTX_free);
+  if (!ctx || SSL_CTX_load_verify_locations(ctx.get(), ca_file.c_str(), nullptr) != 1)
+    return fail("cannot use ", ca_file, " to check the server");
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl(SSL_new(ctx.get()), &SSL_free);
+  SSL_set_fd(ssl.get(), fd);
+  SSL_set1_host(ssl.get(), t.host.c_str());
+  if (SSL_connect(ssl.get()) != 1) return fail("TLS handshake failed (", ERR_get_error(), ")");
+  if (SSL_write(ssl.get(), request.data(), int(request.size())) != int(request.size())) return fail("send failed");
+  std::string response;
+  char buf[16384];
+  int got;
+  while ((got = SSL_read(ssl.get(), buf, sizeof buf)) > 0) response.append(buf, size_t(got));
+  return response;
+}
+
+}  // namespace
+
+Result<std::string> http_get(const std::string& url, int timeout_ms, const std::string& authorization,
+                             const std::string& ca_file) {
+  auto t = parse_url(url);
+  if (!t) return t.error();
+  auto fd = connect_to(*t, timeout_ms);
+  if (!fd) return fd.error().with_context(url);
+  std::string request = "GET " + t->path + " HTTP/1.1\r\nHost: " + t->hostport + "\r\nConnection: close\r\n" +
+                        (authorization.empty() ? "" : "Authorization: " + authorization + "\r\n") + "\r\n";
+  auto response = t->tls ? exchange_tls(*fd, request, *t, ca_file) : exchange_plain(*fd, request);
+  close(*fd);
+  if (!response) return response.error().with_context(url);
+  auto body = body_of(*response);
+  if (!body) return body.error().with_context(url);
+  return body;
+}
+
+Result<PromText> scrape(const std::string& url, int timeout_ms, const std::string& authorization,
+                        const std::string& ca_file) {
+  auto body = http_get(url, timeout_ms, authorization, ca_file);
   if (!body) return body.error();
   auto text = parse_prom_text(*body);
   if (!text) return text.error().with_context(url);

@@ -32,11 +32,15 @@ struct PromText {
 // Reads exposition text; the error names the line and the rule it breaks.
 Result<PromText> parse_prom_text(const std::string& text);
 
-// GET `url` (http://HOST:PORT/PATH) over a TCP socket with `timeout_ms` for each of connect, send
-// and receive; the body of a 200 answer, else an error with the status line or the socket's error.
-Result<std::string> http_get(const std::string& url, int timeout_ms = 5000);
+// GET `url` (http://HOST:PORT/PATH, or https:// with the server's certificate checked against
+// `ca_file`) over a TCP socket with `timeout_ms` for each of connect, send and receive, with an
+// Authorization header when `authorization` is given ("Bearer …"); the body of a 200 answer, else
+// an error with the status line or the socket's error.
+Result<std::string> http_get(const std::string& url, int timeout_ms = 5000, const std::string& authorization = "",
+                             const std::string& ca_file = "");
 
 // http_get + parse_prom_text.
-Result<PromText> scrape(const std::string& url, int timeout_ms = 5000);
+Result<PromText> scrape(const std::string& url, int timeout_ms = 5000, const std::string& authorization = "",
+                        const std::string& ca_file = "");
 
 }  // namespace sal::test
