@@ -5,6 +5,7 @@
 #include <sodium.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/paths.h"
@@ -17,19 +18,31 @@ namespace {
 constexpr char kContext[] = "salamander sparse snapshot slice v1";
 constexpr const char* kKeyFile = "slice.key";
 
-std::array<uint8_t, crypto_generichash_BYTES> mac_of(const wire::Parts& parts, size_t count, const SliceMacKey& key) {
-  crypto_generichash_state st;
-  crypto_generichash_init(&st, key.bytes.data(), key.bytes.size(), crypto_generichash_BYTES);
-  crypto_generichash_update(&st, reinterpret_cast<const uint8_t*>(kContext), sizeof kContext);
+// A slot's last frame: a fresh random nonce, then the Poly1305 tag.
+constexpr size_t kNonce = crypto_stream_xchacha20_NONCEBYTES;
+constexpr size_t kTag = crypto_onetimeauth_BYTES;
+constexpr size_t kFrame = kNonce + kTag;
+using Tag = std::array<uint8_t, kTag>;
+
+// Poly1305 over the context and every frame before `count` (each with its length), under the
+// one-time key that XChaCha20 draws from the job's key and `nonce` (a key used for one slot only,
+// as Poly1305 requires; about 4x BLAKE2b's speed, which showed in the agents' CPU at every put).
+Tag mac_of(const wire::Parts& parts, size_t count, const uint8_t* nonce, const SliceMacKey& key) {
+  std::array<uint8_t, crypto_onetimeauth_KEYBYTES> once{};
+  crypto_stream_xchacha20(once.data(), once.size(), nonce, key.bytes.data());
+  crypto_onetimeauth_state st;
+  crypto_onetimeauth_init(&st, once.data());
+  crypto_onetimeauth_update(&st, reinterpret_cast<const uint8_t*>(kContext), sizeof kContext);
   for (size_t i = 0; i < count; ++i) {
     uint64_t n = parts[i].size();
     uint8_t len[8];
     for (int b = 0; b < 8; ++b) len[b] = uint8_t(n >> (8 * b));
-    crypto_generichash_update(&st, len, sizeof len);
-    crypto_generichash_update(&st, static_cast<const uint8_t*>(parts[i].data()), n);
+    crypto_onetimeauth_update(&st, len, sizeof len);
+    crypto_onetimeauth_update(&st, static_cast<const uint8_t*>(parts[i].data()), n);
   }
-  std::array<uint8_t, crypto_generichash_BYTES> out{};
-  crypto_generichash_final(&st, out.data(), out.size());
+  Tag out{};
+  crypto_onetimeauth_final(&st, out.data());
+  sodium_memzero(once.data(), once.size());
   return out;
 }
 
@@ -85,15 +98,20 @@ Result<SliceMacKey> run_slice_mac_key(const std::string& run_dir) {
 }
 
 void seal(wire::Parts& parts, const SliceMacKey& key) {
-  auto mac = mac_of(parts, parts.size(), key);
-  parts.emplace_back(mac.data(), mac.size());
+  ensure_sodium();
+  std::array<uint8_t, kFrame> frame{};
+  randombytes_buf(frame.data(), kNonce);
+  Tag tag = mac_of(parts, parts.size(), frame.data(), key);
+  std::copy(tag.begin(), tag.end(), frame.begin() + kNonce);
+  parts.emplace_back(frame.data(), frame.size());
 }
 
 Status unseal(wire::Parts& parts, const SliceMacKey& key) {
-  if (parts.empty() || parts.back().size() != crypto_generichash_BYTES)
+  if (parts.empty() || parts.back().size() != kFrame)
     return fail("the slot carries no MAC: not written by this job's workers");
-  auto mac = mac_of(parts, parts.size() - 1, key);
-  if (sodium_memcmp(mac.data(), parts.back().data(), mac.size()) != 0)
+  const auto* frame = static_cast<const uint8_t*>(parts.back().data());
+  Tag tag = mac_of(parts, parts.size() - 1, frame, key);
+  if (sodium_memcmp(tag.data(), frame + kNonce, kTag) != 0)
     return fail("the slot's MAC does not match: not written by this job's workers, or changed since");
   parts.pop_back();
   return {};

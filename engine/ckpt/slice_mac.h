@@ -1,7 +1,7 @@
 // slice_mac.h — the keyed MAC on sparse snapshot slices (issue 34). A slot a worker puts into its
 // peers' agents, and every slot an agent serves back to a restoring worker, carries a last frame:
-// a BLAKE2b-256 MAC, keyed with the job's secret, over every frame before it (each with its
-// length). A slot not written by this job's workers — forged, or changed in flight or in a
+// a random nonce and a Poly1305 tag over every frame before it (each with its length), under a
+// one-time key XChaCha20 draws from the job's secret and that nonce. A slot not written by this job's workers — forged, or changed in flight or in a
 // holder's memory — fails the check, which the FNV checksums alone would not catch (they detect
 // damage, not forgery). The secret is made by the controller, kept in the run directory (so a
 // controller resumed from it keeps it: the agents' slots stay readable), and travels in JobSpec

@@ -40,6 +40,12 @@ TEST_CASE("a sealed slot unseals with the job's key, and nothing else passes") {
   auto flipped = copy();
   static_cast<char*>(flipped[2].data())[500] ^= 1;
   CHECK_FALSE(unseal(flipped, key).ok());
+  auto nonce = copy();  // the nonce draws the one-time key: another nonce, another key
+  static_cast<char*>(nonce.back().data())[0] ^= 1;
+  CHECK_FALSE(unseal(nonce, key).ok());
+  auto again = frames();  // a fresh nonce per seal: the same slot never gets the same last frame
+  seal(again, key);
+  CHECK(again.back().to_string() != sealed.back().to_string());
   // Moving bytes from one frame to the next keeps the concatenation but not the MAC.
   wire::Parts moved;
   moved.emplace_back(std::string("hea"));
