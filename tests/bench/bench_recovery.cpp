@@ -25,7 +25,10 @@
 // the workers on GPU 0 (they share it over Gloo with host staging, docs/gpu.md), for the recovery
 // of GPU workers split the same way.
 //
-// usage: bench_recovery [meshes = 3] [nodes = 8] [--cpu-share F] [--devices SPEC]
+// --explain MS prints the controller's events of every trial slower than MS in total (each with its
+// time after the kill), to see where a tail comes from.
+//
+// usage: bench_recovery [meshes = 3] [nodes = 8] [--cpu-share F] [--devices SPEC] [--explain MS]
 #include <signal.h>
 
 #include <algorithm>
@@ -40,6 +43,13 @@
 using namespace sal::test;
 
 namespace {
+
+struct BenchOptions {
+  int nodes = 8;
+  double cpu_share = 0;
+  std::string devices = "cpu:1";
+  double explain_ms = 0;  // 0: no trial is explained
+};
 
 struct Trial {
   double detection = 0, planning = 0, connect = 0, migrate = 0, sw = 0, resume = 0, total = 0;
@@ -115,8 +125,18 @@ int64_t last_seq(TestMesh& m) {
   return s;
 }
 
-void run_mesh(int nodes, double cpu_share, const std::string& devices, std::vector<Trial>& trials) {
-  TestMesh m(options(nodes, cpu_share, devices));
+// The events of a slow trial, one a line, timed from the kill.
+void explain(const nlohmann::json& events, double kill_ms) {
+  for (const auto& e : events) {
+    std::string detail = e.value("detail", "");
+    if (detail.size() > 160) detail = detail.substr(0, 160) + "...";
+    std::fprintf(stderr, "    +%7.1f ms  %-16s %s\n", ms_of(e) - kill_ms, e["kind"].get<std::string>().c_str(), detail.c_str());
+  }
+}
+
+void run_mesh(const BenchOptions& b, std::vector<Trial>& trials) {
+  const int nodes = b.nodes;
+  TestMesh m(options(nodes, b.cpu_share, b.devices));
   m.start();
   // training runs with every node in the plan (the first plan may start before the last workers are ready)
   auto all_in = [&] { return m.eval_json("return #job.training().ranks").get<int>() == nodes; };
@@ -128,10 +148,12 @@ void run_mesh(int nodes, double cpu_share, const std::string& devices, std::vect
     int64_t seq = last_seq(m);
     double kill_ms = now_ms();
     m.agents[size_t(k)].signal(SIGKILL);
-    trials.push_back(measure(events_until_recovered(m, seq), kill_ms));
+    auto events = events_until_recovered(m, seq);
+    trials.push_back(measure(events, kill_ms));
     const Trial& t = trials.back();
     std::fprintf(stderr, "%d -> %d nodes: total %.0f ms (detect %.1f, plan %.1f, switch %.1f, resume %.1f)\n",
                  nodes - k, nodes - k - 1, t.total, t.detection, t.planning, t.sw, t.resume);
+    if (b.explain_ms > 0 && t.total > b.explain_ms) explain(events, kill_ms);
   }
 }
 
@@ -139,22 +161,25 @@ void run_mesh(int nodes, double cpu_share, const std::string& devices, std::vect
 
 int main(int argc, char** argv) {
   std::vector<std::string> positional;
-  double cpu_share = 0;
-  std::string devices = "cpu:1";
+  BenchOptions b;
+  double& cpu_share = b.cpu_share;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--cpu-share" && i + 1 < argc)
       cpu_share = std::atof(argv[++i]);
     else if (std::string(argv[i]) == "--devices" && i + 1 < argc)
-      devices = argv[++i];
+      b.devices = argv[++i];
+    else if (std::string(argv[i]) == "--explain" && i + 1 < argc)
+      b.explain_ms = std::atof(argv[++i]);
     else if (argv[i][0] == '-')
       positional.assign(1, "0");  // an unknown option, or one without its value: the usage below
     else
       positional.push_back(argv[i]);
   }
   int meshes = positional.size() > 0 ? std::atoi(positional[0].c_str()) : 3;
-  int nodes = positional.size() > 1 ? std::atoi(positional[1].c_str()) : 8;
+  b.nodes = positional.size() > 1 ? std::atoi(positional[1].c_str()) : 8;
+  const int nodes = b.nodes;
   if (meshes < 1 || nodes < 2 || cpu_share < 0) {
-    std::fprintf(stderr, "usage: bench_recovery [meshes >= 1] [nodes >= 2] [--cpu-share F] [--devices SPEC]\n");
+    std::fprintf(stderr, "usage: bench_recovery [meshes >= 1] [nodes >= 2] [--cpu-share F] [--devices SPEC] [--explain MS]\n");
     return 2;
   }
   std::string confined = "workers unconfined";
@@ -173,7 +198,7 @@ int main(int argc, char** argv) {
     }
   };
   try {
-    for (int i = 0; i < meshes; ++i) run_mesh(nodes, cpu_share, devices, trials);
+    for (int i = 0; i < meshes; ++i) run_mesh(b, trials);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_recovery: %s\n", e.what());
     prune();
@@ -181,7 +206,7 @@ int main(int argc, char** argv) {
   }
   prune();
   std::printf("recovery from a SIGKILLed node: %d meshes of %d workers on %s, one node killed at a time down to %d,"
-              " %zu trials; %s\n\n", meshes, nodes, devices.c_str(), nodes - nodes / 2, trials.size(), confined.c_str());
+              " %zu trials; %s\n\n", meshes, nodes, b.devices.c_str(), nodes - nodes / 2, trials.size(), confined.c_str());
   const Parts<Trial> parts = {
       {"detection (kill -> node_dead)", &Trial::detection},
       {"planning (node_dead -> plan)", &Trial::planning},
