@@ -99,10 +99,14 @@ void print_text_summary(const RunView& v, const nlohmann::ordered_json& j) {
     std::printf("loss %.3f -> %.3f · %.0f tokens/s · %llu samples\n", metrics.first()->loss, metrics.last()->loss,
                 metrics.tokens_per_s(), (unsigned long long)j["samples"].get<uint64_t>());
   const auto& rec = c.record();
-  if (!rec.recoveries().empty())
-    std::printf("recoveries: %zu (p50 %.2f s, max %.2f s) · lost steps %llu · restores %llu\n", rec.recoveries().size(),
-                j["recovery_p50_s"].get<double>(), j["recovery_max_s"].get<double>(),
+  if (!rec.recoveries().empty()) {
+    const double waited = j["capacity_wait_s"].get<double>();
+    char capacity[64] = "";
+    if (waited > 0) std::snprintf(capacity, sizeof capacity, "; %.2f s more waiting for capacity", waited);
+    std::printf("recoveries: %zu (p50 %.2f s, max %.2f s%s) · lost steps %llu · restores %llu\n", rec.recoveries().size(),
+                j["recovery_p50_s"].get<double>(), j["recovery_max_s"].get<double>(), capacity,
                 (unsigned long long)rec.lost_steps(), (unsigned long long)rec.restores());
+  }
   for (const auto& r : rec.recoveries())
     if (r.kind == "patch")
       std::printf("  patched step %llu (%s): surviving groups computed the lost group's shard types, nothing aborted\n",

@@ -88,6 +88,7 @@ struct MeshConfig {
   int64_t join_window_ms = 5000;  // the first plan waits this long at most for every worker
   int64_t join_batch_ms = 1000;   // later arrivals are batched this long before a re-plan
   int64_t controller_grace_ms = 30000;  // agents ride out a silent controller this long (a restart)
+  int64_t capacity_wait_ms = 600000;    // too few workers to plan: the job ends after this long (0: waits on)
 };
 
 struct ReplConfig {

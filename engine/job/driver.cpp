@@ -25,6 +25,10 @@ std::vector<NodeId> nodes_of(const std::vector<Participant>& ranks) {
 
 }  // namespace
 
+std::string ms_text(int64_t ns) {
+  return ns >= 10'000'000'000 ? std::to_string(ns / 1'000'000'000) + " s" : std::to_string(ns / 1'000'000) + " ms";
+}
+
 DriverConfig DriverConfig::from(const JobConfig& job, int64_t max_steps, const std::string& run_dir, int64_t origin_ns) {
   DriverConfig c;
   c.model = model_shape(job.model);
@@ -32,6 +36,7 @@ DriverConfig DriverConfig::from(const JobConfig& job, int64_t max_steps, const s
   c.expected_workers = uint32_t(job.mesh.nodes) * uint32_t(devices ? devices->size() : 1);
   c.join_window_ms = job.mesh.join_window_ms;
   c.join_batch_ms = job.mesh.join_batch_ms;
+  c.capacity_wait_ms = job.mesh.capacity_wait_ms;
   c.rebalance_every = job.train.rebalance_every;
   c.checkpoint_every = job.train.checkpoint_every;
   c.peer_copies = uint32_t(job.train.peer_copies);
@@ -96,7 +101,7 @@ Driver::Next Driver::on_stop(const Event& e) {
   const bool save = stop.save && running && applied_ && !cfg_.run_dir.empty() && steps_.committed() > 0;
   const bool saving = std::holds_alternative<phase::Saving>(state_);
   if (stop.save && !save && !saving) out_.push_back(act::StopJob{stop.why});
-  for (Timer t : {Timer::gate, Timer::plan, Timer::retry}) cancel(t);
+  for (Timer t : {Timer::gate, Timer::plan, Timer::retry, Timer::capacity}) cancel(t);
   if (auto* p = std::get_if<phase::Switching>(&state_))
     abort_ranks(p->ranks, p->step, std::string(kStopReason) + stop.why, p->number);
   if (steps_.abort(std::string(kStopReason) + stop.why) == StepCoordinator::Outcome::aborted && running)

@@ -58,6 +58,7 @@ struct DriverConfig {
   uint32_t expected_workers = 0;  // mesh.nodes x devices per node
   int64_t join_window_ms = 5000;
   int64_t join_batch_ms = 1000;
+  int64_t capacity_wait_ms = 600000;  // without a plan for this long the job fails (0: it waits on)
   int64_t rebalance_every = 50;
   int64_t checkpoint_every = 50;   // dense snapshots (0: none)
   uint32_t peer_copies = 2;        // nodes holding each sparse snapshot slice (0: none)
@@ -71,6 +72,9 @@ struct DriverConfig {
   std::optional<ResumeFrom> resume_from;
   static DriverConfig from(const JobConfig& job, int64_t max_steps, const std::string& run_dir, int64_t origin_ns);
 };
+
+// A span of `ns` in the driver's texts: "123 ms", or whole seconds from 10 s on.
+std::string ms_text(int64_t ns);
 
 class Driver {
  public:
@@ -127,6 +131,7 @@ class Driver {
   Next on_switch_view(const Event& e);   // switching: a pending rank left
   Next on_ready(const Event& e);
   Next on_switch_timeout(const Event& e);
+  Next on_capacity_timeout(const Event& e);
   Next on_retry_view(const Event& e);    // retrying: the cause of an aborted step seen
   Next on_retry(const Event& e);
   Next on_boundary(const Event& e);      // running: between steps, a look at the state
@@ -160,6 +165,7 @@ class Driver {
   Next begin_switch(phase::Switching p, wire::PlanUpdate u);
   Next plan_applied(phase::Switching& p);
   Next cannot_plan(const std::string& why, const std::string& detail);
+  void capacity_back();
   Next plan_failed(phase::Switching& p, const std::string& why, bool membership = false);
   Next retry(phase::Retrying r);
   Next cause_seen(phase::Retrying& r);
@@ -237,6 +243,7 @@ class Driver {
     bool patched = false;  // SPARe's patch kept the step in flight
     std::string source;    // the restore's: "peers", "disk" or "seed"
     uint64_t rerun = 0;    // committed steps run again by the restore that brought the job back
+    int64_t capacity_ns = 0;  // of it, waiting for workers enough to plan (not the engine's time)
   };
   // A new plan someone asked for, taken at the next step boundary.
   struct Wanted {
@@ -248,6 +255,7 @@ class Driver {
     int plans = 0;
     int steps = 0;
     std::string cannot_plan;  // said again only when it changes
+    int64_t cannot_plan_since_ns = 0;  // waiting for capacity since (0: a plan can be made)
   };
 
   DriverConfig cfg_;

@@ -65,6 +65,7 @@ enum class Timer : uint8_t {
   retry,  // the pause before planning again after a failed plan or an aborted step
   join,   // joins are batched this long before a re-plan
   soon,   // a deferred look at the state (an operator's request is not handled inside the call)
+  capacity,  // waiting for workers enough to plan: the job ends when this fires
   count_
 };
 const char* timer_name(Timer t);

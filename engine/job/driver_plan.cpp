@@ -22,11 +22,6 @@ constexpr int kPlanRetryDoublings = 4;
 constexpr int kMaxConsecutiveFailures = 3;
 constexpr int kMaxConsecutivePlanFailures = 5;
 
-namespace {
-
-std::string ms_text(int64_t ns) { return std::to_string(ns / 1'000'000) + " ms"; }
-
-}  // namespace
 
 // ---------- planning: deciding ----------
 
@@ -95,14 +90,40 @@ Driver::Next Driver::start_plan(std::string why, bool with_loads, bool keep) {
 
 // No plan can be made with the workers there are: back to gathering, said once for as long as the
 // reason stays the same (planning is tried again whenever the workers change, and only more
-// workers can unblock it).
+// workers can unblock it). The wait for capacity starts here; the job ends when it has lasted
+// mesh.capacity_wait_ms.
 Driver::Next Driver::cannot_plan(const std::string& why, const std::string& detail) {
   note("plan_failed", detail, act::Level::info, true);
   if (why != streak_.cannot_plan) {
     streak_.cannot_plan = why;
-    note("", "no plan can be made (" + why + "); waiting for more workers to join", act::Level::warn);
+    std::string until = cfg_.capacity_wait_ms > 0 ? "; the job ends if none can be made within " + ms_text(cfg_.capacity_wait_ms * 1'000'000)
+                                                   : "";
+    note("capacity_wait", "no plan can be made (" + why + "); waiting for more workers to join" + until, act::Level::warn);
+  }
+  if (!streak_.cannot_plan_since_ns) {
+    streak_.cannot_plan_since_ns = now_ns_;
+    if (cfg_.capacity_wait_ms > 0) arm(Timer::capacity, uint64_t(cfg_.capacity_wait_ms));
   }
   return phase::Gathering{};
+}
+
+// A plan could be made again: the wait for capacity is over, and the recovery it was part of
+// counts it apart from the engine's own time.
+void Driver::capacity_back() {
+  if (!streak_.cannot_plan_since_ns) return;
+  cancel(Timer::capacity);
+  int64_t waited = now_ns_ - streak_.cannot_plan_since_ns;
+  if (recovery_) recovery_->capacity_ns += std::min(waited, now_ns_ - recovery_->since_ns);
+  note("capacity_back", "a plan can be made again after " + ms_text(waited) + " waiting for workers (" +
+                            streak_.cannot_plan + ")");
+  streak_.cannot_plan_since_ns = 0;
+  streak_.cannot_plan.clear();
+}
+
+Driver::Next Driver::on_capacity_timeout(const Event&) {
+  // (the timer is the deadline: the clock may read a hair less when it fires)
+  return fail_job("no plan could be made for " + ms_text(cfg_.capacity_wait_ms * 1'000'000) + " (" + streak_.cannot_plan +
+                  "): mesh.capacity_wait_ms ends the job then (0: it waits for workers without end)");
 }
 
 Driver::Next Driver::on_view(const Event&) { return std::nullopt; }
@@ -117,6 +138,7 @@ Driver::Next Driver::on_decided(const Event& e) {
   // Workers lost while the policies decided: the decision is for workers that are gone.
   for (const auto& w : deciding.choice.use)
     if (!contains(view_.ready, w)) return start_plan("again: worker " + participant_name(w) + " left while the plan was decided");
+  capacity_back();
   return plan_decided(deciding, *d.record);
 }
 

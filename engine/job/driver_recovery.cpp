@@ -190,14 +190,17 @@ void Driver::recovery_begins(const std::string& cause) {
   if (!recovery_) recovery_ = Recovery{cause, now_ns_};
 }
 
+// The record's `seconds` are the engine's: the time spent waiting for capacity is given apart.
 void Driver::recovery_ends(uint64_t step) {
   if (!recovery_) return;
   double since_s = double(recovery_->since_ns - cfg_.origin_ns) / 1e9;
-  out_.push_back(act::RecoveryDone{
-      {recovery_->cause, recovery_->restored ? "restore" : recovery_->patched ? "patch" : "elastic", since_s, now_s() - since_s, step, recovery_->source,
-       recovery_->rerun}});
+  double capacity_s = double(recovery_->capacity_ns) / 1e9;
+  RecoveryRecord r{recovery_->cause, recovery_->restored ? "restore" : recovery_->patched ? "patch" : "elastic", since_s,
+                   std::max(0.0, now_s() - since_s - capacity_s), step, recovery_->source, recovery_->rerun, capacity_s};
+  out_.push_back(act::RecoveryDone{r});
+  std::string waited = recovery_->capacity_ns ? " (" + ms_text(recovery_->capacity_ns) + " of it waiting for capacity)" : "";
   note("recovered", "training resumed: step " + std::to_string(step) + " committed " +
-                        std::to_string((now_ns_ - recovery_->since_ns) / 1'000'000) + " ms after " + recovery_->cause);
+                        std::to_string((now_ns_ - recovery_->since_ns) / 1'000'000) + " ms after " + recovery_->cause + waited);
   recovery_.reset();
 }
 

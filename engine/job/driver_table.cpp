@@ -49,12 +49,14 @@ const Driver::Row* Driver::row(size_t state, size_t event_kind, std::optional<Ti
     {gathering,    On::membership,    {},        &Driver::on_gather,         to({deciding, gathering, failed})},  // enough workers? plan
     {gathering,    On::timer,         T::gate,   &Driver::on_gather,         to({deciding, gathering})},          // join window over: plan
     {gathering,    On::timer,         T::soon,   &Driver::on_gather,         to({deciding, gathering, failed})},
+    {gathering,    On::timer,         T::capacity, &Driver::on_capacity_timeout, to({failed})},           // no plan for too long
 
     {reconciling,  On::membership,    {},        &Driver::on_reconcile,      to({deciding, gathering})},  // the plan's ranks back? plan
     {reconciling,  On::timer,         T::gate,   &Driver::on_reconcile,      to({deciding, gathering})},
     {reconciling,  On::timer,         T::soon,   &Driver::on_reconcile,      to({deciding, gathering})},
 
     {deciding,     On::membership,    {},        &Driver::on_view,           0},                          // checked when decided
+    {deciding,     On::timer,         T::capacity, &Driver::on_capacity_timeout, to({failed})},
     {deciding,     On::decided,       {},        &Driver::on_decided,                                     // send the plan, or restore
                                                  To(to({deciding, switching, gathering, failed}) | kFromRunning)},
 

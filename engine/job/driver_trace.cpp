@@ -14,6 +14,7 @@ const char* timer_name(Timer t) {
     case Timer::retry: return "retry";
     case Timer::join: return "join";
     case Timer::soon: return "soon";
+    case Timer::capacity: return "capacity";
     case Timer::count_: break;
   }
   return "?";

@@ -127,6 +127,7 @@ Result<Record> decode_drill(const Reader& r) {
 Result<Record> decode_recovery(const Reader& r) {
   RecoveryRecord x{r.str("cause"), r.str("kind"), r.num("at_s"), r.num("seconds"), r.u64("step")};
   if (r.j.contains("source")) x.source = r.str("source"), x.rerun = r.u64("rerun");  // a restore
+  if (r.j.contains("capacity_wait_s")) x.capacity_wait_s = r.num("capacity_wait_s");
   if (r.error) return *r.error;
   return Record(rec::Recovery{x});
 }
@@ -181,6 +182,7 @@ std::string encode_record(const Record& r) {
             json j{{"r", "recovery"}, {"cause", x.record.cause}, {"kind", x.record.kind}, {"at_s", x.record.at_s},
                    {"seconds", x.record.seconds}, {"step", x.record.step}};
             if (!x.record.source.empty()) j["source"] = x.record.source, j["rerun"] = x.record.rerun;
+            if (x.record.capacity_wait_s > 0) j["capacity_wait_s"] = x.record.capacity_wait_s;
             return j;
           },
           [](const rec::Lost& x) -> json { return {{"r", "lost"}, {"steps", x.steps}}; },

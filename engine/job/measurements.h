@@ -69,10 +69,11 @@ struct RecoveryRecord {
   std::string cause;
   std::string kind;     // the ladder's rung that recovered: "elastic" or "restore"
   double at_s = 0;      // when the loss was noticed (seconds since the controller started)
-  double seconds = 0;   // until the next step committed
+  double seconds = 0;   // until the next step committed, less capacity_wait_s: the engine's time
   uint64_t step = 0;    // the step that committed
   std::string source;   // a restore's: "disk" (a dense snapshot) or "seed"; "" for elastic
   uint64_t rerun = 0;   // a restore's committed steps run again
+  double capacity_wait_s = 0;  // waiting for workers enough to plan (the trace's doing, not the engine's)
 };
 
 // The median of the last `capacity` samples (a step time that a rebalance or a restore made slow

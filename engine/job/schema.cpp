@@ -134,6 +134,10 @@ const std::vector<Field>& fields() {
               "(at a step boundary) once the first of them has waited this long, so arrivals close together cost one "
               "re-plan (Lazarus used 2 minutes); losses re-plan at once",
               [](JobConfig& j) -> int64_t& { return j.mesh.join_batch_ms; }),
+      integer("mesh.capacity_wait_ms", 0, 7 * 86400000LL, "when the workers left cannot hold a plan (too few slots for "
+              "every expert, or too few for a fixed group), the job waits for capacity and says so; it ends, failed, after "
+              "waiting this long without a plan (0: it waits for workers without end)",
+              [](JobConfig& j) -> int64_t& { return j.mesh.capacity_wait_ms; }),
       integer("mesh.controller_grace_ms", 1000, 86400000, "agents and their workers ride out a silent controller "
               "this long (a controller restarting from its journal: `salamander controller --resume`); cut off for "
               "the liveness window, a node stops stepping at once",

@@ -46,7 +46,7 @@ class Attachment {
   virtual void event(const std::string& kind) { (void)kind; }
   virtual void policy_decision(policy::Kind slot, double ms) { (void)slot, (void)ms; }
   virtual void plan_decided(double ms) { (void)ms; }
-  virtual void recovery(double seconds) { (void)seconds; }
+  virtual void recovery(double seconds, double capacity_wait_s) { (void)seconds, (void)capacity_wait_s; }
   virtual void snapshot_complete(uint64_t step) { (void)step; }
 };
 

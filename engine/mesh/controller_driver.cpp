@@ -198,7 +198,7 @@ void Controller::apply(const job::Action& action) {
                  [&](const act::RecoveryDone& a) {
                    record_.recovery(a.record);
                    journal(job::rec::Recovery{a.record});
-                   tell([&](Attachment& x) { x.recovery(a.record.seconds); });
+                   tell([&](Attachment& x) { x.recovery(a.record.seconds, a.record.capacity_wait_s); });
                  },
                  [&](const act::StepsLost& a) {
                    record_.lost(a.steps);

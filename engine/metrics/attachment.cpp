@@ -46,7 +46,7 @@ class PrometheusAttachment : public mesh::Attachment {
   void event(const std::string& kind) override { export_->event(kind); }
   void policy_decision(policy::Kind slot, double ms) override { export_->policy_decision(slot, ms); }
   void plan_decided(double ms) override { export_->plan_decision(ms); }
-  void recovery(double seconds) override { export_->recovery(seconds); }
+  void recovery(double seconds, double capacity_wait_s) override { export_->recovery(seconds, capacity_wait_s); }
   void snapshot_complete(uint64_t step) override { export_->snapshot_complete(step); }
 
  private:

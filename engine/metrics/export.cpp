@@ -79,6 +79,8 @@ void MetricsExport::add_recovery() {
   recovery_s_ = &family<prometheus::Histogram>("salamander_recovery_seconds",
                                                "Seconds from a loss being seen to the next committed step")
                      .Add({}, kRecoveryBuckets);
+  capacity_wait_ = &counter("salamander_capacity_wait_seconds_total",
+                            "Seconds recoveries waited for workers enough to plan (apart from the engine's recovery time)");
   restores_ = &counter("salamander_restores_total", "Restores from a dense snapshot (an expert lost every replica)");
   lost_ = &counter("salamander_lost_steps_total", "Committed steps run again after restoring a snapshot");
   snapshot_step_ = &gauge("salamander_snapshot_latest_step", "Step of the newest complete dense snapshot (0: none yet)");
@@ -130,9 +132,10 @@ void MetricsExport::update(const JobState& s) {
   for (size_t k = 0; k < generation_.size(); ++k) generation_[k]->Set(double(s.policy_generations[k]));
 }
 
-void MetricsExport::recovery(double seconds) {
+void MetricsExport::recovery(double seconds, double capacity_wait_s) {
   recoveries_->Increment();
   recovery_s_->Observe(seconds);
+  if (capacity_wait_s > 0) capacity_wait_->Increment(capacity_wait_s);
 }
 
 void MetricsExport::snapshot_complete(uint64_t step) { snapshot_step_->Set(double(step)); }

@@ -57,8 +57,9 @@ class MetricsExport {
 
   // Gauges set to the state, counters advanced to its totals.
   void update(const JobState& s);
-  // A recovery ended, taking `seconds` from the loss to the next committed step.
-  void recovery(double seconds);
+  // A recovery ended, taking `seconds` of the engine's time from the loss to the next committed
+  // step, and `capacity_wait_s` more waiting for workers enough to plan.
+  void recovery(double seconds, double capacity_wait_s);
   // A dense snapshot of `step` is complete.
   void snapshot_complete(uint64_t step);
   // An event was logged (events.csv): counted by kind; snapshot_saved, _failed and _dropped also
@@ -82,7 +83,7 @@ class MetricsExport {
   prometheus::Labels job_label_;
   prometheus::Gauge *step_, *steps_target_, *loss_, *grad_norm_, *lr_, *imbalance_, *tokens_per_s_;
   prometheus::Gauge *nodes_live_, *nodes_expected_, *workers_live_, *epoch_, *plan_, *snapshot_step_;
-  prometheus::Counter *tokens_, *aborted_, *lost_, *restores_, *recoveries_;
+  prometheus::Counter *tokens_, *aborted_, *lost_, *restores_, *recoveries_, *capacity_wait_;
   prometheus::Histogram* recovery_s_;
   prometheus::Histogram* plan_decision_s_;
   static constexpr size_t kPhases = size_t(job::Phase::failed) + 1;

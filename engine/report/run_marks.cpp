@@ -68,7 +68,7 @@ std::optional<Recovery> from_recovered_event(const EventRow& e) {
   auto step = parse_uint(e.detail.substr(s + kStep.size(), c - s - kStep.size()));
   auto ms = parse_double(e.detail.substr(c + kCommitted.size(), a - c - kCommitted.size()));
   if (!step || !ms) return std::nullopt;
-  return Recovery{e.time_s - *ms / 1e3, *ms / 1e3, *step, e.detail.substr(a + kAfter.size()), "elastic"};
+  return Recovery{e.time_s - *ms / 1e3, *ms / 1e3, 0, *step, e.detail.substr(a + kAfter.size()), "elastic"};
 }
 
 std::vector<Recovery> recoveries_from_events(const std::vector<EventRow>& events) {
@@ -94,6 +94,7 @@ Recovery from_summary(const nlohmann::json& j) {
   };
   r.at_s = number("at_s");
   r.seconds = number("seconds");
+  r.capacity_s = number("capacity_wait_s");
   r.step = uint64_t(std::max(number("step"), 0.0));
   if (auto it = j.find("cause"); it != j.end() && it->is_string()) r.cause = it->get<std::string>();
   if (auto it = j.find("kind"); it != j.end() && it->is_string()) r.kind = it->get<std::string>();
@@ -173,8 +174,8 @@ std::vector<Span> recovery_spans(const Run& run, Axis axis) {
     const Recovery& r = recoveries[i];
     bool restore = r.kind == "restore";
     const AreaStyle& style = kSpanStyles[restore ? 1 : 0];
-    double x0 = on_axis(run, axis, r.at_s), x1 = on_axis(run, axis, r.at_s + r.seconds);
-    std::string took = duration_text(r.seconds);
+    double x0 = on_axis(run, axis, r.at_s), x1 = on_axis(run, axis, r.at_s + r.seconds + r.capacity_s);
+    std::string took = duration_text(r.seconds) + (r.capacity_s > 0 ? " + " + duration_text(r.capacity_s) + " waiting for capacity" : "");
     spans.push_back({std::min(x0, x1), std::max(x0, x1), style.kind, style.color, (restore ? "restore " : "") + took,
                      "recovery " + std::to_string(i + 1) + " (" + (r.kind.empty() ? "?" : r.kind) + "): " + took +
                          " from " + num(r.at_s, 3) + " s to step " + std::to_string(r.step) + " committed, after " +

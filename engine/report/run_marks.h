@@ -19,7 +19,8 @@ enum class Axis { time, step };
 
 // One recovery: from the loss seen (at_s) to the first step committed after it (`step`).
 struct Recovery {
-  double at_s = 0, seconds = 0;
+  double at_s = 0, seconds = 0;  // seconds: the engine's time
+  double capacity_s = 0;         // more, waiting for workers enough to plan
   uint64_t step = 0;
   std::string cause, kind;  // kind: elastic | restore
 };

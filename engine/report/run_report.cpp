@@ -73,7 +73,8 @@ std::string summary_section(const Run& run) {
       {"lost steps", num(run.number("lost_steps"))},
       {"restores", num(run.number("restores"))},
       {"recoveries",
-       count + " (p50 " + took(run.number("recovery_p50_s")) + ", max " + took(run.number("recovery_max_s")) + ")"},
+       count + " (p50 " + took(run.number("recovery_p50_s")) + ", max " + took(run.number("recovery_max_s")) + ")" +
+           (run.number("capacity_wait_s").value_or(0) > 0 ? "; " + took(run.number("capacity_wait_s")) + " more waiting for capacity" : "")},
       {"elapsed", seconds(run.number("elapsed_s"))},
       {"tokens/s", num(run.number("tokens_per_s"), 1)},
       {"loss first → last", loss_text(run)},
@@ -208,10 +209,13 @@ std::string recoveries_section(const Run& run) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : run_recoveries(run))
     rows.push_back({std::to_string(rows.size() + 1), num(r.at_s, 3), escape(r.cause),
-                    r.kind.empty() ? kMissing : escape(r.kind), std::to_string(r.step), duration_text(r.seconds)});
+                    r.kind.empty() ? kMissing : escape(r.kind), std::to_string(r.step), duration_text(r.seconds),
+                    r.capacity_s > 0 ? duration_text(r.capacity_s) : ""});
   if (rows.empty()) return "";
-  return section("Recoveries", table({"#", "at (s)", "cause", "kind", "resumed with step", "time to recover"}, rows),
-                 "From the loss seen (a failed step, a lost worker) to the first step committed after it.");
+  return section("Recoveries",
+                 table({"#", "at (s)", "cause", "kind", "resumed with step", "time to recover", "waiting for capacity"}, rows),
+                 "From the loss seen (a failed step, a lost worker) to the first step committed after it: the engine's "
+                 "time; the time no plan could be made because too few workers were left is given apart.");
 }
 
 }  // namespace

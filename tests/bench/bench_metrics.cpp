@@ -76,7 +76,7 @@ void print_row(const char* what, std::vector<double> v, const char* unit) {
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 10000;
   MetricsExport m("bench");
-  for (int i = 0; i < 20; ++i) m.recovery(0.1 * i), m.policy_decision(policy::Kind::placement, 0.5);
+  for (int i = 0; i < 20; ++i) m.recovery(0.1 * i, 0), m.policy_decision(policy::Kind::placement, 0.5);
   auto ep = MetricsEndpoint::start(job::MetricsConfig{.bind = "tcp://127.0.0.1:*"}, m.registry());
   if (!ep) {
     std::fprintf(stderr, "bench_metrics: %s\n", ep.error().message().c_str());

@@ -6,7 +6,9 @@
 // floating-point reassociation. Killing every holder of an expert falls back to the dense
 // snapshot: the steps after it run again (bit for bit, the membership being the same size) and
 // training finishes. A node dying in the middle of each dense snapshot leaves every one complete
-// (each unit has a second writer). A wrong drill is refused with the file, the line and the rule.
+// (each unit has a second writer). Too few workers left to hold the model: the job waits for
+// capacity, counted apart from the recovery's time, and ends after mesh.capacity_wait_ms when none
+// comes. A wrong drill is refused with the file, the line and the rule.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -24,13 +26,13 @@ using namespace sal::test;
 namespace {
 
 // 8 experts over 4 slots a node: 6 nodes hold 3 replicas of each, 4 nodes still 2.
-std::string write_job(const std::string& dir, int nodes, const std::string& train = "") {
+std::string write_job(const std::string& dir, int nodes, const std::string& train = "", const std::string& mesh = "") {
   MeshOptions shape;
   std::string path = dir + "/job.lua";
   std::ofstream(path) << "return {\n  name = 'recovery',\n"
                       << "  model = { layers = 1, d_model = 16, heads = 2, experts = 8, top_k = 2, seq_len = 16 },\n  "
                       << shape.data << "\n  train = { batch = 8, lr = 1e-2, warmup = 5, rebalance_every = 0" << train
-                      << " },\n  mesh = { nodes = " << nodes << " },\n  policies = { slots = 4 },\n}\n";
+                      << " },\n  mesh = { nodes = " << nodes << mesh << " },\n  policies = { slots = 4 },\n}\n";
   return path;
 }
 
@@ -165,6 +167,38 @@ TEST_CASE("t0515-kill-in-every-snapshot: a writer dying in each dense snapshot s
   auto steps = metrics_column(dir + "/resumed", "step");
   REQUIRE_FALSE(steps.empty());
   CHECK(steps.front() == 15);
+}
+
+TEST_CASE("t0516-capacity: a job too small to plan waits for capacity apart from its recovery time, and ends after the stated wait") {
+  std::string dir = temp_dir("capacity");
+  SUBCASE("no capacity comes: the job ends after mesh.capacity_wait_ms, naming why") {
+    std::string job = write_job(dir, 2, "", ", capacity_wait_ms = 1500");
+    auto j = run_json({bin(), "run", job, "--drill", drill("capacity_gone.lua"), "--json", "--out", dir + "/gone"},
+                      dir + "/gone.out", 60000, 1);
+    CHECK(j["exit_code"] == 1);
+    CHECK(j["failure"].get<std::string>().find("no plan could be made for 1500 ms") != std::string::npos);
+    bool waited = false, ended = false;
+    for (const auto& e : events(dir + "/gone")) {
+      waited = waited || (e.kind == "capacity_wait" && e.detail.find("cannot hold") != std::string::npos);
+      ended = ended || (e.kind == "job_failed" && e.detail.find("mesh.capacity_wait_ms") != std::string::npos);
+    }
+    CHECK(waited);
+    CHECK_MESSAGE(ended, file_text(dir + "/gone/events.csv"));
+  }
+  SUBCASE("capacity comes back: training goes on, the wait is reported apart") {
+    std::string job = write_job(dir, 2);
+    auto j = run_json({bin(), "run", job, "--drill", drill("capacity_back.lua"), "--json", "--out", dir + "/back"},
+                      dir + "/back.out", 90000);
+    CHECK(j["exit_code"] == 0);
+    CHECK(j["steps"] == 60);
+    REQUIRE(j["recoveries"].size() >= 1);
+    const auto& r = j["recoveries"][0];
+    REQUIRE(r.contains("capacity_wait_s"));
+    CHECK(r["capacity_wait_s"].get<double>() > 1.0);  // the new node came ~2 s after the loss
+    CHECK(r["seconds"].get<double>() < r["capacity_wait_s"].get<double>());
+    CHECK(j["capacity_wait_s"].get<double>() == doctest::Approx(r["capacity_wait_s"].get<double>()));
+    for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  }
 }
 
 TEST_CASE("t0514-freeze-and-drain: a frozen node is declared dead and rejoins, a drained one leaves, no step lost") {

@@ -93,6 +93,35 @@ TEST_CASE("planning + decided: a planner that cannot plan sends the driver back 
   CHECK(h.noted("plan_failed"));
 }
 
+TEST_CASE("gathering + capacity timer: a job that cannot plan for mesh.capacity_wait_ms ends, naming why") {
+  DriverConfig cfg = small_job();
+  cfg.capacity_wait_ms = 60000;
+  Harness h(cfg);
+  h.membership(workers({0, 1, 2, 3}));
+  h.on(in::Decided{h.asked->decision, fail("4 workers x 2 slots cannot hold 9 experts once each")});
+  CHECK(h.armed(Timer::capacity));
+  CHECK(h.note_detail("capacity_wait").find("ends if none can be made within 60 s") != std::string::npos);
+  h.asked.reset();
+  h.membership(workers({0, 1, 2, 3, 4}), 20000);  // one more: still too few
+  h.on(in::Decided{h.asked->decision, fail("5 workers x 2 slots cannot hold 11 experts once each")});
+  CHECK_FALSE(h.armed(Timer::capacity));  // the wait goes on from its start
+  h.timer(Timer::capacity, 40000);
+  CHECK(h.d.phase() == Phase::failed);
+  CHECK(h.d.failure().find("no plan could be made for 60 s") != std::string::npos);
+  CHECK(h.d.failure().find("mesh.capacity_wait_ms") != std::string::npos);
+}
+
+TEST_CASE("gathering: with mesh.capacity_wait_ms = 0 a job that cannot plan waits for workers without end") {
+  DriverConfig cfg = small_job();
+  cfg.capacity_wait_ms = 0;
+  Harness h(cfg);
+  h.membership(workers({0, 1, 2, 3}));
+  h.on(in::Decided{h.asked->decision, fail("4 workers x 2 slots cannot hold 9 experts once each")});
+  CHECK(h.noted("capacity_wait"));
+  CHECK_FALSE(h.armed(Timer::capacity));
+  CHECK(h.d.phase() == Phase::gathering);
+}
+
 TEST_CASE("planning + ready: the plan is in force when every rank answered, then the first step") {
   Harness h;
   h.membership(workers({0, 1, 2, 3}));
@@ -416,7 +445,7 @@ TEST_CASE("any + stop: the step in flight is aborted, timers cancelled, and noth
   h.on(in::Stop{"job.stop()"});
   CHECK(h.d.phase() == Phase::done);
   CHECK(h.sent<wire::StepAbort>().size() == 1);
-  CHECK(h.all<act::CancelTimer>().size() == 3);
+  CHECK(h.all<act::CancelTimer>().size() == 4);  // gate, plan, retry, capacity
   h.membership(workers({0, 1, 2, 3, 4}));
   CHECK(h.out.empty());
   h.timer(Timer::soon);

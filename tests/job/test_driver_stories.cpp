@@ -1,6 +1,7 @@
 // test_driver_stories.cpp — failure stories that once needed real processes, told to the job driver
 // as events in and actions out: a loss during the forward pass, the all-to-all, the all-reduce and
-// a state migration; losses during three successive plan switches; a plan superseded by a second loss; a drain fired at a commit; a batch of
+// a state migration; losses during three successive plan switches; a plan superseded by a second loss; too few
+// workers left to plan, then capacity back (the wait counted apart from the recovery); a drain fired at a commit; a batch of
 // joins; a restore when every holder of an expert is lost (from a window of sparse snapshots in the
 // agents' memory, from a snapshot, and from the seed; a failed restore from peers falling further);
 // an operator's policy swap in the middle of a step.
@@ -686,4 +687,40 @@ TEST_CASE("a dense snapshot newer than every sparse window is the cheaper restor
   have.sparse_to = nullptr;
   CHECK(restore_rung({"layer 0 expert 1"}, have) == Rung::dense);
   CHECK(restore_rung({}, have) == Rung::elastic);
+}
+
+TEST_CASE("too few workers left to plan: the job waits for capacity, says so, and the recovery counts the wait apart") {
+  Harness h = trained(4);
+  h.lose(3);
+  h.asked.reset();
+  h.membership(workers({0, 1, 2}), 2);
+  REQUIRE(h.asked);
+  h.on(in::Decided{h.asked->decision, fail("3 workers x 2 slots cannot hold 9 experts once each")});
+  CHECK(h.d.phase() == Phase::gathering);
+  CHECK(h.noted("capacity_wait"));
+  CHECK(h.note_detail("capacity_wait").find("cannot hold 9 experts") != std::string::npos);
+  CHECK(h.armed(Timer::capacity));
+  // 40 s later a new node joins: a plan can be made again
+  h.asked.reset();
+  h.membership(workers({0, 1, 2, 4}), 40000);
+  REQUIRE(h.asked);
+  h.decide();
+  CHECK(h.noted("capacity_back"));
+  bool cancelled = false;
+  for (const auto& a : h.all<act::CancelTimer>()) cancelled = cancelled || a.timer == Timer::capacity;
+  CHECK(cancelled);
+  h.all_ready();
+  h.commit_step();
+  std::vector<act::RecoveryDone> rec;
+  for (const auto& a : h.history)
+    if (auto* r = std::get_if<act::RecoveryDone>(&a)) rec.push_back(*r);
+  REQUIRE(rec.size() == 1);
+  CHECK(rec[0].record.capacity_wait_s == doctest::Approx(40.0).epsilon(0.01));
+  CHECK(rec[0].record.seconds < 1.0);  // the engine's own time: the switch and the step
+  bool said = false;
+  for (const auto& a : h.history)
+    if (auto* n = std::get_if<act::Note>(&a); n && n->kind == "recovered")
+      said = n->detail.find("(40000 ms of it waiting for capacity)") != std::string::npos ||
+             n->detail.find("(40 s of it waiting for capacity)") != std::string::npos;
+  CHECK(said);
 }

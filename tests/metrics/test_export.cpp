@@ -132,8 +132,8 @@ TEST_CASE("before the first step there is no loss to show, and nothing is made u
 
 TEST_CASE("recoveries, decisions, snapshots and events are counted where they happen") {
   MetricsExport m("quick");
-  m.recovery(0.12);
-  m.recovery(1.5);
+  m.recovery(0.12, 0);
+  m.recovery(1.5, 40);  // 1.5 s of the engine's, 40 s waiting for workers
   m.policy_decision(policy::Kind::placement, 0.4);
   m.policy_decision(policy::Kind::placement, 3.0);
   m.policy_decision(policy::Kind::allocation, 0);
@@ -146,6 +146,7 @@ TEST_CASE("recoveries, decisions, snapshots and events are counted where they ha
   CHECK(t.value("salamander_recoveries_total") == 2);
   CHECK(t.value("salamander_recovery_seconds_count") == 2);
   CHECK(t.value("salamander_recovery_seconds_sum") == doctest::Approx(1.62));
+  CHECK(t.value("salamander_capacity_wait_seconds_total") == doctest::Approx(40));
   CHECK(t.value("salamander_recovery_seconds_bucket", {{"le", "0.15"}}) == 1);
   CHECK(t.value("salamander_recovery_seconds_bucket", {{"le", "2"}}) == 2);
   CHECK(t.value("salamander_recovery_seconds_bucket", {{"le", "+Inf"}}) == 2);
