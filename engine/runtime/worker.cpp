@@ -98,7 +98,10 @@ class WorkerLoop {
       case T::save_checkpoint: forward<wire::SaveCheckpoint>(*env); break;
       case T::fault_arm: forward<wire::FaultArm>(*env); break;
       case T::step_abort:
-        if (auto m = wire::decode<wire::StepAbort>(*env); m && m->plan > 0) trainer_->abandon(m->plan, m->reason);
+        if (auto m = wire::decode<wire::StepAbort>(*env); m && m->plan > 0) {
+          spdlog::info("plan {} abandoned by the controller: {}", m->plan, m->reason);
+          trainer_->abandon(m->plan, m->reason);
+        }
         trainer_->abort("step aborted by the controller");
         forward<wire::StepAbort>(*env);
         break;

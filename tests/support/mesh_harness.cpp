@@ -56,7 +56,8 @@ void TestMesh::start() {
 }
 
 Proc& TestMesh::add_agent(const std::string& name) {
-  std::vector<std::string> argv{bin(), "agent", "--controller", mesh_ep, "--name", name, "--devices", opts.devices};
+  std::vector<std::string> argv{bin(), "agent", "--controller", mesh_ep, "--name", name, "--devices", opts.devices,
+                                "--log-level", opts.agent_log_level};
   if (opts.cpu_share > 0) argv.insert(argv.end(), {"--cpu-share", std::to_string(opts.cpu_share)});
   agents.push_back(spawn(argv, dir + "/" + name + ".out"));
   return agents.back();

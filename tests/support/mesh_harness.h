@@ -33,6 +33,7 @@ struct MeshOptions {
   double cpu_share = 0;  // > 0: agents run with --cpu-share (benchmarks' fair measurement)
   std::string devices = "cpu:1";  // each agent's --devices (one worker)
   std::string log_level = "debug";  // the controller's
+  std::string agent_log_level = "info";  // the agents' and their workers' ("debug": each plan applied, each step)
 };
 
 class TestMesh {
