@@ -2,7 +2,8 @@
 // (its options: the table in command_table.cpp) — or, with --supervise or a drill that needs it,
 // its controller a child process this one brings back when it dies (hosted_run.h).
 // With --modes the job runs once per recovery mode (train.recovery), each in <out>/<mode>, and
-// <out>/compare.html puts them side by side.
+// <out>/compare.html puts them side by side; --repeat N runs the modes N times over, alternating
+// (<out>/<mode>/run-K), and compare.html, compare.json and the terminal give each mode's medians.
 #include <signal.h>
 
 #include <cstdio>
@@ -101,33 +102,39 @@ RunOutcome run_once(const LocalRunOptions& o, const std::optional<std::vector<st
   return {run.exit_code(), run.interrupted()};
 }
 
-// The same job and drill once per recovery mode, then the comparison page.
-int run_modes(LocalRunOptions o, const std::vector<std::string>& modes, const std::optional<std::vector<std::string>>& hosted) {
+// The same job and drill once per recovery mode (`repeat` times over, the modes alternating so a
+// machine's drift touches each alike), then the comparison page and the modes' medians.
+int run_modes(LocalRunOptions o, const std::vector<std::string>& modes, int64_t repeat,
+              const std::optional<std::vector<std::string>>& hosted) {
   std::string base = o.run_dir;
   std::vector<std::string> dirs;
+  std::FILE* say = o.json ? stderr : stdout;
   int rc = 0;
-  for (const auto& mode : modes) {
-    o.job.train.recovery = mode;
-    o.run_dir = base + "/" + mode;
-    if (auto s = make_dirs(o.run_dir); !s) {
-      std::fprintf(stderr, "salamander run: %s\n", s.error().message().c_str());
-      return 1;
+  for (int64_t k = 1; k <= repeat; ++k)
+    for (const auto& mode : modes) {
+      o.job.train.recovery = mode;
+      o.run_dir = base + "/" + mode + (repeat > 1 ? "/run-" + std::to_string(k) : "");
+      if (auto s = make_dirs(o.run_dir); !s) {
+        std::fprintf(stderr, "salamander run: %s\n", s.error().message().c_str());
+        return 1;
+      }
+      if (repeat > 1) std::fprintf(say, "== %s (run %lld of %lld) ==\n", mode.c_str(), (long long)k, (long long)repeat);
+      else std::fprintf(say, "== %s ==\n", mode.c_str());
+      std::fflush(say);
+      auto outcome = run_once(o, hosted);
+      rc = std::max(rc, outcome.code);
+      dirs.push_back(o.run_dir);
+      if (outcome.interrupted) {
+        std::fprintf(stderr, "salamander run: interrupted during the %s mode: the other runs are not made\n", mode.c_str());
+        return rc;
+      }
     }
-    std::fprintf(o.json ? stderr : stdout, "== %s ==\n", mode.c_str());
-    std::fflush(o.json ? stderr : stdout);
-    auto outcome = run_once(o, hosted);
-    rc = std::max(rc, outcome.code);
-    dirs.push_back(o.run_dir);
-    if (outcome.interrupted) {
-      std::fprintf(stderr, "salamander run: interrupted during the %s mode: the other modes are not run\n", mode.c_str());
-      return rc;
-    }
-  }
-  if (auto s = report::write_comparison(dirs, base + "/compare.html"); !s) {
+  std::string table;
+  if (auto s = report::write_comparison(dirs, base + "/compare.html", &table); !s) {
     std::fprintf(stderr, "salamander run: comparison not written: %s\n", s.error().message().c_str());
     return 1;
   }
-  std::fprintf(o.json ? stderr : stdout, "comparison: %s/compare.html\n", base.c_str());
+  std::fprintf(say, "\n%s\ncomparison: %s/compare.html (medians and ranges in compare.json)\n", table.c_str(), base.c_str());
   return rc;
 }
 
@@ -181,6 +188,9 @@ int cmd_run(const Command& cmd, const Parsed& p) {
     if (!parsed) return usage_error(cmd, parsed.error().message());
     modes = *parsed;
   }
+  auto repeat = p.get_int("--repeat", 1, 1, 100);
+  if (!repeat) return usage_error(cmd, repeat.error().message());
+  if (*repeat > 1 && modes.empty()) return usage_error(cmd, "--repeat runs the modes of --modes again: give --modes");
 #ifndef SAL_HAVE_CUDA
   // The agents this run starts are local, so a build without CUDA can say now what they would.
   if (job->mesh.devices.rfind("cuda:", 0) == 0) {
@@ -218,7 +228,7 @@ int cmd_run(const Command& cmd, const Parsed& p) {
 
   LocalRunOptions o{*job, *steps, *dir, p.has("--json"), p.get_or("--log-level", "info"),
                     p.get_or("--log-format", "plain"), *drill, *cpu_share, resume_from};
-  return modes.empty() ? run_once(o, hosted).code : run_modes(o, modes, hosted);
+  return modes.empty() ? run_once(o, hosted).code : run_modes(o, modes, *repeat, hosted);
 }
 
 }  // namespace sal::cli

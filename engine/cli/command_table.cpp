@@ -61,7 +61,10 @@ std::vector<CommandDef> make_table() {
                     {"--drill-arg", "K=V,...", "values the drill script reads from its `args` table"},
                     {"--modes", "M,M,...",
                      "run once per recovery mode (elastic, fixed-ep-ft, checkpoint-restart) and write "
-                     "<out>/compare.html"},
+                     "<out>/compare.html and compare.json"},
+                    {"--repeat", "N",
+                     "with --modes: run each mode N times, the modes alternating (<out>/<mode>/run-K), and give "
+                     "medians and ranges (default 1)"},
                     {"--resume", "CHECKPOINT|RUN_DIR",
                      "continue from a checkpoint or complete snapshot (or a run directory: its final checkpoint, "
                      "else its newest snapshot): weights, optimizer state, schedule and data position go on from "

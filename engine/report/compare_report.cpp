@@ -1,10 +1,12 @@
 // compare_report.cpp — see compare_report.h.
 #include "report/compare_report.h"
 
+#include <algorithm>
 #include <map>
 
 #include "core/paths.h"
 #include "report/html.h"
+#include "report/mode_stats.h"
 #include "report/report.h"
 #include "report/run_marks.h"
 #include "report/run_report.h"
@@ -38,12 +40,37 @@ std::string outcome_table(const std::vector<Run>& runs, const std::vector<std::s
                     num(r.number("steps")), num(samples), num(r.number("aborted_steps")), num(r.number("patched_steps")),
                     num(r.number("lost_steps")), num(r.number("restores")),
                     seconds(r.number("recovery_p50_s")) + " / " + seconds(r.number("recovery_max_s")),
-                    seconds(r.number("elapsed_s")), num(ratio(samples, r.number("elapsed_s")), 1), vs});
+                    seconds(r.number("elapsed_s")), num(ratio(samples, r.number("elapsed_s")), 1),
+                    num(node_seconds(r), 1), num(efficiency(r), 3), vs});
   }
   return table({"run", "directory", "steps", "samples", "aborted steps", "patched steps", "lost steps", "restores",
-                "recovery p50 / max", "elapsed",
-                "samples/s", "samples vs " + escape(labels[base])},
+                "recovery p50 / max", "elapsed", "samples/s", "node-s available", "samples / node-s",
+                "samples vs " + escape(labels[base])},
                rows);
+}
+
+std::string spread_cell(const Spread& s, int decimals, const std::string& unit = "") {
+  if (s.n == 0) return kMissing;
+  std::string median = num(s.median, decimals) + unit;
+  if (s.n == 1 || s.min == s.max) return median;
+  return "<b>" + median + "</b> (" + num(s.min, decimals) + "–" + num(s.max, decimals) + ")";
+}
+
+// Per mode, medians and ranges over its runs; "" unless some mode ran more than once.
+std::string modes_table(const std::vector<Run>& runs) {
+  auto stats = mode_stats(runs);
+  if (std::none_of(stats.begin(), stats.end(), [](const ModeStats& s) { return s.runs > 1; })) return "";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : stats)
+    rows.push_back({escape(s.mode), std::to_string(s.runs), spread_cell(s.samples, 0), spread_cell(s.efficiency, 3),
+                    spread_cell(s.vs_baseline, 2, "×"), spread_cell(s.elapsed, 1, " s"), spread_cell(s.recovery_max, 2, " s")});
+  return section("By mode",
+                 table({"mode", "runs", "samples", "samples / node-s", "samples vs " + escape(baseline_mode(stats)),
+                        "elapsed", "slowest recovery (engine)"},
+                       rows),
+                 "Medians over each mode's runs, with the range. Samples / node-s: samples trained per node-second the "
+                 "run had (each node from its join to its loss). Against the baseline: the k-th run of each mode over "
+                 "the k-th of the baseline (the runs alternate modes), the median of those ratios.");
 }
 
 std::string samples_chart(const std::vector<Run>& runs, const std::vector<std::string>& labels) {
@@ -139,6 +166,7 @@ std::string comparison_html(const std::vector<Run>& runs) {
   out += section("Outcome", outcome_table(runs, labels),
                  "Samples vs the baseline: each run's samples divided by those of the checkpoint-restart run (or of "
                  "the first run when none is).");
+  out += modes_table(runs);
   out += section("Samples trained", samples_chart(runs, labels));
   LineChart tput = overlay(runs, labels, [&](size_t i, size_t k) { return runs[i].metrics[k].tokens_per_s; });
   tput.y_label = "tokens/s";
@@ -156,7 +184,7 @@ std::string comparison_html(const std::vector<Run>& runs) {
   return out + page_end();
 }
 
-Status write_comparison(const std::vector<std::string>& run_dirs, const std::string& out_html) {
+Status write_comparison(const std::vector<std::string>& run_dirs, const std::string& out_html, std::string* mode_table) {
   if (run_dirs.size() < 2) return fail("a comparison needs at least two run directories, got ", run_dirs.size());
   if (out_html.empty()) return fail("a comparison needs an output file");
   std::vector<Run> runs;
@@ -167,6 +195,13 @@ Status write_comparison(const std::vector<std::string>& run_dirs, const std::str
   }
   auto written = write_file(out_html, comparison_html(runs));
   if (!written) return written.error().with_context("comparison");
+  auto stats = mode_stats(runs);
+  nlohmann::ordered_json j = mode_stats_json(stats);
+  j["runs"] = run_dirs;
+  const bool html = out_html.size() > 5 && out_html.compare(out_html.size() - 5, 5, ".html") == 0;
+  const std::string json_path = (html ? out_html.substr(0, out_html.size() - 5) : out_html) + ".json";
+  if (auto s = write_file(json_path, j.dump(2) + "\n"); !s) return s.error().with_context("comparison");
+  if (mode_table) *mode_table = mode_stats_text(stats);
   return ok_status();
 }
 

@@ -16,8 +16,11 @@ namespace sal::report {
 // any file, is an error naming the file, line and column.
 Status write_run_report(const std::string& run_dir, const std::string& out_html = "");
 
-// Several runs of the same job (e.g. one drill under three recovery modes) side by side: writes
-// `out_html`. Each run dir needs metrics.csv; summary.json fields that are missing show as "–".
-Status write_comparison(const std::vector<std::string>& run_dirs, const std::string& out_html);
+// Several runs of the same job (e.g. one drill under three recovery modes, each maybe several times)
+// side by side: writes `out_html`, and beside it (its name with .json for .html) the per-mode
+// medians and ranges (mode_stats.h); `mode_table`, when given, gets them as a text table. Each run
+// dir needs metrics.csv; summary.json fields that are missing show as "–".
+Status write_comparison(const std::vector<std::string>& run_dirs, const std::string& out_html,
+                        std::string* mode_table = nullptr);
 
 }  // namespace sal::report

@@ -240,7 +240,7 @@ TEST_CASE("t0516-capacity: a job too small to plan waits for capacity apart from
   }
 }
 
-TEST_CASE("t0517-losses-during-switches: nodes killed in three successive plan switches; every worker leaves each abandoned plan within 100 ms") {
+TEST_CASE("t0517-losses-during-switches: nodes killed in three successive plan switches, and every worker leaves each abandoned plan within 100 ms") {
   MeshOptions o;
   o.agents = 9;
   o.steps = 1'000'000'000;
