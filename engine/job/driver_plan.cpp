@@ -22,7 +22,6 @@ constexpr int kPlanRetryDoublings = 4;
 constexpr int kMaxConsecutiveFailures = 3;
 constexpr int kMaxConsecutivePlanFailures = 5;
 
-
 // ---------- planning: deciding ----------
 
 WorkerChoice Driver::choose(const std::vector<Participant>& ready, uint64_t step) const {
@@ -94,15 +93,17 @@ Driver::Next Driver::start_plan(std::string why, bool with_loads, bool keep) {
 // mesh.capacity_wait_ms.
 Driver::Next Driver::cannot_plan(const std::string& why, const std::string& detail) {
   note("plan_failed", detail, act::Level::info, true);
-  if (why != streak_.cannot_plan) {
-    streak_.cannot_plan = why;
-    std::string until = cfg_.capacity_wait_ms > 0 ? "; the job ends if none can be made within " + ms_text(cfg_.capacity_wait_ms * 1'000'000)
-                                                   : "";
-    note("capacity_wait", "no plan can be made (" + why + "); waiting for more workers to join" + until, act::Level::warn);
-  }
-  if (!streak_.cannot_plan_since_ns) {
+  const bool waiting = streak_.cannot_plan_since_ns != 0;
+  if (!waiting) {
     streak_.cannot_plan_since_ns = now_ns_;
     if (cfg_.capacity_wait_ms > 0) arm(Timer::capacity, uint64_t(cfg_.capacity_wait_ms));
+  }
+  if (why != streak_.cannot_plan) {
+    streak_.cannot_plan = why;
+    std::string until = waiting ? " (waiting for " + ms_text(now_ns_ - streak_.cannot_plan_since_ns) + " so far)"
+                        : cfg_.capacity_wait_ms > 0 ? "; the job ends if none can be made within " + ms_text(cfg_.capacity_wait_ms * 1'000'000)
+                                                    : "";
+    note("capacity_wait", "no plan can be made (" + why + "); waiting for more workers to join" + until, act::Level::warn);
   }
   return phase::Gathering{};
 }

@@ -93,12 +93,22 @@ TEST_CASE("planning + decided: a planner that cannot plan sends the driver back 
   CHECK(h.noted("plan_failed"));
 }
 
-TEST_CASE("gathering + capacity timer: a job that cannot plan for mesh.capacity_wait_ms ends, naming why") {
+namespace {
+
+// Four workers whose plan the planner cannot make (too few slots), under mesh.capacity_wait_ms = `wait_ms`.
+Harness cannot_plan(int64_t wait_ms) {
   DriverConfig cfg = small_job();
-  cfg.capacity_wait_ms = 60000;
+  cfg.capacity_wait_ms = wait_ms;
   Harness h(cfg);
   h.membership(workers({0, 1, 2, 3}));
   h.on(in::Decided{h.asked->decision, fail("4 workers x 2 slots cannot hold 9 experts once each")});
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("gathering + capacity timer: a job that cannot plan for mesh.capacity_wait_ms ends, naming why") {
+  Harness h = cannot_plan(60000);
   CHECK(h.armed(Timer::capacity));
   CHECK(h.note_detail("capacity_wait").find("ends if none can be made within 60 s") != std::string::npos);
   h.asked.reset();
@@ -112,11 +122,7 @@ TEST_CASE("gathering + capacity timer: a job that cannot plan for mesh.capacity_
 }
 
 TEST_CASE("gathering: with mesh.capacity_wait_ms = 0 a job that cannot plan waits for workers without end") {
-  DriverConfig cfg = small_job();
-  cfg.capacity_wait_ms = 0;
-  Harness h(cfg);
-  h.membership(workers({0, 1, 2, 3}));
-  h.on(in::Decided{h.asked->decision, fail("4 workers x 2 slots cannot hold 9 experts once each")});
+  Harness h = cannot_plan(0);
   CHECK(h.noted("capacity_wait"));
   CHECK_FALSE(h.armed(Timer::capacity));
   CHECK(h.d.phase() == Phase::gathering);
