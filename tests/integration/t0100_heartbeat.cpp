@@ -1,10 +1,16 @@
 // t0100_heartbeat.cpp — liveness stories on a real loopback mesh: a controller and four agents
 // (each with one worker process). Agents are SIGKILLed, frozen, drained and replaced; the
-// controller must notice in time, bump the epoch, and never restart.
+// controller must notice in time, bump the epoch, and never restart. And the reverse: a larger
+// model trained with default settings while two threads spin on this machine's cores is never
+// declared dead nor killed as unresponsive (busy is not dead).
 #include <doctest/doctest.h>
 #include <signal.h>
 
+#include <atomic>
+#include <thread>
+
 #include "support/mesh_harness.h"
+#include "support/run_files.h"
 
 using namespace sal::test;
 
@@ -141,4 +147,34 @@ TEST_CASE("t0140-zombie-node: a node declared dead that wakes up registers again
   CHECK(node_id_of(m, m.agents[3].pid()) != id);
   CHECK(m.state_of(id) == "dead");
   CHECK(m.status()["nodes"]["alive"] == 4);
+}
+
+TEST_CASE("t0150-no-false-verdicts: a larger model under a CPU hog loses no node and kills no worker") {
+  std::string dir = temp_dir("hog");
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> hogs;  // as many spinning threads as a 2-core machine has cores
+  for (int i = 0; i < 2; ++i)
+    hogs.emplace_back([&] {
+      volatile uint64_t x = 0;
+      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
+    });
+  // the default job with the model of the report (63 suspects and a node declared dead before)
+  auto j = run_json({bin(), "run", "--set", "model.d_model=128,model.layers=4,model.experts=16,model.heads=8", "--steps", "16",
+                     "--json", "--out", dir},
+                    dir + "/run.out", 240000);
+  stop = true;
+  for (auto& t : hogs) t.join();
+  CHECK(j["steps"] == 16);
+  CHECK(j["nodes_lost"] == 0);
+  CHECK(j["restores"] == 0);
+  size_t dead = 0, unresponsive = 0, suspects = 0;
+  for (const auto& e : events(dir)) {
+    dead += e.kind == "node_dead";
+    suspects += e.kind == "node_suspect";
+    unresponsive += e.detail.find("unresponsive") != std::string::npos;
+  }
+  CHECK(dead == 0);
+  CHECK(unresponsive == 0);
+  MESSAGE("16 steps under a 2-thread CPU hog: " << suspects << " node_suspect events, " << dead << " dead, "
+                                                << unresponsive << " workers killed as unresponsive");
 }
