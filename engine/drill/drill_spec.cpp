@@ -293,7 +293,9 @@ Status read_trace(const Checker& ck, const std::string& dir, DrillSpec& d) {
   if (ck.has("format")) {
     auto f = ck.text("format");
     if (!f) return f.error();
-    if (*f != "bamboo") return fail(ck.where(), ": replay_trace.format: '", *f, "' is not a trace format (bamboo)");
+    if (*f != "bamboo" && *f != "counts")
+      return fail(ck.where(), ": replay_trace.format: '", *f, "' is not a trace format (bamboo, counts)");
+    o.format = *f;
   }
   if (ck.has("time_scale")) {
     auto t = ck.number("time_scale", 1e-9, 1e6);

@@ -1,6 +1,9 @@
 // trace.cpp — see trace.h.
 #include "sim/trace.h"
 
+#include <cstdio>
+#include <ctime>
+#include <optional>
 #include <stdexcept>
 
 #include "core/paths.h"
@@ -8,10 +11,61 @@
 
 namespace sal::sim {
 
-Result<std::vector<TraceEvent>> read_bamboo_trace(const std::string& path) {
+Result<std::vector<TraceEvent>> read_bamboo_trace(const std::string& path) { return read_trace(path, "bamboo"); }
+
+Result<std::vector<TraceEvent>> read_trace(const std::string& path, const std::string& format) {
+  if (format != "bamboo" && format != "counts") return fail("trace format '", format, "': expected bamboo or counts");
   auto text = read_file(path, 64u << 20);
   if (!text) return Error("trace " + text.error().message());
-  return parse_bamboo_trace(*text, path);
+  return format == "bamboo" ? parse_bamboo_trace(*text, path) : parse_count_trace(*text, path);
+}
+
+namespace {
+
+// "2021-12-11, 11:11:30, 55" -> seconds since the epoch (UTC) and the count.
+std::optional<std::pair<int64_t, int64_t>> count_line(const std::string& l) {
+  int y, mo, d, h, mi, s;
+  long long n;
+  char tail;
+  if (std::sscanf(l.c_str(), "%d-%d-%d , %d:%d:%d , %lld %c", &y, &mo, &d, &h, &mi, &s, &n, &tail) != 7) return std::nullopt;
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || s < 0 || s > 60 || n < 0 || n > 1'000'000)
+    return std::nullopt;
+  struct tm t {};
+  t.tm_year = y - 1900, t.tm_mon = mo - 1, t.tm_mday = d, t.tm_hour = h, t.tm_min = mi, t.tm_sec = s;
+  return std::pair<int64_t, int64_t>{int64_t(timegm(&t)), n};
+}
+
+}  // namespace
+
+Result<std::vector<TraceEvent>> parse_count_trace(const std::string& text, const std::string& path) {
+  std::vector<TraceEvent> out;
+  std::vector<std::string> live;  // node names, newest last
+  int64_t first_s = 0, last_s = 0, named = 0;
+  int line = 0;
+  bool any = false;
+  for (const auto& raw : split(text, '\n')) {
+    ++line;
+    auto l = std::string(trim(raw));
+    if (l.empty()) continue;
+    auto p = count_line(l);
+    if (!p) return fail(path, ":", line, ": expected YYYY-MM-DD, HH:MM:SS, <live nodes>, got '", clip(l, 60), "'");
+    if (!any) first_s = last_s = p->first, any = true;
+    if (p->first < last_s)
+      return fail(path, ":", line, ": time goes back (", p->first - last_s, " s after the previous line)");
+    last_s = p->first;
+    const int64_t ms = (p->first - first_s) * 1000;
+    while (int64_t(live.size()) < p->second) {
+      live.push_back("node" + std::to_string(++named));
+      out.push_back({ms, true, live.back(), line});
+    }
+    while (int64_t(live.size()) > p->second) {
+      out.push_back({ms, false, live.back(), line});
+      live.pop_back();
+    }
+  }
+  if (!any) return fail(path, ": no lines");
+  if (out.empty()) return fail(path, ": no node is ever live");
+  return out;
 }
 
 Result<std::vector<TraceEvent>> parse_bamboo_trace(const std::string& text, const std::string& path) {

@@ -8,7 +8,7 @@
 -- project's shared data lives next to a checkout).
 replay_trace{
   file = args.trace or "../../../shared/data/bamboo-spot-traces/traces/p3-trace.csv",
-  format = "bamboo",
+  format = args.format or "bamboo",  -- or "counts": "YYYY-MM-DD, HH:MM:SS, N" a line (the GCP traces)
   time_scale = tonumber(args.time_scale or "0.002"),  -- 11.4 h of trace in 82 s
   max_nodes = tonumber(args.max_nodes or "8"),
 }

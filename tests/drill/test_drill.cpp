@@ -11,6 +11,7 @@
 #include "drill/trace.h"
 
 using namespace sal::drill;
+namespace sim = sal::sim;
 
 namespace {
 
@@ -129,6 +130,44 @@ TEST_CASE("a Bamboo trace is scaled to the local mesh: live counts proportionall
   CHECK(plan->actions[2].at_s == doctest::Approx(2.5));
   CHECK(plan->actions[2].where == "t.csv:14");
   CHECK(plan->duration_s == doctest::Approx(1.5));
+}
+
+TEST_CASE("a trace of live-node counts reads as adds and removes, and scales like a Bamboo trace") {
+  // live: 4, then 8 a second later, 6 a second after, 2 at the end
+  auto path = temp_file("g.txt", "2021-12-11, 11:11:30, 4\n2021-12-11, 11:11:31, 8\n\n2021-12-11, 11:11:32, 6\n"
+                                 "2021-12-11, 11:11:33, 2\n");
+  auto events = sim::read_trace(path, "counts");
+  REQUIRE_MESSAGE(events.ok(), (events.ok() ? "" : events.error().message()));
+  CHECK(events->size() == 4 + 4 + 2 + 4);
+  CHECK((*events)[4].ms == 1000);
+  CHECK((*events)[8].add == false);
+  CHECK((*events)[8].node == "node8");  // the newest goes first
+  TraceOptions o{path, 0.5, 4, 1.0};
+  o.format = "counts";
+  auto plan = trace_actions(o);
+  REQUIRE_MESSAGE(plan.ok(), (plan.ok() ? "" : plan.error().message()));
+  CHECK(plan->peak == 8);
+  CHECK(plan->initial_nodes == 2);
+  REQUIRE(plan->actions.size() == 3);
+  CHECK(plan->actions[0].count == 2);
+  CHECK(plan->actions[0].at_s == doctest::Approx(1.5));
+  CHECK(plan->actions[2].where == "g.txt:5");
+  // the errors name the file and the line
+  auto bad = sim::parse_count_trace("2021-12-11, 11:11:30, 4\n2021-12-11 11:11, 5\n", "g.txt");
+  CHECK(bad.error().message().find("g.txt:2: expected YYYY-MM-DD, HH:MM:SS, <live nodes>") != std::string::npos);
+  auto back = sim::parse_count_trace("2021-12-11, 11:11:30, 4\n2021-12-11, 11:11:20, 5\n", "g.txt");
+  CHECK(back.error().message().find("g.txt:2: time goes back") != std::string::npos);
+  CHECK(sim::read_trace(path, "csv").error().message().find("expected bamboo or counts") != std::string::npos);
+  // a drill replays it with format = "counts"; another format is refused, naming the two
+  auto drill = temp_file("r.lua", "replay_trace{ file = '" + path + "', format = 'counts', time_scale = 0.5, max_nodes = 4 }\n");
+  auto d = load_drill(drill, {});
+  REQUIRE_MESSAGE(d.ok(), (d.ok() ? "" : d.error().message()));
+  CHECK(d->initial_nodes == 2);
+  CHECK(d->actions.size() == 3);
+  auto wrong = temp_file("w.lua", "replay_trace{ file = '" + path + "', format = 'csv' }\n");
+  auto refused = load_drill(wrong, {});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message().find("'csv' is not a trace format (bamboo, counts)") != std::string::npos);
 }
 
 TEST_CASE("a broken trace names the file and the line") {

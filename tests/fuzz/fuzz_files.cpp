@@ -27,6 +27,7 @@ int drill(const uint8_t* data, size_t size) {
 
 int trace(const uint8_t* data, size_t size) {
   (void)sim::parse_bamboo_trace(text_of(data, size), "fuzz-trace.csv");
+  (void)sim::parse_count_trace(text_of(data, size), "fuzz-trace.txt");
   return 0;
 }
 
