@@ -8,8 +8,6 @@
 namespace sal::report {
 namespace {
 
-bool is_loss(const EventRow& e) { return e.kind == "node_dead" || (e.kind == "node_left" && !e.stopping); }
-
 std::string mode_of(const Run& r) { return r.text("mode").value_or(r.dir); }
 
 nlohmann::ordered_json spread_json(const Spread& s) {
@@ -56,7 +54,7 @@ double node_seconds(const Run& run) {
   for (const auto& e : run.events) {
     if (e.node.empty() || e.time_s > end) continue;
     if (e.kind == "node_joined" && !since.count(e.node)) since[e.node] = e.time_s;
-    if (is_loss(e) && since.count(e.node)) {
+    if (is_node_loss(e) && since.count(e.node)) {
       total += e.time_s - since[e.node];
       since.erase(e.node);
     }

@@ -212,11 +212,12 @@ bool is_stop(const EventRow& e) {
   return e.kind == "steps_done" || e.kind == "stop_requested";
 }
 
+bool is_node_loss(const EventRow& e) { return e.kind == "node_dead" || (e.kind == "node_left" && !e.stopping); }
+
 bool is_failure(const EventRow& e) {
   if (e.kind == "worker_exited") return !e.stopping && !clean_exit(e.detail);
-  if (e.kind == "node_left") return !e.stopping;
   if (e.kind == "step_aborted") return !is_stop(e);
-  return e.kind == "node_dead";
+  return is_node_loss(e);
 }
 
 }  // namespace sal::report

@@ -87,5 +87,7 @@ bool is_stop(const EventRow& e);
 // Failures: node_dead, step_aborted (but not a stop's), and node_left / worker_exited unless they
 // are part of the job's shutdown (`stopping`) or the worker exited with code 0.
 bool is_failure(const EventRow& e);
+// A node gone from the job: node_dead, or node_left that is not part of the job's shutdown.
+bool is_node_loss(const EventRow& e);
 
 }  // namespace sal::report

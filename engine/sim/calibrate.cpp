@@ -69,8 +69,6 @@ struct Membership {
   size_t deaths = 0, joins = 0;
 };
 
-bool is_loss(const report::EventRow& e) { return e.kind == "node_dead" || (e.kind == "node_left" && !e.stopping); }
-
 // A joined node counts from its first worker being ready (joins are batched from then on).
 double ready_time(const std::vector<report::EventRow>& events, size_t joined_at) {
   const auto& j = events[joined_at];
@@ -136,7 +134,7 @@ std::vector<std::string> nodes_at_start(const std::vector<report::EventRow>& eve
   for (const auto& e : events) {
     if (e.time_s > start_s) break;
     if (e.kind == "node_joined" && std::find(live.begin(), live.end(), e.node) == live.end()) live.push_back(e.node);
-    if (is_loss(e)) live.erase(std::remove(live.begin(), live.end(), e.node), live.end());
+    if (report::is_node_loss(e)) live.erase(std::remove(live.begin(), live.end(), e.node), live.end());
   }
   return live;
 }
@@ -149,7 +147,7 @@ Result<Membership> replay_membership(const report::Run& run, const Window& w) {
     const auto& e = run.events[i];
     if (e.time_s <= w.start_s || e.time_s > w.end_s) continue;
     if (e.kind == "node_joined") replay.joined(e.node, ready_time(run.events, i));
-    if (is_loss(e)) replay.lost(e.node, e.time_s, e.kind);
+    if (report::is_node_loss(e)) replay.lost(e.node, e.time_s, e.kind);
   }
   Membership m = replay.done();
   if (m.initial == 0) return fail(run.dir, "/events.csv: no node had joined when training began");
