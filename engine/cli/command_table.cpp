@@ -193,7 +193,8 @@ std::vector<CommandDef> make_table() {
       {{.name = "policy recovery",
         .brief = "probability a plan survives k node failures; --compare placements",
         .synopsis = "policy recovery --plan PLAN.json --failures K | --compare A,B --loads FILE ...",
-        .summary = "The probability that a plan survives k uniformly random node failures, per layer and jointly, "
+        .summary = "The probability that a plan survives k uniformly random node failures (host failures for a "
+                   "plan with `domains`: a host fails with all its workers), per layer and jointly, "
                    "and how it was computed (exact, closed-form or monte-carlo); or a table of the joint "
                    "probability against k for several placement policies on the same allocation.",
         .options = recovery_options()},

@@ -33,11 +33,15 @@ int recovery_of_plan(const Parsed& p) {
   if (!plan) return failed("recovery", plan.error().with_context(*p.get("--plan")));
   auto k = p.get_int("--failures", 1, 0, 1 << 20);
   if (!k) return failed("recovery", k.error());
-  auto report = algo::recovery_report(placements_of(*plan), int(*k));
+  // a plan with failure domains fails host by host: counted over its hosts
+  const bool hosts = !plan->domains.empty();
+  auto report = algo::recovery_report(policy::host_placements_of(*plan), int(*k));
   if (!report) return failed("recovery", report.error());
   if (p.has("--json")) {
     nlohmann::ordered_json out;
     out["failures"] = *k;
+    out["over"] = hosts ? "hosts" : "nodes";
+    if (hosts) out["hosts"] = policy::host_count(*plan);
     out["layers"] = nlohmann::ordered_json::array();
     for (const auto& l : report->layers) out["layers"].push_back(l.p);
     out["joint"] = report->joint.p;
@@ -47,7 +51,11 @@ int recovery_of_plan(const Parsed& p) {
     std::puts(out.dump(2).c_str());
     return 0;
   }
-  std::printf("P(plan survives %lld random node failures):\n", (long long)*k);
+  if (hosts)
+    std::printf("P(plan survives %lld random host failures; %u positions on %u hosts):\n", (long long)*k, plan->nodes,
+                policy::host_count(*plan));
+  else
+    std::printf("P(plan survives %lld random node failures):\n", (long long)*k);
   for (size_t l = 0; l < report->layers.size(); ++l)
     std::printf("  layer %-3zu %.6f  (%s)\n", l, report->layers[l].p, method_text(report->layers[l]).c_str());
   std::printf("  joint     %.6f  (%s", report->joint.p, method_text(report->joint).c_str());

@@ -97,15 +97,4 @@ Result<plan::Plan> plan_offline(policy::PolicySet& set, const PlanRequest& req, 
   return out;
 }
 
-std::vector<algo::LayerPlacement> placements_of(const plan::Plan& p) {
-  std::vector<algo::LayerPlacement> out;
-  for (const auto& l : p.layers) {
-    algo::LayerPlacement lp;
-    lp.experts = int(p.experts);
-    for (const auto& node : l.placement) lp.nodes.emplace_back(node.begin(), node.end());
-    out.push_back(std::move(lp));
-  }
-  return out;
-}
-
 }  // namespace sal::cli

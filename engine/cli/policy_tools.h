@@ -10,6 +10,7 @@
 #include "plan/plan.h"
 #include "policy/algo/recovery.h"
 #include "policy/decision.h"
+#include "policy/plan_recovery.h"
 #include "policy/policy_set.h"
 
 namespace sal::cli {
@@ -38,6 +39,6 @@ struct PlanRequest {
 Result<plan::Plan> plan_offline(policy::PolicySet& set, const PlanRequest& req, std::string* note = nullptr,
                                 policy::PlacementProposal* placement = nullptr);
 
-std::vector<algo::LayerPlacement> placements_of(const plan::Plan& p);
+using policy::placements_of;
 
 }  // namespace sal::cli

@@ -16,6 +16,7 @@
 #include "mesh/step_log.h"
 #include "policy/frontier_report.h"
 #include "policy/lua_io.h"
+#include "policy/plan_recovery.h"
 #include "policy/planner.h"
 #include "console/repl_eval.h"
 #include "console/repl_server.h"
@@ -249,6 +250,21 @@ std::vector<double> plan_balance(Controller& c, const plan::Plan& p) {
   return job::layer_imbalances(flat, placement, p.experts);
 }
 
+// A plan on hosts of several workers (issue 40): hosts = how many, domains = each position's host
+// (0-based, as in plan files), p_hosts = {P(1), P(2), P(3)} of every layer together surviving that
+// many random host losses.
+void push_host_recovery(lua_State* L, const plan::Plan& p) {
+  if (p.domains.empty()) return;
+  lua::set_field(L, "hosts", int64_t(policy::host_count(p)));
+  lua::push_json(L, nlohmann::ordered_json(p.domains));
+  lua_setfield(L, -2, "domains");
+  std::vector<double> ps;
+  auto curve = algo::recovery_curve(policy::host_placements_of(p), 3);
+  for (size_t k = 1; curve && k < curve->size(); ++k) ps.push_back((*curve)[k].p);
+  lua::push_json(L, nlohmann::ordered_json(ps));
+  lua_setfield(L, -2, "p_hosts");
+}
+
 int job_plan(Controller& c, lua_State* L) {
   const auto& cur = c.planner().current();
   bool with_layer = !lua_isnoneornil(L, 1);
@@ -278,6 +294,7 @@ int job_plan(Controller& c, lua_State* L) {
     for (double b : balance) mean += b / double(balance.size());
     lua::set_field(L, "balance", mean);
   }
+  push_host_recovery(L, cur->plan);
   if (const std::string& choice = c.planner().placement_choice(); !choice.empty()) {  // issue 35
     lua::push_json(L, nlohmann::ordered_json::parse(choice, nullptr, false));
     lua_setfield(L, -2, "placement");
@@ -358,14 +375,17 @@ void register_policy_api(lua::ApiRegistry& reg, Controller& c) {
       Role::observe, policy_frontier, Runs::here);
   add_controller_fn(reg, c, "job", "plan",
                     "job.plan([layer]) -> {number, epoch, nodes, slots, floor, allocation_by, placement_by, "
-                    "checkpoint_by, redundancy_by, balance, note, placement, schedule, stacks, ...}",
+                    "checkpoint_by, redundancy_by, balance, note, placement, schedule, stacks, hosts, domains, "
+                    "p_hosts, ...}",
                     "The current plan: which generation decided each part, for how many nodes; its balance (the "
                     "busiest node's expert work over the mean on the recent loads, each expert's tokens split over "
                     "its replicas; 1 is even); the placement policy's account of its choice (the default's: the "
                     "frontier point, its balance and P(k), the alternative it turned down; in words in note); the "
                     "checkpoint schedule (window, period, each iteration's operators by name, and the iteration time "
                     "and snapshot bandwidth it was decided from) and the shard "
-                    "stacks; with a layer (0-based), its replica counts, node -> slots table (0-based expert ids, "
+                    "stacks; on hosts of several workers, how many hosts, each position's host (domains, 0-based) "
+                    "and p_hosts = {P(1), P(2), P(3)}: every layer surviving that many random host losses; "
+                    "with a layer (0-based), its replica counts, node -> slots table (0-based expert ids, "
                     "as in plan files) and balance.",
                     Role::observe, job_plan);
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "job/driver.h"
+#include "plan/domains.h"
 #include "plan/fixed_ep.h"
 #include "plan/snapshot_peers.h"
 
@@ -81,6 +82,7 @@ Driver::Next Driver::start_plan(std::string why, bool with_loads, bool keep) {
   ask.facts = measured_.facts();
   ask.facts.iteration = step;
   if (keep) ask.keep = applied_->plan;
+  ask.domains = host_labels(choice.use);
   if (cfg_.recovery != "elastic")
     ask.fixed_groups = uint32_t(choice.use.size()) / plan::ep_size(uint32_t(cfg_.model.experts), cfg_.slots);
   out_.push_back(std::move(ask));
@@ -156,7 +158,9 @@ std::string Driver::stacks_text(const PlanRecord& rec) {
 Driver::Next Driver::plan_decided(const phase::Deciding& d, const PlanRecord& rec) {
   uint64_t number = rec.plan.version;
   const auto& use = d.choice.use;
-  note("plan", "plan " + std::to_string(number) + " for " + std::to_string(use.size()) + " workers (" + d.why +
+  const std::string hosts =
+      rec.plan.domains.empty() ? "" : " on " + std::to_string(plan::domain_count(rec.plan.domains)) + " hosts";
+  note("plan", "plan " + std::to_string(number) + " for " + std::to_string(use.size()) + " workers" + hosts + " (" + d.why +
                    "): allocation by " + rec.allocation_by + ", placement by " + rec.placement_by + stacks_text(rec) +
                    (rec.note.empty() ? "" : "; " + rec.note),
        act::Level::info, true);

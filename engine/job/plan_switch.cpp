@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/model_shape.h"
+#include "plan/domains.h"
 #include "plan/remap.h"
 
 namespace sal::job {
@@ -84,13 +85,21 @@ Status dense_transfers(const Physical& phys, const plan::Remap& remap, size_t la
 
 }  // namespace
 
+std::vector<uint32_t> host_labels(const std::vector<Participant>& workers) {
+  std::vector<uint32_t> nodes;
+  for (const auto& w : workers) nodes.push_back(w.node);
+  return plan::first_seen_labels(nodes);
+}
+
 Result<PlanSwitch> switch_plan(const std::optional<AppliedPlan>& current, const std::vector<Participant>& participants,
                                const plan::Plan& next, uint64_t step) {
   if (participants.size() != next.nodes)
     return fail("the plan has ", next.nodes, " positions for ", participants.size(), " workers");
   size_t layers = next.layers.size();
   Physical phys = physical_nodes(current, participants, layers);
-  auto remap = plan::greedy_remap(phys.held, phys.alive, next);
+  std::vector<uint32_t> domain_of_node = host_labels(participants);
+  domain_of_node.resize(phys.who.size(), UINT32_MAX);  // the ranks that are gone: no position
+  auto remap = plan::greedy_remap(phys.held, phys.alive, next, domain_of_node);
   if (!remap) return remap.error().with_context("remapping workers onto the plan");
   PlanSwitch out;
   for (uint32_t pos = 0; pos < next.nodes; ++pos) out.ranks.push_back(phys.who[size_t(remap->node_of_position[pos])]);

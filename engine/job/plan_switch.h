@@ -2,7 +2,8 @@
 // rank, and which units of model state move before the plan's first step.
 //
 // Ranks: the greedy remap (plan/remap.h) gives each plan position to the participant that already
-// holds most of its replicas, so few experts move. Experts a rank must newly hold are fetched from
+// holds most of its replicas, so few experts move — among the workers of the position's host when
+// the plan has failure domains (host_labels()). Experts a rank must newly hold are fetched from
 // surviving holders, spread over all of them. A participant that was not a rank of the plan in
 // force (it joined, or it came back) holds nothing valid: it also receives every non-expert unit
 // (embeddings, each layer's dense part and gate), spread over the surviving ranks. Before the
@@ -37,6 +38,10 @@ struct PlanSwitch {
   uint64_t experts_moved = 0;               // replicas transferred
   uint64_t dense_moved = 0;                 // non-expert units transferred (to fresh ranks)
 };
+
+// The failure domain of each worker: its host (its agent), as plan.domains labels them — 0-based, in
+// the order the hosts first come in `workers` (plan/domains.h).
+std::vector<uint32_t> host_labels(const std::vector<Participant>& workers);
 
 // `participants` are the workers of the new plan (next.nodes of them), `step` its first step.
 // Fails when some state has no surviving holder (only a checkpoint could restore it), naming it.

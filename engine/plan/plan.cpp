@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "plan/domains.h"
+
 namespace sal::plan {
 namespace {
 
@@ -153,6 +155,16 @@ Result<Plan> plan_from_json(const nlohmann::json& j) {
       p.groups.push_back(uint32_t(n.get<uint64_t>()));
     }
   }
+  if (j.contains("domains")) {
+    const auto& d = j["domains"];
+    if (!d.is_array()) return fail("plan: domains must be an array of failure-domain labels, one per position");
+    for (const auto& n : d) {
+      if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > int64_t(UINT32_MAX))
+        return fail("plan: domains must be non-negative integers, got ", n.dump());
+      p.domains.push_back(uint32_t(n.get<int64_t>()));
+    }
+    SAL_TRY(check_domains(p));
+  }
   return p;
 }
 
@@ -176,6 +188,7 @@ nlohmann::ordered_json plan_to_json(const Plan& p) {
     j["stacks"] = {{"redundancy", p.stacks.redundancy}, {"hosts", p.stacks.hosts}, {"alive", p.stacks.alive},
                    {"assignment", p.stacks.assignment}, {"wipeout", p.stacks.wipeout}};
   if (!p.groups.empty()) j["groups"] = p.groups;
+  if (!p.domains.empty()) j["domains"] = p.domains;
   return j;
 }
 

@@ -12,7 +12,8 @@
 //   {"version": v, "nodes": N, "slots": c, "floor": f,
 //    "layers": [{"replicas": [r_0, ...], "placement": [[expert ids of node 0's slots], ...]}, ...],
 //    "experts": E, "schedule": {"window", "period", "slots"}, "stacks": {"redundancy", "hosts",
-//    "alive", "assignment", "wipeout"}, "groups": [positions of group 0, ...]}
+//    "alive", "assignment", "wipeout"}, "groups": [positions of group 0, ...],
+//    "domains": [failure domain of position 0, ...]}
 // (All but "layers" are optional when reading: nodes, slots and experts are derived from the
 // layers; version, schedule, stacks and groups are written only when set.)
 #pragma once
@@ -48,6 +49,9 @@ struct Plan {
   CheckpointSchedule schedule;  // which operators take a full snapshot at each iteration
   ShardStacks stacks;           // which data-parallel group computes which shard types
   std::vector<uint32_t> groups; // positions per data-parallel group, in order (0: a group that is down)
+  // The failure domain (host) of each position: 0-based labels, positions with one label must run
+  // on workers of one host (domains.h). Empty: any worker may take any position.
+  std::vector<uint32_t> domains;
 };
 
 // Data-parallel groups (parallel.groups): each group's positions are a contiguous run; every

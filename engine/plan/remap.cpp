@@ -73,11 +73,16 @@ std::vector<std::vector<std::pair<uint32_t, uint32_t>>> candidates(const Holding
 
 }  // namespace
 
-Result<Remap> greedy_remap(const Holdings& held, const std::vector<bool>& alive, const Plan& plan) {
+Result<Remap> greedy_remap(const Holdings& held, const std::vector<bool>& alive, const Plan& plan,
+                           const std::vector<uint32_t>& domain_of_node) {
   if (alive.size() != held.size()) return fail("alive has ", alive.size(), " entries for ", held.size(), " nodes");
   size_t live = size_t(std::count(alive.begin(), alive.end(), true));
   if (live < plan.nodes)
     return fail("the plan has ", plan.nodes, " positions but only ", live, " nodes are alive");
+  const bool by_domain = !plan.domains.empty();
+  if (by_domain && domain_of_node.size() != held.size())
+    return fail("the plan has failure domains but ", domain_of_node.size(), " of ", held.size(), " nodes have one");
+  auto fits = [&](uint32_t position, uint32_t node) { return !by_domain || plan.domains[position] == domain_of_node[node]; };
   Remap r;
   r.node_of_position.assign(plan.nodes, -1);
   r.position_of_node.assign(held.size(), -1);
@@ -85,17 +90,20 @@ Result<Remap> greedy_remap(const Holdings& held, const std::vector<bool>& alive,
   // Largest overlap first; ties by position then node, so the result is deterministic.
   for (size_t score = buckets.size(); score-- > 1;)
     for (auto [position, node] : buckets[score]) {
-      if (r.node_of_position[position] >= 0 || r.position_of_node[node] >= 0) continue;
+      if (r.node_of_position[position] >= 0 || r.position_of_node[node] >= 0 || !fits(position, node)) continue;
       r.node_of_position[position] = int32_t(node);
       r.position_of_node[node] = int32_t(position);
       r.kept += score;
     }
-  uint32_t next_free = 0;
   for (uint32_t p = 0; p < plan.nodes; ++p) {
     if (r.node_of_position[p] >= 0) continue;
-    while (r.position_of_node[next_free] >= 0 || !alive[next_free]) ++next_free;
-    r.node_of_position[p] = int32_t(next_free);
-    r.position_of_node[next_free] = int32_t(p);
+    uint32_t n = 0;
+    while (n < held.size() && (r.position_of_node[n] >= 0 || !alive[n] || !fits(p, n))) ++n;
+    if (n == held.size())
+      return by_domain ? fail("position ", p, " of failure domain ", plan.domains[p], " has no free node of that domain left")
+                       : fail("position ", p, " has no free node left");
+    r.node_of_position[p] = int32_t(n);
+    r.position_of_node[n] = int32_t(p);
   }
   uint64_t total = 0;
   for (const auto& l : plan.layers)

@@ -26,8 +26,11 @@ struct Remap {
 };
 
 // Maps positions onto alive nodes only (alive[node]); needs at least as many alive nodes as
-// positions. What a dead node held is still counted as a source nowhere.
-Result<Remap> greedy_remap(const Holdings& held, const std::vector<bool>& alive, const Plan& plan);
+// positions. What a dead node held is still counted as a source nowhere. A plan with failure
+// domains (plan.domains) gives position p only to a node of its domain: `domain_of_node[node]`
+// (the same labels; fails, naming the position, when its domain has no node left for it).
+Result<Remap> greedy_remap(const Holdings& held, const std::vector<bool>& alive, const Plan& plan,
+                           const std::vector<uint32_t>& domain_of_node = {});
 
 struct Transfer {
   uint32_t layer = 0;

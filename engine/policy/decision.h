@@ -50,6 +50,9 @@ struct PlacementInput {
   std::vector<std::vector<double>> loads;                     // [layer][expert]
   std::vector<std::vector<std::vector<uint32_t>>> current;    // [layer][node][slot]; may be empty
   FailureFacts failures;                                      // rate 0: nothing known (the CLI)
+  // Workers per host (failure domain), when some host has several: the engine deals the positions
+  // decided onto the hosts afterwards (plan/domains.h). Empty: one worker per host.
+  std::vector<uint32_t> hosts;
 };
 struct PlacementProposal {
   std::vector<std::vector<std::vector<uint32_t>>> placement;  // [layer][node][slot] = expert

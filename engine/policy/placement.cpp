@@ -1,10 +1,13 @@
 // placement.cpp — the placement kind: which node slot holds which expert replica.
 //   ctx      = { nodes, slots, experts, layers, floor, replicas = {{r_e}...}, loads = {{t_e}...},
 //                current = {{{experts of node 1}, ...}, ...per layer} or nil,
-//                failures = {rate, source, correlated, window_s, restore_s, restore_source} }
+//                failures = {rate, source, correlated, window_s, restore_s, restore_source},
+//                hosts = {workers of host 1, ...} or nil (nil: one worker per host) }
 //   proposal = { placement = {{{experts of node 1's slots}, {node 2}, ...}, ...per layer},
 //                note = "why, for people"?, choice = {the same as plain data}? }
-// Experts and nodes are 1-based in Lua. The floor policy is round robin ("spread"): the replica
+// Experts and nodes are 1-based in Lua. With hosts, the engine deals the nodes (positions) onto the
+// hosts after the decision, spreading each expert's replicas over as many hosts as it can
+// (plan/domains.h): a policy places over workers and needs no host logic. The floor policy is round robin ("spread"): the replica
 // list, expert by expert, dealt to nodes in turn, so an expert's replicas land on distinct nodes.
 #include <lua.hpp>
 
@@ -48,6 +51,10 @@ void push_ctx(lua_State* L, const Input& input) {
   set_number(L, "restore_s", f.restore_s);
   lua_io::set_string(L, "restore_source", f.restore_source);
   lua_setfield(L, -2, "failures");
+  if (!in.hosts.empty()) {
+    lua_io::push_numbers(L, std::vector<double>(in.hosts.begin(), in.hosts.end()));
+    lua_setfield(L, -2, "hosts");
+  }
 }
 
 // ctx.failures written by hand (policy.decide): the numbers that are given, the rest assumed.
@@ -112,6 +119,18 @@ Result<Input> read_ctx(lua_State* L, int idx, lua::Meter& m) {
   lua_pop(L, 1);
   if (!failures) return failures.error();
   in.failures = std::move(*failures);
+  int h = lua_io::field(L, idx, "hosts");
+  if (!lua_isnil(L, h)) {
+    auto hosts = lua_io::read_uints(L, m, h, "hosts", 1, in.nodes);
+    lua_pop(L, 1);
+    if (!hosts) return hosts.error();
+    uint64_t sum = 0;
+    for (uint32_t n : *hosts) sum += n;
+    if (sum != in.nodes) return fail("hosts: the hosts' workers add up to ", sum, ", not nodes = ", in.nodes);
+    in.hosts = std::move(*hosts);
+  } else {
+    lua_pop(L, 1);
+  }
   return Input(std::move(in));
 }
 

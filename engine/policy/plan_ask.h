@@ -31,6 +31,10 @@ struct PlanAsk {
   std::optional<uint32_t> fixed_groups;
   std::optional<std::vector<std::vector<double>>> loads;  // measured loads to balance, [layer][expert]
   CheckpointFacts facts;
+  // The failure domain (host) of each worker, 0-based labels in order of first appearance
+  // (job::host_labels): the plan's positions are dealt onto them (plan/domains.h). Empty: one
+  // worker per host.
+  std::vector<uint32_t> domains;
   // A resumed job whose ranks all came back: decide nothing, put this plan in force again under the
   // next number (its allocation, placement, schedule and stacks unchanged).
   std::optional<plan::Plan> keep;

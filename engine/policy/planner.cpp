@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/clock.h"
+#include "plan/domains.h"
 #include "plan/fixed_ep.h"
 #include "policy/operators.h"
 
@@ -53,17 +54,25 @@ Result<PlanRecord> Planner::decide(const PlanAsk& ask) {
   if (ask.loads) loads_ = *ask.loads;
   failure_rate_.observe(ask.workers, double(t0) / 1e9);
   failures_ = failure_facts(ask.facts);
+  hosts_.clear();
+  for (uint32_t d : plan::shares_domains(ask.domains) ? ask.domains : std::vector<uint32_t>{}) {
+    if (d >= hosts_.size()) hosts_.resize(d + 1, 0);
+    ++hosts_[d];
+  }
   auto r = ask.fixed_groups ? fixed_ep(*ask.fixed_groups) : elastic(ask.workers);
   if (!r) return r;
+  if (!ask.fixed_groups) deal_domains(ask.domains, *r);
   decide_schedule(ask.facts, *r);
   decide_stacks(*r);
   r->epoch = ask.epoch;
   r->plan.version = current_ ? current_->plan.version + 1 : 1;
   r->ms = double(mono_ns() - t0) / 1e6;
   current_ = *r;
-  spdlog::info("plan {} for {} workers (epoch {}): allocation by {}, placement by {}, checkpoint by {} (window {}), "
+  const std::string over_hosts =
+      r->plan.domains.empty() ? "" : " on " + std::to_string(hosts_.size()) + " hosts";
+  spdlog::info("plan {} for {} workers{} (epoch {}): allocation by {}, placement by {}, checkpoint by {} (window {}), "
                "redundancy by {} in {:.2f} ms{}",
-               r->plan.version, r->plan.nodes, ask.epoch, r->allocation_by, r->placement_by, r->checkpoint_by,
+               r->plan.version, r->plan.nodes, over_hosts, ask.epoch, r->allocation_by, r->placement_by, r->checkpoint_by,
                r->plan.schedule.window, r->redundancy_by, r->ms, r->note.empty() ? "" : " — " + r->note);
   return r;
 }
@@ -103,7 +112,8 @@ Result<GroupPlan> plan_group(PolicySet& set, const GroupAsk& ask) {
   AllocationInput ain{ask.workers, ask.slots, ask.experts, ask.min_replicas, ask.loads};
   auto alloc = set.slot(Kind::allocation).decide(ain);
   const auto& ap = std::get<AllocationProposal>(alloc.proposal);
-  PlacementInput pin{ask.workers, ask.slots, ask.experts, ap.floor, ap.replicas, ask.loads, ask.current, ask.failures};
+  PlacementInput pin{ask.workers, ask.slots,  ask.experts,  ap.floor,  ap.replicas,
+                     ask.loads,   ask.current, ask.failures, ask.hosts};
   auto place = set.slot(Kind::placement).decide(pin);
   const auto& pp = std::get<PlacementProposal>(place.proposal);
   GroupPlan g;
@@ -120,10 +130,19 @@ Result<GroupPlan> plan_group(PolicySet& set, const GroupAsk& ask) {
 // A whole model over `workers` positions (from `current`, the group's slot tables in the plan in
 // force, when it had as many positions).
 Result<GroupPlan> Planner::one_group(uint32_t workers, Placements current) {
+  // (hosts are told for a one-group plan; a group of a grouped plan spans some of them)
   auto g = plan_group(policies_, {workers, cfg_.slots, uint32_t(cfg_.shape.experts), cfg_.min_replicas, loads_,
-                                  std::move(current), failures_});
+                                  std::move(current), failures_, cfg_.groups > 1 ? std::vector<uint32_t>{} : hosts_});
   if (g) placement_choice_ = g->choice;
   return g;
+}
+
+// Hosts of several workers: the positions decided are dealt onto them (plan/domains.h), keeping the
+// plan in force's deal when it is as good.
+void Planner::deal_domains(const std::vector<uint32_t>& domains, PlanRecord& r) const {
+  if (!plan::shares_domains(domains) || domains.size() != r.plan.nodes) return;
+  const bool same = current_ && current_->plan.nodes == r.plan.nodes && !current_->plan.domains.empty();
+  r.plan.domains = plan::deal_domains(r.plan, domains, same ? &current_->plan.domains : nullptr);
 }
 
 FailureFacts Planner::failure_facts(const CheckpointFacts& facts) const {

@@ -52,6 +52,7 @@ struct GroupAsk {
   std::vector<std::vector<double>> loads;                    // [layer][expert]
   std::vector<std::vector<std::vector<uint32_t>>> current;   // the placement to start from; may be empty
   FailureFacts failures;                                     // what the placement weighs survival by
+  std::vector<uint32_t> hosts;                               // workers per host (PlacementInput::hosts)
 };
 struct GroupPlan {
   uint32_t floor = 1;
@@ -97,6 +98,7 @@ class Planner {
   Result<GroupPlan> one_group(uint32_t workers, Placements current);
   Placements current_placement(uint32_t g, uint32_t positions) const;
   Result<PlanRecord> fixed_ep(uint32_t groups);
+  void deal_domains(const std::vector<uint32_t>& domains, PlanRecord& r) const;
   void decide_schedule(const CheckpointFacts& facts, PlanRecord& r);
   void decide_stacks(PlanRecord& r);
   static void reset_stacks(plan::ShardStacks& s);
@@ -114,6 +116,7 @@ class Planner {
   std::vector<std::vector<double>> loads_;
   FailureRate failure_rate_;  // node losses seen between plans
   FailureFacts failures_;     // told to the placement at the decision under way
+  std::vector<uint32_t> hosts_;  // workers per host at the decision under way (empty: one each)
   std::string placement_choice_;
 };
 

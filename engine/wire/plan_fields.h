@@ -61,6 +61,7 @@ struct Fields<plan::Plan> {
     v("schedule", s.schedule);
     v("stacks", s.stacks);
     v("groups", s.groups, kPlanRanks);
+    v("domains", s.domains, kPlanRanks);
   }
 };
 

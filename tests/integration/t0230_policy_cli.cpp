@@ -97,6 +97,19 @@ TEST_CASE("t0231-policy-plan-recovery: plan --json is a valid plan file that rec
   CHECK(r["layers"].size() == 2);
   CHECK(r["joint"].get<double>() == doctest::Approx(1.0));  // f = 2 on distinct nodes: one failure is survivable
   CHECK(r["method"] == "exact");
+  CHECK(r["over"] == "nodes");
+  // a plan with domains is counted over its hosts: both replicas of each expert on one host of two
+  // workers survive any worker loss but no host loss
+  auto hosted = c.write("hosted.json", R"({"layers": [{"replicas": [2, 2], "placement": [[0], [0], [1], [1]]}],
+                                           "domains": [0, 0, 1, 1]})");
+  auto [hrc, hout] = c.run({"policy", "recovery", "--plan", hosted, "--failures", "1", "--json"});
+  REQUIRE(hrc == 0);
+  auto h = nlohmann::json::parse(hout);
+  CHECK(h["over"] == "hosts");
+  CHECK(h["hosts"] == 2);
+  CHECK(h["joint"].get<double>() == 0.0);
+  auto [trc, tout] = c.run({"policy", "recovery", "--plan", hosted, "--failures", "1"});
+  CHECK(tout.find("random host failures; 4 positions on 2 hosts") != std::string::npos);
   auto [crc, cout] = c.run({"policy", "recovery", "--compare", "spread,compact", "--loads", loads, "--nodes", "6",
                             "--slots", "2", "--json"});
   REQUIRE(crc == 0);

@@ -367,3 +367,55 @@ TEST_CASE("t0512-bad-drill: a wrong drill is refused with its file, line and rul
   refuse("replay_trace{ file = 'missing.csv' }\n", "missing.csv");
   refuse("drill{ name = 'nothing' }\n", "the drill schedules nothing");
 }
+
+TEST_CASE("t0518-host-kill: hosts of two workers, one host killed: every expert was on two hosts, nothing restored, no step lost") {
+  std::string dir = temp_dir("hosts");
+  // 8 experts x 2 replicas fill 4 hosts x 2 workers x 2 slots: room for every expert on two hosts.
+  // mro's blocks put both replicas of two experts on two positions; taken in order, those were
+  // the two workers of one host.
+  std::string job = write_job(dir, 4, "", ", devices = 'cpu:2'");
+  std::string text = file_text(job);
+  text.replace(text.find("policies = { slots = 4 }"), 24, "policies = { slots = 2, placement = 'mro' }");
+  std::ofstream(job) << text;
+  auto j = run_json({bin(), "run", job, "--drill", drill("host_kill.lua"), "--json", "--out", dir + "/run"},
+                    dir + "/run.out", 90000);
+  CHECK(j["exit_code"] == 0);
+  CHECK(j["steps"] == 40);
+  CHECK(j["lost_steps"] == 0);
+  CHECK(j["restores"] == 0);
+  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  // the host really went, both workers with it, and the plans said so
+  bool two_gone = false, on_hosts = false;
+  for (const auto& e : events(dir + "/run")) {
+    two_gone = two_gone || (e.kind == "node_dead" || e.kind == "node_left");
+    on_hosts = on_hosts || (e.kind == "plan" && e.detail.find("on 4 hosts") != std::string::npos);
+  }
+  CHECK(two_gone);
+  CHECK_MESSAGE(on_hosts, file_text(dir + "/run/events.csv"));
+  // every committed step once, in order
+  auto steps = metrics_column(dir + "/run", "step");
+  REQUIRE(steps.size() == 40);
+  for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == double(i));
+}
+
+TEST_CASE("t0519-plan-over-hosts: job.plan() says each position's host and P(k) over hosts") {
+  MeshOptions o;
+  o.agents = 4;
+  o.devices = "cpu:2";
+  o.model = "model = { layers = 1, d_model = 16, heads = 2, experts = 8, top_k = 2, seq_len = 16 },";
+  o.extra = "policies = { slots = 2, min_replicas = 2 },";
+  TestMesh m(o);
+  m.start();
+  REQUIRE(eventually([&] { return m.eval_json("local p = job.plan() return p and p.nodes") == 8; }, 5000, 20));
+  auto plan = m.eval_json("return job.plan(0)");
+  CHECK(plan["hosts"] == 4);
+  REQUIRE(plan["domains"].size() == 8);
+  REQUIRE(plan["p_hosts"].size() == 3);
+  CHECK(plan["p_hosts"][0] == 1.0);  // any one host lost: every expert still held
+  // no host holds both replicas of an expert
+  std::map<int, std::map<int, int>> on_host;  // host -> expert -> replicas
+  for (size_t pos = 0; pos < 8; ++pos)
+    for (int e : plan["layer"]["placement"][pos]) ++on_host[plan["domains"][pos].get<int>()][e];
+  for (const auto& [host, experts] : on_host)
+    for (const auto& [e, n] : experts) CHECK_MESSAGE(n == 1, "host " << host << " expert " << e);
+}

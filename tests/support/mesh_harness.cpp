@@ -1,6 +1,8 @@
 // mesh_harness.cpp — see mesh_harness.h.
 #include "support/mesh_harness.h"
 
+#include <algorithm>
+
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -48,9 +50,12 @@ void TestMesh::start() {
   start_job();
   connect_controller({bin(), "controller", dir + "/job.lua", "--out", dir, "--log-level", opts.log_level}, "controller.out");
   for (int i = 0; i < opts.agents; ++i) add_agent("node" + std::to_string(i));
+  // each agent starts a worker per device: cpu:K is K of them, cuda:I,J,... one per GPU named
+  const std::string& d = opts.devices;
+  const int per_agent = d.rfind("cpu:", 0) == 0 ? std::stoi(d.substr(4)) : int(std::count(d.begin(), d.end(), ',')) + 1;
   bool ready = eventually([&] {
     auto s = status();
-    return s["nodes"]["alive"] == opts.agents && s["workers"]["ready"] == opts.agents;
+    return s["nodes"]["alive"] == opts.agents && s["workers"]["ready"] == opts.agents * per_agent;
   }, 10000, 20);
   ensure(ready, "mesh did not come up: " + status().dump());
 }

@@ -1,0 +1,50 @@
+// domains.h — failure domains: the workers that fail together. A host (one agent) and all its
+// workers go at once — on a real machine, 8 GPUs — so a plan whose two replicas of an expert sit on
+// two workers of one host survives no host loss for that expert, however well it does over workers.
+//
+// A plan's placement is decided over worker positions by the policies; then the positions are
+// dealt to the domains there are (deal_domains): each position, in order, to the domain with room
+// where the replicas it holds meet the fewest replicas of the same experts already there (within
+// the same data-parallel group: two groups are two copies of the model). The deal only chooses
+// which positions share a domain, so the placement's balance and its survival over workers are
+// untouched; over domains it spreads every expert over as many of them as its replicas allow. The
+// labels are 0-based, in the order the domains' workers come in the ask (plan.domains[p] = d: the
+// worker given position p must be one of domain d's); the remap keeps to them (remap.h).
+//
+// P(k) over domains: fold each layer onto its domains (a domain holds what its positions hold) and
+// count as over nodes (policy/algo/recovery.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "plan/plan.h"
+
+namespace sal::plan {
+
+// Domain labels in order of first appearance: labels({7, 7, 3, 3, 9}) = {0, 0, 1, 1, 2}.
+std::vector<uint32_t> first_seen_labels(const std::vector<uint32_t>& ids);
+
+// How many domains the labels name (max + 1; 0 for none).
+uint32_t domain_count(const std::vector<uint32_t>& labels);
+
+// Whether some domain holds more than one of the labelled positions (else domains change nothing).
+bool shares_domains(const std::vector<uint32_t>& labels);
+
+// Pairs of replicas of one expert (one layer, one group) that share a domain under `labels`: what
+// deal_domains minimises (0: every expert on as many domains as it has replicas).
+uint64_t colocated(const Plan& p, const std::vector<uint32_t>& labels);
+
+// Labels for p's positions, as many positions per domain as `labels_of_workers` has of each (the
+// ask's workers, one label each). `keep`: the labels of the plan in force, taken when they are a
+// valid deal for these domains and no worse (a re-plan moves no worker between hosts for nothing).
+std::vector<uint32_t> deal_domains(const Plan& p, const std::vector<uint32_t>& labels_of_workers,
+                                   const std::vector<uint32_t>* keep = nullptr);
+
+// One layer's placement folded onto its domains: per domain, the experts its positions hold.
+std::vector<std::vector<ExpertId>> fold_onto_domains(const LayerPlan& layer, const std::vector<uint32_t>& labels);
+
+// Checks plan.domains: empty, or one label per position, labels 0..D-1 with none unused.
+Status check_domains(const Plan& p);
+
+}  // namespace sal::plan

@@ -1,0 +1,144 @@
+// test_domains.cpp — failure domains (issue 40): a plan's positions dealt onto hosts so that no
+// host holds two replicas of an expert when the hosts allow it, the plan in force's deal kept when it
+// is as good, the remap keeping each position on a worker of its host, and domains in plan files.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+#include "plan/domains.h"
+#include "plan/remap.h"
+
+using namespace sal;
+using namespace sal::plan;
+
+namespace {
+
+Plan layer_plan(std::vector<std::vector<ExpertId>> placement, uint32_t experts) {
+  Plan p;
+  p.nodes = uint32_t(placement.size());
+  p.slots = uint32_t(placement[0].size());
+  p.experts = experts;
+  LayerPlan l;
+  l.replicas.assign(experts, 0);
+  for (auto& n : placement)
+    for (auto e : n) ++l.replicas[e];
+  l.placement = std::move(placement);
+  p.layers.push_back(std::move(l));
+  return p;
+}
+
+// MRO's blocks: positions 2i and 2i+1 hold the same two experts (what a worker-level placement of
+// 8 experts x 2 replicas over 8 workers of 2 slots gives).
+Plan blocks() { return layer_plan({{0, 1}, {0, 1}, {2, 3}, {2, 3}, {4, 5}, {4, 5}, {6, 7}, {6, 7}}, 8); }
+
+// Whether every expert of every layer is on at least two domains.
+bool every_expert_on_two(const Plan& p, const std::vector<uint32_t>& labels) {
+  for (const auto& l : p.layers) {
+    auto folded = fold_onto_domains(l, labels);
+    for (ExpertId e = 0; e < p.experts; ++e) {
+      int hosts = 0;
+      for (const auto& d : folded) hosts += std::count(d.begin(), d.end(), e) > 0;
+      if (hosts < 2) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("labels of hosts come in the order the hosts first appear") {
+  CHECK(first_seen_labels({7, 7, 3, 3, 9}) == std::vector<uint32_t>{0, 0, 1, 1, 2});
+  CHECK(shares_domains({0, 0, 1}));
+  CHECK_FALSE(shares_domains({0, 1, 2}));
+}
+
+TEST_CASE("a host of two workers never holds both replicas of an expert when four hosts can spread them") {
+  Plan p = blocks();
+  std::vector<uint32_t> workers = {0, 0, 1, 1, 2, 2, 3, 3};  // 4 hosts x 2 workers
+  // the positions in order, two by two: each host would hold both replicas of its two experts
+  CHECK(colocated(p, workers) == 8);
+  CHECK_FALSE(every_expert_on_two(p, workers));
+  auto labels = deal_domains(p, workers);
+  REQUIRE(labels.size() == 8);
+  CHECK(colocated(p, labels) == 0);
+  CHECK(every_expert_on_two(p, labels));
+  // as many positions per host as the host has workers
+  for (uint32_t d = 0; d < 4; ++d) CHECK(std::count(labels.begin(), labels.end(), d) == 2);
+}
+
+TEST_CASE("hosts of unequal size: the deal fills each to its workers and still spreads the replicas") {
+  Plan p = layer_plan({{0, 1}, {0, 1}, {2, 3}, {2, 3}, {0, 2}, {1, 3}}, 4);
+  std::vector<uint32_t> workers = {0, 0, 0, 1, 1, 2};  // 3 + 2 + 1
+  auto labels = deal_domains(p, workers);
+  REQUIRE(labels.size() == 6);
+  CHECK(std::count(labels.begin(), labels.end(), 0u) == 3);
+  CHECK(std::count(labels.begin(), labels.end(), 1u) == 2);
+  CHECK(std::count(labels.begin(), labels.end(), 2u) == 1);
+  CHECK(every_expert_on_two(p, labels));
+}
+
+TEST_CASE("the plan in force's deal is kept when it is as good, replaced when it is worse") {
+  Plan p = blocks();
+  std::vector<uint32_t> workers = {0, 0, 1, 1, 2, 2, 3, 3};
+  std::vector<uint32_t> good = {3, 2, 1, 0, 0, 1, 2, 3};  // a different deal, also with nothing co-located
+  CHECK(deal_domains(p, workers, &good) == good);
+  std::vector<uint32_t> bad = workers;  // the positions in order: co-located
+  CHECK(deal_domains(p, workers, &bad) != bad);
+  std::vector<uint32_t> wrong_sizes = {0, 0, 0, 1, 2, 2, 3, 3};
+  CHECK(deal_domains(p, workers, &wrong_sizes) != wrong_sizes);
+}
+
+TEST_CASE("two data-parallel groups are two copies of the model: replicas in different groups do not conflict") {
+  Plan p = layer_plan({{0, 1}, {2, 3}, {0, 1}, {2, 3}}, 4);
+  p.groups = {2, 2};
+  CHECK(colocated(p, {0, 0, 1, 1}) == 0);  // each group on its own host
+  CHECK(colocated(p, {0, 1, 0, 1}) == 0);
+  Plan q = p;
+  q.groups.clear();
+  // one group: positions 0 and 2 (host 0) both hold experts 0 and 1, positions 1 and 3 (host 1) 2 and 3
+  CHECK(colocated(q, {0, 1, 0, 1}) == 4);
+}
+
+TEST_CASE("the remap keeps each position on a worker of its host, and says when that host has none left") {
+  Plan p = blocks();
+  p.domains = deal_domains(p, {0, 0, 1, 1, 2, 2, 3, 3});
+  Holdings held(8, std::vector<std::vector<ExpertId>>(1));
+  std::vector<bool> alive(8, true);
+  std::vector<uint32_t> host = {0, 0, 1, 1, 2, 2, 3, 3};
+  auto r = greedy_remap(held, alive, p, host);
+  REQUIRE(r.ok());
+  for (uint32_t pos = 0; pos < 8; ++pos) CHECK(host[size_t(r->node_of_position[pos])] == p.domains[pos]);
+  // an unconstrained remap would have put position 1 on node 1, host 0 (with position 0)
+  host = {0, 0, 0, 1, 2, 2, 3, 3};  // host 0 has three workers, host 1 one: the plan's deal does not fit
+  auto bad = greedy_remap(held, alive, p, host);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message().find("failure domain 1") != std::string::npos);
+  // a worker that already holds its position's experts keeps them, within its host
+  Holdings holding(8);
+  for (uint32_t n = 0; n < 8; ++n) holding[n] = {p.layers[0].placement[7 - n]};
+  std::vector<uint32_t> reversed_hosts(8);
+  for (uint32_t n = 0; n < 8; ++n) reversed_hosts[n] = p.domains[7 - n];
+  auto kept = greedy_remap(holding, alive, p, reversed_hosts);
+  REQUIRE(kept.ok());
+  CHECK(kept->fetched == 0);
+}
+
+TEST_CASE("domains in a plan file: written, read back, and checked") {
+  Plan p = blocks();
+  p.domains = {0, 1, 2, 3, 0, 1, 2, 3};
+  auto back = plan_from_json(nlohmann::json::parse(plan_to_json(p).dump()));
+  REQUIRE(back.ok());
+  CHECK(back->domains == p.domains);
+  auto j = nlohmann::json::parse(plan_to_json(p).dump());
+  j["domains"] = {0, 1, 2};
+  auto short_list = plan_from_json(j);
+  REQUIRE_FALSE(short_list.ok());
+  CHECK_MESSAGE(short_list.error().message().find("3 labels for 8 positions") != std::string::npos,
+                short_list.error().message());
+  j["domains"] = {0, 0, 2, 2, 0, 0, 2, 2};
+  auto gap = plan_from_json(j);
+  REQUIRE_FALSE(gap.ok());
+  CHECK_MESSAGE(gap.error().message().find("domain 1 has no position") != std::string::npos, gap.error().message());
+}
