@@ -284,6 +284,35 @@ int drill_start(Controller& c, lua_State* L) {
   return 1;
 }
 
+// job.health(): each worker's recent step times per phase and its speed verdict (job/health.h).
+int job_health(Controller& c, lua_State* L) {
+  const auto& watch = c.driver().health();
+  const auto report = watch.report();
+  lua_newtable(L);
+  lua::set_field(L, "window", int64_t(watch.options().window));
+  lua::set_field(L, "slow_ratio", watch.options().slow_ratio);
+  lua::set_field(L, "back_ratio", watch.options().back_ratio);
+  lua::set_field(L, "slow", int64_t(watch.slow_count()));
+  lua_createtable(L, int(report.size()), 0);
+  for (size_t i = 0; i < report.size(); ++i) {
+    const auto& h = report[i];
+    lua_newtable(L);
+    lua::set_field(L, "worker", participant_name(h.who));
+    lua::set_field(L, "node", int64_t(h.who.node));
+    lua::set_field(L, "busy_ms", h.median.busy_ms);
+    lua::set_field(L, "exchange_ms", h.median.exchange_ms);
+    lua::set_field(L, "sync_ms", h.median.sync_ms);
+    lua::set_field(L, "update_ms", h.median.update_ms);
+    lua::set_field(L, "ratio", h.ratio);
+    lua::set_field(L, "steps", int64_t(h.steps));
+    lua::set_field(L, "state", std::string(h.slow ? "slow" : "ok"));
+    if (h.since_step) lua::set_field(L, "since_step", int64_t(h.since_step));
+    lua_rawseti(L, -2, int(i + 1));
+  }
+  lua_setfield(L, -2, "workers");
+  return 1;
+}
+
 int drill_status(Controller& c, lua_State* L) {
   auto j = c.drill_status ? c.drill_status() : nlohmann::ordered_json();
   if (j.is_null()) lua_pushnil(L);
@@ -311,6 +340,13 @@ void register_training_api(lua::ApiRegistry& reg, Controller& c) {
       "last 20 steps, and the last n step records (loss, ce, aux, grad_norm, lr, tokens, step_ms, "
       "compute_ms, tokens_per_s, workers, plan, imbalance: the busiest worker's expert tokens over the mean). metrics.csv in the run directory has every step.",
       Role::observe, job_metrics);
+  add("health", "job.health() -> {window, slow_ratio, back_ratio, slow, workers = {{worker, node, busy_ms, "
+      "exchange_ms, sync_ms, update_ms, ratio, steps, state, since_step}, ...}}",
+      "Gray failures: per worker, the medians over the last `window` committed steps of its time computing "
+      "(busy_ms), in the passes' token exchanges, in the gradient sync and in its last update; ratio: its "
+      "computing time over the median of the others' in the same step (the window's median); state: slow "
+      "once the ratio reaches slow_ratio, ok again at back_ratio (events node_slow, node_speed_back).",
+      Role::observe, job_health);
   add("loads", "job.loads([layer]) -> {steps, layers = {{tokens per expert}, ...}} | {steps, experts}",
       "Mean tokens routed to each expert per step over the recent window (train.rebalance_every steps), "
       "per layer (Lua lists: expert e is at index e + 1). These are the loads a rebalance plans for.",

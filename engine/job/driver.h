@@ -101,6 +101,8 @@ class Driver {
   const CheckpointFacts& checkpoint_facts() const { return measured_.facts(); }
   // What each worker's last vote said it holds of the sparse snapshots (job.checkpoint()).
   const std::map<Participant, SparseHolding>& sparse_holdings() const { return measured_.sparse(); }
+  // Each worker's recent step times and speed verdict (job.health()).
+  const SpeedWatch& health() const { return measured_.speed(); }
   // What each live agent last reported holding of them, and the window a restore would use now.
   const std::map<NodeId, wire::SliceReport>& peer_slices() const { return peers_.reports(); }
   std::optional<PeerWindow> restorable() const { return peer_window(steps_.committed()); }

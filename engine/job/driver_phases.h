@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -26,6 +27,7 @@
 
 #include "core/ids.h"
 #include "job/ladder.h"
+#include "job/health.h"
 #include "job/plan_switch.h"
 #include "plan/plan.h"
 
@@ -94,6 +96,7 @@ struct Tally {
   std::vector<uint64_t> loads;
   int64_t begun_ns = 0;
   std::set<Participant> voted;  // whose measurements the tally holds
+  std::map<Participant, WorkerTimes> times;  // where each one's time went (health.h)
 };
 
 // The step in flight's patch (SPARe): who it lost, the groups whose work it drops, the patches

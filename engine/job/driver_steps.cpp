@@ -110,6 +110,7 @@ Driver::Next Driver::on_vote(const Event& e) {
     t.grad_norm = v.grad_norm;
     t.lr = v.lr;
     t.compute_ms = std::max(t.compute_ms, v.compute_ms);
+    t.times[p] = {v.busy_ms, v.exchange_ms, v.sync_ms, v.update_ms};
     if (v.loads.size() == t.loads.size())
       for (size_t i = 0; i < v.loads.size(); ++i) t.loads[i] += v.loads[i];
   }
@@ -197,6 +198,9 @@ void Driver::committed(phase::Running& r, const StepRecord& rec) {
     wanted_ = Wanted{"re-plan after patched step " + std::to_string(r.tally.step), wanted_ && wanted_->with_loads};
   }
   measured_.step_committed(r.tally.loads, rec.step_ms / 1e3);
+  for (const auto& c : measured_.worker_times(r.tally.step, r.tally.times, applied_->ranks))
+    note(c.slow ? "node_slow" : "node_speed_back", describe(c, measured_.speed().options().window),
+         c.slow ? act::Level::warn : act::Level::info);
   maybe_snapshot();
   if (cfg_.max_steps > 0 && int64_t(steps_.committed()) >= cfg_.max_steps)
     note("steps_done", std::to_string(steps_.committed()) + " steps committed", act::Level::info, true);

@@ -16,6 +16,7 @@
 #include "ckpt/book.h"
 #include "core/ids.h"
 #include "core/model_shape.h"
+#include "job/health.h"
 
 #include "policy/plan_ask.h"
 
@@ -115,6 +116,10 @@ class Measurements {
   // What a worker's vote said of its sparse snapshots (wire::StepVote's sparse_* fields); a slot
   // big enough to time measures the copy bandwidth, once per copy.
   void sparse_held(Participant p, const SparseHolding& h, uint64_t slot_bytes);
+  // A step committed with these workers' times (the votes'): the speed verdicts that changed
+  // (health.h). Workers no longer among `ranks` are forgotten.
+  std::vector<SpeedChange> worker_times(uint64_t step, const std::map<Participant, WorkerTimes>& times,
+                                        const std::vector<Participant>& ranks);
   // The warning to give, once a job, when a dense snapshot is written more slowly than the steps
   // between two snapshots run (they fall behind the disk); nothing otherwise.
   std::optional<std::string> disk_behind(const ckpt::Snapshot& s, int64_t checkpoint_every);
@@ -122,6 +127,7 @@ class Measurements {
   const LoadWindow& loads() const { return loads_; }
   const CheckpointFacts& facts() const { return facts_; }
   const std::map<Participant, SparseHolding>& sparse() const { return sparse_; }
+  const SpeedWatch& speed() const { return speed_; }
 
  private:
   LoadWindow loads_;
@@ -129,6 +135,7 @@ class Measurements {
   MovingMedian copy_Bps_;
   CheckpointFacts facts_;
   std::map<Participant, SparseHolding> sparse_;
+  SpeedWatch speed_;
   bool disk_behind_said_ = false;
 };
 

@@ -26,6 +26,7 @@ JobState job_state(mesh::Controller& c) {
   s.nodes_live = c.membership().live_nodes();
   s.nodes_expected = uint64_t(c.job().mesh.nodes);
   s.workers_live = c.membership().ready_workers();
+  s.slow_workers = c.driver().health().slow_count();
   s.epoch = c.membership().epoch();
   s.plan = c.driver().applied() ? c.driver().applied()->number() : 0;
   s.phase = c.driver().phase();

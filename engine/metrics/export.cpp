@@ -68,6 +68,8 @@ void MetricsExport::add_membership() {
   nodes_live_ = &gauge("salamander_live_nodes", "Nodes alive (or suspected but not yet declared dead)");
   nodes_expected_ = &gauge("salamander_expected_nodes", "Nodes the job asks for (mesh.nodes)");
   workers_live_ = &gauge("salamander_live_workers", "Workers ready to train");
+  slow_workers_ = &gauge("salamander_slow_workers",
+                         "Workers named slow: computing slow_ratio times the others' time or more (job.health())");
   epoch_ = &gauge("salamander_epoch", "Membership epoch: bumped by every join, loss or departure");
   plan_ = &gauge("salamander_plan", "Number of the plan in force (0 before the first)");
   auto& phases = family<prometheus::Gauge>("salamander_phase", "The job driver's phase: 1 for the one it is in, 0 for the others");
@@ -123,6 +125,7 @@ void MetricsExport::update(const JobState& s) {
   nodes_live_->Set(double(s.nodes_live));
   nodes_expected_->Set(double(s.nodes_expected));
   workers_live_->Set(double(s.workers_live));
+  slow_workers_->Set(double(s.slow_workers));
   epoch_->Set(double(s.epoch));
   plan_->Set(double(s.plan));
   advance(*aborted_, double(s.steps_aborted));

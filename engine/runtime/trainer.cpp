@@ -35,6 +35,7 @@ constexpr int64_t kRendezvousTimeoutMs = 8000;
 namespace {
 
 double ms_since(int64_t t0) { return double(mono_ns() - t0) / 1e6; }
+double ms_of(int64_t ns) { return double(ns) / 1e6; }
 
 Status in_plan(Status s, const wire::PlanUpdate& p) {
   if (!s) return s.error().with_context("plan " + std::to_string(p.number()));
@@ -181,7 +182,7 @@ Status Trainer::connect(const wire::PlanUpdate& p) {
   auto o = plane_options(p.my_rank, int(p.ranks.size()), "plan-" + std::to_string(p.number()));
   auto c = comm::connect_gloo(o, *store);
   if (!c) return c.error().with_context("plan " + std::to_string(p.number()) + " data plane");
-  std::shared_ptr<comm::Collectives> comm(std::move(*c));
+  std::shared_ptr<comm::Collectives> comm(comm::timed(std::move(*c), waits_));
   std::atomic_store(&comm_, comm);
   if (aborting_) comm->abort("aborted by the controller");  // an abort that came while connecting
   rank_ = p.my_rank;
@@ -309,13 +310,19 @@ Result<StepOutcome> Trainer::step(uint64_t step) {
   have_grads_ = false;
   step_ = step;
   if (auto s = compute_->zero_grads(); !s) return s.error().with_context("step " + std::to_string(step));
-  if (role_.groups > 1) return grouped_step(step, t0);
+  const int64_t w0 = waits_->ns;
+  if (role_.groups > 1) {
+    auto out = grouped_step(step, t0);
+    if (out) out->times = {out->compute_ms - ms_of(waits_->ns - w0), ms_of(waits_->ns - w0), 0, update_ms_};
+    return out;
+  }
   auto [first, count] = model::batch_share(spec_.global_batch, ranks_, rank_);
   model::Batch b = model::make_batch(corpus_, spec_.seed, step, first, count, spec_.dims.seq_len);
   faults_->at(wire::FaultPoint::forward, step);
   auto stats = compute_->step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len);
   if (!stats) return stats.error().with_context("step " + std::to_string(step));
   faults_->at(wire::FaultPoint::allreduce, step);
+  const int64_t w1 = waits_->ns, t1 = mono_ns();
   if (ranks_ > 1)
     if (auto s = compute_->sync_gradients(shared_); !s) return s.error().with_context("gradient sync");
   auto norm = compute_->grad_norm();
@@ -323,7 +330,11 @@ Result<StepOutcome> Trainer::step(uint64_t step) {
   // a replayed iteration clips with the norm the run had (frozen operators add no gradient here)
   last_norm_ = replay_ ? replay_->norm_for(step).value_or(*norm) : *norm;
   have_grads_ = true;
-  return StepOutcome{std::move(*stats), last_norm_, ms_since(t0), model::learning_rate(spec_.optim, int64_t(step))};
+  StepOutcome out{std::move(*stats), last_norm_, ms_since(t0), model::learning_rate(spec_.optim, int64_t(step)), {}};
+  // the sync's own computing (packing, the norm) is small: its whole time counts as the sync's
+  const double exchange = ms_of(w1 - w0), sync = ms_since(t1);
+  out.times = {std::max(0.0, out.compute_ms - exchange - sync), exchange, sync, update_ms_};
+  return out;
 }
 
 Status Trainer::commit(uint64_t step) {
@@ -332,8 +343,10 @@ Status Trainer::commit(uint64_t step) {
   double lr = model::learning_rate(spec_.optim, int64_t(step));
   sparse_.wait();  // the last slot's copy may still be reading the weights
   have_grads_ = false;
+  const int64_t t0 = mono_ns();
   if (auto s = compute_->update(lr, model::clip_scale(spec_.optim, last_norm_), int64_t(step) + 1); !s)
     return s.error().with_context("step " + std::to_string(step));
+  update_ms_ = ms_since(t0);
   SAL_TRY(replayed(step));
   if (sparse_.takes_slot(step)) compute_->put_slot(sparse_, step, last_norm_, spec_.dims, units_written(1));
   return {};

@@ -20,6 +20,7 @@
 
 #include "comm/collectives.h"
 #include "comm/store_client.h"
+#include "comm/timed.h"
 #include "core/result.h"
 #include "model/data.h"
 #include "model/moe_gpt.h"
@@ -36,11 +37,21 @@
 
 namespace sal::runtime {
 
+// Where a worker's step time went (the health measurements, job/health.h): computing, or inside
+// the data plane's collectives (waiting for the slowest peer, and the transfer).
+struct StepTimes {
+  double busy_ms = 0;      // computing: the step's time outside the collectives
+  double exchange_ms = 0;  // in the forward and backward passes' collectives (the token all-to-alls)
+  double sync_ms = 0;      // in the gradient synchronisation and the norm's all-reduce
+  double update_ms = 0;    // the last commit's update (AdamW), reported with the next step
+};
+
 struct StepOutcome {
   model::StepStats stats;
   double grad_norm = 0;
   double compute_ms = 0;
   double lr = 0;  // what commit() will apply
+  StepTimes times;
 };
 
 class Trainer {
@@ -163,6 +174,9 @@ class Trainer {
   model::Params params_;
   std::shared_ptr<comm::StoreClient> store_;     // atomic access: abort() reads it from another thread
   std::shared_ptr<comm::Collectives> comm_;      // likewise
+  // The time the step thread spends in its data planes' collectives (every plane is comm::timed).
+  std::shared_ptr<comm::WaitClock> waits_ = std::make_shared<comm::WaitClock>();
+  double update_ms_ = 0;                         // the last commit's update
   std::shared_ptr<comm::Collectives> group_comm_;  // likewise; a grouped plan's: this rank's group only
   GroupRole role_;                               // this rank's group in the plan (groups.h)
   std::atomic<int64_t> group_now_{-1};           // role_.span.group while grouped, for interrupt_for_patch()

@@ -33,7 +33,7 @@ Status Trainer::connect_group(const wire::PlanUpdate& p) {
   auto c = comm::connect_gloo(o, *std::atomic_load(&store_));
   if (!c) return c.error().with_context("plan " + std::to_string(p.number()) + " group " + std::to_string(span.group) +
                                         " data plane");
-  std::shared_ptr<comm::Collectives> comm(std::move(*c));
+  std::shared_ptr<comm::Collectives> comm(comm::timed(std::move(*c), waits_));
   std::atomic_store(&group_comm_, comm);
   if (aborting_) comm->abort("aborted by the controller");
   return {};
@@ -141,7 +141,7 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
                              std::to_string(p.patch));
   auto c = comm::connect_gloo(o, *std::atomic_load(&store_));
   if (!c) return c.error().with_context("patch " + std::to_string(p.patch) + " of step " + std::to_string(p.step) + " data plane");
-  std::shared_ptr<comm::Collectives> plane(std::move(*c));
+  std::shared_ptr<comm::Collectives> plane(comm::timed(std::move(*c), waits_));
   std::atomic_store(&comm_, plane);  // abort() and a later patch reach it
   auto replicas = replicas_at(replicas_, p.ranks);
   return finish_grouped(*plane, replicas, shared_experts(replicas), std::move(total), t0);

@@ -146,7 +146,13 @@ struct StepVote {
     (int64_t, sparse_to, -1),
     (double, sparse_copy_ms, 0),
     (uint64_t, sparse_slot_bytes, 0),
-    (uint32_t, patch, 0))                           // the StepPatch this vote answers (0: the step as begun)
+    (uint32_t, patch, 0),                           // the StepPatch this vote answers (0: the step as begun)
+    // Where the worker's time went (runtime/trainer.h StepTimes; the health measurements):
+    // computing, in the passes' token exchanges, in the gradient sync, and the last commit's update.
+    (double, busy_ms, 0),
+    (double, exchange_ms, 0),
+    (double, sync_ms, 0),
+    (double, update_ms, 0))
 };
 
 struct StepCommit {

@@ -1,0 +1,24 @@
+// timed.h — a data plane that clocks itself: wraps a Collectives and adds the time each call
+// takes to a WaitClock. On a CPU data plane a collective's time is the wait for the slowest peer
+// plus the transfer, so a worker's step time minus its clock is what it computed itself: a slow
+// worker computes long and waits little, its peers the other way round (the health measurements,
+// job/health.h). Every call is forwarded unchanged; abort() and the op timeout are the inner
+// object's. (A GPU plane's calls return before the device is done: their times say nothing.)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "comm/collectives.h"
+
+namespace sal::comm {
+
+// Nanoseconds spent inside the collectives of the planes that share it. Written and read by the
+// thread that calls the collectives.
+struct WaitClock {
+  int64_t ns = 0;
+};
+
+std::unique_ptr<Collectives> timed(std::unique_ptr<Collectives> inner, std::shared_ptr<WaitClock> clock);
+
+}  // namespace sal::comm

@@ -1,0 +1,105 @@
+// health.cpp — see health.h.
+#include "job/health.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace sal::job {
+namespace {
+
+// The verdict's quantile: slow when the window's lowest fifth is at slow_ratio or more (at most
+// one step in ten below it), back when its highest fifth is at back_ratio or less.
+constexpr double kMost = 0.2;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Each worker's computing time over the median of the others' in the same step (none when fewer
+// than two workers computed anything).
+std::map<Participant, double> step_ratios(const std::map<Participant, WorkerTimes>& times) {
+  std::map<Participant, double> out;
+  if (times.size() < 2) return out;
+  for (const auto& [who, t] : times) {
+    std::vector<double> others;
+    for (const auto& [other, u] : times)
+      if (other != who) others.push_back(u.busy_ms);
+    const double m = median(std::move(others));
+    if (m > 0) out[who] = t.busy_ms / m;
+  }
+  return out;
+}
+
+// The q-quantile of v (0: the least, 1: the most), the nearest rank.
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5))];
+}
+
+template <class T>
+void push_bounded(std::deque<T>& d, T v, size_t n) {
+  d.push_back(std::move(v));
+  while (d.size() > n) d.pop_front();
+}
+
+}  // namespace
+
+std::vector<SpeedChange> SpeedWatch::observe(uint64_t step, const std::map<Participant, WorkerTimes>& times) {
+  std::vector<SpeedChange> changes;
+  for (const auto& [who, r] : step_ratios(times)) {
+    Track& t = workers_[who];
+    push_bounded(t.ratios, r, o_.window);
+    push_bounded(t.times, times.at(who), o_.window);
+    if (t.ratios.size() < o_.window) continue;
+    const std::vector<double> window(t.ratios.begin(), t.ratios.end());
+    // slow when nearly every step of the window was (stalls come and go), back likewise
+    const bool now_slow = t.slow ? quantile(window, 1 - kMost) > o_.back_ratio : quantile(window, kMost) >= o_.slow_ratio;
+    if (now_slow == t.slow) continue;
+    t.slow = now_slow;
+    t.since_step = step;
+    changes.push_back({who, now_slow, median(window), step});
+  }
+  return changes;
+}
+
+WorkerHealth SpeedWatch::health_of(const Participant& who, const Track& t) const {
+  WorkerHealth h;
+  h.who = who;
+  h.steps = t.ratios.size();
+  h.ratio = median(std::vector<double>(t.ratios.begin(), t.ratios.end()));
+  h.slow = t.slow;
+  h.since_step = t.since_step;
+  auto phase = [&](double WorkerTimes::*field) {
+    std::vector<double> v;
+    for (const auto& x : t.times) v.push_back(x.*field);
+    return median(std::move(v));
+  };
+  h.median = {phase(&WorkerTimes::busy_ms), phase(&WorkerTimes::exchange_ms), phase(&WorkerTimes::sync_ms),
+              phase(&WorkerTimes::update_ms)};
+  return h;
+}
+
+std::vector<WorkerHealth> SpeedWatch::report() const {
+  std::vector<WorkerHealth> out;
+  for (const auto& [who, t] : workers_) out.push_back(health_of(who, t));
+  return out;
+}
+
+size_t SpeedWatch::slow_count() const {
+  return size_t(std::count_if(workers_.begin(), workers_.end(), [](const auto& w) { return w.second.slow; }));
+}
+
+std::string describe(const SpeedChange& c, size_t window) {
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.2f", c.ratio);
+  const std::string over = " (the median of its last " + std::to_string(window) + " steps, at step " +
+                           std::to_string(c.step) + ")";
+  if (c.slow) return "worker " + participant_name(c.who) + " computes " + ratio + "x the others' time" + over;
+  return "worker " + participant_name(c.who) + " is back to " + ratio + "x the others' time" + over;
+}
+
+}  // namespace sal::job

@@ -1,0 +1,85 @@
+// health.h — gray failures seen from the votes: which worker is slow, and by how much. Every vote
+// says where the worker's step time went (wire::StepVote: computing, in the passes' token
+// exchanges, in the gradient sync, the last update). In lockstep a slow worker computes long and
+// waits little, its peers the other way round, so the step's time says nothing about who is slow
+// but each worker's computing time does: its ratio to the median of the others' in the same step.
+//
+// The verdict is robust against a shared machine's noise (a worker descheduled for a step, a page
+// fault, a busy neighbour): it looks at the ratio over the last `window` committed steps that
+// worker was in, and names it slow only when nearly all of them (the window's lowest fifth) are at
+// `slow_ratio` or more — stalls come and go, a slow node stays slow — and back when nearly all are
+// at `back_ratio` or less; the ratio it reports is the window's median. With the defaults (10
+// steps, 1.5, 1.25) a worker that slows to half its speed is named within 10 steps, and given back
+// within 10 steps of its recovery. Pure logic:
+// the driver feeds it at every commit and says what changed as events (node_slow, node_speed_back).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/ids.h"
+
+namespace sal::job {
+
+// One worker's times in one step (milliseconds).
+struct WorkerTimes {
+  double busy_ms = 0, exchange_ms = 0, sync_ms = 0, update_ms = 0;
+};
+
+struct HealthOptions {
+  size_t window = 10;        // committed steps a verdict looks at
+  double slow_ratio = 1.5;   // the window's median ratio at which a worker is named slow
+  double back_ratio = 1.25;  // ... and at which its speed is back
+};
+
+// What is known of one worker: its window's medians and its verdict.
+struct WorkerHealth {
+  Participant who;
+  WorkerTimes median;    // per phase, over the window
+  double ratio = 1;      // its computing time over the others', the window's median
+  size_t steps = 0;      // steps in the window so far
+  bool slow = false;
+  uint64_t since_step = 0;  // the step of the last verdict (slow or back)
+};
+
+// A verdict that changed at a commit.
+struct SpeedChange {
+  Participant who;
+  bool slow = false;  // named slow (else: its speed is back)
+  double ratio = 1;
+  uint64_t step = 0;
+};
+
+class SpeedWatch {
+ public:
+  explicit SpeedWatch(HealthOptions o = {}) : o_(o) {}
+
+  // One committed step's times of every worker that voted in it. A worker missing from a step
+  // keeps its window (it is measured again when it is back); forget() drops one that left.
+  std::vector<SpeedChange> observe(uint64_t step, const std::map<Participant, WorkerTimes>& times);
+  void forget(const Participant& who) { workers_.erase(who); }
+
+  std::vector<WorkerHealth> report() const;
+  size_t slow_count() const;
+  const HealthOptions& options() const { return o_; }
+
+ private:
+  struct Track {
+    std::deque<double> ratios;
+    std::deque<WorkerTimes> times;
+    bool slow = false;
+    uint64_t since_step = 0;
+  };
+  WorkerHealth health_of(const Participant& who, const Track& t) const;
+
+  HealthOptions o_;
+  std::map<Participant, Track> workers_;
+};
+
+// "worker 2.0 computes 1.96x the others' time (the median of its last 10 steps)".
+std::string describe(const SpeedChange& c, size_t window);
+
+}  // namespace sal::job

@@ -1,0 +1,107 @@
+// test_health.cpp — the speed watch (job/health.h) as pure logic: a worker at half speed among
+// noisy peers is named within the window, with its ratio; given back after it recovers; the
+// noise of a shared machine (single-step stalls, a ±20 % jitter, uneven expert work) names no one;
+// two workers are enough; a worker that left is forgotten.
+#include <doctest/doctest.h>
+
+#include <random>
+
+#include "job/health.h"
+
+using namespace sal;
+using namespace sal::job;
+
+namespace {
+
+// One step's times: worker i computes base_ms x speed[i] x jitter, plus a rare stall.
+std::map<Participant, WorkerTimes> step_times(const std::vector<double>& slowdown, std::mt19937& rng,
+                                              double jitter = 0.2, double stall_p = 0.05) {
+  std::uniform_real_distribution<double> u(1 - jitter, 1 + jitter), coin(0, 1);
+  std::map<Participant, WorkerTimes> out;
+  for (size_t i = 0; i < slowdown.size(); ++i) {
+    double busy = 50 * slowdown[i] * u(rng) * (coin(rng) < stall_p ? 3 : 1);
+    out[{uint32_t(i), 0}] = {busy, 5, 10, 2};
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a worker at half speed is named within the window, and given back after it recovers") {
+  std::mt19937 rng(1);
+  SpeedWatch w;
+  std::vector<double> speed(8, 1.0);
+  uint64_t step = 0;
+  for (; step < 30; ++step) CHECK(w.observe(step, step_times(speed, rng)).empty());
+  speed[3] = 2.0;  // worker 3.0 now takes twice as long
+  std::optional<SpeedChange> named;
+  const uint64_t slowed = step;
+  for (; step < slowed + 20 && !named; ++step)
+    for (const auto& c : w.observe(step, step_times(speed, rng))) named = c;
+  REQUIRE(named);
+  CHECK(named->slow);
+  CHECK(named->who == Participant{3, 0});
+  CHECK(named->ratio == doctest::Approx(2.0).epsilon(0.2));
+  CHECK(named->step - slowed <= w.options().window);
+  CHECK(w.slow_count() == 1);
+  CHECK(describe(*named, 10).find("worker 3.0 computes") != std::string::npos);
+  for (; step < slowed + 40; ++step) CHECK(w.observe(step, step_times(speed, rng)).empty());
+  speed[3] = 1.0;
+  std::optional<SpeedChange> back;
+  const uint64_t recovered = step;
+  for (; step < recovered + 20 && !back; ++step)
+    for (const auto& c : w.observe(step, step_times(speed, rng))) back = c;
+  REQUIRE(back);
+  CHECK_FALSE(back->slow);
+  CHECK(back->who == Participant{3, 0});
+  CHECK(back->step - recovered <= w.options().window);
+  CHECK(w.slow_count() == 0);
+}
+
+TEST_CASE("noise names no one: jitter, stalls and uneven work over many seeds") {
+  for (uint32_t seed = 1; seed <= 50; ++seed) {
+    CAPTURE(seed);
+    std::mt19937 rng(seed);
+    SpeedWatch w;
+    // uneven expert work: the busiest worker computes 25 % more than the least busy, every step
+    std::vector<double> work = {1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.0, 1.1};
+    for (uint64_t step = 0; step < 300; ++step) CHECK(w.observe(step, step_times(work, rng, 0.3, 0.1)).empty());
+  }
+}
+
+TEST_CASE("two workers are enough, one says nothing, and a worker that left is forgotten") {
+  std::mt19937 rng(7);
+  SpeedWatch w;
+  std::vector<double> speed = {1.0, 2.0};
+  std::vector<SpeedChange> all;
+  for (uint64_t step = 0; step < 15; ++step)
+    for (const auto& c : w.observe(step, step_times(speed, rng, 0.1, 0))) all.push_back(c);
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].who == Participant{1, 0});
+  SpeedWatch alone;
+  for (uint64_t step = 0; step < 15; ++step) CHECK(alone.observe(step, step_times({3.0}, rng)).empty());
+  CHECK(alone.report().empty());
+  w.forget({1, 0});
+  CHECK(w.slow_count() == 0);
+  CHECK(w.report().size() == 1);
+}
+
+TEST_CASE("the report gives each worker's medians per phase and its ratio") {
+  SpeedWatch w(HealthOptions{4, 1.5, 1.25});
+  for (uint64_t step = 0; step < 4; ++step) {
+    std::map<Participant, WorkerTimes> t;
+    t[{0, 0}] = {10, 1, 2, 3};
+    t[{1, 0}] = {20, 1, 2, 3};
+    t[{2, 0}] = {10, 4, 5, 6};
+    w.observe(step, t);
+  }
+  auto r = w.report();
+  REQUIRE(r.size() == 3);
+  CHECK(r[1].who == Participant{1, 0});
+  CHECK(r[1].ratio == doctest::Approx(2.0));
+  CHECK(r[1].slow);
+  CHECK(r[0].ratio == doctest::Approx(10.0 / 15.0));
+  CHECK(r[2].median.exchange_ms == doctest::Approx(4));
+  CHECK(r[2].median.update_ms == doctest::Approx(6));
+  CHECK(r[0].steps == 4);
+}
