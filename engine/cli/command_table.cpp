@@ -238,12 +238,12 @@ std::vector<CommandDef> make_table() {
        cmd_sample},
       {{.name = "export",
         .brief = "write a checkpoint as named tensors with its config (safetensors)",
-        .synopsis = "export --checkpoint DIR --format safetensors [--out FILE] [--optimizer]",
+        .synopsis = "export --checkpoint DIR [--format safetensors] [--out FILE] [--optimizer]",
         .summary = "Writes a checkpoint as one portable file: every tensor named (embed.tokens, "
                    "layers.L.attn.w_qkv, layers.L.gate.w, layers.L.experts.X.w1, ...), the model's configuration "
                    "and step as metadata.",
         .options = {{"--checkpoint", "DIR", kCheckpointHelp},
-                    {"--format", "FORMAT", "the file format: safetensors (the only one)"},
+                    {"--format", "FORMAT", "the file format: safetensors (the only one, and the default)"},
                     {"--out", "FILE", "where to write it (default: model.safetensors in the current directory)"},
                     {"--optimizer", "", "also write AdamW's moments (optim.exp_avg.NAME, optim.exp_avg_sq.NAME)"}}},
        cmd_export},
