@@ -3,7 +3,9 @@
 
 #include <sys/stat.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 
@@ -106,13 +108,31 @@ Result<std::string> make_run_dir(const std::string& base, const std::string& job
   return fail("cannot create a run directory under ", base);
 }
 
+namespace {
+
+// Whether `item` starts a new KEY=VALUE: a key of letters, digits, '_', '.', '*' or '-', then '='.
+bool starts_key(std::string_view item) {
+  const size_t eq = item.find('=');
+  if (eq == std::string_view::npos || eq == 0) return false;
+  for (char c : trim(item.substr(0, eq)))
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '*' && c != '-') return false;
+  return true;
+}
+
+}  // namespace
+
 Result<std::vector<std::pair<std::string, std::string>>> key_values(const std::string& option, const std::string& text) {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& kv : split(text, ',')) {
-    if (kv.empty()) continue;
-    auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) return fail(option, ": expected KEY=VALUE, got '", kv, "'");
-    out.emplace_back(std::string(trim(kv.substr(0, eq))), std::string(trim(kv.substr(eq + 1))));
+  for (const auto& item : split(text, ',')) {
+    if (item.empty()) continue;
+    if (!starts_key(item)) {
+      // a comma inside a value (mesh.devices=cuda:0,1): the item goes on the value before it
+      if (out.empty()) return fail(option, ": expected KEY=VALUE, got '", item, "'");
+      out.back().second += "," + std::string(trim(item));
+      continue;
+    }
+    auto eq = item.find('=');
+    out.emplace_back(std::string(trim(item.substr(0, eq))), std::string(trim(item.substr(eq + 1))));
   }
   return out;
 }

@@ -61,7 +61,9 @@ class EventLoop {
 
 int usage_error(const Command& cmd, const std::string& message);
 
-// "K=V,K2=V2" option values in order; an item without a key is an error naming the option.
+// "K=V,K2=V2" option values in order. A comma followed by text that does not start KEY= belongs to
+// the value before it (mesh.devices=cuda:0,1 is one item); a first item without a key is an error
+// naming the option.
 Result<std::vector<std::pair<std::string, std::string>>> key_values(const std::string& option, const std::string& text);
 
 // --drill DRILL.lua with --drill-arg K=V,... (run, controller): the drill loaded and checked; none
