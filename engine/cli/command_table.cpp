@@ -52,7 +52,9 @@ std::vector<CommandDef> make_table() {
                    "(scripts/jobs/quickstart.lua). Prints the REPL endpoint first.",
         .options = {{"--nodes", "N", "local agents to start (default: the job's mesh.nodes)"},
                     {"--set", "PATH=VALUE,...", kSetHelp},
-                    {"--steps", "S", "steps to run (default: the job's train.steps; 0: idle until stopped)"},
+                    {"--steps", "S", "the job's steps: sets train.steps, so the learning-rate schedule (warmup, cosine "
+                                     "decay) ends with them (default: the job's train.steps, or a drill's steps; 0: idle "
+                                     "until stopped)"},
                     {"--repl", "ENDPOINT", "where the REPL listens (default: the job's repl.bind)"},
                     {"--metrics", "ADDR", kMetricsHelp},
                     {"--out", "DIR", "run directory (default: runs/<job>-<time>)"},
@@ -88,7 +90,9 @@ std::vector<CommandDef> make_table() {
                     {"--mesh", "ENDPOINT", "mesh endpoint (default: the job's mesh.bind; with --resume, the journal's)"},
                     {"--repl", "ENDPOINT", "REPL endpoint (default: the job's repl.bind)"},
                     {"--metrics", "ADDR", kMetricsHelp},
-                    {"--steps", "N", "steps to drive, then stop (default: the job's train.steps)"},
+                    {"--steps", "N", "steps to drive, then stop: sets train.steps, the learning-rate schedule's "
+                                     "length (default: the job's train.steps; with --resume the journal's, and the "
+                                     "schedule stays the journal's job's)"},
                     {"--set", "PATH=VALUE,...", kSetHelp},
                     {"--server-key", "FILE",
                      "CURVE: the controller's key pair (default: the job's security.server_key; with --resume "

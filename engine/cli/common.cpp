@@ -39,6 +39,20 @@ Result<job::JobConfig> load_job(const std::optional<std::string>& path, const jo
 
 Result<job::Overrides> job_overrides(const Parsed& p) { return key_values("--set", p.get_or("--set", "")); }
 
+Result<job::Overrides> steps_override(const Parsed& p, std::optional<int64_t> drill_steps) {
+  auto steps = p.get_int("--steps", drill_steps.value_or(-1), 0, INT64_MAX);
+  if (!steps) return steps.error();
+  if (*steps < 0) return job::Overrides{};
+  const std::string value = std::to_string(*steps);
+  const std::string source = p.has("--steps") ? "--steps " + value : "the drill's steps = " + value;
+  auto sets = job_overrides(p);
+  if (!sets) return sets.error();
+  for (const auto& [key, set] : *sets)
+    if (key == "train.steps" && set != value)
+      return fail(source, " and --set train.steps=", set, " disagree: give the job's steps once");
+  return job::Overrides{{"train.steps", value}};
+}
+
 Result<std::optional<drill::DrillSpec>> drill_option(const Parsed& p, std::function<void()> service) {
   auto path = p.get("--drill");
   if (!path) {

@@ -28,6 +28,12 @@ Result<job::JobConfig> load_job(const std::optional<std::string>& path, const jo
 // The --set option of a command that loads a job (run, controller, job check): its PATH=VALUE pairs.
 Result<job::Overrides> job_overrides(const Parsed& p);
 
+// The job's length as an override of a command that takes --steps (run, controller): train.steps
+// set to --steps, else to the drill's steps, else none (the job's own). One value, so the
+// controller's steps, the workers' learning-rate schedule and the job text the run keeps agree. A
+// --set train.steps that disagrees with it is an error naming both.
+Result<job::Overrides> steps_override(const Parsed& p, std::optional<int64_t> drill_steps);
+
 // --set's line in a command's option list.
 inline const char* const kSetHelp =
     "override job file keys, e.g. --set train.lr=0.001,model.d_model=128 (checked by the schema; given again, it adds "

@@ -2,12 +2,14 @@
 // the local mesh down cleanly; SIGKILL of the run takes agents and workers with it; no process
 // outlives the run in any of these ends. Plus steps keep committing through a node loss, a stop
 // writes the final checkpoint, and a run resumed from its checkpoint ends as the uninterrupted run
-// does, bit for bit.
+// does, bit for bit. `--steps` is the job's length, its learning-rate schedule's included.
 #include <doctest/doctest.h>
 #include <signal.h>
 
 #include <filesystem>
 #include <set>
+
+#include "model/optimizer.h"
 
 #include "support/mesh_harness.h"
 #include "support/run_files.h"
@@ -204,7 +206,9 @@ TEST_CASE("t0305-steps-survive-a-kill: steps keep committing after a node is los
 TEST_CASE("t0306-run-resume: a run resumed from its checkpoint ends where the uninterrupted run ends, bit for bit") {
   const std::string dir = temp_dir("resume");
   // No re-plan on loads and no snapshots inside the 12 steps: the resumed run's plan is the
-  // uninterrupted run's, so the same ranks sum the same gradients in the same order.
+  // uninterrupted run's, so the same ranks sum the same gradients in the same order. The 12 steps
+  // are inside the default job's warmup (30 steps), where the learning rate does not depend on
+  // train.steps: the first run's 6 (--steps sets it) and the others' 12 give the same rates.
   const std::string sets = "train.rebalance_every=1000,train.checkpoint_every=0";
   auto run = [&](std::vector<std::string> extra, const std::string& out) {
     std::vector<std::string> argv{bin(), "run", "--nodes", "2", "--set", sets, "--out", dir + "/" + out, "--json"};
@@ -248,4 +252,25 @@ TEST_CASE("t0306-run-resume: a run resumed from its checkpoint ends where the un
   Proc late = spawn({bin(), "run", "--steps", "6", "--resume", dir + "/first", "--out", dir + "/late"}, dir + "/late.txt");
   CHECK(late.wait(20000) == 2);
   CHECK(late.output().find("the checkpoint is of step 6, not before the 6 steps to run") != std::string::npos);
+}
+
+TEST_CASE("t0309-steps-is-the-schedule: --steps sets train.steps, so the cosine ends with the run") {
+  const std::string dir = temp_dir("steps");
+  Proc run = spawn({bin(), "run", tiny_job(dir, "tiny"), "--steps", "10", "--nodes", "2", "--set", "train.warmup=2",
+                    "--out", dir + "/run"},
+                   dir + "/run.out");
+  REQUIRE(run.wait(30000) == 0);
+  auto lr = metrics_column(dir + "/run", "lr");
+  REQUIRE(lr.size() == 10);
+  model::OptimConfig ten;  // the tiny job's lr (the default) over 10 steps
+  ten.lr = 3e-3, ten.warmup = 2, ten.total_steps = 10;
+  CHECK(lr.back() == doctest::Approx(model::learning_rate(ten, 9)).epsilon(1e-3));
+  CHECK(lr.back() < 0.2 * ten.lr);  // near the end of the cosine, not at its start (train.steps 200)
+
+  // --steps and a --set train.steps that disagree are refused, naming both
+  Proc both = spawn({bin(), "run", tiny_job(dir, "tiny"), "--steps", "10", "--set", "train.steps=30", "--out",
+                     dir + "/both"},
+                    dir + "/both.out");
+  CHECK(both.wait(10000) == 2);
+  CHECK(both.output().find("--steps 10 and --set train.steps=30 disagree") != std::string::npos);
 }
