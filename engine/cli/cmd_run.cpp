@@ -18,6 +18,7 @@
 #include "cli/common.h"
 #include "cli/hosted_run.h"
 #include "cli/local_run.h"
+#include "cli/resume_job.h"
 #include "ckpt/format.h"
 #include "core/paths.h"
 #include "core/strings.h"
@@ -154,6 +155,23 @@ Status check_controller_kill(const drill::Action& a, const job::JobConfig& job) 
               "mesh.controller_grace_ms, or restart sooner)");
 }
 
+// The job to run: JOB.lua (or the embedded default) with --set and the job's steps; with --resume,
+// the job the run directory recorded unless one is given (resume_job.h). Prints which job resumes.
+Result<job::JobConfig> job_to_run(const Parsed& p, const job::Overrides& sets, const job::Overrides& steps) {
+  std::optional<std::string> file = p.positional.empty() ? std::nullopt : std::optional(p.positional[0]);
+  auto from = p.get("--resume");
+  if (!from) {
+    job::Overrides all = sets;
+    all.insert(all.end(), steps.begin(), steps.end());
+    return load_job(file, all);
+  }
+  auto resumed = job_to_resume({*from, file, sets, steps, p.has("--resume-anyway")});
+  if (!resumed) return resumed.error();
+  if (!resumed->run_dir.empty())
+    std::fprintf(stderr, "resuming job %s of %s\n", resumed->job.name.c_str(), resumed->run_dir.c_str());
+  return std::move(resumed->job);
+}
+
 }  // namespace
 
 int cmd_run(const Command& cmd, const Parsed& p) {
@@ -166,12 +184,11 @@ int cmd_run(const Command& cmd, const Parsed& p) {
   if (!sets) return usage_error(cmd, sets.error().message());
   auto steps_set = steps_override(p, *drill ? (*drill)->steps : std::nullopt);
   if (!steps_set) return usage_error(cmd, steps_set.error().message());
-  job::Overrides all = *sets;
-  all.insert(all.end(), steps_set->begin(), steps_set->end());
-  auto job = load_job(p.positional.empty() ? std::nullopt : std::optional(p.positional[0]), all);
+  if (p.has("--resume-anyway") && !p.has("--resume")) return usage_error(cmd, "--resume-anyway goes with --resume");
+  auto job = job_to_run(p, *sets, *steps_set);
   if (!job) {
     std::fprintf(stderr, "salamander run: %s\n", job.error().message().c_str());
-    return 1;
+    return p.has("--resume") ? 2 : 1;
   }
   std::optional<std::vector<std::string>> hosted;
   if (*drill) {

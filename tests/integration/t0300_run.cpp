@@ -2,11 +2,14 @@
 // the local mesh down cleanly; SIGKILL of the run takes agents and workers with it; no process
 // outlives the run in any of these ends. Plus steps keep committing through a node loss, a stop
 // writes the final checkpoint, and a run resumed from its checkpoint ends as the uninterrupted run
-// does, bit for bit. `--steps` is the job's length, its learning-rate schedule's included.
+// does, bit for bit. `--steps` is the job's length, its learning-rate schedule's included; `--resume`
+// trains the job its run directory recorded, and a job that differs from it is refused, key by key,
+// unless --resume-anyway.
 #include <doctest/doctest.h>
 #include <signal.h>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "model/optimizer.h"
@@ -243,9 +246,9 @@ TEST_CASE("t0306-run-resume: a run resumed from its checkpoint ends where the un
   for (const auto& e : events(dir + "/second")) resumed |= e.kind == "resume_begun";
   CHECK(resumed);
 
-  // a checkpoint of another model, or not before the steps to run, is refused with the reason
+  // a checkpoint of another model (even confirmed), or not before the steps to run, is refused with the reason
   Proc other = spawn({bin(), "run", "--set", "model.d_model=32,model.heads=2", "--steps", "12", "--resume", dir + "/first",
-                      "--out", dir + "/other"},
+                      "--resume-anyway", "--out", dir + "/other"},
                      dir + "/other.txt");
   CHECK(other.wait(20000) == 2);
   CHECK(other.output().find("the checkpoint's model has d_model 64, the job's model.d_model is 32") != std::string::npos);
@@ -273,4 +276,45 @@ TEST_CASE("t0309-steps-is-the-schedule: --steps sets train.steps, so the cosine 
                     dir + "/both.out");
   CHECK(both.wait(10000) == 2);
   CHECK(both.output().find("--steps 10 and --set train.steps=30 disagree") != std::string::npos);
+}
+
+TEST_CASE("t0312-resume-the-saved-job: --resume trains the job the run recorded, and another job is refused key by key") {
+  const std::string dir = temp_dir("resumejob");
+  Proc first = spawn({bin(), "run", tiny_job(dir, "tiny"), "--steps", "6", "--nodes", "2", "--out", dir + "/first"},
+                     dir + "/first.out");
+  REQUIRE(first.wait(30000) == 0);
+
+  // no job file: the run's own job (the tiny one), not the embedded default
+  Proc again = spawn({bin(), "run", "--steps", "8", "--nodes", "2", "--resume", dir + "/first", "--out", dir + "/again"},
+                     dir + "/again.out");
+  CHECK(again.wait(30000) == 0);
+  INFO(again.output());
+  CHECK(again.output().find("resuming job tiny of " + dir + "/first") != std::string::npos);
+  auto steps = metrics_column(dir + "/again", "step");
+  REQUIRE(steps.size() == 2);
+  CHECK(steps.front() == 6);
+
+  // a --set or a job file that changes the job: every key named, saved vs now, and refused
+  Proc lr = spawn({bin(), "run", "--set", "train.lr=0.001,train.seed=7", "--steps", "8", "--resume", dir + "/first",
+                   "--out", dir + "/lr"},
+                  dir + "/lr.out");
+  CHECK(lr.wait(10000) == 2);
+  CHECK(lr.output().find("train.lr: saved 0.003, now 0.001") != std::string::npos);
+  CHECK(lr.output().find("train.seed: saved 1, now 7") != std::string::npos);
+  CHECK(lr.output().find("--resume-anyway") != std::string::npos);
+  std::filesystem::create_directories(dir + "/other");
+  const std::string other = dir + "/other/tiny.lua";
+  std::ofstream(other) << "return { name = 'tiny', " << MeshOptions{}.model << " data = { path = '" SAL_SOURCE_DIR
+                       << "/README.md' }, train = { batch = 8 } }\n";
+  Proc data = spawn({bin(), "run", other, "--steps", "8", "--resume", dir + "/first", "--out", dir + "/data"},
+                    dir + "/data.out");
+  CHECK(data.wait(10000) == 2);
+  CHECK(data.output().find("data.path: saved " SAL_SOURCE_DIR "/docs, now " SAL_SOURCE_DIR "/README.md") !=
+        std::string::npos);
+  // confirmed: the new job goes on from the checkpoint
+  Proc anyway = spawn({bin(), "run", other, "--steps", "8", "--nodes", "2", "--resume", dir + "/first", "--resume-anyway",
+                       "--out", dir + "/anyway"},
+                      dir + "/anyway.out");
+  CHECK(anyway.wait(30000) == 0);
+  CHECK(metrics_column(dir + "/anyway", "step").front() == 6);
 }
