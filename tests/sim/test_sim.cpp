@@ -5,7 +5,8 @@
 // scenarios (run_simulation): deterministic for a seed; the cluster's exponential failures are
 // Poisson; Salamander's restores match the policy library's exact recovery probability for the same
 // placement; scenario errors name the field; each strategy reacts as it should to a scripted fault;
-// MoEtion bounds the steps a restore loses and the oracle's interval follows the MTBF.
+// MoEtion bounds the steps a restore loses and the oracle's interval follows the MTBF; goodput
+// counts only the samples kept (never below 0).
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -442,4 +443,23 @@ TEST_CASE("scenario files run in a sandbox and read raw, and one too large to re
   auto big = load_scenario_file(path);
   REQUIRE_FALSE(big.ok());
   CHECK(big.error().message().find("the scenario: more than 1048576 values (a scenario's limit)") != std::string::npos);
+}
+
+TEST_CASE("goodput counts the samples kept: never below 0, and over the run it adds up to the samples trained") {
+  // checkpoint-restart loses 25 committed steps at 75.5 s; 5 s buckets see the rollback whole
+  json planned = small_scenario();
+  planned["failures"] = {{"faults", {{{"at_s", 75.5}, {"node", 0}}}}};
+  planned["strategies"] = {{{"kind", "checkpoint-restart"}, {"checkpoint", {{"kind", "dense"}, {"every", 50}}}}};
+  planned["stop"] = {{"steps", 300}};
+  planned["report"] = {{"bucket_s", 5}};
+  auto p = run_point(planned);
+  const auto& s = p.strategies.front();
+  REQUIRE(s.lost_steps.mean == 25);
+  double total = 0;
+  for (size_t b = 0; b < s.goodput.size(); ++b) {
+    CAPTURE(b);
+    CHECK(s.goodput[b] >= 0);
+    total += s.goodput[b] * s.bucket_s;
+  }
+  CHECK(total == doctest::Approx(s.samples.mean));
 }
