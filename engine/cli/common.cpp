@@ -19,7 +19,7 @@
 namespace sal::cli {
 
 Status setup_logging(const Parsed& p, const std::string& process, const std::string& file_override,
-                     const std::string& stderr_level) {
+                     const std::string& stderr_level, bool stderr_once) {
   log::Options o;
   o.level = p.get_or("--log-level", "info");
   auto fmt = log::parse_format(p.get_or("--log-format", "plain"));
@@ -28,6 +28,7 @@ Status setup_logging(const Parsed& p, const std::string& process, const std::str
   o.process = process;
   o.file = file_override.empty() ? p.get_or("--log-file", "") : file_override;
   o.stderr_level = stderr_level;
+  o.stderr_once = stderr_once;
   if (auto s = log::init(o); !s) return Error("--log-level: " + s.error().message());
   return {};
 }

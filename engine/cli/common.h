@@ -18,9 +18,10 @@
 namespace sal::cli {
 
 // Applies --log-level/--log-format/--log-file. `stderr_level` quiets the terminal (e.g. "warn"
-// while a progress line is shown) without changing what goes to the file.
+// while a progress line is shown) without changing what goes to the file; `stderr_once` has the
+// terminal say each distinct message once (log::repeated_on_stderr() counts the rest).
 Status setup_logging(const Parsed& p, const std::string& process, const std::string& file_override = "",
-                     const std::string& stderr_level = "");
+                     const std::string& stderr_level = "", bool stderr_once = false);
 
 // A job file path, or the embedded quickstart when none is given.
 Result<job::JobConfig> load_job(const std::optional<std::string>& path, const job::Overrides& sets = {});
