@@ -192,6 +192,11 @@ int cmd_controller(const Command& cmd, const Parsed& p) {
   auto sets = job_overrides(p);
   if (!sets) return usage_error(cmd, sets.error().message());
   if (resume_dir && !sets->empty()) return usage_error(cmd, "--resume takes the job from the journal: no --set");
+  if (!resume_dir) {  // --steps is the job's length: its learning-rate schedule's too
+    auto steps = steps_override(p, std::nullopt);
+    if (!steps) return usage_error(cmd, steps.error().message());
+    sets->insert(sets->end(), steps->begin(), steps->end());
+  }
   // A run that put its mesh in network namespaces of this host (--host-netns: a drill's partition)
   // has its data plane on veth pairs it made itself: a private network, which it states for the job.
   if (p.has("--host-netns") && !resume_dir) sets->emplace_back("security.private_network", "true");

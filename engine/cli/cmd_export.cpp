@@ -1,7 +1,8 @@
-// cmd_export.cpp — `salamander export --checkpoint DIR --format safetensors [--out FILE]
+// cmd_export.cpp — `salamander export --checkpoint DIR [--format safetensors] [--out FILE]
 // [--optimizer]`: writes a checkpoint (or a complete snapshot, or a run directory's newest) as one
 // file of named tensors with the model's configuration as metadata (engine/ckpt/export.h), for
 // PyTorch and the tools around it. docs/checkpoints.md describes both formats.
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -15,10 +16,9 @@ int cmd_export(const Command& cmd, const Parsed& p) {
   static const std::vector<std::string> kFormats{"safetensors"};
   std::string dir = p.get_or("--checkpoint", "");
   if (dir.empty()) return usage_error(cmd, "--checkpoint DIR is required");
-  auto format = p.get("--format");
-  if (!format) return usage_error(cmd, "--format is required (safetensors)");
-  if (*format != "safetensors")
-    return usage_error(cmd, "--format: '" + *format + "' is not an export format" + did_you_mean(*format, kFormats) +
+  const std::string format = p.get_or("--format", kFormats.front());
+  if (std::find(kFormats.begin(), kFormats.end(), format) == kFormats.end())
+    return usage_error(cmd, "--format: '" + format + "' is not an export format" + did_you_mean(format, kFormats) +
                                 " (" + join(kFormats, ", ") + ")");
   std::string out = p.get_or("--out", "model.safetensors");
   auto done = ckpt::export_safetensors(dir, out, p.has("--optimizer"));

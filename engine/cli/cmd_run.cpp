@@ -18,6 +18,7 @@
 #include "cli/common.h"
 #include "cli/hosted_run.h"
 #include "cli/local_run.h"
+#include "cli/resume_job.h"
 #include "ckpt/format.h"
 #include "core/paths.h"
 #include "core/strings.h"
@@ -154,24 +155,43 @@ Status check_controller_kill(const drill::Action& a, const job::JobConfig& job) 
               "mesh.controller_grace_ms, or restart sooner)");
 }
 
+// The job to run: JOB.lua (or the embedded default) with --set and the job's steps; with --resume,
+// the job the run directory recorded unless one is given (resume_job.h). Prints which job resumes.
+Result<job::JobConfig> job_to_run(const Parsed& p, const job::Overrides& sets, const job::Overrides& steps) {
+  std::optional<std::string> file = p.positional.empty() ? std::nullopt : std::optional(p.positional[0]);
+  auto from = p.get("--resume");
+  if (!from) {
+    job::Overrides all = sets;
+    all.insert(all.end(), steps.begin(), steps.end());
+    return load_job(file, all);
+  }
+  auto resumed = job_to_resume({*from, file, sets, steps, p.has("--resume-anyway")});
+  if (!resumed) return resumed.error();
+  if (!resumed->run_dir.empty())
+    std::fprintf(stderr, "resuming job %s of %s\n", resumed->job.name.c_str(), resumed->run_dir.c_str());
+  return std::move(resumed->job);
+}
+
 }  // namespace
 
 int cmd_run(const Command& cmd, const Parsed& p) {
-  auto sets = job_overrides(p);
-  if (!sets) return usage_error(cmd, sets.error().message());
-  auto job = load_job(p.positional.empty() ? std::nullopt : std::optional(p.positional[0]), *sets);
-  if (!job) {
-    std::fprintf(stderr, "salamander run: %s\n", job.error().message().c_str());
-    return 1;
-  }
   auto drill = drill_option(p);
   if (!drill) {
     std::fprintf(stderr, "salamander run: %s\n", drill.error().message().c_str());
     return 1;
   }
+  auto sets = job_overrides(p);
+  if (!sets) return usage_error(cmd, sets.error().message());
+  auto steps_set = steps_override(p, *drill ? (*drill)->steps : std::nullopt);
+  if (!steps_set) return usage_error(cmd, steps_set.error().message());
+  if (p.has("--resume-anyway") && !p.has("--resume")) return usage_error(cmd, "--resume-anyway goes with --resume");
+  auto job = job_to_run(p, *sets, *steps_set);
+  if (!job) {
+    std::fprintf(stderr, "salamander run: %s\n", job.error().message().c_str());
+    return p.has("--resume") ? 2 : 1;
+  }
   std::optional<std::vector<std::string>> hosted;
   if (*drill) {
-    if ((*drill)->steps) job->train.steps = *(*drill)->steps;
     if ((*drill)->initial_nodes) job->mesh.nodes = *(*drill)->initial_nodes;
     if (const auto* kill = (*drill)->controller_kill()) {
       if (auto s = check_controller_kill(*kill, *job); !s) {
@@ -200,9 +220,8 @@ int cmd_run(const Command& cmd, const Parsed& p) {
   }
 #endif
   auto nodes = p.get_int("--nodes", job->mesh.nodes, 1, 1024);
-  auto steps = p.get_int("--steps", job->train.steps, 0, INT64_MAX);
+  const int64_t steps = job->train.steps;  // --steps, else the drill's, else the job's (steps_override)
   if (!nodes) return usage_error(cmd, nodes.error().message());
-  if (!steps) return usage_error(cmd, steps.error().message());
   job->mesh.nodes = *nodes;
   auto cpu_share = cpu_share_option(p);
   if (!cpu_share) return usage_error(cmd, cpu_share.error().message());
@@ -212,7 +231,7 @@ int cmd_run(const Command& cmd, const Parsed& p) {
   if (auto from = p.get("--resume")) {
     if (!modes.empty()) return usage_error(cmd, "--resume runs one job: not with --modes");
     if (hosted) return usage_error(cmd, "--resume: not with --supervise (or a drill that kills the controller or cuts links)");
-    auto r = resume_source(*from, *job, *steps);
+    auto r = resume_source(*from, *job, steps);
     if (!r) return usage_error(cmd, r.error().message());
     resume_from = *r;
   }
@@ -226,7 +245,7 @@ int cmd_run(const Command& cmd, const Parsed& p) {
     return usage_error(cmd, s.error().message());
   signal(SIGPIPE, SIG_IGN);
 
-  LocalRunOptions o{*job, *steps, *dir, p.has("--json"), p.get_or("--log-level", "info"),
+  LocalRunOptions o{*job, steps, *dir, p.has("--json"), p.get_or("--log-level", "info"),
                     p.get_or("--log-format", "plain"), *drill, *cpu_share, resume_from};
   return modes.empty() ? run_once(o, hosted).code : run_modes(o, modes, *repeat, hosted);
 }

@@ -1,12 +1,14 @@
 // cmd_sim_scenario.cpp — `salamander sim SCENARIO.lua`: runs a scenario file (every sweep point,
 // strategy and trial), shows progress on stderr, prints the table (or JSON with --json), and writes
-// result.json and report.html (the plots) into a directory under runs/sim.
+// result.json and report.html (the plots) into a directory under runs/sim. Its warnings are said
+// once each, with a count at the end; a --set over a swept field says that it replaced the sweep.
 #include <unistd.h>
 
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "core/log.h"
 #include "core/paths.h"
 #include "report/sim_report.h"
 #include "sim/run.h"
@@ -43,6 +45,12 @@ Status write_outputs(const sim::SimResult& r, const std::string& dir) {
   return report::write_sim_report(j, dir + "/report.html");
 }
 
+// What the terminal was told more than once, and how often (it said each once as it happened).
+void print_repeats() {
+  for (const auto& [text, count] : log::repeated_on_stderr())
+    std::fprintf(stderr, "said %llu times: %s\n", (unsigned long long)count, text.c_str());
+}
+
 void print_scenario_fields() {
   for (const auto& f : sim::scenario_fields())
     std::printf("%-44s %s (default %s)\n", f.path.c_str(), f.doc.c_str(), f.fallback.c_str());
@@ -56,8 +64,10 @@ int sim_scenario(const Command& cmd, const Parsed& p) {
     return usage_error(cmd, (p.positional.empty() ? std::string("a SCENARIO.lua is required")
                                                   : "'" + p.positional[0] + "' is not a SCENARIO.lua") +
                                 ", or a subcommand: fit, ettr, spare (salamander sim --help)");
-  // Policy loads are logged at info for every trial: keep the terminal to warnings.
-  if (auto s = setup_logging(p, "sim", "", p.has("--log-level") ? "" : "warn"); !s) return usage_error(cmd, s.error().message());
+  // Policy loads are logged at info for every trial: keep the terminal to warnings, each said once
+  // (a policy that falls back does so at every plan of every trial), counted at the end.
+  if (auto s = setup_logging(p, "sim", "", p.has("--log-level") ? "" : "warn", true); !s)
+    return usage_error(cmd, s.error().message());
   auto sets = key_values("--set", p.get_or("--set", ""));
   auto trials = p.get_int("--trials", 0, 1, 1 << 24);
   auto seed = p.get_int("--seed", -1, 0, INT64_MAX);
@@ -65,10 +75,12 @@ int sim_scenario(const Command& cmd, const Parsed& p) {
   if (!trials || !seed) return usage_error(cmd, !trials ? trials.error().message() : seed.error().message());
   auto file = sim::load_scenario_file(p.positional[0], *sets);
   if (!file) return std::fprintf(stderr, "salamander sim: %s\n", file.error().message().c_str()), 1;
+  for (const auto& note : file->notes) std::fprintf(stderr, "salamander sim: %s\n", note.c_str());
   SimProgress line(p.has("--quiet") || p.has("--json"));
   sim::RunOptions o{int(*trials), *seed, [&](const sim::Progress& pr) { line.update(pr); }, nullptr};
   auto r = sim::run_simulation(*file, o);
   line.done();
+  print_repeats();
   if (!r) return std::fprintf(stderr, "salamander sim: %s\n", r.error().message().c_str()), 1;
   std::string dir;
   if (!p.has("--no-report")) {

@@ -52,7 +52,9 @@ std::vector<CommandDef> make_table() {
                    "(scripts/jobs/quickstart.lua). Prints the REPL endpoint first.",
         .options = {{"--nodes", "N", "local agents to start (default: the job's mesh.nodes)"},
                     {"--set", "PATH=VALUE,...", kSetHelp},
-                    {"--steps", "S", "steps to run (default: the job's train.steps; 0: idle until stopped)"},
+                    {"--steps", "S", "the job's steps: sets train.steps, so the learning-rate schedule (warmup, cosine "
+                                     "decay) ends with them (default: the job's train.steps, or a drill's steps; 0: idle "
+                                     "until stopped)"},
                     {"--repl", "ENDPOINT", "where the REPL listens (default: the job's repl.bind)"},
                     {"--metrics", "ADDR", kMetricsHelp},
                     {"--out", "DIR", "run directory (default: runs/<job>-<time>)"},
@@ -68,7 +70,10 @@ std::vector<CommandDef> make_table() {
                     {"--resume", "CHECKPOINT|RUN_DIR",
                      "continue from a checkpoint or complete snapshot (or a run directory: its final checkpoint, "
                      "else its newest snapshot): weights, optimizer state, schedule and data position go on from "
-                     "its step"},
+                     "its step; the job is the one the run directory recorded, unless JOB.lua or --set is given"},
+                    {"--resume-anyway", "",
+                     "with --resume and a JOB.lua or --set that differs from the job the run recorded: train it "
+                     "anyway (without it the run is refused, naming each key that differs)"},
                     {"--cpu-share", "F", kCpuShareHelp},
                     {"--supervise", "",
                      "run the controller as a child process, and bring it back from the journal (controller "
@@ -88,7 +93,9 @@ std::vector<CommandDef> make_table() {
                     {"--mesh", "ENDPOINT", "mesh endpoint (default: the job's mesh.bind; with --resume, the journal's)"},
                     {"--repl", "ENDPOINT", "REPL endpoint (default: the job's repl.bind)"},
                     {"--metrics", "ADDR", kMetricsHelp},
-                    {"--steps", "N", "steps to drive, then stop (default: the job's train.steps)"},
+                    {"--steps", "N", "steps to drive, then stop: sets train.steps, the learning-rate schedule's "
+                                     "length (default: the job's train.steps; with --resume the journal's, and the "
+                                     "schedule stays the journal's job's)"},
                     {"--set", "PATH=VALUE,...", kSetHelp},
                     {"--server-key", "FILE",
                      "CURVE: the controller's key pair (default: the job's security.server_key; with --resume "
@@ -239,12 +246,12 @@ std::vector<CommandDef> make_table() {
        cmd_sample},
       {{.name = "export",
         .brief = "write a checkpoint as named tensors with its config (safetensors)",
-        .synopsis = "export --checkpoint DIR --format safetensors [--out FILE] [--optimizer]",
+        .synopsis = "export --checkpoint DIR [--format safetensors] [--out FILE] [--optimizer]",
         .summary = "Writes a checkpoint as one portable file: every tensor named (embed.tokens, "
                    "layers.L.attn.w_qkv, layers.L.gate.w, layers.L.experts.X.w1, ...), the model's configuration "
                    "and step as metadata.",
         .options = {{"--checkpoint", "DIR", kCheckpointHelp},
-                    {"--format", "FORMAT", "the file format: safetensors (the only one)"},
+                    {"--format", "FORMAT", "the file format: safetensors (the only one, and the default)"},
                     {"--out", "FILE", "where to write it (default: model.safetensors in the current directory)"},
                     {"--optimizer", "", "also write AdamW's moments (optim.exp_avg.NAME, optim.exp_avg_sq.NAME)"}}},
        cmd_export},

@@ -3,7 +3,9 @@
 
 #include <sys/stat.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 
@@ -17,7 +19,7 @@
 namespace sal::cli {
 
 Status setup_logging(const Parsed& p, const std::string& process, const std::string& file_override,
-                     const std::string& stderr_level) {
+                     const std::string& stderr_level, bool stderr_once) {
   log::Options o;
   o.level = p.get_or("--log-level", "info");
   auto fmt = log::parse_format(p.get_or("--log-format", "plain"));
@@ -26,6 +28,7 @@ Status setup_logging(const Parsed& p, const std::string& process, const std::str
   o.process = process;
   o.file = file_override.empty() ? p.get_or("--log-file", "") : file_override;
   o.stderr_level = stderr_level;
+  o.stderr_once = stderr_once;
   if (auto s = log::init(o); !s) return Error("--log-level: " + s.error().message());
   return {};
 }
@@ -36,6 +39,20 @@ Result<job::JobConfig> load_job(const std::optional<std::string>& path, const jo
 }
 
 Result<job::Overrides> job_overrides(const Parsed& p) { return key_values("--set", p.get_or("--set", "")); }
+
+Result<job::Overrides> steps_override(const Parsed& p, std::optional<int64_t> drill_steps) {
+  auto steps = p.get_int("--steps", drill_steps.value_or(-1), 0, INT64_MAX);
+  if (!steps) return steps.error();
+  if (*steps < 0) return job::Overrides{};
+  const std::string value = std::to_string(*steps);
+  const std::string source = p.has("--steps") ? "--steps " + value : "the drill's steps = " + value;
+  auto sets = job_overrides(p);
+  if (!sets) return sets.error();
+  for (const auto& [key, set] : *sets)
+    if (key == "train.steps" && set != value)
+      return fail(source, " and --set train.steps=", set, " disagree: give the job's steps once");
+  return job::Overrides{{"train.steps", value}};
+}
 
 Result<std::optional<drill::DrillSpec>> drill_option(const Parsed& p, std::function<void()> service) {
   auto path = p.get("--drill");
@@ -106,13 +123,31 @@ Result<std::string> make_run_dir(const std::string& base, const std::string& job
   return fail("cannot create a run directory under ", base);
 }
 
+namespace {
+
+// Whether `item` starts a new KEY=VALUE: a key of letters, digits, '_', '.', '*' or '-', then '='.
+bool starts_key(std::string_view item) {
+  const size_t eq = item.find('=');
+  if (eq == std::string_view::npos || eq == 0) return false;
+  for (char c : trim(item.substr(0, eq)))
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '*' && c != '-') return false;
+  return true;
+}
+
+}  // namespace
+
 Result<std::vector<std::pair<std::string, std::string>>> key_values(const std::string& option, const std::string& text) {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& kv : split(text, ',')) {
-    if (kv.empty()) continue;
-    auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) return fail(option, ": expected KEY=VALUE, got '", kv, "'");
-    out.emplace_back(std::string(trim(kv.substr(0, eq))), std::string(trim(kv.substr(eq + 1))));
+  for (const auto& item : split(text, ',')) {
+    if (item.empty()) continue;
+    if (!starts_key(item)) {
+      // a comma inside a value (mesh.devices=cuda:0,1): the item goes on the value before it
+      if (out.empty()) return fail(option, ": expected KEY=VALUE, got '", item, "'");
+      out.back().second += "," + std::string(trim(item));
+      continue;
+    }
+    auto eq = item.find('=');
+    out.emplace_back(std::string(trim(item.substr(0, eq))), std::string(trim(item.substr(eq + 1))));
   }
   return out;
 }

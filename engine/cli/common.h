@@ -18,15 +18,22 @@
 namespace sal::cli {
 
 // Applies --log-level/--log-format/--log-file. `stderr_level` quiets the terminal (e.g. "warn"
-// while a progress line is shown) without changing what goes to the file.
+// while a progress line is shown) without changing what goes to the file; `stderr_once` has the
+// terminal say each distinct message once (log::repeated_on_stderr() counts the rest).
 Status setup_logging(const Parsed& p, const std::string& process, const std::string& file_override = "",
-                     const std::string& stderr_level = "");
+                     const std::string& stderr_level = "", bool stderr_once = false);
 
 // A job file path, or the embedded quickstart when none is given.
 Result<job::JobConfig> load_job(const std::optional<std::string>& path, const job::Overrides& sets = {});
 
 // The --set option of a command that loads a job (run, controller, job check): its PATH=VALUE pairs.
 Result<job::Overrides> job_overrides(const Parsed& p);
+
+// The job's length as an override of a command that takes --steps (run, controller): train.steps
+// set to --steps, else to the drill's steps, else none (the job's own). One value, so the
+// controller's steps, the workers' learning-rate schedule and the job text the run keeps agree. A
+// --set train.steps that disagrees with it is an error naming both.
+Result<job::Overrides> steps_override(const Parsed& p, std::optional<int64_t> drill_steps);
 
 // --set's line in a command's option list.
 inline const char* const kSetHelp =
@@ -61,7 +68,9 @@ class EventLoop {
 
 int usage_error(const Command& cmd, const std::string& message);
 
-// "K=V,K2=V2" option values in order; an item without a key is an error naming the option.
+// "K=V,K2=V2" option values in order. A comma followed by text that does not start KEY= belongs to
+// the value before it (mesh.devices=cuda:0,1 is one item); a first item without a key is an error
+// naming the option.
 Result<std::vector<std::pair<std::string, std::string>>> key_values(const std::string& option, const std::string& text);
 
 // --drill DRILL.lua with --drill-arg K=V,... (run, controller): the drill loaded and checked; none

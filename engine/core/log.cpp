@@ -1,13 +1,18 @@
-// log.cpp — spdlog sinks and a JSON line formatter (one escaped object per record).
+// log.cpp — spdlog sinks, a JSON line formatter (one escaped object per record) and a stderr sink
+// that writes each distinct message once.
 #include "core/log.h"
 
 #include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
 #include <ctime>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "core/strings.h"
 
@@ -71,6 +76,54 @@ Result<Format> parse_format(const std::string& s) {
   return fail("unknown log format '", s, "' (expected plain or json)");
 }
 
+namespace {
+
+// stderr, each distinct message (level and text) once; the repeats are only counted.
+class OnceSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::vector<std::pair<std::string, uint64_t>> repeated() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<std::pair<std::string, uint64_t>> out;
+    for (const auto& key : order_)
+      if (counts_[key] > 1) out.emplace_back(key.substr(key.find(' ') + 1), counts_[key]);
+    return out;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    std::string key(spdlog::level::to_string_view(msg.level).data(), spdlog::level::to_string_view(msg.level).size());
+    key += " " + std::string(msg.payload.data(), msg.payload.size());
+    if (++counts_[key] > 1) return;
+    order_.push_back(key);
+    spdlog::memory_buf_t buf;
+    formatter_->format(msg, buf);
+    std::fwrite(buf.data(), 1, buf.size(), stderr);
+  }
+  void flush_() override { std::fflush(stderr); }
+
+ private:
+  std::map<std::string, uint64_t> counts_;
+  std::vector<std::string> order_;
+};
+
+std::shared_ptr<OnceSink>& once_sink() {
+  static std::shared_ptr<OnceSink> sink;
+  return sink;
+}
+
+spdlog::sink_ptr stderr_sink(const Options& opts) {
+  once_sink().reset();
+  if (!opts.stderr_once) return std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  once_sink() = std::make_shared<OnceSink>();
+  return once_sink();
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, uint64_t>> repeated_on_stderr() {
+  return once_sink() ? once_sink()->repeated() : std::vector<std::pair<std::string, uint64_t>>{};
+}
+
 Status init(const Options& opts) {
   if (!valid_level(opts.level))
     return fail("unknown log level '", opts.level,
@@ -79,7 +132,7 @@ Status init(const Options& opts) {
     return fail("unknown log level '", opts.stderr_level, "'");
   std::vector<spdlog::sink_ptr> sinks;
   if (opts.to_stderr) {
-    auto s = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+    auto s = stderr_sink(opts);
     s->set_level(spdlog::level::from_str(opts.stderr_level.empty() ? opts.level
                                                                     : opts.stderr_level));
     s->set_formatter(make_formatter(opts));

@@ -1,12 +1,15 @@
 // log.h — logging setup for every salamander process. Logging itself is spdlog (include
 // <spdlog/spdlog.h> in .cpp files only: it is slow to compile). Plain lines or one JSON object per
 // line; to stderr and/or a file; the process name ("controller", "agent 3", "worker 3.0") in each line.
+// A command that may say one thing thousands of times (the simulator) can have stderr say each
+// distinct message once and count the rest.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/result.h"
@@ -22,6 +25,7 @@ struct Options {
   std::string file;               // empty: no file sink
   bool to_stderr = true;
   std::string stderr_level;       // empty: same as level (e.g. "warn" to keep a terminal quiet)
+  bool stderr_once = false;       // each distinct message once on stderr; repeats only counted
 };
 
 // Validates the level/format names and installs the default logger. Safe to call again.
@@ -29,6 +33,10 @@ Status init(const Options& opts);
 
 Result<Format> parse_format(const std::string& s);
 bool valid_level(const std::string& s);
+
+// With Options::stderr_once: each message said more than once on stderr (its text) and how many
+// times in all, in the order first said.
+std::vector<std::pair<std::string, uint64_t>> repeated_on_stderr();
 
 // Flushes and drops all sinks (call before exit / exec).
 void shutdown();

@@ -164,6 +164,15 @@ Status check_data(const JobConfig& job);
 Result<JobConfig> load_embedded_default(const Overrides& sets = {});
 const std::string& embedded_default_text();
 
+// A key whose value differs between two jobs: `before` and `after` as text (strings bare; a path
+// resolved against its job's directory, so one file named from two places is the same value).
+struct KeyChange {
+  std::string key, before, after;
+};
+// Every schema key whose value differs between the two jobs, in the schema's order (`run --resume`
+// names them before it trains another job than the one the run recorded).
+std::vector<KeyChange> differences(const JobConfig& before, const JobConfig& after);
+
 // The schema as a table (key, type, default, rule, doc) for `salamander job schema` and the docs.
 std::string schema_table(bool markdown);
 

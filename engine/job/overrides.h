@@ -7,7 +7,8 @@
 //
 // PATH: dot-separated Lua identifiers (train.lr, model.d_model); missing tables on the way are
 // created. VALUE: true / false, a number, a quoted string ('...' or "..."), or else the bare text
-// as a string (policies.placement=mro). Values cannot contain a comma (the list separator).
+// as a string (policies.placement=mro). A value may contain commas: the command line's list splits
+// only at a comma that starts the next PATH= (cli::key_values), so mesh.devices=cuda:0,1 is one value.
 #pragma once
 
 #include <string>

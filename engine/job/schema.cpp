@@ -399,7 +399,40 @@ std::string rule_text(const Field& f) {
   return "string";
 }
 
+// Keys whose value is a file, resolved against the job file's directory (a policy only when it is
+// a .lua path, not a name).
+bool is_path_key(const std::string& key, const std::string& value) {
+  static const std::set<std::string> kPaths = {"data.path", "security.server_key", "security.allow",
+                                                "metrics.token", "metrics.users", "metrics.tls"};
+  if (kPaths.count(key)) return true;
+  return key.rfind("policies.", 0) == 0 && value.size() > 4 && value.compare(value.size() - 4, 4, ".lua") == 0;
+}
+
+// A key's value in `job` as text: numbers as %g, strings bare, paths resolved.
+std::string value_text(const Field& f, const JobConfig& job) {
+  JobConfig copy = job;
+  Ref r = f.ref(copy);
+  if (auto* p = std::get_if<int64_t*>(&r)) return std::to_string(**p);
+  if (auto* p = std::get_if<double*>(&r)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", **p);
+    return buf;
+  }
+  if (auto* p = std::get_if<bool*>(&r)) return **p ? "true" : "false";
+  const std::string& v = *std::get<std::string*>(r);
+  return is_path_key(f.key, v) ? resolve_path(job, v) : v;
+}
+
 }  // namespace
+
+std::vector<KeyChange> differences(const JobConfig& before, const JobConfig& after) {
+  std::vector<KeyChange> out;
+  for (const Field& f : fields()) {
+    std::string a = value_text(f, before), b = value_text(f, after);
+    if (a != b) out.push_back({f.key, std::move(a), std::move(b)});
+  }
+  return out;
+}
 
 Status validate_table(lua_State* L, int idx, JobConfig& job) {
   if (idx < 0) idx = lua_gettop(L) + idx + 1;

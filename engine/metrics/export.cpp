@@ -83,7 +83,7 @@ void MetricsExport::add_recovery() {
                      .Add({}, kRecoveryBuckets);
   capacity_wait_ = &counter("salamander_capacity_wait_seconds_total",
                             "Seconds recoveries waited for workers enough to plan (apart from the engine's recovery time)");
-  restores_ = &counter("salamander_restores_total", "Restores from a dense snapshot (an expert lost every replica)");
+  restores_ = &counter("salamander_restores_total", "Restores from a snapshot, sparse in peers' memory or dense on disk (an expert lost every replica)");
   lost_ = &counter("salamander_lost_steps_total", "Committed steps run again after restoring a snapshot");
   snapshot_step_ = &gauge("salamander_snapshot_latest_step", "Step of the newest complete dense snapshot (0: none yet)");
   auto& snapshots = family<prometheus::Counter>("salamander_snapshots_total",

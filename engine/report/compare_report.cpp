@@ -30,12 +30,13 @@ std::string times(std::optional<double> r) { return r ? num(r, 2) + "×" : kMiss
 
 std::string outcome_table(const std::vector<Run>& runs, const std::vector<std::string>& labels) {
   size_t base = baseline_index(runs);
-  auto base_samples = runs[base].number("samples");
+  const std::string on = compared_on(runs);
+  auto base_figure = compared_figure(runs[base], on);
   std::vector<std::vector<std::string>> rows;
   for (size_t i = 0; i < runs.size(); ++i) {
     const Run& r = runs[i];
     auto samples = r.number("samples");
-    std::string vs = times(ratio(samples, base_samples)) + (i == base ? " (baseline)" : "");
+    std::string vs = times(ratio(compared_figure(r, on), base_figure)) + (i == base ? " (baseline)" : "");
     rows.push_back({"<span style=\"color:" + palette(i) + "\">■</span> " + escape(labels[i]), escape(r.dir),
                     num(r.number("steps")), num(samples), num(r.number("aborted_steps")), num(r.number("patched_steps")),
                     num(r.number("lost_steps")), num(r.number("restores")),
@@ -45,7 +46,7 @@ std::string outcome_table(const std::vector<Run>& runs, const std::vector<std::s
   }
   return table({"run", "directory", "steps", "samples", "aborted steps", "patched steps", "lost steps", "restores",
                 "recovery p50 / max", "elapsed", "samples/s", "node-s available", "samples / node-s",
-                "samples vs " + escape(labels[base])},
+                on + " vs " + escape(labels[base])},
                rows);
 }
 
@@ -65,7 +66,8 @@ std::string modes_table(const std::vector<Run>& runs) {
     rows.push_back({escape(s.mode), std::to_string(s.runs), spread_cell(s.samples, 0), spread_cell(s.efficiency, 3),
                     spread_cell(s.vs_baseline, 2, "×"), spread_cell(s.elapsed, 1, " s"), spread_cell(s.recovery_max, 2, " s")});
   return section("By mode",
-                 table({"mode", "runs", "samples", "samples / node-s", "samples vs " + escape(baseline_mode(stats)),
+                 table({"mode", "runs", "samples", "samples / node-s",
+                        stats.front().compared_on + " vs " + escape(baseline_mode(stats)),
                         "elapsed", "slowest recovery (engine)"},
                        rows),
                  "Medians over each mode's runs, with the range. Samples / node-s: samples trained per node-second the "
@@ -164,8 +166,9 @@ std::string comparison_html(const std::vector<Run>& runs) {
          "</p>\n";
   if (runs.empty()) return out + page_end();
   out += section("Outcome", outcome_table(runs, labels),
-                 "Samples vs the baseline: each run's samples divided by those of the checkpoint-restart run (or of "
-                 "the first run when none is).");
+                 "Against the baseline: each run's samples divided by those of the checkpoint-restart run (or of the "
+                 "first run when none is) — or, when every run trained the same samples (a drill that stops at a "
+                 "step count), its samples per second divided by the baseline's: how much faster it got there.");
   out += modes_table(runs);
   out += section("Samples trained", samples_chart(runs, labels));
   LineChart tput = overlay(runs, labels, [&](size_t i, size_t k) { return runs[i].metrics[k].tokens_per_s; });

@@ -1,6 +1,6 @@
 // compare_report.h — several runs of one job side by side (e.g. one drill under the three recovery
-// modes, each maybe several times): a table of outcomes with each run's samples relative to a
-// baseline and per node-second it had, per mode the medians and ranges (mode_stats.h) when a mode
+// modes, each maybe several times): a table of outcomes with each run's samples (or samples per
+// second, when every run trained the same samples) relative to a baseline and per node-second it had, per mode the medians and ranges (mode_stats.h) when a mode
 // ran more than once, samples trained, throughput and live workers over time, and training progress
 // (samples) over time.
 #pragma once

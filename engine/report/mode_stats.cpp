@@ -70,6 +70,24 @@ std::optional<double> efficiency(const Run& run) {
   return *samples / ns;
 }
 
+std::string compared_on(const std::vector<Run>& runs) {
+  std::optional<double> first;
+  for (const auto& r : runs) {
+    auto samples = r.number("samples");
+    if (!samples || *samples <= 0 || (first && *samples != *first)) return "samples";
+    first = samples;
+  }
+  return runs.size() > 1 ? "samples/s" : "samples";
+}
+
+std::optional<double> compared_figure(const Run& run, const std::string& on) {
+  auto samples = run.number("samples");
+  if (on == "samples" || !samples) return samples;
+  auto elapsed = run.number("elapsed_s");
+  if (!elapsed || *elapsed <= 0) return std::nullopt;
+  return *samples / *elapsed;
+}
+
 Spread spread(std::vector<double> v) {
   Spread s;
   s.n = v.size();
@@ -102,15 +120,17 @@ std::vector<ModeStats> mode_stats(const std::vector<Run>& runs) {
     out.push_back(std::move(s));
   }
   const std::string base = baseline_mode(out);
+  const std::string on = compared_on(runs);
   for (auto& s : out) {
     const auto& mine = modes[s.mode];
     const auto& theirs = modes[base];
     std::vector<double> ratios;
     for (size_t k = 0; k < std::min(mine.size(), theirs.size()); ++k) {
-      auto a = mine[k]->number("samples"), b = theirs[k]->number("samples");
+      auto a = compared_figure(*mine[k], on), b = compared_figure(*theirs[k], on);
       if (a && b && *b > 0) ratios.push_back(*a / *b);
     }
     s.vs_baseline = spread(std::move(ratios));
+    s.compared_on = on;
   }
   return out;
 }
@@ -118,6 +138,7 @@ std::vector<ModeStats> mode_stats(const std::vector<Run>& runs) {
 nlohmann::ordered_json mode_stats_json(const std::vector<ModeStats>& stats) {
   nlohmann::ordered_json out;
   out["baseline"] = baseline_mode(stats);
+  out["compared_on"] = stats.empty() ? "samples" : stats.front().compared_on;
   auto modes = nlohmann::ordered_json::array();
   for (const auto& s : stats)
     modes.push_back({{"mode", s.mode},
@@ -126,15 +147,16 @@ nlohmann::ordered_json mode_stats_json(const std::vector<ModeStats>& stats) {
                      {"samples_per_node_s", spread_json(s.efficiency)},
                      {"elapsed_s", spread_json(s.elapsed)},
                      {"recovery_max_s", spread_json(s.recovery_max)},
-                     {"samples_vs_baseline", spread_json(s.vs_baseline)}});
+                     {"vs_baseline", spread_json(s.vs_baseline)}});
   out["modes"] = modes;
   return out;
 }
 
 std::string mode_stats_text(const std::vector<ModeStats>& stats) {
   const std::string base = baseline_mode(stats);
-  std::string out = "mode                 runs  samples median [range]      samples/node-s           vs " + base +
-                    "     slowest recovery (engine)\n";
+  const std::string on = stats.empty() ? "samples" : stats.front().compared_on;
+  std::string out = "mode                 runs  samples median [range]      samples/node-s           " + on + " vs " +
+                    base + "     slowest recovery (engine)\n";
   for (const auto& s : stats) {
     char line[512];
     std::snprintf(line, sizeof line, "%-20s %4zu  %-27s %-24s %-14s %s\n", s.mode.c_str(), s.runs,

@@ -3,7 +3,10 @@
 // the run had: the nodes its trace or drill made available, from the joins and losses in its
 // events), and per mode the median and range of samples, efficiency, elapsed time and the engine's
 // slowest recovery, with each mode's samples against the baseline's (checkpoint-restart, else the
-// first mode) as a median of pairs: the k-th run of a mode against the k-th of the baseline.
+// first mode) as a median of pairs: the k-th run of a mode against the k-th of the baseline. When
+// every run trained the same samples (a drill that stops at a step count: every mode trains the
+// same steps), the runs are compared on samples per second instead — a ratio of samples would be
+// 1.00 for all.
 #pragma once
 
 #include <optional>
@@ -29,10 +32,17 @@ struct Spread {
 };
 Spread spread(std::vector<double> values);
 
+// What the runs are measured against the baseline on: "samples", or "samples/s" when every run
+// trained the same samples.
+std::string compared_on(const std::vector<Run>& runs);
+// A run's figure of that name (samples, or samples ÷ elapsed_s); nullopt when its summary lacks one.
+std::optional<double> compared_figure(const Run& run, const std::string& on);
+
 struct ModeStats {
   std::string mode;
   size_t runs = 0;
   Spread samples, efficiency, elapsed, recovery_max, vs_baseline;
+  std::string compared_on = "samples";  // what vs_baseline is a ratio of (compared_on())
 };
 
 // Per mode, in the order the modes first appear in `runs` (a run's mode: its summary's "mode").

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -35,14 +36,34 @@ Stat over(const std::vector<TrialResult>& trials, F f) {
   return stat_of(v);
 }
 
-// Mean of a (time, amount) log per bucket over the trials: as a rate (samples/s) or as a level
-// held until the next entry (live nodes).
+// The commits of a samples log that are kept: a rollback of N samples takes back the newest N
+// committed before it, where they were committed (so goodput counts only what training kept, and
+// a bucket with a restore in it is not pushed below 0).
+std::vector<std::pair<double, double>> kept_commits(const std::vector<std::pair<double, double>>& log) {
+  std::vector<std::pair<double, double>> kept;
+  for (const auto& [time, amount] : log) {
+    if (amount >= 0) {
+      kept.emplace_back(time, amount);
+      continue;
+    }
+    for (double undo = -amount; undo > 0 && !kept.empty();) {
+      const double take = std::min(undo, kept.back().second);
+      kept.back().second -= take;
+      undo -= take;
+      if (kept.back().second <= 0) kept.pop_back();
+    }
+  }
+  return kept;
+}
+
+// Mean of a (time, amount) log per bucket over the trials: as a rate (samples/s, of the commits
+// kept) or as a level held until the next entry (live nodes).
 std::vector<double> bucketed(const std::vector<TrialResult>& trials, double bucket_s, size_t buckets, bool rate) {
   std::vector<double> sum(buckets, 0.0);
   for (const auto& t : trials) {
-    const auto& log = rate ? t.samples_log : t.live_log;
+    const auto& log = t.live_log;
     if (rate) {
-      for (const auto& [time, amount] : log)
+      for (const auto& [time, amount] : kept_commits(t.samples_log))
         if (auto b = size_t(time / bucket_s); b < buckets) sum[b] += amount / bucket_s;
       continue;
     }

@@ -36,7 +36,7 @@ struct StrategySummary {
   Stat jct_s, samples, steps, lost_steps, ettr, availability, failures, masked, reconfigurations, restores,
       plans, plan_ms;
   double bucket_s = 0;
-  std::vector<double> goodput;      // mean samples/s per bucket over trials
+  std::vector<double> goodput;      // mean samples/s per bucket over trials, of the commits kept (never below 0)
   std::vector<double> live_nodes;   // mean nodes up per bucket
   std::vector<RecoveryPoint> recovery;
 };

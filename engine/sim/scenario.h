@@ -188,10 +188,12 @@ struct ScenarioFile {
   std::string metric = "jct_s";      // what the table shows: jct_s | samples | ettr | availability | restarts | ...
   std::string normalise_to;          // a strategy label: cells are divided by its value
   std::string source, dir;
+  std::vector<std::string> notes;    // what loading changed that the user should be told (a --set over a sweep)
 };
 
 // Runs a Lua scenario file (sandboxed, like a job file) and reads its table. `--set k=v` style
-// overrides (path = JSON value text) are applied before reading.
+// overrides (path = JSON value text) are applied before reading; an override of a field a sweep
+// varies replaces that sweep with its one value (a note says so), so --set always wins.
 Result<ScenarioFile> load_scenario_file(const std::string& path,
                                         const std::vector<std::pair<std::string, std::string>>& overrides = {});
 // The same from a table already in JSON (the REPL's sim.run{...}).

@@ -1,8 +1,9 @@
 // scenario_file.cpp — a scenario file as written: the Lua file is run in a sandbox (as job files
 // are), its table becomes JSON; `--set` overrides and sweep values are applied to that JSON by
-// path before a point is read (scenario.cpp).
+// path before a point is read (scenario.cpp). A --set of a swept field narrows the sweep to it.
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "lua/convert.h"
@@ -107,6 +108,22 @@ Status set_at(nlohmann::json& node, const std::vector<std::string>& parts, size_
   return set_at(node[key], parts, i + 1, value, param);
 }
 
+// A --set of a field the scenario's sweep varies: the sweep is narrowed to that one value (else
+// every point would overwrite the --set); the note says what was replaced.
+std::optional<std::string> narrow_sweep(nlohmann::json& spec, const std::string& param, const nlohmann::json& value,
+                                        const std::string& text) {
+  auto sweep = spec.find("sweep");
+  if (sweep == spec.end() || !sweep->is_array()) return std::nullopt;
+  for (auto& axis : *sweep) {
+    if (!axis.is_object() || axis.value("param", nlohmann::json()) != param) continue;
+    std::string was;
+    for (const auto& v : axis.value("values", nlohmann::json::array())) was += (was.empty() ? "" : ", ") + v.dump();
+    axis["values"] = nlohmann::json::array({value});
+    return "--set " + param + "=" + text + " replaces the scenario's sweep over " + param + " (" + was + ")";
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Status set_param(nlohmann::json& spec, const std::string& param, const nlohmann::json& value) {
@@ -148,12 +165,16 @@ Result<ScenarioFile> load_scenario_file(const std::string& path,
                                         const std::vector<std::pair<std::string, std::string>>& overrides) {
   auto j = eval_lua(path);
   if (!j) return j.error();
+  std::vector<std::string> notes;
   for (const auto& [param, text] : overrides) {
     if (auto s = set_param(*j, param, parse_value(text)); !s) return fail(path, ": --set ", s.error().message());
+    if (auto note = narrow_sweep(*j, param, parse_value(text), text)) notes.push_back(std::move(*note));
   }
   auto dir = std::filesystem::path(path).parent_path().string();
   auto f = scenario_file_from_json(std::move(*j), path, dir.empty() ? "." : dir);
-  if (f && !f->spec.contains("name")) f->spec["name"] = std::filesystem::path(path).stem().string();
+  if (!f) return f;
+  if (!f->spec.contains("name")) f->spec["name"] = std::filesystem::path(path).stem().string();
+  f->notes = std::move(notes);
   return f;
 }
 

@@ -6,7 +6,8 @@
 //
 // Accounting: a step's time is "useful" when the step is committed and never rolled back; ETTR is
 // useful time over wall time; availability is the share of wall time spent running steps (kept or
-// not); goodput is committed samples per second over time, net of rollbacks.
+// not); goodput is samples per second over time of the commits that are kept (a rollback takes
+// back the newest commits, at the times they were made: sim/run.cpp).
 #pragma once
 
 #include <atomic>

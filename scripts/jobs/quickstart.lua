@@ -24,6 +24,7 @@ return {
   policies = {
     allocation = "lazarus", placement = "goodput",
     checkpoint = "moetion", redundancy = "none",
-    min_replicas = 2, slots = 4,
+    min_replicas = 2, slots = 6,  -- 4 nodes x 6 = 24 slots a layer: 16 for the floor of 2 replicas
+                                  -- of 8 experts, 8 spare for more replicas of the popular ones
   },
 }

@@ -2,12 +2,17 @@
 // the local mesh down cleanly; SIGKILL of the run takes agents and workers with it; no process
 // outlives the run in any of these ends. Plus steps keep committing through a node loss, a stop
 // writes the final checkpoint, and a run resumed from its checkpoint ends as the uninterrupted run
-// does, bit for bit.
+// does, bit for bit. `--steps` is the job's length, its learning-rate schedule's included; `--resume`
+// trains the job its run directory recorded, and a job that differs from it is refused, key by key,
+// unless --resume-anyway.
 #include <doctest/doctest.h>
 #include <signal.h>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
+
+#include "model/optimizer.h"
 
 #include "support/mesh_harness.h"
 #include "support/run_files.h"
@@ -204,7 +209,9 @@ TEST_CASE("t0305-steps-survive-a-kill: steps keep committing after a node is los
 TEST_CASE("t0306-run-resume: a run resumed from its checkpoint ends where the uninterrupted run ends, bit for bit") {
   const std::string dir = temp_dir("resume");
   // No re-plan on loads and no snapshots inside the 12 steps: the resumed run's plan is the
-  // uninterrupted run's, so the same ranks sum the same gradients in the same order.
+  // uninterrupted run's, so the same ranks sum the same gradients in the same order. The 12 steps
+  // are inside the default job's warmup (30 steps), where the learning rate does not depend on
+  // train.steps: the first run's 6 (--steps sets it) and the others' 12 give the same rates.
   const std::string sets = "train.rebalance_every=1000,train.checkpoint_every=0";
   auto run = [&](std::vector<std::string> extra, const std::string& out) {
     std::vector<std::string> argv{bin(), "run", "--nodes", "2", "--set", sets, "--out", dir + "/" + out, "--json"};
@@ -239,13 +246,75 @@ TEST_CASE("t0306-run-resume: a run resumed from its checkpoint ends where the un
   for (const auto& e : events(dir + "/second")) resumed |= e.kind == "resume_begun";
   CHECK(resumed);
 
-  // a checkpoint of another model, or not before the steps to run, is refused with the reason
+  // a checkpoint of another model (even confirmed), or not before the steps to run, is refused with the reason
   Proc other = spawn({bin(), "run", "--set", "model.d_model=32,model.heads=2", "--steps", "12", "--resume", dir + "/first",
-                      "--out", dir + "/other"},
+                      "--resume-anyway", "--out", dir + "/other"},
                      dir + "/other.txt");
   CHECK(other.wait(20000) == 2);
   CHECK(other.output().find("the checkpoint's model has d_model 64, the job's model.d_model is 32") != std::string::npos);
   Proc late = spawn({bin(), "run", "--steps", "6", "--resume", dir + "/first", "--out", dir + "/late"}, dir + "/late.txt");
   CHECK(late.wait(20000) == 2);
   CHECK(late.output().find("the checkpoint is of step 6, not before the 6 steps to run") != std::string::npos);
+}
+
+TEST_CASE("t0309-steps-is-the-schedule: --steps sets train.steps, so the cosine ends with the run") {
+  const std::string dir = temp_dir("steps");
+  Proc run = spawn({bin(), "run", tiny_job(dir, "tiny"), "--steps", "10", "--nodes", "2", "--set", "train.warmup=2",
+                    "--out", dir + "/run"},
+                   dir + "/run.out");
+  REQUIRE(run.wait(30000) == 0);
+  auto lr = metrics_column(dir + "/run", "lr");
+  REQUIRE(lr.size() == 10);
+  model::OptimConfig ten;  // the tiny job's lr (the default) over 10 steps
+  ten.lr = 3e-3, ten.warmup = 2, ten.total_steps = 10;
+  CHECK(lr.back() == doctest::Approx(model::learning_rate(ten, 9)).epsilon(1e-3));
+  CHECK(lr.back() < 0.2 * ten.lr);  // near the end of the cosine, not at its start (train.steps 200)
+
+  // --steps and a --set train.steps that disagree are refused, naming both
+  Proc both = spawn({bin(), "run", tiny_job(dir, "tiny"), "--steps", "10", "--set", "train.steps=30", "--out",
+                     dir + "/both"},
+                    dir + "/both.out");
+  CHECK(both.wait(10000) == 2);
+  CHECK(both.output().find("--steps 10 and --set train.steps=30 disagree") != std::string::npos);
+}
+
+TEST_CASE("t0312-resume-the-saved-job: --resume trains the job the run recorded, and another job is refused key by key") {
+  const std::string dir = temp_dir("resumejob");
+  Proc first = spawn({bin(), "run", tiny_job(dir, "tiny"), "--steps", "6", "--nodes", "2", "--out", dir + "/first"},
+                     dir + "/first.out");
+  REQUIRE(first.wait(30000) == 0);
+
+  // no job file: the run's own job (the tiny one), not the embedded default
+  Proc again = spawn({bin(), "run", "--steps", "8", "--nodes", "2", "--resume", dir + "/first", "--out", dir + "/again"},
+                     dir + "/again.out");
+  CHECK(again.wait(30000) == 0);
+  INFO(again.output());
+  CHECK(again.output().find("resuming job tiny of " + dir + "/first") != std::string::npos);
+  auto steps = metrics_column(dir + "/again", "step");
+  REQUIRE(steps.size() == 2);
+  CHECK(steps.front() == 6);
+
+  // a --set or a job file that changes the job: every key named, saved vs now, and refused
+  Proc lr = spawn({bin(), "run", "--set", "train.lr=0.001,train.seed=7", "--steps", "8", "--resume", dir + "/first",
+                   "--out", dir + "/lr"},
+                  dir + "/lr.out");
+  CHECK(lr.wait(10000) == 2);
+  CHECK(lr.output().find("train.lr: saved 0.003, now 0.001") != std::string::npos);
+  CHECK(lr.output().find("train.seed: saved 1, now 7") != std::string::npos);
+  CHECK(lr.output().find("--resume-anyway") != std::string::npos);
+  std::filesystem::create_directories(dir + "/other");
+  const std::string other = dir + "/other/tiny.lua";
+  std::ofstream(other) << "return { name = 'tiny', " << MeshOptions{}.model << " data = { path = '" SAL_SOURCE_DIR
+                       << "/README.md' }, train = { batch = 8 } }\n";
+  Proc data = spawn({bin(), "run", other, "--steps", "8", "--resume", dir + "/first", "--out", dir + "/data"},
+                    dir + "/data.out");
+  CHECK(data.wait(10000) == 2);
+  CHECK(data.output().find("data.path: saved " SAL_SOURCE_DIR "/docs, now " SAL_SOURCE_DIR "/README.md") !=
+        std::string::npos);
+  // confirmed: the new job goes on from the checkpoint
+  Proc anyway = spawn({bin(), "run", other, "--steps", "8", "--nodes", "2", "--resume", dir + "/first", "--resume-anyway",
+                       "--out", dir + "/anyway"},
+                      dir + "/anyway.out");
+  CHECK(anyway.wait(30000) == 0);
+  CHECK(metrics_column(dir + "/anyway", "step").front() == 6);
 }

@@ -114,7 +114,7 @@ TEST_CASE("t0310-cli-help: every listed command answers --help, `salamander help
   CHECK(unknown_command.find("unknown command 'rnu' (did you mean 'run'?)") != std::string::npos);
   CHECK(salamander({"keygen"}).first == 2);                            // a missing operand
   CHECK(salamander({"job", "check", "a.lua", "b.lua"}).first == 2);    // one operand too many
-  CHECK(salamander({"export", "--checkpoint", salamander.dir}).first == 2);  // no --format
+  CHECK(salamander({"export", "--checkpoint", salamander.dir, "--format", "onnx"}).first == 2);  // no such format
   CHECK(salamander({}).first == 2);
   // policy recovery's --json is its own, not `policy plan`'s
   auto recovery = salamander({"policy", "recovery", "--help"}).second;

@@ -1,5 +1,6 @@
-// t0500_train.cpp — training with real processes: the default job learns real text and a model
-// sampled from its checkpoint writes English-like bytes; one worker and four workers agree on the
+// t0500_train.cpp — training with real processes: the default job learns real text, replicates its
+// popular experts in its spare slots, and a model sampled from its checkpoint writes English-like
+// bytes; one worker and four workers agree on the
 // same job; the same membership gives bit-identical runs; an operator reloads the placement policy
 // mid-training and rebalances, and the plan changes between steps with no step failed or repeated,
 // while a broken policy is refused and training goes on (the report marks the swap); a job whose workers cannot read their data
@@ -8,6 +9,8 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include "ckpt/format.h"
 #include "support/mesh_harness.h"
@@ -51,6 +54,19 @@ TEST_CASE("t0500-quickstart-learns: the default job's loss falls well below its 
     ++clean;
   }
   CHECK(clean == 4);
+  // the job has spare slots beyond each expert's floor of 2 replicas: a plan replicates the popular
+  // experts more (adaptive replicas)
+  int most = 0;
+  std::istringstream plan_lines(file_text(dir + "/out/plans.jsonl"));
+  for (std::string line; std::getline(plan_lines, line);) {
+    const auto plan = nlohmann::json::parse(line);
+    for (const auto& layer : plan["placement"]) {
+      std::map<int, int> replicas;
+      for (const auto& rank : layer)
+        for (const auto& expert : rank) most = std::max(most, ++replicas[expert.get<int>()]);
+    }
+  }
+  CHECK(most > 2);
   // the checkpoint it left predicts unseen English text far better than chance
   Proc s = spawn({bin(), "sample", "--checkpoint", dir + "/out/checkpoint", "--prompt", "The ", "--bytes", "120",
                   "--score", std::string(SAL_SOURCE_DIR) + "/README.md"},

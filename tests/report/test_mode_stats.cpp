@@ -1,6 +1,7 @@
 // test_mode_stats.cpp — the recovery modes compared as an experiment (report/mode_stats.h): the
 // node-seconds a run had from its joins and losses, efficiency, medians and ranges, and each mode
-// against the baseline pair by pair.
+// against the baseline pair by pair — on samples, or on samples per second when every run trained
+// the same samples (a drill that stops at a step count).
 #include <doctest/doctest.h>
 
 #include "report/mode_stats.h"
@@ -70,4 +71,21 @@ TEST_CASE("mode stats: per mode in order of first run, each against checkpoint-r
   std::string text = mode_stats_text(stats);
   CHECK(text.find("elastic") != std::string::npos);
   CHECK(text.find("2.00x [1.00-3.00]") != std::string::npos);
+}
+
+TEST_CASE("mode stats: runs that all trained the same samples are compared on samples per second") {
+  auto joined = [](double end) {
+    return std::vector<EventRow>{node_event(0, "node_joined", "1"), node_event(end, "node_left", "1", true)};
+  };
+  std::vector<Run> runs = {mode_run("elastic", 100, 10, joined(10)), mode_run("checkpoint-restart", 100, 20, joined(20)),
+                           mode_run("elastic", 100, 12, joined(12)), mode_run("checkpoint-restart", 100, 18, joined(18))};
+  auto stats = mode_stats(runs);
+  REQUIRE(stats.size() == 2);
+  // pairs: (100/10)/(100/20) = 2, (100/12)/(100/18) = 1.5: median 1.75, not 1.00
+  CHECK(stats[0].vs_baseline.median == doctest::Approx(1.75));
+  CHECK(stats[1].vs_baseline.median == doctest::Approx(1.0));
+  auto j = mode_stats_json(stats);
+  CHECK(j["compared_on"] == "samples/s");
+  CHECK(j["modes"][0]["vs_baseline"]["median"].get<double>() == doctest::Approx(1.75));
+  CHECK(mode_stats_text(stats).find("samples/s vs checkpoint-restart") != std::string::npos);
 }

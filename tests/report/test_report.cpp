@@ -1,6 +1,6 @@
 // test_report.cpp — the run report and the comparison page, written from synthetic run directories:
 // event marks, recovery causes, HTML escaping, errors naming file/line/column, re-executed steps,
-// and the samples ratio against the checkpoint-restart run. The pieces of the run report as pure
+// and the samples ratio against the checkpoint-restart run (samples/s when every run trained the same). The pieces of the run report as pure
 // logic: stops told from failures, times placed on a step axis, recoveries as labelled spans, the
 // strip's lanes, the paged events table, node names on the placement grid.
 #include <doctest/doctest.h>
@@ -243,6 +243,25 @@ TEST_CASE("the comparison measures samples against the checkpoint-restart run") 
   auto missing = write_comparison({dirs[0], tmp.path + "/nope"}, out);
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().message().find("nope/metrics.csv") != std::string::npos);
+}
+
+TEST_CASE("runs that trained the same samples are compared on samples per second, not 1.00x") {
+  TempDir tmp;
+  std::vector<std::string> dirs;
+  std::vector<std::pair<std::string, double>> runs = {{"elastic", 8}, {"checkpoint-restart", 20}};
+  for (const auto& [mode, elapsed] : runs) {
+    std::string dir = tmp.sub(mode);
+    put(dir + "/metrics.csv", metrics({1, 2, 3}));
+    put(dir + "/summary.json", "{\"job\":\"tiny\",\"mode\":\"" + mode +
+                                   "\",\"steps\":10,\"samples\":160,\"elapsed_s\":" + std::to_string(elapsed) + "}");
+    dirs.push_back(dir);
+  }
+  std::string out = tmp.path + "/compare.html";
+  REQUIRE(write_comparison(dirs, out).ok());
+  std::string html = slurp(out);
+  CHECK(html.find("samples/s vs checkpoint-restart") != std::string::npos);
+  CHECK(html.find("2.50×") != std::string::npos);  // 160 / 8 s against 160 / 20 s
+  CHECK(html.find("samples vs checkpoint-restart") == std::string::npos);
 }
 
 TEST_CASE("without a checkpoint-restart run the first run is the baseline") {

@@ -5,7 +5,9 @@
 // scenarios (run_simulation): deterministic for a seed; the cluster's exponential failures are
 // Poisson; Salamander's restores match the policy library's exact recovery probability for the same
 // placement; scenario errors name the field; each strategy reacts as it should to a scripted fault;
-// MoEtion bounds the steps a restore loses and the oracle's interval follows the MTBF.
+// MoEtion bounds the steps a restore loses and the oracle's interval follows the MTBF; goodput
+// counts only the samples kept (never below 0); `salamander sim` says once each distinct warning
+// (with its count at the end) and lets --set win over a sweep of the same field, saying so.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -73,6 +75,23 @@ std::string refusal(json spec) {
   auto f = scenario(std::move(spec));
   CHECK_FALSE(f.ok());
   return f.ok() ? std::string() : f.error().message();
+}
+
+// Writes `text` to a file `name` in a new temporary directory; its path.
+std::string temp_file(const std::string& name, const std::string& text) {
+  char dir[] = "/tmp/sal-simtest-XXXXXX";
+  std::string path = std::string(mkdtemp(dir)) + "/" + name;
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return path;
+}
+
+// How many times `what` occurs in `text`.
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
 }
 
 // The small Salamander scenario the error cases start from.
@@ -442,4 +461,68 @@ TEST_CASE("scenario files run in a sandbox and read raw, and one too large to re
   auto big = load_scenario_file(path);
   REQUIRE_FALSE(big.ok());
   CHECK(big.error().message().find("the scenario: more than 1048576 values (a scenario's limit)") != std::string::npos);
+}
+
+TEST_CASE("goodput counts the samples kept: never below 0, and over the run it adds up to the samples trained") {
+  // checkpoint-restart loses 25 committed steps at 75.5 s; 5 s buckets see the rollback whole
+  json planned = small_scenario();
+  planned["failures"] = {{"faults", {{{"at_s", 75.5}, {"node", 0}}}}};
+  planned["strategies"] = {{{"kind", "checkpoint-restart"}, {"checkpoint", {{"kind", "dense"}, {"every", 50}}}}};
+  planned["stop"] = {{"steps", 300}};
+  planned["report"] = {{"bucket_s", 5}};
+  auto p = run_point(planned);
+  const auto& s = p.strategies.front();
+  REQUIRE(s.lost_steps.mean == 25);
+  double total = 0;
+  for (size_t b = 0; b < s.goodput.size(); ++b) {
+    CAPTURE(b);
+    CHECK(s.goodput[b] >= 0);
+    total += s.goodput[b] * s.bucket_s;
+  }
+  CHECK(total == doctest::Approx(s.samples.mean));
+}
+
+TEST_CASE("salamander sim: a policy that keeps falling back is said once, with its count at the end") {
+  // a placement whose selftest passes and whose every decision for more than 3 nodes fails
+  const std::string policy = temp_file("brittle.lua", R"(local deal = require "deal"
+local function decide(ctx)
+  if ctx.nodes > 3 then error("brittle: more than 3 nodes") end
+  local layers = {}
+  for l = 1, ctx.layers do layers[l] = deal.round_robin(ctx.replicas[l], ctx.nodes) end
+  return { placement = layers }
+end
+local function selftest(t)
+  local ctx = { nodes = 3, slots = 2, experts = 3, layers = 1, floor = 2, replicas = { { 2, 2, 2 } } }
+  t.valid(decide(ctx), ctx)
+end
+return { api = 1, kind = "placement", name = "brittle", doc = "fails beyond 3 nodes", decide = decide,
+         selftest = selftest }
+)");
+  std::string lua = "return { trials = 3, cluster = { nodes = 8, gpus_per_node = 1, slots_per_gpu = 2 },\n"
+                    "  workload = { layers = 1, experts = 6, top_k = 2, tokens_per_step = 1024 },\n"
+                    "  step = { fixed_s = 1 }, stop = { steps = 20 },\n"
+                    "  failures = { faults = { { at_s = 5.5, node = 0 }, { at_s = 9.5, node = 1 } } },\n"
+                    "  strategies = { { kind = 'salamander', placement = '" + policy + "' } } }\n";
+  const std::string path = temp_file("brittle_scenario.lua", lua);
+  std::string out = run("sim " + path + " --no-report --quiet");
+  INFO(out);
+  const size_t said = occurrences(out, "brittle: more than 3 nodes");
+  CHECK(said >= 1);
+  CHECK(said <= 2);  // once as it happened, once in the closing count
+  CHECK(out.find("times: ") != std::string::npos);
+}
+
+TEST_CASE("salamander sim: --set of a swept field replaces the sweep, and says so") {
+  const std::string path = temp_file("swept.lua",
+      "return { cluster = { nodes = 8, gpus_per_node = 1, slots_per_gpu = 2 },\n"
+      "  workload = { layers = 1, experts = 6, top_k = 2, tokens_per_step = 1024 },\n"
+      "  step = { fixed_s = 1 }, stop = { steps = 20 }, strategies = { 'salamander' },\n"
+      "  sweep = { { param = 'cluster.nodes', values = { 8, 12, 16 } } } }\n");
+  std::string out = run("sim " + path + " --set cluster.nodes=10 --no-report --quiet --json");
+  INFO(out);
+  CHECK(out.find("--set cluster.nodes=10 replaces the scenario's sweep over cluster.nodes (8, 12, 16)") !=
+        std::string::npos);
+  auto j = json::parse(out.substr(out.find('{')));
+  REQUIRE(j["points"].size() == 1);
+  CHECK(j["points"][0]["params"]["cluster.nodes"] == 10);
 }
