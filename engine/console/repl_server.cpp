@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "core/clock.h"
 #include "core/lifetime.h"
@@ -15,6 +16,7 @@
 #include "console/repl_eval.h"
 #include "mesh/security.h"
 #include "mesh/zmq_uv.h"
+#include "wire/repl_token.h"
 
 namespace sal::console {
 
@@ -125,7 +127,8 @@ bool ReplServer::make_room() {
   return true;
 }
 
-ReplServer::Session* ReplServer::session_for(const std::string& rid, int fd, const std::string& user) {
+ReplServer::Session* ReplServer::session_for(const std::string& rid, int fd, const std::string& user,
+                                             const wire::ReplHello* hello) {
   auto it = sessions_.find(rid);
   if (it != sessions_.end()) return it->second.get();
   auto role = session_role(user, opts_.allow);
@@ -148,10 +151,36 @@ ReplServer::Session* ReplServer::session_for(const std::string& rid, int fd, con
   };
   s.sandbox = std::make_unique<lua::Sandbox>(so);
   s.sandbox->set_identity(s.user + " (" + std::string(role_name(s.role)) + ", REPL session " + std::to_string(s.id) + ")");
+  // A local client is on this machine: its relative paths mean its own directory.
+  if (!opts_.curve && hello && hello->cwd.rfind('/', 0) == 0) s.sandbox->set_working_dir(hello->cwd);
   registry_.install(*s.sandbox, s.role);
   spdlog::debug("repl: session {} opened by {} ({})", s.id, s.user, role_name(s.role));
   sessions_.emplace(rid, std::move(owned));
   return &s;
+}
+
+namespace {
+
+bool is_repl_message(wire::MsgType t) {
+  using wire::MsgType;
+  return t == MsgType::repl_hello || t == MsgType::repl_eval || t == MsgType::repl_complete || t == MsgType::repl_bye;
+}
+
+}  // namespace
+
+// Why a message from a client without a session may not open one (empty: it may): under CURVE a
+// key without a role; on a local endpoint anything but a ReplHello with the controller's token.
+std::string ReplServer::refusal(const std::string& rid, const std::string& user, const wire::Envelope& env,
+                                const wire::ReplHello* hello) const {
+  if (sessions_.count(rid)) return "";
+  if (!session_role(user, opts_.allow)) return "no role for '" + user + "'";
+  if (opts_.token.empty()) return "";
+  std::string need = "this REPL endpoint admits a session only with its job's token (loopback is reachable by "
+                     "every user of the machine): " + opts_.token_where;
+  if (env.type != wire::MsgType::repl_hello) return "no session: say ReplHello with the token first; " + need;
+  if (!hello || hello->token.empty()) return "no token given; " + need;
+  if (!wire::same_token(hello->token, opts_.token)) return "wrong token; " + need;
+  return "";
 }
 
 void ReplServer::on_message() {
@@ -175,20 +204,25 @@ void ReplServer::on_message() {
                    KindLog::more(suppressed));
     return reply(rid, wire::ErrorReply{uint16_t(env.error().code()), env.error().message()});
   }
-  Session* s = session_for(rid, fd, user);
-  if (!s) {
-    std::string why = session_role(user, opts_.allow) ? "every session is busy; try again shortly"
-                                                      : "no role for '" + user + "'";
-    return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::not_allowed), why});
+  if (!is_repl_message(env->type))
+    return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::bad_request),
+                                       std::string(wire::type_name(env->type)) + " is not accepted on the REPL endpoint"});
+  std::optional<wire::ReplHello> hello;
+  if (env->type == wire::MsgType::repl_hello) {
+    auto m = wire::decode<wire::ReplHello>(*env);
+    if (!m) return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::malformed), m.error().message()});
+    hello = std::move(*m);
   }
+  const wire::ReplHello* said = hello ? &*hello : nullptr;
+  if (auto why = refusal(rid, user, *env, said); !why.empty())
+    return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::not_allowed), why});
+  Session* s = session_for(rid, fd, user, said);
+  if (!s) return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::not_allowed), "every session is busy; try again shortly"});
   s->last_used_ns = mono_ns();
   switch (env->type) {
-    case wire::MsgType::repl_hello: {
-      auto m = wire::decode<wire::ReplHello>(*env);
-      if (!m) return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::malformed), m.error().message()});
+    case wire::MsgType::repl_hello:
       return reply(rid, wire::ReplWelcome{"salamander controller", s->id, std::string(role_name(s->role)),
                                           controller_.job().name, uint32_t(opts_.budget_ms)});
-    }
     case wire::MsgType::repl_eval: {
       auto m = wire::decode<wire::ReplEval>(*env);
       if (!m) return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::malformed), m.error().message()});
@@ -199,12 +233,8 @@ void ReplServer::on_message() {
       if (!m) return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::malformed), m.error().message()});
       return complete(*s, *m);
     }
-    case wire::MsgType::repl_bye:
+    default:  // repl_bye
       return close_session(sessions_.find(rid), "closed by the client");
-    default:
-      return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::bad_request),
-                                         std::string(wire::type_name(env->type)) +
-                                             " is not accepted on the REPL endpoint"});
   }
 }
 

@@ -1,0 +1,99 @@
+// t0215_repl_edges.cpp — a new user's first hour with the REPL, against a live controller: a local
+// endpoint admits only the job's token (loopback is reachable by every user of the machine), and
+// says where the token is when it refuses.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "core/paths.h"
+#include "support/mesh_harness.h"
+#include "wire/repl_token.h"
+
+using namespace sal;
+using namespace sal::test;
+
+namespace {
+
+// What a fresh DEALER that skips the client library gets back for `msg`: the ErrorReply's text,
+// or "" when the answer is no error.
+template <class M>
+std::string first_message_refusal(const std::string& ep, const M& msg) {
+  zmq::context_t ctx(1);
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect(ep);
+  (void)zmq::send_multipart(s, wire::encode(msg));
+  zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, std::chrono::milliseconds(3000)) <= 0) return "no answer";
+  wire::Parts reply;
+  (void)zmq::recv_multipart(s, std::back_inserter(reply));
+  auto env = wire::open(reply);
+  if (!env || env->type != wire::MsgType::error) return "";
+  auto err = wire::decode<wire::ErrorReply>(*env);
+  return err ? err->message : "malformed error";
+}
+
+unsigned file_mode(const std::string& path) {
+  struct stat st{};
+  return ::stat(path.c_str(), &st) == 0 ? unsigned(st.st_mode & 0777) : 0;
+}
+
+// This test's own runtime directory, so that other tests' controllers do not replace its last-repl.
+std::string private_runtime_dir(const std::string& tag) {
+  std::string dir = temp_dir(tag);
+  ::setenv("XDG_RUNTIME_DIR", dir.c_str(), 1);
+  return dir + "/salamander";
+}
+
+}  // namespace
+
+TEST_CASE("t0215-repl-token: a local REPL admits only the job's token, kept 0600 where its user alone reads it") {
+  std::string runtime = private_runtime_dir("xdg");
+  TestMesh m({.agents = 1});
+  m.start();  // its own client found the token in the runtime directory
+  const std::string run_token = m.dir + "/repl.token";
+  const std::string runtime_token = wire::repl_token_path(runtime, m.repl_ep);
+  auto token = wire::read_repl_token(run_token);
+  REQUIRE(token.ok());
+  CHECK(token->size() == 64);
+  auto runtime_copy = wire::read_repl_token(runtime_token);
+  REQUIRE(runtime_copy.ok());
+  CHECK(*runtime_copy == *token);
+  CHECK(file_mode(run_token) == 0600);
+  CHECK(file_mode(runtime_token) == 0600);
+  CHECK(m.eval_json("return 6 * 7") == 42);
+
+  // Without the token — another user, who cannot read either file — nothing is evaluated, and the
+  // refusal says where the token is.
+  std::string no_session = first_message_refusal(m.repl_ep, wire::ReplEval{1, "job.stop()", wire::ValueFormat::text});
+  CHECK(no_session.find("no session") != std::string::npos);
+  CHECK(no_session.find(run_token) != std::string::npos);
+  CHECK(first_message_refusal(m.repl_ep, wire::ReplHello{"eve", ""}).find("no token given") != std::string::npos);
+  CHECK(first_message_refusal(m.repl_ep, wire::ReplHello{"eve", std::string(64, '0')}).find("wrong token") !=
+        std::string::npos);
+  CHECK(first_message_refusal(m.repl_ep, wire::ReplHello{"me", *token}).empty());
+
+  // The CLI as a user whose runtime directory has no token: exit 2, naming the file.
+  std::string elsewhere = temp_dir("xdg-other");
+  Proc other = spawn({"/usr/bin/env", "XDG_RUNTIME_DIR=" + elsewhere, bin(), "repl", m.repl_ep, "-e", "return 1"},
+                     m.dir + "/other.out");
+  CHECK(other.wait(5000) == 2);
+  CHECK(other.output().find("no token given") != std::string::npos);
+  CHECK(other.output().find(run_token) != std::string::npos);
+  // Given the file, the same user gets in; without an endpoint the CLI finds this user's latest job.
+  Proc given = spawn({"/usr/bin/env", "XDG_RUNTIME_DIR=" + elsewhere, bin(), "repl", m.repl_ep, "--token-file",
+                      run_token, "-e", "return 2"}, m.dir + "/given.out");
+  CHECK(given.wait(5000) == 0);
+  CHECK(given.output() == "2\n");
+  Proc latest = spawn({bin(), "repl", "-e", "return 3"}, m.dir + "/latest.out");
+  CHECK(latest.wait(5000) == 0);
+  CHECK(latest.output() == "3\n");
+
+  // The runtime directory's copy goes with the job.
+  m.eval("job.stop()");
+  CHECK(m.controller.wait(15000) >= 0);
+  CHECK_FALSE(path_exists(runtime_token));
+}
+
