@@ -149,7 +149,7 @@ std::vector<CommandDef> make_table() {
                    "you most recently started on this machine. A local endpoint admits you with the job's token, "
                    "which the controller keeps where only its user reads it: your runtime directory (found by the "
                    "endpoint) and RUN_DIR/repl.token.",
-        .options = {{"-e", "CHUNK", "evaluate CHUNK, print the result and exit (non-zero on error)"},
+        .options = {{"-e", "CHUNK", "evaluate CHUNK (or a client command: \\load SLOT FILE), print the result and exit (non-zero on error)"},
                     {"--json", "", "with -e: print the result as JSON"},
                     {"--server-key", "KEY", "CURVE: the controller's public key (Z85 or a .pub file)"},
                     {"--key", "FILE", "CURVE: your key pair (.key file)"},

@@ -1,8 +1,10 @@
 // t0215_repl_edges.cpp — a new user's first hour with the REPL, against a live controller: a local
 // endpoint admits only the job's token (loopback is reachable by every user of the machine), and
-// says where the token is when it refuses.
+// says where the token is when it refuses; policy.load reads the client's files, whose names its
+// errors carry; the client commands (\load, \diff) work in one-shot mode.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -97,3 +99,75 @@ TEST_CASE("t0215-repl-token: a local REPL admits only the job's token, kept 0600
   CHECK_FALSE(path_exists(runtime_token));
 }
 
+namespace {
+
+// A placement policy as a user writes one (docs/policies.md): round robin.
+const char* kMinePolicy = R"(local function decide(ctx)
+  local layers = {}
+  for l = 1, ctx.layers do
+    local nodes, k = {}, 0
+    for n = 1, ctx.nodes do nodes[n] = {} end
+    for e, r in ipairs(ctx.replicas[l]) do
+      for _ = 1, r do
+        local n = k % ctx.nodes + 1
+        nodes[n][#nodes[n] + 1] = e
+        k = k + 1
+      end
+    end
+    layers[l] = nodes
+  end
+  return { placement = layers }
+end
+return { api = 1, kind = "placement", name = "mine", doc = "round robin, my way", decide = decide }
+)";
+
+// The same with a syntax error on line 5.
+const char* kBrokenPolicy = "local function decide(ctx)\n  return { placement = {} }\nend\n\nlocal x = = 1\n"
+                            "return { api = 1, kind = 'placement', name = 'broken', doc = 'd', decide = decide }\n";
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+}  // namespace
+
+TEST_CASE("t0216-repl-policy-files: policy.load reads the client's relative path, errors name the file, client commands work with -e") {
+  TestMesh m({.agents = 2,
+              .model = "model = { layers = 1, d_model = 16, heads = 2, experts = 4, top_k = 2, seq_len = 16 },",
+              .extra = "policies = { slots = 2, min_replicas = 2 },"});
+  m.start();  // the controller's working directory is the test's, not the user's below
+  std::string mine = temp_dir("user-cwd");
+  write_text(mine + "/mine.lua", kMinePolicy);
+  write_text(mine + "/broken.lua", kBrokenPolicy);
+  REQUIRE(::chdir(mine.c_str()) == 0);
+
+  // policy.load with a path relative to where the user's client runs.
+  repl::Client user(repl::ClientOptions{m.repl_ep});
+  REQUIRE(user.connect().ok());
+  auto loaded = user.eval("return policy.load('placement', 'mine.lua').name");
+  REQUIRE(loaded.ok());
+  CHECK_MESSAGE(loaded->ok, loaded->error);
+  CHECK(loaded->value == "\"mine\"");
+  auto origin = user.eval("return policy.show('placement').origin");
+  CHECK(origin->value == "\"" + mine + "/mine.lua\"");
+
+  // A syntax error in a file: its name and line, whether the controller read it or the client did.
+  auto broken = user.eval("return policy.load('placement', 'broken.lua')");
+  CHECK_FALSE(broken->ok);
+  CHECK(broken->error.find(mine + "/broken.lua:5:") != std::string::npos);
+  Proc cli_load = spawn({bin(), "repl", m.repl_ep, "-e", "\\load placement broken.lua"}, mine + "/load.out");
+  CHECK(cli_load.wait(5000) == 1);
+  CHECK(cli_load.output().find("broken.lua:5:") != std::string::npos);
+  CHECK(cli_load.output().find("repl:5") == std::string::npos);
+
+  // \diff and \load in one-shot mode, reading the file where the client runs.
+  Proc cli_diff = spawn({bin(), "repl", m.repl_ep, "-e", "\\diff placement mine.lua", "--json"}, mine + "/diff.out");
+  CHECK(cli_diff.wait(5000) == 0);
+  CHECK(cli_diff.output().find("\"candidate\"") != std::string::npos);
+  Proc cli_ok = spawn({bin(), "repl", m.repl_ep, "-e", "\\load placement mine.lua"}, mine + "/ok.out");
+  CHECK(cli_ok.wait(5000) == 0);
+  CHECK(m.eval_json("return policy.show('placement').origin") == "mine.lua");
+  Proc cli_missing = spawn({bin(), "repl", m.repl_ep, "-e", "\\load placement nowhere.lua"}, mine + "/missing.out");
+  CHECK(cli_missing.wait(5000) == 1);
+  CHECK(cli_missing.output().find("cannot read nowhere.lua") != std::string::npos);
+}
