@@ -1,7 +1,8 @@
 // t0215_repl_edges.cpp — a new user's first hour with the REPL, against a live controller: a local
 // endpoint admits only the job's token (loopback is reachable by every user of the machine), and
 // says where the token is when it refuses; policy.load reads the client's files, whose names its
-// errors carry; the client commands (\load, \diff) work in one-shot mode.
+// errors carry; the client commands (\load, \diff) work in one-shot mode; a node has one name — its
+// agent's — in job.nodes(), job.events(), job.kill(), events.csv, the report and its log file.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 
 #include "core/paths.h"
 #include "support/mesh_harness.h"
+#include "support/run_files.h"
 #include "wire/repl_token.h"
 
 using namespace sal;
@@ -170,4 +172,57 @@ TEST_CASE("t0216-repl-policy-files: policy.load reads the client's relative path
   Proc cli_missing = spawn({bin(), "repl", m.repl_ep, "-e", "\\load placement nowhere.lua"}, mine + "/missing.out");
   CHECK(cli_missing.wait(5000) == 1);
   CHECK(cli_missing.output().find("cannot read nowhere.lua") != std::string::npos);
+}
+
+TEST_CASE("t0217-node-names: one name per node across the REPL, events.csv, the report and the log files") {
+  std::string dir = temp_dir("names");
+  Proc run = spawn({bin(), "run", "--steps", "0", "--nodes", "3", "--out", dir + "/out"}, dir + "/run.out");
+  std::string ep = run.wait_for_line("repl  ", 10000);
+  REQUIRE(!ep.empty());
+  repl::Client c(repl::ClientOptions{ep});
+  REQUIRE(c.connect().ok());
+  auto json = [&](const std::string& chunk) {
+    auto r = c.eval(chunk, wire::ValueFormat::json);
+    REQUIRE(r.ok());
+    REQUIRE_MESSAGE(r->ok, r->error);
+    return nlohmann::json::parse(r->value)[0];
+  };
+  REQUIRE(eventually([&] { return json("return job.status().workers.ready") == 3; }, 15000, 50));
+
+  // Each node's name names its log file; no other name for it exists there.
+  std::map<std::string, int64_t> id_of;
+  for (auto& n : json("return job.nodes()")) {
+    std::string name = n["name"];
+    id_of[name] = n["id"];
+    CHECK(path_exists(dir + "/out/" + name + ".log"));
+  }
+  REQUIRE(id_of.size() == 3);
+  for (int i = 0; i < 3; ++i) CHECK_FALSE(path_exists(dir + "/out/agent-" + std::to_string(i) + ".log"));
+
+  // A node is acted on by its name, and its events carry it, in job.events() and events.csv alike.
+  CHECK(json("return job.kill('node1')") == true);
+  REQUIRE(eventually([&] {
+    for (auto& e : json("return job.events(200)"))
+      if (e["kind"] == "node_dead") return true;
+    return false;
+  }, 10000, 50));
+  for (auto& e : json("return job.events(200)")) {
+    if (!e.contains("node")) continue;
+    CAPTURE(e.dump());
+    REQUIRE(e.contains("name"));
+    CHECK(id_of.at(e["name"]) == e["node"]);
+    if (e["kind"] == "node_dead") CHECK(e["name"] == "node1");
+  }
+  auto unknown = c.eval("return job.kill('node9')");
+  REQUIRE(unknown.ok());
+  CHECK(unknown->error.find("no node named 'node9'") != std::string::npos);
+  std::string csv = file_text(dir + "/out/events.csv");
+  CHECK(csv.rfind("seq,mono_ns,wall_ms,kind,node,name,epoch,detail\n", 0) == 0);
+  CHECK(csv.find(",node_dead," + std::to_string(id_of.at("node1")) + ",node1,") != std::string::npos);
+
+  // The report's events table names the node as the REPL does.
+  CHECK(json("return job.stop()") == true);
+  CHECK(run.wait(20000) == 0);
+  std::string report = file_text(dir + "/out/report.html");
+  CHECK(report.find("<td>node_dead</td><td>" + std::to_string(id_of.at("node1")) + " node1</td>") != std::string::npos);
 }
