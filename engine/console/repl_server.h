@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <variant>
 
 #include "core/ids.h"
 #include "core/log.h"
@@ -46,6 +47,9 @@ using mesh::Allowlist;
 using mesh::Controller;
 using mesh::SocketMonitor;
 using mesh::ZmqWatcher;
+
+// What a REPL client may send.
+using ReplRequest = std::variant<wire::ReplHello, wire::ReplEval, wire::ReplComplete, wire::ReplBye>;
 
 struct ReplOptions {
   std::string bind;
@@ -92,8 +96,8 @@ class ReplServer {
 
   void on_message();
   Session* session_for(const std::string& rid, int fd, const std::string& user, const wire::ReplHello* hello);
-  std::string refusal(const std::string& rid, const std::string& user, const wire::Envelope& env,
-                      const wire::ReplHello* hello) const;
+  std::string refusal(const std::string& rid, const std::string& user, const wire::ReplHello* hello) const;
+  void serve(Session& s, const ReplRequest& req);
   bool make_room();
   void close_session(Sessions::iterator it, const char* why);
   void eval(Session& s, const wire::ReplEval& req);
