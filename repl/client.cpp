@@ -6,7 +6,9 @@
 
 #include <cstring>
 
+#include "core/paths.h"
 #include "wire/curve.h"
+#include "wire/repl_token.h"
 
 namespace sal::repl {
 
@@ -22,12 +24,30 @@ Client::Client(ClientOptions opts) : opts_(std::move(opts)), sock_(ctx_, zmq::so
 
 Client::~Client() = default;
 
-Result<wire::ReplWelcome> Client::connect() {
+// Our credentials: CURVE keys on the socket, or on a local endpoint the job's token and our
+// working directory (the client is on the controller's machine: its relative paths are ours).
+Result<wire::ReplHello> Client::hello() {
+  wire::ReplHello hello{"salamander repl"};
   if (!opts_.server_public_key.empty()) {
     auto own = wire::load_key_file(opts_.key_file);
     if (!own) return Error("--key: " + own.error().message());
     wire::make_curve_client(sock_, opts_.server_public_key, *own);
+    return hello;
   }
+  if (!opts_.token_file.empty()) {
+    auto token = wire::read_repl_token(opts_.token_file);
+    if (!token) return Error("--token-file: " + token.error().message());
+    hello.token = *token;
+  } else {
+    hello.token = wire::find_repl_token(opts_.endpoint);
+  }
+  hello.cwd = absolute_path(".");
+  return hello;
+}
+
+Result<wire::ReplWelcome> Client::connect() {
+  auto hello = this->hello();
+  if (!hello) return hello.error();
   try {
     sock_.connect(opts_.endpoint);
   } catch (const zmq::error_t& e) {
@@ -35,7 +55,7 @@ Result<wire::ReplWelcome> Client::connect() {
   }
   int64_t saved = opts_.timeout_ms;
   opts_.timeout_ms = saved ? saved : kHelloTimeoutMs;
-  auto w = request<wire::ReplHello, wire::ReplWelcome>(wire::ReplHello{"salamander repl"});
+  auto w = request<wire::ReplHello, wire::ReplWelcome>(*hello);
   opts_.timeout_ms = saved;
   if (!w) return w.error().with_context("controller at " + opts_.endpoint);
   budget_ms_ = w->budget_ms;

@@ -1,6 +1,9 @@
 // client.h — the REPL client's connection to a controller: hello, eval, complete, bye over a
-// DEALER socket (CURVE when the endpoint is not local). Used by `salamander repl` and by the
-// integration tests, which drive a live controller exactly as an operator does.
+// DEALER socket (CURVE when the endpoint is not local). On a local endpoint the hello carries the
+// job's token (wire/repl_token.h): from the file given, else from this user's runtime directory —
+// and this process's working directory, which the session's policy.load reads relative paths against.
+// Used by `salamander repl` and by the integration tests, which drive a live controller exactly as
+// an operator does.
 #pragma once
 
 #include <zmq.hpp>
@@ -19,6 +22,7 @@ struct ClientOptions {
   std::string server_public_key;  // CURVE: the controller's public key (Z85)
   std::string key_file;           // CURVE: our key pair
   int64_t timeout_ms = 0;         // per request; 0: the server's budget + 5 s
+  std::string token_file;         // without CURVE: the job's token (empty: the runtime directory's)
 };
 
 class Client {
@@ -36,6 +40,7 @@ class Client {
   Result<wire::Parts> raw_request(wire::Parts frames, int64_t timeout_ms);
 
  private:
+  Result<wire::ReplHello> hello();
   template <class Req, class Rep>
   Result<Rep> request(const Req& req);
   Result<wire::Parts> receive(int64_t timeout_ms);

@@ -1,4 +1,5 @@
-// console.cpp — see console.h.
+// console.cpp — see console.h. Lines starting with a backslash are client commands, in the prompt and
+// with -e alike: they read a file on the client's machine and send its text.
 #include "repl/console.h"
 
 #include <editline/readline.h>
@@ -80,8 +81,8 @@ std::string long_string(const std::string& text) {
 
 const char* kMetaHelp =
     "client commands (read files on this machine, not the controller's):\n"
-    "  \\load SLOT FILE   policy.load(SLOT, <contents of FILE>)\n"
-    "  \\diff SLOT FILE   policy.diff(SLOT, <contents of FILE>)\n"
+    "  \\load SLOT FILE   policy.load(SLOT, <contents of FILE>, FILE)\n"
+    "  \\diff SLOT FILE   policy.diff(SLOT, <contents of FILE>, FILE)\n"
     "  \\help             this list\n";
 
 // Turns a client command ("\load placement mine.lua") into the chunk to send, or explains why not.
@@ -96,11 +97,27 @@ Result<std::string> meta_command(const std::string& line) {
   if (!f) return fail("cannot read ", file);
   std::stringstream ss;
   ss << f.rdbuf();
-  return "return policy." + verb + "(\"" + slot + "\", " + long_string(ss.str()) + ")";
+  // The file's name goes with its text: the policy's errors say file:line.
+  return "return policy." + verb + "(\"" + slot + "\", " + long_string(ss.str()) + ", " + long_string(file) + ")";
+}
+
+// The chunk a line stands for: a client command's (\load, \diff) or the line itself; empty with
+// nothing to send (\help, printed here); an error for a client command that cannot be carried out.
+Result<std::string> chunk_of(const std::string& line) {
+  if (line.empty() || line[0] != '\\') return line;
+  auto meta = meta_command(line);
+  if (meta && meta->empty()) std::fputs(kMetaHelp, stdout);
+  return meta;
 }
 
 int one_shot(Client& c, const ConsoleOptions& o) {
-  auto r = c.eval(o.eval, o.json ? wire::ValueFormat::json : wire::ValueFormat::text);
+  auto chunk = chunk_of(o.eval);
+  if (!chunk) {
+    std::fprintf(stderr, "salamander repl: %s\n", chunk.error().message().c_str());
+    return 1;
+  }
+  if (chunk->empty()) return 0;
+  auto r = c.eval(*chunk, o.json ? wire::ValueFormat::json : wire::ValueFormat::text);
   if (!r) {
     std::fprintf(stderr, "salamander repl: %s\n", r.error().message().c_str());
     return 2;
@@ -146,19 +163,13 @@ int interactive(Client& c, const wire::ReplWelcome& w) {
   while (read_chunk(tty, prompt, chunk)) {
     if (chunk.find_first_not_of(" \t\n") == std::string::npos) continue;
     if (tty) add_history(chunk.c_str());
-    if (chunk[0] == '\\') {
-      auto meta = meta_command(chunk);
-      if (!meta) {
-        std::fprintf(stderr, "%s\n", meta.error().message().c_str());
-        continue;
-      }
-      if (meta->empty()) {
-        std::fputs(kMetaHelp, stdout);
-        continue;
-      }
-      chunk = *meta;
+    auto sent = chunk_of(chunk);
+    if (!sent) {
+      std::fprintf(stderr, "%s\n", sent.error().message().c_str());
+      continue;
     }
-    auto r = c.eval(chunk);
+    if (sent->empty()) continue;
+    auto r = c.eval(*sent);
     if (!r) {
       std::fprintf(stderr, "salamander repl: %s\n", r.error().message().c_str());
       last = 2;

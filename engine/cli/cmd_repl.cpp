@@ -1,4 +1,5 @@
-// cmd_repl.cpp — `salamander repl [ENDPOINT] [-e CHUNK] [--json]`.
+// cmd_repl.cpp — `salamander repl [ENDPOINT] [-e CHUNK] [--json]`: the endpoint (given, from
+// $SALAMANDER_REPL, or the last one this user started), its CURVE keys or local token file.
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -28,13 +29,14 @@ int cmd_repl(const Command& cmd, const Parsed& p) {
                       : std::getenv("SALAMANDER_REPL") ? std::getenv("SALAMANDER_REPL")
                                                       : last_endpoint();
   if (o.client.endpoint.empty())
-    return usage_error(cmd, "no endpoint given and no controller found on this machine (start one with salamander run)");
+    return usage_error(cmd, "no endpoint given and no controller of yours found on this machine (start one with salamander run)");
   o.eval = p.get_or("-e", "");
   o.json = p.has("--json");
   if (o.json && o.eval.empty()) return usage_error(cmd, "--json goes with -e CHUNK");
   auto timeout = p.get_int("--timeout-ms", 0, 0, 86400000);
   if (!timeout) return usage_error(cmd, timeout.error().message());
   o.client.timeout_ms = *timeout;
+  o.client.token_file = p.get_or("--token-file", "");
   if (auto k = p.get("--server-key")) {
     auto key = wire::resolve_public_key(*k);
     if (!key) return usage_error(cmd, "--server-key: " + key.error().message());

@@ -153,11 +153,14 @@ std::vector<CommandDef> make_table() {
         .brief = "attach a Lua prompt to a live controller (-e CHUNK for one-shot)",
         .synopsis = "repl [ENDPOINT] [-e CHUNK [--json]] [options]",
         .summary = "A Lua prompt inside a live controller. Without ENDPOINT: $SALAMANDER_REPL, else the controller "
-                   "most recently started on this machine.",
-        .options = {{"-e", "CHUNK", "evaluate CHUNK, print the result and exit (non-zero on error)"},
+                   "you most recently started on this machine. A local endpoint admits you with the job's token, "
+                   "which the controller keeps where only its user reads it: your runtime directory (found by the "
+                   "endpoint) and RUN_DIR/repl.token.",
+        .options = {{"-e", "CHUNK", "evaluate CHUNK (or a client command: \\load SLOT FILE), print the result and exit (non-zero on error)"},
                     {"--json", "", "with -e: print the result as JSON"},
                     {"--server-key", "KEY", "CURVE: the controller's public key (Z85 or a .pub file)"},
                     {"--key", "FILE", "CURVE: your key pair (.key file)"},
+                    {"--token-file", "FILE", "a local endpoint's token (default: your runtime directory's for the endpoint)"},
                     {"--timeout-ms", "MS", "give up on a reply after MS (default: the server's budget + 5 s)"}},
         .max_positional = 1},
        cmd_repl},

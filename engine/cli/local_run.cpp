@@ -31,11 +31,13 @@ mesh::SpawnOptions local_agent(const LocalRunOptions& o, const std::string& endp
   auto exe = self_exe();
   mesh::SpawnOptions so;
   so.exe = exe.ok() ? *exe : "salamander";
+  // One name per node: the agent's, which events, job.nodes() and the report show, names its log.
+  std::string name = "node" + std::to_string(index);
   so.args = {"agent", "--controller", endpoint, "--devices", o.job.mesh.devices,
-             "--name", "node" + std::to_string(index), "--parent-pid", std::to_string(getpid()),
+             "--name", name, "--parent-pid", std::to_string(getpid()),
              "--log-level", o.log_level, "--log-format", o.log_format};
   if (confined) so.args.insert(so.args.end(), {"--cpu-share", std::to_string(o.cpu_share)});
-  so.log_file = o.run_dir + "/agent-" + std::to_string(index) + ".log";
+  so.log_file = o.run_dir + "/" + name + ".log";
   return so;
 }
 

@@ -3,7 +3,9 @@
 // session limit, CURVE and the operator allowlist when it is reachable from other hosts, the audit
 // log in the run directory, and the REPL modules registered from above the console (the CLI adds
 // the simulator's sim.*). The endpoint is also written to the user's runtime directory
-// (last-repl), where `salamander repl` with no endpoint finds it.
+// (last-repl), where `salamander repl` with no endpoint finds it. A local endpoint (no CURVE) admits
+// only sessions with the job's token, written (0600) to the run directory's repl.token and to the
+// runtime directory for its endpoint (wire/repl_token.h), that copy removed when the job ends.
 #pragma once
 
 #include <functional>

@@ -121,6 +121,7 @@ int job_events(Controller& c, lua_State* L) {
     lua::set_field(L, "mono_ns", double(e.mono_ns));
     lua::set_field(L, "kind", e.kind);
     if (e.node != kNoNode) lua::set_field(L, "node", int64_t(e.node));
+    if (!e.name.empty()) lua::set_field(L, "name", e.name);
     lua::set_field(L, "epoch", int64_t(e.epoch));
     lua::set_field(L, "detail", e.detail);
     if (e.repeats) lua::set_field(L, "repeats", int64_t(e.repeats));
@@ -129,26 +130,34 @@ int job_events(Controller& c, lua_State* L) {
   return 1;
 }
 
-NodeId node_arg(lua_State* L, const char* fn) {
-  int64_t id = lua::check_integer(L, 1, fn, "a node id");
+// A node by its id or its name ("node1": its agent's --name, as job.nodes(), job.events(),
+// events.csv and its log file call it).
+NodeId node_arg(Controller& c, lua_State* L, const char* fn) {
+  if (lua_type(L, 1) == LUA_TSTRING) {
+    std::string name = lua_tostring(L, 1);
+    const auto* n = c.membership().find_by_name(name);
+    if (!n) luaL_error(L, "%s: no node named '%s' (job.nodes() lists them)", fn, name.c_str());
+    return n->id;
+  }
+  int64_t id = lua::check_integer(L, 1, fn, "a node id or name");
   if (id < 0 || id > int64_t(UINT32_MAX)) luaL_error(L, "%s: no node %d", fn, int(id));
   return NodeId(id);
 }
 
 // job.kill / job.drain: one node id in, true out, the controller's refusal as the error.
-int node_action(lua_State* L, const char* fn, const std::function<Status(NodeId)>& act) {
-  NodeId id = node_arg(L, fn);
+int node_action(Controller& c, lua_State* L, const char* fn, const std::function<Status(NodeId)>& act) {
+  NodeId id = node_arg(c, L, fn);
   if (auto s = act(id); !s) return luaL_error(L, "%s: %s", fn, s.error().message().c_str());
   lua_pushboolean(L, 1);
   return 1;
 }
 
 int job_kill(Controller& c, lua_State* L) {
-  return node_action(L, "job.kill", [&](NodeId id) { return c.kill_node(id, caller(L)); });
+  return node_action(c, L, "job.kill", [&](NodeId id) { return c.kill_node(id, caller(L)); });
 }
 
 int job_drain(Controller& c, lua_State* L) {
-  return node_action(L, "job.drain", [&](NodeId id) { return c.drain_node(id, caller(L)); });
+  return node_action(c, L, "job.drain", [&](NodeId id) { return c.drain_node(id, caller(L)); });
 }
 
 int job_stop(Controller& c, lua_State* L) {
@@ -173,17 +182,19 @@ void register_controller_api(lua::ApiRegistry& reg, Controller& c) {
       "draining, dead, left), its cause, connection address, devices, milliseconds since its last "
       "heartbeat, its slice endpoint (slices: where its agent holds sparse snapshots), and its workers.",
       Role::observe, job_nodes);
-  add("events", "job.events([n = 50]) -> {{seq, t_s, kind, node, epoch, detail}, ...}",
+  add("events", "job.events([n = 50]) -> {{seq, t_s, kind, node, name, epoch, detail}, ...}",
       "The last n events: joins, suspicions, deaths (with their cause), departures, worker exits, "
-      "step aborts, operator actions. t_s is seconds since the controller started.",
+      "step aborts, operator actions. t_s is seconds since the controller started; node is the node's "
+      "id and name its name (as in job.nodes(), events.csv and its log file, NAME.log).",
       Role::observe, job_events);
-  add("kill", "job.kill(node_id) -> true",
+  add("kill", "job.kill(node) -> true",
       "Kills a node as a drill would: the agent is told to die at once and, on this host, is sent "
-      "SIGKILL (its workers die with it). Detection and recovery then run as for a real failure.",
+      "SIGKILL (its workers die with it). Detection and recovery then run as for a real failure. The node is "
+      "its id or its name.",
       Role::operate, job_kill);
-  add("drain", "job.drain(node_id) -> true",
-      "Preemption with notice: the node takes no new steps, its workers finish and stop, and it "
-      "leaves cleanly.",
+  add("drain", "job.drain(node) -> true",
+      "Preemption with notice: the node (its id or its name) takes no new steps, its workers finish and "
+      "stop, and it leaves cleanly.",
       Role::operate, job_drain);
   add("stop", "job.stop() -> true",
       "Stops the whole job gracefully: agents stop their workers and leave; `salamander run` exits.",

@@ -3,7 +3,8 @@
 // asking what a policy would decide (decide, diff: they run policy code) needs `operate`; changing
 // a slot (load, reload, rollback) needs `admin`. decide and diff are pure questions: they take a
 // snapshot of the slot on the loop (no policy code runs there: slot.h) and run the policy code on
-// the evaluation thread, on copies of the generations.
+// the evaluation thread, on copies of the generations. A relative path given to load or diff is read
+// against the local client's working directory (Sandbox::working_dir), not the controller's.
 #include <lua.hpp>
 
 #include <nlohmann/json.hpp>
@@ -126,10 +127,36 @@ int load_off_loop(Controller& c, lua_State* L, const char* fn, policy::Kind k, c
   });
 }
 
+// What policy.load and policy.diff were given: a name, a .lua path or Lua source — or, with a third
+// argument, source named by it (a client's file read on its machine: errors say name:line). A
+// relative path is the local client's: read against its working directory.
+struct Candidate {
+  std::string what, name, base_dir;
+};
+
+constexpr size_t kSourceNameMax = 200;
+
+Candidate candidate_arg(lua_State* L, const char* fn) {
+  Candidate c;
+  c.what = lua::check_string(L, 2, fn, "a policy name, a .lua path, or Lua source");
+  if (!lua_isnoneornil(L, 3)) {
+    c.name = lua::check_string(L, 3, fn, "the source's name (its file's, for error messages)");
+    if (c.name.empty() || c.name.size() > kSourceNameMax || c.name.find('\n') != std::string::npos)
+      luaL_error(L, "%s: the source's name must be 1 to %d characters on one line", fn, int(kSourceNameMax));
+  }
+  c.base_dir = lua::Sandbox::working_dir(L);
+  return c;
+}
+
+Result<policy::Source> resolve_candidate(const policy::PolicySet& set, policy::Kind k, const Candidate& c) {
+  if (!c.name.empty()) return policy::given_source(c.what, c.name);
+  return set.resolver().resolve(k, c.what, c.base_dir);
+}
+
 int policy_load(Controller& c, lua_State* L) {
   policy::Kind k = kind_arg(L, 1, "policy.load");
-  std::string what = lua::check_string(L, 2, "policy.load", "a policy name, a .lua path, or Lua source");
-  return load_off_loop(c, L, "policy.load", k, [&](policy::PolicySet& set) { return set.resolver().resolve(k, what); });
+  Candidate cand = candidate_arg(L, "policy.load");
+  return load_off_loop(c, L, "policy.load", k, [&](policy::PolicySet& set) { return resolve_candidate(set, k, cand); });
 }
 
 int policy_reload(Controller& c, lua_State* L) {
@@ -150,18 +177,18 @@ struct Question {
   Result<policy::Source> candidate = Error("no candidate");
 };
 
-Question ask(Controller& c, policy::Kind k, const std::string* candidate) {
+Question ask(Controller& c, policy::Kind k, const Candidate* candidate) {
   Question q;
   q.taken = run_on_loop([&] {
     auto& policies = c.planner().policies();
     q.snap = policies.slot(k).snapshot();
-    if (candidate) q.candidate = policies.resolver().resolve(k, *candidate);
+    if (candidate) q.candidate = resolve_candidate(policies, k, *candidate);
   });
   return q;
 }
 
 // policy.diff's answer, or why there is none (computed before anything is pushed or raised).
-Result<policy::DiffReport> diff_answer(Controller& c, policy::Kind k, const std::string& what) {
+Result<policy::DiffReport> diff_answer(Controller& c, policy::Kind k, const Candidate& what) {
   Question q = ask(c, k, &what);
   if (!q.taken) return Error("the controller is stopping");
   if (!q.candidate) return q.candidate.error();
@@ -170,8 +197,7 @@ Result<policy::DiffReport> diff_answer(Controller& c, policy::Kind k, const std:
 
 int policy_diff(Controller& c, lua_State* L) {
   policy::Kind k = kind_arg(L, 1, "policy.diff");
-  std::string what = lua::check_string(L, 2, "policy.diff", "a policy name, a .lua path, or Lua source");
-  auto r = diff_answer(c, k, what);
+  auto r = diff_answer(c, k, candidate_arg(L, "policy.diff"));
   if (!r) return luaL_error(L, "policy.diff: %s", r.error().message().c_str());
   lua_newtable(L);
   lua::set_field(L, "live", r->live);
@@ -344,15 +370,17 @@ void register_policy_api(lua::ApiRegistry& reg, Controller& c) {
       "One slot in detail: the live generation, the previous one kept for rollback, the last decision "
       "(who decided, a summary, and the problem if the live generation could not), and the shipped policies.",
       Role::observe, policy_show);
-  add("load", "policy.load(slot, name | path.lua | source) -> slot info",
+  add("load", "policy.load(slot, name | path.lua | source [, source_name]) -> slot info",
       "Loads a new generation: load, shape check, selftest, replay of recent decisions through the C++ "
       "validators, state migration, then the swap between two decisions. Any failure leaves the live "
-      "generation in place and raises the reason.",
+      "generation in place and raises the reason. A relative path is read against your working directory "
+      "(a local session; under CURVE the controller's); source_name names source text in its errors "
+      "(\\load SLOT FILE sends FILE's text so, read where you are).",
       Role::admin, policy_load, Runs::here);
   add("reload", "policy.reload(slot) -> slot info",
       "Reads the live generation's source again (its file, if it came from one) and loads it as a new generation.",
       Role::admin, policy_reload, Runs::here);
-  add("diff", "policy.diff(slot, name | path.lua | source) -> {live, candidate, changes}",
+  add("diff", "policy.diff(slot, name | path.lua | source [, source_name]) -> {live, candidate, changes}",
       "What a candidate would decide differently from the live generation on the latest decision input, "
       "without loading it. A pure question: the slot (its replay inputs, last decision, failure counts) is "
       "untouched, and the policy code runs on copies of the generations, off the controller's loop.",

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <variant>
 
 #include "core/clock.h"
 #include "core/lifetime.h"
@@ -15,6 +16,7 @@
 #include "console/repl_eval.h"
 #include "mesh/security.h"
 #include "mesh/zmq_uv.h"
+#include "wire/repl_token.h"
 
 namespace sal::console {
 
@@ -125,7 +127,8 @@ bool ReplServer::make_room() {
   return true;
 }
 
-ReplServer::Session* ReplServer::session_for(const std::string& rid, int fd, const std::string& user) {
+ReplServer::Session* ReplServer::session_for(const std::string& rid, int fd, const std::string& user,
+                                             const wire::ReplHello* hello) {
   auto it = sessions_.find(rid);
   if (it != sessions_.end()) return it->second.get();
   auto role = session_role(user, opts_.allow);
@@ -148,10 +151,51 @@ ReplServer::Session* ReplServer::session_for(const std::string& rid, int fd, con
   };
   s.sandbox = std::make_unique<lua::Sandbox>(so);
   s.sandbox->set_identity(s.user + " (" + std::string(role_name(s.role)) + ", REPL session " + std::to_string(s.id) + ")");
+  // A local client is on this machine: its relative paths mean its own directory.
+  if (!opts_.curve && hello && hello->cwd.rfind('/', 0) == 0) s.sandbox->set_working_dir(hello->cwd);
   registry_.install(*s.sandbox, s.role);
   spdlog::debug("repl: session {} opened by {} ({})", s.id, s.user, role_name(s.role));
   sessions_.emplace(rid, std::move(owned));
   return &s;
+}
+
+namespace {
+
+template <class M>
+Result<ReplRequest> decoded(const wire::Envelope& env) {
+  auto m = wire::decode<M>(env);
+  if (!m) return Error(m.error().message(), int(wire::ErrorCode::malformed));
+  return ReplRequest(std::move(*m));
+}
+
+// A REPL message's body, decoded whoever sent it: malformed input is named as such (field and
+// bound) before anything else is decided; a message of another endpoint is a bad request.
+Result<ReplRequest> decode_request(const wire::Envelope& env) {
+  switch (env.type) {
+    case wire::MsgType::repl_hello: return decoded<wire::ReplHello>(env);
+    case wire::MsgType::repl_eval: return decoded<wire::ReplEval>(env);
+    case wire::MsgType::repl_complete: return decoded<wire::ReplComplete>(env);
+    case wire::MsgType::repl_bye: return decoded<wire::ReplBye>(env);
+    default:
+      return Error(std::string(wire::type_name(env.type)) + " is not accepted on the REPL endpoint",
+                   int(wire::ErrorCode::bad_request));
+  }
+}
+
+}  // namespace
+
+// Why a message from a client without a session may not open one (empty: it may): under CURVE a
+// key without a role; on a local endpoint anything but a ReplHello with the controller's token.
+std::string ReplServer::refusal(const std::string& rid, const std::string& user, const wire::ReplHello* hello) const {
+  if (sessions_.count(rid)) return "";
+  if (!session_role(user, opts_.allow)) return "no role for '" + user + "'";
+  if (opts_.token.empty()) return "";
+  std::string need = "this REPL endpoint admits a session only with its job's token (loopback is reachable by "
+                     "every user of the machine): " + opts_.token_where;
+  if (!hello) return "no session: say ReplHello with the token first; " + need;
+  if (hello->token.empty()) return "no token given; " + need;
+  if (!wire::same_token(hello->token, opts_.token)) return "wrong token; " + need;
+  return "";
 }
 
 void ReplServer::on_message() {
@@ -175,37 +219,25 @@ void ReplServer::on_message() {
                    KindLog::more(suppressed));
     return reply(rid, wire::ErrorReply{uint16_t(env.error().code()), env.error().message()});
   }
-  Session* s = session_for(rid, fd, user);
-  if (!s) {
-    std::string why = session_role(user, opts_.allow) ? "every session is busy; try again shortly"
-                                                      : "no role for '" + user + "'";
+  auto req = decode_request(*env);
+  if (!req) return reply(rid, wire::ErrorReply{uint16_t(req.error().code()), req.error().message()});
+  const auto* hello = std::get_if<wire::ReplHello>(&*req);
+  if (auto why = refusal(rid, user, hello); !why.empty())
     return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::not_allowed), why});
-  }
+  Session* s = session_for(rid, fd, user, hello);
+  if (!s) return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::not_allowed), "every session is busy; try again shortly"});
   s->last_used_ns = mono_ns();
-  switch (env->type) {
-    case wire::MsgType::repl_hello: {
-      auto m = wire::decode<wire::ReplHello>(*env);
-      if (!m) return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::malformed), m.error().message()});
-      return reply(rid, wire::ReplWelcome{"salamander controller", s->id, std::string(role_name(s->role)),
+  serve(*s, *req);
+}
+
+// A request of a session's client: the welcome, an evaluation, completions, or goodbye.
+void ReplServer::serve(Session& s, const ReplRequest& req) {
+  if (std::holds_alternative<wire::ReplHello>(req))
+    return reply(s.rid, wire::ReplWelcome{"salamander controller", s.id, std::string(role_name(s.role)),
                                           controller_.job().name, uint32_t(opts_.budget_ms)});
-    }
-    case wire::MsgType::repl_eval: {
-      auto m = wire::decode<wire::ReplEval>(*env);
-      if (!m) return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::malformed), m.error().message()});
-      return eval(*s, *m);
-    }
-    case wire::MsgType::repl_complete: {
-      auto m = wire::decode<wire::ReplComplete>(*env);
-      if (!m) return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::malformed), m.error().message()});
-      return complete(*s, *m);
-    }
-    case wire::MsgType::repl_bye:
-      return close_session(sessions_.find(rid), "closed by the client");
-    default:
-      return reply(rid, wire::ErrorReply{uint16_t(wire::ErrorCode::bad_request),
-                                         std::string(wire::type_name(env->type)) +
-                                             " is not accepted on the REPL endpoint"});
-  }
+  if (const auto* m = std::get_if<wire::ReplEval>(&req)) return eval(s, *m);
+  if (const auto* m = std::get_if<wire::ReplComplete>(&req)) return complete(s, *m);
+  close_session(sessions_.find(s.rid), "closed by the client");
 }
 
 void ReplServer::eval(Session& s, const wire::ReplEval& req) {

@@ -1,11 +1,13 @@
 // repl_server.h — the controller's REPL endpoint. Each connection (a ROUTER identity) is a session
-// with its own sandboxed Lua state over the read-only controller API (job_api.cpp) for its role,
-// kept from one chunk to the next. A chunk is evaluated on a thread of its own, off the
-// controller's loop (repl_eval.h), under the session's budget: the loop keeps serving heartbeats,
-// votes, commits and the other sessions however long the chunk runs, and the API reaches
-// controller state on the loop thread only. Completion and help come from the same registration
-// table that installs the API. Every evaluation, and every call of a function that acts, is
-// audit-logged with the session's user and role.
+// with its own sandboxed Lua state over the read-only controller API (job_api.cpp) for its role:
+// under CURVE the allowlist's role of its key, on a local endpoint admin — opened only by a
+// ReplHello carrying the controller's token (wire/repl_token.h), as loopback is no trust boundary
+// on a shared machine. Its state is kept from one chunk to the next. A chunk is evaluated on a
+// thread of its own, off the controller's loop (repl_eval.h), under the session's budget: the loop
+// keeps serving heartbeats, votes, commits and the other sessions however long the chunk runs, and
+// the API reaches controller state on the loop thread only. Completion and help come from the same
+// registration table that installs the API. Every evaluation, and every call of a function that
+// acts, is audit-logged with the session's user and role.
 #pragma once
 
 #include <uv.h>
@@ -18,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <variant>
 
 #include "core/ids.h"
 #include "core/log.h"
@@ -45,6 +48,9 @@ using mesh::Controller;
 using mesh::SocketMonitor;
 using mesh::ZmqWatcher;
 
+// What a REPL client may send.
+using ReplRequest = std::variant<wire::ReplHello, wire::ReplEval, wire::ReplComplete, wire::ReplBye>;
+
 struct ReplOptions {
   std::string bind;
   int64_t budget_ms = 1000;
@@ -52,6 +58,10 @@ struct ReplOptions {
   size_t max_sessions = 32;
   const wire::KeyPair* curve = nullptr;     // CURVE server key when the endpoint is not local
   const Allowlist* allow = nullptr;   // roles of CURVE clients
+  // Without CURVE: the token a session's ReplHello must carry (wire/repl_token.h), and where its
+  // files are, for the refusal's message. Empty: every local client is admitted (tests of the server).
+  std::string token;
+  std::string token_where;
   std::string audit_path;             // audit log file (empty: log only)
   // Modules registered from above the controller (the simulator's sim.*), after the controller's own.
   std::function<void(lua::ApiRegistry&)> modules;
@@ -64,6 +74,8 @@ class ReplServer {
 
   Status start();
   const std::string& endpoint() const { return endpoint_; }
+  // Where the token's files are (known once the endpoint is bound), for the refusal's message.
+  void set_token_where(std::string where) { opts_.token_where = std::move(where); }
   size_t sessions() const { return sessions_.size(); }
 
  private:
@@ -83,7 +95,9 @@ class ReplServer {
   using Sessions = std::map<std::string, std::unique_ptr<Session>>;
 
   void on_message();
-  Session* session_for(const std::string& rid, int fd, const std::string& user);
+  Session* session_for(const std::string& rid, int fd, const std::string& user, const wire::ReplHello* hello);
+  std::string refusal(const std::string& rid, const std::string& user, const wire::ReplHello* hello) const;
+  void serve(Session& s, const ReplRequest& req);
   bool make_room();
   void close_session(Sessions::iterator it, const char* why);
   void eval(Session& s, const wire::ReplEval& req);

@@ -53,6 +53,7 @@ struct Sandbox::Core {
   int expired_after_ms = 0;
   std::set<std::string> declared;  // globals strict mode accepts while nil
   std::string identity;
+  std::string working_dir;
   // The host's own functions, made once when the state is new and kept in the registry: pushing
   // them before a call allocates nothing, so a state filled to its cap cannot make the host's next
   // call raise outside a protected call.
@@ -421,6 +422,14 @@ std::vector<std::string> Sandbox::global_names(const std::string& prefix, size_t
 }
 
 void Sandbox::set_identity(std::string who) { core_->identity = std::move(who); }
+
+void Sandbox::set_working_dir(std::string dir) { core_->working_dir = std::move(dir); }
+
+const std::string& Sandbox::working_dir(lua_State* L) {
+  static const std::string none;
+  auto* c = core_of(L);
+  return c ? c->working_dir : none;
+}
 
 const std::string& Sandbox::identity(lua_State* L) {
   static const std::string none;

@@ -82,6 +82,10 @@ class Sandbox {
   // name in events and the audit log; empty unless set.
   void set_identity(std::string who);
   static const std::string& identity(lua_State* L);
+  // The directory relative paths named by this state's code mean (a local REPL client's working
+  // directory: it reads its own files); empty unless set — the process's own.
+  void set_working_dir(std::string dir);
+  static const std::string& working_dir(lua_State* L);
 
   size_t memory_used() const;
   // The memory cap of the state behind L (SIZE_MAX for a state a Sandbox did not make), and what of

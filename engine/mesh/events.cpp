@@ -19,14 +19,14 @@ void EventLog::open_csv(const std::string& path) {
     spdlog::warn("cannot open {} for events", path);
     return;
   }
-  if (std::ftell(csv_) == 0) std::fputs("seq,mono_ns,wall_ms,kind,node,epoch,detail\n", csv_);
+  if (std::ftell(csv_) == 0) std::fputs("seq,mono_ns,wall_ms,kind,node,name,epoch,detail\n", csv_);
 }
 
 void EventLog::write_row(const Event& e, const std::string& detail) {
   if (!csv_) return;
-  std::fprintf(csv_, "%llu,%lld,%lld,%s,%s,%llu,%s\n", (unsigned long long)e.seq, (long long)e.mono_ns,
+  std::fprintf(csv_, "%llu,%lld,%lld,%s,%s,%s,%llu,%s\n", (unsigned long long)e.seq, (long long)e.mono_ns,
                (long long)e.wall_ms, e.kind.c_str(), e.node == kNoNode ? "" : std::to_string(e.node).c_str(),
-               (unsigned long long)e.epoch, csv_field(detail).c_str());
+               csv_field(e.name).c_str(), (unsigned long long)e.epoch, csv_field(detail).c_str());
   std::fflush(csv_);
 }
 
@@ -51,7 +51,8 @@ const Event& EventLog::add(std::string kind, NodeId node, Epoch epoch, std::stri
     }
     flush_repeats();
   }
-  Event e{next_seq_++, mono_ns(), wall_ms(), std::move(kind), node, epoch, std::move(detail)};
+  std::string name = node != kNoNode && name_of ? name_of(node) : "";
+  Event e{next_seq_++, mono_ns(), wall_ms(), std::move(kind), node, std::move(name), epoch, std::move(detail)};
   write_row(e, e.detail);
   events_.push_back(std::move(e));
   if (events_.size() > kCapacity) events_.pop_front();

@@ -2,7 +2,9 @@
 // and operator action, with its cause. Kept in a bounded ring for job.events() and appended to
 // events.csv when a run directory is set. An event identical to the one just before it (kind,
 // node, detail) is coalesced into it with a count; the count is written as one more row when a
-// different event follows (or the log closes). Times are CLOCK_MONOTONIC (comparable across processes
+// different event follows (or the log closes). An event about a node carries the node's name (its
+// agent's --name, which also names its log file) beside its id, so that one name matches a node
+// across job.events(), job.nodes(), events.csv, the report and the logs. Times are CLOCK_MONOTONIC (comparable across processes
 // on one machine, which is how detection latency is measured) and wall clock.
 #pragma once
 
@@ -22,6 +24,7 @@ struct Event {
   int64_t wall_ms = 0;
   std::string kind;     // node_joined, node_suspect, node_alive, node_dead, node_left, ...
   NodeId node = kNoNode;
+  std::string name;     // the node's name; "" without a node
   Epoch epoch = 0;
   std::string detail;   // the cause, in words
   uint64_t repeats = 0; // the same event again right after, this many times (coalesced)
@@ -40,6 +43,8 @@ class EventLog {
   const std::deque<Event>& all() const { return events_; }
   // Told the kind of every event added, repeats included (the metrics endpoint counts them).
   std::function<void(const std::string& kind)> on_add;
+  // The name of a node by its id (the membership sets it), asked when an event is added.
+  std::function<std::string(NodeId)> name_of;
   uint64_t count() const { return next_seq_; }
 
  private:

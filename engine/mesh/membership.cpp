@@ -34,7 +34,21 @@ std::string worker_label(const Node& n, uint32_t index) {
 
 }  // namespace
 
-Membership::Membership(MembershipOptions opts, EventLog& events) : opts_(opts), events_(events) {}
+Membership::Membership(MembershipOptions opts, EventLog& events) : opts_(opts), events_(events) {
+  events_.name_of = [this](NodeId id) {
+    const Node* n = find(id);
+    return n ? n->name : std::string();
+  };
+}
+
+Membership::~Membership() { events_.name_of = nullptr; }
+
+const Node* Membership::find_by_name(const std::string& name) const {
+  const Node* newest = nullptr;  // a name that registered again: its latest node
+  for (const auto& [id, n] : nodes_)
+    if (n.name == name && (!newest || n.joined_ns >= newest->joined_ns)) newest = &n;
+  return newest;
+}
 
 int64_t Membership::suspect_after_ns() const {
   // One interval late (with half an interval of slack for scheduling jitter).

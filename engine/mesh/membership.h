@@ -65,7 +65,11 @@ struct MembershipOptions {
 
 class Membership {
  public:
+  // Names the events' nodes (EventLog::name_of) for as long as it lives.
   Membership(MembershipOptions opts, EventLog& events);
+  ~Membership();
+  Membership(const Membership&) = delete;
+  Membership& operator=(const Membership&) = delete;
 
   Node& join(Node info, int64_t now_ns);
   // A controller restarted from its journal: the epoch continues above `epoch`, new ids above the
@@ -78,6 +82,8 @@ class Membership {
   Node& rejoin(Node info, NodeId id, int64_t now_ns);
   Node* find(NodeId id);
   const Node* find(NodeId id) const;
+  // The node of that name (its agent's --name); of several (it registered again), the latest.
+  const Node* find_by_name(const std::string& name) const;
   Node* find_by_routing(const std::string& rid);
   Node* find_by_fd(int fd);            // a live or draining node on that connection
   const Node* find_by_fd_any(int fd) const;  // any node that ever used that connection

@@ -5,7 +5,7 @@
 
 namespace sal::plan {
 
-Status check_schedule(const CheckpointSchedule& s, size_t operators) {
+Status check_schedule(const CheckpointSchedule& s, size_t operators, uint32_t base) {
   if (s.window == 0) return fail("window must be at least 1");
   if (s.period < s.window) return fail("period ", s.period, " is shorter than the window ", s.window);
   if (s.slots.size() != s.window)
@@ -13,13 +13,14 @@ Status check_schedule(const CheckpointSchedule& s, size_t operators) {
   std::vector<int> seen(operators, -1);
   for (uint32_t i = 0; i < s.slots.size(); ++i) {
     for (uint32_t op : s.slots[i]) {
-      if (op >= operators) return fail("iteration ", i, " names operator ", op, " of ", operators);
-      if (seen[op] >= 0) return fail("operator ", op, " is snapshotted twice (iterations ", seen[op], " and ", i, ")");
+      if (op >= operators) return fail("iteration ", i + base, " names operator ", op + base, " of ", operators);
+      if (seen[op] >= 0)
+        return fail("operator ", op + base, " is snapshotted twice (iterations ", seen[op] + int(base), " and ", i + base, ")");
       seen[op] = int(i);
     }
   }
   for (size_t op = 0; op < operators; ++op)
-    if (seen[op] < 0) return fail("operator ", op, " is never snapshotted: the window must cover every operator once");
+    if (seen[op] < 0) return fail("operator ", op + base, " is never snapshotted: the window must cover every operator once");
   return {};
 }
 
@@ -29,21 +30,22 @@ uint32_t ShardStacks::depth() const {
   return uint32_t(d);
 }
 
-Status check_stacks(const ShardStacks& s, uint32_t types) {
+Status check_stacks(const ShardStacks& s, uint32_t types, uint32_t base) {
   size_t groups = s.hosts.size();
   if (s.alive.size() != groups || s.assignment.size() != groups)
     return fail("hosts, alive and assignment must have one entry per group (", groups, ")");
   std::vector<int> hosted_alive(types, 0), computed(types, -1);
   for (size_t g = 0; g < groups; ++g) {
     for (uint32_t t : s.hosts[g]) {
-      if (t >= types) return fail("group ", g, " hosts shard type ", t, " of ", types);
+      if (t >= types) return fail("group ", g + base, " hosts shard type ", t + base, " of ", types);
       if (s.alive[g]) ++hosted_alive[t];
     }
-    if (!s.alive[g] && !s.assignment[g].empty()) return fail("group ", g, " is dead but computes shards");
+    if (!s.alive[g] && !s.assignment[g].empty()) return fail("group ", g + base, " is dead but computes shards");
     for (uint32_t t : s.assignment[g]) {
       if (std::find(s.hosts[g].begin(), s.hosts[g].end(), t) == s.hosts[g].end())
-        return fail("group ", g, " computes shard type ", t, " which it does not host");
-      if (computed[t] >= 0) return fail("shard type ", t, " is computed twice (groups ", computed[t], " and ", g, ")");
+        return fail("group ", g + base, " computes shard type ", t + base, " which it does not host");
+      if (computed[t] >= 0)
+        return fail("shard type ", t + base, " is computed twice (groups ", computed[t] + int(base), " and ", g + base, ")");
       computed[t] = int(g);
     }
   }
@@ -53,7 +55,7 @@ Status check_stacks(const ShardStacks& s, uint32_t types) {
                       : "the proposal declares a wipe-out but every shard type has an alive host");
   if (wiped) return {};
   for (uint32_t t = 0; t < types; ++t)
-    if (computed[t] < 0) return fail("shard type ", t, " is computed by no group");
+    if (computed[t] < 0) return fail("shard type ", t + base, " is computed by no group");
   return {};
 }
 

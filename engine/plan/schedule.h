@@ -26,7 +26,9 @@ struct CheckpointSchedule {
   bool operator==(const CheckpointSchedule&) const = default;
 };
 
-Status check_schedule(const CheckpointSchedule& s, size_t operators);
+// Checks a schedule; messages count iterations and operators from `base` (0 for plan files, 1 for a
+// Lua policy's proposal, as in validate.h).
+Status check_schedule(const CheckpointSchedule& s, size_t operators, uint32_t base = 0);
 
 struct ShardStacks {
   uint32_t redundancy = 1;
@@ -38,7 +40,8 @@ struct ShardStacks {
   bool operator==(const ShardStacks&) const = default;
 };
 
-// Checks a stacks proposal. `types` is the number of shard types (== groups in SPARe).
-Status check_stacks(const ShardStacks& s, uint32_t types);
+// Checks a stacks proposal. `types` is the number of shard types (== groups in SPARe); messages
+// count groups and types from `base`, as check_schedule's.
+Status check_stacks(const ShardStacks& s, uint32_t types, uint32_t base = 0);
 
 }  // namespace sal::plan

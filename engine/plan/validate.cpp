@@ -19,14 +19,14 @@ Floor effective_floor(uint32_t f, uint32_t nodes, uint32_t slots, uint32_t exper
 }
 
 Status check_allocation(const std::vector<uint32_t>& replicas, uint32_t experts, uint32_t nodes,
-                        uint32_t slots, uint32_t floor) {
+                        uint32_t slots, uint32_t floor, uint32_t base) {
   if (replicas.size() != experts)
     return fail("replicas has ", replicas.size(), " entries for ", experts, " experts");
   uint64_t sum = 0;
   for (uint32_t e = 0; e < experts; ++e) {
-    if (replicas[e] == 0) return fail("expert ", e, " has no replica (every expert needs at least 1)");
+    if (replicas[e] == 0) return fail("expert ", e + base, " has no replica (every expert needs at least 1)");
     if (replicas[e] < floor)
-      return fail("expert ", e, " has ", replicas[e], " replicas, below the floor f = ", floor);
+      return fail("expert ", e + base, " has ", replicas[e], " replicas, below the floor f = ", floor);
     sum += replicas[e];
   }
   uint64_t capacity = uint64_t(nodes) * slots;
@@ -37,28 +37,28 @@ Status check_allocation(const std::vector<uint32_t>& replicas, uint32_t experts,
 }
 
 Status check_placement(const LayerPlan& layer, uint32_t experts, uint32_t nodes, uint32_t slots,
-                       uint32_t floor) {
+                       uint32_t floor, uint32_t base) {
   if (layer.placement.size() != nodes)
     return fail("placement has ", layer.placement.size(), " nodes, the plan has ", nodes);
   std::vector<uint32_t> count(experts, 0);
   for (uint32_t n = 0; n < nodes; ++n) {
     const auto& node = layer.placement[n];
-    if (node.size() != slots) return fail("node ", n, " has ", node.size(), " slots filled, must be ", slots);
+    if (node.size() != slots) return fail("node ", n + base, " has ", node.size(), " slots filled, must be ", slots);
     for (ExpertId e : node) {
-      if (e >= experts) return fail("node ", n, " holds expert ", e, ", but there are only ", experts);
+      if (e >= experts) return fail("node ", n + base, " holds expert ", e + base, ", but there are only ", experts);
       ++count[e];
     }
   }
   for (uint32_t e = 0; e < experts; ++e)
     if (e < layer.replicas.size() && count[e] != layer.replicas[e])
-      return fail("expert ", e, " is placed ", count[e], " times but allocated ", layer.replicas[e],
+      return fail("expert ", e + base, " is placed ", count[e], " times but allocated ", layer.replicas[e],
                   " replicas");
   auto spans = expert_nodes(layer, experts);
   uint32_t need_base = std::min(floor, nodes);
   for (uint32_t e = 0; e < experts; ++e) {
     uint32_t need = std::min(need_base, layer.replicas.empty() ? need_base : layer.replicas[e]);
     if (spans[e].size() < need)
-      return fail("expert ", e, " spans ", spans[e].size(), " node(s) but must span at least min(f, N) = ",
+      return fail("expert ", e + base, " spans ", spans[e].size(), " node(s) but must span at least min(f, N) = ",
                   need, " distinct nodes");
   }
   return {};

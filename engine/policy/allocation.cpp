@@ -96,8 +96,8 @@ Status validate(const Proposal& proposal, const Input& input) {
   if (p.replicas.size() != in.loads.size())
     return fail("replicas has ", p.replicas.size(), " layers, the model has ", in.loads.size());
   for (size_t l = 0; l < p.replicas.size(); ++l)
-    if (auto s = plan::check_allocation(p.replicas[l], in.experts, in.nodes, in.slots, p.floor); !s)
-      return Error("layer " + std::to_string(l) + ": " + s.error().message());
+    if (auto s = plan::check_allocation(p.replicas[l], in.experts, in.nodes, in.slots, p.floor, plan::kLuaIds); !s)
+      return Error("layer " + std::to_string(l + plan::kLuaIds) + ": " + s.error().message());
   return {};
 }
 

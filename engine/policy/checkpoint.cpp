@@ -13,6 +13,7 @@
 
 #include "policy/kinds.h"
 #include "policy/lua_io.h"
+#include "plan/validate.h"
 
 namespace sal::policy {
 namespace {
@@ -138,7 +139,8 @@ Result<Proposal> read(lua_State* L, int idx, const Input& input, lua::Meter& m) 
 }
 
 Status validate(const Proposal& proposal, const Input& input) {
-  return plan::check_schedule(std::get<CheckpointProposal>(proposal), std::get<CheckpointInput>(input).operators.size());
+  return plan::check_schedule(std::get<CheckpointProposal>(proposal), std::get<CheckpointInput>(input).operators.size(),
+                              plan::kLuaIds);
 }
 
 Proposal floor_policy(const Input& input) {

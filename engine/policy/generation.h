@@ -25,7 +25,10 @@ namespace sal::policy {
 
 struct Source {
   std::string text;
-  std::string origin;  // a file path, "embedded:placement/mro", or "repl"
+  // A file path, "embedded:placement/mro", "repl" (text given in a chunk), or the name a client
+  // gave the text it read (its file's): the chunk name, so errors say `origin:line`.
+  std::string origin;
+  bool given = false;  // the text was handed in (a REPL chunk, a client's file): a reload keeps it
 };
 
 struct GenerationEnv {

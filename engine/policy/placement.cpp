@@ -168,8 +168,8 @@ Status validate(const Proposal& proposal, const Input& input) {
   if (p.placement.size() != in.replicas.size())
     return fail("placement has ", p.placement.size(), " layers, the allocation has ", in.replicas.size());
   for (size_t l = 0; l < p.placement.size(); ++l)
-    if (auto s = plan::check_placement(layer_of(p, in, l), in.experts, in.nodes, in.slots, in.floor); !s)
-      return Error("layer " + std::to_string(l) + ": " + s.error().message());
+    if (auto s = plan::check_placement(layer_of(p, in, l), in.experts, in.nodes, in.slots, in.floor, plan::kLuaIds); !s)
+      return Error("layer " + std::to_string(l + plan::kLuaIds) + ": " + s.error().message());
   return {};
 }
 

@@ -13,6 +13,7 @@
 
 #include "policy/kinds.h"
 #include "policy/lua_io.h"
+#include "plan/validate.h"
 
 namespace sal::policy {
 namespace {
@@ -101,10 +102,10 @@ Status validate(const Proposal& proposal, const Input& input) {
   if (s.hosts.size() != in.groups) return fail("hosts has ", s.hosts.size(), " groups, the job has ", in.groups);
   for (size_t g = 0; g < s.hosts.size(); ++g)
     if (s.hosts[g].size() > s.redundancy)
-      return fail("group ", g, " hosts ", s.hosts[g].size(), " shard types, more than r = ", s.redundancy);
+      return fail("group ", g + plan::kLuaIds, " hosts ", s.hosts[g].size(), " shard types, more than r = ", s.redundancy);
   if (in.redundancy && s.redundancy != in.redundancy)
     return fail("r = ", s.redundancy, " but the job asks for r = ", in.redundancy);
-  return plan::check_stacks(s, in.groups);
+  return plan::check_stacks(s, in.groups, plan::kLuaIds);
 }
 
 Proposal floor_policy(const Input& input) {

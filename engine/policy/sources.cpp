@@ -58,12 +58,15 @@ Result<Source> SourceResolver::named(const std::string& folder, const std::strin
   return fail("no ", folder, " policy named '", name, "' (shipped: ", list.empty() ? "none" : list, ")");
 }
 
-Result<Source> SourceResolver::resolve(Kind kind, const std::string& what) const {
-  if (looks_like_source(what)) return Source{what, "repl"};
+Source given_source(std::string text, std::string name) { return Source{std::move(text), std::move(name), true}; }
+
+Result<Source> SourceResolver::resolve(Kind kind, const std::string& what, const std::string& base_dir) const {
+  if (looks_like_source(what)) return given_source(what, "repl");
   if (what.size() > 4 && what.substr(what.size() - 4) == ".lua") {
-    auto text = read_file(what, kMaxPolicyBytes);
+    std::string path = base_dir.empty() || what[0] == '/' ? what : base_dir + "/" + what;
+    auto text = read_file(path, kMaxPolicyBytes);
     if (!text) return text.error();
-    return Source{*text, what};
+    return Source{*text, path};
   }
   if (!valid_name(what)) return fail("'", what, "' is neither a policy name, a .lua path, nor Lua source");
   return named(std::string(kind_name(kind)), what);
@@ -72,7 +75,7 @@ Result<Source> SourceResolver::resolve(Kind kind, const std::string& what) const
 Result<Source> SourceResolver::library(const std::string& name) const { return named("lib", name); }
 
 Result<Source> SourceResolver::reread(const Source& s) const {
-  if (s.origin == "repl") return s;
+  if (s.given) return s;
   if (s.origin.rfind("embedded:", 0) == 0) {
     auto slash = s.origin.find('/');
     // A checkout's copy wins over the embedded one, as for a first load.

@@ -21,8 +21,9 @@ class SourceResolver {
   // Uses $SALAMANDER_POLICIES and <exe dir>/../policies unless `dirs` is given.
   explicit SourceResolver(std::vector<std::string> dirs = {});
 
-  // A name, a .lua path, or Lua text (anything containing a newline or "return").
-  Result<Source> resolve(Kind kind, const std::string& what) const;
+  // A name, a .lua path, or Lua text (anything containing a newline or "return"). A relative path
+  // is read against `base_dir` when one is given (a local REPL client's directory), else the cwd.
+  Result<Source> resolve(Kind kind, const std::string& what, const std::string& base_dir = "") const;
   Result<Source> library(const std::string& name) const;
   // Reads a source again from where it came from (files may have changed).
   Result<Source> reread(const Source& s) const;
@@ -34,6 +35,9 @@ class SourceResolver {
   Result<Source> named(const std::string& folder, const std::string& name) const;
   std::vector<std::string> dirs_;
 };
+
+// Text a client handed in, named `name` (its file's name: errors say name:line).
+Source given_source(std::string text, std::string name);
 
 // The policies/ tree compiled into the binary: ("placement/mro", text) pairs.
 const std::vector<std::pair<std::string, std::string>>& embedded_policies();

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "report/html.h"
+#include "report/run_report.h"
 
 namespace sal::report {
 namespace {
@@ -71,12 +72,19 @@ std::string controls(const std::vector<EventRow>& events) {
          "<button id=\"ev-next\" type=\"button\">next ›</button>\n</div>\n";
 }
 
+// A node as the table names it: its id and its name (its agent's, which also names its log file).
+std::string node_cell(const EventRow& e, const std::map<std::string, std::string>& names) {
+  auto it = names.find(e.node);
+  return it == names.end() ? e.node : e.node + " " + it->second;
+}
+
 std::string rows_html(const std::vector<EventRow>& events) {
   std::string out = "<table id=\"ev-table\">\n<tr><th>time (s)</th><th>kind</th><th>node</th><th>detail</th></tr>\n";
+  auto names = node_names(events);
   for (const auto& e : events) {
     std::string group = event_group(e);
     out += "<tr data-kind=\"" + escape(e.kind) + "\"" + (group.empty() ? "" : " class=\"" + group + "\"") + "><td>" +
-           num(e.time_s, 3) + "</td><td>" + escape(e.kind) + "</td><td>" + escape(e.node) + "</td><td>" +
+           num(e.time_s, 3) + "</td><td>" + escape(e.kind) + "</td><td>" + escape(node_cell(e, names)) + "</td><td>" +
            escape(e.detail) + "</td></tr>\n";
   }
   return out + "</table>\n";

@@ -361,8 +361,8 @@ Result<job::JobConfig> run_job(const std::string& dir, const std::optional<std::
   }
   std::vector<std::string> logs;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-    if (e.path().filename().string().rfind("agent-", 0) == 0 && e.path().extension() == ".log")
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))  // the agents' logs, NAME.log
+    if (e.path().extension() == ".log" && e.path().filename() != "controller.log" && e.path().filename() != "audit.log")
       logs.push_back(e.path().string());
   std::sort(logs.begin(), logs.end());
   for (const auto& path : logs) {
@@ -376,7 +376,7 @@ Result<job::JobConfig> run_job(const std::string& dir, const std::optional<std::
     if (!j) return j.error().with_context(path + " names the job file " + file + " (pass --job JOB.lua)");
     return j;
   }
-  return fail(dir, ": no agent-N.log says which job file was trained; pass --job JOB.lua");
+  return fail(dir, ": no agent's log (NODE.log) says which job file was trained; pass --job JOB.lua");
 }
 
 // Workers per node: the most workers ("node.index") one node has in a plan.

@@ -342,7 +342,9 @@ struct WorkerStatus {
 struct ReplHello {
   static constexpr MsgType kType = MsgType::repl_hello;
   SAL_WIRE_FIELDS(
-    (std::string, client, {}, kNameMax))
+    (std::string, client, {}, kNameMax),
+    (std::string, token, {}, kNameMax),  // a local endpoint's token (repl_token.h); empty under CURVE
+    (std::string, cwd, {}, kTextMax))    // a local client's working directory (its relative paths); else empty
 };
 
 struct ReplWelcome {

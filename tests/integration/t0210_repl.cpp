@@ -117,6 +117,6 @@ TEST_CASE("t0214-repl-completion-help: completion and help come from the server'
   CHECK(*comp == std::vector<std::string>{"x = job.nodes("});
   auto h = c.eval("help('job.kill')");
   REQUIRE(h.ok());
-  CHECK(h->output.find("job.kill(node_id)") != std::string::npos);
+  CHECK(h->output.find("job.kill(node)") != std::string::npos);
   CHECK(h->output.find("(role: operate)") != std::string::npos);
 }

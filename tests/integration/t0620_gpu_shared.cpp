@@ -46,7 +46,7 @@ TEST_CASE("t0620-gpu-shared: two workers on cuda:0 train over Gloo and survive l
   // the node died where the drill meant it to, inside the exchange, and both trained on the GPU
   std::string logs = run_logs(dir + "/out");
   CHECK(logs.find("drill fault at alltoall") != std::string::npos);
-  for (const char* agent : {"/out/agent-0.log", "/out/agent-1.log"}) {
+  for (const char* agent : {"/out/node0.log", "/out/node1.log"}) {
     std::string log = file_text(dir + agent);
     CHECK_MESSAGE(log.find("cuda:0: ") != std::string::npos, agent);
     CHECK_MESSAGE(log.find("parameters on the device") != std::string::npos, agent);

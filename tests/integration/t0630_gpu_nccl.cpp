@@ -43,7 +43,7 @@ TEST_CASE("t0630-gpu-nccl: two workers on GPUs of their own train over NCCL") {
   CHECK(last < first - 1.0);
 
   // both workers on their own GPU, the NCCL plane connected by each (once per plan)
-  std::string log = file_text(dir + "/out/agent-0.log");
+  std::string log = file_text(dir + "/out/node0.log");
   MESSAGE("NCCL planes connected: " << occurrences(log, "NCCL device data plane"));
   CHECK(log.find("cuda:0: NCCL device data plane 'plan-") != std::string::npos);
   CHECK(log.find("cuda:1: NCCL device data plane 'plan-") != std::string::npos);

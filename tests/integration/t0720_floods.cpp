@@ -13,6 +13,7 @@
 #include <zmq_addon.hpp>
 
 #include "support/mesh_harness.h"
+#include "wire/repl_token.h"
 #include "support/run_files.h"
 #include "wire/codec.h"
 
@@ -153,6 +154,7 @@ TEST_CASE("t0721-repl-connection-floods: 1 000 sessions opened and dropped, and 
   zmq::socket_t deaf(ctx, zmq::socket_type::dealer);
   deaf.set(zmq::sockopt::linger, 0);
   deaf.connect(m.repl_ep);
+  (void)zmq::send_multipart(deaf, wire::encode(wire::ReplHello{"deaf", wire::find_repl_token(m.repl_ep)}));
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   uint64_t asked = 0;
   while (std::chrono::steady_clock::now() < end) {

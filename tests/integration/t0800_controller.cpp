@@ -227,7 +227,7 @@ TEST_CASE("t0806-drill-kills-controller-then-adds: the resumed controller goes o
   auto workers = metrics_column(dir + "/run", "workers");
   CHECK(workers.front() == 2);
   CHECK(workers.back() == 3);  // the agent the resumed controller asked for joined and trains
-  CHECK(std::filesystem::exists(dir + "/run/agent-2.log"));
+  CHECK(std::filesystem::exists(dir + "/run/node2.log"));
   size_t goes_on = 0;
   for (const auto& e : events(dir + "/run"))
     goes_on += e.kind == "drill" && e.detail.find("goes on in the resumed controller: 1 of 2 actions ran") != std::string::npos;

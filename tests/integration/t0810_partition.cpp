@@ -308,7 +308,7 @@ TEST_CASE("t0812-drill-partition: a drill's partition{} cuts a node's link in th
   auto workers = metrics_column(dir + "/run", "workers");
   CHECK(std::count(workers.begin(), workers.end(), double(kNodes - 1)) > 0);
   CHECK(workers.back() == kNodes);
-  std::string log = file_text(dir + "/run/agent-" + cut_name.substr(4) + ".log");
+  std::string log = file_text(dir + "/run/" + cut_name + ".log");
   size_t fence = log.find("no word from the controller for");
   REQUIRE(fence != std::string::npos);
   CHECK(log.find("registered as node", fence) != std::string::npos);

@@ -54,7 +54,7 @@ TEST_CASE("a policy that raises, proposes nonsense, loops or hoards memory is re
   Case cases[] = {
       {"raises", "error('boom')", "boom"},
       {"invalid", "return { replicas = { { 2, 2, 2, 2 } } }", "must fill the N x c = 4 x 4 = 16 slots"},
-      {"below floor", "return { replicas = { { 1, 1, 1, 13 } } }", "expert 0 has 1 replicas, below the floor f = 2"},
+      {"below floor", "return { replicas = { { 1, 1, 1, 13 } } }", "layer 1: expert 1 has 1 replicas, below the floor f = 2"},
       {"malformed", "return { replicas = 'many' }", "replicas: expected a list"},
       {"typo", "return { replica = {} }", "unknown field 'replica' (did you mean 'replicas'?)"},
       {"loops", "while true do end", "policy budget exceeded"},
@@ -238,4 +238,50 @@ TEST_CASE("names resolve to shipped policies and unknown names list what is ship
   REQUIRE_FALSE(st.ok());
   CHECK(st.error().message().find("no placement policy named 'mrp' (shipped: ") != std::string::npos);
   CHECK(st.error().message().find("spread") != std::string::npos);
+}
+
+namespace {
+
+// A policy of `kind` whose decide returns `proposal` (Lua) whatever it is asked.
+std::string proposing(const std::string& kind, const std::string& proposal) {
+  return "return { api = 1, kind = '" + kind + "', name = 'wrong', doc = 'proposes a broken rule',\n"
+         "  decide = function(ctx) return " + proposal + " end }\n";
+}
+
+CheckpointInput three_operators() {
+  CheckpointInput in;
+  for (int32_t i = 0; i < 3; ++i) in.operators.push_back({"op" + std::to_string(i), "expert", 0, i, 3, 1, 1});
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("a rule's message names layers, experts, nodes, operators, iterations, groups and types 1-based, as the policy wrote them") {
+  struct Case {
+    Kind kind;
+    std::string proposal;
+    Input in;
+    const char* expect;
+  };
+  Case cases[] = {
+      {Kind::allocation, "{ replicas = { { 1, 1, 1, 13 } } }", input(),
+       "layer 1: expert 1 has 1 replicas, below the floor f = 2"},
+      {Kind::placement, "{ placement = { { { 1, 1 }, { 2, 2 } } } }",
+       PlacementInput{2, 2, 2, 2, {{2, 2}}, {{1, 1}}, {}, {}},
+       "layer 1: expert 1 spans 1 node(s) but must span at least min(f, N) = 2 distinct nodes"},
+      {Kind::placement, "{ placement = { { { 1, 2 }, { 1 } } } }",
+       PlacementInput{2, 2, 2, 1, {{2, 1}}, {{1, 1}}, {}, {}}, "layer 1: node 2 has 1 slots filled, must be 2"},
+      {Kind::checkpoint, "{ window = 2, slots = { { 1, 2 }, { 2, 3 } } }", three_operators(),
+       "operator 2 is snapshotted twice (iterations 1 and 2)"},
+      {Kind::redundancy, "{ r = 1, hosts = { { 1 }, { 2 }, { 3 } }, assignment = { { 1 }, { 1 }, { 3 } } }",
+       RedundancyInput{3, {true, true, true}, 1, false, {}}, "group 2 computes shard type 1 which it does not host"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.proposal);
+    PolicySet set;
+    REQUIRE(set.load(c.kind, proposing(std::string(kind_name(c.kind)), c.proposal), "test").ok());
+    auto d = set.slot(c.kind).decide(c.in);
+    CHECK(d.decided_by == "floor");
+    CHECK(d.problem.find(c.expect) != std::string::npos);
+  }
 }
