@@ -1,6 +1,8 @@
 // timed.cpp — see timed.h.
 #include "comm/timed.h"
 
+#include <time.h>
+
 #include "core/clock.h"
 
 namespace sal::comm {
@@ -40,9 +42,11 @@ class Timed final : public Collectives {
  private:
   template <class F>
   Status clocked(F&& call) {
-    const int64_t t0 = mono_ns();
+    const int64_t t0 = mono_ns(), c0 = thread_cpu_ns(), p0 = process_cpu_ns();
     Status s = call();
     clock_->ns += mono_ns() - t0;
+    clock_->thread_cpu_ns += thread_cpu_ns() - c0;
+    clock_->process_cpu_ns += process_cpu_ns() - p0;
     return s;
   }
 
@@ -50,7 +54,16 @@ class Timed final : public Collectives {
   std::shared_ptr<WaitClock> clock_;
 };
 
+int64_t cpu_ns(clockid_t which) {
+  timespec ts{};
+  clock_gettime(which, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 }  // namespace
+
+int64_t thread_cpu_ns() { return cpu_ns(CLOCK_THREAD_CPUTIME_ID); }
+int64_t process_cpu_ns() { return cpu_ns(CLOCK_PROCESS_CPUTIME_ID); }
 
 std::unique_ptr<Collectives> timed(std::unique_ptr<Collectives> inner, std::shared_ptr<WaitClock> clock) {
   return std::make_unique<Timed>(std::move(inner), std::move(clock));

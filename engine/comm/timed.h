@@ -1,5 +1,5 @@
 // timed.h — a data plane that clocks itself: wraps a Collectives and adds the time each call
-// takes to a WaitClock. On a CPU data plane a collective's time is the wait for the slowest peer
+// takes (wall and CPU) to a WaitClock. On a CPU data plane a collective's time is the wait for the slowest peer
 // plus the transfer, so a worker's step time minus its clock is what it computed itself: a slow
 // worker computes long and waits little, its peers the other way round (the health measurements,
 // job/health.h). Every call is forwarded unchanged; abort() and the op timeout are the inner
@@ -13,11 +13,15 @@
 
 namespace sal::comm {
 
-// Nanoseconds spent inside the collectives of the planes that share it. Written and read by the
-// thread that calls the collectives.
+// Time spent inside the collectives of the planes that share it: wall, the calling thread's CPU
+// and the whole process's CPU (nanoseconds). Written and read by the thread that calls them.
 struct WaitClock {
-  int64_t ns = 0;
+  int64_t ns = 0, thread_cpu_ns = 0, process_cpu_ns = 0;
 };
+
+// CPU time so far, in nanoseconds: this thread's, and every thread's of this process.
+int64_t thread_cpu_ns();
+int64_t process_cpu_ns();
 
 std::unique_ptr<Collectives> timed(std::unique_ptr<Collectives> inner, std::shared_ptr<WaitClock> clock);
 

@@ -78,7 +78,7 @@ int record(lua_State* L) {
 
 void install(lua::Sandbox& sb, Collector& calls, const std::map<std::string, std::string>& args) {
   lua_State* L = sb.L();
-  for (const char* kind : {"drill", "kill", "drain", "freeze", "add", "partition", "replay_trace", "expect"}) {
+  for (const char* kind : {"drill", "kill", "drain", "freeze", "slow", "add", "partition", "replay_trace", "expect"}) {
     lua_pushlightuserdata(L, &calls);
     lua_pushstring(L, kind);
     lua_pushcclosure(L, record, 2);
@@ -212,6 +212,19 @@ Status read_controller_kill(const Checker& ck, Action& a) {
   return {};
 }
 
+// slow{node, factor, for_s}: the node's workers at `factor` of their CPU share for for_s seconds.
+Status read_slow(const Checker& ck, Action& a) {
+  if (!ck.has("factor")) return fail(ck.where(), ": slow: factor (the share of its CPU the node keeps, 0.05..1) is required");
+  if (!ck.has("for_s")) return fail(ck.where(), ": slow: for_s (how long the node stays slow) is required");
+  auto f = ck.number("factor", 0.05, 1);
+  if (!f) return f.error();
+  auto t = ck.number("for_s", 0.001, 86400);
+  if (!t) return t.error();
+  a.factor = *f;
+  a.ms = uint64_t(*t * 1e3 + 0.5);
+  return {};
+}
+
 Result<Action> read_action(const Checker& ck, ActionKind kind) {
   Action a;
   a.kind = kind;
@@ -221,6 +234,7 @@ Result<Action> read_action(const Checker& ck, ActionKind kind) {
   if (kind == ActionKind::kill) keys.insert(keys.end(), {"during", "expert", "layer", "controller", "restart_after_s"});
   if (kind == ActionKind::freeze) keys.push_back("ms");
   if (kind == ActionKind::partition) keys.push_back("for_s");
+  if (kind == ActionKind::slow) keys.insert(keys.end(), {"factor", "for_s"});
   SAL_TRY(ck.only(keys));
   SAL_TRY(read_trigger(ck, a));
   if (kind == ActionKind::kill) SAL_TRY(read_controller_kill(ck, a));
@@ -257,6 +271,7 @@ Result<Action> read_action(const Checker& ck, ActionKind kind) {
     if (!t) return t.error();
     a.ms = uint64_t(*t * 1e3 + 0.5);
   }
+  if (kind == ActionKind::slow) SAL_TRY(read_slow(ck, a));
   return a;
 }
 
@@ -330,6 +345,7 @@ Status read_call(const std::string& file, const std::string& dir, const Call& c,
                     : c.kind == "drain" ? ActionKind::drain
                     : c.kind == "freeze" ? ActionKind::freeze
                     : c.kind == "partition" ? ActionKind::partition
+                    : c.kind == "slow"      ? ActionKind::slow
                                             : ActionKind::add;
   auto a = read_action(ck, kind);
   if (!a) return a.error();
@@ -346,6 +362,7 @@ const char* action_name(ActionKind k) {
     case ActionKind::freeze: return "freeze";
     case ActionKind::add: return "add";
     case ActionKind::partition: return "partition";
+    case ActionKind::slow: return "slow";
   }
   return "?";
 }
@@ -363,6 +380,7 @@ std::string Action::describe() const {
   if (during) s += " during the " + std::string(points[size_t(*during)]);
   if (kind == ActionKind::freeze) s += " for " + std::to_string(ms) + " ms";
   if (kind == ActionKind::partition) s += " for " + seconds(double(ms) / 1e3);
+  if (kind == ActionKind::slow) s += " to " + std::to_string(int(factor * 100 + 0.5)) + " % for " + seconds(double(ms) / 1e3);
   if (controller) s += ", restarted after " + seconds(restart_after_s);
   return s + " (" + where + ")";
 }
@@ -406,7 +424,7 @@ Result<DrillSpec> parse_drill(const std::string& text, const std::string& path,
     d.name = base.substr(0, base.rfind(".lua"));
   }
   if (d.actions.empty() && !d.initial_nodes)
-    return fail(path, ": the drill schedules nothing (no kill, drain, freeze, partition, add or replay_trace)");
+    return fail(path, ": the drill schedules nothing (no kill, drain, freeze, slow, partition, add or replay_trace)");
   return d;
 }
 

@@ -19,6 +19,9 @@
 //                                                  goes on in the resumed controller
 //   drain{node, step | at_s, count}                preemption with notice: the node finishes its step
 //   freeze{node, step | at_s, ms, count}           SIGSTOP the node for ms, then SIGCONT
+//   slow{node, step | at_s, factor, for_s, count}  a gray failure: the node's workers keep `factor`
+//                                                  of their CPU quota for for_s seconds (a run with
+//                                                  --cpu-share: their cgroups are cut, then restored)
 //   partition{node, step | at_s, for_s, count}     cut the node's network link for for_s seconds
 //                                                  (a real cut: the run puts its controller and
 //                                                  agents in network namespaces, drill/netns_lab.h)
@@ -43,7 +46,7 @@
 
 namespace sal::drill {
 
-enum class ActionKind { kill, drain, freeze, add, partition };
+enum class ActionKind { kill, drain, freeze, add, partition, slow };
 const char* action_name(ActionKind k);
 
 struct Action {
@@ -56,7 +59,8 @@ struct Action {
   std::optional<wire::FaultPoint> during;
   bool controller = false;              // kill the controller (restarted after restart_after_s)
   double restart_after_s = 1.0;
-  uint64_t ms = 0;                      // freeze; partition (for_s)
+  uint64_t ms = 0;                      // freeze; partition and slow (for_s)
+  double factor = 1;                    // slow: the share of its CPU quota the node keeps
   std::string where;                    // "drill.lua:12" (or the trace line)
   std::string describe() const;
 };

@@ -226,6 +226,8 @@ void DrillRunner::fire(size_t i) {
       s = c_.drain_node(id, who);
     } else if (a.kind == ActionKind::partition) {
       s = partition(id, a.ms);
+    } else if (a.kind == ActionKind::slow) {
+      s = c_.slow_node(id, a.factor, a.ms, who);
     } else {
       s = c_.freeze_node(id, a.ms, who);
     }

@@ -156,6 +156,7 @@ struct Note {
   std::string detail;
   Level level = Level::info;
   bool quiet = false;
+  NodeId node = kNoNode;  // the node it is about, when it is about one (events.csv's node column)
 };
 // The run record (run_record.h): the driver's phase changed; a step committed; a plan is in force;
 // a recovery ended; committed steps will run again; a restore finished.

@@ -110,7 +110,8 @@ Driver::Next Driver::on_vote(const Event& e) {
     t.grad_norm = v.grad_norm;
     t.lr = v.lr;
     t.compute_ms = std::max(t.compute_ms, v.compute_ms);
-    t.times[p] = {v.busy_ms, v.exchange_ms, v.sync_ms, v.update_ms};
+    t.times[p] = {v.busy_ms,       v.exchange_ms,   v.sync_ms,        v.update_ms, v.busy_cpu_ms,
+                  v.expert_cpu_ms, v.process_cpu_ms, v.tokens, v.expert_rows};
     if (v.loads.size() == t.loads.size())
       for (size_t i = 0; i < v.loads.size(); ++i) t.loads[i] += v.loads[i];
   }
@@ -199,8 +200,8 @@ void Driver::committed(phase::Running& r, const StepRecord& rec) {
   }
   measured_.step_committed(r.tally.loads, rec.step_ms / 1e3);
   for (const auto& c : measured_.worker_times(r.tally.step, r.tally.times, applied_->ranks))
-    note(c.slow ? "node_slow" : "node_speed_back", describe(c, measured_.speed().options().window),
-         c.slow ? act::Level::warn : act::Level::info);
+    out_.push_back(act::Note{c.slow ? "node_slow" : "node_speed_back", describe(c, measured_.speed().options().window),
+                             c.slow ? act::Level::warn : act::Level::info, false, c.who.node});
   maybe_snapshot();
   if (cfg_.max_steps > 0 && int64_t(steps_.committed()) >= cfg_.max_steps)
     note("steps_done", std::to_string(steps_.committed()) + " steps committed", act::Level::info, true);

@@ -8,7 +8,7 @@ namespace sal::job {
 namespace {
 
 // The verdict's quantile: slow when the window's lowest fifth is at slow_ratio or more (at most
-// one step in ten below it), back when its highest fifth is at back_ratio or less.
+// one step in ten below it).
 constexpr double kMost = 0.2;
 
 double median(std::vector<double> v) {
@@ -18,18 +18,39 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-// Each worker's computing time over the median of the others' in the same step (none when fewer
-// than two workers computed anything).
+bool cpu_measured(const WorkerTimes& t) { return t.busy_cpu_ms > 0 && t.process_cpu_ms > 0 && t.busy_ms > 0 && t.tokens > 0; }
+
+// How much slower `who` is than the others (1: as fast): its work's CPU time over what the others'
+// speed gives for it, times the others' CPU per wall millisecond over its own (0: not known).
+double slowness(const Participant& who, const std::map<Participant, WorkerTimes>& times) {
+  const WorkerTimes& t = times.at(who);
+  std::vector<double> dense, expert, rate, busy;
+  for (const auto& [other, u] : times) {
+    if (other == who) continue;
+    busy.push_back(u.busy_ms);
+    if (!cpu_measured(u)) continue;
+    dense.push_back(std::max(0.0, u.busy_cpu_ms - u.expert_cpu_ms) / double(u.tokens));
+    if (u.expert_rows > 0) expert.push_back(u.expert_cpu_ms / double(u.expert_rows));
+    rate.push_back(u.process_cpu_ms / u.busy_ms);
+  }
+  if (!cpu_measured(t) || dense.empty()) {  // wall time alone
+    const double m = median(std::move(busy));
+    return m > 0 ? t.busy_ms / m : 0;
+  }
+  const double expected =
+      median(std::move(dense)) * double(t.tokens) + median(std::move(expert)) * double(t.expert_rows);
+  const double own_rate = t.process_cpu_ms / t.busy_ms;
+  if (expected <= 0 || own_rate <= 0) return 0;
+  return t.busy_cpu_ms / expected * (median(std::move(rate)) / own_rate);
+}
+
+// Each worker's slowness against the others' in one step (none when fewer than two workers
+// computed anything).
 std::map<Participant, double> step_ratios(const std::map<Participant, WorkerTimes>& times) {
   std::map<Participant, double> out;
   if (times.size() < 2) return out;
-  for (const auto& [who, t] : times) {
-    std::vector<double> others;
-    for (const auto& [other, u] : times)
-      if (other != who) others.push_back(u.busy_ms);
-    const double m = median(std::move(others));
-    if (m > 0) out[who] = t.busy_ms / m;
-  }
+  for (const auto& [who, t] : times)
+    if (double r = slowness(who, times); r > 0) out[who] = r;
   return out;
 }
 
@@ -56,8 +77,8 @@ std::vector<SpeedChange> SpeedWatch::observe(uint64_t step, const std::map<Parti
     push_bounded(t.times, times.at(who), o_.window);
     if (t.ratios.size() < o_.window) continue;
     const std::vector<double> window(t.ratios.begin(), t.ratios.end());
-    // slow when nearly every step of the window was (stalls come and go), back likewise
-    const bool now_slow = t.slow ? quantile(window, 1 - kMost) > o_.back_ratio : quantile(window, kMost) >= o_.slow_ratio;
+    // slow when nearly every step of the window was (stalls come and go); back when most are not
+    const bool now_slow = t.slow ? median(window) > o_.back_ratio : quantile(window, kMost) >= o_.slow_ratio;
     if (now_slow == t.slow) continue;
     t.slow = now_slow;
     t.since_step = step;

@@ -2,15 +2,24 @@
 // says where the worker's step time went (wire::StepVote: computing, in the passes' token
 // exchanges, in the gradient sync, the last update). In lockstep a slow worker computes long and
 // waits little, its peers the other way round, so the step's time says nothing about who is slow
-// but each worker's computing time does: its ratio to the median of the others' in the same step.
+// but each worker's computing time does, weighed by its work and split in two:
+//  - how fast it works: its step thread's CPU time over what its work would take at the others'
+//    speed (the median of their CPU milliseconds per token outside the experts and per row in them:
+//    workers hold different experts, and one whose experts drew twice the tokens computes twice
+//    as long without being slow) — a slower core, or frequency throttling;
+//  - how much CPU it gets: the others' CPU per wall millisecond of computing (the median; the
+//    process's, so its own background work — snapshot copies — counts as CPU it got) over its
+//    own — a cut CPU quota, a noisy neighbour.
+// Its ratio is the product: 2 for a worker at half speed either way. Without CPU times measured
+// (a GPU), the wall time over the median of the others'.
 //
 // The verdict is robust against a shared machine's noise (a worker descheduled for a step, a page
 // fault, a busy neighbour): it looks at the ratio over the last `window` committed steps that
 // worker was in, and names it slow only when nearly all of them (the window's lowest fifth) are at
-// `slow_ratio` or more — stalls come and go, a slow node stays slow — and back when nearly all are
-// at `back_ratio` or less; the ratio it reports is the window's median. With the defaults (10
-// steps, 1.5, 1.25) a worker that slows to half its speed is named within 10 steps, and given back
-// within 10 steps of its recovery. Pure logic:
+// `slow_ratio` or more — stalls come and go, a slow node stays slow — and back when the window's
+// median is at `back_ratio` or less; the ratio it reports is the window's median. With the
+// defaults (10 steps, 1.5, 1.25) a worker that slows to half its speed is named within 10 steps,
+// and given back about 6 steps after its recovery. Pure logic:
 // the driver feeds it at every commit and says what changed as events (node_slow, node_speed_back).
 #pragma once
 
@@ -24,9 +33,14 @@
 
 namespace sal::job {
 
-// One worker's times in one step (milliseconds).
+// One worker's times in one step (milliseconds) and its work. Wall time: computing (busy_ms),
+// in the passes' token exchanges, in the gradient sync, its last update. CPU time outside the
+// collectives (0: not measured): the step thread's, of it its experts', and the whole process's.
+// Work: the tokens of its share of the batch, the rows its experts computed.
 struct WorkerTimes {
   double busy_ms = 0, exchange_ms = 0, sync_ms = 0, update_ms = 0;
+  double busy_cpu_ms = 0, expert_cpu_ms = 0, process_cpu_ms = 0;
+  uint64_t tokens = 0, expert_rows = 0;
 };
 
 struct HealthOptions {

@@ -99,6 +99,9 @@ class Controller {
   Status drain_node(NodeId id, const std::string& who);
   // SIGSTOPs the node's agent and workers (this host only) for `ms`, then SIGCONTs them.
   Status freeze_node(NodeId id, uint64_t ms, const std::string& who);
+  // A gray failure (a drill's slow{}): the node's workers (this host only, confined by --cpu-share)
+  // get `factor` of their CPU quota for `ms`, then their quota back.
+  Status slow_node(NodeId id, double factor, uint64_t ms, const std::string& who);
   // A drill's fault: the node's worker `index` dies at `point` of `step` (wire::FaultArm).
   Status arm_fault(NodeId id, uint32_t index, wire::FaultPoint point, std::optional<uint64_t> step,
                    const std::string& who);
@@ -257,7 +260,7 @@ class Controller {
   std::unique_ptr<policy::Planner> planner_;
   std::vector<std::unique_ptr<Attachment>> attachments_;
 
-  std::vector<std::shared_ptr<Timer>> thaw_timers_;  // frozen nodes waiting for SIGCONT
+  std::vector<std::shared_ptr<Timer>> thaw_timers_;  // frozen or slowed nodes waiting for their end
   Timer tick_timer_;
   Timer ping_timer_;
   Timer stop_timer_;

@@ -263,7 +263,7 @@ void Controller::apply_decide(const job::act::DecidePlan& d) {
 }
 
 void Controller::apply_note(const job::act::Note& n) {
-  if (!n.kind.empty()) events_.add(n.kind, kNoNode, membership_.epoch(), n.detail);
+  if (!n.kind.empty()) events_.add(n.kind, n.node, membership_.epoch(), n.detail);
   if (n.quiet) return;
   switch (n.level) {
     case job::act::Level::info: return spdlog::info("{}", n.detail);

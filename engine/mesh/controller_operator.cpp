@@ -8,6 +8,7 @@
 #include "core/paths.h"
 #include "ckpt/format.h"
 #include "mesh/controller.h"
+#include "mesh/cpu_share.h"
 
 namespace sal::mesh {
 
@@ -61,6 +62,38 @@ Status Controller::freeze_node(NodeId id, uint64_t ms, const std::string& who) {
   timer->start(ms, 0, [this, id, pids, timer] {
     for (pid_t p : pids) ::kill(p, SIGCONT);
     events_.add("node_thawed", id, membership_.epoch(), "SIGCONT after the freeze");
+    thaw_timers_.erase(std::remove(thaw_timers_.begin(), thaw_timers_.end(), timer), thaw_timers_.end());
+  });
+  return {};
+}
+
+Status Controller::slow_node(NodeId id, double factor, uint64_t ms, const std::string& who) {
+  Node* n = membership_.find(id);
+  if (!n) return fail("no node ", id);
+  if (!n->live()) return fail("node ", id, " is ", state_name(n->state), ", not live");
+  if (!on_this_host(*n)) return fail("node ", id, " runs on ", n->host, ": only a node on this host can be slowed");
+  std::vector<std::pair<std::string, int64_t>> groups;  // each worker's group and its quota now
+  for (const auto& w : n->workers) {
+    if (w.pid == 0 || w.exited) continue;
+    auto g = confined_group(pid_t(w.pid));
+    if (!g) return g.error().with_context("slowing worker " + participant_name({id, w.index}));
+    auto q = group_quota(*g);
+    if (!q) return q.error();
+    if (*q <= 0) return fail("worker ", participant_name({id, w.index}), "'s group ", *g, " has no CPU quota to cut");
+    groups.push_back({*g, *q});
+  }
+  for (const auto& [g, q] : groups) SAL_TRY(set_group_quota(g, int64_t(double(q) * factor)));
+  events_.add("node_slowed", id, membership_.epoch(),
+              std::to_string(groups.size()) + " workers at " + std::to_string(int(factor * 100 + 0.5)) +
+                  " % of their CPU share for " + std::to_string(ms) + " ms, by " + who + " (at step " +
+                  std::to_string(steps().committed()) + ")");
+  auto timer = std::make_shared<Timer>(loop_);
+  thaw_timers_.push_back(timer);
+  timer->start(ms, 0, [this, id, groups, timer] {
+    for (const auto& [g, q] : groups)
+      if (auto s = set_group_quota(g, q); !s) spdlog::warn("giving node {} its CPU share back: {}", id, s.error().message());
+    events_.add("node_speed_restored", id, membership_.epoch(),
+                "its workers' CPU share back after the slowdown (at step " + std::to_string(steps().committed()) + ")");
     thaw_timers_.erase(std::remove(thaw_timers_.begin(), thaw_timers_.end(), timer), thaw_timers_.end());
   });
   return {};

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -115,5 +116,35 @@ int CpuShares::prune_dead() const {
 }
 
 void CpuShares::remove_if_empty() const { (void)::rmdir(path_.c_str()); }
+
+Result<std::string> confined_group(pid_t pid, const std::string& root, const std::string& dir) {
+  const std::string proc = "/proc/" + std::to_string(pid) + "/cgroup";
+  std::ifstream in(proc);
+  if (!in) return fail("cannot read ", proc, ": ", errno_text());
+  // cgroup v1 lines: "4:cpu,cpuacct:/salamander/a123-w0"
+  for (std::string line; std::getline(in, line);) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+    if (controllers.find(",cpu,") == std::string::npos) continue;
+    const std::string path = line.substr(b + 1);
+    if (path.rfind("/" + dir + "/", 0) != 0)
+      return fail("process ", pid, " is in cpu group ", path, ", not one of /", dir,
+                  "/ (its workers are confined only under --cpu-share)");
+    return root + path;
+  }
+  return fail("process ", pid, " has no cgroup v1 cpu group (", proc, ")");
+}
+
+Result<int64_t> group_quota(const std::string& group) {
+  std::ifstream in(group + "/cpu.cfs_quota_us");
+  int64_t q = 0;
+  if (!(in >> q)) return fail("cannot read ", group, "/cpu.cfs_quota_us");
+  return q;
+}
+
+Status set_group_quota(const std::string& group, int64_t quota_us) {
+  return write_value(group + "/cpu.cfs_quota_us", std::to_string(std::max(quota_us, kMinQuotaUs)));
+}
 
 }  // namespace sal::mesh

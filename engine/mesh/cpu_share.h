@@ -60,4 +60,12 @@ class CpuShares {
   int64_t period_us_ = 0, quota_us_ = 0;
 };
 
+// A process's CPU group under the salamander directory (`--cpu-share` put it there), as a path:
+// "/sys/fs/cgroup/cpu/salamander/a123-w0". Fails, saying so, for a process that is not confined.
+Result<std::string> confined_group(pid_t pid, const std::string& root = kCpuCgroupRoot,
+                                   const std::string& dir = kCpuShareDir);
+// A group's CFS quota (µs per period), and a new one (at least the kernel's 1 ms).
+Result<int64_t> group_quota(const std::string& group);
+Status set_group_quota(const std::string& group, int64_t quota_us);
+
 }  // namespace sal::mesh

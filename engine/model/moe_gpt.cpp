@@ -230,6 +230,8 @@ void add_stats(StepStats& a, const StepStats& b) {
   a.ce_sum += b.ce_sum;
   a.aux += b.aux;
   a.tokens += b.tokens;
+  a.expert_rows += b.expert_rows;
+  a.expert_cpu_ms += b.expert_cpu_ms;
   if (a.expert_counts.size() < b.expert_counts.size()) a.expert_counts.resize(b.expert_counts.size());
   for (size_t l = 0; l < b.expert_counts.size(); ++l) {
     auto& into = a.expert_counts[l];

@@ -26,6 +26,10 @@ struct StepStats {
   int64_t tokens = 0;         // local tokens
   // Local token-to-expert assignments per layer and expert (the loads the controller balances).
   std::vector<std::vector<uint32_t>> expert_counts;
+  // The expert work this worker did in the step, forward and backward: the rows its experts
+  // computed and the CPU time it took (the host's data plane measures them; 0 where not measured).
+  int64_t expert_rows = 0;
+  double expert_cpu_ms = 0;
 };
 
 // Adds `b`'s losses, tokens and expert counts to `a` (a rank computing several shard types).

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "comm/timed.h"
+
 namespace sal::runtime {
 
 DistributedExchange::DistributedExchange(comm::Collectives& comm, model::Params& params,
@@ -75,6 +77,11 @@ Status DistributedExchange::return_rows(LayerState& s, const std::vector<float>&
 // Runs every held expert on the rows it received. Forward when d_out_recv is null (fills the
 // blocks), backward otherwise (uses them). `computed` gets outputs (or input gradients) in the
 // receive buffer's layout.
+void DistributedExchange::count_work(const LayerState& s, int64_t cpu0) {
+  expert_cpu_ms_ += double(comm::thread_cpu_ns() - cpu0) / 1e6;
+  for (int64_t rows : s.recv_rows) expert_rows_ += rows;
+}
+
 Status DistributedExchange::run_experts(int layer, LayerState& s, const std::vector<float>& recv,
                                         std::vector<float>& computed, const float* d_out_recv) {
   int W = comm_.size(), me = comm_.rank(), E = s.schedule.experts, D = params_.dims.d;
@@ -142,7 +149,9 @@ Status DistributedExchange::forward(int layer, const float* x, const model::Rout
     std::copy(x + size_t(slot / r.k) * D, x + size_t(slot / r.k + 1) * D, by_slot.begin() + long(slot) * D);
   std::vector<float> recv, computed;
   SAL_TRY(send_rows(s, by_slot.data(), recv));
+  const int64_t cpu0 = comm::thread_cpu_ns();
   SAL_TRY(run_experts(layer, s, recv, computed, nullptr));
+  count_work(s, cpu0);
   return return_rows(s, computed, out);
 }
 
@@ -153,7 +162,9 @@ Status DistributedExchange::backward(int layer, const float* d_out, float* dx) {
   LayerState& s = it->second;
   std::vector<float> recv, computed;
   SAL_TRY(send_rows(s, d_out, recv));
+  const int64_t cpu0 = comm::thread_cpu_ns();
   SAL_TRY(run_experts(layer, s, recv, computed, recv.data()));
+  count_work(s, cpu0);
   return return_rows(s, computed, dx);
 }
 

@@ -37,6 +37,12 @@ class DistributedExchange : public model::ExpertExchange {
   std::function<void()> before_alltoall;
   std::function<void()> before_backward;
 
+  // The expert work this worker did so far (forward and backward): the rows its held experts
+  // computed and the CPU time they took this thread (the health measurements weigh a worker's
+  // time by its work).
+  int64_t expert_rows() const { return expert_rows_; }
+  double expert_cpu_ms() const { return expert_cpu_ms_; }
+
  private:
   struct LayerState {
     DispatchSchedule schedule;
@@ -47,6 +53,7 @@ class DistributedExchange : public model::ExpertExchange {
 
   Status send_rows(LayerState& s, const float* rows_by_slot, std::vector<float>& recv);
   Status return_rows(LayerState& s, const std::vector<float>& computed, float* rows_by_slot);
+  void count_work(const LayerState& s, int64_t cpu0);  // after run_experts() begun at thread CPU cpu0
   Status run_experts(int layer, LayerState& s, const std::vector<float>& recv, std::vector<float>& computed,
                      const float* d_out_recv);
 
@@ -54,6 +61,8 @@ class DistributedExchange : public model::ExpertExchange {
   model::Params& params_;
   const std::vector<Counts>& replicas_;
   std::map<int, LayerState> layers_;
+  int64_t expert_rows_ = 0;
+  double expert_cpu_ms_ = 0;
 };
 
 }  // namespace sal::runtime

@@ -33,7 +33,9 @@ Result<model::StepStats> OnHost::step(const model::Batch& b, int64_t global_toke
   ex.before_alltoall = plan_.before_alltoall;
   ex.before_backward = plan_.before_backward;
   model::MoeGpt m(params_);
-  return m.step(b, global_tokens, ex);
+  auto stats = m.step(b, global_tokens, ex);
+  if (stats) stats->expert_rows = ex.expert_rows(), stats->expert_cpu_ms = ex.expert_cpu_ms();
+  return stats;
 }
 
 // Every non-expert unit over every rank, then each expert held by two or more ranks among its

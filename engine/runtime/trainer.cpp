@@ -310,10 +310,11 @@ Result<StepOutcome> Trainer::step(uint64_t step) {
   have_grads_ = false;
   step_ = step;
   if (auto s = compute_->zero_grads(); !s) return s.error().with_context("step " + std::to_string(step));
-  const int64_t w0 = waits_->ns;
+  const comm::WaitClock w0 = *waits_;
+  const int64_t cpu0 = comm::thread_cpu_ns(), proc0 = comm::process_cpu_ns();
   if (role_.groups > 1) {
     auto out = grouped_step(step, t0);
-    if (out) out->times = {out->compute_ms - ms_of(waits_->ns - w0), ms_of(waits_->ns - w0), 0, update_ms_};
+    if (out) out->times = step_times(*out, w0, cpu0, proc0, ms_of(waits_->ns - w0.ns), 0);
     return out;
   }
   auto [first, count] = model::batch_share(spec_.global_batch, ranks_, rank_);
@@ -331,10 +332,22 @@ Result<StepOutcome> Trainer::step(uint64_t step) {
   last_norm_ = replay_ ? replay_->norm_for(step).value_or(*norm) : *norm;
   have_grads_ = true;
   StepOutcome out{std::move(*stats), last_norm_, ms_since(t0), model::learning_rate(spec_.optim, int64_t(step)), {}};
-  // the sync's own computing (packing, the norm) is small: its whole time counts as the sync's
-  const double exchange = ms_of(w1 - w0), sync = ms_since(t1);
-  out.times = {std::max(0.0, out.compute_ms - exchange - sync), exchange, sync, update_ms_};
+  out.times = step_times(out, w0, cpu0, proc0, ms_of(w1 - w0.ns), ms_since(t1));
   return out;
+}
+
+// Where the step's time went (health.h's measurements): `exchange` ms in the passes' collectives,
+// `sync` ms in the gradient sync (its own computing — packing, the norm — is small: all of it counts
+// as the sync's); the CPU times outside the collectives since w0/cpu0/proc0.
+StepTimes Trainer::step_times(const StepOutcome& out, const comm::WaitClock& w0, int64_t cpu0, int64_t proc0,
+                              double exchange, double sync) const {
+  StepTimes t;
+  t.busy_ms = std::max(0.0, out.compute_ms - exchange - sync);
+  t.exchange_ms = exchange, t.sync_ms = sync, t.update_ms = update_ms_;
+  t.busy_cpu_ms = ms_of(comm::thread_cpu_ns() - cpu0 - (waits_->thread_cpu_ns - w0.thread_cpu_ns));
+  t.process_cpu_ms = ms_of(comm::process_cpu_ns() - proc0 - (waits_->process_cpu_ns - w0.process_cpu_ns));
+  t.expert_cpu_ms = out.stats.expert_cpu_ms;
+  return t;
 }
 
 Status Trainer::commit(uint64_t step) {

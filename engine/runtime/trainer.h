@@ -44,6 +44,9 @@ struct StepTimes {
   double exchange_ms = 0;  // in the forward and backward passes' collectives (the token all-to-alls)
   double sync_ms = 0;      // in the gradient synchronisation and the norm's all-reduce
   double update_ms = 0;    // the last commit's update (AdamW), reported with the next step
+  // Outside the collectives: the step thread's CPU time, the CPU time of its experts in it
+  // (stats.expert_rows rows), and the whole process's CPU time (its other threads' work too).
+  double busy_cpu_ms = 0, expert_cpu_ms = 0, process_cpu_ms = 0;
 };
 
 struct StepOutcome {
@@ -161,6 +164,8 @@ class Trainer {
   Status connect_group(const wire::PlanUpdate& p);
   comm::GlooOptions plane_options(int rank, int size, std::string prefix) const;
   Result<StepOutcome> grouped_step(uint64_t step, int64_t t0);
+  StepTimes step_times(const StepOutcome& out, const comm::WaitClock& w0, int64_t cpu0, int64_t proc0, double exchange,
+                       double sync) const;
   Status compute_types(uint64_t step, const std::vector<uint32_t>& types, model::StepStats& total);
   Result<StepOutcome> finish_grouped(comm::Collectives& comm, const std::vector<Counts>& replicas,
                                      const std::vector<SharedExpert>& shared,

@@ -226,6 +226,8 @@ wire::StepVote TrainerThread::vote_of(const wire::StepBegin& b, const Result<Ste
     v.compute_ms = out->compute_ms;
     v.busy_ms = out->times.busy_ms, v.exchange_ms = out->times.exchange_ms;
     v.sync_ms = out->times.sync_ms, v.update_ms = out->times.update_ms;
+    v.busy_cpu_ms = out->times.busy_cpu_ms, v.expert_cpu_ms = out->times.expert_cpu_ms;
+    v.expert_rows = uint64_t(out->stats.expert_rows), v.process_cpu_ms = out->times.process_cpu_ms;
     for (const auto& layer : out->stats.expert_counts) v.loads.insert(v.loads.end(), layer.begin(), layer.end());
     auto held = trainer_->sparse_held();
     v.sparse_bytes = held.bytes, v.sparse_from = held.window_from, v.sparse_to = held.window_to;

@@ -152,7 +152,13 @@ struct StepVote {
     (double, busy_ms, 0),
     (double, exchange_ms, 0),
     (double, sync_ms, 0),
-    (double, update_ms, 0))
+    (double, update_ms, 0),
+    // Outside the collectives, CPU time (0: not measured): the step thread's, of it its experts'
+    // (expert_rows rows), and the whole process's (its other threads' work too).
+    (double, busy_cpu_ms, 0),
+    (double, expert_cpu_ms, 0),
+    (uint64_t, expert_rows, 0),
+    (double, process_cpu_ms, 0))
 };
 
 struct StepCommit {

@@ -86,6 +86,31 @@ TEST_CASE("two workers are enough, one says nothing, and a worker that left is f
   CHECK(w.report().size() == 1);
 }
 
+TEST_CASE("uneven expert work and a worker's own background work are not slowness, a cut CPU share or a slow core is") {
+  SpeedWatch w;
+  std::vector<SpeedChange> all;
+  for (uint64_t step = 0; step < 30; ++step) {
+    std::map<Participant, WorkerTimes> t;
+    // 1 CPU ms per 100 tokens outside the experts and per 50 expert rows, workers on 0.5 CPU.
+    // 1.0: its experts drew four times the rows (computes 2.2x as long); 2.0: a snapshot copy
+    // shares its CPU (half again the CPU spent, half again the wall time); 3.0: its CPU share cut to
+    // half (the same CPU, twice the wall time); 4.0: a core half as fast (twice the CPU and wall)
+    for (uint32_t n = 0; n < 5; ++n) {
+      const uint64_t tokens = 1000, rows = n == 1 ? 2000 : 500;
+      const double cpu = (double(tokens) / 100 + double(rows) / 50) * (n == 4 ? 2.0 : 1.0);
+      const double background = n == 2 ? cpu / 2 : 0, share = n == 3 ? 0.25 : 0.5;
+      const double expert = double(rows) / 50 * (n == 4 ? 2.0 : 1.0);
+      t[{n, 0}] = {(cpu + background) / share, 1, 1, 1, cpu, expert, cpu + background, tokens, rows};
+    }
+    for (const auto& c : w.observe(step, t)) all.push_back(c);
+  }
+  REQUIRE(all.size() == 2);
+  CHECK(all[0].who == Participant{3, 0});
+  CHECK(all[0].ratio == doctest::Approx(2.0));
+  CHECK(all[1].who == Participant{4, 0});
+  CHECK(all[1].ratio == doctest::Approx(2.0));
+}
+
 TEST_CASE("the report gives each worker's medians per phase and its ratio") {
   SpeedWatch w(HealthOptions{4, 1.5, 1.25});
   for (uint64_t step = 0; step < 4; ++step) {
