@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <set>
 #include <variant>
 
@@ -376,9 +377,8 @@ void cross_checks(const JobConfig& j, std::vector<std::string>& errors) {
              "the allowlist of client keys)"));
 }
 
-std::string default_text(const Field& f) {
-  JobConfig d;
-  Ref r = f.ref(d);
+// A number's or a boolean's value as text (numbers as %g); nothing for a string.
+std::optional<std::string> scalar_text(const Ref& r) {
   if (auto* p = std::get_if<int64_t*>(&r)) return std::to_string(**p);
   if (auto* p = std::get_if<double*>(&r)) {
     char buf[32];
@@ -386,6 +386,13 @@ std::string default_text(const Field& f) {
     return buf;
   }
   if (auto* p = std::get_if<bool*>(&r)) return **p ? "true" : "false";
+  return std::nullopt;
+}
+
+std::string default_text(const Field& f) {
+  JobConfig d;
+  Ref r = f.ref(d);
+  if (auto t = scalar_text(r)) return *t;
   return "\"" + *std::get<std::string*>(r) + "\"";
 }
 
@@ -412,13 +419,7 @@ bool is_path_key(const std::string& key, const std::string& value) {
 std::string value_text(const Field& f, const JobConfig& job) {
   JobConfig copy = job;
   Ref r = f.ref(copy);
-  if (auto* p = std::get_if<int64_t*>(&r)) return std::to_string(**p);
-  if (auto* p = std::get_if<double*>(&r)) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", **p);
-    return buf;
-  }
-  if (auto* p = std::get_if<bool*>(&r)) return **p ? "true" : "false";
+  if (auto t = scalar_text(r)) return *t;
   const std::string& v = *std::get<std::string*>(r);
   return is_path_key(f.key, v) ? resolve_path(job, v) : v;
 }

@@ -9,29 +9,17 @@
 
 #include "plan/domains.h"
 #include "plan/remap.h"
+#include "plan/layer_plan.h"
 
 using namespace sal;
 using namespace sal::plan;
+using sal::plan::test::one_layer;
 
 namespace {
 
-Plan layer_plan(std::vector<std::vector<ExpertId>> placement, uint32_t experts) {
-  Plan p;
-  p.nodes = uint32_t(placement.size());
-  p.slots = uint32_t(placement[0].size());
-  p.experts = experts;
-  LayerPlan l;
-  l.replicas.assign(experts, 0);
-  for (auto& n : placement)
-    for (auto e : n) ++l.replicas[e];
-  l.placement = std::move(placement);
-  p.layers.push_back(std::move(l));
-  return p;
-}
-
 // MRO's blocks: positions 2i and 2i+1 hold the same two experts (what a worker-level placement of
 // 8 experts x 2 replicas over 8 workers of 2 slots gives).
-Plan blocks() { return layer_plan({{0, 1}, {0, 1}, {2, 3}, {2, 3}, {4, 5}, {4, 5}, {6, 7}, {6, 7}}, 8); }
+Plan blocks() { return one_layer({{0, 1}, {0, 1}, {2, 3}, {2, 3}, {4, 5}, {4, 5}, {6, 7}, {6, 7}}, 8); }
 
 // Whether every expert of every layer is on at least two domains.
 bool every_expert_on_two(const Plan& p, const std::vector<uint32_t>& labels) {
@@ -69,7 +57,7 @@ TEST_CASE("a host of two workers never holds both replicas of an expert when fou
 }
 
 TEST_CASE("hosts of unequal size: the deal fills each to its workers and still spreads the replicas") {
-  Plan p = layer_plan({{0, 1}, {0, 1}, {2, 3}, {2, 3}, {0, 2}, {1, 3}}, 4);
+  Plan p = one_layer({{0, 1}, {0, 1}, {2, 3}, {2, 3}, {0, 2}, {1, 3}}, 4);
   std::vector<uint32_t> workers = {0, 0, 0, 1, 1, 2};  // 3 + 2 + 1
   auto labels = deal_domains(p, workers);
   REQUIRE(labels.size() == 6);
@@ -91,7 +79,7 @@ TEST_CASE("the plan in force's deal is kept when it is as good, replaced when it
 }
 
 TEST_CASE("two data-parallel groups are two copies of the model: replicas in different groups do not conflict") {
-  Plan p = layer_plan({{0, 1}, {2, 3}, {0, 1}, {2, 3}}, 4);
+  Plan p = one_layer({{0, 1}, {2, 3}, {0, 1}, {2, 3}}, 4);
   p.groups = {2, 2};
   CHECK(colocated(p, {0, 0, 1, 1}) == 0);  // each group on its own host
   CHECK(colocated(p, {0, 1, 0, 1}) == 0);

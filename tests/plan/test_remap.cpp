@@ -4,27 +4,11 @@
 #include <map>
 
 #include "plan/remap.h"
+#include "plan/layer_plan.h"
 
 using namespace sal;
 using namespace sal::plan;
-
-namespace {
-
-Plan one_layer(std::vector<std::vector<ExpertId>> placement, uint32_t experts) {
-  Plan p;
-  p.nodes = uint32_t(placement.size());
-  p.slots = uint32_t(placement[0].size());
-  p.experts = experts;
-  LayerPlan l;
-  l.replicas.assign(experts, 0);
-  for (auto& n : placement)
-    for (auto e : n) ++l.replicas[e];
-  l.placement = std::move(placement);
-  p.layers.push_back(std::move(l));
-  return p;
-}
-
-}  // namespace
+using sal::plan::test::one_layer;
 
 TEST_CASE("a permuted plan is remapped onto the nodes that already hold it: nothing moves") {
   Holdings held = {{{0, 1}}, {{2, 3}}, {{4, 5}}};
