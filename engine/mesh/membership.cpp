@@ -222,13 +222,35 @@ void Membership::drain(NodeId id, const std::string& reason, int64_t now_ns) {
   set_state(*n, NodeState::draining, reason, now_ns, true);
 }
 
+// Whether every node still taking part (two or more) has been silent past the dead window, none
+// past kMassSilenceWindows of them: more likely the controller heard nothing (its host starved, its
+// own link cut) than that all of them died at the same moment — a node that really dies closes its
+// connection, and that is seen at once. Such silence waits longer before anyone is declared dead.
+bool Membership::mass_silence(int64_t now_ns) const {
+  size_t taking_part = 0;
+  for (const auto& [id, n] : nodes_) {
+    if (!(n.live() || n.state == NodeState::draining)) continue;
+    ++taking_part;
+    const int64_t silent = now_ns - n.last_heartbeat_ns;
+    if (silent < dead_after_ns() || silent >= kMassSilenceWindows * dead_after_ns()) return false;
+  }
+  return taking_part >= 2;
+}
+
 std::vector<NodeId> Membership::tick(int64_t now_ns) {
   std::vector<NodeId> died;
   if (stopping_) return died;
+  const bool all_silent = mass_silence(now_ns);
+  if (all_silent && !mass_silence_said_)
+    events_.add("nodes_silent", kNoNode, epoch_,
+                "no node heard for " + std::to_string(dead_after_ns() / 1'000'000) +
+                    " ms or more, all at once: the controller may be the one cut off or starved; waiting up to " +
+                    std::to_string(kMassSilenceWindows * dead_after_ns() / 1'000'000) + " ms before declaring them dead");
+  mass_silence_said_ = all_silent;
   for (auto& [id, n] : nodes_) {
     if (!(n.live() || n.state == NodeState::draining)) continue;
     int64_t silent = now_ns - n.last_heartbeat_ns;
-    if (silent >= dead_after_ns()) {
+    if (silent >= dead_after_ns() && !all_silent) {
       set_state(n, NodeState::dead,
                 "silent for " + std::to_string(silent / 1'000'000) + " ms (" +
                     std::to_string(opts_.miss_limit) + " heartbeats of " +

@@ -96,7 +96,9 @@ class Membership {
   void leave(NodeId id, const std::string& reason, int64_t now_ns); // -> left
   void drain(NodeId id, const std::string& reason, int64_t now_ns); // -> draining
 
-  // Ages silent nodes; returns the ids that became dead in this tick. Once the job is stopping,
+  // Ages silent nodes; returns the ids that became dead in this tick. When every node (two or
+  // more) is silent at once, none is declared dead until the silence lasts kMassSilenceWindows dead
+  // windows (event nodes_silent): the controller is more likely the one that heard nothing. Once the job is stopping,
   // silence kills no one: agents stopping their workers under load can miss heartbeats (seen: 309
   // ms on a loaded 2-core machine, and the workers' exits were then never recorded); the
   // controller's stop grace bounds the wait for a node that really died, and a closed connection
@@ -123,6 +125,9 @@ class Membership {
   int64_t dead_after_ns() const;
 
  private:
+  // Every node silent at once (membership.cpp): waited out up to this many dead windows.
+  static constexpr int64_t kMassSilenceWindows = 5;
+  bool mass_silence(int64_t now_ns) const;
   Node& admit(Node info, int64_t now_ns);
   void set_state(Node& n, NodeState s, const std::string& cause, int64_t now_ns, bool bump);
   void update_worker(Node& n, const wire::WorkerInfo& w, bool reports_held);  // heartbeats report held
@@ -134,6 +139,7 @@ class Membership {
   Epoch epoch_ = 0;
   std::map<NodeId, std::string> returning_;  // known to the journal, not back yet: id -> name
   bool stopping_ = false;
+  bool mass_silence_said_ = false;  // the nodes_silent event of the silence under way was logged
 };
 
 }  // namespace sal::mesh

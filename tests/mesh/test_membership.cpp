@@ -98,3 +98,30 @@ TEST_CASE("every verdict is an event with its cause") {
     found |= e.kind == "node_dead" && e.node == id && e.detail.find("agent process exited") != std::string::npos;
   CHECK(found);
 }
+
+TEST_CASE("every node silent at once waits longer before anyone is declared dead, one silent node does not") {
+  EventLog log;
+  Membership m({100, 3}, log);
+  NodeId a = m.join(node_named("a"), 0).id, b = m.join(node_named("b"), 0).id;
+  // both silent past the 300 ms window: the controller may be the one that heard nothing
+  CHECK(m.tick(350 * kMs).empty());
+  CHECK(m.find(a)->state == NodeState::suspect);
+  bool said = false;
+  for (const auto& e : log.all()) said = said || e.kind == "nodes_silent";
+  CHECK(said);
+  // one of them speaks: the other's silence is its own
+  CHECK(m.heartbeat(a, {}, 400 * kMs));
+  auto dead = m.tick(410 * kMs);
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0] == b);
+  // alone and silent: declared dead after the usual window
+  Membership solo({100, 3}, log);
+  NodeId s = solo.join(node_named("s"), 0).id;
+  CHECK(solo.tick(300 * kMs) == std::vector<NodeId>{s});
+  // all silent for five windows: declared dead after all
+  Membership pair({100, 3}, log);
+  pair.join(node_named("c"), 0);
+  pair.join(node_named("d"), 0);
+  CHECK(pair.tick(1400 * kMs).empty());
+  CHECK(pair.tick(1500 * kMs).size() == 2);
+}
