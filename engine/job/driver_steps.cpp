@@ -199,7 +199,10 @@ void Driver::committed(phase::Running& r, const StepRecord& rec) {
     wanted_ = Wanted{"re-plan after patched step " + std::to_string(r.tally.step), wanted_ && wanted_->with_loads};
   }
   measured_.step_committed(r.tally.loads, rec.step_ms / 1e3);
-  for (const auto& c : measured_.worker_times(r.tally.step, r.tally.times, applied_->ranks))
+  // (a plan's first steps connect, allocate and fault pages in: not the workers' speed)
+  const bool settled = r.tally.step >= applied_->from_step + kUnsettledSteps;
+  for (const auto& c : settled ? measured_.worker_times(r.tally.step, r.tally.times, applied_->ranks)
+                               : std::vector<SpeedChange>{})
     out_.push_back(act::Note{c.slow ? "node_slow" : "node_speed_back", describe(c, measured_.speed().options().window),
                              c.slow ? act::Level::warn : act::Level::info, false, c.who.node});
   maybe_snapshot();

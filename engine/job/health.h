@@ -43,8 +43,12 @@ struct WorkerTimes {
   uint64_t tokens = 0, expert_rows = 0;
 };
 
+// The first steps under each plan are not measured (the driver skips them): they connect the data
+// plane, allocate and fault pages in.
+constexpr uint64_t kUnsettledSteps = 3;
+
 struct HealthOptions {
-  size_t window = 10;        // committed steps a verdict looks at
+  size_t window = 20;        // committed steps a verdict looks at
   double slow_ratio = 1.5;   // the window's median ratio at which a worker is named slow
   double back_ratio = 1.25;  // ... and at which its speed is back
 };

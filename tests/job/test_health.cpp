@@ -74,12 +74,12 @@ TEST_CASE("two workers are enough, one says nothing, and a worker that left is f
   SpeedWatch w;
   std::vector<double> speed = {1.0, 2.0};
   std::vector<SpeedChange> all;
-  for (uint64_t step = 0; step < 15; ++step)
+  for (uint64_t step = 0; step < 30; ++step)
     for (const auto& c : w.observe(step, step_times(speed, rng, 0.1, 0))) all.push_back(c);
   REQUIRE(all.size() == 1);
   CHECK(all[0].who == Participant{1, 0});
   SpeedWatch alone;
-  for (uint64_t step = 0; step < 15; ++step) CHECK(alone.observe(step, step_times({3.0}, rng)).empty());
+  for (uint64_t step = 0; step < 30; ++step) CHECK(alone.observe(step, step_times({3.0}, rng)).empty());
   CHECK(alone.report().empty());
   w.forget({1, 0});
   CHECK(w.slow_count() == 0);
