@@ -26,8 +26,10 @@ const MarkStyle kJobFailed{"job-failed", "job failed", "#000000", Swatch::Line};
 const MarkStyle kSaved{"saved", "snapshot or checkpoint written", "#00897b", Swatch::Tick};
 const MarkStyle kSaveTrouble{"save-trouble", "snapshot dropped, failed or slow; checkpoint failed", "#f9a825",
                              Swatch::Dashed};
-const MarkStyle* const kMarkStyles[] = {&kFailure, &kStop,  &kRestore,     &kDrill,
-                                        &kPolicy,  &kJobFailed, &kSaved, &kSaveTrouble};
+const MarkStyle kSlow{"slow", "worker named slow (gray failure)", "#6d4c41", Swatch::Dashed};
+const MarkStyle kSpeedBack{"speed-back", "slow worker's speed back", "#8d6e63", Swatch::Tick};
+const MarkStyle* const kMarkStyles[] = {&kFailure, &kStop,        &kRestore, &kDrill,    &kPolicy,
+                                        &kJobFailed, &kSaved, &kSaveTrouble, &kSlow, &kSpeedBack};
 
 struct AreaStyle {
   const char* kind;
@@ -45,6 +47,8 @@ const MarkStyle* style_of(const EventRow& e) {
   if (e.kind == "drill" || e.kind == "drill_error") return &kDrill;
   if (e.kind == "policy_loaded" || e.kind == "policy_rollback") return &kPolicy;
   if (e.kind == "job_failed") return &kJobFailed;
+  if (e.kind == "node_slow") return &kSlow;
+  if (e.kind == "node_speed_back") return &kSpeedBack;
   if (e.kind == "snapshot_saved" || e.kind == "checkpoint_saved") return &kSaved;
   if (e.kind == "snapshot_dropped" || e.kind == "snapshot_failed" || e.kind == "snapshot_slow" ||
       e.kind == "checkpoint_failed")

@@ -491,6 +491,18 @@ TEST_CASE("snapshots written are ticks, dropped, failed and slow ones dashed mar
   REQUIRE(legend.size() == 2);
 }
 
+TEST_CASE("gray failures on the timeline: a worker named slow is a dashed mark, its speed back a tick") {
+  auto slow = event_mark(event(4, "node_slow", "worker 2.0 computes 2.99x the others' time"));
+  REQUIRE(slow);
+  CHECK(slow->kind == "slow");
+  CHECK(slow->dashed);
+  auto back = event_mark(event(6, "node_speed_back", "worker 2.0 is back to 1.11x the others' time"));
+  REQUIRE(back);
+  CHECK(back->kind == "speed-back");
+  CHECK(back->tick);
+  CHECK(mark_legend({*slow, *back}, {}, {}).size() == 2);
+}
+
 TEST_CASE("policy swaps and drill actions are ticks, other events are not drawn") {
   auto swap = event_mark(event(3, "policy_loaded", "placement: spread gen 2 from policies/placement/spread.lua"));
   REQUIRE(swap);
