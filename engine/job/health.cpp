@@ -104,6 +104,10 @@ WorkerHealth SpeedWatch::health_of(const Participant& who, const Track& t) const
   return h;
 }
 
+void SpeedWatch::keep_only(const std::vector<Participant>& workers) {
+  std::erase_if(workers_, [&](const auto& w) { return std::find(workers.begin(), workers.end(), w.first) == workers.end(); });
+}
+
 std::vector<WorkerHealth> SpeedWatch::report() const {
   std::vector<WorkerHealth> out;
   for (const auto& [who, t] : workers_) out.push_back(health_of(who, t));

@@ -79,6 +79,8 @@ class SpeedWatch {
   // keeps its window (it is measured again when it is back); forget() drops one that left.
   std::vector<SpeedChange> observe(uint64_t step, const std::map<Participant, WorkerTimes>& times);
   void forget(const Participant& who) { workers_.erase(who); }
+  // Forgets every worker not among `workers` (they left the plan).
+  void keep_only(const std::vector<Participant>& workers);
 
   std::vector<WorkerHealth> report() const;
   size_t slow_count() const;

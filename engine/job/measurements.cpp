@@ -122,8 +122,7 @@ std::optional<std::string> Measurements::disk_behind(const ckpt::Snapshot& s, in
 
 std::vector<SpeedChange> Measurements::worker_times(uint64_t step, const std::map<Participant, WorkerTimes>& times,
                                                     const std::vector<Participant>& ranks) {
-  for (const auto& h : speed_.report())
-    if (std::find(ranks.begin(), ranks.end(), h.who) == ranks.end()) speed_.forget(h.who);
+  speed_.keep_only(ranks);
   return speed_.observe(step, times);
 }
 

@@ -261,6 +261,7 @@ class Controller {
   std::vector<std::unique_ptr<Attachment>> attachments_;
 
   std::vector<std::shared_ptr<Timer>> thaw_timers_;  // frozen or slowed nodes waiting for their end
+  void after_ms(uint64_t ms, std::function<void()> undo);
   Timer tick_timer_;
   Timer ping_timer_;
   Timer stop_timer_;

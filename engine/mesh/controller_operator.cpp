@@ -45,6 +45,17 @@ Status Controller::drain_node(NodeId id, const std::string& who) {
   return {};
 }
 
+// Runs `undo` once, `ms` from now, on the loop (the end of a freeze or a slowdown); the timer lives
+// until then.
+void Controller::after_ms(uint64_t ms, std::function<void()> undo) {
+  auto timer = std::make_shared<Timer>(loop_);
+  thaw_timers_.push_back(timer);
+  timer->start(ms, 0, [this, undo = std::move(undo), timer] {
+    undo();
+    thaw_timers_.erase(std::remove(thaw_timers_.begin(), thaw_timers_.end(), timer), thaw_timers_.end());
+  });
+}
+
 Status Controller::freeze_node(NodeId id, uint64_t ms, const std::string& who) {
   Node* n = membership_.find(id);
   if (!n) return fail("no node ", id);
@@ -57,12 +68,9 @@ Status Controller::freeze_node(NodeId id, uint64_t ms, const std::string& who) {
   events_.add("node_frozen", id, membership_.epoch(),
               "SIGSTOP to its agent and " + std::to_string(pids.size() - 1) + " workers for " + std::to_string(ms) +
                   " ms, by " + who);
-  auto timer = std::make_shared<Timer>(loop_);
-  thaw_timers_.push_back(timer);
-  timer->start(ms, 0, [this, id, pids, timer] {
+  after_ms(ms, [this, id, pids] {
     for (pid_t p : pids) ::kill(p, SIGCONT);
     events_.add("node_thawed", id, membership_.epoch(), "SIGCONT after the freeze");
-    thaw_timers_.erase(std::remove(thaw_timers_.begin(), thaw_timers_.end(), timer), thaw_timers_.end());
   });
   return {};
 }
@@ -87,14 +95,11 @@ Status Controller::slow_node(NodeId id, double factor, uint64_t ms, const std::s
               std::to_string(groups.size()) + " workers at " + std::to_string(int(factor * 100 + 0.5)) +
                   " % of their CPU share for " + std::to_string(ms) + " ms, by " + who + " (at step " +
                   std::to_string(steps().committed()) + ")");
-  auto timer = std::make_shared<Timer>(loop_);
-  thaw_timers_.push_back(timer);
-  timer->start(ms, 0, [this, id, groups, timer] {
+  after_ms(ms, [this, id, groups] {
     for (const auto& [g, q] : groups)
       if (auto s = set_group_quota(g, q); !s) spdlog::warn("giving node {} its CPU share back: {}", id, s.error().message());
     events_.add("node_speed_restored", id, membership_.epoch(),
                 "its workers' CPU share back after the slowdown (at step " + std::to_string(steps().committed()) + ")");
-    thaw_timers_.erase(std::remove(thaw_timers_.begin(), thaw_timers_.end(), timer), thaw_timers_.end());
   });
   return {};
 }

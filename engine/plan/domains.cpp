@@ -8,12 +8,6 @@
 namespace sal::plan {
 namespace {
 
-std::vector<uint32_t> room_of(const std::vector<uint32_t>& labels) {
-  std::vector<uint32_t> room(domain_count(labels), 0);
-  for (uint32_t d : labels) ++room[d];
-  return room;
-}
-
 // The (group, layer, expert) keys position `pos` holds, each once.
 std::vector<uint64_t> keys_of(const Plan& p, uint32_t pos) {
   const uint64_t group = group_of(p, pos).group;
@@ -61,6 +55,12 @@ uint32_t domain_count(const std::vector<uint32_t>& labels) {
   return labels.empty() ? 0 : *std::max_element(labels.begin(), labels.end()) + 1;
 }
 
+std::vector<uint32_t> domain_sizes(const std::vector<uint32_t>& labels) {
+  std::vector<uint32_t> room(domain_count(labels), 0);
+  for (uint32_t d : labels) ++room[d];
+  return room;
+}
+
 std::vector<uint32_t> first_seen_labels(const std::vector<uint32_t>& ids) {
   std::map<uint32_t, uint32_t> label;
   std::vector<uint32_t> out;
@@ -80,7 +80,7 @@ uint64_t colocated(const Plan& p, const std::vector<uint32_t>& labels) {
 
 std::vector<uint32_t> deal_domains(const Plan& p, const std::vector<uint32_t>& labels_of_workers,
                                    const std::vector<uint32_t>* keep) {
-  std::vector<uint32_t> room = room_of(labels_of_workers);
+  std::vector<uint32_t> room = domain_sizes(labels_of_workers);
   const uint32_t domains = uint32_t(room.size());
   Census census(domains);
   std::vector<uint32_t> out;
@@ -99,7 +99,7 @@ std::vector<uint32_t> deal_domains(const Plan& p, const std::vector<uint32_t>& l
     census.add(keys, best);
     out.push_back(best);
   }
-  if (keep && keep->size() == out.size() && room_of(*keep) == room_of(labels_of_workers) &&
+  if (keep && keep->size() == out.size() && domain_sizes(*keep) == domain_sizes(labels_of_workers) &&
       colocated(p, *keep) <= census.pairs())
     return *keep;
   return out;
@@ -116,7 +116,7 @@ Status check_domains(const Plan& p) {
   if (p.domains.empty()) return {};
   if (p.domains.size() != p.nodes)
     return fail("plan: domains has ", p.domains.size(), " labels for ", p.nodes, " positions");
-  std::vector<uint32_t> room = room_of(p.domains);
+  std::vector<uint32_t> room = domain_sizes(p.domains);
   for (uint32_t d = 0; d < room.size(); ++d)
     if (room[d] == 0) return fail("plan: domain ", d, " has no position (labels must be 0..D-1, each used)");
   return {};

@@ -28,6 +28,9 @@ std::vector<uint32_t> first_seen_labels(const std::vector<uint32_t>& ids);
 // How many domains the labels name (max + 1; 0 for none).
 uint32_t domain_count(const std::vector<uint32_t>& labels);
 
+// How many positions (or workers) each domain has: sizes[d].
+std::vector<uint32_t> domain_sizes(const std::vector<uint32_t>& labels);
+
 // Whether some domain holds more than one of the labelled positions (else domains change nothing).
 bool shares_domains(const std::vector<uint32_t>& labels);
 

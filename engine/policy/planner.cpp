@@ -54,11 +54,7 @@ Result<PlanRecord> Planner::decide(const PlanAsk& ask) {
   if (ask.loads) loads_ = *ask.loads;
   failure_rate_.observe(ask.workers, double(t0) / 1e9);
   failures_ = failure_facts(ask.facts);
-  hosts_.clear();
-  for (uint32_t d : plan::shares_domains(ask.domains) ? ask.domains : std::vector<uint32_t>{}) {
-    if (d >= hosts_.size()) hosts_.resize(d + 1, 0);
-    ++hosts_[d];
-  }
+  hosts_ = plan::shares_domains(ask.domains) ? plan::domain_sizes(ask.domains) : std::vector<uint32_t>{};
   auto r = ask.fixed_groups ? fixed_ep(*ask.fixed_groups) : elastic(ask.workers);
   if (!r) return r;
   if (!ask.fixed_groups) deal_domains(ask.domains, *r);
