@@ -40,9 +40,11 @@ constexpr size_t kAuditChunkChars = 200;
 constexpr int kLastReplyLingerMs = 500;
 // Replies queued for one client before further ones are dropped.
 constexpr int kReplyQueue = 16;
-// Evaluation threads run at this nice value: a runaway chunk yields to the loop and the job's
-// workers, while a short one still answers at once on a busy machine.
-constexpr int kEvalNice = 5;
+// Evaluation threads run at the lowest priority: below the workers' compute threads (nice 5), so a
+// runaway chunk takes what training leaves rather than a share of it (at 5 it took a fifth of two
+// cores from four workers and cut the steps/s to a third in a CI run). A short chunk still answers at
+// once: it mostly waits on the loop, and a thread that wakes from waiting is run promptly.
+constexpr int kEvalNice = 19;
 
 ReplServer::ReplServer(uv_loop_t* loop, zmq::context_t& ctx, Controller& controller, ReplOptions opts)
     : loop_(loop),
