@@ -1,6 +1,8 @@
 // model_shape.cpp — see model_shape.h.
 #include "core/model_shape.h"
 
+#include <utility>
+
 namespace sal {
 namespace {
 
@@ -34,6 +36,32 @@ std::string UnitId::name() const {
     case UnitKind::expert: return "layer" + std::to_string(layer) + ".expert" + std::to_string(expert);
   }
   return "?";
+}
+
+namespace {
+
+// The decimal number at the front of `s` (no sign, no leading zero but "0"), and what follows it.
+std::optional<std::pair<int, std::string>> leading_number(const std::string& s) {
+  size_t n = 0;
+  while (n < s.size() && n < 9 && s[n] >= '0' && s[n] <= '9') ++n;
+  if (n == 0 || (n > 1 && s[0] == '0')) return std::nullopt;
+  return std::pair{std::stoi(s.substr(0, n)), s.substr(n)};
+}
+
+}  // namespace
+
+std::optional<UnitId> parse_unit_name(const std::string& name) {
+  if (name == "embedding") return UnitId{UnitKind::embedding, -1, -1};
+  if (name.rfind("layer", 0) != 0) return std::nullopt;
+  auto layer = leading_number(name.substr(5));
+  if (!layer) return std::nullopt;
+  const std::string& rest = layer->second;
+  if (rest == ".dense") return UnitId{UnitKind::dense, layer->first, -1};
+  if (rest == ".gate") return UnitId{UnitKind::gate, layer->first, -1};
+  if (rest.rfind(".expert", 0) != 0) return std::nullopt;
+  auto expert = leading_number(rest.substr(7));
+  if (!expert || !expert->second.empty()) return std::nullopt;
+  return UnitId{UnitKind::expert, layer->first, expert->first};
 }
 
 EmbeddingLayout embedding_layout(const ModelShape& s) {

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,5 +82,8 @@ std::vector<UnitId> model_units(const ModelShape& s);
 size_t model_unit_count(const ModelShape& s);
 // The position of a unit in model_units(), or -1 when the shape has no such unit.
 long unit_index(const ModelShape& s, const UnitId& id);
+// The unit a name (UnitId::name(): "embedding", "layer3.dense", "layer3.gate", "layer3.expert7")
+// stands for, whatever the model; none when the text is no such name.
+std::optional<UnitId> parse_unit_name(const std::string& name);
 
 }  // namespace sal
