@@ -66,6 +66,10 @@ class Compute {
   virtual void put_slot(SparseSnapshots& sparse, uint64_t step, double grad_norm, const ModelShape& shape,
                         std::vector<const model::Unit*> written) = 0;
 
+  // Whether the host Params are the units trained (a CPU worker), so a unit's digest or a drill's
+  // corruption can work on them between steps (trainer_digests.cpp); a device's are not.
+  virtual bool units_on_host() const { return true; }
+
   // Whether a sparse window with frozen operators can be replayed here, and whether data-parallel
   // groups (parallel.groups > 1) can run here.
   virtual bool replays_frozen() const = 0;

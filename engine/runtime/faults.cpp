@@ -5,6 +5,13 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include "core/digest.h"
+
 namespace sal::runtime {
 
 const char* fault_point_name(wire::FaultPoint p) {
@@ -15,6 +22,7 @@ const char* fault_point_name(wire::FaultPoint p) {
     case wire::FaultPoint::migration: return "migration";
     case wire::FaultPoint::snapshot: return "snapshot";
     case wire::FaultPoint::backward: return "backward";
+    case wire::FaultPoint::corrupt: return "corrupt";
     case wire::FaultPoint::count_: break;
   }
   return "?";
@@ -22,6 +30,12 @@ const char* fault_point_name(wire::FaultPoint p) {
 
 void FaultInjector::arm(const wire::FaultArm& f) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (f.point == wire::FaultPoint::corrupt) {
+    corruption_ = f;
+    spdlog::info("fault armed: flip {} bits of unit kind {} layer {} expert {} as step {} begins", f.bits, int(f.unit.kind),
+                 f.unit.layer, f.unit.expert, f.any_step ? std::string("the next") : std::to_string(f.step));
+    return;
+  }
   armed_ = f;
   spdlog::info("fault armed: die at {} of {}", fault_point_name(f.point),
                f.any_step ? std::string("the next occasion") : "step " + std::to_string(f.step));
@@ -36,6 +50,40 @@ void FaultInjector::at(wire::FaultPoint point, uint64_t step) {
           (armed_->reason.empty() ? "" : " (" + armed_->reason + ")");
   }
   die_as_node(why);
+}
+
+std::optional<wire::FaultArm> FaultInjector::take_corruption(uint64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!corruption_ || (!corruption_->any_step && corruption_->step != step)) return std::nullopt;
+  return std::exchange(corruption_, std::nullopt);
+}
+
+namespace {
+
+constexpr uint32_t kMantissaBits = 23;
+
+// A step of a 64-bit pseudo-random sequence: an odd-constant increment, then the digest's
+// bijective mixer (core/digest.h).
+uint64_t next_random(uint64_t& state) {
+  state += digest_detail::kLane;
+  return digest_detail::mix(state);
+}
+
+}  // namespace
+
+uint32_t flip_bits(std::vector<float>& w, uint32_t bits, uint64_t seed) {
+  const uint64_t positions = uint64_t(w.size()) * kMantissaBits;
+  std::set<uint64_t> chosen;
+  uint64_t state = seed;
+  while (chosen.size() < std::min<uint64_t>(bits, positions)) chosen.insert(next_random(state) % positions);
+  for (uint64_t pos : chosen) {
+    uint32_t word;
+    float& x = w[size_t(pos / kMantissaBits)];
+    std::memcpy(&word, &x, sizeof word);
+    word ^= uint32_t(1) << (pos % kMantissaBits);
+    std::memcpy(&x, &word, sizeof word);
+  }
+  return uint32_t(chosen.size());
 }
 
 void die_as_node(const std::string& why) {

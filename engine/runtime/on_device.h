@@ -32,6 +32,7 @@ class OnDevice final : public Compute {
   Status set_plan(const DevicePlan& plan) override;
   std::string device_key() const override { return device_->device_key(); }
   bool device_plane_ready() const override { return device_->device_plane_ready(); }
+  bool units_on_host() const override { return false; }
 
   Status zero_grads() override { return device_->zero_grads(); }
   Result<model::StepStats> step(const model::Batch& b, int64_t global_tokens) override;

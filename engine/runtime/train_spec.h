@@ -23,6 +23,8 @@ struct TrainSpec {
   std::string data_host = "127.0.0.1";  // this worker's data-plane address (the agent decides)
   std::string device = "cpu:0";         // where this worker computes: "cpu:N", or "cuda:N" (GPU N)
   bool snapshots = true;                // the job takes dense snapshots (train.checkpoint_every > 0)
+  int64_t digest_every = 1;             // digests of the held units every this many steps (0: none)
+  bool fault_injection = false;         // the job allows a drill's corrupt{} (faults.inject)
   // CURVE towards a rendezvous store that is not local: the controller's public key (Z85) and this
   // node's key file (the agent's --server-key and --key). Empty: local stores only.
   std::string server_key;

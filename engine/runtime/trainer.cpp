@@ -309,12 +309,15 @@ Result<StepOutcome> Trainer::step(uint64_t step) {
   int64_t t0 = mono_ns();
   have_grads_ = false;
   step_ = step;
+  corrupt_if_armed(step);  // a drill's corrupt{}: before the digests, as memory gone bad between steps
+  std::vector<wire::UnitDigest> digests = unit_digests(step);
   if (auto s = compute_->zero_grads(); !s) return s.error().with_context("step " + std::to_string(step));
   const comm::WaitClock w0 = *waits_;
   const int64_t cpu0 = comm::thread_cpu_ns(), proc0 = comm::process_cpu_ns();
   if (role_.groups > 1) {
     auto out = grouped_step(step, t0);
     if (out) out->times = step_times(*out, w0, cpu0, proc0, ms_of(waits_->ns - w0.ns), 0);
+    if (out) out->digests = std::move(digests);
     return out;
   }
   auto [first, count] = model::batch_share(spec_.global_batch, ranks_, rank_);
@@ -333,6 +336,7 @@ Result<StepOutcome> Trainer::step(uint64_t step) {
   have_grads_ = true;
   StepOutcome out{std::move(*stats), last_norm_, ms_since(t0), model::learning_rate(spec_.optim, int64_t(step)), {}};
   out.times = step_times(out, w0, cpu0, proc0, ms_of(w1 - w0.ns), ms_since(t1));
+  out.digests = std::move(digests);
   return out;
 }
 

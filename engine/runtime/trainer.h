@@ -55,6 +55,7 @@ struct StepOutcome {
   double compute_ms = 0;
   double lr = 0;  // what commit() will apply
   StepTimes times;
+  std::vector<wire::UnitDigest> digests;  // the held units' digests as the step began (trainer_digests.cpp)
 };
 
 class Trainer {
@@ -109,8 +110,9 @@ class Trainer {
   };
   PlanTimes plan_times() const { return plan_times_; }
 
-  // A drill's fault: this worker dies when it reaches the point (faults.h).
-  void arm_fault(const wire::FaultArm& f) { faults_->arm(f); }
+  // A drill's fault: this worker dies when it reaches the point (faults.h), or, a corruption,
+  // flips bits of a unit as the step begins (refused unless the job allows fault injection).
+  void arm_fault(const wire::FaultArm& f);
 
   int rank() const { return rank_; }
   uint64_t plan() const { return plan_; }
@@ -156,6 +158,10 @@ class Trainer {
   // on the lowest rank holding it.
   std::vector<const model::Unit*> units_written(size_t copies) const;
   std::vector<const model::Unit*> checkpoint_share() const;  // a final checkpoint's: one copy of each unit
+  // ---- digests and a drill's corruption (trainer_digests.cpp) ----
+  bool digests_due(uint64_t step) const;
+  std::vector<wire::UnitDigest> unit_digests(uint64_t step);
+  void corrupt_if_armed(uint64_t step);
   // ---- the step ----
   Status open_compute();
   Status replayed(uint64_t step);  // a sparse window's replay after `step`'s update

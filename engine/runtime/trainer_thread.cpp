@@ -232,6 +232,7 @@ wire::StepVote TrainerThread::vote_of(const wire::StepBegin& b, const Result<Ste
     auto held = trainer_->sparse_held();
     v.sparse_bytes = held.bytes, v.sparse_from = held.window_from, v.sparse_to = held.window_to;
     v.sparse_copy_ms = held.copy_ms, v.sparse_slot_bytes = held.slot_bytes;
+    v.digests = out->digests;
     spdlog::debug("step {} computed in {:.1f} ms: votes yes", b.step, v.compute_ms);
   }
   return v;

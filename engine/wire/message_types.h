@@ -65,8 +65,8 @@ constexpr size_t kJobTextMax = 1u << 20;    // a job file's text
 enum class WorkerState : uint8_t { starting, ready, draining, stopped, count_ };
 enum class WorkerEventKind : uint8_t { started, ready, exited, spawn_failed, count_ };
 enum class Verb : uint8_t { stop, drain, kill, count_ };
-// Where a drill's armed fault kills a worker (FaultArm).
-enum class FaultPoint : uint8_t { forward, alltoall, allreduce, migration, snapshot, backward, count_ };
+// Where a drill's armed fault kills a worker (FaultArm); `corrupt` flips bits of a unit instead.
+enum class FaultPoint : uint8_t { forward, alltoall, allreduce, migration, snapshot, backward, corrupt, count_ };
 enum class ValueFormat : uint8_t { text, json, count_ };
 
 // Error codes in ErrorReply.

@@ -113,6 +113,14 @@ struct Command {
     (std::string, reason, {}, kTextMax))
 };
 
+// One held unit's digest (core/digest.h) in a vote: `unit` is its index in the model's canonical
+// order (core/model_shape.h model_units), `digest` that of its weights and both moments.
+struct UnitDigest {
+  SAL_WIRE_FIELDS(
+    (uint32_t, unit, 0),
+    (uint64_t, digest, 0))
+};
+
 struct StepBegin {
   static constexpr MsgType kType = MsgType::step_begin;
   SAL_WIRE_FIELDS(
@@ -158,7 +166,11 @@ struct StepVote {
     (double, busy_cpu_ms, 0),
     (double, expert_cpu_ms, 0),
     (uint64_t, expert_rows, 0),
-    (double, process_cpu_ms, 0))
+    (double, process_cpu_ms, 0),
+    // The digests of the units the worker holds, taken as the step began (before its gradients
+    // left it); the controller compares every unit's across its holders (job/digests.h). Empty:
+    // none taken this step (train.digest_every, or a compute that cannot digest yet).
+    (std::vector<UnitDigest>, digests, {}, kLoadsMax))
 };
 
 struct StepCommit {
@@ -318,7 +330,9 @@ struct SaveDone {
 
 // A drill's fault: worker `index` of the node dies — it SIGKILLs its agent, then itself — when it
 // reaches `point` in step `step` (in any step with `any_step`; `migration`: a plan switch that moves
-// state to or from it). Relayed by the agent to that worker only.
+// state to or from it). Relayed by the agent to that worker only. Point `corrupt` kills nothing: as
+// step `step` begins, the worker flips `bits` bits of its copy of `unit`'s weights (a fault
+// injector for the digests' drill, corrupt{}; the job must allow fault injection).
 struct FaultArm {
   static constexpr MsgType kType = MsgType::fault_arm;
   SAL_WIRE_FIELDS(
@@ -326,7 +340,9 @@ struct FaultArm {
     (FaultPoint, point, FaultPoint::forward),
     (uint64_t, step, 0),
     (bool, any_step, false),
-    (std::string, reason, {}, kTextMax))
+    (std::string, reason, {}, kTextMax),
+    (SliceUnitRef, unit, {}),  // corrupt: the unit (kind, layer, expert)
+    (uint32_t, bits, 0))       // corrupt: how many bits to flip
 };
 
 struct WorkerHello {
