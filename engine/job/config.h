@@ -69,6 +69,7 @@ struct TrainConfig {
   int64_t peer_copies = 2;       // nodes holding each sparse snapshot slice (0: no sparse snapshots in peers)
   int64_t peer_memory_mb = 1024; // what an agent may hold of other workers' slices
   std::string recovery = "elastic";  // elastic | fixed-ep-ft | checkpoint-restart
+  int64_t digest_every = 1;      // steps between the held units' digests (0: none; docs/health.md)
 };
 
 // The job's parallel shape (DESIGN "Parallel shape"): `groups` data-parallel groups, each a whole
@@ -128,6 +129,12 @@ struct PolicyConfig {
   double correlated_failures = 0;  // probability that a node loss takes another node with it
 };
 
+// Fault injection (a drill's corrupt{}, which flips bits of a worker's copy of a unit): refused
+// unless the job says so, so that no drill run against a production job can damage its weights.
+struct FaultsConfig {
+  bool inject = false;
+};
+
 struct JobConfig {
   std::string name;
   std::string file;            // where it came from ("<embedded quickstart>" for the default)
@@ -142,6 +149,7 @@ struct JobConfig {
   MetricsConfig metrics;
   SecurityConfig security;
   PolicyConfig policies;
+  FaultsConfig faults;
 };
 
 // Evaluates a job file in a sandbox and checks it. Errors name the file, the key and the rule:

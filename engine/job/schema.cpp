@@ -109,7 +109,11 @@ const std::vector<Field>& fields() {
            "how failures are survived: elastic (Salamander), or the baselines fixed-ep-ft (fixed expert-parallel "
            "groups, no restart while a whole group survives) and checkpoint-restart (restore on every change)",
            [](JobConfig& j) -> std::string& { return j.train.recovery; }),
-      integer("parallel.groups", 1, 1024, "data-parallel groups G: each a whole model (an expert-parallel mesh "
+      integer("train.digest_every", 0, 1e9, "steps between digests of every unit each worker holds (weights and "
+              "optimizer moments), compared across the unit's holders before the step commits: a copy that disagrees "
+              "with the majority is repaired from it and the step runs again (docs/health.md; 0: none)",
+              [](JobConfig& j) -> int64_t& { return j.train.digest_every; }),
+            integer("parallel.groups", 1, 1024, "data-parallel groups G: each a whole model (an expert-parallel mesh "
               "with its own allocation, placement and recovery) over workers / G of the workers; the global batch "
               "is split into G shard types that the redundancy policy stacks over the groups (must divide the "
               "workers, mesh.nodes x devices)",
@@ -169,7 +173,10 @@ const std::vector<Field>& fields() {
            "the workers' data hosts are on a network no stranger reaches: the data plane (Gloo's TCP pairs, not "
            "authenticated) may listen beyond loopback",
            [](JobConfig& j) -> bool& { return j.security.private_network; }),
-      text("policies.allocation", {}, "allocation policy: a name in policies/allocation or a .lua path",
+      flag("faults.inject", "allow a drill's fault injectors (corrupt{}, which flips bits of a worker's copy of a "
+           "unit); a drill that uses one is refused without it",
+           [](JobConfig& j) -> bool& { return j.faults.inject; }),
+            text("policies.allocation", {}, "allocation policy: a name in policies/allocation or a .lua path",
            [](JobConfig& j) -> std::string& { return j.policies.allocation; }),
       text("policies.placement", {}, "placement policy: a name in policies/placement or a .lua path",
            [](JobConfig& j) -> std::string& { return j.policies.placement; }),
