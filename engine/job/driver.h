@@ -228,6 +228,17 @@ class Driver {
   void snapshot_answered(const wire::SaveDone& d);
   void drop_snapshots_of_lost();
 
+  // ---- digests: catching corruption (driver_digests.cpp, digests.h) ----
+  // When `v` completes the step's votes: whether the holders of some unit disagree (then the
+  // events are out and the repairs pending; the step must abort with digest_abort_).
+  bool digests_disagree(phase::Running& r, const wire::StepVote& v);
+  // The units a plan cannot repair from a majority's copy (none, or its holders gone): a restore.
+  std::vector<std::string> unrepairable() const;
+  bool repair_keeps_plan() const;  // the plan in force again, with the repairs (same workers)
+  // The pending repairs into a switch to `next`; false when they cannot be (then planned again).
+  bool add_pending_repairs(PlanSwitch& sw, const plan::Plan& next, uint64_t number);
+  void repairs_applied(const phase::Switching& p);
+
   // ---- helpers ----
   void note(std::string kind, std::string detail, act::Level level = act::Level::info, bool quiet = false);
   void send(const std::vector<Participant>& ranks, act::Message msg);
@@ -275,6 +286,17 @@ class Driver {
   Measurements measured_;
   PeerWindows peers_;
   std::optional<ckpt::SnapshotBook> snapshots_;
+  // Copies that disagreed with their unit's other holders: repaired by the next plan (digests.h).
+  struct Repairs {
+    std::vector<Repair> from_majority;
+    std::vector<std::string> unrepairable;  // units with no majority: the next plan restores
+    std::optional<uint64_t> plan;           // the plan that carries them
+    std::optional<uint64_t> from_step;      // the plan in force's first step (its rebalance clock)
+    bool keeps_placement = false;           // that plan places as the one before it, on the same ranks
+    std::string abort_reason;
+    bool empty() const { return from_majority.empty() && unrepairable.empty(); }
+  };
+  Repairs repairs_;
 };
 
 }  // namespace sal::job

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/ids.h"
+#include "job/digests.h"
 #include "job/ladder.h"
 #include "job/health.h"
 #include "job/plan_switch.h"
@@ -97,6 +98,7 @@ struct Tally {
   int64_t begun_ns = 0;
   std::set<Participant> voted;  // whose measurements the tally holds
   std::map<Participant, WorkerTimes> times;  // where each one's time went (health.h)
+  DigestVotes digests;  // each one's unit digests (digests.h), when it sent any
 };
 
 // The step in flight's patch (SPARe): who it lost, the groups whose work it drops, the patches

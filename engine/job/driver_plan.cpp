@@ -34,6 +34,11 @@ WorkerChoice Driver::choose(const std::vector<Participant>& ready, uint64_t step
     return w ? std::optional<uint64_t>(w->to) : std::nullopt;
   };
   auto c = choose_workers(cfg_.recovery, ep, ready, applied_, step, have);
+  if (auto units = unrepairable(); !units.empty() && !c.restore() && !c.use.empty()) {
+    // copies whose digests disagreed with no majority's copy to take: only a restore is sure
+    c.rung = restore_rung(units, have);
+    c.why = "no copy of " + units.front() + " can be told good (digests)";
+  }
   if (replaying() && !c.restore() && !c.use.empty()) {
     // frozen operators have no optimizer state to move, and new holders no later slots to load
     c.rung = restore_rung({"the replay"}, have);
@@ -175,6 +180,7 @@ Driver::Next Driver::plan_decided(const phase::Deciding& d, const PlanRecord& re
   if (d.choice.restore()) return start_restore(rec, d.choice);
   auto sw = switch_plan(applied_, use, rec.plan, d.step);
   if (!sw) return fail_job("plan " + std::to_string(number) + ": " + sw.error().message());
+  if (!add_pending_repairs(*sw, rec.plan, number)) return start_plan("again: the copies whose digests disagreed");
   // Kept only when nothing would change: the same ranks, placement, checkpoint schedule and stacks
   // (a new schedule alone, say from another checkpoint policy, is put in force).
   if (!d.must_switch && applied_ && applied_->ranks == sw->ranks && plan::same_placement(applied_->plan, rec.plan) &&
@@ -233,6 +239,7 @@ Driver::Next Driver::plan_applied(phase::Switching& p) {
   uint64_t previous = applied_ ? applied_->number() : 0;
   applied_ = AppliedPlan{p.ranks, p.plan, p.step};
   plane_spent_ = false;
+  repairs_applied(p);
   peers_.plan_applied(p.restore == Rung::sparse && p.restore_window ? p.restore_to : std::nullopt);
   streak_.cannot_plan.clear();
   out_.push_back(act::Journal{rec::Plan{*applied_}, true});
@@ -307,7 +314,7 @@ Driver::Next Driver::retry(phase::Retrying r) {
   if (streak_.steps >= kMaxConsecutiveFailures)
     return fail_job("step " + std::to_string(r.step) + " failed " + std::to_string(streak_.steps) +
                     " times in a row with the same workers; the last: " + r.why);
-  return start_plan("step aborted: " + r.why);
+  return start_plan("step aborted: " + r.why, false, repair_keeps_plan());
 }
 
 }  // namespace sal::job

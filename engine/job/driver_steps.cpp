@@ -114,11 +114,13 @@ Driver::Next Driver::on_vote(const Event& e) {
                   v.expert_cpu_ms, v.process_cpu_ms, v.tokens, v.expert_rows};
     if (v.loads.size() == t.loads.size())
       for (size_t i = 0; i < v.loads.size(); ++i) t.loads[i] += v.loads[i];
+    if (!v.digests.empty()) t.digests[p] = v.digests;
   }
   if (steps_.in_flight() && v.epoch != steps_.epoch())  // a node cut off in an older epoch
     note("stale_vote", "worker " + participant_name(p) + "'s vote for step " + std::to_string(v.step) + " of epoch " +
                            std::to_string(v.epoch) + " refused: the step in flight began in epoch " +
                            std::to_string(steps_.epoch()), act::Level::warn);
+  if (digests_disagree(r, v)) return step_outcome(r, steps_.abort(repairs_.abort_reason));  // before any commit
   return step_outcome(r, steps_.vote(p, v.epoch, v.step, v.ok, v.detail));
 }
 
