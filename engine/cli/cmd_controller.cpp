@@ -140,9 +140,14 @@ int serve(Serving s) {
   });
   // Drills from the REPL (drill.start): kill, drain, freeze and faults work on any mesh; `add`
   // needs `salamander run`, which starts the nodes itself.
+  auto fits_job = [&](const drill::DrillSpec& d) {
+    const auto& job = controller.job();
+    return drill::check_for_job(d, job.file, job.faults.inject, job::model_shape(job.model));
+  };
   controller.prepare_drill = [&](const std::string& path) -> Result<std::function<Status()>> {
     auto spec = drill::load_drill(path, {});  // off the loop: no mesh to serve
     if (!spec) return spec.error();
+    SAL_TRY(fits_job(*spec));
     return std::function<Status()>([&, spec = std::move(*spec)]() mutable -> Status {
       if (drill) return fail("drill '", drill->spec().name, "' is already running");
       drill = std::make_unique<drill::DrillRunner>(controller, loop.get(), std::move(spec));
@@ -152,6 +157,10 @@ int serve(Serving s) {
   };
   controller.drill_status = [&] { return drill ? drill->status() : nlohmann::ordered_json(); };
   if (s.host_fd >= 0) link_to_host(controller, s.host_fd, s.host_netns);
+  if (auto st = s.drill ? fits_job(*s.drill) : Status{}; !st) {
+    std::fprintf(stderr, "salamander controller: %s\n", st.error().message().c_str());
+    return 1;
+  }
   if (auto st = controller.start(); !st) {
     std::fprintf(stderr, "salamander controller: %s\n", st.error().message().c_str());
     return 1;

@@ -113,6 +113,8 @@ Status LocalRun::add_agents(int count) {
 
 Status LocalRun::start_drill(drill::DrillSpec spec) {
   if (drill_) return fail("drill '", drill_->spec().name, "' is already running");
+  const auto& job = controller_->job();
+  SAL_TRY(drill::check_for_job(spec, job.file, job.faults.inject, job::model_shape(job.model)));
   drill_ = std::make_unique<drill::DrillRunner>(*controller_, loop_.get(), std::move(spec));
   drill_->start();
   return {};

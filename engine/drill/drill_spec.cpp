@@ -78,7 +78,8 @@ int record(lua_State* L) {
 
 void install(lua::Sandbox& sb, Collector& calls, const std::map<std::string, std::string>& args) {
   lua_State* L = sb.L();
-  for (const char* kind : {"drill", "kill", "drain", "freeze", "slow", "add", "partition", "replay_trace", "expect"}) {
+  for (const char* kind : {"drill", "kill", "drain", "freeze", "slow", "corrupt", "add", "partition", "replay_trace",
+                           "expect"}) {
     lua_pushlightuserdata(L, &calls);
     lua_pushstring(L, kind);
     lua_pushcclosure(L, record, 2);
@@ -225,6 +226,25 @@ Status read_slow(const Checker& ck, Action& a) {
   return {};
 }
 
+// corrupt{node, unit, bits}: one named node (its workers' copies of the unit), a unit by its name.
+Status read_corrupt(const Checker& ck, Action& a) {
+  if (!ck.has("node")) return fail(ck.where(), ": corrupt: node (the node whose copy is corrupted) is required");
+  if (!a.node) return fail(ck.where(), ": corrupt.node: a node id (\"random\" would pick a node with no copy of the unit)");
+  if (!ck.has("unit"))
+    return fail(ck.where(), ": corrupt: unit (\"embedding\", \"layerL.dense\", \"layerL.gate\" or \"layerL.expertE\") is required");
+  auto name = ck.text("unit");
+  if (!name) return name.error();
+  a.unit = parse_unit_name(*name);
+  if (!a.unit)
+    return fail(ck.where(), ": corrupt.unit: '", *name, "' is no unit's name (\"embedding\", \"layerL.dense\", "
+                "\"layerL.gate\" or \"layerL.expertE\", 0-based)");
+  if (!ck.has("bits")) return fail(ck.where(), ": corrupt: bits (how many bits of the copy to flip, 1..4096) is required");
+  auto bits = ck.integer("bits", 1, 4096);
+  if (!bits) return bits.error();
+  a.bits = uint32_t(*bits);
+  return {};
+}
+
 Result<Action> read_action(const Checker& ck, ActionKind kind) {
   Action a;
   a.kind = kind;
@@ -235,6 +255,7 @@ Result<Action> read_action(const Checker& ck, ActionKind kind) {
   if (kind == ActionKind::freeze) keys.push_back("ms");
   if (kind == ActionKind::partition) keys.push_back("for_s");
   if (kind == ActionKind::slow) keys.insert(keys.end(), {"factor", "for_s"});
+  if (kind == ActionKind::corrupt) keys = {"step", "at_s", "node", "unit", "bits"};
   SAL_TRY(ck.only(keys));
   SAL_TRY(read_trigger(ck, a));
   if (kind == ActionKind::kill) SAL_TRY(read_controller_kill(ck, a));
@@ -272,6 +293,7 @@ Result<Action> read_action(const Checker& ck, ActionKind kind) {
     a.ms = uint64_t(*t * 1e3 + 0.5);
   }
   if (kind == ActionKind::slow) SAL_TRY(read_slow(ck, a));
+  if (kind == ActionKind::corrupt) SAL_TRY(read_corrupt(ck, a));
   return a;
 }
 
@@ -346,6 +368,7 @@ Status read_call(const std::string& file, const std::string& dir, const Call& c,
                     : c.kind == "freeze" ? ActionKind::freeze
                     : c.kind == "partition" ? ActionKind::partition
                     : c.kind == "slow"      ? ActionKind::slow
+                    : c.kind == "corrupt"   ? ActionKind::corrupt
                                             : ActionKind::add;
   auto a = read_action(ck, kind);
   if (!a) return a.error();
@@ -363,6 +386,7 @@ const char* action_name(ActionKind k) {
     case ActionKind::add: return "add";
     case ActionKind::partition: return "partition";
     case ActionKind::slow: return "slow";
+    case ActionKind::corrupt: return "corrupt";
   }
   return "?";
 }
@@ -380,6 +404,7 @@ std::string Action::describe() const {
   if (during) s += " during the " + std::string(points[size_t(*during)]);
   if (kind == ActionKind::freeze) s += " for " + std::to_string(ms) + " ms";
   if (kind == ActionKind::partition) s += " for " + seconds(double(ms) / 1e3);
+  if (kind == ActionKind::corrupt && unit) s += ": " + std::to_string(bits) + " bits of its " + unit->name();
   if (kind == ActionKind::slow) s += " to " + std::to_string(int(factor * 100 + 0.5)) + " % for " + seconds(double(ms) / 1e3);
   if (controller) s += ", restarted after " + seconds(restart_after_s);
   return s + " (" + where + ")";
@@ -387,6 +412,25 @@ std::string Action::describe() const {
 
 bool DrillSpec::partitions() const {
   return std::any_of(actions.begin(), actions.end(), [](const Action& a) { return a.kind == ActionKind::partition; });
+}
+
+const Action* DrillSpec::fault_injector() const {
+  for (const auto& a : actions)
+    if (a.kind == ActionKind::corrupt) return &a;
+  return nullptr;
+}
+
+Status check_for_job(const DrillSpec& d, const std::string& job_file, bool faults_allowed, const ModelShape& model) {
+  for (const auto& a : d.actions) {
+    if (a.kind != ActionKind::corrupt) continue;
+    if (!faults_allowed)
+      return fail(a.where, ": corrupt{} is a fault injector, and the job ", job_file, " does not allow fault injection: "
+                  "faults.inject is false (set faults = { inject = true } in the job file to run this drill)");
+    if (a.unit && unit_index(model, *a.unit) < 0)
+      return fail(a.where, ": corrupt.unit: the job ", job_file, "'s model has no ", a.unit->name(), " (",
+                  model.layers, " layers of ", model.experts, " experts)");
+  }
+  return {};
 }
 
 const Action* DrillSpec::controller_kill() const {
@@ -424,7 +468,7 @@ Result<DrillSpec> parse_drill(const std::string& text, const std::string& path,
     d.name = base.substr(0, base.rfind(".lua"));
   }
   if (d.actions.empty() && !d.initial_nodes)
-    return fail(path, ": the drill schedules nothing (no kill, drain, freeze, slow, partition, add or replay_trace)");
+    return fail(path, ": the drill schedules nothing (no kill, drain, freeze, slow, corrupt, partition, add or replay_trace)");
   return d;
 }
 

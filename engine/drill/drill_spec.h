@@ -22,6 +22,11 @@
 //   slow{node, step | at_s, factor, for_s, count}  a gray failure: the node's workers keep `factor`
 //                                                  of their CPU quota for for_s seconds (a run with
 //                                                  --cpu-share: their cgroups are cut, then restored)
+//   corrupt{node, unit, bits, step | at_s}         a fault injector: the node's workers flip `bits`
+//                                                  bits of their copy of `unit` ("layer0.expert3",
+//                                                  "layer1.dense", "embedding") as the next step
+//                                                  begins; refused unless the job allows fault
+//                                                  injection (faults = { inject = true })
 //   partition{node, step | at_s, for_s, count}     cut the node's network link for for_s seconds
 //                                                  (a real cut: the run puts its controller and
 //                                                  agents in network namespaces, drill/netns_lab.h)
@@ -41,12 +46,13 @@
 #include <string>
 #include <vector>
 
+#include "core/model_shape.h"
 #include "core/result.h"
 #include "wire/messages.h"
 
 namespace sal::drill {
 
-enum class ActionKind { kill, drain, freeze, add, partition, slow };
+enum class ActionKind { kill, drain, freeze, add, partition, slow, corrupt };
 const char* action_name(ActionKind k);
 
 struct Action {
@@ -61,6 +67,8 @@ struct Action {
   double restart_after_s = 1.0;
   uint64_t ms = 0;                      // freeze; partition and slow (for_s)
   double factor = 1;                    // slow: the share of its CPU quota the node keeps
+  std::optional<UnitId> unit;           // corrupt: the unit whose copy is corrupted
+  uint32_t bits = 0;                    // corrupt: how many bits are flipped
   std::string where;                    // "drill.lua:12" (or the trace line)
   std::string describe() const;
 };
@@ -90,12 +98,18 @@ struct DrillSpec {
   const Action* controller_kill() const;
   // Whether it cuts links (such a drill needs its mesh in network namespaces).
   bool partitions() const;
+  // Its fault injectors (corrupt{}), which a job must allow; the first, or null.
+  const Action* fault_injector() const;
 };
 
 // `service` runs every few ms while the script runs (a controller loading a drill keeps serving its
 // mesh: drill.start).
 Result<DrillSpec> load_drill(const std::string& path, const std::map<std::string, std::string>& args,
                              std::function<void()> service = {});
+// Whether the drill may run against this job: a fault injector (corrupt{}) needs the job to allow
+// fault injection (faults.inject) and a unit the job's model has. Errors name the drill's line,
+// the job's file and the field.
+Status check_for_job(const DrillSpec& d, const std::string& job_file, bool faults_allowed, const ModelShape& model);
 // The same from the script's text; `path` names it in errors and is where relative trace paths start.
 Result<DrillSpec> parse_drill(const std::string& text, const std::string& path,
                               const std::map<std::string, std::string>& args, std::function<void()> service = {});

@@ -228,6 +228,8 @@ void DrillRunner::fire(size_t i) {
       s = partition(id, a.ms);
     } else if (a.kind == ActionKind::slow) {
       s = c_.slow_node(id, a.factor, a.ms, who);
+    } else if (a.kind == ActionKind::corrupt) {
+      s = c_.arm_corruption(id, *a.unit, a.bits, c_.steps().committed(), who);
     } else {
       s = c_.freeze_node(id, a.ms, who);
     }

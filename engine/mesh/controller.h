@@ -105,6 +105,10 @@ class Controller {
   // A drill's fault: the node's worker `index` dies at `point` of `step` (wire::FaultArm).
   Status arm_fault(NodeId id, uint32_t index, wire::FaultPoint point, std::optional<uint64_t> step,
                    const std::string& who);
+  // A drill's fault injector (corrupt{}): the node's workers flip `bits` bits of their copy of
+  // `unit` as step `step` begins (wire::FaultArm, point corrupt). Refused unless the job allows
+  // fault injection (faults.inject).
+  Status arm_corruption(NodeId id, const UnitId& unit, uint32_t bits, uint64_t step, const std::string& who);
   // A stop asked for (job.stop(), Ctrl-C, a drill's end): a running job first aborts the step in
   // flight and writes its final checkpoint (the driver's saving phase), then stops as below;
   // where nothing can be saved it stops at once. A second call while saving stops at once.

@@ -8,6 +8,7 @@
 #include "core/paths.h"
 #include "ckpt/format.h"
 #include "mesh/controller.h"
+#include "wire/unit_refs.h"
 #include "mesh/cpu_share.h"
 
 namespace sal::mesh {
@@ -110,6 +111,22 @@ Status Controller::arm_fault(NodeId id, uint32_t index, wire::FaultPoint point, 
   if (!n) return fail("no node ", id);
   if (!n->live()) return fail("node ", id, " is ", state_name(n->state), ", not live");
   send_to(n->routing_id, wire::FaultArm{index, point, step.value_or(0), !step, who});
+  return {};
+}
+
+Status Controller::arm_corruption(NodeId id, const UnitId& unit, uint32_t bits, uint64_t step, const std::string& who) {
+  if (!job().faults.inject)
+    return fail("the job ", job().file, " does not allow fault injection (faults.inject is false)");
+  if (unit_index(job::model_shape(job().model), unit) < 0) return fail("the job's model has no ", unit.name());
+  Node* n = membership_.find(id);
+  if (!n) return fail("no node ", id);
+  if (!n->live()) return fail("node ", id, " is ", state_name(n->state), ", not live");
+  for (const auto& w : n->workers) {
+    wire::FaultArm f{w.index, wire::FaultPoint::corrupt, step, false, who};
+    f.unit = wire::unit_ref(unit);
+    f.bits = bits;
+    send_to(n->routing_id, f);
+  }
   return {};
 }
 
