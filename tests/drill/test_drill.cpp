@@ -197,3 +197,48 @@ TEST_CASE("the shipped drills load") {
     CHECK(*d->duration_s == doctest::Approx(40920.0 * 0.002).epsilon(0.01));
   }
 }
+
+TEST_CASE("corrupt{}: a node, a unit by its name and the bits to flip, each checked, and a job must allow fault injection") {
+  auto path = temp_file("c.lua", R"(
+corrupt{ node = 2, unit = "layer1.expert3", bits = 4, step = 10 }
+corrupt{ node = 1, unit = "embedding", bits = 1, at_s = 2 }
+)");
+  auto d = load_drill(path, {});
+  REQUIRE_MESSAGE(d.ok(), (d.ok() ? "" : d.error().message()));
+  REQUIRE(d->actions.size() == 2);
+  const Action& a = d->actions[0];
+  CHECK(a.kind == ActionKind::corrupt);
+  CHECK(a.node == 2u);
+  REQUIRE(a.unit);
+  CHECK(a.unit->name() == "layer1.expert3");
+  CHECK(a.bits == 4);
+  CHECK(a.step == 10u);
+  CHECK(a.describe().find("corrupt node 2 after step 10: 4 bits of its layer1.expert3") == 0);
+  CHECK(d->fault_injector() == &d->actions[0]);
+  const sal::ModelShape two_layers{2, 8, 4, 8, 16};
+  auto refused = check_for_job(*d, "jobs/prod.lua", false, two_layers);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message().find("c.lua:2: corrupt{} is a fault injector, and the job jobs/prod.lua does not allow "
+                                       "fault injection: faults.inject is false") != std::string::npos);
+  CHECK(check_for_job(*d, "jobs/drill.lua", true, two_layers).ok());
+  auto small = check_for_job(*d, "jobs/drill.lua", true, sal::ModelShape{1, 8, 4, 8, 16});
+  REQUIRE_FALSE(small.ok());
+  CHECK(small.error().message().find("corrupt.unit: the job jobs/drill.lua's model has no layer1.expert3") !=
+        std::string::npos);
+}
+
+TEST_CASE("corrupt{}: a missing or wrong field is named") {
+  auto refuse = [](const std::string& text, const std::string& expect) {
+    auto d = parse_drill(text, "bad.lua", {});
+    REQUIRE_FALSE(d.ok());
+    CHECK_MESSAGE(d.error().message().find(expect) != std::string::npos, d.error().message());
+  };
+  refuse("corrupt{ unit = 'embedding', bits = 1, step = 1 }", "bad.lua:1: corrupt: node (the node whose copy is corrupted) is required");
+  refuse("corrupt{ node = 'random', unit = 'embedding', bits = 1, step = 1 }", "bad.lua:1: corrupt.node: a node id");
+  refuse("corrupt{ node = 1, bits = 1, step = 1 }", "bad.lua:1: corrupt: unit (");
+  refuse("corrupt{ node = 1, unit = 'layer0.expertX', bits = 1, step = 1 }", "corrupt.unit: 'layer0.expertX' is no unit's name");
+  refuse("corrupt{ node = 1, unit = 'embedding', step = 1 }", "corrupt: bits (how many bits");
+  refuse("corrupt{ node = 1, unit = 'embedding', bits = 0, step = 1 }", "corrupt.bits: expected a number in [1, 4096]");
+  refuse("corrupt{ node = 1, unit = 'embedding', bits = 1 }", "corrupt: give exactly one of step");
+  refuse("corrupt{ node = 1, unit = 'embedding', bits = 1, step = 1, count = 2 }", "corrupt: unknown field 'count'");
+}
