@@ -16,6 +16,9 @@
 //     --repeat R runs the two sides alternately R times per config and keeps each side's best run:
 //     on a shared machine other processes only ever slow a run down, so the best is the cleanest.
 //     --config quickstart|larger runs one configuration only (default: both).
+//     --digest-every N digests every unit (weights and moments, core/digest.h) every N steps before the
+//     step, as a worker does for its vote (train.digest_every; default 1; 0: none): the "digest"
+//     column of the phase table is its cost.
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -32,6 +35,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/digest.h"
 #include "kernels/cpu/ops.h"
 #include "model/data.h"
 #include "model/local_exchange.h"
@@ -62,6 +66,7 @@ struct Options {
   std::string data;
   std::string only;  // one configuration's name, or empty for all
   bool torch = true;
+  int digest_every = 1;
 };
 
 // One side's measurement; ok = false carries the reason it is missing.
@@ -74,7 +79,7 @@ struct Measure {
 
 // Where our step's time goes (ms per timed step).
 struct Breakdown {
-  double batch = 0, fwd_bwd = 0, norm = 0, adamw = 0;
+  double digest = 0, batch = 0, fwd_bwd = 0, norm = 0, adamw = 0;
 };
 
 Measure missing(std::string why) {
@@ -112,10 +117,12 @@ Options parse_args(int argc, char** argv) {
     else if (a == "--no-torch") o.torch = false;
     else if (a == "--repeat") o.repeat = std::atoi(value().c_str());
     else if (a == "--config") o.only = value();
+    else if (a == "--digest-every") o.digest_every = std::atoi(value().c_str());
     else die("unknown argument " + a +
-             " (usage: bench_train [--threads N] [--steps S] [--data PATH] [--no-torch] [--repeat R] [--config NAME])");
+             " (usage: bench_train [--threads N] [--steps S] [--data PATH] [--no-torch] [--repeat R] [--config NAME] [--digest-every N])");
   }
   if (o.threads < 1 || o.steps < 1 || o.repeat < 1) die("--threads, --steps and --repeat must be >= 1");
+  if (o.digest_every < 0) die("--digest-every must be >= 0");
   return o;
 }
 
@@ -126,14 +133,28 @@ struct Trainer {
   LocalExchange exchange;
   OptimConfig optim;
   int batch;
+  int digest_every;
   int64_t updates = 0;
+  uint64_t digests = 0;  // folded together, so the compiler cannot drop them
 
-  Trainer(const Config& c) : params(Params::create(c.dims, kSeed, Params::all_experts(c.dims))), model(params),
-                             exchange(params), batch(c.batch) {}
+  Trainer(const Config& c, int every) : params(Params::create(c.dims, kSeed, Params::all_experts(c.dims))), model(params),
+                                        exchange(params), batch(c.batch), digest_every(every) {}
+
+  // Every unit's digest, as a worker takes them for its vote (runtime/trainer_digests.cpp).
+  void digest_units() {
+    for (const Unit* u : params.units()) {
+      uint64_t h = digest_floats(u->w.data(), u->w.size());
+      h = digest_floats(u->m.data(), u->m.size(), h);
+      digests ^= digest_floats(u->v.data(), u->v.size(), h);
+    }
+  }
 
   // One full step; returns its loss (ce mean + aux) and adds its phases' times to `bd`.
   double step(const Corpus& corpus, Breakdown& bd) {
+    const auto td = Clock::now();
+    if (digest_every > 0 && updates % digest_every == 0) digest_units();
     const auto t0 = Clock::now();
+    bd.digest += ms_between(td, t0);
     params.zero_grads();
     Batch b = make_batch(corpus, kSeed, uint64_t(updates), 0, batch, params.dims.seq_len);
     const int64_t tokens = int64_t(batch) * params.dims.seq_len;
@@ -155,7 +176,7 @@ struct Trainer {
 };
 
 Measure run_ours(const Config& c, const Corpus& corpus, const Options& o, Breakdown& per_step) {
-  Trainer tr(c);
+  Trainer tr(c, o.digest_every);
   Measure m;
   Breakdown untimed, timed;
   m.first_loss = tr.step(corpus, untimed);
@@ -167,7 +188,8 @@ Measure run_ours(const Config& c, const Corpus& corpus, const Options& o, Breakd
   m.ms_step = ms / o.steps;
   m.tok_s = double(c.batch) * c.dims.seq_len * o.steps / (ms / 1e3);
   m.params = tr.params.parameter_count();
-  per_step = {timed.batch / o.steps, timed.fwd_bwd / o.steps, timed.norm / o.steps, timed.adamw / o.steps};
+  per_step = {timed.digest / o.steps, timed.batch / o.steps, timed.fwd_bwd / o.steps, timed.norm / o.steps,
+              timed.adamw / o.steps};
   return m;
 }
 
@@ -248,8 +270,9 @@ void print_losses(const Config& c, const Measure& ours, const Measure& torch) {
 }
 
 void print_breakdown(const Config& c, const Breakdown& b) {
-  const double total = b.batch + b.fwd_bwd + b.norm + b.adamw;
-  std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", c.name, b.batch, b.fwd_bwd, b.norm, b.adamw, total);
+  const double total = b.digest + b.batch + b.fwd_bwd + b.norm + b.adamw;
+  std::printf("| %s | %.3f (%.2f %%) | %.2f | %.2f | %.2f | %.2f | %.2f |\n", c.name, b.digest, 100 * b.digest / total,
+              b.batch, b.fwd_bwd, b.norm, b.adamw, total);
 }
 
 // The configurations --config picks (all of them by default); an unknown name is an error.
@@ -295,8 +318,9 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < runs.size(); ++i) print_row(runs[i], o, ours[i], torch[i]);
   std::printf("\n| config | salamander loss first -> last | pytorch loss first -> last |\n| --- | --- | --- |\n");
   for (size_t i = 0; i < runs.size(); ++i) print_losses(runs[i], ours[i], torch[i]);
-  std::printf("\nsalamander ms per step by phase\n\n| config | batch | forward+backward | grad norm | adamw | total |\n");
-  std::printf("| --- | ---: | ---: | ---: | ---: | ---: |\n");
+  std::printf("\nsalamander ms per step by phase (digests every %d step(s); 0: none)\n\n", o.digest_every);
+  std::printf("| config | digest (of the step) | batch | forward+backward | grad norm | adamw | total |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (size_t i = 0; i < runs.size(); ++i) print_breakdown(runs[i], parts[i]);
   return 0;
 }
