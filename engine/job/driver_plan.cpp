@@ -296,6 +296,10 @@ Driver::Next Driver::on_retry_view(const Event&) { return cause_seen(std::get<ph
 
 Driver::Next Driver::cause_seen(phase::Retrying& r) {
   if (!r.after_abort) return std::nullopt;
+  if (!repairs_.empty()) {  // the digests said why (driver_digests.cpp): nothing to wait for
+    cancel(Timer::retry);
+    return retry(std::move(r));
+  }
   for (const auto& w : r.lost)
     if (contains(view_.ready, w)) return std::nullopt;
   for (const auto& w : r.ranks)
