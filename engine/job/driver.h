@@ -103,6 +103,8 @@ class Driver {
   const std::map<Participant, SparseHolding>& sparse_holdings() const { return measured_.sparse(); }
   // Each worker's recent step times and speed verdict (job.health()).
   const SpeedWatch& health() const { return measured_.speed(); }
+  // The copies each worker held that disagreed with their unit's majority (driver_digests.cpp).
+  const std::map<Participant, uint64_t>& corrupt_copies() const { return corrupt_copies_; }
   // What each live agent last reported holding of them, and the window a restore would use now.
   const std::map<NodeId, wire::SliceReport>& peer_slices() const { return peers_.reports(); }
   std::optional<PeerWindow> restorable() const { return peer_window(steps_.committed()); }
@@ -297,6 +299,7 @@ class Driver {
     bool empty() const { return from_majority.empty() && unrepairable.empty(); }
   };
   Repairs repairs_;
+  std::map<Participant, uint64_t> corrupt_copies_;
 };
 
 }  // namespace sal::job

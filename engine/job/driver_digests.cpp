@@ -29,6 +29,7 @@ bool Driver::digests_disagree(phase::Running& r, const wire::StepVote& v) {
                              act::Level::warn, false, d.odd.empty() ? kNoNode : d.odd.front().node});
     const std::string name = model_units(cfg_.model)[d.unit].name();
     units += (units.empty() ? "" : ", ") + name;
+    for (const auto& odd : d.has_majority() ? d.odd : std::vector<Participant>{}) ++corrupt_copies_[odd];
     if (d.has_majority()) repairs_.from_majority.push_back({d.unit, d.majority, d.odd});
     else repairs_.unrepairable.push_back(name);
   }

@@ -62,6 +62,8 @@ void MetricsExport::add_training() {
   tokens_per_s_ = &gauge("salamander_tokens_per_second", "Tokens per second over the last 20 committed steps");
   tokens_ = &counter("salamander_tokens_total", "Tokens in the committed steps");
   aborted_ = &counter("salamander_aborted_steps_total", "Steps aborted (a lost worker, a failed step) and begun again");
+  corrupt_copies_ = &counter("salamander_corrupt_copies_total",
+                             "Copies of a unit whose digests disagreed with the unit's majority (repaired; docs/health.md)");
 }
 
 void MetricsExport::add_membership() {
@@ -129,6 +131,7 @@ void MetricsExport::update(const JobState& s) {
   epoch_->Set(double(s.epoch));
   plan_->Set(double(s.plan));
   advance(*aborted_, double(s.steps_aborted));
+  advance(*corrupt_copies_, double(s.corrupt_copies));
   advance(*lost_, double(s.steps_lost));
   advance(*restores_, double(s.restores));
   for (size_t p = 0; p < kPhases; ++p) phase_[p]->Set(p == size_t(s.phase) ? 1 : 0);

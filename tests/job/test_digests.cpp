@@ -109,6 +109,8 @@ TEST_CASE("a unit whose digest disagrees on one worker: the step aborts before i
   CHECK(h.sent<wire::StepCommit>().empty());
   REQUIRE(h.sent<wire::StepAbort>().size() == 1);
   CHECK(h.noted("unit_corrupt"));
+  CHECK(h.d.corrupt_copies().size() == 1);
+  CHECK(h.d.corrupt_copies().at(worker_n(2)) == 1);
   CHECK(h.note_detail("unit_corrupt") ==
         "step 1: embedding: worker 2.0 disagrees with the 5 holders of the majority's copy (0.0, 1.0, 3.0, 4.0, 5.0); "
         "the odd copies are repaired from the majority's and the step runs again");
