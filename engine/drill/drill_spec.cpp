@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
@@ -392,7 +393,10 @@ const char* action_name(ActionKind k) {
 }
 
 std::string Action::describe() const {
-  static const char* points[] = {"forward", "all-to-all", "gradient all-reduce", "state migration"};
+  // one per wire::FaultPoint (snapshot and backward were missing: describing those kills read past the end)
+  static const char* points[] = {"forward", "all-to-all", "gradient all-reduce", "state migration", "snapshot",
+                                 "backward pass", "corruption"};
+  static_assert(std::size(points) == size_t(wire::FaultPoint::count_));
   std::string who = controller ? std::string("the controller")
                     : kind == ActionKind::add ? std::to_string(count) + " node" + (count > 1 ? "s" : "")
                     : holders_of ? "every holder of layer " + std::to_string(holders_of->first) + " expert " +
