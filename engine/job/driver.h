@@ -42,6 +42,7 @@
 #include "job/peer_windows.h"
 #include "job/plan_switch.h"
 #include "job/steps.h"
+#include "job/work_shares.h"
 
 namespace sal::job {
 
@@ -101,8 +102,9 @@ class Driver {
   const CheckpointFacts& checkpoint_facts() const { return measured_.facts(); }
   // What each worker's last vote said it holds of the sparse snapshots (job.checkpoint()).
   const std::map<Participant, SparseHolding>& sparse_holdings() const { return measured_.sparse(); }
-  // Each worker's recent step times and speed verdict (job.health()).
+  // Each worker's recent step times and speed verdict (job.health()), and its share of the work.
   const SpeedWatch& health() const { return measured_.speed(); }
+  const WorkShares& shares() const { return shares_; }
   // What each live agent last reported holding of them, and the window a restore would use now.
   const std::map<NodeId, wire::SliceReport>& peer_slices() const { return peers_.reports(); }
   std::optional<PeerWindow> restorable() const { return peer_window(steps_.committed()); }
@@ -147,6 +149,7 @@ class Driver {
   Next on_request(const Event& e);
   Next on_stop(const Event& e);
   Next on_slices(const Event& e);
+  Next on_health_decided(const Event& e);
 
   // The one place the phase changes: the table's dispatcher (handle()) with the "to" column of the
   // row that ran (driver_table.cpp).
@@ -228,6 +231,13 @@ class Driver {
   void snapshot_answered(const wire::SaveDone& d);
   void drop_snapshots_of_lost();
 
+  // ---- the health policy (driver_health.cpp) ----
+  // At a commit: asks the health policy when a verdict changed (or a worker with less than an even
+  // share is due a look).
+  void consult_health(uint64_t step, bool verdict_changed);
+  // The fewest workers the job may be drained to: each expert's floor on distinct workers, in their slots.
+  uint32_t min_workers() const;
+
   // ---- helpers ----
   void note(std::string kind, std::string detail, act::Level level = act::Level::info, bool quiet = false);
   void send(const std::vector<Participant>& ranks, act::Message msg);
@@ -273,6 +283,7 @@ class Driver {
   Streak streak_;
   uint64_t decisions_ = 0;  // the planner's and the redundancy policy's questions, numbered
   Measurements measured_;
+  WorkShares shares_;  // each worker's share of the work (the health policy's)
   PeerWindows peers_;
   std::optional<ckpt::SnapshotBook> snapshots_;
 };

@@ -119,10 +119,11 @@ TEST_CASE("wrong frame counts and headers are malformed") {
 }
 
 TEST_CASE("a different protocol version is named as such") {
-  auto r = open(frames(MsgType::heartbeat, pack(1u, 2u), 9));
+  const int other = kProtocolVersion + 1;
+  auto r = open(frames(MsgType::heartbeat, pack(1u, 2u), uint8_t(other)));
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().code() == int(ErrorCode::bad_version));
-  CHECK(r.error().message().find("protocol version 9 not supported") != std::string::npos);
+  CHECK(r.error().message().find("protocol version " + std::to_string(other) + " not supported") != std::string::npos);
 }
 
 TEST_CASE("unknown message types are refused") {
