@@ -60,6 +60,13 @@ policy::Input synthetic_input(policy::Kind kind) {
     }
     case policy::Kind::redundancy:
       return policy::RedundancyInput{8, std::vector<bool>(8, true), 0, false, {}};
+    case policy::Kind::health: {
+      policy::HealthInput in;  // 8 workers, 8.0 at half speed for 600 steps
+      in.step = 1000, in.min_workers = 4;
+      for (uint32_t n = 1; n <= 8; ++n)
+        in.workers.push_back({std::to_string(n) + ".0", n, n == 8 ? 2.0 : 1.0, n == 8 ? 2.0 : 1.0, n == 8, 20, n == 8 ? 400u : 0u, 1});
+      return in;
+    }
   }
   return policy::AllocationInput{};
 }
@@ -70,6 +77,7 @@ std::string synthetic_context_text(policy::Kind kind) {
     case policy::Kind::placement: return "8 nodes x 4 slots, 8 experts in 2 layers, replicas 11 3 3 3 3 3 3 3";
     case policy::Kind::checkpoint: return "21 operators of 2 layers, 0.5 s iterations, 16 GB/s";
     case policy::Kind::redundancy: return "8 data-parallel groups, r of the policy's choosing";
+    case policy::Kind::health: return "8 workers, 8.0 at half the others' speed for 600 steps";
   }
   return "";
 }

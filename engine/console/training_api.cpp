@@ -293,6 +293,7 @@ int job_health(Controller& c, lua_State* L) {
   lua::set_field(L, "slow_ratio", watch.options().slow_ratio);
   lua::set_field(L, "back_ratio", watch.options().back_ratio);
   lua::set_field(L, "slow", int64_t(watch.slow_count()));
+  if (const auto* live = c.planner().policies().slot(policy::Kind::health).live()) lua::set_field(L, "policy", live->label());
   const auto& corrupt = c.driver().corrupt_copies();
   uint64_t corrupt_total = 0;
   for (const auto& [who, n] : corrupt) corrupt_total += n;
@@ -311,6 +312,7 @@ int job_health(Controller& c, lua_State* L) {
     lua::set_field(L, "steps", int64_t(h.steps));
     lua::set_field(L, "state", std::string(h.slow ? "slow" : "ok"));
     if (h.since_step) lua::set_field(L, "since_step", int64_t(h.since_step));
+    lua::set_field(L, "share", c.driver().shares().share(h.who));
     auto bad = corrupt.find(h.who);
     lua::set_field(L, "corrupt", int64_t(bad == corrupt.end() ? 0 : bad->second));
     lua_rawseti(L, -2, int(i + 1));
@@ -346,13 +348,15 @@ void register_training_api(lua::ApiRegistry& reg, Controller& c) {
       "last 20 steps, and the last n step records (loss, ce, aux, grad_norm, lr, tokens, step_ms, "
       "compute_ms, tokens_per_s, workers, plan, imbalance: the busiest worker's expert tokens over the mean). metrics.csv in the run directory has every step.",
       Role::observe, job_metrics);
-  add("health", "job.health() -> {window, slow_ratio, back_ratio, slow, corrupt_copies, workers = {{worker, node, busy_ms, "
-      "exchange_ms, sync_ms, update_ms, ratio, steps, state, since_step, corrupt}, ...}}",
+  add("health", "job.health() -> {window, slow_ratio, back_ratio, slow, policy, corrupt_copies, workers = {{worker, node, "
+      "busy_ms, exchange_ms, sync_ms, update_ms, ratio, steps, state, since_step, share, corrupt}, ...}}",
       "Gray failures: per worker, the medians over the last `window` committed steps of its time computing "
       "(busy_ms), in the passes' token exchanges, in the gradient sync and in its last update; ratio: its "
       "computing time over the median of the others' in the same step (the window's median); state: slow "
-      "once the ratio reaches slow_ratio, ok again at back_ratio (events node_slow, node_speed_back); corrupt: the "
-      "copies it held whose digests disagreed with their unit's majority (event unit_corrupt; docs/health.md).",
+      "once the ratio reaches slow_ratio, ok again at back_ratio (events node_slow, node_speed_back); share: "
+      "its part of each step's work as the health policy (`policy`) decided it, 1 being an even part "
+      "(event work_shares); corrupt: the copies it held whose digests disagreed with their unit's majority "
+      "(event unit_corrupt; docs/health.md).",
       Role::observe, job_health);
   add("loads", "job.loads([layer]) -> {steps, layers = {{tokens per expert}, ...}} | {steps, experts}",
       "Mean tokens routed to each expert per step over the recent window (train.rebalance_every steps), "

@@ -121,6 +121,7 @@ struct PolicyConfig {
   std::string placement = "goodput";
   std::string checkpoint = "moetion";
   std::string redundancy = "none";
+  std::string health = "lighten";  // what to do about a slow worker (policies/health)
   int64_t min_replicas = 2;    // f: each expert's fault-tolerance floor
   int64_t slots = 4;           // expert slots per worker
   int64_t budget_ms = 500;     // wall-clock limit of one call into a policy

@@ -42,6 +42,7 @@
 #include "job/peer_windows.h"
 #include "job/plan_switch.h"
 #include "job/steps.h"
+#include "job/work_shares.h"
 
 namespace sal::job {
 
@@ -101,8 +102,9 @@ class Driver {
   const CheckpointFacts& checkpoint_facts() const { return measured_.facts(); }
   // What each worker's last vote said it holds of the sparse snapshots (job.checkpoint()).
   const std::map<Participant, SparseHolding>& sparse_holdings() const { return measured_.sparse(); }
-  // Each worker's recent step times and speed verdict (job.health()).
+  // Each worker's recent step times and speed verdict (job.health()), and its share of the work.
   const SpeedWatch& health() const { return measured_.speed(); }
+  const WorkShares& shares() const { return shares_; }
   // The copies each worker held that disagreed with their unit's majority (driver_digests.cpp).
   const std::map<Participant, uint64_t>& corrupt_copies() const { return corrupt_copies_; }
   // What each live agent last reported holding of them, and the window a restore would use now.
@@ -149,6 +151,7 @@ class Driver {
   Next on_request(const Event& e);
   Next on_stop(const Event& e);
   Next on_slices(const Event& e);
+  Next on_health_decided(const Event& e);
 
   // The one place the phase changes: the table's dispatcher (handle()) with the "to" column of the
   // row that ran (driver_table.cpp).
@@ -230,6 +233,13 @@ class Driver {
   void snapshot_answered(const wire::SaveDone& d);
   void drop_snapshots_of_lost();
 
+  // ---- the health policy (driver_health.cpp) ----
+  // At a commit: asks the health policy when a verdict changed (or a worker with less than an even
+  // share is due a look).
+  void consult_health(uint64_t step, bool verdict_changed);
+  // The fewest workers the job may be drained to: each expert's floor on distinct workers, in their slots.
+  uint32_t min_workers() const;
+
   // ---- digests: catching corruption (driver_digests.cpp, digests.h) ----
   // When `v` completes the step's votes: whether the holders of some unit disagree (then the
   // events are out and the repairs pending; the step must abort with digest_abort_).
@@ -286,6 +296,7 @@ class Driver {
   Streak streak_;
   uint64_t decisions_ = 0;  // the planner's and the redundancy policy's questions, numbered
   Measurements measured_;
+  WorkShares shares_;  // each worker's share of the work (the health policy's)
   PeerWindows peers_;
   std::optional<ckpt::SnapshotBook> snapshots_;
   // Copies that disagreed with their unit's other holders: repaired by the next plan (digests.h).

@@ -26,6 +26,7 @@
 #include "job/measurements.h"
 #include "job/plan_switch.h"
 #include "plan/plan.h"
+#include "policy/decision.h"
 #include "policy/plan_ask.h"
 #include "wire/messages.h"
 
@@ -95,6 +96,12 @@ struct PatchDecided {
   Result<plan::ShardStacks> stacks;
   std::string decided_by;
 };
+// The health policy's answer to act::DecideHealth: each worker's share of the work, which to drain.
+struct HealthDecided {
+  uint64_t decision = 0;
+  policy::HealthProposal proposal;
+  std::string decided_by;
+};
 // What an agent holds of the sparse snapshots (and what it refused), as it reported it.
 struct Slices { wire::SliceReport report; };
 // An operator (job.rebalance(), policy.load) or the job's own schedule wants a new plan.
@@ -113,7 +120,7 @@ struct Stop {
 }  // namespace in
 
 using Event = std::variant<in::Membership, in::Lost, in::Vote, in::Ready, in::Saved, in::Decided, in::TimerFired,
-                           in::PlanRequest, in::Stop, in::Slices, in::PatchDecided>;
+                           in::PlanRequest, in::Stop, in::Slices, in::PatchDecided, in::HealthDecided>;
 
 struct Input {
   int64_t now_ns = 0;  // CLOCK_MONOTONIC when it happened
@@ -142,6 +149,18 @@ struct DecidePatch {
   uint64_t decision = 0;
   std::vector<bool> alive;
   plan::ShardStacks current;
+};
+// Ask the health policy what to do about the workers' speeds (the answer: in::HealthDecided with
+// the same `decision`).
+struct DecideHealth {
+  uint64_t decision = 0;
+  policy::HealthInput input;
+};
+// The node leaves the job gracefully (the health policy drained it): the controller tells its agent
+// to drain; the driver re-plans when its workers leave the view.
+struct Drain {
+  NodeId node = kNoNode;
+  std::string why;
 };
 struct ArmTimer {
   Timer timer;
@@ -203,7 +222,7 @@ struct Journal {
 using Action = std::variant<act::Send, act::DecidePlan, act::DecidePatch, act::ArmTimer, act::CancelTimer, act::Note, act::Phase,
                             act::StepDone, act::PlanInForce, act::RecoveryDone, act::StepsLost, act::Restored,
                             act::EraseKeys, act::SnapshotComplete, act::CheckpointComplete, act::SnapshotDrop, act::Committed, act::StopJob,
-                            act::Journal>;
+                            act::Journal, act::DecideHealth, act::Drain>;
 
 // One line of each, for the controller's debug trace ("vote 1.0 step 12 yes", "send plan_update to 4").
 std::string describe(const Event& e);

@@ -91,7 +91,8 @@ void Driver::begin_step(phase::Running& r) {
   r.tally.loads.assign(size_t(cfg_.model.layers) * size_t(cfg_.model.experts), 0);
   r.tally.begun_ns = now_ns_;
   steps_.begin(view_.epoch, applied_->ranks);
-  send(applied_->ranks, wire::StepBegin{view_.epoch, r.tally.step, applied_->number()});
+  shares_.keep_only(applied_->ranks);
+  send(applied_->ranks, wire::StepBegin{view_.epoch, r.tally.step, applied_->number(), shares_.for_step(applied_->ranks)});
 }
 
 Driver::Next Driver::on_vote(const Event& e) {
@@ -203,10 +204,12 @@ void Driver::committed(phase::Running& r, const StepRecord& rec) {
   measured_.step_committed(r.tally.loads, rec.step_ms / 1e3);
   // (a plan's first steps connect, allocate and fault pages in: not the workers' speed)
   const bool settled = r.tally.step >= applied_->from_step + kUnsettledSteps;
-  for (const auto& c : settled ? measured_.worker_times(r.tally.step, r.tally.times, applied_->ranks)
-                               : std::vector<SpeedChange>{})
+  const auto changes = settled ? measured_.worker_times(r.tally.step, r.tally.times, applied_->ranks)
+                               : std::vector<SpeedChange>{};
+  for (const auto& c : changes)
     out_.push_back(act::Note{c.slow ? "node_slow" : "node_speed_back", describe(c, measured_.speed().options().window),
                              c.slow ? act::Level::warn : act::Level::info, false, c.who.node});
+  if (settled) consult_health(r.tally.step, !changes.empty());
   maybe_snapshot();
   if (cfg_.max_steps > 0 && int64_t(steps_.committed()) >= cfg_.max_steps)
     note("steps_done", std::to_string(steps_.committed()) + " steps committed", act::Level::info, true);

@@ -21,8 +21,9 @@ constexpr To to(std::initializer_list<S> phases) {
 }
 
 // The event kinds, as their index in job::Event.
-enum class On : uint8_t { membership, lost, vote, ready, saved, decided, timer, request, stop, slices, patch_decided };
-static_assert(size_t(On::patch_decided) + 1 == std::variant_size_v<Event>, "one kind per event");
+enum class On : uint8_t { membership, lost, vote, ready, saved, decided, timer, request, stop, slices, patch_decided,
+                          health_decided };
+static_assert(size_t(On::health_decided) + 1 == std::variant_size_v<Event>, "one kind per event");
 
 // After a plan comes into force the first boundary may begin a step, plan again or end the job.
 constexpr To kFromRunning = to({running, deciding, saving, done});
@@ -84,6 +85,7 @@ const Driver::Row* Driver::row(size_t state, size_t event_kind, std::optional<Ti
     {any,          On::request,       {},        &Driver::on_request,        0},                          // at the next boundary
     {any,          On::stop,          {},        &Driver::on_stop,           to({saving, done})},
     {any,          On::slices,        {},        &Driver::on_slices,         0},                          // what an agent holds
+    {any,          On::health_decided, {},       &Driver::on_health_decided, 0},                          // the workers' shares
   };
   // clang-format on
   for (const Row& r : kTable) {

@@ -52,6 +52,9 @@ std::string describe(const Event& e) {
                    (d.record ? "" : ": " + d.record.error().message());
           },
           [](const in::TimerFired& t) { return std::string("timer ") + timer_name(t.timer); },
+          [](const in::HealthDecided& d) {
+            return "health decided (" + std::to_string(d.decision) + ") by " + d.decided_by + ": " + d.proposal.note;
+          },
           [](const in::PatchDecided& d) {
             return "patch decided (" + std::to_string(d.decision) + ")" + (d.stacks ? "" : ": " + d.stacks.error().message());
           },
@@ -78,6 +81,8 @@ std::string describe(const Action& a) {
           },
           [](const act::DecidePlan& d) { return "decide a plan for " + std::to_string(d.workers) + " workers"; },
           [](const act::DecidePatch& d) { return "decide a patch (" + std::to_string(d.decision) + ")"; },
+          [](const act::DecideHealth& d) { return "decide the workers' shares (" + std::to_string(d.decision) + ")"; },
+          [](const act::Drain& d) { return "drain node " + std::to_string(d.node); },
           [](const act::ArmTimer& t) { return std::string("arm ") + timer_name(t.timer) + " " + std::to_string(t.ms) + " ms"; },
           [](const act::CancelTimer& t) { return std::string("cancel ") + timer_name(t.timer); },
           [](const act::Note& n) { return "note " + n.kind; },

@@ -44,6 +44,20 @@ double slowness(const Participant& who, const std::map<Participant, WorkerTimes>
   return t.busy_cpu_ms / expected * (median(std::move(rate)) / own_rate);
 }
 
+// Each worker's computing time over the median of the others' in one step (none when fewer than two
+// workers, or the others computed nothing).
+std::map<Participant, double> step_lags(const std::map<Participant, WorkerTimes>& times) {
+  std::map<Participant, double> out;
+  if (times.size() < 2) return out;
+  for (const auto& [who, t] : times) {
+    std::vector<double> others;
+    for (const auto& [other, u] : times)
+      if (other != who) others.push_back(u.busy_ms);
+    if (double m = median(std::move(others)); m > 0) out[who] = t.busy_ms / m;
+  }
+  return out;
+}
+
 // Each worker's slowness against the others' in one step (none when fewer than two workers
 // computed anything).
 std::map<Participant, double> step_ratios(const std::map<Participant, WorkerTimes>& times) {
@@ -71,6 +85,7 @@ void push_bounded(std::deque<T>& d, T v, size_t n) {
 
 std::vector<SpeedChange> SpeedWatch::observe(uint64_t step, const std::map<Participant, WorkerTimes>& times) {
   std::vector<SpeedChange> changes;
+  for (const auto& [who, lag] : step_lags(times)) push_bounded(workers_[who].lags, lag, o_.window);
   for (const auto& [who, r] : step_ratios(times)) {
     Track& t = workers_[who];
     push_bounded(t.ratios, r, o_.window);
@@ -91,7 +106,8 @@ WorkerHealth SpeedWatch::health_of(const Participant& who, const Track& t) const
   WorkerHealth h;
   h.who = who;
   h.steps = t.ratios.size();
-  h.ratio = median(std::vector<double>(t.ratios.begin(), t.ratios.end()));
+  h.ratio = t.ratios.empty() ? 1 : median(std::vector<double>(t.ratios.begin(), t.ratios.end()));
+  h.lag = t.lags.empty() ? 1 : median(std::vector<double>(t.lags.begin(), t.lags.end()));
   h.slow = t.slow;
   h.since_step = t.since_step;
   auto phase = [&](double WorkerTimes::*field) {
@@ -102,6 +118,10 @@ WorkerHealth SpeedWatch::health_of(const Participant& who, const Track& t) const
   h.median = {phase(&WorkerTimes::busy_ms), phase(&WorkerTimes::exchange_ms), phase(&WorkerTimes::sync_ms),
               phase(&WorkerTimes::update_ms)};
   return h;
+}
+
+void SpeedWatch::restart_lag(const Participant& who) {
+  if (auto it = workers_.find(who); it != workers_.end()) it->second.lags.clear();
 }
 
 void SpeedWatch::keep_only(const std::vector<Participant>& workers) {

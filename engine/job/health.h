@@ -13,6 +13,11 @@
 // Its ratio is the product: 2 for a worker at half speed either way. Without CPU times measured
 // (a GPU), the wall time over the median of the others'.
 //
+// Beside the speed, each worker's lag: its computing time over the others' in the same step (the
+// median of theirs), whatever work it had — what a worker costs the lockstep. A worker given less
+// work (the health policy's shares) that keeps up has a lag near 1 though it is still slow; the
+// health policy steers its share by it, and the lag is measured afresh when the share changes.
+//
 // The verdict is robust against a shared machine's noise (a worker descheduled for a step, a page
 // fault, a busy neighbour): it looks at the ratio over the last `window` committed steps that
 // worker was in, and names it slow only when nearly all of them (the window's lowest fifth) are at
@@ -57,7 +62,8 @@ struct HealthOptions {
 struct WorkerHealth {
   Participant who;
   WorkerTimes median;    // per phase, over the window
-  double ratio = 1;      // its computing time over the others', the window's median
+  double ratio = 1;      // its computing time over the others' for the same work, the window's median
+  double lag = 1;        // its computing time over the others' in the same step, the window's median
   size_t steps = 0;      // steps in the window so far
   bool slow = false;
   uint64_t since_step = 0;  // the step of the last verdict (slow or back)
@@ -79,6 +85,8 @@ class SpeedWatch {
   // keeps its window (it is measured again when it is back); forget() drops one that left.
   std::vector<SpeedChange> observe(uint64_t step, const std::map<Participant, WorkerTimes>& times);
   void forget(const Participant& who) { workers_.erase(who); }
+  // The worker's work changed (its share): its lag is measured afresh from the next step.
+  void restart_lag(const Participant& who);
   // Forgets every worker not among `workers` (they left the plan).
   void keep_only(const std::vector<Participant>& workers);
 
@@ -88,7 +96,7 @@ class SpeedWatch {
 
  private:
   struct Track {
-    std::deque<double> ratios;
+    std::deque<double> ratios, lags;
     std::deque<WorkerTimes> times;
     bool slow = false;
     uint64_t since_step = 0;

@@ -128,6 +128,7 @@ class Measurements {
   const CheckpointFacts& facts() const { return facts_; }
   const std::map<Participant, SparseHolding>& sparse() const { return sparse_; }
   const SpeedWatch& speed() const { return speed_; }
+  SpeedWatch& speed() { return speed_; }
 
  private:
   LoadWindow loads_;

@@ -18,6 +18,7 @@ policy::PlannerConfig planner_config(const JobConfig& job) {
   c.placement = job.policies.placement;
   c.checkpoint = job.policies.checkpoint;
   c.redundancy_policy = job.policies.redundancy;
+  c.health_policy = job.policies.health;
   c.dir = job.dir;
   c.budget_ms = job.policies.budget_ms;
   c.memory_limit = size_t(job.policies.memory_mb) << 20;

@@ -184,6 +184,8 @@ const std::vector<Field>& fields() {
            [](JobConfig& j) -> std::string& { return j.policies.checkpoint; }),
       text("policies.redundancy", {}, "redundancy policy (name or .lua path)",
            [](JobConfig& j) -> std::string& { return j.policies.redundancy; }),
+      text("policies.health", {}, "health policy: what to do about a slow worker (name or .lua path)",
+           [](JobConfig& j) -> std::string& { return j.policies.health; }),
       integer("policies.min_replicas", 1, 64, "f: replicas every expert keeps at least",
               [](JobConfig& j) -> int64_t& { return j.policies.min_replicas; }),
       integer("policies.slots", 1, 1024, "expert slots per worker",

@@ -186,6 +186,15 @@ void Controller::apply(const job::Action& action) {
                    auto stacks = planner_->patch_stacks(a.alive, a.current, by);
                    feed(job::in::PatchDecided{a.decision, std::move(stacks), std::move(by)});
                  },
+                 [&](const act::DecideHealth& a) {
+                   std::string by;
+                   auto proposal = planner_->health(a.input, by);
+                   feed(job::in::HealthDecided{a.decision, std::move(proposal), std::move(by)});
+                 },
+                 [&](const act::Drain& a) {
+                   if (auto s = drain_node(a.node, "the health policy"); !s)
+                     spdlog::warn("the health policy's drain of node {}: {}", a.node, s.error().message());
+                 },
                  [&](const act::ArmTimer& a) { apply_timer(a.timer, a.ms); },
                  [&](const act::CancelTimer& a) { apply_timer(a.timer, std::nullopt); },
                  [&](const act::Note& a) { apply_note(a); },

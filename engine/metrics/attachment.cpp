@@ -27,6 +27,7 @@ JobState job_state(mesh::Controller& c) {
   s.nodes_expected = uint64_t(c.job().mesh.nodes);
   s.workers_live = c.membership().ready_workers();
   s.slow_workers = c.driver().health().slow_count();
+  s.lightened_workers = c.driver().shares().lightened();
   for (const auto& [who, n] : c.driver().corrupt_copies()) s.corrupt_copies += n;
   s.epoch = c.membership().epoch();
   s.plan = c.driver().applied() ? c.driver().applied()->number() : 0;

@@ -72,6 +72,8 @@ void MetricsExport::add_membership() {
   workers_live_ = &gauge("salamander_live_workers", "Workers ready to train");
   slow_workers_ = &gauge("salamander_slow_workers",
                          "Workers named slow: computing slow_ratio times the others' time or more (job.health())");
+  lightened_workers_ = &gauge("salamander_lightened_workers",
+                              "Workers the health policy gave less than an even share of the work (job.health() share)");
   epoch_ = &gauge("salamander_epoch", "Membership epoch: bumped by every join, loss or departure");
   plan_ = &gauge("salamander_plan", "Number of the plan in force (0 before the first)");
   auto& phases = family<prometheus::Gauge>("salamander_phase", "The job driver's phase: 1 for the one it is in, 0 for the others");
@@ -128,6 +130,7 @@ void MetricsExport::update(const JobState& s) {
   nodes_expected_->Set(double(s.nodes_expected));
   workers_live_->Set(double(s.workers_live));
   slow_workers_->Set(double(s.slow_workers));
+  lightened_workers_->Set(double(s.lightened_workers));
   epoch_->Set(double(s.epoch));
   plan_->Set(double(s.plan));
   advance(*aborted_, double(s.steps_aborted));

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "core/apportion.h"
 #include "core/paths.h"
 
 namespace sal::model {
@@ -102,6 +103,12 @@ Batch make_batch(const Corpus& c, uint64_t seed, uint64_t step, int first, int c
     }
   }
   return b;
+}
+
+std::pair<int, int> batch_share(int global, const std::vector<uint32_t>& shares, int ranks, int rank) {
+  if (shares.size() != size_t(ranks)) return batch_share(global, ranks, rank);
+  auto [first, count] = contiguous_share(uint64_t(global), std::vector<uint64_t>(shares.begin(), shares.end()), size_t(rank));
+  return {int(first), int(count)};
 }
 
 std::pair<int, int> batch_share(int global, int ranks, int rank) {

@@ -35,6 +35,10 @@ struct Batch {
   int sequences = 0, seq_len = 0;
   std::vector<int32_t> inputs;   // [sequences * seq_len]
   std::vector<int32_t> targets;  // inputs shifted by one
+  // How the step's work is divided among the plan's ranks, in thousandths of an even part per rank
+  // (the health policy's shares; empty: even): the global batch's sequences were split so, and the
+  // experts' tokens are dispatched so (runtime/dispatch.h's weights).
+  std::vector<uint32_t> rank_shares;
 };
 
 // Sequences [first, first + count) of step `step`'s global batch.
@@ -43,5 +47,9 @@ Batch make_batch(const Corpus& c, uint64_t seed, uint64_t step, int first, int c
 // The sequences of a global batch of `global` that rank `rank` of `ranks` takes: a contiguous
 // share, the first (global mod ranks) ranks taking one more.
 std::pair<int, int> batch_share(int global, int ranks, int rank);
+// The same with each rank's share weighted (`shares`, one per rank, in thousandths of an even part:
+// the health policy's; empty: even): contiguous, in rank order, every rank at least one sequence
+// while the batch has as many (core/apportion.h).
+std::pair<int, int> batch_share(int global, const std::vector<uint32_t>& shares, int ranks, int rank);
 
 }  // namespace sal::model

@@ -16,8 +16,8 @@
 
 namespace sal::policy {
 
-enum class Kind : uint8_t { allocation, placement, checkpoint, redundancy };
-constexpr Kind kKinds[] = {Kind::allocation, Kind::placement, Kind::checkpoint, Kind::redundancy};
+enum class Kind : uint8_t { allocation, placement, checkpoint, redundancy, health };
+constexpr Kind kKinds[] = {Kind::allocation, Kind::placement, Kind::checkpoint, Kind::redundancy, Kind::health};
 std::string_view kind_name(Kind k);
 bool parse_kind(std::string_view s, Kind& out);
 
@@ -88,8 +88,36 @@ struct RedundancyInput {
 };
 using RedundancyProposal = plan::ShardStacks;
 
-using Input = std::variant<AllocationInput, PlacementInput, CheckpointInput, RedundancyInput>;
-using Proposal = std::variant<AllocationProposal, PlacementProposal, CheckpointProposal, RedundancyProposal>;
+// One worker as the health policy sees it (job/health.h's verdict on its speed).
+struct WorkerHealthInfo {
+  std::string name;       // "2.0": node 2's first worker
+  uint32_t node = 0;
+  double ratio = 1;       // its computing time over the others' for the same work (the window's median)
+  double lag = 1;         // its computing time over the others' in the same step, whatever its share (median)
+  bool slow = false;      // the speed watch's verdict
+  uint64_t steps = 0;     // steps measured in its window (the verdict needs a full window)
+  uint64_t since_step = 0;  // the step of its last verdict (0: none yet)
+  double share = 1;       // the share of an even part of the work it gets now (1: even)
+};
+struct HealthInput {
+  uint64_t step = 0;                       // the last committed step
+  uint32_t window = 20;                    // steps a verdict looks at
+  double slow_ratio = 1.5, back_ratio = 1.25;
+  uint32_t min_workers = 1;                // draining below this many workers is refused
+  std::vector<WorkerHealthInfo> workers;   // the plan's ranks, in rank order
+};
+// What to do about each worker: its share of the work (relative: 1 is an even part; 0.5 half of
+// one), and the workers whose nodes leave the job (drained: they finish nothing more, the job
+// re-plans without them).
+struct HealthProposal {
+  std::vector<double> shares;   // per worker of the input, in (0, 1]
+  std::vector<uint32_t> drain;  // worker positions (0-based here)
+  std::string note;             // the policy's reasoning, for people (the health event)
+};
+
+using Input = std::variant<AllocationInput, PlacementInput, CheckpointInput, RedundancyInput, HealthInput>;
+using Proposal =
+    std::variant<AllocationProposal, PlacementProposal, CheckpointProposal, RedundancyProposal, HealthProposal>;
 
 inline Kind kind_of(const Input& in) { return Kind(in.index()); }
 inline Kind kind_of(const Proposal& p) { return Kind(p.index()); }

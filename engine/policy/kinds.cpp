@@ -9,6 +9,7 @@ std::string_view kind_name(Kind k) {
     case Kind::placement: return "placement";
     case Kind::checkpoint: return "checkpoint";
     case Kind::redundancy: return "redundancy";
+    case Kind::health: return "health";
   }
   return "?";
 }
@@ -28,6 +29,7 @@ const KindOps& ops_for(Kind k) {
     case Kind::placement: return placement_ops();
     case Kind::checkpoint: return checkpoint_ops();
     case Kind::redundancy: return redundancy_ops();
+    case Kind::health: return health_ops();
   }
   return allocation_ops();
 }

@@ -1,4 +1,4 @@
-// kinds.h — everything that differs between the four kinds of policy, as one table per kind:
+// kinds.h — everything that differs between the five kinds of policy, as one table per kind:
 // how its input becomes a Lua `ctx`, how a Lua proposal is read back, the C++ validator, the C++
 // floor policy used when no Lua generation can decide, and how proposals are summarised and
 // compared (policy.show, policy.diff). The slot machinery (slot.h) is the same for all kinds.
@@ -37,10 +37,11 @@ struct KindOps {
 
 const KindOps& ops_for(Kind k);
 
-// Per-kind tables (allocation.cpp, placement.cpp, checkpoint.cpp, redundancy.cpp).
+// Per-kind tables (allocation.cpp, placement.cpp, checkpoint.cpp, redundancy.cpp, health.cpp).
 const KindOps& allocation_ops();
 const KindOps& placement_ops();
 const KindOps& checkpoint_ops();
 const KindOps& redundancy_ops();
+const KindOps& health_ops();
 
 }  // namespace sal::policy

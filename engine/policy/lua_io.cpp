@@ -170,14 +170,17 @@ Result<std::vector<std::vector<std::vector<uint32_t>>>> read_uints3(lua_State* L
       L, m, idx, path, [&](int i, const std::string& p) { return read_uints2(L, m, i, p, lo, hi, shift); });
 }
 
-Result<std::vector<std::vector<double>>> read_numbers2(lua_State* L, lua::Meter& m, int idx, const std::string& path) {
-  return read_list<std::vector<double>>(L, m, idx, path, [&](int i, const std::string& p) {
-    return read_list<double>(L, m, i, p, [&](int j, const std::string& q) -> Result<double> {
-      if (lua_type(L, j) != LUA_TNUMBER || !std::isfinite(lua_tonumber(L, j)) || lua_tonumber(L, j) < 0)
-        return fail(q, ": expected a number >= 0, got ", type_text(L, j));
-      return double(lua_tonumber(L, j));
-    });
+Result<std::vector<double>> read_numbers(lua_State* L, lua::Meter& m, int idx, const std::string& path) {
+  return read_list<double>(L, m, idx, path, [&](int j, const std::string& q) -> Result<double> {
+    if (lua_type(L, j) != LUA_TNUMBER || !std::isfinite(lua_tonumber(L, j)) || lua_tonumber(L, j) < 0)
+      return fail(q, ": expected a number >= 0, got ", type_text(L, j));
+    return double(lua_tonumber(L, j));
   });
+}
+
+Result<std::vector<std::vector<double>>> read_numbers2(lua_State* L, lua::Meter& m, int idx, const std::string& path) {
+  return read_list<std::vector<double>>(L, m, idx, path,
+                                        [&](int i, const std::string& p) { return read_numbers(L, m, i, p); });
 }
 
 Result<uint32_t> read_field_uint(lua_State* L, int idx, const char* key, uint32_t lo, uint32_t hi) {

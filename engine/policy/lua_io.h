@@ -46,6 +46,7 @@ Result<std::vector<std::vector<uint32_t>>> read_uints2(lua_State* L, lua::Meter&
 Result<std::vector<std::vector<std::vector<uint32_t>>>> read_uints3(lua_State* L, lua::Meter& m, int idx,
                                                                     const std::string& path, uint32_t lo,
                                                                     uint32_t hi, uint32_t shift = 0);
+Result<std::vector<double>> read_numbers(lua_State* L, lua::Meter& m, int idx, const std::string& path);
 Result<std::vector<std::vector<double>>> read_numbers2(lua_State* L, lua::Meter& m, int idx, const std::string& path);
 Result<std::vector<bool>> read_bools(lua_State* L, lua::Meter& m, int idx, const std::string& path);
 // A field of the table at idx: an integer in [lo, hi] (required), or a number >= 0 (default when absent).

@@ -26,7 +26,8 @@ Planner::Planner(PlannerConfig cfg, std::function<void()> service)
 Status Planner::configure(const std::map<std::string, std::string>* journaled) {
   for (auto [kind, name] : {std::pair{Kind::allocation, cfg_.allocation}, std::pair{Kind::placement, cfg_.placement},
                             std::pair{Kind::checkpoint, cfg_.checkpoint},
-                            std::pair{Kind::redundancy, cfg_.redundancy_policy}}) {
+                            std::pair{Kind::redundancy, cfg_.redundancy_policy},
+                            std::pair{Kind::health, cfg_.health_policy}}) {
     std::string slot(kind_name(kind));
     if (journaled && journaled->count(slot)) {
       if (auto s = policies_.load(kind, journaled->at(slot), "journal"); !s)
@@ -263,6 +264,12 @@ Result<plan::ShardStacks> Planner::patch_stacks(const std::vector<bool>& alive, 
   auto stacks = std::get<RedundancyProposal>(d.proposal);
   spdlog::info("patch stacks by {}: {}", d.decided_by, stacks.wipeout ? "wiped out" : "depth " + std::to_string(stacks.depth()));
   return stacks;
+}
+
+HealthProposal Planner::health(const HealthInput& in, std::string& decided_by) {
+  auto d = policies_.slot(Kind::health).decide(in);
+  decided_by = d.decided_by;
+  return std::get<HealthProposal>(d.proposal);
 }
 
 void Planner::reset_stacks(plan::ShardStacks& s) {

@@ -40,7 +40,7 @@ struct PlannerConfig {
   int64_t checkpoint_every = 50;
   std::string recovery = "elastic";  // named in the baselines' fixed plans
   // The policy of each kind: a shipped name or a file; relative .lua paths are under `dir`.
-  std::string allocation, placement, checkpoint, redundancy_policy;
+  std::string allocation, placement, checkpoint, redundancy_policy, health_policy = "ignore";
   std::string dir;
   int64_t budget_ms = 500;
   size_t memory_limit = 64u << 20;
@@ -82,6 +82,10 @@ class Planner {
   // `decided_by` says which generation decided them.
   Result<plan::ShardStacks> patch_stacks(const std::vector<bool>& alive, const plan::ShardStacks& current,
                                          std::string& decided_by);
+
+  // What to do about the workers' speeds (the health policy): each one's share of the work and
+  // which leave. `decided_by` says which generation decided.
+  HealthProposal health(const HealthInput& in, std::string& decided_by);
 
   PolicySet& policies() { return policies_; }
   const std::optional<PlanRecord>& current() const { return current_; }

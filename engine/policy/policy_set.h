@@ -46,7 +46,7 @@ class PolicySet {
   PolicyOptions opts_;
   SourceResolver resolver_;
   GenerationEnv env_;
-  std::array<std::unique_ptr<Slot>, 4> slots_;
+  std::array<std::unique_ptr<Slot>, std::size(kKinds)> slots_;
 };
 
 // Loads a policy file standalone, guessing its kind from the module's `kind` field.

@@ -12,6 +12,10 @@
 // gives every sink exactly its spare — proportion to spare capacity, in integers, with send and
 // receive counts that agree by construction.
 //
+// Weighted (the health policy's shares: a slow worker gets fewer of an expert's tokens): each unit's
+// part is in proportion to its worker's weight instead of even (core/apportion.h: with equal
+// weights the split above, exactly). Without weights, even.
+//
 // Output: S[e][j][i], the tokens of e that worker j sends to worker i (i == j: kept).
 #pragma once
 
@@ -37,12 +41,14 @@ struct DispatchSchedule {
   uint64_t total(int from, int to) const;
 };
 
-// Errors when the shapes disagree or an expert with tokens has no replica.
-Result<DispatchSchedule> flexible_dispatch(const Counts& tokens, const Counts& units);
+// Errors when the shapes disagree or an expert with tokens has no replica (or, weighted, only
+// replicas of weight 0). `weights`: one per worker, or empty (even).
+Result<DispatchSchedule> flexible_dispatch(const Counts& tokens, const Counts& units,
+                                           const std::vector<uint32_t>& weights = {});
 
-// FNV-1a over a replica table (its shape and every entry): what ranks compare to know they
-// dispatch with the same table. Never 0.
-uint64_t replicas_digest(const Counts& units);
+// FNV-1a over a replica table (its shape and every entry) and the weights, if any: what ranks
+// compare to know they dispatch alike. Never 0.
+uint64_t replicas_digest(const Counts& units, const std::vector<uint32_t>& weights = {});
 
 // A layer's schedule from this rank's token counts (counts[e]), as every rank of `comm` computes
 // it: one all-gather of each rank's counts with the digest of the replica table it dispatches with,
@@ -51,6 +57,6 @@ uint64_t replicas_digest(const Counts& units);
 // plan's data plane need not all-gather the sizes before every all-to-all (collectives.h,
 // GlooOptions::verify_counts). Errors name the rank whose table differs.
 Result<DispatchSchedule> gather_schedule(comm::Collectives& comm, const std::vector<uint32_t>& counts,
-                                         const Counts& units);
+                                         const Counts& units, const std::vector<uint32_t>& weights = {});
 
 }  // namespace sal::runtime

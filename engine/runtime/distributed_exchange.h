@@ -33,6 +33,8 @@ class DistributedExchange : public model::ExpertExchange {
   Status forward(int layer, const float* x, const model::Routing& r, float* out) override;
   Status backward(int layer, const float* d_out, float* dx) override;
 
+  // Each rank's weight in the dispatch of the experts' tokens (the step's shares; empty: even).
+  std::vector<uint32_t> weights;
   // Called before every all-to-all, and as each layer's backward begins (a drill's fault points).
   std::function<void()> before_alltoall;
   std::function<void()> before_backward;

@@ -83,6 +83,7 @@ class GpuCompute final : public DeviceCompute {
     }
     params_ = std::move(*p);
     model_ = std::make_unique<model::MoeGptCuda>(*params_);
+    plan_exchange_ = nullptr;
     exchange_ = std::make_unique<model::LocalDeviceExchange>(*params_, gemm_mode_);
     comm_ = nullptr;
     replicas_.clear();
@@ -120,6 +121,7 @@ class GpuCompute final : public DeviceCompute {
     }
     auto ex = std::make_unique<PlanDeviceExchange>(*plan.comm, device_plane, *params_, plan.replicas, gemm_mode_);
     ex->before_alltoall = plan.before_alltoall;
+    plan_exchange_ = ex.get();
     exchange_ = std::move(ex);
     sync_ = std::make_unique<PlanGradientSync>(*params_, device_plane);
     comm_ = plan.comm;
@@ -150,6 +152,7 @@ class GpuCompute final : public DeviceCompute {
 
   Result<model::StepStats> step(const model::Batch& b, int64_t global_tokens) override {
     if (!model_ || !exchange_) return fail(name_, ": no model on the device");
+    if (plan_exchange_) plan_exchange_->weights = b.rank_shares;
     auto stats = model_->step(b, global_tokens, *exchange_);
     if (!stats) return stats.error().with_context(name_);
     return stats;
@@ -252,6 +255,7 @@ class GpuCompute final : public DeviceCompute {
   void release_plan() {
     if (!device_plane_ready()) drop_device_plane();
     sync_.reset();
+    plan_exchange_ = nullptr;
     exchange_.reset();
     comm_ = nullptr;
     replicas_.clear();
@@ -285,6 +289,7 @@ class GpuCompute final : public DeviceCompute {
   std::unique_ptr<model::DeviceParams> params_;
   std::unique_ptr<model::MoeGptCuda> model_;
   std::unique_ptr<model::DeviceExchange> exchange_;  // local, or staged over comm_
+  PlanDeviceExchange* plan_exchange_ = nullptr;       // exchange_ when it is the plan's (several ranks)
   std::unique_ptr<PlanGradientSync> sync_;          // with comm_ only
   std::unique_ptr<model::OptimizerCuda> optimizer_;
   comm::Collectives* comm_ = nullptr;                 // the plan's host data plane, when it has several ranks

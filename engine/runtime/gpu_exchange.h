@@ -101,6 +101,8 @@ class PlanDeviceExchange final : public model::DeviceExchange {
   Status forward(int layer, const model::DeviceRouting& r, const float* x, float* out) override;
   Status backward(int layer, const model::DeviceRouting& r, const float* d_out, float* dx, float* d_w) override;
 
+  // Each rank's weight in the dispatch (the step's shares; empty: even), as DistributedExchange's.
+  std::vector<uint32_t> weights;
   // Called before every all-to-all (a drill's fault point), as DistributedExchange's.
   std::function<void()> before_alltoall;
 

@@ -299,7 +299,7 @@ void Trainer::start_snapshots(const wire::PlanUpdate& p) {
 
 // The exchange's collectives first (the all-to-all fault point is the compute plan's hook), then
 // the gradient sync, then the norm's all-reduce.
-Result<StepOutcome> Trainer::step(uint64_t step) {
+Result<StepOutcome> Trainer::step(uint64_t step, const std::vector<uint32_t>& shares) {
   if (!comm_ || plan_ == 0) return fail("no plan applied");
   if (!pruned_) {
     sparse_.wait();
@@ -320,8 +320,10 @@ Result<StepOutcome> Trainer::step(uint64_t step) {
     if (out) out->digests = std::move(digests);
     return out;
   }
-  auto [first, count] = model::batch_share(spec_.global_batch, ranks_, rank_);
+  const bool weighted = shares.size() == size_t(ranks_);
+  auto [first, count] = model::batch_share(spec_.global_batch, shares, ranks_, rank_);  // even unless weighted
   model::Batch b = model::make_batch(corpus_, spec_.seed, step, first, count, spec_.dims.seq_len);
+  if (weighted) b.rank_shares = shares;
   faults_->at(wire::FaultPoint::forward, step);
   auto stats = compute_->step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len);
   if (!stats) return stats.error().with_context("step " + std::to_string(step));

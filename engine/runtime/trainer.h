@@ -66,7 +66,10 @@ class Trainer {
 
   Status init();  // opens the compute (the host's, or GPU N for cuda:N), loads the corpus, sets BLAS threads
   Status apply_plan(const wire::PlanUpdate& plan);
-  Result<StepOutcome> step(uint64_t step);
+  // `shares`: each rank's part of the work in thousandths of an even part (StepBegin's; empty:
+  // even): how many of the batch's sequences this rank computes and how the experts' tokens are
+  // dispatched. A plan with data-parallel groups splits evenly.
+  Result<StepOutcome> step(uint64_t step, const std::vector<uint32_t>& shares = {});
   // Fails only where the compute's update can (a GPU's): the worker's state is then unusable.
   Status commit(uint64_t step);
   void discard();

@@ -183,7 +183,7 @@ void TrainerThread::handle(const wire::StepBegin& b) {
   if (!trainer_ || trainer_->plan() != b.plan) return;
   begun_epoch_ = b.epoch;
   spdlog::debug("step {} of epoch {} begins", b.step, b.epoch);
-  auto out = trainer_->step(b.step);
+  auto out = trainer_->step(b.step, b.shares);
   if (!out && trainer_->grouped() && verdict_queued(b.step)) {
     spdlog::info("step {} failed ({}); the controller's word on it is queued", b.step, out.error().message());
     return;

@@ -126,7 +126,10 @@ struct StepBegin {
   SAL_WIRE_FIELDS(
     (uint64_t, epoch, 0),
     (uint64_t, step, 0),
-    (uint64_t, plan, 0))  // the plan the step runs under: workers that are not its ranks do not vote
+    (uint64_t, plan, 0),  // the plan the step runs under: workers that are not its ranks do not vote
+    // Each plan rank's share of the step's work in thousandths of an even part (the health
+    // policy's: fewer sequences of the batch, fewer of an expert's tokens); empty: even shares.
+    (std::vector<uint32_t>, shares, {}, kListMax * 16))
 };
 
 // A worker's vote on a step, with what it measured: the controller commits when every participant

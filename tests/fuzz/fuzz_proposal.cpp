@@ -107,6 +107,11 @@ policy::Input input_of(policy::Kind k) {
       in.groups = 2, in.alive = {true, true};
       return in;
     }
+    case policy::Kind::health: {
+      policy::HealthInput in;
+      in.workers = {{"1.0", 1, 1, 1, false, 20, 0, 1}, {"2.0", 2, 2, 2, true, 20, 5, 1}};
+      return in;
+    }
   }
   return policy::AllocationInput{};
 }

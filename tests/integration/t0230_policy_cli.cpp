@@ -51,7 +51,7 @@ TEST_CASE("t0230-policy-check: a good policy passes, a broken one fails with the
 
 TEST_CASE("t0233-policy-check-decides: every shipped policy decides validly, and one that breaks a rule fails check") {
   Cli c;
-  for (const char* kind : {"allocation", "placement", "checkpoint", "redundancy"})
+  for (const char* kind : {"allocation", "placement", "checkpoint", "redundancy", "health"})
     for (const auto& entry : std::filesystem::directory_iterator(std::string(SAL_SOURCE_DIR) + "/policies/" + kind)) {
       CAPTURE(entry.path().string());
       auto [rc, out] = c.run({"policy", "check", entry.path().string()});

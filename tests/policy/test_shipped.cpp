@@ -3,6 +3,7 @@
 // gives more replicas to more load.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <random>
 
 #include "policy/kinds.h"
@@ -36,7 +37,7 @@ TEST_CASE("every shipped policy loads and passes its own selftest") {
       CHECK((*g)->has_selftest());
       ++checked;
     }
-  CHECK(checked == 13);
+  CHECK(checked == 15);
 }
 
 TEST_CASE("lazarus: Eq. 1 fills N*c, keeps the floor, and is monotone in load") {
@@ -117,4 +118,24 @@ TEST_CASE("redundancy policies are valid after random failures, and SPARe masks 
     }
   }
   CHECK(spare_survived >= replication_survived);
+}
+
+TEST_CASE("health policies: lighten gives a slow worker work until it keeps up, ignore keeps lockstep") {
+  PolicySet set;
+  HealthInput in;
+  in.step = 200, in.min_workers = 2;
+  for (uint32_t n = 1; n <= 4; ++n) in.workers.push_back({std::to_string(n) + ".0", n, 1.0, 1.0, false, 20, 0, 1});
+  in.workers[2].ratio = in.workers[2].lag = 2.5, in.workers[2].slow = true, in.workers[2].since_step = 150;
+  in.workers[3].ratio = 1.4;  // slower than the others but not named slow: left alone
+  auto lighten = std::get<HealthProposal>(decide_valid(set, Kind::health, "lighten", in));
+  CHECK(lighten.shares[2] == doctest::Approx(std::pow(2.5, -0.7)));  // damped: 0.53, not 0.4
+  CHECK(lighten.shares[0] == 1);
+  CHECK(lighten.shares[3] == 1);
+  CHECK(lighten.drain.empty());
+  CHECK(lighten.note.find("3.0 at 2.50x, lag 2.50: share 0.53") != std::string::npos);
+  auto ignore = std::get<HealthProposal>(decide_valid(set, Kind::health, "ignore", in));
+  CHECK(ignore.shares == std::vector<double>{1, 1, 1, 1});
+  // the floor policy (any Lua failure) is lockstep too
+  auto floor = std::get<HealthProposal>(ops_for(Kind::health).floor(Input(in)));
+  CHECK(floor.shares == std::vector<double>{1, 1, 1, 1});
 }

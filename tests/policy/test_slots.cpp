@@ -248,6 +248,13 @@ std::string proposing(const std::string& kind, const std::string& proposal) {
          "  decide = function(ctx) return " + proposal + " end }\n";
 }
 
+HealthInput two_workers() {
+  HealthInput in;
+  in.min_workers = 2;
+  in.workers = {{"1.0", 1, 1, 1, false, 20, 0, 1}, {"2.0", 2, 2, 2, true, 20, 5, 1}};
+  return in;
+}
+
 CheckpointInput three_operators() {
   CheckpointInput in;
   for (int32_t i = 0; i < 3; ++i) in.operators.push_back({"op" + std::to_string(i), "expert", 0, i, 3, 1, 1});
@@ -275,6 +282,10 @@ TEST_CASE("a rule's message names layers, experts, nodes, operators, iterations,
        "operator 2 is snapshotted twice (iterations 1 and 2)"},
       {Kind::redundancy, "{ r = 1, hosts = { { 1 }, { 2 }, { 3 } }, assignment = { { 1 }, { 1 }, { 3 } } }",
        RedundancyInput{3, {true, true, true}, 1, false, {}}, "group 2 computes shard type 1 which it does not host"},
+      {Kind::health, "{ shares = { 1, 0 } }", two_workers(), "shares[2] is 0: a share lies in [0.05, 1]"},
+      {Kind::health, "{ shares = { 1 } }", two_workers(), "shares has 1 entries for 2 workers"},
+      {Kind::health, "{ shares = { 1, 1 }, drain = { 2 } }", two_workers(),
+       "draining would leave 1 workers; the job needs at least 2"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.proposal);

@@ -82,3 +82,44 @@ TEST_CASE("randomized: exactly once, sends equal receives, local first, even uni
     }
   }
 }
+
+TEST_CASE("weighted: equal weights dispatch exactly as no weights do") {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const size_t w = 1 + rng() % 6, experts = 1 + rng() % 6;
+    Counts tokens(experts, std::vector<uint32_t>(w)), units = tokens;
+    for (size_t e = 0; e < experts; ++e) {
+      for (size_t j = 0; j < w; ++j) tokens[e][j] = rng() % 50, units[e][j] = rng() % 2;
+      units[e][rng() % w] += 1;
+    }
+    auto even = flexible_dispatch(tokens, units);
+    auto same = flexible_dispatch(tokens, units, std::vector<uint32_t>(w, 1000));
+    REQUIRE(even.ok());
+    REQUIRE(same.ok());
+    CHECK(even->quota == same->quota);
+    CHECK(even->send == same->send);
+  }
+}
+
+TEST_CASE("weighted: a worker at half weight computes half a replica's tokens") {
+  // 30 tokens of expert 0 over replicas on workers 0, 1, 2; worker 1 at half weight: 12, 6, 12
+  Counts tokens = {{10, 10, 10}}, units = {{1, 1, 1}};
+  auto s = flexible_dispatch(tokens, units, {1000, 500, 1000});
+  REQUIRE(s.ok());
+  CHECK(s->quota[0] == std::vector<uint32_t>{12, 6, 12});
+  CHECK(s->sent(0, 1, 1) == 6);   // it keeps its quota of its own tokens
+  CHECK(s->sent(0, 1, 0) == 2);   // the rest goes to the spare capacity, in worker order
+  CHECK(s->sent(0, 1, 2) == 2);
+  // the digest tells weighted tables apart, and an unweighted one digests as before weights existed
+  CHECK(replicas_digest(units, {1000, 500, 1000}) != replicas_digest(units));
+  CHECK(replicas_digest(units, {}) == replicas_digest(units));
+}
+
+TEST_CASE("weighted: wrong sizes and replicas only on weight-0 workers are errors") {
+  auto bad = flexible_dispatch({{1, 1}}, {{1, 1}}, {1000});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message().find("weights for 1 workers, expected 2") != std::string::npos);
+  auto none = flexible_dispatch({{4, 0}}, {{0, 1}}, {1000, 0});
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().message() == "expert 0 has 4 tokens but every replica has weight 0");
+}

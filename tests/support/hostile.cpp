@@ -406,7 +406,7 @@ HostileGenerator::Piece HostileGenerator::module_table(const std::string& slot, 
 }
 
 HostileInput HostileGenerator::policy_input() {
-  static const char* slots[] = {"allocation", "placement", "checkpoint", "redundancy"};
+  static const char* slots[] = {"allocation", "placement", "checkpoint", "redundancy", "health"};
   const std::string& budget = opts_.policy_budget;
   HostileInput in;
   in.kind = HostileKind::policy;

@@ -119,8 +119,8 @@ TEST_CASE("wrong frame counts and headers are malformed") {
 }
 
 TEST_CASE("a different protocol version is named as such") {
-  const uint8_t other = uint8_t(kProtocolVersion + 1);
-  auto r = open(frames(MsgType::heartbeat, pack(1u, 2u), other));
+  const int other = kProtocolVersion + 1;
+  auto r = open(frames(MsgType::heartbeat, pack(1u, 2u), uint8_t(other)));
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().code() == int(ErrorCode::bad_version));
   CHECK(r.error().message().find("protocol version " + std::to_string(other) + " not supported") != std::string::npos);

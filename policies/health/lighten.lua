@@ -1,0 +1,88 @@
+-- lighten.lua — the default health policy. A worker the speed watch names slow gets less of each
+-- step's work — fewer of the batch's sequences, fewer of its experts' tokens — so that it computes
+-- about as long as the others instead of holding every step back: its share is divided by its lag
+-- (its computing time over the others' in the same steps, measured since its share last changed),
+-- damped: time is not proportional to work on a shared machine — a worker whose CPU quota was cut
+-- runs unthrottled once its work fits the quota, so a small change of share can swing its lag from
+-- 1.5 to 0.4. While its share is below even, each look steers it: a lag within [0.8, 1.1] is kept
+-- up with and the share stays; above, the share shrinks by lag^0.7; below, it grows by lag^-0.5
+-- (a worker whose speed came back grows back to even in two or three looks).
+-- A worker that stays very slow for long — `drain_ratio` times the others' time for the same work,
+-- `drain_after` steps after it was named — leaves the job (its node is drained and the job re-plans
+-- without it), as long as enough workers remain.
+local drain_ratio = 4     -- a quarter of the others' speed or worse ...
+local drain_after = 500   -- ... for this many steps since it was named slow: drained
+local least_share = 0.1   -- no worker gets less than a tenth of an even share
+local even_above = 0.95   -- a share this close to even is made even
+local keeps_up = { 0.8, 1.1 }  -- a lag in this band: the share stays
+local down, up = 0.7, 0.5     -- a lag of 2 takes a share down by 2^0.7 = 1.62; one of 0.25 up by 2
+
+-- Workers that would remain if the nodes of `drain` (and of worker i) left.
+local function left_without(ctx, drain, i)
+  local gone = { [ctx.workers[i].node] = true }
+  for _, d in ipairs(drain) do gone[ctx.workers[d].node] = true end
+  local n = 0
+  for _, w in ipairs(ctx.workers) do if not gone[w.node] then n = n + 1 end end
+  return n
+end
+
+-- The share that makes worker w compute as long as the others.
+local function steered(w)
+  local lag = w.lag > 0 and w.lag or w.ratio
+  if lag >= keeps_up[1] and lag <= keeps_up[2] then return w.share end
+  local share = math.max(least_share, math.min(1, w.share / lag ^ (lag > 1 and down or up)))
+  if share >= even_above and not w.slow then share = 1 end
+  return share
+end
+
+local function decide(ctx)
+  local shares, drain, why = {}, {}, {}
+  for i, w in ipairs(ctx.workers) do
+    shares[i] = (w.slow or w.share < 1) and steered(w) or 1
+    local long = w.slow and ctx.step - w.since_step >= drain_after
+    if long and w.ratio >= drain_ratio and left_without(ctx, drain, i) >= ctx.min_workers then
+      drain[#drain + 1] = i
+      why[#why + 1] = string.format("%s at %.2fx for %d steps: drained", w.name, w.ratio, ctx.step - w.since_step)
+    elseif shares[i] < 1 or w.share < 1 then
+      why[#why + 1] = string.format("%s at %.2fx, lag %.2f: share %.2f", w.name, w.ratio, w.lag, shares[i])
+    end
+  end
+  local note = #why > 0 and table.concat(why, "; ") or "every worker at speed: even shares"
+  return { shares = shares, drain = drain, note = note }
+end
+
+local function selftest(t)
+  local function worker(node, ratio, lag, slow, share, since)
+    return { name = node .. ".0", node = node, ratio = ratio, lag = lag, slow = slow, since_step = since or 0,
+             share = share or 1 }
+  end
+  -- named slow at twice the others' time: 2^-0.7 of a share
+  local ctx = { step = 100, min_workers = 2,
+                workers = { worker(1, 1, 1), worker(2, 2, 2, true, 1, 90), worker(3, 1.1, 1.1) } }
+  local p = decide(ctx)
+  t.valid(p, ctx)
+  t.near(p.shares[2], 2 ^ -0.7, 1e-9)
+  t.eq({ p.shares[1], p.shares[3] }, { 1, 1 })
+  t.eq(p.drain, {})
+  -- at half a share it keeps up: left there; it computes a fifth of the others' time: even again
+  ctx.workers[2] = worker(2, 1.1, 1.0, false, 0.5)
+  t.eq(decide(ctx).shares[2], 0.5)
+  ctx.workers[2] = worker(2, 1, 0.2, false, 0.5)
+  t.eq(decide(ctx).shares[2], 1)
+  ctx.workers[2] = worker(2, 1, 0.5, false, 0.5)
+  t.near(decide(ctx).shares[2], 0.5 / 0.5 ^ 0.5, 1e-9)
+  -- very slow for long: drained, unless that leaves too few workers
+  ctx.step, ctx.workers[2] = 700, worker(2, 5, 1.2, true, 0.2, 90)
+  p = decide(ctx)
+  t.valid(p, ctx)
+  t.eq(p.drain, { 2 })
+  ctx.min_workers = 3
+  t.eq(decide(ctx).drain, {})
+  t.near(decide(ctx).shares[2], 0.2 / 1.2 ^ 0.7, 1e-9)
+end
+
+return {
+  api = 1, kind = "health", name = "lighten",
+  doc = "a slow worker gets less work until it keeps up; drained if very slow for long",
+  decide = decide, selftest = selftest,
+}
