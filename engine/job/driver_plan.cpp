@@ -296,7 +296,9 @@ Driver::Next Driver::on_retry_view(const Event&) { return cause_seen(std::get<ph
 
 Driver::Next Driver::cause_seen(phase::Retrying& r) {
   if (!r.after_abort) return std::nullopt;
-  if (!repairs_.empty()) {  // the digests said why (driver_digests.cpp): nothing to wait for
+  // The digests said why (driver_digests.cpp): a repair waits for nothing. A restore does wait the
+  // pause: the agents' reports of the sparse windows they hold settle, so it takes the newest.
+  if (!repairs_.empty() && unrepairable().empty()) {
     cancel(Timer::retry);
     return retry(std::move(r));
   }

@@ -145,6 +145,8 @@ TEST_CASE("a unit whose two holders disagree: no copy can be told good, the mode
   digest_vote(h, worker_n(2), 2, {kEmbedding, kLayer0Expert0}, kLayer0Expert0);
   CHECK(h.d.steps().committed() == 2);
   CHECK(h.note_detail("unit_corrupt").find("no copy can be told good: the model is restored") != std::string::npos);
+  CHECK(h.armed(Timer::retry));  // a restore waits for the agents' reports of their windows to settle
+  h.timer(Timer::retry, 50);
   h.decide();
   auto u = h.sent<wire::PlanUpdate>();
   REQUIRE(u.size() == 1);
