@@ -26,7 +26,7 @@ MeshOptions job(int64_t steps) {
   o.steps = steps;
   o.model = "model = { layers = 1, d_model = 16, heads = 2, experts = 4, top_k = 2, seq_len = 16 },";
   o.train = "batch = 8, lr = 1e-2, warmup = 5, rebalance_every = 0, checkpoint_every = 0";
-  o.extra = "policies = { slots = 2, min_replicas = 1 },";
+  o.extra = "policies = { slots = 2, min_replicas = 1, health = 'ignore' },";  // compared bit for bit (t0510's note)
   return o;
 }
 
@@ -157,7 +157,7 @@ std::string write_run_job(const std::string& dir, int nodes) {
   MeshOptions shape;
   std::ofstream(dir + "/job.lua") << "return {\n  name = 'hosted',\n  " << shape.model << "\n  " << shape.data
                                   << "\n  train = { batch = 8, lr = 1e-2, warmup = 5, rebalance_every = 0, checkpoint_every = 0 },\n"
-                                  << "  policies = { slots = 2, min_replicas = 1 },\n"
+                                  << "  policies = { slots = 2, min_replicas = 1, health = 'ignore' },\n"  // bit for bit
                                   << "  mesh = { nodes = " << nodes << ", heartbeat_ms = 100, miss_limit = 3, join_batch_ms = 0 },\n}\n";
   return dir + "/job.lua";
 }

@@ -20,7 +20,9 @@ using namespace sal::test;
 namespace {
 
 // 4 workers x 3 slots for 4 experts of each layer: every expert on 3 of the 4 workers (the first
-// plan puts layer 0's expert 0 on node 1), every non-expert unit on all 4.
+// plan puts layer 0's expert 0 on node 1), every non-expert unit on all 4. The health policy is
+// lockstep (`ignore`): runs compared bit for bit must not give a worker starved by the machine's
+// other load less of the batch in one run and not the other.
 std::string corrupt_job(const std::string& dir, const std::string& extra = "", int replicas = 3) {
   std::string path = dir + "/job.lua";
   std::ofstream(path) << "return {\n  name = 'corrupt',\n"
@@ -28,7 +30,8 @@ std::string corrupt_job(const std::string& dir, const std::string& extra = "", i
                       << "  data = { path = '" << docs_dir() << "' },\n"
                       << "  train = { batch = 8, lr = 1e-2, warmup = 5, rebalance_every = 0, checkpoint_every = 0" << extra
                       << " },\n"
-                      << "  mesh = { nodes = 4 },\n  policies = { slots = " << replicas << ", min_replicas = " << replicas << " },\n"
+                      << "  mesh = { nodes = 4 },\n  policies = { slots = " << replicas << ", min_replicas = " << replicas
+                      << ", health = 'ignore' },\n"
                       << "  faults = { inject = true },\n}\n";
   return path;
 }
