@@ -1,6 +1,7 @@
 // driver_health.cpp — the job driver and the health policy (see driver.h, work_shares.h): at a
-// commit where the speed watch's verdict on a worker changed (or, while a worker has less than an
-// even share, every window of steps) the driver asks the policy what to do; its answer sets each
+// commit where the speed watch's verdict on a worker changed or a worker's copy was found corrupt
+// since the last question (or, while a worker has less than an even share, every half window of
+// steps) the driver asks the policy what to do; its answer sets each
 // worker's share of the next steps' work and may drain nodes. Shares take effect at the next step
 // begun; nothing is re-planned for them.
 #include <algorithm>
@@ -11,9 +12,9 @@ namespace sal::job {
 
 void Driver::consult_health(uint64_t step, bool verdict_changed) {
   const uint32_t window = uint32_t(measured_.speed().options().window);
-  if (!shares_.due(step, verdict_changed, window)) return;
+  if (!shares_.due(step, verdict_changed, window, corrupt_copies_)) return;
   act::DecideHealth ask{++decisions_, {}};
-  ask.input = shares_.ask(ask.decision, step, applied_->ranks, measured_.speed(), min_workers());
+  ask.input = shares_.ask(ask.decision, step, applied_->ranks, measured_.speed(), min_workers(), corrupt_copies_);
   out_.push_back(std::move(ask));
 }
 

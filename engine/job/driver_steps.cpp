@@ -209,7 +209,7 @@ void Driver::committed(phase::Running& r, const StepRecord& rec) {
   for (const auto& c : changes)
     out_.push_back(act::Note{c.slow ? "node_slow" : "node_speed_back", describe(c, measured_.speed().options().window),
                              c.slow ? act::Level::warn : act::Level::info, false, c.who.node});
-  if (settled) consult_health(r.tally.step, !changes.empty());
+  consult_health(r.tally.step, !changes.empty());
   maybe_snapshot();
   if (cfg_.max_steps > 0 && int64_t(steps_.committed()) >= cfg_.max_steps)
     note("steps_done", std::to_string(steps_.committed()) + " steps committed", act::Level::info, true);

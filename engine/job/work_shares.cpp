@@ -11,15 +11,24 @@ namespace {
 
 constexpr double kThousandths = 1000;
 
+
+uint64_t total(const std::map<Participant, uint64_t>& corrupt) {
+  uint64_t n = 0;
+  for (const auto& [who, c] : corrupt) n += c;
+  return n;
+}
+
 }  // namespace
 
-bool WorkShares::due(uint64_t step, bool verdict_changed, uint32_t window) const {
-  if (verdict_changed) return true;
+bool WorkShares::due(uint64_t step, bool verdict_changed, uint32_t window,
+                     const std::map<Participant, uint64_t>& corrupt) const {
+  if (verdict_changed || total(corrupt) != corrupt_seen_) return true;
   return !shares_.empty() && step >= asked_step_ + std::max<uint32_t>(1, window / 2);
 }
 
 policy::HealthInput WorkShares::ask(uint64_t decision, uint64_t step, const std::vector<Participant>& ranks,
-                                    const SpeedWatch& speed, uint32_t min_workers) {
+                                    const SpeedWatch& speed, uint32_t min_workers,
+                                    const std::map<Participant, uint64_t>& corrupt) {
   policy::HealthInput in;
   in.step = step;
   in.window = uint32_t(speed.options().window);
@@ -32,6 +41,7 @@ policy::HealthInput WorkShares::ask(uint64_t decision, uint64_t step, const std:
     w.name = participant_name(p);
     w.node = p.node;
     w.share = share(p);
+    if (auto c = corrupt.find(p); c != corrupt.end()) w.corrupt = c->second;
     auto it = std::find_if(report.begin(), report.end(), [&](const WorkerHealth& h) { return h.who == p; });
     if (it != report.end())
       w.ratio = it->ratio, w.lag = it->lag, w.slow = it->slow, w.steps = it->steps, w.since_step = it->since_step;
@@ -40,6 +50,7 @@ policy::HealthInput WorkShares::ask(uint64_t decision, uint64_t step, const std:
   asked_ = ranks;
   asked_decision_ = decision;
   asked_step_ = step;
+  corrupt_seen_ = total(corrupt);
   return in;
 }
 

@@ -27,12 +27,14 @@ struct SharesApplied {
 
 class WorkShares {
  public:
-  // Whether to ask at this commit.
-  bool due(uint64_t step, bool verdict_changed, uint32_t window) const;
-  // The question for the plan's ranks (rank order), from the speed watch's report; remembered,
-  // with `decision`, for the answer.
+  // Whether to ask at this commit (`corrupt`: each worker's copies found corrupt so far; a new one
+  // is a reason to ask).
+  bool due(uint64_t step, bool verdict_changed, uint32_t window, const std::map<Participant, uint64_t>& corrupt) const;
+  // The question for the plan's ranks (rank order), from the speed watch's report and the corrupt
+  // copies; remembered, with `decision`, for the answer.
   policy::HealthInput ask(uint64_t decision, uint64_t step, const std::vector<Participant>& ranks,
-                          const SpeedWatch& speed, uint32_t min_workers);
+                          const SpeedWatch& speed, uint32_t min_workers,
+                          const std::map<Participant, uint64_t>& corrupt = {});
   // The answer to the question numbered `decision` (another one's is ignored: false).
   bool answers(uint64_t decision) const { return decision != 0 && decision == asked_decision_; }
   SharesApplied apply(const policy::HealthProposal& p);
@@ -48,6 +50,7 @@ class WorkShares {
   std::map<Participant, double> shares_;  // only those below 1
   std::vector<Participant> asked_;        // the last question's workers, in its order
   uint64_t asked_decision_ = 0, asked_step_ = 0;
+  uint64_t corrupt_seen_ = 0;  // the corrupt copies counted at the last question
 };
 
 }  // namespace sal::job

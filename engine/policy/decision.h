@@ -98,6 +98,7 @@ struct WorkerHealthInfo {
   uint64_t steps = 0;     // steps measured in its window (the verdict needs a full window)
   uint64_t since_step = 0;  // the step of its last verdict (0: none yet)
   double share = 1;       // the share of an even part of the work it gets now (1: even)
+  uint64_t corrupt = 0;   // its copies found to disagree with their unit's majority so far (repaired)
 };
 struct HealthInput {
   uint64_t step = 0;                       // the last committed step

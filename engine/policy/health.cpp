@@ -1,6 +1,6 @@
 // health.cpp — the health kind: what to do about a slow worker (issue 37's fifth slot).
 //   ctx      = { step, window, slow_ratio, back_ratio, min_workers,
-//                workers = { { name, node, ratio, lag, slow, steps, since_step, share }, ... } }
+//                workers = { { name, node, ratio, lag, slow, steps, since_step, share, corrupt }, ... } }
 //   proposal = { shares = { share per worker }, drain = { worker positions }, note = "..." }
 // Workers are the plan's ranks in rank order, 1-based in Lua. A share is a worker's part of the
 // step's work relative to an even part (1: even; 0.5: half of one): the driver turns the shares
@@ -46,6 +46,7 @@ void push_worker(lua_State* L, const WorkerHealthInfo& w) {
   set_number(L, "steps", double(w.steps));
   set_number(L, "since_step", double(w.since_step));
   set_number(L, "share", w.share);
+  set_number(L, "corrupt", double(w.corrupt));
 }
 
 void push_ctx(lua_State* L, const Input& input) {
@@ -75,13 +76,15 @@ Result<WorkerHealthInfo> read_worker(lua_State* L, int idx, const std::string& p
   auto steps = lua_io::read_field_number(L, idx, "steps", path, 0);
   auto since = lua_io::read_field_number(L, idx, "since_step", path, 0);
   auto share = lua_io::read_field_number(L, idx, "share", path, 1);
-  for (const auto* r : {&node, &ratio, &lag, &steps, &since, &share})
+  auto corrupt = lua_io::read_field_number(L, idx, "corrupt", path, 0);
+  for (const auto* r : {&node, &ratio, &lag, &steps, &since, &share, &corrupt})
     if (!*r) return r->error();
   int slow = lua_io::field(L, idx, "slow");
   w.slow = lua_toboolean(L, slow);
   lua_pop(L, 1);
   w.node = uint32_t(*node), w.ratio = *ratio, w.lag = *lag, w.steps = uint64_t(*steps), w.since_step = uint64_t(*since);
   w.share = *share;
+  w.corrupt = uint64_t(*corrupt);
   return w;
 }
 

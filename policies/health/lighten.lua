@@ -9,9 +9,11 @@
 -- (a worker whose speed came back grows back to even in two or three looks).
 -- A worker that stays very slow for long — `drain_ratio` times the others' time for the same work,
 -- `drain_after` steps after it was named — leaves the job (its node is drained and the job re-plans
--- without it), as long as enough workers remain.
+-- without it), as long as enough workers remain; so does one whose copies were found corrupt
+-- (flipped bits, caught by the digests and repaired) `drain_corrupt` times.
 local drain_ratio = 4     -- a quarter of the others' speed or worse ...
 local drain_after = 500   -- ... for this many steps since it was named slow: drained
+local drain_corrupt = 2   -- copies found corrupt this often: the node's memory or CPU is not trusted
 local least_share = 0.1   -- no worker gets less than a tenth of an even share
 local even_above = 0.95   -- a share this close to even is made even
 local keeps_up = { 0.8, 1.1 }  -- a lag in this band: the share stays
@@ -40,9 +42,11 @@ local function decide(ctx)
   for i, w in ipairs(ctx.workers) do
     shares[i] = (w.slow or w.share < 1) and steered(w) or 1
     local long = w.slow and ctx.step - w.since_step >= drain_after
-    if long and w.ratio >= drain_ratio and left_without(ctx, drain, i) >= ctx.min_workers then
+    local untrusted = (w.corrupt or 0) >= drain_corrupt
+    if (untrusted or (long and w.ratio >= drain_ratio)) and left_without(ctx, drain, i) >= ctx.min_workers then
       drain[#drain + 1] = i
-      why[#why + 1] = string.format("%s at %.2fx for %d steps: drained", w.name, w.ratio, ctx.step - w.since_step)
+      why[#why + 1] = untrusted and string.format("%s: %d copies found corrupt: drained", w.name, w.corrupt)
+                      or string.format("%s at %.2fx for %d steps: drained", w.name, w.ratio, ctx.step - w.since_step)
     elseif shares[i] < 1 or w.share < 1 then
       why[#why + 1] = string.format("%s at %.2fx, lag %.2f: share %.2f", w.name, w.ratio, w.lag, shares[i])
     end
@@ -79,6 +83,15 @@ local function selftest(t)
   ctx.min_workers = 3
   t.eq(decide(ctx).drain, {})
   t.near(decide(ctx).shares[2], 0.2 / 1.2 ^ 0.7, 1e-9)
+  -- corrupt copies: once is repaired and forgiven, twice drains the node
+  ctx.min_workers = 2
+  ctx.workers[2] = worker(2, 1, 1, false, 1)
+  ctx.workers[2].corrupt = 1
+  t.eq(decide(ctx).drain, {})
+  ctx.workers[2].corrupt = 2
+  p = decide(ctx)
+  t.eq(p.drain, { 2 })
+  t.ok(p.note:find("2 copies found corrupt") ~= nil, p.note)
 end
 
 return {

@@ -32,8 +32,8 @@ TEST_CASE("work shares: asked when a verdict changes and every half window while
   WorkShares s;
   SpeedWatch speed;
   const auto ranks = workers({1, 2, 3});
-  CHECK_FALSE(s.due(10, false, 20));
-  CHECK(s.due(10, true, 20));
+  CHECK_FALSE(s.due(10, false, 20, {}));
+  CHECK(s.due(10, true, 20, {}));
   auto in = s.ask(7, 10, ranks, speed, 2);
   REQUIRE(in.workers.size() == 3);
   CHECK(in.workers[1].name == "2.0");
@@ -46,8 +46,8 @@ TEST_CASE("work shares: asked when a verdict changes and every half window while
   CHECK(a.text == "2.0 0.50");
   CHECK_FALSE(s.answers(7));  // answered once
   CHECK(s.for_step(ranks) == std::vector<uint32_t>{1000, 500, 1000});
-  CHECK_FALSE(s.due(19, false, 20));
-  CHECK(s.due(20, false, 20));  // a share below even: looked at again after half a window
+  CHECK_FALSE(s.due(19, false, 20, {}));
+  CHECK(s.due(20, false, 20, {}));  // a share below even: looked at again after half a window
   // the same answer again changes nothing; a drain names the node once
   s.ask(8, 20, ranks, speed, 2);
   a = s.apply(policy::HealthProposal{{1, 0.5, 1}, {1}, "drain"});
@@ -125,4 +125,20 @@ TEST_CASE("driver: the health policy's drain is the controller's to do, once per
   REQUIRE(drains.size() == 1);
   CHECK(drains[0].node == 5);
   CHECK(h.noted("node_drained"));
+}
+
+TEST_CASE("work shares: a copy found corrupt since the last question is a reason to ask, and the policy hears the count") {
+  WorkShares s;
+  SpeedWatch speed;
+  const auto ranks = workers({1, 2, 3});
+  std::map<Participant, uint64_t> corrupt;
+  CHECK_FALSE(s.due(10, false, 20, corrupt));
+  corrupt[{2, 0}] = 1;
+  REQUIRE(s.due(10, false, 20, corrupt));
+  auto in = s.ask(3, 10, ranks, speed, 2, corrupt);
+  CHECK(in.workers[1].corrupt == 1);
+  CHECK(in.workers[0].corrupt == 0);
+  CHECK_FALSE(s.due(11, false, 20, corrupt));  // the same count: asked already
+  corrupt[{2, 0}] = 2;
+  CHECK(s.due(12, false, 20, corrupt));
 }
