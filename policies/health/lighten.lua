@@ -6,7 +6,8 @@
 -- runs unthrottled once its work fits the quota, so a small change of share can swing its lag from
 -- 1.5 to 0.4. While its share is below even, each look steers it: a lag within [0.8, 1.1] is kept
 -- up with and the share stays; above, the share shrinks by lag^0.7; below, it grows by lag^-0.5
--- (a worker whose speed came back grows back to even in two or three looks).
+-- while the watch still names it slow, by 1/lag once it does not (a worker whose speed came back
+-- is at an even share at the next look).
 -- A worker that stays very slow for long — `drain_ratio` times the others' time for the same work,
 -- `drain_after` steps after it was named — leaves the job (its node is drained and the job re-plans
 -- without it), as long as enough workers remain; so does one whose copies were found corrupt
@@ -17,7 +18,7 @@ local drain_corrupt = 2   -- copies found corrupt this often: the node's memory 
 local least_share = 0.1   -- no worker gets less than a tenth of an even share
 local even_above = 0.95   -- a share this close to even is made even
 local keeps_up = { 0.8, 1.1 }  -- a lag in this band: the share stays
-local down, up = 0.7, 0.5     -- a lag of 2 takes a share down by 2^0.7 = 1.62; one of 0.25 up by 2
+local down, up = 0.7, 0.5     -- a lag of 2 takes a share down by 2^0.7 = 1.62; one of 0.25 up by 2 (still slow)
 
 -- Workers that would remain if the nodes of `drain` (and of worker i) left.
 local function left_without(ctx, drain, i)
@@ -32,7 +33,8 @@ end
 local function steered(w)
   local lag = w.lag > 0 and w.lag or w.ratio
   if lag >= keeps_up[1] and lag <= keeps_up[2] then return w.share end
-  local share = math.max(least_share, math.min(1, w.share / lag ^ (lag > 1 and down or up)))
+  local gain = lag > 1 and down or (w.slow and up or 1)
+  local share = math.max(least_share, math.min(1, w.share / lag ^ gain))
   if share >= even_above and not w.slow then share = 1 end
   return share
 end
@@ -73,8 +75,10 @@ local function selftest(t)
   t.eq(decide(ctx).shares[2], 0.5)
   ctx.workers[2] = worker(2, 1, 0.2, false, 0.5)
   t.eq(decide(ctx).shares[2], 1)
-  ctx.workers[2] = worker(2, 1, 0.5, false, 0.5)
-  t.near(decide(ctx).shares[2], 0.5 / 0.5 ^ 0.5, 1e-9)
+  ctx.workers[2] = worker(2, 1, 0.6, true, 0.5)
+  t.near(decide(ctx).shares[2], 0.5 / 0.6 ^ 0.5, 1e-9)  -- still named slow: carefully
+  ctx.workers[2] = worker(2, 1, 0.6, false, 0.5)
+  t.near(decide(ctx).shares[2], 0.5 / 0.6, 1e-9)        -- its speed is back: at once
   -- very slow for long: drained, unless that leaves too few workers
   ctx.step, ctx.workers[2] = 700, worker(2, 5, 1.2, true, 0.2, 90)
   p = decide(ctx)
