@@ -40,11 +40,12 @@ constexpr size_t kAuditChunkChars = 200;
 constexpr int kLastReplyLingerMs = 500;
 // Replies queued for one client before further ones are dropped.
 constexpr int kReplyQueue = 16;
-// Evaluation threads run at the lowest priority: below the workers' compute threads (nice 5), so a
-// runaway chunk takes what training leaves rather than a share of it (at 5 it took a fifth of two
-// cores from four workers and cut the steps/s to a third in a CI run). A short chunk still answers at
-// once: it mostly waits on the loop, and a thread that wakes from waiting is run promptly.
-constexpr int kEvalNice = 19;
+// Evaluation threads run below the workers' compute threads (nice 5): a runaway chunk takes about a
+// third of one worker's CPU weight (at 5 it took a full worker's and cut the steps/s to a third in a
+// CI run). Not the lowest: at 19 a chunk on a machine loaded with other programs was not run for long
+// enough to notice its own deadline (it ended 474 ms past budget + 100 ms in another CI run). A
+// short chunk answers at once: it mostly waits on the loop.
+constexpr int kEvalNice = 10;
 
 ReplServer::ReplServer(uv_loop_t* loop, zmq::context_t& ctx, Controller& controller, ReplOptions opts)
     : loop_(loop),
