@@ -11,7 +11,7 @@ namespace {
 
 constexpr double kThousandths = 1000;
 
-
+// Every worker's corrupt copies together (a new one is a reason to ask).
 uint64_t total(const std::map<Participant, uint64_t>& corrupt) {
   uint64_t n = 0;
   for (const auto& [who, c] : corrupt) n += c;
