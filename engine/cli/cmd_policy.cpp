@@ -7,7 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "policy/load_files.h"
+#include "core/load_files.h"
 #include "cli/policy_analysis.h"
 #include "cli/policy_tools.h"
 #include "core/strings.h"
@@ -71,7 +71,7 @@ Result<PlanRequest> plan_request(const Parsed& p, bool need_placement) {
   PlanRequest r;
   auto file = p.get("--loads");
   if (!file) return fail("--loads FILE is required");
-  auto loads = policy::read_load_file(*file);
+  auto loads = read_load_file(*file);
   if (!loads) return loads.error();
   r.loads = std::move(*loads);
   auto nodes = p.get_int("--nodes", 0, 1, 1 << 20);

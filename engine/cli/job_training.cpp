@@ -10,6 +10,9 @@ runtime::TrainSpec train_spec_of(const job::JobConfig& job) {
   s.dims = job::model_dims(job.model);
   s.data_path = job::resolve_path(job, job.data.path);
   s.data_format = job.data.format;
+  if (!job.model.routing_trace.empty()) s.routing_trace = job::resolve_path(job, job.model.routing_trace);
+  s.routing_every = job.model.routing_every;
+  s.dispatch = job.train.dispatch == "counts" ? runtime::Split::counts : runtime::Split::even;
   s.optim.lr = job.train.lr;
   s.optim.warmup = job.train.warmup;
   s.optim.total_steps = job.train.steps;

@@ -27,6 +27,8 @@ struct ModelConfig {
   double aux_loss_weight = 0.01;
   double skew = 1;             // routing skew for experiments (1: off)
   int64_t hot_experts = 0;     // how many experts the skew favours
+  std::string routing_trace;   // replayed routing for experiments: a load file or directory (model/routing_trace.h)
+  int64_t routing_every = 1;   // steps per trace file
 };
 
 // The operator sizes of the model (the shared description in core/model_shape.h).
@@ -70,6 +72,8 @@ struct TrainConfig {
   int64_t peer_memory_mb = 1024; // what an agent may hold of other workers' slices
   std::string recovery = "elastic";  // elastic | fixed-ep-ft | checkpoint-restart
   int64_t digest_every = 1;      // steps between the held units' digests (0: none; docs/health.md)
+  std::string dispatch = "counts";  // counts | even: how each expert's tokens are split over its replicas
+  int64_t record_routing = 0;    // steps between records of the routing (RUN/routing/; 0: none)
 };
 
 // The job's parallel shape (DESIGN "Parallel shape"): `groups` data-parallel groups, each a whole
@@ -166,7 +170,7 @@ std::string resolve_path(const JobConfig& job, const std::string& path);
 
 // That the job's data.path exists on this machine (the controller checks it at start, `job check`
 // too): "FILE: data.path: PATH does not exist" otherwise, with the package to install when it is
-// the default corpus.
+// the default corpus; and that model.routing_trace, if set, reads with model.experts per layer.
 Status check_data(const JobConfig& job);
 
 // The default job compiled into the binary (scripts/jobs/quickstart.lua).

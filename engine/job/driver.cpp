@@ -43,6 +43,8 @@ DriverConfig DriverConfig::from(const JobConfig& job, int64_t max_steps, const s
   c.peer_memory = uint64_t(job.train.peer_memory_mb) << 20;
   c.max_steps = max_steps;
   c.recovery = job.train.recovery;
+  c.dispatch_by_counts = job.train.dispatch == "counts";
+  c.record_routing = job.train.record_routing;
   c.slots = uint32_t(job.policies.slots);
   c.min_replicas = uint32_t(job.policies.min_replicas);
   c.run_dir = run_dir;

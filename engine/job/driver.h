@@ -66,6 +66,8 @@ struct DriverConfig {
   uint64_t peer_memory = 1ull << 30;  // bytes an agent may hold of them
   int64_t max_steps = 0;           // steps to run (0: none: keep the mesh up)
   std::string recovery = "elastic";
+  bool dispatch_by_counts = true;  // train.dispatch = "counts" (the step records' imbalance follows it)
+  int64_t record_routing = 0;      // steps between records of the routing (0: none)
   uint32_t slots = 4;
   uint32_t min_replicas = 2;
   std::string run_dir;             // "" : no snapshots, no final checkpoint

@@ -183,7 +183,12 @@ struct Phase {
   std::string name;  // compute, reconfigure, restore, wait, save, or "" when the run is over
   std::string detail;
 };
-struct StepDone { StepRecord record; };
+struct StepDone {
+  StepRecord record;
+  // The step's global token-to-expert counts, [layer][expert] flattened, when train.record_routing
+  // asks for this step's (RUN/routing/); else empty.
+  std::vector<uint64_t> routing;
+};
 struct PlanInForce {
   AppliedPlan plan;
   std::vector<std::vector<double>> loads;

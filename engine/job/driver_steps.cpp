@@ -139,7 +139,8 @@ Driver::Next Driver::step_outcome(phase::Running& r, StepCoordinator::Outcome o)
   // The metrics row first (a resumed controller drops rows past the journal's commits), then the
   // commit, durable before any worker is told: no worker can be ahead of the journal.
   StepRecord rec = step_record(r.tally);
-  out_.push_back(act::StepDone{rec});
+  const bool record = cfg_.record_routing > 0 && r.tally.step % uint64_t(cfg_.record_routing) == 0;
+  out_.push_back(act::StepDone{rec, record ? r.tally.loads : std::vector<uint64_t>{}});
   out_.push_back(act::Journal{rec::Commit{steps_.committed(), steps_.epoch()}, true});
   out_.push_back(act::Send{{}, true, wire::StepCommit{steps_.epoch(), r.tally.step}});
   committed(r, rec);
@@ -186,7 +187,7 @@ StepRecord Driver::step_record(const phase::Tally& t) const {
   r.time_s = now_s();
   std::vector<std::vector<std::vector<uint32_t>>> placement;
   for (const auto& layer : applied_->plan.layers) placement.push_back(layer.placement);
-  r.imbalance = expert_imbalance(t.loads, placement, size_t(cfg_.model.experts));
+  r.imbalance = expert_imbalance(t.loads, placement, size_t(cfg_.model.experts), cfg_.dispatch_by_counts);
   return r;
 }
 

@@ -2,6 +2,7 @@
 // and checks the table it returns against the schema.
 #include <lua.hpp>
 
+#include "core/load_files.h"
 #include "core/paths.h"
 #include "core/strings.h"
 #include "job/config.h"
@@ -56,7 +57,28 @@ std::string resolve_path(const JobConfig& job, const std::string& path) {
   return job.dir + "/" + path;
 }
 
+namespace {
+
+// model.routing_trace: every file readable, each layer with model.experts counts.
+Status check_routing_trace(const JobConfig& job) {
+  if (job.model.routing_trace.empty()) return {};
+  const std::string path = resolve_path(job, job.model.routing_trace);
+  auto files = load_trace_files(path);
+  if (!files) return files.error().with_context(job.file + ": model.routing_trace");
+  for (const auto& f : *files) {
+    auto loads = read_load_file(f);
+    if (!loads) return loads.error().with_context(job.file + ": model.routing_trace");
+    if ((*loads)[0].size() != size_t(job.model.experts))
+      return fail(job.file, ": model.routing_trace: ", f, " has ", (*loads)[0].size(),
+                  " experts per layer; model.experts is ", job.model.experts);
+  }
+  return {};
+}
+
+}  // namespace
+
 Status check_data(const JobConfig& job) {
+  SAL_TRY(check_routing_trace(job));
   const std::string data = resolve_path(job, job.data.path);
   if (path_exists(data)) return {};
   return fail(job.file, ": data.path: ", data, " does not exist",

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/expert_split.h"
 #include "policy/algo/placement_balance.h"
 
 namespace sal::job {
@@ -29,12 +30,18 @@ std::vector<double> layer_imbalances(const std::vector<double>& loads,
 }
 
 double expert_imbalance(const std::vector<uint64_t>& loads, const std::vector<std::vector<std::vector<uint32_t>>>& placement,
-                        size_t experts) {
-  if (placement.empty()) return 1;
-  const auto per_layer = layer_imbalances(std::vector<double>(loads.begin(), loads.end()), placement, experts);
+                        size_t experts, bool by_counts) {
+  if (placement.empty() || loads.size() != placement.size() * experts) return 1;
   double sum = 0;
-  for (double x : per_layer) sum += x;
-  return sum / double(per_layer.size());
+  for (size_t l = 0; l < placement.size(); ++l) {
+    SplitTable units(experts, std::vector<uint32_t>(placement[l].size(), 0));
+    for (size_t n = 0; n < placement[l].size(); ++n)
+      for (uint32_t e : placement[l][n])
+        if (e < experts) ++units[e][n];
+    const std::vector<uint64_t> totals(loads.begin() + long(l * experts), loads.begin() + long((l + 1) * experts));
+    sum += split_imbalance(by_counts ? balanced_split(totals, units, {}) : even_split(totals, units, {}), {});
+  }
+  return sum / double(placement.size());
 }
 
 LoadWindow::LoadWindow(size_t layers, size_t experts, size_t capacity)

@@ -37,7 +37,8 @@ struct StepRecord {
   uint64_t plan = 0;
   double time_s = 0;        // since the controller started
   // Expert work balance under the plan: per layer, the most expert tokens any worker computes over
-  // the mean (each expert's tokens shared evenly over its replicas), averaged over layers. 1 is even.
+  // the mean (as train.dispatch splits each expert's tokens over its replicas), averaged over
+  // layers. 1 is even.
   double imbalance = 1;
 };
 
@@ -45,9 +46,10 @@ struct StepRecord {
 // [layer][expert] flattened, placement[layer][worker] = slots. 1 for a layer the loads do not fit.
 std::vector<double> layer_imbalances(const std::vector<double>& loads,
                                      const std::vector<std::vector<std::vector<uint32_t>>>& placement, size_t experts);
-// Their mean over the layers: the imbalance of one step.
+// The imbalance of one step, its layers' mean: per layer, the busiest node's expert tokens over the
+// mean as the dispatcher splits them (core/expert_split.h: by the step's counts, or evenly).
 double expert_imbalance(const std::vector<uint64_t>& loads, const std::vector<std::vector<std::vector<uint32_t>>>& placement,
-                        size_t experts);
+                        size_t experts, bool by_counts);
 
 // Token-to-expert counts summed over the last `capacity` steps, per layer and expert.
 class LoadWindow {

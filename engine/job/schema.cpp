@@ -72,6 +72,12 @@ const std::vector<Field>& fields() {
              [](JobConfig& j) -> double& { return j.model.skew; }),
       integer("model.hot_experts", 0, 4096, "experts model.skew favours (the first ones of each layer)",
               [](JobConfig& j) -> int64_t& { return j.model.hot_experts; }),
+      text("model.routing_trace", {}, "replayed routing for experiments: a load file or a directory of them (CSV, or "
+           "SmartMoE's table_iter<N>_rank<R>.log), relative to the job file; each step's expert counts are the "
+           "trace's, layer by layer, moving through its files (empty: the gate routes)",
+           [](JobConfig& j) -> std::string& { return j.model.routing_trace; }),
+      integer("model.routing_every", 1, 1e9, "steps per file of model.routing_trace",
+              [](JobConfig& j) -> int64_t& { return j.model.routing_every; }),
       text("data.path", {}, "training text (bytes) or uint16 token file, relative to the job file",
            [](JobConfig& j) -> std::string& { return j.data.path; }),
       text("data.format", {"bytes", "uint16"}, "how data.path is tokenised",
@@ -113,6 +119,15 @@ const std::vector<Field>& fields() {
               "optimizer moments), compared across the unit's holders before the step commits: a copy that disagrees "
               "with the majority is repaired from it and the step runs again (docs/health.md; 0: none)",
               [](JobConfig& j) -> int64_t& { return j.train.digest_every; }),
+      text("train.dispatch", {"counts", "even"},
+           "how the flexible dispatcher splits each expert's tokens over its replicas: by the step's counts "
+           "(each expert's tokens to the least loaded of its holders given the layer's other experts; never a "
+           "busier worker than even) or evenly (Lazarus's split)",
+           [](JobConfig& j) -> std::string& { return j.train.dispatch; }),
+      integer("train.record_routing", 0, 1e9, "steps between records of the job's routing, every layer's "
+              "token-to-expert counts of the global batch, as RUN/routing/table_iter<step>_rank0.log (the SmartMoE "
+              "format model.routing_trace replays; 0: none)",
+              [](JobConfig& j) -> int64_t& { return j.train.record_routing; }),
             integer("parallel.groups", 1, 1024, "data-parallel groups G: each a whole model (an expert-parallel mesh "
               "with its own allocation, placement and recovery) over workers / G of the workers; the global batch "
               "is split into G shard types that the redundancy policy stacks over the groups (must divide the "

@@ -213,6 +213,9 @@ class Controller {
   void apply_decide(const job::act::DecidePlan& d);
   void apply_note(const job::act::Note& n);
   void apply_timer(job::Timer t, std::optional<uint64_t> ms);
+  // train.record_routing: a step's global counts ([layer][expert] flattened) as
+  // <run>/routing/table_iter<step>.log, in the SmartMoE format model.routing_trace replays.
+  void record_routing(uint64_t step, const std::vector<uint64_t>& counts);
   void view_changed();
   std::map<Participant, job::Holding> holdings() const;
   double now_s() const;
@@ -242,6 +245,7 @@ class Controller {
   std::unique_ptr<job::Driver> driver_;
   std::deque<job::Input> inbox_;   // events waiting for the driver (one is handled at a time)
   bool feeding_ = false;
+  bool routing_failed_ = false;  // a routing record could not be written (said once; no more are tried)
   job::View last_view_;
   std::vector<std::unique_ptr<Timer>> driver_timers_;  // one per job::Timer
   StepLog step_log_;

@@ -9,6 +9,7 @@
 #include "ckpt/format.h"
 #include "comm/store_server.h"
 #include "core/clock.h"
+#include "core/load_files.h"
 #include "core/overloaded.h"
 #include "mesh/controller.h"
 #include "policy/planner.h"
@@ -51,6 +52,21 @@ Status Controller::start_training() {
   }
   record_.phase("wait", now_s());
   return {};
+}
+
+void Controller::record_routing(uint64_t step, const std::vector<uint64_t>& counts) {
+  const size_t E = size_t(opts_.job.model.experts);
+  if (opts_.run_dir.empty() || routing_failed_ || E == 0) return;
+  std::string text;
+  for (size_t l = 0; l * E < counts.size(); ++l)
+    text += trace_line_of(l, std::vector<uint64_t>(counts.begin() + long(l * E), counts.begin() + long((l + 1) * E))) + "\n";
+  const std::string dir = opts_.run_dir + "/routing";
+  auto s = make_dirs(dir);
+  if (s) s = write_file(dir + "/table_iter" + std::to_string(step) + ".log", text);
+  if (!s) {
+    routing_failed_ = true;
+    spdlog::warn("train.record_routing: {} (no more routing is recorded this run)", s.error().message());
+  }
 }
 
 Status Controller::open_journal() {
@@ -199,7 +215,10 @@ void Controller::apply(const job::Action& action) {
                  [&](const act::CancelTimer& a) { apply_timer(a.timer, std::nullopt); },
                  [&](const act::Note& a) { apply_note(a); },
                  [&](const act::Phase& a) { a.name.empty() ? record_.close(now_s()) : record_.phase(a.name, now_s(), a.detail); },
-                 [&](const act::StepDone& a) { step_log_.add(a.record); },
+                 [&](const act::StepDone& a) {
+                   step_log_.add(a.record);
+                   if (!a.routing.empty()) record_routing(a.record.step, a.routing);
+                 },
                  [&](const act::PlanInForce& a) {
                    record_.plan(a.plan, now_s(), a.loads);
                    if (on_change) on_change();

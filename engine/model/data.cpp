@@ -92,6 +92,8 @@ Batch make_batch(const Corpus& c, uint64_t seed, uint64_t step, int first, int c
   Batch b;
   b.sequences = count;
   b.seq_len = seq_len;
+  b.step = step;
+  b.first = first;
   b.inputs.resize(size_t(count) * seq_len);
   b.targets.resize(b.inputs.size());
   uint64_t span = c.size() - uint64_t(seq_len);  // offsets 0..span-1 leave room for the target

@@ -15,6 +15,8 @@
 
 namespace sal::model {
 
+class RoutingTrace;
+
 class Corpus {
  public:
   // format: "bytes" or "uint16". Every token must be < vocab. Needs at least seq_len + 1 tokens.
@@ -39,6 +41,11 @@ struct Batch {
   // (the health policy's shares; empty: even): the global batch's sequences were split so, and the
   // experts' tokens are dispatched so (runtime/dispatch.h's weights).
   std::vector<uint32_t> rank_shares;
+  // Where the batch sits: its step and its first sequence's index in the global batch (make_batch
+  // sets both); replayed routing (routing_trace.h) places each token by them.
+  uint64_t step = 0;
+  int first = 0;
+  const RoutingTrace* routing = nullptr;  // model.routing_trace, or null (the gate routes)
 };
 
 // Sequences [first, first + count) of step `step`'s global batch.

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/cpu/ops.h"
+#include "model/routing_trace.h"
 
 namespace sal::model {
 
@@ -62,11 +63,17 @@ void forced_experts(const Dims& d, int layer, const int32_t* ids, int N, int T, 
   }
 }
 
-// The combine weights stay the gate's probabilities of the drawn experts, so the gate still learns.
+// Routing by a rule instead of the gate's top-k: a replayed trace's (the training batch's), else
+// the forced skew's draws. The combine weights stay the gate's probabilities of the chosen experts,
+// so the gate still learns.
 void MoeGpt::force_routing(int l, int T, LayerActs& a) {
   const Dims& d = p_.dims;
   int E = d.experts, K = d.top_k, N = int(a.idx.size()) / K;
-  forced_experts(d, l, inputs_->data(), N, T, a.idx.data());
+  if (batch_ && batch_->routing)
+    batch_->routing->route(batch_->step, l, uint64_t(global_tokens_), K, uint64_t(batch_->first) * uint64_t(T), N,
+                           a.idx.data());
+  else
+    forced_experts(d, l, inputs_->data(), N, T, a.idx.data());
   for (size_t i = 0; i < a.idx.size(); ++i) a.w[i] = a.gate_probs[(i / size_t(K)) * size_t(E) + size_t(a.idx[i])];
 }
 
@@ -118,7 +125,7 @@ Status MoeGpt::forward_layer(int l, int B, int T, ExpertExchange& ex, StepStats&
   linear(a.h2.data(), p_.gate[size_t(l)].at(gate_layout(d).w), nullptr, gate_logits.data(), N, D, E);
   k::softmax_forward(gate_logits.data(), a.gate_probs.data(), N, E);
   k::topk(a.gate_probs.data(), N, E, K, a.idx.data(), a.w.data());
-  if (d.skew != 1.0f && d.hot_experts > 0) force_routing(l, T, a);
+  if ((batch_ && batch_->routing) || (d.skew != 1.0f && d.hot_experts > 0)) force_routing(l, T, a);
   // the balancing loss over the global batch: aux = alpha * E * sum_e f_e * P_e
   std::vector<double> counts(size_t(E), 0.0), prob_sums(size_t(E), 0.0);
   for (int32_t e : a.idx) counts[size_t(e)] += 1;
@@ -244,6 +251,11 @@ Result<StepStats> MoeGpt::step(const Batch& b, int64_t global_tokens, ExpertExch
   StepStats stats;
   int N = b.sequences * b.seq_len;
   stats.tokens = N;
+  batch_ = &b;
+  struct Clear {
+    const Batch*& b;
+    ~Clear() { b = nullptr; }
+  } clear{batch_};
   SAL_TRY(forward(b.inputs, b.sequences, b.seq_len, global_tokens, ex, stats));
   targets_ = b.targets;
   probs_.resize(logits_.size());

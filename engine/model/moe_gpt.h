@@ -82,6 +82,7 @@ class MoeGpt {
   std::vector<float> x_final_, xf_, meanf_, rstdf_, logits_, probs_;  // final stream, after LN, logits, probs
   std::vector<int32_t> targets_;
   const std::vector<int32_t>* inputs_ = nullptr;  // the batch forward() runs on
+  const Batch* batch_ = nullptr;                  // step()'s batch while it runs (replayed routing places its tokens)
   int64_t global_tokens_ = 0;
   double aux_share_ = 1.0;
 };

@@ -3,24 +3,10 @@
 
 #include <algorithm>
 
-#include "core/apportion.h"
+#include "core/expert_split.h"
 
 namespace sal::runtime {
 namespace {
-
-// Per-worker quota of one expert: its tokens split over the replica units in proportion to their
-// workers' weights (even without weights), in integers (core/apportion.h).
-std::vector<uint32_t> quotas(uint64_t total, const std::vector<uint32_t>& units, const std::vector<uint32_t>& weights) {
-  std::vector<uint64_t> unit_weights;
-  for (size_t j = 0; j < units.size(); ++j)
-    unit_weights.insert(unit_weights.end(), units[j], weights.empty() ? 1 : uint64_t(weights[j]));
-  const std::vector<uint64_t> per_unit = apportion(total, unit_weights);
-  std::vector<uint32_t> q(units.size(), 0);
-  size_t unit = 0;
-  for (size_t j = 0; j < units.size(); ++j)
-    for (uint32_t k = 0; k < units[j]; ++k) q[j] += uint32_t(per_unit[unit++]);
-  return q;
-}
 
 // Fills send[j][i] for one expert: local first, then surplus to spare in worker order.
 void route_expert(const std::vector<uint32_t>& tokens, const std::vector<uint32_t>& quota,
@@ -53,35 +39,39 @@ uint64_t DispatchSchedule::total(int from, int to) const {
   return n;
 }
 
-Result<DispatchSchedule> flexible_dispatch(const Counts& tokens, const Counts& units, const std::vector<uint32_t>& weights) {
+Result<DispatchSchedule> flexible_dispatch(const Counts& tokens, const Counts& units, const std::vector<uint32_t>& weights,
+                                           Split split) {
   if (tokens.size() != units.size())
     return fail("token counts for ", tokens.size(), " experts but replicas for ", units.size());
   const bool weighted = !weights.empty();
   DispatchSchedule s;
   s.experts = int(tokens.size());
   s.workers = tokens.empty() ? 0 : int(tokens[0].size());
+  if (weighted && weights.size() != size_t(s.workers))
+    return fail("weights for ", weights.size(), " workers, expected ", s.workers);
+  std::vector<uint64_t> totals;
   for (size_t e = 0; e < tokens.size(); ++e) {
     if (tokens[e].size() != size_t(s.workers) || units[e].size() != size_t(s.workers))
       return fail("expert ", e, ": counts for ", tokens[e].size(), " and ", units[e].size(), " workers, expected ", s.workers);
-    if (weighted && weights.size() != size_t(s.workers))
-      return fail("weights for ", weights.size(), " workers, expected ", s.workers);
-    uint64_t total = 0, r = 0;
+    uint64_t total = 0, r = 0, capacity = 0;  // weighted: a replica on a worker of weight 0 takes nothing
     for (size_t j = 0; j < tokens[e].size(); ++j) {
       total += tokens[e][j];
       r += units[e][j];
+      capacity += uint64_t(units[e][j]) * (weighted ? weights[j] : 1);
     }
-    s.send.emplace_back(size_t(s.workers), std::vector<uint32_t>(size_t(s.workers), 0));
-    uint64_t capacity = 0;  // weighted: a replica on a worker of weight 0 takes nothing
-    for (size_t j = 0; j < units[e].size(); ++j) capacity += uint64_t(units[e][j]) * (weighted ? weights[j] : 1);
     if (total > 0 && r == 0) return fail("expert ", e, " has ", total, " tokens but no replica");
     if (total > 0 && capacity == 0) return fail("expert ", e, " has ", total, " tokens but every replica has weight 0");
-    s.quota.push_back(r == 0 ? std::vector<uint32_t>(size_t(s.workers), 0) : quotas(total, units[e], weights));
-    if (total > 0) route_expert(tokens[e], s.quota.back(), s.send.back());
+    totals.push_back(total);
+  }
+  s.quota = split == Split::counts ? balanced_split(totals, units, weights) : even_split(totals, units, weights);
+  for (size_t e = 0; e < tokens.size(); ++e) {
+    s.send.emplace_back(size_t(s.workers), std::vector<uint32_t>(size_t(s.workers), 0));
+    if (totals[e] > 0) route_expert(tokens[e], s.quota[e], s.send.back());
   }
   return s;
 }
 
-uint64_t replicas_digest(const Counts& units, const std::vector<uint32_t>& weights) {
+uint64_t replicas_digest(const Counts& units, const std::vector<uint32_t>& weights, Split split) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](uint64_t v) {
     for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xFF)) * 1099511628211ull;
@@ -95,15 +85,16 @@ uint64_t replicas_digest(const Counts& units, const std::vector<uint32_t>& weigh
     mix(weights.size());
     for (uint32_t w : weights) mix(w);
   }
+  if (split != Split::even) mix(0x5B17 + uint64_t(split));  // likewise an even split
   return h == 0 ? 1 : h;
 }
 
 Result<DispatchSchedule> gather_schedule(comm::Collectives& comm, const std::vector<uint32_t>& counts,
-                                         const Counts& units, const std::vector<uint32_t>& weights) {
+                                         const Counts& units, const std::vector<uint32_t>& weights, Split split) {
   const size_t E = counts.size(), W = size_t(comm.size());
   if (units.size() != E) return fail("token counts for ", E, " experts but replicas for ", units.size());
   // each rank's record: its counts, then the table's digest as two uint32
-  const uint64_t digest = replicas_digest(units, weights);
+  const uint64_t digest = replicas_digest(units, weights, split);
   std::vector<uint32_t> mine(counts);
   mine.push_back(uint32_t(digest));
   mine.push_back(uint32_t(digest >> 32));
@@ -113,12 +104,12 @@ Result<DispatchSchedule> gather_schedule(comm::Collectives& comm, const std::vec
     return s.error().with_context("all-gather of the expert counts");
   for (size_t j = 0; j < W; ++j)
     if (all[j * R + E] != mine[E] || all[j * R + E + 1] != mine[E + 1])
-      return fail("rank ", j, " dispatches with another replica table or other weights than rank ", comm.rank(),
-                  " (digest mismatch): the ranks disagree on the plan or the step's shares");
+      return fail("rank ", j, " dispatches with another replica table, other weights or another split than rank ",
+                  comm.rank(), " (digest mismatch): the ranks disagree on the plan, the step's shares or train.dispatch");
   Counts tokens(E, std::vector<uint32_t>(W));
   for (size_t j = 0; j < W; ++j)
     for (size_t e = 0; e < E; ++e) tokens[e][j] = all[j * R + e];
-  return flexible_dispatch(tokens, units, weights);
+  return flexible_dispatch(tokens, units, weights, split);
 }
 
 }  // namespace sal::runtime

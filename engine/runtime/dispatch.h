@@ -16,6 +16,10 @@
 // part is in proportion to its worker's weight instead of even (core/apportion.h: with equal
 // weights the split above, exactly). Without weights, even.
 //
+// By this step's counts (Split::counts, train.dispatch = "counts"): the quotas are
+// core/expert_split.h's balanced split instead — each expert's tokens go to the least loaded of
+// its holders given the other experts' (never a busier peak than even). The rest is the same.
+//
 // Output: S[e][j][i], the tokens of e that worker j sends to worker i (i == j: kept).
 #pragma once
 
@@ -28,6 +32,10 @@
 namespace sal::runtime {
 
 using Counts = std::vector<std::vector<uint32_t>>;  // [expert][worker]
+
+// How each expert's tokens are split over its replicas: evenly (Lazarus), or balanced by the step's
+// counts over all the layer's experts.
+enum class Split { even, counts };
 
 struct DispatchSchedule {
   int experts = 0, workers = 0;
@@ -44,11 +52,11 @@ struct DispatchSchedule {
 // Errors when the shapes disagree or an expert with tokens has no replica (or, weighted, only
 // replicas of weight 0). `weights`: one per worker, or empty (even).
 Result<DispatchSchedule> flexible_dispatch(const Counts& tokens, const Counts& units,
-                                           const std::vector<uint32_t>& weights = {});
+                                           const std::vector<uint32_t>& weights = {}, Split split = Split::even);
 
-// FNV-1a over a replica table (its shape and every entry) and the weights, if any: what ranks
-// compare to know they dispatch alike. Never 0.
-uint64_t replicas_digest(const Counts& units, const std::vector<uint32_t>& weights = {});
+// FNV-1a over a replica table (its shape and every entry), the weights, if any, and the split
+// when it is not even: what ranks compare to know they dispatch alike. Never 0.
+uint64_t replicas_digest(const Counts& units, const std::vector<uint32_t>& weights = {}, Split split = Split::even);
 
 // A layer's schedule from this rank's token counts (counts[e]), as every rank of `comm` computes
 // it: one all-gather of each rank's counts with the digest of the replica table it dispatches with,
@@ -57,6 +65,7 @@ uint64_t replicas_digest(const Counts& units, const std::vector<uint32_t>& weigh
 // plan's data plane need not all-gather the sizes before every all-to-all (collectives.h,
 // GlooOptions::verify_counts). Errors name the rank whose table differs.
 Result<DispatchSchedule> gather_schedule(comm::Collectives& comm, const std::vector<uint32_t>& counts,
-                                         const Counts& units, const std::vector<uint32_t>& weights = {});
+                                         const Counts& units, const std::vector<uint32_t>& weights = {},
+                                         Split split = Split::even);
 
 }  // namespace sal::runtime

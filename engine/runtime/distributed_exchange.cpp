@@ -134,7 +134,7 @@ Status DistributedExchange::forward(int layer, const float* x, const model::Rout
   for (int slot = 0; slot < r.tokens * r.k; ++slot) s.slots[size_t(r.idx[size_t(slot)])].push_back(slot);
   std::vector<uint32_t> mine(static_cast<size_t>(E));
   for (int e = 0; e < E; ++e) mine[size_t(e)] = uint32_t(s.slots[size_t(e)].size());
-  auto sched = gather_schedule(comm_, mine, replicas_[size_t(layer)], weights);
+  auto sched = gather_schedule(comm_, mine, replicas_[size_t(layer)], weights, split);
   if (!sched) return sched.error().with_context("layer " + std::to_string(layer) + " dispatch");
   s.schedule = std::move(*sched);
   s.send_rows.assign(size_t(W), 0);

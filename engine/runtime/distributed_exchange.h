@@ -35,6 +35,7 @@ class DistributedExchange : public model::ExpertExchange {
 
   // Each rank's weight in the dispatch of the experts' tokens (the step's shares; empty: even).
   std::vector<uint32_t> weights;
+  Split split = Split::even;  // how each expert's tokens are split over its replicas (train.dispatch)
   // Called before every all-to-all, and as each layer's backward begins (a drill's fault points).
   std::function<void()> before_alltoall;
   std::function<void()> before_backward;

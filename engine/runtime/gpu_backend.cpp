@@ -121,6 +121,7 @@ class GpuCompute final : public DeviceCompute {
     }
     auto ex = std::make_unique<PlanDeviceExchange>(*plan.comm, device_plane, *params_, plan.replicas, gemm_mode_);
     ex->before_alltoall = plan.before_alltoall;
+    ex->split = plan.split;
     plan_exchange_ = ex.get();
     exchange_ = std::move(ex);
     sync_ = std::make_unique<PlanGradientSync>(*params_, device_plane);

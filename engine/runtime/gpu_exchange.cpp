@@ -126,7 +126,7 @@ Status PlanDeviceExchange::schedule(int layer, Layer& s, size_t assignments) {
   // bounds there; here it is an error, found before any collective of this layer).
   if (counted != assignments)
     return fail(assignments - counted, " of ", assignments, " assignments name no expert in [0, ", E, ")");
-  auto sched = gather_schedule(comm_, counts_host_, replicas_[size_t(layer)], weights);
+  auto sched = gather_schedule(comm_, counts_host_, replicas_[size_t(layer)], weights, split);
   if (!sched) return sched.error().with_context("dispatch");
   s.schedule = std::move(*sched);
 

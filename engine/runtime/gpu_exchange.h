@@ -103,6 +103,7 @@ class PlanDeviceExchange final : public model::DeviceExchange {
 
   // Each rank's weight in the dispatch (the step's shares; empty: even), as DistributedExchange's.
   std::vector<uint32_t> weights;
+  Split split = Split::even;  // as DistributedExchange's
   // Called before every all-to-all (a drill's fault point), as DistributedExchange's.
   std::function<void()> before_alltoall;
 

@@ -31,6 +31,7 @@ Result<model::StepStats> OnHost::step(const model::Batch& b, int64_t global_toke
   SAL_TRY(plan_set());
   DistributedExchange ex(*plan_.comm, params_, plan_.replicas);
   ex.weights = b.rank_shares;
+  ex.split = plan_.split;
   ex.before_alltoall = plan_.before_alltoall;
   ex.before_backward = plan_.before_backward;
   model::MoeGpt m(params_);

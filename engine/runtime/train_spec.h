@@ -9,6 +9,7 @@
 
 #include "model/dims.h"
 #include "model/optimizer.h"
+#include "runtime/dispatch.h"
 
 namespace sal::runtime {
 
@@ -16,6 +17,9 @@ struct TrainSpec {
   model::Dims dims;
   std::string data_path;
   std::string data_format = "bytes";
+  std::string routing_trace;  // model.routing_trace, resolved (empty: the gate routes)
+  int64_t routing_every = 1;  // steps per trace file
+  Split dispatch = Split::even;  // train.dispatch: how each expert's tokens are split over its replicas
   model::OptimConfig optim;
   int global_batch = 16;  // sequences per step, over all workers
   uint64_t seed = 1;

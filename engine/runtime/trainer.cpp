@@ -72,6 +72,13 @@ Status Trainer::init() {
   auto c = model::Corpus::load(spec_.data_path, spec_.data_format, spec_.dims.vocab, spec_.dims.seq_len);
   if (!c) return c.error();
   corpus_ = std::move(*c);
+  if (!spec_.routing_trace.empty()) {
+    auto t = model::RoutingTrace::load(spec_.routing_trace, spec_.dims.layers, spec_.dims.experts, spec_.routing_every);
+    if (!t) return t.error().with_context("model.routing_trace");
+    routing_ = std::make_unique<model::RoutingTrace>(std::move(*t));
+    spdlog::info("routing replayed from {} ({} files, {} steps each)", spec_.routing_trace, routing_->files(),
+                 spec_.routing_every);
+  }
   params_ = model::Params::create(spec_.dims, spec_.seed, {});
   spdlog::info("corpus {}: {} tokens; {} non-expert parameters", corpus_.description(), corpus_.size(),
                params_.parameter_count());
@@ -272,6 +279,7 @@ DevicePlan Trainer::compute_plan() {
   DevicePlan dp;
   dp.comm = comm_.get();
   dp.replicas = replicas_;
+  dp.split = spec_.dispatch;
   dp.before_alltoall = [this] { faults_->at(wire::FaultPoint::alltoall, step_); };
   dp.before_backward = [this] { faults_->at(wire::FaultPoint::backward, step_); };
   dp.device_prefix = device_prefix_;
@@ -323,6 +331,7 @@ Result<StepOutcome> Trainer::step(uint64_t step, const std::vector<uint32_t>& sh
   const bool weighted = shares.size() == size_t(ranks_);
   auto [first, count] = model::batch_share(spec_.global_batch, shares, ranks_, rank_);  // even unless weighted
   model::Batch b = model::make_batch(corpus_, spec_.seed, step, first, count, spec_.dims.seq_len);
+  b.routing = routing_.get();
   if (weighted) b.rank_shares = shares;
   faults_->at(wire::FaultPoint::forward, step);
   auto stats = compute_->step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len);

@@ -25,6 +25,7 @@
 #include "model/data.h"
 #include "model/moe_gpt.h"
 #include "model/params.h"
+#include "model/routing_trace.h"
 #include "runtime/compute.h"
 #include "runtime/dispatch.h"
 #include "runtime/expert_grads.h"
@@ -185,6 +186,7 @@ class Trainer {
   zmq::context_t& ctx_;
   TrainSpec spec_;
   model::Corpus corpus_;
+  std::unique_ptr<model::RoutingTrace> routing_;  // model.routing_trace, or null
   model::Params params_;
   std::shared_ptr<comm::StoreClient> store_;     // atomic access: abort() reads it from another thread
   std::shared_ptr<comm::Collectives> comm_;      // likewise

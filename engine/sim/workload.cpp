@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "policy/algo/rng.h"
-#include "policy/load_files.h"
+#include "core/load_files.h"
 
 namespace sal::sim {
 namespace {
@@ -49,32 +49,12 @@ Matrix table(const Scenario& s, const Matrix& t) {
   return m;
 }
 
-// The number in a file name ("table_iter1051_rank0.log" -> 1051), for ordering a trace directory.
-int64_t number_in(const std::string& name) {
-  auto i = name.find_first_of("0123456789");
-  return i == std::string::npos ? -1 : std::atoll(name.c_str() + i);
-}
-
-Result<std::vector<std::string>> trace_files(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec)) return std::vector<std::string>{path};
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(path, ec))
-    if (e.is_regular_file()) files.push_back(e.path().string());
-  std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
-    auto na = number_in(std::filesystem::path(a).filename().string()), nb = number_in(std::filesystem::path(b).filename().string());
-    return na != nb ? na < nb : a < b;
-  });
-  if (files.empty()) return fail(path, ": no load files in the directory");
-  return files;
-}
-
 Result<std::vector<Matrix>> trace_phases(const Scenario& s) {
-  auto files = trace_files(s.resolve(s.workload.loads.trace_path));
+  auto files = load_trace_files(s.resolve(s.workload.loads.trace_path));
   if (!files) return fail("workload.loads.path: ", files.error().message());
   std::vector<Matrix> phases;
   for (const auto& f : *files) {
-    auto m = policy::read_load_file(f);
+    auto m = read_load_file(f);
     if (!m) return fail("workload.loads.path: ", m.error().message());
     if ((*m)[0].size() != s.workload.experts)
       return fail("workload.loads.path: ", f, " has ", (*m)[0].size(), " experts per layer, workload.experts is ",

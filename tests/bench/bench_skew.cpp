@@ -2,8 +2,8 @@
 // on the same workers, with real `salamander run` processes (Lazarus Fig. 10a's comparison).
 //
 // The job forces a steady routing skew (model.skew: the first `hot` experts of every layer are drawn
-// `skew` times as often as the others) and re-plans every 10 steps on the measured loads. Four
-// policy pairs train it: allocation = uniform with placement = spread (classic expert parallelism:
+// `skew` times as often as the others), or replays a recorded trace (--trace, below), and re-plans
+// every 10 steps on the measured loads. Four policy pairs train it: allocation = uniform with placement = spread (classic expert parallelism:
 // every expert the same number of replicas, whatever its load), lazarus + goodput (the default:
 // replicas in proportion to load, and the point of the frontier of balance against survival with
 // the highest expected goodput), lazarus + mro (placed for recovery and balanced without giving up
@@ -33,9 +33,18 @@
 // was planned for (the window's mean); P(1), P(2): the probability that the last plan survives 1
 // and 2 random node failures (every layer).
 //
+// Real loads (--trace DIR: a recorded expert-load trace, a file or a directory such as SmartMoE's
+// rank0/): the job replays it as its routing (model.routing_trace), every step's counts the trace's
+// exactly, moving to the next file every --every steps; the model has the trace's experts, and the
+// forced skew is off. There is no sampling then, so no sampling floor.
+//
+// Dispatch: each pair runs with the default train.dispatch = "counts" (each expert's tokens split
+// over its replicas by the step's counts); lazarus + goodput and uniform + spread also run with
+// "even" (Lazarus's even split), to show what the split by counts adds.
+//
 // usage: bench_skew [--rounds 3] [--steps 60] [--nodes 16] [--slots 2] [--experts 8] [--top-k 1]
 //                   [--skew 9] [--hot 1] [--min-replicas 2] [--d-model 256] [--batch 32]
-//                   [--cpu-share F | --no-cpu-share]
+//                   [--trace DIR] [--every 1] [--cpu-share F | --no-cpu-share]
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -47,6 +56,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/load_files.h"
+#include "core/paths.h"
 #include "policy/algo/placement_balance.h"
 #include "policy/algo/recovery.h"
 #include "report/run_files.h"
@@ -60,8 +71,15 @@ namespace {
 
 struct Setup {
   int rounds = 3, steps = 60, nodes = 16, slots = 2, experts = 8, top_k = 1, hot = 1, min_replicas = 2;
-  int d_model = 256, batch = 32;
+  int d_model = 256, batch = 32, every = 1;
   double skew = 9, cpu_share = -1;  // -1: (cores x 0.9) / nodes where available; 0: off
+  std::string trace;                // a recorded load trace to replay as the routing ("": the forced skew)
+};
+
+// One run's policies: allocation, placement, and how the dispatcher splits each expert's tokens.
+struct Pair {
+  std::string alloc, place, dispatch;
+  std::string name() const { return alloc + " + " + place + (dispatch == "counts" ? "" : " (" + dispatch + ")"); }
 };
 
 struct Row {
@@ -111,17 +129,22 @@ double sampling_floor(const std::vector<algo::LayerPlacement>& layers, const std
   return n ? sum / n : 0;
 }
 
-std::string job_text(const Setup& s, const std::string& alloc, const std::string& place) {
+std::string job_text(const Setup& s, const Pair& pair) {
   std::ostringstream o;
-  o << "return {\n  name = 'skew-" << alloc << "',\n"
+  o << "return {\n  name = 'skew-" << pair.alloc << "',\n"
     << "  model = { layers = 2, d_model = " << s.d_model << ", heads = 4, experts = " << s.experts
-    << ", top_k = " << s.top_k << ", seq_len = 64, skew = " << s.skew << ", hot_experts = " << s.hot << " },\n"
-    << "  data = { path = '" << docs_dir() << "' },\n"
-    << "  train = { steps = " << s.steps << ", batch = " << s.batch << ", rebalance_every = 10 },\n"
+    << ", top_k = " << s.top_k << ", seq_len = 64, ";
+  if (s.trace.empty())
+    o << "skew = " << s.skew << ", hot_experts = " << s.hot << " },\n";
+  else
+    o << "routing_trace = '" << s.trace << "', routing_every = " << s.every << " },\n";
+  o << "  data = { path = '" << docs_dir() << "' },\n"
+    << "  train = { steps = " << s.steps << ", batch = " << s.batch << ", rebalance_every = 10, dispatch = '"
+    << pair.dispatch << "' },\n"
     // a worker confined to a tenth of a CPU can be throttled past the default 300 ms liveness
     // window while it moves units (seen: one stopped as unresponsive): a 1 s window
     << "  mesh = { nodes = " << s.nodes << ", heartbeat_ms = 100, miss_limit = 10 },\n"
-    << "  policies = { allocation = '" << alloc << "', placement = '" << place << "', slots = " << s.slots
+    << "  policies = { allocation = '" << pair.alloc << "', placement = '" << pair.place << "', slots = " << s.slots
     << ", min_replicas = " << s.min_replicas << " },\n}\n";
   return o.str();
 }
@@ -180,16 +203,15 @@ void last_plan(const std::string& run_dir, Row& row) {
   row.plan_balance = balance_of(layers, last.loads);
 }
 
-Row run_once(const Setup& s, const std::string& alloc, const std::string& place, int round) {
+Row run_once(const Setup& s, const Pair& pair, int round) {
   std::string dir = temp_dir("skew");
-  std::ofstream(dir + "/job.lua") << job_text(s, alloc, place);
+  std::ofstream(dir + "/job.lua") << job_text(s, pair);
   std::vector<std::string> argv{bin(), "run", dir + "/job.lua", "--out", dir + "/out"};
   if (s.cpu_share > 0) argv.insert(argv.end(), {"--cpu-share", std::to_string(s.cpu_share)});
   Proc p = spawn(argv, dir + "/run.out");
   int rc = p.wait(1200000);
   if (rc != 0) {
-    std::fprintf(stderr, "%s + %s round %d failed (exit %d); see %s/run.out\n", alloc.c_str(), place.c_str(), round, rc,
-                 dir.c_str());
+    std::fprintf(stderr, "%s round %d failed (exit %d); see %s/run.out\n", pair.name().c_str(), round, rc, dir.c_str());
     return {};
   }
   Row r = measure(dir + "/out", 20);
@@ -204,7 +226,7 @@ double median(std::vector<double> v) {
 
 [[noreturn]] void usage() {
   std::fprintf(stderr, "usage: bench_skew [--rounds R] [--steps S] [--nodes N] [--slots C] [--experts E] [--top-k K] "
-                       "[--skew X] [--hot H] [--min-replicas F] [--d-model D] [--batch B] "
+                       "[--skew X] [--hot H] [--min-replicas F] [--d-model D] [--batch B] [--trace DIR] [--every S] "
                        "[--cpu-share F | --no-cpu-share]\n");
   std::exit(2);
 }
@@ -212,11 +234,29 @@ double median(std::vector<double> v) {
 // --name value pairs; a bad one ends the program with the usage line.
 Setup parse(int argc, char** argv) {
   Setup s;
+  std::vector<char*> rest{argv[0]};  // all but --trace DIR, for the numeric options' parser
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--trace") {
+      rest.push_back(argv[i]);
+      continue;
+    }
+    if (++i == argc) usage();
+    s.trace = absolute_path(argv[i]);
+  }
   const std::map<std::string, int*> ints = {
       {"--rounds", &s.rounds}, {"--steps", &s.steps}, {"--nodes", &s.nodes}, {"--slots", &s.slots},
       {"--experts", &s.experts}, {"--top-k", &s.top_k}, {"--hot", &s.hot}, {"--min-replicas", &s.min_replicas},
-      {"--d-model", &s.d_model}, {"--batch", &s.batch}};
-  if (!parse_bench_options(argc, argv, ints, {{"--skew", &s.skew}}, s.cpu_share)) usage();
+      {"--d-model", &s.d_model}, {"--batch", &s.batch}, {"--every", &s.every}};
+  if (!parse_bench_options(int(rest.size()), rest.data(), ints, {{"--skew", &s.skew}}, s.cpu_share)) usage();
+  if (!s.trace.empty()) {  // the model takes the trace's experts
+    auto files = load_trace_files(s.trace);
+    auto loads = files ? read_load_file(files->front()) : Result<std::vector<std::vector<double>>>(files.error());
+    if (!loads) {
+      std::fprintf(stderr, "--trace: %s\n", loads.error().message().c_str());
+      std::exit(2);
+    }
+    s.experts = int((*loads)[0].size());
+  }
   return s;
 }
 
@@ -225,23 +265,27 @@ Setup parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   Setup s = parse(argc, argv);
   s.cpu_share = fair_cpu_share(s.cpu_share, s.nodes);
-  std::printf("skewed expert loads: %d workers x %d slots, %d experts x 2 layers, top-%d, d %d, batch %d x 64;\n"
-              "%d hot expert(s) drawn %.0fx as often; floor f = %d; re-plan every 10 steps; %d steps (measured from "
-              "step 20); %d rounds;\n",
-              s.nodes, s.slots, s.experts, s.top_k, s.d_model, s.batch, s.hot, s.skew, s.min_replicas, s.steps,
-              s.rounds);
+  std::printf("skewed expert loads: %d workers x %d slots, %d experts x 2 layers, top-%d, d %d, batch %d x 64;\n",
+              s.nodes, s.slots, s.experts, s.top_k, s.d_model, s.batch);
+  if (s.trace.empty())
+    std::printf("%d hot expert(s) drawn %.0fx as often;", s.hot, s.skew);
+  else
+    std::printf("routing replayed from %s (a file every %d steps);", s.trace.c_str(), s.every);
+  std::printf(" floor f = %d; re-plan every 10 steps; %d steps (measured from step 20); %d rounds;\n", s.min_replicas,
+              s.steps, s.rounds);
   if (s.cpu_share > 0)
     std::printf("each worker in a CPU cgroup of %.3f CPU (%u cores)\n\n", s.cpu_share, std::thread::hardware_concurrency());
   else
     std::printf("workers unconfined (time-sharing the cores)\n\n");
-  const std::vector<std::pair<std::string, std::string>> pairs = {{"uniform", "spread"}, {"lazarus", "goodput"},
-                                                                  {"lazarus", "mro"}, {"lazarus", "spread"}};
+  const std::vector<Pair> pairs = {{"uniform", "spread", "counts"}, {"lazarus", "goodput", "counts"},
+                                   {"lazarus", "mro", "counts"},      {"lazarus", "spread", "counts"},
+                                   {"lazarus", "goodput", "even"},    {"uniform", "spread", "even"}};
   std::vector<std::vector<Row>> rows(pairs.size());
   for (int r = 0; r < s.rounds; ++r)
     for (size_t i = 0; i < pairs.size(); ++i) {
-      rows[i].push_back(run_once(s, pairs[i].first, pairs[i].second, r));
-      std::fprintf(stderr, "round %d %s+%s: %.0f tokens/s, imbalance %.3f\n", r, pairs[i].first.c_str(),
-                   pairs[i].second.c_str(), rows[i].back().tokens_per_s, rows[i].back().imbalance);
+      rows[i].push_back(run_once(s, pairs[i], r));
+      std::fprintf(stderr, "round %d %s: %.0f tokens/s, imbalance %.3f\n", r, pairs[i].name().c_str(),
+                   rows[i].back().tokens_per_s, rows[i].back().imbalance);
     }
   // A plan kept from the first step (uniform + spread never changes) was planned without loads:
   // its balance is taken on the loads another run of the same setting planned for.
@@ -253,8 +297,9 @@ int main(int argc, char** argv) {
     for (auto& x : pair_rows)
       if (x.loads.empty()) x.plan_balance = balance_of(x.placement, any_loads);
   const int assignments = s.batch * 64 * s.top_k;  // a step's expert assignments per layer
-  for (auto& pair_rows : rows)
-    for (auto& x : pair_rows) x.floor = sampling_floor(x.placement, x.loads.empty() ? any_loads : x.loads, assignments, 400);
+  if (s.trace.empty())  // replayed counts are exact: no sampling
+    for (auto& pair_rows : rows)
+      for (auto& x : pair_rows) x.floor = sampling_floor(x.placement, x.loads.empty() ? any_loads : x.loads, assignments, 400);
   std::printf("| policies | tokens/s (median) | range | step ms | imbalance (steps) | sampling floor | balance (plan) | P(1) | P(2) | loss |\n"
               "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   std::vector<double> med;
@@ -271,14 +316,14 @@ int main(int argc, char** argv) {
       floor.push_back(x.floor);
     }
     med.push_back(median(tps));
-    std::printf("| %s + %s | %.0f | %.0f-%.0f | %.1f | %.3f | %.3f | %.3f | %.4f | %.4f | %.3f |\n", pairs[i].first.c_str(),
-                pairs[i].second.c_str(), med.back(), *std::min_element(tps.begin(), tps.end()),
+    std::printf("| %s | %.0f | %.0f-%.0f | %.1f | %.3f | %.3f | %.3f | %.4f | %.4f | %.3f |\n", pairs[i].name().c_str(),
+                med.back(), *std::min_element(tps.begin(), tps.end()),
                 *std::max_element(tps.begin(), tps.end()), median(ms), median(imb), median(floor), median(plan),
                 median(p1), median(p2), median(loss));
   }
   if (med[0] > 0)
     for (size_t i = 1; i < pairs.size(); ++i)
-      std::printf("%s%s + %s / uniform + spread: %.2fx tokens/s\n", i == 1 ? "\n" : "", pairs[i].first.c_str(),
-                  pairs[i].second.c_str(), med[i] / med[0]);
+      std::printf("%s%s / uniform + spread: %.2fx tokens/s\n", i == 1 ? "\n" : "", pairs[i].name().c_str(),
+                  med[i] / med[0]);
   return 0;
 }

@@ -8,7 +8,7 @@
 #include "job/config.h"
 #include "mesh/security.h"
 #include "plan/plan.h"
-#include "policy/load_files.h"
+#include "core/load_files.h"
 #include "sim/scenario.h"
 #include "sim/trace.h"
 #include "wire/curve.h"
@@ -43,7 +43,7 @@ int plan(const uint8_t* data, size_t size) {
 }
 
 int loads(const uint8_t* data, size_t size) {
-  (void)policy::parse_loads(text_of(data, size), "fuzz-loads.csv");
+  (void)parse_loads(text_of(data, size), "fuzz-loads.csv");
   return 0;
 }
 

@@ -4,7 +4,7 @@
 // same job; the same membership gives bit-identical runs; an operator reloads the placement policy
 // mid-training and rebalances, and the plan changes between steps with no step failed or repeated,
 // while a broken policy is refused and training goes on (the report marks the swap); a job whose workers cannot read their data
-// fails at once with the reason.
+// fails at once with the reason; a job routed by a recorded trace records routing that is the trace's.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include "ckpt/format.h"
+#include "core/load_files.h"
+#include "model/routing_trace.h"
 #include "support/mesh_harness.h"
 #include "support/run_files.h"
 
@@ -185,4 +187,49 @@ TEST_CASE("t0504-unreadable-data: a job whose workers cannot load their data fai
   Proc run2 = spawn({bin(), "run", dir + "/job.lua", "--out", dir + "/out3"}, dir + "/run3.out");
   CHECK(run2.wait(5000) == 1);
   CHECK(run2.output().find("data.path: " + dir + "/nowhere does not exist") != std::string::npos);
+}
+
+TEST_CASE("t0505-replayed-routing: a job routes by a recorded trace and records its routing, which is the trace's") {
+  std::string dir = temp_dir("train");
+  REQUIRE(spawn({"/bin/mkdir", "-p", dir + "/trace"}, dir + "/mkdir.out").wait(2000) == 0);
+  // two iterations of a recorded run (one layer, four experts, two micro-batches each), hot experts apart
+  std::ofstream(dir + "/trace/table_iter50_rank0.log") << "0:[[500.0, 30.0, 20.0, 0.0], [480.0, 40.0, 10.0, 0.0]]\n";
+  std::ofstream(dir + "/trace/table_iter100_rank0.log") << "0:[[10.0, 60.0, 300.0, 120.0], [20.0, 50.0, 310.0, 130.0]]\n";
+  MeshOptions shape;
+  auto job = [&](const std::string& name, const std::string& model) {
+    std::ofstream(dir + "/" + name + ".lua")
+        << "return {\n  " << model << "\n  " << shape.data
+        << "\n  train = { batch = 8, lr = 1e-2, warmup = 5, record_routing = 1 },\n}\n";
+    return dir + "/" + name + ".lua";
+  };
+  const std::string replayed = "model = { layers = 1, d_model = 16, heads = 2, experts = 4, top_k = 2, seq_len = 16, "
+                               "routing_trace = 'trace', routing_every = 3 },";
+  auto j = run_json({bin(), "run", job("replay", replayed), "--steps", "9", "--json", "--out", dir + "/out"},
+                    dir + "/run.out", 90000);
+  CHECK(j["steps"] == 9);
+  auto trace = model::RoutingTrace::load(dir + "/trace", 1, 4, 3);
+  REQUIRE(trace.ok());
+  const uint64_t N = 8 * 16;  // the global batch's tokens
+  int recorded = 0;
+  for (double step : metrics_column(dir + "/out", "step")) {
+    auto loads = read_load_file(dir + "/out/routing/table_iter" + std::to_string(int64_t(step)) + ".log");
+    REQUIRE_MESSAGE(loads.ok(), loads.error().message());
+    REQUIRE(loads->size() == 1);
+    const auto want = trace->counts(uint64_t(step), 0, N, 2);
+    INFO("step " << step);
+    CHECK(std::vector<double>(want.begin(), want.end()) == (*loads)[0]);
+    ++recorded;
+  }
+  CHECK(recorded == 9);
+  // what was recorded replays: a trace directory like the one it came from
+  auto again = model::RoutingTrace::load(dir + "/out/routing", 1, 4, 1);
+  CHECK(again.ok());
+  // a trace that does not fit the model is refused before anything starts, naming the field and why
+  Proc wrong = spawn({bin(), "run", job("wrong", "model = { layers = 1, d_model = 16, heads = 2, experts = 8, top_k = 2, "
+                                                 "seq_len = 16, routing_trace = 'trace' },"),
+                      "--steps", "3", "--out", dir + "/out-wrong"},
+                     dir + "/wrong.out");
+  CHECK(wrong.wait(20000) == 1);
+  CHECK(wrong.output().find("model.routing_trace: " + dir + "/trace/table_iter50_rank0.log has 4 experts per layer; "
+                            "model.experts is 8") != std::string::npos);
 }

@@ -30,16 +30,19 @@ TEST_CASE("the load window averages the last steps per layer and expert, forgett
 TEST_CASE("imbalance: each expert's tokens shared over its replicas, busiest worker over the mean") {
   // one layer, 2 experts; expert 0 has 300 tokens, expert 1 has 100
   std::vector<uint64_t> loads{300, 100};
-  // uniform: each worker one expert -> 300 vs 100, mean 200
-  CHECK(expert_imbalance(loads, {{{0}, {1}}}, 2) == doctest::Approx(1.5));
-  // expert 0 on both workers, expert 1 on one: 150 + 100 vs 150
-  CHECK(expert_imbalance(loads, {{{0, 1}, {0}}}, 2) == doctest::Approx(250.0 / 200.0));
-  // two slots of expert 0 on worker 1 take two thirds of its tokens: 100 + 100 vs 200, even
-  CHECK(expert_imbalance(loads, {{{0, 1}, {0, 0}}}, 2) == doctest::Approx(1.0));
+  for (bool by_counts : {false, true}) {
+    // uniform: each worker one expert -> 300 vs 100, mean 200
+    CHECK(expert_imbalance(loads, {{{0}, {1}}}, 2, by_counts) == doctest::Approx(1.5));
+    // two slots of expert 0 on worker 1 take two thirds of its tokens: 100 + 100 vs 200, even
+    CHECK(expert_imbalance(loads, {{{0, 1}, {0, 0}}}, 2, by_counts) == doctest::Approx(1.0));
+    CHECK(expert_imbalance({0, 0}, {{{0}, {1}}}, 2, by_counts) == 1.0);     // nothing routed: even
+    CHECK(expert_imbalance({1, 2, 3}, {{{0}, {1}}}, 2, by_counts) == 1.0);  // sizes that do not fit: no verdict
+  }
+  // expert 0 on both workers, expert 1 on one: evenly 150 + 100 vs 150; by counts 100 + 100 vs 200
+  CHECK(expert_imbalance(loads, {{{0, 1}, {0}}}, 2, false) == doctest::Approx(250.0 / 200.0));
+  CHECK(expert_imbalance(loads, {{{0, 1}, {0}}}, 2, true) == doctest::Approx(1.0));
   // two layers: the mean of their imbalances
-  CHECK(expert_imbalance({300, 100, 300, 100}, {{{0}, {1}}, {{0, 1}, {0, 0}}}, 2) == doctest::Approx(1.25));
-  CHECK(expert_imbalance({0, 0}, {{{0}, {1}}}, 2) == 1.0);  // nothing routed: even
-  CHECK(expert_imbalance({1, 2, 3}, {{{0}, {1}}}, 2) == 1.0);  // sizes that do not fit: no verdict
+  CHECK(expert_imbalance({300, 100, 300, 100}, {{{0}, {1}}, {{0, 1}, {0, 0}}}, 2, false) == doctest::Approx(1.25));
 }
 
 TEST_CASE("the metrics log keeps the first and last records and the run's tokens per second") {

@@ -123,3 +123,34 @@ TEST_CASE("weighted: wrong sizes and replicas only on weight-0 workers are error
   REQUIRE_FALSE(none.ok());
   CHECK(none.error().message() == "expert 0 has 4 tokens but every replica has weight 0");
 }
+
+TEST_CASE("by counts: exactly once, sends equal receives, local first, with a digest of its own") {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    const size_t w = 1 + rng() % 8, experts = 1 + rng() % 12;
+    Counts tokens(experts, std::vector<uint32_t>(w)), units = tokens;
+    for (size_t e = 0; e < experts; ++e) {
+      for (size_t j = 0; j < w; ++j) tokens[e][j] = rng() % 100, units[e][j] = rng() % 3 == 0 ? 1 : 0;
+      units[e][rng() % w] += 1;
+    }
+    auto s = flexible_dispatch(tokens, units, {}, Split::counts);
+    REQUIRE(s.ok());
+    for (size_t e = 0; e < experts; ++e)
+      for (size_t j = 0; j < w; ++j) {
+        uint64_t out = 0, in = 0;
+        for (size_t i = 0; i < w; ++i) out += s->sent(int(e), int(j), int(i)), in += s->sent(int(e), int(i), int(j));
+        CHECK(out == tokens[e][j]);
+        CHECK(in == s->quota[e][j]);
+        CHECK(s->sent(int(e), int(j), int(j)) == std::min(tokens[e][j], s->quota[e][j]));
+        if (units[e][j] == 0) CHECK(s->quota[e][j] == 0);
+      }
+  }
+  // two experts sharing worker 1: by counts every worker computes 60, evenly worker 1 computes 90
+  Counts tokens = {{90, 0, 0}, {0, 0, 90}}, units = {{1, 1, 0}, {0, 1, 1}};
+  auto even = flexible_dispatch(tokens, units), counted = flexible_dispatch(tokens, units, {}, Split::counts);
+  REQUIRE(even.ok());
+  REQUIRE(counted.ok());
+  CHECK(even->quota[0][1] + even->quota[1][1] == 90);
+  CHECK(counted->quota[0][1] + counted->quota[1][1] == 60);
+  CHECK(replicas_digest(units, {}, Split::counts) != replicas_digest(units));
+}

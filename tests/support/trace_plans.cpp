@@ -12,7 +12,7 @@
 #include "policy/algo/placement_balance.h"
 #include "policy/frontier_report.h"
 #include "policy/kinds.h"
-#include "policy/load_files.h"
+#include "core/load_files.h"
 
 namespace sal::test {
 namespace {
@@ -38,7 +38,7 @@ Result<policy::Proposal> decide(policy::PolicySet& set, policy::Kind k, const st
 Result<Decided> decide_pair(policy::PolicySet& set, const std::string& file, uint32_t nodes, uint32_t slots,
                             uint32_t floor, const std::string& allocation, const std::string& placement) {
   Decided d;
-  auto loads = policy::read_load_file(file);
+  auto loads = read_load_file(file);
   if (!loads) return loads.error();
   d.loads = std::move(*loads);
   const auto experts = uint32_t(d.loads[0].size());

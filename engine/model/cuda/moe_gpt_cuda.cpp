@@ -18,6 +18,7 @@
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/permute.h"
 #include "kernels/cuda/softmax.h"
+#include "model/routing_trace.h"
 
 namespace sal::model {
 namespace {
@@ -82,8 +83,13 @@ Status MoeGptCuda::reserve(int B, int T) {
 // are formed here; the combine weights are gathered from the gate's probabilities on the device,
 // as the CPU reads them.
 void MoeGptCuda::force_routing(int l, int N, int T, std::vector<int32_t>& idx) const {
-  idx.assign(size_t(N) * size_t(p_.dims().top_k), 0);
-  forced_experts(p_.dims(), l, inputs_->data(), N, T, idx.data());
+  const int K = p_.dims().top_k;
+  idx.assign(size_t(N) * size_t(K), 0);
+  if (batch_ && batch_->routing)  // a replayed trace (model::RoutingTrace), as the CPU model routes
+    batch_->routing->route(batch_->step, l, uint64_t(global_tokens_), K, uint64_t(batch_->first) * uint64_t(T), N,
+                           idx.data());
+  else
+    forced_experts(p_.dims(), l, inputs_->data(), N, T, idx.data());
 }
 
 DeviceRouting MoeGptCuda::routing(int l, int N) const {
@@ -149,7 +155,7 @@ Status MoeGptCuda::forward_layer(int l, int B, int T, DeviceExchange& ex, StepSt
   SAL_GPU_TRY(kc::gemm_f32(ctx_, false, false, N, E, D, 1.0f, a.h2.get(), g.at(gl.w), 0.0f, gate_logits_.get()));
   SAL_GPU_TRY(kc::softmax_forward(ctx_, gate_logits_.get(), a.gate_probs.get(), N, E));
   if (N > 0) SAL_GPU_TRY(kc::topk(ctx_, a.gate_probs.get(), N, E, K, a.idx.get(), a.w.get()));
-  if (forced(d)) {
+  if (forced(d) || (batch_ && batch_->routing)) {
     force_routing(l, N, T, a.idx_host);
     SAL_GPU_TRY(upload(ctx_, a.idx.get(), a.idx_host, "cudaMemcpyAsync (forced routing)"));
     SAL_GPU_TRY(kc::gather_weights(ctx_, a.gate_probs.get(), a.idx.get(), N, K, E, a.w.get()));
@@ -277,6 +283,12 @@ Result<StepStats> MoeGptCuda::step(const Batch& b, int64_t global_tokens, Device
   if (b.targets.size() != size_t(N)) return fail("batch holds ", b.targets.size(), " targets for ", N, " tokens");
   if (global_tokens < 1) return fail("global_tokens = ", global_tokens, " (the loss is normalised by it)");
   stats.tokens = N;
+  batch_ = &b;
+  global_tokens_ = global_tokens;
+  struct Clear {
+    const Batch*& b;
+    ~Clear() { b = nullptr; }
+  } clear{batch_};
   SAL_TRY(forward(b.inputs, b.sequences, b.seq_len, ex, stats));
   const Dims& d = p_.dims();
   SAL_GPU_TRY(upload(ctx_, targets_.get(), b.targets, "cudaMemcpyAsync (targets)"));

@@ -71,6 +71,8 @@ class MoeGptCuda {
   DeviceParams& p_;
   std::vector<LayerActs> acts_;
   const std::vector<int32_t>* inputs_ = nullptr;  // the host ids forward() runs on (forced routing)
+  const Batch* batch_ = nullptr;  // step()'s batch while it runs (replayed routing places its tokens)
+  int64_t global_tokens_ = 0;     // step()'s
   int cap_tokens_ = 0, cap_b_ = 0, cap_t_ = 0;    // what reserve() sized the buffers for
 
   // Final stream, LM head, loss.

@@ -1,12 +1,16 @@
 // load_files.cpp — see load_files.h.
-#include "policy/load_files.h"
+#include "core/load_files.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "core/paths.h"
 #include "core/strings.h"
 
-namespace sal::policy {
+namespace sal {
 namespace {
 
 Result<std::vector<double>> csv_line(const std::string& line, int line_no, const std::string& path) {
@@ -36,7 +40,35 @@ Result<std::vector<double>> trace_line(const std::string& line, int line_no, con
   return sum;
 }
 
+// The number in a file name ("table_iter1051_rank0.log" -> 1051; -1 without one).
+int64_t number_in(const std::string& name) {
+  auto i = name.find_first_of("0123456789");
+  return i == std::string::npos ? -1 : std::atoll(name.c_str() + i);
+}
+
 }  // namespace
+
+Result<std::vector<std::string>> load_trace_files(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return std::vector<std::string>{path};
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(path, ec))
+    if (e.is_regular_file()) files.push_back(e.path().string());
+  if (ec) return fail(path, ": ", ec.message());
+  auto number = [](const std::string& f) { return number_in(std::filesystem::path(f).filename().string()); };
+  std::sort(files.begin(), files.end(), [&](const std::string& a, const std::string& b) {
+    auto na = number(a), nb = number(b);
+    return na != nb ? na < nb : a < b;
+  });
+  if (files.empty()) return fail(path, ": no load files in the directory");
+  return files;
+}
+
+std::string trace_line_of(size_t layer, const std::vector<uint64_t>& counts) {
+  std::string s = std::to_string(layer) + ":[[";
+  for (size_t e = 0; e < counts.size(); ++e) s += (e ? ", " : "") + std::to_string(counts[e]);
+  return s + "]]";
+}
 
 Result<std::vector<std::vector<double>>> read_load_file(const std::string& path) {
   auto text = read_file(path, 64u << 20);
@@ -58,4 +90,4 @@ Result<std::vector<std::vector<double>>> parse_loads(const std::string& text, co
   return layers;
 }
 
-}  // namespace sal::policy
+}  // namespace sal
