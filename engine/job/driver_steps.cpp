@@ -222,14 +222,45 @@ void Driver::committed(phase::Running& r, const StepRecord& rec) {
 
 // ---------- the end ----------
 
+namespace {
+
+// The first expert of the plan that none of its ranks but `absent` holds, as "layer L expert E";
+// "" when the others hold every expert (they hold every dense unit: every rank does).
+std::string uncovered_expert(const plan::Plan& p, const std::vector<uint32_t>& absent) {
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    std::set<uint32_t> held;
+    for (size_t pos = 0; pos < p.layers[l].placement.size(); ++pos)
+      if (std::find(absent.begin(), absent.end(), uint32_t(pos)) == absent.end())
+        held.insert(p.layers[l].placement[pos].begin(), p.layers[l].placement[pos].end());
+    for (const auto& slots : p.layers[l].placement)
+      for (uint32_t e : slots)
+        if (!held.count(e)) return "layer " + std::to_string(l) + " expert " + std::to_string(e);
+  }
+  return "";
+}
+
+}  // namespace
+
+// The final checkpoint, written by the plan's ranks still here: a rank gone since the plan's last
+// step (a patched last step) is left out, and the others write what it would have (each unit by
+// its lowest holder still here) — unless one of its experts is held by nobody else.
 Driver::Next Driver::start_save(const std::string& said, bool after_stop) {
   if (cfg_.run_dir.empty() || !applied_) return end_job(said);
   phase::Saving s;
   s.done = said;
   s.after_stop = after_stop;
   s.dir = cfg_.run_dir + "/checkpoint";
-  s.waiting = std::set<Participant>(applied_->ranks.begin(), applied_->ranks.end());
-  send(applied_->ranks, wire::SaveCheckpoint{s.dir, steps_.committed(), applied_->number()});
+  wire::SaveCheckpoint save{s.dir, steps_.committed(), applied_->number(), false, {}};
+  std::vector<Participant> savers;
+  for (uint32_t i = 0; i < applied_->ranks.size(); ++i)
+    if (contains(view_.ready, applied_->ranks[i]))
+      savers.push_back(applied_->ranks[i]);
+    else
+      save.absent.push_back(i);
+  if (const std::string lost = uncovered_expert(applied_->plan, save.absent); !lost.empty() || savers.empty())
+    return finish_save(s, false, "the workers left hold no copy of " + (lost.empty() ? "any unit" : lost));
+  s.waiting = std::set<Participant>(savers.begin(), savers.end());
+  send(savers, std::move(save));
   arm(Timer::plan, kSaveTimeoutMs);
   return s;
 }

@@ -409,12 +409,12 @@ ckpt::SnapshotUnits Trainer::with_snapshot_fault(ckpt::SnapshotUnits units, uint
 // Each rank writes its share, with no collective (a stop saves after aborting the step in flight,
 // whose data plane is then spent); the controller writes the manifest once every rank has
 // answered, so a checkpoint with a manifest is complete.
-Result<uint32_t> Trainer::save(const std::string& dir, uint64_t step) {
+Result<uint32_t> Trainer::save(const std::string& dir, uint64_t step, const std::vector<uint32_t>& absent) {
   if (plan_ == 0) return fail("no plan applied");
   SAL_TRY(compute_->to_host());
   SAL_TRY(make_dirs(dir));
   uint32_t written = 0;
-  for (const model::Unit* u : checkpoint_share()) {
+  for (const model::Unit* u : checkpoint_share(absent)) {
     SAL_TRY(ckpt::write_unit(dir, *u, step));
     ++written;
   }

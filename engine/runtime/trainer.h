@@ -74,7 +74,8 @@ class Trainer {
   // Fails only where the compute's update can (a GPU's): the worker's state is then unusable.
   Status commit(uint64_t step);
   void discard();
-  Result<uint32_t> save(const std::string& dir, uint64_t step);
+  // `absent`: the plan's ranks that do not save (gone); the others write their units too.
+  Result<uint32_t> save(const std::string& dir, uint64_t step, const std::vector<uint32_t>& absent = {});
   // The units this rank writes in a dense snapshot, as they are now (for an asynchronous
   // snapshot, between steps), from its compute (compute.h): the host's copies them here; a GPU's
   // starts their copy and the result waits for it (on the thread that calls it: the snapshot
@@ -160,8 +161,9 @@ class Trainer {
   void keep_only(const std::vector<std::pair<int, int>>& held);
   // The units this rank writes in a dense checkpoint: the non-expert ones on rank 0, each expert
   // on the lowest rank holding it.
-  std::vector<const model::Unit*> units_written(size_t copies) const;
-  std::vector<const model::Unit*> checkpoint_share() const;  // a final checkpoint's: one copy of each unit
+  std::vector<const model::Unit*> units_written(size_t copies, const std::vector<uint32_t>& absent = {}) const;
+  // A final checkpoint's: one copy of each unit, by its lowest holder not `absent`.
+  std::vector<const model::Unit*> checkpoint_share(const std::vector<uint32_t>& absent = {}) const;
   // ---- digests and a drill's corruption (trainer_digests.cpp) ----
   bool digests_due(uint64_t step) const;
   std::vector<wire::UnitDigest> unit_digests(uint64_t step);

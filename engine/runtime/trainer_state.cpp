@@ -172,11 +172,15 @@ Status Trainer::add_new_experts(const wire::PlanUpdate& p) {
   return {};
 }
 
-// A unit is written by the first `copies` of its holders in rank order: the dense units (every
-// rank holds them) by ranks 0 .. copies-1, an expert by the lowest ranks holding a replica.
-std::vector<const model::Unit*> Trainer::units_written(size_t copies) const {
+// A unit is written by the first `copies` of its holders in rank order, the `absent` ranks left
+// out: the dense units (every rank holds them) by the first `copies` ranks, an expert by the
+// lowest ranks holding a replica.
+std::vector<const model::Unit*> Trainer::units_written(size_t copies, const std::vector<uint32_t>& absent) const {
+  auto here = [&](int r) { return std::find(absent.begin(), absent.end(), uint32_t(r)) == absent.end(); };
   std::vector<const model::Unit*> out;
-  if (size_t(rank_) < copies) {
+  size_t ranks_before = 0;
+  for (int r = 0; r < rank_; ++r) ranks_before += here(r);
+  if (ranks_before < copies) {
     out.push_back(&params_.embedding);
     for (size_t l = 0; l < params_.dense.size(); ++l) {
       out.push_back(&params_.dense[l]);
@@ -186,13 +190,15 @@ std::vector<const model::Unit*> Trainer::units_written(size_t copies) const {
   for (auto [l, e] : std::set<std::pair<int, int>>(held_.begin(), held_.end())) {
     const auto& holders = replicas_[size_t(l)][size_t(e)];
     size_t before = 0;  // holders of a lower rank
-    for (int r = 0; r < rank_ && r < int(holders.size()); ++r) before += holders[size_t(r)] > 0;
+    for (int r = 0; r < rank_ && r < int(holders.size()); ++r) before += holders[size_t(r)] > 0 && here(r);
     auto it = params_.experts.find({l, e});
     if (before < copies && it != params_.experts.end()) out.push_back(&it->second);
   }
   return out;
 }
 
-std::vector<const model::Unit*> Trainer::checkpoint_share() const { return units_written(1); }
+std::vector<const model::Unit*> Trainer::checkpoint_share(const std::vector<uint32_t>& absent) const {
+  return units_written(1, absent);
+}
 
 }  // namespace sal::runtime

@@ -281,7 +281,7 @@ void TrainerThread::handle(const wire::SaveCheckpoint& s) {
     snapshots_->write(s.dir, s.step, trainer_->with_snapshot_fault(std::move(*units), s.step), d);
     return;
   }
-  auto n = trainer_ ? trainer_->save(s.dir, s.step) : Result<uint32_t>(fail("no job loaded"));
+  auto n = trainer_ ? trainer_->save(s.dir, s.step, s.absent) : Result<uint32_t>(fail("no job loaded"));
   if (n) {
     d.ok = true;
     d.units = *n;

@@ -312,7 +312,11 @@ struct SaveCheckpoint {
     (std::string, dir, {}, kTextMax),
     (uint64_t, step, 0),
     (uint64_t, plan, 0),
-    (bool, snapshot, false))
+    (bool, snapshot, false),
+    // The plan's ranks that are gone and do not save (a final checkpoint after a patched last
+    // step): the others write the units those would have written (each unit by its lowest
+    // holder still here).
+    (std::vector<uint32_t>, absent, {}, kListMax))
 };
 
 struct SaveDone {

@@ -6,7 +6,10 @@
 //  - Hopcroft–Karp and min-cost max-flow on representative sizes;
 //  - SPARe's reordering controller at N = 1000, r = 10, per failure, over sequences of failures
 //    up to the wipe-out (target ≤ 20 ms; SPARe reports "sub-100 ms");
-//  - MoEtion's window search on 256 experts × 24 layers, against the paper's equal-run sizing.
+//  - MoEtion's window search on 256 experts × 24 layers, against the paper's equal-run sizing;
+//  - the dispatcher's split of a layer's tokens by the step's counts (train.dispatch = "counts",
+//    core/expert_split.h), per layer and step, against the even split, on Zipf loads over replicas
+//    in proportion to them (at least 2 each) dealt round robin.
 //
 // usage: bench_algo [failure sequences for SPARe = 3]
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/expert_split.h"
 #include "policy/algo/flow.h"
 #include "policy/algo/matching.h"
 #include "policy/algo/moetion.h"
@@ -330,6 +334,38 @@ void bench_window() {
       "W_sparse = " + std::to_string(peer));
 }
 
+// One layer: `experts` Zipf(1.2) loads over `assignments` tokens, replicas in proportion (at least
+// 2), dealt round robin over `workers` workers of equal slots.
+void bench_split_at(int experts, int workers, int slots, uint64_t assignments) {
+  Rng rng(9);
+  std::vector<double> w(static_cast<size_t>(experts));
+  for (int e = 0; e < experts; ++e) w[size_t(e)] = 1 / std::pow(double(e + 1), 1.2);
+  const double sum = std::accumulate(w.begin(), w.end(), 0.0);
+  std::vector<uint64_t> totals;
+  for (double x : w) totals.push_back(uint64_t(double(assignments) * x / sum));
+  const int spare = workers * slots - 2 * experts;
+  sal::SplitTable units(size_t(experts), std::vector<uint32_t>(size_t(workers), 0));
+  int next = 0;
+  for (int e = 0; e < experts; ++e) {
+    const int r = 2 + int(std::floor(double(spare) * w[size_t(e)] / sum));
+    for (int k = 0; k < r; ++k) units[size_t(e)][size_t(next++ % workers)] += 1;
+  }
+  sal::SplitTable even, counts;
+  const double even_ms = time_ms(20, [&] { even = sal::even_split(totals, units, {}); });
+  const double counts_ms = time_ms(20, [&] { counts = sal::balanced_split(totals, units, {}); });
+  const std::string size = std::to_string(experts) + " experts × " + std::to_string(workers) + " workers, " +
+                           std::to_string(assignments) + " assignments";
+  row("dispatch split of a layer", size, "by the step's counts", counts_ms,
+      "imbalance " + fmt("%.3f", sal::split_imbalance(counts, {})));
+  row("peer: even split (Lazarus)", size, "each replica the same part", even_ms,
+      "imbalance " + fmt("%.3f", sal::split_imbalance(even, {})));
+}
+
+void bench_split() {
+  bench_split_at(32, 16, 8, 4096);      // the SmartMoE trace's layer on bench_skew's 16 × 8
+  bench_split_at(256, 64, 16, 1 << 20);  // a large GPU job's layer
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -341,5 +377,6 @@ int main(int argc, char** argv) {
   bench_flow();
   bench_spare(sequences);
   bench_window();
+  bench_split();
   return 0;
 }

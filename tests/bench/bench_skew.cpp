@@ -30,8 +30,9 @@
 // few per cent on some worker whatever the plan); "sampling floor" is what the last plan would show
 // step by step if each step's counts were drawn at random from the loads it was planned for
 // (sampling_floor: the noise alone, no drift); "balance (plan)" is the last plan's on the loads it
-// was planned for (the window's mean); P(1), P(2): the probability that the last plan survives 1
-// and 2 random node failures (every layer).
+// was planned for (the window's mean); both split the tokens as the run's dispatcher does (by the
+// counts, or evenly); P(1), P(2): the probability that the last plan survives 1 and 2 random node
+// failures (every layer).
 //
 // Real loads (--trace DIR: a recorded expert-load trace, a file or a directory such as SmartMoE's
 // rank0/): the job replays it as its routing (model.routing_trace), every step's counts the trace's
@@ -50,12 +51,14 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/expert_split.h"
 #include "core/load_files.h"
 #include "core/paths.h"
 #include "policy/algo/placement_balance.h"
@@ -86,13 +89,30 @@ struct Row {
   double tokens_per_s = 0, imbalance = 0, step_ms = 0, loss = 0, p1 = 0, p2 = 0, plan_balance = 0, floor = 0;
   std::vector<algo::LayerPlacement> placement;  // the last plan's, per layer
   std::vector<std::vector<double>> loads;       // the loads it was planned for ([] when kept from the start)
+  bool by_counts = true;                        // the run's train.dispatch
 };
 
+// One layer's balance on loads as the dispatcher splits them: by the counts (core/expert_split.h),
+// or evenly over the replicas (what the placement policies plan for). None: loads that do not fit.
+std::optional<double> layer_balance(const algo::LayerPlacement& layer, const std::vector<double>& loads, bool by_counts) {
+  if (!by_counts) {
+    auto b = algo::placement_imbalance(layer, loads);
+    return b ? std::optional<double>(*b) : std::nullopt;
+  }
+  SplitTable units(loads.size(), std::vector<uint32_t>(layer.nodes.size(), 0));
+  for (size_t n = 0; n < layer.nodes.size(); ++n)
+    for (auto e : layer.nodes[n])
+      if (size_t(e) < loads.size()) ++units[size_t(e)][n];
+  std::vector<uint64_t> totals;
+  for (double x : loads) totals.push_back(uint64_t(std::llround(x)));
+  return split_imbalance(balanced_split(totals, units, {}), {});
+}
+
 // A plan's balance on per-layer loads: the busiest node's work over the mean, averaged over layers.
-double balance_of(const std::vector<algo::LayerPlacement>& layers, const std::vector<std::vector<double>>& loads) {
+double balance_of(const std::vector<algo::LayerPlacement>& layers, const std::vector<std::vector<double>>& loads,
+                  bool by_counts) {
   double sum = 0;
-  for (size_t l = 0; l < layers.size() && l < loads.size(); ++l)
-    if (auto b = algo::placement_imbalance(layers[l], loads[l])) sum += *b;
+  for (size_t l = 0; l < layers.size() && l < loads.size(); ++l) sum += layer_balance(layers[l], loads[l], by_counts).value_or(0);
   return layers.empty() || loads.empty() ? 0 : sum / double(layers.size());
 }
 
@@ -102,7 +122,7 @@ double balance_of(const std::vector<algo::LayerPlacement>& layers, const std::ve
 // averaged over `draws` such steps. No placement of these replicas does better on average: the
 // part of "imbalance (steps)" above "balance (plan)" that this accounts for is sampling, not plan.
 double sampling_floor(const std::vector<algo::LayerPlacement>& layers, const std::vector<std::vector<double>>& loads,
-                      int assignments, int draws) {
+                      int assignments, int draws, bool by_counts) {
   std::mt19937_64 rng(12345);
   double sum = 0;
   int n = 0;
@@ -121,7 +141,7 @@ double sampling_floor(const std::vector<algo::LayerPlacement>& layers, const std
         left -= c;
         rest -= loads[l][e];
       }
-      if (auto b = algo::placement_imbalance(layers[l], counts)) {
+      if (auto b = layer_balance(layers[l], counts, by_counts)) {
         sum += *b;
         ++n;
       }
@@ -200,7 +220,7 @@ void last_plan(const std::string& run_dir, Row& row) {
   if (auto p = algo::joint_recovery_probability(layers, 2)) row.p2 = p->p;
   row.placement = layers;
   row.loads = last.loads;
-  row.plan_balance = balance_of(layers, last.loads);
+  row.plan_balance = balance_of(layers, last.loads, row.by_counts);
 }
 
 Row run_once(const Setup& s, const Pair& pair, int round) {
@@ -215,6 +235,7 @@ Row run_once(const Setup& s, const Pair& pair, int round) {
     return {};
   }
   Row r = measure(dir + "/out", 20);
+  r.by_counts = pair.dispatch == "counts";
   last_plan(dir + "/out", r);
   return r;
 }
@@ -295,11 +316,12 @@ int main(int argc, char** argv) {
       if (any_loads.empty() && !x.loads.empty()) any_loads = x.loads;
   for (auto& pair_rows : rows)
     for (auto& x : pair_rows)
-      if (x.loads.empty()) x.plan_balance = balance_of(x.placement, any_loads);
+      if (x.loads.empty()) x.plan_balance = balance_of(x.placement, any_loads, x.by_counts);
   const int assignments = s.batch * 64 * s.top_k;  // a step's expert assignments per layer
   if (s.trace.empty())  // replayed counts are exact: no sampling
     for (auto& pair_rows : rows)
-      for (auto& x : pair_rows) x.floor = sampling_floor(x.placement, x.loads.empty() ? any_loads : x.loads, assignments, 400);
+      for (auto& x : pair_rows)
+        x.floor = sampling_floor(x.placement, x.loads.empty() ? any_loads : x.loads, assignments, 400, x.by_counts);
   std::printf("| policies | tokens/s (median) | range | step ms | imbalance (steps) | sampling floor | balance (plan) | P(1) | P(2) | loss |\n"
               "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   std::vector<double> med;

@@ -8,7 +8,8 @@
 // step aborts and the elastic rung re-plans. The redundancy policy swapped live (spare, none,
 // spare) is the one a later loss meets; a broken one is refused and the stacks in force are kept.
 // `sim stacks` replays each run's failures through the simulator's SPARe model and agrees. With the
-// balancing loss off, four groups and one group of the same workers train the same losses.
+// balancing loss off, four groups and one group of the same workers train the same losses, and the
+// weights after a patched step are the unpatched step's within that reassociation.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -153,6 +154,34 @@ TEST_CASE("t0903-groups-same-update: with the balancing loss off, four groups an
     CAPTURE(s);
     CHECK(std::fabs(four[s] - one[s]) <= 1e-4 * one[s]);
   }
+}
+
+TEST_CASE("t0904-patched-update: the weights after a patched step are the unpatched step's within reassociation") {
+  // t0900's losses cannot show a wrong patch at the patched step (a step's loss is taken before its
+  // update): the weights after it can. The bound is reassociation's own, measured in the same test:
+  // four groups against one group of the same workers (the same sums in another order). A patch
+  // that computed one shard type too few (a quarter of the batch's gradient missing) breaks it.
+  std::string dir = temp_dir("groups");
+  std::string spare = write_job(dir, "spare");
+  auto run = [&](const std::string& name, const std::string& sets, const std::string& kills) {
+    std::vector<std::string> args{bin(), "run", spare, "--steps", "11", "--set", "model.aux_loss_weight=0" + sets,
+                                  "--json", "--out", dir + "/" + name};
+    if (!kills.empty()) args.insert(args.end(), {"--drill", write_drill(dir, name, kills)});
+    return run_json(args, dir + "/" + name + ".out", 90000);
+  };
+  run("four", "", "");
+  run("one", ",parallel.groups=1,parallel.redundancy=0", "");
+  auto j = run("patched", "", "kill{ node = 3, step = 10, during = 'backward' }\n");
+  CHECK(j["steps"] == 11);  // steps 0 .. 10
+  CHECK(j["patched_steps"] == 1);
+  REQUIRE(j["recoveries"].size() >= 1);
+  CHECK(j["recoveries"][0]["step"] == 10);  // the last step is the patched one
+  const auto reassociation = weight_distance(dir + "/four/checkpoint", dir + "/one/checkpoint");
+  const auto patched = weight_distance(dir + "/four/checkpoint", dir + "/patched/checkpoint");
+  INFO("reassociation " << reassociation.relative << " (elementwise " << reassociation.elementwise << "), patched "
+                        << patched.relative << " (elementwise " << patched.elementwise << ")");
+  CHECK(patched.relative <= std::max(4 * reassociation.relative, 1e-6));
+  CHECK(patched.elementwise <= std::max(4 * reassociation.elementwise, 1e-7));
 }
 
 TEST_CASE("t0902-groups-policy-swap: spare, none, spare loaded live, a loss then is patched, and a broken policy is refused with the stacks kept") {

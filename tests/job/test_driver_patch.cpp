@@ -2,7 +2,7 @@
 // loses a rank in the middle of a step; the driver asks the redundancy policy, sends the patch to
 // the ranks left, counts only their patched votes and commits the step without aborting it, then
 // re-plans; a wipe-out aborts instead; a second loss in the same step patches again; a plan of one
-// group aborts as before.
+// group aborts as before; a stop right after a patched step saves with the ranks left.
 #include <doctest/doctest.h>
 
 #include "job/driver_harness.h"
@@ -150,4 +150,25 @@ TEST_CASE("a plan of one group is never patched: a loss mid-step aborts it") {
   h.lose(2);
   CHECK(h.all<act::DecidePatch>().empty());
   CHECK(h.d.steps().aborted() == 1);
+}
+
+TEST_CASE("a stop right after a patched step saves with the ranks left, the one gone named absent") {
+  Harness h = grouped(3);
+  h.lose(3, "node 3 died");
+  auto asks = h.all<act::DecidePatch>();
+  REQUIRE(asks.size() == 1);
+  h.membership(workers({0, 1, 2}));  // the view without it, as the controller saw it die
+  h.on(in::PatchDecided{asks[0].decision, stacks({{0, 1}, {}}, {true, false}), "spare gen 1"});
+  for (uint32_t n : {0u, 1u, 2u}) vote(h, {NodeId(n), 0}, 3, 1);
+  REQUIRE(h.d.steps().committed() == 4);
+  CHECK(h.d.phase() == Phase::running);
+  h.on(in::Stop{"4 steps committed", true});
+  auto saves = h.sent<wire::SaveCheckpoint>();
+  REQUIRE(saves.size() == 1);
+  CHECK(saves[0].second.absent == std::vector<uint32_t>{3});  // its units are written by their next holders
+  CHECK(saves[0].first.to.size() == 3);
+  for (uint32_t n : {0u, 1u, 2u}) h.on(in::Saved{wire::SaveDone{n, 0, 4, true, "", 3, false, 0, 0, 0}});
+  CHECK(h.d.phase() == Phase::done);
+  CHECK(h.d.failure().empty());
+  CHECK(h.all<act::CheckpointComplete>().size() == 1);
 }

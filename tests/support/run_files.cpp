@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <stdexcept>
 
 #include "core/paths.h"
@@ -73,6 +74,22 @@ std::string run_logs(const std::string& run_dir) {
   return all;
 }
 
+UnitDistance unit_distance(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) throw std::runtime_error("unit sizes differ");
+  constexpr double kFar = std::numeric_limits<double>::infinity();
+  UnitDistance d;
+  double dist = 0, size = 0;
+  for (size_t k = 0; k < a.size(); ++k) {
+    if (!std::isfinite(a[k]) || !std::isfinite(b[k])) return UnitDistance{kFar, kFar};  // NaN == NaN is no match
+    const double x = double(a[k]) - double(b[k]);
+    dist += x * x;
+    size += double(a[k]) * double(a[k]);
+    d.elementwise = std::max(d.elementwise, std::abs(x));
+  }
+  d.relative = std::sqrt(dist / std::max(size, 1e-30));
+  return d;
+}
+
 WeightDistance weight_distance(const std::string& checkpoint_a, const std::string& checkpoint_b) {
   auto pa = ckpt::load_all(checkpoint_a), pb = ckpt::load_all(checkpoint_b);
   if (!pa || !pb) throw std::runtime_error("cannot load " + checkpoint_a + " or " + checkpoint_b);
@@ -82,16 +99,10 @@ WeightDistance weight_distance(const std::string& checkpoint_a, const std::strin
   d.units = ua.size();
   std::vector<double> each;
   for (size_t i = 0; i < ua.size(); ++i) {
-    if (ua[i]->w.size() != ub[i]->w.size()) throw std::runtime_error("unit sizes differ");
-    double dist = 0, size = 0;
-    for (size_t k = 0; k < ua[i]->w.size(); ++k) {
-      double x = double(ua[i]->w[k]) - double(ub[i]->w[k]);
-      dist += x * x;
-      size += double(ua[i]->w[k]) * double(ua[i]->w[k]);
-      d.elementwise = std::max(d.elementwise, std::abs(x));
-    }
-    each.push_back(std::sqrt(dist / std::max(size, 1e-30)));
-    d.relative = std::max(d.relative, each.back());
+    const UnitDistance u = unit_distance(ua[i]->w, ub[i]->w);
+    each.push_back(u.relative);
+    d.relative = std::max(d.relative, u.relative);  // std::max keeps infinity: no NaN can reach here
+    d.elementwise = std::max(d.elementwise, u.elementwise);
   }
   std::sort(each.begin(), each.end());
   d.median_relative = each.empty() ? 0 : each[each.size() / 2];

@@ -31,8 +31,17 @@ size_t occurrences(const std::string& text, const std::string& what);
 // Every *.log file of a run directory, concatenated.
 std::string run_logs(const std::string& run_dir);
 
+// One unit's weights against another's: |a - b| / |a| and the largest elementwise difference, both
+// infinite where either holds a NaN or an infinity (a NaN matches nothing, itself included).
+// Throws if the sizes differ.
+struct UnitDistance {
+  double relative = 0, elementwise = 0;
+};
+UnitDistance unit_distance(const std::vector<float>& a, const std::vector<float>& b);
+
 // Per unit, the distance between two checkpoints' weight vectors relative to their size (the
-// largest), and the largest elementwise difference. Fails (throws) if their units differ.
+// largest), and the largest elementwise difference (unit_distance: infinite for a NaN or an
+// infinity). Fails (throws) if their units differ.
 struct WeightDistance {
   double relative = 0, elementwise = 0;
   double median_relative = 0;  // the middle unit's relative distance
