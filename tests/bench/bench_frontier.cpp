@@ -9,7 +9,9 @@
 // then a summary per shape, and, on the last file, the comparison of allocation +
 // placement pairs (per-layer balance min / median / max, P(1), P(2); P(k): every layer together).
 // Balance: the busiest node's expert work over the mean, each expert's tokens split evenly over its
-// replicas. The loads of a layer: the sum of the file's four micro-batches.
+// replicas (what the placements plan for); "by counts": the default's choice as the dispatcher
+// splits the tokens by the step's counts (train.dispatch = "counts", the default). The loads of a
+// layer: the sum of the file's four micro-batches.
 //
 // usage: bench_frontier [TRACE_DIR] [--every K]   (K: every K-th file, default 1)
 #include <algorithm>
@@ -37,16 +39,16 @@ std::string p_text(const std::vector<double>& p, size_t k) { return k < p.size()
 
 void per_file(policy::PolicySet& set, const std::vector<std::string>& files, Shape s, std::vector<TraceFigures>& out) {
   std::printf("\n### %u nodes x %u slots (f = %u, allocation lazarus)\n\n", s.nodes, s.slots, kFloor);
-  std::printf("| iteration | frontier point, P(1) = 1 | median | default's choice | median | P(2) | mro median | mro P(2) "
-              "| bound | frontier ms |\n| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  std::printf("| iteration | frontier point, P(1) = 1 | median | default's choice | median | by counts | P(2) | mro median "
+              "| mro P(2) | bound | frontier ms |\n| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (const auto& file : files) {
     auto f = trace_figures(set, file, s.nodes, s.slots, kFloor);
     if (!f) {
       std::fprintf(stderr, "bench_frontier: %s\n", f.error().message().c_str());
       std::exit(1);
     }
-    std::printf("| %llu | %s | %.3f | %s | %.3f | %s | %.3f | %s | %.3f | %.1f |\n", (unsigned long long)f->iteration,
-                f->best.name.c_str(), f->best.median, f->chosen.name.c_str(), f->chosen.median,
+    std::printf("| %llu | %s | %.3f | %s | %.3f | %.3f | %s | %.3f | %s | %.3f | %.1f |\n", (unsigned long long)f->iteration,
+                f->best.name.c_str(), f->best.median, f->chosen.name.c_str(), f->chosen.median, f->chosen_by_counts,
                 p_text(f->chosen.p, 1).c_str(), f->mro.median, p_text(f->mro.p, 1).c_str(), f->bound, f->frontier_ms);
     out.push_back(*f);
   }
@@ -58,17 +60,19 @@ struct Range {
 };
 
 void summary(Shape s, const std::vector<TraceFigures>& rows) {
-  Range best, chosen, chosen_p2, mro, mro_p2, bound, ms;
-  int met = 0, chosen_met = 0, p1 = 0;
+  Range best, chosen, counts, chosen_p2, mro, mro_p2, bound, ms;
+  int met = 0, chosen_met = 0, counts_met = 0, p1 = 0;
   for (const auto& r : rows) {
-    best.add(r.best.median), chosen.add(r.chosen.median), chosen_p2.add(r.chosen.p[1]);
+    best.add(r.best.median), chosen.add(r.chosen.median), chosen_p2.add(r.chosen.p[1]), counts.add(r.chosen_by_counts);
+    counts_met += r.chosen_by_counts <= kTarget && r.chosen.p[0] == 1.0;
     mro.add(r.mro.median), mro_p2.add(r.mro.p[1]), bound.add(r.bound), ms.add(r.frontier_ms);
     met += r.best.median <= kTarget;
     chosen_met += r.chosen.median <= kTarget && r.chosen.p[0] == 1.0;
     p1 += r.chosen.p[0] == 1.0;
   }
-  std::printf("| %u x %u | %zu | %d | %.3f-%.3f | %d | %.3f-%.3f | %.4f-%.4f | %d | %.3f-%.3f | %.4f-%.4f | %.3f-%.3f | %.0f-%.0f |\n",
-              s.nodes, s.slots, rows.size(), met, best.lo, best.hi, chosen_met, chosen.lo, chosen.hi, chosen_p2.lo,
+  std::printf("| %u x %u | %zu | %d | %.3f-%.3f | %d | %.3f-%.3f | %d | %.3f-%.3f | %.4f-%.4f | %d | %.3f-%.3f | %.4f-%.4f | %.3f-%.3f | %.0f-%.0f |\n",
+              s.nodes, s.slots, rows.size(), met, best.lo, best.hi, chosen_met, chosen.lo, chosen.hi, counts_met, counts.lo,
+              counts.hi, chosen_p2.lo,
               chosen_p2.hi, p1, mro.lo, mro.hi, mro_p2.lo, mro_p2.hi, bound.lo, bound.hi, ms.lo, ms.hi);
 }
 
@@ -113,9 +117,10 @@ int main(int argc, char** argv) {
   std::vector<std::vector<TraceFigures>> rows(2);
   for (size_t i = 0; i < 2; ++i) per_file(set, files, shapes[i], rows[i]);
   std::printf("\n### Summary over the files\n\n| shape | files | frontier point P(1) = 1, median <= %.2f | its median "
-              "(range) | default's choice: P(1) = 1, median <= %.2f | its median | its P(2) | its P(1) = 1 | mro median "
-              "| mro P(2) | bound | frontier ms |\n| --- | ---: | ---: | --- | ---: | --- | --- | ---: | --- | --- | --- | --- |\n",
-              kTarget, kTarget);
+              "(range) | default's choice: P(1) = 1, median <= %.2f | its median | by counts: P(1) = 1, median <= %.2f "
+              "| its median by counts | its P(2) | its P(1) = 1 | mro median | mro P(2) | bound | frontier ms |\n"
+              "| --- | ---: | ---: | --- | ---: | --- | ---: | --- | --- | ---: | --- | --- | --- | --- |\n",
+              kTarget, kTarget, kTarget);
   for (size_t i = 0; i < 2; ++i) summary(shapes[i], rows[i]);
   pairs(set, files.back(), shapes[0]);
   return 0;

@@ -32,6 +32,8 @@ TEST_CASE("trace 16x8: a frontier point with P(1) = 1 and median balance <= 1.15
     CHECK(f->chosen.p[0] == 1.0);
     CHECK(f->chosen.median <= kTarget);
     CHECK(f->chosen.median <= f->best.median + 0.02);
+    CHECK(f->chosen_by_counts <= f->chosen.median + 1e-3);  // the dispatcher's split by counts: never worse
+    CHECK(f->chosen_by_counts <= 1.01);
     CHECK(f->mro.p[1] >= f->chosen.p[1]);  // mro stays the maximum-survival end
   }
 }
@@ -46,6 +48,7 @@ TEST_CASE("trace 8x8: the bound rules out 1.15 where one expert takes half the t
     REQUIRE_MESSAGE(f.ok(), f.error().message());
     CHECK(f->best.p[0] == 1.0);
     CHECK(f->best.median <= f->bound * 1.03);
+    CHECK(f->chosen_by_counts >= f->bound - 1e-3);  // the bound holds for any split of the tokens
     above += f->bound > kTarget;
   }
   CHECK(above > 0);

@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "core/clock.h"
+#include "core/expert_split.h"
 #include "policy/algo/frontier.h"
 #include "policy/algo/placement_balance.h"
 #include "policy/frontier_report.h"
@@ -73,6 +74,22 @@ PlanFigures figures_of(const std::string& name, const std::vector<double>& balan
 
 PlanFigures figures_of(const algo::FrontierPoint& p) { return figures_of(p.name, p.balance, p.p); }
 
+// A plan's median per-layer balance when the dispatcher splits each step's tokens by the counts
+// (core/expert_split.h) instead of evenly, on the file's loads.
+double median_by_counts(const Decided& d) {
+  std::vector<double> balance;
+  const auto layers = layers_of(d);
+  for (size_t l = 0; l < layers.size() && l < d.loads.size(); ++l) {
+    SplitTable units(d.loads[l].size(), std::vector<uint32_t>(layers[l].nodes.size(), 0));
+    for (size_t n = 0; n < layers[l].nodes.size(); ++n)
+      for (auto e : layers[l].nodes[n]) ++units[size_t(e)][n];
+    std::vector<uint64_t> totals;
+    for (double x : d.loads[l]) totals.push_back(uint64_t(std::llround(x)));
+    balance.push_back(split_imbalance(balanced_split(totals, units, {}), {}));
+  }
+  return algo::median(balance);
+}
+
 uint64_t iteration_of(const std::string& file) {
   std::smatch m;
   const std::string name = std::filesystem::path(file).filename().string();
@@ -134,6 +151,7 @@ Result<TraceFigures> trace_figures(policy::PolicySet& set, const std::string& fi
   if (!c.is_object()) return fail(file, ": the goodput placement gave no choice");
   out.chosen = figures_of(c["point"].get<std::string>(), c["balances"].get<std::vector<double>>(),
                           c["p"].get<std::vector<double>>());
+  out.chosen_by_counts = median_by_counts(*chosen);
   return out;
 }
 

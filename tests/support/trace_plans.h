@@ -26,6 +26,7 @@ struct TraceFigures {
   uint64_t iteration = 0;     // from the file name (table_iter<N>_rank0.log)
   PlanFigures best;           // the most balanced frontier point with P(1) = 1
   PlanFigures chosen;         // the default placement's (goodput) choice
+  double chosen_by_counts = 0;  // its median per-layer balance as the dispatcher splits by the counts
   PlanFigures mro;            // mro, the maximum-survival end
   double bound = 0;           // median over the layers of the lowest balance the replicas allow
   int frontier_points = 0;
