@@ -125,7 +125,7 @@ const std::vector<Field>& fields() {
            "busier worker than even) or evenly (Lazarus's split)",
            [](JobConfig& j) -> std::string& { return j.train.dispatch; }),
       integer("train.record_routing", 0, 1e9, "steps between records of the job's routing, every layer's "
-              "token-to-expert counts of the global batch, as RUN/routing/table_iter<step>_rank0.log (the SmartMoE "
+              "token-to-expert counts of the global batch, as RUN/routing/table_iter<step>.log (the SmartMoE "
               "format model.routing_trace replays; 0: none)",
               [](JobConfig& j) -> int64_t& { return j.train.record_routing; }),
             integer("parallel.groups", 1, 1024, "data-parallel groups G: each a whole model (an expert-parallel mesh "
