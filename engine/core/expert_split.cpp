@@ -37,32 +37,36 @@ struct Loads {
 };
 
 // The water level: `total` poured over `holders` on top of their loads, the least loaded (over
-// weight) filled first; each holder's real part, max(0, level * w - load).
-std::vector<double> pour_real(uint64_t total, std::vector<size_t> holders, const Loads& l) {
-  std::stable_sort(holders.begin(), holders.end(), [&](size_t a, size_t b) { return l.level(a) < l.level(b); });
+// weight) filled first; each holder's real part, max(0, level * w - load), in `holders`' order.
+std::vector<double> pour_real(uint64_t total, const std::vector<size_t>& holders, const Loads& l) {
+  std::vector<size_t> by_level(holders.size());
+  std::iota(by_level.begin(), by_level.end(), size_t(0));
+  std::stable_sort(by_level.begin(), by_level.end(),
+                   [&](size_t a, size_t b) { return l.level(holders[a]) < l.level(holders[b]); });
   double under = 0, w = 0, level = 0;
   size_t filled = 0;
-  while (filled < holders.size()) {
-    under += l.tokens[holders[filled]];
-    w += weight_of(l.weights, holders[filled]);
+  while (filled < by_level.size()) {
+    const size_t j = holders[by_level[filled]];
+    under += l.tokens[j];
+    w += weight_of(l.weights, j);
     ++filled;
     level = (double(total) + under) / w;
-    if (filled == holders.size() || level <= l.level(holders[filled])) break;
+    if (filled == by_level.size() || level <= l.level(holders[by_level[filled]])) break;
   }
-  std::vector<double> part(l.tokens.size(), 0.0);
+  std::vector<double> part(holders.size(), 0.0);
   for (size_t i = 0; i < filled; ++i) {
-    const size_t j = holders[i];
-    part[j] = std::max(0.0, level * weight_of(l.weights, j) - l.tokens[j]);
+    const size_t j = holders[by_level[i]];
+    part[by_level[i]] = std::max(0.0, level * weight_of(l.weights, j) - l.tokens[j]);
   }
   return part;
 }
 
 // The real parts in integers that add up to `total`: floors, then one each by largest remainder
-// (ties: the lower worker).
+// (ties: the earlier part, the lower worker).
 std::vector<uint32_t> integer_parts(uint64_t total, const std::vector<double>& part) {
   std::vector<uint32_t> q(part.size(), 0);
   uint64_t given = 0;
-  for (size_t j = 0; j < part.size(); ++j) given += q[j] = uint32_t(std::floor(part[j]));
+  for (size_t i = 0; i < part.size(); ++i) given += q[i] = uint32_t(std::floor(part[i]));
   while (given > total) {  // rounding error only
     auto big = std::max_element(q.begin(), q.end());
     --*big;
@@ -72,8 +76,8 @@ std::vector<uint32_t> integer_parts(uint64_t total, const std::vector<double>& p
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return part[a] - std::floor(part[a]) > part[b] - std::floor(part[b]); });
-  for (size_t j : order)  // fewer than the positive parts are left
-    if (given < total && part[j] > 0) ++q[j], ++given;
+  for (size_t i : order)  // fewer than the positive parts are left
+    if (given < total && part[i] > 0) ++q[i], ++given;
   if (given < total) q[size_t(std::max_element(part.begin(), part.end()) - part.begin())] += uint32_t(total - given);
   return q;
 }
@@ -89,13 +93,13 @@ double spread(const Loads& l, const std::vector<size_t>& holders) {
 bool repour(uint64_t total, const std::vector<size_t>& holders, std::vector<uint32_t>& q, Loads& l) {
   const double before = spread(l, holders);
   for (size_t j : holders) l.tokens[j] -= q[j];
-  std::vector<uint32_t> fresh = integer_parts(total, pour_real(total, holders, l));
-  for (size_t j : holders) l.tokens[j] += fresh[j];
+  const std::vector<uint32_t> fresh = integer_parts(total, pour_real(total, holders, l));
+  for (size_t i = 0; i < holders.size(); ++i) l.tokens[holders[i]] += fresh[i];
   if (spread(l, holders) < before * (1 - 1e-12)) {
-    for (size_t j : holders) q[j] = fresh[j];
+    for (size_t i = 0; i < holders.size(); ++i) q[holders[i]] = fresh[i];
     return true;
   }
-  for (size_t j : holders) l.tokens[j] += double(q[j]) - double(fresh[j]);
+  for (size_t i = 0; i < holders.size(); ++i) l.tokens[holders[i]] += double(q[holders[i]]) - double(fresh[i]);
   return false;
 }
 

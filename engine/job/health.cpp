@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <utility>
 
 namespace sal::job {
 namespace {
@@ -20,51 +22,77 @@ double median(std::vector<double> v) {
 
 bool cpu_measured(const WorkerTimes& t) { return t.busy_cpu_ms > 0 && t.process_cpu_ms > 0 && t.busy_ms > 0 && t.tokens > 0; }
 
+// The median of some workers' values with any one of them left out: one sort, then each answer in
+// O(1) (a commit asks it for every worker: n medians of n - 1 values, not n sorts).
+class MedianOfOthers {
+ public:
+  void add(const Participant& p, double v) { items_.emplace_back(v, p); }
+  void sort() {
+    std::sort(items_.begin(), items_.end());
+    for (size_t i = 0; i < items_.size(); ++i) place_[items_[i].second] = i;
+  }
+  // How many values are left without `p`'s (0: none).
+  size_t count_without(const Participant& p) const { return items_.size() - place_.count(p); }
+  double without(const Participant& p) const {
+    const auto it = place_.find(p);
+    const size_t skip = it == place_.end() ? items_.size() : it->second, n = count_without(p);
+    auto at = [&](size_t j) { return items_[j >= skip ? j + 1 : j].first; };
+    if (n == 0) return 0;
+    return n % 2 ? at(n / 2) : (at(n / 2 - 1) + at(n / 2)) / 2;
+  }
+
+ private:
+  std::vector<std::pair<double, Participant>> items_;
+  std::map<Participant, size_t> place_;
+};
+
+// The others' figures a worker's slowness is weighed against, for every worker at once: wall
+// time, and of the workers whose CPU was measured, dense CPU per token, expert CPU per row and CPU
+// per wall millisecond.
+struct OthersMedians {
+  MedianOfOthers busy, dense, expert, rate;
+  explicit OthersMedians(const std::map<Participant, WorkerTimes>& times) {
+    for (const auto& [who, u] : times) {
+      busy.add(who, u.busy_ms);
+      if (!cpu_measured(u)) continue;
+      dense.add(who, std::max(0.0, u.busy_cpu_ms - u.expert_cpu_ms) / double(u.tokens));
+      if (u.expert_rows > 0) expert.add(who, u.expert_cpu_ms / double(u.expert_rows));
+      rate.add(who, u.process_cpu_ms / u.busy_ms);
+    }
+    for (MedianOfOthers* m : {&busy, &dense, &expert, &rate}) m->sort();
+  }
+};
+
 // How much slower `who` is than the others (1: as fast): its work's CPU time over what the others'
 // speed gives for it, times the others' CPU per wall millisecond over its own (0: not known).
-double slowness(const Participant& who, const std::map<Participant, WorkerTimes>& times) {
-  const WorkerTimes& t = times.at(who);
-  std::vector<double> dense, expert, rate, busy;
-  for (const auto& [other, u] : times) {
-    if (other == who) continue;
-    busy.push_back(u.busy_ms);
-    if (!cpu_measured(u)) continue;
-    dense.push_back(std::max(0.0, u.busy_cpu_ms - u.expert_cpu_ms) / double(u.tokens));
-    if (u.expert_rows > 0) expert.push_back(u.expert_cpu_ms / double(u.expert_rows));
-    rate.push_back(u.process_cpu_ms / u.busy_ms);
+double slowness(const Participant& who, const WorkerTimes& t, const OthersMedians& m) {
+  if (!cpu_measured(t) || m.dense.count_without(who) == 0) {  // wall time alone
+    const double others = m.busy.without(who);
+    return others > 0 ? t.busy_ms / others : 0;
   }
-  if (!cpu_measured(t) || dense.empty()) {  // wall time alone
-    const double m = median(std::move(busy));
-    return m > 0 ? t.busy_ms / m : 0;
-  }
-  const double expected =
-      median(std::move(dense)) * double(t.tokens) + median(std::move(expert)) * double(t.expert_rows);
+  const double expected = m.dense.without(who) * double(t.tokens) + m.expert.without(who) * double(t.expert_rows);
   const double own_rate = t.process_cpu_ms / t.busy_ms;
   if (expected <= 0 || own_rate <= 0) return 0;
-  return t.busy_cpu_ms / expected * (median(std::move(rate)) / own_rate);
+  return t.busy_cpu_ms / expected * (m.rate.without(who) / own_rate);
 }
 
 // Each worker's computing time over the median of the others' in one step (none when fewer than two
 // workers, or the others computed nothing).
-std::map<Participant, double> step_lags(const std::map<Participant, WorkerTimes>& times) {
+std::map<Participant, double> step_lags(const std::map<Participant, WorkerTimes>& times, const OthersMedians& m) {
   std::map<Participant, double> out;
   if (times.size() < 2) return out;
-  for (const auto& [who, t] : times) {
-    std::vector<double> others;
-    for (const auto& [other, u] : times)
-      if (other != who) others.push_back(u.busy_ms);
-    if (double m = median(std::move(others)); m > 0) out[who] = t.busy_ms / m;
-  }
+  for (const auto& [who, t] : times)
+    if (double others = m.busy.without(who); others > 0) out[who] = t.busy_ms / others;
   return out;
 }
 
 // Each worker's slowness against the others' in one step (none when fewer than two workers
 // computed anything).
-std::map<Participant, double> step_ratios(const std::map<Participant, WorkerTimes>& times) {
+std::map<Participant, double> step_ratios(const std::map<Participant, WorkerTimes>& times, const OthersMedians& m) {
   std::map<Participant, double> out;
   if (times.size() < 2) return out;
   for (const auto& [who, t] : times)
-    if (double r = slowness(who, times); r > 0) out[who] = r;
+    if (double r = slowness(who, t, m); r > 0) out[who] = r;
   return out;
 }
 
@@ -85,8 +113,9 @@ void push_bounded(std::deque<T>& d, T v, size_t n) {
 
 std::vector<SpeedChange> SpeedWatch::observe(uint64_t step, const std::map<Participant, WorkerTimes>& times) {
   std::vector<SpeedChange> changes;
-  for (const auto& [who, lag] : step_lags(times)) push_bounded(workers_[who].lags, lag, o_.window);
-  for (const auto& [who, r] : step_ratios(times)) {
+  const OthersMedians others(times);
+  for (const auto& [who, lag] : step_lags(times, others)) push_bounded(workers_[who].lags, lag, o_.window);
+  for (const auto& [who, r] : step_ratios(times, others)) {
     Track& t = workers_[who];
     push_bounded(t.ratios, r, o_.window);
     push_bounded(t.times, times.at(who), o_.window);
