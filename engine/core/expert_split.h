@@ -33,4 +33,15 @@ SplitTable balanced_split(const std::vector<uint64_t>& totals, const SplitTable&
 // there is no load).
 double split_imbalance(const SplitTable& quota, const std::vector<uint32_t>& weights);
 
+// A layer's replica units per expert and worker from its slots (slots[j]: the expert of each of
+// worker j's slots, any integer type); experts outside [0, experts) are left out.
+template <class Slots>
+SplitTable units_of(const Slots& slots, size_t experts) {
+  SplitTable units(experts, std::vector<uint32_t>(slots.size(), 0));
+  for (size_t j = 0; j < slots.size(); ++j)
+    for (auto slot : slots[j])
+      if (const long long e = static_cast<long long>(slot); e >= 0 && size_t(e) < experts) ++units[size_t(e)][j];
+  return units;
+}
+
 }  // namespace sal

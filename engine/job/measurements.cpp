@@ -34,10 +34,7 @@ double expert_imbalance(const std::vector<uint64_t>& loads, const std::vector<st
   if (placement.empty() || loads.size() != placement.size() * experts) return 1;
   double sum = 0;
   for (size_t l = 0; l < placement.size(); ++l) {
-    SplitTable units(experts, std::vector<uint32_t>(placement[l].size(), 0));
-    for (size_t n = 0; n < placement[l].size(); ++n)
-      for (uint32_t e : placement[l][n])
-        if (e < experts) ++units[e][n];
+    const SplitTable units = units_of(placement[l], experts);
     const std::vector<uint64_t> totals(loads.begin() + long(l * experts), loads.begin() + long((l + 1) * experts));
     sum += split_imbalance(by_counts ? balanced_split(totals, units, {}) : even_split(totals, units, {}), {});
   }

@@ -99,10 +99,7 @@ std::optional<double> layer_balance(const algo::LayerPlacement& layer, const std
     auto b = algo::placement_imbalance(layer, loads);
     return b ? std::optional<double>(*b) : std::nullopt;
   }
-  SplitTable units(loads.size(), std::vector<uint32_t>(layer.nodes.size(), 0));
-  for (size_t n = 0; n < layer.nodes.size(); ++n)
-    for (auto e : layer.nodes[n])
-      if (size_t(e) < loads.size()) ++units[size_t(e)][n];
+  const SplitTable units = units_of(layer.nodes, loads.size());
   std::vector<uint64_t> totals;
   for (double x : loads) totals.push_back(uint64_t(std::llround(x)));
   return split_imbalance(balanced_split(totals, units, {}), {});

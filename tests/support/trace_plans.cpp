@@ -80,9 +80,7 @@ double median_by_counts(const Decided& d) {
   std::vector<double> balance;
   const auto layers = layers_of(d);
   for (size_t l = 0; l < layers.size() && l < d.loads.size(); ++l) {
-    SplitTable units(d.loads[l].size(), std::vector<uint32_t>(layers[l].nodes.size(), 0));
-    for (size_t n = 0; n < layers[l].nodes.size(); ++n)
-      for (auto e : layers[l].nodes[n]) ++units[size_t(e)][n];
+    const SplitTable units = units_of(layers[l].nodes, d.loads[l].size());
     std::vector<uint64_t> totals;
     for (double x : d.loads[l]) totals.push_back(uint64_t(std::llround(x)));
     balance.push_back(split_imbalance(balanced_split(totals, units, {}), {}));
