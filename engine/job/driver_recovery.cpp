@@ -197,6 +197,7 @@ void Driver::recovery_ends(uint64_t step) {
   double capacity_s = double(recovery_->capacity_ns) / 1e9;
   RecoveryRecord r{recovery_->cause, recovery_->restored ? "restore" : recovery_->patched ? "patch" : "elastic", since_s,
                    std::max(0.0, now_s() - since_s - capacity_s), step, recovery_->source, recovery_->rerun, capacity_s};
+  measured_.recovered(r);
   out_.push_back(act::RecoveryDone{r});
   std::string waited = recovery_->capacity_ns ? " (" + ms_text(recovery_->capacity_ns) + " of it waiting for capacity)" : "";
   note("recovered", "training resumed: step " + std::to_string(step) + " committed " +

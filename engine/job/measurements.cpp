@@ -13,6 +13,8 @@ namespace sal::job {
 // The checkpoint policy's measured inputs: medians over this many recent steps and copies.
 constexpr size_t kMedianSteps = 20;
 constexpr size_t kMedianCopies = 5;
+// ... and over this many recent recoveries of each kind.
+constexpr size_t kMedianRecoveries = 5;
 // A sparse slot this big or bigger times the copy bandwidth (a smaller one is all overhead).
 constexpr uint64_t kTimedSlotBytes = 1u << 20;
 
@@ -78,7 +80,9 @@ double MovingMedian::median() const {
 Measurements::Measurements(const ModelShape& shape, size_t load_window)
     : loads_(size_t(shape.layers), size_t(shape.experts), std::max<size_t>(load_window, 1)),
       step_s_(kMedianSteps),
-      copy_Bps_(kMedianCopies) {}
+      copy_Bps_(kMedianCopies),
+      replan_s_(kMedianRecoveries),
+      restore_s_(kMedianRecoveries) {}
 
 void Measurements::step_committed(const std::vector<uint64_t>& loads, double step_s) {
   loads_.add(loads);
@@ -96,6 +100,17 @@ void Measurements::copied(double bytes, double ms) {
   if (bytes <= 0 || ms <= 0) return;
   copy_Bps_.add(bytes / (ms / 1e3));
   facts_.bandwidth_Bps = copy_Bps_.median();
+}
+
+void Measurements::recovered(const RecoveryRecord& r) {
+  if (r.seconds <= 0) return;
+  if (r.kind == "restore") {
+    restore_s_.add(r.seconds);
+    facts_.restore_s = restore_s_.median();
+  } else if (r.kind == "elastic") {
+    replan_s_.add(r.seconds);
+    facts_.replan_s = replan_s_.median();
+  }
 }
 
 void Measurements::sparse_held(Participant p, const SparseHolding& h, uint64_t slot_bytes) {

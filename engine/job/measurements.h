@@ -115,6 +115,9 @@ class Measurements {
   void step_committed(const std::vector<uint64_t>& loads, double step_s);
   // A copy of `bytes` took `ms` (a dense snapshot's slowest rank, or a sparse slot).
   void copied(double bytes, double ms);
+  // A recovery ended (the engine's time: capacity waits are not in it): the placement's failure
+  // facts weigh a wipe-out by the restores and re-plans this job has seen.
+  void recovered(const RecoveryRecord& r);
   // What a worker's vote said of its sparse snapshots (wire::StepVote's sparse_* fields); a slot
   // big enough to time measures the copy bandwidth, once per copy.
   void sparse_held(Participant p, const SparseHolding& h, uint64_t slot_bytes);
@@ -136,6 +139,7 @@ class Measurements {
   LoadWindow loads_;
   MovingMedian step_s_;
   MovingMedian copy_Bps_;
+  MovingMedian replan_s_, restore_s_;
   CheckpointFacts facts_;
   std::map<Participant, SparseHolding> sparse_;
   SpeedWatch speed_;

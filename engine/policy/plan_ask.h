@@ -19,6 +19,8 @@ namespace sal::policy {
 struct CheckpointFacts {
   double iteration_s = 0;    // median step time of the recent committed steps
   double bandwidth_Bps = 0;  // bytes a snapshot copied over the pause training saw, median
+  double replan_s = 0;       // the engine's time of the recent elastic recoveries (a loss to the next commit), median
+  double restore_s = 0;      // the engine's time of the recent restores (a loss to the first step after it), median
   uint64_t iteration = 0;    // the next step
   std::vector<std::vector<double>> popularity;  // [layer][expert]: share of routed tokens (sums to 1 per layer)
 };

@@ -147,7 +147,8 @@ FailureFacts Planner::failure_facts(const CheckpointFacts& facts) const {
   const double rerun = sparse ? 2.0 * std::max<uint32_t>(1, current_->plan.schedule.window)
                               : double(std::max<int64_t>(1, cfg_.checkpoint_every)) / 2;
   return policy::failure_facts(cfg_.failures, failure_rate_, facts.iteration_s, rerun,
-                               sparse ? "two sparse windows" : "half the dense snapshot period");
+                               sparse ? "two sparse windows" : "half the dense snapshot period",
+                               {facts.replan_s, facts.restore_s});
 }
 
 // The plan in force's slot tables of group `g`, layer by layer, when that group had `positions`

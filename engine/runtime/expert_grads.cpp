@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "model/optimizer.h"
 
@@ -30,6 +31,20 @@ bool holds(const SharedExpert& s, int rank) {
 
 std::string expert_name(const SharedExpert& s) {
   return "layer" + std::to_string(s.layer) + ".expert" + std::to_string(s.expert);
+}
+
+// out = +0 + parts[0] + parts[1] + ... element by element, in that order, a block at a time (so
+// `out` may be one of the parts: a block is read whole before it is written).
+void sum_in_order(const std::vector<const float*>& parts, size_t n, float* out) {
+  constexpr size_t kBlock = 1024;
+  float acc[kBlock];
+  for (size_t at = 0; at < n; at += kBlock) {
+    const size_t len = std::min(kBlock, n - at);
+    std::fill(acc, acc + len, 0.0f);
+    for (const float* p : parts)
+      for (size_t j = 0; j < len; ++j) acc[j] += p[at + j];
+    std::copy(acc, acc + len, out + at);
+  }
 }
 
 // Round 1: every non-root holder sends its gradient to the root, which receives each other
@@ -130,17 +145,15 @@ Status reduce_among_holders(comm::Collectives& comm, int me, const std::vector<S
     g.grads[i] = u->g.data();
     g.sizes[i] = u->g.size();
   }
-  std::vector<std::vector<std::vector<float>>> inbox(shared.size());
+  // the inboxes are written whole by the exchange before they are read: no zero-filling
+  std::vector<std::vector<std::unique_ptr<float[]>>> inbox(shared.size());
   g.inbox = [&](size_t i, size_t k) -> Result<float*> {
     inbox[i].resize(shared[i].holders.size());
-    inbox[i][k].assign(g.sizes[i], 0.0f);
-    return inbox[i][k].data();
+    inbox[i][k].reset(new float[g.sizes[i]]);
+    return inbox[i][k].get();
   };
   g.sum = [&](size_t i, const std::vector<const float*>& parts) -> Status {
-    std::vector<float> sum(g.sizes[i], 0.0f);
-    for (const float* p : parts)
-      for (size_t j = 0; j < sum.size(); ++j) sum[j] += p[j];
-    std::copy(sum.begin(), sum.end(), g.grads[i]);
+    sum_in_order(parts, g.sizes[i], g.grads[i]);
     return {};
   };
   return reduce_among_holders(comm, me, shared, g);

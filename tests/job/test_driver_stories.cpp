@@ -61,6 +61,31 @@ TEST_CASE("a node lost during the forward pass: the step aborts, the survivors r
   CHECK(rec[0].record.cause.find("step 5 aborted") != std::string::npos);
 }
 
+TEST_CASE("a recovery's engine time is what the next plans weigh a wipe-out and a simultaneous loss by") {
+  Harness h = trained(5);
+  CHECK(h.d.checkpoint_facts().replan_s == 0);  // no recovery yet: the planner assumes
+  h.lose(3);
+  h.asked.reset();
+  h.membership(workers({0, 1, 2}), 120);  // seen gone 120 ms later
+  REQUIRE(h.asked);
+  h.decide();
+  h.all_ready();
+  h.on(in::TimerFired{Timer::retry}, 0);
+  h.commit_step();
+  std::vector<act::RecoveryDone> rec;
+  for (const auto& a : h.history)
+    if (auto* r = std::get_if<act::RecoveryDone>(&a)) rec.push_back(*r);
+  REQUIRE(rec.size() == 1);
+  REQUIRE(rec[0].record.seconds > 0);
+  CHECK(h.d.checkpoint_facts().replan_s == doctest::Approx(rec[0].record.seconds));
+  CHECK(h.d.checkpoint_facts().restore_s == 0);  // an elastic recovery is no restore
+  h.lose(2);  // the next loss: its plan is asked with what the first recovery took
+  h.asked.reset();
+  h.membership(workers({0, 1}), 10);
+  REQUIRE(h.asked);
+  CHECK(h.asked->facts.replan_s == doctest::Approx(rec[0].record.seconds));
+}
+
 TEST_CASE("a node lost during the all-to-all: the survivors' failed collectives vote no, which counts for nothing") {
   Harness h = trained(3);
   h.lose(1, "node 1 died");

@@ -152,6 +152,16 @@ TEST_CASE("failure facts: stated, else measured from the plans' worker counts, e
   auto measured = failure_facts({}, rate, 2, 5, "five steps");
   CHECK(measured.rate == doctest::Approx(2.0 / 46));
   CHECK(measured.source.find("measured: 2 node losses") == 0);
+  // once the job has recovered: a restore costs what restores took, else what a re-plan took,
+  // and two losses are simultaneous within a re-plan's time
+  auto replanned = failure_facts({}, rate, 2, 5, "five steps", {0.3, 0});
+  CHECK(replanned.restore_s == doctest::Approx(0.3 + 5 * 2));
+  CHECK(replanned.window_s == doctest::Approx(0.3));
+  CHECK(replanned.restore_source.find("0.3 s to restore (a re-plan's, measured; no restore yet)") == 0);
+  auto restored = failure_facts({}, rate, 2, 5, "five steps", {0.3, 0.8});
+  CHECK(restored.restore_s == doctest::Approx(0.8 + 5 * 2));
+  CHECK(restored.restore_source.find("0.8 s to restore (measured)") == 0);
+  CHECK(assumed.window_s == doctest::Approx(10));
   auto said = failure_facts({1000, 0.25}, rate, 2, 5, "five steps");
   CHECK(said.rate == doctest::Approx(0.001));
   CHECK(said.correlated == 0.25);
