@@ -90,7 +90,7 @@ end
 -- One paragraph: what was chosen, what it costs, and the alternative turned down and why.
 function goodput.explain(chosen, score, other, other_score, failures, nodes)
   local text = string.format("%s (%s): expected goodput %.4f of an even, failure-free plan; imbalance costs %s, "
-      .. "wipe-outs %s of the time (%s; a wipe-out costs %.0f s: %s)", chosen.name, figures(chosen), score.goodput,
+      .. "wipe-outs %s of the time (%s; a wipe-out costs %.3g s: %s)", chosen.name, figures(chosen), score.goodput,
       pct(1 - score.speed), pct(score.lost), failures.source, failures.restore_s, failures.restore_source)
   if other then
     text = text .. string.format(". Turned down %s (%s): goodput %.4f; its balance would change the speed by %s and "
