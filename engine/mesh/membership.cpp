@@ -222,19 +222,24 @@ void Membership::drain(NodeId id, const std::string& reason, int64_t now_ns) {
   set_state(*n, NodeState::draining, reason, now_ns, true);
 }
 
-// Whether every node still taking part (two or more) has been silent past the dead window, none
-// past kMassSilenceWindows of them: more likely the controller heard nothing (its host starved, its
-// own link cut) than that all of them died at the same moment — a node that really dies closes its
-// connection, and that is seen at once. Such silence waits longer before anyone is declared dead.
+// Whether every node still taking part (two or more) is silent at once — one past the dead window,
+// every other at least a heartbeat late (past the suspect window: their last heartbeats were sent
+// up to an interval apart, so when the controller hears nothing from anyone they cross the dead
+// window one after the other), none past kMassSilenceWindows dead windows: more likely the
+// controller heard nothing (its host starved, its own link cut) than that all of them died at the
+// same moment — a node that really dies closes its connection, and that is seen at once. Such
+// silence waits longer before anyone is declared dead.
 bool Membership::mass_silence(int64_t now_ns) const {
   size_t taking_part = 0;
+  bool one_dead = false;
   for (const auto& [id, n] : nodes_) {
     if (!(n.live() || n.state == NodeState::draining)) continue;
     ++taking_part;
     const int64_t silent = now_ns - n.last_heartbeat_ns;
-    if (silent < dead_after_ns() || silent >= kMassSilenceWindows * dead_after_ns()) return false;
+    if (silent < suspect_after_ns() || silent >= kMassSilenceWindows * dead_after_ns()) return false;
+    one_dead = one_dead || silent >= dead_after_ns();
   }
-  return taking_part >= 2;
+  return taking_part >= 2 && one_dead;
 }
 
 std::vector<NodeId> Membership::tick(int64_t now_ns) {

@@ -97,8 +97,9 @@ class Membership {
   void drain(NodeId id, const std::string& reason, int64_t now_ns); // -> draining
 
   // Ages silent nodes; returns the ids that became dead in this tick. When every node (two or
-  // more) is silent at once, none is declared dead until the silence lasts kMassSilenceWindows dead
-  // windows (event nodes_silent): the controller is more likely the one that heard nothing. Once the job is stopping,
+  // more) is silent at once — one past the dead window, the others at least a heartbeat late — none
+  // is declared dead until the silence lasts kMassSilenceWindows dead windows (event nodes_silent):
+  // the controller is more likely the one that heard nothing. Once the job is stopping,
   // silence kills no one: agents stopping their workers under load can miss heartbeats (seen: 309
   // ms on a loaded 2-core machine, and the workers' exits were then never recorded); the
   // controller's stop grace bounds the wait for a node that really died, and a closed connection

@@ -2,7 +2,8 @@
 -- nodes (the drills' sizes follow Lazarus's evaluation, scaled to one machine). A batch of 64
 -- sequences, so each worker's computing dominates its step as it does on GPUs: with 16 (the
 -- quickstart's), 8 workers spend most of a step in collectives and per-step overheads and train
--- only ~1.35x what 4 do at fair cores, against ~2x with 64 (docs/performance.md, "Strong scaling").
+-- only ~1.2x what 4 do at fair cores, against ~1.9x with 64 (docs/performance.md, "The drill job
+-- since 2026-11-29").
 -- Dense snapshots every 5 steps (about a second at 4-8 workers) are the last rung of the recovery
 -- ladder, and checkpoint-restart's restore point.
 return {

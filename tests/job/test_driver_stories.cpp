@@ -70,7 +70,6 @@ TEST_CASE("a recovery's engine time is what the next plans weigh a wipe-out and 
   REQUIRE(h.asked);
   h.decide();
   h.all_ready();
-  h.on(in::TimerFired{Timer::retry}, 0);
   h.commit_step();
   std::vector<act::RecoveryDone> rec;
   for (const auto& a : h.history)

@@ -125,3 +125,26 @@ TEST_CASE("every node silent at once waits longer before anyone is declared dead
   CHECK(pair.tick(1400 * kMs).empty());
   CHECK(pair.tick(1500 * kMs).size() == 2);
 }
+
+TEST_CASE("silence at once counts when the last heartbeats were staggered: the first past the window waits for the others") {
+  // seen under a loaded CI: three agents' heartbeats stopped reaching the controller together, the
+  // last ones 40 ms apart; at 312 ms two were declared dead while the third was at 270 ms
+  EventLog log;
+  Membership m({100, 3}, log);
+  NodeId a = m.join(node_named("a"), 0).id, b = m.join(node_named("b"), 0).id, c = m.join(node_named("c"), 0).id;
+  CHECK(m.heartbeat(c, {}, 40 * kMs));
+  CHECK(m.tick(312 * kMs).empty());  // a and b past 300 ms, c 272 ms: a heartbeat late too
+  bool said = false;
+  for (const auto& e : log.all()) said = said || e.kind == "nodes_silent";
+  CHECK(said);
+  // they speak again: no one was lost
+  for (NodeId n : {a, b, c}) CHECK(m.heartbeat(n, {}, 700 * kMs));
+  CHECK(m.tick(710 * kMs).empty());
+  CHECK(m.count(NodeState::dead) == 0);
+  // one frozen node among nodes that keep beating is declared dead in the usual window
+  for (int64_t t = 800; t <= 1000; t += 100) {
+    CHECK(m.heartbeat(a, {}, t * kMs));
+    CHECK(m.heartbeat(b, {}, t * kMs));
+  }
+  CHECK(m.tick(1010 * kMs) == std::vector<NodeId>{c});  // c silent since 700 ms
+}
