@@ -68,6 +68,14 @@ inline PlanRecord dealt_plan(uint32_t n, uint64_t version, uint32_t experts = 4,
 }
 
 class Harness {
+  template <class A>
+  static std::vector<A> of_kind(const std::vector<Action>& actions) {
+    std::vector<A> r;
+    for (const auto& a : actions)
+      if (auto* x = std::get_if<A>(&a)) r.push_back(*x);
+    return r;
+  }
+
  public:
   explicit Harness(DriverConfig c = small_job()) : d(std::move(c)) {}
   // A driver resuming a job from its journal.
@@ -166,10 +174,12 @@ class Harness {
   // Searching the actions of the last event.
   template <class A>
   std::vector<A> all() const {
-    std::vector<A> r;
-    for (const auto& a : out)
-      if (auto* x = std::get_if<A>(&a)) r.push_back(*x);
-    return r;
+    return of_kind<A>(out);
+  }
+  // Searching every action since the harness began.
+  template <class A>
+  std::vector<A> ever() const {
+    return of_kind<A>(history);
   }
   template <class M>
   std::vector<std::pair<act::Send, M>> sent() const {

@@ -89,9 +89,7 @@ TEST_CASE("a rank of a grouped plan lost mid-step: the step is patched, not abor
   CHECK(h.d.steps().committed() == 4);
   CHECK(h.d.steps().patched() == 1);
   CHECK(h.d.steps().aborted() == 0);
-  std::vector<act::RecoveryDone> rec;
-  for (const auto& a : h.history)
-    if (auto* r = std::get_if<act::RecoveryDone>(&a)) rec.push_back(*r);
+  auto rec = h.ever<act::RecoveryDone>();
   REQUIRE(rec.size() == 1);
   CHECK(rec[0].record.kind == "patch");
   CHECK(rec[0].record.step == 3);

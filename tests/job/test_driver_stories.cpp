@@ -52,9 +52,7 @@ TEST_CASE("a node lost during the forward pass: the step aborts, the survivors r
   CHECK(h.d.steps().in_flight());
   CHECK(h.d.steps().next_step() == 5);
   h.commit_step();
-  auto rec = std::vector<act::RecoveryDone>{};
-  for (const auto& a : h.history)
-    if (auto* r = std::get_if<act::RecoveryDone>(&a)) rec.push_back(*r);
+  auto rec = h.ever<act::RecoveryDone>();
   REQUIRE(rec.size() == 1);
   CHECK(rec[0].record.kind == "elastic");
   CHECK(rec[0].record.step == 5);
@@ -71,9 +69,7 @@ TEST_CASE("a recovery's engine time is what the next plans weigh a wipe-out and 
   h.decide();
   h.all_ready();
   h.commit_step();
-  std::vector<act::RecoveryDone> rec;
-  for (const auto& a : h.history)
-    if (auto* r = std::get_if<act::RecoveryDone>(&a)) rec.push_back(*r);
+  auto rec = h.ever<act::RecoveryDone>();
   REQUIRE(rec.size() == 1);
   REQUIRE(rec[0].record.seconds > 0);
   CHECK(h.d.checkpoint_facts().replan_s == doctest::Approx(rec[0].record.seconds));
@@ -168,9 +164,7 @@ TEST_CASE("nodes lost during three successive plan switches: each abandoned plan
   CHECK(h.d.applied()->ranks.size() == 4);
   CHECK(h.d.steps().next_step() == 3);  // the aborted step again: nothing committed lost
   h.commit_step();
-  std::vector<act::RecoveryDone> rec;
-  for (const auto& a : h.history)
-    if (auto* r = std::get_if<act::RecoveryDone>(&a)) rec.push_back(*r);
+  auto rec = h.ever<act::RecoveryDone>();
   REQUIRE(rec.size() == 1);  // one recovery, from the first loss to the commit
   CHECK(rec[0].record.cause.find("step 3 aborted") != std::string::npos);
   CHECK(rec[0].record.kind == "elastic");
@@ -735,9 +729,7 @@ TEST_CASE("too few workers left to plan: the job waits for capacity, says so, an
   CHECK(cancelled);
   h.all_ready();
   h.commit_step();
-  std::vector<act::RecoveryDone> rec;
-  for (const auto& a : h.history)
-    if (auto* r = std::get_if<act::RecoveryDone>(&a)) rec.push_back(*r);
+  auto rec = h.ever<act::RecoveryDone>();
   REQUIRE(rec.size() == 1);
   CHECK(rec[0].record.capacity_wait_s == doctest::Approx(40.0).epsilon(0.01));
   CHECK(rec[0].record.seconds < 1.0);  // the engine's own time: the switch and the step
