@@ -163,8 +163,7 @@ std::string Driver::stacks_text(const PlanRecord& rec) {
 Driver::Next Driver::plan_decided(const phase::Deciding& d, const PlanRecord& rec) {
   uint64_t number = rec.plan.version;
   const auto& use = d.choice.use;
-  const std::string hosts =
-      rec.plan.domains.empty() ? "" : " on " + std::to_string(plan::domain_count(rec.plan.domains)) + " hosts";
+  const std::string hosts = plan::on_hosts(rec.plan.domains);
   note("plan", "plan " + std::to_string(number) + " for " + std::to_string(use.size()) + " workers" + hosts + " (" + d.why +
                    "): allocation by " + rec.allocation_by + ", placement by " + rec.placement_by + stacks_text(rec) +
                    (rec.note.empty() ? "" : "; " + rec.note),

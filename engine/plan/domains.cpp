@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace sal::plan {
 namespace {
@@ -49,6 +50,74 @@ class Census {
   std::map<uint64_t, std::vector<uint32_t>> counts_;
 };
 
+// Data-parallel groups on domains (a grouped plan). A group is one copy of the model and its
+// shard types are what SPARe's stacks mask: a domain lost takes every group it holds a position
+// of, so each group should sit on as few domains as it can (splits), and groups that share a
+// domain should host no shard type in common (conflicts: a type hosted only by groups of one
+// domain dies with it).
+class GroupCensus {
+ public:
+  GroupCensus(const Plan& p, uint32_t domains) : p_(p), in_(domains) {}
+  bool grouped() const { return group_count(p_) > 1; }
+  bool holds(uint32_t d, uint32_t g) const { return in_[d].count(g) > 0; }
+  // shard types group g has in common with the groups already in domain d (none if g is there)
+  uint64_t conflicts(uint32_t d, uint32_t g) const {
+    if (holds(d, g)) return 0;
+    uint64_t c = 0;
+    for (uint32_t h : in_[d]) c += shared_types(g, h);
+    return c;
+  }
+  void add(uint32_t d, uint32_t g) { in_[d].insert(g); }
+  // splits: positions of a group beyond its first domain; conflicts: types shared within domains
+  std::pair<uint64_t, uint64_t> cost() const {
+    std::map<uint32_t, uint64_t> domains_of;
+    uint64_t conflicts = 0;
+    for (const auto& groups : in_) {
+      for (uint32_t g : groups) ++domains_of[g];
+      for (auto a = groups.begin(); a != groups.end(); ++a)
+        for (auto b = std::next(a); b != groups.end(); ++b) conflicts += shared_types(*a, *b);
+    }
+    uint64_t splits = 0;
+    for (const auto& [g, n] : domains_of) splits += n - 1;
+    return {splits, conflicts};
+  }
+
+ private:
+  uint64_t shared_types(uint32_t a, uint32_t b) const {
+    const auto& hosts = p_.stacks.hosts;
+    if (a >= hosts.size() || b >= hosts.size()) return 0;
+    uint64_t n = 0;
+    for (uint32_t t : hosts[a]) n += std::count(hosts[b].begin(), hosts[b].end(), t);
+    return n;
+  }
+  const Plan& p_;
+  std::vector<std::set<uint32_t>> in_;
+};
+
+// What a deal costs, compared in order: group splits, shared types, co-located replicas.
+struct DealCost {
+  uint64_t splits = 0, conflicts = 0, colocated = 0;
+  auto operator<=>(const DealCost&) const = default;
+};
+
+DealCost deal_cost(const Plan& p, const std::vector<uint32_t>& labels) {
+  const uint32_t domains = domain_count(labels);
+  Census census(domains);
+  GroupCensus groups(p, domains);
+  for (uint32_t pos = 0; pos < p.nodes && pos < labels.size(); ++pos) {
+    census.add(keys_of(p, pos), labels[pos]);
+    groups.add(labels[pos], group_of(p, pos).group);
+  }
+  auto [splits, conflicts] = groups.cost();
+  return {splits, conflicts, census.pairs()};
+}
+
+// Where a group's next position goes when it starts on a domain: the smallest room that takes the
+// rest of the group, else the largest room (best fit keeps whole domains for whole groups).
+uint64_t fit_key(uint32_t room, uint32_t rest) {
+  return room >= rest ? uint64_t(room) : (uint64_t(1) << 32) - room;
+}
+
 }  // namespace
 
 uint32_t domain_count(const std::vector<uint32_t>& labels) {
@@ -83,24 +152,31 @@ std::vector<uint32_t> deal_domains(const Plan& p, const std::vector<uint32_t>& l
   std::vector<uint32_t> room = domain_sizes(labels_of_workers);
   const uint32_t domains = uint32_t(room.size());
   Census census(domains);
+  GroupCensus groups(p, domains);
   std::vector<uint32_t> out;
   for (uint32_t pos = 0; pos < p.nodes; ++pos) {
     auto keys = keys_of(p, pos);
+    const GroupSpan g = group_of(p, pos);
+    const uint32_t rest = g.first + g.count - pos;  // this group's positions still to deal
+    // in order: (grouped plans) stay on a domain of this group, share no shard type, best fit;
+    // then fewest replicas of the same experts there; then the most room; then the lowest label
+    auto key = [&](uint32_t d) {
+      const bool grouped = groups.grouped();
+      const bool joins = grouped && !groups.holds(d, g.group);
+      return std::tuple(uint64_t(joins), grouped ? groups.conflicts(d, g.group) : 0,
+                        joins ? fit_key(room[d], rest) : 0, census.cost(keys, d), ~uint64_t(room[d]));
+    };
     uint32_t best = domains;
-    uint64_t best_cost = 0;
-    for (uint32_t d = 0; d < domains; ++d) {
-      if (room[d] == 0) continue;
-      uint64_t c = census.cost(keys, d);
-      // fewest replicas of the same experts there; then the most room left; then the lowest label
-      if (best == domains || c < best_cost || (c == best_cost && room[d] > room[best])) best = d, best_cost = c;
-    }
+    for (uint32_t d = 0; d < domains; ++d)
+      if (room[d] > 0 && (best == domains || key(d) < key(best))) best = d;
     if (best == domains) return {};  // fewer workers than positions: the caller asked wrongly
     --room[best];
     census.add(keys, best);
+    groups.add(best, g.group);
     out.push_back(best);
   }
   if (keep && keep->size() == out.size() && domain_sizes(*keep) == domain_sizes(labels_of_workers) &&
-      colocated(p, *keep) <= census.pairs())
+      deal_cost(p, *keep) <= deal_cost(p, out))
     return *keep;
   return out;
 }
@@ -110,6 +186,12 @@ std::vector<std::vector<ExpertId>> fold_onto_domains(const LayerPlan& layer, con
   for (size_t pos = 0; pos < layer.placement.size() && pos < labels.size(); ++pos)
     out[labels[pos]].insert(out[labels[pos]].end(), layer.placement[pos].begin(), layer.placement[pos].end());
   return out;
+}
+
+std::string on_hosts(const std::vector<uint32_t>& labels) {
+  if (labels.empty()) return "";
+  const uint32_t n = domain_count(labels);
+  return " on " + std::to_string(n) + (n == 1 ? " host" : " hosts");
 }
 
 Status check_domains(const Plan& p) {

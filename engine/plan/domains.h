@@ -5,7 +5,12 @@
 // A plan's placement is decided over worker positions by the policies; then the positions are
 // dealt to the domains there are (deal_domains): each position, in order, to the domain with room
 // where the replicas it holds meet the fewest replicas of the same experts already there (within
-// the same data-parallel group: two groups are two copies of the model). The deal only chooses
+// the same data-parallel group: two groups are two copies of the model). A plan of several
+// data-parallel groups is dealt group first: a domain lost takes down every group it holds a
+// position of, and SPARe's stacks mask lost groups, not lost workers — so each group goes onto as
+// few domains as it can (best fit: the smallest domain that takes the rest of it), and groups that
+// must share a domain are those hosting no shard type in common (a type hosted only by the groups
+// of one domain would die with it); then the replicas as above. The deal only chooses
 // which positions share a domain, so the placement's balance and its survival over workers are
 // untouched; over domains it spreads every expert over as many of them as its replicas allow. The
 // labels are 0-based, in the order the domains' workers come in the ask (plan.domains[p] = d: the
@@ -16,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "plan/plan.h"
@@ -41,11 +47,15 @@ uint64_t colocated(const Plan& p, const std::vector<uint32_t>& labels);
 // Labels for p's positions, as many positions per domain as `labels_of_workers` has of each (the
 // ask's workers, one label each). `keep`: the labels of the plan in force, taken when they are a
 // valid deal for these domains and no worse (a re-plan moves no worker between hosts for nothing).
+// A grouped plan's stacks must be decided before its deal.
 std::vector<uint32_t> deal_domains(const Plan& p, const std::vector<uint32_t>& labels_of_workers,
                                    const std::vector<uint32_t>* keep = nullptr);
 
 // One layer's placement folded onto its domains: per domain, the experts its positions hold.
 std::vector<std::vector<ExpertId>> fold_onto_domains(const LayerPlan& layer, const std::vector<uint32_t>& labels);
+
+// " on 3 hosts" (" on 1 host") for a plan's domains; "" for none (a host per worker).
+std::string on_hosts(const std::vector<uint32_t>& labels);
 
 // Checks plan.domains: empty, or one label per position, labels 0..D-1 with none unused.
 Status check_domains(const Plan& p);

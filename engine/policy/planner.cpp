@@ -58,15 +58,14 @@ Result<PlanRecord> Planner::decide(const PlanAsk& ask) {
   hosts_ = plan::shares_domains(ask.domains) ? plan::domain_sizes(ask.domains) : std::vector<uint32_t>{};
   auto r = ask.fixed_groups ? fixed_ep(*ask.fixed_groups) : elastic(ask.workers);
   if (!r) return r;
-  if (!ask.fixed_groups) deal_domains(ask.domains, *r);
   decide_schedule(ask.facts, *r);
   decide_stacks(*r);
+  if (!ask.fixed_groups) deal_domains(ask.domains, *r);  // (after the stacks: groups sharing a host share no type)
   r->epoch = ask.epoch;
   r->plan.version = current_ ? current_->plan.version + 1 : 1;
   r->ms = double(mono_ns() - t0) / 1e6;
   current_ = *r;
-  const std::string over_hosts =
-      r->plan.domains.empty() ? "" : " on " + std::to_string(hosts_.size()) + " hosts";
+  const std::string over_hosts = plan::on_hosts(r->plan.domains);
   spdlog::info("plan {} for {} workers{} (epoch {}): allocation by {}, placement by {}, checkpoint by {} (window {}), "
                "redundancy by {} in {:.2f} ms{}",
                r->plan.version, r->plan.nodes, over_hosts, ask.epoch, r->allocation_by, r->placement_by, r->checkpoint_by,

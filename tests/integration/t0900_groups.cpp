@@ -37,6 +37,18 @@ std::string write_job(const std::string& dir, const std::string& redundancy) {
   return path;
 }
 
+// The same job on `nodes` agents of `devices` each (hosts of several workers).
+std::string write_hosts_job(const std::string& dir, int nodes, const std::string& devices) {
+  std::string path = write_job(dir, "spare");
+  std::string text = file_text(path);
+  const std::string mesh = "mesh = { nodes = 8 }";
+  text.replace(text.find(mesh), mesh.size(),
+               "mesh = { nodes = " + std::to_string(nodes) + ", devices = '" + devices + "' }");
+  std::string hosts = dir + "/job-hosts.lua";
+  std::ofstream(hosts) << text;
+  return hosts;
+}
+
 std::string write_drill(const std::string& dir, const std::string& name, const std::string& kills) {
   std::string path = dir + "/" + name + ".lua";
   std::ofstream(path) << "drill{ name = '" << name << "', steps = 24, seed = 1 }\n" << kills;
@@ -235,4 +247,25 @@ TEST_CASE("t0902-groups-policy-swap: spare, none, spare loaded live, a loss then
   bool aborted = false;
   for (const auto& e : m.eval_json("return job.events(300)")) aborted = aborted || e["kind"] == "step_aborted";
   CHECK_FALSE(aborted);
+}
+
+TEST_CASE("t0905-groups-on-hosts: two hosts of four workers, four groups: a host killed mid-step takes two groups that share no shard type, and the step is patched") {
+  std::string dir = temp_dir("groups");
+  std::string job = write_hosts_job(dir, 2, "cpu:4");
+  // dealt in order, every group would have a worker on each host and a host's loss would wipe
+  // every shard type out; dealt by groups, host 0 holds groups 0 and 2 (types 0, 1 and 2, 3)
+  std::string drill = write_drill(dir, "host", "kill{ node = 1, step = 10, during = 'backward' }\n");
+  auto j = run_json({bin(), "run", job, "--drill", drill, "--json", "--out", dir + "/run"}, dir + "/run.out", 90000);
+  CHECK(j["steps"] == 24);
+  CHECK(j["aborted_steps"] == 0);
+  CHECK(j["patched_steps"] == 1);
+  CHECK(j["lost_steps"] == 0);
+  CHECK(j["restores"] == 0);
+  std::string patch = event_detail(dir + "/run", "patch");
+  INFO(patch);
+  CHECK(patch.find("step 10 patch 1: lost") != std::string::npos);
+  CHECK(patch.find("(group 1, 3)") != std::string::npos);
+  bool on_hosts = false;
+  for (const auto& e : events(dir + "/run")) on_hosts = on_hosts || (e.kind == "plan" && e.detail.find("on 2 hosts") != std::string::npos);
+  CHECK(on_hosts);
 }

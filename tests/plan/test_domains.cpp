@@ -89,6 +89,88 @@ TEST_CASE("two data-parallel groups are two copies of the model: replicas in dif
   CHECK(colocated(q, {0, 1, 0, 1}) == 4);
 }
 
+namespace {
+
+// Four groups of two positions, each group a whole model of 4 experts; SPARe's stacks for four
+// groups with r = 2 (the ruler {0, 1}: group g hosts shard types g and g + 1 mod 4).
+Plan four_groups() {
+  Plan p = one_layer({{0, 1}, {2, 3}, {0, 1}, {2, 3}, {0, 1}, {2, 3}, {0, 1}, {2, 3}}, 4);
+  p.groups = {2, 2, 2, 2};
+  p.stacks.redundancy = 2;
+  p.stacks.hosts = {{0, 1}, {1, 2}, {2, 3}, {3, 0}};
+  p.stacks.alive.assign(4, true);
+  return p;
+}
+
+// The groups each domain holds a position of.
+std::vector<std::set<uint32_t>> groups_on(const Plan& p, const std::vector<uint32_t>& labels) {
+  std::vector<std::set<uint32_t>> out(domain_count(labels));
+  for (uint32_t pos = 0; pos < labels.size(); ++pos) out[labels[pos]].insert(group_of(p, pos).group);
+  return out;
+}
+
+// Whether losing any one domain leaves every shard type a host among the groups it does not touch.
+bool every_domain_loss_masked(const Plan& p, const std::vector<uint32_t>& labels) {
+  for (const auto& lost : groups_on(p, labels)) {
+    std::set<uint32_t> covered;
+    for (uint32_t g = 0; g < p.stacks.hosts.size(); ++g)
+      if (!lost.count(g)) covered.insert(p.stacks.hosts[g].begin(), p.stacks.hosts[g].end());
+    if (covered.size() < p.stacks.hosts.size()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("groups on hosts of their size: each group on one host, so a host lost is one group lost") {
+  Plan p = four_groups();
+  auto labels = deal_domains(p, {0, 0, 1, 1, 2, 2, 3, 3});
+  REQUIRE(labels.size() == 8);
+  for (const auto& groups : groups_on(p, labels)) CHECK(groups.size() == 1);
+  CHECK(every_domain_loss_masked(p, labels));
+  // spreading each group over two hosts (what dealing for replicas alone does) downs two groups a host
+  std::vector<uint32_t> spread = {0, 1, 2, 3, 0, 1, 2, 3};
+  for (const auto& groups : groups_on(p, spread)) CHECK(groups.size() == 2);
+}
+
+TEST_CASE("hosts of two groups: the groups sharing a host host no shard type in common, so a host loss is masked") {
+  Plan p = four_groups();
+  std::vector<uint32_t> workers = {0, 0, 0, 0, 1, 1, 1, 1};  // 2 hosts x 4 workers
+  auto labels = deal_domains(p, workers);
+  REQUIRE(labels.size() == 8);
+  auto on = groups_on(p, labels);
+  REQUIRE(on.size() == 2);
+  CHECK(on[0] == std::set<uint32_t>{0, 2});
+  CHECK(on[1] == std::set<uint32_t>{1, 3});
+  CHECK(every_domain_loss_masked(p, labels));
+  // the groups in order two to a host would lose shard type 1 (or 3) with a host
+  CHECK_FALSE(every_domain_loss_masked(p, workers));
+}
+
+TEST_CASE("groups of unequal size on hosts of unequal size: best fit keeps whole hosts for whole groups") {
+  Plan p = one_layer({{0, 1}, {2, 3}, {0, 2}, {0, 1}, {2, 3}, {0, 1}, {2, 3}}, 4);
+  p.groups = {3, 2, 2};
+  p.stacks.hosts = {{0, 1}, {1, 2}, {2, 0}};
+  std::vector<uint32_t> workers = {0, 0, 1, 1, 2, 2, 3};  // hosts of 2, 2, 2 and 1 worker
+  auto labels = deal_domains(p, workers);
+  REQUIRE(labels.size() == 7);
+  auto on = groups_on(p, labels);
+  // group 0 takes a host of two and the host of one; groups 1 and 2 a whole host each
+  uint32_t split = 0;
+  for (const auto& groups : on) split += groups.size() > 1;
+  CHECK(split == 0);
+  CHECK(labels[2] == 3);
+}
+
+TEST_CASE("a grouped plan's deal in force is kept unless it splits groups or shares types more") {
+  Plan p = four_groups();
+  std::vector<uint32_t> workers = {0, 0, 1, 1, 2, 2, 3, 3};
+  std::vector<uint32_t> other = {3, 3, 2, 2, 1, 1, 0, 0};  // each group on one host, another order
+  CHECK(deal_domains(p, workers, &other) == other);
+  std::vector<uint32_t> spread = {0, 1, 2, 3, 0, 1, 2, 3};
+  CHECK(deal_domains(p, workers, &spread) != spread);
+}
+
 TEST_CASE("the remap keeps each position on a worker of its host, and says when that host has none left") {
   Plan p = blocks();
   p.domains = deal_domains(p, {0, 0, 1, 1, 2, 2, 3, 3});
