@@ -2,12 +2,14 @@
 #include "cli/policy_analysis.h"
 
 #include <cstdio>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
 #include "core/paths.h"
 #include "core/strings.h"
+#include "plan/domains.h"
 #include "policy/algo/frontier.h"
 #include "policy/algo/moetion.h"
 #include "policy/algo/spare.h"
@@ -37,11 +39,20 @@ int recovery_of_plan(const Parsed& p) {
   const bool hosts = !plan->domains.empty();
   auto report = algo::recovery_report(policy::host_placements_of(*plan), int(*k));
   if (!report) return failed("recovery", report.error());
+  // and, with racks, rack by rack (the joint figure)
+  std::optional<algo::RecoveryReport> racks;
+  if (!plan->racks.empty()) {
+    auto r = algo::recovery_report(policy::rack_placements_of(*plan), int(*k));
+    if (!r) return failed("recovery", r.error());
+    racks = std::move(*r);
+  }
   if (p.has("--json")) {
     nlohmann::ordered_json out;
     out["failures"] = *k;
     out["over"] = hosts ? "hosts" : "nodes";
     if (hosts) out["hosts"] = policy::host_count(*plan);
+    if (racks) out["racks"] = {{"count", plan::domain_count(plan->racks)}, {"joint", racks->joint.p},
+                               {"method", method_text(racks->joint)}};
     out["layers"] = nlohmann::ordered_json::array();
     for (const auto& l : report->layers) out["layers"].push_back(l.p);
     out["joint"] = report->joint.p;
@@ -62,6 +73,9 @@ int recovery_of_plan(const Parsed& p) {
   if (report->joint.method == algo::RecoveryMethod::monte_carlo)
     std::printf(", 95%% interval %.6f..%.6f", report->joint.lo, report->joint.hi);
   std::printf(")\n");
+  if (racks)
+    std::printf("P(plan survives %lld random rack failures; %u racks): joint %.6f  (%s)\n", (long long)*k,
+                plan::domain_count(plan->racks), racks->joint.p, method_text(racks->joint).c_str());
   return 0;
 }
 

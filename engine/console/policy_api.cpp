@@ -15,6 +15,7 @@
 #include "lua/convert.h"
 #include "mesh/controller.h"
 #include "mesh/step_log.h"
+#include "plan/domains.h"
 #include "policy/frontier_report.h"
 #include "policy/lua_io.h"
 #include "policy/plan_recovery.h"
@@ -278,7 +279,7 @@ std::vector<double> plan_balance(Controller& c, const plan::Plan& p) {
 
 // A plan on hosts of several workers (issue 40): hosts = how many, domains = each position's host
 // (0-based, as in plan files), p_hosts = {P(1), P(2), P(3)} of every layer together surviving that
-// many random host losses.
+// many random host losses; with racks (mesh.racks), racks, rack_of_host and p_racks likewise.
 void push_host_recovery(lua_State* L, const plan::Plan& p) {
   if (p.domains.empty()) return;
   lua::set_field(L, "hosts", int64_t(policy::host_count(p)));
@@ -289,6 +290,15 @@ void push_host_recovery(lua_State* L, const plan::Plan& p) {
   for (size_t k = 1; curve && k < curve->size(); ++k) ps.push_back((*curve)[k].p);
   lua::push_json(L, nlohmann::ordered_json(ps));
   lua_setfield(L, -2, "p_hosts");
+  if (p.racks.empty()) return;
+  lua::set_field(L, "racks", int64_t(plan::domain_count(p.racks)));
+  lua::push_json(L, nlohmann::ordered_json(p.racks));
+  lua_setfield(L, -2, "rack_of_host");
+  ps.clear();
+  auto by_rack = algo::recovery_curve(policy::rack_placements_of(p), 3);
+  for (size_t k = 1; by_rack && k < by_rack->size(); ++k) ps.push_back((*by_rack)[k].p);
+  lua::push_json(L, nlohmann::ordered_json(ps));
+  lua_setfield(L, -2, "p_racks");
 }
 
 int job_plan(Controller& c, lua_State* L) {
@@ -404,7 +414,7 @@ void register_policy_api(lua::ApiRegistry& reg, Controller& c) {
   add_controller_fn(reg, c, "job", "plan",
                     "job.plan([layer]) -> {number, epoch, nodes, slots, floor, allocation_by, placement_by, "
                     "checkpoint_by, redundancy_by, balance, note, placement, schedule, stacks, hosts, domains, "
-                    "p_hosts, ...}",
+                    "p_hosts, racks, rack_of_host, p_racks, ...}",
                     "The current plan: which generation decided each part, for how many nodes; its balance (the "
                     "busiest node's expert work over the mean on the recent loads, each expert's tokens split over "
                     "its replicas; 1 is even); the placement policy's account of its choice (the default's: the "
@@ -412,7 +422,8 @@ void register_policy_api(lua::ApiRegistry& reg, Controller& c) {
                     "checkpoint schedule (window, period, each iteration's operators by name, and the iteration time "
                     "and snapshot bandwidth it was decided from) and the shard "
                     "stacks; on hosts of several workers, how many hosts, each position's host (domains, 0-based) "
-                    "and p_hosts = {P(1), P(2), P(3)}: every layer surviving that many random host losses; "
+                    "and p_hosts = {P(1), P(2), P(3)}: every layer surviving that many random host losses; with "
+                    "mesh.racks, how many racks, each host's rack (rack_of_host) and p_racks likewise; "
                     "with a layer (0-based), its replica counts, node -> slots table (0-based expert ids, "
                     "as in plan files) and balance.",
                     Role::observe, job_plan);

@@ -252,7 +252,7 @@ Result<Action> read_action(const Checker& ck, ActionKind kind) {
   a.where = ck.where();
   std::vector<std::string> keys{"step", "at_s", "count"};
   if (kind != ActionKind::add) keys.push_back("node");
-  if (kind == ActionKind::kill) keys.insert(keys.end(), {"during", "expert", "layer", "controller", "restart_after_s"});
+  if (kind == ActionKind::kill) keys.insert(keys.end(), {"during", "expert", "layer", "rack", "controller", "restart_after_s"});
   if (kind == ActionKind::freeze) keys.push_back("ms");
   if (kind == ActionKind::partition) keys.push_back("for_s");
   if (kind == ActionKind::slow) keys.insert(keys.end(), {"factor", "for_s"});
@@ -272,6 +272,14 @@ Result<Action> read_action(const Checker& ck, ActionKind kind) {
     a.holders_of = std::pair{int(*l), int(*e)};
   } else if (ck.has("layer")) {
     return fail(ck.where(), ": kill: `layer` goes with `expert`");
+  }
+  if (ck.has("rack")) {
+    if (ck.has("node") || ck.has("count") || ck.has("during") || ck.has("expert"))
+      return fail(ck.where(), ": kill: `rack` picks the nodes itself (no node, count, during or expert)");
+    auto r = ck.text("rack");
+    if (!r) return r.error();
+    if (r->empty()) return fail(ck.where(), ": kill.rack: a rack's name from the job's mesh.racks");
+    a.rack = *r;
   }
   if (ck.has("during")) {
     auto d = ck.text("during");
@@ -401,6 +409,7 @@ std::string Action::describe() const {
                     : kind == ActionKind::add ? std::to_string(count) + " node" + (count > 1 ? "s" : "")
                     : holders_of ? "every holder of layer " + std::to_string(holders_of->first) + " expert " +
                                        std::to_string(holders_of->second)
+                    : !rack.empty() ? "every node of rack " + rack
                     : node       ? "node " + std::to_string(*node)
                                  : std::to_string(count) + " random node" + (count > 1 ? "s" : "");
   std::string when = step ? "after step " + std::to_string(*step) : "at " + seconds(*at_s);

@@ -61,6 +61,7 @@ struct Action {
   std::optional<double> at_s;           // or this long after the first committed step
   std::optional<uint32_t> node;         // none: random live nodes (or the holders below)
   std::optional<std::pair<int, int>> holders_of;  // (layer, expert): every node holding a replica
+  std::string rack;                     // kill: every live node the job's mesh.racks puts in this rack
   uint32_t count = 1;
   std::optional<wire::FaultPoint> during;
   bool controller = false;              // kill the controller (restarted after restart_after_s)

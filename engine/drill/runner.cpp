@@ -129,6 +129,7 @@ void DrillRunner::tick() {
 std::vector<NodeId> DrillRunner::pick(const Action& a) {
   if (a.node) return {NodeId(*a.node)};
   if (a.holders_of) return holders(*a.holders_of);
+  if (!a.rack.empty()) return rack_nodes(a.rack);
   // a point inside a step can only be reached by a node that runs the steps: a rank of the plan in
   // force (a node that joined and waits for the next plan would never get there)
   std::set<NodeId> ranks;
@@ -144,6 +145,14 @@ std::vector<NodeId> DrillRunner::pick(const Action& a) {
   std::shuffle(pool.begin(), pool.end(), rng_);
   if (pool.size() > a.count) pool.resize(a.count);
   return pool;
+}
+
+// The live nodes whose names the job's mesh.racks puts in `rack`.
+std::vector<NodeId> DrillRunner::rack_nodes(const std::string& rack) const {
+  std::vector<NodeId> out;
+  for (const auto& [id, n] : c_.membership().nodes())
+    if (auto r = c_.racks().find(n.name); n.usable() && r != c_.racks().end() && r->second == rack) out.push_back(id);
+  return out;
 }
 
 std::vector<NodeId> DrillRunner::holders(std::pair<int, int> unit) const {
@@ -205,7 +214,9 @@ void DrillRunner::fire(size_t i) {
   auto targets = pick(a);
   if (a.holders_of && targets.empty())
     note("drill_error", kNoNode, a.describe() + ": no plan in force places that expert");
-  else if (!a.holders_of && targets.size() < a.count)
+  else if (!a.rack.empty() && targets.empty())
+    note("drill_error", kNoNode, a.describe() + ": no live node is in that rack (mesh.racks = \"" + c_.job().mesh.racks + "\")");
+  else if (!a.holders_of && a.rack.empty() && targets.size() < a.count)
     note("drill_error", kNoNode, a.describe() + ": only " + std::to_string(targets.size()) + " nodes to choose from");
   for (NodeId id : targets) {
     Status s;

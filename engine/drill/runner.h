@@ -51,6 +51,7 @@ class DrillRunner {
   Result<uint64_t> fault_step(wire::FaultPoint point) const;
   std::vector<NodeId> pick(const Action& a);
   std::vector<NodeId> holders(std::pair<int, int> unit) const;
+  std::vector<NodeId> rack_nodes(const std::string& rack) const;
   void note(const std::string& kind, NodeId node, const std::string& detail);
   void set_clock_origin(double at_s);
   void kill_controller(const Action& a);

@@ -53,6 +53,8 @@ struct View {
   std::map<Participant, Holding> held;
   // The live nodes' slice endpoints (where sparse snapshots are held: wire::SliceNode).
   std::map<NodeId, wire::SliceNode> slices;
+  // The rack of each live node the job names in mesh.racks (its agent's --name there).
+  std::map<NodeId, std::string> racks;
   bool operator==(const View&) const = default;
 };
 

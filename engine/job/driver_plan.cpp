@@ -59,7 +59,9 @@ void Driver::add_slice_peers(wire::PlanUpdate& u) const {
   for (const auto& [node, sn] : view_.slices) u.slice_nodes.push_back(sn);
   std::vector<uint32_t> node_of_rank;
   for (const auto& r : u.ranks) node_of_rank.push_back(r.node);
-  for (auto& nodes : plan::snapshot_peers(u.plan, node_of_rank, cfg_.peer_copies)) {
+  std::map<uint32_t, std::string> rack_of_node;
+  for (const auto& [node, rack] : view_.racks) rack_of_node[uint32_t(node)] = rack;
+  for (auto& nodes : plan::snapshot_peers(u.plan, node_of_rank, cfg_.peer_copies, rack_of_node)) {
     std::erase_if(nodes, [&](uint32_t n) { return !view_.slices.count(NodeId(n)); });
     u.slice_peers.push_back({std::move(nodes)});
   }
@@ -88,6 +90,7 @@ Driver::Next Driver::start_plan(std::string why, bool with_loads, bool keep) {
   ask.facts.iteration = step;
   if (keep) ask.keep = applied_->plan;
   ask.domains = host_labels(choice.use);
+  ask.racks = rack_labels(choice.use, view_.racks);
   if (cfg_.recovery != "elastic")
     ask.fixed_groups = uint32_t(choice.use.size()) / plan::ep_size(uint32_t(cfg_.model.experts), cfg_.slots);
   out_.push_back(std::move(ask));
@@ -163,7 +166,7 @@ std::string Driver::stacks_text(const PlanRecord& rec) {
 Driver::Next Driver::plan_decided(const phase::Deciding& d, const PlanRecord& rec) {
   uint64_t number = rec.plan.version;
   const auto& use = d.choice.use;
-  const std::string hosts = plan::on_hosts(rec.plan.domains);
+  const std::string hosts = plan::on_hosts(rec.plan);
   note("plan", "plan " + std::to_string(number) + " for " + std::to_string(use.size()) + " workers" + hosts + " (" + d.why +
                    "): allocation by " + rec.allocation_by + ", placement by " + rec.placement_by + stacks_text(rec) +
                    (rec.note.empty() ? "" : "; " + rec.note),

@@ -91,6 +91,23 @@ std::vector<uint32_t> host_labels(const std::vector<Participant>& workers) {
   return plan::first_seen_labels(nodes);
 }
 
+std::vector<uint32_t> rack_labels(const std::vector<Participant>& workers, const std::map<NodeId, std::string>& rack_of) {
+  std::vector<NodeId> hosts;  // in the order of host_labels
+  for (const auto& w : workers)
+    if (std::find(hosts.begin(), hosts.end(), w.node) == hosts.end()) hosts.push_back(w.node);
+  std::map<std::string, uint32_t> label;
+  std::vector<uint32_t> out;
+  bool named = false;
+  for (NodeId n : hosts) {
+    auto it = rack_of.find(n);
+    named = named || it != rack_of.end();
+    // a node in no rack: a rack of its own (no rack name starts with a space: mesh.racks' names are words)
+    std::string rack = it != rack_of.end() ? it->second : " node " + std::to_string(n);
+    out.push_back(label.emplace(rack, uint32_t(label.size())).first->second);
+  }
+  return named ? out : std::vector<uint32_t>{};
+}
+
 Result<PlanSwitch> switch_plan(const std::optional<AppliedPlan>& current, const std::vector<Participant>& participants,
                                const plan::Plan& next, uint64_t step) {
   if (participants.size() != next.nodes)

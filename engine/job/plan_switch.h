@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +43,11 @@ struct PlanSwitch {
 // The failure domain of each worker: its host (its agent), as plan.domains labels them — 0-based, in
 // the order the hosts first come in `workers` (plan/domains.h).
 std::vector<uint32_t> host_labels(const std::vector<Participant>& workers);
+
+// The rack of each of those hosts (plan.racks: 0-based, in the order the racks first come) from the
+// racks the job names its nodes in (`rack_of`: node -> rack name); a node in no rack is a rack of
+// its own. Empty when no worker's node is in a named rack.
+std::vector<uint32_t> rack_labels(const std::vector<Participant>& workers, const std::map<NodeId, std::string>& rack_of);
 
 // `participants` are the workers of the new plan (next.nodes of them), `step` its first step.
 // Fails when some state has no surviving holder (only a checkpoint could restore it), naming it.

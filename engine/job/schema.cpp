@@ -13,6 +13,7 @@
 #include "core/http_bind.h"
 #include "core/strings.h"
 #include "job/config.h"
+#include "job/racks.h"
 #include "job/schema.h"
 
 namespace sal::job {
@@ -158,6 +159,10 @@ const std::vector<Field>& fields() {
               "every expert, or too few for a fixed group), the job waits for capacity and says so; it ends, failed, after "
               "waiting this long without a plan (0: it waits for workers without end)",
               [](JobConfig& j) -> int64_t& { return j.mesh.capacity_wait_ms; }),
+      text("mesh.racks", {}, "racks, a failure domain above the host: \"RACK: NODE NODE ...; RACK: ...\" with the "
+           "nodes' names (an agent's --name; local agents are node0, node1, ...); plans spread each expert's "
+           "replicas over racks before hosts, and job.plan() says P(k) over racks (\"\": none)",
+           [](JobConfig& j) -> std::string& { return j.mesh.racks; }),
       integer("mesh.controller_grace_ms", 1000, 86400000, "agents and their workers ride out a silent controller "
               "this long (a controller restarting from its journal: `salamander controller --resume`); cut off for "
               "the liveness window, a node stops stepping at once",
@@ -386,6 +391,7 @@ void cross_checks(const JobConfig& j, std::vector<std::string>& errors) {
   } else {
     parallel_checks(j, int64_t(d->size()) * j.mesh.nodes, errors);
   }
+  if (auto r = parse_racks(j.mesh.racks); !r) add(Error("mesh.racks: " + r.error().message()));
   for (auto [key, ep] : {std::pair{"mesh.bind", j.mesh.bind}, std::pair{"repl.bind", j.repl.bind}})
     if (!valid_endpoint(ep))
       add(fail(key, ": \"", ep, "\" is not an endpoint (expected tcp://HOST:PORT or ipc://PATH)"));

@@ -10,6 +10,7 @@
 #include "core/paths.h"
 #include "core/strings.h"
 #include "job/planner_config.h"
+#include "job/racks.h"
 #include "mesh/endpoint.h"
 #include "mesh/monitor.h"
 #include "mesh/security.h"
@@ -53,6 +54,7 @@ Controller::Controller(uv_loop_t* loop, zmq::context_t& ctx, ControllerOptions o
       stop_timer_(loop),
       started_ns_(mono_ns()) {
   for (size_t t = 0; t < size_t(job::Timer::count_); ++t) driver_timers_.push_back(std::make_unique<Timer>(loop_));
+  if (auto racks = job::parse_racks(opts_.job.mesh.racks)) rack_of_name_ = std::move(*racks);  // (checked at load)
   if (opts_.resume && opts_.resume->job) {
     // the run's clock goes on from the first controller's start
     started_ns_ = mono_ns() - (wall_ms() - opts_.resume->job->started_wall_ms) * 1'000'000;

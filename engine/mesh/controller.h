@@ -162,6 +162,8 @@ class Controller {
   const job::StepCoordinator& steps() const { return driver_->steps(); }
   const EventLog& events() const { return events_; }
   const job::JobConfig& job() const { return opts_.job; }
+  // mesh.racks: node name -> rack (job/racks.h); empty when the job names none.
+  const std::map<std::string, std::string>& racks() const { return rack_of_name_; }
   int64_t max_steps() const { return opts_.max_steps; }
   int64_t started_ns() const { return started_ns_; }
 
@@ -247,6 +249,7 @@ class Controller {
   bool feeding_ = false;
   bool routing_failed_ = false;  // a routing record could not be written (said once; no more are tried)
   job::View last_view_;
+  std::map<std::string, std::string> rack_of_name_;  // mesh.racks: node name -> rack (job/racks.h)
   std::vector<std::unique_ptr<Timer>> driver_timers_;  // one per job::Timer
   StepLog step_log_;
   RunRecord record_;

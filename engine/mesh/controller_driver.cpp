@@ -126,8 +126,10 @@ void Controller::view_changed() {
     journal(job::rec::EpochReached{journaled_epoch_});
   }
   job::View v{membership_.epoch(), membership_.ready_participants(), membership_.start_failure(), {}, {}};
-  for (const auto& [id, n] : membership_.nodes())
+  for (const auto& [id, n] : membership_.nodes()) {
     if (n.live() && !n.slice_endpoint.empty()) v.slices[id] = wire::SliceNode{uint32_t(id), n.slice_endpoint, n.slice_key};
+    if (auto r = rack_of_name_.find(n.name); n.live() && r != rack_of_name_.end()) v.racks[id] = r->second;
+  }
   if (driver_->wants_holdings()) {
     // a resumed job reconciles with what each worker holds: only workers that have said so count
     v.held = holdings();

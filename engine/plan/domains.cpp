@@ -58,7 +58,6 @@ class Census {
 class GroupCensus {
  public:
   GroupCensus(const Plan& p, uint32_t domains) : p_(p), in_(domains) {}
-  bool grouped() const { return group_count(p_) > 1; }
   bool holds(uint32_t d, uint32_t g) const { return in_[d].count(g) > 0; }
   // shard types group g has in common with the groups already in domain d (none if g is there)
   uint64_t conflicts(uint32_t d, uint32_t g) const {
@@ -94,22 +93,50 @@ class GroupCensus {
   std::vector<std::set<uint32_t>> in_;
 };
 
-// What a deal costs, compared in order: group splits, shared types, co-located replicas.
+// One level of failure domains (hosts, or racks of hosts): what its domains hold so far. `of[d]`:
+// the level's label of host d (the identity for hosts).
+struct Level {
+  Level(const Plan& p, std::vector<uint32_t> of_host, uint32_t count)
+      : of(std::move(of_host)), replicas(count), groups(p, count) {}
+  void add(const std::vector<uint64_t>& keys, uint32_t host, uint32_t group) {
+    replicas.add(keys, of[host]);
+    groups.add(of[host], group);
+  }
+  std::vector<uint32_t> of;
+  Census replicas;
+  GroupCensus groups;
+};
+
+std::vector<uint32_t> identity(uint32_t n) {
+  std::vector<uint32_t> out(n);
+  for (uint32_t i = 0; i < n; ++i) out[i] = i;
+  return out;
+}
+
+// Hosts, and racks when the hosts have them (else racks are the hosts again: the rack terms tie).
+struct Levels {
+  Levels(const Plan& p, uint32_t hosts, const std::vector<uint32_t>& racks)
+      : host(p, identity(hosts), hosts),
+        rack(p, racks.size() == hosts ? racks : identity(hosts), racks.size() == hosts ? domain_count(racks) : hosts) {}
+  void add(const std::vector<uint64_t>& keys, uint32_t d, uint32_t group) {
+    host.add(keys, d, group);
+    rack.add(keys, d, group);
+  }
+  Level host, rack;
+};
+
+// What a deal costs, compared in order: group splits over hosts, shard types shared on a host, on a
+// rack, replicas co-located on a rack, on a host.
 struct DealCost {
-  uint64_t splits = 0, conflicts = 0, colocated = 0;
+  uint64_t splits = 0, conflicts = 0, rack_conflicts = 0, rack_colocated = 0, colocated = 0;
   auto operator<=>(const DealCost&) const = default;
 };
 
-DealCost deal_cost(const Plan& p, const std::vector<uint32_t>& labels) {
-  const uint32_t domains = domain_count(labels);
-  Census census(domains);
-  GroupCensus groups(p, domains);
-  for (uint32_t pos = 0; pos < p.nodes && pos < labels.size(); ++pos) {
-    census.add(keys_of(p, pos), labels[pos]);
-    groups.add(labels[pos], group_of(p, pos).group);
-  }
-  auto [splits, conflicts] = groups.cost();
-  return {splits, conflicts, census.pairs()};
+DealCost deal_cost(const Plan& p, const std::vector<uint32_t>& labels, const std::vector<uint32_t>& racks) {
+  Levels at(p, domain_count(labels), racks);
+  for (uint32_t pos = 0; pos < p.nodes && pos < labels.size(); ++pos) at.add(keys_of(p, pos), labels[pos], group_of(p, pos).group);
+  auto [splits, conflicts] = at.host.groups.cost();
+  return {splits, conflicts, at.rack.groups.cost().second, at.rack.replicas.pairs(), at.host.replicas.pairs()};
 }
 
 // Where a group's next position goes when it starts on a domain: the smallest room that takes the
@@ -148,35 +175,36 @@ uint64_t colocated(const Plan& p, const std::vector<uint32_t>& labels) {
 }
 
 std::vector<uint32_t> deal_domains(const Plan& p, const std::vector<uint32_t>& labels_of_workers,
-                                   const std::vector<uint32_t>* keep) {
+                                   const std::vector<uint32_t>* keep, const std::vector<uint32_t>& racks) {
   std::vector<uint32_t> room = domain_sizes(labels_of_workers);
   const uint32_t domains = uint32_t(room.size());
-  Census census(domains);
-  GroupCensus groups(p, domains);
+  Levels at(p, domains, racks);
+  const bool grouped = group_count(p) > 1;
   std::vector<uint32_t> out;
   for (uint32_t pos = 0; pos < p.nodes; ++pos) {
     auto keys = keys_of(p, pos);
     const GroupSpan g = group_of(p, pos);
     const uint32_t rest = g.first + g.count - pos;  // this group's positions still to deal
-    // in order: (grouped plans) stay on a domain of this group, share no shard type, best fit;
-    // then fewest replicas of the same experts there; then the most room; then the lowest label
+    // in order: (grouped plans) stay on a host of this group, share no shard type on the host, on
+    // its rack, best fit; then the fewest replicas of the same experts on the rack, on the host;
+    // then the most room; then the lowest label
     auto key = [&](uint32_t d) {
-      const bool grouped = groups.grouped();
-      const bool joins = grouped && !groups.holds(d, g.group);
-      return std::tuple(uint64_t(joins), grouped ? groups.conflicts(d, g.group) : 0,
-                        joins ? fit_key(room[d], rest) : 0, census.cost(keys, d), ~uint64_t(room[d]));
+      const bool joins = grouped && !at.host.groups.holds(d, g.group);
+      const uint32_t r = at.rack.of[d];
+      return std::tuple(uint64_t(joins), grouped ? at.host.groups.conflicts(d, g.group) : 0,
+                        grouped ? at.rack.groups.conflicts(r, g.group) : 0, joins ? fit_key(room[d], rest) : 0,
+                        at.rack.replicas.cost(keys, r), at.host.replicas.cost(keys, d), ~uint64_t(room[d]));
     };
     uint32_t best = domains;
     for (uint32_t d = 0; d < domains; ++d)
       if (room[d] > 0 && (best == domains || key(d) < key(best))) best = d;
     if (best == domains) return {};  // fewer workers than positions: the caller asked wrongly
     --room[best];
-    census.add(keys, best);
-    groups.add(best, g.group);
+    at.add(keys, best, g.group);
     out.push_back(best);
   }
   if (keep && keep->size() == out.size() && domain_sizes(*keep) == domain_sizes(labels_of_workers) &&
-      deal_cost(p, *keep) <= deal_cost(p, out))
+      deal_cost(p, *keep, racks) <= deal_cost(p, out, racks))
     return *keep;
   return out;
 }
@@ -188,20 +216,37 @@ std::vector<std::vector<ExpertId>> fold_onto_domains(const LayerPlan& layer, con
   return out;
 }
 
-std::string on_hosts(const std::vector<uint32_t>& labels) {
-  if (labels.empty()) return "";
-  const uint32_t n = domain_count(labels);
-  return " on " + std::to_string(n) + (n == 1 ? " host" : " hosts");
+std::string on_hosts(const Plan& p) {
+  if (p.domains.empty()) return "";
+  const uint32_t n = domain_count(p.domains), r = domain_count(p.racks);
+  return " on " + std::to_string(n) + (n == 1 ? " host" : " hosts") +
+         (r ? " in " + std::to_string(r) + (r == 1 ? " rack" : " racks") : "");
 }
 
 Status check_domains(const Plan& p) {
-  if (p.domains.empty()) return {};
+  if (p.domains.empty()) {
+    if (!p.racks.empty()) return fail("plan: racks without domains (racks label each domain)");
+    return {};
+  }
   if (p.domains.size() != p.nodes)
     return fail("plan: domains has ", p.domains.size(), " labels for ", p.nodes, " positions");
   std::vector<uint32_t> room = domain_sizes(p.domains);
   for (uint32_t d = 0; d < room.size(); ++d)
     if (room[d] == 0) return fail("plan: domain ", d, " has no position (labels must be 0..D-1, each used)");
+  if (p.racks.empty()) return {};
+  if (p.racks.size() != room.size())
+    return fail("plan: racks has ", p.racks.size(), " labels for ", room.size(), " domains");
+  std::vector<uint32_t> hosts = domain_sizes(p.racks);
+  for (uint32_t r = 0; r < hosts.size(); ++r)
+    if (hosts[r] == 0) return fail("plan: rack ", r, " has no domain (labels must be 0..R-1, each used)");
   return {};
+}
+
+std::vector<uint32_t> rack_of_positions(const Plan& p) {
+  if (p.racks.empty() || p.domains.empty()) return {};
+  std::vector<uint32_t> out;
+  for (uint32_t d : p.domains) out.push_back(d < p.racks.size() ? p.racks[d] : 0);
+  return out;
 }
 
 }  // namespace sal::plan

@@ -18,6 +18,10 @@
 //
 // P(k) over domains: fold each layer onto its domains (a domain holds what its positions hold) and
 // count as over nodes (policy/algo/recovery.h).
+//
+// Racks (mesh.racks): a second level above the hosts — a rack fails with all its hosts. The plan
+// says each host's rack (plan.racks); the deal spreads replicas over racks before hosts, and P(k)
+// over racks folds the positions onto their racks.
 #pragma once
 
 #include <cstdint>
@@ -48,16 +52,23 @@ uint64_t colocated(const Plan& p, const std::vector<uint32_t>& labels);
 // ask's workers, one label each). `keep`: the labels of the plan in force, taken when they are a
 // valid deal for these domains and no worse (a re-plan moves no worker between hosts for nothing).
 // A grouped plan's stacks must be decided before its deal.
+// `racks`: the rack of each domain (racks[d], 0-based), when racks are named: replicas are spread
+// over racks first, then over the hosts of a rack, and groups sharing a rack share no shard type.
 std::vector<uint32_t> deal_domains(const Plan& p, const std::vector<uint32_t>& labels_of_workers,
-                                   const std::vector<uint32_t>* keep = nullptr);
+                                   const std::vector<uint32_t>* keep = nullptr, const std::vector<uint32_t>& racks = {});
 
 // One layer's placement folded onto its domains: per domain, the experts its positions hold.
 std::vector<std::vector<ExpertId>> fold_onto_domains(const LayerPlan& layer, const std::vector<uint32_t>& labels);
 
-// " on 3 hosts" (" on 1 host") for a plan's domains; "" for none (a host per worker).
-std::string on_hosts(const std::vector<uint32_t>& labels);
+// " on 3 hosts" (" on 1 host", " on 4 hosts in 2 racks") for a plan's domains; "" for none (a
+// host per worker).
+std::string on_hosts(const Plan& p);
 
-// Checks plan.domains: empty, or one label per position, labels 0..D-1 with none unused.
+// Each position's rack (racks[domains[pos]]); empty when the plan names no racks.
+std::vector<uint32_t> rack_of_positions(const Plan& p);
+
+// Checks plan.domains (empty, or one label per position, labels 0..D-1 with none unused) and
+// plan.racks (empty, or one label per domain, labels 0..R-1 with none unused).
 Status check_domains(const Plan& p);
 
 }  // namespace sal::plan

@@ -108,6 +108,19 @@ Result<ShardStacks> stacks_from_json(const nlohmann::json& j) {
   return s;
 }
 
+// Optional key `key`: an array of non-negative integer labels (domains, racks).
+Status read_labels(const nlohmann::json& j, const char* key, const char* what, std::vector<uint32_t>& out) {
+  if (!j.contains(key)) return {};
+  const auto& d = j[key];
+  if (!d.is_array()) return fail("plan: ", key, " must be ", what);
+  for (const auto& n : d) {
+    if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > int64_t(UINT32_MAX))
+      return fail("plan: ", key, " must be non-negative integers, got ", n.dump());
+    out.push_back(uint32_t(n.get<int64_t>()));
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<Plan> plan_from_json(const nlohmann::json& j) {
@@ -155,16 +168,9 @@ Result<Plan> plan_from_json(const nlohmann::json& j) {
       p.groups.push_back(uint32_t(n.get<uint64_t>()));
     }
   }
-  if (j.contains("domains")) {
-    const auto& d = j["domains"];
-    if (!d.is_array()) return fail("plan: domains must be an array of failure-domain labels, one per position");
-    for (const auto& n : d) {
-      if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > int64_t(UINT32_MAX))
-        return fail("plan: domains must be non-negative integers, got ", n.dump());
-      p.domains.push_back(uint32_t(n.get<int64_t>()));
-    }
-    SAL_TRY(check_domains(p));
-  }
+  SAL_TRY(read_labels(j, "domains", "an array of failure-domain labels, one per position", p.domains));
+  SAL_TRY(read_labels(j, "racks", "an array of rack labels, one per failure domain", p.racks));
+  SAL_TRY(check_domains(p));
   return p;
 }
 
@@ -189,6 +195,7 @@ nlohmann::ordered_json plan_to_json(const Plan& p) {
                    {"assignment", p.stacks.assignment}, {"wipeout", p.stacks.wipeout}};
   if (!p.groups.empty()) j["groups"] = p.groups;
   if (!p.domains.empty()) j["domains"] = p.domains;
+  if (!p.racks.empty()) j["racks"] = p.racks;
   return j;
 }
 

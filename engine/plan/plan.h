@@ -13,7 +13,7 @@
 //    "layers": [{"replicas": [r_0, ...], "placement": [[expert ids of node 0's slots], ...]}, ...],
 //    "experts": E, "schedule": {"window", "period", "slots"}, "stacks": {"redundancy", "hosts",
 //    "alive", "assignment", "wipeout"}, "groups": [positions of group 0, ...],
-//    "domains": [failure domain of position 0, ...]}
+//    "domains": [failure domain of position 0, ...], "racks": [rack of domain 0, ...]}
 // (All but "layers" are optional when reading: nodes, slots and experts are derived from the
 // layers; version, schedule, stacks and groups are written only when set.)
 #pragma once
@@ -52,6 +52,9 @@ struct Plan {
   // The failure domain (host) of each position: 0-based labels, positions with one label must run
   // on workers of one host (domains.h). Empty: any worker may take any position.
   std::vector<uint32_t> domains;
+  // The rack of each failure domain (racks[d] for host d): 0-based labels, a rack fails with all
+  // its hosts (mesh.racks). Empty: no racks named, every host its own.
+  std::vector<uint32_t> racks;
 };
 
 // Data-parallel groups (parallel.groups): each group's positions are a contiguous run; every

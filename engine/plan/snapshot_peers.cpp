@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace sal::plan {
 
@@ -19,7 +20,11 @@ std::vector<std::pair<int, int>> experts_written(const Plan& plan, uint32_t rank
 }
 
 std::vector<std::vector<uint32_t>> snapshot_peers(const Plan& plan, const std::vector<uint32_t>& node_of_rank,
-                                                  uint32_t copies) {
+                                                  uint32_t copies, const std::map<uint32_t, std::string>& rack_of) {
+  auto same_rack = [&](uint32_t a, uint32_t b) {
+    auto ra = rack_of.find(a), rb = rack_of.find(b);
+    return a == b || (ra != rack_of.end() && rb != rack_of.end() && ra->second == rb->second);
+  };
   std::vector<uint32_t> nodes(node_of_rank.begin(), node_of_rank.end());
   std::sort(nodes.begin(), nodes.end());
   nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
@@ -34,18 +39,26 @@ std::vector<std::vector<uint32_t>> snapshot_peers(const Plan& plan, const std::v
     std::set<uint32_t> shares_operators;
     for (const auto& ex : experts_written(plan, rank))
       for (uint32_t n : holders[ex]) shares_operators.insert(n);
-    std::vector<uint32_t> apart, beside;  // nodes holding none of its experts, and the others
+    const uint32_t home = node_of_rank[rank];
+    std::vector<uint32_t> others;  // every other node, in order
     for (uint32_t n : nodes)
-      if (n != node_of_rank[rank]) (shares_operators.count(n) ? beside : apart).push_back(n);
-    auto fewest_first = [&](uint32_t a, uint32_t b) { return chosen[a] < chosen[b]; };
-    std::stable_sort(apart.begin(), apart.end(), fewest_first);
-    std::stable_sort(beside.begin(), beside.end(), fewest_first);
-    // apart first, then beside, alternating while both last
+      if (n != home) others.push_back(n);
+    // Each copy in turn: the node in the rack holding the fewest copies yet (racks named: the copies
+    // span the racks), then away from the writer's rack, then of the kind whose turn it is (apart —
+    // holding none of its experts — first, then beside, alternating), then the fewest chosen.
     std::vector<uint32_t> picked;
-    size_t a = 0, b = 0;
-    while (picked.size() < copies && (a < apart.size() || b < beside.size())) {
-      bool from_apart = a < apart.size() && (b >= beside.size() || picked.size() % 2 == 0);
-      picked.push_back(from_apart ? apart[a++] : beside[b++]);
+    while (picked.size() < copies && picked.size() < others.size()) {
+      const bool apart_turn = picked.size() % 2 == 0;
+      auto key = [&](uint32_t n) {
+        auto copies_there = std::count_if(picked.begin(), picked.end(), [&](uint32_t m) { return same_rack(n, m); });
+        bool off_turn = (shares_operators.count(n) == 0) != apart_turn;
+        return std::tuple(copies_there, same_rack(n, home), off_turn, chosen[n]);
+      };
+      uint32_t best = UINT32_MAX;
+      for (uint32_t n : others)
+        if (std::find(picked.begin(), picked.end(), n) == picked.end() && (best == UINT32_MAX || key(n) < key(best)))
+          best = n;
+      picked.push_back(best);
     }
     for (uint32_t n : picked) ++chosen[n];
     out[rank] = std::move(picked);

@@ -6,11 +6,15 @@
 // rolls the whole model back, so the surviving experts' windows are needed as much as the lost
 // one's). So the peers of a rank alternate: first a node that holds none of the experts the rank
 // writes, then one that holds some (another replica's node), and so on while both kinds last; among
-// equals, the node already chosen by the fewest ranks (the copies spread), then the lowest
-// position. A mesh with fewer than r other nodes gives all of them.
+// equals, the node already chosen by the fewest ranks (the copies spread), then the lowest id. When
+// the job names racks (a rack fails with all its hosts), the racks come first: each copy goes to
+// the rack holding the fewest copies yet, away from the writer's rack, so that no rack lost takes
+// every copy. A mesh with fewer than r other nodes gives all of them.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "plan/plan.h"
@@ -18,9 +22,10 @@
 namespace sal::plan {
 
 // peers[rank]: the node ids holding that rank's slices. `node_of_rank[rank]` is the node each
-// plan position runs on (several ranks may share a node).
+// plan position runs on (several ranks may share a node); `rack_of`: the rack of each node named in
+// one (mesh.racks), a node in none is a rack of its own.
 std::vector<std::vector<uint32_t>> snapshot_peers(const Plan& plan, const std::vector<uint32_t>& node_of_rank,
-                                                  uint32_t copies);
+                                                  uint32_t copies, const std::map<uint32_t, std::string>& rack_of = {});
 
 // The experts (layer, expert) a rank writes: those of which it is the lowest holding position.
 std::vector<std::pair<int, int>> experts_written(const Plan& plan, uint32_t rank);

@@ -37,6 +37,9 @@ struct PlanAsk {
   // (job::host_labels): the plan's positions are dealt onto them (plan/domains.h). Empty: one
   // worker per host.
   std::vector<uint32_t> domains;
+  // The rack of each of those domains (racks[d], 0-based labels; job::rack_labels) when the job
+  // names racks (mesh.racks). Empty: none.
+  std::vector<uint32_t> racks;
   // A resumed job whose ranks all came back: decide nothing, put this plan in force again under the
   // next number (its allocation, placement, schedule and stacks unchanged).
   std::optional<plan::Plan> keep;

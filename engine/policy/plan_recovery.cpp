@@ -28,6 +28,14 @@ std::vector<algo::LayerPlacement> host_placements_of(const plan::Plan& p) {
   return out;
 }
 
+std::vector<algo::LayerPlacement> rack_placements_of(const plan::Plan& p) {
+  const auto racks = plan::rack_of_positions(p);
+  if (racks.empty()) return {};
+  std::vector<algo::LayerPlacement> out;
+  for (const auto& l : p.layers) out.push_back(layer_of(plan::fold_onto_domains(l, racks), p.experts));
+  return out;
+}
+
 uint32_t host_count(const plan::Plan& p) {
   return p.domains.empty() ? p.nodes : plan::domain_count(p.domains);
 }

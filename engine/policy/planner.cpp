@@ -60,12 +60,12 @@ Result<PlanRecord> Planner::decide(const PlanAsk& ask) {
   if (!r) return r;
   decide_schedule(ask.facts, *r);
   decide_stacks(*r);
-  if (!ask.fixed_groups) deal_domains(ask.domains, *r);  // (after the stacks: groups sharing a host share no type)
+  if (!ask.fixed_groups) deal_domains(ask.domains, ask.racks, *r);  // (after the stacks: groups sharing a host share no type)
   r->epoch = ask.epoch;
   r->plan.version = current_ ? current_->plan.version + 1 : 1;
   r->ms = double(mono_ns() - t0) / 1e6;
   current_ = *r;
-  const std::string over_hosts = plan::on_hosts(r->plan.domains);
+  const std::string over_hosts = plan::on_hosts(r->plan);
   spdlog::info("plan {} for {} workers{} (epoch {}): allocation by {}, placement by {}, checkpoint by {} (window {}), "
                "redundancy by {} in {:.2f} ms{}",
                r->plan.version, r->plan.nodes, over_hosts, ask.epoch, r->allocation_by, r->placement_by, r->checkpoint_by,
@@ -133,12 +133,17 @@ Result<GroupPlan> Planner::one_group(uint32_t workers, Placements current) {
   return g;
 }
 
-// Hosts of several workers: the positions decided are dealt onto them (plan/domains.h), keeping the
-// plan in force's deal when it is as good.
-void Planner::deal_domains(const std::vector<uint32_t>& domains, PlanRecord& r) const {
-  if (!plan::shares_domains(domains) || domains.size() != r.plan.nodes) return;
-  const bool same = current_ && current_->plan.nodes == r.plan.nodes && !current_->plan.domains.empty();
-  r.plan.domains = plan::deal_domains(r.plan, domains, same ? &current_->plan.domains : nullptr);
+// Hosts of several workers, or hosts in racks: the positions decided are dealt onto them
+// (plan/domains.h), keeping the plan in force's deal when it is as good.
+void Planner::deal_domains(const std::vector<uint32_t>& domains, const std::vector<uint32_t>& racks,
+                           PlanRecord& r) const {
+  const bool in_racks = !racks.empty() && racks.size() == plan::domain_count(domains) && plan::shares_domains(racks);
+  if ((!plan::shares_domains(domains) && !in_racks) || domains.size() != r.plan.nodes) return;
+  const bool same = current_ && current_->plan.nodes == r.plan.nodes && !current_->plan.domains.empty() &&
+                    current_->plan.racks == (in_racks ? racks : std::vector<uint32_t>{});
+  r.plan.domains = plan::deal_domains(r.plan, domains, same ? &current_->plan.domains : nullptr,
+                                      in_racks ? racks : std::vector<uint32_t>{});
+  if (in_racks && !r.plan.domains.empty()) r.plan.racks = racks;
 }
 
 FailureFacts Planner::failure_facts(const CheckpointFacts& facts) const {

@@ -102,7 +102,7 @@ class Planner {
   Result<GroupPlan> one_group(uint32_t workers, Placements current);
   Placements current_placement(uint32_t g, uint32_t positions) const;
   Result<PlanRecord> fixed_ep(uint32_t groups);
-  void deal_domains(const std::vector<uint32_t>& domains, PlanRecord& r) const;
+  void deal_domains(const std::vector<uint32_t>& domains, const std::vector<uint32_t>& racks, PlanRecord& r) const;
   void decide_schedule(const CheckpointFacts& facts, PlanRecord& r);
   void decide_stacks(PlanRecord& r);
   static void reset_stacks(plan::ShardStacks& s);

@@ -62,6 +62,7 @@ struct Fields<plan::Plan> {
     v("stacks", s.stacks);
     v("groups", s.groups, kPlanRanks);
     v("domains", s.domains, kPlanRanks);
+    v("racks", s.racks, kPlanRanks);
   }
 };
 

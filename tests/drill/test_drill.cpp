@@ -85,6 +85,15 @@ TEST_CASE("kill{controller = true} kills the controller, restarted after a delay
   CHECK_FALSE(none->partitions());
 }
 
+TEST_CASE("kill{rack} kills every node of a rack, named by the job's mesh.racks") {
+  auto d = load_drill(temp_file("r.lua", "kill{ rack = 'b', step = 15 }\n"), {});
+  REQUIRE_MESSAGE(d.ok(), (d.ok() ? "" : d.error().message()));
+  REQUIRE(d->actions.size() == 1);
+  CHECK(d->actions[0].rack == "b");
+  CHECK_FALSE(d->actions[0].node);
+  CHECK(d->actions[0].describe().find("kill every node of rack b after step 15") == 0);
+}
+
 TEST_CASE("wrong drills name the line and the rule") {
   auto check = [](const std::string& text, const std::string& expect) {
     auto d = load_drill(temp_file("bad.lua", text), {});
@@ -94,6 +103,10 @@ TEST_CASE("wrong drills name the line and the rule") {
   check("\n\nfreeze{ node = 1, step = 2 }", "bad.lua:3: freeze: ms");
   check("kill{ node = 1, count = 2, step = 2 }", "count > 1 needs node = \"random\"");
   check("kill{ expert = 1, node = 2, step = 1 }", "`expert` picks the nodes itself");
+  check("kill{ rack = 'b', node = 2, step = 1 }", "`rack` picks the nodes itself");
+  check("kill{ rack = 'b', during = 'forward', step = 1 }", "`rack` picks the nodes itself");
+  check("kill{ rack = '', step = 1 }", "kill.rack: a rack's name from the job's mesh.racks");
+  check("drain{ rack = 'b', step = 1 }", "drain: unknown field 'rack'");
   check("expect{ lost_step = 0 }\nkill{ node = 1, step = 1 }", "unknown field 'lost_step' (did you mean 'lost_steps'?)");
   check("kill(3)", "takes one table of named fields");
   check("kill{ node = 1, step = -1 }", "kill.step: expected a number in [0");

@@ -401,6 +401,37 @@ TEST_CASE("t0518-host-kill: hosts of two workers, one host killed: every expert 
   for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == double(i));
 }
 
+TEST_CASE("t0521-rack-kill: hosts of two workers in two racks, one rack killed: every expert was on both racks, nothing restored, no step lost") {
+  std::string dir = temp_dir("racks");
+  // t0518's shape, the four local agents in two racks by their names
+  std::string job = write_job(dir, 4, "", ", devices = 'cpu:2', racks = 'a: node0 node1; b: node2 node3'");
+  std::string text = file_text(job);
+  const std::string policies = "policies = { slots = 4, health = 'ignore' }";
+  text.replace(text.find(policies), policies.size(), "policies = { slots = 2, placement = 'mro', health = 'ignore' }");
+  std::ofstream(job) << text;
+  auto j = run_json({bin(), "run", job, "--drill", drill("rack_kill.lua"), "--json", "--out", dir + "/run"},
+                    dir + "/run.out", 90000);
+  CHECK(j["exit_code"] == 0);
+  CHECK(j["steps"] == 40);
+  CHECK(j["lost_steps"] == 0);
+  CHECK(j["restores"] == 0);
+  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  // the rack really went (both its nodes, at once), and the plans said where they ran
+  std::map<std::string, std::string> name_of;  // node id -> name, from its join ("node2 from ...")
+  std::set<std::string> dead;
+  bool in_racks = false;
+  for (const auto& e : events(dir + "/run")) {
+    if (e.kind == "node_joined") name_of[e.node] = e.detail.substr(0, e.detail.find(' '));
+    if (e.kind == "node_dead") dead.insert(name_of[e.node]);
+    in_racks = in_racks || (e.kind == "plan" && e.detail.find("on 4 hosts in 2 racks") != std::string::npos);
+  }
+  CHECK(dead == std::set<std::string>{"node2", "node3"});
+  CHECK_MESSAGE(in_racks, file_text(dir + "/run/events.csv"));
+  auto steps = metrics_column(dir + "/run", "step");
+  REQUIRE(steps.size() == 40);
+  for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == double(i));
+}
+
 TEST_CASE("t0519-plan-over-hosts: job.plan() says each position's host and P(k) over hosts") {
   MeshOptions o;
   o.agents = 4;
@@ -421,4 +452,34 @@ TEST_CASE("t0519-plan-over-hosts: job.plan() says each position's host and P(k) 
     for (int e : plan["layer"]["placement"][pos]) ++on_host[plan["domains"][pos].get<int>()][e];
   for (const auto& [host, experts] : on_host)
     for (const auto& [e, n] : experts) CHECK_MESSAGE(n == 1, "host " << host << " expert " << e);
+}
+
+TEST_CASE("t0522-plan-over-racks: job.plan() says each host's rack and P(k) over racks, every expert on both racks") {
+  MeshOptions o;
+  o.agents = 4;
+  o.devices = "cpu:2";
+  o.mesh_extra = ", racks = 'a: node0 node1; b: node2 node3'";
+  o.model = "model = { layers = 1, d_model = 16, heads = 2, experts = 8, top_k = 2, seq_len = 16 },";
+  o.extra = "policies = { slots = 2, min_replicas = 2, placement = 'mro' },";
+  TestMesh m(o);
+  m.start();
+  REQUIRE(eventually([&] { return m.eval_json("local p = job.plan() return p and p.nodes") == 8; }, 5000, 20));
+  auto plan = m.eval_json("return job.plan(0)");
+  CHECK(plan["hosts"] == 4);
+  CHECK(plan["racks"] == 2);
+  REQUIRE(plan["rack_of_host"].size() == 4);
+  REQUIRE(plan["p_racks"].size() == 3);
+  CHECK(plan["p_racks"][0] == 1.0);  // either rack lost: every expert still held
+  CHECK(plan["p_hosts"][0] == 1.0);
+  // two hosts in each rack, as mesh.racks names them
+  std::map<int, int> hosts_in;
+  for (const auto& r : plan["rack_of_host"]) ++hosts_in[r.get<int>()];
+  CHECK(hosts_in == std::map<int, int>{{0, 2}, {1, 2}});
+  std::map<int, std::set<int>> experts_on_rack;
+  for (size_t pos = 0; pos < 8; ++pos) {
+    int rack = plan["rack_of_host"][plan["domains"][pos].get<size_t>()].get<int>();
+    for (int e : plan["layer"]["placement"][pos]) experts_on_rack[rack].insert(e);
+  }
+  REQUIRE(experts_on_rack.size() == 2);
+  for (const auto& [rack, experts] : experts_on_rack) CHECK_MESSAGE(experts.size() == 8, "rack " << rack);
 }

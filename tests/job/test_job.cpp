@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "job/config.h"
+#include "job/racks.h"
 
 using namespace sal;
 using namespace sal::job;
@@ -204,4 +205,21 @@ TEST_CASE("check_data says when a job's data.path does not exist") {
   auto s = check_data(*r);
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().message() == "jobs/x.lua: data.path: /tmp/no-such-corpus does not exist");
+}
+
+TEST_CASE("mesh.racks: nodes by rack, and each mistake named with its part") {
+  auto r = parse_racks("a: node0 node1; b: node2  node3 ;");
+  REQUIRE(r.ok());
+  CHECK(*r == std::map<std::string, std::string>{{"node0", "a"}, {"node1", "a"}, {"node2", "b"}, {"node3", "b"}});
+  CHECK(parse_racks("")->empty());
+  CHECK(parse_racks("a node0").error().message() ==
+        "part 1 \"a node0\" is not RACK: NODE NODE ... (a rack name, a colon, node names)");
+  CHECK(parse_racks("a: x; b c: y").error().message().find("part 2: \"b c\" is not a rack name") == 0);
+  CHECK(parse_racks("a: x; a: y").error().message() == "rack \"a\" is named twice");
+  CHECK(parse_racks("a: x; b: x").error().message() == "node \"x\" is in rack \"a\" and in rack \"b\"");
+  CHECK(parse_racks("a: ").error().message() == "rack \"a\" names no node");
+  // in a job file: the key and the rule
+  CHECK(load_text("return { mesh = { racks = 'r1: node0 node1; r2: node2 node3' } }", "x.lua", ".").ok());
+  CHECK(error_of("return { mesh = { racks = 'r1: node0; r2: node0' } }") ==
+        "x.lua: mesh.racks: node \"node0\" is in rack \"r1\" and in rack \"r2\"");
 }

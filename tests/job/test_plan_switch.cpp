@@ -137,3 +137,12 @@ TEST_CASE("state with no surviving holder is an error that names it") {
   auto none = switch_plan(old, workers({8, 9}), make_plan({{0, 1}, {2, 3}}, 4), 12);
   REQUIRE_FALSE(none.ok());
 }
+
+TEST_CASE("rack labels: each host's rack in the order the racks first come, a node in no rack its own") {
+  std::vector<Participant> workers = {{3, 0}, {3, 1}, {5, 0}, {7, 0}, {9, 0}, {9, 1}};  // hosts 3, 5, 7, 9
+  CHECK(host_labels(workers) == std::vector<uint32_t>{0, 0, 1, 2, 3, 3});
+  std::map<NodeId, std::string> rack_of = {{3, "b"}, {5, "a"}, {9, "b"}};
+  CHECK(rack_labels(workers, rack_of) == std::vector<uint32_t>{0, 1, 2, 0});  // 7 is in no rack: a rack of its own
+  CHECK(rack_labels(workers, {}).empty());
+  CHECK(rack_labels(workers, {{11, "a"}}).empty());  // no worker's node is in a rack
+}

@@ -212,3 +212,69 @@ TEST_CASE("domains in a plan file: written, read back, and checked") {
   REQUIRE_FALSE(gap.ok());
   CHECK_MESSAGE(gap.error().message().find("domain 1 has no position") != std::string::npos, gap.error().message());
 }
+
+namespace {
+
+// Whether every expert of every layer is on at least two racks.
+bool every_expert_on_two_racks(const Plan& p) { return every_expert_on_two(p, rack_of_positions(p)); }
+
+}  // namespace
+
+TEST_CASE("racks: replicas spread over racks before hosts, where the hosts alone would put an expert's two replicas in one rack") {
+  Plan p = blocks();
+  std::vector<uint32_t> workers = {0, 0, 1, 1, 2, 2, 3, 3};  // 4 hosts x 2 workers
+  std::vector<uint32_t> racks = {0, 0, 1, 1};                // hosts 0, 1 in rack 0; 2, 3 in rack 1
+  // dealt over hosts alone: experts 0 and 1 on hosts 0 and 1 — both in rack 0
+  Plan hosts_only = p;
+  hosts_only.domains = deal_domains(p, workers);
+  hosts_only.racks = racks;
+  CHECK(every_expert_on_two(p, hosts_only.domains));
+  CHECK_FALSE(every_expert_on_two_racks(hosts_only));
+  // dealt over racks and hosts: every expert on both racks, and still on two hosts
+  Plan dealt = p;
+  dealt.domains = deal_domains(p, workers, nullptr, racks);
+  dealt.racks = racks;
+  REQUIRE(dealt.domains.size() == 8);
+  CHECK(every_expert_on_two_racks(dealt));
+  CHECK(every_expert_on_two(p, dealt.domains));
+  CHECK(check_domains(dealt).ok());
+  // the hosts-only deal in force is not kept under racks: it is worse there
+  CHECK(deal_domains(p, workers, &hosts_only.domains, racks) != hosts_only.domains);
+  CHECK(on_hosts(dealt) == " on 4 hosts in 2 racks");
+}
+
+TEST_CASE("racks and groups: groups sharing a rack host no shard type in common") {
+  Plan p = four_groups();
+  std::vector<uint32_t> workers = {0, 0, 1, 1, 2, 2, 3, 3};
+  std::vector<uint32_t> racks = {0, 0, 1, 1};
+  p.domains = deal_domains(p, workers, nullptr, racks);
+  p.racks = racks;
+  REQUIRE(p.domains.size() == 8);
+  for (const auto& groups : groups_on(p, p.domains)) CHECK(groups.size() == 1);  // a group a host
+  CHECK(every_domain_loss_masked(p, rack_of_positions(p)));                      // a rack lost is masked too
+  CHECK_FALSE(every_domain_loss_masked(p, {0, 0, 0, 0, 1, 1, 1, 1}));            // groups 0, 1 in one rack are not
+}
+
+TEST_CASE("racks in a plan file: written, read back, and checked against the domains") {
+  Plan p = blocks();
+  p.domains = {0, 1, 2, 3, 0, 1, 2, 3};
+  p.racks = {0, 1, 0, 1};
+  auto j = nlohmann::json::parse(plan_to_json(p).dump());
+  auto back = plan_from_json(j);
+  REQUIRE(back.ok());
+  CHECK(back->racks == p.racks);
+  CHECK(rack_of_positions(*back) == std::vector<uint32_t>{0, 1, 0, 1, 0, 1, 0, 1});
+  j["racks"] = {0, 1};
+  auto short_list = plan_from_json(j);
+  REQUIRE_FALSE(short_list.ok());
+  CHECK_MESSAGE(short_list.error().message().find("racks has 2 labels for 4 domains") != std::string::npos,
+                short_list.error().message());
+  j["racks"] = {0, 2, 0, 2};
+  auto gap = plan_from_json(j);
+  REQUIRE_FALSE(gap.ok());
+  CHECK_MESSAGE(gap.error().message().find("rack 1 has no domain") != std::string::npos, gap.error().message());
+  j.erase("domains");
+  auto orphan = plan_from_json(j);
+  REQUIRE_FALSE(orphan.ok());
+  CHECK(orphan.error().message().find("racks without domains") != std::string::npos);
+}

@@ -73,3 +73,23 @@ TEST_CASE("two workers on one node share its peers' choice, and a small mesh giv
   CHECK(small[0] == std::vector<uint32_t>{2});  // fewer other nodes than asked: all of them
   CHECK(small[1] == std::vector<uint32_t>{1});
 }
+
+TEST_CASE("with racks named, a rank's slices span the racks, the first copy away from the writer's rack") {
+  Plan p = ring();
+  std::vector<uint32_t> node_of_rank{10, 11, 12, 13, 14, 15};
+  std::map<uint32_t, std::string> rack_of{{10, "a"}, {11, "a"}, {12, "a"}, {13, "b"}, {14, "b"}, {15, "b"}};
+  auto peers = snapshot_peers(p, node_of_rank, 2, rack_of);
+  REQUIRE(peers.size() == 6);
+  for (uint32_t rank = 0; rank < 6; ++rank) {
+    CAPTURE(rank);
+    REQUIRE(peers[rank].size() == 2);
+    // either rack lost, a copy is left; and the writer's rack lost, one is left outside it
+    CHECK(rack_of[peers[rank][0]] != rack_of[node_of_rank[rank]]);
+    CHECK(rack_of[peers[rank][0]] != rack_of[peers[rank][1]]);
+  }
+  // without racks the rule is the nodes' alone: rank 3's copies both in rack b (nodes 14 and 15)
+  auto plain = snapshot_peers(p, node_of_rank, 2);
+  bool one_rack = false;
+  for (uint32_t rank = 0; rank < 6; ++rank) one_rack = one_rack || rack_of[plain[rank][0]] == rack_of[plain[rank][1]];
+  CHECK(one_rack);
+}

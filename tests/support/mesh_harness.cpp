@@ -24,7 +24,7 @@ TestMesh::TestMesh(MeshOptions o) : opts(std::move(o)), dir(temp_dir("mesh")) {}
 void TestMesh::start_job() {
   std::ofstream job(dir + "/job.lua");
   job << "return {\n  name = 'test',\n  mesh = { heartbeat_ms = " << opts.heartbeat_ms
-      << ", miss_limit = " << opts.miss_limit << ", bind = '" << opts.mesh_bind << "' },\n"
+      << ", miss_limit = " << opts.miss_limit << ", bind = '" << opts.mesh_bind << "'" << opts.mesh_extra << " },\n"
       << "  repl = { bind = '" << opts.repl_bind << "', budget_ms = " << opts.repl_budget_ms
       << ", memory_mb = " << opts.repl_memory_mb << " },\n"
       << "  train = { steps = " << opts.steps << ", " << opts.train << " },\n  " << opts.model << "\n  " << opts.data << "\n  " << opts.extra << "\n}\n";

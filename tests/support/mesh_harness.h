@@ -23,6 +23,7 @@ struct MeshOptions {
   int repl_budget_ms = 1000;
   int repl_memory_mb = 64;
   std::string mesh_bind = "tcp://127.0.0.1:*";
+  std::string mesh_extra;  // more mesh keys: ", racks = '...'"
   std::string repl_bind = "tcp://127.0.0.1:*";
   // The model and data sections: by default a tiny model (steps take milliseconds) on the repo's
   // docs/ (real English text that is always there).

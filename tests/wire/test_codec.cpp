@@ -54,6 +54,7 @@ TEST_CASE("a plan update carries the typed plan as it is, and names a bad field 
   u.plan.stacks.redundancy = 2, u.plan.stacks.hosts = {{0, 1}, {1, 0}}, u.plan.stacks.alive = {true, false};
   u.plan.stacks.assignment = {{0, 1}, {}};
   u.plan.domains = {1, 0};
+  u.plan.racks = {0, 0};
   u.transfers = {{3, 1, 2, 0, 1}};
   u.store = "tcp://127.0.0.1:5000";
   u.restore = true, u.restore_dir = "/run/snapshots/step-40";
@@ -67,12 +68,13 @@ TEST_CASE("a plan update carries the typed plan as it is, and names a bad field 
   CHECK(back->plan.stacks.alive == std::vector<bool>{true, false});
   CHECK(back->plan.stacks.assignment == u.plan.stacks.assignment);
   CHECK(back->plan.domains == u.plan.domains);
+  CHECK(back->plan.racks == u.plan.racks);
   CHECK(back->ranks[1].node == 4);
   CHECK(back->restore_dir == u.restore_dir);
   // a slot that is not an expert id is named down to the slot
   msgpack::sbuffer buf;
   msgpack::packer<msgpack::sbuffer> pk(buf);
-  pk.pack_array(10);
+  pk.pack_array(11);
   pk.pack(7), pk.pack(1), pk.pack(1), pk.pack(2), pk.pack(1);
   pk.pack_array(1);                                   // layers
   pk.pack_array(2), pk.pack(std::vector<uint32_t>{1, 1});
@@ -81,6 +83,7 @@ TEST_CASE("a plan update carries the typed plan as it is, and names a bad field 
   pk.pack_array(5), pk.pack(1), pk.pack_array(0), pk.pack_array(0), pk.pack_array(0), pk.pack(false);  // stacks
   pk.pack_array(0);                                   // groups
   pk.pack_array(0);                                   // domains
+  pk.pack_array(0);                                   // racks
   std::string plan(buf.data(), buf.size());
   msgpack::sbuffer body;
   msgpack::packer<msgpack::sbuffer> pb(body);
