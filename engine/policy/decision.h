@@ -53,6 +53,9 @@ struct PlacementInput {
   // Workers per host (failure domain), when some host has several: the engine deals the positions
   // decided onto the hosts afterwards (plan/domains.h). Empty: one worker per host.
   std::vector<uint32_t> hosts;
+  // The rack of each of those hosts (0-based here, 1-based in Lua), when the job names racks
+  // (mesh.racks): the deal spreads replicas over racks first. Empty: none.
+  std::vector<uint32_t> racks;
 };
 struct PlacementProposal {
   std::vector<std::vector<std::vector<uint32_t>>> placement;  // [layer][node][slot] = expert

@@ -2,7 +2,8 @@
 //   ctx      = { nodes, slots, experts, layers, floor, replicas = {{r_e}...}, loads = {{t_e}...},
 //                current = {{{experts of node 1}, ...}, ...per layer} or nil,
 //                failures = {rate, source, correlated, window_s, restore_s, restore_source},
-//                hosts = {workers of host 1, ...} or nil (nil: one worker per host) }
+//                hosts = {workers of host 1, ...} or nil (nil: one worker per host),
+//                racks = {rack of host 1, ...} or nil (mesh.racks; nil: none named) }
 //   proposal = { placement = {{{experts of node 1's slots}, {node 2}, ...}, ...per layer},
 //                note = "why, for people"?, choice = {the same as plain data}? }
 // Experts and nodes are 1-based in Lua. With hosts, the engine deals the nodes (positions) onto the
@@ -54,6 +55,12 @@ void push_ctx(lua_State* L, const Input& input) {
   if (!in.hosts.empty()) {
     lua_io::push_numbers(L, std::vector<double>(in.hosts.begin(), in.hosts.end()));
     lua_setfield(L, -2, "hosts");
+  }
+  if (!in.racks.empty()) {
+    std::vector<double> one_based;
+    for (uint32_t r : in.racks) one_based.push_back(double(r) + 1);
+    lua_io::push_numbers(L, one_based);
+    lua_setfield(L, -2, "racks");
   }
 }
 
@@ -128,6 +135,18 @@ Result<Input> read_ctx(lua_State* L, int idx, lua::Meter& m) {
     for (uint32_t n : *hosts) sum += n;
     if (sum != in.nodes) return fail("hosts: the hosts' workers add up to ", sum, ", not nodes = ", in.nodes);
     in.hosts = std::move(*hosts);
+  } else {
+    lua_pop(L, 1);
+  }
+  int rk = lua_io::field(L, idx, "racks");
+  if (!lua_isnil(L, rk)) {
+    auto racks = lua_io::read_uints(L, m, rk, "racks", 1, uint32_t(std::max<size_t>(1, in.hosts.size())));
+    lua_pop(L, 1);
+    if (!racks) return racks.error();
+    if (racks->size() != in.hosts.size())
+      return fail("racks: ", racks->size(), " racks for ", in.hosts.size(), " hosts (one per host of ctx.hosts)");
+    for (uint32_t& x : *racks) --x;
+    in.racks = std::move(*racks);
   } else {
     lua_pop(L, 1);
   }

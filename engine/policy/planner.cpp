@@ -55,12 +55,14 @@ Result<PlanRecord> Planner::decide(const PlanAsk& ask) {
   if (ask.loads) loads_ = *ask.loads;
   failure_rate_.observe(ask.workers, double(t0) / 1e9);
   failures_ = failure_facts(ask.facts);
-  hosts_ = plan::shares_domains(ask.domains) ? plan::domain_sizes(ask.domains) : std::vector<uint32_t>{};
+  const bool in_racks = plan::shares_domains(ask.racks) && ask.racks.size() == plan::domain_count(ask.domains);
+  hosts_ = plan::shares_domains(ask.domains) || in_racks ? plan::domain_sizes(ask.domains) : std::vector<uint32_t>{};
+  racks_ = in_racks ? ask.racks : std::vector<uint32_t>{};
   auto r = ask.fixed_groups ? fixed_ep(*ask.fixed_groups) : elastic(ask.workers);
   if (!r) return r;
   decide_schedule(ask.facts, *r);
   decide_stacks(*r);
-  if (!ask.fixed_groups) deal_domains(ask.domains, ask.racks, *r);  // (after the stacks: groups sharing a host share no type)
+  if (!ask.fixed_groups) deal_domains(ask.domains, *r);  // (after the stacks: groups sharing a host share no type)
   r->epoch = ask.epoch;
   r->plan.version = current_ ? current_->plan.version + 1 : 1;
   r->ms = double(mono_ns() - t0) / 1e6;
@@ -108,8 +110,8 @@ Result<GroupPlan> plan_group(PolicySet& set, const GroupAsk& ask) {
   AllocationInput ain{ask.workers, ask.slots, ask.experts, ask.min_replicas, ask.loads};
   auto alloc = set.slot(Kind::allocation).decide(ain);
   const auto& ap = std::get<AllocationProposal>(alloc.proposal);
-  PlacementInput pin{ask.workers, ask.slots,  ask.experts,  ap.floor,  ap.replicas,
-                     ask.loads,   ask.current, ask.failures, ask.hosts};
+  PlacementInput pin{ask.workers, ask.slots,   ask.experts,  ap.floor,  ap.replicas,
+                     ask.loads,   ask.current, ask.failures, ask.hosts, ask.racks};
   auto place = set.slot(Kind::placement).decide(pin);
   const auto& pp = std::get<PlacementProposal>(place.proposal);
   GroupPlan g;
@@ -127,23 +129,22 @@ Result<GroupPlan> plan_group(PolicySet& set, const GroupAsk& ask) {
 // force, when it had as many positions).
 Result<GroupPlan> Planner::one_group(uint32_t workers, Placements current) {
   // (hosts are told for a one-group plan; a group of a grouped plan spans some of them)
+  const bool one = cfg_.groups <= 1;
   auto g = plan_group(policies_, {workers, cfg_.slots, uint32_t(cfg_.shape.experts), cfg_.min_replicas, loads_,
-                                  std::move(current), failures_, cfg_.groups > 1 ? std::vector<uint32_t>{} : hosts_});
+                                  std::move(current), failures_, one ? hosts_ : std::vector<uint32_t>{},
+                                  one ? racks_ : std::vector<uint32_t>{}});
   if (g) placement_choice_ = g->choice;
   return g;
 }
 
 // Hosts of several workers, or hosts in racks: the positions decided are dealt onto them
 // (plan/domains.h), keeping the plan in force's deal when it is as good.
-void Planner::deal_domains(const std::vector<uint32_t>& domains, const std::vector<uint32_t>& racks,
-                           PlanRecord& r) const {
-  const bool in_racks = !racks.empty() && racks.size() == plan::domain_count(domains) && plan::shares_domains(racks);
-  if ((!plan::shares_domains(domains) && !in_racks) || domains.size() != r.plan.nodes) return;
+void Planner::deal_domains(const std::vector<uint32_t>& domains, PlanRecord& r) const {
+  if (hosts_.empty() || domains.size() != r.plan.nodes) return;
   const bool same = current_ && current_->plan.nodes == r.plan.nodes && !current_->plan.domains.empty() &&
-                    current_->plan.racks == (in_racks ? racks : std::vector<uint32_t>{});
-  r.plan.domains = plan::deal_domains(r.plan, domains, same ? &current_->plan.domains : nullptr,
-                                      in_racks ? racks : std::vector<uint32_t>{});
-  if (in_racks && !r.plan.domains.empty()) r.plan.racks = racks;
+                    current_->plan.racks == racks_;
+  r.plan.domains = plan::deal_domains(r.plan, domains, same ? &current_->plan.domains : nullptr, racks_);
+  if (!r.plan.domains.empty()) r.plan.racks = racks_;
 }
 
 FailureFacts Planner::failure_facts(const CheckpointFacts& facts) const {

@@ -53,6 +53,7 @@ struct GroupAsk {
   std::vector<std::vector<std::vector<uint32_t>>> current;   // the placement to start from; may be empty
   FailureFacts failures;                                     // what the placement weighs survival by
   std::vector<uint32_t> hosts;                               // workers per host (PlacementInput::hosts)
+  std::vector<uint32_t> racks;                               // each host's rack (PlacementInput::racks)
 };
 struct GroupPlan {
   uint32_t floor = 1;
@@ -102,7 +103,7 @@ class Planner {
   Result<GroupPlan> one_group(uint32_t workers, Placements current);
   Placements current_placement(uint32_t g, uint32_t positions) const;
   Result<PlanRecord> fixed_ep(uint32_t groups);
-  void deal_domains(const std::vector<uint32_t>& domains, const std::vector<uint32_t>& racks, PlanRecord& r) const;
+  void deal_domains(const std::vector<uint32_t>& domains, PlanRecord& r) const;
   void decide_schedule(const CheckpointFacts& facts, PlanRecord& r);
   void decide_stacks(PlanRecord& r);
   static void reset_stacks(plan::ShardStacks& s);
@@ -121,6 +122,7 @@ class Planner {
   FailureRate failure_rate_;  // node losses seen between plans
   FailureFacts failures_;     // told to the placement at the decision under way
   std::vector<uint32_t> hosts_;  // workers per host at the decision under way (empty: one each)
+  std::vector<uint32_t> racks_;  // each of those hosts' rack (empty: no racks named)
   std::string placement_choice_;
 };
 

@@ -4,6 +4,8 @@
 // the positions taken in order would not; the baselines' fixed plans are left as they are.
 #include <doctest/doctest.h>
 
+#include <fstream>
+
 #include "plan/domains.h"
 #include "policy/plan_recovery.h"
 #include "policy/planner.h"
@@ -72,4 +74,61 @@ TEST_CASE("one worker per host: no domains, and the baselines' fixed plans get n
   auto fixed = planner.decide(ask);
   REQUIRE(fixed.ok());
   CHECK(fixed->plan.domains.empty());
+}
+
+namespace {
+
+double rack_p(const plan::Plan& p, int k) {
+  auto est = algo::joint_recovery_probability(rack_placements_of(p), k);
+  REQUIRE(est.ok());
+  return est->p;
+}
+
+}  // namespace
+
+TEST_CASE("four hosts in two racks: every shipped placement survives any one rack loss, and the plan says the racks") {
+  for (const char* placement : {"goodput", "mro", "spread", "compact"}) {
+    CAPTURE(placement);
+    Planner planner(host_config(placement), [] {});
+    REQUIRE(planner.configure().ok());
+    PlanAsk ask;
+    ask.workers = 8;
+    ask.domains = {0, 0, 1, 1, 2, 2, 3, 3};
+    ask.racks = {0, 0, 1, 1};
+    auto r = planner.decide(ask);
+    REQUIRE(r.ok());
+    CHECK(r->plan.racks == ask.racks);
+    CHECK(rack_p(r->plan, 1) == 1.0);
+    CHECK(host_p(r->plan, 1) == 1.0);
+  }
+}
+
+TEST_CASE("racks of one-worker hosts are still dealt; a placement sees ctx.racks (1-based, one per host)") {
+  // a placement that says what it saw in its note
+  std::string path = "/tmp/sal-test-racks-placement.lua";
+  std::ofstream(path) << "local deal = require 'deal'\n"
+                         "local function decide(ctx)\n"
+                         "  local layers = {}\n"
+                         "  for l = 1, ctx.layers do layers[l] = deal.round_robin(ctx.replicas[l], ctx.nodes) end\n"
+                         "  return { placement = layers, note = 'hosts ' .. table.concat(ctx.hosts or {}, ',') ..\n"
+                         "           ' racks ' .. table.concat(ctx.racks or {}, ',') }\n"
+                         "end\n"
+                         "return { api = 1, kind = 'placement', name = 'saw', decide = decide }\n";
+  Planner planner(host_config(path), [] {});
+  REQUIRE(planner.configure().ok());
+  PlanAsk ask;
+  ask.workers = 8;
+  ask.domains = {0, 1, 2, 3, 4, 5, 6, 7};
+  ask.racks = {0, 0, 0, 0, 1, 1, 1, 1};
+  auto r = planner.decide(ask);
+  REQUIRE(r.ok());
+  CHECK_MESSAGE(r->note.find("hosts 1,1,1,1,1,1,1,1 racks 1,1,1,1,2,2,2,2") != std::string::npos, r->note);
+  CHECK(r->plan.domains.size() == 8);
+  CHECK(r->plan.racks == ask.racks);
+  CHECK(rack_p(r->plan, 1) == 1.0);
+  // spread's round robin in order puts the two replicas of an expert on positions 4 apart at most:
+  // on the hosts as they come, some expert would sit in one rack only
+  plan::Plan in_order = r->plan;
+  in_order.domains = ask.domains;
+  CHECK(rack_p(in_order, 1) < 1.0);
 }
