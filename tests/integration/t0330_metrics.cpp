@@ -5,12 +5,18 @@
 // every worker live; clients that connect and never ask hold every thread of the endpoint while the
 // job goes on training; nothing listens once the run is over. A port already taken refuses the
 // start, naming metrics.bind, before any agent is started; a malformed --metrics is a usage error;
-// a standalone controller serves the same endpoint.
+// a standalone controller serves the same endpoint. The Grafana dashboard shipped in
+// scripts/grafana queries only metrics a running endpoint serves, and shows every one of them.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "support/loopback.h"
 #include "support/mesh_harness.h"
@@ -159,4 +165,80 @@ TEST_CASE("t0332-controller-metrics: a standalone controller serves the same end
   CHECK(t->value("salamander_events_total", {{"kind", "controller_started"}}) == 1);
   ctl.signal(SIGINT);
   CHECK(ctl.wait(10000) == 130);
+}
+
+namespace {
+
+// The salamander_* names a PromQL expression reads.
+std::set<std::string> metric_names(const std::string& expr) {
+  static const std::regex name("salamander_[a-z_]+");
+  std::set<std::string> out;
+  for (auto it = std::sregex_iterator(expr.begin(), expr.end(), name); it != std::sregex_iterator(); ++it)
+    out.insert(it->str());
+  return out;
+}
+
+// The family a sample name belongs to: a histogram's _bucket, _sum and _count are its own.
+std::string family_of(const std::string& name, const PromText& t) {
+  for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+    const std::string s = suffix;
+    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
+      std::string base = name.substr(0, name.size() - s.size());
+      if (t.type.count(base) && t.type.at(base) == "histogram") return base;
+    }
+  }
+  return name;
+}
+
+}  // namespace
+
+TEST_CASE("t0333-grafana-dashboard: every metric the shipped dashboard queries exists on a running endpoint, and it shows them all") {
+  std::ifstream in(std::string(SAL_SOURCE_DIR) + "/scripts/grafana/salamander.json");
+  REQUIRE(in.good());
+  auto dash = nlohmann::json::parse(in);
+  std::string dir = temp_dir("grafana");
+  Proc run = spawn({bin(), "run", tiny_job(dir, "dash"), "--nodes", "2", "--steps", "1000000", "--metrics",
+                    "tcp://127.0.0.1:*", "--out", dir + "/out"},
+                   dir + "/run.out");
+  const std::string url = run.wait_for_line("metrics  ", 10000);
+  REQUIRE_MESSAGE(url.rfind("http://127.0.0.1:", 0) == 0, run.output());
+  Result<PromText> t = fail("not scraped yet");
+  REQUIRE_MESSAGE(eventually([&] {
+                    t = scrape(url);
+                    return t.ok() && t->value("salamander_step").value_or(0) >= 3;
+                  }, 30000, 50),
+                  (t.ok() ? run.output() : t.error().message()));
+  run.signal(SIGINT);
+  CHECK(run.wait(20000) == 130);
+
+  // every panel: a Prometheus query per target, on the dashboard's datasource, for the chosen job
+  std::set<std::string> queried;
+  std::set<int> ids;
+  for (const auto& panel : dash["panels"]) {
+    CAPTURE(panel["title"].get<std::string>());
+    CHECK(ids.insert(panel["id"].get<int>()).second);
+    CHECK(panel["datasource"]["uid"] == "${datasource}");
+    REQUIRE(!panel["targets"].empty());
+    for (const auto& target : panel["targets"]) {
+      const std::string expr = target["expr"];
+      CAPTURE(expr);
+      auto names = metric_names(expr);
+      CHECK(!names.empty());
+      // each selector names the job (one Prometheus may scrape several)
+      CHECK(occurrences(expr, "{job_name=\"$job_name\"") == occurrences(expr, "salamander_"));
+      for (const auto& n : names) {
+        const std::string family = family_of(n, *t);
+        CHECK_MESSAGE(t->type.count(family) == 1, n << " is not served by the endpoint");
+        queried.insert(family);
+      }
+    }
+  }
+  // the job picker's query reads a served metric
+  const std::string picker = dash["templating"]["list"][1]["definition"];
+  for (const auto& n : metric_names(picker)) CHECK(t->type.count(n) == 1);
+  // and nothing the endpoint serves is missing from the dashboard
+  for (const auto& [family, type] : t->type) {
+    if (family.rfind("salamander_", 0) != 0) continue;
+    CHECK_MESSAGE(queried.count(family) == 1, family << " is served but no panel shows it");
+  }
 }
