@@ -24,6 +24,9 @@ runtime::TrainSpec train_spec_of(const job::JobConfig& job) {
   s.snapshots = job.train.checkpoint_every > 0;
   s.digest_every = job.train.digest_every;
   s.fault_injection = job.faults.inject;
+  s.validation = job.data.validation;
+  s.eval_every = job.train.eval_every;
+  s.eval_sequences = int(job.train.eval_sequences > 0 ? job.train.eval_sequences : job.train.batch);
   return s;
 }
 

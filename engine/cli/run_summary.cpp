@@ -63,6 +63,10 @@ nlohmann::ordered_json run_summary(const RunView& v) {
   j["patched_steps"] = st.patched();
   j["first_loss"] = metrics.first() ? nlohmann::json(metrics.first()->loss) : nlohmann::json();
   j["final_loss"] = metrics.last() ? nlohmann::json(metrics.last()->loss) : nlohmann::json();
+  if (const auto& v0 = metrics.first_validated()) {  // train.eval_every: the validation loss, first and last
+    j["first_val_loss"] = {{"step", v0->step}, {"loss", v0->val_loss}};
+    j["final_val_loss"] = {{"step", metrics.last_validated()->step}, {"loss", metrics.last_validated()->val_loss}};
+  }
   j["tokens_per_s"] = metrics.tokens_per_s();
   j.update(c.record().summary());
   j["plan"] = tr.applied() ? tr.applied()->number() : 0;
@@ -98,6 +102,9 @@ void print_text_summary(const RunView& v, const nlohmann::ordered_json& j) {
   if (metrics.first())
     std::printf("loss %.3f -> %.3f · %.0f tokens/s · %llu samples\n", metrics.first()->loss, metrics.last()->loss,
                 metrics.tokens_per_s(), (unsigned long long)j["samples"].get<uint64_t>());
+  if (const auto& v0 = metrics.first_validated())
+    std::printf("validation loss %.3f (step %llu) -> %.3f (step %llu)\n", v0->val_loss, (unsigned long long)v0->step,
+                metrics.last_validated()->val_loss, (unsigned long long)metrics.last_validated()->step);
   const auto& rec = c.record();
   if (!rec.recoveries().empty()) {
     const double waited = j["capacity_wait_s"].get<double>();

@@ -3,6 +3,8 @@
 // come from these entries).
 #include <lua.hpp>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -37,6 +39,7 @@ void push_record(lua_State* L, const StepRecord& r) {
   lua::set_field(L, "plan", int64_t(r.plan));
   lua::set_field(L, "time_s", r.time_s);
   lua::set_field(L, "imbalance", r.imbalance);
+  if (!std::isnan(r.val_loss)) lua::set_field(L, "val_loss", r.val_loss);
 }
 
 int job_metrics(Controller& c, lua_State* L) {
@@ -346,7 +349,8 @@ void register_training_api(lua::ApiRegistry& reg, Controller& c) {
   add("metrics", "job.metrics([n = 20]) -> {steps, first_loss, loss, tokens_per_s, recent = {{step, loss, ...}, ...}}",
       "Training metrics: committed steps, the first and the latest loss, tokens/s over the run and over the "
       "last 20 steps, and the last n step records (loss, ce, aux, grad_norm, lr, tokens, step_ms, "
-      "compute_ms, tokens_per_s, workers, plan, imbalance: the busiest worker's expert tokens over the mean). metrics.csv in the run directory has every step.",
+      "compute_ms, tokens_per_s, workers, plan, imbalance: the busiest worker's expert tokens over the mean; "
+      "val_loss on a step of train.eval_every). metrics.csv in the run directory has every step.",
       Role::observe, job_metrics);
   add("health", "job.health() -> {window, slow_ratio, back_ratio, slow, policy, corrupt_copies, workers = {{worker, node, "
       "busy_ms, exchange_ms, sync_ms, update_ms, ratio, steps, state, since_step, share, corrupt}, ...}}",

@@ -55,6 +55,7 @@ constexpr const char* kDefaultDataPath = "/usr/share/games/fortunes";
 struct DataConfig {
   std::string path = kDefaultDataPath;  // text file or directory (bytes), or uint16 token file; relative to the job file
   std::string format = "bytes";
+  double validation = 0;  // the corpus's last part held out for the validation loss (0: none)
 };
 
 struct TrainConfig {
@@ -74,6 +75,8 @@ struct TrainConfig {
   int64_t digest_every = 1;      // steps between the held units' digests (0: none; docs/health.md)
   std::string dispatch = "counts";  // counts | even: how each expert's tokens are split over its replicas
   int64_t record_routing = 0;    // steps between records of the routing (RUN/routing/; 0: none)
+  int64_t eval_every = 0;        // steps between validation losses (0: none; needs data.validation)
+  int64_t eval_sequences = 0;    // the validation set's sequences (0: train.batch)
 };
 
 // The job's parallel shape (DESIGN "Parallel shape"): `groups` data-parallel groups, each a whole

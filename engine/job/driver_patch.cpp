@@ -109,6 +109,7 @@ Driver::Next Driver::send_patch(phase::Running& r, const plan::ShardStacks& stac
              std::to_string(stacks.depth()) + ")";
   r.tally.ce = 0, r.tally.tokens = 0, r.tally.compute_ms = 0;
   r.tally.voted.clear();
+  r.tally.validation.clear();
   std::fill(r.tally.loads.begin(), r.tally.loads.end(), 0);
   note("patch", "step " + std::to_string(r.tally.step) + " patch " + std::to_string(p.patch) + ": " + p.reason,
        act::Level::warn);

@@ -99,6 +99,9 @@ struct Tally {
   std::set<Participant> voted;  // whose measurements the tally holds
   std::map<Participant, WorkerTimes> times;  // where each one's time went (health.h)
   DigestVotes digests;  // each one's unit digests (digests.h), when it sent any
+  // A step of train.eval_every: each one's part of the validation loss (cross-entropy summed, tokens),
+  // summed in participant order at the commit (the same votes give the same loss).
+  std::map<Participant, std::pair<double, uint64_t>> validation;
 };
 
 // The step in flight's patch (SPARe): who it lost, the groups whose work it drops, the patches

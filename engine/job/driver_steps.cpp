@@ -116,6 +116,7 @@ Driver::Next Driver::on_vote(const Event& e) {
     if (v.loads.size() == t.loads.size())
       for (size_t i = 0; i < v.loads.size(); ++i) t.loads[i] += v.loads[i];
     if (!v.digests.empty()) t.digests[p] = v.digests;
+    if (v.val_tokens > 0) t.validation[p] = {v.val_ce_sum, v.val_tokens};
   }
   if (steps_.in_flight() && v.epoch != steps_.epoch())  // a node cut off in an older epoch
     note("stale_vote", "worker " + participant_name(p) + "'s vote for step " + std::to_string(v.step) + " of epoch " +
@@ -177,6 +178,7 @@ StepRecord Driver::step_record(const phase::Tally& t) const {
   r.ce = t.tokens ? t.ce / double(t.tokens) : 0;
   r.aux = t.aux;
   r.loss = r.ce + r.aux;
+  r.val_loss = validation_loss(t.validation);
   r.grad_norm = t.grad_norm;
   r.lr = t.lr;
   r.step_ms = double(now_ns_ - t.begun_ns) / 1e6;

@@ -31,6 +31,13 @@ std::vector<double> layer_imbalances(const std::vector<double>& loads,
   return out;
 }
 
+double validation_loss(const std::map<Participant, std::pair<double, uint64_t>>& parts) {
+  double ce = 0;
+  uint64_t tokens = 0;
+  for (const auto& [who, part] : parts) ce += part.first, tokens += part.second;
+  return tokens ? ce / double(tokens) : std::numeric_limits<double>::quiet_NaN();
+}
+
 double expert_imbalance(const std::vector<uint64_t>& loads, const std::vector<std::vector<std::vector<uint32_t>>>& placement,
                         size_t experts, bool by_counts) {
   if (placement.empty() || loads.size() != placement.size() * experts) return 1;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -40,7 +41,14 @@ struct StepRecord {
   // the mean (as train.dispatch splits each expert's tokens over its replicas), averaged over
   // layers. 1 is even.
   double imbalance = 1;
+  // The validation loss (cross-entropy per token of train.eval_sequences held-out sequences) of the
+  // weights the step began from, on a step of train.eval_every; NaN on the others.
+  double val_loss = std::numeric_limits<double>::quiet_NaN();
 };
+
+// Parts of a validation loss (each worker's cross-entropy sum and tokens) as one loss per token;
+// NaN for none.
+double validation_loss(const std::map<Participant, std::pair<double, uint64_t>>& parts);
 
 // Per layer, the busiest worker's expert work over the mean (algo::placement_imbalance): loads
 // [layer][expert] flattened, placement[layer][worker] = slots. 1 for a layer the loads do not fit.

@@ -83,6 +83,16 @@ const std::vector<Field>& fields() {
            [](JobConfig& j) -> std::string& { return j.data.path; }),
       text("data.format", {"bytes", "uint16"}, "how data.path is tokenised",
            [](JobConfig& j) -> std::string& { return j.data.format; }),
+      number("data.validation", 0, 0.5, "the fraction of the corpus held out for the validation loss: its last part "
+             "(training batches come from the rest; 0: none)",
+             [](JobConfig& j) -> double& { return j.data.validation; }),
+      integer("train.eval_every", 0, 1e9, "steps between validation losses: every worker evaluates its part of the "
+              "validation set, forward only, with the weights the step begins from (metrics.csv val_loss; needs "
+              "data.validation; 0: none)",
+              [](JobConfig& j) -> int64_t& { return j.train.eval_every; }),
+      integer("train.eval_sequences", 0, 1 << 24, "sequences of the validation set, a fixed list drawn from the "
+              "held-out part by the seed (0: train.batch)",
+              [](JobConfig& j) -> int64_t& { return j.train.eval_sequences; }),
       integer("train.steps", 0, 1e12, "steps to run (0: none, the job idles until stopped)",
               [](JobConfig& j) -> int64_t& { return j.train.steps; }),
       integer("train.batch", 1, 1 << 24, "global batch in sequences (independent of membership)",
@@ -374,6 +384,19 @@ void parallel_checks(const JobConfig& j, int64_t workers, std::vector<std::strin
                      std::to_string(r * (r - 1)) + " <= groups - 1 = " + std::to_string(g - 1));
 }
 
+// The validation loss: a part held out to evaluate on, and workers that can (CPU, one group).
+void validation_checks(const JobConfig& j, std::vector<std::string>& errors) {
+  if (j.train.eval_every == 0) return;
+  if (j.data.validation <= 0)
+    errors.push_back("train.eval_every: " + std::to_string(j.train.eval_every) +
+                     " needs a validation split: set data.validation (the fraction of the corpus held out, e.g. 0.05)");
+  if (j.mesh.devices.rfind("cuda", 0) == 0)
+    errors.push_back("train.eval_every: validation runs on CPU workers only (mesh.devices = \"" + j.mesh.devices + "\")");
+  if (j.parallel.groups > 1)
+    errors.push_back("train.eval_every: validation with data-parallel groups (parallel.groups = " +
+                     std::to_string(j.parallel.groups) + ") is not built yet");
+}
+
 // The rules that tie keys together; one line per rule broken.
 void cross_checks(const JobConfig& j, std::vector<std::string>& errors) {
   auto add = [&errors](const Error& e) { errors.push_back(e.message()); };
@@ -392,6 +415,7 @@ void cross_checks(const JobConfig& j, std::vector<std::string>& errors) {
     parallel_checks(j, int64_t(d->size()) * j.mesh.nodes, errors);
   }
   if (auto r = parse_racks(j.mesh.racks); !r) add(Error("mesh.racks: " + r.error().message()));
+  validation_checks(j, errors);
   for (auto [key, ep] : {std::pair{"mesh.bind", j.mesh.bind}, std::pair{"repl.bind", j.repl.bind}})
     if (!valid_endpoint(ep))
       add(fail(key, ": \"", ep, "\" is not an endpoint (expected tcp://HOST:PORT or ipc://PATH)"));

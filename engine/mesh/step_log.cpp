@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <cerrno>
@@ -29,6 +30,10 @@ bool parse_row(const char* line, StepRecord& r) {
                       &r.grad_norm, &r.lr, &tokens, &r.step_ms, &r.compute_ms, &r.tokens_per_s, &workers, &plan,
                       &r.time_s, &r.imbalance);
   r.step = step, r.tokens = tokens, r.plan = plan, r.workers = workers;
+  // the validation loss, where the step had one: a 15th field (empty on the other steps)
+  const char* last = line;
+  for (int commas = 0; commas < 14 && last; ++commas) last = std::strchr(last + (commas ? 1 : 0), ',');
+  if (last && last[1] != '\n' && last[1] != '\0') r.val_loss = std::strtod(last + 1, nullptr);
   return n == 14;
 }
 
@@ -62,7 +67,7 @@ Status StepLog::open_csv(const std::string& path, std::optional<uint64_t> resume
   csv_ = std::fopen(path.c_str(), resume_at ? "a" : "w");
   if (!csv_) return fail("cannot write ", path, ": ", std::strerror(errno));
   if (std::ftell(csv_) > 0) return {};  // continued: it has its header
-  std::fprintf(csv_, "step,loss,ce,aux,grad_norm,lr,tokens,step_ms,compute_ms,tokens_per_s,workers,plan,time_s,imbalance\n");
+  std::fprintf(csv_, "step,loss,ce,aux,grad_norm,lr,tokens,step_ms,compute_ms,tokens_per_s,workers,plan,time_s,imbalance,val_loss\n");
   std::fflush(csv_);
   return {};
 }
@@ -74,15 +79,21 @@ void StepLog::remember(const StepRecord& r) {
   step_s_ += r.step_ms / 1e3;
   recent_.push_back(r);
   if (recent_.size() > kRecentRecords) recent_.pop_front();
+  if (!std::isnan(r.val_loss)) {
+    if (!first_val_) first_val_ = r;
+    last_val_ = r;
+  }
 }
 
 void StepLog::add(const StepRecord& r) {
   remember(r);
   if (!csv_) return;
-  std::fprintf(csv_, "%llu,%.6f,%.6f,%.6f,%.6f,%.6g,%llu,%.3f,%.3f,%.1f,%u,%llu,%.3f,%.3f\n",
+  std::fprintf(csv_, "%llu,%.6f,%.6f,%.6f,%.6f,%.6g,%llu,%.3f,%.3f,%.1f,%u,%llu,%.3f,%.3f,",
                static_cast<unsigned long long>(r.step), r.loss, r.ce, r.aux, r.grad_norm, r.lr,
                static_cast<unsigned long long>(r.tokens), r.step_ms, r.compute_ms, r.tokens_per_s, r.workers,
                static_cast<unsigned long long>(r.plan), r.time_s, r.imbalance);
+  if (!std::isnan(r.val_loss)) std::fprintf(csv_, "%.9f", r.val_loss);
+  std::fputc('\n', csv_);
   std::fflush(csv_);
 }
 

@@ -1,6 +1,7 @@
 // step_log.h — the controller's log of committed steps: the driver's record of each (loss, tokens/s,
-// gradient norm, ...: job/measurements.h), written to <run>/metrics.csv as it goes and kept in memory
-// for job.metrics(), the progress line and the run summary.
+// gradient norm, ..., the validation loss on a step of train.eval_every: job/measurements.h),
+// written to <run>/metrics.csv as it goes and kept in memory for job.metrics(), the progress line
+// and the run summary.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,9 @@ class StepLog {
   uint64_t tokens() const { return tokens_; }  // in every committed step
   const StepRecord* first() const { return count_ ? &first_ : nullptr; }
   const StepRecord* last() const { return recent_.empty() ? nullptr : &recent_.back(); }
+  // The first and the latest steps with a validation loss (train.eval_every); none without.
+  const std::optional<StepRecord>& first_validated() const { return first_val_; }
+  const std::optional<StepRecord>& last_validated() const { return last_val_; }
   // Mean loss over the last n records (the progress line smooths with it).
   double mean_loss(size_t n) const;
   // Tokens per second over all steps: total tokens / total step time.
@@ -45,6 +49,7 @@ class StepLog {
   void remember(const StepRecord& r);  // the in-memory part of add()
   std::deque<StepRecord> recent_;
   StepRecord first_;
+  std::optional<StepRecord> first_val_, last_val_;
   uint64_t count_ = 0;
   uint64_t tokens_ = 0;
   double step_s_ = 0;

@@ -23,6 +23,7 @@ JobState job_state(mesh::Controller& c) {
   s.tokens = log.tokens();
   s.tokens_per_s = log.recent_tokens_per_s(mesh::StepLog::kRecentSteps);
   if (const auto* last = log.last()) s.last = *last;
+  s.last_validated = log.last_validated();
   s.nodes_live = c.membership().live_nodes();
   s.nodes_expected = uint64_t(c.job().mesh.nodes);
   s.workers_live = c.membership().ready_workers();

@@ -55,6 +55,10 @@ void MetricsExport::add_training() {
   step_ = &gauge("salamander_step", "Committed steps: the step the job is at (a resumed job starts at its checkpoint's)");
   steps_target_ = &gauge("salamander_steps_target", "Steps the job is to run (0: idle until stopped)");
   loss_ = &gauge("salamander_loss", "Loss of the latest committed step (cross-entropy per token + the balancing loss)");
+  val_loss_ = &gauge("salamander_validation_loss",
+                     "Validation loss (cross-entropy per token of the held-out set) of the latest evaluated weights "
+                     "(train.eval_every; 0 until the first)");
+  val_step_ = &gauge("salamander_validation_step", "The step whose weights the latest validation loss is of");
   grad_norm_ = &gauge("salamander_grad_norm", "Global gradient norm of the latest committed step, before clipping");
   lr_ = &gauge("salamander_learning_rate", "Learning rate of the latest committed step");
   imbalance_ = &gauge("salamander_expert_imbalance",
@@ -120,6 +124,7 @@ void MetricsExport::update(const JobState& s) {
   steps_target_->Set(double(s.steps_target));
   if (s.last) {
     loss_->Set(s.last->loss);
+    if (s.last_validated) val_loss_->Set(s.last_validated->val_loss), val_step_->Set(double(s.last_validated->step));
     grad_norm_->Set(s.last->grad_norm);
     lr_->Set(s.last->lr);
     imbalance_->Set(s.last->imbalance);

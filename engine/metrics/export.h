@@ -41,6 +41,7 @@ struct JobState {
   uint64_t tokens = 0;             // in every committed step
   double tokens_per_s = 0;         // over the last steps, as the progress line shows it
   std::optional<job::StepRecord> last;  // the latest committed step's record
+  std::optional<job::StepRecord> last_validated;  // the latest with a validation loss (train.eval_every)
   uint64_t nodes_live = 0, nodes_expected = 0, workers_live = 0;
   uint64_t slow_workers = 0;       // named slow by the driver's speed watch (job/health.h)
   uint64_t lightened_workers = 0;  // given less than an even share of the work (job/work_shares.h)
@@ -85,6 +86,7 @@ class MetricsExport {
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Labels job_label_;
   prometheus::Gauge *step_, *steps_target_, *loss_, *grad_norm_, *lr_, *imbalance_, *tokens_per_s_;
+  prometheus::Gauge *val_loss_, *val_step_;
   prometheus::Gauge *nodes_live_, *nodes_expected_, *workers_live_, *slow_workers_, *lightened_workers_, *epoch_, *plan_, *snapshot_step_;
   prometheus::Counter *tokens_, *aborted_, *lost_, *restores_, *recoveries_, *capacity_wait_, *corrupt_copies_;
   prometheus::Histogram* recovery_s_;

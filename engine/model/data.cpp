@@ -96,9 +96,39 @@ Batch make_batch(const Corpus& c, uint64_t seed, uint64_t step, int first, int c
   b.first = first;
   b.inputs.resize(size_t(count) * seq_len);
   b.targets.resize(b.inputs.size());
-  uint64_t span = c.size() - uint64_t(seq_len);  // offsets 0..span-1 leave room for the target
+  uint64_t span = c.train_size() - uint64_t(seq_len);  // offsets 0..span-1 leave room for the target
   for (int s = 0; s < count; ++s) {
     uint64_t off = mix(mix(mix(seed, step), uint64_t(first + s)), 0x5a4d) % span;
+    for (int t = 0; t < seq_len; ++t) {
+      b.inputs[size_t(s) * seq_len + t] = c.tokens()[off + t];
+      b.targets[size_t(s) * seq_len + t] = c.tokens()[off + t + 1];
+    }
+  }
+  return b;
+}
+
+Status Corpus::hold_out(double fraction, int seq_len) {
+  train_end_ = 0;
+  if (fraction <= 0) return {};
+  const size_t held = size_t(double(tokens_.size()) * fraction + 0.5);
+  if (held < size_t(seq_len) + 1 || tokens_.size() - held < size_t(seq_len) + 1)
+    return fail("data.validation = ", fraction, " holds out ", held, " of ", tokens_.size(), " tokens: both the ",
+                "training and the validation part need model.seq_len + 1 = ", seq_len + 1, " tokens or more");
+  train_end_ = tokens_.size() - held;
+  return {};
+}
+
+Batch make_validation_batch(const Corpus& c, uint64_t seed, int first, int count, int seq_len) {
+  Batch b;
+  b.sequences = count;
+  b.seq_len = seq_len;
+  b.first = first;
+  if (c.validation_size() <= size_t(seq_len)) return b.sequences = 0, b;
+  b.inputs.resize(size_t(count) * seq_len);
+  b.targets.resize(b.inputs.size());
+  const uint64_t start = c.train_size(), span = c.validation_size() - uint64_t(seq_len);
+  for (int s = 0; s < count; ++s) {
+    uint64_t off = start + mix(mix(seed, uint64_t(first + s)), 0x76616c) % span;
     for (int t = 0; t < seq_len; ++t) {
       b.inputs[size_t(s) * seq_len + t] = c.tokens()[off + t];
       b.targets[size_t(s) * seq_len + t] = c.tokens()[off + t + 1];

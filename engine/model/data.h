@@ -5,6 +5,11 @@
 // little-endian uint16 tokens. The global batch of step s is a pure function of (seed, s): sequence
 // i starts at an offset drawn from hash(seed, s, i). A worker computes only the sequences the plan
 // gives it, and the global batch is the same whoever computes it — membership never changes it.
+//
+// A validation split (data.validation = f) holds out the corpus's last f of tokens: training
+// batches are drawn from the rest, and the validation set is a fixed list of sequences in the part
+// held out, sequence i at an offset drawn from hash(seed, i) — the same for every step, so the same
+// weights give the same validation loss whoever computes it.
 #pragma once
 
 #include <cstdint>
@@ -25,12 +30,18 @@ class Corpus {
   static Corpus from_tokens(std::vector<uint16_t> tokens, std::string description);
 
   size_t size() const { return tokens_.size(); }
+  // Holds out the last `fraction` of the tokens for validation (0: none). Both parts must hold a
+  // sequence of seq_len + 1 tokens.
+  Status hold_out(double fraction, int seq_len);
+  size_t train_size() const { return train_end_ ? train_end_ : tokens_.size(); }
+  size_t validation_size() const { return train_end_ ? tokens_.size() - train_end_ : 0; }
   const std::vector<uint16_t>& tokens() const { return tokens_; }
   const std::string& description() const { return description_; }
 
  private:
   std::vector<uint16_t> tokens_;
   std::string description_;
+  size_t train_end_ = 0;  // tokens [train_end_, size) are held out (0: none)
 };
 
 struct Batch {
@@ -50,6 +61,8 @@ struct Batch {
 
 // Sequences [first, first + count) of step `step`'s global batch.
 Batch make_batch(const Corpus& c, uint64_t seed, uint64_t step, int first, int count, int seq_len);
+// Sequences [first, first + count) of the validation set (the part held out; empty without one).
+Batch make_validation_batch(const Corpus& c, uint64_t seed, int first, int count, int seq_len);
 
 // The sequences of a global batch of `global` that rank `rank` of `ranks` takes: a contiguous
 // share, the first (global mod ranks) ranks taking one more.

@@ -247,20 +247,39 @@ void add_stats(StepStats& a, const StepStats& b) {
   }
 }
 
+namespace {
+
+// Points the model at the batch it runs on (replayed routing places its tokens) while a pass runs.
+struct BatchScope {
+  BatchScope(const Batch*& slot, const Batch& b) : slot_(slot) { slot_ = &b; }
+  ~BatchScope() { slot_ = nullptr; }
+  const Batch*& slot_;
+};
+
+}  // namespace
+
 Result<StepStats> MoeGpt::step(const Batch& b, int64_t global_tokens, ExpertExchange& ex) {
   StepStats stats;
   int N = b.sequences * b.seq_len;
   stats.tokens = N;
-  batch_ = &b;
-  struct Clear {
-    const Batch*& b;
-    ~Clear() { b = nullptr; }
-  } clear{batch_};
+  BatchScope scope(batch_, b);
   SAL_TRY(forward(b.inputs, b.sequences, b.seq_len, global_tokens, ex, stats));
   targets_ = b.targets;
   probs_.resize(logits_.size());
   stats.ce_sum = k::cross_entropy_forward(logits_.data(), targets_.data(), probs_.data(), N, p_.dims.vocab);
   SAL_TRY(backward(b.inputs, b.sequences, b.seq_len, ex));
+  return stats;
+}
+
+Result<StepStats> MoeGpt::evaluate(const Batch& b, int64_t global_tokens, ExpertExchange& ex) {
+  StepStats stats;
+  const int N = b.sequences * b.seq_len;
+  stats.tokens = N;
+  BatchScope scope(batch_, b);
+  SAL_TRY(forward(b.inputs, b.sequences, b.seq_len, global_tokens, ex, stats));
+  probs_.resize(logits_.size());
+  stats.ce_sum = k::cross_entropy_forward(logits_.data(), b.targets.data(), probs_.data(), N, p_.dims.vocab);
+  stats.expert_counts.clear();  // a validation batch's routing is not the job's load
   return stats;
 }
 

@@ -54,6 +54,10 @@ class MoeGpt {
   // the types' losses add up to the batch's.
   void set_aux_share(double share) { aux_share_ = share; }
 
+  // Forward only, the loss of a batch (validation): its tokens' cross-entropy summed (ce_sum) and
+  // counted (tokens), computed as step() computes it; no gradient, the weights untouched.
+  // global_tokens: the tokens of every rank's part together.
+  Result<StepStats> evaluate(const Batch& b, int64_t global_tokens, ExpertExchange& ex);
   // Forward only, one sequence of up to seq_len tokens: the logits [V] of the last position.
   Result<std::vector<float>> next_logits(const std::vector<int32_t>& ids, ExpertExchange& ex);
   // Forward only, B sequences of T <= seq_len tokens (ids [B*T], row-major): the logits [B*T, V] of

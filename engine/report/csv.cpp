@@ -89,6 +89,10 @@ Result<size_t> CsvFile::column(const CsvRecord& rec, const std::string& name) co
   return col;
 }
 
+bool CsvFile::has(const std::string& name) const {
+  return std::find(header_.begin(), header_.end(), name) != header_.end();
+}
+
 Result<std::string> CsvFile::text(const CsvRecord& rec, const std::string& name) const {
   auto col = column(rec, name);
   if (!col) return col.error();

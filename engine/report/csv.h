@@ -36,6 +36,8 @@ class CsvFile {
   Result<double> number(const CsvRecord& rec, const std::string& column) const;
   Result<uint64_t> count(const CsvRecord& rec, const std::string& column) const;
   Result<int64_t> integer(const CsvRecord& rec, const std::string& column) const;
+  // Whether the header has `column` (one a later version added: older files lack it).
+  bool has(const std::string& column) const;
 
  private:
   Error at(const CsvRecord& rec, size_t col, const std::string& what) const;

@@ -11,6 +11,7 @@ namespace {
 
 constexpr const char* kLossColor = "#1f77b4";
 constexpr const char* kRedoneColor = "#e8590c";
+constexpr const char* kValidationColor = "#2ca02c";
 constexpr int kSmallChartHeight = 170;
 constexpr int kTrainingLeft = 84;  // one left edge for the charts against step, so their steps line up
 
@@ -52,6 +53,10 @@ std::string loss_chart(const Run& run) {
   curve.line.color = kLossColor;
   c.series = {curve.line};
   if (!curve.redone.x.empty()) c.series.push_back(curve.redone);
+  Series validation{"validation loss (held-out)", kValidationColor, Draw::Line, false, {}, {}};
+  for (const auto& r : run.metrics)
+    if (!std::isnan(r.val_loss)) validation.x.push_back(double(r.step)), validation.y.push_back(r.val_loss);
+  if (!validation.x.empty()) c.series.push_back(validation);
   c.marks = event_marks(run, Axis::step);
   c.spans = recovery_spans(run, Axis::step);
   c.legend = mark_legend(c.marks, {}, c.spans);

@@ -141,7 +141,22 @@ std::optional<std::string> Run::text(const std::string& key) const {
   return it->get<std::string>();
 }
 
-Result<std::vector<StepRow>> read_metrics(const std::string& path) { return read_rows(path, kMetricFields); }
+// metrics.csv: the fixed columns, and val_loss where the file has it (empty on steps not evaluated).
+Result<std::vector<StepRow>> read_metrics(const std::string& path) {
+  auto rows = read_rows(path, kMetricFields);
+  if (!rows) return rows;
+  auto file = CsvFile::read(path, {"step"});
+  if (!file || !file->has("val_loss")) return rows;
+  const auto& recs = file->records();
+  for (size_t i = 0; i < recs.size() && i < rows->size(); ++i) {
+    auto text = file->text(recs[i], "val_loss");
+    if (!text || text->empty()) continue;
+    auto v = file->number(recs[i], "val_loss");
+    if (!v) return v.error();
+    (*rows)[i].val_loss = *v;
+  }
+  return rows;
+}
 
 Result<std::vector<EventRow>> read_events(const std::string& path, std::optional<int64_t> started_mono_ns) {
   auto events = read_rows(path, kEventFields);

@@ -4,6 +4,7 @@
 // file and line (and column, for CSV).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -23,6 +24,7 @@ struct StepRow {
   double step_ms = 0, compute_ms = 0, tokens_per_s = 0;
   uint64_t workers = 0, plan = 0;
   double time_s = 0, imbalance = 0;
+  double val_loss = NAN;  // the validation loss on a step of train.eval_every (an empty field: NaN)
 };
 
 // One row of events.csv, with its time on the run's clock (seconds since the controller started).

@@ -53,6 +53,8 @@ class Compute {
 
   virtual Status zero_grads() = 0;
   virtual Result<model::StepStats> step(const model::Batch& b, int64_t global_tokens) = 0;
+  // Forward only over the plan's exchange: a validation batch's loss (model::MoeGpt::evaluate).
+  virtual Result<model::StepStats> evaluate(const model::Batch& b, int64_t global_tokens) = 0;
   // With more than one rank: every non-expert unit's gradient over every rank, each expert of
   // `shared` among its holders (expert_grads.h).
   virtual Status sync_gradients(const std::vector<SharedExpert>& shared) = 0;

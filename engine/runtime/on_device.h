@@ -36,6 +36,10 @@ class OnDevice final : public Compute {
 
   Status zero_grads() override { return device_->zero_grads(); }
   Result<model::StepStats> step(const model::Batch& b, int64_t global_tokens) override;
+  // (the CUDA model has no forward-only pass yet: a job that evaluates runs on CPU workers)
+  Result<model::StepStats> evaluate(const model::Batch&, int64_t) override {
+    return fail("validation (train.eval_every) runs on CPU workers only: ", name_, " does not evaluate yet");
+  }
   Status sync_gradients(const std::vector<SharedExpert>& shared) override { return device_->sync_gradients(shared); }
   Result<double> grad_norm() override { return device_->grad_norm(); }
   Status update(double lr, double grad_scale, int64_t t) override;

@@ -40,6 +40,14 @@ Result<model::StepStats> OnHost::step(const model::Batch& b, int64_t global_toke
   return stats;
 }
 
+Result<model::StepStats> OnHost::evaluate(const model::Batch& b, int64_t global_tokens) {
+  SAL_TRY(plan_set());
+  DistributedExchange ex(*plan_.comm, params_, plan_.replicas);
+  ex.split = plan_.split;
+  model::MoeGpt m(params_);
+  return m.evaluate(b, global_tokens, ex);
+}
+
 // Every non-expert unit over every rank, then each expert held by two or more ranks among its
 // holders only.
 Status OnHost::sync_gradients(const std::vector<SharedExpert>& shared) {

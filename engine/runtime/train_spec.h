@@ -29,6 +29,9 @@ struct TrainSpec {
   bool snapshots = true;                // the job takes dense snapshots (train.checkpoint_every > 0)
   int64_t digest_every = 1;             // digests of the held units every this many steps (0: none)
   bool fault_injection = false;         // the job allows a drill's corrupt{} (faults.inject)
+  double validation = 0;                // data.validation: the corpus's last part held out
+  int64_t eval_every = 0;               // train.eval_every: steps between validation losses (0: none)
+  int eval_sequences = 0;               // train.eval_sequences: the validation set's sequences
   // CURVE towards a rendezvous store that is not local: the controller's public key (Z85) and this
   // node's key file (the agent's --server-key and --key). Empty: local stores only.
   std::string server_key;

@@ -72,6 +72,7 @@ Status Trainer::init() {
   auto c = model::Corpus::load(spec_.data_path, spec_.data_format, spec_.dims.vocab, spec_.dims.seq_len);
   if (!c) return c.error();
   corpus_ = std::move(*c);
+  SAL_TRY(corpus_.hold_out(spec_.validation, spec_.dims.seq_len));
   if (!spec_.routing_trace.empty()) {
     auto t = model::RoutingTrace::load(spec_.routing_trace, spec_.dims.layers, spec_.dims.experts, spec_.routing_every);
     if (!t) return t.error().with_context("model.routing_trace");
@@ -320,12 +321,15 @@ Result<StepOutcome> Trainer::step(uint64_t step, const std::vector<uint32_t>& sh
   corrupt_if_armed(step);  // a drill's corrupt{}: before the digests, as memory gone bad between steps
   std::vector<wire::UnitDigest> digests = unit_digests(step);
   if (auto s = compute_->zero_grads(); !s) return s.error().with_context("step " + std::to_string(step));
+  auto val = validate(step);
+  if (!val) return val.error();
   const comm::WaitClock w0 = *waits_;
   const int64_t cpu0 = comm::thread_cpu_ns(), proc0 = comm::process_cpu_ns();
   if (role_.groups > 1) {
     auto out = grouped_step(step, t0);
     if (out) out->times = step_times(*out, w0, cpu0, proc0, ms_of(waits_->ns - w0.ns), 0);
     if (out) out->digests = std::move(digests);
+    if (out) out->val_ce_sum = val->ce_sum, out->val_tokens = val->tokens;
     return out;
   }
   const bool weighted = shares.size() == size_t(ranks_);
@@ -348,7 +352,21 @@ Result<StepOutcome> Trainer::step(uint64_t step, const std::vector<uint32_t>& sh
   StepOutcome out{std::move(*stats), last_norm_, ms_since(t0), model::learning_rate(spec_.optim, int64_t(step)), {}};
   out.times = step_times(out, w0, cpu0, proc0, ms_of(w1 - w0.ns), ms_since(t1));
   out.digests = std::move(digests);
+  out.val_ce_sum = val->ce_sum, out.val_tokens = val->tokens;
   return out;
+}
+
+// On a step of train.eval_every, before it trains: this rank's part of the validation set (an even
+// share of train.eval_sequences), forward only over the plan's exchange, so the loss is that of the
+// weights after `step` committed steps. Nothing otherwise (tokens 0).
+Result<model::StepStats> Trainer::validate(uint64_t step) {
+  if (spec_.eval_every <= 0 || step % uint64_t(spec_.eval_every) != 0 || corpus_.validation_size() == 0)
+    return model::StepStats{};
+  auto [first, count] = model::batch_share(spec_.eval_sequences, ranks_, rank_);
+  model::Batch b = model::make_validation_batch(corpus_, spec_.seed, first, count, spec_.dims.seq_len);
+  auto stats = compute_->evaluate(b, int64_t(spec_.eval_sequences) * spec_.dims.seq_len);
+  if (!stats) return stats.error().with_context("step " + std::to_string(step) + " validation");
+  return stats;
 }
 
 // Where the step's time went (health.h's measurements): `exchange` ms in the passes' collectives,

@@ -57,6 +57,10 @@ struct StepOutcome {
   double lr = 0;  // what commit() will apply
   StepTimes times;
   std::vector<wire::UnitDigest> digests;  // the held units' digests as the step began (trainer_digests.cpp)
+  // A step of train.eval_every: the validation loss of the weights it began from, this rank's part
+  // (its sequences of the validation set: the cross-entropy summed, the tokens).
+  double val_ce_sum = 0;
+  int64_t val_tokens = 0;
 };
 
 class Trainer {
@@ -176,6 +180,7 @@ class Trainer {
   Status connect_group(const wire::PlanUpdate& p);
   comm::GlooOptions plane_options(int rank, int size, std::string prefix) const;
   Result<StepOutcome> grouped_step(uint64_t step, int64_t t0);
+  Result<model::StepStats> validate(uint64_t step);
   StepTimes step_times(const StepOutcome& out, const comm::WaitClock& w0, int64_t cpu0, int64_t proc0, double exchange,
                        double sync) const;
   Status compute_types(uint64_t step, const std::vector<uint32_t>& types, model::StepStats& total);

@@ -173,7 +173,11 @@ struct StepVote {
     // The digests of the units the worker holds, taken as the step began (before its gradients
     // left it); the controller compares every unit's across its holders (job/digests.h). Empty:
     // none taken this step (train.digest_every, or a compute that cannot digest yet).
-    (std::vector<UnitDigest>, digests, {}, kLoadsMax))
+    (std::vector<UnitDigest>, digests, {}, kLoadsMax),
+    // A step of train.eval_every: the worker's part of the validation loss of the weights the step
+    // began from — cross-entropy summed over its validation tokens, and their count (0: none).
+    (double, val_ce_sum, 0),
+    (uint64_t, val_tokens, 0))
 };
 
 struct StepCommit {

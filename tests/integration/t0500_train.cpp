@@ -15,6 +15,7 @@
 #include "ckpt/format.h"
 #include "core/load_files.h"
 #include "model/routing_trace.h"
+#include "report/run_files.h"
 #include "support/mesh_harness.h"
 #include "support/run_files.h"
 
@@ -232,4 +233,58 @@ TEST_CASE("t0505-replayed-routing: a job routes by a recorded trace and records 
   CHECK(wrong.wait(20000) == 1);
   CHECK(wrong.output().find("model.routing_trace: " + dir + "/trace/table_iter50_rank0.log has 4 experts per layer; "
                             "model.experts is 8") != std::string::npos);
+}
+
+namespace {
+
+// metrics.csv's validation losses: step -> loss, on the steps that have one.
+std::map<uint64_t, double> validation_losses(const std::string& run_dir) {
+  auto rows = report::read_metrics(run_dir + "/metrics.csv");
+  REQUIRE_MESSAGE(rows.ok(), (rows.ok() ? "" : rows.error().message()));
+  std::map<uint64_t, double> out;
+  for (const auto& r : *rows)
+    if (!std::isnan(r.val_loss)) out[r.step] = r.val_loss;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("t0506-validation-loss: every train.eval_every steps the held-out loss is measured, falls, and is the same whoever computes it") {
+  std::string dir = temp_dir("train");
+  std::string job = write_job(dir, "val");
+  std::string text = file_text(job);
+  MeshOptions shape;
+  const std::string data = shape.data.substr(0, shape.data.size() - 2);  // "data = { path = '...'"
+  text.replace(text.find(data), data.size(), data + ", validation = 0.1");
+  text.replace(text.find("rebalance_every = 10"), 20, "rebalance_every = 10, eval_every = 5, eval_sequences = 16");
+  std::ofstream(job) << text;
+  auto run = [&](const std::string& name, std::vector<std::string> more) {
+    std::string out = dir + "/" + name;
+    std::vector<std::string> argv{bin(), "run", job, "--json", "--out", out};
+    argv.insert(argv.end(), more.begin(), more.end());
+    return std::pair{run_json(argv, out + ".out", 90000), out};
+  };
+  auto [four, four_dir] = run("four", {"--nodes", "4", "--steps", "30"});
+  auto val4 = validation_losses(four_dir);
+  // steps 0, 5, ..., 25: the weights each began from; the others have none
+  REQUIRE(val4.size() == 6);
+  for (uint64_t s = 0; s < 30; s += 5) CHECK(val4.count(s) == 1);
+  CHECK(val4.at(25) < val4.at(0) - 0.3);  // it learns what it never trained on
+  CHECK(four["first_val_loss"]["step"] == 0);
+  CHECK(four["first_val_loss"]["loss"].get<double>() == doctest::Approx(val4.at(0)).epsilon(1e-6));
+  CHECK(four["final_val_loss"]["step"] == 25);
+  // two workers evaluate the same held-out set with the same weights: step 0 (the seed's weights)
+  // agrees to reassociation, and training's own reassociation bounds the rest
+  auto [two, two_dir] = run("two", {"--nodes", "2", "--steps", "30"});
+  auto val2 = validation_losses(two_dir);
+  REQUIRE(val2.size() == 6);
+  CHECK(std::abs(val2.at(0) - val4.at(0)) < 1e-6 * val4.at(0));
+  for (const auto& [s, v] : val4) CHECK(std::abs(val2.at(s) - v) < 1e-3 * v);
+  // a worker killed mid-run: every evaluation still there, the same losses as without it
+  std::ofstream(dir + "/kill.lua") << "drill{ name = 'val-kill', steps = 30, seed = 3 }\nkill{ node = 'random', step = 12 }\n";
+  auto [killed, killed_dir] = run("killed", {"--nodes", "4", "--drill", dir + "/kill.lua"});
+  CHECK(killed["lost_steps"] == 0);
+  auto valk = validation_losses(killed_dir);
+  REQUIRE(valk.size() == 6);
+  for (const auto& [s, v] : val4) CHECK(std::abs(valk.at(s) - v) < 1e-3 * v);
 }

@@ -223,3 +223,14 @@ TEST_CASE("mesh.racks: nodes by rack, and each mistake named with its part") {
   CHECK(error_of("return { mesh = { racks = 'r1: node0; r2: node0' } }") ==
         "x.lua: mesh.racks: node \"node0\" is in rack \"r1\" and in rack \"r2\"");
 }
+
+TEST_CASE("train.eval_every: needs a validation split, CPU workers and one group, each rule named") {
+  CHECK(load_text("return { data = { validation = 0.05 }, train = { eval_every = 10 } }", "x.lua", ".").ok());
+  CHECK(error_of("return { train = { eval_every = 10 } }") ==
+        "x.lua: train.eval_every: 10 needs a validation split: set data.validation (the fraction of the corpus held "
+        "out, e.g. 0.05)");
+  CHECK(error_of("return { data = { validation = 0.05 }, train = { eval_every = 10 }, mesh = { devices = 'cuda:0' } }")
+            .find("train.eval_every: validation runs on CPU workers only") != std::string::npos);
+  CHECK(error_of("return { data = { validation = 0.6 } }").find("data.validation: expected a number in [0, 0.5]") !=
+        std::string::npos);
+}

@@ -171,6 +171,66 @@ TEST_CASE("the learning rate warms up linearly, then decays along a cosine to mi
   CHECK(clip_scale(c, 0.5) == 1.0);
 }
 
+TEST_CASE("a validation split: training batches never read the part held out, the validation set only reads it") {
+  Dims d = tiny();
+  std::mt19937 rng(42);  // random tokens: every window of seq_len + 1 tokens is unique, so it names its offset
+  std::vector<uint16_t> tokens(200);
+  for (auto& t : tokens) t = uint16_t(rng() % uint32_t(d.vocab));
+  Corpus c = Corpus::from_tokens(tokens, "random");
+  CHECK(c.validation_size() == 0);
+  Batch before = make_batch(c, 3, 4, 0, 6, d.seq_len);
+  REQUIRE(c.hold_out(0.25, d.seq_len).ok());
+  CHECK(c.train_size() == 150);
+  CHECK(c.validation_size() == 50);
+  // by offsets: mark every window a batch reads as [off, off + seq_len] and check it lies on its side
+  auto offsets = [&](const Batch& b) {
+    std::vector<size_t> out;
+    for (int s = 0; s < b.sequences; ++s)
+      for (size_t off = 0; off + size_t(d.seq_len) < c.size(); ++off)
+        if (std::equal(b.inputs.begin() + s * d.seq_len, b.inputs.begin() + (s + 1) * d.seq_len, c.tokens().begin() + off) &&
+            b.targets[size_t(s * d.seq_len + d.seq_len - 1)] == c.tokens()[off + size_t(d.seq_len)]) {
+          out.push_back(off);
+          break;
+        }
+    return out;
+  };
+  for (uint64_t step = 0; step < 50; ++step) {
+    auto found = offsets(make_batch(c, 3, step, 0, 6, d.seq_len));
+    REQUIRE(found.size() == 6);
+    for (size_t off : found) CHECK(off + size_t(d.seq_len) < 150);
+  }
+  Batch val = make_validation_batch(c, 3, 0, 20, d.seq_len);
+  auto found = offsets(val);
+  REQUIRE(found.size() == 20);
+  for (size_t off : found) CHECK(off >= 150);
+  // the validation set is fixed: any split of it is the same sequences
+  Batch part = make_validation_batch(c, 3, 5, 3, d.seq_len);
+  CHECK(std::equal(part.inputs.begin(), part.inputs.end(), val.inputs.begin() + 5 * d.seq_len));
+  // none held out: training batches as before; too little to hold out: refused with the numbers
+  REQUIRE(c.hold_out(0, d.seq_len).ok());
+  CHECK(make_batch(c, 3, 4, 0, 6, d.seq_len).inputs == before.inputs);
+  CHECK(c.hold_out(0.01, d.seq_len).error().message().find("holds out 2 of 200 tokens") != std::string::npos);
+}
+
+TEST_CASE("evaluate: a batch's loss forward only, the same as the step computes it, and no gradient") {
+  Dims d = tiny();
+  auto p = Params::create(d, 3, Params::all_experts(d));
+  Corpus c = pattern_corpus(d.vocab, 200);
+  Batch b = make_batch(c, 5, 0, 0, 4, d.seq_len);
+  LocalExchange ex(p);
+  p.zero_grads();
+  auto weights = p.units()[0]->w;
+  auto eval = MoeGpt(p).evaluate(b, 4 * d.seq_len, ex);
+  REQUIRE(eval.ok());
+  CHECK(eval->tokens == 4 * d.seq_len);
+  for (Unit* u : p.units())
+    for (float g : u->g) REQUIRE(g == 0.0f);
+  CHECK(p.units()[0]->w == weights);
+  auto step = MoeGpt(p).step(b, 4 * d.seq_len, ex);
+  REQUIRE(step.ok());
+  CHECK(eval->ce_sum == step->ce_sum);  // the same kernel on the same logits: bit for bit
+}
+
 TEST_CASE("logits of a batch: each position's row is the next-token logits of its prefix, and ids are checked") {
   Dims d = tiny();
   auto p = Params::create(d, 3, Params::all_experts(d));
