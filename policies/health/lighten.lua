@@ -6,8 +6,13 @@
 -- runs unthrottled once its work fits the quota, so a small change of share can swing its lag from
 -- 1.5 to 0.4. While its share is below even, each look steers it: a lag within [0.8, 1.1] is kept
 -- up with and the share stays; above, the share shrinks by lag^0.7; below, it grows by lag^-0.5
--- while the watch still names it slow, by 1/lag once it does not (a worker whose speed came back
--- is at an even share at the next look).
+-- while the watch still names it slow, by 1/lag once it does not — but by at most 1.5 a look while
+-- its work still costs it more than 1.1 times the others' (its ratio): a worker that keeps up only
+-- because its small share fits under its cut quota is not back, and an even share would throw it
+-- over the cliff again (seen: share 0.39 at ratio 1.17, lag 0.25 -> even -> 2.4x slow). A worker
+-- whose speed came back (ratio near 1) is at an even share at the next look, and so is one no
+-- longer named slow whose share is already 0.8 of even and whose ratio is 1.25 or less (the ratio
+-- is a median of 20 steps: it comes down slowly after the speed returns).
 -- A worker that stays very slow for long — `drain_ratio` times the others' time for the same work,
 -- `drain_after` steps after it was named — leaves the job (its node is drained and the job re-plans
 -- without it), as long as enough workers remain; so does one whose copies were found corrupt
@@ -19,6 +24,9 @@ local least_share = 0.1   -- no worker gets less than a tenth of an even share
 local even_above = 0.95   -- a share this close to even is made even
 local keeps_up = { 0.8, 1.1 }  -- a lag in this band: the share stays
 local down, up = 0.7, 0.5     -- a lag of 2 takes a share down by 2^0.7 = 1.62; one of 0.25 up by 2 (still slow)
+local at_speed = 1.1          -- a ratio at or below this: its work costs it what it costs the others
+local most_up = 1.5           -- otherwise a share grows by at most this much a look
+local nearly = { share = 0.8, ratio = 1.25 }  -- a share this high at a ratio this low, not slow: even
 
 -- Workers that would remain if the nodes of `drain` (and of worker i) left.
 local function left_without(ctx, drain, i)
@@ -34,8 +42,11 @@ local function steered(w)
   local lag = w.lag > 0 and w.lag or w.ratio
   if lag >= keeps_up[1] and lag <= keeps_up[2] then return w.share end
   local gain = lag > 1 and down or (w.slow and up or 1)
-  local share = math.max(least_share, math.min(1, w.share / lag ^ gain))
-  if share >= even_above and not w.slow then share = 1 end
+  local factor = lag ^ -gain
+  if factor > 1 and (w.ratio or 1) > at_speed then factor = math.min(factor, most_up) end
+  local share = math.max(least_share, math.min(1, w.share * factor))
+  local near = share >= nearly.share and (w.ratio or 1) <= nearly.ratio
+  if (share >= even_above or near) and not w.slow then share = 1 end
   return share
 end
 
@@ -78,7 +89,15 @@ local function selftest(t)
   ctx.workers[2] = worker(2, 1, 0.6, true, 0.5)
   t.near(decide(ctx).shares[2], 0.5 / 0.6 ^ 0.5, 1e-9)  -- still named slow: carefully
   ctx.workers[2] = worker(2, 1, 0.6, false, 0.5)
-  t.near(decide(ctx).shares[2], 0.5 / 0.6, 1e-9)        -- its speed is back: at once
+  t.eq(decide(ctx).shares[2], 1)                        -- its speed is back (0.83 of even at 1x): even at once
+  ctx.workers[2] = worker(2, 1, 0.7, false, 0.5)
+  t.near(decide(ctx).shares[2], 0.5 / 0.7, 1e-9)        -- not slow, ratio 1, below 0.8 of even: by 1/lag
+  ctx.workers[2] = worker(2, 1.17, 0.25, false, 0.39)
+  t.near(decide(ctx).shares[2], 0.39 * 1.5, 1e-9)       -- keeps up under its cut quota: carefully
+  ctx.workers[2] = worker(2, 1.23, 0.64, false, 0.58)
+  t.eq(decide(ctx).shares[2], 1)                        -- 0.87 of even at 1.23x, not slow: even
+  ctx.workers[2] = worker(2, 1.4, 0.64, false, 0.58)
+  t.near(decide(ctx).shares[2], 0.58 * 1.5, 1e-9)       -- at 1.4x: not yet
   -- very slow for long: drained, unless that leaves too few workers
   ctx.step, ctx.workers[2] = 700, worker(2, 5, 1.2, true, 0.2, 90)
   p = decide(ctx)
