@@ -370,23 +370,38 @@ TEST_CASE("t0512-bad-drill: a wrong drill is refused with its file, line and rul
   refuse("drill{ name = 'nothing' }\n", "the drill schedules nothing");
 }
 
-TEST_CASE("t0518-host-kill: hosts of two workers, one host killed: every expert was on two hosts, nothing restored, no step lost") {
-  std::string dir = temp_dir("hosts");
-  // 8 experts x 2 replicas fill 4 hosts x 2 workers x 2 slots: room for every expert on two hosts.
-  // mro's blocks put both replicas of two experts on two positions; taken in order, those were
-  // the two workers of one host.
-  std::string job = write_job(dir, 4, "", ", devices = 'cpu:2'");
+namespace {
+
+// 8 experts x 2 replicas on 4 agents of two workers x 2 slots (mro), `mesh` naming more mesh keys,
+// run under `drill_file`; checks what every such run must show: 40 steps, none lost, no restore.
+std::pair<nlohmann::json, std::string> domain_kill(const std::string& name, const std::string& mesh,
+                                                   const std::string& drill_file) {
+  std::string dir = temp_dir(name);
+  std::string job = write_job(dir, 4, "", ", devices = 'cpu:2'" + mesh);
   std::string text = file_text(job);
   const std::string policies = "policies = { slots = 4, health = 'ignore' }";
   text.replace(text.find(policies), policies.size(), "policies = { slots = 2, placement = 'mro', health = 'ignore' }");
   std::ofstream(job) << text;
-  auto j = run_json({bin(), "run", job, "--drill", drill("host_kill.lua"), "--json", "--out", dir + "/run"},
+  auto j = run_json({bin(), "run", job, "--drill", drill(drill_file), "--json", "--out", dir + "/run"},
                     dir + "/run.out", 90000);
   CHECK(j["exit_code"] == 0);
   CHECK(j["steps"] == 40);
   CHECK(j["lost_steps"] == 0);
   CHECK(j["restores"] == 0);
   for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  auto steps = metrics_column(dir + "/run", "step");  // every committed step once, in order
+  REQUIRE(steps.size() == 40);
+  for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == double(i));
+  return {j, dir};
+}
+
+}  // namespace
+
+TEST_CASE("t0518-host-kill: hosts of two workers, one host killed: every expert was on two hosts, nothing restored, no step lost") {
+  // 8 experts x 2 replicas fill 4 hosts x 2 workers x 2 slots: room for every expert on two hosts.
+  // mro's blocks put both replicas of two experts on two positions; taken in order, those were
+  // the two workers of one host.
+  auto [j, dir] = domain_kill("hosts", "", "host_kill.lua");
   // the host really went, both workers with it, and the plans said so
   bool two_gone = false, on_hosts = false;
   for (const auto& e : events(dir + "/run")) {
@@ -395,27 +410,11 @@ TEST_CASE("t0518-host-kill: hosts of two workers, one host killed: every expert 
   }
   CHECK(two_gone);
   CHECK_MESSAGE(on_hosts, file_text(dir + "/run/events.csv"));
-  // every committed step once, in order
-  auto steps = metrics_column(dir + "/run", "step");
-  REQUIRE(steps.size() == 40);
-  for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == double(i));
 }
 
 TEST_CASE("t0521-rack-kill: hosts of two workers in two racks, one rack killed: every expert was on both racks, nothing restored, no step lost") {
-  std::string dir = temp_dir("racks");
   // t0518's shape, the four local agents in two racks by their names
-  std::string job = write_job(dir, 4, "", ", devices = 'cpu:2', racks = 'a: node0 node1; b: node2 node3'");
-  std::string text = file_text(job);
-  const std::string policies = "policies = { slots = 4, health = 'ignore' }";
-  text.replace(text.find(policies), policies.size(), "policies = { slots = 2, placement = 'mro', health = 'ignore' }");
-  std::ofstream(job) << text;
-  auto j = run_json({bin(), "run", job, "--drill", drill("rack_kill.lua"), "--json", "--out", dir + "/run"},
-                    dir + "/run.out", 90000);
-  CHECK(j["exit_code"] == 0);
-  CHECK(j["steps"] == 40);
-  CHECK(j["lost_steps"] == 0);
-  CHECK(j["restores"] == 0);
-  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  auto [j, dir] = domain_kill("racks", ", racks = 'a: node0 node1; b: node2 node3'", "rack_kill.lua");
   // the rack really went (both its nodes, at once), and the plans said where they ran
   std::map<std::string, std::string> name_of;  // node id -> name, from its join ("node2 from ...")
   std::set<std::string> dead;
@@ -427,9 +426,6 @@ TEST_CASE("t0521-rack-kill: hosts of two workers in two racks, one rack killed: 
   }
   CHECK(dead == std::set<std::string>{"node2", "node3"});
   CHECK_MESSAGE(in_racks, file_text(dir + "/run/events.csv"));
-  auto steps = metrics_column(dir + "/run", "step");
-  REQUIRE(steps.size() == 40);
-  for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == double(i));
 }
 
 TEST_CASE("t0519-plan-over-hosts: job.plan() says each position's host and P(k) over hosts") {

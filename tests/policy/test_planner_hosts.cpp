@@ -28,11 +28,13 @@ PlannerConfig host_config(const std::string& placement) {
   return cfg;
 }
 
-double host_p(const plan::Plan& p, int k) {
-  auto est = algo::joint_recovery_probability(host_placements_of(p), k);
+double joint_p(const std::vector<algo::LayerPlacement>& layers, int k) {
+  auto est = algo::joint_recovery_probability(layers, k);
   REQUIRE(est.ok());
   return est->p;
 }
+double host_p(const plan::Plan& p, int k) { return joint_p(host_placements_of(p), k); }
+double rack_p(const plan::Plan& p, int k) { return joint_p(rack_placements_of(p), k); }
 
 }  // namespace
 
@@ -75,16 +77,6 @@ TEST_CASE("one worker per host: no domains, and the baselines' fixed plans get n
   REQUIRE(fixed.ok());
   CHECK(fixed->plan.domains.empty());
 }
-
-namespace {
-
-double rack_p(const plan::Plan& p, int k) {
-  auto est = algo::joint_recovery_probability(rack_placements_of(p), k);
-  REQUIRE(est.ok());
-  return est->p;
-}
-
-}  // namespace
 
 TEST_CASE("four hosts in two racks: every shipped placement survives any one rack loss, and the plan says the racks") {
   for (const char* placement : {"goodput", "mro", "spread", "compact"}) {
