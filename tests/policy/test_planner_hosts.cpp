@@ -95,7 +95,7 @@ TEST_CASE("four hosts in two racks: every shipped placement survives any one rac
   }
 }
 
-TEST_CASE("racks of one-worker hosts are still dealt; a placement sees ctx.racks (1-based, one per host)") {
+TEST_CASE("racks of one-worker hosts are still dealt, and a placement sees ctx.racks (1-based, one per host)") {
   // a placement that says what it saw in its note
   std::string path = "/tmp/sal-test-racks-placement.lua";
   std::ofstream(path) << "local deal = require 'deal'\n"
