@@ -105,7 +105,7 @@ TEST_CASE("racks of one-worker hosts are still dealt, and a placement sees ctx.r
                          "  return { placement = layers, note = 'hosts ' .. table.concat(ctx.hosts or {}, ',') ..\n"
                          "           ' racks ' .. table.concat(ctx.racks or {}, ',') }\n"
                          "end\n"
-                         "return { api = 1, kind = 'placement', name = 'saw', decide = decide }\n";
+                         "return { api = 1, kind = 'placement', name = 'saw', doc = 'round robin, saying its ctx', decide = decide }\n";
   Planner planner(host_config(path), [] {});
   REQUIRE(planner.configure().ok());
   PlanAsk ask;
