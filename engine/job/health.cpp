@@ -12,6 +12,11 @@ namespace {
 // The verdict's quantile: slow when the window's lowest fifth is at slow_ratio or more (at most
 // one step in ten below it).
 constexpr double kMost = 0.2;
+// Plainly slow: nearly every step of the window's newer half (its lowest fifth) at this many times
+// slow_ratio (2x with the default 1.5) names a worker in half the window — a node at a third of its
+// speed need not wait for 16 steps of proof; a fault-free shared machine's starved worker was seen
+// at medians of 1.7-1.9x (docs/health.md), and single stalls come and go.
+constexpr double kPlainly = 4.0 / 3.0;
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -121,8 +126,12 @@ std::vector<SpeedChange> SpeedWatch::observe(uint64_t step, const std::map<Parti
     push_bounded(t.times, times.at(who), o_.window);
     if (t.ratios.size() < o_.window) continue;
     const std::vector<double> window(t.ratios.begin(), t.ratios.end());
-    // slow when nearly every step of the window was (stalls come and go); back when most are not
-    const bool now_slow = t.slow ? median(window) > o_.back_ratio : quantile(window, kMost) >= o_.slow_ratio;
+    // slow when nearly every step of the window was (stalls come and go), or when its newer half is
+    // plainly slow; back when most are not
+    const std::vector<double> newer(window.end() - long(window.size() / 2), window.end());
+    const bool now_slow = t.slow ? median(window) > o_.back_ratio
+                                 : quantile(window, kMost) >= o_.slow_ratio ||
+                                       quantile(newer, kMost) >= kPlainly * o_.slow_ratio;
     if (now_slow == t.slow) continue;
     t.slow = now_slow;
     t.since_step = step;

@@ -22,7 +22,9 @@
 // fault, a busy neighbour): it looks at the ratio over the last `window` committed steps that
 // worker was in, and names it slow only when nearly all of them (the window's lowest fifth) are at
 // `slow_ratio` or more — stalls come and go, a slow node stays slow — and back when the window's
-// median is at `back_ratio` or less; the ratio it reports is the window's median. With the
+// median is at `back_ratio` or less; the ratio it reports is the window's median. A worker nearly
+// all of whose last half window is at 4/3 of `slow_ratio` (2x) or more is plainly slow and named
+// then (about half a window after a cut to a third of its speed). With the
 // defaults (10 steps, 1.5, 1.25) a worker that slows to half its speed is named within 10 steps,
 // and given back about 6 steps after its recovery. Pure logic:
 // the driver feeds it at every commit and says what changed as events (node_slow, node_speed_back).

@@ -58,6 +58,26 @@ TEST_CASE("a worker at half speed is named within the window, and given back aft
   CHECK(w.slow_count() == 0);
 }
 
+TEST_CASE("a worker at a third of its speed is plainly slow: named within half the window, one at two thirds is not") {
+  for (double slowdown : {3.0, 1.6}) {
+    CAPTURE(slowdown);
+    std::mt19937 rng(3);
+    SpeedWatch w;
+    std::vector<double> speed(4, 1.0);
+    uint64_t step = 0;
+    for (; step < 30; ++step) CHECK(w.observe(step, step_times(speed, rng)).empty());
+    speed[2] = slowdown;
+    std::optional<SpeedChange> named;
+    const uint64_t slowed = step;
+    for (; step < slowed + 30 && !named; ++step)
+      for (const auto& c : w.observe(step, step_times(speed, rng))) named = c;
+    REQUIRE(named);
+    CHECK(named->who == Participant{2, 0});
+    if (slowdown == 3.0) CHECK(named->step - slowed <= w.options().window / 2 + 1);
+    else CHECK(named->step - slowed > w.options().window / 2 + 1);  // the usual proof: most of the window
+  }
+}
+
 TEST_CASE("noise names no one: jitter, stalls and uneven work over many seeds") {
   for (uint32_t seed = 1; seed <= 50; ++seed) {
     CAPTURE(seed);
