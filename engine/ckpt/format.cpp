@@ -98,8 +98,41 @@ std::vector<std::pair<std::string, int*>> manifest_dims(Dims& d) {
           {"top_k", &d.top_k},   {"seq_len", &d.seq_len}, {"vocab", &d.vocab}};
 }
 
+// moe-llama's further keys (a moe-gpt manifest has none of them, as before the family existed).
+std::vector<std::pair<std::string, int*>> llama_dims(Dims& d) {
+  return {{"expert_ffn", &d.expert_ffn}, {"kv_dim", &d.kv_dim}, {"shared_ffn", &d.shared_ffn},
+          {"rope_theta", &d.rope_theta}};
+}
+std::vector<std::pair<std::string, bool*>> llama_flags(Dims& d) {
+  return {{"tied_head", &d.tied_head}, {"sigmoid_router", &d.sigmoid_router}, {"norm_topk", &d.norm_topk}};
+}
+
 // The token formats a manifest's tokens line may name (the job schema's data.format values).
 bool known_tokens(const std::string& t) { return t == "bytes" || t == "uint16"; }
+
+// A manifest line past the step and the shape: the family, a moe-llama key, or an unknown key.
+Status read_model_key(Dims& d, const std::string& key, const std::string& value) {
+  if (key == "family") {
+    auto f = parse_family(value);
+    if (!f) return fail("family: expected moe-gpt or moe-llama, got '", value, "'");
+    d.family = *f;
+    return {};
+  }
+  for (auto [k, v] : llama_flags(d))
+    if (k == key) {
+      if (value != "0" && value != "1") return fail(key, ": expected 0 or 1, got '", value, "'");
+      *v = value == "1";
+      return {};
+    }
+  auto n = parse_uint(value);
+  if (!n) return fail(key, ": ", n.error().message());
+  auto fields = manifest_dims(d), more = llama_dims(d);
+  fields.insert(fields.end(), more.begin(), more.end());
+  auto f = std::find_if(fields.begin(), fields.end(), [&](const auto& kv) { return kv.first == key; });
+  if (f == fields.end()) return fail("unknown key '", key, "'");
+  *f->second = int(*n);
+  return {};
+}
 
 }  // namespace
 
@@ -107,6 +140,11 @@ Status write_manifest(const std::string& dir, uint64_t step, size_t units, const
   std::string text = "step " + std::to_string(step) + "\nunits " + std::to_string(units) + "\n";
   Dims shape = d;
   for (auto [key, v] : manifest_dims(shape)) text += key + " " + std::to_string(*v) + "\n";
+  if (shape.llama()) {
+    text += std::string("family ") + family_name(shape.family) + "\n";
+    for (auto [key, v] : llama_dims(shape)) text += key + " " + std::to_string(*v) + "\n";
+    for (auto [key, v] : llama_flags(shape)) text += key + (*v ? " 1\n" : " 0\n");
+  }
   if (!tokens.empty()) text += "tokens " + tokens + "\n";
   return write_file(dir + "/manifest", text);
 }
@@ -115,7 +153,6 @@ Result<Manifest> read_manifest(const std::string& dir) {
   auto text = read_file(dir + "/manifest", 4096);
   if (!text) return fail(dir, " has no manifest: not a complete checkpoint");
   Manifest m;
-  auto fields = manifest_dims(m.dims);
   bool have_step = false;
   for (auto& [n, line] : content_lines(*text)) {
     auto w = words(line);
@@ -125,17 +162,13 @@ Result<Manifest> read_manifest(const std::string& dir) {
       m.tokens = w[1];
       continue;
     }
-    auto v = parse_uint(w[1]);
-    if (!v) return fail(dir, "/manifest:", n, ": ", w[0], ": ", v.error().message());
-    if (w[0] == "step") {
-      m.step = *v;
-      have_step = true;
-    } else if (w[0] == "units") {
-      m.units = size_t(*v);
-    } else {
-      auto f = std::find_if(fields.begin(), fields.end(), [&](const auto& kv) { return kv.first == w[0]; });
-      if (f == fields.end()) return fail(dir, "/manifest:", n, ": unknown key '", w[0], "'");
-      *f->second = int(*v);
+    if (w[0] == "step" || w[0] == "units") {
+      auto v = parse_uint(w[1]);
+      if (!v) return fail(dir, "/manifest:", n, ": ", w[0], ": ", v.error().message());
+      if (w[0] == "units") m.units = size_t(*v);
+      else m.step = *v, have_step = true;
+    } else if (auto s = read_model_key(m.dims, w[0], w[1]); !s) {
+      return s.error().with_context(dir + "/manifest:" + std::to_string(n));
     }
   }
   if (!have_step) return fail(dir, "/manifest: no step line");

@@ -57,6 +57,16 @@ Result<job::ResumeFrom> resume_source(const std::string& path, const job::JobCon
     if (v.first != v.second)
       return fail("--resume ", dir, ": the checkpoint's model has ", key, " ", v.first, ", the job's model.", key, " is ",
                   v.second);
+  // the family and its further shape (grouped-query width, expert widths, the head)
+  const model::Dims want = job::model_dims(job.model);
+  if (m->dims.family != want.family)
+    return fail("--resume ", dir, ": the checkpoint's model is ", family_name(m->dims.family), ", the job's model.kind is ",
+                job.model.kind);
+  for (auto kind : {UnitKind::embedding, UnitKind::dense, UnitKind::expert})
+    if (unit_size(m->dims, kind) != unit_size(want, kind))
+      return fail("--resume ", dir, ": the checkpoint's ", unit_kind_name(kind), " units hold ", unit_size(m->dims, kind),
+                  " parameters, the job's model's ", unit_size(want, kind),
+                  " (model.kv_heads, model.expert_ffn, model.shared_experts or model.tied_head differ)");
   if (steps > 0 && int64_t(m->step) >= steps)
     return fail("--resume ", dir, ": the checkpoint is of step ", m->step, ", not before the ", steps,
                 " steps to run (raise --steps)");

@@ -13,7 +13,7 @@
 #include "core/paths.h"
 #include "core/strings.h"
 #include "model/local_exchange.h"
-#include "model/moe_gpt.h"
+#include "model/model.h"
 #include "model/sample.h"
 
 namespace sal::cli {
@@ -49,9 +49,9 @@ int print_logits(model::Params& params, const std::string& dir, uint64_t step, c
   const int B = int(seqs->size()), T = int((*seqs)[0].size()), V = params.dims.vocab;
   std::vector<int32_t> flat;
   for (const auto& s : *seqs) flat.insert(flat.end(), s.begin(), s.end());
-  model::MoeGpt m(params);
+  auto m = model::make_model(params);
   model::LocalExchange ex(params);
-  auto logits = m.logits(flat, B, T, ex);
+  auto logits = m->logits(flat, B, T, ex);
   if (!logits) return fail_with(logits.error().with_context("--logits"));
   nlohmann::json out{{"checkpoint", dir}, {"step", step}, {"tokens", *seqs}, {"logits", nlohmann::json::array()}};
   for (int b = 0; b < B; ++b) {

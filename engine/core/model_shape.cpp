@@ -28,6 +28,14 @@ const char* unit_kind_name(UnitKind k) {
   return "?";
 }
 
+const char* family_name(ModelFamily f) { return f == ModelFamily::llama ? "moe-llama" : "moe-gpt"; }
+
+std::optional<ModelFamily> parse_family(const std::string& name) {
+  if (name == "moe-gpt") return ModelFamily::gpt;
+  if (name == "moe-llama") return ModelFamily::llama;
+  return std::nullopt;
+}
+
 std::string UnitId::name() const {
   switch (kind) {
     case UnitKind::embedding: return "embedding";
@@ -66,16 +74,32 @@ std::optional<UnitId> parse_unit_name(const std::string& name) {
 
 EmbeddingLayout embedding_layout(const ModelShape& s) {
   Carver c;
-  size_t D = size_t(s.d);
-  EmbeddingLayout l{c.take(size_t(s.vocab) * D), c.take(size_t(s.seq_len) * D), c.take(D), c.take(D)};
+  size_t D = size_t(s.d), V = size_t(s.vocab);
+  EmbeddingLayout l;
+  l.tok = c.take(V * D);
+  l.pos = c.take(s.llama() ? 0 : size_t(s.seq_len) * D);
+  l.lnf_g = c.take(D);
+  l.lnf_b = c.take(s.llama() ? 0 : D);
+  l.head = c.take(s.llama() && !s.tied_head ? D * V : 0);
   l.total = c.next;
   return l;
 }
 
 DenseLayout dense_layout(const ModelShape& s) {
   Carver c;
-  size_t D = size_t(s.d);
-  DenseLayout l{c.take(D), c.take(D), c.take(D * 3 * D), c.take(3 * D), c.take(D * D), c.take(D), c.take(D), c.take(D)};
+  size_t D = size_t(s.d), KV = size_t(s.kv()), S = size_t(s.llama() ? s.shared_ffn : 0);
+  size_t bias = s.llama() ? 0 : 1;  // moe-llama has no biases and no LayerNorm shifts
+  DenseLayout l;
+  l.ln1_g = c.take(D);
+  l.ln1_b = c.take(bias * D);
+  l.w_qkv = c.take(D * (D + 2 * KV));
+  l.b_qkv = c.take(bias * (D + 2 * KV));
+  l.w_o = c.take(D * D);
+  l.b_o = c.take(bias * D);
+  l.ln2_g = c.take(D);
+  l.ln2_b = c.take(bias * D);
+  l.sh_w13 = c.take(D * 2 * S);
+  l.sh_w2 = c.take(S * D);
   l.total = c.next;
   return l;
 }
@@ -90,7 +114,18 @@ GateLayout gate_layout(const ModelShape& s) {
 ExpertLayout expert_layout(const ModelShape& s) {
   Carver c;
   size_t D = size_t(s.d), F = size_t(s.ffn());
-  ExpertLayout l{c.take(D * F), c.take(F), c.take(F * D), c.take(D)};
+  ExpertLayout l;
+  if (s.llama()) {
+    l.w1 = c.take(D * 2 * F);
+    l.b1 = c.take(0);
+    l.w2 = c.take(F * D);
+    l.b2 = c.take(0);
+  } else {
+    l.w1 = c.take(D * F);
+    l.b1 = c.take(F);
+    l.w2 = c.take(F * D);
+    l.b2 = c.take(D);
+  }
   l.total = c.next;
   return l;
 }

@@ -30,15 +30,28 @@ struct UnitId {
   auto operator<=>(const UnitId&) const = default;
 };
 
+// The model families (job file: model.kind): moe-gpt (GPT-2's block) and moe-llama (RMSNorm,
+// rotary positions, grouped-query attention, SwiGLU experts, optional shared experts).
+enum class ModelFamily : uint8_t { gpt, llama };
+const char* family_name(ModelFamily f);  // "moe-gpt", "moe-llama"
+std::optional<ModelFamily> parse_family(const std::string& name);
+
 // The sizes that decide the operators (the rest of a model's configuration — heads, top-k,
 // losses — does not change what a unit holds).
 struct ModelShape {
   int layers = 2;
   int d = 64;        // d_model
   int experts = 8;
-  int seq_len = 64;  // T: the position table's rows
+  int seq_len = 64;  // T: moe-gpt's position table's rows
   int vocab = 256;
-  int ffn() const { return 4 * d; }  // each expert: d -> 4d -> d
+  ModelFamily family = ModelFamily::gpt;
+  int expert_ffn = 0;     // each routed expert's hidden width (0: 4d)
+  int kv_dim = 0;         // moe-llama: the width of K and of V per token (grouped-query attention; 0: d)
+  int shared_ffn = 0;     // moe-llama: the shared experts' hidden width, all together (0: none)
+  bool tied_head = true;  // moe-llama: the LM head is the token embedding (else a matrix of its own)
+  int ffn() const { return expert_ffn > 0 ? expert_ffn : 4 * d; }  // each expert: d -> ffn -> d
+  int kv() const { return kv_dim > 0 ? kv_dim : d; }
+  bool llama() const { return family == ModelFamily::llama; }
 };
 
 // A view into a unit's flat buffer.
@@ -47,12 +60,18 @@ struct Slice {
   size_t size = 0;
 };
 
+// A family's tensors that the other family lacks are empty slices (size 0), so one layout struct
+// serves both: moe-llama has no position table, no biases, no LayerNorm shifts (its norms are
+// RMSNorms: a gain only); moe-gpt has no untied head and no shared experts.
 struct EmbeddingLayout {
-  Slice tok, pos, lnf_g, lnf_b;  // tok [V,d], pos [T,d]
+  Slice tok, pos, lnf_g, lnf_b;  // tok [V,d], pos [T,d] (moe-gpt)
+  Slice head;                    // moe-llama untied: [d,V]
   size_t total = 0;
 };
 struct DenseLayout {
-  Slice ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b;  // w_qkv [d,3d], w_o [d,d]
+  // w_qkv [d, d + 2 kv] ([q | k | v] columns; kv = d for moe-gpt), w_o [d,d]
+  Slice ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b;
+  Slice sh_w13, sh_w2;  // moe-llama's shared experts: [d, 2S] ([gate | up] columns), [S, d]
   size_t total = 0;
 };
 struct GateLayout {
@@ -60,7 +79,9 @@ struct GateLayout {
   size_t total = 0;
 };
 struct ExpertLayout {
-  Slice w1, b1, w2, b2;  // w1 [d,4d], w2 [4d,d]
+  // moe-gpt: w1 [d,F], b1 [F], w2 [F,d], b2 [d] (GELU); moe-llama: w1 [d,2F] ([gate | up] columns,
+  // SwiGLU), w2 [F,d], no biases.
+  Slice w1, b1, w2, b2;
   size_t total = 0;
 };
 

@@ -29,11 +29,29 @@ struct ModelConfig {
   int64_t hot_experts = 0;     // how many experts the skew favours
   std::string routing_trace;   // replayed routing for experiments: a load file or directory (model/routing_trace.h)
   int64_t routing_every = 1;   // steps per trace file
+  int64_t expert_ffn = 0;      // each expert's hidden width (0: 4 d_model)
+  // moe-llama only
+  int64_t kv_heads = 0;        // grouped-query attention's key/value heads (0: heads)
+  int64_t shared_experts = 0;  // always-active experts beside the routed ones, each expert_ffn wide
+  bool tied_head = true;       // the LM head is the token embedding
+  std::string router = "softmax";  // softmax | sigmoid
+  bool norm_topk = false;      // renormalise the k chosen scores
+  double z_loss_weight = 0;    // router z-loss weight
+  int64_t rope_theta = 10000;  // rotary embeddings' base
 };
 
 // The operator sizes of the model (the shared description in core/model_shape.h).
 inline ModelShape model_shape(const ModelConfig& m) {
-  return ModelShape{int(m.layers), int(m.d_model), int(m.experts), int(m.seq_len), int(m.vocab)};
+  ModelShape s{int(m.layers), int(m.d_model), int(m.experts), int(m.seq_len), int(m.vocab)};
+  s.family = m.kind == "moe-llama" ? ModelFamily::llama : ModelFamily::gpt;
+  s.expert_ffn = int(m.expert_ffn);
+  if (s.llama()) {
+    int heads = m.heads > 0 ? int(m.heads) : 1;
+    s.kv_dim = m.kv_heads > 0 ? int(m.d_model / heads * m.kv_heads) : 0;
+    s.shared_ffn = int(m.shared_experts) * s.ffn();
+    s.tied_head = m.tied_head;
+  }
+  return s;
 }
 
 // The whole model as the model code, the workers and a checkpoint's manifest take it.
@@ -45,6 +63,10 @@ inline model::Dims model_dims(const ModelConfig& m) {
   d.aux_weight = float(m.aux_loss_weight);
   d.skew = float(m.skew);
   d.hot_experts = int(m.hot_experts);
+  d.sigmoid_router = m.router == "sigmoid";
+  d.norm_topk = m.norm_topk;
+  d.z_loss_weight = float(m.z_loss_weight);
+  d.rope_theta = int(m.rope_theta);
   return d;
 }
 

@@ -50,7 +50,7 @@ const std::vector<Field>& fields() {
   static const std::vector<Field> kFields = {
       text("name", {}, "job name (default: the file name without .lua)",
            [](JobConfig& j) -> std::string& { return j.name; }),
-      text("model.kind", {"moe-gpt"}, "model family",
+      text("model.kind", {"moe-gpt", "moe-llama"}, "model family (docs/models.md)",
            [](JobConfig& j) -> std::string& { return j.model.kind; }),
       integer("model.layers", 1, 256, "transformer blocks",
               [](JobConfig& j) -> int64_t& { return j.model.layers; }),
@@ -79,6 +79,23 @@ const std::vector<Field>& fields() {
            [](JobConfig& j) -> std::string& { return j.model.routing_trace; }),
       integer("model.routing_every", 1, 1e9, "steps per file of model.routing_trace",
               [](JobConfig& j) -> int64_t& { return j.model.routing_every; }),
+      integer("model.expert_ffn", 0, 1 << 20, "each expert's hidden width (0: 4 d_model; smaller for fine-grained "
+              "experts)", [](JobConfig& j) -> int64_t& { return j.model.expert_ffn; }),
+      integer("model.kv_heads", 0, 1024, "moe-llama: key/value heads of grouped-query attention (dividing "
+              "model.heads; 0: model.heads)", [](JobConfig& j) -> int64_t& { return j.model.kv_heads; }),
+      integer("model.shared_experts", 0, 64, "moe-llama: always-active experts beside the routed ones, each "
+              "model.expert_ffn wide (held by every worker, like attention)",
+              [](JobConfig& j) -> int64_t& { return j.model.shared_experts; }),
+      flag("model.tied_head", "moe-llama: the LM head is the token embedding (false: a matrix of its own)",
+           [](JobConfig& j) -> bool& { return j.model.tied_head; }),
+      text("model.router", {"softmax", "sigmoid"}, "moe-llama: the router's scores: softmax over the experts, or "
+           "each expert's sigmoid (DeepSeek-V3)", [](JobConfig& j) -> std::string& { return j.model.router; }),
+      flag("model.norm_topk", "moe-llama: renormalise the k chosen scores to sum to 1",
+           [](JobConfig& j) -> bool& { return j.model.norm_topk; }),
+      number("model.z_loss_weight", 0, 10, "moe-llama: router z-loss weight (mean of logsumexp(logits)^2)",
+             [](JobConfig& j) -> double& { return j.model.z_loss_weight; }),
+      integer("model.rope_theta", 1, 1e9, "moe-llama: the rotary embeddings' base",
+              [](JobConfig& j) -> int64_t& { return j.model.rope_theta; }),
       text("data.path", {}, "training text (bytes) or uint16 token file, relative to the job file",
            [](JobConfig& j) -> std::string& { return j.data.path; }),
       text("data.format", {"bytes", "uint16"}, "how data.path is tokenised",
@@ -397,6 +414,37 @@ void validation_checks(const JobConfig& j, std::vector<std::string>& errors) {
                      std::to_string(j.parallel.groups) + ") is not built yet");
 }
 
+// The keys one family has and the other lacks, and the shapes moe-llama's operators need.
+void family_checks(const JobConfig& j, std::vector<std::string>& errors) {
+  const ModelConfig& m = j.model;
+  if (m.kind != "moe-llama") {
+    ModelConfig d;
+    auto only = [&](bool set, const char* key) {
+      if (set) errors.push_back(std::string(key) + ": a moe-llama key; model.kind is \"" + m.kind + "\"");
+    };
+    only(m.kv_heads != d.kv_heads, "model.kv_heads");
+    only(m.shared_experts != d.shared_experts, "model.shared_experts");
+    only(m.tied_head != d.tied_head, "model.tied_head");
+    only(m.router != d.router, "model.router");
+    only(m.norm_topk != d.norm_topk, "model.norm_topk");
+    only(m.z_loss_weight != d.z_loss_weight, "model.z_loss_weight");
+    only(m.rope_theta != d.rope_theta, "model.rope_theta");
+    return;
+  }
+  if (m.heads > 0 && m.d_model % m.heads == 0 && (m.d_model / m.heads) % 2 != 0)
+    errors.push_back("model.heads: moe-llama's rotary embeddings need an even head size, and d_model / heads = " +
+                     std::to_string(m.d_model / m.heads));
+  if (m.kv_heads > 0 && m.heads % m.kv_heads != 0)
+    errors.push_back("model.kv_heads: " + std::to_string(m.kv_heads) + " does not divide model.heads = " +
+                     std::to_string(m.heads));
+  if (j.mesh.devices.rfind("cuda", 0) == 0)
+    errors.push_back("model.kind: moe-llama runs on CPU workers only for now (mesh.devices = \"" + j.mesh.devices +
+                     "\"): its CUDA kernels are not built yet");
+  if (m.skew != 1 || !m.routing_trace.empty())
+    errors.push_back("model.kind: forced and replayed routing (model.skew, model.routing_trace) are moe-gpt "
+                     "experiments; moe-llama's router always routes");
+}
+
 // The rules that tie keys together; one line per rule broken.
 void cross_checks(const JobConfig& j, std::vector<std::string>& errors) {
   auto add = [&errors](const Error& e) { errors.push_back(e.message()); };
@@ -416,6 +464,7 @@ void cross_checks(const JobConfig& j, std::vector<std::string>& errors) {
   }
   if (auto r = parse_racks(j.mesh.racks); !r) add(Error("mesh.racks: " + r.error().message()));
   validation_checks(j, errors);
+  family_checks(j, errors);
   for (auto [key, ep] : {std::pair{"mesh.bind", j.mesh.bind}, std::pair{"repl.bind", j.repl.bind}})
     if (!valid_endpoint(ep))
       add(fail(key, ": \"", ep, "\" is not an endpoint (expected tcp://HOST:PORT or ipc://PATH)"));

@@ -1,5 +1,5 @@
-// dims.h — the shape of a moe-gpt model (from the job file's `model` section) and of a training
-// batch: everything the model, the data loader and the runtime agree on.
+// dims.h — the shape of a model of either family (from the job file's `model` section) and of a
+// training batch: everything the model, the data loader and the runtime agree on.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,14 @@ struct Dims : ModelShape {
   // 1 = off (the gate routes).
   float skew = 1.0f;
   int hot_experts = 0;
+  // moe-llama's router and attention (moe-gpt: a softmax gate whose top-k weights are not renormalised).
+  bool sigmoid_router = false;  // scores sigmoid(logit) (DeepSeek-V3) instead of softmax over the experts
+  bool norm_topk = false;       // the k chosen scores renormalised to sum to 1
+  float z_loss_weight = 0.0f;   // router z-loss: mean over tokens of logsumexp(logits)^2, times this
+  int rope_theta = 10000;       // rotary embeddings' base
+
+  int head_dim() const { return d / heads; }
+  int kv_heads() const { return kv() / head_dim(); }
 
   const ModelShape& shape() const { return *this; }
 };

@@ -1,6 +1,8 @@
-// expert.h — one expert's MLP on a block of token rows: out = GELU(x W1 + b1) W2 + b2, and its
-// backward. Shared by the local exchange (tests, a single worker) and the distributed one (the
-// runtime), so an expert computes the same way wherever it lives.
+// expert.h — one expert's MLP on a block of token rows, and its backward: moe-gpt's
+// out = GELU(x W1 + b1) W2 + b2, moe-llama's out = (silu(x Wg) * (x Wu)) W2 (SwiGLU; Wg and Wu side
+// by side in W1). Shared by the local exchange (tests, a single worker) and the distributed one (the
+// runtime), so an expert computes the same way wherever it lives; moe-llama's shared experts (in
+// the dense unit) use the same SwiGLU MLP.
 #pragma once
 
 #include <vector>
@@ -13,8 +15,16 @@ namespace sal::model {
 struct ExpertBlock {
   int rows = 0;
   std::vector<float> x;  // [rows, d]
-  std::vector<float> h;  // [rows, 4d] before GELU
+  std::vector<float> h;  // [rows, F] before GELU (moe-gpt), [rows, 2F] before SwiGLU (moe-llama)
 };
+
+// The SwiGLU MLP: out [n, D] = swiglu(x w13) w2, with w13 [D, 2F], w2 [F, D]; h [n, 2F] keeps the
+// pre-activations for the backward.
+void swiglu_mlp_forward(const float* x, const float* w13, const float* w2, int n, int D, int F, std::vector<float>& h,
+                        float* out);
+// d_out [n, D] -> dx [n, D] (overwritten); dw13 and dw2 accumulate and may be null (frozen).
+void swiglu_mlp_backward(const float* x, const float* w13, const float* w2, const std::vector<float>& h,
+                         const float* d_out, float* dw13, float* dw2, float* dx, int n, int D, int F);
 
 // out [rows, d] (overwritten); fills block.h (block.x must hold the inputs).
 void expert_forward(const Dims& d, const Unit& u, ExpertBlock& block, float* out);

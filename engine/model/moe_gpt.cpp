@@ -233,20 +233,6 @@ Status MoeGpt::backward_layer(int l, int B, int T, ExpertExchange& ex, std::vect
   return {};
 }
 
-void add_stats(StepStats& a, const StepStats& b) {
-  a.ce_sum += b.ce_sum;
-  a.aux += b.aux;
-  a.tokens += b.tokens;
-  a.expert_rows += b.expert_rows;
-  a.expert_cpu_ms += b.expert_cpu_ms;
-  if (a.expert_counts.size() < b.expert_counts.size()) a.expert_counts.resize(b.expert_counts.size());
-  for (size_t l = 0; l < b.expert_counts.size(); ++l) {
-    auto& into = a.expert_counts[l];
-    if (into.size() < b.expert_counts[l].size()) into.resize(b.expert_counts[l].size(), 0);
-    for (size_t e = 0; e < b.expert_counts[l].size(); ++e) into[e] += b.expert_counts[l][e];
-  }
-}
-
 namespace {
 
 // Points the model at the batch it runs on (replayed routing places its tokens) while a pass runs.
@@ -283,19 +269,8 @@ Result<StepStats> MoeGpt::evaluate(const Batch& b, int64_t global_tokens, Expert
   return stats;
 }
 
-Result<std::vector<float>> MoeGpt::next_logits(const std::vector<int32_t>& ids, ExpertExchange& ex) {
-  if (ids.empty()) return fail("no tokens to continue");
-  auto all = logits(ids, 1, int(ids.size()), ex);
-  if (!all) return all.error();
-  int V = p_.dims.vocab;
-  return std::vector<float>(all->end() - V, all->end());
-}
-
 Result<std::vector<float>> MoeGpt::logits(const std::vector<int32_t>& ids, int B, int T, ExpertExchange& ex) {
-  if (B < 1 || T < 1 || ids.size() != size_t(B) * size_t(T))
-    return fail("expected ", B, " sequences of ", T, " tokens, got ", ids.size(), " tokens");
-  for (int32_t id : ids)
-    if (id < 0 || id >= p_.dims.vocab) return fail("token id ", id, " is outside the vocabulary [0, ", p_.dims.vocab, ")");
+  SAL_TRY(check_tokens(p_.dims, ids, B, T));
   StepStats stats;
   SAL_TRY(forward(ids, B, T, int64_t(B) * T, ex, stats));
   return logits_;

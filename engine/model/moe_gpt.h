@@ -16,24 +16,10 @@
 #include "core/result.h"
 #include "model/data.h"
 #include "model/exchange.h"
+#include "model/model.h"
 #include "model/params.h"
 
 namespace sal::model {
-
-struct StepStats {
-  double ce_sum = 0;          // sum of the local tokens' cross-entropy (divide by the global count)
-  double aux = 0;             // the balancing loss (summed over layers; already global)
-  int64_t tokens = 0;         // local tokens
-  // Local token-to-expert assignments per layer and expert (the loads the controller balances).
-  std::vector<std::vector<uint32_t>> expert_counts;
-  // The expert work this worker did in the step, forward and backward: the rows its experts
-  // computed and the CPU time it took (the host's data plane measures them; 0 where not measured).
-  int64_t expert_rows = 0;
-  double expert_cpu_ms = 0;
-};
-
-// Adds `b`'s losses, tokens and expert counts to `a` (a rank computing several shard types).
-void add_stats(StepStats& a, const StepStats& b);
 
 // Experiments only (Dims::skew): the k experts of each of the N = rows tokens of layer `layer`,
 // drawn without replacement with weight `skew` for the first hot_experts experts and 1 for the
@@ -42,27 +28,14 @@ void add_stats(StepStats& a, const StepStats& b);
 // idx [N*k] is overwritten. The CPU and GPU models both route with it.
 void forced_experts(const Dims& d, int layer, const int32_t* ids, int N, int T, int32_t* idx);
 
-class MoeGpt {
+class MoeGpt : public Model {
  public:
   explicit MoeGpt(Params& p) : p_(p) {}
 
-  // Forward and backward; gradients accumulate. global_tokens: tokens of the whole global batch.
-  Result<StepStats> step(const Batch& b, int64_t global_tokens, ExpertExchange& ex);
-  // The share of the global batch whose routing statistics the exchange's global_stats() gathers
-  // (1: the whole batch). A data-parallel group computes a shard type at a time and balances over
-  // that type's tokens alone; its balancing loss and gradient are weighted by the type's share, so
-  // the types' losses add up to the batch's.
-  void set_aux_share(double share) { aux_share_ = share; }
-
-  // Forward only, the loss of a batch (validation): its tokens' cross-entropy summed (ce_sum) and
-  // counted (tokens), computed as step() computes it; no gradient, the weights untouched.
-  // global_tokens: the tokens of every rank's part together.
-  Result<StepStats> evaluate(const Batch& b, int64_t global_tokens, ExpertExchange& ex);
-  // Forward only, one sequence of up to seq_len tokens: the logits [V] of the last position.
-  Result<std::vector<float>> next_logits(const std::vector<int32_t>& ids, ExpertExchange& ex);
-  // Forward only, B sequences of T <= seq_len tokens (ids [B*T], row-major): the logits [B*T, V] of
-  // every position.
-  Result<std::vector<float>> logits(const std::vector<int32_t>& ids, int B, int T, ExpertExchange& ex);
+  Result<StepStats> step(const Batch& b, int64_t global_tokens, ExpertExchange& ex) override;
+  void set_aux_share(double share) override { aux_share_ = share; }
+  Result<StepStats> evaluate(const Batch& b, int64_t global_tokens, ExpertExchange& ex) override;
+  Result<std::vector<float>> logits(const std::vector<int32_t>& ids, int B, int T, ExpertExchange& ex) override;
 
  private:
   struct LayerActs {

@@ -18,8 +18,11 @@ constexpr double kPi = 3.14159265358979323846;
 // The slices of a unit that get weight decay.
 std::vector<Slice> decayed(const Dims& d, UnitKind kind) {
   switch (kind) {
-    case UnitKind::embedding: return {embedding_layout(d).tok};
-    case UnitKind::dense: return {dense_layout(d).w_qkv, dense_layout(d).w_o};
+    case UnitKind::embedding: return {embedding_layout(d).tok, embedding_layout(d).head};
+    case UnitKind::dense: {
+      auto l = dense_layout(d);
+      return {l.w_qkv, l.w_o, l.sh_w13, l.sh_w2};
+    }
     case UnitKind::gate: return {gate_layout(d).w};
     case UnitKind::expert: return {expert_layout(d).w1, expert_layout(d).w2};
   }

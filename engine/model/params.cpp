@@ -61,6 +61,7 @@ Unit make_unit(const Dims& d, UnitId id, uint64_t seed) {
       fill_normal(r, u.at(l.tok), l.tok.size, kInitStd);
       fill_normal(r, u.at(l.pos), l.pos.size, kInitStd);
       fill(u.at(l.lnf_g), l.lnf_g.size, 1.0f);
+      fill_normal(r, u.at(l.head), l.head.size, kInitStd);  // moe-llama untied only
       break;
     }
     case UnitKind::dense: {
@@ -69,6 +70,8 @@ Unit make_unit(const Dims& d, UnitId id, uint64_t seed) {
       fill(u.at(l.ln2_g), l.ln2_g.size, 1.0f);
       fill_normal(r, u.at(l.w_qkv), l.w_qkv.size, kInitStd);
       fill_normal(r, u.at(l.w_o), l.w_o.size, proj_std);
+      fill_normal(r, u.at(l.sh_w13), l.sh_w13.size, kInitStd);  // moe-llama's shared experts
+      fill_normal(r, u.at(l.sh_w2), l.sh_w2.size, proj_std);
       break;
     }
     case UnitKind::gate:

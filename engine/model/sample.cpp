@@ -5,7 +5,7 @@
 #include <random>
 
 #include "model/local_exchange.h"
-#include "model/moe_gpt.h"
+#include "model/model.h"
 
 namespace sal::model {
 namespace {
@@ -28,12 +28,12 @@ Result<std::string> sample_bytes(Params& p, const SampleOptions& o) {
   std::vector<int32_t> ids;
   for (unsigned char c : o.prompt) ids.push_back(c);
   std::mt19937_64 rng(o.seed);
-  MoeGpt m(p);
+  auto m = make_model(p);
   LocalExchange ex(p);
   std::string out;
   for (int i = 0; i < o.bytes; ++i) {
     size_t from = ids.size() > size_t(p.dims.seq_len) ? ids.size() - size_t(p.dims.seq_len) : 0;
-    auto logits = m.next_logits({ids.begin() + long(from), ids.end()}, ex);
+    auto logits = m->next_logits({ids.begin() + long(from), ids.end()}, ex);
     if (!logits) return logits.error().with_context("byte " + std::to_string(i));
     int next = draw(*logits, o.temperature, rng);
     ids.push_back(next);
@@ -54,9 +54,9 @@ Result<double> text_loss(Params& p, const std::string& text) {
       b.inputs.push_back(int32_t(uint8_t(text[w * size_t(T) + size_t(t)])));
       b.targets.push_back(int32_t(uint8_t(text[w * size_t(T) + size_t(t) + 1])));
     }
-  MoeGpt m(p);
+  auto m = make_model(p);
   LocalExchange ex(p);
-  auto stats = m.step(b, int64_t(b.inputs.size()), ex);
+  auto stats = m->step(b, int64_t(b.inputs.size()), ex);
   if (!stats) return stats.error();
   p.zero_grads();
   return stats->ce_sum / double(b.inputs.size());

@@ -22,7 +22,7 @@
 #include "ckpt/writer.h"
 #include "core/result.h"
 #include "model/data.h"
-#include "model/moe_gpt.h"
+#include "model/model.h"
 #include "model/params.h"
 #include "runtime/device_compute.h"
 #include "runtime/sparse_snapshots.h"

@@ -66,6 +66,8 @@ class GpuCompute final : public DeviceCompute {
 
   Status load(const model::Params& host, const std::vector<std::pair<int, int>>& held) override {
     drop();
+    if (host.dims.family != ModelFamily::gpt)
+      return fail(name_, ": ", family_name(host.dims.family), " runs on CPU workers only (its CUDA kernels are not built yet)");
     // The non-expert units go up with the DeviceParams, the held experts one by one from host
     // (so the experts are not copied on the host first).
     model::Params dense;

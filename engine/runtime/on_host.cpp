@@ -34,8 +34,8 @@ Result<model::StepStats> OnHost::step(const model::Batch& b, int64_t global_toke
   ex.split = plan_.split;
   ex.before_alltoall = plan_.before_alltoall;
   ex.before_backward = plan_.before_backward;
-  model::MoeGpt m(params_);
-  auto stats = m.step(b, global_tokens, ex);
+  auto m = model::make_model(params_);
+  auto stats = m->step(b, global_tokens, ex);
   if (stats) stats->expert_rows = ex.expert_rows(), stats->expert_cpu_ms = ex.expert_cpu_ms();
   return stats;
 }
@@ -44,8 +44,7 @@ Result<model::StepStats> OnHost::evaluate(const model::Batch& b, int64_t global_
   SAL_TRY(plan_set());
   DistributedExchange ex(*plan_.comm, params_, plan_.replicas);
   ex.split = plan_.split;
-  model::MoeGpt m(params_);
-  return m.evaluate(b, global_tokens, ex);
+  return model::make_model(params_)->evaluate(b, global_tokens, ex);
 }
 
 // Every non-expert unit over every rank, then each expert held by two or more ranks among its

@@ -1,5 +1,5 @@
 // on_host.h — a CPU worker's compute (compute.h): the Trainer's own host model::Params, trained in
-// place with the CPU kernels (model/moe_gpt.h over a DistributedExchange on the plan's data
+// place with the CPU kernels (model/model.h's family over a DistributedExchange on the plan's data
 // plane). Nothing is loaded or brought back: the host Params are the units. A dense snapshot is
 // copied at once, on the training thread; a sparse slot is read in place by the snapshot thread
 // (the Trainer waits for that copy before the next update: SparseSnapshots::wait()).

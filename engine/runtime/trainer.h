@@ -23,7 +23,7 @@
 #include "comm/timed.h"
 #include "core/result.h"
 #include "model/data.h"
-#include "model/moe_gpt.h"
+#include "model/model.h"
 #include "model/params.h"
 #include "model/routing_trace.h"
 #include "runtime/compute.h"

@@ -48,13 +48,13 @@ Status Trainer::compute_types(uint64_t step, const std::vector<uint32_t>& types,
   ex.split = spec_.dispatch;
   ex.before_alltoall = [this, step] { faults_->at(wire::FaultPoint::alltoall, step); };
   ex.before_backward = [this, step] { faults_->at(wire::FaultPoint::backward, step); };
-  model::MoeGpt m(params_);
+  auto m = model::make_model(params_);
   for (uint32_t t : types) {
     auto [first, count] = rank_sequences(spec_.global_batch, role_, t);
-    m.set_aux_share(double(type_sequences(spec_.global_batch, role_.groups, t).second) / spec_.global_batch);
+    m->set_aux_share(double(type_sequences(spec_.global_batch, role_.groups, t).second) / spec_.global_batch);
     model::Batch b = model::make_batch(corpus_, spec_.seed, step, first, count, spec_.dims.seq_len);
     b.routing = routing_.get();
-    auto stats = m.step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len, ex);
+    auto stats = m->step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len, ex);
     if (!stats) return stats.error().with_context("step " + std::to_string(step) + " shard type " + std::to_string(t));
     model::add_stats(total, *stats);
   }

@@ -1,4 +1,4 @@
-// ops.h — every CPU operator kernel of moe-gpt, forward and backward, in one include. These are the
+// ops.h — every CPU operator kernel of both model families, forward and backward, in one include. These are the
 // reference implementations: kernels/cuda will offer the same functions on device memory, and tests
 // compare the two. Conventions: row-major contiguous float32; sizes as int (size_t for flat lengths);
 // outputs are overwritten unless a comment says "accumulates" (+=) — parameter gradients always
@@ -7,8 +7,10 @@
 //
 //   parallel.h   set_threads / num_threads (OpenBLAS + our pool)
 //   gemm.h       gemm, gemm_ld, add_bias, bias_grad
-//   activation.h gelu_forward / gelu_backward
+//   activation.h gelu_forward / gelu_backward, swiglu_forward / swiglu_backward
 //   norm.h       layernorm_forward / layernorm_backward
+//   rmsnorm.h    rmsnorm_forward / rmsnorm_backward
+//   rope.h       rope_forward / rope_backward (rotary positions)
 //   softmax.h    softmax_forward / softmax_backward, topk
 //   attention.h  attention_forward / attention_backward (causal, multi-head)
 //   embedding.h  embedding_forward / embedding_backward
@@ -26,4 +28,6 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/optim.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
 #include "kernels/cpu/softmax.h"

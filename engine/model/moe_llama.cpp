@@ -1,0 +1,366 @@
+// moe_llama.cpp — see moe_llama.h. Notation as in moe_gpt.cpp: N = B*T local tokens, D = d_model,
+// KV = the key/value width (D / heads * kv_heads), hd the head size, E experts, k top-k, V vocab,
+// S the shared experts' width. GEMMs are row-major: y = x W is gemm(N, out, in); dW += x^T dy;
+// dx = dy W^T. The fused projection's row is [q (D) | k (KV) | v (KV)]; rotary positions turn q and
+// k in place; with fewer key/value heads than query heads each key/value head is repeated for its
+// group of query heads before the attention kernel, and the gradients of the repeats are summed.
+#include "model/moe_llama.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/ops.h"
+#include "model/expert.h"
+
+namespace sal::model {
+
+namespace k = sal::kernels::cpu;
+
+namespace {
+
+// y[n, out] = x[n, in] W[in, out]
+void matmul(const float* x, const float* w, float* y, int n, int in, int out) {
+  k::gemm(false, false, n, out, in, 1.0f, x, w, 0.0f, y);
+}
+
+// dW += x^T dy (dw null: a frozen unit), dx = dy W^T
+void matmul_backward(const float* x, const float* w, const float* dy, float* dw, float* dx, int n, int in, int out) {
+  if (dw) k::gemm(true, false, in, out, n, 1.0f, x, dy, 1.0f, dw);
+  k::gemm(false, true, n, in, out, 1.0f, dy, w, 0.0f, dx);
+}
+
+// Rows [q | k | v] of D + 2 KV columns -> rows of 3D, key/value head h / group serving query head h.
+void expand_heads(const float* qkv, float* full, int N, int D, int KV, int hd) {
+  const int H = D / hd, group = D / KV, in = D + 2 * KV;
+  for (int n = 0; n < N; ++n) {
+    const float* src = qkv + size_t(n) * in;
+    float* dst = full + size_t(n) * 3 * D;
+    std::copy(src, src + D, dst);
+    for (int h = 0; h < H; ++h) {
+      const int kv = (h / group) * hd;
+      std::copy(src + D + kv, src + D + kv + hd, dst + D + h * hd);
+      std::copy(src + D + KV + kv, src + D + KV + kv + hd, dst + 2 * D + h * hd);
+    }
+  }
+}
+
+// The gradient of expand_heads: each key/value head's gradient is the sum over its query heads.
+void collapse_heads(const float* dfull, float* dqkv, int N, int D, int KV, int hd) {
+  const int H = D / hd, group = D / KV, in = D + 2 * KV;
+  for (int n = 0; n < N; ++n) {
+    const float* src = dfull + size_t(n) * 3 * D;
+    float* dst = dqkv + size_t(n) * in;
+    std::copy(src, src + D, dst);
+    std::fill(dst + D, dst + in, 0.0f);
+    for (int h = 0; h < H; ++h) {
+      const int kv = (h / group) * hd;
+      for (int i = 0; i < hd; ++i) {
+        dst[D + kv + i] += src[D + h * hd + i];
+        dst[D + KV + kv + i] += src[2 * D + h * hd + i];
+      }
+    }
+  }
+}
+
+float logsumexp(const float* z, int n) {
+  float mx = *std::max_element(z, z + n);
+  double s = 0;
+  for (int i = 0; i < n; ++i) s += std::exp(double(z[i] - mx));
+  return mx + float(std::log(s));
+}
+
+}  // namespace
+
+Status MoeLlama::forward(const std::vector<int32_t>& inputs, int B, int T, ExpertExchange& ex, StepStats& stats) {
+  const Dims& d = p_.dims;
+  const int N = B * T, D = d.d, V = d.vocab;
+  if (T > d.seq_len) return fail("sequence of ", T, " tokens exceeds model.seq_len = ", d.seq_len);
+  acts_.resize(size_t(d.layers));
+  auto el = embedding_layout(d);
+  const float* tok = p_.embedding.at(el.tok);
+  std::vector<float>& x = acts_[0].x;
+  x.resize(size_t(N) * D);
+  for (int n = 0; n < N; ++n) std::copy_n(tok + size_t(inputs[size_t(n)]) * D, D, &x[size_t(n) * D]);
+  stats.expert_counts.assign(size_t(d.layers), std::vector<uint32_t>(size_t(d.experts), 0));
+  for (int l = 0; l < d.layers; ++l) SAL_TRY(forward_layer(l, B, T, ex, stats));
+  xf_.resize(size_t(N) * D);
+  rstdf_.resize(size_t(N));
+  k::rmsnorm_forward(x_final_.data(), p_.embedding.at(el.lnf_g), xf_.data(), rstdf_.data(), N, D);
+  logits_.resize(size_t(N) * V);
+  if (el.head.size)
+    k::gemm(false, false, N, V, D, 1.0f, xf_.data(), p_.embedding.at(el.head), 0.0f, logits_.data());
+  else
+    k::gemm(false, true, N, V, D, 1.0f, xf_.data(), tok, 0.0f, logits_.data());
+  return {};
+}
+
+Status MoeLlama::attention_forward(LayerActs& a, int B, int T) {
+  const Dims& d = p_.dims;
+  const int N = B * T, D = d.d, KV = d.kv(), hd = d.head_dim(), H = d.heads;
+  const float theta = float(d.rope_theta);
+  k::rope_forward(a.qkv.data(), N, T, D + 2 * KV, 0, H, hd, theta);
+  k::rope_forward(a.qkv.data(), N, T, D + 2 * KV, D, d.kv_heads(), hd, theta);
+  const bool grouped = KV < D;
+  if (grouped) {
+    a.full.resize(size_t(N) * 3 * D);
+    expand_heads(a.qkv.data(), a.full.data(), N, D, KV, hd);
+  }
+  a.att_probs.resize(size_t(B) * H * T * T);
+  a.att.resize(size_t(N) * D);
+  k::attention_forward(grouped ? a.full.data() : a.qkv.data(), a.att.data(), a.att_probs.data(), B, T, D, H);
+  return {};
+}
+
+// The router: scores, the top k, the combine weights, the balancing statistics over the global
+// batch, and the experts' outputs (a.out [N*k, D]) through the exchange.
+Status MoeLlama::route(int l, LayerActs& a, ExpertExchange& ex, StepStats& stats) {
+  const Dims& d = p_.dims;
+  const int D = d.d, E = d.experts, K = d.top_k, N = int(a.h2.size()) / D;
+  a.z.resize(size_t(N) * E);
+  matmul(a.h2.data(), p_.gate[size_t(l)].at(gate_layout(d).w), a.z.data(), N, D, E);
+  a.scores.resize(a.z.size());
+  if (d.sigmoid_router)
+    for (size_t i = 0; i < a.z.size(); ++i) a.scores[i] = 1.0f / (1.0f + std::exp(-a.z[i]));
+  else
+    k::softmax_forward(a.z.data(), a.scores.data(), N, E);
+  a.idx.resize(size_t(N) * K);
+  a.chosen.resize(size_t(N) * K);
+  a.w.resize(size_t(N) * K);
+  k::topk(a.scores.data(), N, E, K, a.idx.data(), a.chosen.data());
+  for (int t = 0; t < N; ++t) {
+    double sum = 0;
+    for (int j = 0; j < K; ++j) sum += a.chosen[size_t(t) * K + j];
+    for (int j = 0; j < K; ++j)
+      a.w[size_t(t) * K + j] = d.norm_topk && sum > 0 ? float(a.chosen[size_t(t) * K + j] / sum) : a.chosen[size_t(t) * K + j];
+  }
+  // the Switch balancing loss over the global batch, on the normalised scores: aux = alpha E sum_e f_e P_e
+  std::vector<double> counts(size_t(E), 0.0), prob_sums(size_t(E), 0.0);
+  for (int32_t e : a.idx) counts[size_t(e)] += 1;
+  for (int t = 0; t < N; ++t) {
+    const float* s = &a.scores[size_t(t) * E];
+    double sum = d.sigmoid_router ? 0.0 : 1.0;
+    if (d.sigmoid_router)
+      for (int e = 0; e < E; ++e) sum += s[e];
+    for (int e = 0; e < E; ++e) prob_sums[size_t(e)] += s[e] / sum;
+  }
+  for (int e = 0; e < E; ++e) stats.expert_counts[size_t(l)][size_t(e)] = uint32_t(counts[size_t(e)]);
+  double tokens = N;
+  SAL_TRY(ex.global_stats(l, counts, prob_sums, tokens));
+  a.global_tokens = tokens;
+  a.f.assign(size_t(E), 0.0);
+  double aux = 0;
+  for (int e = 0; e < E; ++e) {
+    a.f[size_t(e)] = tokens > 0 ? counts[size_t(e)] / (double(K) * tokens) : 0.0;
+    aux += a.f[size_t(e)] * (tokens > 0 ? prob_sums[size_t(e)] / tokens : 0.0);
+  }
+  stats.aux += aux_share_ * double(d.aux_weight) * E * aux;
+  a.lse.resize(size_t(N));
+  for (int t = 0; t < N; ++t) {
+    a.lse[size_t(t)] = logsumexp(&a.z[size_t(t) * E], E);
+    stats.z_sum += double(d.z_loss_weight) * double(a.lse[size_t(t)]) * a.lse[size_t(t)];
+  }
+  a.out.resize(size_t(N) * K * D);
+  return ex.forward(l, a.h2.data(), Routing{N, K, a.idx}, a.out.data());
+}
+
+Status MoeLlama::forward_layer(int l, int B, int T, ExpertExchange& ex, StepStats& stats) {
+  const Dims& d = p_.dims;
+  const int N = B * T, D = d.d, KV = d.kv(), K = d.top_k, S = d.shared_ffn;
+  LayerActs& a = acts_[size_t(l)];
+  Unit& u = p_.dense[size_t(l)];
+  auto dl = dense_layout(d);
+  a.h1.resize(size_t(N) * D);
+  a.rstd1.resize(size_t(N));
+  k::rmsnorm_forward(a.x.data(), u.at(dl.ln1_g), a.h1.data(), a.rstd1.data(), N, D);
+  a.qkv.resize(size_t(N) * (D + 2 * KV));
+  matmul(a.h1.data(), u.at(dl.w_qkv), a.qkv.data(), N, D, D + 2 * KV);
+  SAL_TRY(attention_forward(a, B, T));
+  a.xmid.resize(size_t(N) * D);
+  matmul(a.att.data(), u.at(dl.w_o), a.xmid.data(), N, D, D);
+  for (size_t i = 0; i < a.xmid.size(); ++i) a.xmid[i] += a.x[i];
+  a.h2.resize(size_t(N) * D);
+  a.rstd2.resize(size_t(N));
+  k::rmsnorm_forward(a.xmid.data(), u.at(dl.ln2_g), a.h2.data(), a.rstd2.data(), N, D);
+  SAL_TRY(route(l, a, ex, stats));
+  std::vector<float>& next = (l + 1 < d.layers) ? acts_[size_t(l) + 1].x : x_final_;
+  next = a.xmid;
+  for (int t = 0; t < N; ++t)
+    for (int j = 0; j < K; ++j)
+      k::axpy(size_t(D), a.w[size_t(t) * K + j], &a.out[(size_t(t) * K + j) * D], &next[size_t(t) * D]);
+  if (S > 0) {
+    std::vector<float> shared(size_t(N) * D);
+    swiglu_mlp_forward(a.h2.data(), u.at(dl.sh_w13), u.at(dl.sh_w2), N, D, S, a.shared_h, shared.data());
+    for (size_t i = 0; i < next.size(); ++i) next[i] += shared[i];
+  }
+  return {};
+}
+
+Status MoeLlama::backward(const std::vector<int32_t>& inputs, int B, int T, ExpertExchange& ex) {
+  const Dims& d = p_.dims;
+  const int N = B * T, D = d.d, V = d.vocab;
+  auto el = embedding_layout(d);
+  Unit& emb = p_.embedding;
+  std::vector<float> dlogits(logits_.size()), dxf(size_t(N) * D), dres(size_t(N) * D);
+  k::cross_entropy_backward(probs_.data(), targets_.data(), dlogits.data(), N, V, float(1.0 / double(global_tokens_)));
+  if (el.head.size) {
+    if (!emb.frozen) k::gemm(true, false, D, V, N, 1.0f, xf_.data(), dlogits.data(), 1.0f, emb.grad(el.head));
+    k::gemm(false, true, N, D, V, 1.0f, dlogits.data(), emb.at(el.head), 0.0f, dxf.data());
+  } else {
+    if (!emb.frozen) k::gemm(true, false, V, D, N, 1.0f, dlogits.data(), xf_.data(), 1.0f, emb.grad(el.tok));
+    k::gemm(false, false, N, D, V, 1.0f, dlogits.data(), emb.at(el.tok), 0.0f, dxf.data());
+  }
+  k::rmsnorm_backward(dxf.data(), x_final_.data(), emb.at(el.lnf_g), rstdf_.data(), dres.data(),
+                      emb.weight_grad(el.lnf_g), N, D);
+  for (int l = d.layers - 1; l >= 0; --l) SAL_TRY(backward_layer(l, B, T, ex, dres));
+  if (emb.frozen) return {};  // the first operator: nothing below it needs a gradient
+  float* dtok = emb.grad(el.tok);
+  for (int n = 0; n < N; ++n) k::axpy(size_t(D), 1.0f, &dres[size_t(n) * D], dtok + size_t(inputs[size_t(n)]) * D);
+  return {};
+}
+
+// The router's gradient: the combine weights' (through the renormalisation), the balancing loss's
+// and the z-loss's, back through the scores to the router logits and on to h2.
+void MoeLlama::backward_router(int l, const std::vector<float>& dw, std::vector<float>& dh2) {
+  const Dims& d = p_.dims;
+  LayerActs& a = acts_[size_t(l)];
+  const int D = d.d, E = d.experts, K = d.top_k, N = int(a.idx.size()) / K;
+  const double aux_scale = a.global_tokens > 0 ? aux_share_ * double(d.aux_weight) * E / a.global_tokens : 0.0;
+  const double z_scale = global_tokens_ > 0 ? 2.0 * double(d.z_loss_weight) / double(global_tokens_) : 0.0;
+  std::vector<float> dscores(size_t(N) * E), dz(size_t(N) * E);
+  for (int t = 0; t < N; ++t) {
+    const float* s = &a.scores[size_t(t) * E];
+    float* ds = &dscores[size_t(t) * E];
+    const float* w = &a.w[size_t(t) * K];
+    const float* g = &dw[size_t(t) * K];
+    double sum = 0, dot = 0;  // the chosen scores' sum; sum_j dw_j w_j
+    for (int j = 0; j < K; ++j) sum += a.chosen[size_t(t) * K + j], dot += double(g[j]) * w[j];
+    // the balancing loss's gradient on the scores (through q = s / sum s for sigmoid scores)
+    if (d.sigmoid_router) {
+      double all = 0, dq_dot_q = 0;
+      for (int e = 0; e < E; ++e) all += s[e];
+      for (int e = 0; e < E; ++e) dq_dot_q += aux_scale * a.f[size_t(e)] * s[e] / all;
+      for (int e = 0; e < E; ++e) ds[e] = float((aux_scale * a.f[size_t(e)] - dq_dot_q) / all);
+    } else {
+      for (int e = 0; e < E; ++e) ds[e] = float(aux_scale * a.f[size_t(e)]);
+    }
+    for (int j = 0; j < K; ++j) {
+      double dc = d.norm_topk && sum > 0 ? (g[j] - dot) / sum : g[j];
+      ds[a.idx[size_t(t) * K + j]] += float(dc);
+    }
+  }
+  if (d.sigmoid_router)
+    for (size_t i = 0; i < dz.size(); ++i) dz[i] = dscores[i] * a.scores[i] * (1.0f - a.scores[i]);
+  else
+    k::softmax_backward(a.scores.data(), dscores.data(), dz.data(), N, E);
+  if (z_scale > 0)  // z-loss: d/dz (lse^2) = 2 lse softmax(z)
+    for (int t = 0; t < N; ++t)
+      for (int e = 0; e < E; ++e) {
+        const size_t i = size_t(t) * E + e;
+        dz[i] += float(z_scale * a.lse[size_t(t)] * std::exp(double(a.z[i] - a.lse[size_t(t)])));
+      }
+  Unit& gate = p_.gate[size_t(l)];
+  auto gl = gate_layout(d);
+  std::vector<float> dh(size_t(N) * D);
+  matmul_backward(a.h2.data(), gate.at(gl.w), dz.data(), gate.weight_grad(gl.w), dh.data(), N, D, E);
+  for (size_t i = 0; i < dh2.size(); ++i) dh2[i] += dh[i];
+}
+
+// dxmid -> dh1 through the output projection, the attention, the rotary positions and the fused
+// projection.
+void MoeLlama::backward_attention(int l, int B, int T, const std::vector<float>& dxmid, std::vector<float>& dh1) {
+  const Dims& d = p_.dims;
+  LayerActs& a = acts_[size_t(l)];
+  const int N = B * T, D = d.d, KV = d.kv(), hd = d.head_dim(), H = d.heads;
+  Unit& u = p_.dense[size_t(l)];
+  auto dl = dense_layout(d);
+  std::vector<float> datt(size_t(N) * D), dfull(size_t(N) * 3 * D);
+  matmul_backward(a.att.data(), u.at(dl.w_o), dxmid.data(), u.weight_grad(dl.w_o), datt.data(), N, D, D);
+  const bool grouped = KV < D;
+  k::attention_backward(datt.data(), grouped ? a.full.data() : a.qkv.data(), a.att_probs.data(), dfull.data(), B, T,
+                        D, H);
+  std::vector<float> dqkv;
+  if (grouped) {
+    dqkv.resize(size_t(N) * (D + 2 * KV));
+    collapse_heads(dfull.data(), dqkv.data(), N, D, KV, hd);
+  } else {
+    dqkv = std::move(dfull);
+  }
+  const float theta = float(d.rope_theta);
+  k::rope_backward(dqkv.data(), N, T, D + 2 * KV, 0, H, hd, theta);
+  k::rope_backward(dqkv.data(), N, T, D + 2 * KV, D, d.kv_heads(), hd, theta);
+  matmul_backward(a.h1.data(), u.at(dl.w_qkv), dqkv.data(), u.weight_grad(dl.w_qkv), dh1.data(), N, D, D + 2 * KV);
+}
+
+// dres: gradient w.r.t. the layer's output stream on entry, w.r.t. its input stream on exit.
+Status MoeLlama::backward_layer(int l, int B, int T, ExpertExchange& ex, std::vector<float>& dres) {
+  const Dims& d = p_.dims;
+  LayerActs& a = acts_[size_t(l)];
+  const int N = B * T, D = d.d, K = d.top_k, S = d.shared_ffn;
+  Unit& u = p_.dense[size_t(l)];
+  auto dl = dense_layout(d);
+  std::vector<float> dh2(size_t(N) * D, 0.0f);
+  if (S > 0)
+    swiglu_mlp_backward(a.h2.data(), u.at(dl.sh_w13), u.at(dl.sh_w2), a.shared_h, dres.data(), u.weight_grad(dl.sh_w13),
+                        u.weight_grad(dl.sh_w2), dh2.data(), N, D, S);
+  // the routed experts' combine: y = sum_j w_j out_j
+  std::vector<float> dw(size_t(N) * K), d_out(size_t(N) * K * D), dx_assign(size_t(N) * K * D);
+  for (int t = 0; t < N; ++t)
+    for (int j = 0; j < K; ++j) {
+      const float* o = &a.out[(size_t(t) * K + j) * D];
+      const float* dy = &dres[size_t(t) * D];
+      double dot = 0;
+      for (int i = 0; i < D; ++i) dot += double(dy[i]) * o[i];
+      dw[size_t(t) * K + j] = float(dot);
+      const float w = a.w[size_t(t) * K + j];
+      float* dst = &d_out[(size_t(t) * K + j) * D];
+      for (int i = 0; i < D; ++i) dst[i] = w * dy[i];
+    }
+  SAL_TRY(ex.backward(l, d_out.data(), dx_assign.data()));
+  for (int t = 0; t < N; ++t)
+    for (int j = 0; j < K; ++j) k::axpy(size_t(D), 1.0f, &dx_assign[(size_t(t) * K + j) * D], &dh2[size_t(t) * D]);
+  backward_router(l, dw, dh2);
+  std::vector<float> dxmid(size_t(N) * D), dh1(size_t(N) * D);
+  k::rmsnorm_backward(dh2.data(), a.xmid.data(), u.at(dl.ln2_g), a.rstd2.data(), dxmid.data(), u.weight_grad(dl.ln2_g),
+                      N, D);
+  for (size_t i = 0; i < dxmid.size(); ++i) dxmid[i] += dres[i];
+  backward_attention(l, B, T, dxmid, dh1);
+  k::rmsnorm_backward(dh1.data(), a.x.data(), u.at(dl.ln1_g), a.rstd1.data(), dres.data(), u.weight_grad(dl.ln1_g), N,
+                      D);
+  for (size_t i = 0; i < dres.size(); ++i) dres[i] += dxmid[i];
+  return {};
+}
+
+Result<StepStats> MoeLlama::loss(const Batch& b, int64_t global_tokens, ExpertExchange& ex) {
+  StepStats stats;
+  const int N = b.sequences * b.seq_len;
+  stats.tokens = N;
+  global_tokens_ = global_tokens;
+  SAL_TRY(forward(b.inputs, b.sequences, b.seq_len, ex, stats));
+  probs_.resize(logits_.size());
+  targets_ = b.targets;
+  stats.ce_sum = k::cross_entropy_forward(logits_.data(), targets_.data(), probs_.data(), N, p_.dims.vocab);
+  return stats;
+}
+
+Result<StepStats> MoeLlama::step(const Batch& b, int64_t global_tokens, ExpertExchange& ex) {
+  auto stats = loss(b, global_tokens, ex);
+  if (!stats) return stats;
+  SAL_TRY(backward(b.inputs, b.sequences, b.seq_len, ex));
+  return stats;
+}
+
+Result<StepStats> MoeLlama::evaluate(const Batch& b, int64_t global_tokens, ExpertExchange& ex) {
+  auto stats = loss(b, global_tokens, ex);
+  if (stats) stats->expert_counts.clear();  // a validation batch's routing is not the job's load
+  return stats;
+}
+
+Result<std::vector<float>> MoeLlama::logits(const std::vector<int32_t>& ids, int B, int T, ExpertExchange& ex) {
+  SAL_TRY(check_tokens(p_.dims, ids, B, T));
+  StepStats stats;
+  global_tokens_ = int64_t(B) * T;
+  SAL_TRY(forward(ids, B, T, ex, stats));
+  return logits_;
+}
+
+}  // namespace sal::model
