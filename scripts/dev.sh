@@ -22,6 +22,7 @@ PACKAGES=(
   libssl-dev  # HTTPS in front of the metrics endpoint (engine/comm/tls_front.h, metrics.tls)
   fortunes  # the default job's training text (/usr/share/games/fortunes)
   chromium libpng-dev  # t0320 renders a run's report.html headless and reads the screenshot
+  python3  # tests/ckpt/hf_import.py: the imported model against a forward pass in plain Python
 )
 
 install_missing() {

@@ -2,7 +2,9 @@
 #include "ckpt/export.h"
 
 #include <cstdio>
+#include <filesystem>
 
+#include "ckpt/hf_config.h"
 #include "core/paths.h"
 #include "kernels/cpu/norm.h"
 #include "model/optimizer.h"
@@ -82,15 +84,31 @@ std::string number(double v) {
   return buf;
 }
 
+// moe-llama: every HF tensor of the buffer `field`, rearranged.
+void append_hf_tensors(const Params& p, std::vector<float> Unit::*field, const std::string& prefix, ExportTensors& out) {
+  for (const HfTensor& t : hf_tensors(p.dims, export_naming(p.dims))) {
+    const Unit* u = find_unit(p, t.unit);
+    if (!u) continue;
+    std::vector<float> values(t.elements());
+    to_hf(t, (u->*field).data(), values.data());
+    out.owned.push_back(std::move(values));
+    out.tensors.push_back({prefix + t.name, t.shape(), nullptr});
+  }
+}
+
 }  // namespace
 
-std::vector<NamedTensor> model_tensors(const Params& p, bool optimizer) {
-  std::vector<NamedTensor> out;
-  append_tensors(p, &Unit::w, "", out);
-  if (optimizer) {
-    append_tensors(p, &Unit::m, "optim.exp_avg.", out);
-    append_tensors(p, &Unit::v, "optim.exp_avg_sq.", out);
+ExportTensors model_tensors(const Params& p, bool optimizer) {
+  ExportTensors out;
+  const std::vector<std::pair<std::vector<float> Unit::*, const char*>> fields =
+      optimizer ? std::vector<std::pair<std::vector<float> Unit::*, const char*>>{
+                      {&Unit::w, ""}, {&Unit::m, "optim.exp_avg."}, {&Unit::v, "optim.exp_avg_sq."}}
+                : std::vector<std::pair<std::vector<float> Unit::*, const char*>>{{&Unit::w, ""}};
+  for (auto [field, prefix] : fields) {
+    if (p.dims.llama()) append_hf_tensors(p, field, prefix, out);
+    else append_tensors(p, field, prefix, out.tensors);
   }
+  for (size_t i = 0; i < out.owned.size(); ++i) out.tensors[i].data = out.owned[i].data();  // every tensor is owned
   return out;
 }
 
@@ -98,6 +116,16 @@ std::map<std::string, std::string> model_metadata(const Manifest& m, bool optimi
   const Dims& d = m.dims;
   // Manifests from before the tokens line: byte-level data is the job's default, and needs vocab 256.
   std::string tokens = !m.tokens.empty() ? m.tokens : d.vocab == 256 ? "bytes" : "uint16";
+  if (d.llama()) {  // the configuration is config.json's
+    std::map<std::string, std::string> meta{{"model", "moe-llama"},
+                                            {"exporter", std::string("salamander ") + SAL_VERSION},
+                                            {"step", std::to_string(m.step)},
+                                            {"tokens", tokens},
+                                            {"layout", "huggingface"},
+                                            {"matrix_layout", "out_in"}};
+    if (optimizer) meta["optimizer"] = "adamw";
+    return meta;
+  }
   std::map<std::string, std::string> meta{
       {"model", "moe-gpt"},
       {"exporter", std::string("salamander ") + SAL_VERSION},
@@ -135,10 +163,16 @@ Result<ExportSummary> export_safetensors(const std::string& path, const std::str
   auto params = load_all(*dir);
   if (!params) return params.error().with_context(*dir + ": an incomplete or damaged checkpoint");
   auto tensors = model_tensors(*params, optimizer);
-  auto bytes = encode_safetensors(tensors, model_metadata(*manifest, optimizer));
+  auto bytes = encode_safetensors(tensors.tensors, model_metadata(*manifest, optimizer));
   if (!bytes) return bytes.error().with_context(*dir);
   SAL_TRY(write_file(out, *bytes));
-  return ExportSummary{*dir, manifest->step, tensors.size(), bytes->size()};
+  ExportSummary sum{*dir, manifest->step, tensors.tensors.size(), bytes->size(), ""};
+  if (params->dims.llama()) {
+    const auto parent = std::filesystem::path(out).parent_path();
+    sum.config = (parent.empty() ? std::filesystem::path("config.json") : parent / "config.json").string();
+    SAL_TRY(write_file(sum.config, hf_config_json(params->dims)));
+  }
+  return sum;
 }
 
 }  // namespace sal::ckpt

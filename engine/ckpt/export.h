@@ -8,6 +8,11 @@
 // layers.L.experts.X.w1 [d,4d], .b1 [4d], .w2 [4d,d], .b2 [d]. A matrix w_* is [in, out]: the
 // engine computes x @ W + b (PyTorch's nn.Linear.weight is its transpose). With the optimizer
 // state, AdamW's moments follow as optim.exp_avg.<name> and optim.exp_avg_sq.<name>.
+//
+// A moe-llama checkpoint is exported in the Hugging Face layout instead (ckpt/hf_layout.h: Mixtral's
+// names where the model is a Mixtral, else the mlp naming), with a config.json written beside the
+// file (ckpt/hf_config.h), so transformers and `salamander import` read it; the moments follow
+// under the same prefixes.
 #pragma once
 
 #include <cstdint>
@@ -20,9 +25,14 @@
 
 namespace sal::ckpt {
 
-// The model's tensors under their exported names, in model order (views into p's units): the
-// weights, then, with `optimizer`, AdamW's first and second moments.
-std::vector<NamedTensor> model_tensors(const Params& p, bool optimizer);
+// The model's tensors under their exported names, in model order: the weights, then, with
+// `optimizer`, AdamW's first and second moments. moe-gpt's are views into p's units; moe-llama's
+// are rearranged into HF's layout and held in `owned`.
+struct ExportTensors {
+  std::vector<NamedTensor> tensors;
+  std::vector<std::vector<float>> owned;
+};
+ExportTensors model_tensors(const Params& p, bool optimizer);
 
 // The `__metadata__` of an export: the model's configuration (the manifest's shape, ffn, heads,
 // top_k, vocab, the token format), the step, and the conventions a reader needs to rebuild it.
@@ -33,10 +43,12 @@ struct ExportSummary {
   uint64_t step = 0;
   size_t tensors = 0;
   size_t bytes = 0;  // of the file
+  std::string config;  // moe-llama: the config.json written beside it
 };
 
 // Resolves `path` (a checkpoint, a complete snapshot, or a run directory: resolve_checkpoint),
-// loads every unit and writes the safetensors file `out`. Fails naming the directory or unit file
+// loads every unit and writes the safetensors file `out` (and, for moe-llama, config.json in its
+// directory). Fails naming the directory or unit file
 // when the checkpoint is not one or is incomplete.
 Result<ExportSummary> export_safetensors(const std::string& path, const std::string& out, bool optimizer);
 

@@ -2,6 +2,8 @@
 #include "ckpt/format.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -112,6 +114,13 @@ bool known_tokens(const std::string& t) { return t == "bytes" || t == "uint16"; 
 
 // A manifest line past the step and the shape: the family, a moe-llama key, or an unknown key.
 Status read_model_key(Dims& d, const std::string& key, const std::string& value) {
+  if (key == "norm_eps") {
+    char* end = nullptr;
+    double v = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || !(v > 0 && v < 1)) return fail("norm_eps: expected a number in (0, 1), got '", value, "'");
+    d.norm_eps = float(v);
+    return {};
+  }
   if (key == "family") {
     auto f = parse_family(value);
     if (!f) return fail("family: expected moe-gpt or moe-llama, got '", value, "'");
@@ -144,6 +153,9 @@ Status write_manifest(const std::string& dir, uint64_t step, size_t units, const
     text += std::string("family ") + family_name(shape.family) + "\n";
     for (auto [key, v] : llama_dims(shape)) text += key + " " + std::to_string(*v) + "\n";
     for (auto [key, v] : llama_flags(shape)) text += key + (*v ? " 1\n" : " 0\n");
+    char eps[32];
+    std::snprintf(eps, sizeof eps, "%.9g", double(shape.norm_eps));
+    text += std::string("norm_eps ") + eps + "\n";
   }
   if (!tokens.empty()) text += "tokens " + tokens + "\n";
   return write_file(dir + "/manifest", text);

@@ -28,6 +28,7 @@ int cmd_export(const Command& cmd, const Parsed& p) {
   }
   std::printf("wrote %s: %zu tensors, %zu bytes, step %llu, from %s\n", out.c_str(), done->tensors, done->bytes,
               (unsigned long long)done->step, done->checkpoint.c_str());
+  if (!done->config.empty()) std::printf("wrote %s (the Hugging Face config)\n", done->config.c_str());
   return 0;
 }
 

@@ -54,7 +54,7 @@ Result<job::ResumeFrom> resume_source(const std::string& path, const job::JobCon
       {"top_k", {m->dims.top_k, job.model.top_k}},      {"seq_len", {m->dims.seq_len, job.model.seq_len}},
       {"vocab", {m->dims.vocab, job.model.vocab}}};
   for (const auto& [key, v] : shape)
-    if (v.first != v.second)
+    if (v.first != v.second && !(m->dims.llama() && std::string(key) == "seq_len"))  // moe-llama has no position table
       return fail("--resume ", dir, ": the checkpoint's model has ", key, " ", v.first, ", the job's model.", key, " is ",
                   v.second);
   // the family and its further shape (grouped-query width, expert widths, the head)

@@ -252,12 +252,25 @@ std::vector<CommandDef> make_table() {
         .synopsis = "export --checkpoint DIR [--format safetensors] [--out FILE] [--optimizer]",
         .summary = "Writes a checkpoint as one portable file: every tensor named (embed.tokens, "
                    "layers.L.attn.w_qkv, layers.L.gate.w, layers.L.experts.X.w1, ...), the model's configuration "
-                   "and step as metadata.",
+                   "and step as metadata. A moe-llama checkpoint is written in the Hugging Face layout (Mixtral's "
+                   "names where it is a Mixtral) with a config.json beside the file, which `import` reads back.",
         .options = {{"--checkpoint", "DIR", kCheckpointHelp},
                     {"--format", "FORMAT", "the file format: safetensors (the only one, and the default)"},
                     {"--out", "FILE", "where to write it (default: model.safetensors in the current directory)"},
                     {"--optimizer", "", "also write AdamW's moments (optim.exp_avg.NAME, optim.exp_avg_sq.NAME)"}}},
        cmd_export},
+      {{.name = "import",
+        .operands = "HF_DIR",
+        .brief = "turn a Hugging Face-style moe-llama checkpoint into one this engine runs from",
+        .synopsis = "import HF_DIR --out DIR",
+        .summary = "Reads HF_DIR/config.json (model_type mixtral, qwen2_moe, olmoe, or what export writes) and "
+                   "model.safetensors (or model.safetensors.index.json and its shards; F32, F16 or BF16) and writes "
+                   "the checkpoint DIR (a manifest and one file per unit) and DIR/job.lua with the model's section "
+                   "filled in: set its data, then `salamander run DIR/job.lua --resume DIR`. A tensor the config "
+                   "does not imply, or one of the wrong shape, is refused by name.",
+        .options = {{"--out", "DIR", "the checkpoint directory to write (required)"}},
+        .max_positional = 1},
+       cmd_import},
       {{.name = "report",
         .operands = "RUN_DIR",
         .brief = "write a run's HTML report; --compare DIR... for several runs",

@@ -38,6 +38,7 @@ struct ModelConfig {
   bool norm_topk = false;      // renormalise the k chosen scores
   double z_loss_weight = 0;    // router z-loss weight
   int64_t rope_theta = 10000;  // rotary embeddings' base
+  double norm_eps = 1e-5;      // RMSNorm's epsilon
 };
 
 // The operator sizes of the model (the shared description in core/model_shape.h).
@@ -67,6 +68,7 @@ inline model::Dims model_dims(const ModelConfig& m) {
   d.norm_topk = m.norm_topk;
   d.z_loss_weight = float(m.z_loss_weight);
   d.rope_theta = int(m.rope_theta);
+  d.norm_eps = float(m.norm_eps);
   return d;
 }
 

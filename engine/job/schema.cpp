@@ -96,6 +96,8 @@ const std::vector<Field>& fields() {
              [](JobConfig& j) -> double& { return j.model.z_loss_weight; }),
       integer("model.rope_theta", 1, 1e9, "moe-llama: the rotary embeddings' base",
               [](JobConfig& j) -> int64_t& { return j.model.rope_theta; }),
+      number("model.norm_eps", 1e-12, 1, "moe-llama: RMSNorm's epsilon",
+             [](JobConfig& j) -> double& { return j.model.norm_eps; }),
       text("data.path", {}, "training text (bytes) or uint16 token file, relative to the job file",
            [](JobConfig& j) -> std::string& { return j.data.path; }),
       text("data.format", {"bytes", "uint16"}, "how data.path is tokenised",
@@ -429,6 +431,7 @@ void family_checks(const JobConfig& j, std::vector<std::string>& errors) {
     only(m.norm_topk != d.norm_topk, "model.norm_topk");
     only(m.z_loss_weight != d.z_loss_weight, "model.z_loss_weight");
     only(m.rope_theta != d.rope_theta, "model.rope_theta");
+    only(m.norm_eps != d.norm_eps, "model.norm_eps");
     return;
   }
   if (m.heads > 0 && m.d_model % m.heads == 0 && (m.d_model / m.heads) % 2 != 0)

@@ -24,6 +24,7 @@ struct Dims : ModelShape {
   bool norm_topk = false;       // the k chosen scores renormalised to sum to 1
   float z_loss_weight = 0.0f;   // router z-loss: mean over tokens of logsumexp(logits)^2, times this
   int rope_theta = 10000;       // rotary embeddings' base
+  float norm_eps = 1e-5f;       // RMSNorm's epsilon (Mixtral's and OLMoE's rms_norm_eps)
 
   int head_dim() const { return d / heads; }
   int kv_heads() const { return kv() / head_dim(); }

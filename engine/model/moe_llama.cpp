@@ -85,7 +85,7 @@ Status MoeLlama::forward(const std::vector<int32_t>& inputs, int B, int T, Exper
   for (int l = 0; l < d.layers; ++l) SAL_TRY(forward_layer(l, B, T, ex, stats));
   xf_.resize(size_t(N) * D);
   rstdf_.resize(size_t(N));
-  k::rmsnorm_forward(x_final_.data(), p_.embedding.at(el.lnf_g), xf_.data(), rstdf_.data(), N, D);
+  k::rmsnorm_forward(x_final_.data(), p_.embedding.at(el.lnf_g), xf_.data(), rstdf_.data(), N, D, d.norm_eps);
   logits_.resize(size_t(N) * V);
   if (el.head.size)
     k::gemm(false, false, N, V, D, 1.0f, xf_.data(), p_.embedding.at(el.head), 0.0f, logits_.data());
@@ -171,7 +171,7 @@ Status MoeLlama::forward_layer(int l, int B, int T, ExpertExchange& ex, StepStat
   auto dl = dense_layout(d);
   a.h1.resize(size_t(N) * D);
   a.rstd1.resize(size_t(N));
-  k::rmsnorm_forward(a.x.data(), u.at(dl.ln1_g), a.h1.data(), a.rstd1.data(), N, D);
+  k::rmsnorm_forward(a.x.data(), u.at(dl.ln1_g), a.h1.data(), a.rstd1.data(), N, D, d.norm_eps);
   a.qkv.resize(size_t(N) * (D + 2 * KV));
   matmul(a.h1.data(), u.at(dl.w_qkv), a.qkv.data(), N, D, D + 2 * KV);
   SAL_TRY(attention_forward(a, B, T));
@@ -180,7 +180,7 @@ Status MoeLlama::forward_layer(int l, int B, int T, ExpertExchange& ex, StepStat
   for (size_t i = 0; i < a.xmid.size(); ++i) a.xmid[i] += a.x[i];
   a.h2.resize(size_t(N) * D);
   a.rstd2.resize(size_t(N));
-  k::rmsnorm_forward(a.xmid.data(), u.at(dl.ln2_g), a.h2.data(), a.rstd2.data(), N, D);
+  k::rmsnorm_forward(a.xmid.data(), u.at(dl.ln2_g), a.h2.data(), a.rstd2.data(), N, D, d.norm_eps);
   SAL_TRY(route(l, a, ex, stats));
   std::vector<float>& next = (l + 1 < d.layers) ? acts_[size_t(l) + 1].x : x_final_;
   next = a.xmid;

@@ -15,12 +15,13 @@ namespace sal::kernels::cpu {
 namespace {
 
 SAL_KERNEL_CLONES
-void rms_forward_rows(const float* x, const float* gamma, float* y, float* rstd, size_t m0, size_t m1, int N) {
+void rms_forward_rows(const float* x, const float* gamma, float* y, float* rstd, size_t m0, size_t m1, int N,
+                      float eps) {
   const float inv_n = 1.0f / float(N);
   for (size_t m = m0; m < m1; ++m) {
     const float* xr = x + m * N;
     float* yr = y + m * N;
-    const float rs = 1.0f / std::sqrt(vm::lane_sum(N, [&](int i) { return xr[i] * xr[i]; }) * inv_n + kRmsNormEps);
+    const float rs = 1.0f / std::sqrt(vm::lane_sum(N, [&](int i) { return xr[i] * xr[i]; }) * inv_n + eps);
     for (int i = 0; i < N; ++i) yr[i] = xr[i] * rs * gamma[i];
     rstd[m] = rs;
   }
@@ -56,10 +57,10 @@ void rms_gain_grad_columns(const float* dy, const float* x, const float* rstd, f
 
 }  // namespace
 
-void rmsnorm_forward(const float* x, const float* gamma, float* y, float* rstd, int M, int N) {
+void rmsnorm_forward(const float* x, const float* gamma, float* y, float* rstd, int M, int N, float eps) {
   if (N <= 0) return;
   detail::parallel_for(size_t(std::max(0, M)), detail::row_grain(N),
-                       [&](size_t m0, size_t m1) { rms_forward_rows(x, gamma, y, rstd, m0, m1, N); });
+                       [&](size_t m0, size_t m1) { rms_forward_rows(x, gamma, y, rstd, m0, m1, N, eps); });
 }
 
 void rmsnorm_backward(const float* dy, const float* x, const float* gamma, const float* rstd, float* dx, float* dgamma,

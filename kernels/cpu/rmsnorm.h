@@ -1,14 +1,12 @@
 // rmsnorm.h — RMSNorm over the last dimension (moe-llama's norm): y = x * rstd * gamma with
-// rstd[m] = 1 / sqrt(mean(x^2) + eps), saved for the backward pass. No mean is subtracted and there
-// is no shift.
+// rstd[m] = 1 / sqrt(mean(x^2) + eps), saved for the backward pass (which needs no eps). No mean is
+// subtracted and there is no shift.
 #pragma once
 
 namespace sal::kernels::cpu {
 
-constexpr float kRmsNormEps = 1e-5f;  // Mixtral's and OLMoE's rms_norm_eps
-
 // x, y [M,N]; gamma [N]; rstd [M].
-void rmsnorm_forward(const float* x, const float* gamma, float* y, float* rstd, int M, int N);
+void rmsnorm_forward(const float* x, const float* gamma, float* y, float* rstd, int M, int N, float eps);
 
 // dx overwritten (it must not alias dy or x); dgamma accumulates, and may be null (a frozen
 // operator wants the input gradient only).

@@ -235,20 +235,6 @@ TEST_CASE("t0505-replayed-routing: a job routes by a recorded trace and records 
                             "model.experts is 8") != std::string::npos);
 }
 
-namespace {
-
-// metrics.csv's validation losses: step -> loss, on the steps that have one.
-std::map<uint64_t, double> validation_losses(const std::string& run_dir) {
-  auto rows = report::read_metrics(run_dir + "/metrics.csv");
-  REQUIRE_MESSAGE(rows.ok(), (rows.ok() ? "" : rows.error().message()));
-  std::map<uint64_t, double> out;
-  for (const auto& r : *rows)
-    if (!std::isnan(r.val_loss)) out[r.step] = r.val_loss;
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("t0506-validation-loss: every train.eval_every steps the held-out loss is measured, falls, and is the same whoever computes it") {
   std::string dir = temp_dir("train");
   std::string job = write_job(dir, "val");

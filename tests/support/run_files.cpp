@@ -49,6 +49,15 @@ std::vector<double> metrics_column(const std::string& run_dir, const std::string
   return out;
 }
 
+std::map<uint64_t, double> validation_losses(const std::string& run_dir) {
+  auto rows = report::read_metrics(run_dir + "/metrics.csv");
+  if (!rows) throw std::runtime_error(rows.error().message());
+  std::map<uint64_t, double> out;
+  for (const auto& r : *rows)
+    if (!std::isnan(r.val_loss)) out[r.step] = r.val_loss;
+  return out;
+}
+
 std::vector<report::EventRow> events(const std::string& run_dir) {
   auto rows = report::read_events(run_dir + "/events.csv", std::nullopt);
   if (!rows) throw std::runtime_error(rows.error().message());

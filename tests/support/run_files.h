@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ nlohmann::json run_json(const std::vector<std::string>& args, const std::string&
 // One column of <run>/metrics.csv ("step", "loss", "workers", ...), one entry per committed step
 // (throws if the file or the column is missing).
 std::vector<double> metrics_column(const std::string& run_dir, const std::string& column);
+// metrics.csv's validation losses: step -> loss, on the steps that have one.
+std::map<uint64_t, double> validation_losses(const std::string& run_dir);
 
 // <run>/events.csv, read by the report's reader (throws if it cannot be read).
 std::vector<report::EventRow> events(const std::string& run_dir);

@@ -1,0 +1,165 @@
+// hf_config.cpp — see hf_config.h.
+#include "ckpt/hf_config.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace sal::ckpt {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kOurType = "salamander_moe_llama";
+
+// The first of `keys` the config has, as a positive integer; `fallback` when none is there (fails
+// when it is required, i.e. fallback < 0).
+Result<int> positive(const json& c, std::initializer_list<const char*> keys, int fallback = -1) {
+  for (const char* k : keys) {
+    if (!c.contains(k) || c[k].is_null()) continue;
+    if (!c[k].is_number_integer() || c[k].get<int64_t>() < 1 || c[k].get<int64_t>() > (int64_t(1) << 30))
+      return fail(k, ": expected a positive integer, got ", c[k].dump());
+    return int(c[k].get<int64_t>());
+  }
+  if (fallback >= 0) return fallback;
+  std::string names;
+  for (const char* k : keys) names += std::string(names.empty() ? "" : " or ") + k;
+  return fail("no ", names);
+}
+
+Result<double> number(const json& c, const char* key, double fallback) {
+  if (!c.contains(key) || c[key].is_null()) return fallback;
+  if (!c[key].is_number()) return fail(key, ": expected a number, got ", c[key].dump());
+  return c[key].get<double>();
+}
+
+Result<bool> flag(const json& c, const char* key, bool fallback) {
+  if (!c.contains(key) || c[key].is_null()) return fallback;
+  if (!c[key].is_boolean()) return fail(key, ": expected true or false, got ", c[key].dump());
+  return c[key].get<bool>();
+}
+
+// What the engine does not build, each named by the key that asks for it.
+Status refuse_unbuilt(const json& c, int d, int heads) {
+  for (const char* k : {"attention_bias", "qkv_bias", "mlp_bias"})
+    if (c.value(k, false) == true) return fail(k, ": true, but moe-llama's projections have no biases");
+  if (c.value("qk_layernorm", false) == true || c.value("use_qk_norm", false) == true)
+    return fail("qk_layernorm: QK-norm is not built in moe-llama");
+  if (c.contains("rope_scaling") && !c["rope_scaling"].is_null())
+    return fail("rope_scaling: scaled rotary positions are not built (plain rope_theta only)");
+  if (c.contains("sliding_window") && !c["sliding_window"].is_null() && c.value("use_sliding_window", true))
+    return fail("sliding_window: windowed attention is not built (the attention is full and causal)");
+  if (c.value("shared_expert_intermediate_size", 0) > 0)
+    return fail("shared_expert_intermediate_size: Qwen-MoE's gated shared expert is not built (moe-llama's shared ",
+                "experts are DeepSeek's: n_shared_experts, ungated)");
+  if (c.contains("head_dim") && c["head_dim"].is_number_integer() && c["head_dim"].get<int>() * heads != d)
+    return fail("head_dim: ", c["head_dim"].get<int>(), ", but moe-llama's head size is hidden_size / ",
+                "num_attention_heads = ", d / heads);
+  return {};
+}
+
+Result<HfModel> parse(const json& c) {
+  HfModel m;
+  if (!c.contains("model_type") || !c["model_type"].is_string()) return fail("model_type: missing");
+  m.model_type = c["model_type"].get<std::string>();
+  const bool mixtral = m.model_type == "mixtral";
+  if (!mixtral && m.model_type != "qwen2_moe" && m.model_type != "olmoe" && m.model_type != kOurType)
+    return fail("model_type: '", m.model_type, "' is not one this engine imports (mixtral, qwen2_moe, olmoe, ", kOurType,
+                ")");
+  Dims& d = m.dims;
+  d.family = ModelFamily::llama;
+  auto take = [](Result<int> r, int& into) -> Status {
+    if (!r) return r.error();
+    into = *r;
+    return {};
+  };
+  SAL_TRY(take(positive(c, {"hidden_size"}), d.d));
+  SAL_TRY(take(positive(c, {"num_hidden_layers"}), d.layers));
+  SAL_TRY(take(positive(c, {"num_attention_heads"}), d.heads));
+  SAL_TRY(refuse_unbuilt(c, d.d, d.heads));
+  if (d.d % d.heads != 0 || (d.d / d.heads) % 2 != 0)
+    return fail("num_attention_heads: ", d.heads, " heads of hidden_size ", d.d, " are not of an even head size");
+  int kv_heads = 0;
+  SAL_TRY(take(positive(c, {"num_key_value_heads"}, d.heads), kv_heads));
+  if (d.heads % kv_heads != 0) return fail("num_key_value_heads: ", kv_heads, " does not divide ", d.heads, " heads");
+  d.kv_dim = d.d / d.heads * kv_heads;
+  SAL_TRY(take(positive(c, {"num_local_experts", "num_experts", "n_routed_experts"}), d.experts));
+  SAL_TRY(take(positive(c, {"num_experts_per_tok"}), d.top_k));
+  if (d.top_k > d.experts) return fail("num_experts_per_tok: ", d.top_k, " is more than the ", d.experts, " experts");
+  SAL_TRY(take(positive(c, mixtral ? std::initializer_list<const char*>{"intermediate_size"}
+                                   : std::initializer_list<const char*>{"moe_intermediate_size", "intermediate_size"}),
+               d.expert_ffn));
+  int shared = 0;
+  SAL_TRY(take(positive(c, {"n_shared_experts"}, 0), shared));
+  d.shared_ffn = shared * d.expert_ffn;
+  SAL_TRY(take(positive(c, {"vocab_size"}), d.vocab));
+  SAL_TRY(take(positive(c, {"max_position_embeddings"}, 4096), d.seq_len));
+  auto theta = number(c, "rope_theta", 10000);
+  auto eps = number(c, "rms_norm_eps", 1e-5);
+  auto aux = number(c, "router_aux_loss_coef", 0.01);
+  auto z = number(c, "router_z_loss_coef", 0);
+  auto tied = flag(c, "tie_word_embeddings", false);
+  auto norm = flag(c, "norm_topk_prob", mixtral);  // Mixtral renormalises always
+  for (const Error* e : {theta ? nullptr : &theta.error(), eps ? nullptr : &eps.error(), aux ? nullptr : &aux.error(),
+                         z ? nullptr : &z.error(), tied ? nullptr : &tied.error(), norm ? nullptr : &norm.error()})
+    if (e) return *e;
+  if (*theta < 1 || *theta > 1e9 || std::floor(*theta) != *theta)
+    return fail("rope_theta: ", *theta, " (a whole number in [1, 1e9] here)");
+  if (!(*eps > 0 && *eps < 1)) return fail("rms_norm_eps: ", *eps, " is not in (0, 1)");
+  d.rope_theta = int(*theta);
+  d.norm_eps = float(*eps);
+  d.aux_weight = float(*aux);
+  d.z_loss_weight = float(*z);
+  d.tied_head = *tied;
+  d.norm_topk = *norm;
+  const std::string scoring = c.value("scoring_func", std::string("softmax"));
+  if (scoring != "softmax" && scoring != "sigmoid") return fail("scoring_func: '", scoring, "' (softmax or sigmoid)");
+  d.sigmoid_router = scoring == "sigmoid";
+  m.naming = mixtral ? HfNaming::mixtral : HfNaming::mlp;
+  if (mixtral && shared > 0) return fail("n_shared_experts: Mixtral has no shared experts");
+  return m;
+}
+
+}  // namespace
+
+Result<HfModel> parse_hf_config(const std::string& text, const std::string& label) {
+  auto c = json::parse(text, nullptr, false);
+  if (c.is_discarded() || !c.is_object()) return fail(label, ": not a JSON object");
+  auto m = parse(c);
+  if (!m) return m.error().with_context(label);
+  return m;
+}
+
+HfNaming export_naming(const Dims& d) {
+  return !d.sigmoid_router && d.norm_topk && d.shared_ffn == 0 ? HfNaming::mixtral : HfNaming::mlp;
+}
+
+std::string hf_config_json(const Dims& d) {
+  const bool mixtral = export_naming(d) == HfNaming::mixtral;
+  json c = json::object();
+  c["model_type"] = mixtral ? "mixtral" : kOurType;
+  if (mixtral) c["architectures"] = {"MixtralForCausalLM"};
+  c["hidden_size"] = d.d;
+  c["num_hidden_layers"] = d.layers;
+  c["num_attention_heads"] = d.heads;
+  c["num_key_value_heads"] = d.kv_heads();
+  c[mixtral ? "num_local_experts" : "n_routed_experts"] = d.experts;
+  c["num_experts_per_tok"] = d.top_k;
+  c[mixtral ? "intermediate_size" : "moe_intermediate_size"] = d.ffn();
+  if (!mixtral) {
+    c["n_shared_experts"] = d.shared_ffn / d.ffn();
+    c["norm_topk_prob"] = d.norm_topk;
+    c["scoring_func"] = d.sigmoid_router ? "sigmoid" : "softmax";
+    c["router_z_loss_coef"] = d.z_loss_weight;
+  }
+  c["vocab_size"] = d.vocab;
+  c["max_position_embeddings"] = d.seq_len;
+  c["rope_theta"] = double(d.rope_theta);
+  c["rms_norm_eps"] = double(d.norm_eps);
+  c["tie_word_embeddings"] = d.tied_head;
+  c["router_aux_loss_coef"] = d.aux_weight;
+  c["hidden_act"] = "silu";
+  c["torch_dtype"] = "float32";
+  return c.dump(2) + "\n";
+}
+
+}  // namespace sal::ckpt

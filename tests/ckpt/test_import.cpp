@@ -1,0 +1,203 @@
+// test_import.cpp — the import side of the Hugging Face layout (engine/ckpt/hf_*.h, import.h,
+// safetensors reading): the layout moves every parameter exactly once and back; configs are read
+// per model_type and what is not built is refused by key; a safetensors file that lies about itself
+// is refused; an import refuses a missing, a misshapen and an unknown tensor by name, and carries
+// the step and the moments of an export. (tests/ckpt/hf_import.py checks the imported model's
+// logits against an independent forward pass.)
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include "ckpt/export.h"
+#include "ckpt/format.h"
+#include "ckpt/hf_config.h"
+#include "ckpt/hf_layout.h"
+#include "ckpt/import.h"
+#include "ckpt/safetensors.h"
+#include "core/paths.h"
+
+using namespace sal;
+using namespace sal::ckpt;
+
+namespace {
+
+model::Dims llama_dims() {
+  model::Dims d;
+  d.family = ModelFamily::llama;
+  d.layers = 2, d.d = 8, d.heads = 2, d.kv_dim = 4, d.experts = 3, d.top_k = 2, d.seq_len = 5, d.vocab = 11;
+  d.expert_ffn = 6, d.shared_ffn = 6, d.tied_head = false;
+  return d;
+}
+
+std::string import_dir(const std::string& tag) {
+  std::string dir = std::filesystem::temp_directory_path().string() + "/sal-import-" + tag + "-" +
+                    std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// A checkpoint of random weights and moments at `step`, exported (with moments) into dir/hf.
+model::Params export_random(const std::string& dir, const model::Dims& d, uint64_t step) {
+  auto p = model::Params::create(d, 3, model::Params::all_experts(d));
+  std::mt19937 rng(4);
+  std::normal_distribution<float> n(0, 1);
+  for (model::Unit* u : p.units())
+    for (auto* v : {&u->m, &u->v})
+      for (float& x : *v) x = n(rng);
+  std::filesystem::create_directories(dir + "/ckpt");
+  for (model::Unit* u : p.units()) REQUIRE(write_unit(dir + "/ckpt", *u, step).ok());
+  REQUIRE(write_manifest(dir + "/ckpt", step, p.units().size(), d, "uint16").ok());
+  std::filesystem::create_directories(dir + "/hf");
+  auto done = export_safetensors(dir + "/ckpt", dir + "/hf/model.safetensors", true);
+  REQUIRE(done.ok());
+  return p;
+}
+
+// Rewrites dir/hf/model.safetensors with `edit` applied to its tensors (name -> values, shape).
+void rewrite(const std::string& dir, const std::function<void(std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>&)>& edit) {
+  auto f = SafetensorsFile::read(dir + "/hf/model.safetensors");
+  REQUIRE(f.ok());
+  std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>> t;
+  for (const auto& [name, st] : f->tensors()) t[name] = {st.shape, *f->floats(name)};
+  edit(t);
+  std::vector<NamedTensor> out;
+  for (auto& [name, v] : t) out.push_back({name, v.first, v.second.data()});
+  auto bytes = encode_safetensors(out, f->metadata());
+  REQUIRE(bytes.ok());
+  REQUIRE(write_file(dir + "/hf/model.safetensors", *bytes).ok());
+}
+
+}  // namespace
+
+TEST_CASE("the HF layout places every parameter of every unit exactly once, and back") {
+  for (HfNaming naming : {HfNaming::mixtral, HfNaming::mlp}) {
+    auto d = llama_dims();
+    if (naming == HfNaming::mixtral) d.shared_ffn = 0;
+    std::map<UnitKind, std::vector<int>> hits;
+    for (UnitKind k : {UnitKind::embedding, UnitKind::dense, UnitKind::gate, UnitKind::expert})
+      hits[k].assign(unit_size(d, k), 0);
+    std::set<std::string> names;
+    for (const HfTensor& t : hf_tensors(d, naming)) {
+      CHECK(names.insert(t.name).second);
+      std::vector<float> marks(unit_size(d, t.unit.kind), 0.0f), out(t.elements());
+      for (size_t i = 0; i < marks.size(); ++i) marks[i] = float(i);
+      to_hf(t, marks.data(), out.data());
+      if (t.unit.layer <= 0 && t.unit.expert <= 0)  // one unit of each kind: the first
+        for (float v : out) ++hits[t.unit.kind][size_t(v)];
+      std::vector<float> back(marks.size(), -1.0f);
+      from_hf(t, out.data(), back.data());
+      for (float v : out) CHECK(back[size_t(v)] == v);
+    }
+    for (auto& [kind, h] : hits) {
+      CAPTURE(unit_kind_name(kind));
+      CHECK(std::all_of(h.begin(), h.end(), [](int n) { return n == 1; }));
+    }
+  }
+  auto d = llama_dims();
+  auto t = hf_tensors(d, HfNaming::mlp);
+  auto k = std::find_if(t.begin(), t.end(), [](const HfTensor& x) { return x.name == "model.layers.1.self_attn.k_proj.weight"; });
+  REQUIRE(k != t.end());
+  CHECK(k->shape() == std::vector<int64_t>{4, 8});  // [kv, d]: nn.Linear's [out, in]
+}
+
+TEST_CASE("configs: per model_type, and what is not built is refused by key") {
+  auto mixtral = parse_hf_config(R"({"model_type": "mixtral", "hidden_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 8, "num_experts_per_tok": 2,
+      "intermediate_size": 96, "vocab_size": 1000, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6})", "c.json");
+  REQUIRE(mixtral.ok());
+  CHECK(mixtral->naming == HfNaming::mixtral);
+  CHECK(mixtral->dims.kv() == 32);
+  CHECK(mixtral->dims.ffn() == 96);
+  CHECK(mixtral->dims.norm_topk);  // Mixtral renormalises its top-k
+  CHECK(mixtral->dims.rope_theta == 1000000);
+  CHECK(mixtral->dims.norm_eps == doctest::Approx(1e-6));
+  auto qwen = parse_hf_config(R"({"model_type": "qwen2_moe", "hidden_size": 64, "num_hidden_layers": 1,
+      "num_attention_heads": 4, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+      "intermediate_size": 256, "vocab_size": 1000})", "q.json");
+  REQUIRE(qwen.ok());
+  CHECK(qwen->naming == HfNaming::mlp);
+  CHECK(qwen->dims.ffn() == 32);
+  CHECK_FALSE(qwen->dims.norm_topk);
+  const std::string base = R"("hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
+      "num_local_experts": 8, "num_experts_per_tok": 2, "intermediate_size": 32, "vocab_size": 100)";
+  for (auto [extra, key] : {std::pair{R"("model_type": "llama")", "model_type"},
+                            std::pair{R"("model_type": "mixtral", "attention_bias": true)", "attention_bias"},
+                            std::pair{R"("model_type": "mixtral", "head_dim": 32)", "head_dim"},
+                            std::pair{R"("model_type": "mixtral", "num_key_value_heads": 3)", "num_key_value_heads"},
+                            std::pair{R"("model_type": "mixtral", "rope_scaling": {"type": "yarn"})", "rope_scaling"},
+                            std::pair{R"("model_type": "qwen2_moe", "shared_expert_intermediate_size": 64)",
+                                      "shared_expert_intermediate_size"},
+                            std::pair{R"("model_type": "mixtral", "rms_norm_eps": "small")", "rms_norm_eps"}}) {
+    auto r = parse_hf_config("{" + std::string(extra) + ", " + base + "}", "bad.json");
+    CAPTURE(extra);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message().find("bad.json") != std::string::npos);
+    CHECK(r.error().message().find(key) != std::string::npos);
+  }
+  CHECK_FALSE(parse_hf_config(R"({"model_type": "mixtral"})", "x").ok());  // no sizes
+}
+
+TEST_CASE("a safetensors file that lies about itself is refused") {
+  float v[4] = {1, 2, 3, 4};
+  auto good = encode_safetensors({{"a", {2, 2}, v}}, {});
+  REQUIRE(good.ok());
+  CHECK(SafetensorsFile::parse(*good, "f").ok());
+  CHECK_FALSE(SafetensorsFile::parse(good->substr(0, good->size() - 1), "f").ok());  // data cut short
+  CHECK_FALSE(SafetensorsFile::parse(good->substr(0, 6), "f").ok());
+  std::string lie = *good;
+  lie.replace(lie.find("F32"), 3, "I64");
+  auto r = SafetensorsFile::parse(lie, "f");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message().find("I64") != std::string::npos);
+  uint16_t bf[2] = {0x3f80, 0xc000};  // 1.0 and -2.0 in bfloat16
+  std::string h = R"({"b":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})";
+  std::string file(8, '\0');
+  file[0] = char(h.size());
+  file += h + std::string(reinterpret_cast<const char*>(bf), 4);
+  auto b = SafetensorsFile::parse(file, "b");
+  REQUIRE(b.ok());
+  CHECK(*b->floats("b") == std::vector<float>{1.0f, -2.0f});
+}
+
+TEST_CASE("import: an export comes back with its step and moments, and missing, misshapen and unknown tensors are refused by name") {
+  const std::string dir = import_dir("round");
+  auto d = llama_dims();
+  auto p = export_random(dir, d, 7);
+  REQUIRE(path_exists(dir + "/hf/config.json"));
+  auto done = import_hf(dir + "/hf", dir + "/back");
+  REQUIRE(done.ok());
+  CHECK(done->step == 7);
+  CHECK(done->moments);
+  auto back = load_all(dir + "/back");
+  REQUIRE(back.ok());
+  auto a = p.units(), b = back->units();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(a[i]->id.name());
+    CHECK(a[i]->w == b[i]->w);
+    CHECK(a[i]->m == b[i]->m);
+    CHECK(a[i]->v == b[i]->v);
+  }
+  CHECK(path_exists(dir + "/back/job.lua"));
+
+  auto refused = [&](auto edit, const std::string& needle) {
+    export_random(dir, d, 7);
+    rewrite(dir, edit);
+    auto r = import_hf(dir + "/hf", dir + "/bad");
+    REQUIRE_FALSE(r.ok());
+    CAPTURE(r.error().message());
+    CHECK(r.error().message().find(needle) != std::string::npos);
+  };
+  using Map = std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>;
+  refused([](Map& t) { t.erase("model.layers.1.mlp.experts.2.down_proj.weight"); },
+          "model.layers.1.mlp.experts.2.down_proj.weight");
+  refused([](Map& t) { t["model.norm.weight"] = {{9}, std::vector<float>(9, 1.0f)}; }, "model.norm.weight is [9]");
+  refused([](Map& t) { t["model.layers.0.self_attn.q_norm.weight"] = {{4}, std::vector<float>(4, 1.0f)}; },
+          "model.layers.0.self_attn.q_norm.weight is not a tensor");
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,69 @@
+// t0560_llama.cpp — the moe-llama family through the resilience features with real processes:
+// grouped-query attention, a shared expert, a sigmoid router with renormalised top-k and an untied
+// head, on six nodes. Every holder of an expert is killed: the window of sparse snapshots in peers'
+// memory restores it (frozen replay of the family's units), no committed step is lost, and the
+// weights end as a fault-free run's bit for bit; the validation loss falls. One node lost every ten
+// steps until half are gone: no step lost, no restore.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "support/mesh_harness.h"
+#include "support/run_files.h"
+
+using namespace sal;
+using namespace sal::test;
+
+namespace {
+
+// health = 'ignore': runs compared bit for bit need the same decisions (t0550 says why).
+std::string write_llama_job(const std::string& dir, int nodes, const std::string& mesh = "") {
+  std::string path = dir + "/llama.lua";
+  std::ofstream(path)
+      << "return {\n  name = 'llama',\n"
+      << "  model = { kind = 'moe-llama', layers = 2, d_model = 32, heads = 4, kv_heads = 2, experts = 8, top_k = 2,\n"
+      << "            expert_ffn = 32, shared_experts = 1, router = 'sigmoid', norm_topk = true, z_loss_weight = 0.001,\n"
+      << "            tied_head = false, seq_len = 16 },\n"
+      << "  data = { path = '" SAL_SOURCE_DIR "/docs', validation = 0.1 },\n"
+      << "  train = { batch = 8, lr = 1e-2, warmup = 5, rebalance_every = 0, checkpoint_every = 0, eval_every = 10 },\n"
+      << "  mesh = { nodes = " << nodes << mesh << " },\n"
+      << "  policies = { slots = 4, checkpoint = '" SAL_SOURCE_DIR "/tests/policies/quarters.lua', health = 'ignore' },\n}\n";
+  return path;
+}
+
+std::string test_drill(const std::string& name) { return std::string(SAL_SOURCE_DIR) + "/tests/drills/" + name; }
+
+}  // namespace
+
+TEST_CASE("t0560-llama-lose-expert: every holder of a moe-llama expert killed, restored from peers' memory, 0 steps lost, the weights a fault-free run's bit for bit") {
+  std::string dir = temp_dir("llama");
+  std::string job = write_llama_job(dir, 6, ", join_batch_ms = 600000");
+  auto j = run_json({bin(), "run", job, "--drill", test_drill("lose_expert_peers.lua"), "--json", "--out", dir + "/run"},
+                    dir + "/run.out", 180000);
+  run_json({bin(), "run", job, "--steps", "130", "--json", "--out", dir + "/plain"}, dir + "/plain.out", 120000);
+  CHECK(j["steps"] == 130);
+  CHECK(j["restores"] == 1);
+  CHECK(j["lost_steps"] == 0);
+  REQUIRE(j["recoveries"].size() == 1);
+  CHECK(j["recoveries"][0]["source"] == "peers");
+  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  auto val = validation_losses(dir + "/run");
+  REQUIRE(val.size() == 13);  // steps 0, 10, ..., 120
+  CHECK(val.at(120) < val.at(0) - 0.5);
+  auto d = weight_distance(dir + "/plain/checkpoint", dir + "/run/checkpoint");
+  CHECK(d.units == 1 + 2 * (2 + 8));
+  CHECK(d.elementwise == 0);
+}
+
+TEST_CASE("t0561-llama-one-every-n: a moe-llama job loses a node every ten steps until half are gone, with no step lost and no restore") {
+  std::string dir = temp_dir("llama");
+  std::string job = write_llama_job(dir, 6);
+  auto j = run_json({bin(), "run", job, "--drill", SAL_SOURCE_DIR "/scripts/drills/one_every_n.lua", "--drill-arg",
+                     "every=10,nodes=6", "--json", "--out", dir + "/run"},
+                    dir + "/run.out", 180000);
+  CHECK(j["steps"] == 40);
+  CHECK(j["lost_steps"] == 0);
+  CHECK(j["restores"] == 0);
+  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  CHECK(metrics_column(dir + "/run", "workers").back() == 3);
+}
