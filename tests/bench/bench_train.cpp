@@ -1,5 +1,6 @@
-// bench_train.cpp — CPU training-step throughput of moe-gpt against its peer, the same architecture
-// in eager PyTorch (tests/bench/torch_moe_gpt.py, run as a subprocess with Debian's /usr/bin/python3),
+// bench_train.cpp — CPU training-step throughput of each model family against its peer, the same
+// architecture in eager PyTorch (tests/bench/torch_moe_gpt.py, torch_moe_llama.py for --config llama;
+// run as a subprocess with Debian's /usr/bin/python3),
 // on the same machine, the same threads, the same shapes and the same optimizer (docs/performance.md target:
 // ours >= PyTorch eager). One step = fresh batch, forward, backward, global-norm clip, AdamW; each
 // side runs kWarmupSteps untimed steps and then --steps timed ones, all experts in one process
@@ -15,7 +16,7 @@
 //     defaults: 2 threads, 20 steps, /usr/share/games/fortunes (else the repo's docs/), 1 repeat.
 //     --repeat R runs the two sides alternately R times per config and keeps each side's best run:
 //     on a shared machine other processes only ever slow a run down, so the best is the cleanest.
-//     --config quickstart|larger runs one configuration only (default: both).
+//     --config quickstart|larger|llama runs one configuration only (default: all).
 //     --digest-every N digests every unit (weights and moments, core/digest.h) every N steps before the
 //     step, as a worker does for its vote (train.digest_every; default 1; 0: none): the "digest"
 //     column of the phase table is its cost.
@@ -29,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,7 +41,7 @@
 #include "kernels/cpu/ops.h"
 #include "model/data.h"
 #include "model/local_exchange.h"
-#include "model/moe_gpt.h"
+#include "model/model.h"
 #include "model/optimizer.h"
 #include "model/params.h"
 #include "model_configs.h"
@@ -129,7 +131,7 @@ Options parse_args(int argc, char** argv) {
 // Our training state: weights, the model, its in-process exchange, the optimizer settings.
 struct Trainer {
   Params params;
-  MoeGpt model;
+  std::unique_ptr<Model> model;
   LocalExchange exchange;
   OptimConfig optim;
   int batch;
@@ -137,8 +139,9 @@ struct Trainer {
   int64_t updates = 0;
   uint64_t digests = 0;  // folded together, so the compiler cannot drop them
 
-  Trainer(const Config& c, int every) : params(Params::create(c.dims, kSeed, Params::all_experts(c.dims))), model(params),
-                                        exchange(params), batch(c.batch), digest_every(every) {}
+  Trainer(const Config& c, int every)
+      : params(Params::create(c.dims, kSeed, Params::all_experts(c.dims))), model(make_model(params)), exchange(params),
+        batch(c.batch), digest_every(every) {}
 
   // Every unit's digest, as a worker takes them for its vote (runtime/trainer_digests.cpp).
   void digest_units() {
@@ -159,7 +162,7 @@ struct Trainer {
     Batch b = make_batch(corpus, kSeed, uint64_t(updates), 0, batch, params.dims.seq_len);
     const int64_t tokens = int64_t(batch) * params.dims.seq_len;
     const auto t1 = Clock::now();
-    auto stats = model.step(b, tokens, exchange);
+    auto stats = model->step(b, tokens, exchange);
     if (!stats) die("model step: " + stats.error().message());
     const auto t2 = Clock::now();
     double sq = 0;
@@ -200,6 +203,15 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
+// moe-llama's further shape, in torch_moe_llama.py's options.
+std::string llama_args(const Dims& d) {
+  char args[256];
+  std::snprintf(args, sizeof args, " --kv-heads %d --ffn %d --shared %d --router %s --z-loss %.9g --rope-theta %d%s%s",
+                d.kv_heads(), d.ffn(), d.shared_ffn / d.ffn(), d.sigmoid_router ? "sigmoid" : "softmax",
+                double(d.z_loss_weight), d.rope_theta, d.norm_topk ? " --norm-topk" : "", d.tied_head ? " --tied" : "");
+  return args;
+}
+
 std::string torch_command(const Config& c, const Options& o) {
   const Dims& d = c.dims;
   const OptimConfig opt;  // the same schedule as ours
@@ -209,8 +221,10 @@ std::string torch_command(const Config& c, const Options& o) {
                 " --steps %d --warmup %d --seed %llu --lr %.17g --lr-warmup %lld --lr-total %lld",
                 d.layers, d.d, d.heads, d.experts, d.top_k, d.seq_len, c.batch, o.threads, o.steps, kWarmupSteps,
                 (unsigned long long)kSeed, opt.lr, (long long)opt.warmup, (long long)opt.total_steps);
-  const std::string script = std::string(SAL_SOURCE_DIR) + "/tests/bench/torch_moe_gpt.py";
-  return std::string(kPython) + " " + shell_quote(script) + args + " --data " + shell_quote(o.data) + " 2>&1";
+  const std::string script =
+      std::string(SAL_SOURCE_DIR) + (d.llama() ? "/tests/bench/torch_moe_llama.py" : "/tests/bench/torch_moe_gpt.py");
+  return std::string(kPython) + " " + shell_quote(script) + args + (d.llama() ? llama_args(d) : "") + " --data " +
+         shell_quote(o.data) + " 2>&1";
 }
 
 // The last non-empty line of a subprocess's output (its error, when it failed).
@@ -280,7 +294,7 @@ std::vector<Config> selected(const Options& o) {
   std::vector<Config> out;
   for (const Config& c : configs())
     if (o.only.empty() || o.only == c.name) out.push_back(c);
-  if (out.empty()) die("unknown --config " + o.only + " (quickstart or larger)");
+  if (out.empty()) die("unknown --config " + o.only + " (quickstart, larger or llama)");
   return out;
 }
 

@@ -14,7 +14,7 @@
 
 #include "model/data.h"
 #include "model/local_exchange.h"
-#include "model/moe_gpt.h"
+#include "model/model.h"
 #include "model/optimizer.h"
 #include "model/params.h"
 
@@ -24,9 +24,9 @@ namespace sal::bench {
 inline double forward_backward(model::Params& p, const model::Corpus& c, int batch, int s) {
   model::Batch b = model::make_batch(c, 1, uint64_t(s), 0, batch, p.dims.seq_len);
   model::LocalExchange ex(p);
-  model::MoeGpt m(p);
+  auto m = model::make_model(p);
   p.zero_grads();
-  auto st = m.step(b, int64_t(batch) * p.dims.seq_len, ex);
+  auto st = m->step(b, int64_t(batch) * p.dims.seq_len, ex);
   if (!st) {
     std::fprintf(stderr, "benchmark step %d: %s\n", s, st.error().message().c_str());
     std::exit(1);
