@@ -36,6 +36,7 @@ int policy_spare(const Command& cmd, const Parsed& p);
 int policy_window(const Command& cmd, const Parsed& p);
 int cmd_sample(const Command& cmd, const Parsed& p);
 int cmd_export(const Command& cmd, const Parsed& p);
+int cmd_data_prepare(const Command& cmd, const Parsed& p);
 int cmd_report(const Command& cmd, const Parsed& p);
 int sim_scenario(const Command& cmd, const Parsed& p);
 int sim_fit(const Command& cmd, const Parsed& p);
