@@ -232,16 +232,21 @@ std::vector<CommandDef> make_table() {
        policy_window},
       {{.name = "sample",
         .brief = "print what a trained model writes after a prompt (--logits: its logits)",
-        .synopsis = "sample --checkpoint DIR [--prompt TEXT] [--bytes N] [--temperature T] [--seed S] | "
-                    "sample --checkpoint DIR --logits IDS",
-        .summary = "Prints what a trained byte-level model writes after a prompt, or with --logits the model's "
-                   "logits for token ids as JSON.",
+        .synopsis = "sample --checkpoint DIR [--prompt TEXT] [--bytes N] [--temperature T] [--seed S] "
+                    "[--tokenizer SPM.model] | sample --checkpoint DIR --logits IDS",
+        .summary = "Prints what a trained model writes after a prompt, or with --logits the model's logits for "
+                   "token ids as JSON. A byte-level model reads and writes bytes; a model of token ids reads and "
+                   "writes text through its sentencepiece tokenizer: --tokenizer, else the data.tokenizer of the "
+                   "job its run recorded (RUN_DIR/journal.jsonl).",
         .options = {{"--checkpoint", "DIR", kCheckpointHelp},
                     {"--prompt", "TEXT", "the text to continue (default: a newline)"},
-                    {"--bytes", "N", "bytes to generate (default 200)"},
-                    {"--temperature", "T", "sampling temperature; 0 takes the most likely byte (default 0.8)"},
+                    {"--bytes", "N", "bytes to generate, or tokens with a tokenizer (default 200)"},
+                    {"--temperature", "T", "sampling temperature; 0 takes the most likely token (default 0.8)"},
                     {"--seed", "S", "random seed (default 1)"},
-                    {"--score", "FILE", "also print the model's loss (nats per byte) on the text in FILE"},
+                    {"--tokenizer", "SPM.model",
+                     "the sentencepiece model that made the training ids (default: the run's job's data.tokenizer)"},
+                    {"--score", "FILE",
+                     "also print the model's loss on the text in FILE (nats per byte, or per token with a tokenizer)"},
                     {"--logits", "IDS",
                      "print the logits [sequences][positions][vocab] for the token ids IDS as JSON instead: "
                      "comma-separated ids, ';' between sequences of one length (at most seq_len), e.g. "
