@@ -20,6 +20,7 @@ PACKAGES=(
   prometheus-cpp-dev  # the controller's Prometheus endpoint (metrics.bind)
   libsodium-dev  # the sparse snapshot slices' keyed MAC (engine/ckpt/slice_mac.h)
   libssl-dev  # HTTPS in front of the metrics endpoint (engine/comm/tls_front.h, metrics.tls)
+  libsentencepiece-dev  # tokenizers: salamander data prepare and sample (engine/tokens/tokenizer.h)
   fortunes  # the default job's training text (/usr/share/games/fortunes)
   chromium libpng-dev  # t0320 renders a run's report.html headless and reads the screenshot
   python3  # tests/ckpt/hf_import.py: the imported model against a forward pass in plain Python

@@ -110,7 +110,7 @@ std::vector<std::pair<std::string, bool*>> llama_flags(Dims& d) {
 }
 
 // The token formats a manifest's tokens line may name (the job schema's data.format values).
-bool known_tokens(const std::string& t) { return t == "bytes" || t == "uint16"; }
+bool known_tokens(const std::string& t) { return t == "bytes" || t == "uint16" || t == "uint32"; }
 
 // A manifest line past the step and the shape: the family, a moe-llama key, or an unknown key.
 Status read_model_key(Dims& d, const std::string& key, const std::string& value) {
@@ -170,7 +170,7 @@ Result<Manifest> read_manifest(const std::string& dir) {
     auto w = words(line);
     if (w.size() != 2) return fail(dir, "/manifest:", n, ": expected 'key value', got '", line, "'");
     if (w[0] == "tokens") {
-      if (!known_tokens(w[1])) return fail(dir, "/manifest:", n, ": tokens: expected bytes or uint16, got '", w[1], "'");
+      if (!known_tokens(w[1])) return fail(dir, "/manifest:", n, ": tokens: expected bytes, uint16 or uint32, got '", w[1], "'");
       m.tokens = w[1];
       continue;
     }

@@ -29,14 +29,14 @@ Status write_unit(const std::string& dir, const Unit& u, uint64_t step);
 Result<Unit> read_unit(const std::string& path, const Dims& dims, uint64_t* step = nullptr);
 
 // The manifest: "step <n>", "units <count>", the model's shape ("layers 2", "d_model 64", ...) and
-// how its token ids were made ("tokens bytes" or "tokens uint16": the job's data.format), one per
+// how its token ids were made ("tokens bytes", "tokens uint16" or "tokens uint32": the job's data.format), one per
 // line. Written last, so a checkpoint without one is incomplete. Manifests written before the
 // tokens line existed have none: `tokens` is then empty.
 struct Manifest {
   uint64_t step = 0;
   size_t units = 0;
   Dims dims;
-  std::string tokens;  // "bytes", "uint16", or "" (not recorded)
+  std::string tokens;  // "bytes", "uint16", "uint32", or "" (not recorded)
 };
 Status write_manifest(const std::string& dir, uint64_t step, size_t units, const Dims& dims,
                       const std::string& tokens = "");

@@ -2,6 +2,8 @@
 // leaves in <run>/checkpoint, a complete snapshot, or a run directory's newest) into this process
 // and prints the model's continuation of a prompt — or, with --logits, the logits of given token ids
 // as JSON (what an exported copy of the model must reproduce; tests/ckpt/torch_export.py checks it).
+// A model of token ids samples through its sentencepiece tokenizer (--tokenizer, else the
+// data.tokenizer of the job its run's journal recorded); a byte-level model reads and writes bytes.
 #include <cstdio>
 #include <cstdlib>
 
@@ -9,12 +11,14 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/resume_job.h"
 #include "ckpt/format.h"
 #include "core/paths.h"
 #include "core/strings.h"
 #include "model/local_exchange.h"
 #include "model/model.h"
 #include "model/sample.h"
+#include "tokens/tokenizer.h"
 
 namespace sal::cli {
 namespace {
@@ -66,7 +70,64 @@ int print_logits(model::Params& params, const std::string& dir, uint64_t step, c
   return 0;
 }
 
+// The tokenizer the model's ids came from: --tokenizer, else the data.tokenizer of the job recorded
+// beside the checkpoint (none for byte-level data, or without a journal).
+Result<std::optional<tokens::Tokenizer>> tokenizer_of(const Parsed& p, const std::string& checkpoint) {
+  std::string path = p.get_or("--tokenizer", "");
+  if (path.empty()) {
+    auto run = job_to_resume({.path = checkpoint});
+    if (!run || run->job.data.tokenizer.empty()) return std::optional<tokens::Tokenizer>();
+    path = job::resolve_path(run->job, run->job.data.tokenizer);
+  }
+  auto t = tokens::Tokenizer::load(path);
+  if (!t) return t.error();
+  return std::optional<tokens::Tokenizer>(std::move(*t));
+}
+
+// The text the drawn ids add after the prompt's: decoded with the prompt, so that pieces joining
+// across the seam decode as they would in one text.
+Result<std::string> continuation(const tokens::Tokenizer& t, const std::vector<uint32_t>& prompt,
+                                 const std::vector<int32_t>& drawn) {
+  std::vector<uint32_t> all = prompt;
+  all.insert(all.end(), drawn.begin(), drawn.end());
+  auto whole = t.decode(all), head = t.decode(prompt);
+  if (!whole || !head) return !whole ? whole.error() : head.error();
+  if (whole->compare(0, head->size(), *head) == 0) return whole->substr(head->size());
+  return t.decode(std::vector<uint32_t>(drawn.begin(), drawn.end()));
+}
+
+// Ids as the model takes them.
+std::vector<int32_t> model_ids(const std::vector<uint32_t>& ids) { return {ids.begin(), ids.end()}; }
+
+int print_token_sample(model::Params& params, const Parsed& p, const model::SampleOptions& o,
+                       const tokens::Tokenizer& t, const std::string& manifest_tokens) {
+  if (manifest_tokens == "bytes")
+    return fail_with(fail("tokenizer ", t.source(), ": this model was trained on bytes (its manifest says tokens bytes)"));
+  if (t.vocab() > params.dims.vocab)
+    return fail_with(fail("tokenizer ", t.source(), " has ", t.vocab(), " pieces, more than the model's vocabulary of ",
+                          params.dims.vocab, ": it is not the tokenizer the model was trained with"));
+  if (auto file = p.get("--score")) {
+    auto text = read_file(*file);
+    auto ids = text ? t.encode(*text) : Result<std::vector<uint32_t>>(text.error());
+    auto loss = ids ? model::ids_loss(params, model_ids(*ids)) : Result<double>(ids.error());
+    if (!loss) return fail_with(loss.error().with_context("--score " + *file));
+    std::fprintf(stderr, "loss on %s: %.4f nats/token\n", file->c_str(), *loss);
+  }
+  auto prompt = t.encode(o.prompt);
+  if (prompt && prompt->empty()) return fail_with(fail("the prompt encodes to no tokens (give some text)"));
+  auto drawn = prompt ? model::sample_ids(params, model_ids(*prompt), o.bytes, o, t.vocab())
+                      : Result<std::vector<int32_t>>(prompt.error());
+  auto text = drawn ? continuation(t, *prompt, *drawn) : Result<std::string>(drawn.error());
+  if (!text) return fail_with(text.error());
+  std::printf("%s%s\n", o.prompt.c_str(), text->c_str());
+  return 0;
+}
+
 int print_sample(model::Params& params, const Parsed& p, const model::SampleOptions& o) {
+  if (params.dims.vocab != 256)
+    return fail_with(fail("this model reads token ids (vocab ", params.dims.vocab, ") and no tokenizer says how text ",
+                          "maps to them: give --tokenizer SPM.model (the job's data.tokenizer, when its run recorded "
+                          "one, is read by itself)"));
   if (auto file = p.get("--score")) {
     auto text = read_file(*file);
     auto loss = text ? model::text_loss(params, *text) : Result<double>(text.error());
@@ -103,6 +164,9 @@ int cmd_sample(const Command& cmd, const Parsed& p) {
   auto params = manifest ? ckpt::load_all(*dir) : Result<model::Params>(manifest.error());
   if (!params) return fail_with(params.error());
   if (auto ids = p.get("--logits")) return print_logits(*params, *dir, manifest->step, *ids);
+  auto tok = tokenizer_of(p, named);
+  if (!tok) return fail_with(tok.error());
+  if (*tok) return print_token_sample(*params, p, o, **tok, manifest->tokens);
   return print_sample(*params, p, o);
 }
 

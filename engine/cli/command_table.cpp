@@ -232,21 +232,55 @@ std::vector<CommandDef> make_table() {
        policy_window},
       {{.name = "sample",
         .brief = "print what a trained model writes after a prompt (--logits: its logits)",
-        .synopsis = "sample --checkpoint DIR [--prompt TEXT] [--bytes N] [--temperature T] [--seed S] | "
-                    "sample --checkpoint DIR --logits IDS",
-        .summary = "Prints what a trained byte-level model writes after a prompt, or with --logits the model's "
-                   "logits for token ids as JSON.",
+        .synopsis = "sample --checkpoint DIR [--prompt TEXT] [--bytes N] [--temperature T] [--seed S] "
+                    "[--tokenizer SPM.model] | sample --checkpoint DIR --logits IDS",
+        .summary = "Prints what a trained model writes after a prompt, or with --logits the model's logits for "
+                   "token ids as JSON. A byte-level model reads and writes bytes; a model of token ids reads and "
+                   "writes text through its sentencepiece tokenizer: --tokenizer, else the data.tokenizer of the "
+                   "job its run recorded (RUN_DIR/journal.jsonl).",
         .options = {{"--checkpoint", "DIR", kCheckpointHelp},
                     {"--prompt", "TEXT", "the text to continue (default: a newline)"},
-                    {"--bytes", "N", "bytes to generate (default 200)"},
-                    {"--temperature", "T", "sampling temperature; 0 takes the most likely byte (default 0.8)"},
+                    {"--bytes", "N", "bytes to generate, or tokens with a tokenizer (default 200)"},
+                    {"--temperature", "T", "sampling temperature; 0 takes the most likely token (default 0.8)"},
                     {"--seed", "S", "random seed (default 1)"},
-                    {"--score", "FILE", "also print the model's loss (nats per byte) on the text in FILE"},
+                    {"--tokenizer", "SPM.model",
+                     "the sentencepiece model that made the training ids (default: the run's job's data.tokenizer)"},
+                    {"--score", "FILE",
+                     "also print the model's loss on the text in FILE (nats per byte, or per token with a tokenizer)"},
                     {"--logits", "IDS",
                      "print the logits [sequences][positions][vocab] for the token ids IDS as JSON instead: "
                      "comma-separated ids, ';' between sequences of one length (at most seq_len), e.g. "
                      "72,105;33,10"}}},
        cmd_sample},
+      {{.name = "data prepare",
+        .operands = "INPUT",
+        .brief = "tokenise text (a file or a directory) into a token file for data.format uint16/uint32",
+        .synopsis = "data prepare INPUT --out FILE (--model SPM.model | --train-vocab N) [options]",
+        .summary = "Turns text into a token file a job reads (data.format = \"uint16\" or \"uint32\"): INPUT is a "
+                   "text file, or every text file of a directory in name order (the rule of the bytes corpus: "
+                   "regular, non-hidden files without a NUL byte; no symlinks, no subdirectories); each file read "
+                   "must be UTF-8. The tokenizer is a sentencepiece model, brought with --model or trained on "
+                   "INPUT's lines with --train-vocab (written to FILE.model: byte fallback, no normalisation, so "
+                   "decoding gives the text back). Writes FILE (little-endian ids: uint16 when the vocabulary "
+                   "has at most 65536 ids, else uint32), FILE.idx (where each document begins: uint64 token "
+                   "offsets, then the total) and FILE.json (what the file is: dtype, vocab, tokenizer, counts, "
+                   "sources). Progress goes to stderr on long work.",
+        .options = {{"--out", "FILE", "the token file to write (its sidecars: FILE.idx, FILE.json, FILE.model)"},
+                    {"--model", "SPM.model", "a sentencepiece model to tokenise with"},
+                    {"--train-vocab", "N",
+                     "train a sentencepiece model of N pieces on INPUT instead, written to FILE.model (256 byte "
+                     "pieces, 3 special ones and one per common character come first: a few hundred at least)"},
+                    {"--model-type", "TYPE", "with --train-vocab: bpe (the default) or unigram"},
+                    {"--seed", "S", "with --train-vocab: the seed of sentencepiece's sampling of lines (default 1)"},
+                    {"--dtype", "TYPE",
+                     "uint16 or uint32 (default: uint16 when the vocabulary fits, else uint32; uint16 is refused for "
+                     "a larger vocabulary)"},
+                    {"--documents", "RULE",
+                     "where documents begin, for FILE.idx: file (each input file is one, the default) or "
+                     "blank-lines (each block of lines with the blank lines after it)"}},
+        .min_positional = 1,
+        .max_positional = 1},
+       cmd_data_prepare},
       {{.name = "export",
         .brief = "write a checkpoint as named tensors with its config (safetensors)",
         .synopsis = "export --checkpoint DIR [--format safetensors] [--out FILE] [--optimizer]",

@@ -37,6 +37,7 @@ int policy_window(const Command& cmd, const Parsed& p);
 int cmd_sample(const Command& cmd, const Parsed& p);
 int cmd_export(const Command& cmd, const Parsed& p);
 int cmd_import(const Command& cmd, const Parsed& p);
+int cmd_data_prepare(const Command& cmd, const Parsed& p);
 int cmd_report(const Command& cmd, const Parsed& p);
 int sim_scenario(const Command& cmd, const Parsed& p);
 int sim_fit(const Command& cmd, const Parsed& p);

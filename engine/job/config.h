@@ -77,8 +77,9 @@ inline model::Dims model_dims(const ModelConfig& m) {
 constexpr const char* kDefaultDataPath = "/usr/share/games/fortunes";
 
 struct DataConfig {
-  std::string path = kDefaultDataPath;  // text file or directory (bytes), or uint16 token file; relative to the job file
-  std::string format = "bytes";
+  std::string path = kDefaultDataPath;  // text file or directory (bytes), or a token file; relative to the job file
+  std::string format = "bytes";         // bytes | uint16 | uint32 (little-endian ids)
+  std::string tokenizer;  // the sentencepiece model that made the ids (sample reads it); relative to the job file
   double validation = 0;  // the corpus's last part held out for the validation loss (0: none)
 };
 
@@ -198,7 +199,8 @@ std::string resolve_path(const JobConfig& job, const std::string& path);
 
 // That the job's data.path exists on this machine (the controller checks it at start, `job check`
 // too): "FILE: data.path: PATH does not exist" otherwise, with the package to install when it is
-// the default corpus; and that model.routing_trace, if set, reads with model.experts per layer.
+// the default corpus; that model.routing_trace, if set, reads with model.experts per layer; and that
+// data.tokenizer, if set, exists.
 Status check_data(const JobConfig& job);
 
 // The default job compiled into the binary (scripts/jobs/quickstart.lua).

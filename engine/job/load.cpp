@@ -80,11 +80,14 @@ Status check_routing_trace(const JobConfig& job) {
 Status check_data(const JobConfig& job) {
   SAL_TRY(check_routing_trace(job));
   const std::string data = resolve_path(job, job.data.path);
-  if (path_exists(data)) return {};
-  return fail(job.file, ": data.path: ", data, " does not exist",
-              job.data.path == kDefaultDataPath
-                  ? " (the default corpus: install Debian's `fortunes` package; scripts/dev.sh does)"
-                  : "");
+  if (!path_exists(data))
+    return fail(job.file, ": data.path: ", data, " does not exist",
+                job.data.path == kDefaultDataPath
+                    ? " (the default corpus: install Debian's `fortunes` package; scripts/dev.sh does)"
+                    : "");
+  if (!job.data.tokenizer.empty() && !path_exists(resolve_path(job, job.data.tokenizer)))
+    return fail(job.file, ": data.tokenizer: ", resolve_path(job, job.data.tokenizer), " does not exist");
+  return {};
 }
 
 Result<JobConfig> load_embedded_default(const Overrides& sets) {

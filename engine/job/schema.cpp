@@ -64,7 +64,7 @@ const std::vector<Field>& fields() {
               [](JobConfig& j) -> int64_t& { return j.model.top_k; }),
       integer("model.seq_len", 2, 1 << 20, "context length in tokens",
               [](JobConfig& j) -> int64_t& { return j.model.seq_len; }),
-      integer("model.vocab", 2, 65536, "vocabulary (256 for bytes)",
+      integer("model.vocab", 2, 1 << 20, "vocabulary (256 for bytes; above 65536 needs data.format = \"uint32\")",
               [](JobConfig& j) -> int64_t& { return j.model.vocab; }),
       number("model.aux_loss_weight", 0, 10, "Switch load-balancing loss weight",
              [](JobConfig& j) -> double& { return j.model.aux_loss_weight; }),
@@ -98,10 +98,14 @@ const std::vector<Field>& fields() {
               [](JobConfig& j) -> int64_t& { return j.model.rope_theta; }),
       number("model.norm_eps", 1e-12, 1, "moe-llama: RMSNorm's epsilon",
              [](JobConfig& j) -> double& { return j.model.norm_eps; }),
-      text("data.path", {}, "training text (bytes) or uint16 token file, relative to the job file",
+      text("data.path", {}, "training text (bytes) or a file of token ids (uint16, uint32), relative to the job file",
            [](JobConfig& j) -> std::string& { return j.data.path; }),
-      text("data.format", {"bytes", "uint16"}, "how data.path is tokenised",
+      text("data.format", {"bytes", "uint16", "uint32"}, "how data.path is tokenised: bytes, or little-endian ids of "
+           "2 or 4 bytes (`salamander data prepare` writes them; model.vocab above the largest id)",
            [](JobConfig& j) -> std::string& { return j.data.format; }),
+      text("data.tokenizer", {}, "the sentencepiece model that made data.path's ids, relative to the job file: "
+           "`salamander sample` writes and reads text through it (\"\": none)",
+           [](JobConfig& j) -> std::string& { return j.data.tokenizer; }),
       number("data.validation", 0, 0.5, "the fraction of the corpus held out for the validation loss: its last part "
              "(training batches come from the rest; 0: none)",
              [](JobConfig& j) -> double& { return j.data.validation; }),
@@ -460,6 +464,12 @@ void cross_checks(const JobConfig& j, std::vector<std::string>& errors) {
   if (j.data.path.empty()) add(fail("data.path: empty (a text file, a directory of text files, or a uint16 token file)"));
   if (j.data.format == "bytes" && j.model.vocab != 256)
     add(fail("model.vocab: byte-level data (data.format = \"bytes\") needs vocab = 256, got ", j.model.vocab));
+  if (j.data.format == "bytes" && !j.data.tokenizer.empty())
+    add(fail("data.tokenizer: byte-level data (data.format = \"bytes\") has no tokenizer; it goes with token ids "
+             "(data.format = \"uint16\" or \"uint32\")"));
+  if (j.data.format == "uint16" && j.model.vocab > 65536)
+    add(fail("model.vocab: ", j.model.vocab, " ids do not fit data.format = \"uint16\" (at most 65536): ids of a "
+             "larger vocabulary are uint32"));
   if (auto d = parse_devices(j.mesh.devices); !d) {
     add(Error("mesh.devices: " + d.error().message()));
   } else {
@@ -515,7 +525,7 @@ std::string rule_text(const Field& f) {
 // Keys whose value is a file, resolved against the job file's directory (a policy only when it is
 // a .lua path, not a name).
 bool is_path_key(const std::string& key, const std::string& value) {
-  static const std::set<std::string> kPaths = {"data.path", "security.server_key", "security.allow",
+  static const std::set<std::string> kPaths = {"data.path", "data.tokenizer", "security.server_key", "security.allow",
                                                 "metrics.token", "metrics.users", "metrics.tls"};
   if (kPaths.count(key)) return true;
   return key.rfind("policies.", 0) == 0 && value.size() > 4 && value.compare(value.size() - 4, 4, ".lua") == 0;

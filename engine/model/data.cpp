@@ -14,29 +14,35 @@ namespace {
 
 constexpr size_t kMaxCorpusBytes = size_t(2) << 30;  // 2 GiB: larger corpora want a streaming loader
 
-bool is_text(const std::string& data) { return data.find('\0') == std::string::npos; }
-
-// The regular, non-symlink, text files of a directory, in name order, concatenated.
+// The text files of a directory (corpus_files, is_text), concatenated.
 Result<std::string> read_directory(const std::string& dir, std::string& described) {
-  DIR* d = opendir(dir.c_str());
-  if (!d) return fail("cannot open directory ", dir);
-  std::vector<std::string> names;
-  while (dirent* e = readdir(d)) names.emplace_back(e->d_name);
-  closedir(d);
-  std::sort(names.begin(), names.end());
+  auto files = corpus_files(dir);
+  if (!files) return files.error();
   std::string all;
-  int files = 0;
-  for (const auto& n : names) {
-    std::string p = dir + "/" + n;
-    struct stat st{};
-    if (n[0] == '.' || lstat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+  int texts = 0;
+  for (const auto& p : *files) {
     auto text = read_file(p, kMaxCorpusBytes);
     if (!text || !is_text(*text)) continue;
     all += *text;
-    ++files;
+    ++texts;
   }
-  described = dir + " (" + std::to_string(files) + " text files)";
+  described = dir + " (" + std::to_string(texts) + " text files)";
   return all;
+}
+
+// A file of little-endian ids, `width` bytes each.
+Result<std::vector<uint32_t>> decode_ids(const std::string& raw, size_t width, const std::string& path,
+                                         const std::string& format) {
+  if (raw.size() % width)
+    return fail("data.path ", path, ": a ", format, " token file holds ", width, " bytes per id, and its size (",
+                raw.size(), " bytes) is not a multiple of ", width);
+  std::vector<uint32_t> ids(raw.size() / width);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    uint32_t v = 0;
+    for (size_t b = width; b-- > 0;) v = (v << 8) | uint8_t(raw[i * width + b]);
+    ids[i] = v;
+  }
+  return ids;
 }
 
 uint64_t mix(uint64_t h, uint64_t v) {
@@ -47,7 +53,27 @@ uint64_t mix(uint64_t h, uint64_t v) {
 
 }  // namespace
 
-Corpus Corpus::from_tokens(std::vector<uint16_t> tokens, std::string description) {
+bool is_text(const std::string& data) { return data.find('\0') == std::string::npos; }
+
+Result<std::vector<std::string>> corpus_files(const std::string& path) {
+  struct stat st{};
+  if (stat(path.c_str(), &st) != 0) return fail(path, " does not exist");
+  if (!S_ISDIR(st.st_mode)) return std::vector<std::string>{path};
+  DIR* d = opendir(path.c_str());
+  if (!d) return fail("cannot open directory ", path);
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) names.emplace_back(e->d_name);
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> files;
+  for (const auto& n : names) {
+    std::string p = path + "/" + n;
+    if (n[0] != '.' && lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) files.push_back(std::move(p));
+  }
+  return files;
+}
+
+Corpus Corpus::from_tokens(std::vector<uint32_t> tokens, std::string description) {
   Corpus c;
   c.tokens_ = std::move(tokens);
   c.description_ = std::move(description);
@@ -71,18 +97,17 @@ Result<Corpus> Corpus::load(const std::string& path, const std::string& format, 
     if (!r) return Error("data.path: " + r.error().message());
     raw = std::move(*r);
   }
-  std::vector<uint16_t> tokens;
-  if (format == "uint16") {
-    if (raw.size() % 2) return fail("data.path ", path, ": a uint16 token file must have an even size");
-    tokens.resize(raw.size() / 2);
-    for (size_t i = 0; i < tokens.size(); ++i)
-      tokens[i] = uint16_t(uint8_t(raw[2 * i]) | (uint16_t(uint8_t(raw[2 * i + 1])) << 8));
+  std::vector<uint32_t> tokens;
+  if (format == "uint16" || format == "uint32") {
+    auto ids = decode_ids(raw, format == "uint16" ? 2 : 4, path, format);
+    if (!ids) return ids.error();
+    tokens = std::move(*ids);
   } else {
     tokens.assign(raw.begin(), raw.end());
-    for (auto& t : tokens) t = uint16_t(t & 0xff);
+    for (auto& t : tokens) t &= 0xff;
   }
   for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] >= vocab) return fail("data.path ", path, ": token ", tokens[i], " at ", i, " is outside model.vocab = ", vocab);
+    if (tokens[i] >= uint32_t(vocab)) return fail("data.path ", path, ": token ", tokens[i], " at ", i, " is outside model.vocab = ", vocab);
   if (tokens.size() < size_t(seq_len) + 1)
     return fail("data.path ", path, ": ", tokens.size(), " tokens, fewer than model.seq_len + 1 = ", seq_len + 1);
   return from_tokens(std::move(tokens), described + ", " + std::to_string(raw.size()) + " bytes");

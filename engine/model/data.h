@@ -2,7 +2,7 @@
 //
 // A corpus is byte-level text (vocab 256: a file, or every text file of a directory in name order,
 // skipping symlinks and binary files such as fortune's .dat indexes) or a pre-tokenised file of
-// little-endian uint16 tokens. The global batch of step s is a pure function of (seed, s): sequence
+// little-endian uint16 or uint32 token ids (`salamander data prepare` writes both from text). The global batch of step s is a pure function of (seed, s): sequence
 // i starts at an offset drawn from hash(seed, s, i). A worker computes only the sequences the plan
 // gives it, and the global batch is the same whoever computes it — membership never changes it.
 //
@@ -22,12 +22,20 @@ namespace sal::model {
 
 class RoutingTrace;
 
+// The files a text corpus reads at `path`: the path itself when it is a file, else the regular,
+// non-hidden files of the directory (no symlinks, no subdirectories) in name order. Which of a
+// directory's files are text is decided by their contents (is_text): the others are skipped.
+Result<std::vector<std::string>> corpus_files(const std::string& path);
+// Text, as a corpus reads it: no NUL byte.
+bool is_text(const std::string& data);
+
 class Corpus {
  public:
-  // format: "bytes" or "uint16". Every token must be < vocab. Needs at least seq_len + 1 tokens.
+  // format: "bytes", "uint16" or "uint32" (little-endian ids). Every token must be < vocab. Needs
+  // at least seq_len + 1 tokens.
   static Result<Corpus> load(const std::string& path, const std::string& format, int vocab, int seq_len);
   // A corpus from tokens in memory (tests).
-  static Corpus from_tokens(std::vector<uint16_t> tokens, std::string description);
+  static Corpus from_tokens(std::vector<uint32_t> tokens, std::string description);
 
   size_t size() const { return tokens_.size(); }
   // Holds out the last `fraction` of the tokens for validation (0: none). Both parts must hold a
@@ -35,11 +43,11 @@ class Corpus {
   Status hold_out(double fraction, int seq_len);
   size_t train_size() const { return train_end_ ? train_end_ : tokens_.size(); }
   size_t validation_size() const { return train_end_ ? tokens_.size() - train_end_ : 0; }
-  const std::vector<uint16_t>& tokens() const { return tokens_; }
+  const std::vector<uint32_t>& tokens() const { return tokens_; }
   const std::string& description() const { return description_; }
 
  private:
-  std::vector<uint16_t> tokens_;
+  std::vector<uint32_t> tokens_;
   std::string description_;
   size_t train_end_ = 0;  // tokens [train_end_, size) are held out (0: none)
 };

@@ -27,17 +27,27 @@ Result<std::string> sample_bytes(Params& p, const SampleOptions& o) {
   if (o.prompt.empty()) return fail("the prompt is empty (give at least one byte)");
   std::vector<int32_t> ids;
   for (unsigned char c : o.prompt) ids.push_back(c);
+  auto drawn = sample_ids(p, std::move(ids), o.bytes, o);
+  if (!drawn) return drawn.error();
+  return std::string(drawn->begin(), drawn->end());
+}
+
+Result<std::vector<int32_t>> sample_ids(Params& p, std::vector<int32_t> ids, int count, const SampleOptions& o,
+                                        int limit) {
+  if (ids.empty()) return fail("no prompt tokens to continue");
+  if (limit <= 0 || limit > p.dims.vocab) limit = p.dims.vocab;
   std::mt19937_64 rng(o.seed);
   auto m = make_model(p);
   LocalExchange ex(p);
-  std::string out;
-  for (int i = 0; i < o.bytes; ++i) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < count; ++i) {
     size_t from = ids.size() > size_t(p.dims.seq_len) ? ids.size() - size_t(p.dims.seq_len) : 0;
     auto logits = m->next_logits({ids.begin() + long(from), ids.end()}, ex);
-    if (!logits) return logits.error().with_context("byte " + std::to_string(i));
+    if (!logits) return logits.error().with_context("token " + std::to_string(i));
+    logits->resize(size_t(limit));
     int next = draw(*logits, o.temperature, rng);
     ids.push_back(next);
-    out += char(next);
+    out.push_back(next);
   }
   return out;
 }
@@ -45,14 +55,23 @@ Result<std::string> sample_bytes(Params& p, const SampleOptions& o) {
 Result<double> text_loss(Params& p, const std::string& text) {
   int T = p.dims.seq_len;
   if (text.size() < size_t(T) + 1) return fail("the text has ", text.size(), " bytes; at least ", T + 1, " needed");
-  size_t windows = (text.size() - 1) / size_t(T);
+  std::vector<int32_t> ids;
+  ids.reserve(text.size());
+  for (unsigned char c : text) ids.push_back(c);
+  return ids_loss(p, ids);
+}
+
+Result<double> ids_loss(Params& p, const std::vector<int32_t>& ids) {
+  int T = p.dims.seq_len;
+  if (ids.size() < size_t(T) + 1) return fail("the text has ", ids.size(), " tokens; at least ", T + 1, " needed");
+  size_t windows = (ids.size() - 1) / size_t(T);
   Batch b;
   b.sequences = int(windows);
   b.seq_len = T;
   for (size_t w = 0; w < windows; ++w)
     for (int t = 0; t < T; ++t) {
-      b.inputs.push_back(int32_t(uint8_t(text[w * size_t(T) + size_t(t)])));
-      b.targets.push_back(int32_t(uint8_t(text[w * size_t(T) + size_t(t) + 1])));
+      b.inputs.push_back(ids[w * size_t(T) + size_t(t)]);
+      b.targets.push_back(ids[w * size_t(T) + size_t(t) + 1]);
     }
   auto m = make_model(p);
   LocalExchange ex(p);

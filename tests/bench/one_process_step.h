@@ -44,8 +44,8 @@ inline void update(model::Params& p, double norm, int s) {
 // 200 000 random bytes (what a step computes does not depend on the text).
 inline model::Corpus random_corpus() {
   std::mt19937 rng(1);
-  std::vector<uint16_t> tokens(200000);
-  for (auto& t : tokens) t = uint16_t(rng() % 256);
+  std::vector<uint32_t> tokens(200000);
+  for (auto& t : tokens) t = uint32_t(rng() % 256);
   return model::Corpus::from_tokens(std::move(tokens), "random bytes");
 }
 

@@ -280,7 +280,7 @@ TEST_CASE("manifest-tokens: the token format is recorded, read back, and a wrong
   std::ofstream(dir + "/manifest", std::ios::app) << "tokens words\n";
   auto bad = ckpt::read_manifest(dir);
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.error().message() == dir + "/manifest:10: tokens: expected bytes or uint16, got 'words'");
+  CHECK(bad.error().message() == dir + "/manifest:10: tokens: expected bytes, uint16 or uint32, got 'words'");
   std::filesystem::remove_all(dir);
 }
 

@@ -31,8 +31,8 @@ Dims tiny() {
 }
 
 Corpus corpus(int vocab) {
-  std::vector<uint16_t> t(400);
-  for (size_t i = 0; i < t.size(); ++i) t[i] = uint16_t((i * 7 + i / 3) % size_t(vocab));
+  std::vector<uint32_t> t(400);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = uint32_t((i * 7 + i / 3) % size_t(vocab));
   return Corpus::from_tokens(std::move(t), "pattern");
 }
 

@@ -207,6 +207,43 @@ TEST_CASE("check_data says when a job's data.path does not exist") {
   CHECK(s.error().message() == "jobs/x.lua: data.path: /tmp/no-such-corpus does not exist");
 }
 
+TEST_CASE("job file data.format uint32 and data.tokenizer: large vocabularies, the tokenizer resolved, each rule named") {
+  auto big = load_text("return { model = { vocab = 100000 }, data = { path = 'ids.u32', format = 'uint32', "
+                       "tokenizer = 'spm/ids.model' } }",
+                       "jobs/x.lua", "/tmp");
+  REQUIRE_MESSAGE(big.ok(), big.error().message());
+  CHECK(big->model.vocab == 100000);
+  CHECK(big->data.format == "uint32");
+  CHECK(resolve_path(*big, big->data.tokenizer) == "/tmp/spm/ids.model");
+  CHECK(load_text("return { model = { vocab = 65536 }, data = { path = 'ids', format = 'uint16' } }", "x.lua", ".").ok());
+  CHECK(error_of("return { model = { vocab = 65537 }, data = { path = 'ids', format = 'uint16' } }") ==
+        "x.lua: model.vocab: 65537 ids do not fit data.format = \"uint16\" (at most 65536): ids of a larger vocabulary "
+        "are uint32");
+  CHECK(error_of("return { data = { tokenizer = 't.model' } }") ==
+        "x.lua: data.tokenizer: byte-level data (data.format = \"bytes\") has no tokenizer; it goes with token ids "
+        "(data.format = \"uint16\" or \"uint32\")");
+  CHECK(error_of("return { model = { vocab = 2000000 }, data = { format = 'uint32' } }")
+            .find("model.vocab: expected an integer in [2, 1048576]") != std::string::npos);
+  // the controller's and `job check`'s data check: the tokenizer must exist
+  auto s = check_data(*big);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message() == "jobs/x.lua: data.path: /tmp/ids.u32 does not exist");
+  auto here = load_text("return { model = { vocab = 300 }, data = { path = '.', format = 'uint16', tokenizer = 'none.model' } }",
+                        "jobs/y.lua", SAL_SOURCE_DIR);
+  REQUIRE(here.ok());
+  CHECK(check_data(*here).error().message() ==
+        "jobs/y.lua: data.tokenizer: " + std::string(SAL_SOURCE_DIR) + "/none.model does not exist");
+  // a changed tokenizer is a difference a resumed run names
+  auto other = load_text("return { model = { vocab = 100000 }, data = { path = 'ids.u32', format = 'uint32', "
+                         "tokenizer = 'spm/other.model' } }",
+                         "jobs/x.lua", "/tmp");
+  REQUIRE(other.ok());
+  auto changes = differences(*big, *other);
+  REQUIRE(changes.size() == 1);
+  CHECK(changes[0].key == "data.tokenizer");
+  CHECK(changes[0].before == "/tmp/spm/ids.model");
+}
+
 TEST_CASE("mesh.racks: nodes by rack, and each mistake named with its part") {
   auto r = parse_racks("a: node0 node1; b: node2  node3 ;");
   REQUIRE(r.ok());

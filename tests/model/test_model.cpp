@@ -25,8 +25,8 @@ Dims tiny() {
 }
 
 Corpus pattern_corpus(int vocab, size_t n) {
-  std::vector<uint16_t> t(n);
-  for (size_t i = 0; i < n; ++i) t[i] = uint16_t((i * 7 + i / 3) % size_t(vocab));
+  std::vector<uint32_t> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = uint32_t((i * 7 + i / 3) % size_t(vocab));
   return Corpus::from_tokens(std::move(t), "pattern");
 }
 
@@ -174,8 +174,8 @@ TEST_CASE("the learning rate warms up linearly, then decays along a cosine to mi
 TEST_CASE("a validation split: training batches never read the part held out, the validation set only reads it") {
   Dims d = tiny();
   std::mt19937 rng(42);  // random tokens: every window of seq_len + 1 tokens is unique, so it names its offset
-  std::vector<uint16_t> tokens(200);
-  for (auto& t : tokens) t = uint16_t(rng() % uint32_t(d.vocab));
+  std::vector<uint32_t> tokens(200);
+  for (auto& t : tokens) t = uint32_t(rng() % uint32_t(d.vocab));
   Corpus c = Corpus::from_tokens(tokens, "random");
   CHECK(c.validation_size() == 0);
   Batch before = make_batch(c, 3, 4, 0, 6, d.seq_len);
@@ -188,7 +188,7 @@ TEST_CASE("a validation split: training batches never read the part held out, th
     for (int s = 0; s < b.sequences; ++s)
       for (size_t off = 0; off + size_t(d.seq_len) < c.size(); ++off)
         if (std::equal(b.inputs.begin() + s * d.seq_len, b.inputs.begin() + (s + 1) * d.seq_len, c.tokens().begin() + off) &&
-            b.targets[size_t(s * d.seq_len + d.seq_len - 1)] == c.tokens()[off + size_t(d.seq_len)]) {
+            b.targets[size_t(s * d.seq_len + d.seq_len - 1)] == int32_t(c.tokens()[off + size_t(d.seq_len)])) {
           out.push_back(off);
           break;
         }

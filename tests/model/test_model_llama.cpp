@@ -42,8 +42,8 @@ Dims fine() {
 }
 
 Corpus pattern_corpus(int vocab, size_t n) {
-  std::vector<uint16_t> t(n);
-  for (size_t i = 0; i < n; ++i) t[i] = uint16_t((i * 7 + i / 3) % size_t(vocab));
+  std::vector<uint32_t> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = uint32_t((i * 7 + i / 3) % size_t(vocab));
   return Corpus::from_tokens(std::move(t), "pattern");
 }
 
