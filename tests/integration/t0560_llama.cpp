@@ -1,6 +1,7 @@
-// t0560_llama.cpp — the moe-llama family through the resilience features with real processes:
-// grouped-query attention, a shared expert, a sigmoid router with renormalised top-k and an untied
-// head, on six nodes. Every holder of an expert is killed: the window of sparse snapshots in peers'
+// t0560_llama.cpp — the moe-llama family through the resilience features with real processes, on
+// real text tokenised as a user would: `salamander data prepare` trains a sentencepiece vocabulary
+// of 500 on docs/ and writes the ids; the model has grouped-query attention, a shared expert, a
+// sigmoid router with renormalised top-k and an untied head, on six nodes. Every holder of an expert is killed: the window of sparse snapshots in peers'
 // memory restores it (frozen replay of the family's units), no committed step is lost, and the
 // weights end as a fault-free run's bit for bit; the validation loss falls. One node lost every ten
 // steps until half are gone: no step lost, no restore.
@@ -9,6 +10,7 @@
 #include <fstream>
 
 #include "support/mesh_harness.h"
+#include "support/proc.h"
 #include "support/run_files.h"
 
 using namespace sal;
@@ -17,14 +19,24 @@ using namespace sal::test;
 namespace {
 
 // health = 'ignore': runs compared bit for bit need the same decisions (t0550 says why).
+// docs/ as ids of a sentencepiece vocabulary of 500 trained on it.
+std::string prepare_docs(const std::string& dir) {
+  const std::string out = dir + "/docs.u16";
+  Proc p = spawn({bin(), "data", "prepare", SAL_SOURCE_DIR "/docs", "--train-vocab", "500", "--out", out},
+                 dir + "/prepare.out");
+  REQUIRE_MESSAGE(p.wait(120000) == 0, p.output());
+  return out;
+}
+
 std::string write_llama_job(const std::string& dir, int nodes, const std::string& mesh = "") {
+  const std::string tokens = prepare_docs(dir);
   std::string path = dir + "/llama.lua";
   std::ofstream(path)
       << "return {\n  name = 'llama',\n"
       << "  model = { kind = 'moe-llama', layers = 2, d_model = 32, heads = 4, kv_heads = 2, experts = 8, top_k = 2,\n"
       << "            expert_ffn = 32, shared_experts = 1, router = 'sigmoid', norm_topk = true, z_loss_weight = 0.001,\n"
-      << "            tied_head = false, seq_len = 16 },\n"
-      << "  data = { path = '" SAL_SOURCE_DIR "/docs', validation = 0.1 },\n"
+      << "            tied_head = false, seq_len = 16, vocab = 500 },\n"
+      << "  data = { path = '" << tokens << "', format = 'uint16', tokenizer = '" << tokens << ".model', validation = 0.1 },\n"
       << "  train = { batch = 8, lr = 1e-2, warmup = 5, rebalance_every = 0, checkpoint_every = 0, eval_every = 10 },\n"
       << "  mesh = { nodes = " << nodes << mesh << " },\n"
       << "  policies = { slots = 4, checkpoint = '" SAL_SOURCE_DIR "/tests/policies/quarters.lua', health = 'ignore' },\n}\n";
