@@ -19,6 +19,7 @@ runtime::TrainSpec train_spec_of(const job::JobConfig& job) {
   s.optim.weight_decay = job.train.weight_decay;
   s.optim.clip = job.train.clip;
   s.global_batch = int(job.train.batch);
+  s.micro_batch = int(job.train.micro_batch);
   s.seed = uint64_t(job.train.seed);
   s.threads = int(job.train.threads);
   s.snapshots = job.train.checkpoint_every > 0;

@@ -86,6 +86,7 @@ struct DataConfig {
 struct TrainConfig {
   int64_t steps = 200;
   int64_t batch = 16;          // global batch in sequences; never changes with membership
+  int64_t micro_batch = 0;     // sequences per forward and backward pass on a worker (0: its whole share)
   double lr = 3e-3;
   int64_t warmup = 20;
   double weight_decay = 0.1;

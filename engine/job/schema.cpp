@@ -120,6 +120,9 @@ const std::vector<Field>& fields() {
               [](JobConfig& j) -> int64_t& { return j.train.steps; }),
       integer("train.batch", 1, 1 << 24, "global batch in sequences (independent of membership)",
               [](JobConfig& j) -> int64_t& { return j.train.batch; }),
+      integer("train.micro_batch", 0, 1 << 24, "sequences per forward and backward pass on a worker: its share of "
+              "the batch in passes of this many, the gradients accumulated (0: the whole share at once)",
+              [](JobConfig& j) -> int64_t& { return j.train.micro_batch; }),
       number("train.lr", 0, 10, "peak learning rate (AdamW)",
              [](JobConfig& j) -> double& { return j.train.lr; }),
       integer("train.warmup", 0, 1e9, "linear warmup steps before cosine decay",
@@ -452,6 +455,20 @@ void family_checks(const JobConfig& j, std::vector<std::string>& errors) {
                      "experiments; moe-llama's router always routes");
 }
 
+// Gradient accumulation: what it is built for.
+void micro_batch_checks(const JobConfig& j, std::vector<std::string>& errors) {
+  if (j.train.micro_batch == 0) return;
+  if (j.train.micro_batch >= j.train.batch)
+    errors.push_back("train.micro_batch: " + std::to_string(j.train.micro_batch) + " is not below train.batch = " +
+                     std::to_string(j.train.batch) + " (0: no micro-batches)");
+  if (j.parallel.groups > 1)
+    errors.push_back("train.micro_batch: micro-batches with data-parallel groups (parallel.groups = " +
+                     std::to_string(j.parallel.groups) + ") are not built yet");
+  if (j.mesh.devices.rfind("cuda", 0) == 0)
+    errors.push_back("train.micro_batch: micro-batches run on CPU workers only for now (mesh.devices = \"" +
+                     j.mesh.devices + "\")");
+}
+
 // The rules that tie keys together; one line per rule broken.
 void cross_checks(const JobConfig& j, std::vector<std::string>& errors) {
   auto add = [&errors](const Error& e) { errors.push_back(e.message()); };
@@ -478,6 +495,7 @@ void cross_checks(const JobConfig& j, std::vector<std::string>& errors) {
   if (auto r = parse_racks(j.mesh.racks); !r) add(Error("mesh.racks: " + r.error().message()));
   validation_checks(j, errors);
   family_checks(j, errors);
+  micro_batch_checks(j, errors);
   for (auto [key, ep] : {std::pair{"mesh.bind", j.mesh.bind}, std::pair{"repl.bind", j.repl.bind}})
     if (!valid_endpoint(ep))
       add(fail(key, ": \"", ep, "\" is not an endpoint (expected tcp://HOST:PORT or ipc://PATH)"));

@@ -65,6 +65,9 @@ struct Batch {
   uint64_t step = 0;
   int first = 0;
   const RoutingTrace* routing = nullptr;  // model.routing_trace, or null (the gate routes)
+  // The share of the global batch this pass's routing statistics cover (Model::set_aux_share):
+  // 1, or a micro-batch's (runtime/micro_batches.h).
+  double aux_share = 1.0;
 };
 
 // Sequences [first, first + count) of step `step`'s global batch.

@@ -35,6 +35,7 @@ Result<model::StepStats> OnHost::step(const model::Batch& b, int64_t global_toke
   ex.before_alltoall = plan_.before_alltoall;
   ex.before_backward = plan_.before_backward;
   auto m = model::make_model(params_);
+  m->set_aux_share(b.aux_share);
   auto stats = m->step(b, global_tokens, ex);
   if (stats) stats->expert_rows = ex.expert_rows(), stats->expert_cpu_ms = ex.expert_cpu_ms();
   return stats;

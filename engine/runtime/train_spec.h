@@ -22,6 +22,7 @@ struct TrainSpec {
   Split dispatch = Split::even;  // train.dispatch: how each expert's tokens are split over its replicas
   model::OptimConfig optim;
   int global_batch = 16;  // sequences per step, over all workers
+  int micro_batch = 0;    // train.micro_batch: sequences per forward and backward pass (0: the whole share)
   uint64_t seed = 1;
   int threads = 1;        // BLAS threads per worker
   std::string data_host = "127.0.0.1";  // this worker's data-plane address (the agent decides)

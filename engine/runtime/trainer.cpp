@@ -3,6 +3,8 @@
 // parallel groups and SPARe's patch in trainer_groups.cpp.
 #include "runtime/trainer.h"
 
+#include "runtime/micro_batches.h"
+
 #include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
@@ -332,13 +334,8 @@ Result<StepOutcome> Trainer::step(uint64_t step, const std::vector<uint32_t>& sh
     if (out) out->val_ce_sum = val->ce_sum, out->val_tokens = val->tokens;
     return out;
   }
-  const bool weighted = shares.size() == size_t(ranks_);
-  auto [first, count] = model::batch_share(spec_.global_batch, shares, ranks_, rank_);  // even unless weighted
-  model::Batch b = model::make_batch(corpus_, spec_.seed, step, first, count, spec_.dims.seq_len);
-  b.routing = routing_.get();
-  if (weighted) b.rank_shares = shares;
   faults_->at(wire::FaultPoint::forward, step);
-  auto stats = compute_->step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len);
+  auto stats = forward_backward(step, shares);
   if (!stats) return stats.error().with_context("step " + std::to_string(step));
   faults_->at(wire::FaultPoint::allreduce, step);
   const int64_t w1 = waits_->ns, t1 = mono_ns();
@@ -354,6 +351,26 @@ Result<StepOutcome> Trainer::step(uint64_t step, const std::vector<uint32_t>& sh
   out.digests = std::move(digests);
   out.val_ce_sum = val->ce_sum, out.val_tokens = val->tokens;
   return out;
+}
+
+// This rank's share of the step's global batch (even unless weighted by `shares`), forward and
+// backward, in passes of train.micro_batch sequences (runtime/micro_batches.h), the gradients adding
+// up in the units.
+Result<model::StepStats> Trainer::forward_backward(uint64_t step, const std::vector<uint32_t>& shares) {
+  const bool weighted = shares.size() == size_t(ranks_);
+  model::StepStats total;
+  const auto passes = micro_passes(spec_.global_batch, shares, ranks_, rank_, spec_.micro_batch);
+  for (size_t i = 0; i < passes.size(); ++i) {
+    model::Batch b = model::make_batch(corpus_, spec_.seed, step, passes[i].first, passes[i].count, spec_.dims.seq_len);
+    b.routing = routing_.get();
+    b.aux_share = passes[i].aux_share;
+    if (weighted) b.rank_shares = shares;
+    auto stats = compute_->step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len);
+    if (!stats) return passes.size() > 1 ? stats.error().with_context("micro-batch " + std::to_string(i)) : stats.error();
+    if (passes.size() == 1) return stats;
+    model::add_stats(total, *stats);
+  }
+  return total;
 }
 
 // On a step of train.eval_every, before it trains: this rank's part of the validation set (an even

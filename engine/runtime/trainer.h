@@ -181,6 +181,7 @@ class Trainer {
   comm::GlooOptions plane_options(int rank, int size, std::string prefix) const;
   Result<StepOutcome> grouped_step(uint64_t step, int64_t t0);
   Result<model::StepStats> validate(uint64_t step);
+  Result<model::StepStats> forward_backward(uint64_t step, const std::vector<uint32_t>& shares);
   StepTimes step_times(const StepOutcome& out, const comm::WaitClock& w0, int64_t cpu0, int64_t proc0, double exchange,
                        double sync) const;
   Status compute_types(uint64_t step, const std::vector<uint32_t>& types, model::StepStats& total);
