@@ -136,6 +136,11 @@ Status HostedRun::spawn_controller(bool resume) {
   so.args = {"controller"};
   if (resume) {
     so.args.insert(so.args.end(), {"--resume", r.run_dir});
+    // the endpoints this command line gave stay where they were: a scraper or an operator reaches
+    // the resumed controller where it reached the first
+    const auto& c = opts_.controller_args;
+    for (size_t i = 0; i + 1 < c.size(); ++i)
+      if (c[i] == "--metrics" || c[i] == "--repl") so.args.insert(so.args.end(), {c[i], c[i + 1]});
   } else {
     so.args.insert(so.args.end(), opts_.controller_args.begin(), opts_.controller_args.end());
     so.args.insert(so.args.end(), {"--steps", std::to_string(r.steps), "--out", r.run_dir, "--mesh", endpoint_});

@@ -30,6 +30,7 @@ bool Driver::digests_disagree(phase::Running& r, const wire::StepVote& v) {
     const std::string name = model_units(cfg_.model)[d.unit].name();
     units += (units.empty() ? "" : ", ") + name;
     for (const auto& odd : d.has_majority() ? d.odd : std::vector<Participant>{}) ++corrupt_copies_[odd];
+    if (d.has_majority()) out_.push_back(act::Journal{rec::Corrupt{d.odd.size()}});
     if (d.has_majority()) repairs_.from_majority.push_back({d.unit, d.majority, d.odd});
     else repairs_.unrepairable.push_back(name);
   }

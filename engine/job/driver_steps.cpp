@@ -151,6 +151,7 @@ Driver::Next Driver::step_outcome(phase::Running& r, StepCoordinator::Outcome o)
 void Driver::announce_abort(const phase::Tally& t) {
   const std::string& why = steps_.last_abort_reason();
   note("step_aborted", "step " + std::to_string(t.step) + ": " + why, act::Level::warn);
+  out_.push_back(act::Journal{rec::Aborted{1}});  // the run's count goes on across a controller's restart
   out_.push_back(act::Send{{}, true, wire::StepAbort{steps_.epoch(), t.step, why}});
 }
 

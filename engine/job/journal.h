@@ -16,7 +16,7 @@
 //                                   running on the job, when its clock started, and each action
 //                                   fired (fsynced), so a restarted controller goes on with it
 //   {"r":"recovery", cause, kind, at_s, seconds, step[, source, rerun]} / {"r":"lost", steps} /
-//   {"r":"restores", n}
+//   {"r":"restores", n} / {"r":"aborted", n} / {"r":"corrupt", n}
 //                                   the run's record (mesh/run_record.h), so a resumed controller's
 //                                   summary and drill expectations count what came before it
 //   {"r":"end", why}                the job is over: there is nothing to resume
@@ -82,6 +82,8 @@ struct DrillFired { uint64_t index = 0; };
 struct Recovery { RecoveryRecord record; };
 struct Lost { uint64_t steps = 0; };
 struct Restores { uint64_t count = 0; };
+struct Aborted { uint64_t count = 0; };  // steps aborted (each adds; the Prometheus counters go on from them)
+struct Corrupt { uint64_t copies = 0; };  // copies whose digests disagreed with their unit's majority
 
 }  // namespace rec
 
@@ -94,7 +96,8 @@ struct DrillProgress {
 
 using Record = std::variant<rec::Job, rec::EpochReached, rec::Node, rec::Plan, rec::Commit, rec::Rewind,
                             rec::Snapshot, rec::SnapshotDrop, rec::Policy, rec::End, rec::Drill, rec::DrillClock,
-                            rec::DrillFired, rec::Recovery, rec::Lost, rec::Restores>;
+                            rec::DrillFired, rec::Recovery, rec::Lost, rec::Restores, rec::Aborted,
+                            rec::Corrupt>;
 
 std::string encode_record(const Record& r);  // one line, no newline
 Result<Record> decode_record(const std::string& line);
@@ -114,6 +117,8 @@ struct JournalState {
   std::vector<RecoveryRecord> recoveries;     // the run's record so far
   uint64_t lost_steps = 0;
   uint64_t restores = 0;
+  uint64_t aborted = 0;                       // steps aborted so far
+  uint64_t corrupt_copies = 0;
   size_t records = 0;                         // lines read
   double read_ms = 0;                         // reading and folding them (set by whoever read the file)
   void apply(const Record& r);

@@ -11,10 +11,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "core/result.h"
+#include "job/journal.h"
 #include "policy/decision.h"
 
 namespace sal::wire {
@@ -48,6 +50,12 @@ class Attachment {
   virtual void plan_decided(double ms) { (void)ms; }
   virtual void recovery(double seconds, double capacity_wait_s) { (void)seconds, (void)capacity_wait_s; }
   virtual void snapshot_complete(uint64_t step) { (void)step; }
+  // A resumed job (the controller restarted): what the run counted before this controller — its
+  // journal's record (recoveries, aborted steps, corrupt copies) and its events.csv's events by
+  // kind — told once, before anything new, so that totals go on from where they were.
+  virtual void resumed(const job::JournalState& before, const std::map<std::string, uint64_t>& events) {
+    (void)before, (void)events;
+  }
 };
 
 // What an attachment is made with: the controller, its loop and ZeroMQ context, and its CURVE

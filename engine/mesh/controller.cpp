@@ -127,6 +127,8 @@ Status Controller::start() {
     for (const auto& [slot, p] : opts_.resume->policies) journaled[slot] = p.source;
   SAL_TRY(planner_->configure(opts_.resume ? &journaled : nullptr));
   // events.csv starts after the job's own policies loaded (the report marks the swaps that follow)
+  std::map<std::string, uint64_t> events_before;  // a resumed run's, before this controller's
+  if (!opts_.run_dir.empty() && opts_.resume) events_before = EventLog::count_kinds(opts_.run_dir + "/events.csv");
   if (!opts_.run_dir.empty()) events_.open_csv(opts_.run_dir + "/events.csv");
   apply_control_options(mesh_);
   mesh_.set(zmq::sockopt::router_handover, 1);  // an agent reconnecting takes its identity back
@@ -138,6 +140,7 @@ Status Controller::start() {
       loop_, ctx_, mesh_, "mesh",
       [this](const ConnectionEvent& ev) { on_connection_event(ev.kind, ev.fd, ev.peer); });
   SAL_TRY(start_training());
+  if (opts_.resume) tell([&](Attachment& a) { a.resumed(*opts_.resume, events_before); });
 
   tick_timer_.start(kTickMs, kTickMs, [this] { liveness_tick(); });
   uint64_t hb = uint64_t(opts_.job.mesh.heartbeat_ms);

@@ -162,6 +162,8 @@ class Controller {
   const job::StepCoordinator& steps() const { return driver_->steps(); }
   const EventLog& events() const { return events_; }
   const job::JobConfig& job() const { return opts_.job; }
+  // The journal this controller resumed the job from (none: it started the job).
+  const std::optional<job::JournalState>& resumed_from() const { return opts_.resume; }
   // mesh.racks: node name -> rack (job/racks.h); empty when the job names none.
   const std::map<std::string, std::string>& racks() const { return rack_of_name_; }
   int64_t max_steps() const { return opts_.max_steps; }

@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <fstream>
+
 #include "core/clock.h"
 #include "core/strings.h"
 
@@ -20,6 +22,21 @@ void EventLog::open_csv(const std::string& path) {
     return;
   }
   if (std::ftell(csv_) == 0) std::fputs("seq,mono_ns,wall_ms,kind,node,name,epoch,detail\n", csv_);
+}
+
+std::map<std::string, uint64_t> EventLog::count_kinds(const std::string& path) {
+  std::map<std::string, uint64_t> out;
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    // seq,mono_ns,wall_ms,kind,...: the kind is the fourth field, never quoted
+    size_t at = 0;
+    for (int comma = 0; comma < 3 && at != std::string::npos; ++comma) at = line.find(',', at) + 1;
+    const size_t end = at == 0 ? std::string::npos : line.find(',', at);
+    if (at != 0 && end != std::string::npos && end > at) ++out[line.substr(at, end - at)];
+  }
+  return out;
 }
 
 void EventLog::write_row(const Event& e, const std::string& detail) {

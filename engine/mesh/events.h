@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <deque>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "core/ids.h"
@@ -39,6 +40,8 @@ class EventLog {
   ~EventLog();
   // Appends to <path> as CSV (header written if the file is new).
   void open_csv(const std::string& path);
+  // How many events of each kind an events.csv holds (a resumed run's, before this controller's).
+  static std::map<std::string, uint64_t> count_kinds(const std::string& path);
   const Event& add(std::string kind, NodeId node, Epoch epoch, std::string detail);
   const std::deque<Event>& all() const { return events_; }
   // Told the kind of every event added, repeats included (the metrics endpoint counts them).

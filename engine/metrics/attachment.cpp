@@ -17,7 +17,8 @@ JobState job_state(mesh::Controller& c) {
   const auto& log = c.step_log();
   s.steps_committed = c.steps().committed();
   s.steps_target = c.max_steps();
-  s.steps_aborted = c.steps().aborted();
+  const auto& before = c.resumed_from();  // a resumed job's totals go on from the run's
+  s.steps_aborted = c.steps().aborted() + (before ? before->aborted : 0);
   s.steps_lost = c.record().lost_steps();
   s.restores = c.record().restores();
   s.tokens = log.tokens();
@@ -29,6 +30,7 @@ JobState job_state(mesh::Controller& c) {
   s.workers_live = c.membership().ready_workers();
   s.slow_workers = c.driver().health().slow_count();
   s.lightened_workers = c.driver().shares().lightened();
+  s.corrupt_copies = before ? before->corrupt_copies : 0;
   for (const auto& [who, n] : c.driver().corrupt_copies()) s.corrupt_copies += n;
   s.epoch = c.membership().epoch();
   s.plan = c.driver().applied() ? c.driver().applied()->number() : 0;
@@ -52,6 +54,10 @@ class PrometheusAttachment : public mesh::Attachment {
   void plan_decided(double ms) override { export_->plan_decision(ms); }
   void recovery(double seconds, double capacity_wait_s) override { export_->recovery(seconds, capacity_wait_s); }
   void snapshot_complete(uint64_t step) override { export_->snapshot_complete(step); }
+  void resumed(const job::JournalState& before, const std::map<std::string, uint64_t>& events) override {
+    for (const auto& r : before.recoveries) export_->recovery(r.seconds, r.capacity_wait_s);
+    for (const auto& [kind, n] : events) export_->event(kind, n);
+  }
 
  private:
   mesh::Controller& controller_;

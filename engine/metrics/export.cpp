@@ -154,11 +154,11 @@ void MetricsExport::recovery(double seconds, double capacity_wait_s) {
 
 void MetricsExport::snapshot_complete(uint64_t step) { snapshot_step_->Set(double(step)); }
 
-void MetricsExport::event(const std::string& kind) {
+void MetricsExport::event(const std::string& kind, uint64_t count) {
   auto it = event_counters_.find(kind);
   if (it == event_counters_.end()) it = event_counters_.emplace(kind, &events_->Add({{"kind", kind}})).first;
-  it->second->Increment();
-  if (auto o = snapshot_outcomes_.find(kind); o != snapshot_outcomes_.end()) o->second->Increment();
+  it->second->Increment(double(count));
+  if (auto o = snapshot_outcomes_.find(kind); o != snapshot_outcomes_.end()) o->second->Increment(double(count));
 }
 
 void MetricsExport::policy_decision(policy::Kind slot, double ms) { decision_s_[size_t(slot)]->Observe(ms / 1e3); }

@@ -68,7 +68,7 @@ class MetricsExport {
   void snapshot_complete(uint64_t step);
   // An event was logged (events.csv): counted by kind; snapshot_saved, _failed and _dropped also
   // count as snapshot outcomes.
-  void event(const std::string& kind);
+  void event(const std::string& kind, uint64_t count = 1);
   // A policy slot decided, in `ms` (0 for the C++ floor); the planner decided a whole plan in `ms`.
   void policy_decision(policy::Kind slot, double ms);
   void plan_decision(double ms);

@@ -131,6 +131,57 @@ TEST_CASE("t0330-metrics-scrape: Prometheus scrapes the controller over HTTP whi
   CHECK_FALSE(http_get(url, 1000).ok());  // nothing listens once the run is over
 }
 
+TEST_CASE("t0332-metrics-across-controller-resume: the counters a resumed controller serves go on from the run's, none starts again at zero") {
+  std::string dir = temp_dir("metrics-resume");
+  int port = 0;
+  {
+    LoopbackListener probe;  // a free port, given back for the job's fixed metrics.bind
+    port = probe.port();
+  }
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/metrics";
+  std::ofstream(dir + "/drill.lua") << "drill{ name = 'metrics-resume', steps = 100000, seed = 2 }\n"
+                                       "kill{ node = 'random', step = 10 }\n"
+                                       "add{ count = 1, step = 12 }\n"
+                                       "kill{ controller = true, step = 60, restart_after_s = 0.5 }\n";
+  Proc run = spawn({bin(), "run", tiny_job(dir, "prom"), "--nodes", "3", "--metrics", "tcp://127.0.0.1:" + std::to_string(port),
+                    "--drill", dir + "/drill.lua", "--out", dir + "/out"},
+                   dir + "/run.out");
+  // before the controller's death: a recovery, an aborted step or not, events of several kinds
+  Result<PromText> before = fail("not scraped yet");
+  REQUIRE_MESSAGE(eventually([&] {
+                    before = scrape(url);
+                    return before.ok() && before->value("salamander_step").value_or(0) >= 30 &&
+                           before->value("salamander_recoveries_total").value_or(0) >= 1;
+                  }, 60000, 50),
+                  (before.ok() ? run.output() : before.error().message()));
+  REQUIRE(before->value("salamander_step").value_or(0) < 60);
+  // after it: the new controller serves again, past the step it died at
+  Result<PromText> after = fail("not scraped yet");
+  REQUIRE_MESSAGE(eventually([&] {
+                    after = scrape(url);
+                    return after.ok() && after->value("salamander_step").value_or(0) >= 80 &&
+                           after->value("salamander_events_total", {{"kind", "controller_resumed"}}).value_or(0) >= 1;
+                  }, 60000, 50),
+                  (after.ok() ? run.output() : after.error().message()));
+  for (const char* counter : {"salamander_tokens_total", "salamander_recoveries_total", "salamander_aborted_steps_total",
+                              "salamander_restores_total", "salamander_lost_steps_total"}) {
+    CAPTURE(counter);
+    CHECK(after->value(counter).value_or(-1) >= before->value(counter).value_or(0));
+  }
+  CHECK(after->value("salamander_recovery_seconds_count").value_or(-1) >=
+        before->value("salamander_recovery_seconds_count").value_or(0));
+  int kinds = 0;
+  for (const auto& s : before->samples)
+    if (s.name == "salamander_events_total") {
+      CAPTURE(s.labels.at("kind"));
+      CHECK(after->value("salamander_events_total", {{"kind", s.labels.at("kind")}}).value_or(-1) >= s.value);
+      ++kinds;
+    }
+  CHECK(kinds >= 4);  // node_joined, node_left, plan, step_aborted or recovery, ...
+  run.signal(SIGINT);
+  CHECK(run.wait(30000) == 130);
+}
+
 TEST_CASE("t0331-metrics-port-taken: a taken port refuses the start naming metrics.bind, and a bad --metrics is a usage error") {
   std::string dir = temp_dir("metrics-taken");
   LoopbackListener taken;
