@@ -23,7 +23,7 @@
 // worker was in, and names it slow only when nearly all of them (the window's lowest fifth) are at
 // `slow_ratio` or more — stalls come and go, a slow node stays slow — and back when the window's
 // median is at `back_ratio` or less; the ratio it reports is the window's median. A worker nearly
-// all of whose last half window is at 4/3 of `slow_ratio` (2x) or more is plainly slow and named
+// all of whose last half window is at 5/3 of `slow_ratio` (2.5x) or more is plainly slow and named
 // then (about half a window after a cut to a third of its speed). With the
 // defaults (10 steps, 1.5, 1.25) a worker that slows to half its speed is named within 10 steps,
 // and given back about 6 steps after its recovery. Pure logic:

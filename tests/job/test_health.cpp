@@ -58,8 +58,8 @@ TEST_CASE("a worker at half speed is named within the window, and given back aft
   CHECK(w.slow_count() == 0);
 }
 
-TEST_CASE("a worker at a third of its speed is plainly slow: named within half the window, one at two thirds is not") {
-  for (double slowdown : {3.0, 1.6}) {
+TEST_CASE("a worker at a third of its speed is plainly slow: named within half the window, one at half or two thirds is not") {
+  for (double slowdown : {3.0, 2.0, 1.6}) {  // 2x: a starved worker of a loaded machine takes the usual proof
     CAPTURE(slowdown);
     std::mt19937 rng(3);
     SpeedWatch w;
