@@ -1,13 +1,14 @@
-// model_shape.h — the one description of a moe-gpt model's operators that every part shares: the
+// model_shape.h — the one description of a model's operators (either family) that every part shares: the
 // planner and the checkpoint policy (which units exist and what they weigh), the job driver (how
 // many units a dense snapshot has), the workers (how a unit's flat buffer is laid out, how many
 // floats a transfer carries) and the simulator (operator names and sizes).
 //
 // An operator ("unit") is what the engine addresses one at a time — snapshots it, freezes it,
-// moves it between workers: the embeddings (token and position tables and the final LayerNorm,
-// whose token table is also the LM head), and per layer the dense part (two LayerNorms and the
-// attention), the gate, and each expert (d -> 4d -> d with biases). Each unit is one flat fp32
-// buffer; the layouts below give the offset of every tensor inside it.
+// moves it between workers: the embeddings (token table, moe-gpt's position table and final
+// LayerNorm or moe-llama's final RMSNorm and untied head), and per layer the dense part (norms,
+// attention, moe-llama's shared experts), the gate, and each expert (moe-gpt: d -> ffn -> d GELU
+// with biases; moe-llama: SwiGLU). Each unit is one flat fp32 buffer; the layouts below give the
+// offset of every tensor inside it.
 #pragma once
 
 #include <cstddef>
