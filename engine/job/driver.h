@@ -200,6 +200,7 @@ class Driver {
   // A loss in the middle of a grouped plan's step: asks the redundancy policy for a patch instead
   // of aborting; false when the step cannot be patched (one group, a replay, no survivor).
   bool try_patch(phase::Running& r, const in::Lost& l);
+  CpuPools cpu_pools() const;
   // Whether a vote answers the patch in force (or the step as begun, when none was sent).
   static bool vote_answers_patch(const phase::Running& r, const wire::StepVote& v);
   Next send_patch(phase::Running& r, const plan::ShardStacks& stacks, const std::string& decided_by);

@@ -55,6 +55,11 @@ struct View {
   std::map<NodeId, wire::SliceNode> slices;
   // The rack of each live node the job names in mesh.racks (its agent's --name there).
   std::map<NodeId, std::string> racks;
+  // The CPUs a live node's workers share with other nodes' workers of the job: its host, where its
+  // workers are not confined to CPU quotas of their own (--cpu-share); absent where they are. The
+  // speed watch does not weigh one worker's share of such CPUs against its pool-mates' (the
+  // host's scheduler shares them out, job/health.h).
+  std::map<NodeId, std::string> cpu_pools;
   bool operator==(const View&) const = default;
 };
 

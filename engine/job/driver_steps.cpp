@@ -148,6 +148,14 @@ Driver::Next Driver::step_outcome(phase::Running& r, StepCoordinator::Outcome o)
   return std::nullopt;
 }
 
+// The plan's workers that share their host's CPUs, by pool (the view's, job/health.h).
+CpuPools Driver::cpu_pools() const {
+  CpuPools out;
+  for (const Participant& p : applied_->ranks)
+    if (auto it = view_.cpu_pools.find(p.node); it != view_.cpu_pools.end()) out[p] = it->second;
+  return out;
+}
+
 void Driver::announce_abort(const phase::Tally& t) {
   const std::string& why = steps_.last_abort_reason();
   note("step_aborted", "step " + std::to_string(t.step) + ": " + why, act::Level::warn);
@@ -208,7 +216,7 @@ void Driver::committed(phase::Running& r, const StepRecord& rec) {
   measured_.step_committed(r.tally.loads, rec.step_ms / 1e3);
   // (a plan's first steps connect, allocate and fault pages in: not the workers' speed)
   const bool settled = r.tally.step >= applied_->from_step + kUnsettledSteps;
-  const auto changes = settled ? measured_.worker_times(r.tally.step, r.tally.times, applied_->ranks)
+  const auto changes = settled ? measured_.worker_times(r.tally.step, r.tally.times, applied_->ranks, cpu_pools())
                                : std::vector<SpeedChange>{};
   for (const auto& c : changes)
     out_.push_back(act::Note{c.slow ? "node_slow" : "node_speed_back", describe(c, measured_.speed().options().window),

@@ -57,7 +57,10 @@ class MedianOfOthers {
 // per wall millisecond.
 struct OthersMedians {
   MedianOfOthers busy, dense, expert, rate;
-  explicit OthersMedians(const std::map<Participant, WorkerTimes>& times) {
+  const CpuPools& pools;
+  std::map<std::string, double> rate_outside;  // per pool: the median CPU per wall ms outside it (absent: none)
+
+  OthersMedians(const std::map<Participant, WorkerTimes>& times, const CpuPools& p) : pools(p) {
     for (const auto& [who, u] : times) {
       busy.add(who, u.busy_ms);
       if (!cpu_measured(u)) continue;
@@ -66,6 +69,25 @@ struct OthersMedians {
       rate.add(who, u.process_cpu_ms / u.busy_ms);
     }
     for (MedianOfOthers* m : {&busy, &dense, &expert, &rate}) m->sort();
+    for (const auto& [who, pool] : pools) {
+      if (pool.empty() || rate_outside.count(pool)) continue;
+      std::vector<double> outside;
+      for (const auto& [other, u] : times)
+        if (cpu_measured(u) && pool_of(other) != pool) outside.push_back(u.process_cpu_ms / u.busy_ms);
+      if (!outside.empty()) rate_outside[pool] = median(outside);
+    }
+  }
+  std::string pool_of(const Participant& p) const {
+    auto it = pools.find(p);
+    return it == pools.end() ? std::string() : it->second;
+  }
+  // The CPU per wall millisecond `who`'s share of its CPUs is weighed against: the others' — only
+  // those outside its pool where it has one (none there: 0, not weighed).
+  double others_rate(const Participant& who) const {
+    const std::string pool = pool_of(who);
+    if (pool.empty()) return rate.without(who);
+    auto it = rate_outside.find(pool);
+    return it == rate_outside.end() ? 0.0 : it->second;
   }
 };
 
@@ -79,7 +101,11 @@ double slowness(const Participant& who, const WorkerTimes& t, const OthersMedian
   const double expected = m.dense.without(who) * double(t.tokens) + m.expert.without(who) * double(t.expert_rows);
   const double own_rate = t.process_cpu_ms / t.busy_ms;
   if (expected <= 0 || own_rate <= 0) return 0;
-  return t.busy_cpu_ms / expected * (m.rate.without(who) / own_rate);
+  const double others_rate = m.others_rate(who);
+  const bool pooled = !m.pool_of(who).empty();
+  if (!pooled && others_rate <= 0) return 0;
+  // pool-mates share CPUs the host's scheduler hands out: only the work's CPU time counts among them
+  return t.busy_cpu_ms / expected * (others_rate > 0 ? others_rate / own_rate : 1.0);
 }
 
 // Each worker's computing time over the median of the others' in one step (none when fewer than two
@@ -117,9 +143,10 @@ void push_bounded(std::deque<T>& d, T v, size_t n) {
 
 }  // namespace
 
-std::vector<SpeedChange> SpeedWatch::observe(uint64_t step, const std::map<Participant, WorkerTimes>& times) {
+std::vector<SpeedChange> SpeedWatch::observe(uint64_t step, const std::map<Participant, WorkerTimes>& times,
+                                             const CpuPools& pools) {
   std::vector<SpeedChange> changes;
-  const OthersMedians others(times);
+  const OthersMedians others(times, pools);
   for (const auto& [who, lag] : step_lags(times, others)) push_bounded(workers_[who].lags, lag, o_.window);
   for (const auto& [who, r] : step_ratios(times, others)) {
     Track& t = workers_[who];

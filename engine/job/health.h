@@ -18,6 +18,10 @@
 // work (the health policy's shares) that keeps up has a lag near 1 though it is still slow; the
 // health policy steers its share by it, and the lag is measured afresh when the share changes.
 //
+// Workers that share one host's CPUs without quotas of their own (a CpuPool) are not weighed
+// against each other for their share of those CPUs — the host's scheduler hands it out — only
+// against workers outside the pool, and only for how fast their work runs where there are none.
+//
 // The verdict is robust against a shared machine's noise (a worker descheduled for a step, a page
 // fault, a busy neighbour): it looks at the ratio over the last `window` committed steps that
 // worker was in, and names it slow only when nearly all of them (the window's lowest fifth) are at
@@ -54,6 +58,9 @@ struct WorkerTimes {
 // plane, allocate and fault pages in.
 constexpr uint64_t kUnsettledSteps = 3;
 
+// Workers that share their host's CPUs (unconfined, on one host), by pool (the host's name).
+using CpuPools = std::map<Participant, std::string>;
+
 struct HealthOptions {
   size_t window = 20;        // committed steps a verdict looks at
   double slow_ratio = 1.5;   // the window's median ratio at which a worker is named slow
@@ -85,7 +92,11 @@ class SpeedWatch {
 
   // One committed step's times of every worker that voted in it. A worker missing from a step
   // keeps its window (it is measured again when it is back); forget() drops one that left.
-  std::vector<SpeedChange> observe(uint64_t step, const std::map<Participant, WorkerTimes>& times);
+  // `pools`: the CPU pool of each worker that shares its host's CPUs with other workers of the job
+  // (unconfined on one host; absent: CPUs of its own). Its share of CPU is weighed only against
+  // workers outside its pool — the host's scheduler, not a fault, decides how pool-mates share.
+  std::vector<SpeedChange> observe(uint64_t step, const std::map<Participant, WorkerTimes>& times,
+                                   const CpuPools& pools = {});
   void forget(const Participant& who) { workers_.erase(who); }
   // The worker's work changed (its share): its lag is measured afresh from the next step.
   void restart_lag(const Participant& who);

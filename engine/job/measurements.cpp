@@ -147,9 +147,9 @@ std::optional<std::string> Measurements::disk_behind(const ckpt::Snapshot& s, in
 }
 
 std::vector<SpeedChange> Measurements::worker_times(uint64_t step, const std::map<Participant, WorkerTimes>& times,
-                                                    const std::vector<Participant>& ranks) {
+                                                    const std::vector<Participant>& ranks, const CpuPools& pools) {
   speed_.keep_only(ranks);
-  return speed_.observe(step, times);
+  return speed_.observe(step, times, pools);
 }
 
 }  // namespace sal::job

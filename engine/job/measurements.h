@@ -130,9 +130,10 @@ class Measurements {
   // big enough to time measures the copy bandwidth, once per copy.
   void sparse_held(Participant p, const SparseHolding& h, uint64_t slot_bytes);
   // A step committed with these workers' times (the votes'): the speed verdicts that changed
-  // (health.h). Workers no longer among `ranks` are forgotten.
+  // (health.h). Workers no longer among `ranks` are forgotten; `pools` says which share their
+  // host's CPUs.
   std::vector<SpeedChange> worker_times(uint64_t step, const std::map<Participant, WorkerTimes>& times,
-                                        const std::vector<Participant>& ranks);
+                                        const std::vector<Participant>& ranks, const CpuPools& pools = {});
   // The warning to give, once a job, when a dense snapshot is written more slowly than the steps
   // between two snapshots run (they fall behind the disk); nothing otherwise.
   std::optional<std::string> disk_behind(const ckpt::Snapshot& s, int64_t checkpoint_every);

@@ -11,6 +11,8 @@
 #include "core/clock.h"
 #include "core/load_files.h"
 #include "core/overloaded.h"
+#include "core/paths.h"
+#include "mesh/cpu_share.h"
 #include "mesh/controller.h"
 #include "policy/planner.h"
 #include "mesh/security.h"
@@ -119,6 +121,18 @@ void Controller::changed() {
   if (on_change) on_change();
 }
 
+namespace {
+
+// Whether a node's workers run in CPU cgroups of their own (--cpu-share; only seen on this host).
+bool confined(const Node& n) {
+  if (n.host != hostname()) return false;
+  for (const auto& w : n.workers)
+    if (w.pid > 0 && !w.exited && confined_group(pid_t(w.pid))) return true;
+  return false;
+}
+
+}  // namespace
+
 // The membership the driver sees, when it changed.
 void Controller::view_changed() {
   if (membership_.epoch() != journaled_epoch_) {
@@ -129,6 +143,7 @@ void Controller::view_changed() {
   for (const auto& [id, n] : membership_.nodes()) {
     if (n.live() && !n.slice_endpoint.empty()) v.slices[id] = wire::SliceNode{uint32_t(id), n.slice_endpoint, n.slice_key};
     if (auto r = rack_of_name_.find(n.name); n.live() && r != rack_of_name_.end()) v.racks[id] = r->second;
+    if (n.live() && !confined(n)) v.cpu_pools[id] = n.host;
   }
   if (driver_->wants_holdings()) {
     // a resumed job reconciles with what each worker holds: only workers that have said so count

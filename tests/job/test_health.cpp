@@ -150,3 +150,60 @@ TEST_CASE("the report gives each worker's medians per phase and its ratio") {
   CHECK(r[2].median.update_ms == doctest::Approx(6));
   CHECK(r[0].steps == 4);
 }
+
+namespace {
+
+// One step's CPU-measured times: every worker does the same work (100 tokens, CPU time
+// `cpu_ms[i]` for it) and gets `rate[i]` of a CPU per wall millisecond while computing.
+std::map<Participant, WorkerTimes> cpu_times(const std::vector<double>& cpu_ms, const std::vector<double>& rate,
+                                             std::mt19937& rng) {
+  std::uniform_real_distribution<double> u(0.95, 1.05);
+  std::map<Participant, WorkerTimes> out;
+  for (size_t i = 0; i < cpu_ms.size(); ++i) {
+    WorkerTimes t;
+    t.busy_cpu_ms = cpu_ms[i] * u(rng);
+    t.busy_ms = t.busy_cpu_ms / rate[i];
+    t.process_cpu_ms = t.busy_cpu_ms;
+    t.tokens = 100;
+    out[{uint32_t(i), 0}] = t;
+  }
+  return out;
+}
+
+// The first verdict within `steps` steps of workers at `cpu_ms` and `rate` (none: nullopt).
+std::optional<SpeedChange> first_verdict(const std::vector<double>& cpu_ms, const std::vector<double>& rate,
+                                         const CpuPools& pools, int steps = 60) {
+  std::mt19937 rng(5);
+  SpeedWatch w;
+  for (int s = 0; s < steps; ++s)
+    for (const auto& c : w.observe(uint64_t(s), cpu_times(cpu_ms, rate, rng), pools)) return c;
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("workers sharing a host's CPUs: less CPU than its pool-mates names none, slower work does, a pool is weighed against the others") {
+  const std::vector<double> even(4, 10.0), full(4, 1.0);
+  std::vector<double> starved = full;
+  starved[2] = 0.4;  // worker 2.0 gets 40 % of what the others get
+  CpuPools one_host;
+  for (uint32_t i = 0; i < 4; ++i) one_host[{i, 0}] = "host-a";
+  // confined workers (CPUs of their own): getting less CPU is the slowness (a cut quota)
+  auto confined = first_verdict(even, starved, {});
+  REQUIRE(confined);
+  CHECK(confined->who == Participant{2, 0});
+  // the same on one host, unconfined: the host's scheduler shares the CPUs out; no one is named
+  CHECK_FALSE(first_verdict(even, starved, one_host));
+  // a slower core (its work takes 2.5x the CPU time) is named on one host too
+  std::vector<double> slow_core = even;
+  slow_core[1] = 25.0;
+  auto core = first_verdict(slow_core, full, one_host);
+  REQUIRE(core);
+  CHECK(core->who == Participant{1, 0});
+  // two hosts: a pool that gets less CPU than the other host is weighed against it
+  CpuPools two_hosts = {{{0, 0}, "host-a"}, {{1, 0}, "host-a"}, {{2, 0}, "host-b"}, {{3, 0}, "host-c"}};
+  std::vector<double> host_a_starved = {0.4, 0.4, 1.0, 1.0};
+  auto pooled = first_verdict(even, host_a_starved, two_hosts);
+  REQUIRE(pooled);
+  CHECK(pooled->who.node <= 1);
+}
