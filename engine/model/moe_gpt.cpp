@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/cpu/ops.h"
+#include "model/moe_layer.h"
 #include "model/routing_trace.h"
 
 namespace sal::model {
@@ -127,28 +128,17 @@ Status MoeGpt::forward_layer(int l, int B, int T, ExpertExchange& ex, StepStats&
   k::topk(a.gate_probs.data(), N, E, K, a.idx.data(), a.w.data());
   if ((batch_ && batch_->routing) || (d.skew != 1.0f && d.hot_experts > 0)) force_routing(l, T, a);
   // the balancing loss over the global batch: aux = alpha * E * sum_e f_e * P_e
-  std::vector<double> counts(size_t(E), 0.0), prob_sums(size_t(E), 0.0);
-  for (int32_t e : a.idx) counts[size_t(e)] += 1;
-  for (int t = 0; t < N; ++t)
-    for (int e = 0; e < E; ++e) prob_sums[size_t(e)] += a.gate_probs[size_t(t) * E + e];
-  for (int e = 0; e < E; ++e) stats.expert_counts[size_t(l)][size_t(e)] = uint32_t(counts[size_t(e)]);
-  double tokens = N;
-  SAL_TRY(ex.global_stats(l, counts, prob_sums, tokens));
-  a.global_tokens = tokens;
-  a.f.assign(size_t(E), 0.0);
-  double aux = 0;
-  for (int e = 0; e < E; ++e) {
-    a.f[size_t(e)] = tokens > 0 ? counts[size_t(e)] / (double(K) * tokens) : 0.0;
-    aux += a.f[size_t(e)] * (tokens > 0 ? prob_sums[size_t(e)] / tokens : 0.0);
-  }
-  stats.aux += aux_share_ * double(d.aux_weight) * E * aux;
+  auto balance = global_balance(ex, l, a.idx, a.gate_probs, N, E, K, stats.expert_counts[size_t(l)]);
+  if (!balance) return balance.error();
+  a.global_tokens = balance->tokens;
+  a.f = std::move(balance->f);
+  stats.aux += aux_share_ * double(d.aux_weight) * E * balance->loss;
   // experts, then the gate-weighted combine into the residual stream
   Routing r{N, K, a.idx};
   SAL_TRY(ex.forward(l, a.h2.data(), r, a.out.data()));
   std::vector<float>& next = (l + 1 < d.layers) ? acts_[size_t(l) + 1].x : x_final_;
   next = a.xmid;
-  for (int t = 0; t < N; ++t)
-    for (int j = 0; j < K; ++j) k::axpy(size_t(D), a.w[size_t(t) * K + j], &a.out[(size_t(t) * K + j) * D], &next[size_t(t) * D]);
+  combine(a.out, a.w, N, K, D, next);
   return {};
 }
 
@@ -197,18 +187,8 @@ Status MoeGpt::backward_layer(int l, int B, int T, ExpertExchange& ex, std::vect
   Unit& u = p_.dense[size_t(l)];
   auto dl = dense_layout(d);
   // MoE combine: y = sum_j w_j out_j
-  std::vector<float> dw(size_t(N) * K), d_out(size_t(N) * K * D), dx_assign(size_t(N) * K * D);
-  for (int t = 0; t < N; ++t)
-    for (int j = 0; j < K; ++j) {
-      const float* o = &a.out[(size_t(t) * K + j) * D];
-      const float* dy = &dres[size_t(t) * D];
-      double dot = 0;
-      for (int i = 0; i < D; ++i) dot += double(dy[i]) * o[i];
-      dw[size_t(t) * K + j] = float(dot);
-      float w = a.w[size_t(t) * K + j];
-      float* dst = &d_out[(size_t(t) * K + j) * D];
-      for (int i = 0; i < D; ++i) dst[i] = w * dy[i];
-    }
+  std::vector<float> dw, d_out, dx_assign(size_t(N) * K * D);
+  combine_backward(a.out, a.w, dres.data(), N, K, D, dw, d_out);
   SAL_TRY(ex.backward(l, d_out.data(), dx_assign.data()));
   std::vector<float> dh2(size_t(N) * D, 0.0f);
   for (int t = 0; t < N; ++t)

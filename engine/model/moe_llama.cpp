@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "model/expert.h"
+#include "model/moe_layer.h"
 
 namespace sal::model {
 
@@ -134,26 +135,22 @@ Status MoeLlama::route(int l, LayerActs& a, ExpertExchange& ex, StepStats& stats
       a.w[size_t(t) * K + j] = d.norm_topk && sum > 0 ? float(a.chosen[size_t(t) * K + j] / sum) : a.chosen[size_t(t) * K + j];
   }
   // the Switch balancing loss over the global batch, on the normalised scores: aux = alpha E sum_e f_e P_e
-  std::vector<double> counts(size_t(E), 0.0), prob_sums(size_t(E), 0.0);
-  for (int32_t e : a.idx) counts[size_t(e)] += 1;
-  for (int t = 0; t < N; ++t) {
-    const float* s = &a.scores[size_t(t) * E];
-    double sum = d.sigmoid_router ? 0.0 : 1.0;
-    if (d.sigmoid_router)
+  std::vector<float> normalised;
+  if (d.sigmoid_router) {
+    normalised.resize(a.scores.size());
+    for (int t = 0; t < N; ++t) {
+      const float* s = &a.scores[size_t(t) * E];
+      double sum = 0;
       for (int e = 0; e < E; ++e) sum += s[e];
-    for (int e = 0; e < E; ++e) prob_sums[size_t(e)] += s[e] / sum;
+      for (int e = 0; e < E; ++e) normalised[size_t(t) * E + e] = float(s[e] / sum);
+    }
   }
-  for (int e = 0; e < E; ++e) stats.expert_counts[size_t(l)][size_t(e)] = uint32_t(counts[size_t(e)]);
-  double tokens = N;
-  SAL_TRY(ex.global_stats(l, counts, prob_sums, tokens));
-  a.global_tokens = tokens;
-  a.f.assign(size_t(E), 0.0);
-  double aux = 0;
-  for (int e = 0; e < E; ++e) {
-    a.f[size_t(e)] = tokens > 0 ? counts[size_t(e)] / (double(K) * tokens) : 0.0;
-    aux += a.f[size_t(e)] * (tokens > 0 ? prob_sums[size_t(e)] / tokens : 0.0);
-  }
-  stats.aux += aux_share_ * double(d.aux_weight) * E * aux;
+  auto balance = global_balance(ex, l, a.idx, d.sigmoid_router ? normalised : a.scores, N, E, K,
+                                stats.expert_counts[size_t(l)]);
+  if (!balance) return balance.error();
+  a.global_tokens = balance->tokens;
+  a.f = std::move(balance->f);
+  stats.aux += aux_share_ * double(d.aux_weight) * E * balance->loss;
   a.lse.resize(size_t(N));
   for (int t = 0; t < N; ++t) {
     a.lse[size_t(t)] = logsumexp(&a.z[size_t(t) * E], E);
@@ -184,9 +181,7 @@ Status MoeLlama::forward_layer(int l, int B, int T, ExpertExchange& ex, StepStat
   SAL_TRY(route(l, a, ex, stats));
   std::vector<float>& next = (l + 1 < d.layers) ? acts_[size_t(l) + 1].x : x_final_;
   next = a.xmid;
-  for (int t = 0; t < N; ++t)
-    for (int j = 0; j < K; ++j)
-      k::axpy(size_t(D), a.w[size_t(t) * K + j], &a.out[(size_t(t) * K + j) * D], &next[size_t(t) * D]);
+  combine(a.out, a.w, N, K, D, next);
   if (S > 0) {
     std::vector<float> shared(size_t(N) * D);
     swiglu_mlp_forward(a.h2.data(), u.at(dl.sh_w13), u.at(dl.sh_w2), N, D, S, a.shared_h, shared.data());
@@ -303,18 +298,8 @@ Status MoeLlama::backward_layer(int l, int B, int T, ExpertExchange& ex, std::ve
     swiglu_mlp_backward(a.h2.data(), u.at(dl.sh_w13), u.at(dl.sh_w2), a.shared_h, dres.data(), u.weight_grad(dl.sh_w13),
                         u.weight_grad(dl.sh_w2), dh2.data(), N, D, S);
   // the routed experts' combine: y = sum_j w_j out_j
-  std::vector<float> dw(size_t(N) * K), d_out(size_t(N) * K * D), dx_assign(size_t(N) * K * D);
-  for (int t = 0; t < N; ++t)
-    for (int j = 0; j < K; ++j) {
-      const float* o = &a.out[(size_t(t) * K + j) * D];
-      const float* dy = &dres[size_t(t) * D];
-      double dot = 0;
-      for (int i = 0; i < D; ++i) dot += double(dy[i]) * o[i];
-      dw[size_t(t) * K + j] = float(dot);
-      const float w = a.w[size_t(t) * K + j];
-      float* dst = &d_out[(size_t(t) * K + j) * D];
-      for (int i = 0; i < D; ++i) dst[i] = w * dy[i];
-    }
+  std::vector<float> dw, d_out, dx_assign(size_t(N) * K * D);
+  combine_backward(a.out, a.w, dres.data(), N, K, D, dw, d_out);
   SAL_TRY(ex.backward(l, d_out.data(), dx_assign.data()));
   for (int t = 0; t < N; ++t)
     for (int j = 0; j < K; ++j) k::axpy(size_t(D), 1.0f, &dx_assign[(size_t(t) * K + j) * D], &dh2[size_t(t) * D]);
