@@ -54,24 +54,11 @@ std::vector<Part> unit_parts(const Dims& d, const UnitId& id) {
   return {};
 }
 
-const Unit* find_unit(const Params& p, const UnitId& id) {
-  switch (id.kind) {
-    case UnitKind::embedding: return &p.embedding;
-    case UnitKind::dense: return &p.dense.at(size_t(id.layer));
-    case UnitKind::gate: return &p.gate.at(size_t(id.layer));
-    case UnitKind::expert: {
-      auto it = p.experts.find({id.layer, id.expert});
-      return it == p.experts.end() ? nullptr : &it->second;
-    }
-  }
-  return nullptr;
-}
-
 // Every part of every unit p holds, reading the buffer `field` (weights or a moment) of each unit.
 void append_tensors(const Params& p, std::vector<float> Unit::*field, const std::string& prefix,
                     std::vector<NamedTensor>& out) {
   for (const UnitId& id : model_units(p.dims)) {
-    const Unit* u = find_unit(p, id);
+    const Unit* u = p.unit(id);
     if (!u) continue;
     for (auto& part : unit_parts(p.dims, id))
       out.push_back({prefix + part.name, part.shape, (u->*field).data() + part.slice.offset});
@@ -87,7 +74,7 @@ std::string number(double v) {
 // moe-llama: every HF tensor of the buffer `field`, rearranged.
 void append_hf_tensors(const Params& p, std::vector<float> Unit::*field, const std::string& prefix, ExportTensors& out) {
   for (const HfTensor& t : hf_tensors(p.dims, export_naming(p.dims))) {
-    const Unit* u = find_unit(p, t.unit);
+    const Unit* u = p.unit(t.unit);
     if (!u) continue;
     std::vector<float> values(t.elements());
     to_hf(t, (u->*field).data(), values.data());
@@ -100,10 +87,8 @@ void append_hf_tensors(const Params& p, std::vector<float> Unit::*field, const s
 
 ExportTensors model_tensors(const Params& p, bool optimizer) {
   ExportTensors out;
-  const std::vector<std::pair<std::vector<float> Unit::*, const char*>> fields =
-      optimizer ? std::vector<std::pair<std::vector<float> Unit::*, const char*>>{
-                      {&Unit::w, ""}, {&Unit::m, "optim.exp_avg."}, {&Unit::v, "optim.exp_avg_sq."}}
-                : std::vector<std::pair<std::vector<float> Unit::*, const char*>>{{&Unit::w, ""}};
+  std::vector<std::pair<std::vector<float> Unit::*, const char*>> fields = {{&Unit::w, ""}};
+  if (optimizer) fields.insert(fields.end(), {{&Unit::m, "optim.exp_avg."}, {&Unit::v, "optim.exp_avg_sq."}});
   for (auto [field, prefix] : fields) {
     if (p.dims.llama()) append_hf_tensors(p, field, prefix, out);
     else append_tensors(p, field, prefix, out.tensors);

@@ -66,16 +66,6 @@ Unit empty_unit(const Dims& d, UnitId id) {
   return u;
 }
 
-Unit& unit_of(Params& p, const UnitId& id) {
-  switch (id.kind) {
-    case UnitKind::embedding: return p.embedding;
-    case UnitKind::dense: return p.dense[size_t(id.layer)];
-    case UnitKind::gate: return p.gate[size_t(id.layer)];
-    case UnitKind::expert: return p.experts.at({id.layer, id.expert});
-  }
-  return p.embedding;
-}
-
 // Reads `name` (of HF shape t.shape()) into `into` through t's placement.
 Status read_tensor(const Shards& s, const std::string& name, const HfTensor& t, std::vector<float>& into) {
   auto it = s.where.find(name);
@@ -113,7 +103,7 @@ Result<Params> read_params(const Shards& s, const HfModel& m, bool& moments, siz
   const auto tensors = hf_tensors(d, m.naming);
   moments = s.where.count("optim.exp_avg." + tensors.front().name) > 0;
   for (const HfTensor& t : tensors) {
-    Unit& u = unit_of(p, t.unit);
+    Unit& u = *p.unit(t.unit);  // every unit is there: made above
     SAL_TRY(read_tensor(s, t.name, t, u.w));
     used.insert(t.name);
     if (!moments) continue;

@@ -221,6 +221,7 @@ class Controller {
   // <run>/routing/table_iter<step>.log, in the SmartMoE format model.routing_trace replays.
   void record_routing(uint64_t step, const std::vector<uint64_t>& counts);
   void view_changed();
+  bool confined(const Node& n);
   std::map<Participant, job::Holding> holdings() const;
   double now_s() const;
   // The journal (<run>/journal.jsonl), when the run has a directory.
@@ -252,6 +253,7 @@ class Controller {
   bool routing_failed_ = false;  // a routing record could not be written (said once; no more are tried)
   job::View last_view_;
   std::map<std::string, std::string> rack_of_name_;  // mesh.racks: node name -> rack (job/racks.h)
+  std::map<uint64_t, bool> confined_pids_;  // a worker process on this host: in a CPU cgroup of its own (read once)
   std::vector<std::unique_ptr<Timer>> driver_timers_;  // one per job::Timer
   StepLog step_log_;
   RunRecord record_;

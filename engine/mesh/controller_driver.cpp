@@ -121,17 +121,19 @@ void Controller::changed() {
   if (on_change) on_change();
 }
 
-namespace {
-
 // Whether a node's workers run in CPU cgroups of their own (--cpu-share; only seen on this host).
-bool confined(const Node& n) {
-  if (n.host != hostname()) return false;
-  for (const auto& w : n.workers)
-    if (w.pid > 0 && !w.exited && confined_group(pid_t(w.pid))) return true;
+// Each process is looked at once: the view is built at every mesh message.
+bool Controller::confined(const Node& n) {
+  static const std::string here = hostname();
+  if (n.host != here) return false;
+  for (const auto& w : n.workers) {
+    if (w.pid <= 0 || w.exited) continue;
+    auto [it, fresh] = confined_pids_.try_emplace(uint64_t(w.pid), false);
+    if (fresh) it->second = confined_group(pid_t(w.pid)).ok();
+    if (it->second) return true;
+  }
   return false;
 }
-
-}  // namespace
 
 // The membership the driver sees, when it changed.
 void Controller::view_changed() {

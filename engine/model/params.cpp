@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace sal::model {
 namespace {
@@ -110,6 +111,22 @@ std::vector<std::pair<int, int>> Params::all_experts(const Dims& d) {
 Unit* Params::expert(int layer, int e) {
   auto it = experts.find({layer, e});
   return it == experts.end() ? nullptr : &it->second;
+}
+
+Unit* Params::unit(const UnitId& id) { return const_cast<Unit*>(std::as_const(*this).unit(id)); }
+
+const Unit* Params::unit(const UnitId& id) const {
+  const bool layer = id.layer >= 0 && size_t(id.layer) < dense.size();
+  switch (id.kind) {
+    case UnitKind::embedding: return &embedding;
+    case UnitKind::dense: return layer ? &dense[size_t(id.layer)] : nullptr;
+    case UnitKind::gate: return layer ? &gate[size_t(id.layer)] : nullptr;
+    case UnitKind::expert: {
+      auto it = experts.find({id.layer, id.expert});
+      return it == experts.end() ? nullptr : &it->second;
+    }
+  }
+  return nullptr;
 }
 
 std::vector<Unit*> Params::non_expert_units() {

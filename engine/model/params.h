@@ -63,6 +63,9 @@ struct Params {
   // Every (layer, expert) of d, in order: what one worker holding the whole model holds.
   static std::vector<std::pair<int, int>> all_experts(const Dims& d);
   Unit* expert(int layer, int e);
+  // The unit `id` names, if this worker holds it (null: not held, or no such unit).
+  Unit* unit(const UnitId& id);
+  const Unit* unit(const UnitId& id) const;
   // Every unit this worker holds, in a fixed order (embedding, per layer dense, gate, experts).
   std::vector<Unit*> units();
   // The units every worker holds (units() without the experts), in the same order.

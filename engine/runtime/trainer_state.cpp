@@ -44,20 +44,6 @@ void Trainer::install_unit(model::UnitId id, const std::vector<float>& buf) {
   }
 }
 
-namespace {
-
-model::Unit* find_unit(model::Params& p, model::UnitId id) {
-  switch (id.kind) {
-    case model::UnitKind::embedding: return &p.embedding;
-    case model::UnitKind::dense: return id.layer >= 0 && size_t(id.layer) < p.dense.size() ? &p.dense[size_t(id.layer)] : nullptr;
-    case model::UnitKind::gate: return id.layer >= 0 && size_t(id.layer) < p.gate.size() ? &p.gate[size_t(id.layer)] : nullptr;
-    case model::UnitKind::expert: return p.expert(id.layer, id.expert);
-  }
-  return nullptr;
-}
-
-}  // namespace
-
 // Every send and receive of the plan's transfers is posted at once (tag = the transfer's index),
 // so no rank waits on another's order and all owners send in parallel.
 Status Trainer::migrate(const wire::PlanUpdate& p) {
@@ -73,7 +59,7 @@ Status Trainer::migrate(const wire::PlanUpdate& p) {
     if (t.kind > uint8_t(model::UnitKind::expert)) return fail("plan ", p.number(), ": transfer ", i, " has unit kind ", int(t.kind));
     if (int(t.from) == rank_ && int(t.to) == rank_) continue;
     if (int(t.from) == rank_) {
-      model::Unit* u = find_unit(params_, id);
+      model::Unit* u = params_.unit(id);
       if (!u) return fail("plan ", p.number(), " asks rank ", rank_, " to send ", id.name(), ", which it does not hold");
       out.push_back(pack_unit(*u));
       sends.push_back({int(t.to), out.back().data(), out.back().size() * sizeof(float), uint32_t(i)});

@@ -225,6 +225,25 @@ def train_step(model, opt, sched, corpus, args, gen):
     return loss.item()
 
 
+def measure(model, groups, corpus, args):
+    """args.warmup untimed then args.steps timed training steps of `model` (AdamW over `groups`, the
+    engine's schedule); prints the JSON line bench_train reads. torch_moe_llama.py measures with it too."""
+    opt = torch.optim.AdamW(groups, lr=args.lr, betas=BETAS, eps=ADAM_EPS)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, args.lr_warmup, args.lr_total))
+    gen = torch.Generator().manual_seed(args.seed)
+    losses = [train_step(model, opt, sched, corpus, args, gen) for _ in range(args.warmup)]
+    t0 = time.perf_counter()
+    losses += [train_step(model, opt, sched, corpus, args, gen) for _ in range(args.steps)]
+    elapsed = time.perf_counter() - t0
+    print(json.dumps({
+        "tokens_per_s": args.batch * args.seq * args.steps / elapsed,
+        "ms_per_step": 1e3 * elapsed / args.steps,
+        "first_loss": losses[0],
+        "last_loss": losses[-1],
+        "params": sum(p.numel() for p in model.parameters()),
+    }))
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     for name, default in [("layers", 2), ("d", 64), ("heads", 4), ("experts", 8), ("top-k", 2), ("seq", 64),
@@ -244,20 +263,7 @@ def main():
     if corpus.numel() < args.seq + 1:
         sys.exit(f"{args.data}: {corpus.numel()} bytes, fewer than seq + 1 = {args.seq + 1}")
     model = MoeGpt(args.layers, args.d, args.heads, args.experts, args.top_k, args.seq)
-    opt = torch.optim.AdamW(param_groups(model), lr=args.lr, betas=BETAS, eps=ADAM_EPS)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, args.lr_warmup, args.lr_total))
-    gen = torch.Generator().manual_seed(args.seed)
-    losses = [train_step(model, opt, sched, corpus, args, gen) for _ in range(args.warmup)]
-    t0 = time.perf_counter()
-    losses += [train_step(model, opt, sched, corpus, args, gen) for _ in range(args.steps)]
-    elapsed = time.perf_counter() - t0
-    print(json.dumps({
-        "tokens_per_s": args.batch * args.seq * args.steps / elapsed,
-        "ms_per_step": 1e3 * elapsed / args.steps,
-        "first_loss": losses[0],
-        "last_loss": losses[-1],
-        "params": sum(p.numel() for p in model.parameters()),
-    }))
+    measure(model, param_groups(model), corpus, args)
 
 
 if __name__ == "__main__":

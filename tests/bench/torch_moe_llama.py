@@ -9,11 +9,9 @@ training step as torch_moe_gpt.py (its helpers: batches, schedule, clipping, Ada
 printing the same JSON line. Run it with Debian's PyTorch: /usr/bin/python3 torch_moe_llama.py ...
 """
 import argparse
-import json
 import math
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -190,20 +188,7 @@ def main():
     if corpus.numel() < a.seq + 1:
         sys.exit(f"{a.data}: {corpus.numel()} bytes, fewer than seq + 1 = {a.seq + 1}")
     model = MoeLlama(a)
-    opt = torch.optim.AdamW(param_groups(model), lr=a.lr, betas=gpt.BETAS, eps=gpt.ADAM_EPS)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: gpt.lr_factor(s, a.lr_warmup, a.lr_total))
-    gen = torch.Generator().manual_seed(a.seed)
-    losses = [gpt.train_step(model, opt, sched, corpus, a, gen) for _ in range(a.warmup)]
-    t0 = time.perf_counter()
-    losses += [gpt.train_step(model, opt, sched, corpus, a, gen) for _ in range(a.steps)]
-    elapsed = time.perf_counter() - t0
-    print(json.dumps({
-        "tokens_per_s": a.batch * a.seq * a.steps / elapsed,
-        "ms_per_step": 1e3 * elapsed / a.steps,
-        "first_loss": losses[0],
-        "last_loss": losses[-1],
-        "params": sum(p.numel() for p in model.parameters()),
-    }))
+    gpt.measure(model, param_groups(model), corpus, a)
 
 
 if __name__ == "__main__":

@@ -24,11 +24,12 @@ import math
 import os
 import random
 import shutil
-import signal
 import struct
-import subprocess
 import sys
 import tempfile
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from run_cli import run  # noqa: E402  (beside this script)
 
 TOLERANCE = 1e-4    # largest |logit difference| accepted (fp32 against Python's doubles)
 PERTURBATION = 0.5  # added to one weight for the must-fail check
@@ -41,20 +42,6 @@ FINE = {"model_type": "salamander_moe_llama", "hidden_size": 16, "num_hidden_lay
         "num_key_value_heads": 1, "n_routed_experts": 6, "num_experts_per_tok": 3, "moe_intermediate_size": 8,
         "n_shared_experts": 1, "scoring_func": "sigmoid", "norm_topk_prob": True, "vocab_size": 30,
         "max_position_embeddings": 16, "rope_theta": 500.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True}
-
-
-def run(cmd, timeout=300):
-    """Runs a command in a session of its own; on timeout the whole group is killed."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        sys.exit(f"FAIL: timed out after {timeout} s: {' '.join(cmd)}")
-    if proc.returncode != 0:
-        sys.exit(f"FAIL: exit {proc.returncode}: {' '.join(cmd)}\n{out.decode()}\n{err.decode()}")
-    return out.decode()
 
 
 # --- the model in the HF layout -------------------------------------------------------------------
@@ -234,7 +221,7 @@ def reference_logits(c, W, ids):
 
 def engine_logits(ckpt, seqs):
     ids = ";".join(",".join(str(i) for i in s) for s in seqs)
-    out = run([ARGS.salamander, "sample", "--checkpoint", ckpt, "--logits", ids])
+    out = run(timeout=300, cmd=[ARGS.salamander, "sample", "--checkpoint", ckpt, "--logits", ids])
     return json.loads(out)["logits"]
 
 
@@ -253,7 +240,7 @@ def check_model(work, label, c, dtype, perturb):
     src = os.path.join(work, label)
     write_model(src, c, W, dtype)
     ckpt = os.path.join(work, label + "-ckpt")
-    run([ARGS.salamander, "import", src, "--out", ckpt])
+    run(timeout=300, cmd=[ARGS.salamander, "import", src, "--out", ckpt])
     rng = random.Random(5)
     seqs = [[rng.randrange(c["vocab_size"]) for _ in range(8)] for _ in range(2)]
     diff = max_difference(c, W, ckpt, seqs)
@@ -265,7 +252,7 @@ def check_model(work, label, c, dtype, perturb):
     moved = dict(W)
     moved[perturb] = (shape, [v + (PERTURBATION if i == 3 else 0.0) for i, v in enumerate(vals)])
     write_model(src, c, moved, "F32")
-    run([ARGS.salamander, "import", src, "--out", ckpt + "-moved"])
+    run(timeout=300, cmd=[ARGS.salamander, "import", src, "--out", ckpt + "-moved"])
     moved_diff = max_difference(c, W, ckpt + "-moved", seqs)
     print(f"{label}: with {perturb}[3] moved by {PERTURBATION}: {moved_diff:.3g}")
     if not moved_diff > TOLERANCE:
@@ -292,13 +279,13 @@ def round_trip(work, ckpt):
     with open(job_file, "w") as f:
         f.write(job)
     run_dir = os.path.join(work, "run")
-    run([ARGS.salamander, "run", job_file, "--resume", ckpt, "--steps", "10", "--nodes", "2", "--out", run_dir])
+    run(timeout=300, cmd=[ARGS.salamander, "run", job_file, "--resume", ckpt, "--steps", "10", "--nodes", "2", "--out", run_dir])
     export_dir = os.path.join(work, "export")
     os.makedirs(export_dir)
-    run([ARGS.salamander, "export", "--checkpoint", run_dir, "--optimizer",
+    run(timeout=300, cmd=[ARGS.salamander, "export", "--checkpoint", run_dir, "--optimizer",
          "--out", os.path.join(export_dir, "model.safetensors")])
     again = os.path.join(work, "again")
-    run([ARGS.salamander, "import", export_dir, "--out", again])
+    run(timeout=300, cmd=[ARGS.salamander, "import", export_dir, "--out", again])
     trained = os.path.join(run_dir, "checkpoint")
     names = unit_files(trained)
     if not names or names != unit_files(again):

@@ -20,11 +20,12 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import struct
-import subprocess
 import sys
 import tempfile
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from run_cli import run  # noqa: E402  (beside this script)
 
 try:
     import torch
@@ -42,20 +43,6 @@ JOB = """return {{
   train = {{ batch = 8, lr = 1e-2, warmup = 5, checkpoint_every = 0 }},
 }}
 """
-
-
-def run(cmd, timeout=120):
-    """Runs a command in a session of its own; on timeout the whole group is killed."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        sys.exit(f"FAIL: timed out after {timeout} s: {' '.join(cmd)}")
-    if proc.returncode != 0:
-        sys.exit(f"FAIL: exit {proc.returncode}: {' '.join(cmd)}\n{out.decode()}\n{err.decode()}")
-    return out.decode()
 
 
 def read_safetensors(path):

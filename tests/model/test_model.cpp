@@ -10,6 +10,7 @@
 #include <random>
 
 #include "model/local_exchange.h"
+#include "model/model_checks.h"
 #include "model/moe_gpt.h"
 #include "model/optimizer.h"
 
@@ -24,22 +25,8 @@ Dims tiny() {
   return d;
 }
 
-Corpus pattern_corpus(int vocab, size_t n) {
-  std::vector<uint32_t> t(n);
-  for (size_t i = 0; i < n; ++i) t[i] = uint32_t((i * 7 + i / 3) % size_t(vocab));
-  return Corpus::from_tokens(std::move(t), "pattern");
-}
-
-// Loss with the sum (not mean) of cross-entropy, so gradients are large enough for float FD.
-double loss(Params& p, const Batch& b, StepStats* stats = nullptr) {
-  LocalExchange ex(p);
-  MoeGpt m(p);
-  p.zero_grads();
-  auto s = m.step(b, 1, ex);
-  REQUIRE(s.ok());
-  if (stats) *stats = *s;
-  return s->ce_sum + s->aux;
-}
+using test::pattern_corpus;
+double loss(Params& p, const Batch& b, StepStats* stats = nullptr) { return test::whole_loss(p, b, stats); }
 
 }  // namespace
 
@@ -103,26 +90,7 @@ TEST_CASE("a tiny model learns a pattern: the loss falls") {
   Dims d = tiny();
   d.d = 16;
   Params p = Params::create(d, 1, Params::all_experts(d));
-  Corpus c = pattern_corpus(d.vocab, 400);
-  OptimConfig oc;
-  oc.lr = 1e-2;
-  oc.warmup = 5;
-  oc.total_steps = 60;
-  double first = 0, last = 0;
-  for (int step = 0; step < 60; ++step) {
-    Batch b = make_batch(c, 2, uint64_t(step), 0, 8, d.seq_len);
-    LocalExchange ex(p);
-    MoeGpt m(p);
-    p.zero_grads();
-    auto s = m.step(b, 8 * d.seq_len, ex);
-    REQUIRE(s.ok());
-    double l = s->ce_sum / (8.0 * d.seq_len);
-    if (step == 0) first = l;
-    last = l;
-    double norm2 = 0;
-    for (Unit* u : p.units()) norm2 += grad_sum_squares(*u);
-    apply_adamw(p, oc, learning_rate(oc, step), clip_scale(oc, std::sqrt(norm2)), step + 1);
-  }
+  auto [first, last] = test::train_on_pattern(p);
   MESSAGE("loss " << first << " -> " << last);
   CHECK(first > 2.0);        // about ln(11) = 2.4 at the start
   CHECK(last < 0.5 * first);

@@ -13,6 +13,7 @@
 #include "job/config.h"
 #include "model/local_exchange.h"
 #include "model/model.h"
+#include "model/model_checks.h"
 #include "model/optimizer.h"
 
 using namespace sal;
@@ -41,22 +42,8 @@ Dims fine() {
   return d;
 }
 
-Corpus pattern_corpus(int vocab, size_t n) {
-  std::vector<uint32_t> t(n);
-  for (size_t i = 0; i < n; ++i) t[i] = uint32_t((i * 7 + i / 3) % size_t(vocab));
-  return Corpus::from_tokens(std::move(t), "pattern");
-}
-
-// The whole loss with cross-entropy summed (not averaged), so gradients are large enough for float FD.
-double loss(Params& p, const Batch& b, StepStats* stats = nullptr) {
-  LocalExchange ex(p);
-  auto m = make_model(p);
-  p.zero_grads();
-  auto s = m->step(b, 1, ex);
-  REQUIRE(s.ok());
-  if (stats) *stats = *s;
-  return s->ce_sum + s->aux + s->z_sum;
-}
+using test::pattern_corpus;
+double loss(Params& p, const Batch& b, StepStats* stats = nullptr) { return test::whole_loss(p, b, stats); }
 
 void check_gradients(const Dims& d) {
   Params p = Params::create(d, 7, Params::all_experts(d));
@@ -138,24 +125,7 @@ TEST_CASE("moe-llama: a tiny model learns a pattern") {
   for (Dims d : {grouped(), fine()}) {
     d.d = 16, d.kv_dim = 8;
     Params p = Params::create(d, 1, Params::all_experts(d));
-    Corpus c = pattern_corpus(d.vocab, 400);
-    OptimConfig oc;
-    oc.lr = 1e-2, oc.warmup = 5, oc.total_steps = 60;
-    double first = 0, last = 0;
-    auto m = make_model(p);
-    for (int step = 0; step < 60; ++step) {
-      Batch b = make_batch(c, 2, uint64_t(step), 0, 8, d.seq_len);
-      LocalExchange ex(p);
-      p.zero_grads();
-      auto s = m->step(b, 8 * d.seq_len, ex);
-      REQUIRE(s.ok());
-      double l = s->ce_sum / (8.0 * d.seq_len);
-      if (step == 0) first = l;
-      last = l;
-      double norm2 = 0;
-      for (Unit* u : p.units()) norm2 += grad_sum_squares(*u);
-      apply_adamw(p, oc, learning_rate(oc, step), clip_scale(oc, std::sqrt(norm2)), step + 1);
-    }
+    auto [first, last] = test::train_on_pattern(p);
     MESSAGE("loss " << first << " -> " << last);
     CHECK(first > 2.0);  // about ln(vocab) at the start
     CHECK(last < 0.5 * first);
