@@ -205,6 +205,10 @@ class Driver {
   static bool vote_answers_patch(const phase::Running& r, const wire::StepVote& v);
   Next send_patch(phase::Running& r, const plan::ShardStacks& stacks, const std::string& decided_by);
   static std::string patch_losses(const phase::Patching& p);
+  // A patched step committed: train on degraded (phase::Degraded), or regroup at once.
+  void after_patched_step(phase::Running& r);
+  void degraded_step_committed(phase::Running& r, double step_ms);
+  void regroup(const std::string& why);  // the survivors re-plan at the next boundary
 
   // ---- the end (driver.cpp) ----
   Next start_save(const std::string& done, bool after_stop = false);
@@ -232,7 +236,7 @@ class Driver {
   void sparse_restore_failed(const phase::Switching& p, const std::string& why);
   void recovery_begins(const std::string& cause);
   void recovery_ends(uint64_t step);
-  void maybe_snapshot();
+  void maybe_snapshot(const std::set<Participant>& lost = {});
   void snapshot_answered(const wire::SaveDone& d);
   void drop_snapshots_of_lost();
 

@@ -6,9 +6,14 @@
 // that synchronise over the patch's own data plane) and votes again; the step commits with the
 // same global batch. A second loss in the same step patches again (from the start: the extra
 // types are decided anew). Where the policy finds a shard type no surviving group hosts (a
-// wipe-out), or nobody is left, the step aborts and the next rungs recover as before. After a
-// patched step commits, the plan in force is re-planned at once: the damaged group recovers inside
-// itself (elastic) and the cross-group plane, spent, is connected again.
+// wipe-out), or nobody is left, the step aborts and the next rungs recover as before.
+//
+// After a patched step commits, the job trains on degraded (phase::Degraded): each next step keeps
+// the patch's arrangement — the damaged groups out (their ranks only synchronise, to stay in step),
+// their shard types computed by the groups the policy named, over the patch's data plane, already
+// connected — until the next plan: workers joining (replacements) or leaving, a rebalance, a wanted
+// re-plan. A loss in a degraded step patches it again with every damaged group out. Where the
+// policy's decision says after_patch = "regroup", the survivors are re-planned at once instead.
 #include <algorithm>
 
 #include "job/driver.h"
@@ -21,7 +26,10 @@ bool Driver::try_patch(phase::Running& r, const in::Lost& l) {
   for (const auto& p : steps_.participants())
     if (p.node == l.node && (!l.worker || p.index == *l.worker)) gone.push_back(p);
   if (gone.empty()) return false;
-  if (!r.patch || r.patch->step != r.tally.step) r.patch = phase::Patching{r.tally.step, 0, {}, {}, {}};
+  if (!r.patch || r.patch->step != r.tally.step) {
+    r.patch = phase::Patching{r.tally.step, 0, {}, {}, {}, {}, plan::AfterPatch::cheaper};
+    if (r.degraded) r.patch->lost = r.degraded->lost, r.patch->damaged = r.degraded->damaged;
+  }
   auto& patch = *r.patch;
   const auto& ranks = applied_->ranks;
   for (const auto& p : gone) {
@@ -44,6 +52,51 @@ bool Driver::try_patch(phase::Running& r, const in::Lost& l) {
   patch.deciding = ask.decision;
   out_.push_back(std::move(ask));
   return true;
+}
+
+// The patched step committed: the steps after it train on degraded, or the survivors re-plan now
+// (the redundancy policy's after_patch).
+void Driver::after_patched_step(phase::Running& r) {
+  const phase::Patching& p = *r.patch;
+  const std::string head = "step " + std::to_string(p.step) + " committed without " + std::to_string(p.lost.size()) +
+                           " lost worker(s), patched " + std::to_string(p.sent) + " time(s); ";
+  std::string groups;
+  for (uint32_t g : p.damaged) groups += (groups.empty() ? "" : ", ") + std::to_string(g);
+  plane_spent_ = true;  // the plan's cross-group plane: the patch's replaces it
+  const double normal_ms = measured_.facts().iteration_s * 1e3;
+  const std::string until = p.after == plan::AfterPatch::degraded
+                                ? "until the next plan (workers joining or leaving, a rebalance)"
+                                : "while they lose less than a plan switch (" +
+                                      (measured_.switch_s() > 0 ? ms_text(int64_t(measured_.switch_s() * 1e9)) : "none measured yet") +
+                                      ") against the steps before (" + ms_text(int64_t(normal_ms * 1e6)) + ")";
+  // (regrouping, the step's lost ranks are still left out of what happens before the next plan)
+  r.degraded = phase::Degraded{p.step, p.sent, p.lost, p.damaged, p.left, p.after, normal_ms, 0, 0};
+  r.patch.reset();
+  if (p.after == plan::AfterPatch::regroup) {
+    note("step_patched", head + "the redundancy policy regroups at once: the survivors re-plan next");
+    return regroup("regroup after patched step " + std::to_string(p.step));
+  }
+  note("step_patched", head + "training on degraded (" + plan::after_patch_name(p.after) + "): group(s) " + groups +
+                           " out, their shard types computed by the others as patch " + std::to_string(p.sent) +
+                           " said, " + std::to_string(p.left.size()) + " ranks, " + until);
+}
+
+// A degraded step committed: under "cheaper", once the degraded steps have lost as much time as a
+// plan switch costs, the survivors re-plan (buying the switch once renting has cost its price).
+void Driver::degraded_step_committed(phase::Running& r, double step_ms) {
+  auto& d = *r.degraded;
+  d.steps += 1;
+  d.lost_ms += std::max(0.0, step_ms - d.normal_ms);
+  const double switch_ms = measured_.switch_s() * 1e3;
+  if (d.after != plan::AfterPatch::cheaper || d.lost_ms < switch_ms) return;
+  regroup(std::to_string(d.steps) + " degraded steps since step " + std::to_string(d.step) + " lost " +
+                 ms_text(int64_t(d.lost_ms * 1e6)) + " against the steps before, a plan switch's cost (" +
+                 ms_text(int64_t(switch_ms * 1e6)) + "): the survivors regroup");
+}
+
+void Driver::regroup(const std::string& why) {
+  note("regroup", why);
+  wanted_ = Wanted{why, wanted_ && wanted_->with_loads};
 }
 
 // "lost 3.0, 5.0 (group 1, 2)": the workers the step lost and their groups (events name them so;
@@ -106,7 +159,9 @@ Driver::Next Driver::send_patch(phase::Running& r, const plan::ShardStacks& stac
     }
   p.reason = patch_losses(patch) + ": " + (moved.empty() ? "no shard type to move" : moved) + "; " +
              std::to_string(p.ranks.size()) + " ranks synchronise (stacks by " + decided_by + ", depth " +
-             std::to_string(stacks.depth()) + ")";
+             std::to_string(stacks.depth()) + "; after it: " + plan::after_patch_name(stacks.after_patch) + ")";
+  patch.left = left;
+  patch.after = stacks.after_patch;
   r.tally.ce = 0, r.tally.tokens = 0, r.tally.compute_ms = 0;
   r.tally.voted.clear();
   r.tally.validation.clear();

@@ -112,11 +112,29 @@ struct Patching {
   std::set<Participant> lost;
   std::set<uint32_t> damaged;
   std::optional<uint64_t> deciding;
+  std::vector<Participant> left;  // the last patch's ranks, in plan order
+  plan::AfterPatch after = plan::AfterPatch::cheaper;  // the redundancy policy's word on what follows
+};
+
+// After a patched step commits, unless the redundancy policy regroups at once: the steps that train
+// on with the damaged groups out (SPARe's degraded steps), keeping that patch's arrangement (its
+// ranks, the extra shard types it gave each group, its data plane) until the next plan.
+struct Degraded {
+  uint64_t step = 0;   // the patched step
+  uint32_t patch = 0;  // which of its patches the steps keep
+  std::set<Participant> lost;
+  std::set<uint32_t> damaged;
+  std::vector<Participant> ranks;  // the plan's ranks still in, in plan order
+  plan::AfterPatch after = plan::AfterPatch::cheaper;
+  double normal_ms = 0;  // the median step time before the patch
+  double lost_ms = 0;    // what the degraded steps took over normal_ms, summed
+  uint32_t steps = 0;    // degraded steps committed
 };
 
 struct Running {
   Tally tally;
   std::optional<Patching> patch;
+  std::optional<Degraded> degraded;
   Window joins;  // workers that are not ranks were first seen ready (joins wait mesh.join_batch_ms)
 };
 

@@ -206,12 +206,21 @@ void Driver::recovery_ends(uint64_t step) {
 }
 
 // After step s-1 commits, the state is that of "step s" (what a restore resumes from).
-void Driver::maybe_snapshot() {
+// Degraded steps (`lost`: the ranks their patch lost) snapshot without those ranks: the others
+// write the units those would have.
+void Driver::maybe_snapshot(const std::set<Participant>& lost) {
   uint64_t at = steps_.committed();
   if (!snapshots_ || at % uint64_t(cfg_.checkpoint_every) != 0 || !applied_) return;
   if (snapshots_->latest() && snapshots_->latest()->step >= at) return;  // re-executed after a restore
-  std::string dir = snapshots_->begin(at, applied_->ranks);
-  send(applied_->ranks, wire::SaveCheckpoint{dir, at, applied_->number(), true});
+  wire::SaveCheckpoint save{"", at, applied_->number(), true, {}};
+  std::vector<Participant> savers;
+  for (uint32_t i = 0; i < applied_->ranks.size(); ++i)
+    if (lost.count(applied_->ranks[i]))
+      save.absent.push_back(i);
+    else
+      savers.push_back(applied_->ranks[i]);
+  save.dir = snapshots_->begin(at, savers);
+  send(savers, std::move(save));
 }
 
 // What an agent holds of the sparse snapshots, and what it refused (said now and then).

@@ -54,11 +54,14 @@ Driver::Next Driver::boundary(phase::Running& r) {
     return start_save("completed " + std::to_string(steps_.committed()) + " steps");
   const auto& ready = view_.ready;
   auto use = sorted(choose(ready, done).use);  // the baselines idle some
-  if (use != sorted(applied_->ranks)) {
+  // (degraded steps: the ranks the patch lost are gone already, their recovery recorded)
+  const auto& in_use = r.degraded ? r.degraded->ranks : applied_->ranks;
+  if (use != sorted(in_use)) {
     size_t joined = 0, left = 0;
     for (const auto& w : ready) joined += !contains(applied_->ranks, w);
-    for (const auto& w : applied_->ranks) left += !contains(ready, w);
-    std::string why = "workers changed: " + std::to_string(joined) + " joined, " + std::to_string(left) + " left";
+    for (const auto& w : in_use) left += !contains(ready, w);
+    std::string why = "workers changed: " + std::to_string(joined) + " joined, " + std::to_string(left) + " left" +
+                      (r.degraded ? " (degraded since step " + std::to_string(r.degraded->step) + ")" : "");
     if (left > 0 || (!replaying() && join_batch_over(r))) {  // joins wait for a replay to end
       if (left > 0) recovery_begins(why);
       return start_plan(why);
@@ -90,9 +93,12 @@ void Driver::begin_step(phase::Running& r) {
   r.tally.step = steps_.next_step();
   r.tally.loads.assign(size_t(cfg_.model.layers) * size_t(cfg_.model.experts), 0);
   r.tally.begun_ns = now_ns_;
-  steps_.begin(view_.epoch, applied_->ranks);
+  const auto& ranks = r.degraded ? r.degraded->ranks : applied_->ranks;
+  steps_.begin(view_.epoch, ranks);
   shares_.keep_only(applied_->ranks);
-  send(applied_->ranks, wire::StepBegin{view_.epoch, r.tally.step, applied_->number(), shares_.for_step(applied_->ranks)});
+  wire::StepBegin b{view_.epoch, r.tally.step, applied_->number(), shares_.for_step(applied_->ranks)};
+  if (r.degraded) b.kept_step = r.degraded->step, b.kept_patch = r.degraded->patch;
+  send(ranks, std::move(b));
 }
 
 Driver::Next Driver::on_vote(const Event& e) {
@@ -140,6 +146,7 @@ Driver::Next Driver::step_outcome(phase::Running& r, StepCoordinator::Outcome o)
   // The metrics row first (a resumed controller drops rows past the journal's commits), then the
   // commit, durable before any worker is told: no worker can be ahead of the journal.
   StepRecord rec = step_record(r.tally);
+  if (r.degraded) rec.workers = uint32_t(r.degraded->ranks.size());
   const bool record = cfg_.record_routing > 0 && r.tally.step % uint64_t(cfg_.record_routing) == 0;
   out_.push_back(act::StepDone{rec, record ? r.tally.loads : std::vector<uint64_t>{}});
   out_.push_back(act::Journal{rec::Commit{steps_.committed(), steps_.epoch()}, true});
@@ -205,24 +212,19 @@ StepRecord Driver::step_record(const phase::Tally& t) const {
 void Driver::committed(phase::Running& r, const StepRecord& rec) {
   streak_.steps = 0;
   recovery_ends(r.tally.step);
-  if (r.patch) {  // the plan's cross-group plane is spent and a group lost ranks: it re-plans now
-    note("step_patched", "step " + std::to_string(r.tally.step) + " committed without " +
-                             std::to_string(r.patch->lost.size()) + " lost worker(s), patched " +
-                             std::to_string(r.patch->sent) + " time(s); group(s) re-plan next");
-    r.patch.reset();
-    plane_spent_ = true;
-    wanted_ = Wanted{"re-plan after patched step " + std::to_string(r.tally.step), wanted_ && wanted_->with_loads};
-  }
+  if (r.degraded) degraded_step_committed(r, rec.step_ms);
+  if (r.patch) after_patched_step(r);
   measured_.step_committed(r.tally.loads, rec.step_ms / 1e3);
-  // (a plan's first steps connect, allocate and fault pages in: not the workers' speed)
-  const bool settled = r.tally.step >= applied_->from_step + kUnsettledSteps;
+  // (a plan's first steps connect, allocate and fault pages in: not the workers' speed; degraded
+  // steps give some groups more shard types than others by design)
+  const bool settled = !r.degraded && r.tally.step >= applied_->from_step + kUnsettledSteps;
   const auto changes = settled ? measured_.worker_times(r.tally.step, r.tally.times, applied_->ranks, cpu_pools())
                                : std::vector<SpeedChange>{};
   for (const auto& c : changes)
     out_.push_back(act::Note{c.slow ? "node_slow" : "node_speed_back", describe(c, measured_.speed().options().window),
                              c.slow ? act::Level::warn : act::Level::info, false, c.who.node});
   consult_health(r.tally.step, !changes.empty());
-  maybe_snapshot();
+  maybe_snapshot(r.degraded ? r.degraded->lost : std::set<Participant>{});
   if (cfg_.max_steps > 0 && int64_t(steps_.committed()) >= cfg_.max_steps)
     note("steps_done", std::to_string(steps_.committed()) + " steps committed", act::Level::info, true);
   // The next step begins at the next turn: what the commit's hooks change (a drill's drain, say)

@@ -126,6 +126,10 @@ class Measurements {
   // A recovery ended (the engine's time: capacity waits are not in it): the placement's failure
   // facts weigh a wipe-out by the restores and re-plans this job has seen.
   void recovered(const RecoveryRecord& r);
+  // A plan came into force `s` seconds after its switch began (its ranks connecting, moving state):
+  // switch_s() is the median of the recent ones (0: none yet).
+  void switched(double s) { switch_s_.add(s); }
+  double switch_s() const { return switch_s_.empty() ? 0 : switch_s_.median(); }
   // What a worker's vote said of its sparse snapshots (wire::StepVote's sparse_* fields); a slot
   // big enough to time measures the copy bandwidth, once per copy.
   void sparse_held(Participant p, const SparseHolding& h, uint64_t slot_bytes);
@@ -148,7 +152,7 @@ class Measurements {
   LoadWindow loads_;
   MovingMedian step_s_;
   MovingMedian copy_Bps_;
-  MovingMedian replan_s_, restore_s_;
+  MovingMedian replan_s_, restore_s_, switch_s_;
   CheckpointFacts facts_;
   std::map<Participant, SparseHolding> sparse_;
   SpeedWatch speed_;

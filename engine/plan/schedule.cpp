@@ -24,6 +24,15 @@ Status check_schedule(const CheckpointSchedule& s, size_t operators, uint32_t ba
   return {};
 }
 
+const char* after_patch_name(AfterPatch a) {
+  switch (a) {
+    case AfterPatch::cheaper: return "cheaper";
+    case AfterPatch::degraded: return "degraded";
+    case AfterPatch::regroup: return "regroup";
+  }
+  return "?";
+}
+
 uint32_t ShardStacks::depth() const {
   size_t d = 0;
   for (const auto& a : assignment) d = std::max(d, a.size());

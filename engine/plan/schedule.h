@@ -30,12 +30,23 @@ struct CheckpointSchedule {
 // Lua policy's proposal, as in validate.h).
 Status check_schedule(const CheckpointSchedule& s, size_t operators, uint32_t base = 0);
 
+// After a patched step commits (SPARe): the steps train on degraded — the dropped groups out, their
+// shard types computed by the groups the stacks name — until the next plan (workers joining or
+// leaving, a rebalance) (`degraded`); or only while the time they lose against the steps before the
+// patch stays under what a plan switch costs, measured, then the survivors are re-planned (`cheaper`,
+// the default: never more than twice the better of the two in hindsight); or the survivors are
+// re-planned at once (`regroup`).
+enum class AfterPatch : uint8_t { cheaper, degraded, regroup };
+const char* after_patch_name(AfterPatch a);
+
 struct ShardStacks {
   uint32_t redundancy = 1;
   std::vector<std::vector<uint32_t>> hosts;       // per group: hosted shard types
   std::vector<bool> alive;                        // per group
   std::vector<std::vector<uint32_t>> assignment;  // per group: shard types computed, in order
   bool wipeout = false;
+  // A patch's decision only: what follows the patched step's commit (AfterPatch).
+  AfterPatch after_patch = AfterPatch::cheaper;
   uint32_t depth() const;
   bool operator==(const ShardStacks&) const = default;
 };

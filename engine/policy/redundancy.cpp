@@ -2,7 +2,12 @@
 // and, this step, computes.
 //   ctx      = { groups, alive = {bool per group}, redundancy = r (0: choose), current = {r, hosts,
 //                assignment, wipeout} or nil }
-//   proposal = { r, hosts = {{shard types}, ...per group}, assignment = {{...}, ...per group}, wipeout }
+//   proposal = { r, hosts = {{shard types}, ...per group}, assignment = {{...}, ...per group}, wipeout,
+//                after_patch = "cheaper" (default) | "degraded" | "regroup" }
+// after_patch says, when the proposal patches a step, what follows its commit (plan::AfterPatch):
+// degraded steps (the dropped groups out, their shard types computed as `assignment` says) while
+// they lose less than a plan switch costs, or until the next plan, or the survivors re-planned at
+// once.
 // Groups and shard types are 1-based in Lua. The floor policy is no redundancy: group g hosts and
 // computes shard g; any dead group is a wipe-out.
 #include <lua.hpp>
@@ -71,10 +76,22 @@ Result<Input> read_ctx(lua_State* L, int idx, lua::Meter& m) {
   return Input(std::move(in));
 }
 
+Result<plan::AfterPatch> read_after_patch(lua_State* L, int idx) {
+  int a = lua_io::field(L, idx, "after_patch");
+  const int type = lua_type(L, a);
+  std::string v = type == LUA_TSTRING ? lua_tostring(L, a) : "";
+  lua_pop(L, 1);
+  if (type == LUA_TNIL) return plan::AfterPatch::cheaper;
+  for (auto k : {plan::AfterPatch::cheaper, plan::AfterPatch::degraded, plan::AfterPatch::regroup})
+    if (v == plan::after_patch_name(k)) return k;
+  return fail("after_patch must be \"cheaper\", \"degraded\" or \"regroup\"",
+              type == LUA_TSTRING ? ", not \"" + v + "\"" : std::string(", not a ") + lua_typename(L, type));
+}
+
 Result<Proposal> read(lua_State* L, int idx, const Input& input, lua::Meter& m) {
   const auto& in = std::get<RedundancyInput>(input);
   if (lua_type(L, idx) != LUA_TTABLE) return fail("the proposal must be a table { r, hosts, assignment }");
-  SAL_TRY(lua_io::only_keys(L, idx, {"r", "hosts", "assignment", "wipeout"}, "redundancy proposal"));
+  SAL_TRY(lua_io::only_keys(L, idx, {"r", "hosts", "assignment", "wipeout", "after_patch"}, "redundancy proposal"));
   plan::ShardStacks s;
   uint32_t g = std::max<uint32_t>(in.groups, 1);
   int r = lua_io::field(L, idx, "r");
@@ -92,6 +109,9 @@ Result<Proposal> read(lua_State* L, int idx, const Input& input, lua::Meter& m) 
   int w = lua_io::field(L, idx, "wipeout");
   s.wipeout = lua_toboolean(L, w);
   lua_pop(L, 1);
+  auto after = read_after_patch(L, idx);
+  if (!after) return after.error();
+  s.after_patch = *after;
   s.alive = in.alive;
   return Proposal(std::move(s));
 }
@@ -146,6 +166,7 @@ nlohmann::ordered_json to_json(const Proposal& proposal) {
   j["hosts"] = s.hosts;
   j["assignment"] = s.assignment;
   j["wipeout"] = s.wipeout;
+  j["after_patch"] = plan::after_patch_name(s.after_patch);
   j["depth"] = s.depth();
   return j;
 }

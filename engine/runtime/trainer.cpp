@@ -161,6 +161,7 @@ Status Trainer::check_plan(const wire::PlanUpdate& p) const {
 // the compute keeps what it holds.
 Status Trainer::leave_plan(const wire::PlanUpdate& p) {
   plan_ = 0;
+  last_patch_.reset();
   plan_times_ = {};
   plan_notes_.clear();
   have_grads_ = false;
@@ -310,7 +311,7 @@ void Trainer::start_snapshots(const wire::PlanUpdate& p) {
 
 // The exchange's collectives first (the all-to-all fault point is the compute plan's hook), then
 // the gradient sync, then the norm's all-reduce.
-Result<StepOutcome> Trainer::step(uint64_t step, const std::vector<uint32_t>& shares) {
+Result<StepOutcome> Trainer::step(uint64_t step, const std::vector<uint32_t>& shares, KeptPatch kept) {
   if (!comm_ || plan_ == 0) return fail("no plan applied");
   if (!pruned_) {
     sparse_.wait();
@@ -328,7 +329,7 @@ Result<StepOutcome> Trainer::step(uint64_t step, const std::vector<uint32_t>& sh
   const comm::WaitClock w0 = *waits_;
   const int64_t cpu0 = comm::thread_cpu_ns(), proc0 = comm::process_cpu_ns();
   if (role_.groups > 1) {
-    auto out = grouped_step(step, t0);
+    auto out = kept.patch ? degraded_step(step, t0, kept) : grouped_step(step, t0);
     if (out) out->times = step_times(*out, w0, cpu0, proc0, ms_of(waits_->ns - w0.ns), 0);
     if (out) out->digests = std::move(digests);
     if (out) out->val_ce_sum = val->ce_sum, out->val_tokens = val->tokens;
@@ -432,7 +433,9 @@ void Trainer::discard() {
 
 // ---------- snapshots and saves ----------
 
-Result<ckpt::SnapshotUnits> Trainer::snapshot_share() { return compute_->snapshot(units_written(kSnapshotCopies)); }
+Result<ckpt::SnapshotUnits> Trainer::snapshot_share(const std::vector<uint32_t>& absent) {
+  return compute_->snapshot(units_written(kSnapshotCopies, absent));
+}
 
 ckpt::SnapshotUnits Trainer::with_snapshot_fault(ckpt::SnapshotUnits units, uint64_t step) const {
   return [faults = faults_, units = std::move(units), step]() {

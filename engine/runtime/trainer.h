@@ -63,6 +63,13 @@ struct StepOutcome {
   int64_t val_tokens = 0;
 };
 
+// A degraded step's StepBegin (kept_step, kept_patch): the patch whose arrangement it keeps (patch
+// 0: none, the step as the plan made it).
+struct KeptPatch {
+  uint64_t step = 0;
+  uint32_t patch = 0;
+};
+
 class Trainer {
  public:
   // `cuda` opens a GPU for a "cuda:N" spec.device (empty: this build has no CUDA path).
@@ -73,8 +80,9 @@ class Trainer {
   Status apply_plan(const wire::PlanUpdate& plan);
   // `shares`: each rank's part of the work in thousandths of an even part (StepBegin's; empty:
   // even): how many of the batch's sequences this rank computes and how the experts' tokens are
-  // dispatched. A plan with data-parallel groups splits evenly.
-  Result<StepOutcome> step(uint64_t step, const std::vector<uint32_t>& shares = {});
+  // dispatched. A plan with data-parallel groups splits evenly. `kept`: a degraded step, which keeps
+  // the arrangement of the last patch this rank computed (trainer_groups.cpp).
+  Result<StepOutcome> step(uint64_t step, const std::vector<uint32_t>& shares = {}, KeptPatch kept = {});
   // Fails only where the compute's update can (a GPU's): the worker's state is then unusable.
   Status commit(uint64_t step);
   void discard();
@@ -85,7 +93,7 @@ class Trainer {
   // starts their copy and the result waits for it (on the thread that calls it: the snapshot
   // writer's). It may be called after later steps and commits, and gives these units still. While
   // a GPU's previous snapshot has not been taken (its SnapshotUnits called or dropped), this waits.
-  Result<ckpt::SnapshotUnits> snapshot_share();
+  Result<ckpt::SnapshotUnits> snapshot_share(const std::vector<uint32_t>& absent = {});
   // `units`, which first passes the drill's snapshot fault point of `step` on the writer's thread
   // (after the copy, before anything is written: a writer dying in the middle of a snapshot).
   ckpt::SnapshotUnits with_snapshot_fault(ckpt::SnapshotUnits units, uint64_t step) const;
@@ -180,6 +188,7 @@ class Trainer {
   Status connect_group(const wire::PlanUpdate& p);
   comm::GlooOptions plane_options(int rank, int size, std::string prefix) const;
   Result<StepOutcome> grouped_step(uint64_t step, int64_t t0);
+  Result<StepOutcome> degraded_step(uint64_t step, int64_t t0, KeptPatch kept);
   Result<model::StepStats> validate(uint64_t step);
   Result<model::StepStats> forward_backward(uint64_t step, const std::vector<uint32_t>& shares);
   StepTimes step_times(const StepOutcome& out, const comm::WaitClock& w0, int64_t cpu0, int64_t proc0, double exchange,
@@ -209,6 +218,9 @@ class Trainer {
   std::vector<std::vector<float>> grad_backup_;
   model::StepStats group_stats_;
   bool backup_ok_ = false;
+  // The last patch this rank computed under the plan in force: degraded steps keep its arrangement
+  // and its data plane (comm_ since).
+  std::optional<wire::StepPatch> last_patch_;
   std::atomic<bool> aborting_{false};
   std::atomic<uint64_t> abandoned_{0};           // the newest plan the controller abandoned
   std::atomic<uint64_t> applying_{0};            // the plan apply_plan() is switching to (0: none)

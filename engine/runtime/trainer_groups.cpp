@@ -9,6 +9,11 @@
 // the step: a rank of a group it drops contributes zero; a rank of another group restores its
 // copy, computes the extra shard types the patch gives its group, and every rank the patch names
 // synchronises over the patch's own plane, with the replica table of those ranks only.
+//
+// A degraded step (after a patched step commits; StepBegin.kept_patch) keeps that patch's
+// arrangement: a rank of a dropped group only synchronises (zero gradients, the same update); a
+// rank of another group computes its own shard types, then the patch's extra ones, and every rank
+// synchronises over the patch's plane, connected already.
 #include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
@@ -144,8 +149,38 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
   auto c = comm::connect_gloo(o, *std::atomic_load(&store_));
   if (!c) return c.error().with_context("patch " + std::to_string(p.patch) + " of step " + std::to_string(p.step) + " data plane");
   std::shared_ptr<comm::Collectives> plane(comm::timed(std::move(*c), waits_));
-  std::atomic_store(&comm_, plane);  // abort() and a later patch reach it
+  std::atomic_store(&comm_, plane);  // abort(), a later patch and degraded steps reach it
+  last_patch_ = p;
   auto replicas = replicas_at(replicas_, p.ranks);
+  return finish_grouped(*plane, replicas, shared_experts(replicas), std::move(total), t0);
+}
+
+Result<StepOutcome> Trainer::degraded_step(uint64_t step, int64_t t0, KeptPatch kept) {
+  backup_ok_ = false;
+  const auto& p = last_patch_;
+  if (!p || p->step != kept.step || p->patch != kept.patch || p->plan != plan_)
+    return fail("step ", step, " keeps patch ", kept.patch, " of step ", kept.step, " under plan ", plan_,
+                ", which this worker did not compute (", p ? "its last: patch " + std::to_string(p->patch) + " of step " +
+                std::to_string(p->step) : std::string("none under this plan"), ")");
+  const uint32_t g = role_.span.group;
+  const bool dropped = std::find(p->damaged.begin(), p->damaged.end(), g) != p->damaged.end();
+  if (std::find(p->ranks.begin(), p->ranks.end(), uint32_t(rank_)) == p->ranks.end())
+    return fail("step ", step, " keeps patch ", kept.patch, " of step ", kept.step, ", which does not name rank ", rank_);
+  auto plane = std::atomic_load(&comm_);
+  if (!plane) return fail("step ", step, ": no data plane for patch ", kept.patch, " of step ", kept.step);
+  model::StepStats total;
+  faults_->at(wire::FaultPoint::forward, step);
+  if (!dropped) {
+    SAL_TRY(compute_types(step, role_.types, total));
+  } else {  // no pass of its own: a drill's kill at those points still finds it in the step
+    faults_->at(wire::FaultPoint::alltoall, step);
+    faults_->at(wire::FaultPoint::backward, step);
+  }
+  backup_grads();  // a patch of this step starts again from here (the kept patch's extras included)
+  group_stats_ = total;
+  if (!dropped && g < p->extra.size()) SAL_TRY(compute_types(step, p->extra[g], total));
+  faults_->at(wire::FaultPoint::allreduce, step);
+  auto replicas = replicas_at(replicas_, p->ranks);
   return finish_grouped(*plane, replicas, shared_experts(replicas), std::move(total), t0);
 }
 

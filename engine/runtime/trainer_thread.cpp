@@ -183,7 +183,7 @@ void TrainerThread::handle(const wire::StepBegin& b) {
   if (!trainer_ || trainer_->plan() != b.plan) return;
   begun_epoch_ = b.epoch;
   spdlog::debug("step {} of epoch {} begins", b.step, b.epoch);
-  auto out = trainer_->step(b.step, b.shares);
+  auto out = trainer_->step(b.step, b.shares, KeptPatch{b.kept_step, b.kept_patch});
   if (!out && trainer_->grouped() && verdict_queued(b.step)) {
     spdlog::info("step {} failed ({}); the controller's word on it is queued", b.step, out.error().message());
     return;
@@ -273,7 +273,7 @@ void TrainerThread::handle(const wire::SaveCheckpoint& s) {
     // (and the wait for the previous snapshot's, if still in flight). The GPU copy itself
     // overlaps the next step; the writer waits for it, and that wait counts in ms.
     int64_t t0 = mono_ns();
-    auto units = trainer_->snapshot_share();
+    auto units = trainer_->snapshot_share(s.absent);
     d.copy_ms = d.ms = double(mono_ns() - t0) / 1e6;
     if (!units) {
       d.detail = units.error().with_context("snapshot of step " + std::to_string(s.step)).message();

@@ -129,7 +129,13 @@ struct StepBegin {
     (uint64_t, plan, 0),  // the plan the step runs under: workers that are not its ranks do not vote
     // Each plan rank's share of the step's work in thousandths of an even part (the health
     // policy's: fewer sequences of the batch, fewer of an expert's tokens); empty: even shares.
-    (std::vector<uint32_t>, shares, {}, kListMax * 16))
+    (std::vector<uint32_t>, shares, {}, kListMax * 16),
+    // 0: the step runs as the plan made it. N: it keeps the arrangement of patch N of step
+    // `kept_step` (SPARe's degraded steps, after a patched step commits): that patch's ranks, the
+    // groups it dropped (their ranks only synchronise), the extra shard types it gave each group,
+    // and its data plane.
+    (uint64_t, kept_step, 0),
+    (uint32_t, kept_patch, 0))
 };
 
 // A worker's vote on a step, with what it measured: the controller commits when every participant

@@ -1,7 +1,10 @@
 -- spare.lua — SPARe: every group hosts r shard types laid out by a cyclic Golomb ruler (no two types
 -- share more than one host), r = r* ~ floor(log2 N + 0.833) unless the job asks for one. After
 -- failures the reordering controller (sal.spare_reorder: HK-fixed, then HK-free, then min-cost
--- flow) finds the smallest all-reduce depth with the fewest stack changes. An r the job asks for that no
+-- flow) finds the smallest all-reduce depth with the fewest stack changes. A patched step is
+-- followed by degraded steps (SPARe trains on with the failed groups out, their shard types computed
+-- by the groups the reordering names) for as long as they lose less time than a plan switch costs,
+-- then the survivors regroup ("cheaper"; "degraded": until workers join or leave; "regroup": at once). An r the job asks for that no
 -- ruler gives for N groups is an error (the rule in the message), not a smaller r.
 local function feasible_r(n, r)
   while r > 1 and r * (r - 1) > n - 1 do r = r - 1 end   -- a ruler needs r(r-1) <= N-1
@@ -32,7 +35,7 @@ local function decide(ctx)
       if result.provider[t] == g then assignment[g][#assignment[g] + 1] = t end
     end
   end
-  return { r = r, hosts = result.stacks, assignment = assignment, wipeout = false }
+  return { r = r, hosts = result.stacks, assignment = assignment, wipeout = false, after_patch = "cheaper" }
 end
 
 local function selftest(t)

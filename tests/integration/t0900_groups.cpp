@@ -9,7 +9,9 @@
 // spare) is the one a later loss meets; a broken one is refused and the stacks in force are kept.
 // `sim stacks` replays each run's failures through the simulator's SPARe model and agrees. With the
 // balancing loss off, four groups and one group of the same workers train the same losses, and the
-// weights after a patched step are the unpatched step's within that reassociation.
+// weights after a patched step are the unpatched step's within that reassociation — and so are
+// those after the degraded steps that follow it (the lost group's shard type computed by the group
+// the patch named, over the patch's data plane, no re-plan).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -194,6 +196,48 @@ TEST_CASE("t0904-patched-update: the weights after a patched step are the unpatc
                         << patched.relative << " (elementwise " << patched.elementwise << ")");
   CHECK(patched.relative <= std::max(4 * reassociation.relative, 1e-6));
   CHECK(patched.elementwise <= std::max(4 * reassociation.elementwise, 1e-7));
+}
+
+TEST_CASE("t0906-degraded-steps: after a patch the steps train on degraded, without a re-plan, their updates the fault-free run's within reassociation") {
+  std::string dir = temp_dir("groups");
+  // the shipped spare, degraded until the next plan (it regroups once degraded steps have lost a
+  // plan switch's cost, which a run this short may reach)
+  std::string policy = file_text(SAL_SOURCE_DIR "/policies/redundancy/spare.lua");
+  for (auto [from, to] : {std::pair<std::string, std::string>{"after_patch = \"cheaper\"", "after_patch = \"degraded\""},
+                          {"name = \"spare\"", "name = \"spare-degraded\""}}) {
+    REQUIRE(policy.find(from) != std::string::npos);
+    policy.replace(policy.find(from), from.size(), to);
+  }
+  std::ofstream(dir + "/spare_degraded.lua") << policy;
+  std::string job = file_text(write_job(dir, "spare"));
+  job.replace(job.find("redundancy = 'spare'"), 20, "redundancy = '" + dir + "/spare_degraded.lua'");
+  std::ofstream(dir + "/job-degraded.lua") << job;
+  auto run = [&](const std::string& path, const std::string& name, const std::string& sets, const std::string& kills) {
+    std::vector<std::string> args{bin(), "run", path, "--steps", "11", "--set", "model.aux_loss_weight=0" + sets,
+                                  "--json", "--out", dir + "/" + name};
+    if (!kills.empty()) args.insert(args.end(), {"--drill", write_drill(dir, name, kills)});
+    return run_json(args, dir + "/" + name + ".out", 90000);
+  };
+  run(dir + "/job-spare.lua", "four", "", "");
+  run(dir + "/job-spare.lua", "one", ",parallel.groups=1,parallel.redundancy=0", "");
+  auto j = run(dir + "/job-degraded.lua", "degraded", "", "kill{ node = 3, step = 6, during = 'backward' }\n");
+  CHECK(j["steps"] == 11);
+  CHECK(j["patched_steps"] == 1);
+  CHECK(j["aborted_steps"] == 0);
+  const std::string out = dir + "/degraded";
+  CHECK(event_detail(out, "step_patched").find("training on degraded (degraded)") != std::string::npos);
+  int plans = 0;
+  for (const auto& e : events(out)) plans += e.kind == "plan";
+  CHECK(plans == 1);  // no re-plan: the steps after the patch are degraded
+  auto workers = metrics_column(out, "workers");
+  REQUIRE(workers.size() == 11);
+  for (size_t step = 7; step < 11; ++step) CHECK(workers[step] == 7);
+  const auto reassociation = weight_distance(dir + "/four/checkpoint", dir + "/one/checkpoint");
+  const auto degraded = weight_distance(dir + "/four/checkpoint", out + "/checkpoint");
+  INFO("reassociation " << reassociation.relative << " (elementwise " << reassociation.elementwise << "), degraded "
+                        << degraded.relative << " (elementwise " << degraded.elementwise << ")");
+  CHECK(degraded.relative <= std::max(4 * reassociation.relative, 1e-6));
+  CHECK(degraded.elementwise <= std::max(4 * reassociation.elementwise, 1e-7));
 }
 
 TEST_CASE("t0902-groups-policy-swap: spare, none, spare loaded live, a loss then is patched, and a broken policy is refused with the stacks kept") {

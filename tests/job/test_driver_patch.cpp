@@ -1,8 +1,11 @@
 // test_driver_patch.cpp — SPARe's patch told to the job driver: a grouped plan (two groups of two)
 // loses a rank in the middle of a step; the driver asks the redundancy policy, sends the patch to
-// the ranks left, counts only their patched votes and commits the step without aborting it, then
-// re-plans; a wipe-out aborts instead; a second loss in the same step patches again; a plan of one
-// group aborts as before; a stop right after a patched step saves with the ranks left.
+// the ranks left, counts only their patched votes and commits the step without aborting it; the
+// steps after it train on degraded (the patch's arrangement kept) until workers join, until they
+// have lost a plan switch's cost ("cheaper"), or not at all ("regroup"); a loss in a degraded step
+// patches it again with the earlier losses still out; a wipe-out aborts instead; a second loss in
+// the same step patches again; a plan of one group aborts as before; a stop right after a patched
+// step saves with the ranks left; a snapshot of a degraded step leaves the lost rank out.
 #include <doctest/doctest.h>
 
 #include "job/driver_harness.h"
@@ -25,35 +28,85 @@ PlanRecord grouped_plan(uint32_t n, uint64_t version) {
   return r;
 }
 
-// Four workers, `steps` committed, step `steps` in flight under the grouped plan.
-Harness grouped(uint64_t steps) {
-  Harness h(small_job());
+// Every participant of the step in flight votes (patch `patch`), the last `ms` after the step began;
+// then the driver's next turn.
+void commit_in(Harness& h, int64_t ms, uint32_t patch = 0);
+
+// Four workers, `steps` committed (each `step_ms` long), step `steps` in flight under the grouped
+// plan, whose switch took `switch_ms`.
+Harness grouped(uint64_t steps, int64_t step_ms = 0, int64_t switch_ms = 0, DriverConfig cfg = small_job()) {
+  Harness h(cfg);
   h.membership(workers({0, 1, 2, 3}));
   REQUIRE(h.asked);
   h.on(in::Decided{h.asked->decision, grouped_plan(4, ++h.versions)});
-  h.all_ready();
+  auto ranks = h.pending_ranks();
+  for (size_t i = 0; i < ranks.size(); ++i)
+    h.on(in::Ready{wire::PlanReady{ranks[i].node, ranks[i].index, *h.d.pending_plan(), true, "", 1, 0.5, 0.5}},
+         i + 1 == ranks.size() ? switch_ms : 0);
   REQUIRE(h.d.steps().in_flight());
-  for (uint64_t s = 0; s < steps; ++s) h.commit_step();
+  for (uint64_t s = 0; s < steps; ++s) commit_in(h, step_ms);
   return h;
 }
 
-void vote(Harness& h, Participant p, uint64_t step, uint32_t patch, bool ok = true) {
+void vote(Harness& h, Participant p, uint64_t step, uint32_t patch, bool ok = true, int64_t after_ms = 0) {
   wire::StepVote v;
   v.node_id = p.node, v.index = p.index, v.epoch = h.d.steps().epoch(), v.step = step, v.ok = ok;
   v.ce_sum = 2.0 * 64, v.tokens = 64, v.lr = 1e-3, v.grad_norm = 1, v.patch = patch;
   v.loads.assign(2 * 4, 8);
   if (!ok) v.detail = "gradient sync: peer closed the connection";
-  h.on(in::Vote{v});
+  h.on(in::Vote{v}, after_ms);
 }
 
-plan::ShardStacks stacks(std::vector<std::vector<uint32_t>> assignment, std::vector<bool> alive, bool wipeout = false) {
+void commit_in(Harness& h, int64_t ms, uint32_t patch) {
+  REQUIRE(h.d.steps().in_flight());
+  const uint64_t step = h.d.steps().next_step();
+  std::vector<Participant> who(h.d.steps().participants().begin(), h.d.steps().participants().end());
+  for (size_t i = 0; i < who.size(); ++i) vote(h, who[i], step, patch, true, i + 1 == who.size() ? ms : 0);
+  REQUIRE(h.d.steps().committed() == step + 1);
+  h.timer(Timer::soon);
+}
+
+plan::ShardStacks stacks(std::vector<std::vector<uint32_t>> assignment, std::vector<bool> alive, bool wipeout = false,
+                         plan::AfterPatch after = plan::AfterPatch::cheaper) {
   plan::ShardStacks s;
   s.redundancy = 2;
   s.hosts = {{0, 1}, {0, 1}};
   s.alive = std::move(alive);
   s.assignment = std::move(assignment);
   s.wipeout = wipeout;
+  s.after_patch = after;
   return s;
+}
+
+// Step `steps` of grouped() loses node 3 and is patched (group 0 computes type 1 too) with
+// `after`; it commits (each vote `step_ms` after the last).
+void patch_and_commit(Harness& h, plan::AfterPatch after, int64_t step_ms) {
+  const uint64_t step = h.d.steps().next_step();
+  h.lose(3, "node 3 died");
+  auto asks = h.all<act::DecidePatch>();
+  REQUIRE(asks.size() == 1);
+  h.membership(workers({0, 1, 2}));
+  h.on(in::PatchDecided{asks[0].decision, stacks({{0, 1}, {}}, {true, false}, false, after), "spare gen 1"});
+  REQUIRE(h.sent<wire::StepPatch>().size() == 1);
+  commit_in(h, step_ms, 1);
+  REQUIRE(h.d.steps().committed() == step + 1);
+}
+
+// The detail of the last note of `kind` since the harness began ("" for none).
+std::string said(const Harness& h, const std::string& kind) {
+  std::string detail;
+  for (const auto& n : h.ever<act::Note>())
+    if (n.kind == kind) detail = n.detail;
+  return detail;
+}
+
+// The last StepBegin sent.
+std::pair<act::Send, wire::StepBegin> begun(const Harness& h) {
+  std::optional<std::pair<act::Send, wire::StepBegin>> last;
+  for (const auto& s : h.ever<act::Send>())
+    if (auto* b = std::get_if<wire::StepBegin>(&s.msg)) last = {s, *b};
+  REQUIRE(last);
+  return *last;
 }
 
 }  // namespace
@@ -83,7 +136,8 @@ TEST_CASE("a rank of a grouped plan lost mid-step: the step is patched, not abor
   CHECK(patches[0].first.to.size() == 3);
   CHECK(h.noted("patch"));
   CHECK(h.note_detail("patch") ==
-        "step 3 patch 1: lost 3.0 (group 1): type 1 -> group 0; 3 ranks synchronise (stacks by spare gen 1, depth 2)");
+        "step 3 patch 1: lost 3.0 (group 1): type 1 -> group 0; 3 ranks synchronise (stacks by spare gen 1, depth 2; "
+        "after it: cheaper)");
 
   for (uint32_t n : {0u, 1u, 2u}) vote(h, {NodeId(n), 0}, 3, 1);
   CHECK(h.d.steps().committed() == 4);
@@ -93,12 +147,122 @@ TEST_CASE("a rank of a grouped plan lost mid-step: the step is patched, not abor
   REQUIRE(rec.size() == 1);
   CHECK(rec[0].record.kind == "patch");
   CHECK(rec[0].record.step == 3);
-  // the next boundary re-plans: the damaged group recovers inside itself
-  h.asked.reset();
+  CHECK(said(h, "step_patched").find("training on degraded (cheaper): group(s) 1 out") != std::string::npos);
+  // the next step is degraded: the patch's ranks, its arrangement kept
   h.membership(workers({0, 1, 2}));
   h.timer(Timer::soon);
+  auto [to, b] = begun(h);
+  CHECK(to.to.size() == 3);
+  CHECK(b.step == 4);
+  CHECK(b.kept_step == 3);
+  CHECK(b.kept_patch == 1);
+  CHECK(h.d.steps().participants().size() == 3);
+}
+
+TEST_CASE("degraded steps keep the patch until workers join, and the join re-plans over every worker") {
+  Harness h = grouped(3, 50, 100);
+  patch_and_commit(h, plan::AfterPatch::degraded, 120);
+  h.asked.reset();
+  for (int i = 0; i < 10; ++i) {
+    auto [to, b] = begun(h);
+    CHECK(b.kept_patch == 1);
+    CHECK(b.kept_step == 3);
+    commit_in(h, 200);  // far slower than before: "degraded" keeps them anyway
+  }
+  CHECK_FALSE(h.asked);
+  CHECK(h.d.steps().aborted() == 0);
+  CHECK(h.ever<act::RecoveryDone>().size() == 1);  // the patch's; degraded steps are no recovery
+  auto rows = h.ever<act::StepDone>();
+  REQUIRE(!rows.empty());
+  CHECK(rows.back().record.workers == 3);
+  h.membership(workers({0, 1, 2, 4}));  // a replacement: joins wait mesh.join_batch_ms
+  commit_in(h, 200);
+  CHECK_FALSE(h.asked);
+  h.timer(Timer::join, 1000);
+  commit_in(h, 200);
+  REQUIRE(h.asked);
+  CHECK(h.asked->workers == 4);
+  h.decide();
+  CHECK(said(h, "plan").find("workers changed: 1 joined, 0 left (degraded since step 3)") != std::string::npos);
+}
+
+TEST_CASE("cheaper: degraded steps go on until they have lost a plan switch's cost, then the survivors regroup") {
+  Harness h = grouped(5, 50, 100);  // steps of 50 ms, a switch of 100 ms
+  patch_and_commit(h, plan::AfterPatch::cheaper, 120);
+  h.asked.reset();
+  commit_in(h, 90);  // 40 ms lost
+  commit_in(h, 90);  // 80
+  CHECK_FALSE(h.asked);
+  CHECK(begun(h).second.kept_patch == 1);
+  commit_in(h, 90);  // 120 >= 100: the survivors re-plan at this boundary
+  CHECK(said(h, "regroup") ==
+        "3 degraded steps since step 5 lost 120 ms against the steps before, a plan switch's cost (100 ms): the "
+        "survivors regroup");
   REQUIRE(h.asked);
   CHECK(h.asked->workers == 3);
+  CHECK(h.sent<wire::StepBegin>().empty());
+}
+
+TEST_CASE("regroup: the redundancy policy re-plans the survivors at the patched step's boundary") {
+  Harness h = grouped(3, 50, 100);
+  h.asked.reset();
+  patch_and_commit(h, plan::AfterPatch::regroup, 60);
+  REQUIRE(h.asked);
+  CHECK(h.asked->workers == 3);
+  CHECK(h.sent<wire::StepBegin>().empty());
+  CHECK(h.ever<act::RecoveryDone>().size() == 1);
+}
+
+TEST_CASE("a loss in a degraded step patches it again, the earlier loss still out") {
+  Harness h = grouped(3, 50, 100);
+  patch_and_commit(h, plan::AfterPatch::degraded, 60);
+  commit_in(h, 60);
+  REQUIRE(h.d.steps().next_step() == 5);
+  h.lose(2, "node 2 died");  // the dropped group's last rank, still synchronising
+  auto asks = h.all<act::DecidePatch>();
+  REQUIRE(asks.size() == 1);
+  CHECK(asks[0].alive == std::vector<bool>{true, false});
+  h.membership(workers({0, 1}));
+  h.on(in::PatchDecided{asks[0].decision, stacks({{0, 1}, {}}, {true, false}, false, plan::AfterPatch::degraded)});
+  auto p = h.sent<wire::StepPatch>();
+  REQUIRE(p.size() == 1);
+  CHECK(p[0].second.step == 5);
+  CHECK(p[0].second.ranks == std::vector<uint32_t>{0, 1});
+  CHECK(p[0].second.damaged == std::vector<uint32_t>{1});
+  CHECK(said(h, "patch").find("lost 2.0, 3.0 (group 1)") != std::string::npos);
+  commit_in(h, 60, 1);
+  auto [to, b] = begun(h);
+  CHECK(to.to.size() == 2);
+  CHECK(b.kept_step == 5);
+  CHECK(b.kept_patch == 1);
+  CHECK(h.d.steps().aborted() == 0);
+  CHECK(h.d.steps().patched() == 2);
+}
+
+TEST_CASE("a loss of both groups in a degraded step is a wipe-out: the step aborts and the ladder re-plans") {
+  Harness h = grouped(3, 50, 100);
+  patch_and_commit(h, plan::AfterPatch::degraded, 60);
+  h.lose(1, "node 1 died");
+  auto asks = h.all<act::DecidePatch>();
+  REQUIRE(asks.size() == 1);
+  CHECK(asks[0].alive == std::vector<bool>{false, false});
+  h.on(in::PatchDecided{asks[0].decision, stacks({{}, {}}, {false, false}, true)});
+  CHECK(h.d.steps().aborted() == 1);
+}
+
+TEST_CASE("a dense snapshot of a degraded step leaves the lost rank out: the others write its units") {
+  DriverConfig cfg = small_job();
+  cfg.checkpoint_every = 5;
+  Harness h = grouped(3, 50, 100, cfg);
+  patch_and_commit(h, plan::AfterPatch::degraded, 60);  // step 3
+  commit_in(h, 60);                                      // step 4: 5 committed
+  auto saves = h.ever<act::Send>();
+  std::optional<std::pair<act::Send, wire::SaveCheckpoint>> snap;
+  for (const auto& s : saves)
+    if (auto* m = std::get_if<wire::SaveCheckpoint>(&s.msg); m && m->snapshot && m->step == 5) snap = {s, *m};
+  REQUIRE(snap);
+  CHECK(snap->second.absent == std::vector<uint32_t>{3});
+  CHECK(snap->first.to.size() == 3);
 }
 
 TEST_CASE("a patch the redundancy policy cannot give (a wipe-out) aborts the step as before") {
