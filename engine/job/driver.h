@@ -208,6 +208,7 @@ class Driver {
   // A patched step committed: train on degraded (phase::Degraded), or regroup at once.
   void after_patched_step(phase::Running& r);
   void degraded_step_committed(phase::Running& r, double step_ms);
+  std::optional<uint64_t> steps_to_replan() const;
   void regroup(const std::string& why);  // the survivors re-plan at the next boundary
 
   // ---- the end (driver.cpp) ----

@@ -81,17 +81,40 @@ void Driver::after_patched_step(phase::Running& r) {
                            " said, " + std::to_string(p.left.size()) + " ranks, " + until);
 }
 
-// A degraded step committed: under "cheaper", once the degraded steps have lost as much time as a
-// plan switch costs, the survivors re-plan (buying the switch once renting has cost its price).
+// A degraded step committed. Degraded steps end in a plan switch whatever happens (a join, a leave,
+// a rebalance, the regroup), so they pay only where that switch is one the job makes anyway. Under
+// "cheaper": when the steps to the next re-plan in sight (a rebalance, the job's end) would lose
+// less than a switch costs, at the penalty measured so far, the job stays degraded; otherwise, as
+// a replacement may come at any step, the survivors regroup once the degraded steps have lost a
+// switch's cost (ski rental: never more than twice the better choice in hindsight).
 void Driver::degraded_step_committed(phase::Running& r, double step_ms) {
   auto& d = *r.degraded;
   d.steps += 1;
   d.lost_ms += std::max(0.0, step_ms - d.normal_ms);
+  if (d.after != plan::AfterPatch::cheaper) return;
   const double switch_ms = measured_.switch_s() * 1e3;
-  if (d.after != plan::AfterPatch::cheaper || d.lost_ms < switch_ms) return;
-  regroup(std::to_string(d.steps) + " degraded steps since step " + std::to_string(d.step) + " lost " +
-                 ms_text(int64_t(d.lost_ms * 1e6)) + " against the steps before, a plan switch's cost (" +
-                 ms_text(int64_t(switch_ms * 1e6)) + "): the survivors regroup");
+  const std::string lost = std::to_string(d.steps) + " degraded steps since step " + std::to_string(d.step) + " lost " +
+                           ms_text(int64_t(d.lost_ms * 1e6)) + " against the steps before (" +
+                           ms_text(int64_t(d.normal_ms * 1e6)) + " each); a plan switch costs " +
+                           ms_text(int64_t(switch_ms * 1e6));
+  if (auto left = steps_to_replan(); left && d.lost_ms / d.steps * double(*left) <= switch_ms) return;
+  if (d.lost_ms >= switch_ms) regroup(lost + ": the survivors regroup");
+}
+
+// Steps until the plan in force is re-planned anyway (the next rebalance, or the job's last step);
+// none when neither is set.
+std::optional<uint64_t> Driver::steps_to_replan() const {
+  std::optional<uint64_t> left;
+  const uint64_t done = steps_.committed();
+  if (cfg_.rebalance_every > 0) {
+    const uint64_t since = done - std::min(done, applied_->from_step);
+    left = uint64_t(cfg_.rebalance_every) - std::min<uint64_t>(since, uint64_t(cfg_.rebalance_every));
+  }
+  if (cfg_.max_steps > 0) {
+    const uint64_t to_end = uint64_t(cfg_.max_steps) - std::min<uint64_t>(done, uint64_t(cfg_.max_steps));
+    left = left ? std::min(*left, to_end) : to_end;
+  }
+  return left;
 }
 
 void Driver::regroup(const std::string& why) {

@@ -9,8 +9,12 @@
 //                     group's shard type computed by another group, the ranks left meeting on a
 //                     data plane of their own, the synchronisation) or the abort (a re-plan over
 //                     the survivors, the state moved, the step computed again)
-//   loss -> next      from the loss to the step after it committed (after a patch the damaged
-//                     group re-plans at that boundary: its cost is here)
+//   loss -> next      from the loss to the step after it committed
+//   step after        from the failed step's commit to the next one's: after a patch, a degraded
+//                     step (the damaged group out, its shard type computed by another group, over
+//                     the patch's data plane: no re-plan); after an abort, a step of the new plan
+//   after 10 steps    from the failed step's commit to the tenth step after it (spare's default
+//                     regroups once degraded steps have lost a plan switch's cost: that is here)
 //   aborted, patched  the run's counts
 // Trials alternate the two policies. Fair measurement (--cpu-share, on by default where the cgroup
 // v1 cpu controller is writable): each worker in a CPU cgroup of (cores x 0.9) / 8 CPUs.
@@ -43,7 +47,7 @@ struct Setup {
 };
 
 struct Trial {
-  double normal_ms = 0, to_commit_ms = 0, to_next_ms = 0;
+  double normal_ms = 0, to_commit_ms = 0, to_next_ms = 0, after_ms = 0, after10_ms = 0;
   double aborted = 0, patched = 0;
   bool ok = false;
 };
@@ -76,10 +80,12 @@ Trial run_once(const Setup& s, const std::string& redundancy, const std::string&
     return t;
   }
   std::vector<double> before;
-  double next_at = 0;
+  double at_at = 0, next_at = 0, tenth_at = 0;
   for (const auto& m : run->metrics) {
     if (m.step >= 5 && m.step < uint64_t(s.at)) before.push_back(m.step_ms);
+    if (m.step == uint64_t(s.at)) at_at = m.time_s;
     if (m.step == uint64_t(s.at) + 1) next_at = m.time_s;
+    if (m.step == uint64_t(s.at) + 10) tenth_at = m.time_s;
   }
   const auto& rec = run->summary.value("recoveries", nlohmann::json::array());
   if (before.empty() || rec.empty() || next_at == 0) {
@@ -90,6 +96,8 @@ Trial run_once(const Setup& s, const std::string& redundancy, const std::string&
   t.normal_ms = percentile(before, 0.5);
   t.to_commit_ms = rec[0]["seconds"].get<double>() * 1e3;
   t.to_next_ms = (next_at - loss_at) * 1e3;
+  t.after_ms = (next_at - at_at) * 1e3;
+  t.after10_ms = tenth_at > 0 ? (tenth_at - at_at) * 1e3 : 0;
   t.aborted = run->number("aborted_steps").value_or(0);
   t.patched = run->number("patched_steps").value_or(0);
   t.ok = true;
@@ -107,7 +115,7 @@ Setup parse(int argc, char** argv) {
   const std::map<std::string, int*> ints = {{"--trials", &s.trials}, {"--steps", &s.steps}, {"--at", &s.at},
                                             {"--d-model", &s.d_model}, {"--batch", &s.batch}};
   if (!parse_bench_options(argc, argv, ints, {}, s.cpu_share)) usage();
-  if (s.at < 6 || s.at + 2 >= s.steps) usage();
+  if (s.at < 6 || s.at + 11 >= s.steps) usage();
   return s;
 }
 
@@ -124,7 +132,8 @@ int main(int argc, char** argv) {
   else
     std::printf("workers unconfined (time-sharing the cores)\n\n");
   std::printf("| redundancy | killed during | normal step p50 (ms) | loss -> step committed p50 (ms) | "
-              "loss -> next step p50 (ms) | aborted | patched |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
+              "loss -> next step p50 (ms) | step after p50 (ms) | after / normal | after 10 steps p50 (ms) | aborted | "
+              "patched |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (const char* during : {"backward", "allreduce"}) {
     std::map<std::string, std::vector<Trial>> got;
     for (int i = 0; i < s.trials; ++i)
@@ -135,7 +144,7 @@ int main(int argc, char** argv) {
     for (const char* r : {"spare", "none"}) {
       const auto& v = got[r];
       if (v.empty()) {
-        std::printf("| %s | %s | — | — | — | — | — |\n", r, during);
+        std::printf("| %s | %s | — | — | — | — | — | — | — | — |\n", r, during);
         continue;
       }
       auto col = [&](double Trial::*f) {
@@ -143,8 +152,10 @@ int main(int argc, char** argv) {
         for (const Trial& t : v) x.push_back(t.*f);
         return percentile(x, 0.5);
       };
-      std::printf("| %s | %s | %.1f | %.1f | %.1f | %.0f | %.0f |\n", r, during, col(&Trial::normal_ms),
-                  col(&Trial::to_commit_ms), col(&Trial::to_next_ms), col(&Trial::aborted), col(&Trial::patched));
+      std::printf("| %s | %s | %.1f | %.1f | %.1f | %.1f | %.2f | %.0f | %.0f | %.0f |\n", r, during, col(&Trial::normal_ms),
+                  col(&Trial::to_commit_ms), col(&Trial::to_next_ms), col(&Trial::after_ms),
+                  col(&Trial::after_ms) / col(&Trial::normal_ms), col(&Trial::after10_ms), col(&Trial::aborted),
+                  col(&Trial::patched));
     }
   }
   return 0;

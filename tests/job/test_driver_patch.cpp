@@ -187,7 +187,7 @@ TEST_CASE("degraded steps keep the patch until workers join, and the join re-pla
 }
 
 TEST_CASE("cheaper: degraded steps go on until they have lost a plan switch's cost, then the survivors regroup") {
-  Harness h = grouped(5, 50, 100);  // steps of 50 ms, a switch of 100 ms
+  Harness h = grouped(5, 50, 100);  // steps of 50 ms, a switch of 100 ms, 100 steps to run
   patch_and_commit(h, plan::AfterPatch::cheaper, 120);
   h.asked.reset();
   commit_in(h, 90);  // 40 ms lost
@@ -196,11 +196,25 @@ TEST_CASE("cheaper: degraded steps go on until they have lost a plan switch's co
   CHECK(begun(h).second.kept_patch == 1);
   commit_in(h, 90);  // 120 >= 100: the survivors re-plan at this boundary
   CHECK(said(h, "regroup") ==
-        "3 degraded steps since step 5 lost 120 ms against the steps before, a plan switch's cost (100 ms): the "
-        "survivors regroup");
+        "3 degraded steps since step 5 lost 120 ms against the steps before (50 ms each); a plan switch costs 100 ms: "
+        "the survivors regroup");
   REQUIRE(h.asked);
   CHECK(h.asked->workers == 3);
   CHECK(h.sent<wire::StepBegin>().empty());
+}
+
+TEST_CASE("cheaper, a re-plan in sight: the job stays degraded when the steps until it lose less than a switch") {
+  DriverConfig cfg = small_job();
+  cfg.rebalance_every = 10;  // 3 steps left after the first degraded one: 60 ms < 100
+  Harness near = grouped(5, 50, 100, cfg);
+  patch_and_commit(near, plan::AfterPatch::cheaper, 120);
+  near.asked.reset();
+  for (int i = 0; i < 4; ++i) commit_in(near, 70);  // steps 6 .. 9, then the rebalance
+  CHECK(near.d.steps().committed() == 10);
+  CHECK(said(near, "regroup").empty());
+  REQUIRE(near.asked);
+  CHECK(near.asked->workers == 3);
+  CHECK(said(near, "step_patched").find("training on degraded (cheaper)") != std::string::npos);
 }
 
 TEST_CASE("regroup: the redundancy policy re-plans the survivors at the patched step's boundary") {
