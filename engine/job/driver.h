@@ -299,6 +299,9 @@ class Driver {
   StepCoordinator steps_;
   std::optional<AppliedPlan> applied_;
   bool plane_spent_ = false;  // a step aborted or a switch failed: the workers' data plane is gone
+  // The data planes the last committed step used are intact (no abort, no failed switch since): the
+  // next plan's ranks keep those whose ranks do not change (PlanUpdate.keep_planes_of).
+  bool planes_intact_ = false;
   std::optional<Wanted> wanted_;
   std::optional<Recovery> recovery_;
   Streak streak_;

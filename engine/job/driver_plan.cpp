@@ -202,6 +202,7 @@ Driver::Next Driver::plan_decided(const phase::Deciding& d, const PlanRecord& re
 
 Driver::Next Driver::begin_switch(phase::Switching p, wire::PlanUpdate u) {
   add_slice_peers(u);
+  u.keep_planes_of = planes_intact_ && applied_ ? applied_->number() : 0;
   p.waiting.insert(p.ranks.begin(), p.ranks.end());
   send(p.ranks, std::move(u));
   arm(Timer::plan, kPlanTimeoutMs);
@@ -241,6 +242,7 @@ Driver::Next Driver::plan_applied(phase::Switching& p) {
   uint64_t previous = applied_ ? applied_->number() : 0;
   applied_ = AppliedPlan{p.ranks, p.plan, p.step};
   plane_spent_ = false;
+  planes_intact_ = true;
   repairs_applied(p);
   peers_.plan_applied(p.restore == Rung::sparse && p.restore_window ? p.restore_to : std::nullopt);
   streak_.cannot_plan.clear();
@@ -281,6 +283,7 @@ Driver::Next Driver::plan_failed(phase::Switching& p, const std::string& why, bo
   abort_ranks(p.ranks, p.step, detail, p.number);
   out_.push_back(act::EraseKeys{p.number, true});
   plane_spent_ = true;  // the ranks may have let go of the plan in force's data plane already
+  planes_intact_ = false;
   if (membership) recovery_begins(detail);
   if (membership && !choose(view_.ready, steps_.committed()).restore()) return start_plan("again after: " + why);
   if (!membership && ++streak_.plans >= kMaxConsecutivePlanFailures)

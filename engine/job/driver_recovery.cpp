@@ -32,6 +32,7 @@ Driver::Next Driver::reconcile(phase::Reconciling& r) {
     if (contains(view_.ready, p)) returned.push_back(p);
   abort_ranks(returned, committed, "the controller restarted: the step in flight is discarded");
   plane_spent_ = true;
+  planes_intact_ = false;
   auto sorted_ranks = ranks;
   std::sort(sorted_ranks.begin(), sorted_ranks.end());
   const bool keep = stale.empty() && view_.ready == sorted_ranks;  // the same workers, every one up to date

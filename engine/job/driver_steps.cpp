@@ -180,6 +180,7 @@ Driver::Next Driver::step_aborted(phase::Running& r) {
   const std::string& why = steps_.last_abort_reason();
   recovery_begins("step " + std::to_string(r.tally.step) + " aborted: " + why);
   plane_spent_ = true;
+  planes_intact_ = false;
   arm(Timer::retry, kAbortSettleMs);
   phase::Retrying retrying{true, why, sorted(applied_ ? applied_->ranks : std::vector<Participant>{}), r.tally.step,
                            std::move(lost)};
@@ -211,6 +212,7 @@ StepRecord Driver::step_record(const phase::Tally& t) const {
 
 void Driver::committed(phase::Running& r, const StepRecord& rec) {
   streak_.steps = 0;
+  planes_intact_ = true;  // (a patched step's: its patch's plane, and the groups' it did not drop)
   recovery_ends(r.tally.step);
   if (r.degraded) degraded_step_committed(r, rec.step_ms);
   if (r.patch) after_patched_step(r);

@@ -114,6 +114,11 @@ Status Trainer::apply_plan(const wire::PlanUpdate& p) {
   return s;
 }
 
+bool Trainer::keeps(const wire::PlanUpdate& p, const std::shared_ptr<comm::Collectives>& held, const PlaneOf& of,
+                    const PlaneOf& want) {
+  return p.keep_planes_of != 0 && held && !held->aborted() && of == want;
+}
+
 Status Trainer::switch_to(const wire::PlanUpdate& p) {
   SAL_TRY(still_wanted(p));
   SAL_TRY(check_plan(p));
@@ -191,10 +196,20 @@ Status Trainer::connect(const wire::PlanUpdate& p) {
   }
   if (aborting_) return fail("plan ", p.number(), ": aborted by the controller");
   auto o = plane_options(p.my_rank, int(p.ranks.size()), "plan-" + std::to_string(p.number()));
-  auto c = comm::connect_gloo(o, *store);
-  if (!c) return c.error().with_context("plan " + std::to_string(p.number()) + " data plane");
-  std::shared_ptr<comm::Collectives> comm(comm::timed(std::move(*c), waits_));
-  std::atomic_store(&comm_, comm);
+  plan_ranks_.clear();
+  for (const auto& r : p.ranks) plan_ranks_.emplace_back(r.node, r.index);
+  const PlaneOf want{p.keep_planes_of, plan_ranks_};
+  std::shared_ptr<comm::Collectives> comm = std::atomic_load(&comm_);
+  if (keeps(p, comm, plane_of_, want)) {
+    spdlog::info("plan {} keeps the data plane of plan {}: the same {} ranks", p.number(), p.keep_planes_of,
+                 p.ranks.size());
+  } else {
+    auto c = comm::connect_gloo(o, *store);
+    if (!c) return c.error().with_context("plan " + std::to_string(p.number()) + " data plane");
+    comm = std::shared_ptr<comm::Collectives>(comm::timed(std::move(*c), waits_));
+    std::atomic_store(&comm_, comm);
+  }
+  plane_of_ = PlaneOf{p.number(), plan_ranks_};
   if (aborting_) comm->abort("aborted by the controller");  // an abort that came while connecting
   rank_ = p.my_rank;
   ranks_ = int(p.ranks.size());

@@ -211,6 +211,18 @@ class Trainer {
   std::shared_ptr<comm::WaitClock> waits_ = std::make_shared<comm::WaitClock>();
   double update_ms_ = 0;                         // the last commit's update
   std::shared_ptr<comm::Collectives> group_comm_;  // likewise; a grouped plan's: this rank's group only
+  // Who each plane connects, in rank order, and under which plan it was connected: a later plan
+  // keeps an intact plane of the same ranks (PlanUpdate.keep_planes_of) instead of connecting one.
+  struct PlaneOf {
+    uint64_t plan = 0;
+    std::vector<std::pair<uint32_t, uint32_t>> ranks;  // (node, index)
+    bool operator==(const PlaneOf&) const = default;
+  };
+  PlaneOf plane_of_, group_plane_of_;
+  std::vector<std::pair<uint32_t, uint32_t>> plan_ranks_;  // the plan's ranks (a patch names them by index)
+  // `held`, when the plan may keep it and it is intact and connects `want`'s ranks.
+  static bool keeps(const wire::PlanUpdate& p, const std::shared_ptr<comm::Collectives>& held, const PlaneOf& of,
+                    const PlaneOf& want);
   GroupRole role_;                               // this rank's group in the plan (groups.h)
   std::atomic<int64_t> group_now_{-1};           // role_.span.group while grouped, for interrupt_for_patch()
   // A grouped step's gradients of its own shard types before the synchronisation, and their

@@ -26,21 +26,35 @@
 namespace sal::runtime {
 
 // A grouped plan's second data plane: the ranks of this rank's group, which its tokens cross.
+// A group plane of the plan whose planes are intact (keep_planes_of), with the same ranks in the
+// same order, is kept.
 Status Trainer::connect_group(const wire::PlanUpdate& p) {
+  auto held = std::atomic_load(&group_comm_);
   std::atomic_store(&group_comm_, std::shared_ptr<comm::Collectives>());
-  if (plan::group_count(p.plan) <= 1) return {};
+  if (plan::group_count(p.plan) <= 1) {
+    group_plane_of_ = {};
+    return {};
+  }
   if (!compute_->runs_groups())
     return fail("plan ", p.number(), ": data-parallel groups run on CPU workers only (", spec_.device, ")");
   plan::GroupSpan span = plan::group_of(p.plan, uint32_t(p.my_rank));
   if (span.count == 0) return fail("plan ", p.number(), " puts rank ", p.my_rank, " in no group");
-  auto o = plane_options(p.my_rank - int(span.first), int(span.count),
-                         "plan-" + std::to_string(p.number()) + "/group-" + std::to_string(span.group));
-  auto c = comm::connect_gloo(o, *std::atomic_load(&store_));
-  if (!c) return c.error().with_context("plan " + std::to_string(p.number()) + " group " + std::to_string(span.group) +
-                                        " data plane");
-  std::shared_ptr<comm::Collectives> comm(comm::timed(std::move(*c), waits_));
-  std::atomic_store(&group_comm_, comm);
-  if (aborting_) comm->abort("aborted by the controller");
+  PlaneOf want{p.keep_planes_of, {}};
+  for (uint32_t i = span.first; i < span.first + span.count; ++i) want.ranks.emplace_back(p.ranks[i].node, p.ranks[i].index);
+  if (keeps(p, held, group_plane_of_, want)) {
+    spdlog::info("plan {} keeps group {}'s data plane of plan {}: the same {} ranks", p.number(), span.group,
+                 p.keep_planes_of, span.count);
+  } else {
+    auto o = plane_options(p.my_rank - int(span.first), int(span.count),
+                           "plan-" + std::to_string(p.number()) + "/group-" + std::to_string(span.group));
+    auto c = comm::connect_gloo(o, *std::atomic_load(&store_));
+    if (!c) return c.error().with_context("plan " + std::to_string(p.number()) + " group " + std::to_string(span.group) +
+                                          " data plane");
+    held = std::shared_ptr<comm::Collectives>(comm::timed(std::move(*c), waits_));
+  }
+  group_plane_of_ = PlaneOf{p.number(), std::move(want.ranks)};
+  std::atomic_store(&group_comm_, held);
+  if (aborting_) held->abort("aborted by the controller");
   return {};
 }
 
@@ -150,6 +164,9 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
   if (!c) return c.error().with_context("patch " + std::to_string(p.patch) + " of step " + std::to_string(p.step) + " data plane");
   std::shared_ptr<comm::Collectives> plane(comm::timed(std::move(*c), waits_));
   std::atomic_store(&comm_, plane);  // abort(), a later patch and degraded steps reach it
+  plane_of_ = PlaneOf{plan_, {}};
+  for (uint32_t r : p.ranks)
+    if (r < plan_ranks_.size()) plane_of_.ranks.push_back(plan_ranks_[r]);
   last_patch_ = p;
   auto replicas = replicas_at(replicas_, p.ranks);
   return finish_grouped(*plane, replicas, shared_experts(replicas), std::move(total), t0);

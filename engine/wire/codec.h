@@ -25,7 +25,8 @@ constexpr uint8_t kProtocolVersion = 14;  // 2: PlanUpdate carries the typed pla
                                          // 10: votes carry unit digests, FaultArm can corrupt a unit;
                                          // 11: SaveCheckpoint names the plan's ranks that are gone;
                                          // 12: the plan's racks; 13: votes carry the validation loss;
-                                         // 14: StepBegin may keep a patch's arrangement (degraded steps)
+                                         // 14: StepBegin may keep a patch's arrangement (degraded steps),
+                                         //     PlanUpdate names the plan whose intact planes may be kept
 constexpr size_t kHeaderBytes = 6;
 // ZMQ_MAXMSGSIZE on every control socket: larger frames are dropped by libzmq (and the peer
 // disconnected) before they are buffered. Bigger than the largest bounded message (a 4 MiB REPL

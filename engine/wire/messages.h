@@ -292,7 +292,11 @@ struct PlanUpdate {
     // complete window that begins at iteration restore_window, asking restore_holders, and replays
     // it; `step` is then restore_window + 1.
     (int64_t, restore_window, -1),
-    (std::vector<SliceHolder>, restore_holders, {}, kListMax))
+    (std::vector<SliceHolder>, restore_holders, {}, kListMax),
+    // The plan whose data planes the last committed step used, all intact since (0: none): a rank
+    // holding such a plane (the plan's, a group's, a patch's) whose ranks are, in order, those of a
+    // plane of this plan keeps it instead of connecting one (every rank of it holds the same).
+    (uint64_t, keep_planes_of, 0))
   uint64_t number() const { return plan.version; }
 };
 

@@ -131,6 +131,28 @@ TEST_CASE("t0502-bit-reproducible: two runs with the same membership give identi
   CHECK(compared == 1 + 2 * 1 + 4);  // embedding, dense + gate, four experts
 }
 
+TEST_CASE("t0508-kept-planes: a rebalance over the same workers keeps their data plane instead of connecting one, and training goes on in step") {
+  std::string dir = temp_dir("train");
+  std::string job = write_job(dir, "kept");
+  auto j = run_json({bin(), "run", job, "--nodes", "3", "--steps", "35", "--set", "train.digest_every=1", "--json",
+                     "--out", dir + "/out"},
+                    dir + "/out.out", 60000);
+  CHECK(j["steps"] == 35);
+  CHECK(j["aborted_steps"] == 0);  // every replica's digest agreed at every step
+  CHECK(j["final_loss"].get<double>() < j["first_loss"].get<double>());
+  int plans = 0, kept = 0;
+  for (const auto& e : events(dir + "/out")) plans += e.kind == "plan_applied";
+  for (int n = 0; n < 3; ++n) {
+    std::string log = file_text(dir + "/out/node" + std::to_string(n) + ".log");
+    for (size_t at = log.find("keeps the data plane of plan"); at != std::string::npos;
+         at = log.find("keeps the data plane of plan", at + 1))
+      ++kept;
+  }
+  CHECK(plans >= 3);  // the first plan, and rebalances at steps 10, 20, 30
+  CHECK(kept >= 3);   // at least one rebalance kept the ranks in order, on each of them
+  CHECK(kept % 3 == 0);  // every rank of a kept plane keeps it, or none does
+}
+
 TEST_CASE("t0503-hot-reload-while-training: a new placement policy and a rebalance change the plan between steps") {
   TestMesh m({.steps = 1000000000, .train = "batch = 8, rebalance_every = 0"});
   m.start();

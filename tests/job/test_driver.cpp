@@ -274,6 +274,36 @@ TEST_CASE("running + vote(no): the step aborts everywhere, and a new plan follow
   CHECK(h.all<act::DecidePlan>().size() == 1);
 }
 
+TEST_CASE("a plan after committed steps names the plan in force as the one whose planes may be kept, and after an abort none") {
+  Harness h;
+  h.start(workers({0, 1, 2, 3}));
+  auto update = [&] {
+    std::optional<wire::PlanUpdate> u;
+    for (const auto& s : h.ever<act::Send>())
+      if (auto* m = std::get_if<wire::PlanUpdate>(&s.msg)) u = *m;
+    REQUIRE(u);
+    return *u;
+  };
+  CHECK(update().keep_planes_of == 0);  // the first plan: nothing to keep
+  h.commit_step();
+  h.asked.reset();
+  h.membership(workers({0, 1, 2, 3, 4}));
+  h.commit_step();
+  h.timer(Timer::join, 1000);
+  h.commit_step();
+  REQUIRE(h.asked);
+  h.decide();
+  CHECK(update().number() == 2);
+  CHECK(update().keep_planes_of == 1);  // the planes of plan 1's last step are intact
+  h.all_ready();
+  h.vote({0, 0}, h.d.steps().next_step(), false, "NaN in the gradient");
+  CHECK(h.d.steps().aborted() == 1);
+  h.timer(Timer::retry, 50);
+  h.decide();
+  CHECK(update().number() == 3);
+  CHECK(update().keep_planes_of == 0);  // the aborted step's planes are spent
+}
+
 TEST_CASE("planning after an abort: the pause ends as soon as a rank of the step is seen gone") {
   Harness h;
   h.start(workers({0, 1, 2, 3}));
