@@ -8,12 +8,13 @@
 // types are decided anew). Where the policy finds a shard type no surviving group hosts (a
 // wipe-out), or nobody is left, the step aborts and the next rungs recover as before.
 //
-// After a patched step commits, the job trains on degraded (phase::Degraded): each next step keeps
-// the patch's arrangement — the damaged groups out (their ranks only synchronise, to stay in step),
-// their shard types computed by the groups the policy named, over the patch's data plane, already
-// connected — until the next plan: workers joining (replacements) or leaving, a rebalance, a wanted
-// re-plan. A loss in a degraded step patches it again with every damaged group out. Where the
-// policy's decision says after_patch = "regroup", the survivors are re-planned at once instead.
+// After a patched step commits, the redundancy policy's after_patch decides. Degraded steps
+// (phase::Degraded) keep the patch's arrangement — the damaged groups out (their ranks only
+// synchronise, to stay in step), their shard types computed by the groups the policy named, over
+// the patch's data plane, already connected — until the next plan: workers joining (replacements)
+// or leaving, a rebalance, a wanted re-plan ("degraded"), or until they have cost what a plan
+// switch does ("cheaper"). "regroup" re-plans the survivors at the boundary. A loss in a degraded
+// step patches it again with every damaged group out.
 #include <algorithm>
 
 #include "job/driver.h"

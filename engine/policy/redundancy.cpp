@@ -3,11 +3,12 @@
 //   ctx      = { groups, alive = {bool per group}, redundancy = r (0: choose), current = {r, hosts,
 //                assignment, wipeout} or nil }
 //   proposal = { r, hosts = {{shard types}, ...per group}, assignment = {{...}, ...per group}, wipeout,
-//                after_patch = "cheaper" (default) | "degraded" | "regroup" }
+//                after_patch = "cheaper" | "degraded" | "regroup" }
 // after_patch says, when the proposal patches a step, what follows its commit (plan::AfterPatch):
 // degraded steps (the dropped groups out, their shard types computed as `assignment` says) while
 // they lose less than a plan switch costs, or until the next plan, or the survivors re-planned at
-// once.
+// once. Left out: "cheaper" where every hosted type keeps two hosts among the groups up (one more
+// loss mid-step is still masked), else "regroup" (the next plan refills the groups).
 // Groups and shard types are 1-based in Lua. The floor policy is no redundancy: group g hosts and
 // computes shard g; any dead group is a wipe-out.
 #include <lua.hpp>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <map>
 
 #include "policy/kinds.h"
 #include "policy/lua_io.h"
@@ -76,12 +78,20 @@ Result<Input> read_ctx(lua_State* L, int idx, lua::Meter& m) {
   return Input(std::move(in));
 }
 
-Result<plan::AfterPatch> read_after_patch(lua_State* L, int idx) {
+// Whether every shard type a group hosts has two hosts among the groups `alive`.
+bool masks_another(const std::vector<std::vector<uint32_t>>& hosts, const std::vector<bool>& alive) {
+  std::map<uint32_t, uint32_t> up;
+  for (size_t g = 0; g < hosts.size(); ++g)
+    for (uint32_t t : hosts[g]) up[t] += g < alive.size() && alive[g];
+  return std::all_of(up.begin(), up.end(), [](const auto& kv) { return kv.second >= 2; });
+}
+
+Result<plan::AfterPatch> read_after_patch(lua_State* L, int idx, const plan::ShardStacks& s) {
   int a = lua_io::field(L, idx, "after_patch");
   const int type = lua_type(L, a);
   std::string v = type == LUA_TSTRING ? lua_tostring(L, a) : "";
   lua_pop(L, 1);
-  if (type == LUA_TNIL) return plan::AfterPatch::cheaper;
+  if (type == LUA_TNIL) return masks_another(s.hosts, s.alive) ? plan::AfterPatch::cheaper : plan::AfterPatch::regroup;
   for (auto k : {plan::AfterPatch::cheaper, plan::AfterPatch::degraded, plan::AfterPatch::regroup})
     if (v == plan::after_patch_name(k)) return k;
   return fail("after_patch must be \"cheaper\", \"degraded\" or \"regroup\"",
@@ -109,10 +119,10 @@ Result<Proposal> read(lua_State* L, int idx, const Input& input, lua::Meter& m) 
   int w = lua_io::field(L, idx, "wipeout");
   s.wipeout = lua_toboolean(L, w);
   lua_pop(L, 1);
-  auto after = read_after_patch(L, idx);
+  s.alive = in.alive;
+  auto after = read_after_patch(L, idx, s);
   if (!after) return after.error();
   s.after_patch = *after;
-  s.alive = in.alive;
   return Proposal(std::move(s));
 }
 

@@ -193,7 +193,7 @@ Result<StepOutcome> Trainer::degraded_step(uint64_t step, int64_t t0, KeptPatch 
     faults_->at(wire::FaultPoint::alltoall, step);
     faults_->at(wire::FaultPoint::backward, step);
   }
-  backup_grads();  // a patch of this step starts again from here (the kept patch's extras included)
+  backup_grads();  // a patch of this step starts again from here: its extra types include the kept ones
   group_stats_ = total;
   if (!dropped && g < p->extra.size()) SAL_TRY(compute_types(step, p->extra[g], total));
   faults_->at(wire::FaultPoint::allreduce, step);
