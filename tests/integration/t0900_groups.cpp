@@ -170,6 +170,31 @@ TEST_CASE("t0903-groups-same-update: with the balancing loss off, four groups an
   }
 }
 
+namespace {
+
+// 11 steps of `job` with the balancing loss off (+ `sets`), under the drill of `kills`, into
+// dir/name: "four" and "one" (parallel.groups=1) are the fault-free runs the others are held to.
+nlohmann::json run_unbalanced(const std::string& dir, const std::string& job, const std::string& name,
+                              const std::string& sets, const std::string& kills) {
+  std::vector<std::string> args{bin(), "run", job, "--steps", "11", "--set", "model.aux_loss_weight=0" + sets,
+                                "--json", "--out", dir + "/" + name};
+  if (!kills.empty()) args.insert(args.end(), {"--drill", write_drill(dir, name, kills)});
+  return run_json(args, dir + "/" + name + ".out", 90000);
+}
+
+// dir/name's weights against the fault-free four groups', within 4x reassociation's own distance
+// (four groups against one group of the same workers: the same sums in another order).
+void check_within_reassociation(const std::string& dir, const std::string& name) {
+  const auto reassociation = weight_distance(dir + "/four/checkpoint", dir + "/one/checkpoint");
+  const auto got = weight_distance(dir + "/four/checkpoint", dir + "/" + name + "/checkpoint");
+  INFO("reassociation " << reassociation.relative << " (elementwise " << reassociation.elementwise << "), " << name
+                        << " " << got.relative << " (elementwise " << got.elementwise << ")");
+  CHECK(got.relative <= std::max(4 * reassociation.relative, 1e-6));
+  CHECK(got.elementwise <= std::max(4 * reassociation.elementwise, 1e-7));
+}
+
+}  // namespace
+
 TEST_CASE("t0904-patched-update: the weights after a patched step are the unpatched step's within reassociation") {
   // t0900's losses cannot show a wrong patch at the patched step (a step's loss is taken before its
   // update): the weights after it can. The bound is reassociation's own, measured in the same test:
@@ -177,25 +202,14 @@ TEST_CASE("t0904-patched-update: the weights after a patched step are the unpatc
   // that computed one shard type too few (a quarter of the batch's gradient missing) breaks it.
   std::string dir = temp_dir("groups");
   std::string spare = write_job(dir, "spare");
-  auto run = [&](const std::string& name, const std::string& sets, const std::string& kills) {
-    std::vector<std::string> args{bin(), "run", spare, "--steps", "11", "--set", "model.aux_loss_weight=0" + sets,
-                                  "--json", "--out", dir + "/" + name};
-    if (!kills.empty()) args.insert(args.end(), {"--drill", write_drill(dir, name, kills)});
-    return run_json(args, dir + "/" + name + ".out", 90000);
-  };
-  run("four", "", "");
-  run("one", ",parallel.groups=1,parallel.redundancy=0", "");
-  auto j = run("patched", "", "kill{ node = 3, step = 10, during = 'backward' }\n");
+  run_unbalanced(dir, spare, "four", "", "");
+  run_unbalanced(dir, spare, "one", ",parallel.groups=1,parallel.redundancy=0", "");
+  auto j = run_unbalanced(dir, spare, "patched", "", "kill{ node = 3, step = 10, during = 'backward' }\n");
   CHECK(j["steps"] == 11);  // steps 0 .. 10
   CHECK(j["patched_steps"] == 1);
   REQUIRE(j["recoveries"].size() >= 1);
   CHECK(j["recoveries"][0]["step"] == 10);  // the last step is the patched one
-  const auto reassociation = weight_distance(dir + "/four/checkpoint", dir + "/one/checkpoint");
-  const auto patched = weight_distance(dir + "/four/checkpoint", dir + "/patched/checkpoint");
-  INFO("reassociation " << reassociation.relative << " (elementwise " << reassociation.elementwise << "), patched "
-                        << patched.relative << " (elementwise " << patched.elementwise << ")");
-  CHECK(patched.relative <= std::max(4 * reassociation.relative, 1e-6));
-  CHECK(patched.elementwise <= std::max(4 * reassociation.elementwise, 1e-7));
+  check_within_reassociation(dir, "patched");
 }
 
 TEST_CASE("t0906-degraded-steps: after a patch the steps train on degraded, without a re-plan, their updates the fault-free run's within reassociation") {
@@ -213,15 +227,9 @@ TEST_CASE("t0906-degraded-steps: after a patch the steps train on degraded, with
   std::string job = file_text(write_job(dir, "spare"));
   job.replace(job.find("redundancy = 'spare'"), 20, "redundancy = '" + dir + "/spare_degraded.lua'");
   std::ofstream(dir + "/job-degraded.lua") << job;
-  auto run = [&](const std::string& path, const std::string& name, const std::string& sets, const std::string& kills) {
-    std::vector<std::string> args{bin(), "run", path, "--steps", "11", "--set", "model.aux_loss_weight=0" + sets,
-                                  "--json", "--out", dir + "/" + name};
-    if (!kills.empty()) args.insert(args.end(), {"--drill", write_drill(dir, name, kills)});
-    return run_json(args, dir + "/" + name + ".out", 90000);
-  };
-  run(dir + "/job-spare.lua", "four", "", "");
-  run(dir + "/job-spare.lua", "one", ",parallel.groups=1,parallel.redundancy=0", "");
-  auto j = run(dir + "/job-degraded.lua", "degraded", "", "kill{ node = 3, step = 6, during = 'backward' }\n");
+  run_unbalanced(dir, dir + "/job-spare.lua", "four", "", "");
+  run_unbalanced(dir, dir + "/job-spare.lua", "one", ",parallel.groups=1,parallel.redundancy=0", "");
+  auto j = run_unbalanced(dir, dir + "/job-degraded.lua", "degraded", "", "kill{ node = 3, step = 6, during = 'backward' }\n");
   CHECK(j["steps"] == 11);
   CHECK(j["patched_steps"] == 1);
   CHECK(j["aborted_steps"] == 0);
@@ -233,12 +241,7 @@ TEST_CASE("t0906-degraded-steps: after a patch the steps train on degraded, with
   auto workers = metrics_column(out, "workers");
   REQUIRE(workers.size() == 11);
   for (size_t step = 7; step < 11; ++step) CHECK(workers[step] == 7);
-  const auto reassociation = weight_distance(dir + "/four/checkpoint", dir + "/one/checkpoint");
-  const auto degraded = weight_distance(dir + "/four/checkpoint", out + "/checkpoint");
-  INFO("reassociation " << reassociation.relative << " (elementwise " << reassociation.elementwise << "), degraded "
-                        << degraded.relative << " (elementwise " << degraded.elementwise << ")");
-  CHECK(degraded.relative <= std::max(4 * reassociation.relative, 1e-6));
-  CHECK(degraded.elementwise <= std::max(4 * reassociation.elementwise, 1e-7));
+  check_within_reassociation(dir, "degraded");
 }
 
 TEST_CASE("t0902-groups-policy-swap: spare, none, spare loaded live, a loss then is patched, and a broken policy is refused with the stacks kept") {
