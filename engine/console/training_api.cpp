@@ -228,6 +228,23 @@ int job_checkpoint(Controller& c, lua_State* L) {
   return 1;
 }
 
+// The degraded steps after a patched step: since which step, the groups out, who was lost, what the
+// redundancy policy said follows, and what they have lost so far; null when none.
+nlohmann::ordered_json degraded_json(const job::phase::Degraded* d) {
+  if (!d) return nullptr;
+  nlohmann::ordered_json j;
+  j["since_step"] = d->step;
+  j["patch"] = d->patch;
+  j["groups_out"] = std::vector<uint32_t>(d->damaged.begin(), d->damaged.end());
+  auto lost = nlohmann::ordered_json::array();
+  for (const auto& p : d->lost) lost.push_back(participant_name(p));
+  j["lost"] = std::move(lost);
+  j["after_patch"] = plan::after_patch_name(d->after);
+  j["steps"] = d->steps;
+  j["lost_ms"] = d->lost_ms;
+  return j;
+}
+
 // The shard stacks in force (parallel.groups; SPARe): each group's workers, the types it hosts and
 // computes, the depth, the types only one group up hosts now, and the patched steps so far.
 int job_stacks(Controller& c, lua_State* L) {
@@ -269,6 +286,7 @@ int job_stacks(Controller& c, lua_State* L) {
   for (uint32_t type = 0; type < G; ++type)
     if (hosts_up[type] == 1) singletons.push_back(type);
   j["singletons"] = std::move(singletons);
+  j["degraded"] = degraded_json(t.degraded());
   lua::push_json(L, j);
   return 1;
 }
@@ -384,13 +402,15 @@ void register_training_api(lua::ApiRegistry& reg, Controller& c) {
       "restore from peers would use now (docs/checkpoints.md).",
       Role::observe, job_checkpoint);
   add("stacks",
-      "job.stacks() -> {policy, patched_steps, groups, redundancy, depth, stacks = {{group, workers, up, hosts, "
+      "job.stacks() -> {policy, patched_steps, groups, redundancy, depth, degraded, stacks = {{group, workers, up, hosts, "
       "computes}, ...}, singletons}",
       "The data-parallel groups of the plan in force (parallel.groups) and the redundancy policy's shard stacks: "
       "each group's workers, whether it is up, the shard types it hosts and those it computes each step (0-based), "
       "the all-reduce depth (the most types a group computes), the types only one group up hosts now (the next "
-      "loss there is a wipe-out), and the steps patched so far (a rank lost mid-step, the step kept). Each patch "
-      "is an event (`patch`, `step_patched`; docs/parallel.md).",
+      "loss there is a wipe-out), the steps patched so far (a rank lost mid-step, the step kept), and `degraded`: "
+      "while the steps after a patch train on with its groups out, since_step, patch, groups_out, lost, "
+      "after_patch, steps and lost_ms (null otherwise). Each patch is an event (`patch`, `step_patched`, "
+      "`regroup`; docs/parallel.md).",
       Role::observe, job_stacks);
   add("training", "job.training() -> {phase, plan, plan_from_step, ranks, failure, checkpoint, store}",
       "The training driver: its phase (gathering, planning, running, saving, done, failed), the plan in "

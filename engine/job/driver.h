@@ -97,6 +97,11 @@ class Driver {
   const View& view() const { return view_; }
   const StepCoordinator& steps() const { return steps_; }
   const std::optional<AppliedPlan>& applied() const { return applied_; }
+  // The degraded steps under way after a patched step (SPARe), if any.
+  const phase::Degraded* degraded() const {
+    const auto* r = std::get_if<phase::Running>(&state_);
+    return r && r->degraded ? &*r->degraded : nullptr;
+  }
   // The plan being switched to, if any (its number).
   std::optional<uint64_t> pending_plan() const;
   const LoadWindow& loads() const { return measured_.loads(); }
