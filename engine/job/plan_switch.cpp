@@ -83,6 +83,20 @@ Status dense_transfers(const Physical& phys, const plan::Remap& remap, size_t la
   return {};
 }
 
+// The participants' indices (as physical_nodes numbers them) with the plan in force's ranks first,
+// in rank order, then the others as they come.
+std::vector<uint32_t> ranks_first_order(const std::optional<AppliedPlan>& current, const std::vector<Participant>& participants) {
+  std::vector<uint32_t> order(participants.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto rank_of = [&](uint32_t i) -> size_t {
+    if (!current) return 0;
+    auto it = std::find(current->ranks.begin(), current->ranks.end(), participants[i]);
+    return size_t(it - current->ranks.begin());  // the others: ranks.size(), after every rank
+  };
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return rank_of(a) < rank_of(b); });
+  return order;
+}
+
 }  // namespace
 
 std::vector<uint32_t> host_labels(const std::vector<Participant>& workers) {
@@ -118,6 +132,11 @@ Result<PlanSwitch> switch_plan(const std::optional<AppliedPlan>& current, const 
   domain_of_node.resize(phys.who.size(), UINT32_MAX);  // the ranks that are gone: no position
   auto remap = plan::greedy_remap(phys.held, phys.alive, next, domain_of_node);
   if (!remap) return remap.error().with_context("remapping workers onto the plan");
+  // The workers in their order (the plan in force's ranks first) where that moves no more state:
+  // their data planes are kept then instead of connected again.
+  if (auto ordered = plan::ordered_remap(phys.held, phys.alive, next, ranks_first_order(current, participants), domain_of_node);
+      ordered && ordered->fetched <= remap->fetched)
+    *remap = std::move(*ordered);
   PlanSwitch out;
   for (uint32_t pos = 0; pos < next.nodes; ++pos) out.ranks.push_back(phys.who[size_t(remap->node_of_position[pos])]);
   if (step == 0) return out;  // nothing committed yet: every unit is its seeded value

@@ -3,7 +3,9 @@
 //
 // Ranks: the greedy remap (plan/remap.h) gives each plan position to the participant that already
 // holds most of its replicas, so few experts move — among the workers of the position's host when
-// the plan has failure domains (host_labels()). Experts a rank must newly hold are fetched from
+// the plan has failure domains (host_labels()) — or keeps the workers in their order (the plan in
+// force's ranks first) where that moves no more state, so their data planes are kept rather than
+// connected again (PlanUpdate.keep_planes_of). Experts a rank must newly hold are fetched from
 // surviving holders, spread over all of them. A participant that was not a rank of the plan in
 // force (it joined, or it came back) holds nothing valid: it also receives every non-expert unit
 // (embeddings, each layer's dense part and gate), spread over the surviving ranks. Before the

@@ -112,6 +112,30 @@ Result<Remap> greedy_remap(const Holdings& held, const std::vector<bool>& alive,
   return r;
 }
 
+std::optional<Remap> ordered_remap(const Holdings& held, const std::vector<bool>& alive, const Plan& plan,
+                                   const std::vector<uint32_t>& order, const std::vector<uint32_t>& domain_of_node) {
+  if (order.size() != plan.nodes || alive.size() != held.size()) return std::nullopt;
+  Remap r;
+  r.node_of_position.assign(plan.nodes, -1);
+  r.position_of_node.assign(held.size(), -1);
+  uint64_t total = 0;
+  for (uint32_t p = 0; p < plan.nodes; ++p) {
+    const uint32_t n = order[p];
+    if (n >= held.size() || !alive[n] || r.position_of_node[n] >= 0) return std::nullopt;
+    if (!plan.domains.empty() && (n >= domain_of_node.size() || plan.domains[p] != domain_of_node[n])) return std::nullopt;
+    r.node_of_position[p] = int32_t(n);
+    r.position_of_node[n] = int32_t(p);
+    for (size_t l = 0; l < plan.layers.size(); ++l) {
+      total += plan.layers[l].placement[p].size();
+      if (l >= held[n].size()) continue;
+      for (auto [e, copies] : counted(plan.layers[l].placement[p]))
+        r.kept += std::min<uint64_t>(copies, uint64_t(std::count(held[n][l].begin(), held[n][l].end(), e)));
+    }
+  }
+  r.fetched = total - r.kept;
+  return r;
+}
+
 Result<std::vector<Transfer>> transfer_schedule(const Holdings& held, const std::vector<bool>& alive,
                                                 const Plan& plan, const Remap& remap) {
   struct Need {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/result.h"
@@ -31,6 +32,13 @@ struct Remap {
 // (the same labels; fails, naming the position, when its domain has no node left for it).
 Result<Remap> greedy_remap(const Holdings& held, const std::vector<bool>& alive, const Plan& plan,
                            const std::vector<uint32_t>& domain_of_node = {});
+
+// The remap that keeps `order`'s nodes in their order (the i-th gets position i): what keeps the
+// workers' data planes (a plane of the same ranks in the same order is kept, not connected again).
+// None when `order` does not name exactly as many alive nodes as the plan has positions, or a node
+// would leave its failure domain.
+std::optional<Remap> ordered_remap(const Holdings& held, const std::vector<bool>& alive, const Plan& plan,
+                                   const std::vector<uint32_t>& order, const std::vector<uint32_t>& domain_of_node = {});
 
 struct Transfer {
   uint32_t layer = 0;

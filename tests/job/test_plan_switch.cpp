@@ -73,6 +73,22 @@ TEST_CASE("a permuted plan on the same workers moves nothing") {
     for (auto e : next.layers[0].placement[r]) CHECK(held[r].count({0, int(e)}));
 }
 
+TEST_CASE("where it moves no more state, the workers keep their order (their data planes are kept)") {
+  // every worker holds every expert: any order moves nothing, and the survivors keep theirs
+  AppliedPlan old{workers({1, 2, 3, 4, 5}), make_plan({{0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}}, 2), 0};
+  auto next = make_plan({{0, 1}, {0, 1}, {0, 1}, {0, 1}}, 2);
+  auto sw = switch_plan(old, workers({5, 4, 1, 2}), next, 50);  // 3 lost; the ready list in another order
+  REQUIRE(sw.ok());
+  CHECK(sw->ranks == workers({1, 2, 4, 5}));
+  CHECK(sw->experts_moved == 0);
+  // where the order would move more, the greedy remap's ranks stand
+  AppliedPlan split{workers({1, 2}), make_plan({{0, 1}, {2, 3}}, 4), 0};
+  auto swap = switch_plan(split, workers({1, 2}), make_plan({{2, 3}, {0, 1}}, 4), 50);
+  REQUIRE(swap.ok());
+  CHECK(swap->ranks == workers({2, 1}));
+  CHECK(swap->experts_moved == 0);
+}
+
 TEST_CASE("after a worker is lost every rank holds what the new plan gives it, fetched from survivors once") {
   AppliedPlan old{workers({1, 2, 3, 4}), make_plan({{0, 1}, {2, 3}, {0, 2}, {1, 3}}, 4), 10};
   auto next = make_plan({{0, 1, 2}, {2, 3, 0}, {1, 3, 3}}, 4);

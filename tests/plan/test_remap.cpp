@@ -23,6 +23,23 @@ TEST_CASE("a permuted plan is remapped onto the nodes that already hold it: noth
   CHECK(t->empty());
 }
 
+TEST_CASE("the ordered remap keeps nodes in their order and counts what stays and what moves, and is none when it cannot") {
+  Holdings held = {{{0, 1}}, {{2, 3}}, {{4, 5}}, {{}}};
+  Plan p = one_layer({{0, 1}, {2, 3}, {4, 1}}, 6);
+  auto r = ordered_remap(held, {true, true, true, true}, p, {0, 1, 2});
+  REQUIRE(r);
+  CHECK(r->node_of_position == std::vector<int32_t>{0, 1, 2});
+  CHECK(r->position_of_node == std::vector<int32_t>{0, 1, 2, -1});
+  CHECK(r->kept == 5);
+  CHECK(r->fetched == 1);  // expert 1 on node 2
+  auto swapped = ordered_remap(held, {true, true, true, true}, p, {1, 0, 2});
+  REQUIRE(swapped);
+  CHECK(swapped->kept == 1);
+  CHECK_FALSE(ordered_remap(held, {true, true, false, true}, p, {0, 1, 2}));  // a dead node
+  CHECK_FALSE(ordered_remap(held, {true, true, true, true}, p, {0, 1}));      // too few
+  CHECK_FALSE(ordered_remap(held, {true, true, true, true}, p, {0, 1, 1}));   // twice
+}
+
 TEST_CASE("after a node is lost its replicas are fetched from surviving owners, spread evenly") {
   // Expert 0 lives on nodes 0, 1, 2; node 3 (dead) held 0 and 1 — four positions need expert 0.
   Holdings held = {{{0, 1}}, {{0, 2}}, {{0, 3}}, {{0, 1}}, {{}}};
