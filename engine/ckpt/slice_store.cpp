@@ -1,6 +1,8 @@
 // slice_store.cpp — see slice_store.h.
 #include "ckpt/slice_store.h"
 
+#include <algorithm>
+
 namespace sal::ckpt {
 
 Status SliceStore::add(const Writer& writer, uint64_t plan, const plan::CheckpointSchedule& schedule, SparseSlot slot) {
@@ -29,8 +31,52 @@ Status SliceStore::add(const Writer& writer, uint64_t plan, const plan::Checkpoi
 // one have stopped writing here (the newer plan's writers cover what they wrote). Writers of the
 // same plan are never dropped: a slot of theirs for the same iteration may still be on its way.
 void SliceStore::drop_stopped(uint64_t completed_from, uint64_t plan) {
-  for (auto it = held_.begin(); it != held_.end();)
-    it = it->second.plan < plan && it->second.newest < completed_from ? held_.erase(it) : std::next(it);
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (it->second.plan < plan && it->second.newest < completed_from) {
+      logs_.erase(it->first);
+      it = held_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Status SliceStore::add_log(const Writer& writer, uint64_t step, const plan::CheckpointSchedule& schedule, HeldLog log) {
+  const std::string who = writer.name();
+  for (const auto& [key, r] : log.log.rows) {
+    auto it = log.checksums.find(key);
+    if (it == log.checksums.end() || it->second != log_checksum(r))
+      return fail("log of ", who, " for iteration ", step, " refused: layer ", key.layer, " expert ", key.expert,
+                  " does not match its checksum (damaged on the way)");
+  }
+  auto& mine = logs_[writer];
+  auto old = mine.find(step);
+  const uint64_t replaced = old == mine.end() ? 0 : old->second.bytes();
+  const uint64_t after = bytes() - replaced + log.bytes();
+  if (after > budget_)
+    return fail("log of ", who, " for iteration ", step, " refused: ", log.bytes(), " bytes would take the store to ", after,
+                ", past its budget of ", budget_, " (what is held is kept)");
+  mine[step] = std::move(log);
+  // as far back as the writer's windows: those kept and the one being filled
+  const uint64_t span = uint64_t(kWindowsKept + 1) * std::max<uint64_t>(schedule.period, 1);
+  const uint64_t newest = mine.rbegin()->first;
+  while (!mine.empty() && mine.begin()->first + span <= newest) mine.erase(mine.begin());
+  return {};
+}
+
+std::vector<std::tuple<Writer, uint64_t, const HeldLog*>> SliceStore::logs(uint64_t from, uint64_t to) const {
+  std::vector<std::tuple<Writer, uint64_t, const HeldLog*>> out;
+  for (const auto& [writer, mine] : logs_)
+    for (auto it = mine.lower_bound(from); it != mine.end() && it->first <= to; ++it)
+      out.emplace_back(writer, it->first, &it->second);
+  return out;
+}
+
+uint64_t SliceStore::log_bytes() const {
+  uint64_t n = 0;
+  for (const auto& [w, mine] : logs_)
+    for (const auto& [step, l] : mine) n += l.bytes();
+  return n;
 }
 
 std::vector<const SparseSlot*> SliceStore::latest_complete(const Writer& writer) const {
@@ -81,7 +127,7 @@ std::vector<Writer> SliceStore::writers() const {
 }
 
 uint64_t SliceStore::bytes() const {
-  uint64_t n = 0;
+  uint64_t n = log_bytes();
   for (const auto& [w, h] : held_) n += h.slots.bytes();
   return n;
 }

@@ -9,12 +9,19 @@
 // and has no slot of that window: it left, or writes elsewhere now — is dropped then (a restore
 // needs the old plan's windows only until the new plan's cover the model). Pure: the agent that
 // owns it does the I/O.
+//
+// It also holds the writers' upstream logs (model/expert_replay.h: what each dispatched to the
+// experts, iteration by iteration), as long as the writer's windows reach back — the iterations
+// of its kWindowsKept windows and the one being filled — within the same budget; a log whose
+// rows fail their checksums is refused like a damaged slot. A lost expert is rebuilt from its copy
+// in a window and the logs of the iterations after it.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -36,6 +43,15 @@ struct HeldWindow {
   uint64_t plan = 0;
   uint64_t from = 0, to = 0;
   std::vector<UnitId> units;
+};
+
+// An iteration's upstream log of one writer, as the store holds it.
+struct HeldLog {
+  uint64_t plan = 0;
+  double grad_norm = 0;  // the iteration's global gradient norm
+  model::IterationLog log;
+  std::map<model::LogKey, uint64_t> checksums;  // as the writer took them
+  size_t bytes() const { return log.bytes(); }
 };
 
 // Slot `index` of a window as a fetch answers it: the copies asked for, from whichever writers.
@@ -62,8 +78,17 @@ class SliceStore {
   // The slots of the complete windows beginning at `from` that hold `wanted`, one per slot index
   // (in order), each with the wanted copies found in it; `missing` gets the units no window has.
   std::vector<SlotView> window_slots(uint64_t from, const std::set<UnitId>& wanted, std::vector<UnitId>* missing) const;
-  // A writer that left the job for good: its slices go.
-  void drop(const Writer& writer) { held_.erase(writer); }
+  // Writer's log of iteration `step` under plan `plan` (whose schedule's period says how far back
+  // logs are kept); a newer log of the same iteration (the step ran again) replaces it.
+  Status add_log(const Writer& writer, uint64_t step, const plan::CheckpointSchedule& schedule, HeldLog log);
+  // Every log held of iterations from..to, by writer and iteration.
+  std::vector<std::tuple<Writer, uint64_t, const HeldLog*>> logs(uint64_t from, uint64_t to) const;
+  uint64_t log_bytes() const;
+  // A writer that left the job for good: its slices and logs go.
+  void drop(const Writer& writer) {
+    held_.erase(writer);
+    logs_.erase(writer);
+  }
   std::vector<Writer> writers() const;
   uint64_t bytes() const;
   uint64_t budget() const { return budget_; }
@@ -79,6 +104,7 @@ class SliceStore {
   void drop_stopped(uint64_t completed_from, uint64_t plan);
   uint64_t budget_;
   std::map<Writer, Held> held_;
+  std::map<Writer, std::map<uint64_t, HeldLog>> logs_;  // by writer, by iteration
 };
 
 }  // namespace sal::ckpt

@@ -55,6 +55,13 @@ uint64_t unit_checksum(const UnitCopy& c) {
   return h;
 }
 
+uint64_t log_checksum(const model::SentRows& r) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  fnv(h, r.x);
+  fnv(h, r.dy);
+  return h;
+}
+
 size_t SparseSlot::bytes() const {
   size_t n = 0;
   for (const auto& [id, c] : units) n += c.bytes();

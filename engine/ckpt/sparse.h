@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "model/expert_replay.h"
 #include "model/params.h"
 #include "plan/schedule.h"
 
@@ -41,6 +42,8 @@ struct UnitCopy {
 
 // FNV-1a over the copy's floats, 64-bit words at a time (w, then m and v).
 uint64_t unit_checksum(const UnitCopy& c);
+// The same over one expert's rows in an upstream log (model/expert_replay.h): inputs, then gradients.
+uint64_t log_checksum(const model::SentRows& r);
 
 struct SparseSlot {
   uint64_t step = 0;      // taken after this iteration's update (0-based)

@@ -23,6 +23,7 @@ runtime::TrainSpec train_spec_of(const job::JobConfig& job) {
   s.seed = uint64_t(job.train.seed);
   s.threads = int(job.train.threads);
   s.snapshots = job.train.checkpoint_every > 0;
+  s.expert_logs = job.train.expert_logs;
   s.digest_every = job.train.digest_every;
   s.fault_injection = job.faults.inject;
   s.validation = job.data.validation;

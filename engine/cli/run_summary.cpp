@@ -15,6 +15,7 @@ double elapsed_s(const RunView& v) { return double((v.finished_ns ? v.finished_n
 // Where a restore came from, in words (job::RecoveryRecord::source).
 const char* restore_source_text(const std::string& source) {
   if (source == "peers") return "a window of sparse snapshots in peers' memory";
+  if (source == "logs") return "the lost experts' sparse snapshots and the upstream logs (rebuilt alone)";
   if (source == "disk") return "a dense snapshot on disk";
   return "the seed";
 }
@@ -45,6 +46,19 @@ std::string status_line(const RunView& v) {
   return buf;
 }
 
+// The upstream logs (train.expert_logs) the plan in force's ranks put with their last votes: one
+// iteration's of every rank, and a window's (the checkpoint schedule's W iterations: what a rebuild
+// replays at most), each held by train.peer_copies peers and the writer's own agent. Null without.
+nlohmann::json expert_logs(const job::Driver& tr, const job::JobConfig& job) {
+  if (!job.train.expert_logs || job.train.peer_copies == 0 || !tr.applied()) return nullptr;
+  uint64_t per_iteration = 0;
+  for (const auto& r : tr.applied()->ranks)
+    if (auto it = tr.sparse_holdings().find(r); it != tr.sparse_holdings().end()) per_iteration += it->second.log_bytes;
+  const uint64_t window = tr.applied()->plan.schedule.window;
+  return {{"bytes_per_iteration", per_iteration}, {"window", window}, {"bytes_per_window", per_iteration * window},
+          {"copies", job.train.peer_copies + 1}};
+}
+
 nlohmann::ordered_json run_summary(const RunView& v) {
   const auto& c = v.controller;
   const auto& m = c.membership();
@@ -69,6 +83,7 @@ nlohmann::ordered_json run_summary(const RunView& v) {
   }
   j["tokens_per_s"] = metrics.tokens_per_s();
   j.update(c.record().summary());
+  j["expert_logs"] = expert_logs(tr, job);
   j["plan"] = tr.applied() ? tr.applied()->number() : 0;
   j["epoch"] = m.epoch();
   j["nodes_joined"] = m.nodes().size();
@@ -114,6 +129,10 @@ void print_text_summary(const RunView& v, const nlohmann::ordered_json& j) {
                 j["recovery_p50_s"].get<double>(), j["recovery_max_s"].get<double>(), capacity,
                 (unsigned long long)rec.lost_steps(), (unsigned long long)rec.restores());
   }
+  if (const auto& logs = j["expert_logs"]; logs.is_object() && logs["bytes_per_iteration"].get<uint64_t>() > 0)
+    std::printf("upstream logs: %.1f KiB an iteration over every rank, %.1f KiB a window of %llu (each held %llu times)\n",
+                double(logs["bytes_per_iteration"].get<uint64_t>()) / 1024, double(logs["bytes_per_window"].get<uint64_t>()) / 1024,
+                (unsigned long long)logs["window"].get<uint64_t>(), (unsigned long long)logs["copies"].get<uint64_t>());
   for (const auto& r : rec.recoveries())
     if (r.kind == "patch")
       std::printf("  patched step %llu (%s): surviving groups computed the lost group's shard types, nothing aborted\n",

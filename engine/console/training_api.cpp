@@ -140,6 +140,7 @@ void push_peer_slices(const job::Driver& t, lua_State* L) {
     lua::set_field(L, "node", int64_t(node));
     lua::set_field(L, "bytes", int64_t(r.bytes));
     lua::set_field(L, "budget", int64_t(r.budget));
+    lua::set_field(L, "log_bytes", int64_t(r.log_bytes));
     lua::set_field(L, "refused", int64_t(r.refused));
     lua_createtable(L, int(r.windows.size()), 0);
     for (size_t k = 0; k < r.windows.size(); ++k) {
@@ -390,15 +391,15 @@ void register_training_api(lua::ApiRegistry& reg, Controller& c) {
       Role::operate, job_rebalance);
   add("checkpoint",
       "job.checkpoint() -> {policy, window, period, operators_per_slot, workers = {{worker, bytes, copy_ms, "
-      "window_from, window_to}, ...}, bytes, complete_from, bandwidth_Bps, agents = {{node, bytes, budget, refused, "
+      "window_from, window_to}, ...}, bytes, complete_from, bandwidth_Bps, agents = {{node, bytes, budget, log_bytes, refused, "
       "windows = {{writer, from, to, units}, ...}}, ...}, operators = {[name] = {window_from, window_to, nodes}}, "
       "restorable = {from, to, holders}}",
       "The checkpoint-window policy's schedule in force (a window of `window` iterations every `period`, the "
       "operators each slot takes in full) and the sparse snapshots each rank of the plan holds after its last "
       "vote: bytes, the newest complete window's iterations and the last slot's copy time; complete_from: the "
       "first iteration of the newest window every rank holds; bandwidth_Bps: the copy bandwidth measured. "
-      "What the live agents hold of them in their memory (each agent's bytes against its budget, slices "
-      "refused, complete windows by writer), where each operator's newest window is held, and the window a "
+      "What the live agents hold of them in their memory (each agent's bytes against its budget, of them the "
+      "upstream logs a lost expert is rebuilt from, slices refused, complete windows by writer), where each operator's newest window is held, and the window a "
       "restore from peers would use now (docs/checkpoints.md).",
       Role::observe, job_checkpoint);
   add("stacks",

@@ -40,6 +40,7 @@ DriverConfig DriverConfig::from(const JobConfig& job, int64_t max_steps, const s
   c.rebalance_every = job.train.rebalance_every;
   c.checkpoint_every = job.train.checkpoint_every;
   c.peer_copies = uint32_t(job.train.peer_copies);
+  c.expert_logs = job.train.expert_logs;
   c.peer_memory = uint64_t(job.train.peer_memory_mb) << 20;
   c.max_steps = max_steps;
   c.recovery = job.train.recovery;

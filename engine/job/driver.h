@@ -63,6 +63,7 @@ struct DriverConfig {
   int64_t rebalance_every = 50;
   int64_t checkpoint_every = 50;   // dense snapshots (0: none)
   uint32_t peer_copies = 2;        // nodes holding each sparse snapshot slice (0: none)
+  bool expert_logs = true;         // the workers put upstream logs with their slices (the rebuild rung)
   uint64_t peer_memory = 1ull << 30;  // bytes an agent may hold of them
   int64_t max_steps = 0;           // steps to run (0: none: keep the mesh up)
   std::string recovery = "elastic";
@@ -240,6 +241,10 @@ class Driver {
   // A sparse restore that could not be applied: its window is not tried again; the restore that
   // follows counts the steps run again from where the job was before the first (PeerWindows::replaced).
   void sparse_restore_failed(const phase::Switching& p, const std::string& why);
+  // ---- the rebuild rung (driver_rebuild.cpp) ----
+  bool can_rebuild(const std::vector<std::string>& lost, const std::vector<Participant>& use) const;
+  Next start_rebuild(const PlanRecord& rec, const WorkerChoice& choice);
+  void rebuild_failed(const phase::Switching& p, const std::string& why);
   void recovery_begins(const std::string& cause);
   void recovery_ends(uint64_t step);
   void maybe_snapshot(const std::set<Participant>& lost = {});
@@ -314,6 +319,7 @@ class Driver {
   Measurements measured_;
   WorkShares shares_;  // each worker's share of the work (the health policy's)
   PeerWindows peers_;
+  bool rebuild_failed_ = false;  // a rebuild of this loss failed: the sparse rung until a plan is in force
   std::optional<ckpt::SnapshotBook> snapshots_;
   // Copies that disagreed with their unit's other holders: repaired by the next plan (digests.h).
   struct Repairs {

@@ -33,6 +33,7 @@ WorkerChoice Driver::choose(const std::vector<Participant>& ready, uint64_t step
     auto w = peer_window(step);
     return w ? std::optional<uint64_t>(w->to) : std::nullopt;
   };
+  have.rebuild = [this, &ready](const std::vector<std::string>& lost) { return can_rebuild(lost, ready); };
   auto c = choose_workers(cfg_.recovery, ep, ready, applied_, step, have);
   if (auto units = unrepairable(); !units.empty() && !c.restore() && !c.use.empty()) {
     // copies whose digests disagreed with no majority's copy to take: only a restore is sure
@@ -243,6 +244,7 @@ Driver::Next Driver::plan_applied(phase::Switching& p) {
   applied_ = AppliedPlan{p.ranks, p.plan, p.step};
   plane_spent_ = false;
   planes_intact_ = true;
+  rebuild_failed_ = false;
   repairs_applied(p);
   peers_.plan_applied(p.restore == Rung::sparse && p.restore_window ? p.restore_to : std::nullopt);
   streak_.cannot_plan.clear();
@@ -277,6 +279,7 @@ Driver::Next Driver::plan_applied(phase::Switching& p) {
 // with each failure in a row.
 Driver::Next Driver::plan_failed(phase::Switching& p, const std::string& why, bool membership) {
   if (!membership && p.restore == Rung::sparse) sparse_restore_failed(p, why);
+  if (!membership && p.restore == Rung::rebuild) rebuild_failed(p, why);
   cancel(Timer::plan);
   std::string detail = "plan " + std::to_string(p.number) + " not applied: " + why;
   note("plan_failed", detail, act::Level::warn);

@@ -75,6 +75,7 @@ std::vector<Participant> Driver::bring_up_to_date() {
 // snapshot (or the seed), and the steps after the snapshot are run again.
 Driver::Next Driver::start_restore(const PlanRecord& rec, const WorkerChoice& choice) {
   uint64_t committed = steps_.committed();
+  if (choice.rung == Rung::rebuild) return start_rebuild(rec, choice);
   if (choice.rung == Rung::sparse) {
     if (auto w = peer_window(committed)) return start_sparse_restore(rec, choice, *w);
     WorkerChoice next = choice;  // the window went while the plan was decided

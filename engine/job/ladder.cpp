@@ -51,6 +51,7 @@ const char* rung_name(Rung r) {
   switch (r) {
     case Rung::patch: return "patch";
     case Rung::elastic: return "elastic";
+    case Rung::rebuild: return "rebuild";
     case Rung::sparse: return "sparse";
     case Rung::dense: return "dense";
     case Rung::seed: return "seed";
@@ -60,6 +61,7 @@ const char* rung_name(Rung r) {
 
 Rung restore_rung(const std::vector<std::string>& lost, const Restorable& have) {
   if (lost.empty()) return Rung::elastic;
+  if (have.rebuild && have.rebuild(lost)) return Rung::rebuild;
   // the window's replay leaves the state of step sparse_to + 1, a dense snapshot that of its step
   auto sparse_to = have.sparse_to ? have.sparse_to() : std::nullopt;
   if (sparse_to && (!have.dense_step || *have.dense_step <= *sparse_to + 1)) return Rung::sparse;

@@ -8,14 +8,20 @@
 //   2. elastic (Lazarus): every unit of the model still has a holder among the workers used: the
 //      survivors re-plan and fetch the lost replicas from surviving ones. Costs the step in
 //      flight, no committed step.
-//   3. sparse (MoEtion): some unit lost every holder and a complete window of sparse snapshots in
+//   3. rebuild (MoEtion's upstream logging, for experts): only experts lost every holder, the
+//      plan in force ran every iteration since a complete window of sparse snapshots in the
+//      agents' memory began, and the workers logged what they dispatched (train.expert_logs): the
+//      survivors re-plan as in 2, and each lost expert's new holders load its full copy from the
+//      window and replay its own updates from the logs. Nobody rolls back, no step runs again.
+//      A rebuild that fails (a log missing or damaged) falls to the next rung.
+//   4. sparse (MoEtion): some unit lost every holder and a complete window of sparse snapshots in
 //      the agents' memory covers the whole model (peer_windows.h): every rank loads its units from
 //      the window, replays it with the operators not yet loaded in full frozen, and re-executes the
 //      steps after it; nothing committed is lost (the replay reproduces it). Taken when it is at
 //      least as new as the dense snapshot (a newer dense snapshot re-runs fewer steps).
-//   4. dense: restore the newest complete dense snapshot on disk; the committed steps after it run
+//   5. dense: restore the newest complete dense snapshot on disk; the committed steps after it run
 //      again (they count as lost).
-//   5. seed: no snapshot yet: start again from the job's seed; every committed step is lost.
+//   6. seed: no snapshot yet: start again from the job's seed; every committed step is lost.
 //
 // Which workers a plan uses, and when a restore is forced regardless of what survives, is the
 // job's train.recovery mode:
@@ -40,7 +46,7 @@
 
 namespace sal::job {
 
-enum class Rung : uint8_t { patch, elastic, sparse, dense, seed };
+enum class Rung : uint8_t { patch, elastic, rebuild, sparse, dense, seed };
 const char* rung_name(Rung r);
 
 struct WorkerChoice {
@@ -56,6 +62,8 @@ struct WorkerChoice {
 struct Restorable {
   std::optional<uint64_t> dense_step;
   std::function<std::optional<uint64_t>()> sparse_to;
+  // Whether the state `lost` names can be rebuilt expert by expert (the rebuild rung); unset: no.
+  std::function<bool(const std::vector<std::string>& lost)> rebuild;
 };
 
 // `ep` is the EP group size (ignored by elastic); `ready` sorted; `step` the next step.

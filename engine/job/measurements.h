@@ -107,6 +107,7 @@ struct SparseHolding {
   int64_t window_from = -1, window_to = -1;  // the newest complete window's iterations (-1: none)
   double copy_ms = 0;                        // the last slot's copy
   uint64_t step = 0;                         // the step of the vote that said so
+  uint64_t log_bytes = 0;                    // that step's upstream log (0: none put)
 };
 
 // What the checkpoint policy decides from, measured by the driver (policy/plan_ask.h).

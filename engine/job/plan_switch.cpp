@@ -123,7 +123,7 @@ std::vector<uint32_t> rack_labels(const std::vector<Participant>& workers, const
 }
 
 Result<PlanSwitch> switch_plan(const std::optional<AppliedPlan>& current, const std::vector<Participant>& participants,
-                               const plan::Plan& next, uint64_t step) {
+                               const plan::Plan& next, uint64_t step, const std::set<plan::LayerExpert>& rebuilt) {
   if (participants.size() != next.nodes)
     return fail("the plan has ", next.nodes, " positions for ", participants.size(), " workers");
   size_t layers = next.layers.size();
@@ -141,7 +141,7 @@ Result<PlanSwitch> switch_plan(const std::optional<AppliedPlan>& current, const 
   for (uint32_t pos = 0; pos < next.nodes; ++pos) out.ranks.push_back(phys.who[size_t(remap->node_of_position[pos])]);
   if (step == 0) return out;  // nothing committed yet: every unit is its seeded value
   if (!current) return fail("step ", step, " has no plan in force to take its state from");
-  auto moves = plan::transfer_schedule(phys.held, phys.alive, next, *remap);
+  auto moves = plan::transfer_schedule(phys.held, phys.alive, next, *remap, rebuilt);
   if (!moves) return moves.error();
   std::set<std::tuple<uint32_t, plan::ExpertId, uint32_t>> seen;
   for (const auto& t : *moves) {
@@ -156,28 +156,33 @@ Result<PlanSwitch> switch_plan(const std::optional<AppliedPlan>& current, const 
   return out;
 }
 
-std::vector<std::string> lost_state(const std::optional<AppliedPlan>& current,
-                                    const std::vector<Participant>& participants) {
-  std::vector<std::string> lost;
+std::set<plan::LayerExpert> lost_experts(const std::optional<AppliedPlan>& current,
+                                         const std::vector<Participant>& participants) {
+  std::set<plan::LayerExpert> lost;
   if (!current) return lost;
-  std::vector<bool> alive(current->ranks.size());
-  bool any = false;
-  for (size_t r = 0; r < alive.size(); ++r) {
-    alive[r] = std::find(participants.begin(), participants.end(), current->ranks[r]) != participants.end();
-    any = any || alive[r];
-  }
-  if (!any) lost.push_back("the non-expert units");
-  for (size_t l = 0; l < current->plan.layers.size(); ++l) {
+  for (uint32_t l = 0; l < current->plan.layers.size(); ++l) {
     std::set<plan::ExpertId> held, all;
     const auto& placement = current->plan.layers[l].placement;
     for (size_t r = 0; r < placement.size(); ++r)
       for (auto e : placement[r]) {
         all.insert(e);
-        if (alive[r]) held.insert(e);
+        if (r < current->ranks.size() && contains(participants, current->ranks[r])) held.insert(e);
       }
     for (auto e : all)
-      if (!held.count(e)) lost.push_back("layer " + std::to_string(l) + " expert " + std::to_string(e));
+      if (!held.count(e)) lost.insert({l, e});
   }
+  return lost;
+}
+
+std::vector<std::string> lost_state(const std::optional<AppliedPlan>& current,
+                                    const std::vector<Participant>& participants) {
+  std::vector<std::string> lost;
+  if (!current) return lost;
+  if (std::none_of(current->ranks.begin(), current->ranks.end(),
+                   [&](const Participant& r) { return contains(participants, r); }))
+    lost.push_back("the non-expert units");
+  for (auto [l, e] : lost_experts(current, participants))
+    lost.push_back("layer " + std::to_string(l) + " expert " + std::to_string(e));
   return lost;
 }
 

@@ -16,12 +16,14 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "core/ids.h"
 #include "core/result.h"
 #include "plan/plan.h"
+#include "plan/remap.h"
 #include "wire/messages.h"
 
 namespace sal::job {
@@ -52,9 +54,14 @@ std::vector<uint32_t> host_labels(const std::vector<Participant>& workers);
 std::vector<uint32_t> rack_labels(const std::vector<Participant>& workers, const std::map<NodeId, std::string>& rack_of);
 
 // `participants` are the workers of the new plan (next.nodes of them), `step` its first step.
-// Fails when some state has no surviving holder (only a checkpoint could restore it), naming it.
+// Fails when some state has no surviving holder (only a checkpoint could restore it), naming it —
+// but the experts `rebuilt` names, which their new holders rebuild themselves (no transfer).
 Result<PlanSwitch> switch_plan(const std::optional<AppliedPlan>& current, const std::vector<Participant>& participants,
-                               const plan::Plan& next, uint64_t step);
+                               const plan::Plan& next, uint64_t step, const std::set<plan::LayerExpert>& rebuilt = {});
+
+// The experts no participant holds any more, as (layer, expert).
+std::set<plan::LayerExpert> lost_experts(const std::optional<AppliedPlan>& current,
+                                         const std::vector<Participant>& participants);
 
 // The state that no participant holds any more: "layer 0 expert 3" for each expert that lost every
 // replica, "the non-expert units" when no rank of the current plan is left. Empty when an elastic

@@ -148,6 +148,11 @@ const std::vector<Field>& fields() {
       integer("train.peer_memory_mb", 1, 1e9, "what each agent may hold of other workers' sparse snapshot slices "
               "(MiB); a slice past it is refused, with an event, and the windows held are kept",
               [](JobConfig& j) -> int64_t& { return j.train.peer_memory_mb; }),
+      flag("train.expert_logs", "MoEtion's upstream logs: each worker puts what it dispatched to each expert (the "
+           "rows and their output gradients) to its slice peers every step, so that an expert that lost every holder "
+           "is rebuilt alone from its sparse snapshot and the logs, nobody rolling back (false: the sparse rung "
+           "rolls the whole model back instead)",
+           [](JobConfig& j) -> bool& { return j.train.expert_logs; }),
       text("train.recovery", {"elastic", "fixed-ep-ft", "checkpoint-restart"},
            "how failures are survived: elastic (Salamander), or the baselines fixed-ep-ft (fixed expert-parallel "
            "groups, no restart while a whole group survives) and checkpoint-restart (restore on every change)",

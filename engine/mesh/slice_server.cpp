@@ -144,6 +144,15 @@ void SliceServer::put(wire::Parts parts) {
   if (auto s = ckpt::unseal(parts, *key); !s) return changed("a slice refused: " + s.error().message());
   auto d = ckpt::decode_slot(parts);
   if (!d) return changed("a slice refused: " + d.error().message());
+  if (d->head.log_only) {
+    std::string refused;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto st = add_log(std::move(*d)); !st) refused = st.error().message();
+    }
+    if (!refused.empty()) changed(refused);
+    return;
+  }
   ckpt::Writer w{d->head.writer_node, d->head.writer_index};
   const uint64_t step = d->head.step;
   std::vector<UnitId> hook;  // the test hook's unit, if this slot has it
@@ -163,6 +172,12 @@ void SliceServer::put(wire::Parts parts) {
   if (completes) changed();
 }
 
+Status SliceServer::add_log(ckpt::DecodedSlot d) {
+  ckpt::Writer w{d.head.writer_node, d.head.writer_index};
+  return store_.add_log(w, d.head.step, d.head.schedule,
+                        ckpt::HeldLog{d.head.plan, d.head.grad_norm, std::move(d.log), std::move(d.checksums)});
+}
+
 // Flips a bit of the unit's weights in the copy just stored (its checksum no longer matches). Under mu_.
 void SliceServer::corrupt_for_test(const ckpt::Writer& w, uint64_t step, const std::vector<UnitId>& ids) {
   for (const UnitId& id : ids) {
@@ -177,6 +192,7 @@ void SliceServer::corrupt_for_test(const ckpt::Writer& w, uint64_t step, const s
 }
 
 void SliceServer::fetch(const std::string& rid, const wire::SliceFetch& f) {
+  if (!f.log_units.empty()) return fetch_logs(rid, f);
   std::set<UnitId> wanted;
   for (const auto& u : f.units) wanted.insert(UnitId{UnitKind(u.kind), u.layer, u.expert});
   std::vector<UnitId> missing;
@@ -200,6 +216,29 @@ void SliceServer::fetch(const std::string& rid, const wire::SliceFetch& f) {
   send(rid, wire::encode(done));
 }
 
+// Every log held of the iterations asked for, each with only the experts asked for (a log that sent
+// them nothing is answered too, empty: the writer's iteration is known).
+void SliceServer::fetch_logs(const std::string& rid, const wire::SliceFetch& f) {
+  std::set<std::pair<int, int>> experts;
+  for (const auto& u : f.log_units) experts.insert({u.layer, u.expert});
+  std::vector<wire::Parts> encoded;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [writer, step, held] : store_.logs(f.logs_from, f.logs_to)) {
+      wire::SlicePut head;
+      head.request = f.request, head.writer_node = writer.node, head.writer_index = writer.index;
+      head.plan = held->plan, head.step = step, head.grad_norm = held->grad_norm;
+      ckpt::LogRows rows;
+      for (const auto& [key, r] : held->log.rows)
+        if (experts.count({key.layer, key.expert})) rows.emplace_back(key, &r);
+      encoded.push_back(ckpt::encode_log(head, rows, held->checksums));
+      if (mac_key_) ckpt::seal(encoded.back(), *mac_key_);
+    }
+  }
+  for (auto& parts : encoded) send(rid, std::move(parts));
+  send(rid, wire::encode(wire::SliceDone{f.request, uint32_t(encoded.size()), ""}));
+}
+
 void SliceServer::send(const std::string& rid, wire::Parts parts) {
   parts.insert(parts.begin(), zmq::message_t(rid.data(), rid.size()));
   try {
@@ -215,7 +254,7 @@ wire::SliceReport SliceServer::report() const {
 }
 
 wire::SliceReport SliceServer::report_locked() const {
-  wire::SliceReport r{node_, store_.bytes(), store_.budget(), {}, refused_, ""};
+  wire::SliceReport r{node_, store_.bytes(), store_.budget(), {}, refused_, "", store_.log_bytes()};
   for (const auto& h : store_.windows()) {
     wire::SliceWindow w{h.writer.node, h.writer.index, h.plan, h.from, h.to, {}};
     for (const auto& id : h.units) w.units.push_back(wire::unit_ref(id));

@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "ckpt/slice_frames.h"
 #include "ckpt/slice_mac.h"
 #include "ckpt/slice_store.h"
 #include "core/result.h"
@@ -75,6 +76,8 @@ class SliceServer {
   wire::SliceReport report_locked() const;
   void put(wire::Parts parts);
   void fetch(const std::string& rid, const wire::SliceFetch& f);
+  void fetch_logs(const std::string& rid, const wire::SliceFetch& f);
+  Status add_log(ckpt::DecodedSlot d);  // under mu_
   void send(const std::string& rid, wire::Parts parts);
   void corrupt_for_test(const ckpt::Writer& w, uint64_t step, const std::vector<UnitId>& ids);
   void changed(const std::string& refusal = "");

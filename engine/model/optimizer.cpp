@@ -71,15 +71,16 @@ std::vector<DecayRun> decay_runs(const Dims& d, UnitKind kind, size_t n) {
   return out;
 }
 
+void adamw_unit(const Dims& d, Unit& u, const OptimConfig& c, double lr, double grad_scale, int64_t t) {
+  if (grad_scale != 1.0) k::scale(u.g.data(), u.g.size(), float(grad_scale));
+  for (const DecayRun& r : decay_runs(d, u.id.kind, u.w.size()))
+    k::adamw(u.w.data() + r.begin, u.g.data() + r.begin, u.m.data() + r.begin, u.v.data() + r.begin, r.end - r.begin,
+             float(lr), float(c.beta1), float(c.beta2), float(c.eps), r.decay ? float(c.weight_decay) : 0.0f, t);
+}
+
 void apply_adamw(Params& p, const OptimConfig& c, double lr, double grad_scale, int64_t t) {
-  for (Unit* u : p.units()) {
-    if (u->frozen) continue;  // replayed from a snapshot: no update (its weights are that iteration's)
-    if (grad_scale != 1.0) k::scale(u->g.data(), u->g.size(), float(grad_scale));
-    for (const DecayRun& r : decay_runs(p.dims, u->id.kind, u->w.size()))
-      k::adamw(u->w.data() + r.begin, u->g.data() + r.begin, u->m.data() + r.begin, u->v.data() + r.begin,
-               r.end - r.begin, float(lr), float(c.beta1), float(c.beta2), float(c.eps),
-               r.decay ? float(c.weight_decay) : 0.0f, t);
-  }
+  for (Unit* u : p.units())
+    if (!u->frozen) adamw_unit(p.dims, *u, c, lr, grad_scale, t);  // frozen: replayed, that iteration's weights
 }
 
 double grad_sum_squares(const Unit& u) { return k::sum_squares(u.g.data(), u.g.size()); }

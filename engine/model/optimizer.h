@@ -30,6 +30,8 @@ double clip_scale(const OptimConfig& c, double global_norm);
 // One AdamW update of every unit held but the frozen ones, with gradients scaled by `grad_scale`;
 // t is the 1-based update count (bias correction).
 void apply_adamw(Params& p, const OptimConfig& c, double lr, double grad_scale, int64_t t);
+// The same for one unit (frozen or not): its gradient scaled, then its AdamW step.
+void adamw_unit(const Dims& d, Unit& u, const OptimConfig& c, double lr, double grad_scale, int64_t t);
 
 // A unit's floats in runs of equal weight decay, in order: [begin, end) and whether the run decays.
 // The CPU and GPU optimizers update each run with one AdamW call.

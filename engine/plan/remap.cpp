@@ -137,7 +137,8 @@ std::optional<Remap> ordered_remap(const Holdings& held, const std::vector<bool>
 }
 
 Result<std::vector<Transfer>> transfer_schedule(const Holdings& held, const std::vector<bool>& alive,
-                                                const Plan& plan, const Remap& remap) {
+                                                const Plan& plan, const Remap& remap,
+                                                const std::set<LayerExpert>& rebuilt) {
   struct Need {
     uint32_t layer;
     ExpertId expert;
@@ -159,6 +160,7 @@ Result<std::vector<Transfer>> transfer_schedule(const Holdings& held, const std:
           have.erase(it);  // already here (one copy per slot)
           continue;
         }
+        if (owners[l][e].empty() && rebuilt.count({l, e})) continue;
         if (owners[l][e].empty())
           return fail("layer ", l, " expert ", e, " has no surviving replica: restore it from a checkpoint");
         needs.push_back({l, e, to, &owners[l][e]});

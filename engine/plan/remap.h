@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "core/result.h"
@@ -50,8 +52,11 @@ struct Transfer {
 // Fetches of every missing replica, each from a node that holds the expert now and survives
 // (`alive[node]`). Fetches with the fewest possible sources are placed first, each on its least
 // busy owner, so the sending is spread over all owners. Fails when an expert has no surviving
-// owner (then only a checkpoint can restore it), naming the layer and expert.
+// owner (then only a checkpoint can restore it), naming the layer and expert — unless `rebuilt`
+// names it ((layer, expert): its new holders rebuild it themselves, nothing is fetched).
+using LayerExpert = std::pair<uint32_t, ExpertId>;
 Result<std::vector<Transfer>> transfer_schedule(const Holdings& held, const std::vector<bool>& alive,
-                                                const Plan& plan, const Remap& remap);
+                                                const Plan& plan, const Remap& remap,
+                                                const std::set<LayerExpert>& rebuilt = {});
 
 }  // namespace sal::plan

@@ -36,22 +36,27 @@ std::vector<std::vector<uint32_t>> snapshot_peers(const Plan& plan, const std::v
   std::map<uint32_t, size_t> chosen;  // how many ranks each node holds slices for
   std::vector<std::vector<uint32_t>> out(node_of_rank.size());
   for (uint32_t rank = 0; rank < node_of_rank.size(); ++rank) {
-    std::set<uint32_t> shares_operators;
+    std::set<uint32_t> writes_with, holds_with;  // the nodes holding an expert the rank writes, holds
     for (const auto& ex : experts_written(plan, rank))
-      for (uint32_t n : holders[ex]) shares_operators.insert(n);
+      for (uint32_t n : holders[ex]) writes_with.insert(n);
+    for (size_t l = 0; l < plan.layers.size(); ++l)
+      for (ExpertId e : rank < plan.layers[l].placement.size() ? plan.layers[l].placement[rank] : std::vector<ExpertId>{})
+        for (uint32_t n : holders[{int(l), int(e)}]) holds_with.insert(n);
     const uint32_t home = node_of_rank[rank];
     std::vector<uint32_t> others;  // every other node, in order
     for (uint32_t n : nodes)
       if (n != home) others.push_back(n);
     // Each copy in turn: the node in the rack holding the fewest copies yet (racks named: the copies
     // span the racks), then away from the writer's rack, then of the kind whose turn it is (apart —
-    // holding none of its experts — first, then beside, alternating), then the fewest chosen.
+    // holding none of the experts it holds, else none it writes — first, then beside — holding some
+    // it writes, else some it holds — alternating), then the fewest chosen.
     std::vector<uint32_t> picked;
     while (picked.size() < copies && picked.size() < others.size()) {
       const bool apart_turn = picked.size() % 2 == 0;
       auto key = [&](uint32_t n) {
         auto copies_there = std::count_if(picked.begin(), picked.end(), [&](uint32_t m) { return same_rack(n, m); });
-        bool off_turn = (shares_operators.count(n) == 0) != apart_turn;
+        const bool writes = writes_with.count(n) != 0, holds = holds_with.count(n) != 0;
+        auto off_turn = apart_turn ? std::pair(holds, writes) : std::pair(!writes, !holds);
         return std::tuple(copies_there, same_rack(n, home), off_turn, chosen[n]);
       };
       uint32_t best = UINT32_MAX;

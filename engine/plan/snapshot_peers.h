@@ -10,6 +10,12 @@
 // the job names racks (a rack fails with all its hosts), the racks come first: each copy goes to
 // the rack holding the fewest copies yet, away from the writer's rack, so that no rack lost takes
 // every copy. A mesh with fewer than r other nodes gives all of them.
+//
+// The same peers hold the rank's upstream logs (model/expert_replay.h), which a rebuild needs when
+// any expert the rank sends rows to loses every holder — the rank's own among them, and it may die
+// with them. So "apart" means, first, holding none of the experts the rank *holds* (a rank that
+// writes none still holds some), then none it writes; and "beside", holding some it writes, then
+// some it holds.
 #pragma once
 
 #include <cstdint>

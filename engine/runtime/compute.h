@@ -15,6 +15,7 @@
 //     replay of a sparse window with frozen operators.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "ckpt/writer.h"
 #include "core/result.h"
 #include "model/data.h"
+#include "model/expert_replay.h"
 #include "model/model.h"
 #include "model/params.h"
 #include "runtime/device_compute.h"
@@ -67,6 +69,12 @@ class Compute {
   // The sparse slot of `step` (ckpt/sparse.h), of the units `written`, handed to the snapshot thread.
   virtual void put_slot(SparseSnapshots& sparse, uint64_t step, double grad_norm, const ModelShape& shape,
                         std::vector<const model::Unit*> written) = 0;
+
+  // MoEtion's upstream logging (model/expert_replay.h): from the next zero_grads() on, each step's
+  // dispatch to the experts is logged, and take_log() hands the step's log over (once). A compute
+  // that cannot log gives none: a lost expert is then restored by the sparse rung instead.
+  virtual void log_dispatch(bool on) { (void)on; }
+  virtual std::optional<model::IterationLog> take_log() { return std::nullopt; }
 
   // Whether the host Params are the units trained (a CPU worker), so a unit's digest or a drill's
   // corruption can work on them between steps (trainer_digests.cpp); a device's are not.

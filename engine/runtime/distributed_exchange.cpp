@@ -126,6 +126,25 @@ Status DistributedExchange::run_experts(int layer, LayerState& s, const std::vec
   return {};
 }
 
+void DistributedExchange::log_rows(int layer, const LayerState& s, const float* rows_by_slot, bool gradients) {
+  if (!log) return;
+  const int W = comm_.size(), me = comm_.rank(), D = params_.dims.d;
+  for (int e = 0; e < s.schedule.experts; ++e) {
+    const auto& slots = s.slots[size_t(e)];
+    if (slots.empty()) continue;
+    model::SentRows& r = log->rows[model::LogKey{log_pass, layer, e}];
+    std::vector<float>& out = gradients ? r.dy : r.x;
+    out.clear();
+    out.reserve(slots.size() * size_t(D));
+    for (int slot : slots) out.insert(out.end(), rows_by_slot + size_t(slot) * D, rows_by_slot + size_t(slot + 1) * D);
+    if (gradients) continue;
+    r.to = s.schedule.send[size_t(e)][size_t(me)];
+    r.holders.clear();
+    for (int i = 0; i < W; ++i)
+      if (replicas_[size_t(layer)][size_t(e)][size_t(i)] > 0) r.holders.push_back(uint32_t(i));
+  }
+}
+
 Status DistributedExchange::forward(int layer, const float* x, const model::Routing& r, float* out) {
   int W = comm_.size(), me = comm_.rank(), E = params_.dims.experts, D = params_.dims.d;
   LayerState& s = layers_[layer];
@@ -147,6 +166,7 @@ Status DistributedExchange::forward(int layer, const float* x, const model::Rout
   std::vector<float> by_slot(size_t(r.tokens) * r.k * D);
   for (int slot = 0; slot < r.tokens * r.k; ++slot)
     std::copy(x + size_t(slot / r.k) * D, x + size_t(slot / r.k + 1) * D, by_slot.begin() + long(slot) * D);
+  log_rows(layer, s, by_slot.data(), false);
   std::vector<float> recv, computed;
   SAL_TRY(send_rows(s, by_slot.data(), recv));
   const int64_t cpu0 = comm::thread_cpu_ns();
@@ -160,6 +180,7 @@ Status DistributedExchange::backward(int layer, const float* d_out, float* dx) {
   auto it = layers_.find(layer);
   if (it == layers_.end()) return fail("layer ", layer, ": backward before forward");
   LayerState& s = it->second;
+  log_rows(layer, s, d_out, true);
   std::vector<float> recv, computed;
   SAL_TRY(send_rows(s, d_out, recv));
   const int64_t cpu0 = comm::thread_cpu_ns();

@@ -18,6 +18,7 @@
 #include "comm/collectives.h"
 #include "model/exchange.h"
 #include "model/expert.h"
+#include "model/expert_replay.h"
 #include "model/params.h"
 #include "runtime/dispatch.h"
 
@@ -39,6 +40,10 @@ class DistributedExchange : public model::ExpertExchange {
   // Called before every all-to-all, and as each layer's backward begins (a drill's fault points).
   std::function<void()> before_alltoall;
   std::function<void()> before_backward;
+  // Where this pass's dispatch is logged (model/expert_replay.h: each expert's rows as they left,
+  // the output gradients returned for them, the ranks they went to); null: not logged.
+  model::IterationLog* log = nullptr;
+  uint32_t log_pass = 0;
 
   // The expert work this worker did so far (forward and backward): the rows its held experts
   // computed and the CPU time they took this thread (the health measurements weigh a worker's
@@ -57,6 +62,8 @@ class DistributedExchange : public model::ExpertExchange {
   Status send_rows(LayerState& s, const float* rows_by_slot, std::vector<float>& recv);
   Status return_rows(LayerState& s, const std::vector<float>& computed, float* rows_by_slot);
   void count_work(const LayerState& s, int64_t cpu0);  // after run_experts() begun at thread CPU cpu0
+  // The log of each expert's rows of this layer (forward: the inputs; backward: their gradients).
+  void log_rows(int layer, const LayerState& s, const float* rows_by_slot, bool gradients);
   Status run_experts(int layer, LayerState& s, const std::vector<float>& recv, std::vector<float>& computed,
                      const float* d_out_recv);
 

@@ -24,6 +24,8 @@ Status OnHost::plan_set() const {
 
 Status OnHost::zero_grads() {
   params_.zero_grads();
+  log_.clear();
+  passes_ = 0;
   return {};
 }
 
@@ -34,6 +36,8 @@ Result<model::StepStats> OnHost::step(const model::Batch& b, int64_t global_toke
   ex.split = plan_.split;
   ex.before_alltoall = plan_.before_alltoall;
   ex.before_backward = plan_.before_backward;
+  ex.log = logging_ ? &log_ : nullptr;
+  ex.log_pass = passes_++;
   auto m = model::make_model(params_);
   m->set_aux_share(b.aux_share);
   auto stats = m->step(b, global_tokens, ex);

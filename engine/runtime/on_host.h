@@ -33,6 +33,12 @@ class OnHost final : public Compute {
   void put_slot(SparseSnapshots& sparse, uint64_t step, double grad_norm, const ModelShape& shape,
                 std::vector<const model::Unit*> written) override;
 
+  void log_dispatch(bool on) override { logging_ = on; }
+  std::optional<model::IterationLog> take_log() override {
+    if (!logging_) return std::nullopt;
+    return std::move(log_);
+  }
+
   bool replays_frozen() const override { return true; }
   bool runs_groups() const override { return true; }
   void abort(const std::string&) override {}
@@ -44,6 +50,9 @@ class OnHost final : public Compute {
   model::Params& params_;
   model::OptimConfig optim_;
   DevicePlan plan_;  // comm and hooks of the plan in force (comm null: none)
+  bool logging_ = false;
+  model::IterationLog log_;  // the step's dispatch, pass by pass (passes_ so far)
+  uint32_t passes_ = 0;
 };
 
 }  // namespace sal::runtime

@@ -39,54 +39,61 @@ class Fetcher {
 
   Answer ask(uint32_t node, const std::vector<UnitId>& units) {
     Answer a;
-    zmq::socket_t* s = socket(node, a.problem);
-    if (!s) return a;
-    wire::SliceFetch f{++request_, uint64_t(p_.restore_window), {}};
+    wire::SliceFetch f{0, uint64_t(p_.restore_window), {}};
     for (const auto& id : units) f.units.push_back(wire::unit_ref(id));
-    if (!zmq::send_multipart(*s, wire::encode(f), zmq::send_flags::dontwait)) {
-      a.problem = "its endpoint took no request";
-      return a;
-    }
+    uint32_t sent = 0;
+    a.problem = request(node, f, [&a](ckpt::DecodedSlot& d) {
+      a.window = std::max(a.window, d.head.index + 1);
+      a.slots[d.head.index] = {d.head.step, d.head.grad_norm};
+      for (auto& [id, copy] : d.slot.units) a.copies[id][d.head.index] = std::move(copy);
+    }, &sent);
+    a.window = std::max(a.window, sent);  // one SlicePut per slot of the window
+    return a;
+  }
+
+  // Sends `f` (numbered here) to the node's slice endpoint and hands each SlicePut of the answer
+  // to `each`, until its SliceDone. Returns what went wrong ("" when nothing did).
+  // `sent`, if given: the messages the SliceDone says were sent.
+  std::string request(uint32_t node, wire::SliceFetch f, const std::function<void(ckpt::DecodedSlot&)>& each,
+                      uint32_t* sent = nullptr) {
+    std::string problem;
+    zmq::socket_t* s = socket(node, problem);
+    if (!s) return problem;
+    f.request = ++request_;
+    if (!zmq::send_multipart(*s, wire::encode(f), zmq::send_flags::dontwait)) return "its endpoint took no request";
     int64_t deadline = mono_ns() + int64_t(timeout_ms_) * 1'000'000;
     for (;;) {
       int64_t left_ms = (deadline - mono_ns()) / 1'000'000;
-      if (stopped()) {
-        a.problem = "stopped";
-        return a;
-      }
-      if (left_ms <= 0) {
-        a.problem = "no answer within " + std::to_string(timeout_ms_) + " ms";
-        return a;
-      }
+      if (stopped()) return "stopped";
+      if (left_ms <= 0) return "no answer within " + std::to_string(timeout_ms_) + " ms";
       zmq::pollitem_t item{s->handle(), 0, ZMQ_POLLIN, 0};
       if (zmq::poll(&item, 1, std::chrono::milliseconds(std::min<int64_t>(left_ms, kStopPollMs))) == 0) continue;
       wire::Parts parts;
       if (!zmq::recv_multipart(*s, std::back_inserter(parts), zmq::recv_flags::dontwait)) continue;
-      if (take(parts, f.request, a)) return a;
+      if (take(parts, f.request, each, problem, sent)) return problem;
     }
   }
 
  private:
-  // One message of the answer; true when the answer is over.
-  bool take(wire::Parts& parts, uint64_t request, Answer& a) {
+  // One message of the answer; true when the answer is over (`problem` says why, if it went wrong).
+  bool take(wire::Parts& parts, uint64_t request, const std::function<void(ckpt::DecodedSlot&)>& each,
+            std::string& problem, uint32_t* sent) {
     if (parts.size() == 2) {
       auto env = wire::open(parts);
-      if (!env) return a.problem = env.error().message(), true;
+      if (!env) return problem = env.error().message(), true;
       auto done = wire::decode<wire::SliceDone>(*env);
-      if (!done) return a.problem = done.error().message(), true;
+      if (!done) return problem = done.error().message(), true;
       if (done->request != request) return false;  // a late answer to an earlier request
-      a.window = std::max(a.window, done->slots);  // one SlicePut per slot of the window
-      if (!done->detail.empty()) a.problem = done->detail;
+      if (sent) *sent = done->slots;
+      problem = done->detail;
       return true;
     }
-    if (!mac_key_) return a.problem = "the job's slice key is not known", true;
-    if (auto st = ckpt::unseal(parts, *mac_key_); !st) return a.problem = st.error().message(), true;
+    if (!mac_key_) return problem = "the job's slice key is not known", true;
+    if (auto st = ckpt::unseal(parts, *mac_key_); !st) return problem = st.error().message(), true;
     auto d = ckpt::decode_slot(parts, shape_);
-    if (!d) return a.problem = d.error().message(), true;
+    if (!d) return problem = d.error().message(), true;
     if (d->head.request != request) return false;
-    a.window = std::max(a.window, d->head.index + 1);
-    a.slots[d->head.index] = {d->head.step, d->head.grad_norm};
-    for (auto& [id, copy] : d->slot.units) a.copies[id][d->head.index] = std::move(copy);
+    each(*d);
     return false;
   }
 
@@ -139,7 +146,67 @@ std::string check_unit(const UnitId& id, const Answer& a) {
   return "";
 }
 
+// One agent's answer to a fetch of logs, into `out` (`have[step][rank]`: that rank's iteration came).
+void take_logs(ckpt::DecodedSlot& d, const wire::PlanUpdate& p, uint32_t node, FetchedLogs& out,
+               std::map<uint64_t, std::vector<bool>>& have, std::vector<std::string>& notes) {
+  if (d.head.plan != p.rebuild_plan) return;  // the iteration ran again under another plan
+  const size_t ranks = p.rebuild_ranks.size();
+  size_t rank = ranks;
+  for (size_t r = 0; r < ranks; ++r)
+    if (p.rebuild_ranks[r].node == d.head.writer_node && p.rebuild_ranks[r].index == d.head.writer_index) rank = r;
+  auto& got = have[d.head.step];
+  got.resize(ranks, false);
+  if (rank == ranks || got[rank]) return;
+  if (auto bad = ckpt::damaged_logs(d); !bad.empty()) {
+    notes.push_back("the log of rank " + std::to_string(rank) + " for iteration " + std::to_string(d.head.step) +
+                    " held by node " + std::to_string(node) + " fails its checksum (layer " +
+                    std::to_string(bad.front().layer) + " expert " + std::to_string(bad.front().expert) + ")");
+    return;
+  }
+  auto& it = out.steps[d.head.step];
+  it.by_rank.resize(ranks);
+  it.grad_norm = d.head.grad_norm;
+  out.bytes += d.log.bytes();
+  it.by_rank[rank] = std::move(d.log);
+  got[rank] = true;
+}
+
+// The first rank and iteration of from..to not in `have`, as words (empty: none).
+std::string first_missing(const std::map<uint64_t, std::vector<bool>>& have, uint64_t from, uint64_t to, size_t ranks) {
+  for (uint64_t s = from; s <= to; ++s) {
+    auto it = have.find(s);
+    for (size_t r = 0; r < ranks; ++r)
+      if (it == have.end() || r >= it->second.size() || !it->second[r])
+        return "rank " + std::to_string(r) + "'s log of iteration " + std::to_string(s);
+  }
+  return "";
+}
+
 }  // namespace
+
+Result<FetchedLogs> fetch_logs(zmq::context_t& ctx, const wire::PlanUpdate& p, const std::set<UnitId>& experts,
+                               uint64_t from, uint64_t to, const ModelShape& shape, const SliceAccess& access,
+                               int timeout_ms, std::vector<std::string>& notes, const std::function<bool()>& stopped) {
+  FetchedLogs out;
+  if (from > to) return out;
+  auto mac_key = ckpt::parse_slice_mac_key(access.mac_key);
+  Fetcher fetcher(ctx, p, shape, access.key_file, mac_key ? std::optional(*mac_key) : std::nullopt, timeout_ms, stopped);
+  wire::SliceFetch f;
+  for (const auto& id : experts) f.log_units.push_back(wire::unit_ref(id));
+  f.logs_from = from, f.logs_to = to;
+  std::map<uint64_t, std::vector<bool>> have;
+  std::vector<std::string> problems;
+  for (const auto& n : p.slice_nodes) {
+    if (first_missing(have, from, to, p.rebuild_ranks.size()).empty()) break;
+    std::string problem = fetcher.request(n.node, f, [&](ckpt::DecodedSlot& d) { take_logs(d, p, n.node, out, have, notes); });
+    if (fetcher.stopped()) return fail("the logs of iterations ", from, "..", to, ": the fetch was stopped (the plan was abandoned)");
+    if (!problem.empty()) problems.push_back("node " + std::to_string(n.node) + ": " + problem);
+  }
+  if (auto missing = first_missing(have, from, to, p.rebuild_ranks.size()); !missing.empty())
+    return fail(missing, " under plan ", p.rebuild_plan, " is held soundly by no live agent",
+                problems.empty() ? "" : " (" + join(problems, "; ") + ")");
+  return out;
+}
 
 Result<FetchedWindow> fetch_window(zmq::context_t& ctx, const wire::PlanUpdate& p, const std::set<UnitId>& wanted,
                                    const ModelShape& shape, const SliceAccess& access, int timeout_ms,

@@ -11,12 +11,14 @@
 #include <zmq.hpp>
 
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "ckpt/sparse.h"
 #include "core/result.h"
+#include "model/expert_replay.h"
 #include "wire/messages.h"
 
 namespace sal::runtime {
@@ -40,5 +42,24 @@ struct SliceAccess {
 Result<FetchedWindow> fetch_window(zmq::context_t& ctx, const wire::PlanUpdate& p, const std::set<UnitId>& wanted,
                                    const ModelShape& shape, const SliceAccess& access, int timeout_ms,
                                    std::vector<std::string>& notes, const std::function<bool()>& stopped);
+
+// The upstream logs (model/expert_replay.h) a rebuild of lost experts replays: for each iteration,
+// the global gradient norm and every rank's log, in the rank order of the plan they ran under.
+struct FetchedLogs {
+  struct Iteration {
+    double grad_norm = 0;
+    std::vector<model::IterationLog> by_rank;
+  };
+  std::map<uint64_t, Iteration> steps;
+  uint64_t bytes = 0;
+};
+
+// The logs of iterations from..to of the ranks p.rebuild_ranks under plan p.rebuild_plan, with the
+// rows of `experts`, asked of every agent of p.slice_nodes in turn until each rank's iteration has
+// come from one of them whole (a copy that fails its checksum is a note, and another agent's
+// serves). Fails naming the first rank and iteration that no agent holds soundly.
+Result<FetchedLogs> fetch_logs(zmq::context_t& ctx, const wire::PlanUpdate& p, const std::set<UnitId>& experts,
+                               uint64_t from, uint64_t to, const ModelShape& shape, const SliceAccess& access,
+                               int timeout_ms, std::vector<std::string>& notes, const std::function<bool()>& stopped);
 
 }  // namespace sal::runtime

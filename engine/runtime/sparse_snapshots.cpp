@@ -13,6 +13,7 @@ namespace sal::runtime {
 namespace {
 
 constexpr int kPutQueue = 64;  // slots queued towards one peer before a put is missed
+constexpr size_t kLogQueue = 8;  // logs waiting for the snapshot thread before the oldest is dropped
 
 }  // namespace
 
@@ -74,6 +75,15 @@ std::vector<UnitId> SparseSnapshots::slot_units(uint64_t step, const ModelShape&
   return index ? ckpt::slot_units(*schedule, *index, shape, written) : std::vector<UnitId>{};
 }
 
+void SparseSnapshots::put_log(uint64_t step, double grad_norm, model::IterationLog log) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const plan::CheckpointSchedule* schedule = holder_.schedule();
+  if (!schedule || !active_) return;
+  if (logs_.size() >= kLogQueue) logs_.pop_front();
+  logs_.push_back(LogJob{step, grad_norm, std::move(log), *schedule, route_});
+  cv_.notify_all();
+}
+
 void SparseSnapshots::wait() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [this] { return !job_ && !copying_; });
@@ -82,8 +92,16 @@ void SparseSnapshots::wait() {
 void SparseSnapshots::run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stop_ || job_; });
+    cv_.wait(lock, [this] { return stop_ || job_ || !logs_.empty(); });
     if (stop_) return;
+    if (!logs_.empty()) {
+      LogJob log = std::move(logs_.front());
+      logs_.pop_front();
+      lock.unlock();
+      put(log);
+      lock.lock();
+      continue;
+    }
     Job job = std::move(*job_);
     job_.reset();
     copying_ = !job.copied;  // a device's copy does not read the trainer's units
@@ -141,9 +159,39 @@ void SparseSnapshots::put(const ckpt::SparseSlot& slot, const Job& job) {
     return;
   }
   ckpt::seal(frames, *key);
+  const uint64_t missed = send_to_peers(frames, *route);
+  if (missed == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (held_.puts_missed == 0)
+    spdlog::warn("a sparse snapshot slot of iteration {} did not reach {} of {} peers (gone, or their queue is full)",
+                 slot.step, missed, route->peers.size());
+  held_.puts_missed += missed;
+}
+
+void SparseSnapshots::put(const LogJob& job) {
+  const auto& route = job.route;
+  if (!route || route->peers.empty()) return;
+  auto key = ckpt::parse_slice_mac_key(route->mac_key);
+  if (!key) return;  // said by every slot's put
+  wire::SlicePut head;
+  head.writer_node = route->node, head.writer_index = route->index, head.plan = route->plan;
+  head.schedule = job.schedule, head.step = job.step, head.grad_norm = job.grad_norm;
+  ckpt::LogRows rows;
+  for (const auto& [k, r] : job.log.rows) rows.emplace_back(k, &r);
+  wire::Parts frames = ckpt::encode_log(head, rows);
+  ckpt::seal(frames, *key);
+  SliceRoute to = *route;
+  if (!to.home.endpoint.empty()) to.peers.push_back(to.home);
+  if (const uint64_t missed = send_to_peers(frames, to)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_.puts_missed += missed;
+  }
+}
+
+uint64_t SparseSnapshots::send_to_peers(wire::Parts& frames, const SliceRoute& route) {
   uint64_t missed = 0;
-  for (const auto& peer : route->peers) {
-    zmq::socket_t* s = socket_for(peer, route->key_file);
+  for (const auto& peer : route.peers) {
+    zmq::socket_t* s = socket_for(peer, route.key_file);
     if (!s) {
       ++missed;
       continue;
@@ -157,12 +205,7 @@ void SparseSnapshots::put(const ckpt::SparseSlot& slot, const Job& job) {
       spdlog::debug("slice put to {}: {}", peer.endpoint, e.what());
     }
   }
-  if (missed == 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (held_.puts_missed == 0)
-    spdlog::warn("a sparse snapshot slot of iteration {} did not reach {} of {} peers (gone, or their queue is full)",
-                 slot.step, missed, route->peers.size());
-  held_.puts_missed += missed;
+  return missed;
 }
 
 zmq::socket_t* SparseSnapshots::socket_for(const wire::SliceNode& peer, const std::string& key_file) {

@@ -25,6 +25,7 @@
 #include <zmq.hpp>
 
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -34,6 +35,7 @@
 #include "ckpt/sparse.h"
 #include "ckpt/writer.h"
 #include "plan/schedule.h"
+#include "wire/codec.h"
 #include "wire/messages.h"
 
 namespace sal::runtime {
@@ -55,6 +57,9 @@ struct SliceRoute {
   std::vector<wire::SliceNode> peers;
   std::string key_file;  // CURVE towards a peer off loopback (the agent's key pair)
   std::string mac_key;   // the job's slice key (hex): each slot put carries its MAC
+  // This worker's own node's endpoint: its upstream logs go there too (a rank that survives a loss
+  // keeps its logs even when the loss took both its peers). Empty endpoint: none.
+  wire::SliceNode home;
 };
 
 class SparseSnapshots {
@@ -77,6 +82,11 @@ class SparseSnapshots {
   void after_commit_copied(uint64_t step, double grad_norm, const ModelShape& shape, ckpt::SnapshotUnits copied);
   // The units of the slot `step` takes, of those `written` (none when it takes no slot).
   std::vector<UnitId> slot_units(uint64_t step, const ModelShape& shape, const std::vector<UnitId>& written) const;
+  // `step`'s upstream log (model/expert_replay.h), put to the same peers on the snapshot thread,
+  // ahead of any slot: the trainer hands it over before it votes for the step, so a node killed
+  // once the step commits has had its log on the way since before the commit (a lost expert's
+  // rebuild needs every rank's log of every iteration it replays). Dropped when no slots are taken.
+  void put_log(uint64_t step, double grad_norm, model::IterationLog log);
   // Returns once the copy in flight, if any, has read the units.
   void wait();
   SparseHeld held() const;
@@ -96,13 +106,24 @@ class SparseSnapshots {
   void queue(Job job);
   void run();
   void take(const Job& job);
+  struct LogJob {
+    uint64_t step = 0;
+    double grad_norm = 0;
+    model::IterationLog log;
+    plan::CheckpointSchedule schedule;
+    std::shared_ptr<const SliceRoute> route;
+  };
   void put(const ckpt::SparseSlot& slot, const Job& job);
+  void put(const LogJob& log);
+  // Each peer's socket gets the frames; returns how many peers missed them.
+  uint64_t send_to_peers(wire::Parts& frames, const SliceRoute& route);
   zmq::socket_t* socket_for(const wire::SliceNode& peer, const std::string& key_file);
 
   zmq::context_t& ctx_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::optional<Job> job_;      // waiting for the thread, or being copied
+  std::deque<LogJob> logs_;     // waiting for the thread (put before any slot)
   bool copying_ = false;
   bool stop_ = false;
   ckpt::SparseHolder holder_;   // under mu_

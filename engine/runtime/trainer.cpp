@@ -319,6 +319,10 @@ void Trainer::start_snapshots(const wire::PlanUpdate& p) {
     for (uint32_t node : p.slice_peers[size_t(rank_)].nodes)
       for (const auto& sn : p.slice_nodes)
         if (sn.node == node) route.peers.push_back(sn);
+  for (const auto& sn : p.slice_nodes)
+    if (sn.node == route.node) route.home = sn;
+  // the upstream logs go where the slots go, and are rebuilt from only in a plan of one group
+  compute_->log_dispatch(spec_.expert_logs && !route.peers.empty() && plan::group_count(p.plan) <= 1);
   sparse_.start(p.plan.schedule, std::move(route));
 }
 
@@ -362,10 +366,16 @@ Result<StepOutcome> Trainer::step(uint64_t step, const std::vector<uint32_t>& sh
   // a replayed iteration clips with the norm the run had (frozen operators add no gradient here)
   last_norm_ = replay_ ? replay_->norm_for(step).value_or(*norm) : *norm;
   have_grads_ = true;
+  uint64_t log_bytes = 0;
+  if (auto log = compute_->take_log()) {
+    log_bytes = log->bytes();
+    sparse_.put_log(step, last_norm_, std::move(*log));  // before the vote
+  }
   StepOutcome out{std::move(*stats), last_norm_, ms_since(t0), model::learning_rate(spec_.optim, int64_t(step)), {}};
   out.times = step_times(out, w0, cpu0, proc0, ms_of(w1 - w0.ns), ms_since(t1));
   out.digests = std::move(digests);
   out.val_ce_sum = val->ce_sum, out.val_tokens = val->tokens;
+  out.log_bytes = log_bytes;
   return out;
 }
 

@@ -31,6 +31,7 @@
 #include "runtime/expert_grads.h"
 #include "runtime/faults.h"
 #include "runtime/groups.h"
+#include "runtime/slice_fetch.h"
 #include "runtime/sparse_snapshots.h"
 #include "ckpt/writer.h"
 #include "runtime/train_spec.h"
@@ -61,6 +62,7 @@ struct StepOutcome {
   // (its sequences of the validation set: the cross-entropy summed, the tokens).
   double val_ce_sum = 0;
   int64_t val_tokens = 0;
+  uint64_t log_bytes = 0;  // the step's upstream log, put to the slice peers (0: none)
 };
 
 // A degraded step's StepBegin (kept_step, kept_patch): the patch whose arrangement it keeps (patch
@@ -166,6 +168,9 @@ class Trainer {
   // The sparse rung: this rank's units from the window in the agents' memory (slice_fetch.h);
   // slot 0 is loaded and the rest replayed as the controller runs the window's iterations.
   Status restore_from_peers(const wire::PlanUpdate& plan);
+  Status rebuild_lost(const wire::PlanUpdate& p);
+  Status rebuild_expert(const wire::PlanUpdate& p, const UnitId& id, const ckpt::UnitCopy& copy, uint64_t at,
+                        const FetchedLogs& logs);
   // Experts the plan gives this rank that nothing brought: fresh from the seed (before any commit).
   Status add_new_experts(const wire::PlanUpdate& p);
   std::set<UnitId> units_held() const;  // the units the plan gives this rank (after apply_plan's held_)

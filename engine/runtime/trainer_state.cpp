@@ -8,6 +8,7 @@
 #include <set>
 
 #include "ckpt/format.h"
+#include "core/strings.h"
 #include "runtime/slice_fetch.h"
 #include "runtime/trainer.h"
 
@@ -131,6 +132,67 @@ Status Trainer::restore_from_peers(const wire::PlanUpdate& p) {
   return {};
 }
 
+// The experts this rank holds under the plan that lost every holder (p.rebuild_window >= 0): each
+// loaded from its full copy in the window, then brought to iteration p.rebuild_to by replaying its
+// own updates from the upstream logs of every rank that ran those iterations (MoEtion's upstream
+// logging). The other units stay as they are: nobody rolls back.
+Status Trainer::rebuild_lost(const wire::PlanUpdate& p) {
+  if (p.rebuild_window < 0) return {};
+  std::set<UnitId> lost, mine;
+  for (const auto& h : p.rebuild_holders)
+    for (const auto& u : h.units) lost.insert(UnitId{UnitKind(u.kind), u.layer, u.expert});
+  for (auto [l, e] : held_)
+    if (UnitId id{UnitKind::expert, l, e}; lost.count(id) && !params_.expert(l, e)) mine.insert(id);
+  if (mine.empty()) return {};
+  const std::string what = "plan " + std::to_string(p.number()) + ": rebuilding " + std::to_string(mine.size()) +
+                           " lost experts from the upstream logs";
+  const SliceAccess access{spec_.key_file, spec_.slice_mac_key};
+  auto stop = [this] { return aborting_.load(); };
+  wire::PlanUpdate from_window = p;
+  from_window.restore_window = p.rebuild_window;
+  from_window.restore_holders = p.rebuild_holders;
+  auto window = fetch_window(ctx_, from_window, mine, spec_.dims, access, kFetchTimeoutMs, plan_notes_, stop);
+  if (!window) return window.error().with_context(what);
+  std::map<UnitId, std::pair<uint64_t, const ckpt::UnitCopy*>> full;  // each expert's full copy and its iteration
+  for (const auto& slot : window->slots)
+    for (const auto& [id, c] : slot.units)
+      if (c.full) full[id] = {slot.step, &c};
+  uint64_t first = p.rebuild_to + 1;
+  for (const auto& [id, at] : full) first = std::min(first, at.first + 1);
+  auto logs = fetch_logs(ctx_, p, mine, first, p.rebuild_to, spec_.dims, access, kFetchTimeoutMs, plan_notes_, stop);
+  if (!logs) return logs.error().with_context(what);
+  for (const UnitId& id : mine) {
+    auto it = full.find(id);
+    if (it == full.end()) return fail(what, ": the window from iteration ", p.rebuild_window, " holds no full copy of ", id.name());
+    SAL_TRY(rebuild_expert(p, id, *it->second.second, it->second.first, *logs));
+  }
+  std::vector<std::string> names;
+  for (const UnitId& id : mine) names.push_back(id.name());
+  spdlog::info("{}: {} ({} bytes of logs, iterations {}..{})", what, join(names, ", "), logs->bytes, first, p.rebuild_to);
+  return {};
+}
+
+// One lost expert: its state after iteration `at` (a full copy), then iterations at+1..rebuild_to.
+Status Trainer::rebuild_expert(const wire::PlanUpdate& p, const UnitId& id, const ckpt::UnitCopy& copy, uint64_t at,
+                               const FetchedLogs& logs) {
+  if (ckpt::unit_checksum(copy) != copy.checksum)
+    return fail(id.name(), " in the slot of iteration ", at, ": checksum mismatch (the copy is corrupt)");
+  if (at > p.rebuild_to) return fail(id.name(), "'s copy is of iteration ", at, ", past iteration ", p.rebuild_to);
+  model::Unit u = model::make_unit(spec_.dims, id, spec_.seed);
+  if (copy.w.size() != u.w.size() || copy.m.size() != u.w.size() || copy.v.size() != u.w.size())
+    return fail(id.name(), " in the slot of iteration ", at, ": ", copy.w.size(), " weights, the unit has ", u.w.size());
+  u.w = copy.w, u.m = copy.m, u.v = copy.v;
+  for (uint64_t t = at + 1; t <= p.rebuild_to; ++t) {
+    const auto& it = logs.steps.at(t);
+    std::vector<const model::IterationLog*> senders;
+    for (const auto& l : it.by_rank) senders.push_back(&l);
+    SAL_TRY(model::replay_expert_step(spec_.dims, u, spec_.optim, t, it.grad_norm, senders));
+  }
+  std::fill(u.g.begin(), u.g.end(), 0.0f);
+  params_.experts[{id.layer, id.expert}] = std::move(u);
+  return {};
+}
+
 void Trainer::keep_only(const std::vector<std::pair<int, int>>& held) {
   for (auto it = params_.experts.begin(); it != params_.experts.end();)
     it = std::find(held.begin(), held.end(), it->first) == held.end() ? params_.experts.erase(it) : std::next(it);
@@ -143,6 +205,7 @@ Status Trainer::move_state(const wire::PlanUpdate& p) {
     SAL_TRY(restore(p));
   } else {
     SAL_TRY(migrate(p));
+    SAL_TRY(rebuild_lost(p));
   }
   return add_new_experts(p);
 }

@@ -234,6 +234,7 @@ wire::StepVote TrainerThread::vote_of(const wire::StepBegin& b, const Result<Ste
     v.sparse_copy_ms = held.copy_ms, v.sparse_slot_bytes = held.slot_bytes;
     v.digests = out->digests;
     v.val_ce_sum = out->val_ce_sum, v.val_tokens = uint64_t(out->val_tokens);
+    v.log_bytes = out->log_bytes;
     spdlog::debug("step {} computed in {:.1f} ms (busy {:.1f}, exchange {:.1f}, sync {:.1f}; busy cpu {:.1f}, process cpu {:.1f}; update {:.1f}): votes yes",
                   b.step, v.compute_ms, v.busy_ms, v.exchange_ms, v.sync_ms, v.busy_cpu_ms, v.process_cpu_ms, v.update_ms);
   }

@@ -183,7 +183,8 @@ struct StepVote {
     // A step of train.eval_every: the worker's part of the validation loss of the weights the step
     // began from — cross-entropy summed over its validation tokens, and their count (0: none).
     (double, val_ce_sum, 0),
-    (uint64_t, val_tokens, 0))
+    (uint64_t, val_tokens, 0),
+    (uint64_t, log_bytes, 0))  // the step's upstream log put to the slice peers (0: none)
 };
 
 struct StepCommit {
@@ -296,7 +297,17 @@ struct PlanUpdate {
     // The plan whose data planes the last committed step used, all intact since (0: none): a rank
     // holding such a plane (the plan's, a group's, a patch's) whose ranks are, in order, those of a
     // plane of this plan keeps it instead of connecting one (every rank of it holds the same).
-    (uint64_t, keep_planes_of, 0))
+    (uint64_t, keep_planes_of, 0),
+    // Experts that lost every holder, rebuilt alone (MoEtion's upstream logs, no rollback): each
+    // new holder of one loads its full copy from the window beginning at rebuild_window (asking
+    // rebuild_holders) and replays its updates up to iteration rebuild_to from the logs of the
+    // ranks of plan rebuild_plan (rebuild_ranks, in rank order), which the agents of slice_nodes
+    // hold. rebuild_window -1: none.
+    (int64_t, rebuild_window, -1),
+    (std::vector<SliceHolder>, rebuild_holders, {}, kListMax),
+    (uint64_t, rebuild_plan, 0),
+    (std::vector<RankRef>, rebuild_ranks, {}, kListMax * 16),
+    (uint64_t, rebuild_to, 0))
   uint64_t number() const { return plan.version; }
 };
 

@@ -45,8 +45,24 @@ struct SliceUnitRef {
   auto operator<=>(const SliceUnitRef&) const = default;
 };
 
+// One expert's rows in an upstream log (model/expert_replay.h): the pass, the expert, how many rows
+// went to each rank of the plan, the ranks holding the expert, the floats of each of its two frames
+// (the inputs, then their output gradients) and their FNV-1a checksum (ckpt::log_checksum).
+struct SliceLog {
+  SAL_WIRE_FIELDS(
+    (uint32_t, pass, 0),
+    (int32_t, layer, -1),
+    (int32_t, expert, -1),
+    (std::vector<uint32_t>, to, {}, kListMax * 16),
+    (std::vector<uint32_t>, holders, {}, kListMax * 16),
+    (uint64_t, floats, 0),
+    (uint64_t, checksum, 0))
+};
+
 // Slot `index` of writer (node, index)'s window under `plan`'s schedule, taken after `step`'s
 // update, with that step's global gradient norm. `request` is 0 for a put, the fetch's otherwise.
+// With `log_only`, the writer's upstream log of iteration `step` instead (no units: `logs`, two
+// frames each, after the body; put before the writer votes for the step).
 struct SlicePut {
   static constexpr MsgType kType = MsgType::slice_put;
   SAL_WIRE_FIELDS(
@@ -58,18 +74,25 @@ struct SlicePut {
     (uint64_t, step, 0),
     (uint32_t, index, 0),
     (double, grad_norm, 0),
-    (std::vector<SliceUnit>, units, {}, kSliceUnitsMax))
+    (std::vector<SliceUnit>, units, {}, kSliceUnitsMax),
+    (bool, log_only, false),
+    (std::vector<SliceLog>, logs, {}, kSliceUnitsMax))
 };
 
 // Worker -> agent: the slots of the complete window beginning at `window_from` that hold `units`
 // (from any writer). Answered by one SlicePut per slot (with only the units asked for), then
+// SliceDone. With `log_units` instead: every upstream log of iterations logs_from..logs_to the
+// agent holds (any writer), one log-only SlicePut each with only those experts' rows, then
 // SliceDone.
 struct SliceFetch {
   static constexpr MsgType kType = MsgType::slice_fetch;
   SAL_WIRE_FIELDS(
     (uint64_t, request, 0),
     (uint64_t, window_from, 0),
-    (std::vector<SliceUnitRef>, units, {}, kSliceUnitsMax))
+    (std::vector<SliceUnitRef>, units, {}, kSliceUnitsMax),
+    (std::vector<SliceUnitRef>, log_units, {}, kSliceUnitsMax),
+    (uint64_t, logs_from, 0),
+    (uint64_t, logs_to, 0))
 };
 
 // The end of a fetch's answer: how many slots were sent, and what the agent does not hold.
@@ -102,7 +125,8 @@ struct SliceReport {
     (uint64_t, budget, 0),
     (std::vector<SliceWindow>, windows, {}, kListMax),
     (uint32_t, refused, 0),
-    (std::string, refusal, {}, kTextMax))
+    (std::string, refusal, {}, kTextMax),
+    (uint64_t, log_bytes, 0))  // of `bytes`: the upstream logs held
 };
 
 // In a PlanUpdate: a node's slice endpoint and its CURVE public key ("" where it is local).

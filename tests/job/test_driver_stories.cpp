@@ -617,8 +617,15 @@ TEST_CASE("a stop before any step commits saves nothing and stops at once") {
   CHECK(stop);
 }
 
+// The sparse rung's stories: workers that keep no upstream logs (train.expert_logs = false).
+DriverConfig without_logs() {
+  auto cfg = small_job();
+  cfg.expert_logs = false;
+  return cfg;
+}
+
 TEST_CASE("every holder of an expert lost, a sparse window in the agents' memory: restore from peers, replay, nothing lost") {
-  Harness h = trained(6);
+  Harness h = trained(6, without_logs());
   h.slices(1, 4, 5, 0, 7);  // window 4..5: node 1 holds the first 7 units, node 3 the other 6
   h.slices(3, 4, 5, 7, 6);
   h.slices(0, 4, 5, 0, 13);  // the dead node's report does not count
@@ -663,7 +670,7 @@ TEST_CASE("every holder of an expert lost, a sparse window in the agents' memory
 }
 
 TEST_CASE("a restore from peers that fails falls to the dense snapshot, and the steps it would have replayed are lost") {
-  auto cfg = small_job();
+  auto cfg = without_logs();
   cfg.checkpoint_every = 2;
   Harness h(cfg);
   h.start(workers({0, 1, 2, 3}));
@@ -695,6 +702,117 @@ TEST_CASE("a restore from peers that fails falls to the dense snapshot, and the 
   for (const auto& a : h.history)
     if (auto* l = std::get_if<act::StepsLost>(&a)) lost += l->steps;
   CHECK(lost == 6 - 2);
+}
+
+// Every holder of experts lost after 6 steps on nodes 0..3 (nodes 0 and 2 die), a window of
+// iterations 4..5 held by nodes 1 and 3; nodes 4 and 5 join. Returns the plan in force before.
+uint64_t lose_holders(Harness& h) {
+  h.slices(1, 4, 5, 0, 7);
+  h.slices(3, 4, 5, 7, 6);
+  const uint64_t before = h.d.applied()->number();
+  h.lose(0);
+  h.lose(2);
+  h.membership(workers({1, 3, 4, 5}));
+  h.timer(Timer::retry, 50);
+  h.decide();
+  return before;
+}
+
+TEST_CASE("every holder of an expert lost, the workers logging: its new holders rebuild it from its copy and the upstream logs, nobody rolls back") {
+  Harness h = trained(6);
+  const auto old_ranks = h.d.applied()->ranks;
+  const auto lost = lost_experts(h.d.applied(), workers({1, 3, 4, 5}));
+  REQUIRE_FALSE(lost.empty());
+  const uint64_t before = lose_holders(h);
+  CHECK(h.note_detail("rebuild_begun").find("lost experts (every copy lost: layer ") != std::string::npos);
+  CHECK(h.note_detail("rebuild_begun").find("from the sparse window of iterations 4..5 held by 2 nodes and the upstream "
+                                            "logs up to iteration 5 on 4 workers; nobody rolls back") != std::string::npos);
+  CHECK_FALSE(h.noted("restore_begun"));
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  const auto& p = u[0].second;
+  CHECK_FALSE(p.restore);
+  CHECK(p.step == 6);  // training goes on where it was
+  CHECK(p.rebuild_window == 4);
+  CHECK(p.rebuild_to == 5);
+  CHECK(p.rebuild_plan == before);
+  REQUIRE(p.rebuild_ranks.size() == old_ranks.size());
+  for (size_t r = 0; r < old_ranks.size(); ++r) CHECK(p.rebuild_ranks[r].node == old_ranks[r].node);
+  std::set<plan::LayerExpert> named;  // the holders name the lost experts, and only them
+  for (const auto& hd : p.rebuild_holders)
+    for (const auto& ref : hd.units) {
+      CHECK(ref.kind == uint8_t(UnitKind::expert));
+      named.insert({uint32_t(ref.layer), plan::ExpertId(ref.expert)});
+    }
+  CHECK(named == lost);
+  for (const auto& t : p.transfers)  // nobody has a lost one to send
+    CHECK_FALSE((t.kind == uint8_t(UnitKind::expert) && lost.count({uint32_t(t.layer), plan::ExpertId(t.expert)})));
+  h.all_ready();
+  CHECK(h.note_detail("restored").find("upstream logs") != std::string::npos);
+  CHECK(h.d.steps().next_step() == 6);
+  h.commit_step();  // 6
+  bool logs = false;
+  for (const auto& a : h.history) {
+    CHECK_FALSE(std::holds_alternative<act::StepsLost>(a));
+    if (auto* r = std::get_if<act::RecoveryDone>(&a)) logs = r->record.source == "logs" && r->record.rerun == 0;
+  }
+  CHECK(logs);
+}
+
+TEST_CASE("a rebuild that cannot be applied falls to the sparse rung, which rolls back and loses nothing") {
+  Harness h = trained(6);
+  lose_holders(h);
+  REQUIRE(h.sent<wire::PlanUpdate>().size() == 1);
+  auto ranks = h.pending_ranks();
+  h.ready(ranks[0], *h.d.pending_plan(), false,
+          "plan 3: rebuilding 2 lost experts from the upstream logs: rank 0's log of iteration 5 under plan 1 is held "
+          "soundly by no live agent");
+  CHECK(h.note_detail("rebuild_failed").find("rank 0's log of iteration 5") != std::string::npos);
+  CHECK(h.note_detail("rebuild_failed").find("falling back to the sparse rung") != std::string::npos);
+  h.timer(Timer::retry, 1000);
+  h.decide();
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore);
+  CHECK(u[0].second.restore_window == 4);  // the sparse rung
+  CHECK(u[0].second.rebuild_window == -1);
+  h.all_ready();
+  CHECK(h.note_detail("restored").find("sparse window") != std::string::npos);
+}
+
+TEST_CASE("no rebuild where the window began before the plan in force: the logs of its iterations are another plan's") {
+  Harness h = trained(6);
+  h.slices(1, 0, 1, 0, 7);  // window 0..1 only
+  h.slices(3, 0, 1, 7, 6);
+  // a join re-plans at a step boundary: the plan in force begins after the window
+  h.asked.reset();
+  h.membership(workers({0, 1, 2, 3, 4}));
+  h.commit_step();  // 6
+  h.timer(Timer::join, 2000);
+  h.commit_step();  // 7: the join timer looks between steps
+  REQUIRE(h.asked);
+  h.decide();
+  h.all_ready();
+  h.commit_step();  // 8
+  REQUIRE(h.d.applied()->from_step == 8);
+  // every holder of layer 0 expert 0 lost
+  const auto& applied = *h.d.applied();
+  std::vector<Participant> survivors;
+  for (size_t r = 0; r < applied.ranks.size(); ++r) {
+    const auto& held = applied.plan.layers[0].placement[r];
+    if (std::find(held.begin(), held.end(), plan::ExpertId(0)) != held.end())
+      h.lose(applied.ranks[r].node);
+    else
+      survivors.push_back(applied.ranks[r]);
+  }
+  REQUIRE(survivors.size() >= 2);
+  REQUIRE_FALSE(lost_experts(h.d.applied(), survivors).empty());
+  std::sort(survivors.begin(), survivors.end());
+  h.membership(survivors);
+  h.timer(Timer::retry, 50);
+  h.decide();
+  CHECK_FALSE(h.noted("rebuild_begun"));
+  CHECK(h.note_detail("restore_begun").find("the sparse window of iterations 0..1") != std::string::npos);
 }
 
 TEST_CASE("a dense snapshot newer than every sparse window is the cheaper restore") {
