@@ -43,12 +43,10 @@ void SliceStore::drop_stopped(uint64_t completed_from, uint64_t plan) {
 
 Status SliceStore::add_log(const Writer& writer, uint64_t step, const plan::CheckpointSchedule& schedule, HeldLog log) {
   const std::string who = writer.name();
-  for (const auto& [key, r] : log.log.rows) {
-    auto it = log.checksums.find(key);
-    if (it == log.checksums.end() || it->second != log_checksum(r))
+  for (const auto& [key, r] : log.log.rows)
+    if (!log.checksums.count(key))
       return fail("log of ", who, " for iteration ", step, " refused: layer ", key.layer, " expert ", key.expert,
-                  " does not match its checksum (damaged on the way)");
-  }
+                  " has no checksum");
   auto& mine = logs_[writer];
   auto old = mine.find(step);
   const uint64_t replaced = old == mine.end() ? 0 : old->second.bytes();

@@ -12,8 +12,9 @@
 //
 // It also holds the writers' upstream logs (model/expert_replay.h: what each dispatched to the
 // experts, iteration by iteration), as long as the writer's windows reach back — the iterations
-// of its kWindowsKept windows and the one being filled — within the same budget; a log whose
-// rows fail their checksums is refused like a damaged slot. A lost expert is rebuilt from its copy
+// of its kWindowsKept windows and the one being filled — within the same budget. A log arrives
+// every step, so its checksums are not recomputed here (the MAC checked it on the way in); the
+// worker that fetches it checks them (runtime/slice_fetch.h). A lost expert is rebuilt from its copy
 // in a window and the logs of the iterations after it.
 #pragma once
 

@@ -244,6 +244,7 @@ class Driver {
   // ---- the rebuild rung (driver_rebuild.cpp) ----
   bool can_rebuild(const std::vector<std::string>& lost, const std::vector<Participant>& use) const;
   Next start_rebuild(const PlanRecord& rec, const WorkerChoice& choice);
+  void norm_committed(uint64_t step, double grad_norm);
   void rebuild_failed(const phase::Switching& p, const std::string& why);
   void recovery_begins(const std::string& cause);
   void recovery_ends(uint64_t step);
@@ -320,6 +321,7 @@ class Driver {
   WorkShares shares_;  // each worker's share of the work (the health policy's)
   PeerWindows peers_;
   bool rebuild_failed_ = false;  // a rebuild of this loss failed: the sparse rung until a plan is in force
+  std::map<uint64_t, double> norms_;  // the recent committed steps' global gradient norms (a rebuild clips with them)
   std::optional<ckpt::SnapshotBook> snapshots_;
   // Copies that disagreed with their unit's other holders: repaired by the next plan (digests.h).
   struct Repairs {

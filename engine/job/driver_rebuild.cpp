@@ -10,6 +10,15 @@
 
 namespace sal::job {
 
+// Committed steps' gradient norms kept for a rebuild's replay: well past the span of iterations the
+// agents keep logs of (three windows' periods).
+constexpr size_t kNormsKept = 4096;
+
+void Driver::norm_committed(uint64_t step, double grad_norm) {
+  norms_[step] = grad_norm;
+  while (norms_.size() > kNormsKept) norms_.erase(norms_.begin());
+}
+
 // The rebuild rung applies when what is lost (as lost_state names it over the workers in use) is
 // experts only, the workers log (train.expert_logs, sparse snapshots in peers), the plan in force is
 // one group and ran every iteration since the newest window that covers the model began (the logs
@@ -32,7 +41,12 @@ Driver::Next Driver::start_rebuild(const PlanRecord& rec, const WorkerChoice& ch
   const uint64_t committed = steps_.committed();
   const auto lost = lost_experts(applied_, choice.use);
   auto w = peer_window(committed);
-  if (!w || lost.empty() || committed == 0) {  // the window went while the plan was decided
+  std::vector<double> norms;  // of iterations w->from + 1 .. committed - 1, as the run clipped with them
+  for (uint64_t s = w ? w->from + 1 : committed; s < committed; ++s)
+    if (auto it = norms_.find(s); it != norms_.end()) norms.push_back(it->second);
+  if (!w || lost.empty() || committed == 0 || norms.size() != committed - w->from - 1) {
+    // the window went while the plan was decided, or the norms of its iterations are not known here
+    // (a controller that restarted since)
     WorkerChoice next = choice;
     next.rung = Rung::sparse;
     return start_restore(rec, next);
@@ -51,6 +65,7 @@ Driver::Next Driver::start_rebuild(const PlanRecord& rec, const WorkerChoice& ch
   u.rebuild_plan = applied_->number();
   for (const auto& r : applied_->ranks) u.rebuild_ranks.push_back({uint32_t(r.node), r.index});
   u.rebuild_to = committed - 1;
+  u.rebuild_norms = std::move(norms);
   recovery_begins(choice.why);
   recovery_->restored = true;
   recovery_->source = "logs";

@@ -217,6 +217,7 @@ void Driver::committed(phase::Running& r, const StepRecord& rec) {
   if (r.degraded) degraded_step_committed(r, rec.step_ms);
   if (r.patch) after_patched_step(r);
   measured_.step_committed(r.tally.loads, rec.step_ms / 1e3);
+  norm_committed(rec.step, rec.grad_norm);
   // (a plan's first steps connect, allocate and fault pages in: not the workers' speed; degraded
   // steps give some groups more shard types than others by design)
   const bool settled = !r.degraded && r.tally.step >= applied_->from_step + kUnsettledSteps;

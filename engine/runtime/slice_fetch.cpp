@@ -165,7 +165,6 @@ void take_logs(ckpt::DecodedSlot& d, const wire::PlanUpdate& p, uint32_t node, F
   }
   auto& it = out.steps[d.head.step];
   it.by_rank.resize(ranks);
-  it.grad_norm = d.head.grad_norm;
   out.bytes += d.log.bytes();
   it.by_rank[rank] = std::move(d.log);
   got[rank] = true;

@@ -44,10 +44,9 @@ Result<FetchedWindow> fetch_window(zmq::context_t& ctx, const wire::PlanUpdate& 
                                    std::vector<std::string>& notes, const std::function<bool()>& stopped);
 
 // The upstream logs (model/expert_replay.h) a rebuild of lost experts replays: for each iteration,
-// the global gradient norm and every rank's log, in the rank order of the plan they ran under.
+// every rank's log, in the rank order of the plan they ran under.
 struct FetchedLogs {
   struct Iteration {
-    double grad_norm = 0;
     std::vector<model::IterationLog> by_rank;
   };
   std::map<uint64_t, Iteration> steps;

@@ -17,7 +17,8 @@ constexpr size_t kLogQueue = 8;  // logs waiting for the snapshot thread before 
 
 }  // namespace
 
-SparseSnapshots::SparseSnapshots(zmq::context_t& ctx) : ctx_(ctx), thread_([this] { run(); }) {}
+SparseSnapshots::SparseSnapshots(zmq::context_t& ctx)
+    : ctx_(ctx), thread_([this] { run(); }), log_thread_([this] { run_logs(); }) {}
 
 SparseSnapshots::~SparseSnapshots() {
   {
@@ -26,6 +27,7 @@ SparseSnapshots::~SparseSnapshots() {
   }
   cv_.notify_all();
   thread_.join();
+  log_thread_.join();
 }
 
 void SparseSnapshots::start(const plan::CheckpointSchedule& schedule, SliceRoute route) {
@@ -75,13 +77,18 @@ std::vector<UnitId> SparseSnapshots::slot_units(uint64_t step, const ModelShape&
   return index ? ckpt::slot_units(*schedule, *index, shape, written) : std::vector<UnitId>{};
 }
 
-void SparseSnapshots::put_log(uint64_t step, double grad_norm, model::IterationLog log) {
+void SparseSnapshots::put_log(uint64_t step, model::IterationLog log) {
   std::lock_guard<std::mutex> lock(mu_);
   const plan::CheckpointSchedule* schedule = holder_.schedule();
   if (!schedule || !active_) return;
   if (logs_.size() >= kLogQueue) logs_.pop_front();
-  logs_.push_back(LogJob{step, grad_norm, std::move(log), *schedule, route_});
+  logs_.push_back(LogJob{step, std::move(log), *schedule, route_});
   cv_.notify_all();
+}
+
+void SparseSnapshots::logs_sent() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return stop_ || (logs_.empty() && !log_sending_); });
 }
 
 void SparseSnapshots::wait() {
@@ -92,16 +99,8 @@ void SparseSnapshots::wait() {
 void SparseSnapshots::run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stop_ || job_ || !logs_.empty(); });
+    cv_.wait(lock, [this] { return stop_ || job_; });
     if (stop_) return;
-    if (!logs_.empty()) {
-      LogJob log = std::move(logs_.front());
-      logs_.pop_front();
-      lock.unlock();
-      put(log);
-      lock.lock();
-      continue;
-    }
     Job job = std::move(*job_);
     job_.reset();
     copying_ = !job.copied;  // a device's copy does not read the trainer's units
@@ -109,6 +108,22 @@ void SparseSnapshots::run() {
     lock.unlock();
     take(job);
     lock.lock();
+  }
+}
+
+void SparseSnapshots::run_logs() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || !logs_.empty(); });
+    if (stop_) return;
+    LogJob log = std::move(logs_.front());
+    logs_.pop_front();
+    log_sending_ = true;
+    lock.unlock();
+    put(log);
+    lock.lock();
+    log_sending_ = false;
+    cv_.notify_all();
   }
 }
 
@@ -159,7 +174,7 @@ void SparseSnapshots::put(const ckpt::SparseSlot& slot, const Job& job) {
     return;
   }
   ckpt::seal(frames, *key);
-  const uint64_t missed = send_to_peers(frames, *route);
+  const uint64_t missed = send_to_peers(frames, *route, sockets_);
   if (missed == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (held_.puts_missed == 0)
@@ -175,23 +190,25 @@ void SparseSnapshots::put(const LogJob& job) {
   if (!key) return;  // said by every slot's put
   wire::SlicePut head;
   head.writer_node = route->node, head.writer_index = route->index, head.plan = route->plan;
-  head.schedule = job.schedule, head.step = job.step, head.grad_norm = job.grad_norm;
+  head.schedule = job.schedule, head.step = job.step;
   ckpt::LogRows rows;
   for (const auto& [k, r] : job.log.rows) rows.emplace_back(k, &r);
   wire::Parts frames = ckpt::encode_log(head, rows);
   ckpt::seal(frames, *key);
+  // the peers (the first apart from the experts this rank holds, where one is) and this rank's own
+  // agent: while the rank lives, so do its logs, whichever peers a loss takes
   SliceRoute to = *route;
   if (!to.home.endpoint.empty()) to.peers.push_back(to.home);
-  if (const uint64_t missed = send_to_peers(frames, to)) {
+  if (const uint64_t missed = send_to_peers(frames, to, log_sockets_)) {
     std::lock_guard<std::mutex> lock(mu_);
     held_.puts_missed += missed;
   }
 }
 
-uint64_t SparseSnapshots::send_to_peers(wire::Parts& frames, const SliceRoute& route) {
+uint64_t SparseSnapshots::send_to_peers(wire::Parts& frames, const SliceRoute& route, Sockets& sockets) {
   uint64_t missed = 0;
   for (const auto& peer : route.peers) {
-    zmq::socket_t* s = socket_for(peer, route.key_file);
+    zmq::socket_t* s = socket_for(peer, route.key_file, sockets);
     if (!s) {
       ++missed;
       continue;
@@ -208,8 +225,8 @@ uint64_t SparseSnapshots::send_to_peers(wire::Parts& frames, const SliceRoute& r
   return missed;
 }
 
-zmq::socket_t* SparseSnapshots::socket_for(const wire::SliceNode& peer, const std::string& key_file) {
-  for (auto& [ep, s] : sockets_)
+zmq::socket_t* SparseSnapshots::socket_for(const wire::SliceNode& peer, const std::string& key_file, Sockets& sockets) {
+  for (auto& [ep, s] : sockets)
     if (ep == peer.endpoint) return s.get();
   auto s = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::dealer);
   s->set(zmq::sockopt::linger, 0);
@@ -224,8 +241,8 @@ zmq::socket_t* SparseSnapshots::socket_for(const wire::SliceNode& peer, const st
     spdlog::warn("slice peer {}: {}", peer.endpoint, e.what());
     return nullptr;
   }
-  sockets_.emplace_back(peer.endpoint, std::move(s));
-  return sockets_.back().second.get();
+  sockets.emplace_back(peer.endpoint, std::move(s));
+  return sockets.back().second.get();
 }
 
 SparseHeld SparseSnapshots::held() const {

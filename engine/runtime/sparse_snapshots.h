@@ -82,11 +82,15 @@ class SparseSnapshots {
   void after_commit_copied(uint64_t step, double grad_norm, const ModelShape& shape, ckpt::SnapshotUnits copied);
   // The units of the slot `step` takes, of those `written` (none when it takes no slot).
   std::vector<UnitId> slot_units(uint64_t step, const ModelShape& shape, const std::vector<UnitId>& written) const;
-  // `step`'s upstream log (model/expert_replay.h), put to the same peers on the snapshot thread,
-  // ahead of any slot: the trainer hands it over before it votes for the step, so a node killed
-  // once the step commits has had its log on the way since before the commit (a lost expert's
-  // rebuild needs every rank's log of every iteration it replays). Dropped when no slots are taken.
-  void put_log(uint64_t step, double grad_norm, model::IterationLog log);
+  // `step`'s upstream log (model/expert_replay.h), put to the same peers and this worker's own
+  // agent on a thread of its own (a slot's copy and put, which can take longer than a step, never
+  // hold it back). The trainer hands it over as soon as the backward pass is done and waits for
+  // it to be sent (logs_sent()) before it votes: a node killed once the step commits has had its
+  // log on the way since before the commit (a lost expert's rebuild needs every rank's log of every
+  // iteration it replays). Dropped when no slots are taken.
+  void put_log(uint64_t step, model::IterationLog log);
+  // Returns once every log handed over is sent.
+  void logs_sent();
   // Returns once the copy in flight, if any, has read the units.
   void wait();
   SparseHeld held() const;
@@ -108,7 +112,6 @@ class SparseSnapshots {
   void take(const Job& job);
   struct LogJob {
     uint64_t step = 0;
-    double grad_norm = 0;
     model::IterationLog log;
     plan::CheckpointSchedule schedule;
     std::shared_ptr<const SliceRoute> route;
@@ -116,14 +119,17 @@ class SparseSnapshots {
   void put(const ckpt::SparseSlot& slot, const Job& job);
   void put(const LogJob& log);
   // Each peer's socket gets the frames; returns how many peers missed them.
-  uint64_t send_to_peers(wire::Parts& frames, const SliceRoute& route);
-  zmq::socket_t* socket_for(const wire::SliceNode& peer, const std::string& key_file);
+  using Sockets = std::vector<std::pair<std::string, std::unique_ptr<zmq::socket_t>>>;
+  uint64_t send_to_peers(wire::Parts& frames, const SliceRoute& route, Sockets& sockets);
+  void run_logs();
+  zmq::socket_t* socket_for(const wire::SliceNode& peer, const std::string& key_file, Sockets& sockets);
 
   zmq::context_t& ctx_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::optional<Job> job_;      // waiting for the thread, or being copied
-  std::deque<LogJob> logs_;     // waiting for the thread (put before any slot)
+  std::deque<LogJob> logs_;     // waiting for the log thread
+  bool log_sending_ = false;    // the log thread is putting one
   bool copying_ = false;
   bool stop_ = false;
   ckpt::SparseHolder holder_;   // under mu_
@@ -132,8 +138,9 @@ class SparseSnapshots {
   bool active_ = false;         // the plan gives this rank peers (none: no slots are taken at all)
   SparseHeld held_;             // copy_ms, slot_bytes, puts_missed (under mu_)
   // The snapshot thread's own: a DEALER socket per peer endpoint.
-  std::vector<std::pair<std::string, std::unique_ptr<zmq::socket_t>>> sockets_;
-  std::thread thread_;
+  Sockets sockets_;
+  Sockets log_sockets_;  // the log thread's own
+  std::thread thread_, log_thread_;
 };
 
 }  // namespace sal::runtime

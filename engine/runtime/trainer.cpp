@@ -357,6 +357,11 @@ Result<StepOutcome> Trainer::step(uint64_t step, const std::vector<uint32_t>& sh
   faults_->at(wire::FaultPoint::forward, step);
   auto stats = forward_backward(step, shares);
   if (!stats) return stats.error().with_context("step " + std::to_string(step));
+  uint64_t log_bytes = 0;  // on its way while the gradients synchronise
+  if (auto log = compute_->take_log()) {
+    log_bytes = log->bytes();
+    sparse_.put_log(step, std::move(*log));
+  }
   faults_->at(wire::FaultPoint::allreduce, step);
   const int64_t w1 = waits_->ns, t1 = mono_ns();
   if (ranks_ > 1)
@@ -366,16 +371,13 @@ Result<StepOutcome> Trainer::step(uint64_t step, const std::vector<uint32_t>& sh
   // a replayed iteration clips with the norm the run had (frozen operators add no gradient here)
   last_norm_ = replay_ ? replay_->norm_for(step).value_or(*norm) : *norm;
   have_grads_ = true;
-  uint64_t log_bytes = 0;
-  if (auto log = compute_->take_log()) {
-    log_bytes = log->bytes();
-    sparse_.put_log(step, last_norm_, std::move(*log));  // before the vote
-  }
+
   StepOutcome out{std::move(*stats), last_norm_, ms_since(t0), model::learning_rate(spec_.optim, int64_t(step)), {}};
   out.times = step_times(out, w0, cpu0, proc0, ms_of(w1 - w0.ns), ms_since(t1));
   out.digests = std::move(digests);
   out.val_ce_sum = val->ce_sum, out.val_tokens = val->tokens;
   out.log_bytes = log_bytes;
+  if (log_bytes) sparse_.logs_sent();  // sent before the vote
   return out;
 }
 

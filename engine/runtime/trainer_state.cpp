@@ -8,6 +8,7 @@
 #include <set>
 
 #include "ckpt/format.h"
+#include "core/clock.h"
 #include "core/strings.h"
 #include "runtime/slice_fetch.h"
 #include "runtime/trainer.h"
@@ -151,6 +152,7 @@ Status Trainer::rebuild_lost(const wire::PlanUpdate& p) {
   wire::PlanUpdate from_window = p;
   from_window.restore_window = p.rebuild_window;
   from_window.restore_holders = p.rebuild_holders;
+  const int64_t t0 = mono_ns();
   auto window = fetch_window(ctx_, from_window, mine, spec_.dims, access, kFetchTimeoutMs, plan_notes_, stop);
   if (!window) return window.error().with_context(what);
   std::map<UnitId, std::pair<uint64_t, const ckpt::UnitCopy*>> full;  // each expert's full copy and its iteration
@@ -159,8 +161,10 @@ Status Trainer::rebuild_lost(const wire::PlanUpdate& p) {
       if (c.full) full[id] = {slot.step, &c};
   uint64_t first = p.rebuild_to + 1;
   for (const auto& [id, at] : full) first = std::min(first, at.first + 1);
+  const int64_t t1 = mono_ns();
   auto logs = fetch_logs(ctx_, p, mine, first, p.rebuild_to, spec_.dims, access, kFetchTimeoutMs, plan_notes_, stop);
   if (!logs) return logs.error().with_context(what);
+  const int64_t t2 = mono_ns();
   for (const UnitId& id : mine) {
     auto it = full.find(id);
     if (it == full.end()) return fail(what, ": the window from iteration ", p.rebuild_window, " holds no full copy of ", id.name());
@@ -168,7 +172,9 @@ Status Trainer::rebuild_lost(const wire::PlanUpdate& p) {
   }
   std::vector<std::string> names;
   for (const UnitId& id : mine) names.push_back(id.name());
-  spdlog::info("{}: {} ({} bytes of logs, iterations {}..{})", what, join(names, ", "), logs->bytes, first, p.rebuild_to);
+  spdlog::info("{}: {} ({} bytes of logs, iterations {}..{}; fetched the copies in {:.1f} ms, the logs in {:.1f}, "
+               "replayed in {:.1f})", what, join(names, ", "), logs->bytes, first, p.rebuild_to, double(t1 - t0) / 1e6,
+               double(t2 - t1) / 1e6, double(mono_ns() - t2) / 1e6);
   return {};
 }
 
@@ -183,10 +189,12 @@ Status Trainer::rebuild_expert(const wire::PlanUpdate& p, const UnitId& id, cons
     return fail(id.name(), " in the slot of iteration ", at, ": ", copy.w.size(), " weights, the unit has ", u.w.size());
   u.w = copy.w, u.m = copy.m, u.v = copy.v;
   for (uint64_t t = at + 1; t <= p.rebuild_to; ++t) {
-    const auto& it = logs.steps.at(t);
+    const size_t norm = size_t(t - uint64_t(p.rebuild_window) - 1);
+    if (p.rebuild_window < 0 || t <= uint64_t(p.rebuild_window) || norm >= p.rebuild_norms.size())
+      return fail(id.name(), ": the plan gives no gradient norm for iteration ", t);
     std::vector<const model::IterationLog*> senders;
-    for (const auto& l : it.by_rank) senders.push_back(&l);
-    SAL_TRY(model::replay_expert_step(spec_.dims, u, spec_.optim, t, it.grad_norm, senders));
+    for (const auto& l : logs.steps.at(t).by_rank) senders.push_back(&l);
+    SAL_TRY(model::replay_expert_step(spec_.dims, u, spec_.optim, t, p.rebuild_norms[norm], senders));
   }
   std::fill(u.g.begin(), u.g.end(), 0.0f);
   params_.experts[{id.layer, id.expert}] = std::move(u);

@@ -302,12 +302,14 @@ struct PlanUpdate {
     // new holder of one loads its full copy from the window beginning at rebuild_window (asking
     // rebuild_holders) and replays its updates up to iteration rebuild_to from the logs of the
     // ranks of plan rebuild_plan (rebuild_ranks, in rank order), which the agents of slice_nodes
-    // hold. rebuild_window -1: none.
+    // hold, each iteration clipped with its norm in rebuild_norms. rebuild_window -1: none.
     (int64_t, rebuild_window, -1),
     (std::vector<SliceHolder>, rebuild_holders, {}, kListMax),
     (uint64_t, rebuild_plan, 0),
     (std::vector<RankRef>, rebuild_ranks, {}, kListMax * 16),
-    (uint64_t, rebuild_to, 0))
+    (uint64_t, rebuild_to, 0),
+    // the global gradient norms the run clipped with, of iterations rebuild_window + 1 .. rebuild_to
+    (std::vector<double>, rebuild_norms, {}, kLoadsMax))
   uint64_t number() const { return plan.version; }
 };
 
