@@ -48,7 +48,7 @@ std::string status_line(const RunView& v) {
 
 // The upstream logs (train.expert_logs) the plan in force's ranks put with their last votes: one
 // iteration's of every rank, and a window's (the checkpoint schedule's W iterations: what a rebuild
-// replays at most), each held by train.peer_copies peers and the writer's own agent. Null without.
+// replays at most), each held by train.peer_copies peers. Null without.
 nlohmann::json expert_logs(const job::Driver& tr, const job::JobConfig& job) {
   if (!job.train.expert_logs || job.train.peer_copies == 0 || !tr.applied()) return nullptr;
   uint64_t per_iteration = 0;
@@ -56,7 +56,7 @@ nlohmann::json expert_logs(const job::Driver& tr, const job::JobConfig& job) {
     if (auto it = tr.sparse_holdings().find(r); it != tr.sparse_holdings().end()) per_iteration += it->second.log_bytes;
   const uint64_t window = tr.applied()->plan.schedule.window;
   return {{"bytes_per_iteration", per_iteration}, {"window", window}, {"bytes_per_window", per_iteration * window},
-          {"copies", job.train.peer_copies + 1}};
+          {"copies", job.train.peer_copies}};
 }
 
 nlohmann::ordered_json run_summary(const RunView& v) {

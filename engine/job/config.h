@@ -97,7 +97,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 50; // steps between dense snapshots (0: none)
   int64_t peer_copies = 2;       // nodes holding each sparse snapshot slice (0: no sparse snapshots in peers)
   int64_t peer_memory_mb = 1024; // what an agent may hold of other workers' slices
-  bool expert_logs = true;       // upstream logs of the experts' rows with the slices: a lost expert is rebuilt alone
+  bool expert_logs = false;      // upstream logs of the experts' rows with the slices: a lost expert is rebuilt alone
   std::string recovery = "elastic";  // elastic | fixed-ep-ft | checkpoint-restart
   int64_t digest_every = 1;      // steps between the held units' digests (0: none; docs/health.md)
   std::string dispatch = "counts";  // counts | even: how each expert's tokens are split over its replicas

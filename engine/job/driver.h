@@ -63,7 +63,7 @@ struct DriverConfig {
   int64_t rebalance_every = 50;
   int64_t checkpoint_every = 50;   // dense snapshots (0: none)
   uint32_t peer_copies = 2;        // nodes holding each sparse snapshot slice (0: none)
-  bool expert_logs = true;         // the workers put upstream logs with their slices (the rebuild rung)
+  bool expert_logs = false;        // the workers put upstream logs with their slices (the rebuild rung)
   uint64_t peer_memory = 1ull << 30;  // bytes an agent may hold of them
   int64_t max_steps = 0;           // steps to run (0: none: keep the mesh up)
   std::string recovery = "elastic";

@@ -150,8 +150,9 @@ const std::vector<Field>& fields() {
               [](JobConfig& j) -> int64_t& { return j.train.peer_memory_mb; }),
       flag("train.expert_logs", "MoEtion's upstream logs: each worker puts what it dispatched to each expert (the "
            "rows and their output gradients) to its slice peers every step, so that an expert that lost every holder "
-           "is rebuilt alone from its sparse snapshot and the logs, nobody rolling back (false: the sparse rung "
-           "rolls the whole model back instead)",
+           "is rebuilt alone from its sparse snapshot and the logs, nobody rolling back; it costs every step about "
+           "as much traffic as the all-to-alls again, per peer (false: the sparse rung rolls the whole model back "
+           "instead)",
            [](JobConfig& j) -> bool& { return j.train.expert_logs; }),
       text("train.recovery", {"elastic", "fixed-ep-ft", "checkpoint-restart"},
            "how failures are survived: elastic (Salamander), or the baselines fixed-ep-ft (fixed expert-parallel "

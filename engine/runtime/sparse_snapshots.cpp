@@ -195,11 +195,7 @@ void SparseSnapshots::put(const LogJob& job) {
   for (const auto& [k, r] : job.log.rows) rows.emplace_back(k, &r);
   wire::Parts frames = ckpt::encode_log(head, rows);
   ckpt::seal(frames, *key);
-  // the peers (the first apart from the experts this rank holds, where one is) and this rank's own
-  // agent: while the rank lives, so do its logs, whichever peers a loss takes
-  SliceRoute to = *route;
-  if (!to.home.endpoint.empty()) to.peers.push_back(to.home);
-  if (const uint64_t missed = send_to_peers(frames, to, log_sockets_)) {
+  if (const uint64_t missed = send_to_peers(frames, *route, log_sockets_)) {
     std::lock_guard<std::mutex> lock(mu_);
     held_.puts_missed += missed;
   }

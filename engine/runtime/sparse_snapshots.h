@@ -57,9 +57,6 @@ struct SliceRoute {
   std::vector<wire::SliceNode> peers;
   std::string key_file;  // CURVE towards a peer off loopback (the agent's key pair)
   std::string mac_key;   // the job's slice key (hex): each slot put carries its MAC
-  // This worker's own node's endpoint: its upstream logs go there too (a rank that survives a loss
-  // keeps its logs even when the loss took both its peers). Empty endpoint: none.
-  wire::SliceNode home;
 };
 
 class SparseSnapshots {
@@ -82,8 +79,7 @@ class SparseSnapshots {
   void after_commit_copied(uint64_t step, double grad_norm, const ModelShape& shape, ckpt::SnapshotUnits copied);
   // The units of the slot `step` takes, of those `written` (none when it takes no slot).
   std::vector<UnitId> slot_units(uint64_t step, const ModelShape& shape, const std::vector<UnitId>& written) const;
-  // `step`'s upstream log (model/expert_replay.h), put to the same peers and this worker's own
-  // agent on a thread of its own (a slot's copy and put, which can take longer than a step, never
+  // `step`'s upstream log (model/expert_replay.h), put to the same peers on a thread of its own (a slot's copy and put, which can take longer than a step, never
   // hold it back). The trainer hands it over as soon as the backward pass is done and waits for
   // it to be sent (logs_sent()) before it votes: a node killed once the step commits has had its
   // log on the way since before the commit (a lost expert's rebuild needs every rank's log of every

@@ -28,7 +28,7 @@ struct TrainSpec {
   std::string data_host = "127.0.0.1";  // this worker's data-plane address (the agent decides)
   std::string device = "cpu:0";         // where this worker computes: "cpu:N", or "cuda:N" (GPU N)
   bool snapshots = true;                // the job takes dense snapshots (train.checkpoint_every > 0)
-  bool expert_logs = true;              // train.expert_logs: each step's dispatch logged to the slice peers
+  bool expert_logs = false;             // train.expert_logs: each step's dispatch logged to the slice peers
   int64_t digest_every = 1;             // digests of the held units every this many steps (0: none)
   bool fault_injection = false;         // the job allows a drill's corrupt{} (faults.inject)
   double validation = 0;                // data.validation: the corpus's last part held out

@@ -319,8 +319,6 @@ void Trainer::start_snapshots(const wire::PlanUpdate& p) {
     for (uint32_t node : p.slice_peers[size_t(rank_)].nodes)
       for (const auto& sn : p.slice_nodes)
         if (sn.node == node) route.peers.push_back(sn);
-  for (const auto& sn : p.slice_nodes)
-    if (sn.node == route.node) route.home = sn;
   // the upstream logs go where the slots go, and are rebuilt from only in a plan of one group
   compute_->log_dispatch(spec_.expert_logs && !route.peers.empty() && plan::group_count(p.plan) <= 1);
   sparse_.start(p.plan.schedule, std::move(route));

@@ -11,6 +11,7 @@
 #include <zmq.hpp>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -169,6 +170,8 @@ class Trainer {
   // slot 0 is loaded and the rest replayed as the controller runs the window's iterations.
   Status restore_from_peers(const wire::PlanUpdate& plan);
   Status rebuild_lost(const wire::PlanUpdate& p);
+  Status rebuild_experts(const wire::PlanUpdate& p, const std::set<UnitId>& mine);
+  Status share_rebuilt(const wire::PlanUpdate& p, const std::map<UnitId, std::vector<int>>& holders);
   Status rebuild_expert(const wire::PlanUpdate& p, const UnitId& id, const ckpt::UnitCopy& copy, uint64_t at,
                         const FetchedLogs& logs);
   // Experts the plan gives this rank that nothing brought: fresh from the seed (before any commit).

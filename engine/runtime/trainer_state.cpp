@@ -133,17 +133,72 @@ Status Trainer::restore_from_peers(const wire::PlanUpdate& p) {
   return {};
 }
 
-// The experts this rank holds under the plan that lost every holder (p.rebuild_window >= 0): each
-// loaded from its full copy in the window, then brought to iteration p.rebuild_to by replaying its
-// own updates from the upstream logs of every rank that ran those iterations (MoEtion's upstream
-// logging). The other units stay as they are: nobody rolls back.
+namespace {
+
+// The new plan's holders of each expert p.rebuild_holders names (lost: every holder gone), in rank order.
+std::map<UnitId, std::vector<int>> new_holders(const wire::PlanUpdate& p) {
+  std::map<UnitId, std::vector<int>> out;
+  for (const auto& h : p.rebuild_holders)
+    for (const auto& u : h.units) out[UnitId{UnitKind(u.kind), u.layer, u.expert}];
+  for (uint32_t r = 0; r < p.ranks.size(); ++r)
+    for (auto [l, e] : plan::held_by(p.plan, r))
+      if (auto it = out.find(UnitId{UnitKind::expert, l, e}); it != out.end() &&
+          (it->second.empty() || it->second.back() != int(r)))
+        it->second.push_back(int(r));
+  return out;
+}
+
+}  // namespace
+
+// The experts that lost every holder (p.rebuild_window >= 0): each is rebuilt by the first of its
+// new holders — loaded from its full copy in the window, then brought to iteration p.rebuild_to by
+// replaying its own updates from the upstream logs of every rank that ran those iterations
+// (MoEtion's upstream logging) — and sent to the others over the plan's data plane. The other
+// units stay as they are: nobody rolls back.
 Status Trainer::rebuild_lost(const wire::PlanUpdate& p) {
   if (p.rebuild_window < 0) return {};
-  std::set<UnitId> lost, mine;
-  for (const auto& h : p.rebuild_holders)
-    for (const auto& u : h.units) lost.insert(UnitId{UnitKind(u.kind), u.layer, u.expert});
-  for (auto [l, e] : held_)
-    if (UnitId id{UnitKind::expert, l, e}; lost.count(id) && !params_.expert(l, e)) mine.insert(id);
+  const auto holders = new_holders(p);
+  std::set<UnitId> mine;
+  for (const auto& [id, ranks] : holders)
+    if (!ranks.empty() && ranks.front() == rank_ && !params_.unit(id)) mine.insert(id);
+  SAL_TRY(rebuild_experts(p, mine));
+  return share_rebuilt(p, holders);
+}
+
+// Each rebuilt expert from its rebuilder to its other new holders, every send and receive at once.
+Status Trainer::share_rebuilt(const wire::PlanUpdate& p, const std::map<UnitId, std::vector<int>>& holders) {
+  std::vector<std::vector<float>> out, in;
+  std::vector<comm::SendSpec> sends;
+  std::vector<comm::RecvSpec> recvs;
+  std::vector<UnitId> incoming;
+  size_t pairs = 0;
+  for (const auto& [id, ranks] : holders) pairs += ranks.empty() ? 0 : ranks.size() - 1;
+  out.reserve(pairs);  // the specs point into them: no reallocation
+  in.reserve(pairs);
+  uint32_t tag = 0;
+  for (const auto& [id, ranks] : holders) {
+    for (size_t k = 1; k < ranks.size(); ++k, ++tag) {
+      if (ranks.front() == rank_) {
+        const model::Unit* u = params_.unit(id);
+        if (!u) return fail("plan ", p.number(), ": ", id.name(), " was not rebuilt here");
+        out.push_back(pack_unit(*u));
+        sends.push_back({ranks[k], out.back().data(), out.back().size() * sizeof(float), tag});
+      } else if (ranks[k] == rank_) {
+        in.emplace_back(3 * model::unit_size(spec_.dims, id.kind));
+        recvs.push_back({ranks.front(), in.back().data(), in.back().size() * sizeof(float), tag});
+        incoming.push_back(id);
+      }
+    }
+  }
+  if (sends.empty() && recvs.empty()) return {};
+  if (auto s = comm_->exchange(sends, recvs); !s)
+    return s.error().with_context("plan " + std::to_string(p.number()) + ": sharing the rebuilt experts");
+  for (size_t i = 0; i < incoming.size(); ++i) install_unit(incoming[i], in[i]);
+  return {};
+}
+
+// The experts `mine` (this rank rebuilds them): their copies from the window, the logs, the replay.
+Status Trainer::rebuild_experts(const wire::PlanUpdate& p, const std::set<UnitId>& mine) {
   if (mine.empty()) return {};
   const std::string what = "plan " + std::to_string(p.number()) + ": rebuilding " + std::to_string(mine.size()) +
                            " lost experts from the upstream logs";

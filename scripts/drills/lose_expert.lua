@@ -2,8 +2,10 @@
 -- layer 0 is killed at once, so no replica of it survives; the newest window of sparse snapshots in
 -- the surviving agents' memory is restored and replayed (no committed step lost), or, with
 -- train.peer_copies = 0, the newest dense snapshot on disk (the steps after it run again), and
--- training goes on. Replacement nodes join at the same time.
+-- training goes on. Replacement nodes join at the same time. With train.expert_logs = true the lost
+-- experts are rebuilt alone from their snapshots and the upstream logs: nobody rolls back.
 --   salamander run scripts/jobs/drill8.lua --drill scripts/drills/lose_expert.lua
+--   salamander run scripts/jobs/drill8.lua --drill scripts/drills/lose_expert.lua --set train.expert_logs=true
 --   salamander run scripts/jobs/drill8.lua --drill scripts/drills/lose_expert.lua --set train.peer_copies=0
 drill{ name = "lose-every-replica", steps = 90, seed = 1 }
 kill{ expert = 0, layer = 0, step = 50 }

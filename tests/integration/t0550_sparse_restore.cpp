@@ -47,7 +47,7 @@ TEST_CASE("t0550-sparse-restore: every holder of an expert killed, the window in
   std::string dir = temp_dir("sparse-restore");
   // the joiners wait (a join batch longer than the run) until the loss re-plans: the restore runs
   // on six workers again, as the plain run does
-  std::string job = write_job(dir, 6, ", checkpoint_every = 0, expert_logs = false", ", join_batch_ms = 600000");
+  std::string job = write_job(dir, 6, ", checkpoint_every = 0", ", join_batch_ms = 600000");
   auto j = run_json({bin(), "run", job, "--drill", drill("lose_expert_peers.lua"), "--json", "--out", dir + "/run"},
                     dir + "/run.out", 120000);
   run_json({bin(), "run", job, "--steps", "130", "--json", "--out", dir + "/plain"}, dir + "/plain.out", 60000);
@@ -89,7 +89,7 @@ TEST_CASE("t0550-sparse-restore: every holder of an expert killed, the window in
 
 TEST_CASE("t0555-expert-rebuild: every holder of an expert killed, its new holders rebuild it from its copy and the upstream logs, nobody rolls back, and the run ends bit for bit as if it never failed") {
   std::string dir = temp_dir("sparse-restore");
-  std::string job = write_job(dir, 6, ", checkpoint_every = 0", ", join_batch_ms = 600000");
+  std::string job = write_job(dir, 6, ", checkpoint_every = 0, expert_logs = true", ", join_batch_ms = 600000");
   auto j = run_json({bin(), "run", job, "--drill", drill("lose_expert_peers.lua"), "--json", "--out", dir + "/run"},
                     dir + "/run.out", 120000);
   run_json({bin(), "run", job, "--steps", "130", "--json", "--out", dir + "/plain"}, dir + "/plain.out", 60000);
@@ -120,7 +120,7 @@ TEST_CASE("t0555-expert-rebuild: every holder of an expert killed, its new holde
 
 TEST_CASE("t0552-sparse-restore-fewer: with nobody to replace the killed holders, the survivors restore from peers and end within reassociation of the fault-free run") {
   std::string dir = temp_dir("sparse-restore");
-  std::string job = write_job(dir, 6, ", checkpoint_every = 0, expert_logs = false");
+  std::string job = write_job(dir, 6, ", checkpoint_every = 0");
   auto j = run_json({bin(), "run", job, "--drill", drill("lose_expert_peers_alone.lua"), "--json", "--out", dir + "/run"},
                     dir + "/run.out", 120000);
   run_json({bin(), "run", job, "--steps", "30", "--json", "--out", dir + "/plain"}, dir + "/plain.out", 60000);
@@ -146,7 +146,7 @@ TEST_CASE("t0551-sparse-fallback: a corrupt slice is found by its checksum and t
   // three copies: rank 0 (writing experts 0..3) puts its slots to the node of rank 3 (holding none
   // of them), of rank 1 (holding them) and of rank 4; the drill kills ranks 0..2, rank 1's node a
   // replica; the fetch asks the survivors in node order
-  std::string job = write_job(dir, 6, ", checkpoint_every = 10, peer_copies = 3, expert_logs = false", ", join_batch_ms = 600000");
+  std::string job = write_job(dir, 6, ", checkpoint_every = 10, peer_copies = 3", ", join_batch_ms = 600000");
   setenv("SAL_TEST_CORRUPT_SLICE", "layer0.expert3@3", 1);  // in node 3's agent (inherited by the run's agents)
   auto j = run_json({bin(), "run", job, "--drill", drill("lose_expert_peers.lua"), "--json", "--out", dir + "/one"},
                     dir + "/one.out", 120000);
@@ -179,7 +179,7 @@ TEST_CASE("t0551-sparse-fallback: a corrupt slice is found by its checksum and t
 TEST_CASE("t0553-sparse-policy-swap: the checkpoint policy swapped live (moetion, dense, moetion), then an expert lost: the restore is from peers and training goes on") {
   TestMesh m({.agents = 6, .steps = 1000000000,
               .model = "model = { layers = 1, d_model = 16, heads = 2, experts = 8, top_k = 2, seq_len = 16 },",
-              .train = "batch = 8, rebalance_every = 0, checkpoint_every = 0, expert_logs = false",
+              .train = "batch = 8, rebalance_every = 0, checkpoint_every = 0",
               .extra = "policies = { slots = 4 },"});
   m.start();
   auto policy_in_force = [&](const std::string& label) {

@@ -28,7 +28,7 @@ std::string prepare_docs(const std::string& dir) {
   return out;
 }
 
-std::string write_llama_job(const std::string& dir, int nodes, const std::string& mesh = "") {
+std::string write_llama_job(const std::string& dir, int nodes, const std::string& mesh = "", const std::string& train = "") {
   const std::string tokens = prepare_docs(dir);
   std::string path = dir + "/llama.lua";
   std::ofstream(path)
@@ -37,7 +37,7 @@ std::string write_llama_job(const std::string& dir, int nodes, const std::string
       << "            expert_ffn = 32, shared_experts = 1, router = 'sigmoid', norm_topk = true, z_loss_weight = 0.001,\n"
       << "            tied_head = false, seq_len = 16, vocab = 500 },\n"
       << "  data = { path = '" << tokens << "', format = 'uint16', tokenizer = '" << tokens << ".model', validation = 0.1 },\n"
-      << "  train = { batch = 8, lr = 1e-2, warmup = 5, rebalance_every = 0, checkpoint_every = 0, eval_every = 10 },\n"
+      << "  train = { batch = 8, lr = 1e-2, warmup = 5, rebalance_every = 0, checkpoint_every = 0, eval_every = 10" << train << " },\n"
       << "  mesh = { nodes = " << nodes << mesh << " },\n"
       << "  policies = { slots = 4, checkpoint = '" SAL_SOURCE_DIR "/tests/policies/quarters.lua', health = 'ignore' },\n}\n";
   return path;
@@ -49,7 +49,7 @@ std::string test_drill(const std::string& name) { return std::string(SAL_SOURCE_
 
 TEST_CASE("t0560-llama-lose-expert: every holder of a moe-llama expert killed, rebuilt from peers' memory and the upstream logs, 0 steps lost, the weights a fault-free run's bit for bit") {
   std::string dir = temp_dir("llama");
-  std::string job = write_llama_job(dir, 6, ", join_batch_ms = 600000");
+  std::string job = write_llama_job(dir, 6, ", join_batch_ms = 600000", ", expert_logs = true");
   auto j = run_json({bin(), "run", job, "--drill", test_drill("lose_expert_peers.lua"), "--json", "--out", dir + "/run"},
                     dir + "/run.out", 180000);
   run_json({bin(), "run", job, "--steps", "130", "--json", "--out", dir + "/plain"}, dir + "/plain.out", 120000);

@@ -617,15 +617,8 @@ TEST_CASE("a stop before any step commits saves nothing and stops at once") {
   CHECK(stop);
 }
 
-// The sparse rung's stories: workers that keep no upstream logs (train.expert_logs = false).
-DriverConfig without_logs() {
-  auto cfg = small_job();
-  cfg.expert_logs = false;
-  return cfg;
-}
-
 TEST_CASE("every holder of an expert lost, a sparse window in the agents' memory: restore from peers, replay, nothing lost") {
-  Harness h = trained(6, without_logs());
+  Harness h = trained(6);
   h.slices(1, 4, 5, 0, 7);  // window 4..5: node 1 holds the first 7 units, node 3 the other 6
   h.slices(3, 4, 5, 7, 6);
   h.slices(0, 4, 5, 0, 13);  // the dead node's report does not count
@@ -670,7 +663,7 @@ TEST_CASE("every holder of an expert lost, a sparse window in the agents' memory
 }
 
 TEST_CASE("a restore from peers that fails falls to the dense snapshot, and the steps it would have replayed are lost") {
-  auto cfg = without_logs();
+  auto cfg = small_job();
   cfg.checkpoint_every = 2;
   Harness h(cfg);
   h.start(workers({0, 1, 2, 3}));
@@ -704,6 +697,13 @@ TEST_CASE("a restore from peers that fails falls to the dense snapshot, and the 
   CHECK(lost == 6 - 2);
 }
 
+// The rebuild rung's stories: workers that log what they dispatch (train.expert_logs).
+DriverConfig with_logs() {
+  auto cfg = small_job();
+  cfg.expert_logs = true;
+  return cfg;
+}
+
 // Every holder of experts lost after 6 steps on nodes 0..3 (nodes 0 and 2 die), a window of
 // iterations 4..5 held by nodes 1 and 3; nodes 4 and 5 join. Returns the plan in force before.
 uint64_t lose_holders(Harness& h) {
@@ -719,7 +719,7 @@ uint64_t lose_holders(Harness& h) {
 }
 
 TEST_CASE("every holder of an expert lost, the workers logging: its new holders rebuild it from its copy and the upstream logs, nobody rolls back") {
-  Harness h = trained(6);
+  Harness h = trained(6, with_logs());
   const auto old_ranks = h.d.applied()->ranks;
   const auto lost = lost_experts(h.d.applied(), workers({1, 3, 4, 5}));
   REQUIRE_FALSE(lost.empty());
@@ -760,7 +760,7 @@ TEST_CASE("every holder of an expert lost, the workers logging: its new holders 
 }
 
 TEST_CASE("a rebuild that cannot be applied falls to the sparse rung, which rolls back and loses nothing") {
-  Harness h = trained(6);
+  Harness h = trained(6, with_logs());
   lose_holders(h);
   REQUIRE(h.sent<wire::PlanUpdate>().size() == 1);
   auto ranks = h.pending_ranks();
@@ -781,7 +781,7 @@ TEST_CASE("a rebuild that cannot be applied falls to the sparse rung, which roll
 }
 
 TEST_CASE("no rebuild where the window began before the plan in force: the logs of its iterations are another plan's") {
-  Harness h = trained(6);
+  Harness h = trained(6, with_logs());
   h.slices(1, 0, 1, 0, 7);  // window 0..1 only
   h.slices(3, 0, 1, 7, 6);
   // a join re-plans at a step boundary: the plan in force begins after the window
