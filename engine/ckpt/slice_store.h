@@ -49,7 +49,6 @@ struct HeldWindow {
 // An iteration's upstream log of one writer, as the store holds it.
 struct HeldLog {
   uint64_t plan = 0;
-  double grad_norm = 0;  // the iteration's global gradient norm
   model::IterationLog log;
   std::map<model::LogKey, uint64_t> checksums;  // as the writer took them
   size_t bytes() const { return log.bytes(); }

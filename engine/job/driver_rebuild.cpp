@@ -34,6 +34,28 @@ bool Driver::can_rebuild(const std::vector<std::string>& lost, const std::vector
   return w && w->from >= applied_->from_step;
 }
 
+namespace {
+
+// What the new holders of the lost experts need: the window's holders of those experts' copies, the
+// ranks whose logs they replay (the plan in force's), up to which iteration, and the clip norms.
+void rebuild_fields(wire::PlanUpdate& u, const PeerWindow& w, const std::set<plan::LayerExpert>& lost,
+                    const AppliedPlan& applied, uint64_t committed, std::vector<double> norms) {
+  u.rebuild_window = int64_t(w.from);
+  for (const auto& h : w.holders) {
+    wire::SliceHolder mine{h.node, {}};
+    for (const auto& ref : h.units)
+      if (ref.kind == uint8_t(UnitKind::expert) && lost.count({uint32_t(ref.layer), plan::ExpertId(ref.expert)}))
+        mine.units.push_back(ref);
+    if (!mine.units.empty()) u.rebuild_holders.push_back(std::move(mine));
+  }
+  u.rebuild_plan = applied.number();
+  for (const auto& r : applied.ranks) u.rebuild_ranks.push_back({uint32_t(r.node), r.index});
+  u.rebuild_to = committed - 1;
+  u.rebuild_norms = std::move(norms);
+}
+
+}  // namespace
+
 // The survivors' plan, whose transfers bring every expert a survivor holds; the lost ones are
 // rebuilt where the plan places them from the window and the logs of iterations after their copy
 // up to the last committed one. Training goes on with the next step.
@@ -54,18 +76,7 @@ Driver::Next Driver::start_rebuild(const PlanRecord& rec, const WorkerChoice& ch
   auto sw = switch_plan(applied_, choice.use, rec.plan, committed, lost);
   if (!sw) return fail_job("plan " + std::to_string(rec.plan.version) + ": " + sw.error().message());
   auto u = plan_update(view_.epoch, committed, *sw, rec.plan);
-  u.rebuild_window = int64_t(w->from);
-  for (const auto& h : w->holders) {
-    wire::SliceHolder mine{h.node, {}};
-    for (const auto& ref : h.units)
-      if (ref.kind == uint8_t(UnitKind::expert) && lost.count({uint32_t(ref.layer), plan::ExpertId(ref.expert)}))
-        mine.units.push_back(ref);
-    if (!mine.units.empty()) u.rebuild_holders.push_back(std::move(mine));
-  }
-  u.rebuild_plan = applied_->number();
-  for (const auto& r : applied_->ranks) u.rebuild_ranks.push_back({uint32_t(r.node), r.index});
-  u.rebuild_to = committed - 1;
-  u.rebuild_norms = std::move(norms);
+  rebuild_fields(u, *w, lost, *applied_, committed, std::move(norms));
   recovery_begins(choice.why);
   recovery_->restored = true;
   recovery_->source = "logs";

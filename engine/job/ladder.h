@@ -11,8 +11,9 @@
 //   3. rebuild (MoEtion's upstream logging, for experts): only experts lost every holder, the
 //      plan in force ran every iteration since a complete window of sparse snapshots in the
 //      agents' memory began, and the workers logged what they dispatched (train.expert_logs): the
-//      survivors re-plan as in 2, and each lost expert's new holders load its full copy from the
-//      window and replay its own updates from the logs. Nobody rolls back, no step runs again.
+//      survivors re-plan as in 2, and each lost expert's first new holder loads its full copy from
+//      the window, replays its own updates from the logs and sends it to the others. Nobody rolls
+//      back, no step runs again.
 //      A rebuild that fails (a log missing or damaged) falls to the next rung.
 //   4. sparse (MoEtion): some unit lost every holder and a complete window of sparse snapshots in
 //      the agents' memory covers the whole model (peer_windows.h): every rank loads its units from

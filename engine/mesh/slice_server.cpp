@@ -175,7 +175,7 @@ void SliceServer::put(wire::Parts parts) {
 Status SliceServer::add_log(ckpt::DecodedSlot d) {
   ckpt::Writer w{d.head.writer_node, d.head.writer_index};
   return store_.add_log(w, d.head.step, d.head.schedule,
-                        ckpt::HeldLog{d.head.plan, d.head.grad_norm, std::move(d.log), std::move(d.checksums)});
+                        ckpt::HeldLog{d.head.plan, std::move(d.log), std::move(d.checksums)});
 }
 
 // Flips a bit of the unit's weights in the copy just stored (its checksum no longer matches). Under mu_.
@@ -227,7 +227,7 @@ void SliceServer::fetch_logs(const std::string& rid, const wire::SliceFetch& f) 
     for (const auto& [writer, step, held] : store_.logs(f.logs_from, f.logs_to)) {
       wire::SlicePut head;
       head.request = f.request, head.writer_node = writer.node, head.writer_index = writer.index;
-      head.plan = held->plan, head.step = step, head.grad_norm = held->grad_norm;
+      head.plan = held->plan, head.step = step;
       ckpt::LogRows rows;
       for (const auto& [key, r] : held->log.rows)
         if (experts.count({key.layer, key.expert})) rows.emplace_back(key, &r);

@@ -340,3 +340,106 @@ TEST_CASE("a slot travels as a SlicePut and its frames, and a wrong frame or uni
   CHECK(unknown.error().message().find("no unit kind 1 layer 1 expert -1 in the model") != std::string::npos);
   CHECK(decode_slot(encode_slot(head, slot)).ok());
 }
+
+namespace {
+
+// An upstream log of one iteration: two experts of layer 1 (three rows and one), and one of layer 0 in pass 1.
+model::IterationLog upstream_log(float base) {
+  model::IterationLog log;
+  auto rows = [&](size_t n, float v) {
+    model::SentRows r;
+    r.to = {uint32_t(n), 0, 0};
+    r.holders = {0, 2};
+    for (size_t i = 0; i < n * size_t(tiny().d); ++i) r.x.push_back(v + float(i)), r.dy.push_back(-v - float(i));
+    return r;
+  };
+  log.rows[{0, 1, 2}] = rows(3, base);
+  log.rows[{0, 1, 3}] = rows(1, base + 100);
+  log.rows[{1, 0, 0}] = rows(2, base + 200);
+  return log;
+}
+
+wire::Parts encoded(const model::IterationLog& log, uint64_t step) {
+  wire::SlicePut head;
+  head.writer_node = 5, head.writer_index = 1, head.plan = 9, head.schedule = schedule(), head.step = step;
+  LogRows rows;
+  for (const auto& [k, r] : log.rows) rows.emplace_back(k, &r);
+  return encode_log(head, rows);
+}
+
+HeldLog held(const model::IterationLog& log) {
+  HeldLog h{9, log, {}};
+  for (const auto& [k, r] : log.rows) h.checksums[k] = log_checksum(r);
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("an upstream log travels as a log-only SlicePut, and a damaged row or a wrong expert is found") {
+  const auto log = upstream_log(1);
+  auto back = decode_slot(encoded(log, 12), ModelShape(tiny()));
+  REQUIRE_MESSAGE(back.ok(), back.error().message());
+  CHECK(back->head.log_only);
+  CHECK(back->head.step == 12);
+  CHECK(back->slot.units.empty());
+  REQUIRE(back->log.rows.size() == 3);
+  for (const auto& [k, r] : log.rows) {
+    const auto& got = back->log.rows.at(k);
+    CHECK(got.x == r.x);
+    CHECK(got.dy == r.dy);
+    CHECK(got.to == r.to);
+    CHECK(got.holders == r.holders);
+  }
+  CHECK(damaged_logs(*back).empty());
+  // a flipped bit in the gradients of layer 1 expert 3: that entry, named
+  auto parts = encoded(log, 12);
+  auto* f = static_cast<float*>(parts[2 + 2 * 1 + 1].data());  // (0,1,3) is the second entry: its gradient frame
+  f[0] = -f[0];
+  auto damaged = decode_slot(parts, ModelShape(tiny()));
+  REQUIRE(damaged.ok());
+  auto bad = damaged_logs(*damaged);
+  REQUIRE(bad.size() == 1);
+  CHECK(bad[0].layer == 1);
+  CHECK(bad[0].expert == 3);
+  // an expert the model does not have
+  model::IterationLog wrong = log;
+  wrong.rows[{0, 1, 7}] = log.rows.at({0, 1, 3});
+  auto refused = decode_slot(encoded(wrong, 12), ModelShape(tiny()));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message().find("layer 1 expert 7 is not an expert of the model") != std::string::npos);
+}
+
+TEST_CASE("a slice store keeps a writer's logs as far back as its windows, within its budget") {
+  SliceStore store(1 << 20);
+  const Writer w{5, 1};
+  const auto sched = schedule();  // a period of 4: two complete windows and the one being filled, 12 iterations
+  for (uint64_t s = 0; s < 20; ++s) REQUIRE(store.add_log(w, s, sched, held(upstream_log(float(s)))).ok());
+  auto kept = store.logs(0, 100);
+  REQUIRE(kept.size() == 3 * sched.period);
+  CHECK(std::get<1>(kept.front()) == 20 - 3 * sched.period);
+  CHECK(std::get<1>(kept.back()) == 19);
+  CHECK(std::get<2>(kept.back())->log.rows.at({0, 1, 2}).x.front() == 19.0f);
+  CHECK(store.logs(17, 18).size() == 2);
+  CHECK(store.log_bytes() == 3 * sched.period * upstream_log(0).bytes());
+  CHECK(store.bytes() == store.log_bytes());
+  // the same iteration again (the step ran again): replaced, not added
+  REQUIRE(store.add_log(w, 19, sched, held(upstream_log(-1))).ok());
+  CHECK(store.logs(19, 19).size() == 1);
+  CHECK(std::get<2>(store.logs(19, 19).front())->log.rows.at({0, 1, 2}).x.front() == -1.0f);
+  // past the budget: refused with the rule, what is held stays
+  SliceStore small(upstream_log(0).bytes() * 2);
+  REQUIRE(small.add_log(w, 0, sched, held(upstream_log(0))).ok());
+  REQUIRE(small.add_log(w, 1, sched, held(upstream_log(1))).ok());
+  auto over = small.add_log(w, 2, sched, held(upstream_log(2)));
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.error().message().find("log of 5.1 for iteration 2 refused") != std::string::npos);
+  CHECK(over.error().message().find("past its budget") != std::string::npos);
+  CHECK(small.logs(0, 10).size() == 2);
+  // an entry without its checksum is refused
+  HeldLog unsigned_log{9, upstream_log(3), {}};
+  CHECK_FALSE(store.add_log(w, 20, sched, unsigned_log).ok());
+  // a writer that left: its logs go
+  store.drop(w);
+  CHECK(store.logs(0, 100).empty());
+  CHECK(store.log_bytes() == 0);
+}
