@@ -2,6 +2,7 @@
 #include "ckpt/slice_frames.h"
 #include "wire/unit_refs.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace sal::ckpt {
@@ -29,22 +30,34 @@ Status read_frame(const zmq::message_t& f, uint64_t floats, std::vector<float>& 
   return {};
 }
 
-// The body's logs, then their frames (inputs, gradients) from parts[f].
+// The body's expert assignments (no frames), then its layers' tokens, three frames each from parts[f].
 Status read_logs(const wire::Parts& parts, size_t f, const ModelShape* shape, DecodedSlot& out) {
+  auto in_model = [&](int layer, int expert) {
+    return !shape || (layer >= 0 && layer < shape->layers && expert >= 0 && expert < shape->experts);
+  };
   for (size_t i = 0; i < out.head.logs.size(); ++i) {
     const auto& l = out.head.logs[i];
     std::string what = "SlicePut.logs[" + std::to_string(i) + "]";
-    if (shape && (l.layer < 0 || l.layer >= shape->layers || l.expert < 0 || l.expert >= shape->experts))
-      return fail(what, ": layer ", l.layer, " expert ", l.expert, " is not an expert of the model");
-    if (shape && l.floats % uint64_t(shape->d) != 0)
-      return fail(what, ": ", l.floats, " floats are not rows of width ", shape->d);
+    if (!in_model(l.layer, l.expert)) return fail(what, ": layer ", l.layer, " expert ", l.expert, " is not an expert of the model");
     model::LogKey key{l.pass, l.layer, l.expert};
     if (out.log.rows.count(key)) return fail(what, ": layer ", l.layer, " expert ", l.expert, " pass ", l.pass, " twice");
-    model::SentRows& r = out.log.rows[key];
-    r.to = l.to, r.holders = l.holders;
-    out.checksums[key] = l.checksum;
-    SAL_TRY(read_frame(parts[f++], l.floats, r.x, what + " inputs"));
-    SAL_TRY(read_frame(parts[f++], l.floats, r.dy, what + " gradients"));
+    out.log.rows[key] = model::SentRows{l.to, l.holders, l.slots, l.checksum};
+  }
+  for (size_t i = 0; i < out.head.token_logs.size(); ++i) {
+    const auto& t = out.head.token_logs[i];
+    std::string what = "SlicePut.token_logs[" + std::to_string(i) + "]";
+    if (!in_model(t.layer, 0)) return fail(what, ": layer ", t.layer, " is not a layer of the model");
+    if (t.k == 0) return fail(what, ": k is 0");
+    const model::TokenKey key{t.pass, t.layer};
+    if (out.log.tokens.count(key)) return fail(what, ": layer ", t.layer, " pass ", t.pass, " twice");
+    model::TokenRows& rows = out.log.tokens[key];
+    rows.k = int(t.k), rows.checksum = t.checksum;
+    const uint64_t width = parts[f].size() / sizeof(float) / std::max<uint64_t>(t.tokens, 1);
+    if (shape && t.tokens && width != uint64_t(shape->d))
+      return fail(what, ": ", parts[f].size() / sizeof(float), " input floats are not ", t.tokens, " rows of width ", shape->d);
+    SAL_TRY(read_frame(parts[f++], t.tokens * width, rows.x, what + " inputs"));
+    SAL_TRY(read_frame(parts[f++], t.tokens * width, rows.dy, what + " gradients"));
+    SAL_TRY(read_frame(parts[f++], t.tokens * t.k, rows.w, what + " weights"));
   }
   return {};
 }
@@ -60,7 +73,7 @@ Result<DecodedSlot> decode(const wire::Parts& parts, const ModelShape* shape) {
   if (!head) return head.error();
   size_t frames = 0;
   for (const auto& u : head->units) frames += u.full ? 3 : 1;
-  frames += 2 * head->logs.size();
+  frames += 3 * head->token_logs.size();
   if (parts.size() != 2 + frames)
     return fail("SlicePut: the body announces ", frames, " float frames, the message has ", parts.size() - 2);
   DecodedSlot out{*head, SparseSlot{head->step, head->index, head->grad_norm, {}}};
@@ -103,26 +116,40 @@ wire::Parts encode_slot(wire::SlicePut head, const SparseSlot& slot) {
   return encode_slot(std::move(head), v);
 }
 
-wire::Parts encode_log(wire::SlicePut head, const LogRows& rows, const std::map<model::LogKey, uint64_t>& checksums) {
+LogView whole(const model::IterationLog& log) {
+  LogView v;
+  for (const auto& [k, r] : log.rows) v.rows.emplace_back(k, &r);
+  for (const auto& [k, t] : log.tokens) v.tokens.emplace_back(k, &t);
+  return v;
+}
+
+wire::Parts encode_log(wire::SlicePut head, const LogView& log) {
   head.units.clear();
   head.logs.clear();
+  head.token_logs.clear();
   head.log_only = true;
-  for (const auto& [key, r] : rows) {
-    auto known = checksums.find(key);
-    head.logs.push_back({key.pass, int32_t(key.layer), int32_t(key.expert), r->to, r->holders, uint64_t(r->x.size()),
-                         known != checksums.end() ? known->second : log_checksum(*r)});
-  }
+  for (const auto& [key, r] : log.rows)
+    head.logs.push_back({key.pass, int32_t(key.layer), int32_t(key.expert), r->to, r->holders, r->slots,
+                         r->checksum ? r->checksum : log_checksum(*r)});
+  for (const auto& [key, t] : log.tokens)
+    head.token_logs.push_back({key.first, int32_t(key.second), uint32_t(t->k), uint64_t(t->w.size() / std::max(t->k, 1)),
+                               t->checksum ? t->checksum : log_checksum(*t)});
   wire::Parts parts = wire::encode(head);
-  for (const auto& [key, r] : rows) parts.push_back(frame_of(r->x)), parts.push_back(frame_of(r->dy));
+  for (const auto& [key, t] : log.tokens) {
+    parts.push_back(frame_of(t->x));
+    parts.push_back(frame_of(t->dy));
+    parts.push_back(frame_of(t->w));
+  }
   return parts;
 }
 
-std::vector<model::LogKey> damaged_logs(const DecodedSlot& d) {
-  std::vector<model::LogKey> out;
-  for (const auto& [key, r] : d.log.rows) {
-    auto it = d.checksums.find(key);
-    if (it == d.checksums.end() || it->second != log_checksum(r)) out.push_back(key);
-  }
+std::vector<std::string> damaged_logs(const DecodedSlot& d) {
+  std::vector<std::string> out;
+  for (const auto& [key, r] : d.log.rows)
+    if (r.checksum != log_checksum(r))
+      out.push_back("layer " + std::to_string(key.layer) + " expert " + std::to_string(key.expert));
+  for (const auto& [key, t] : d.log.tokens)
+    if (t.checksum != log_checksum(t)) out.push_back("layer " + std::to_string(key.second) + "'s tokens");
   return out;
 }
 

@@ -44,9 +44,12 @@ void SliceStore::drop_stopped(uint64_t completed_from, uint64_t plan) {
 Status SliceStore::add_log(const Writer& writer, uint64_t step, const plan::CheckpointSchedule& schedule, HeldLog log) {
   const std::string who = writer.name();
   for (const auto& [key, r] : log.log.rows)
-    if (!log.checksums.count(key))
+    if (r.checksum == 0)
       return fail("log of ", who, " for iteration ", step, " refused: layer ", key.layer, " expert ", key.expert,
                   " has no checksum");
+  for (const auto& [key, t] : log.log.tokens)
+    if (t.checksum == 0)
+      return fail("log of ", who, " for iteration ", step, " refused: layer ", key.second, "'s tokens have no checksum");
   auto& mine = logs_[writer];
   auto old = mine.find(step);
   const uint64_t replaced = old == mine.end() ? 0 : old->second.bytes();

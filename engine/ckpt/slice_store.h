@@ -49,8 +49,7 @@ struct HeldWindow {
 // An iteration's upstream log of one writer, as the store holds it.
 struct HeldLog {
   uint64_t plan = 0;
-  model::IterationLog log;
-  std::map<model::LogKey, uint64_t> checksums;  // as the writer took them
+  model::IterationLog log;  // with the checksums the writer took
   size_t bytes() const { return log.bytes(); }
 };
 

@@ -8,9 +8,10 @@ namespace sal::ckpt {
 namespace {
 
 // FNV-1a over 64-bit words (two floats a step: a byte at a time cost more than the copy itself).
-void fnv(uint64_t& h, const std::vector<float>& v) {
+template <typename T>
+void fnv(uint64_t& h, const std::vector<T>& v) {
   const auto* b = reinterpret_cast<const unsigned char*>(v.data());
-  const size_t n = v.size() * sizeof(float);
+  const size_t n = v.size() * sizeof(T);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     uint64_t w;
@@ -57,8 +58,17 @@ uint64_t unit_checksum(const UnitCopy& c) {
 
 uint64_t log_checksum(const model::SentRows& r) {
   uint64_t h = 0xcbf29ce484222325ull;
-  fnv(h, r.x);
-  fnv(h, r.dy);
+  fnv(h, r.to);
+  fnv(h, r.holders);
+  fnv(h, r.slots);
+  return h;
+}
+
+uint64_t log_checksum(const model::TokenRows& t) {
+  uint64_t h = 0xcbf29ce484222325ull ^ uint64_t(t.k);
+  fnv(h, t.x);
+  fnv(h, t.dy);
+  fnv(h, t.w);
   return h;
 }
 

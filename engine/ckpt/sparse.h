@@ -42,8 +42,10 @@ struct UnitCopy {
 
 // FNV-1a over the copy's floats, 64-bit words at a time (w, then m and v).
 uint64_t unit_checksum(const UnitCopy& c);
-// The same over one expert's rows in an upstream log (model/expert_replay.h): inputs, then gradients.
+// The same over an upstream log's parts (model/expert_replay.h): an expert's assignments (their
+// counts per rank, holders and slots), a layer's tokens (k, inputs, gradients, weights).
 uint64_t log_checksum(const model::SentRows& r);
+uint64_t log_checksum(const model::TokenRows& t);
 
 struct SparseSlot {
   uint64_t step = 0;      // taken after this iteration's update (0-based)

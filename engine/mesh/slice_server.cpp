@@ -175,7 +175,7 @@ void SliceServer::put(wire::Parts parts) {
 Status SliceServer::add_log(ckpt::DecodedSlot d) {
   ckpt::Writer w{d.head.writer_node, d.head.writer_index};
   return store_.add_log(w, d.head.step, d.head.schedule,
-                        ckpt::HeldLog{d.head.plan, std::move(d.log), std::move(d.checksums)});
+                        ckpt::HeldLog{d.head.plan, std::move(d.log)});
 }
 
 // Flips a bit of the unit's weights in the copy just stored (its checksum no longer matches). Under mu_.
@@ -216,8 +216,9 @@ void SliceServer::fetch(const std::string& rid, const wire::SliceFetch& f) {
   send(rid, wire::encode(done));
 }
 
-// Every log held of the iterations asked for, each with only the experts asked for (a log that sent
-// them nothing is answered too, empty: the writer's iteration is known).
+// Every log held of the iterations asked for, each with only the experts asked for and the layers'
+// tokens they use (a log that sent them nothing is answered too, empty: the writer's iteration is
+// known).
 void SliceServer::fetch_logs(const std::string& rid, const wire::SliceFetch& f) {
   std::set<std::pair<int, int>> experts;
   for (const auto& u : f.log_units) experts.insert({u.layer, u.expert});
@@ -228,10 +229,13 @@ void SliceServer::fetch_logs(const std::string& rid, const wire::SliceFetch& f) 
       wire::SlicePut head;
       head.request = f.request, head.writer_node = writer.node, head.writer_index = writer.index;
       head.plan = held->plan, head.step = step;
-      ckpt::LogRows rows;
+      ckpt::LogView view;
+      std::set<model::TokenKey> layers;
       for (const auto& [key, r] : held->log.rows)
-        if (experts.count({key.layer, key.expert})) rows.emplace_back(key, &r);
-      encoded.push_back(ckpt::encode_log(head, rows, held->checksums));
+        if (experts.count({key.layer, key.expert})) view.rows.emplace_back(key, &r), layers.insert({key.pass, key.layer});
+      for (const auto& [key, t] : held->log.tokens)
+        if (layers.count(key)) view.tokens.emplace_back(key, &t);
+      encoded.push_back(ckpt::encode_log(head, view));
       if (mac_key_) ckpt::seal(encoded.back(), *mac_key_);
     }
   }

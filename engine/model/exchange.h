@@ -35,6 +35,13 @@ class ExpertExchange {
   // d_out [tokens*k, d] (already scaled by each assignment's combine weight) -> dx [tokens*k, d];
   // accumulates the experts' weight gradients where they live.
   virtual Status backward(int layer, const float* d_out, float* dx) = 0;
+
+  // Said before backward(): how its d_out was made, d_out[t*k + j] = w[t*k + j] * dy[t]
+  // (moe_layer.h's combine_backward; dy [tokens, d], w [tokens*k]), for an exchange that logs what
+  // it dispatches (runtime/distributed_exchange.h). Nothing by default.
+  virtual void note_combine(int layer, const float* dy, const float* w) {
+    (void)layer, (void)dy, (void)w;
+  }
 };
 
 }  // namespace sal::model

@@ -12,46 +12,70 @@ namespace sal::model {
 size_t IterationLog::bytes() const {
   size_t n = 0;
   for (const auto& [key, r] : rows) n += r.bytes();
+  for (const auto& [key, t] : tokens) n += t.bytes();
   return n;
 }
 
 namespace {
 
-// The rows sender j logged for the expert in `pass`, or null (it sent none).
-const SentRows* sent_by(const IterationLog* log, uint32_t pass, const UnitId& id) {
-  if (!log) return nullptr;
+// One sender's log for the expert in `pass`: its assignments and the layer's tokens, or none (it
+// sent the expert nothing).
+struct Sent {
+  const SentRows* rows = nullptr;
+  const TokenRows* tokens = nullptr;
+};
+
+Sent sent_by(const IterationLog* log, uint32_t pass, const UnitId& id) {
+  if (!log) return {};
   auto it = log->rows.find(LogKey{pass, id.layer, id.expert});
-  return it == log->rows.end() ? nullptr : &it->second;
+  if (it == log->rows.end()) return {};
+  auto t = log->tokens.find(TokenKey{pass, id.layer});
+  return {&it->second, t == log->tokens.end() ? nullptr : &t->second};
 }
 
-// Checks one sender's record against the plan's shape: a count per rank, rows of width d that add
-// up to them, the same holders as the others'.
-Status check_sent(const SentRows& r, size_t ranks, int d, const std::vector<uint32_t>& holders) {
+// Checks one sender's record against the plan's shape: a count per rank adding up to the slots
+// logged, the layer's tokens logged with their gradients and weights, every slot among them, the
+// same holders as the others'.
+Status check_sent(const Sent& s, size_t ranks, int d, const std::vector<uint32_t>& holders) {
+  const SentRows& r = *s.rows;
   if (r.to.size() != ranks) return fail("its rows go to ", r.to.size(), " ranks, the plan has ", ranks);
-  if (d <= 0 || r.x.size() % size_t(d) != 0 || r.dy.size() != r.x.size())
-    return fail(r.x.size(), " input and ", r.dy.size(), " gradient floats are not rows of width ", d);
   uint64_t total = 0;
   for (uint32_t n : r.to) total += n;
-  if (total != r.rows(d)) return fail("it sent ", total, " rows but logged ", r.rows(d));
+  if (total != r.slots.size()) return fail("it sent ", total, " rows but logged ", r.slots.size());
+  if (!s.tokens) return fail("the layer's tokens are not logged");
+  const TokenRows& t = *s.tokens;
+  const size_t n = d > 0 && t.k > 0 ? t.x.size() / size_t(d) : 0;
+  if (n * size_t(d) != t.x.size() || t.dy.size() != t.x.size() || t.w.size() != n * size_t(t.k))
+    return fail("the layer's tokens are logged with ", t.x.size(), " input, ", t.dy.size(), " gradient floats and ",
+                t.w.size(), " weights: not ", n, " tokens of width ", d, " and k ", t.k, " (its gradients logged?)");
+  for (uint32_t slot : r.slots)
+    if (slot >= t.w.size()) return fail("slot ", slot, " is past the ", t.w.size(), " assignments logged");
   if (r.holders != holders) return fail("its holders of the expert differ from the other senders'");
   for (uint32_t h : r.holders)
     if (h >= ranks) return fail("holder ", h, " is not a rank of the plan");
   return {};
 }
 
-// Holder h's block of one pass: sender 0's rows to h, then sender 1's, … (the exchange's order).
-void holder_block(const std::vector<const SentRows*>& sent, uint32_t h, int d, ExpertBlock& block,
-                  std::vector<float>& dy) {
+// Holder h's block of one pass: sender 0's rows to h, then sender 1's, … (the exchange's order):
+// each slot's input row, and its output gradient as combine_backward made it (w * dy).
+void holder_block(const std::vector<Sent>& sent, uint32_t h, int d, ExpertBlock& block, std::vector<float>& dy) {
   block = ExpertBlock{};
   dy.clear();
-  for (const SentRows* r : sent) {
-    if (!r) continue;
+  for (const Sent& s : sent) {
+    if (!s.rows) continue;
     size_t first = 0;
-    for (uint32_t i = 0; i < h; ++i) first += r->to[i];
-    const size_t n = r->to[h];
-    block.x.insert(block.x.end(), r->x.begin() + long(first * size_t(d)), r->x.begin() + long((first + n) * size_t(d)));
-    dy.insert(dy.end(), r->dy.begin() + long(first * size_t(d)), r->dy.begin() + long((first + n) * size_t(d)));
-    block.rows += int(n);
+    for (uint32_t i = 0; i < h; ++i) first += s.rows->to[i];
+    const TokenRows& t = *s.tokens;
+    for (size_t i = first; i < first + s.rows->to[h]; ++i) {
+      const uint32_t slot = s.rows->slots[i];
+      const size_t token = slot / uint32_t(t.k);
+      const float* x = &t.x[token * size_t(d)];
+      const float* g = &t.dy[token * size_t(d)];
+      const float wt = t.w[slot];
+      block.x.insert(block.x.end(), x, x + d);
+      for (int j = 0; j < d; ++j) dy.push_back(wt * g[j]);
+    }
+    block.rows += int(s.rows->to[h]);
   }
 }
 
@@ -74,9 +98,9 @@ Status replay_expert_step(const Dims& d, Unit& u, const OptimConfig& c, uint64_t
   }
   for (size_t j = 0; j < senders.size(); ++j)
     for (uint32_t pass : passes)
-      if (const SentRows* r = sent_by(senders[j], pass, u.id))
-        if (auto s = check_sent(*r, senders.size(), d.d, holders); !s)
-          return s.error().with_context(what + ": the log of rank " + std::to_string(j));
+      if (Sent sent = sent_by(senders[j], pass, u.id); sent.rows)
+        if (auto st = check_sent(sent, senders.size(), d.d, holders); !st)
+          return st.error().with_context(what + ": the log of rank " + std::to_string(j));
   // each holder's gradient, pass after pass, as the holder accumulated it
   std::vector<std::vector<float>> partial;
   ExpertBlock block;
@@ -84,7 +108,7 @@ Status replay_expert_step(const Dims& d, Unit& u, const OptimConfig& c, uint64_t
   for (uint32_t h : holders) {
     std::fill(u.g.begin(), u.g.end(), 0.0f);
     for (uint32_t pass : passes) {
-      std::vector<const SentRows*> sent;
+      std::vector<Sent> sent;
       for (const IterationLog* log : senders) sent.push_back(sent_by(log, pass, u.id));
       holder_block(sent, h, d.d, block, dy);
       if (block.rows == 0) continue;

@@ -4,9 +4,10 @@
 //
 // An expert's weight gradient in a step is a function of its weights and of two things that cross
 // its all-to-all: the input rows the senders dispatch to it and the output gradients they return
-// for those rows. The exchange (runtime/distributed_exchange.h) records both, per expert, in the
-// order the rows left the sender, with how many went to each rank of the plan and which ranks held
-// the expert. From every sender's record of an iteration the replay rebuilds each holder's block
+// for those rows. The exchange (runtime/distributed_exchange.h) records both — per layer each
+// token's input row and combine gradient once, per expert the assignments in the order they left
+// the sender, with how many went to each rank of the plan and which ranks held the expert. From
+// every sender's record of an iteration the replay rebuilds each holder's block
 // exactly as the exchange built it (rows from sender 0, then sender 1, …; the sender's rows to that
 // holder in its order), runs the expert's forward (recomputing the activations) and backward on it,
 // pass by pass, sums the holders' gradients as the gradient sync does (ascending holders, from +0),
@@ -26,14 +27,26 @@
 
 namespace sal::model {
 
-// One sender's rows for one expert in one pass: `to[r]` of them went to rank r (consecutive, in
-// rank order), `holders` the ranks that held the expert (ascending), x and dy [rows, d].
+// One layer's tokens of one pass as a sender logged them, each once whatever its k experts: its
+// input row x [tokens, d], the gradient its k experts' outputs got back through the combine dy
+// [tokens, d], and each assignment's combine weight w [tokens * k]. The output gradient the sender
+// returned for assignment slot s is w[s] * dy[s / k] (model/moe_layer.h's combine_backward), the
+// input row it dispatched x[s / k]: a log holds each token's two rows once instead of k times.
+struct TokenRows {
+  int k = 0;
+  std::vector<float> x, dy, w;
+  uint64_t checksum = 0;  // as the sender took it (ckpt::log_checksum); 0: not yet
+  size_t bytes() const { return (x.size() + dy.size() + w.size()) * sizeof(float); }
+};
+
+// One sender's assignments to one expert in one pass: their slots in the order they left (`to[r]`
+// of them to rank r, consecutive, in rank order), and `holders`, the ranks that held the expert.
 struct SentRows {
   std::vector<uint32_t> to;
   std::vector<uint32_t> holders;
-  std::vector<float> x, dy;
-  size_t rows(int d) const { return d > 0 ? x.size() / size_t(d) : 0; }
-  size_t bytes() const { return (x.size() + dy.size()) * sizeof(float) + (to.size() + holders.size()) * 4; }
+  std::vector<uint32_t> slots;
+  uint64_t checksum = 0;  // as the sender took it (ckpt::log_checksum); 0: not yet
+  size_t bytes() const { return (to.size() + holders.size() + slots.size()) * sizeof(uint32_t); }
 };
 
 struct LogKey {
@@ -41,19 +54,25 @@ struct LogKey {
   int layer = 0, expert = 0;
   auto operator<=>(const LogKey&) const = default;
 };
+using TokenKey = std::pair<uint32_t, int>;  // (pass, layer)
 
 // What one sender dispatched in one iteration (every expert it sent rows to, every pass).
 struct IterationLog {
   std::map<LogKey, SentRows> rows;
+  std::map<TokenKey, TokenRows> tokens;
   size_t bytes() const;
-  void clear() { rows.clear(); }
+  void clear() {
+    rows.clear();
+    tokens.clear();
+  }
 };
 
 // One iteration of the expert `u` (its state after the iteration before) from `senders`, every
 // rank's log of that iteration in the plan's rank order: its gradient rebuilt, clipped with
 // `grad_norm` (the run's global norm of that iteration), and the update of iteration `step` applied.
-// Errors when the logs disagree (row counts that do not add up to what a holder received, a
-// holder list that differs between senders, rows of the wrong width), naming the sender.
+// Errors when the logs disagree (counts that do not add up to the slots logged, a holder list that
+// differs between senders, a slot past the tokens logged, a layer's tokens without their
+// gradients), naming the sender.
 Status replay_expert_step(const Dims& d, Unit& u, const OptimConfig& c, uint64_t step, double grad_norm,
                           const std::vector<const IterationLog*>& senders);
 

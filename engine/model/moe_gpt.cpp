@@ -189,6 +189,7 @@ Status MoeGpt::backward_layer(int l, int B, int T, ExpertExchange& ex, std::vect
   // MoE combine: y = sum_j w_j out_j
   std::vector<float> dw, d_out, dx_assign(size_t(N) * K * D);
   combine_backward(a.out, a.w, dres.data(), N, K, D, dw, d_out);
+  ex.note_combine(l, dres.data(), a.w.data());
   SAL_TRY(ex.backward(l, d_out.data(), dx_assign.data()));
   std::vector<float> dh2(size_t(N) * D, 0.0f);
   for (int t = 0; t < N; ++t)

@@ -300,6 +300,7 @@ Status MoeLlama::backward_layer(int l, int B, int T, ExpertExchange& ex, std::ve
   // the routed experts' combine: y = sum_j w_j out_j
   std::vector<float> dw, d_out, dx_assign(size_t(N) * K * D);
   combine_backward(a.out, a.w, dres.data(), N, K, D, dw, d_out);
+  ex.note_combine(l, dres.data(), a.w.data());
   SAL_TRY(ex.backward(l, d_out.data(), dx_assign.data()));
   for (int t = 0; t < N; ++t)
     for (int j = 0; j < K; ++j) k::axpy(size_t(D), 1.0f, &dx_assign[(size_t(t) * K + j) * D], &dh2[size_t(t) * D]);

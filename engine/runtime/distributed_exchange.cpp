@@ -126,18 +126,17 @@ Status DistributedExchange::run_experts(int layer, LayerState& s, const std::vec
   return {};
 }
 
-void DistributedExchange::log_rows(int layer, const LayerState& s, const float* rows_by_slot, bool gradients) {
+void DistributedExchange::log_forward(int layer, const LayerState& s, const float* x) {
   if (!log) return;
   const int W = comm_.size(), me = comm_.rank(), D = params_.dims.d;
+  model::TokenRows& t = log->tokens[model::TokenKey{log_pass, layer}];
+  t.k = s.k;
+  t.x.assign(x, x + size_t(s.tokens) * size_t(D));
   for (int e = 0; e < s.schedule.experts; ++e) {
     const auto& slots = s.slots[size_t(e)];
     if (slots.empty()) continue;
     model::SentRows& r = log->rows[model::LogKey{log_pass, layer, e}];
-    std::vector<float>& out = gradients ? r.dy : r.x;
-    out.clear();
-    out.reserve(slots.size() * size_t(D));
-    for (int slot : slots) out.insert(out.end(), rows_by_slot + size_t(slot) * D, rows_by_slot + size_t(slot + 1) * D);
-    if (gradients) continue;
+    r.slots.assign(slots.begin(), slots.end());
     r.to = s.schedule.send[size_t(e)][size_t(me)];
     r.holders.clear();
     for (int i = 0; i < W; ++i)
@@ -145,11 +144,21 @@ void DistributedExchange::log_rows(int layer, const LayerState& s, const float* 
   }
 }
 
+void DistributedExchange::note_combine(int layer, const float* dy, const float* w) {
+  auto it = layers_.find(layer);
+  if (!log || it == layers_.end()) return;
+  const LayerState& s = it->second;
+  model::TokenRows& t = log->tokens[model::TokenKey{log_pass, layer}];
+  t.dy.assign(dy, dy + size_t(s.tokens) * size_t(params_.dims.d));
+  t.w.assign(w, w + size_t(s.tokens) * size_t(s.k));
+}
+
 Status DistributedExchange::forward(int layer, const float* x, const model::Routing& r, float* out) {
   int W = comm_.size(), me = comm_.rank(), E = params_.dims.experts, D = params_.dims.d;
   LayerState& s = layers_[layer];
   s = LayerState{};
   s.slots.assign(size_t(E), {});
+  s.tokens = r.tokens, s.k = r.k;
   for (int slot = 0; slot < r.tokens * r.k; ++slot) s.slots[size_t(r.idx[size_t(slot)])].push_back(slot);
   std::vector<uint32_t> mine(static_cast<size_t>(E));
   for (int e = 0; e < E; ++e) mine[size_t(e)] = uint32_t(s.slots[size_t(e)].size());
@@ -166,7 +175,7 @@ Status DistributedExchange::forward(int layer, const float* x, const model::Rout
   std::vector<float> by_slot(size_t(r.tokens) * r.k * D);
   for (int slot = 0; slot < r.tokens * r.k; ++slot)
     std::copy(x + size_t(slot / r.k) * D, x + size_t(slot / r.k + 1) * D, by_slot.begin() + long(slot) * D);
-  log_rows(layer, s, by_slot.data(), false);
+  log_forward(layer, s, x);
   std::vector<float> recv, computed;
   SAL_TRY(send_rows(s, by_slot.data(), recv));
   const int64_t cpu0 = comm::thread_cpu_ns();
@@ -180,7 +189,6 @@ Status DistributedExchange::backward(int layer, const float* d_out, float* dx) {
   auto it = layers_.find(layer);
   if (it == layers_.end()) return fail("layer ", layer, ": backward before forward");
   LayerState& s = it->second;
-  log_rows(layer, s, d_out, true);
   std::vector<float> recv, computed;
   SAL_TRY(send_rows(s, d_out, recv));
   const int64_t cpu0 = comm::thread_cpu_ns();

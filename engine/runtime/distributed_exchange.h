@@ -33,6 +33,7 @@ class DistributedExchange : public model::ExpertExchange {
                       double& tokens) override;
   Status forward(int layer, const float* x, const model::Routing& r, float* out) override;
   Status backward(int layer, const float* d_out, float* dx) override;
+  void note_combine(int layer, const float* dy, const float* w) override;
 
   // Each rank's weight in the dispatch of the experts' tokens (the step's shares; empty: even).
   std::vector<uint32_t> weights;
@@ -40,8 +41,9 @@ class DistributedExchange : public model::ExpertExchange {
   // Called before every all-to-all, and as each layer's backward begins (a drill's fault points).
   std::function<void()> before_alltoall;
   std::function<void()> before_backward;
-  // Where this pass's dispatch is logged (model/expert_replay.h: each expert's rows as they left,
-  // the output gradients returned for them, the ranks they went to); null: not logged.
+  // Where this pass's dispatch is logged (model/expert_replay.h: each layer's tokens — input rows,
+  // combine gradients and weights — once, each expert's assignments in the order they left and the
+  // ranks they went to); null: not logged.
   model::IterationLog* log = nullptr;
   uint32_t log_pass = 0;
 
@@ -57,13 +59,14 @@ class DistributedExchange : public model::ExpertExchange {
     std::vector<std::vector<int>> slots;            // per expert: the local assignment slots, in order
     std::vector<int64_t> send_rows, recv_rows;      // per rank
     std::map<int, model::ExpertBlock> blocks;       // per held expert: the rows it computed
+    int tokens = 0, k = 0;                          // the layer's routing
   };
 
   Status send_rows(LayerState& s, const float* rows_by_slot, std::vector<float>& recv);
   Status return_rows(LayerState& s, const std::vector<float>& computed, float* rows_by_slot);
   void count_work(const LayerState& s, int64_t cpu0);  // after run_experts() begun at thread CPU cpu0
-  // The log of each expert's rows of this layer (forward: the inputs; backward: their gradients).
-  void log_rows(int layer, const LayerState& s, const float* rows_by_slot, bool gradients);
+  // The log of this layer's forward: its tokens' input rows, each expert's assignments.
+  void log_forward(int layer, const LayerState& s, const float* x);
   Status run_experts(int layer, LayerState& s, const std::vector<float>& recv, std::vector<float>& computed,
                      const float* d_out_recv);
 

@@ -159,8 +159,7 @@ void take_logs(ckpt::DecodedSlot& d, const wire::PlanUpdate& p, uint32_t node, F
   if (rank == ranks || got[rank]) return;
   if (auto bad = ckpt::damaged_logs(d); !bad.empty()) {
     notes.push_back("the log of rank " + std::to_string(rank) + " for iteration " + std::to_string(d.head.step) +
-                    " held by node " + std::to_string(node) + " fails its checksum (layer " +
-                    std::to_string(bad.front().layer) + " expert " + std::to_string(bad.front().expert) + ")");
+                    " held by node " + std::to_string(node) + " fails its checksum (" + bad.front() + ")");
     return;
   }
   auto& it = out.steps[d.head.step];

@@ -191,9 +191,7 @@ void SparseSnapshots::put(const LogJob& job) {
   wire::SlicePut head;
   head.writer_node = route->node, head.writer_index = route->index, head.plan = route->plan;
   head.schedule = job.schedule, head.step = job.step;
-  ckpt::LogRows rows;
-  for (const auto& [k, r] : job.log.rows) rows.emplace_back(k, &r);
-  wire::Parts frames = ckpt::encode_log(head, rows);
+  wire::Parts frames = ckpt::encode_log(head, ckpt::whole(job.log));
   ckpt::seal(frames, *key);
   if (const uint64_t missed = send_to_peers(frames, *route, log_sockets_)) {
     std::lock_guard<std::mutex> lock(mu_);

@@ -45,9 +45,9 @@ struct SliceUnitRef {
   auto operator<=>(const SliceUnitRef&) const = default;
 };
 
-// One expert's rows in an upstream log (model/expert_replay.h): the pass, the expert, how many rows
-// went to each rank of the plan, the ranks holding the expert, the floats of each of its two frames
-// (the inputs, then their output gradients) and their FNV-1a checksum (ckpt::log_checksum).
+// One expert's assignments in an upstream log (model/expert_replay.h): the pass, the expert, how
+// many rows went to each rank of the plan, the ranks holding the expert, the assignment slots in the
+// order they left, and their FNV-1a checksum (ckpt::log_checksum). No frames.
 struct SliceLog {
   SAL_WIRE_FIELDS(
     (uint32_t, pass, 0),
@@ -55,14 +55,26 @@ struct SliceLog {
     (int32_t, expert, -1),
     (std::vector<uint32_t>, to, {}, kListMax * 16),
     (std::vector<uint32_t>, holders, {}, kListMax * 16),
-    (uint64_t, floats, 0),
+    (std::vector<uint32_t>, slots, {}, kLoadsMax),
+    (uint64_t, checksum, 0))
+};
+
+// One layer's tokens of one pass in an upstream log: k, how many tokens, and the checksum of its
+// three frames (each token's input row, its combine gradient: `tokens` x d floats each; then the
+// tokens x k combine weights).
+struct SliceTokens {
+  SAL_WIRE_FIELDS(
+    (uint32_t, pass, 0),
+    (int32_t, layer, -1),
+    (uint32_t, k, 0),
+    (uint64_t, tokens, 0),
     (uint64_t, checksum, 0))
 };
 
 // Slot `index` of writer (node, index)'s window under `plan`'s schedule, taken after `step`'s
 // update, with that step's global gradient norm. `request` is 0 for a put, the fetch's otherwise.
-// With `log_only`, the writer's upstream log of iteration `step` instead (no units: `logs`, two
-// frames each, after the body; put before the writer votes for the step).
+// With `log_only`, the writer's upstream log of iteration `step` instead (no units: `logs`, and
+// `token_logs`, three frames each, after the body; put before the writer votes for the step).
 struct SlicePut {
   static constexpr MsgType kType = MsgType::slice_put;
   SAL_WIRE_FIELDS(
@@ -76,7 +88,8 @@ struct SlicePut {
     (double, grad_norm, 0),
     (std::vector<SliceUnit>, units, {}, kSliceUnitsMax),
     (bool, log_only, false),
-    (std::vector<SliceLog>, logs, {}, kSliceUnitsMax))
+    (std::vector<SliceLog>, logs, {}, kSliceUnitsMax),
+    (std::vector<SliceTokens>, token_logs, {}, kSliceUnitsMax))
 };
 
 // Worker -> agent: the slots of the complete window beginning at `window_from` that hold `units`

@@ -343,41 +343,42 @@ TEST_CASE("a slot travels as a SlicePut and its frames, and a wrong frame or uni
 
 namespace {
 
-// An upstream log of one iteration: two experts of layer 1 (three rows and one), and one of layer 0 in pass 1.
+// An upstream log of one iteration: layer 1's tokens (four, k = 2) sent to experts 2 and 3, and
+// layer 0's of pass 1 (two) to expert 0.
 model::IterationLog upstream_log(float base) {
   model::IterationLog log;
-  auto rows = [&](size_t n, float v) {
-    model::SentRows r;
-    r.to = {uint32_t(n), 0, 0};
-    r.holders = {0, 2};
-    for (size_t i = 0; i < n * size_t(tiny().d); ++i) r.x.push_back(v + float(i)), r.dy.push_back(-v - float(i));
-    return r;
+  auto tokens = [&](size_t n, float v) {
+    model::TokenRows t;
+    t.k = 2;
+    for (size_t i = 0; i < n * size_t(tiny().d); ++i) t.x.push_back(v + float(i)), t.dy.push_back(-v - float(i));
+    for (size_t i = 0; i < n * 2; ++i) t.w.push_back(0.5f + float(i) / 16);
+    return t;
   };
-  log.rows[{0, 1, 2}] = rows(3, base);
-  log.rows[{0, 1, 3}] = rows(1, base + 100);
-  log.rows[{1, 0, 0}] = rows(2, base + 200);
+  log.tokens[{0, 1}] = tokens(4, base);
+  log.tokens[{1, 0}] = tokens(2, base + 200);
+  log.rows[{0, 1, 2}] = model::SentRows{{2, 1, 0}, {0, 1}, {0, 3, 6}, 0};
+  log.rows[{0, 1, 3}] = model::SentRows{{1, 0, 0}, {0, 2}, {5}, 0};
+  log.rows[{1, 0, 0}] = model::SentRows{{0, 2, 0}, {1}, {1, 2}, 0};
+  for (auto& [k, r] : log.rows) r.checksum = log_checksum(r);
+  for (auto& [k, t] : log.tokens) t.checksum = log_checksum(t);
   return log;
 }
 
 wire::Parts encoded(const model::IterationLog& log, uint64_t step) {
   wire::SlicePut head;
   head.writer_node = 5, head.writer_index = 1, head.plan = 9, head.schedule = schedule(), head.step = step;
-  LogRows rows;
-  for (const auto& [k, r] : log.rows) rows.emplace_back(k, &r);
-  return encode_log(head, rows);
+  return encode_log(head, whole(log));
 }
 
-HeldLog held(const model::IterationLog& log) {
-  HeldLog h{9, log, {}};
-  for (const auto& [k, r] : log.rows) h.checksums[k] = log_checksum(r);
-  return h;
-}
+HeldLog held(const model::IterationLog& log) { return HeldLog{9, log}; }
 
 }  // namespace
 
 TEST_CASE("an upstream log travels as a log-only SlicePut, and a damaged row or a wrong expert is found") {
   const auto log = upstream_log(1);
-  auto back = decode_slot(encoded(log, 12), ModelShape(tiny()));
+  auto parts = encoded(log, 12);
+  REQUIRE(parts.size() == 2 + 3 * 2);  // three frames per layer's tokens, none per expert
+  auto back = decode_slot(parts, ModelShape(tiny()));
   REQUIRE_MESSAGE(back.ok(), back.error().message());
   CHECK(back->head.log_only);
   CHECK(back->head.step == 12);
@@ -385,22 +386,26 @@ TEST_CASE("an upstream log travels as a log-only SlicePut, and a damaged row or 
   REQUIRE(back->log.rows.size() == 3);
   for (const auto& [k, r] : log.rows) {
     const auto& got = back->log.rows.at(k);
-    CHECK(got.x == r.x);
-    CHECK(got.dy == r.dy);
+    CHECK(got.slots == r.slots);
     CHECK(got.to == r.to);
     CHECK(got.holders == r.holders);
   }
+  REQUIRE(back->log.tokens.size() == 2);
+  for (const auto& [k, t] : log.tokens) {
+    const auto& got = back->log.tokens.at(k);
+    CHECK(got.x == t.x);
+    CHECK(got.dy == t.dy);
+    CHECK(got.w == t.w);
+    CHECK(got.k == 2);
+  }
+  CHECK(back->log.bytes() == log.bytes());
   CHECK(damaged_logs(*back).empty());
-  // a flipped bit in the gradients of layer 1 expert 3: that entry, named
-  auto parts = encoded(log, 12);
-  auto* f = static_cast<float*>(parts[2 + 2 * 1 + 1].data());  // (0,1,3) is the second entry: its gradient frame
+  // a flipped sign in layer 1's gradients: that part, named
+  auto* f = static_cast<float*>(parts[2 + 3 * 0 + 1].data());  // (pass 0, layer 1) is the first table: its gradients
   f[0] = -f[0];
   auto damaged = decode_slot(parts, ModelShape(tiny()));
   REQUIRE(damaged.ok());
-  auto bad = damaged_logs(*damaged);
-  REQUIRE(bad.size() == 1);
-  CHECK(bad[0].layer == 1);
-  CHECK(bad[0].expert == 3);
+  CHECK(damaged_logs(*damaged) == std::vector<std::string>{"layer 1's tokens"});
   // an expert the model does not have
   model::IterationLog wrong = log;
   wrong.rows[{0, 1, 7}] = log.rows.at({0, 1, 3});
@@ -418,14 +423,14 @@ TEST_CASE("a slice store keeps a writer's logs as far back as its windows, withi
   REQUIRE(kept.size() == 3 * sched.period);
   CHECK(std::get<1>(kept.front()) == 20 - 3 * sched.period);
   CHECK(std::get<1>(kept.back()) == 19);
-  CHECK(std::get<2>(kept.back())->log.rows.at({0, 1, 2}).x.front() == 19.0f);
+  CHECK(std::get<2>(kept.back())->log.tokens.at({0, 1}).x.front() == 19.0f);
   CHECK(store.logs(17, 18).size() == 2);
   CHECK(store.log_bytes() == 3 * sched.period * upstream_log(0).bytes());
   CHECK(store.bytes() == store.log_bytes());
   // the same iteration again (the step ran again): replaced, not added
   REQUIRE(store.add_log(w, 19, sched, held(upstream_log(-1))).ok());
   CHECK(store.logs(19, 19).size() == 1);
-  CHECK(std::get<2>(store.logs(19, 19).front())->log.rows.at({0, 1, 2}).x.front() == -1.0f);
+  CHECK(std::get<2>(store.logs(19, 19).front())->log.tokens.at({0, 1}).x.front() == -1.0f);
   // past the budget: refused with the rule, what is held stays
   SliceStore small(upstream_log(0).bytes() * 2);
   REQUIRE(small.add_log(w, 0, sched, held(upstream_log(0))).ok());
@@ -435,8 +440,9 @@ TEST_CASE("a slice store keeps a writer's logs as far back as its windows, withi
   CHECK(over.error().message().find("log of 5.1 for iteration 2 refused") != std::string::npos);
   CHECK(over.error().message().find("past its budget") != std::string::npos);
   CHECK(small.logs(0, 10).size() == 2);
-  // an entry without its checksum is refused
-  HeldLog unsigned_log{9, upstream_log(3), {}};
+  // a part without its checksum is refused
+  HeldLog unsigned_log{9, upstream_log(3)};
+  unsigned_log.log.tokens.begin()->second.checksum = 0;
   CHECK_FALSE(store.add_log(w, 20, sched, unsigned_log).ok());
   // a writer that left: its logs go
   store.drop(w);

@@ -131,9 +131,7 @@ std::string train_rank(int rank, const std::string& endpoint) {
     model::apply_adamw(params, optim(), model::learning_rate(optim(), step), model::clip_scale(optim(), *norm), step + 1);
     wire::SlicePut head;
     head.writer_index = uint32_t(rank), head.step = uint64_t(step), head.grad_norm = *norm;
-    ckpt::LogRows rows;
-    for (const auto& [k, r] : log.rows) rows.emplace_back(k, &r);
-    put_parts(out, ckpt::encode_log(head, rows));
+    put_parts(out, ckpt::encode_log(head, ckpt::whole(log)));
   }
   ckpt::SparseSlot slot;
   for (auto& [le, u] : params.experts) {
@@ -250,6 +248,12 @@ TEST_CASE("expert replay: logs that disagree with the plan are refused, naming t
   CHECK(s.error().message().find("the log of rank 2") != std::string::npos);
   CHECK(s.error().message().find("sent") != std::string::npos);
   rows.to.back() -= 1;
+  // a layer's tokens without their gradients (a model that never said how it combined)
+  model::IterationLog no_grads = bad;
+  no_grads.tokens.at({key.pass, key.layer}).dy.clear();
+  s = model::replay_expert_step(dims(), u, optim(), 0, runs[0].norms[0], {&runs[0].logs[0], &runs[1].logs[0], &no_grads});
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message().find("its gradients logged?") != std::string::npos);
   rows.holders = {0};
   s = model::replay_expert_step(dims(), u, optim(), 0, runs[0].norms[0], {&runs[0].logs[0], &runs[1].logs[0], &bad});
   REQUIRE_FALSE(s.ok());
