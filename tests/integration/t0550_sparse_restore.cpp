@@ -41,20 +41,26 @@ bool has_event(const std::string& run, const std::string& kind, const std::strin
   return false;
 }
 
-}  // namespace
-
-TEST_CASE("t0550-sparse-restore: every holder of an expert killed, the window in peers' memory restores it and the run ends bit for bit as if it never failed") {
-  std::string dir = temp_dir("sparse-restore");
-  // the joiners wait (a join batch longer than the run) until the loss re-plans: the restore runs
-  // on six workers again, as the plain run does
-  std::string job = write_job(dir, 6, ", checkpoint_every = 0", ", join_batch_ms = 600000");
+// lose_expert_peers.lua on six nodes (the joiners wait — a join batch longer than the run — until the
+// loss re-plans: the recovery runs on six workers again, as the plain run does), and a plain run of
+// its 130 steps beside it (dir/run, dir/plain). Returns the drill's summary: 130 steps, one restore.
+nlohmann::json lose_expert_beside_plain(const std::string& dir, const std::string& train) {
+  std::string job = write_job(dir, 6, ", checkpoint_every = 0" + train, ", join_batch_ms = 600000");
   auto j = run_json({bin(), "run", job, "--drill", drill("lose_expert_peers.lua"), "--json", "--out", dir + "/run"},
                     dir + "/run.out", 120000);
   run_json({bin(), "run", job, "--steps", "130", "--json", "--out", dir + "/plain"}, dir + "/plain.out", 60000);
   CHECK(j["steps"] == 130);
   CHECK(j["restores"] == 1);
-  CHECK(j["lost_steps"] == 0);  // the replay reproduces every committed step
   REQUIRE(j["recoveries"].size() == 1);
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("t0550-sparse-restore: every holder of an expert killed, the window in peers' memory restores it and the run ends bit for bit as if it never failed") {
+  std::string dir = temp_dir("sparse-restore");
+  auto j = lose_expert_beside_plain(dir, "");
+  CHECK(j["lost_steps"] == 0);  // the replay reproduces every committed step
   CHECK(j["recoveries"][0]["source"] == "peers");
   // killed after 117 steps: the newest complete window is 112..115; the state of step 113 comes
   // from its slot 0, iterations 113..115 are replayed and 116 re-executed
@@ -89,14 +95,8 @@ TEST_CASE("t0550-sparse-restore: every holder of an expert killed, the window in
 
 TEST_CASE("t0555-expert-rebuild: every holder of an expert killed, its new holders rebuild it from its copy and the upstream logs, nobody rolls back, and the run ends bit for bit as if it never failed") {
   std::string dir = temp_dir("sparse-restore");
-  std::string job = write_job(dir, 6, ", checkpoint_every = 0, expert_logs = true", ", join_batch_ms = 600000");
-  auto j = run_json({bin(), "run", job, "--drill", drill("lose_expert_peers.lua"), "--json", "--out", dir + "/run"},
-                    dir + "/run.out", 120000);
-  run_json({bin(), "run", job, "--steps", "130", "--json", "--out", dir + "/plain"}, dir + "/plain.out", 60000);
-  CHECK(j["steps"] == 130);
-  CHECK(j["restores"] == 1);
+  auto j = lose_expert_beside_plain(dir, ", expert_logs = true");
   CHECK(j["lost_steps"] == 0);
-  REQUIRE(j["recoveries"].size() == 1);
   CHECK(j["recoveries"][0]["source"] == "logs");
   CHECK(j["recoveries"][0]["rerun"] == 0);  // nobody rolls back: no step runs again
   MESSAGE("recovery (loss to the next commit): " << j["recoveries"][0]["seconds"] << " s");
