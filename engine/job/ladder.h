@@ -11,7 +11,7 @@
 //   3. rebuild (MoEtion's upstream logging, for experts): only experts lost every holder, the
 //      plan in force ran every iteration since a complete window of sparse snapshots in the
 //      agents' memory began, and the workers logged what they dispatched (train.expert_logs): the
-//      survivors re-plan as in 2, and each lost expert's first new holder loads its full copy from
+//      survivors re-plan as in 2, and one new holder of each lost expert loads its full copy from
 //      the window, replays its own updates from the logs and sends it to the others. Nobody rolls
 //      back, no step runs again.
 //      A rebuild that fails (a log missing or damaged) falls to the next rung.

@@ -135,7 +135,9 @@ Status Trainer::restore_from_peers(const wire::PlanUpdate& p) {
 
 namespace {
 
-// The new plan's holders of each expert p.rebuild_holders names (lost: every holder gone), in rank order.
+// The new plan's holders of each expert p.rebuild_holders names (lost: every holder gone), in rank
+// order but for the first, which rebuilds it: the i-th lost expert's is its (i mod holders)-th
+// holder, so that the replays spread over the ranks.
 std::map<UnitId, std::vector<int>> new_holders(const wire::PlanUpdate& p) {
   std::map<UnitId, std::vector<int>> out;
   for (const auto& h : p.rebuild_holders)
@@ -145,13 +147,16 @@ std::map<UnitId, std::vector<int>> new_holders(const wire::PlanUpdate& p) {
       if (auto it = out.find(UnitId{UnitKind::expert, l, e}); it != out.end() &&
           (it->second.empty() || it->second.back() != int(r)))
         it->second.push_back(int(r));
+  size_t i = 0;
+  for (auto& [id, ranks] : out)
+    if (!ranks.empty()) std::swap(ranks.front(), ranks[i++ % ranks.size()]);
   return out;
 }
 
 }  // namespace
 
-// The experts that lost every holder (p.rebuild_window >= 0): each is rebuilt by the first of its
-// new holders — loaded from its full copy in the window, then brought to iteration p.rebuild_to by
+// The experts that lost every holder (p.rebuild_window >= 0): each is rebuilt by one of its new
+// holders (new_holders() says which) — loaded from its full copy in the window, then brought to iteration p.rebuild_to by
 // replaying its own updates from the upstream logs of every rank that ran those iterations
 // (MoEtion's upstream logging) — and sent to the others over the plan's data plane. The other
 // units stay as they are: nobody rolls back.
