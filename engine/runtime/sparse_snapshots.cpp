@@ -13,7 +13,7 @@ namespace sal::runtime {
 namespace {
 
 constexpr int kPutQueue = 64;  // slots queued towards one peer before a put is missed
-constexpr size_t kLogQueue = 8;  // logs waiting for the snapshot thread before the oldest is dropped
+constexpr size_t kLogQueue = 8;  // logs waiting for the log thread before the oldest is dropped
 
 }  // namespace
 

@@ -20,6 +20,9 @@
 // every vote, job.checkpoint()). A new plan starts a new window (what the worker writes, or the
 // schedule, may have changed) and keeps the last complete window of the old one until the new one
 // completes, so there is no gap in coverage.
+//
+// With train.expert_logs the same peers get each step's upstream log (model/expert_replay.h: what
+// the worker dispatched to the experts), on a log thread of its own (put_log, logs_sent).
 #pragma once
 
 #include <zmq.hpp>
