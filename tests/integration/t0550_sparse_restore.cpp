@@ -188,9 +188,12 @@ TEST_CASE("t0551-sparse-fallback: a corrupt slice is found by its checksum and t
 }
 
 TEST_CASE("t0553-sparse-policy-swap: the checkpoint policy swapped live (moetion, dense, moetion), then an expert lost: the restore is from peers and training goes on") {
+  // four copies of each slot on the five other nodes: three nodes lost leave every writer's window a
+  // live copy, whichever ranks the nodes got (with two, a survivor's two peers can both be among
+  // the three killed: the restore then falls to the seed)
   TestMesh m({.agents = 6, .steps = 1000000000,
               .model = "model = { layers = 1, d_model = 16, heads = 2, experts = 8, top_k = 2, seq_len = 16 },",
-              .train = "batch = 8, rebalance_every = 0, checkpoint_every = 0",
+              .train = "batch = 8, rebalance_every = 0, checkpoint_every = 0, peer_copies = 4",
               .extra = "policies = { slots = 4 },"});
   m.start();
   auto policy_in_force = [&](const std::string& label) {
@@ -218,7 +221,8 @@ TEST_CASE("t0553-sparse-policy-swap: the checkpoint policy swapped live (moetion
     return std::string();
   };
   REQUIRE_MESSAGE(eventually([&] { return !restored().empty(); }, 30000, 20), m.eval_json("return job.events(40)").dump());
-  CHECK(restored().find("sparse window") != std::string::npos);
+  const std::string detail = restored();
+  CHECK_MESSAGE(detail.find("sparse window") != std::string::npos, detail);
   bool failed = false;
   for (const auto& e : m.eval_json("return job.events(200)")) failed = failed || e["kind"] == "sparse_restore_failed";
   CHECK_FALSE(failed);
