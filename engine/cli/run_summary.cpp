@@ -125,8 +125,11 @@ void print_text_summary(const RunView& v, const nlohmann::ordered_json& j) {
     const double waited = j["capacity_wait_s"].get<double>();
     char capacity[64] = "";
     if (waited > 0) std::snprintf(capacity, sizeof capacity, "; %.2f s more waiting for capacity", waited);
-    std::printf("recoveries: %zu (p50 %.2f s, max %.2f s%s) · lost steps %llu · restores %llu\n", rec.recoveries().size(),
-                j["recovery_p50_s"].get<double>(), j["recovery_max_s"].get<double>(), capacity,
+    const double interrupted = j["interrupted_s"].get<double>();
+    char cut[96] = "";
+    if (interrupted > 0) std::snprintf(cut, sizeof cut, "; %.2f s computing steps that later losses aborted", interrupted);
+    std::printf("recoveries: %zu (p50 %.2f s, max %.2f s%s%s) · lost steps %llu · restores %llu\n", rec.recoveries().size(),
+                j["recovery_p50_s"].get<double>(), j["recovery_max_s"].get<double>(), capacity, cut,
                 (unsigned long long)rec.lost_steps(), (unsigned long long)rec.restores());
   }
   if (const auto& logs = j["expert_logs"]; logs.is_object() && logs["bytes_per_iteration"].get<uint64_t>() > 0)

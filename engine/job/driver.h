@@ -247,6 +247,7 @@ class Driver {
   void norm_committed(uint64_t step, double grad_norm);
   void rebuild_failed(const phase::Switching& p, const std::string& why);
   void recovery_begins(const std::string& cause);
+  void recovery_computing();
   void recovery_ends(uint64_t step);
   void maybe_snapshot(const std::set<Participant>& lost = {});
   void snapshot_answered(const wire::SaveDone& d);
@@ -288,6 +289,8 @@ class Driver {
     std::string source;    // the restore's: "peers", "disk" or "seed"
     uint64_t rerun = 0;    // committed steps run again by the restore that brought the job back
     int64_t capacity_ns = 0;  // of it, waiting for workers enough to plan (not the engine's time)
+    int64_t computing_since_ns = 0;  // a plan of this recovery in force: its steps run (0: none yet)
+    int64_t interrupted_ns = 0;      // of it, computing steps that a later loss aborted (not the engine's)
   };
   // A new plan someone asked for, taken at the next step boundary.
   struct Wanted {

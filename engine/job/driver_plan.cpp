@@ -257,6 +257,7 @@ Driver::Next Driver::plan_applied(phase::Switching& p) {
                        std::to_string(int64_t(p.slowest_connect_ms)) + " ms, migrate " +
                        std::to_string(int64_t(p.slowest_migrate_ms)) + " ms)";
   note("plan_applied", detail);
+  recovery_computing();
   measured_.switched(double(now_ns_ - p.started_ns) / 1e9);
   if (p.restore) {
     std::string restored = "restored " + p.restore_from + " on " + std::to_string(p.ranks.size()) + " workers in " +

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/strings.h"
 #include "job/driver.h"
 
 namespace sal::job {
@@ -187,23 +188,42 @@ Driver::Next Driver::start_resume(const PlanRecord& rec, const phase::Deciding& 
   return begin_restore_switch(rec, *sw, d.epoch, from.step, {Rung::dense, what, from.dir, {}}, d.why);
 }
 
-// The earliest cause counts: a recovery that is interrupted by another loss goes on.
+// The earliest cause counts: a recovery that is interrupted by another loss goes on. Steps that a
+// plan of it had begun computing when the new loss came are counted apart (interrupted_ns).
 void Driver::recovery_begins(const std::string& cause) {
-  if (!recovery_) recovery_ = Recovery{cause, now_ns_};
+  if (!recovery_) {
+    recovery_ = Recovery{cause, now_ns_};
+    return;
+  }
+  if (recovery_->computing_since_ns) recovery_->interrupted_ns += now_ns_ - recovery_->computing_since_ns;
+  recovery_->computing_since_ns = 0;
 }
 
-// The record's `seconds` are the engine's: the time spent waiting for capacity is given apart.
+// A plan of the recovery in progress went into force: its steps are training, not the engine's
+// recovering (until they commit, or a later loss aborts them).
+void Driver::recovery_computing() {
+  if (recovery_) recovery_->computing_since_ns = now_ns_;
+}
+
+// The record's `seconds` are the engine's: the time spent waiting for capacity and computing steps
+// that later losses aborted are given apart.
 void Driver::recovery_ends(uint64_t step) {
   if (!recovery_) return;
   double since_s = double(recovery_->since_ns - cfg_.origin_ns) / 1e9;
   double capacity_s = double(recovery_->capacity_ns) / 1e9;
+  double interrupted_s = double(recovery_->interrupted_ns) / 1e9;
   RecoveryRecord r{recovery_->cause, recovery_->restored ? "restore" : recovery_->patched ? "patch" : "elastic", since_s,
-                   std::max(0.0, now_s() - since_s - capacity_s), step, recovery_->source, recovery_->rerun, capacity_s};
+                   std::max(0.0, now_s() - since_s - capacity_s - interrupted_s), step, recovery_->source, recovery_->rerun,
+                   capacity_s, interrupted_s};
   measured_.recovered(r);
   out_.push_back(act::RecoveryDone{r});
-  std::string waited = recovery_->capacity_ns ? " (" + ms_text(recovery_->capacity_ns) + " of it waiting for capacity)" : "";
+  std::vector<std::string> apart;
+  if (recovery_->capacity_ns) apart.push_back(ms_text(recovery_->capacity_ns) + " of it waiting for capacity");
+  if (recovery_->interrupted_ns)
+    apart.push_back(ms_text(recovery_->interrupted_ns) + " computing steps that later losses aborted");
   note("recovered", "training resumed: step " + std::to_string(step) + " committed " +
-                        std::to_string((now_ns_ - recovery_->since_ns) / 1'000'000) + " ms after " + recovery_->cause + waited);
+                        std::to_string((now_ns_ - recovery_->since_ns) / 1'000'000) + " ms after " + recovery_->cause +
+                        (apart.empty() ? "" : " (" + join(apart, ", ") + ")"));
   recovery_.reset();
 }
 

@@ -128,6 +128,7 @@ Result<Record> decode_recovery(const Reader& r) {
   RecoveryRecord x{r.str("cause"), r.str("kind"), r.num("at_s"), r.num("seconds"), r.u64("step")};
   if (r.j.contains("source")) x.source = r.str("source"), x.rerun = r.u64("rerun");  // a restore
   if (r.j.contains("capacity_wait_s")) x.capacity_wait_s = r.num("capacity_wait_s");
+  if (r.j.contains("interrupted_s")) x.interrupted_s = r.num("interrupted_s");
   if (r.error) return *r.error;
   return Record(rec::Recovery{x});
 }
@@ -183,6 +184,7 @@ std::string encode_record(const Record& r) {
                    {"seconds", x.record.seconds}, {"step", x.record.step}};
             if (!x.record.source.empty()) j["source"] = x.record.source, j["rerun"] = x.record.rerun;
             if (x.record.capacity_wait_s > 0) j["capacity_wait_s"] = x.record.capacity_wait_s;
+            if (x.record.interrupted_s > 0) j["interrupted_s"] = x.record.interrupted_s;
             return j;
           },
           [](const rec::Lost& x) -> json { return {{"r", "lost"}, {"steps", x.steps}}; },

@@ -80,11 +80,14 @@ struct RecoveryRecord {
   std::string cause;
   std::string kind;     // the ladder's rung that recovered: "elastic" or "restore"
   double at_s = 0;      // when the loss was noticed (seconds since the controller started)
-  double seconds = 0;   // until the next step committed, less capacity_wait_s: the engine's time
+  double seconds = 0;   // until the next step committed, less capacity_wait_s and interrupted_s: the engine's time
   uint64_t step = 0;    // the step that committed
   std::string source;   // a restore's: "disk" (a dense snapshot) or "seed"; "" for elastic
   uint64_t rerun = 0;   // a restore's committed steps run again
   double capacity_wait_s = 0;  // waiting for workers enough to plan (the trace's doing, not the engine's)
+  // Under losses back to back: computing steps that a later loss aborted, after a plan of this
+  // recovery went into force (work the trace cost, as a step a single loss aborts; not the engine's).
+  double interrupted_s = 0;
 };
 
 // The median of the last `capacity` samples (a step time that a rebalance or a restore made slow

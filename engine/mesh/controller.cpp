@@ -129,7 +129,7 @@ Status Controller::start() {
   // events.csv starts after the job's own policies loaded (the report marks the swaps that follow)
   std::map<std::string, uint64_t> events_before;  // a resumed run's, before this controller's
   if (!opts_.run_dir.empty() && opts_.resume) events_before = EventLog::count_kinds(opts_.run_dir + "/events.csv");
-  if (!opts_.run_dir.empty()) events_.open_csv(opts_.run_dir + "/events.csv");
+  if (!opts_.run_dir.empty()) events_.open_csv(opts_.run_dir + "/events.csv", opts_.resume.has_value());
   apply_control_options(mesh_);
   mesh_.set(zmq::sockopt::router_handover, 1);  // an agent reconnecting takes its identity back
   auto ep = bind_endpoint(mesh_, opts_.job.mesh.bind);

@@ -15,8 +15,8 @@ EventLog::~EventLog() {
   if (csv_) std::fclose(csv_);
 }
 
-void EventLog::open_csv(const std::string& path) {
-  csv_ = std::fopen(path.c_str(), "a");
+void EventLog::open_csv(const std::string& path, bool append) {
+  csv_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!csv_) {
     spdlog::warn("cannot open {} for events", path);
     return;

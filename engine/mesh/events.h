@@ -38,8 +38,9 @@ class EventLog {
   static constexpr size_t kCapacity = 10000;
 
   ~EventLog();
-  // Appends to <path> as CSV (header written if the file is new).
-  void open_csv(const std::string& path);
+  // Writes to <path> as CSV, replacing what a run before left there; with `append` (a controller that
+  // resumed the job from its journal) continuing it (the header written if the file is new).
+  void open_csv(const std::string& path, bool append = false);
   // How many events of each kind an events.csv holds (a resumed run's, before this controller's).
   static std::map<std::string, uint64_t> count_kinds(const std::string& path);
   const Event& add(std::string kind, NodeId node, Epoch epoch, std::string detail);

@@ -76,13 +76,16 @@ nlohmann::ordered_json RunRecord::summary() const {
   auto list = nlohmann::json::array();
   std::vector<double> secs;
   double capacity_s = 0;
+  double interrupted_s = 0;
   for (const auto& r : recoveries_) {
     nlohmann::json e{{"cause", r.cause}, {"kind", r.kind}, {"at_s", r.at_s}, {"seconds", r.seconds}, {"step", r.step}};
     if (!r.source.empty()) e["source"] = r.source, e["rerun"] = r.rerun;  // a restore: from where, steps run again
     if (r.capacity_wait_s > 0) e["capacity_wait_s"] = r.capacity_wait_s;  // apart from `seconds`, the engine's
+    if (r.interrupted_s > 0) e["interrupted_s"] = r.interrupted_s;        // likewise
     list.push_back(std::move(e));
     secs.push_back(r.seconds);
     capacity_s += r.capacity_wait_s;
+    interrupted_s += r.interrupted_s;
   }
   std::sort(secs.begin(), secs.end());
   j["lost_steps"] = lost_steps_;
@@ -91,6 +94,7 @@ nlohmann::ordered_json RunRecord::summary() const {
   j["recovery_p50_s"] = secs.empty() ? nlohmann::json() : nlohmann::json(secs[(secs.size() - 1) / 2]);
   j["recovery_max_s"] = secs.empty() ? nlohmann::json() : nlohmann::json(secs.back());
   j["capacity_wait_s"] = capacity_s;
+  j["interrupted_s"] = interrupted_s;
   nlohmann::ordered_json time;
   for (const auto& [p, s] : totals_) time[p] = s;
   j["time_s"] = time;

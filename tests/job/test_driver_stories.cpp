@@ -825,6 +825,25 @@ TEST_CASE("a dense snapshot newer than every sparse window is the cheaper restor
   CHECK(restore_rung({}, have) == Rung::elastic);
 }
 
+TEST_CASE("losses back to back: steps a later loss aborted are counted apart from the engine's recovery time") {
+  Harness h = trained(5);
+  h.lose(3);
+  recover(h, workers({0, 1, 2}));  // plan in force; its step computes for 2 s, then node 2 dies
+  REQUIRE(h.d.steps().in_flight());
+  h.on(in::Lost{2, std::nullopt, "connection closed"}, 2000);
+  recover(h, workers({0, 1}));
+  h.commit_step();
+  auto rec = h.ever<act::RecoveryDone>();
+  REQUIRE(rec.size() == 1);  // one recovery, from the first loss to the first commit
+  CHECK(rec[0].record.interrupted_s == doctest::Approx(2.0).epsilon(0.01));
+  CHECK(rec[0].record.seconds < 0.1);  // the two switches: the engine's own time
+  bool said = false;
+  for (const auto& a : h.history)
+    if (auto* n = std::get_if<act::Note>(&a); n && n->kind == "recovered")
+      said = n->detail.find("(2000 ms computing steps that later losses aborted)") != std::string::npos;
+  CHECK(said);
+}
+
 TEST_CASE("too few workers left to plan: the job waits for capacity, says so, and the recovery counts the wait apart") {
   Harness h = trained(4);
   h.lose(3);

@@ -1,6 +1,7 @@
 // test_step_log.cpp — the training metrics the controller keeps: the load window's means, the
 // expert-work imbalance of a plan under given loads, the run totals behind the summary, and
-// metrics.csv continued by a resumed controller.
+// metrics.csv continued by a resumed controller; events.csv replaced by a new run in the same
+// directory and continued by a resumed one.
 #include <doctest/doctest.h>
 
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "mesh/events.h"
 #include "mesh/step_log.h"
 
 using namespace sal::mesh;
@@ -90,5 +92,22 @@ TEST_CASE("metrics.csv resumed at a step drops the rows of later steps and conti
   std::vector<std::string> steps;
   for (std::string line; std::getline(in, line);) steps.push_back(line.substr(0, line.find(',')));
   CHECK(steps == std::vector<std::string>{"step", "0", "1", "2", "3"});
+  std::filesystem::remove_all(tmpl);
+}
+
+TEST_CASE("events.csv: a new run in a used directory replaces it, a resumed controller continues it") {
+  char tmpl[] = "/tmp/sal-events-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string path = std::string(tmpl) + "/events.csv";
+  auto write = [&](bool append, const std::string& kind) {
+    EventLog log;
+    log.open_csv(path, append);
+    log.add(kind, 1, 1, "");
+  };
+  write(false, "first_run");
+  write(false, "second_run");  // a killed run's events would otherwise count in this run's report
+  CHECK(EventLog::count_kinds(path) == std::map<std::string, uint64_t>{{"second_run", 1}});
+  write(true, "resumed");
+  CHECK(EventLog::count_kinds(path) == std::map<std::string, uint64_t>{{"resumed", 1}, {"second_run", 1}});
   std::filesystem::remove_all(tmpl);
 }
