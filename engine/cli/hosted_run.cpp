@@ -129,9 +129,8 @@ Status HostedRun::start() {
 }
 
 Status HostedRun::spawn_controller(bool resume) {
-  auto exe = self_exe();
   mesh::SpawnOptions so;
-  so.exe = exe.ok() ? *exe : "salamander";
+  so.exe = self_spawn_exe();
   const auto& r = opts_.run;
   so.args = {"controller"};
   if (resume) {

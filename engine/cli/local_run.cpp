@@ -28,9 +28,8 @@ LocalRun::LocalRun(EventLoop& loop, zmq::context_t& ctx, LocalRunOptions opts)
       reap_timer_(loop.get()) {}
 
 mesh::SpawnOptions local_agent(const LocalRunOptions& o, const std::string& endpoint, size_t index, bool confined) {
-  auto exe = self_exe();
   mesh::SpawnOptions so;
-  so.exe = exe.ok() ? *exe : "salamander";
+  so.exe = self_spawn_exe();
   // One name per node: the agent's, which events, job.nodes() and the report show, names its log.
   std::string name = "node" + std::to_string(index);
   so.args = {"agent", "--controller", endpoint, "--devices", o.job.mesh.devices,
@@ -89,25 +88,34 @@ Status LocalRun::start() {
   };
   controller_->drill_status = [this] { return drill_ ? drill_->status() : nlohmann::ordered_json(); };
   if (opts_.drill) SAL_TRY(start_drill(*opts_.drill));
-  for (size_t i = 0; i < size_t(opts_.job.mesh.nodes); ++i) spawn_agent(i);
+  std::string why;
+  for (size_t i = 0; i < size_t(opts_.job.mesh.nodes); ++i)
+    if (auto s = spawn_agent(i); !s) why = s.error().message();
   progress_timer_.start(100, 100, [this] { refresh(false); });
+  if (!any_agent_running()) begin_stop("no node could be started (" + why + ")", 1);  // nothing would ever join
   return {};
 }
 
-void LocalRun::spawn_agent(size_t i) {
+bool LocalRun::any_agent_running() const {
+  for (const auto& a : agents_)
+    if (a && a->running()) return true;
+  return false;
+}
+
+Status LocalRun::spawn_agent(size_t i) {
   auto proc = std::make_unique<mesh::ChildProcess>(
       loop_.get(), [this, i](int64_t code, int sig) { on_agent_exit(i, code, sig); });
   auto so = local_agent(opts_, controller_->mesh_endpoint(), i, shares_.has_value());
-  if (auto s = proc->spawn(so); !s) {
-    spdlog::error("agent {}: {}", i, s.error().message());
-  }
+  Status s = proc->spawn(so);
+  if (!s) spdlog::error("agent {}: {}", i, s.error().message());
   if (agents_.size() <= i) agents_.resize(i + 1);
   agents_[i] = std::move(proc);
+  return s;
 }
 
 Status LocalRun::add_agents(int count) {
   if (stopping_) return fail("the run is stopping");
-  for (int i = 0; i < count; ++i) spawn_agent(agents_.size());
+  for (int i = 0; i < count; ++i) SAL_TRY(spawn_agent(agents_.size()));
   return {};
 }
 
@@ -127,9 +135,7 @@ void LocalRun::on_agent_exit(size_t i, int64_t code, int sig) {
     spdlog::warn("agent {} exited unexpectedly (code {}, signal {})", i, code, sig);
   }
   if (stopping_) return wait_for_agents();
-  bool any_running = false;
-  for (auto& a : agents_) any_running |= a && a->running();
-  if (!any_running) begin_stop("every node is gone", 1);
+  if (!any_agent_running()) begin_stop("every node is gone", 1);
 }
 
 // The first interrupt aborts the step in flight, writes the final checkpoint and stops the mesh

@@ -67,7 +67,8 @@ class LocalRun {
   void print_summary();
 
  private:
-  void spawn_agent(size_t i);
+  Status spawn_agent(size_t i);
+  bool any_agent_running() const;
   Status add_agents(int count);
   Status start_drill(drill::DrillSpec spec);
   RunView view() const;

@@ -20,6 +20,14 @@ Result<std::string> self_exe() {
   return std::string(buf, size_t(n));
 }
 
+std::string self_spawn_exe() {
+  static const std::string kGone = " (deleted)";  // what the kernel appends to a replaced file's link
+  auto exe = self_exe();
+  if (!exe) return "salamander";
+  const bool gone = exe->size() > kGone.size() && exe->compare(exe->size() - kGone.size(), kGone.size(), kGone) == 0;
+  return gone ? "/proc/self/exe" : *exe;  // a child's /proc/self/exe is the image it was forked from
+}
+
 Status make_dirs(const std::string& path, unsigned mode) {
   if (path.empty()) return {};
   std::string cur;

@@ -11,6 +11,11 @@ namespace sal {
 // Absolute path of the running executable (/proc/self/exe).
 Result<std::string> self_exe();
 
+// What to execute to start this same program again (its agents, workers, controller): its path,
+// or /proc/self/exe where that file was replaced or removed since it started (a rebuild, an
+// upgrade under a running job), so that a node started later runs the code the job runs.
+std::string self_spawn_exe();
+
 // $XDG_RUNTIME_DIR/salamander or /tmp/salamander-<uid>, created with mode 0700 if missing.
 Result<std::string> runtime_dir();
 

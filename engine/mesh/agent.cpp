@@ -280,7 +280,7 @@ void Agent::handle_command(const wire::Command& c) {
 void Agent::stop(const std::string& reason) { handle_command(wire::Command{wire::Verb::stop, reason}); }
 
 void Agent::spawn_workers() {
-  auto exe = self_exe();
+  const std::string exe = self_spawn_exe();
   for (size_t i = 0; i < opts_.devices.size(); ++i) {
     workers_.emplace_back();
     Worker& w = workers_.back();
@@ -290,7 +290,7 @@ void Agent::spawn_workers() {
   for (auto& w : workers_) {
     w.proc = std::make_unique<ChildProcess>(loop_, [this, &w](int64_t code, int sig) { on_worker_exit(w, code, sig); });
     SpawnOptions so;
-    so.exe = exe.ok() ? *exe : "salamander";
+    so.exe = exe;
     so.args = {"worker", "--agent", local_endpoint_, "--index", std::to_string(w.index), "--device", w.device,
                "--parent-pid", std::to_string(getpid()), "--node", std::to_string(node_id_),
                "--heartbeat-ms", std::to_string(heartbeat_ms_), "--log-level", opts_.log_level,
