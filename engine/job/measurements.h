@@ -132,7 +132,10 @@ class Measurements {
   void recovered(const RecoveryRecord& r);
   // A plan came into force `s` seconds after its switch began (its ranks connecting, moving state):
   // switch_s() is the median of the recent ones (0: none yet).
-  void switched(double s) { switch_s_.add(s); }
+  void switched(double s) {
+    switch_s_.add(s);
+    facts_.switch_s = switch_s_.median();
+  }
   double switch_s() const { return switch_s_.empty() ? 0 : switch_s_.median(); }
   // What a worker's vote said of its sparse snapshots (wire::StepVote's sparse_* fields); a slot
   // big enough to time measures the copy bandwidth, once per copy.

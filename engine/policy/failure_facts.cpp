@@ -12,12 +12,13 @@ namespace {
 // training runs report — Meta's Llama 3 run saw 419 unexpected interruptions in 54 days on 16 384
 // GPUs (2 048 nodes of 8), one per node every ≈ 6 300 hours — rounded down.
 constexpr double kAssumedMtbfH = 5000;
-// Until the job has recovered once (then its measured re-plan time is used): a second loss this
-// soon after a first is simultaneous (no re-plan between them). A re-plan here takes 0.1–0.3 s
-// after a loss on loopback (bench_recovery); Lazarus reports 20–40 s on a cluster.
+// Until a plan switch of the job was measured (then a re-plan's, or a switch's, measured time is
+// used): a second loss this soon after a first is simultaneous (no re-plan between them). A re-plan
+// here takes 0.1–0.3 s after a loss on loopback (bench_recovery); Lazarus reports 20–40 s on a cluster.
 constexpr double kWindowS = 10;
-// Until the job has recovered once: what a restore costs beyond the steps it runs again, reading
-// the state back and rebuilding the data plane on a cluster (0.3–0.8 s on loopback, measured).
+// Until a plan switch of the job was measured: what a restore costs beyond the steps it runs
+// again, reading the state back and rebuilding the data plane on a cluster (0.3–0.8 s on
+// loopback, measured).
 constexpr double kRestoreOverheadS = 60;
 // The step time until the driver has measured one.
 constexpr double kAssumedIterationS = 1;
@@ -55,11 +56,14 @@ FailureFacts failure_facts(const FailureSettings& settings, const FailureRate& m
     if (measured.node_hours() > 0) f.source += text(" (no loss seen in %.3g node-hours)", measured.node_hours());
   }
   f.correlated = std::clamp(settings.correlated, 0.0, 1.0);
-  f.window_s = took.replan_s > 0 ? took.replan_s : kWindowS;
+  f.window_s = took.replan_s > 0 ? took.replan_s : took.switch_s > 0 ? took.switch_s : kWindowS;
   const double step_s = iteration_s > 0 ? iteration_s : kAssumedIterationS;
-  const auto [restore_s, how] = took.restore_s > 0  ? std::pair{took.restore_s, "measured"}
-                                : took.replan_s > 0 ? std::pair{took.replan_s, "a re-plan's, measured; no restore yet"}
-                                                    : std::pair{kRestoreOverheadS, "assumed"};
+  // a re-plan is a switch and the step after it: what the job's first plan took says as much
+  const auto [restore_s, how] =
+      took.restore_s > 0  ? std::pair{took.restore_s, "measured"}
+      : took.replan_s > 0 ? std::pair{took.replan_s, "a re-plan's, measured; no restore yet"}
+      : took.switch_s > 0 ? std::pair{took.switch_s + step_s, "a plan switch and a step, measured; no recovery yet"}
+                          : std::pair{kRestoreOverheadS, "assumed"};
   f.restore_s = restore_s + rerun_steps * step_s;
   f.restore_source = text("%.3g s to restore (", restore_s) + how + text(") + steps run again: %g", rerun_steps) +
                      text(" of %.3g s", step_s) + " (" + rerun_source + ")";

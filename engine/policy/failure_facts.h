@@ -39,19 +39,22 @@ class FailureRate {
 };
 
 // What this job's recoveries took, the engine's time (0: none seen yet): an elastic re-plan's (a
-// loss to the next committed step), and a restore's (a loss to the first step after it).
+// loss to the next committed step), and a restore's (a loss to the first step after it); and what
+// its plan switches took (the first plan's from the job's start), known before any loss.
 struct RecoveryTimes {
   double replan_s = 0;
   double restore_s = 0;
+  double switch_s = 0;
 };
 
 // The facts for a plan: the rate as stated, else measured once a loss was seen, else assumed;
 // a wipe-out's cost from the step time (`iteration_s`, 0: not measured yet), the steps a restore
 // runs again (`rerun_steps`, said how in `rerun_source`) and what a restore itself takes: as
 // measured, else a re-plan's measured time (a restore re-plans too, then reads the state back from
-// peers' memory or disk), else an assumed cluster figure. Two losses count as simultaneous when the
-// second comes before the first's re-plan is done: within the measured re-plan time, else an
-// assumed cluster figure.
+// peers' memory or disk), else a measured plan switch and a step (before the first loss), else an
+// assumed cluster figure. Two losses count as simultaneous when the second comes before the
+// first's re-plan is done: within the measured re-plan time, else a switch's, else an assumed
+// cluster figure.
 FailureFacts failure_facts(const FailureSettings& settings, const FailureRate& measured, double iteration_s,
                            double rerun_steps, const std::string& rerun_source, const RecoveryTimes& took = {});
 

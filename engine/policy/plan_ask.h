@@ -21,6 +21,7 @@ struct CheckpointFacts {
   double bandwidth_Bps = 0;  // bytes a snapshot copied over the pause training saw, median
   double replan_s = 0;       // the engine's time of the recent elastic recoveries (a loss to the next commit), median
   double restore_s = 0;      // the engine's time of the recent restores (a loss to the first step after it), median
+  double switch_s = 0;       // the engine's time of the recent plan switches, the job's first plan's included, median
   uint64_t iteration = 0;    // the next step
   std::vector<std::vector<double>> popularity;  // [layer][expert]: share of routed tokens (sums to 1 per layer)
 };

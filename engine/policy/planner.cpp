@@ -153,7 +153,7 @@ FailureFacts Planner::failure_facts(const CheckpointFacts& facts) const {
                               : double(std::max<int64_t>(1, cfg_.checkpoint_every)) / 2;
   return policy::failure_facts(cfg_.failures, failure_rate_, facts.iteration_s, rerun,
                                sparse ? "two sparse windows" : "half the dense snapshot period",
-                               {facts.replan_s, facts.restore_s});
+                               {facts.replan_s, facts.restore_s, facts.switch_s});
 }
 
 // The plan in force's slot tables of group `g`, layer by layer, when that group had `positions`

@@ -152,9 +152,15 @@ TEST_CASE("failure facts: stated, else measured from the plans' worker counts, e
   auto measured = failure_facts({}, rate, 2, 5, "five steps");
   CHECK(measured.rate == doctest::Approx(2.0 / 46));
   CHECK(measured.source.find("measured: 2 node losses") == 0);
+  // before any loss, a plan switch was measured (the job's first plan): a restore costs that and a
+  // step, and two losses are simultaneous within a switch's time
+  auto switched = failure_facts({}, rate, 2, 5, "five steps", {0, 0, 0.1});
+  CHECK(switched.restore_s == doctest::Approx(0.1 + 2 + 5 * 2));
+  CHECK(switched.window_s == doctest::Approx(0.1));
+  CHECK(switched.restore_source.find("2.1 s to restore (a plan switch and a step, measured; no recovery yet)") == 0);
   // once the job has recovered: a restore costs what restores took, else what a re-plan took,
   // and two losses are simultaneous within a re-plan's time
-  auto replanned = failure_facts({}, rate, 2, 5, "five steps", {0.3, 0});
+  auto replanned = failure_facts({}, rate, 2, 5, "five steps", {0.3, 0, 0.1});
   CHECK(replanned.restore_s == doctest::Approx(0.3 + 5 * 2));
   CHECK(replanned.window_s == doctest::Approx(0.3));
   CHECK(replanned.restore_source.find("0.3 s to restore (a re-plan's, measured; no restore yet)") == 0);
