@@ -1,6 +1,7 @@
 // trace.cpp — see trace.h.
 #include "sim/trace.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <optional>
@@ -35,6 +36,12 @@ std::optional<std::pair<int64_t, int64_t>> count_line(const std::string& l) {
   return std::pair<int64_t, int64_t>{int64_t(timegm(&t)), n};
 }
 
+// A sample this much older than the line before it is a later observation of overlapping sampling
+// windows, taken in the file's order at the previous line's time (Bamboo's GCP V100 trace: bursts
+// of three one-minute samples, a burst starting up to 60 s before the last one ended); further
+// back, the file is not one trace (two concatenated, or unsorted) and is refused.
+constexpr int64_t kOverlapS = 300;
+
 }  // namespace
 
 Result<std::vector<TraceEvent>> parse_count_trace(const std::string& text, const std::string& path) {
@@ -50,10 +57,11 @@ Result<std::vector<TraceEvent>> parse_count_trace(const std::string& text, const
     auto p = count_line(l);
     if (!p) return fail(path, ":", line, ": expected YYYY-MM-DD, HH:MM:SS, <live nodes>, got '", clip(l, 60), "'");
     if (!any) first_s = last_s = p->first, any = true;
-    if (p->first < last_s)
-      return fail(path, ":", line, ": time goes back (", p->first - last_s, " s after the previous line)");
-    last_s = p->first;
-    const int64_t ms = (p->first - first_s) * 1000;
+    if (p->first < last_s - kOverlapS)
+      return fail(path, ":", line, ": time goes back (", p->first - last_s, " s after the previous line; samples up to ",
+                  kOverlapS, " s older are taken in the file's order)");
+    last_s = std::max(last_s, p->first);
+    const int64_t ms = (last_s - first_s) * 1000;
     while (int64_t(live.size()) < p->second) {
       live.push_back("node" + std::to_string(++named));
       out.push_back({ms, true, live.back(), line});

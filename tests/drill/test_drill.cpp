@@ -168,8 +168,18 @@ TEST_CASE("a trace of live-node counts reads as adds and removes, and scales lik
   // the errors name the file and the line
   auto bad = sim::parse_count_trace("2021-12-11, 11:11:30, 4\n2021-12-11 11:11, 5\n", "g.txt");
   CHECK(bad.error().message().find("g.txt:2: expected YYYY-MM-DD, HH:MM:SS, <live nodes>") != std::string::npos);
-  auto back = sim::parse_count_trace("2021-12-11, 11:11:30, 4\n2021-12-11, 11:11:20, 5\n", "g.txt");
-  CHECK(back.error().message().find("g.txt:2: time goes back") != std::string::npos);
+  auto back = sim::parse_count_trace("2021-12-11, 11:11:30, 4\n2021-12-11, 12:11:20, 5\n2021-12-11, 11:11:20, 5\n", "g.txt");
+  CHECK(back.error().message().find("g.txt:3: time goes back (-3600 s after the previous line") != std::string::npos);
+  // overlapping samples (a minute older than the line before) are taken in the file's order, at
+  // the previous line's time
+  auto overlap = sim::parse_count_trace("2021-12-11, 11:11:30, 4\n2021-12-11, 11:12:30, 4\n2021-12-11, 11:11:40, 3\n"
+                                        "2021-12-11, 11:12:40, 3\n",
+                                        "g.txt");
+  REQUIRE_MESSAGE(overlap.ok(), (overlap.ok() ? "" : overlap.error().message()));
+  REQUIRE(overlap->size() == 5);
+  CHECK((*overlap)[4].add == false);
+  CHECK((*overlap)[4].ms == 60000);
+  CHECK((*overlap)[4].line == 3);
   CHECK(sim::read_trace(path, "csv").error().message().find("expected bamboo or counts") != std::string::npos);
   // a drill replays it with format = "counts"; another format is refused, naming the two
   auto drill = temp_file("r.lua", "replay_trace{ file = '" + path + "', format = 'counts', time_scale = 0.5, max_nodes = 4 }\n");
