@@ -4,13 +4,16 @@
 -- quickstart's), 8 workers spend most of a step in collectives and per-step overheads and train
 -- only ~1.2x what 4 do at fair cores, against ~1.9x with 64 (docs/performance.md, "The drill job
 -- since 2026-11-29").
+-- 16 experts on 4 slots a node: the baselines' expert-parallel groups span four nodes, as they span
+-- many GPUs in Lazarus's evaluation (with 8 experts a group was two nodes, and fixed groups idled at
+-- most one node: docs/performance.md, "The traces with groups of four").
 -- Dense snapshots every 5 steps (about a second at 4-8 workers) are the last rung of the recovery
 -- ladder, and checkpoint-restart's restore point.
 return {
   name = "drill8",
   model = {
     layers = 2, d_model = 64, heads = 4,
-    experts = 8, top_k = 2,
+    experts = 16, top_k = 2,
     seq_len = 64, vocab = 256,
   },
   data = { path = "/usr/share/games/fortunes", format = "bytes" },
