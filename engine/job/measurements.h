@@ -136,7 +136,7 @@ class Measurements {
     switch_s_.add(s);
     facts_.switch_s = switch_s_.median();
   }
-  double switch_s() const { return switch_s_.empty() ? 0 : switch_s_.median(); }
+  double switch_s() const { return facts_.switch_s; }
   // What a worker's vote said of its sparse snapshots (wire::StepVote's sparse_* fields); a slot
   // big enough to time measures the copy bandwidth, once per copy.
   void sparse_held(Participant p, const SparseHolding& h, uint64_t slot_bytes);
