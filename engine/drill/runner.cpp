@@ -111,9 +111,39 @@ void DrillRunner::on_plan_sending(const wire::PlanUpdate& u) {
   }
 }
 
+// Kills still owed (a random kill that found too few nodes), paid as nodes become ready.
+void DrillRunner::pay_owed_kills() {
+  while (!owed_kills_.empty()) {
+    Owed& o = owed_kills_.front();
+    Action want = spec_.actions[o.action];
+    want.count = o.count;
+    for (NodeId id : pick(want)) {
+      Status s = c_.kill_node(id, "drill " + spec_.name);
+      killed_.insert(id);
+      note(s ? "drill" : "drill_error", id, want.describe() + " (owed) -> node " + std::to_string(id) + (s ? "" : ": " + s.error().message()));
+      --o.count;
+    }
+    if (o.count > 0) return;
+    owed_kills_.erase(owed_kills_.begin());
+  }
+}
+
+// An add while kills are owed: the trace's count went down, then up again before the nodes it
+// lost were there to kill; the add cancels up to `adds` owed kills, newest first. Returns how many.
+uint32_t DrillRunner::cancel_owed_kills(uint32_t adds) {
+  uint32_t cancelled = 0;
+  while (cancelled < adds && !owed_kills_.empty()) {
+    uint32_t n = std::min(adds - cancelled, owed_kills_.back().count);
+    cancelled += n;
+    if ((owed_kills_.back().count -= n) == 0) owed_kills_.pop_back();
+  }
+  return cancelled;
+}
+
 void DrillRunner::tick() {
   double origin = clock_origin_s();
   if (origin < 0 || stopped_) return;
+  pay_owed_kills();
   double since = now_s() - origin;
   for (size_t i = 0; i < spec_.actions.size(); ++i)
     if (!fired_[i] && spec_.actions[i].at_s && *spec_.actions[i].at_s <= since) fire(i);
@@ -125,7 +155,7 @@ void DrillRunner::tick() {
   }
 }
 
-// Nodes that take part in training (live, with a ready worker), not yet chosen.
+// Nodes that take part in training (live, with a ready worker), not killed by this drill already.
 std::vector<NodeId> DrillRunner::pick(const Action& a) {
   if (a.node) return {NodeId(*a.node)};
   if (a.holders_of) return holders(*a.holders_of);
@@ -137,7 +167,7 @@ std::vector<NodeId> DrillRunner::pick(const Action& a) {
     for (const auto& r : applied->ranks) ranks.insert(r.node);
   std::vector<NodeId> pool;
   for (const auto& [id, n] : c_.membership().nodes()) {
-    if (!n.usable() || (a.during && !ranks.count(id))) continue;
+    if (!n.usable() || killed_.count(id) || (a.during && !ranks.count(id))) continue;
     if (std::any_of(n.workers.begin(), n.workers.end(),
                     [](const mesh::WorkerView& w) { return !w.exited && w.state == wire::WorkerState::ready; }))
       pool.push_back(id);
@@ -196,6 +226,20 @@ Status DrillRunner::partition(NodeId id, uint64_t ms) {
   return c_.partition_node(n->name, ms);
 }
 
+// Says why a pick found fewer nodes than action i asks for; a random kill owes the rest.
+void DrillRunner::report_shortfall(size_t i, size_t found) {
+  const Action& a = spec_.actions[i];
+  if (a.holders_of && found == 0) return note("drill_error", kNoNode, a.describe() + ": no plan in force places that expert");
+  if (!a.rack.empty() && found == 0)
+    return note("drill_error", kNoNode,
+                a.describe() + ": no live node is in that rack (mesh.racks = \"" + c_.job().mesh.racks + "\")");
+  if (a.holders_of || !a.rack.empty() || found >= a.count) return;
+  std::string only = a.describe() + ": only " + std::to_string(found) + " nodes to choose from";
+  if (a.kind != ActionKind::kill || a.during || a.node) return note("drill_error", kNoNode, only);
+  owed_kills_.push_back({i, a.count - uint32_t(found)});
+  note("drill", kNoNode, only + "; " + std::to_string(a.count - found) + " more die as soon as nodes are ready");
+}
+
 void DrillRunner::fire(size_t i) {
   fired_[i] = true;
   const Action& a = spec_.actions[i];
@@ -204,20 +248,18 @@ void DrillRunner::fire(size_t i) {
   if (a.controller) return kill_controller(a);
   std::string who = "drill " + spec_.name;
   if (a.kind == ActionKind::add) {
-    Status s = c_.add_nodes ? c_.add_nodes(int(a.count)) : Status(fail("this controller cannot start nodes"));
-    return note(s ? "drill" : "drill_error", kNoNode, a.describe() + (s ? "" : ": " + s.error().message()));
+    uint32_t cancelled = cancel_owed_kills(a.count);
+    std::string owed = cancelled ? " (cancels " + std::to_string(cancelled) + " kills still owed)" : "";
+    if (cancelled == a.count) return note("drill", kNoNode, a.describe() + owed);
+    Status s = c_.add_nodes ? c_.add_nodes(int(a.count - cancelled)) : Status(fail("this controller cannot start nodes"));
+    return note(s ? "drill" : "drill_error", kNoNode, a.describe() + owed + (s ? "" : ": " + s.error().message()));
   }
   if (a.kind == ActionKind::kill && a.during == wire::FaultPoint::migration) {
     migration_kills_.push_back(i);
     return note("drill", kNoNode, a.describe() + ": armed for the next plan switch that moves state");
   }
   auto targets = pick(a);
-  if (a.holders_of && targets.empty())
-    note("drill_error", kNoNode, a.describe() + ": no plan in force places that expert");
-  else if (!a.rack.empty() && targets.empty())
-    note("drill_error", kNoNode, a.describe() + ": no live node is in that rack (mesh.racks = \"" + c_.job().mesh.racks + "\")");
-  else if (!a.holders_of && a.rack.empty() && targets.size() < a.count)
-    note("drill_error", kNoNode, a.describe() + ": only " + std::to_string(targets.size()) + " nodes to choose from");
+  report_shortfall(i, targets.size());
   for (NodeId id : targets) {
     Status s;
     if (a.kind == ActionKind::kill && a.during) {
@@ -233,6 +275,7 @@ void DrillRunner::fire(size_t i) {
       if (!n) s = fail("no node ", id);
     } else if (a.kind == ActionKind::kill) {
       s = c_.kill_node(id, who);
+      killed_.insert(id);
     } else if (a.kind == ActionKind::drain) {
       s = c_.drain_node(id, who);
     } else if (a.kind == ActionKind::partition) {

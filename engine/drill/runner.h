@@ -1,7 +1,11 @@
 // runner.h — runs a drill (drill_spec.h) against a live job on the controller's loop. Step
 // triggers fire when the job has committed that many steps (a kill `during` a point is armed then,
 // so the node dies inside the next step); time triggers fire that long after the first committed
-// step — or, for a drill that replays a trace, after the drill's start (the trace's clock). "random" targets are drawn, with the drill's seed, from the nodes taking part in training.
+// step — or, for a drill that replays a trace, after the drill's start (the trace's clock).
+// "random" targets are drawn, with the drill's seed, from the nodes taking part in training; a
+// random kill that finds fewer of them than it asks for (a trace whose count drops while the mesh
+// is still starting) owes the rest, killed as soon as nodes are ready, and an add that comes while
+// kills are owed cancels them first: the mesh follows the trace's count instead of drifting above it.
 // Every action and every refusal is an event ("drill", "drill_error"). With a duration the drill
 // stops the job when it is over. At the end, check() turns the expectations into pass/fail lines.
 // The drill's progress goes to the job's journal (the drill, when its clock started, each action
@@ -15,6 +19,7 @@
 
 #include <cstdint>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,6 +60,9 @@ class DrillRunner {
   void note(const std::string& kind, NodeId node, const std::string& detail);
   void set_clock_origin(double at_s);
   void kill_controller(const Action& a);
+  void report_shortfall(size_t i, size_t found);
+  void pay_owed_kills();
+  uint32_t cancel_owed_kills(uint32_t adds);
   Status partition(NodeId id, uint64_t ms);
   double now_s() const;
 
@@ -66,6 +74,12 @@ class DrillRunner {
   std::function<void(uint64_t)> previous_hook_;
   std::function<void(const wire::PlanUpdate&)> previous_plan_hook_;
   std::vector<size_t> migration_kills_;  // fired actions waiting for a plan switch that moves state
+  struct Owed {
+    size_t action;   // the random kill that found too few nodes
+    uint32_t count;  // nodes it still has to kill
+  };
+  std::vector<Owed> owed_kills_;  // oldest first; not journaled (a resumed controller owes nothing)
+  std::set<NodeId> killed_;       // nodes this drill killed: live until their loss is seen, never picked again
   double first_step_s_ = -1;   // controller time of the first committed step
   double origin_s_ = -1;       // controller time the clock started (start(), or the first committed step)
   bool resumed_ = false;

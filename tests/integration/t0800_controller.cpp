@@ -150,6 +150,41 @@ TEST_CASE("t0803-quiet-start-trace: a trace that starts below what a plan needs 
   CHECK(failed <= 4);  // one per change of the workers (each join), not one every 100 ms (30 in the quiet 3 s)
 }
 
+TEST_CASE("t0813-trace-count-kept: a trace's count that drops before the mesh is up kills nodes once they are ready, and an add first cancels owed kills") {
+  // 4 nodes at 0; -1 at 1 ms, +1 at 2 ms, -1 at 3 ms: all three fire at the drill's first tick (20
+  // ms), before any worker can be ready, so the first kill is owed, the add cancels it instead of
+  // starting a node, and the second is owed until nodes are ready; then -1 at 3 s. The mesh must go
+  // 4 -> 3 -> 2, as the trace does.
+  std::string dir = temp_dir("tracecount");
+  std::ofstream(dir + "/trace.csv") << "0,add,a\n0,add,b\n0,add,c\n0,add,d\n1,remove,a\n2,add,e\n3,remove,b\n"
+                                       "3000,remove,c\n6000,add,f\n";
+  std::ofstream(dir + "/count.lua") << "drill{ name = 'count-kept', seed = 1 }\n"
+                                       "replay_trace{ file = 'trace.csv', format = 'bamboo', time_scale = 1, max_nodes = 4 }\n";
+  MeshOptions shape;
+  std::ofstream(dir + "/job.lua") << "return {\n  name = 'count',\n"
+                                  << "  model = { layers = 1, d_model = 16, heads = 2, experts = 8, top_k = 2, seq_len = 16 },\n  "
+                                  << shape.data << "\n  train = { batch = 8, steps = 100000, rebalance_every = 0 },\n"
+                                  << "  policies = { slots = 4, min_replicas = 1, health = 'ignore' },\n}\n";
+  auto j = run_json({bin(), "run", dir + "/job.lua", "--drill", dir + "/count.lua", "--json", "--out", dir + "/run"},
+                    dir + "/run.out", 90000);
+  CHECK(j["steps"].get<int64_t>() > 0);
+  size_t kills = 0, owed = 0, cancelled = 0, errors = 0, joined = 0;
+  for (const auto& e : events(dir + "/run")) {
+    kills += e.kind == "kill_requested";
+    joined += e.kind == "node_joined";
+    errors += e.kind == "drill_error";
+    owed += e.kind == "drill" && e.detail.find("(owed) -> node") != std::string::npos;
+    cancelled += e.kind == "drill" && e.detail.find("(cancels 1 kills still owed)") != std::string::npos;
+  }
+  INFO(file_text(dir + "/run/events.csv"));
+  CHECK(errors == 0);
+  CHECK(cancelled == 1);  // the add at 2 ms started no node
+  CHECK(owed == 1);       // the loss at 3 ms, paid once nodes were ready
+  CHECK(kills == 2);      // that one and the loss at 3 s: 4 -> 3 -> 2
+  CHECK(joined >= 4);
+  CHECK(joined <= 5);     // the 4 it starts with, and perhaps the add at 6 s before the drill's end
+}
+
 namespace {
 
 // A job file for `salamander run` (the harness's tiny model on the repo's docs/), `nodes` agents.
