@@ -13,6 +13,7 @@
 #include <cstring>
 #include <utility>
 
+#include "comm/shm_sweep.h"
 #include "core/clock.h"
 #include "core/paths.h"
 #include "core/strings.h"
@@ -77,6 +78,7 @@ HostedRun::~HostedRun() {
   if (controller_) controller_->signal(SIGKILL);
   kill_agents();
   close_cpu_shares(shares_);
+  comm::sweep_ucx_segments_logged();
   if (link_write_ >= 0) ::close(link_write_);
 }
 

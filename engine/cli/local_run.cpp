@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "comm/shm_sweep.h"
 #include "core/clock.h"
 #include "core/paths.h"
 #include "report/report.h"
@@ -60,6 +61,7 @@ void close_cpu_shares(const std::optional<mesh::CpuShares>& shares) {
 LocalRun::~LocalRun() {
   kill_agents();
   close_cpu_shares(shares_);
+  comm::sweep_ucx_segments_logged();
 }
 
 Status LocalRun::start() {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <random>
 
+#include "comm/shm_sweep.h"
 #include "core/clock.h"
 #include "core/paths.h"
 #include "mesh/endpoint.h"
@@ -74,6 +75,7 @@ Status Agent::start() {
   if (opts_.devices.empty()) return fail("agent: no devices");
   if (opts_.data_host.empty()) opts_.data_host = is_local_endpoint(opts_.controller) ? "127.0.0.1" : hostname();
   open_cpu_shares();
+  comm::sweep_ucx_segments_logged();  // what workers killed on this host left in /dev/shm
   apply_control_options(ctrl_);
   ctrl_.set(zmq::sockopt::linger, kGoodbyeLingerMs);
   ctrl_.set(zmq::sockopt::routing_id, "agent-" + hostname() + "-" + std::to_string(getpid()) + "-" + random_tag());
@@ -410,6 +412,7 @@ void Agent::on_worker_exit(Worker& w, int64_t code, int sig) {
                  w.last_error.empty() ? "" : ": " + w.last_error);
   }
   report(w, wire::WorkerEventKind::exited, int(code), sig, w.last_error);
+  if (sig != 0) comm::sweep_ucx_segments_logged();
   if (shares_)
     if (auto s = shares_->release(CpuShares::worker_group(getpid(), w.index)); !s)
       spdlog::warn("worker {}: {}", w.index, s.error().message());
