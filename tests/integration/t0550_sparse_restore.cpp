@@ -196,6 +196,9 @@ TEST_CASE("t0553-sparse-policy-swap: the checkpoint policy swapped live (moetion
               .train = "batch = 8, rebalance_every = 0, checkpoint_every = 0, peer_copies = 4",
               .extra = "policies = { slots = 4 },"});
   m.start();
+  // every node in the plan first: a plan that takes in late joiners starts new windows, and a
+  // window checked restorable on the plan before would say nothing of the one the kill meets
+  REQUIRE(eventually([&] { return m.eval_json("return job.training().ranks").size() == 6; }, 30000, 20));
   auto policy_in_force = [&](const std::string& label) {
     return eventually([&] {
       auto c = m.eval_json("return job.checkpoint()");
