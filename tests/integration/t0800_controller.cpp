@@ -128,19 +128,31 @@ TEST_CASE("t0802-resume-refused: a finished job, and a run directory without a j
   CHECK(none.output().find("journal.jsonl") != std::string::npos);
 }
 
+namespace {
+
+// A trace drill in dir: `trace` as dir/trace.csv (Bamboo's format, replayed at time scale 1 on up
+// to `max_nodes` nodes) under a job of 8 experts on 4 slots a node (two nodes hold them all) that
+// runs until the drill ends: the run's JSON summary.
+nlohmann::json run_trace(const std::string& dir, const std::string& trace, int max_nodes) {
+  std::ofstream(dir + "/trace.csv") << trace;
+  std::ofstream(dir + "/trace.lua") << "drill{ name = 'trace', seed = 1 }\n"
+                                       "replay_trace{ file = 'trace.csv', format = 'bamboo', time_scale = 1, max_nodes = "
+                                    << max_nodes << " }\n";
+  MeshOptions shape;
+  std::ofstream(dir + "/job.lua") << "return {\n  name = 'trace',\n"
+                                  << "  model = { layers = 1, d_model = 16, heads = 2, experts = 8, top_k = 2, seq_len = 16 },\n  "
+                                  << shape.data << "\n  train = { batch = 8, steps = 100000, rebalance_every = 0 },\n"
+                                  << "  policies = { slots = 4, min_replicas = 1, health = 'ignore' },\n}\n";
+  return run_json({bin(), "run", dir + "/job.lua", "--drill", dir + "/trace.lua", "--json", "--out", dir + "/run"},
+                  dir + "/run.out", 90000);
+}
+
+}  // namespace
+
 TEST_CASE("t0803-quiet-start-trace: a trace that starts below what a plan needs runs, and the job starts when it brings nodes, saying why once") {
   // One node holds 4 expert slots, the model has 8 experts: no plan for the trace's first 3 s.
   std::string dir = temp_dir("quiet");
-  std::ofstream(dir + "/trace.csv") << "0,add,a\n3000,add,b\n3000,add,c\n7000,remove,c\n";
-  std::ofstream(dir + "/quiet.lua") << "drill{ name = 'quiet-start', seed = 1 }\n"
-                                       "replay_trace{ file = 'trace.csv', format = 'bamboo', time_scale = 1, max_nodes = 3 }\n";
-  MeshOptions shape;
-  std::ofstream(dir + "/job.lua") << "return {\n  name = 'quiet',\n"
-                                  << "  model = { layers = 1, d_model = 16, heads = 2, experts = 8, top_k = 2, seq_len = 16 },\n  "
-                                  << shape.data << "\n  train = { batch = 8, steps = 100000, rebalance_every = 0 },\n"
-                                  << "  policies = { slots = 4, min_replicas = 1 },\n}\n";
-  auto j = run_json({bin(), "run", dir + "/job.lua", "--drill", dir + "/quiet.lua", "--json", "--out", dir + "/run"},
-                    dir + "/run.out", 90000);
+  auto j = run_trace(dir, "0,add,a\n3000,add,b\n3000,add,c\n7000,remove,c\n", 3);
   CHECK(j["steps"].get<int64_t>() > 0);  // it trained once the trace brought the nodes
   for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
   std::string log = file_text(dir + "/run.out");
@@ -156,17 +168,7 @@ TEST_CASE("t0813-trace-count-kept: a trace's count that drops before the mesh is
   // starting a node, and the second is owed until nodes are ready; then -1 at 3 s. The mesh must go
   // 4 -> 3 -> 2, as the trace does.
   std::string dir = temp_dir("tracecount");
-  std::ofstream(dir + "/trace.csv") << "0,add,a\n0,add,b\n0,add,c\n0,add,d\n1,remove,a\n2,add,e\n3,remove,b\n"
-                                       "3000,remove,c\n6000,add,f\n";
-  std::ofstream(dir + "/count.lua") << "drill{ name = 'count-kept', seed = 1 }\n"
-                                       "replay_trace{ file = 'trace.csv', format = 'bamboo', time_scale = 1, max_nodes = 4 }\n";
-  MeshOptions shape;
-  std::ofstream(dir + "/job.lua") << "return {\n  name = 'count',\n"
-                                  << "  model = { layers = 1, d_model = 16, heads = 2, experts = 8, top_k = 2, seq_len = 16 },\n  "
-                                  << shape.data << "\n  train = { batch = 8, steps = 100000, rebalance_every = 0 },\n"
-                                  << "  policies = { slots = 4, min_replicas = 1, health = 'ignore' },\n}\n";
-  auto j = run_json({bin(), "run", dir + "/job.lua", "--drill", dir + "/count.lua", "--json", "--out", dir + "/run"},
-                    dir + "/run.out", 90000);
+  auto j = run_trace(dir, "0,add,a\n0,add,b\n0,add,c\n0,add,d\n1,remove,a\n2,add,e\n3,remove,b\n3000,remove,c\n6000,add,f\n", 4);
   CHECK(j["steps"].get<int64_t>() > 0);
   size_t kills = 0, owed = 0, cancelled = 0, errors = 0, joined = 0;
   for (const auto& e : events(dir + "/run")) {
