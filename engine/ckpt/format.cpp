@@ -106,7 +106,21 @@ std::vector<std::pair<std::string, int*>> llama_dims(Dims& d) {
           {"rope_theta", &d.rope_theta}};
 }
 std::vector<std::pair<std::string, bool*>> llama_flags(Dims& d) {
-  return {{"tied_head", &d.tied_head}, {"sigmoid_router", &d.sigmoid_router}, {"norm_topk", &d.norm_topk}};
+  return {{"tied_head", &d.tied_head},
+          {"sigmoid_router", &d.sigmoid_router},
+          {"norm_topk", &d.norm_topk},
+          {"router_bias", &d.router_bias}};
+}
+
+// moe-llama's real-valued keys and the open interval (lo, hi) or, closed, [lo, hi] each lies in.
+struct RealKey {
+  const char* key;
+  float* value;
+  double lo, hi;
+  bool closed;
+};
+std::vector<RealKey> llama_reals(Dims& d) {
+  return {{"norm_eps", &d.norm_eps, 0, 1, false}, {"bias_update", &d.bias_update, 0, 1, true}};
 }
 
 // The token formats a manifest's tokens line may name (the job schema's data.format values).
@@ -114,11 +128,15 @@ bool known_tokens(const std::string& t) { return t == "bytes" || t == "uint16" |
 
 // A manifest line past the step and the shape: the family, a moe-llama key, or an unknown key.
 Status read_model_key(Dims& d, const std::string& key, const std::string& value) {
-  if (key == "norm_eps") {
+  for (const RealKey& r : llama_reals(d)) {
+    if (key != r.key) continue;
     char* end = nullptr;
     double v = std::strtod(value.c_str(), &end);
-    if (value.empty() || *end != '\0' || !(v > 0 && v < 1)) return fail("norm_eps: expected a number in (0, 1), got '", value, "'");
-    d.norm_eps = float(v);
+    const bool inside = r.closed ? v >= r.lo && v <= r.hi : v > r.lo && v < r.hi;
+    if (value.empty() || *end != '\0' || !inside)
+      return fail(key, ": expected a number in ", r.closed ? "[" : "(", r.lo, ", ", r.hi, r.closed ? "]" : ")", ", got '",
+                  value, "'");
+    *r.value = float(v);
     return {};
   }
   if (key == "family") {
@@ -153,9 +171,11 @@ Status write_manifest(const std::string& dir, uint64_t step, size_t units, const
     text += std::string("family ") + family_name(shape.family) + "\n";
     for (auto [key, v] : llama_dims(shape)) text += key + " " + std::to_string(*v) + "\n";
     for (auto [key, v] : llama_flags(shape)) text += key + (*v ? " 1\n" : " 0\n");
-    char eps[32];
-    std::snprintf(eps, sizeof eps, "%.9g", double(shape.norm_eps));
-    text += std::string("norm_eps ") + eps + "\n";
+    for (const RealKey& r : llama_reals(shape)) {
+      char v[32];
+      std::snprintf(v, sizeof v, "%.9g", double(*r.value));
+      text += std::string(r.key) + " " + v + "\n";
+    }
   }
   if (!tokens.empty()) text += "tokens " + tokens + "\n";
   return write_file(dir + "/manifest", text);

@@ -10,6 +10,10 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char* kOurType = "salamander_moe_llama";
+// Our own key beside DeepSeek-V3's topk_method = "noaux_tc": the routing bias's step (model.bias_update;
+// DeepSeek-V3's configs do not record it: its paper's 0.001 when absent).
+constexpr const char* kBiasSpeed = "bias_update_speed";
+constexpr double kDeepSeekBiasSpeed = 0.001;
 
 // The first of `keys` the config has, as a positive integer; `fallback` when none is there (fails
 // when it is required, i.e. fallback < 0).
@@ -54,6 +58,26 @@ Status refuse_unbuilt(const json& c, int d, int heads) {
   if (c.contains("head_dim") && c["head_dim"].is_number_integer() && c["head_dim"].get<int>() * heads != d)
     return fail("head_dim: ", c["head_dim"].get<int>(), ", but moe-llama's head size is hidden_size / ",
                 "num_attention_heads = ", d / heads);
+  return {};
+}
+
+// topk_method: greedy (plain top-k), or DeepSeek-V3's noaux_tc (a routing bias) over one group.
+Status read_topk_method(const json& c, Dims& d) {
+  const std::string method = c.value("topk_method", std::string("greedy"));
+  if (method != "greedy" && method != "noaux_tc")
+    return fail("topk_method: '", method, "' is not built (greedy, or noaux_tc with one group)");
+  if (method == "greedy") return {};
+  for (const char* k : {"n_group", "topk_group"})
+    if (c.contains(k) && c[k].is_number_integer() && c[k].get<int64_t>() > 1)
+      return fail(k, ": ", c[k].get<int64_t>(), ", but group-limited routing is not built (one group only)");
+  auto scale = number(c, "routed_scaling_factor", 1);
+  if (!scale) return scale.error();
+  if (*scale != 1) return fail("routed_scaling_factor: ", *scale, " is not built (1 only)");
+  auto speed = number(c, kBiasSpeed, kDeepSeekBiasSpeed);
+  if (!speed) return speed.error();
+  if (!(*speed > 0 && *speed <= 1)) return fail(kBiasSpeed, ": ", *speed, " is not in (0, 1]");
+  d.router_bias = true;
+  d.bias_update = float(*speed);
   return {};
 }
 
@@ -114,6 +138,7 @@ Result<HfModel> parse(const json& c) {
   const std::string scoring = c.value("scoring_func", std::string("softmax"));
   if (scoring != "softmax" && scoring != "sigmoid") return fail("scoring_func: '", scoring, "' (softmax or sigmoid)");
   d.sigmoid_router = scoring == "sigmoid";
+  SAL_TRY(read_topk_method(c, d));
   m.naming = mixtral ? HfNaming::mixtral : HfNaming::mlp;
   if (mixtral && shared > 0) return fail("n_shared_experts: Mixtral has no shared experts");
   return m;
@@ -130,7 +155,7 @@ Result<HfModel> parse_hf_config(const std::string& text, const std::string& labe
 }
 
 HfNaming export_naming(const Dims& d) {
-  return !d.sigmoid_router && d.norm_topk && d.shared_ffn == 0 ? HfNaming::mixtral : HfNaming::mlp;
+  return !d.sigmoid_router && d.norm_topk && d.shared_ffn == 0 && !d.router_bias ? HfNaming::mixtral : HfNaming::mlp;
 }
 
 std::string hf_config_json(const Dims& d) {
@@ -150,6 +175,13 @@ std::string hf_config_json(const Dims& d) {
     c["norm_topk_prob"] = d.norm_topk;
     c["scoring_func"] = d.sigmoid_router ? "sigmoid" : "softmax";
     c["router_z_loss_coef"] = d.z_loss_weight;
+    // DeepSeek-V3's keys for a routing bias: one group of experts is plain top-k over biased scores
+    c["topk_method"] = d.router_bias ? "noaux_tc" : "greedy";
+    if (d.router_bias) {
+      c["n_group"] = 1;
+      c["topk_group"] = 1;
+      c[kBiasSpeed] = d.bias_update;
+    }
   }
   c["vocab_size"] = d.vocab;
   c["max_position_embeddings"] = d.seq_len;

@@ -37,6 +37,7 @@ void add_moe(std::vector<HfTensor>& out, const Dims& d, int l, const std::string
   const bool mixtral = naming == HfNaming::mixtral;
   const std::string moe = at + (mixtral ? "block_sparse_moe." : "mlp.");
   out.push_back(block(moe + "gate.weight", {UnitKind::gate, l, -1}, gate_layout(d).w, D, E, 0, E));
+  if (d.router_bias) out.push_back(gain(moe + "gate.e_score_correction_bias", {UnitKind::gate, l, -1}, gate_layout(d).bias));
   const auto xl = expert_layout(d);
   for (int e = 0; e < d.experts; ++e) {
     const UnitId u{UnitKind::expert, l, e};

@@ -13,7 +13,8 @@
 //                   .block_sparse_moe.experts.X.{w1,w3,w2}.weight [F,d] [F,d] [d,F] (gate, up, down)
 //   mlp naming (Qwen-MoE, OLMoE, DeepSeek-MoE): model.layers.L.mlp.gate.weight [E,d],
 //                   .mlp.experts.X.{gate_proj,up_proj,down_proj}.weight, and the shared experts
-//                   (DeepSeek's) .mlp.shared_experts.{gate_proj,up_proj,down_proj}.weight [S,d] [S,d] [d,S]
+//                   (DeepSeek's) .mlp.shared_experts.{gate_proj,up_proj,down_proj}.weight [S,d] [S,d] [d,S],
+//                   and a routing bias (DeepSeek-V3's) .mlp.gate.e_score_correction_bias [E]
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
 // import.cpp — see import.h.
 #include "ckpt/import.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -122,11 +124,19 @@ Result<Params> read_params(const Shards& s, const HfModel& m, bool& moments, siz
 
 std::string lua_bool(bool b) { return b ? "true" : "false"; }
 
+// The shortest decimal that reads back as the same float (0.005f as "0.005", not 0.00499999989).
+std::string short_float(float v) {
+  char out[32];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(out, sizeof out, "%.*g", digits, double(v));
+    if (std::strtof(out, nullptr) == v) break;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string import_job_text(const Dims& d, const std::string& tokens) {
-  char eps[32];
-  std::snprintf(eps, sizeof eps, "%.9g", double(d.norm_eps));
   std::string t = "-- Written by `salamander import`: the imported model's section. Set data to your token file (ids\n"
                   "-- of the model's tokenizer; docs/models.md), then: salamander run THIS.lua --resume DIR\n"
                   "return {\n  model = {\n    kind = \"moe-llama\",\n";
@@ -136,10 +146,9 @@ std::string import_job_text(const Dims& d, const std::string& tokens) {
        std::to_string(d.ffn()) + ", shared_experts = " + std::to_string(d.shared_ffn / d.ffn()) + ",\n";
   t += std::string("    router = \"") + (d.sigmoid_router ? "sigmoid" : "softmax") + "\", norm_topk = " +
        lua_bool(d.norm_topk) + ", tied_head = " + lua_bool(d.tied_head) + ",\n";
-  t += "    rope_theta = " + std::to_string(d.rope_theta) + ", norm_eps = " + eps + ",\n";
-  char w[64];
-  std::snprintf(w, sizeof w, "%.9g, z_loss_weight = %.9g", double(d.aux_weight), double(d.z_loss_weight));
-  t += std::string("    aux_loss_weight = ") + w + ",\n";
+  t += "    rope_theta = " + std::to_string(d.rope_theta) + ", norm_eps = " + short_float(d.norm_eps) + ",\n";
+  t += "    aux_loss_weight = " + short_float(d.aux_weight) + ", z_loss_weight = " + short_float(d.z_loss_weight) + ",\n";
+  if (d.router_bias) t += "    bias_update = " + short_float(d.bias_update) + ",\n";
   t += "    seq_len = " + std::to_string(std::min(d.seq_len, 2048)) + ", vocab = " + std::to_string(d.vocab) + ",\n  },\n";
   const std::string format = !tokens.empty() ? tokens : d.vocab > 65536 ? "uint32" : "uint16";
   t += "  data = { path = \"tokens." + format + "\", format = \"" + format + "\" },\n";

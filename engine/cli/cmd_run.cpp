@@ -62,11 +62,11 @@ Result<job::ResumeFrom> resume_source(const std::string& path, const job::JobCon
   if (m->dims.family != want.family)
     return fail("--resume ", dir, ": the checkpoint's model is ", family_name(m->dims.family), ", the job's model.kind is ",
                 job.model.kind);
-  for (auto kind : {UnitKind::embedding, UnitKind::dense, UnitKind::expert})
+  for (auto kind : {UnitKind::embedding, UnitKind::dense, UnitKind::gate, UnitKind::expert})
     if (unit_size(m->dims, kind) != unit_size(want, kind))
       return fail("--resume ", dir, ": the checkpoint's ", unit_kind_name(kind), " units hold ", unit_size(m->dims, kind),
                   " parameters, the job's model's ", unit_size(want, kind),
-                  " (model.kv_heads, model.expert_ffn, model.shared_experts or model.tied_head differ)");
+                  " (model.kv_heads, model.expert_ffn, model.shared_experts, model.tied_head or a routing bias, model.bias_update, differ)");
   if (steps > 0 && int64_t(m->step) >= steps)
     return fail("--resume ", dir, ": the checkpoint is of step ", m->step, ", not before the ", steps,
                 " steps to run (raise --steps)");

@@ -107,6 +107,7 @@ DenseLayout dense_layout(const ModelShape& s) {
 GateLayout gate_layout(const ModelShape& s) {
   Carver c;
   GateLayout l{c.take(size_t(s.d) * size_t(s.experts))};
+  l.bias = c.take(s.llama() && s.router_bias ? size_t(s.experts) : 0);
   l.total = c.next;
   return l;
 }

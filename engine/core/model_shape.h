@@ -50,6 +50,9 @@ struct ModelShape {
   int kv_dim = 0;         // moe-llama: the width of K and of V per token (grouped-query attention; 0: d)
   int shared_ffn = 0;     // moe-llama: the shared experts' hidden width, all together (0: none)
   bool tied_head = true;  // moe-llama: the LM head is the token embedding (else a matrix of its own)
+  // moe-llama: each gate carries DeepSeek-V3's per-expert routing bias (auxiliary-loss-free
+  // balancing, model/router_bias.h), added to the scores to choose the k experts only.
+  bool router_bias = false;
   int ffn() const { return expert_ffn > 0 ? expert_ffn : 4 * d; }  // each expert: d -> ffn -> d
   int kv() const { return kv_dim > 0 ? kv_dim : d; }
   bool llama() const { return family == ModelFamily::llama; }
@@ -76,7 +79,8 @@ struct DenseLayout {
   size_t total = 0;
 };
 struct GateLayout {
-  Slice w;  // [d,E]
+  Slice w;     // [d,E]
+  Slice bias;  // [E], with router_bias: no gradient, moved by the balancing rule alone
   size_t total = 0;
 };
 struct ExpertLayout {

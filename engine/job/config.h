@@ -37,6 +37,7 @@ struct ModelConfig {
   std::string router = "softmax";  // softmax | sigmoid
   bool norm_topk = false;      // renormalise the k chosen scores
   double z_loss_weight = 0;    // router z-loss weight
+  double bias_update = 0;      // auxiliary-loss-free balancing's bias step (0: no routing bias)
   int64_t rope_theta = 10000;  // rotary embeddings' base
   double norm_eps = 1e-5;      // RMSNorm's epsilon
 };
@@ -51,6 +52,7 @@ inline ModelShape model_shape(const ModelConfig& m) {
     s.kv_dim = m.kv_heads > 0 ? int(m.d_model / heads * m.kv_heads) : 0;
     s.shared_ffn = int(m.shared_experts) * s.ffn();
     s.tied_head = m.tied_head;
+    s.router_bias = m.bias_update > 0;
   }
   return s;
 }
@@ -67,6 +69,7 @@ inline model::Dims model_dims(const ModelConfig& m) {
   d.sigmoid_router = m.router == "sigmoid";
   d.norm_topk = m.norm_topk;
   d.z_loss_weight = float(m.z_loss_weight);
+  d.bias_update = float(m.bias_update);
   d.rope_theta = int(m.rope_theta);
   d.norm_eps = float(m.norm_eps);
   return d;

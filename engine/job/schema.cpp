@@ -94,6 +94,9 @@ const std::vector<Field>& fields() {
            [](JobConfig& j) -> bool& { return j.model.norm_topk; }),
       number("model.z_loss_weight", 0, 10, "moe-llama: router z-loss weight (mean of logsumexp(logits)^2)",
              [](JobConfig& j) -> double& { return j.model.z_loss_weight; }),
+      number("model.bias_update", 0, 1, "moe-llama: DeepSeek-V3's auxiliary-loss-free balancing: each gate gets a "
+             "per-expert routing bias that moves this much a step toward the mean load (0: no bias)",
+             [](JobConfig& j) -> double& { return j.model.bias_update; }),
       integer("model.rope_theta", 1, 1e9, "moe-llama: the rotary embeddings' base",
               [](JobConfig& j) -> int64_t& { return j.model.rope_theta; }),
       number("model.norm_eps", 1e-12, 1, "moe-llama: RMSNorm's epsilon",
@@ -443,6 +446,7 @@ void family_checks(const JobConfig& j, std::vector<std::string>& errors) {
     only(m.router != d.router, "model.router");
     only(m.norm_topk != d.norm_topk, "model.norm_topk");
     only(m.z_loss_weight != d.z_loss_weight, "model.z_loss_weight");
+    only(m.bias_update != d.bias_update, "model.bias_update");
     only(m.rope_theta != d.rope_theta, "model.rope_theta");
     only(m.norm_eps != d.norm_eps, "model.norm_eps");
     return;

@@ -23,6 +23,9 @@ struct Dims : ModelShape {
   bool sigmoid_router = false;  // scores sigmoid(logit) (DeepSeek-V3) instead of softmax over the experts
   bool norm_topk = false;       // the k chosen scores renormalised to sum to 1
   float z_loss_weight = 0.0f;   // router z-loss: mean over tokens of logsumexp(logits)^2, times this
+  // DeepSeek-V3's auxiliary-loss-free balancing (with router_bias): after each update every
+  // expert's routing bias moves by this much, up if the expert was under the mean load, down if over.
+  float bias_update = 0.0f;
   int rope_theta = 10000;       // rotary embeddings' base
   float norm_eps = 1e-5f;       // RMSNorm's epsilon (Mixtral's and OLMoE's rms_norm_eps)
 

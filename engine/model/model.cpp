@@ -19,6 +19,7 @@ void add_stats(StepStats& a, const StepStats& b) {
     if (into.size() < b.expert_counts[l].size()) into.resize(b.expert_counts[l].size(), 0);
     for (size_t e = 0; e < b.expert_counts[l].size(); ++e) into[e] += b.expert_counts[l][e];
   }
+  add_router_load(a.router_load, b.router_load);
 }
 
 Result<std::vector<float>> Model::next_logits(const std::vector<int32_t>& ids, ExpertExchange& ex) {

@@ -15,6 +15,7 @@
 #include "model/data.h"
 #include "model/exchange.h"
 #include "model/params.h"
+#include "model/router_bias.h"
 
 namespace sal::model {
 
@@ -27,6 +28,9 @@ struct StepStats {
   int64_t tokens = 0;         // local tokens
   // Local token-to-expert assignments per layer and expert (the loads the controller balances).
   std::vector<std::vector<uint32_t>> expert_counts;
+  // moe-llama with a routing bias: each expert's share of the assignments over the global batch,
+  // weighted by this pass's share of it (router_bias.h; empty without a bias).
+  RouterLoad router_load;
   // The expert work this worker did in the step, forward and backward: the rows its experts
   // computed and the CPU time it took (the host's data plane measures them; 0 where not measured).
   int64_t expert_rows = 0;

@@ -12,6 +12,7 @@
 #include "kernels/cpu/ops.h"
 #include "model/expert.h"
 #include "model/moe_layer.h"
+#include "model/router_bias.h"
 
 namespace sal::model {
 
@@ -127,7 +128,8 @@ Status MoeLlama::route(int l, LayerActs& a, ExpertExchange& ex, StepStats& stats
   a.idx.resize(size_t(N) * K);
   a.chosen.resize(size_t(N) * K);
   a.w.resize(size_t(N) * K);
-  k::topk(a.scores.data(), N, E, K, a.idx.data(), a.chosen.data());
+  const float* bias = d.router_bias ? p_.gate[size_t(l)].at(gate_layout(d).bias) : nullptr;
+  biased_topk(a.scores.data(), bias, N, E, K, a.idx.data(), a.chosen.data());
   for (int t = 0; t < N; ++t) {
     double sum = 0;
     for (int j = 0; j < K; ++j) sum += a.chosen[size_t(t) * K + j];
@@ -150,6 +152,10 @@ Status MoeLlama::route(int l, LayerActs& a, ExpertExchange& ex, StepStats& stats
   if (!balance) return balance.error();
   a.global_tokens = balance->tokens;
   a.f = std::move(balance->f);
+  if (d.router_bias) {
+    if (stats.router_load.empty()) stats.router_load.assign(size_t(d.layers), std::vector<double>(size_t(E), 0.0));
+    for (int e = 0; e < E; ++e) stats.router_load[size_t(l)][size_t(e)] = aux_share_ * a.f[size_t(e)];
+  }
   stats.aux += aux_share_ * double(d.aux_weight) * E * balance->loss;
   a.lse.resize(size_t(N));
   for (int t = 0; t < N; ++t) {

@@ -4,8 +4,9 @@
 // shared by groups of query heads) and an MoE feed-forward — a router over E SwiGLU experts (no
 // biases), softmax or sigmoid scores (model.router), top-k with the chosen scores optionally
 // renormalised (model.norm_topk), dropless, plus optional shared experts that every token goes
-// through (model.shared_experts, in the dense unit); the Switch balancing loss and the router
-// z-loss; a final RMSNorm; the LM head tied to the token embedding or a matrix of its own.
+// through (model.shared_experts, in the dense unit); the Switch balancing loss, DeepSeek-V3's
+// routing bias (model.bias_update: added to the scores to choose the k, router_bias.h) and the
+// router z-loss; a final RMSNorm; the LM head tied to the token embedding or a matrix of its own.
 //
 // Units and their layouts are core/model_shape.h's (the same kinds as moe-gpt: the engine plans,
 // moves, snapshots, freezes and exports them the same way). A frozen unit runs forward and passes

@@ -63,6 +63,8 @@ class Compute {
   // The global gradient norm, every expert once.
   virtual Result<double> grad_norm() = 0;
   virtual Status update(double lr, double grad_scale, int64_t t) = 0;
+  // After update(): moe-llama's routing bias moved by the step's loads (model/router_bias.h).
+  virtual Status balance_router(const model::RouterLoad& load) = 0;
 
   // `units` (the host Params' units this rank writes) as they are now, for a writer's thread.
   virtual Result<ckpt::SnapshotUnits> snapshot(const std::vector<const model::Unit*>& units) = 0;

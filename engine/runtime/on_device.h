@@ -43,6 +43,11 @@ class OnDevice final : public Compute {
   Status sync_gradients(const std::vector<SharedExpert>& shared) override { return device_->sync_gradients(shared); }
   Result<double> grad_norm() override { return device_->grad_norm(); }
   Status update(double lr, double grad_scale, int64_t t) override;
+  // (the CUDA model is moe-gpt's, which has no routing bias: the job schema refuses one on a GPU)
+  Status balance_router(const model::RouterLoad& load) override {
+    if (load.empty()) return {};
+    return fail("the routing bias (model.bias_update) is balanced on CPU workers only: ", name_, " has none");
+  }
 
   Result<ckpt::SnapshotUnits> snapshot(const std::vector<const model::Unit*>& units) override;
   void put_slot(SparseSnapshots& sparse, uint64_t step, double grad_norm, const ModelShape& shape,

@@ -28,6 +28,7 @@ class OnHost final : public Compute {
   Status sync_gradients(const std::vector<SharedExpert>& shared) override;
   Result<double> grad_norm() override;
   Status update(double lr, double grad_scale, int64_t t) override;
+  Status balance_router(const model::RouterLoad& load) override { return model::update_router_bias(params_, load); }
 
   Result<ckpt::SnapshotUnits> snapshot(const std::vector<const model::Unit*>& units) override;
   void put_slot(SparseSnapshots& sparse, uint64_t step, double grad_norm, const ModelShape& shape,

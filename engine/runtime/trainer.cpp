@@ -368,6 +368,7 @@ Result<StepOutcome> Trainer::step(uint64_t step, const std::vector<uint32_t>& sh
   if (!norm) return norm.error().with_context("step " + std::to_string(step) + " gradient norm");
   // a replayed iteration clips with the norm the run had (frozen operators add no gradient here)
   last_norm_ = replay_ ? replay_->norm_for(step).value_or(*norm) : *norm;
+  router_load_ = stats->router_load;  // already the global batch's: every pass gathered it over every rank
   have_grads_ = true;
 
   StepOutcome out{std::move(*stats), last_norm_, ms_since(t0), model::learning_rate(spec_.optim, int64_t(step)), {}};
@@ -435,6 +436,8 @@ Status Trainer::commit(uint64_t step) {
   const int64_t t0 = mono_ns();
   if (auto s = compute_->update(lr, model::clip_scale(spec_.optim, last_norm_), int64_t(step) + 1); !s)
     return s.error().with_context("step " + std::to_string(step));
+  if (auto s = compute_->balance_router(router_load_); !s)
+    return s.error().with_context("step " + std::to_string(step) + " routing bias");
   update_ms_ = ms_since(t0);
   SAL_TRY(replayed(step));
   if (sparse_.takes_slot(step)) compute_->put_slot(sparse_, step, last_norm_, spec_.dims, units_written(1));

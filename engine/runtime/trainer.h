@@ -252,6 +252,9 @@ class Trainer {
   bool keep_ = false;                            // the plan being applied leaves the compute as it is
   bool pruned_ = false;                          // units outside the plan dropped yet
   double last_norm_ = 0;
+  // The step's loads of the experts over the global batch (moe-llama's routing bias): what the
+  // commit moves the bias by (model/router_bias.h; empty without a bias).
+  model::RouterLoad router_load_;
   PlanTimes plan_times_;
   bool have_grads_ = false;
   uint64_t step_ = 0;                            // the step being computed (fault points name it)

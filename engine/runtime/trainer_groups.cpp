@@ -104,9 +104,18 @@ Result<StepOutcome> Trainer::finish_grouped(comm::Collectives& comm, const std::
   }
   auto norm = global_grad_norm(comm, params_, replicas);
   if (!norm) return norm.error();
-  double aux = total.aux / double(std::max<uint32_t>(role_.span.count, 1));
-  if (comm.size() > 1) SAL_TRY(comm.allreduce_sum(&aux, 1));
-  total.aux = aux;
+  // the balancing loss and the experts' loads (a routing bias's), each rank its share of its group's
+  const double members = double(std::max<uint32_t>(role_.span.count, 1));
+  model::RouterLoad load = model::zero_load(spec_.dims);  // every rank the same shape, whatever it computed
+  model::add_router_load(load, total.router_load);
+  std::vector<double> sums = model::flatten_load(load);
+  for (double& v : sums) v /= members;
+  sums.push_back(total.aux / members);
+  if (comm.size() > 1) SAL_TRY(comm.allreduce_sum(sums.data(), sums.size()));
+  total.aux = sums.back();
+  sums.pop_back();
+  total.router_load = model::unflatten_load(sums, load);
+  router_load_ = total.router_load;
   last_norm_ = replay_ ? replay_->norm_for(step_).value_or(*norm) : *norm;
   have_grads_ = true;
   return StepOutcome{std::move(total), last_norm_, double(mono_ns() - t0) / 1e6,

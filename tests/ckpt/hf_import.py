@@ -4,7 +4,9 @@
 Builds two small models in the Hugging Face layout on its own (no download): a Mixtral (softmax
 router, renormalised top-2, grouped-query attention, untied head; F32) and one in the mlp naming
 with what Mixtral lacks (sigmoid router, renormalised top-3 of 6, one key/value head, a DeepSeek-style
-shared expert, tied head; BF16, so the import widens it). Each gets random weights, a config.json and a
+shared expert, tied head; BF16, so the import widens it), and that one again with DeepSeek-V3's
+routing bias (topk_method noaux_tc: e_score_correction_bias added to the scores to choose the
+experts, not to weigh them; F32). Each gets random weights, a config.json and a
 model.safetensors written with struct, is imported with `salamander import`, and its logits
 (`salamander sample --checkpoint DIR --logits IDS`) are compared with an independent forward pass
 written here in plain Python from the transformers definitions (RMSNorm, rotate-half rotary
@@ -42,6 +44,7 @@ FINE = {"model_type": "salamander_moe_llama", "hidden_size": 16, "num_hidden_lay
         "num_key_value_heads": 1, "n_routed_experts": 6, "num_experts_per_tok": 3, "moe_intermediate_size": 8,
         "n_shared_experts": 1, "scoring_func": "sigmoid", "norm_topk_prob": True, "vocab_size": 30,
         "max_position_embeddings": 16, "rope_theta": 500.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True}
+V3 = dict(FINE, topk_method="noaux_tc", n_group=1, topk_group=1)
 
 
 # --- the model in the HF layout -------------------------------------------------------------------
@@ -70,6 +73,8 @@ def tensor_shapes(c):
                        at + "self_attn.v_proj.weight": [kv, d], at + "self_attn.o_proj.weight": [d, d]})
         moe = at + ("block_sparse_moe." if mixtral else "mlp.")
         shapes[moe + "gate.weight"] = [E, d]
+        if c.get("topk_method") == "noaux_tc":
+            shapes[moe + "gate.e_score_correction_bias"] = [E]
         names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
         for e in range(E):
             x = f"{moe}experts.{e}."
@@ -186,7 +191,10 @@ def moe(W, c, at, x):
         m = max(logits)
         p = [math.exp(z - m) for z in logits]
         scores = [v / sum(p) for v in p]
-    chosen = sorted(range(E), key=lambda e: (-scores[e], e))[:k]
+    choice = scores  # DeepSeek-V3's noaux_tc: the bias chooses, the scores weigh
+    if c.get("topk_method") == "noaux_tc":
+        choice = [s + b for s, b in zip(scores, W[moe_at + "gate.e_score_correction_bias"][1])]
+    chosen = sorted(range(E), key=lambda e: (-choice[e], e))[:k]
     weights = [scores[e] for e in chosen]
     if mixtral or c.get("norm_topk_prob", False):
         weights = [w / sum(weights) for w in weights]
@@ -305,6 +313,7 @@ def main():
     try:
         ckpt = check_model(work, "mixtral", MIXTRAL, "F32", "model.layers.0.self_attn.k_proj.weight")
         check_model(work, "fine", FINE, "BF16", "model.layers.0.mlp.shared_experts.down_proj.weight")
+        check_model(work, "v3-bias", V3, "F32", "model.layers.0.mlp.gate.e_score_correction_bias")
         round_trip(work, ckpt)
         print("PASS")
     finally:

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 
@@ -33,6 +34,12 @@ model::Dims llama_dims() {
   return d;
 }
 
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in.good(), path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 std::string import_dir(const std::string& tag) {
   std::string dir = std::filesystem::temp_directory_path().string() + "/sal-import-" + tag + "-" +
                     std::to_string(getpid());
@@ -49,6 +56,9 @@ model::Params export_random(const std::string& dir, const model::Dims& d, uint64
   for (model::Unit* u : p.units())
     for (auto* v : {&u->m, &u->v})
       for (float& x : *v) x = n(rng);
+  const Slice bias = gate_layout(d).bias;  // a routing bias (if any) away from its initial 0
+  for (model::Unit& g : p.gate)
+    for (size_t i = bias.offset; i < bias.offset + bias.size; ++i) g.w[i] = n(rng);
   std::filesystem::create_directories(dir + "/ckpt");
   for (model::Unit* u : p.units()) REQUIRE(write_unit(dir + "/ckpt", *u, step).ok());
   REQUIRE(write_manifest(dir + "/ckpt", step, p.units().size(), d, "uint16").ok());
@@ -75,9 +85,12 @@ void rewrite(const std::string& dir, const std::function<void(std::map<std::stri
 }  // namespace
 
 TEST_CASE("the HF layout places every parameter of every unit exactly once, and back") {
-  for (HfNaming naming : {HfNaming::mixtral, HfNaming::mlp}) {
+  for (int variant : {0, 1, 2}) {
+    const HfNaming naming = variant == 0 ? HfNaming::mixtral : HfNaming::mlp;
     auto d = llama_dims();
     if (naming == HfNaming::mixtral) d.shared_ffn = 0;
+    d.router_bias = variant == 2;  // DeepSeek-V3's routing bias in the gate
+    CAPTURE(variant);
     std::map<UnitKind, std::vector<int>> hits;
     for (UnitKind k : {UnitKind::embedding, UnitKind::dense, UnitKind::gate, UnitKind::expert})
       hits[k].assign(unit_size(d, k), 0);
@@ -103,6 +116,39 @@ TEST_CASE("the HF layout places every parameter of every unit exactly once, and 
   auto k = std::find_if(t.begin(), t.end(), [](const HfTensor& x) { return x.name == "model.layers.1.self_attn.k_proj.weight"; });
   REQUIRE(k != t.end());
   CHECK(k->shape() == std::vector<int64_t>{4, 8});  // [kv, d]: nn.Linear's [out, in]
+  d.router_bias = true;
+  t = hf_tensors(d, HfNaming::mlp);
+  auto b = std::find_if(t.begin(), t.end(),
+                        [](const HfTensor& x) { return x.name == "model.layers.1.mlp.gate.e_score_correction_bias"; });
+  REQUIRE(b != t.end());
+  CHECK(b->shape() == std::vector<int64_t>{3});
+  CHECK(export_naming(d) == HfNaming::mlp);  // Mixtral's naming has no routing bias
+}
+
+TEST_CASE("configs: DeepSeek-V3's topk_method noaux_tc is a routing bias; group-limited routing is refused by key") {
+  const std::string base = R"("model_type": "salamander_moe_llama", "hidden_size": 64, "num_hidden_layers": 1,
+      "num_attention_heads": 4, "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+      "vocab_size": 100, "scoring_func": "sigmoid")";
+  auto greedy = parse_hf_config("{" + base + R"(, "topk_method": "greedy"})", "g.json");
+  REQUIRE(greedy.ok());
+  CHECK_FALSE(greedy->dims.router_bias);
+  auto v3 = parse_hf_config("{" + base + R"(, "topk_method": "noaux_tc", "n_group": 1, "topk_group": 1})", "v3.json");
+  REQUIRE(v3.ok());
+  CHECK(v3->dims.router_bias);
+  CHECK(v3->dims.bias_update == doctest::Approx(0.001));  // DeepSeek-V3's step where the config has none
+  auto ours = parse_hf_config("{" + base + R"(, "topk_method": "noaux_tc", "bias_update_speed": 0.004})", "o.json");
+  REQUIRE(ours.ok());
+  CHECK(ours->dims.bias_update == doctest::Approx(0.004));
+  for (auto [extra, key] : {std::pair{R"("topk_method": "group_limited_greedy")", "topk_method"},
+                            std::pair{R"("topk_method": "noaux_tc", "n_group": 8, "topk_group": 4)", "n_group"},
+                            std::pair{R"("topk_method": "noaux_tc", "routed_scaling_factor": 2.5)", "routed_scaling_factor"},
+                            std::pair{R"("topk_method": "noaux_tc", "bias_update_speed": 0)", "bias_update_speed"}}) {
+    auto r = parse_hf_config("{" + base + ", " + extra + "}", "bad.json");
+    CAPTURE(extra);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message().find("bad.json") != std::string::npos);
+    CHECK(r.error().message().find(key) != std::string::npos);
+  }
 }
 
 TEST_CASE("configs: per model_type, and what is not built is refused by key") {
@@ -184,6 +230,8 @@ TEST_CASE("import: an export comes back with its step and moments, and missing, 
     CHECK(a[i]->v == b[i]->v);
   }
   CHECK(path_exists(dir + "/back/job.lua"));
+  CHECK(read_text(dir + "/back/job.lua").find("bias_update") == std::string::npos);
+
 
   auto refused = [&](auto edit, const std::string& needle) {
     export_random(dir, d, 7);
@@ -200,4 +248,21 @@ TEST_CASE("import: an export comes back with its step and moments, and missing, 
   refused([](Map& t) { t["model.layers.0.self_attn.q_norm.weight"] = {{4}, std::vector<float>(4, 1.0f)}; },
           "model.layers.0.self_attn.q_norm.weight is not a tensor");
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("import: a routing bias (DeepSeek-V3's) comes back with its step, and the job file sets it") {
+  const std::string biased = import_dir("bias");
+  auto db = llama_dims();
+  db.router_bias = true, db.bias_update = 0.005f, db.sigmoid_router = true, db.norm_topk = true;
+  auto pb = export_random(biased, db, 3);
+  auto hf = read_text(biased + "/hf/config.json");
+  CHECK(hf.find("\"noaux_tc\"") != std::string::npos);
+  auto done = import_hf(biased + "/hf", biased + "/back");
+  REQUIRE_MESSAGE(done.ok(), done.error().message());
+  auto bb = load_all(biased + "/back");
+  REQUIRE(bb.ok());
+  CHECK(bb->dims.router_bias);
+  for (int l = 0; l < db.layers; ++l) CHECK(bb->gate[size_t(l)].w == pb.gate[size_t(l)].w);
+  CHECK(read_text(biased + "/back/job.lua").find("bias_update = 0.005") != std::string::npos);
+  std::filesystem::remove_all(biased);
 }

@@ -9,6 +9,7 @@
 
 #include <fstream>
 
+#include "ckpt/format.h"
 #include "support/mesh_harness.h"
 #include "support/proc.h"
 #include "support/run_files.h"
@@ -28,14 +29,15 @@ std::string prepare_docs(const std::string& dir) {
   return out;
 }
 
-std::string write_llama_job(const std::string& dir, int nodes, const std::string& mesh = "", const std::string& train = "") {
+std::string write_llama_job(const std::string& dir, int nodes, const std::string& mesh = "", const std::string& train = "",
+                            const std::string& model = "") {
   const std::string tokens = prepare_docs(dir);
   std::string path = dir + "/llama.lua";
   std::ofstream(path)
       << "return {\n  name = 'llama',\n"
       << "  model = { kind = 'moe-llama', layers = 2, d_model = 32, heads = 4, kv_heads = 2, experts = 8, top_k = 2,\n"
       << "            expert_ffn = 32, shared_experts = 1, router = 'sigmoid', norm_topk = true, z_loss_weight = 0.001,\n"
-      << "            tied_head = false, seq_len = 16, vocab = 500 },\n"
+      << "            tied_head = false, seq_len = 16, vocab = 500" << model << " },\n"
       << "  data = { path = '" << tokens << "', format = 'uint16', tokenizer = '" << tokens << ".model', validation = 0.1 },\n"
       << "  train = { batch = 8, lr = 1e-2, warmup = 5, rebalance_every = 0, checkpoint_every = 0, eval_every = 10" << train << " },\n"
       << "  mesh = { nodes = " << nodes << mesh << " },\n"
@@ -44,6 +46,27 @@ std::string write_llama_job(const std::string& dir, int nodes, const std::string
 }
 
 std::string test_drill(const std::string& name) { return std::string(SAL_SOURCE_DIR) + "/tests/drills/" + name; }
+
+// DeepSeek-V3's balancing alone (no balancing loss): the gates carry a routing bias.
+const char* kBiasModel = ", aux_loss_weight = 0, bias_update = 0.01";
+
+// The routing bias of every gate in a checkpoint: how far it moved from 0 (the largest |bias|).
+double largest_bias(const std::string& checkpoint) {
+  auto params = ckpt::load_all(checkpoint);
+  REQUIRE_MESSAGE(params.ok(), params.error().message());
+  REQUIRE(params->dims.router_bias);
+  const Slice b = gate_layout(params->dims).bias;
+  double most = 0;
+  for (const model::Unit& g : params->gate)
+    for (size_t i = b.offset; i < b.offset + b.size; ++i) most = std::max(most, double(std::fabs(g.w[i])));
+  return most;
+}
+
+size_t count_events(const std::string& run, const std::string& kind) {
+  size_t n = 0;
+  for (const auto& e : events(run)) n += e.kind == kind;
+  return n;
+}
 
 }  // namespace
 
@@ -79,4 +102,36 @@ TEST_CASE("t0561-llama-one-every-n: a moe-llama job loses a node every ten steps
   CHECK(j["restores"] == 0);
   for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
   CHECK(metrics_column(dir + "/run", "workers").back() == 3);
+}
+
+TEST_CASE("t0562-llama-routing-bias: DeepSeek-V3's balancing through a lost expert: the sparse rung replays the window with frozen gates, 0 steps lost, the weights and the routing bias a fault-free run's bit for bit") {
+  std::string dir = temp_dir("llama");
+  std::string job = write_llama_job(dir, 6, ", join_batch_ms = 600000", "", kBiasModel);
+  auto j = run_json({bin(), "run", job, "--drill", test_drill("lose_expert_peers.lua"), "--json", "--out", dir + "/run"},
+                    dir + "/run.out", 180000);
+  run_json({bin(), "run", job, "--steps", "130", "--json", "--out", dir + "/plain"}, dir + "/plain.out", 120000);
+  CHECK(j["steps"] == 130);
+  CHECK(j["restores"] == 1);
+  CHECK(j["lost_steps"] == 0);
+  REQUIRE(j["recoveries"].size() == 1);
+  CHECK(j["recoveries"][0]["source"] != "logs");  // no upstream logs: the window replayed, gates frozen in it
+  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  CHECK(count_events(dir + "/run", "unit_corrupt") == 0);  // every rank's gates (and biases) agreed at every step
+  auto d = weight_distance(dir + "/plain/checkpoint", dir + "/run/checkpoint");
+  CHECK(d.units == 1 + 2 * (2 + 8));
+  CHECK(d.elementwise == 0);
+  CHECK(largest_bias(dir + "/run/checkpoint") >= 0.05);  // it moved: at least five steps' worth
+}
+
+TEST_CASE("t0563-llama-routing-bias-groups: with data-parallel groups each group's loads add up to the batch's, so every rank moves the bias alike, through a lost node") {
+  std::string dir = temp_dir("llama");
+  std::string job = write_llama_job(dir, 6, "", ", eval_every = 0", kBiasModel);
+  auto j = run_json({bin(), "run", job, "--set", "parallel.groups=3,parallel.redundancy=2,policies.redundancy=spare,policies.slots=16", "--drill", SAL_SOURCE_DIR "/scripts/drills/one_every_n.lua",
+                     "--drill-arg", "every=15,nodes=6,during=backward", "--json", "--out", dir + "/run"},
+                    dir + "/run.out", 180000);
+  CHECK(j["lost_steps"] == 0);
+  CHECK(j["patched_steps"] == 3);  // each loss mid-backward: the other groups computed its shard types
+  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  CHECK(count_events(dir + "/run", "unit_corrupt") == 0);  // a rank whose bias had drifted would disagree here
+  CHECK(largest_bias(dir + "/run/checkpoint") >= 0.05);
 }

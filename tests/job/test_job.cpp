@@ -271,3 +271,13 @@ TEST_CASE("train.eval_every: needs a validation split, CPU workers and one group
   CHECK(error_of("return { data = { validation = 0.6 } }").find("data.validation: expected a number in [0, 0.5]") !=
         std::string::npos);
 }
+
+TEST_CASE("model.bias_update: moe-llama's, in [0, 1], each rule named") {
+  auto ok = load_text("return { model = { kind = 'moe-llama', bias_update = 0.001, aux_loss_weight = 0 } }", "x.lua", ".");
+  REQUIRE(ok.ok());
+  CHECK(model_dims(ok->model).router_bias);
+  CHECK(error_of("return { model = { bias_update = 0.001 } }") ==
+        "x.lua: model.bias_update: a moe-llama key; model.kind is \"moe-gpt\"");
+  CHECK(error_of("return { model = { kind = 'moe-llama', bias_update = 2 } }").find("model.bias_update: expected a number in [0, 1]") !=
+        std::string::npos);
+}

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <utility>
 
 #include "model/local_exchange.h"
@@ -32,9 +33,10 @@ inline double whole_loss(Params& p, const Batch& b, StepStats* stats = nullptr) 
   return s->ce_sum + s->aux + s->z_sum;
 }
 
-// 60 steps of batches of 8 from the pattern (AdamW, lr 1e-2 after 5 warm-up steps): the mean
-// cross-entropy of the first step and of the last.
-inline std::pair<double, double> train_on_pattern(Params& p) {
+// 60 steps of batches of 8 from the pattern (AdamW, lr 1e-2 after 5 warm-up steps, and a routing
+// bias's balancing step where the model has one): the mean cross-entropy of the first step and of
+// the last. `each` (if given) sees every step's stats.
+inline std::pair<double, double> train_on_pattern(Params& p, const std::function<void(const StepStats&)>& each = {}) {
   const Dims& d = p.dims;
   Corpus c = pattern_corpus(d.vocab, 400);
   OptimConfig oc;
@@ -52,6 +54,8 @@ inline std::pair<double, double> train_on_pattern(Params& p) {
     double norm2 = 0;
     for (Unit* u : p.units()) norm2 += grad_sum_squares(*u);
     apply_adamw(p, oc, learning_rate(oc, step), clip_scale(oc, std::sqrt(norm2)), step + 1);
+    REQUIRE(update_router_bias(p, s->router_load).ok());
+    if (each) each(*s);
   }
   return {first, last};
 }

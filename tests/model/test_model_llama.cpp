@@ -2,7 +2,7 @@
 // differences of the whole loss (cross-entropy, balancing and z-loss) in two configurations that
 // between them cover every option (softmax and sigmoid routers, renormalised top-k or not,
 // grouped-query and multi-query attention, shared experts, fine-grained experts, tied and untied
-// heads); a tiny model learning a pattern; causality and rotary positions (each position's logits
+// heads), and with a routing bias; a tiny model learning a pattern; causality and rotary positions (each position's logits
 // are its prefix's); frozen units passing gradients through; the job file's keys reaching Dims.
 #include <doctest/doctest.h>
 
@@ -52,6 +52,10 @@ void check_gradients(const Dims& d) {
   for (Unit& u : p.dense)
     for (size_t i = 0; i < size_t(d.d) * (d.d + 2 * d.kv()); ++i)
       if (i % size_t(d.d + 2 * d.kv()) < size_t(d.d + d.kv())) u.at(dense_layout(d).w_qkv)[i] *= 20.0f;
+  // a routing bias large enough to choose other experts than the scores alone would
+  if (d.router_bias)
+    for (Unit& g : p.gate)
+      for (int e = 0; e < d.experts; ++e) g.at(gate_layout(d).bias)[e] = 0.05f * float((e * 5 + g.id.layer) % 3 - 1);
   Corpus c = pattern_corpus(d.vocab, 200);
   Batch b = make_batch(c, 3, 0, 0, 3, d.seq_len);
   StepStats base;
@@ -99,6 +103,12 @@ TEST_CASE("moe-llama: every unit's gradient matches finite differences (softmax 
 
 TEST_CASE("moe-llama: every unit's gradient matches finite differences (sigmoid router, renormalised top-k, one kv head, tied head)") {
   check_gradients(fine());
+}
+
+TEST_CASE("moe-llama: every unit's gradient matches finite differences (sigmoid router with DeepSeek-V3's routing bias)") {
+  Dims d = fine();
+  d.router_bias = true, d.bias_update = 0.01f, d.aux_weight = 0;
+  check_gradients(d);
 }
 
 TEST_CASE("moe-llama: the units' layouts hold what the family has and nothing else") {
