@@ -12,7 +12,7 @@
 namespace sal::model {
 namespace {
 
-constexpr size_t kMaxCorpusBytes = size_t(2) << 30;  // 2 GiB: larger corpora want a streaming loader
+constexpr size_t kMaxTextFileBytes = size_t(2) << 30;  // each text file of a directory (a file is mapped)
 
 // The text files of a directory (corpus_files, is_text), concatenated.
 Result<std::string> read_directory(const std::string& dir, std::string& described) {
@@ -21,28 +21,13 @@ Result<std::string> read_directory(const std::string& dir, std::string& describe
   std::string all;
   int texts = 0;
   for (const auto& p : *files) {
-    auto text = read_file(p, kMaxCorpusBytes);
+    auto text = read_file(p, kMaxTextFileBytes);
     if (!text || !is_text(*text)) continue;
     all += *text;
     ++texts;
   }
   described = dir + " (" + std::to_string(texts) + " text files)";
   return all;
-}
-
-// A file of little-endian ids, `width` bytes each.
-Result<std::vector<uint32_t>> decode_ids(const std::string& raw, size_t width, const std::string& path,
-                                         const std::string& format) {
-  if (raw.size() % width)
-    return fail("data.path ", path, ": a ", format, " token file holds ", width, " bytes per id, and its size (",
-                raw.size(), " bytes) is not a multiple of ", width);
-  std::vector<uint32_t> ids(raw.size() / width);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    uint32_t v = 0;
-    for (size_t b = width; b-- > 0;) v = (v << 8) | uint8_t(raw[i * width + b]);
-    ids[i] = v;
-  }
-  return ids;
 }
 
 uint64_t mix(uint64_t h, uint64_t v) {
@@ -75,9 +60,35 @@ Result<std::vector<std::string>> corpus_files(const std::string& path) {
 
 Corpus Corpus::from_tokens(std::vector<uint32_t> tokens, std::string description) {
   Corpus c;
-  c.tokens_ = std::move(tokens);
+  c.size_ = tokens.size();
+  c.owned_ = std::move(tokens);
   c.description_ = std::move(description);
   return c;
+}
+
+std::vector<uint32_t> Corpus::copy_tokens(size_t first, size_t count) const {
+  const size_t end = first >= size_ ? first : first + std::min(count, size_ - first);
+  std::vector<uint32_t> out;
+  out.reserve(end - first);
+  for (size_t i = first; i < end; ++i) out.push_back(token(i));
+  return out;
+}
+
+std::optional<size_t> Corpus::first_outside(uint32_t vocab) const {
+  if (width_ == 0) {
+    for (size_t i = 0; i < size_; ++i)
+      if (owned_[i] >= vocab) return i;
+    return std::nullopt;
+  }
+  const unsigned char* p = file_->data();
+  if (width_ == 1) {  // bytes: only a vocabulary under 256 can be exceeded
+    for (size_t i = 0; vocab < 256 && i < size_; ++i)
+      if (p[i] >= vocab) return i;
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < size_; ++i)  // one pass over the file, in order (the page cache reads ahead)
+    if (token(i) >= vocab) return i;
+  return std::nullopt;
 }
 
 Result<Corpus> Corpus::load(const std::string& path, const std::string& format, int vocab, int seq_len) {
@@ -86,31 +97,34 @@ Result<Corpus> Corpus::load(const std::string& path, const std::string& format, 
     std::string hint = path.rfind("/usr/share/games/fortunes", 0) == 0 ? " (Debian's fortunes package: apt-get install fortunes)" : "";
     return fail("data.path ", path, " does not exist", hint);
   }
-  std::string described = path, raw;
+  Corpus c;
+  size_t bytes = 0;
   if (S_ISDIR(st.st_mode)) {
     if (format != "bytes") return fail("data.path ", path, " is a directory: only data.format = \"bytes\" reads directories");
+    std::string described;
     auto r = read_directory(path, described);
     if (!r) return r.error();
-    raw = std::move(*r);
+    bytes = r->size();
+    c = from_tokens(std::vector<uint32_t>(r->begin(), r->end()), described);
+    for (uint32_t& t : c.owned_) t &= 0xff;
   } else {
-    auto r = read_file(path, kMaxCorpusBytes);
-    if (!r) return Error("data.path: " + r.error().message());
-    raw = std::move(*r);
+    auto file = MappedFile::open(path);
+    if (!file) return Error("data.path: " + file.error().message());
+    c.width_ = format == "uint16" ? 2 : format == "uint32" ? 4 : 1;
+    bytes = (*file)->size();
+    if (bytes % c.width_)
+      return fail("data.path ", path, ": a ", format, " token file holds ", c.width_, " bytes per id, and its size (",
+                  bytes, " bytes) is not a multiple of ", c.width_);
+    c.file_ = std::move(*file);
+    c.size_ = bytes / c.width_;
+    c.description_ = path;
   }
-  std::vector<uint32_t> tokens;
-  if (format == "uint16" || format == "uint32") {
-    auto ids = decode_ids(raw, format == "uint16" ? 2 : 4, path, format);
-    if (!ids) return ids.error();
-    tokens = std::move(*ids);
-  } else {
-    tokens.assign(raw.begin(), raw.end());
-    for (auto& t : tokens) t &= 0xff;
-  }
-  for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] >= uint32_t(vocab)) return fail("data.path ", path, ": token ", tokens[i], " at ", i, " is outside model.vocab = ", vocab);
-  if (tokens.size() < size_t(seq_len) + 1)
-    return fail("data.path ", path, ": ", tokens.size(), " tokens, fewer than model.seq_len + 1 = ", seq_len + 1);
-  return from_tokens(std::move(tokens), described + ", " + std::to_string(raw.size()) + " bytes");
+  if (auto at = c.first_outside(uint32_t(vocab)))
+    return fail("data.path ", path, ": token ", c.token(*at), " at ", *at, " is outside model.vocab = ", vocab);
+  if (c.size() < size_t(seq_len) + 1)
+    return fail("data.path ", path, ": ", c.size(), " tokens, fewer than model.seq_len + 1 = ", seq_len + 1);
+  c.description_ += ", " + std::to_string(bytes) + " bytes";
+  return c;
 }
 
 Batch make_batch(const Corpus& c, uint64_t seed, uint64_t step, int first, int count, int seq_len) {
@@ -125,8 +139,8 @@ Batch make_batch(const Corpus& c, uint64_t seed, uint64_t step, int first, int c
   for (int s = 0; s < count; ++s) {
     uint64_t off = mix(mix(mix(seed, step), uint64_t(first + s)), 0x5a4d) % span;
     for (int t = 0; t < seq_len; ++t) {
-      b.inputs[size_t(s) * seq_len + t] = c.tokens()[off + t];
-      b.targets[size_t(s) * seq_len + t] = c.tokens()[off + t + 1];
+      b.inputs[size_t(s) * seq_len + t] = c.token(off + t);
+      b.targets[size_t(s) * seq_len + t] = c.token(off + t + 1);
     }
   }
   return b;
@@ -135,11 +149,11 @@ Batch make_batch(const Corpus& c, uint64_t seed, uint64_t step, int first, int c
 Status Corpus::hold_out(double fraction, int seq_len) {
   train_end_ = 0;
   if (fraction <= 0) return {};
-  const size_t held = size_t(double(tokens_.size()) * fraction + 0.5);
-  if (held < size_t(seq_len) + 1 || tokens_.size() - held < size_t(seq_len) + 1)
-    return fail("data.validation = ", fraction, " holds out ", held, " of ", tokens_.size(), " tokens: both the ",
+  const size_t held = size_t(double(size_) * fraction + 0.5);
+  if (held < size_t(seq_len) + 1 || size_ - held < size_t(seq_len) + 1)
+    return fail("data.validation = ", fraction, " holds out ", held, " of ", size_, " tokens: both the ",
                 "training and the validation part need model.seq_len + 1 = ", seq_len + 1, " tokens or more");
-  train_end_ = tokens_.size() - held;
+  train_end_ = size_ - held;
   return {};
 }
 
@@ -155,8 +169,8 @@ Batch make_validation_batch(const Corpus& c, uint64_t seed, int first, int count
   for (int s = 0; s < count; ++s) {
     uint64_t off = start + mix(mix(seed, uint64_t(first + s)), 0x76616c) % span;
     for (int t = 0; t < seq_len; ++t) {
-      b.inputs[size_t(s) * seq_len + t] = c.tokens()[off + t];
-      b.targets[size_t(s) * seq_len + t] = c.tokens()[off + t + 1];
+      b.inputs[size_t(s) * seq_len + t] = c.token(off + t);
+      b.targets[size_t(s) * seq_len + t] = c.token(off + t + 1);
     }
   }
   return b;

@@ -2,7 +2,11 @@
 //
 // A corpus is byte-level text (vocab 256: a file, or every text file of a directory in name order,
 // skipping symlinks and binary files such as fortune's .dat indexes) or a pre-tokenised file of
-// little-endian uint16 or uint32 token ids (`salamander data prepare` writes both from text). The global batch of step s is a pure function of (seed, s): sequence
+// little-endian uint16 or uint32 token ids (`salamander data prepare` writes both from text). A
+// file is mapped, not read (core/mapped_file.h): every worker of a machine shares its pages, a
+// step reads only its sequences' tokens, and its size is bounded by the address space, not by
+// memory; a directory's text files are read and concatenated (at most 2 GiB each). The global
+// batch of step s is a pure function of (seed, s): sequence
 // i starts at an offset drawn from hash(seed, s, i). A worker computes only the sequences the plan
 // gives it, and the global batch is the same whoever computes it — membership never changes it.
 //
@@ -13,9 +17,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/mapped_file.h"
 #include "core/result.h"
 
 namespace sal::model {
@@ -31,23 +38,38 @@ bool is_text(const std::string& data);
 
 class Corpus {
  public:
-  // format: "bytes", "uint16" or "uint32" (little-endian ids). Every token must be < vocab. Needs
-  // at least seq_len + 1 tokens.
+  // format: "bytes", "uint16" or "uint32" (little-endian ids). Every token must be < vocab (each is
+  // checked once, here). Needs at least seq_len + 1 tokens.
   static Result<Corpus> load(const std::string& path, const std::string& format, int vocab, int seq_len);
   // A corpus from tokens in memory (tests).
   static Corpus from_tokens(std::vector<uint32_t> tokens, std::string description);
 
-  size_t size() const { return tokens_.size(); }
+  size_t size() const { return size_; }
+  // Token i < size().
+  uint32_t token(size_t i) const {
+    if (width_ == 0) return owned_[i];
+    const unsigned char* p = file_->data() + i * width_;
+    uint32_t v = p[0];
+    for (size_t b = 1; b < width_; ++b) v |= uint32_t(p[b]) << (8 * b);
+    return v;
+  }
   // Holds out the last `fraction` of the tokens for validation (0: none). Both parts must hold a
   // sequence of seq_len + 1 tokens.
   Status hold_out(double fraction, int seq_len);
-  size_t train_size() const { return train_end_ ? train_end_ : tokens_.size(); }
-  size_t validation_size() const { return train_end_ ? tokens_.size() - train_end_ : 0; }
-  const std::vector<uint32_t>& tokens() const { return tokens_; }
+  // Tokens [first, first + count) copied out (count clipped at the end).
+  std::vector<uint32_t> copy_tokens(size_t first = 0, size_t count = SIZE_MAX) const;
+  size_t train_size() const { return train_end_ ? train_end_ : size_; }
+  size_t validation_size() const { return train_end_ ? size_ - train_end_ : 0; }
   const std::string& description() const { return description_; }
 
  private:
-  std::vector<uint32_t> tokens_;
+  // The first token >= vocab, if any (its index), for load()'s check.
+  std::optional<size_t> first_outside(uint32_t vocab) const;
+
+  std::vector<uint32_t> owned_;               // a directory's text, or tokens given (width_ 0)
+  std::shared_ptr<const MappedFile> file_;    // a file of ids, width_ bytes each, little-endian
+  size_t width_ = 0;
+  size_t size_ = 0;
   std::string description_;
   size_t train_end_ = 0;  // tokens [train_end_, size) are held out (0: none)
 };

@@ -125,7 +125,7 @@ TEST_CASE("the HF layout places every parameter of every unit exactly once, and 
   CHECK(export_naming(d) == HfNaming::mlp);  // Mixtral's naming has no routing bias
 }
 
-TEST_CASE("configs: DeepSeek-V3's topk_method noaux_tc is a routing bias; group-limited routing is refused by key") {
+TEST_CASE("configs: DeepSeek-V3's topk_method noaux_tc is a routing bias, and group-limited routing is refused by key") {
   const std::string base = R"("model_type": "salamander_moe_llama", "hidden_size": 64, "num_hidden_layers": 1,
       "num_attention_heads": 4, "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
       "vocab_size": 100, "scoring_func": "sigmoid")";

@@ -90,7 +90,7 @@ TEST_CASE("t1100-data-prepare: docs/ tokenised with a trained vocabulary of 500,
   // every id below the vocabulary: the job's own loader says so
   auto corpus = model::Corpus::load(out, "uint16", 500, 32);
   REQUIRE_MESSAGE(corpus.ok(), corpus.error().message());
-  const auto& ids = corpus->tokens();
+  const auto ids = corpus->copy_tokens();
   REQUIRE(ids.size() == info->token_count);
   CHECK(*std::max_element(ids.begin(), ids.end()) < 500u);
   // the index: a start per document, rising, the last the count; each document decodes to its file
@@ -183,7 +183,7 @@ TEST_CASE("t1101-data-prepare-brought: a brought model re-encodes a file as uint
   REQUIRE(tok.ok());
   std::string joined;
   for (size_t d = 0; d + 1 < idx->size(); ++d) {
-    auto doc = tok->decode({corpus->tokens().begin() + long((*idx)[d]), corpus->tokens().begin() + long((*idx)[d + 1])});
+    auto doc = tok->decode(corpus->copy_tokens((*idx)[d], (*idx)[d + 1] - (*idx)[d]));
     REQUIRE(doc.ok());
     const size_t blank = doc->find("\n\n");  // a block's text ends at its first blank line
     if (blank != std::string::npos) CHECK(doc->find_first_not_of(" \t\r\n", blank) == std::string::npos);

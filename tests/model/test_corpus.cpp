@@ -1,6 +1,7 @@
 // test_corpus.cpp — the corpus a job trains on, read from files: ids of 4 bytes (data.format =
 // "uint32") at and above 65536 load and batch as they are written, a uint16 file loads the ids it
-// always did, bytes stay bytes, and each broken rule (an id outside model.vocab, a size that is not
+// always did, a file is mapped (copies share it; it stays as loaded when replaced or removed),
+// bytes stay bytes, and each broken rule (an id outside model.vocab, a size that is not
 // a whole number of ids, a directory of ids) is an error naming the file and the rule.
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -50,7 +51,7 @@ TEST_CASE("corpus uint32: ids at and above 65536 load as written and batch in or
   auto c = Corpus::load(path, "uint32", 100000, 8);
   REQUIRE_MESSAGE(c.ok(), c.error().message());
   REQUIRE(c->size() == ids.size());
-  CHECK(c->tokens() == ids);
+  CHECK(c->copy_tokens() == ids);
   // every sequence of a batch is a window of the file: its targets are its inputs shifted by one
   const int T = 8;
   for (uint64_t step = 0; step < 5; ++step) {
@@ -74,22 +75,54 @@ TEST_CASE("corpus uint16: a file of 2-byte ids still loads the ids it holds") {
   const std::string path = write_ids("small.u16", ids, 2);
   auto c = Corpus::load(path, "uint16", 65536, 4);
   REQUIRE_MESSAGE(c.ok(), c.error().message());
-  CHECK(c->tokens() == ids);
+  CHECK(c->copy_tokens() == ids);
   // the same bytes read as bytes are the bytes
   auto bytes = Corpus::load(path, "bytes", 256, 4);
   REQUIRE(bytes.ok());
   CHECK(bytes->size() == 2 * ids.size());
-  CHECK(bytes->tokens()[8] == 0x34);
-  CHECK(bytes->tokens()[9] == 0x12);
+  CHECK(bytes->token(8) == 0x34);
+  CHECK(bytes->token(9) == 0x12);
+}
+
+TEST_CASE("corpus file: mapped, not read: copies share it, and it stays as loaded when a new file is renamed over it or it is removed") {
+  const std::vector<uint32_t> ids = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8};
+  const std::string path = write_ids("mapped.u16", ids, 2);
+  auto c = Corpus::load(path, "uint16", 10, 4);
+  REQUIRE(c.ok());
+  Corpus copy = *c;
+  // `salamander data prepare` replaces a file by renaming a new one over it
+  const std::string next = write_ids("next.u16", std::vector<uint32_t>(ids.size(), 7), 2);
+  std::filesystem::rename(next, path);
+  CHECK(c->copy_tokens() == ids);
+  std::filesystem::remove(path);
+  CHECK(copy.copy_tokens() == ids);
+  // a batch reads windows of the ids as loaded: inputs ids[off, off + 4), targets one further
+  Batch b = make_batch(copy, 1, 0, 0, 3, 4);
+  for (int s = 0; s < 3; ++s) {
+    bool found = false;
+    for (size_t off = 0; off + 4 < ids.size() && !found; ++off) {
+      found = true;
+      for (size_t t = 0; t < 4; ++t)
+        found = found && b.inputs[size_t(s) * 4 + t] == int32_t(ids[off + t]) &&
+                b.targets[size_t(s) * 4 + t] == int32_t(ids[off + t + 1]);
+    }
+    CHECK(found);
+  }
+  auto empty = Corpus::load(write_text("empty.u16", ""), "uint16", 10, 4);
+  REQUIRE_FALSE(empty.ok());
+  CHECK(empty.error().message().find("0 tokens, fewer than model.seq_len + 1 = 5") != std::string::npos);
+  auto missing = Corpus::load(path, "uint16", 10, 4);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().message().find("does not exist") != std::string::npos);
 }
 
 TEST_CASE("corpus bytes: text bytes above 127 are ids 128 to 255") {
   const std::string path = write_text("text.txt", "caf\xc3\xa9 \xff end of text");
   auto c = Corpus::load(path, "bytes", 256, 4);
   REQUIRE(c.ok());
-  CHECK(c->tokens()[3] == 0xc3);
-  CHECK(c->tokens()[4] == 0xa9);
-  CHECK(c->tokens()[6] == 0xff);
+  CHECK(c->token(3) == 0xc3);
+  CHECK(c->token(4) == 0xa9);
+  CHECK(c->token(6) == 0xff);
 }
 
 TEST_CASE("corpus errors name the file and the rule: an id outside model.vocab, a partial id, a directory of ids") {

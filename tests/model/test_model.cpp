@@ -155,8 +155,8 @@ TEST_CASE("a validation split: training batches never read the part held out, th
     std::vector<size_t> out;
     for (int s = 0; s < b.sequences; ++s)
       for (size_t off = 0; off + size_t(d.seq_len) < c.size(); ++off)
-        if (std::equal(b.inputs.begin() + s * d.seq_len, b.inputs.begin() + (s + 1) * d.seq_len, c.tokens().begin() + off) &&
-            b.targets[size_t(s * d.seq_len + d.seq_len - 1)] == int32_t(c.tokens()[off + size_t(d.seq_len)])) {
+        if (std::equal(b.inputs.begin() + s * d.seq_len, b.inputs.begin() + (s + 1) * d.seq_len, tokens.begin() + off) &&
+            b.targets[size_t(s * d.seq_len + d.seq_len - 1)] == int32_t(tokens[off + size_t(d.seq_len)])) {
           out.push_back(off);
           break;
         }

@@ -627,7 +627,8 @@ TEST_CASE("next_logits agrees with the CPU model") {
   Corpus c = docs_corpus(d.seq_len);
   for (int len : {1, 20, d.seq_len}) {
     CAPTURE(len);
-    std::vector<int32_t> ids(c.tokens().begin() + 100, c.tokens().begin() + 100 + len);
+    const std::vector<uint32_t> window = c.copy_tokens(100, size_t(len));
+    std::vector<int32_t> ids(window.begin(), window.end());
     LocalExchange cex(cpu);
     MoeGpt cm(cpu);
     auto want = cm.next_logits(ids, cex);

@@ -174,7 +174,7 @@ TEST_CASE("data prepare pipeline: a directory's documents by file and by blank l
   auto idx = read_index(index_path(o.out));
   REQUIRE(idx.ok());
   REQUIRE(idx->size() == 3);
-  const auto& ids = corpus->tokens();
+  const auto ids = corpus->copy_tokens();
   CHECK(*t->decode({ids.begin(), ids.begin() + long((*idx)[1])}) == a);
   CHECK(*t->decode({ids.begin() + long((*idx)[1]), ids.end()}) == b);
 
@@ -198,7 +198,7 @@ TEST_CASE("data prepare pipeline: a directory's documents by file and by blank l
   REQUIRE(bidx.ok());
   std::vector<std::string> docs;
   for (size_t d = 0; d + 1 < bidx->size(); ++d)
-    docs.push_back(*t->decode({c32->tokens().begin() + long((*bidx)[d]), c32->tokens().begin() + long((*bidx)[d + 1])}));
+    docs.push_back(*t->decode(c32->copy_tokens((*bidx)[d], (*bidx)[d + 1] - (*bidx)[d])));
   CHECK(docs == std::vector<std::string>{"First paragraph line one.\nLine two.\n\n", "Second paragraph.\n\n\n",
                                          "Third, with ünïcödé.\n"});
 }
