@@ -39,6 +39,11 @@ Result<tokens::PrepareOptions> prepare_options(const Parsed& p) {
   if (o.model_type != "bpe" && o.model_type != "unigram")
     return fail("--model-type: '", o.model_type, "' is not a model type (bpe, unigram)");
   if (p.has("--model-type") && o.train_vocab == 0) return fail("--model-type goes with --train-vocab");
+  o.normalization = p.get_or("--normalize", "identity");
+  if (!tokens::known_normalization(o.normalization))
+    return fail("--normalize: '", o.normalization, "' is not a rule (identity, nfkc, nmt_nfkc, nfkc_cf)");
+  if (p.has("--normalize") && o.train_vocab == 0)
+    return fail("--normalize goes with --train-vocab (a brought model normalises as it was trained to)");
   o.dtype = p.get_or("--dtype", "");
   auto rule = tokens::parse_document_rule(p.get_or("--documents", "file"));
   if (!rule) return rule.error();

@@ -271,6 +271,8 @@ std::vector<CommandDef> make_table() {
                      "train a sentencepiece model of N pieces on INPUT instead, written to FILE.model (256 byte "
                      "pieces, 3 special ones and one per common character come first: a few hundred at least)"},
                     {"--model-type", "TYPE", "with --train-vocab: bpe (the default) or unigram"},
+                    {"--normalize", "RULE", "with --train-vocab: identity (the default: decoding gives the text back), "
+                     "nfkc, nmt_nfkc or nfkc_cf (Unicode NFKC first; decoding gives the normalised text)"},
                     {"--seed", "S", "with --train-vocab: the seed of sentencepiece's sampling of lines (default 1)"},
                     {"--dtype", "TYPE",
                      "uint16 or uint32 (default: uint16 when the vocabulary fits, else uint32; uint16 is refused for "

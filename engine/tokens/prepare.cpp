@@ -87,7 +87,9 @@ Result<Tokenizer> tokenizer_for(const PrepareOptions& o, const Input& in, Prepar
   }
   announce(p, "reading", report);
   FileLines lines(in, p, report);
-  auto model = train_model(lines, {o.train_vocab, o.model_type, o.seed});
+  TrainOptions train{o.train_vocab, o.model_type, o.seed};
+  train.normalization = o.normalization;
+  auto model = train_model(lines, train);
   if (!model) return model.error().with_context("--train-vocab " + std::to_string(o.train_vocab));
   const std::string path = trained_model_path(o.out);
   SAL_TRY(write_file(path, *model));

@@ -23,6 +23,7 @@ struct PrepareOptions {
   std::string model;          // a sentencepiece model to use, or
   int train_vocab = 0;        // the vocabulary of one to train (written to OUT.model)
   std::string model_type = "bpe";  // of the one trained: bpe | unigram
+  std::string normalization = "identity";  // of the one trained (TrainOptions::normalization)
   uint32_t seed = 1;          // of the training's sampling of lines
   std::string dtype;          // "" (from the vocabulary), "uint16" or "uint32"
   DocumentRule documents = DocumentRule::file;

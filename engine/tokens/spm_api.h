@@ -29,7 +29,7 @@ class SpmModel {
   virtual Result<std::string> decode(const std::vector<uint32_t>& ids) const = 0;
 };
 
-constexpr int kSpmApiVersion = 1;
+constexpr int kSpmApiVersion = 2;  // 2: TrainOptions::normalization
 
 struct SpmApi {
   int version = kSpmApiVersion;  // a module of another version is refused

@@ -83,12 +83,13 @@ class Lines : public spm::SentenceIterator {
   bool done_ = false;
 };
 
-// The trainer's settings: lossless encoding (tokenizer.h), one thread, informational log off.
+// The trainer's settings: lossless encoding but for the normalisation asked for (tokenizer.h), one
+// thread, informational log off.
 std::unordered_map<std::string, std::string> trainer_args(const TrainOptions& o) {
   return {{"model_type", o.model_type},
           {"vocab_size", std::to_string(o.vocab)},
           {"byte_fallback", "true"},
-          {"normalization_rule_name", "identity"},
+          {"normalization_rule_name", o.normalization},
           {"remove_extra_whitespaces", "false"},
           {"add_dummy_prefix", "false"},
           {"allow_whitespace_only_pieces", "true"},

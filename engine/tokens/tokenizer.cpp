@@ -98,7 +98,13 @@ Result<std::string> Tokenizer::decode(const std::vector<uint32_t>& ids) const {
   return model_->decode(ids);
 }
 
+bool known_normalization(const std::string& rule) {
+  return rule == "identity" || rule == "nfkc" || rule == "nmt_nfkc" || rule == "nfkc_cf";
+}
+
 Result<std::string> train_model(LineSource& lines, const TrainOptions& o) {
+  if (!known_normalization(o.normalization))
+    return fail("normalization: '", o.normalization, "' is not a rule (identity, nfkc, nmt_nfkc, nfkc_cf)");
   SAL_TRY(check_available());
   return module().api->train(lines, o);
 }

@@ -1,9 +1,10 @@
 // tokenizer.h — a sentencepiece tokenizer (Debian's libsentencepiece): a model file loaded, text
 // encoded to token ids and ids decoded back to text, and a new model trained on lines of text.
 // `salamander data prepare` makes token files with it and `salamander sample` reads and writes text
-// through it. The models this engine trains (train_model) encode without loss: identity
-// normalisation, whitespace kept as it is, no dummy prefix, and byte fallback (a character outside
-// the vocabulary becomes its UTF-8 bytes), so decode(encode(text)) == text for any UTF-8 text. The
+// through it. The models this engine trains (train_model) encode without loss unless asked to
+// normalise: identity normalisation, whitespace kept as it is, no dummy prefix, and byte fallback
+// (a character outside the vocabulary becomes its UTF-8 bytes), so decode(encode(text)) == text for
+// any UTF-8 text. The
 // one character sentencepiece itself would not give back, its space mark U+2581 (which it decodes
 // as a space), is encoded here as its three byte pieces, which decode as written. A model brought
 // from elsewhere encodes as it was trained to (it may normalise, or add a dummy prefix).
@@ -61,7 +62,14 @@ struct TrainOptions {
   std::string model_type = "bpe";   // bpe | unigram
   uint32_t seed = 1;                // sentencepiece's generator (its sampling of lines)
   uint64_t max_lines = 2'000'000;   // more lines are sampled down to this many (seeded)
+  // sentencepiece's normalisation rule: identity (lossless, the default), or nfkc, nmt_nfkc,
+  // nfkc_cf (Unicode NFKC; nmt_ also folds control and space characters; _cf also folds case).
+  // With any but identity, decode(encode(text)) is the normalised text.
+  std::string normalization = "identity";
 };
+
+// Whether `rule` is a normalisation rule train_model takes.
+bool known_normalization(const std::string& rule);
 
 // The smallest vocabulary train_model accepts: 3 special pieces (<unk>, <s>, </s>), 256 byte
 // pieces and at least one piece learned from the text. sentencepiece may ask for more: every

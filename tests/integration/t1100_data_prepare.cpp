@@ -206,6 +206,8 @@ TEST_CASE("t1101-data-prepare-brought: a brought model re-encodes a file as uint
       {{kDocs, "--model", model, "--dtype", "int8", "--out", dir + "/x"}, 1, "--dtype: 'int8': expected uint16 or uint32"},
       {{kDocs, "--model", kDocs + "/models.md", "--out", dir + "/x"}, 1, kDocs + "/models.md: not a sentencepiece model"},
       {{kDocs, "--model", model, "--documents", "lines", "--out", dir + "/x"}, 2, "--documents: 'lines' is not a document rule"},
+      {{kDocs, "--train-vocab", "300", "--normalize", "nfd", "--out", dir + "/x"}, 2, "--normalize: 'nfd' is not a rule"},
+      {{kDocs, "--model", model, "--normalize", "nfkc", "--out", dir + "/x"}, 2, "--normalize goes with --train-vocab"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> args{"data", "prepare"};

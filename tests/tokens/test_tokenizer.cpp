@@ -96,6 +96,33 @@ TEST_CASE("tokenizer: a trained model decodes any UTF-8 text back, unseen charac
   }
 }
 
+TEST_CASE("tokenizer: a model trained to normalise (NFKC) decodes compatibility characters as their plain forms, identity keeps them") {
+  std::vector<std::string> text = english();
+  text.push_back("\xef\xac\x81ne \xef\xbc\xa1\xef\xbc\xa2\xef\xbc\xa3 \xe2\x91\xa0");  // "ﬁne ＡＢＣ ①"
+  const std::string odd = "the \xef\xac\x81rst \xef\xbc\xa1 \xe2\x91\xa1";             // "the ﬁrst Ａ ②"
+  for (const std::string rule : {"nfkc", "identity"}) {
+    CAPTURE(rule);
+    VectorLines lines(text);
+    TrainOptions o{400, "bpe", 1};
+    o.normalization = rule;
+    auto model = train_model(lines, o);
+    REQUIRE_MESSAGE(model.ok(), model.error().message());
+    auto t = Tokenizer::from_bytes(*model, "test model");
+    REQUIRE(t.ok());
+    auto ids = t->encode(odd);
+    REQUIRE(ids.ok());
+    auto back = t->decode(*ids);
+    REQUIRE(back.ok());
+    CHECK(*back == (rule == "nfkc" ? std::string("the first A 2") : odd));
+  }
+  VectorLines lines(text);
+  TrainOptions bad{400, "bpe", 1};
+  bad.normalization = "nfd";
+  auto refused = train_model(lines, bad);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message() == "normalization: 'nfd' is not a rule (identity, nfkc, nmt_nfkc, nfkc_cf)");
+}
+
 TEST_CASE("tokenizer: the same lines and seed train the same model, and a model file loads as the same tokenizer") {
   VectorLines a(english()), b(english());
   auto ma = train_model(a, {400, "bpe", 7}), mb = train_model(b, {400, "bpe", 7});
