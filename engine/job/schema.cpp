@@ -427,9 +427,6 @@ void validation_checks(const JobConfig& j, std::vector<std::string>& errors) {
                      " needs a validation split: set data.validation (the fraction of the corpus held out, e.g. 0.05)");
   if (j.mesh.devices.rfind("cuda", 0) == 0)
     errors.push_back("train.eval_every: validation runs on CPU workers only (mesh.devices = \"" + j.mesh.devices + "\")");
-  if (j.parallel.groups > 1)
-    errors.push_back("train.eval_every: validation with data-parallel groups (parallel.groups = " +
-                     std::to_string(j.parallel.groups) + ") is not built yet");
 }
 
 // The keys one family has and the other lacks, and the shapes moe-llama's operators need.

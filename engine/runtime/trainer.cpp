@@ -337,6 +337,7 @@ Result<StepOutcome> Trainer::step(uint64_t step, const std::vector<uint32_t>& sh
   }
   int64_t t0 = mono_ns();
   have_grads_ = false;
+  backup_ok_ = false;  // this step's own shard types: not computed yet (a patch until then runs them)
   step_ = step;
   corrupt_if_armed(step);  // a drill's corrupt{}: before the digests, as memory gone bad between steps
   std::vector<wire::UnitDigest> digests = unit_digests(step);

@@ -157,10 +157,17 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
   if (dropped) {
     params_.zero_grads();
   } else {
-    if (!backup_ok_)
-      return fail("patch ", p.patch, " of step ", p.step, ": group ", g, "'s own shard types were not computed");
-    restore_grads();
-    total = group_stats_;
+    if (backup_ok_) {
+      restore_grads();
+      total = group_stats_;
+    } else {  // the loss came before this rank's own pass began (in the step's validation): run it now
+      spdlog::info("step {} patch {}: group {} computes its own shard types [{}] first (the loss came before them)",
+                   p.step, p.patch, g, fmt::join(role_.types, ", "));
+      params_.zero_grads();
+      SAL_TRY(compute_types(p.step, role_.types, total));
+      backup_grads();
+      group_stats_ = total;
+    }
     if (g < p.extra.size() && !p.extra[g].empty()) {
       spdlog::info("step {} patch {}: group {} computes shard types [{}] too", p.step, p.patch, g, fmt::join(p.extra[g], ", "));
       SAL_TRY(compute_types(p.step, p.extra[g], total));

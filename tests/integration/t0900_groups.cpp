@@ -8,7 +8,8 @@
 // step aborts and the elastic rung re-plans. The redundancy policy swapped live (spare, none,
 // spare) is the one a later loss meets; a broken one is refused and the stacks in force are kept.
 // `sim stacks` replays each run's failures through the simulator's SPARe model and agrees. With the
-// balancing loss off, four groups and one group of the same workers train the same losses, and the
+// balancing loss off, four groups and one group of the same workers train the same losses (and
+// validation losses: the validation set is evaluated over every rank of the plan), and the
 // weights after a patched step are the unpatched step's within that reassociation — and so are
 // those after the degraded steps that follow it (the lost group's shard type computed by the group
 // the patch named, over the patch's data plane, no re-plan).
@@ -149,12 +150,12 @@ TEST_CASE("t0901-groups-wipeout: two groups hit in the same step leave a shard t
   CHECK(s.output().find("| 10 | 1, 2 | 0 | aborted | wiped out | 0 | yes |") != std::string::npos);
 }
 
-TEST_CASE("t0903-groups-same-update: with the balancing loss off, four groups and one group of the same eight workers train the same losses within reassociation") {
+TEST_CASE("t0903-groups-same-update: with the balancing loss off, four groups and one group of the same eight workers train the same losses and validation losses within reassociation") {
   std::string dir = temp_dir("groups");
   std::string spare = write_job(dir, "spare");
   auto run = [&](const std::string& name, const std::string& sets) {
-    run_json({bin(), "run", spare, "--steps", "16", "--set", "model.aux_loss_weight=0" + sets, "--json", "--out",
-              dir + "/" + name},
+    run_json({bin(), "run", spare, "--steps", "16", "--set",
+              "model.aux_loss_weight=0,train.eval_every=4,data.validation=0.1" + sets, "--json", "--out", dir + "/" + name},
              dir + "/" + name + ".out", 90000);
     return losses(dir + "/" + name);
   };
@@ -168,6 +169,16 @@ TEST_CASE("t0903-groups-same-update: with the balancing loss off, four groups an
     CAPTURE(s);
     CHECK(std::fabs(four[s] - one[s]) <= 1e-4 * one[s]);
   }
+  // the validation set over every rank of the plan, whatever its groups: the same weights at step 0
+  auto val_four = validation_losses(dir + "/four"), val_one = validation_losses(dir + "/one");
+  REQUIRE(val_four.size() == 4);  // steps 0, 4, 8, 12
+  REQUIRE(val_one.size() == 4);
+  CHECK(std::fabs(val_four.at(0) - val_one.at(0)) <= 1e-6 * val_one.at(0));
+  for (auto [step, loss] : val_four) {
+    CAPTURE(step);
+    CHECK(std::fabs(loss - val_one.at(step)) <= 1e-4 * val_one.at(step));
+  }
+  CHECK(val_four.at(12) < val_four.at(0));
 }
 
 namespace {
@@ -182,11 +193,12 @@ nlohmann::json run_unbalanced(const std::string& dir, const std::string& job, co
   return run_json(args, dir + "/" + name + ".out", 90000);
 }
 
-// dir/name's weights against the fault-free four groups', within 4x reassociation's own distance
-// (four groups against one group of the same workers: the same sums in another order).
-void check_within_reassociation(const std::string& dir, const std::string& name) {
-  const auto reassociation = weight_distance(dir + "/four/checkpoint", dir + "/one/checkpoint");
-  const auto got = weight_distance(dir + "/four/checkpoint", dir + "/" + name + "/checkpoint");
+// dir/name's weights against the fault-free four groups' (dir/four, or dir/four<tag>), within 4x
+// reassociation's own distance (four groups against one group of the same workers, dir/one<tag>:
+// the same sums in another order).
+void check_within_reassociation(const std::string& dir, const std::string& name, const std::string& tag = "") {
+  const auto reassociation = weight_distance(dir + "/four" + tag + "/checkpoint", dir + "/one" + tag + "/checkpoint");
+  const auto got = weight_distance(dir + "/four" + tag + "/checkpoint", dir + "/" + name + "/checkpoint");
   INFO("reassociation " << reassociation.relative << " (elementwise " << reassociation.elementwise << "), " << name
                         << " " << got.relative << " (elementwise " << got.elementwise << ")");
   CHECK(got.relative <= std::max(4 * reassociation.relative, 1e-6));
@@ -210,6 +222,18 @@ TEST_CASE("t0904-patched-update: the weights after a patched step are the unpatc
   REQUIRE(j["recoveries"].size() >= 1);
   CHECK(j["recoveries"][0]["step"] == 10);  // the last step is the patched one
   check_within_reassociation(dir, "patched");
+  // a loss before the survivors' own passes began (the step's validation, every rank of the plan):
+  // the patch runs their own shard types too, not the gradients of the step before
+  // (a validation split draws the training batches from the rest: fault-free runs of their own)
+  const std::string val = ",train.eval_every=1,data.validation=0.1";
+  run_unbalanced(dir, spare, "four-val", val, "");
+  run_unbalanced(dir, spare, "one-val", val + ",parallel.groups=1,parallel.redundancy=0", "");
+  auto v = run_unbalanced(dir, spare, "in-validation", val, "kill{ node = 3, step = 10 }\n");
+  CHECK(v["steps"] == 11);
+  CHECK(v["patched_steps"] == 1);
+  CHECK(run_logs(dir + "/in-validation").find("computes its own shard types") != std::string::npos);
+  check_within_reassociation(dir, "in-validation", "-val");
+  CHECK(validation_losses(dir + "/in-validation").size() == 10);  // every step's but the patched one's
 }
 
 TEST_CASE("t0906-degraded-steps: after a patch the steps train on degraded, without a re-plan, their updates the fault-free run's within reassociation") {

@@ -261,7 +261,7 @@ TEST_CASE("mesh.racks: nodes by rack, and each mistake named with its part") {
         "x.lua: mesh.racks: node \"node0\" is in rack \"r1\" and in rack \"r2\"");
 }
 
-TEST_CASE("train.eval_every: needs a validation split, CPU workers and one group, each rule named") {
+TEST_CASE("train.eval_every: needs a validation split and CPU workers, each rule named") {
   CHECK(load_text("return { data = { validation = 0.05 }, train = { eval_every = 10 } }", "x.lua", ".").ok());
   CHECK(error_of("return { train = { eval_every = 10 } }") ==
         "x.lua: train.eval_every: 10 needs a validation split: set data.validation (the fraction of the corpus held "
