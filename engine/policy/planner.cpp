@@ -61,7 +61,7 @@ Result<PlanRecord> Planner::decide(const PlanAsk& ask) {
   auto r = ask.fixed_groups ? fixed_ep(*ask.fixed_groups) : elastic(ask.workers);
   if (!r) return r;
   decide_schedule(ask.facts, *r);
-  decide_stacks(*r);
+  if (r->plan.stacks.hosts.empty()) decide_stacks(*r);  // (grouped plans decide theirs first)
   if (!ask.fixed_groups) deal_domains(ask.domains, *r);  // (after the stacks: groups sharing a host share no type)
   r->epoch = ask.epoch;
   r->plan.version = current_ ? current_->plan.version + 1 : 1;
@@ -168,9 +168,11 @@ Planner::Placements Planner::current_placement(uint32_t g, uint32_t positions) c
   return out;
 }
 
-// parallel.groups = G: the workers split into G groups as evenly as possible (the first ones one
-// more), each planned as a whole model. Fewer groups stay up when a share could not hold every
-// expert (the rest are down: size 0, and the redundancy policy covers their shard types).
+// parallel.groups = G: the workers split into G groups as evenly as possible, each planned as a whole
+// model. Fewer groups stay up when a share could not hold every expert (the rest are down: size 0,
+// and the redundancy policy covers their shard types). The stacks are decided first (they depend
+// only on which groups are up): the workers an even split leaves over go to the groups that compute
+// the most shard types, so a group covering a down group's type is not also among the smallest.
 Result<PlanRecord> Planner::grouped(uint32_t workers) {
   const uint32_t G = cfg_.groups;
   const uint64_t slots = cfg_.slots, experts = uint64_t(cfg_.shape.experts);
@@ -185,7 +187,9 @@ Result<PlanRecord> Planner::grouped(uint32_t workers) {
   rec.plan.floor = ~0u;
   rec.plan.layers.resize(size_t(cfg_.shape.layers));
   rec.plan.groups.assign(G, 0);
-  for (uint32_t g = 0; g < up; ++g) rec.plan.groups[g] = workers / up + (g < workers % up ? 1 : 0);
+  for (uint32_t g = 0; g < up; ++g) rec.plan.groups[g] = workers / up;
+  decide_stacks(rec);
+  give_left_over(rec.plan, workers % up);
   for (uint32_t g = 0; g < up; ++g) {
     auto r = one_group(rec.plan.groups[g], current_placement(g, rec.plan.groups[g]));
     if (!r) return r.error().with_context("group " + std::to_string(g));
@@ -199,7 +203,7 @@ Result<PlanRecord> Planner::grouped(uint32_t workers) {
     if (g == 0) {
       rec.allocation_by = r->allocation_by;
       rec.placement_by = r->placement_by;
-      rec.note = r->note;
+      rec.note = r->note + (rec.note.empty() || r->note.empty() ? "" : "; ") + rec.note;  // (the stacks' note after)
     }
   }
   if (up < G)
@@ -208,6 +212,17 @@ Result<PlanRecord> Planner::grouped(uint32_t workers) {
                 " groups that each hold every expert";
   SAL_TRY(plan::check_groups(rec.plan));
   return rec;
+}
+
+// `left` more workers, one each to the groups up that compute the most shard types (ties: the
+// first), whatever the stacks say; the groups' sizes then differ by one at most.
+void Planner::give_left_over(plan::Plan& p, uint32_t left) {
+  std::vector<uint32_t> order;
+  for (uint32_t g = 0; g < p.groups.size(); ++g)
+    if (p.groups[g] > 0) order.push_back(g);
+  auto computes = [&p](uint32_t g) { return g < p.stacks.assignment.size() ? p.stacks.assignment[g].size() : 0; };
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return computes(a) > computes(b); });
+  for (uint32_t i = 0; i < left && i < order.size(); ++i) ++p.groups[order[i]];
 }
 
 Result<PlanRecord> Planner::fixed_ep(uint32_t groups) {

@@ -107,6 +107,7 @@ class Planner {
   void decide_schedule(const CheckpointFacts& facts, PlanRecord& r);
   void decide_stacks(PlanRecord& r);
   static void reset_stacks(plan::ShardStacks& s);
+  static void give_left_over(plan::Plan& p, uint32_t left);
   RedundancyInput redundancy_input(std::vector<bool> alive, const plan::ShardStacks& current) const;
   // What the placement weighs survival by: the stated rate, else the losses seen between plans; a
   // wipe-out costs the steps a restore runs again (two windows of sparse snapshots in peers, else

@@ -1,7 +1,9 @@
 // test_planner_hosts.cpp — the planner over hosts of several workers (issue 40): the shipped
 // placements decide over workers, the planner deals their positions onto the hosts, and with room
 // for every expert on two hosts, losing any one host loses no expert (P(1) over hosts = 1), where
-// the positions taken in order would not; the baselines' fixed plans are left as they are.
+// the positions taken in order would not; the baselines' fixed plans are left as they are. With
+// data-parallel groups, the workers an even split leaves over join the groups computing the most
+// shard types.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -123,4 +125,35 @@ TEST_CASE("racks of one-worker hosts are still dealt, and a placement sees ctx.r
   plan::Plan in_order = r->plan;
   in_order.domains = ask.domains;
   CHECK(rack_p(in_order, 1) < 1.0);
+}
+
+TEST_CASE("groups: the workers an even split leaves over go to the groups that compute the most shard types") {
+  PlannerConfig cfg = host_config("goodput");
+  cfg.slots = 4;  // 8 experts a layer over 4 slots: a group needs two workers
+  cfg.groups = 4;
+  cfg.redundancy = 2;
+  cfg.redundancy_policy = "spare";
+  Planner planner(cfg, [] {});
+  REQUIRE(planner.configure().ok());
+  PlanAsk ask;
+  ask.workers = 8;
+  auto full = planner.decide(ask);
+  REQUIRE(full.ok());
+  CHECK(full->plan.groups == std::vector<uint32_t>{2, 2, 2, 2});
+  // 7 workers make three groups: the fourth's shard type goes to a group hosting it, which then
+  // computes two types; the seventh worker joins that group, not the first
+  ask.workers = 7;
+  auto r = planner.decide(ask);
+  REQUIRE(r.ok());
+  const auto& s = r->plan.stacks;
+  REQUIRE(s.assignment.size() == 4);
+  CHECK(r->plan.groups[3] == 0);
+  uint32_t busiest = 0;
+  for (uint32_t g = 0; g < 4; ++g)
+    if (s.assignment[g].size() > s.assignment[busiest].size()) busiest = g;
+  CHECK(s.assignment[busiest].size() == 2);
+  CHECK(r->plan.groups[busiest] == 3);
+  uint32_t total = 0;
+  for (uint32_t n : r->plan.groups) total += n;
+  CHECK(total == 7);
 }
