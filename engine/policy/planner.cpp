@@ -214,8 +214,8 @@ Result<PlanRecord> Planner::grouped(uint32_t workers) {
   return rec;
 }
 
-// `left` more workers, one each to the groups up that compute the most shard types (ties: the
-// first), whatever the stacks say; the groups' sizes then differ by one at most.
+// `left` more workers (fewer than the groups up), one each to the groups up that compute the most
+// shard types in p.stacks (ties: the first); the groups' sizes then differ by one at most.
 void Planner::give_left_over(plan::Plan& p, uint32_t left) {
   std::vector<uint32_t> order;
   for (uint32_t g = 0; g < p.groups.size(); ++g)
