@@ -109,7 +109,8 @@ std::vector<std::pair<std::string, bool*>> llama_flags(Dims& d) {
   return {{"tied_head", &d.tied_head},
           {"sigmoid_router", &d.sigmoid_router},
           {"norm_topk", &d.norm_topk},
-          {"router_bias", &d.router_bias}};
+          {"router_bias", &d.router_bias},
+          {"qk_norm", &d.qk_norm}};
 }
 
 // moe-llama's real-valued keys and the open interval (lo, hi) or, closed, [lo, hi] each lies in.

@@ -46,8 +46,6 @@ Result<bool> flag(const json& c, const char* key, bool fallback) {
 Status refuse_unbuilt(const json& c, int d, int heads) {
   for (const char* k : {"attention_bias", "qkv_bias", "mlp_bias"})
     if (c.value(k, false) == true) return fail(k, ": true, but moe-llama's projections have no biases");
-  if (c.value("qk_layernorm", false) == true || c.value("use_qk_norm", false) == true)
-    return fail("qk_layernorm: QK-norm is not built in moe-llama");
   if (c.contains("rope_scaling") && !c["rope_scaling"].is_null())
     return fail("rope_scaling: scaled rotary positions are not built (plain rope_theta only)");
   if (c.contains("sliding_window") && !c["sliding_window"].is_null() && c.value("use_sliding_window", true))
@@ -113,7 +111,9 @@ Result<HfModel> parse(const json& c) {
                                    : std::initializer_list<const char*>{"moe_intermediate_size", "intermediate_size"}),
                d.expert_ffn));
   int shared = 0;
-  SAL_TRY(take(positive(c, {"n_shared_experts"}, 0), shared));
+  const bool no_shared = c.contains("n_shared_experts") && c["n_shared_experts"].is_number_integer() &&
+                         c["n_shared_experts"].get<int64_t>() == 0;  // (as written by exports before 2026-11-29)
+  if (!no_shared) SAL_TRY(take(positive(c, {"n_shared_experts"}, 0), shared));
   d.shared_ffn = shared * d.expert_ffn;
   SAL_TRY(take(positive(c, {"vocab_size"}), d.vocab));
   SAL_TRY(take(positive(c, {"max_position_embeddings"}, 4096), d.seq_len));
@@ -139,6 +139,13 @@ Result<HfModel> parse(const json& c) {
   if (scoring != "softmax" && scoring != "sigmoid") return fail("scoring_func: '", scoring, "' (softmax or sigmoid)");
   d.sigmoid_router = scoring == "sigmoid";
   SAL_TRY(read_topk_method(c, d));
+  // QK-norm: OLMoE's always; ours (and others') by flag
+  auto qk = flag(c, "use_qk_norm", m.model_type == "olmoe");
+  if (!qk) return qk.error();
+  auto qk_layernorm = flag(c, "qk_layernorm", false);
+  if (!qk_layernorm) return qk_layernorm.error();
+  d.qk_norm = *qk || *qk_layernorm;
+  if (mixtral && d.qk_norm) return fail("use_qk_norm: Mixtral has no QK-norm");
   m.naming = mixtral ? HfNaming::mixtral : HfNaming::mlp;
   if (mixtral && shared > 0) return fail("n_shared_experts: Mixtral has no shared experts");
   return m;
@@ -155,7 +162,8 @@ Result<HfModel> parse_hf_config(const std::string& text, const std::string& labe
 }
 
 HfNaming export_naming(const Dims& d) {
-  return !d.sigmoid_router && d.norm_topk && d.shared_ffn == 0 && !d.router_bias ? HfNaming::mixtral : HfNaming::mlp;
+  return !d.sigmoid_router && d.norm_topk && d.shared_ffn == 0 && !d.router_bias && !d.qk_norm ? HfNaming::mixtral
+                                                                                                : HfNaming::mlp;
 }
 
 std::string hf_config_json(const Dims& d) {
@@ -171,10 +179,11 @@ std::string hf_config_json(const Dims& d) {
   c["num_experts_per_tok"] = d.top_k;
   c[mixtral ? "intermediate_size" : "moe_intermediate_size"] = d.ffn();
   if (!mixtral) {
-    c["n_shared_experts"] = d.shared_ffn / d.ffn();
+    if (d.shared_ffn > 0) c["n_shared_experts"] = d.shared_ffn / d.ffn();
     c["norm_topk_prob"] = d.norm_topk;
     c["scoring_func"] = d.sigmoid_router ? "sigmoid" : "softmax";
     c["router_z_loss_coef"] = d.z_loss_weight;
+    c["use_qk_norm"] = d.qk_norm;
     // DeepSeek-V3's keys for a routing bias: one group of experts is plain top-k over biased scores
     c["topk_method"] = d.router_bias ? "noaux_tc" : "greedy";
     if (d.router_bias) {

@@ -24,6 +24,10 @@ void add_dense(std::vector<HfTensor>& out, const Dims& d, int l, const std::stri
   out.push_back(block(at + "self_attn.k_proj.weight", u, dl.w_qkv, D, QKV, D, KV));
   out.push_back(block(at + "self_attn.v_proj.weight", u, dl.w_qkv, D, QKV, D + KV, KV));
   out.push_back(block(at + "self_attn.o_proj.weight", u, dl.w_o, D, D, 0, D));
+  if (d.qk_norm) {
+    out.push_back(gain(at + "self_attn.q_norm.weight", u, dl.q_norm));
+    out.push_back(gain(at + "self_attn.k_norm.weight", u, dl.k_norm));
+  }
   out.push_back(gain(at + "post_attention_layernorm.weight", u, dl.ln2_g));
   if (S == 0) return;
   const std::string sh = at + "mlp.shared_experts.";

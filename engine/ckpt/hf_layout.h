@@ -8,7 +8,8 @@
 // Names, L a layer, X an expert:
 //   model.embed_tokens.weight [V,d]   model.norm.weight [d]   lm_head.weight [V,d] (untied head)
 //   model.layers.L.input_layernorm.weight, .post_attention_layernorm.weight [d]
-//   model.layers.L.self_attn.{q,k,v,o}_proj.weight [d,d] [kv,d] [kv,d] [d,d]
+//   model.layers.L.self_attn.{q,k,v,o}_proj.weight [d,d] [kv,d] [kv,d] [d,d], with QK-norm (OLMoE's)
+//                   .self_attn.q_norm.weight [d], .self_attn.k_norm.weight [kv]
 //   Mixtral naming: model.layers.L.block_sparse_moe.gate.weight [E,d],
 //                   .block_sparse_moe.experts.X.{w1,w3,w2}.weight [F,d] [F,d] [d,F] (gate, up, down)
 //   mlp naming (Qwen-MoE, OLMoE, DeepSeek-MoE): model.layers.L.mlp.gate.weight [E,d],

@@ -149,6 +149,7 @@ std::string import_job_text(const Dims& d, const std::string& tokens) {
   t += "    rope_theta = " + std::to_string(d.rope_theta) + ", norm_eps = " + short_float(d.norm_eps) + ",\n";
   t += "    aux_loss_weight = " + short_float(d.aux_weight) + ", z_loss_weight = " + short_float(d.z_loss_weight) + ",\n";
   if (d.router_bias) t += "    bias_update = " + short_float(d.bias_update) + ",\n";
+  if (d.qk_norm) t += "    qk_norm = true,\n";
   t += "    seq_len = " + std::to_string(std::min(d.seq_len, 2048)) + ", vocab = " + std::to_string(d.vocab) + ",\n  },\n";
   const std::string format = !tokens.empty() ? tokens : d.vocab > 65536 ? "uint32" : "uint16";
   t += "  data = { path = \"tokens." + format + "\", format = \"" + format + "\" },\n";

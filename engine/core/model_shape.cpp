@@ -100,6 +100,9 @@ DenseLayout dense_layout(const ModelShape& s) {
   l.ln2_b = c.take(bias * D);
   l.sh_w13 = c.take(D * 2 * S);
   l.sh_w2 = c.take(S * D);
+  const size_t qk = s.llama() && s.qk_norm ? 1 : 0;
+  l.q_norm = c.take(qk * D);
+  l.k_norm = c.take(qk * KV);
   l.total = c.next;
   return l;
 }

@@ -53,6 +53,9 @@ struct ModelShape {
   // moe-llama: each gate carries DeepSeek-V3's per-expert routing bias (auxiliary-loss-free
   // balancing, model/router_bias.h), added to the scores to choose the k experts only.
   bool router_bias = false;
+  // moe-llama: RMSNorm on the queries (over d) and on the keys (over kv) before the rotary
+  // positions, each with a gain of its own (OLMoE's QK-norm).
+  bool qk_norm = false;
   int ffn() const { return expert_ffn > 0 ? expert_ffn : 4 * d; }  // each expert: d -> ffn -> d
   int kv() const { return kv_dim > 0 ? kv_dim : d; }
   bool llama() const { return family == ModelFamily::llama; }
@@ -76,6 +79,7 @@ struct DenseLayout {
   // w_qkv [d, d + 2 kv] ([q | k | v] columns; kv = d for moe-gpt), w_o [d,d]
   Slice ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b;
   Slice sh_w13, sh_w2;  // moe-llama's shared experts: [d, 2S] ([gate | up] columns), [S, d]
+  Slice q_norm, k_norm;  // moe-llama's QK-norm gains: [d], [kv]
   size_t total = 0;
 };
 struct GateLayout {

@@ -38,6 +38,7 @@ struct ModelConfig {
   bool norm_topk = false;      // renormalise the k chosen scores
   double z_loss_weight = 0;    // router z-loss weight
   double bias_update = 0;      // auxiliary-loss-free balancing's bias step (0: no routing bias)
+  bool qk_norm = false;        // RMSNorm on the queries and keys (OLMoE's QK-norm)
   int64_t rope_theta = 10000;  // rotary embeddings' base
   double norm_eps = 1e-5;      // RMSNorm's epsilon
 };
@@ -53,6 +54,7 @@ inline ModelShape model_shape(const ModelConfig& m) {
     s.shared_ffn = int(m.shared_experts) * s.ffn();
     s.tied_head = m.tied_head;
     s.router_bias = m.bias_update > 0;
+    s.qk_norm = m.qk_norm;
   }
   return s;
 }

@@ -97,6 +97,8 @@ const std::vector<Field>& fields() {
       number("model.bias_update", 0, 1, "moe-llama: DeepSeek-V3's auxiliary-loss-free balancing: each gate gets a "
              "per-expert routing bias that moves this much a step toward the mean load (0: no bias)",
              [](JobConfig& j) -> double& { return j.model.bias_update; }),
+      flag("model.qk_norm", "moe-llama: RMSNorm on the queries and on the keys before the rotary positions, each "
+           "with a gain of its own (OLMoE's QK-norm)", [](JobConfig& j) -> bool& { return j.model.qk_norm; }),
       integer("model.rope_theta", 1, 1e9, "moe-llama: the rotary embeddings' base",
               [](JobConfig& j) -> int64_t& { return j.model.rope_theta; }),
       number("model.norm_eps", 1e-12, 1, "moe-llama: RMSNorm's epsilon",
@@ -444,6 +446,7 @@ void family_checks(const JobConfig& j, std::vector<std::string>& errors) {
     only(m.norm_topk != d.norm_topk, "model.norm_topk");
     only(m.z_loss_weight != d.z_loss_weight, "model.z_loss_weight");
     only(m.bias_update != d.bias_update, "model.bias_update");
+    only(m.qk_norm != d.qk_norm, "model.qk_norm");
     only(m.rope_theta != d.rope_theta, "model.rope_theta");
     only(m.norm_eps != d.norm_eps, "model.norm_eps");
     return;

@@ -64,6 +64,15 @@ void collapse_heads(const float* dfull, float* dqkv, int N, int D, int KV, int h
   }
 }
 
+// Columns [off, off + width) of N rows of `stride` floats, copied out to [N, width] (take) or back
+// in from there (put).
+void take_cols(const float* rows, int N, int stride, int off, int width, float* out) {
+  for (int n = 0; n < N; ++n) std::copy_n(rows + size_t(n) * stride + off, width, out + size_t(n) * width);
+}
+void put_cols(const float* in, int N, int stride, int off, int width, float* rows) {
+  for (int n = 0; n < N; ++n) std::copy_n(in + size_t(n) * width, width, rows + size_t(n) * stride + off);
+}
+
 float logsumexp(const float* z, int n) {
   float mx = *std::max_element(z, z + n);
   double s = 0;
@@ -94,6 +103,42 @@ Status MoeLlama::forward(const std::vector<int32_t>& inputs, int B, int T, Exper
   else
     k::gemm(false, true, N, V, D, 1.0f, xf_.data(), tok, 0.0f, logits_.data());
   return {};
+}
+
+// QK-norm: each token's queries (over d) and keys (over kv) RMS-normalised with their gains, in
+// place in a.qkv (before the rotary positions); the raw ones and their rstd kept for the backward.
+void MoeLlama::qk_norm_forward(const Unit& u, LayerActs& a, int N) {
+  const Dims& d = p_.dims;
+  const int D = d.d, KV = d.kv(), in = D + 2 * KV;
+  auto dl = dense_layout(d);
+  a.q_raw.resize(size_t(N) * D);
+  a.k_raw.resize(size_t(N) * KV);
+  a.q_rstd.resize(size_t(N));
+  a.k_rstd.resize(size_t(N));
+  std::vector<float> normed(size_t(N) * D);
+  take_cols(a.qkv.data(), N, in, 0, D, a.q_raw.data());
+  k::rmsnorm_forward(a.q_raw.data(), u.at(dl.q_norm), normed.data(), a.q_rstd.data(), N, D, d.norm_eps);
+  put_cols(normed.data(), N, in, 0, D, a.qkv.data());
+  take_cols(a.qkv.data(), N, in, D, KV, a.k_raw.data());
+  k::rmsnorm_forward(a.k_raw.data(), u.at(dl.k_norm), normed.data(), a.k_rstd.data(), N, KV, d.norm_eps);
+  put_cols(normed.data(), N, in, D, KV, a.qkv.data());
+}
+
+// dqkv: the gradient w.r.t. the normalised queries and keys on entry, the raw ones' on exit (the
+// values' columns untouched); the gains' gradients accumulate.
+void MoeLlama::qk_norm_backward(Unit& u, const LayerActs& a, int N, std::vector<float>& dqkv) {
+  const Dims& d = p_.dims;
+  const int D = d.d, KV = d.kv(), in = D + 2 * KV;
+  auto dl = dense_layout(d);
+  std::vector<float> dy(size_t(N) * D), dx(size_t(N) * D);
+  take_cols(dqkv.data(), N, in, 0, D, dy.data());
+  k::rmsnorm_backward(dy.data(), a.q_raw.data(), u.at(dl.q_norm), a.q_rstd.data(), dx.data(), u.weight_grad(dl.q_norm),
+                      N, D);
+  put_cols(dx.data(), N, in, 0, D, dqkv.data());
+  take_cols(dqkv.data(), N, in, D, KV, dy.data());
+  k::rmsnorm_backward(dy.data(), a.k_raw.data(), u.at(dl.k_norm), a.k_rstd.data(), dx.data(), u.weight_grad(dl.k_norm),
+                      N, KV);
+  put_cols(dx.data(), N, in, D, KV, dqkv.data());
 }
 
 Status MoeLlama::attention_forward(LayerActs& a, int B, int T) {
@@ -177,6 +222,7 @@ Status MoeLlama::forward_layer(int l, int B, int T, ExpertExchange& ex, StepStat
   k::rmsnorm_forward(a.x.data(), u.at(dl.ln1_g), a.h1.data(), a.rstd1.data(), N, D, d.norm_eps);
   a.qkv.resize(size_t(N) * (D + 2 * KV));
   matmul(a.h1.data(), u.at(dl.w_qkv), a.qkv.data(), N, D, D + 2 * KV);
+  if (d.qk_norm) qk_norm_forward(u, a, N);
   SAL_TRY(attention_forward(a, B, T));
   a.xmid.resize(size_t(N) * D);
   matmul(a.att.data(), u.at(dl.w_o), a.xmid.data(), N, D, D);
@@ -289,6 +335,7 @@ void MoeLlama::backward_attention(int l, int B, int T, const std::vector<float>&
   const float theta = float(d.rope_theta);
   k::rope_backward(dqkv.data(), N, T, D + 2 * KV, 0, H, hd, theta);
   k::rope_backward(dqkv.data(), N, T, D + 2 * KV, D, d.kv_heads(), hd, theta);
+  if (d.qk_norm) qk_norm_backward(u, a, N, dqkv);
   matmul_backward(a.h1.data(), u.at(dl.w_qkv), dqkv.data(), u.weight_grad(dl.w_qkv), dh1.data(), N, D, D + 2 * KV);
 }
 

@@ -73,6 +73,8 @@ Unit make_unit(const Dims& d, UnitId id, uint64_t seed) {
       fill_normal(r, u.at(l.w_o), l.w_o.size, proj_std);
       fill_normal(r, u.at(l.sh_w13), l.sh_w13.size, kInitStd);  // moe-llama's shared experts
       fill_normal(r, u.at(l.sh_w2), l.sh_w2.size, proj_std);
+      fill(u.at(l.q_norm), l.q_norm.size, 1.0f);  // moe-llama's QK-norm
+      fill(u.at(l.k_norm), l.k_norm.size, 1.0f);
       break;
     }
     case UnitKind::gate:

@@ -6,14 +6,15 @@ router, renormalised top-2, grouped-query attention, untied head; F32) and one i
 with what Mixtral lacks (sigmoid router, renormalised top-3 of 6, one key/value head, a DeepSeek-style
 shared expert, tied head; BF16, so the import widens it), and that one again with DeepSeek-V3's
 routing bias (topk_method noaux_tc: e_score_correction_bias added to the scores to choose the
-experts, not to weigh them; F32). Each gets random weights, a config.json and a
+experts, not to weigh them; F32), and an OLMoE (QK-norm over the whole query and key vectors,
+softmax router without renormalisation, num_experts; BF16). Each gets random weights, a config.json and a
 model.safetensors written with struct, is imported with `salamander import`, and its logits
 (`salamander sample --checkpoint DIR --logits IDS`) are compared with an independent forward pass
 written here in plain Python from the transformers definitions (RMSNorm, rotate-half rotary
 positions, repeat_kv, the routers, SwiGLU). Passes when every logit agrees within TOLERANCE; then
 it must fail: one weight of the file perturbed, the same comparison must exceed it.
 
-Then the round trip: the Mixtral import trains 10 steps (`salamander run` of the job file the
+Then the round trip, for the Mixtral and the OLMoE import: each trains 10 steps (`salamander run` of the job file the
 import wrote, --resume from it, on a uint16 token file), the run's checkpoint is exported with
 --optimizer (model.safetensors and config.json) and imported again; every unit file (weights,
 AdamW's moments, step) must equal the run's byte for byte.
@@ -45,6 +46,11 @@ FINE = {"model_type": "salamander_moe_llama", "hidden_size": 16, "num_hidden_lay
         "n_shared_experts": 1, "scoring_func": "sigmoid", "norm_topk_prob": True, "vocab_size": 30,
         "max_position_embeddings": 16, "rope_theta": 500.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True}
 V3 = dict(FINE, topk_method="noaux_tc", n_group=1, topk_group=1)
+OLMOE = {"model_type": "olmoe", "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 4, "num_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 8,
+         "norm_topk_prob": False, "vocab_size": 40, "max_position_embeddings": 32, "rope_theta": 10000.0,
+         "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "router_aux_loss_coef": 0.01,
+         "router_z_loss_coef": 0.001}
 
 
 # --- the model in the HF layout -------------------------------------------------------------------
@@ -59,7 +65,7 @@ def bf16(x):
 def tensor_shapes(c):
     d, kv = c["hidden_size"], c["hidden_size"] // c["num_attention_heads"] * c["num_key_value_heads"]
     mixtral = c["model_type"] == "mixtral"
-    E = c.get("num_local_experts") or c.get("n_routed_experts")
+    E = c.get("num_local_experts") or c.get("n_routed_experts") or c.get("num_experts")
     F = c.get("moe_intermediate_size") or c.get("intermediate_size")
     S = F * c.get("n_shared_experts", 0)
     V = c["vocab_size"]
@@ -71,6 +77,8 @@ def tensor_shapes(c):
         shapes.update({at + "input_layernorm.weight": [d], at + "post_attention_layernorm.weight": [d],
                        at + "self_attn.q_proj.weight": [d, d], at + "self_attn.k_proj.weight": [kv, d],
                        at + "self_attn.v_proj.weight": [kv, d], at + "self_attn.o_proj.weight": [d, d]})
+        if c["model_type"] == "olmoe":  # QK-norm over the whole query and key vectors
+            shapes.update({at + "self_attn.q_norm.weight": [d], at + "self_attn.k_norm.weight": [kv]})
         moe = at + ("block_sparse_moe." if mixtral else "mlp.")
         shapes[moe + "gate.weight"] = [E, d]
         if c.get("topk_method") == "noaux_tc":
@@ -92,7 +100,7 @@ def random_weights(c, seed, round_bf16):
     weights = {}
     for name, shape in tensor_shapes(c).items():
         n = math.prod(shape)
-        if name.endswith("layernorm.weight") or name == "model.norm.weight":
+        if name.endswith("layernorm.weight") or name.endswith("_norm.weight") or name == "model.norm.weight":
             vals = [1.0 + rng.gauss(0, 0.1) for _ in range(n)]
         else:
             vals = [rng.gauss(0, 0.3) for _ in range(n)]
@@ -163,6 +171,9 @@ def attention(W, c, at, h, T):
     q = [matvec(W[at + "self_attn.q_proj.weight"][1], [d, d], h[t]) for t in range(T)]
     k = [matvec(W[at + "self_attn.k_proj.weight"][1], [KVH * hd, d], h[t]) for t in range(T)]
     v = [matvec(W[at + "self_attn.v_proj.weight"][1], [KVH * hd, d], h[t]) for t in range(T)]
+    if c["model_type"] == "olmoe":  # OlmoeAttention: q_norm(q_proj(h)), k_norm(k_proj(h)), then the rotation
+        q = [rms_norm(q[t], W[at + "self_attn.q_norm.weight"][1], c["rms_norm_eps"]) for t in range(T)]
+        k = [rms_norm(k[t], W[at + "self_attn.k_norm.weight"][1], c["rms_norm_eps"]) for t in range(T)]
     out = [[0.0] * d for _ in range(T)]
     for head in range(H):
         kvh = head // (H // KVH)  # repeat_kv
@@ -182,7 +193,7 @@ def attention(W, c, at, h, T):
 def moe(W, c, at, x):
     mixtral = c["model_type"] == "mixtral"
     moe_at = at + ("block_sparse_moe." if mixtral else "mlp.")
-    E = c.get("num_local_experts") or c.get("n_routed_experts")
+    E = c.get("num_local_experts") or c.get("n_routed_experts") or c.get("num_experts")
     k = c["num_experts_per_tok"]
     logits = matvec(W[moe_at + "gate.weight"][1], [E, len(x)], x)
     if c.get("scoring_func", "softmax") == "sigmoid":
@@ -272,13 +283,15 @@ def unit_files(directory):
     return sorted(f for f in os.listdir(directory) if f.endswith(".bin"))
 
 
-def round_trip(work, ckpt):
+def round_trip(work, ckpt, label, c):
     """import -> run 10 steps -> export --optimizer -> import: the same units, byte for byte."""
+    work = os.path.join(work, label + "-trip")
+    os.makedirs(work)
     with open(os.path.join(ckpt, "job.lua")) as f:
         job = f.read()
     tokens = os.path.join(work, "tokens.u16")
     with open(tokens, "wb") as f:
-        f.write(struct.pack("<4000H", *[(i * 7 + i // 3) % MIXTRAL["vocab_size"] for i in range(4000)]))
+        f.write(struct.pack("<4000H", *[(i * 7 + i // 3) % c["vocab_size"] for i in range(4000)]))
     job = job.replace('path = "tokens.uint16"', f'path = "{tokens}"').replace("seq_len = 32", "seq_len = 16")
     job = job.replace("train = { steps = 100, batch = 16, lr = 1e-4, warmup = 10 }",
                       "train = { steps = 100, batch = 8, lr = 1e-3, warmup = 2, checkpoint_every = 0 },\n"
@@ -297,24 +310,26 @@ def round_trip(work, ckpt):
     trained = os.path.join(run_dir, "checkpoint")
     names = unit_files(trained)
     if not names or names != unit_files(again):
-        sys.exit(f"FAIL: round trip: unit files {names} against {unit_files(again)}")
+        sys.exit(f"FAIL: {label} round trip: unit files {names} against {unit_files(again)}")
     for n in names:
         with open(os.path.join(trained, n), "rb") as a, open(os.path.join(again, n), "rb") as b:
             if a.read() != b.read():
-                sys.exit(f"FAIL: round trip: {n} differs after export and import")
+                sys.exit(f"FAIL: {label} round trip: {n} differs after export and import")
     with open(os.path.join(ckpt, names[1]), "rb") as a, open(os.path.join(again, names[1]), "rb") as b:
         if a.read() == b.read():
-            sys.exit("FAIL: round trip: the 10 steps changed nothing (the comparison would not see a loss)")
-    print(f"round trip: {len(names)} units equal byte for byte (weights, moments, step) after 10 steps, export and import")
+            sys.exit(f"FAIL: {label} round trip: the 10 steps changed nothing (the comparison would not see a loss)")
+    print(f"{label} round trip: {len(names)} units equal byte for byte (weights, moments, step) after 10 steps, export and import")
 
 
 def main():
     work = tempfile.mkdtemp(prefix="sal-hf-import-")
     try:
-        ckpt = check_model(work, "mixtral", MIXTRAL, "F32", "model.layers.0.self_attn.k_proj.weight")
+        mixtral = check_model(work, "mixtral", MIXTRAL, "F32", "model.layers.0.self_attn.k_proj.weight")
         check_model(work, "fine", FINE, "BF16", "model.layers.0.mlp.shared_experts.down_proj.weight")
         check_model(work, "v3-bias", V3, "F32", "model.layers.0.mlp.gate.e_score_correction_bias")
-        round_trip(work, ckpt)
+        olmoe = check_model(work, "olmoe", OLMOE, "BF16", "model.layers.1.self_attn.k_norm.weight")
+        round_trip(work, mixtral, "mixtral", MIXTRAL)
+        round_trip(work, olmoe, "olmoe", OLMOE)
         print("PASS")
     finally:
         shutil.rmtree(work, ignore_errors=True)

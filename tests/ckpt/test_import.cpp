@@ -89,7 +89,7 @@ TEST_CASE("the HF layout places every parameter of every unit exactly once, and 
     const HfNaming naming = variant == 0 ? HfNaming::mixtral : HfNaming::mlp;
     auto d = llama_dims();
     if (naming == HfNaming::mixtral) d.shared_ffn = 0;
-    d.router_bias = variant == 2;  // DeepSeek-V3's routing bias in the gate
+    d.router_bias = d.qk_norm = variant == 2;  // DeepSeek-V3's routing bias in the gate, OLMoE's QK-norm
     CAPTURE(variant);
     std::map<UnitKind, std::vector<int>> hits;
     for (UnitKind k : {UnitKind::embedding, UnitKind::dense, UnitKind::gate, UnitKind::expert})
@@ -123,6 +123,12 @@ TEST_CASE("the HF layout places every parameter of every unit exactly once, and 
   REQUIRE(b != t.end());
   CHECK(b->shape() == std::vector<int64_t>{3});
   CHECK(export_naming(d) == HfNaming::mlp);  // Mixtral's naming has no routing bias
+  d.router_bias = false, d.qk_norm = true;
+  t = hf_tensors(d, HfNaming::mlp);
+  auto kn = std::find_if(t.begin(), t.end(), [](const HfTensor& x) { return x.name == "model.layers.0.self_attn.k_norm.weight"; });
+  REQUIRE(kn != t.end());
+  CHECK(kn->shape() == std::vector<int64_t>{4});  // over the keys: kv
+  CHECK(export_naming(d) == HfNaming::mlp);       // nor QK-norm
 }
 
 TEST_CASE("configs: DeepSeek-V3's topk_method noaux_tc is a routing bias, and group-limited routing is refused by key") {
@@ -169,6 +175,14 @@ TEST_CASE("configs: per model_type, and what is not built is refused by key") {
   CHECK(qwen->naming == HfNaming::mlp);
   CHECK(qwen->dims.ffn() == 32);
   CHECK_FALSE(qwen->dims.norm_topk);
+  CHECK_FALSE(qwen->dims.qk_norm);
+  auto olmoe = parse_hf_config(R"({"model_type": "olmoe", "hidden_size": 64, "num_hidden_layers": 1,
+      "num_attention_heads": 4, "num_experts": 8, "num_experts_per_tok": 2, "intermediate_size": 32,
+      "vocab_size": 1000, "router_aux_loss_coef": 0.01, "router_z_loss_coef": 0.001, "n_shared_experts": 0})", "o.json");
+  REQUIRE_MESSAGE(olmoe.ok(), olmoe.error().message());
+  CHECK(olmoe->dims.shared_ffn == 0);  // 0 shared experts written out: none
+  CHECK(olmoe->dims.qk_norm);  // OLMoE's attention always normalises its queries and keys
+  CHECK(olmoe->naming == HfNaming::mlp);
   const std::string base = R"("hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
       "num_local_experts": 8, "num_experts_per_tok": 2, "intermediate_size": 32, "vocab_size": 100)";
   for (auto [extra, key] : {std::pair{R"("model_type": "llama")", "model_type"},
@@ -178,7 +192,8 @@ TEST_CASE("configs: per model_type, and what is not built is refused by key") {
                             std::pair{R"("model_type": "mixtral", "rope_scaling": {"type": "yarn"})", "rope_scaling"},
                             std::pair{R"("model_type": "qwen2_moe", "shared_expert_intermediate_size": 64)",
                                       "shared_expert_intermediate_size"},
-                            std::pair{R"("model_type": "mixtral", "rms_norm_eps": "small")", "rms_norm_eps"}}) {
+                            std::pair{R"("model_type": "mixtral", "rms_norm_eps": "small")", "rms_norm_eps"},
+                            std::pair{R"("model_type": "mixtral", "use_qk_norm": true)", "use_qk_norm"}}) {
     auto r = parse_hf_config("{" + std::string(extra) + ", " + base + "}", "bad.json");
     CAPTURE(extra);
     REQUIRE_FALSE(r.ok());

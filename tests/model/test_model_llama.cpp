@@ -2,7 +2,7 @@
 // differences of the whole loss (cross-entropy, balancing and z-loss) in two configurations that
 // between them cover every option (softmax and sigmoid routers, renormalised top-k or not,
 // grouped-query and multi-query attention, shared experts, fine-grained experts, tied and untied
-// heads), and with a routing bias; a tiny model learning a pattern; causality and rotary positions (each position's logits
+// heads, QK-norm), and with a routing bias; a tiny model learning a pattern; causality and rotary positions (each position's logits
 // are its prefix's); frozen units passing gradients through; the job file's keys reaching Dims.
 #include <doctest/doctest.h>
 
@@ -21,13 +21,13 @@ using namespace sal::model;
 
 namespace {
 
-// Softmax router, plain top-k weights, 4 query heads over 2 key/value heads, one shared expert, an
-// untied head, a z-loss.
+// Softmax router, plain top-k weights, 4 query heads over 2 key/value heads with QK-norm, one
+// shared expert, an untied head, a z-loss.
 Dims grouped() {
   Dims d;
   d.family = ModelFamily::llama;
   d.layers = 2, d.d = 16, d.heads = 4, d.kv_dim = 8, d.experts = 4, d.top_k = 2, d.seq_len = 6, d.vocab = 13;
-  d.expert_ffn = 12, d.shared_ffn = 12, d.tied_head = false;
+  d.expert_ffn = 12, d.shared_ffn = 12, d.tied_head = false, d.qk_norm = true;
   d.aux_weight = 0.05f, d.z_loss_weight = 0.01f;
   return d;
 }
@@ -68,8 +68,13 @@ void check_gradients(const Dims& d) {
   for (size_t ui = 0; ui < units.size(); ++ui) {
     Unit* u = units[ui];
     CAPTURE(u->id.name());
-    for (int trial = 0; trial < 8; ++trial) {
-      size_t i = rng() % u->w.size();
+    // 8 parameters anywhere, and 3 of each QK-norm gain (small next to the projections)
+    std::vector<size_t> at;
+    for (int trial = 0; trial < 8; ++trial) at.push_back(rng() % u->w.size());
+    if (u->id.kind == UnitKind::dense)
+      for (Slice s : {dense_layout(d).q_norm, dense_layout(d).k_norm})
+        for (int trial = 0; trial < 3 && s.size > 0; ++trial) at.push_back(s.offset + rng() % s.size);
+    for (size_t i : at) {
       const float orig = u->w[i], eps = 2e-3f;
       StepStats sp, sm;
       u->w[i] = orig + eps;
@@ -97,7 +102,7 @@ void check_gradients(const Dims& d) {
 
 }  // namespace
 
-TEST_CASE("moe-llama: every unit's gradient matches finite differences (softmax router, grouped-query, shared experts, untied head)") {
+TEST_CASE("moe-llama: every unit's gradient matches finite differences (softmax router, grouped-query with QK-norm, shared experts, untied head)") {
   check_gradients(grouped());
 }
 
@@ -121,13 +126,18 @@ TEST_CASE("moe-llama: the units' layouts hold what the family has and nothing el
   CHECK(dl.w_qkv.size == size_t(d.d) * (d.d + 2 * 8));
   CHECK(dl.b_qkv.size + dl.b_o.size + dl.ln1_b.size + dl.ln2_b.size == 0);
   CHECK(dl.sh_w13.size == size_t(d.d) * 2 * 12);
-  CHECK(dl.total == 2 * size_t(d.d) + dl.w_qkv.size + size_t(d.d) * d.d + dl.sh_w13.size + 12 * size_t(d.d));
+  CHECK(dl.q_norm.size == size_t(d.d));
+  CHECK(dl.k_norm.size == 8);
+  CHECK(dl.total == 2 * size_t(d.d) + dl.w_qkv.size + size_t(d.d) * d.d + dl.sh_w13.size + 12 * size_t(d.d) +
+                        size_t(d.d) + 8);
+  CHECK(dense_layout(fine()).q_norm.size == 0);  // off: no gains
   auto xl = expert_layout(d);
   CHECK(xl.w1.size == size_t(d.d) * 2 * 12);
   CHECK(xl.total == 3 * size_t(d.d) * 12);
   Dims gpt;  // moe-gpt's layouts are unchanged: no head, no shared experts
   CHECK(embedding_layout(gpt).head.size == 0);
   CHECK(dense_layout(gpt).sh_w13.size == 0);
+  CHECK(dense_layout(gpt).q_norm.size == 0);
   CHECK(expert_layout(gpt).total == size_t(gpt.d) * 4 * gpt.d * 2 + 4 * size_t(gpt.d) + size_t(gpt.d));
 }
 
@@ -190,6 +200,7 @@ TEST_CASE("moe-llama: the job file's keys reach the model's shape and options") 
   job::ModelConfig m;
   m.kind = "moe-llama", m.d_model = 64, m.heads = 8, m.kv_heads = 2, m.shared_experts = 2, m.expert_ffn = 32;
   m.tied_head = false, m.router = "sigmoid", m.norm_topk = true, m.z_loss_weight = 0.001, m.rope_theta = 1000000;
+  m.qk_norm = true;
   Dims d = job::model_dims(m);
   CHECK(d.llama());
   CHECK(d.kv() == 16);
@@ -200,6 +211,7 @@ TEST_CASE("moe-llama: the job file's keys reach the model's shape and options") 
   CHECK(d.sigmoid_router);
   CHECK(d.norm_topk);
   CHECK(d.rope_theta == 1000000);
+  CHECK(d.qk_norm);
   job::ModelConfig g;  // moe-gpt keeps its shape
   Dims dg = job::model_dims(g);
   CHECK_FALSE(dg.llama());
