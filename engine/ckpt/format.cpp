@@ -110,7 +110,9 @@ std::vector<std::pair<std::string, bool*>> llama_flags(Dims& d) {
           {"sigmoid_router", &d.sigmoid_router},
           {"norm_topk", &d.norm_topk},
           {"router_bias", &d.router_bias},
-          {"qk_norm", &d.qk_norm}};
+          {"qk_norm", &d.qk_norm},
+          {"attn_bias", &d.attn_bias},
+          {"shared_gate", &d.shared_gate}};
 }
 
 // moe-llama's real-valued keys and the open interval (lo, hi) or, closed, [lo, hi] each lies in.

@@ -44,18 +44,34 @@ Result<bool> flag(const json& c, const char* key, bool fallback) {
 
 // What the engine does not build, each named by the key that asks for it.
 Status refuse_unbuilt(const json& c, int d, int heads) {
-  for (const char* k : {"attention_bias", "qkv_bias", "mlp_bias"})
-    if (c.value(k, false) == true) return fail(k, ": true, but moe-llama's projections have no biases");
+  if (c.value("mlp_bias", false) == true) return fail("mlp_bias: true, but moe-llama's experts have no biases");
+  if (c.value("decoder_sparse_step", 1) != 1 || (c.contains("mlp_only_layers") && c["mlp_only_layers"].is_array() &&
+                                                  !c["mlp_only_layers"].empty()))
+    return fail(c.value("decoder_sparse_step", 1) != 1 ? "decoder_sparse_step" : "mlp_only_layers",
+                ": layers without experts are not built (every moe-llama layer is an MoE layer)");
   if (c.contains("rope_scaling") && !c["rope_scaling"].is_null())
     return fail("rope_scaling: scaled rotary positions are not built (plain rope_theta only)");
   if (c.contains("sliding_window") && !c["sliding_window"].is_null() && c.value("use_sliding_window", true))
     return fail("sliding_window: windowed attention is not built (the attention is full and causal)");
-  if (c.value("shared_expert_intermediate_size", 0) > 0)
-    return fail("shared_expert_intermediate_size: Qwen-MoE's gated shared expert is not built (moe-llama's shared ",
-                "experts are DeepSeek's: n_shared_experts, ungated)");
   if (c.contains("head_dim") && c["head_dim"].is_number_integer() && c["head_dim"].get<int>() * heads != d)
     return fail("head_dim: ", c["head_dim"].get<int>(), ", but moe-llama's head size is hidden_size / ",
                 "num_attention_heads = ", d / heads);
+  return {};
+}
+
+// Qwen2-MoE's shared expert: one, shared_expert_intermediate_size wide (0 or absent: none), its
+// output scaled by a learned sigmoid per token; a whole number of the routed experts' width here.
+Status read_gated_shared(const json& c, int ungated, Dims& d) {
+  const char* key = "shared_expert_intermediate_size";
+  if (!c.contains(key) || c[key].is_null() || (c[key].is_number_integer() && c[key].get<int64_t>() == 0)) return {};
+  auto width = positive(c, {key});
+  if (!width) return width.error();
+  if (ungated > 0) return fail(key, ": and n_shared_experts = ", ungated, ": one kind of shared expert, not both");
+  if (*width % d.expert_ffn != 0)
+    return fail(key, ": ", *width, " is not a whole number of the experts' width ", d.expert_ffn,
+                " (moe-llama's shared experts are each as wide as a routed one)");
+  d.shared_ffn = *width;
+  d.shared_gate = true;
   return {};
 }
 
@@ -115,6 +131,7 @@ Result<HfModel> parse(const json& c) {
                          c["n_shared_experts"].get<int64_t>() == 0;  // (as written by exports before 2026-11-29)
   if (!no_shared) SAL_TRY(take(positive(c, {"n_shared_experts"}, 0), shared));
   d.shared_ffn = shared * d.expert_ffn;
+  SAL_TRY(read_gated_shared(c, shared, d));
   SAL_TRY(take(positive(c, {"vocab_size"}), d.vocab));
   SAL_TRY(take(positive(c, {"max_position_embeddings"}, 4096), d.seq_len));
   auto theta = number(c, "rope_theta", 10000);
@@ -145,9 +162,15 @@ Result<HfModel> parse(const json& c) {
   auto qk_layernorm = flag(c, "qk_layernorm", false);
   if (!qk_layernorm) return qk_layernorm.error();
   d.qk_norm = *qk || *qk_layernorm;
+  // attention biases: Qwen2-MoE's always; others' by flag
+  auto attention_bias = flag(c, "attention_bias", m.model_type == "qwen2_moe");
+  if (!attention_bias) return attention_bias.error();
+  auto qkv_bias = flag(c, "qkv_bias", false);
+  if (!qkv_bias) return qkv_bias.error();
+  d.attn_bias = *attention_bias || *qkv_bias;
   if (mixtral && d.qk_norm) return fail("use_qk_norm: Mixtral has no QK-norm");
   m.naming = mixtral ? HfNaming::mixtral : HfNaming::mlp;
-  if (mixtral && shared > 0) return fail("n_shared_experts: Mixtral has no shared experts");
+  if (mixtral && d.shared_ffn > 0) return fail("n_shared_experts: Mixtral has no shared experts");
   return m;
 }
 
@@ -162,8 +185,8 @@ Result<HfModel> parse_hf_config(const std::string& text, const std::string& labe
 }
 
 HfNaming export_naming(const Dims& d) {
-  return !d.sigmoid_router && d.norm_topk && d.shared_ffn == 0 && !d.router_bias && !d.qk_norm ? HfNaming::mixtral
-                                                                                                : HfNaming::mlp;
+  const bool plain = !d.router_bias && !d.qk_norm && !d.attn_bias;  // (Mixtral has none of them)
+  return !d.sigmoid_router && d.norm_topk && d.shared_ffn == 0 && plain ? HfNaming::mixtral : HfNaming::mlp;
 }
 
 std::string hf_config_json(const Dims& d) {
@@ -179,7 +202,9 @@ std::string hf_config_json(const Dims& d) {
   c["num_experts_per_tok"] = d.top_k;
   c[mixtral ? "intermediate_size" : "moe_intermediate_size"] = d.ffn();
   if (!mixtral) {
-    if (d.shared_ffn > 0) c["n_shared_experts"] = d.shared_ffn / d.ffn();
+    if (d.shared_ffn > 0 && d.shared_gate) c["shared_expert_intermediate_size"] = d.shared_ffn;
+    else if (d.shared_ffn > 0) c["n_shared_experts"] = d.shared_ffn / d.ffn();
+    c["attention_bias"] = d.attn_bias;
     c["norm_topk_prob"] = d.norm_topk;
     c["scoring_func"] = d.sigmoid_router ? "sigmoid" : "softmax";
     c["router_z_loss_coef"] = d.z_loss_weight;

@@ -5,10 +5,11 @@
 // intermediate_size | moe_intermediate_size, n_shared_experts, vocab_size, max_position_embeddings,
 // rope_theta, rms_norm_eps, tie_word_embeddings, norm_topk_prob, scoring_func,
 // router_aux_loss_coef, router_z_loss_coef; topk_method greedy, or DeepSeek-V3's noaux_tc: a
-// routing bias, with our bias_update_speed; use_qk_norm or qk_layernorm, always for olmoe). What
-// this engine does not build is refused by name (attention biases, a gated shared expert, rope
-// scaling, a head size other than hidden_size / heads, sliding windows, group-limited routing, a
-// routed scaling factor).
+// routing bias, with our bias_update_speed; use_qk_norm or qk_layernorm, always for olmoe;
+// attention_bias or qkv_bias, always for qwen2_moe; shared_expert_intermediate_size: Qwen2-MoE's
+// gated shared expert). What this engine does not build is refused by name (expert biases, layers
+// without experts, rope scaling, a head size other than hidden_size / heads, sliding windows,
+// group-limited routing, a routed scaling factor).
 #pragma once
 
 #include <string>

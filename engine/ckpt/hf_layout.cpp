@@ -23,6 +23,11 @@ void add_dense(std::vector<HfTensor>& out, const Dims& d, int l, const std::stri
   out.push_back(block(at + "self_attn.q_proj.weight", u, dl.w_qkv, D, QKV, 0, D));
   out.push_back(block(at + "self_attn.k_proj.weight", u, dl.w_qkv, D, QKV, D, KV));
   out.push_back(block(at + "self_attn.v_proj.weight", u, dl.w_qkv, D, QKV, D + KV, KV));
+  if (d.attn_bias) {  // Qwen2's: vectors, stored as they are
+    out.push_back(block(at + "self_attn.q_proj.bias", u, dl.b_qkv, 1, QKV, 0, D, false));
+    out.push_back(block(at + "self_attn.k_proj.bias", u, dl.b_qkv, 1, QKV, D, KV, false));
+    out.push_back(block(at + "self_attn.v_proj.bias", u, dl.b_qkv, 1, QKV, D + KV, KV, false));
+  }
   out.push_back(block(at + "self_attn.o_proj.weight", u, dl.w_o, D, D, 0, D));
   if (d.qk_norm) {
     out.push_back(gain(at + "self_attn.q_norm.weight", u, dl.q_norm));
@@ -30,7 +35,9 @@ void add_dense(std::vector<HfTensor>& out, const Dims& d, int l, const std::stri
   }
   out.push_back(gain(at + "post_attention_layernorm.weight", u, dl.ln2_g));
   if (S == 0) return;
-  const std::string sh = at + "mlp.shared_experts.";
+  // DeepSeek's ungated shared experts, or Qwen2-MoE's one gated shared expert
+  const std::string sh = at + (d.shared_gate ? "mlp.shared_expert." : "mlp.shared_experts.");
+  if (d.shared_gate) out.push_back(block(at + "mlp.shared_expert_gate.weight", u, dl.sh_gate, D, 1, 0, 1));
   out.push_back(block(sh + "gate_proj.weight", u, dl.sh_w13, D, 2 * S, 0, S));
   out.push_back(block(sh + "up_proj.weight", u, dl.sh_w13, D, 2 * S, S, S));
   out.push_back(block(sh + "down_proj.weight", u, dl.sh_w2, S, D, 0, D));

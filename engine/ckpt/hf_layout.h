@@ -9,13 +9,16 @@
 //   model.embed_tokens.weight [V,d]   model.norm.weight [d]   lm_head.weight [V,d] (untied head)
 //   model.layers.L.input_layernorm.weight, .post_attention_layernorm.weight [d]
 //   model.layers.L.self_attn.{q,k,v,o}_proj.weight [d,d] [kv,d] [kv,d] [d,d], with QK-norm (OLMoE's)
-//                   .self_attn.q_norm.weight [d], .self_attn.k_norm.weight [kv]
+//                   .self_attn.q_norm.weight [d], .self_attn.k_norm.weight [kv], with attention biases
+//                   (Qwen2's) .self_attn.{q,k,v}_proj.bias [d] [kv] [kv]
 //   Mixtral naming: model.layers.L.block_sparse_moe.gate.weight [E,d],
 //                   .block_sparse_moe.experts.X.{w1,w3,w2}.weight [F,d] [F,d] [d,F] (gate, up, down)
 //   mlp naming (Qwen-MoE, OLMoE, DeepSeek-MoE): model.layers.L.mlp.gate.weight [E,d],
 //                   .mlp.experts.X.{gate_proj,up_proj,down_proj}.weight, and the shared experts
 //                   (DeepSeek's) .mlp.shared_experts.{gate_proj,up_proj,down_proj}.weight [S,d] [S,d] [d,S],
-//                   and a routing bias (DeepSeek-V3's) .mlp.gate.e_score_correction_bias [E]
+//                   and a routing bias (DeepSeek-V3's) .mlp.gate.e_score_correction_bias [E]; or
+//                   Qwen2-MoE's gated shared expert .mlp.shared_expert.{gate_proj,up_proj,down_proj}.weight
+//                   and .mlp.shared_expert_gate.weight [1,d]
 #pragma once
 
 #include <cstdint>

@@ -150,6 +150,8 @@ std::string import_job_text(const Dims& d, const std::string& tokens) {
   t += "    aux_loss_weight = " + short_float(d.aux_weight) + ", z_loss_weight = " + short_float(d.z_loss_weight) + ",\n";
   if (d.router_bias) t += "    bias_update = " + short_float(d.bias_update) + ",\n";
   if (d.qk_norm) t += "    qk_norm = true,\n";
+  if (d.attn_bias) t += "    attn_bias = true,\n";
+  if (d.shared_gate) t += "    shared_gate = true,\n";
   t += "    seq_len = " + std::to_string(std::min(d.seq_len, 2048)) + ", vocab = " + std::to_string(d.vocab) + ",\n  },\n";
   const std::string format = !tokens.empty() ? tokens : d.vocab > 65536 ? "uint32" : "uint16";
   t += "  data = { path = \"tokens." + format + "\", format = \"" + format + "\" },\n";

@@ -66,8 +66,8 @@ Result<job::ResumeFrom> resume_source(const std::string& path, const job::JobCon
     if (unit_size(m->dims, kind) != unit_size(want, kind))
       return fail("--resume ", dir, ": the checkpoint's ", unit_kind_name(kind), " units hold ", unit_size(m->dims, kind),
                   " parameters, the job's model's ", unit_size(want, kind),
-                  " (model.kv_heads, model.expert_ffn, model.shared_experts, model.tied_head, model.qk_norm, or model.bias_update: a "
-                  "routing bias or none, differ)");
+                  " (model.kv_heads, expert_ffn, shared_experts, shared_gate, tied_head, qk_norm, attn_bias, or "
+                  "bias_update: a routing bias or none, differ)");
   if (steps > 0 && int64_t(m->step) >= steps)
     return fail("--resume ", dir, ": the checkpoint is of step ", m->step, ", not before the ", steps,
                 " steps to run (raise --steps)");

@@ -93,7 +93,7 @@ DenseLayout dense_layout(const ModelShape& s) {
   l.ln1_g = c.take(D);
   l.ln1_b = c.take(bias * D);
   l.w_qkv = c.take(D * (D + 2 * KV));
-  l.b_qkv = c.take(bias * (D + 2 * KV));
+  l.b_qkv = c.take((s.llama() ? (s.attn_bias ? 1 : 0) : 1) * (D + 2 * KV));
   l.w_o = c.take(D * D);
   l.b_o = c.take(bias * D);
   l.ln2_g = c.take(D);
@@ -103,6 +103,7 @@ DenseLayout dense_layout(const ModelShape& s) {
   const size_t qk = s.llama() && s.qk_norm ? 1 : 0;
   l.q_norm = c.take(qk * D);
   l.k_norm = c.take(qk * KV);
+  l.sh_gate = c.take(s.llama() && s.shared_gate && S > 0 ? D : 0);
   l.total = c.next;
   return l;
 }

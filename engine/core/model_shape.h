@@ -56,6 +56,11 @@ struct ModelShape {
   // moe-llama: RMSNorm on the queries (over d) and on the keys (over kv) before the rotary
   // positions, each with a gain of its own (OLMoE's QK-norm).
   bool qk_norm = false;
+  // moe-llama: the query, key and value projections have biases (Qwen2-MoE's).
+  bool attn_bias = false;
+  // moe-llama: the shared experts' output is scaled per token by sigmoid(x . w), w a vector of the
+  // dense unit (Qwen2-MoE's shared_expert_gate).
+  bool shared_gate = false;
   int ffn() const { return expert_ffn > 0 ? expert_ffn : 4 * d; }  // each expert: d -> ffn -> d
   int kv() const { return kv_dim > 0 ? kv_dim : d; }
   bool llama() const { return family == ModelFamily::llama; }
@@ -76,10 +81,12 @@ struct EmbeddingLayout {
   size_t total = 0;
 };
 struct DenseLayout {
-  // w_qkv [d, d + 2 kv] ([q | k | v] columns; kv = d for moe-gpt), w_o [d,d]
+  // w_qkv [d, d + 2 kv] ([q | k | v] columns; kv = d for moe-gpt), b_qkv [d + 2 kv] (moe-gpt, and
+  // moe-llama with attn_bias), w_o [d,d]
   Slice ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b;
   Slice sh_w13, sh_w2;  // moe-llama's shared experts: [d, 2S] ([gate | up] columns), [S, d]
   Slice q_norm, k_norm;  // moe-llama's QK-norm gains: [d], [kv]
+  Slice sh_gate;         // moe-llama's shared-expert gate (Qwen2-MoE's): [d]
   size_t total = 0;
 };
 struct GateLayout {

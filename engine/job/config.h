@@ -39,6 +39,8 @@ struct ModelConfig {
   double z_loss_weight = 0;    // router z-loss weight
   double bias_update = 0;      // auxiliary-loss-free balancing's bias step (0: no routing bias)
   bool qk_norm = false;        // RMSNorm on the queries and keys (OLMoE's QK-norm)
+  bool attn_bias = false;      // biases on the query, key and value projections (Qwen2-MoE's)
+  bool shared_gate = false;    // the shared experts' output gated by sigmoid(x . w) (Qwen2-MoE's)
   int64_t rope_theta = 10000;  // rotary embeddings' base
   double norm_eps = 1e-5;      // RMSNorm's epsilon
 };
@@ -55,6 +57,8 @@ inline ModelShape model_shape(const ModelConfig& m) {
     s.tied_head = m.tied_head;
     s.router_bias = m.bias_update > 0;
     s.qk_norm = m.qk_norm;
+    s.attn_bias = m.attn_bias;
+    s.shared_gate = m.shared_gate;
   }
   return s;
 }

@@ -99,6 +99,11 @@ const std::vector<Field>& fields() {
              [](JobConfig& j) -> double& { return j.model.bias_update; }),
       flag("model.qk_norm", "moe-llama: RMSNorm on the queries and on the keys before the rotary positions, each "
            "with a gain of its own (OLMoE's QK-norm)", [](JobConfig& j) -> bool& { return j.model.qk_norm; }),
+      flag("model.attn_bias", "moe-llama: biases on the query, key and value projections (Qwen2-MoE's)",
+           [](JobConfig& j) -> bool& { return j.model.attn_bias; }),
+      flag("model.shared_gate", "moe-llama: the shared experts' output scaled per token by sigmoid(x . w), w learned "
+           "(Qwen2-MoE's shared_expert_gate; needs model.shared_experts)",
+           [](JobConfig& j) -> bool& { return j.model.shared_gate; }),
       integer("model.rope_theta", 1, 1e9, "moe-llama: the rotary embeddings' base",
               [](JobConfig& j) -> int64_t& { return j.model.rope_theta; }),
       number("model.norm_eps", 1e-12, 1, "moe-llama: RMSNorm's epsilon",
@@ -447,6 +452,8 @@ void family_checks(const JobConfig& j, std::vector<std::string>& errors) {
     only(m.z_loss_weight != d.z_loss_weight, "model.z_loss_weight");
     only(m.bias_update != d.bias_update, "model.bias_update");
     only(m.qk_norm != d.qk_norm, "model.qk_norm");
+    only(m.attn_bias != d.attn_bias, "model.attn_bias");
+    only(m.shared_gate != d.shared_gate, "model.shared_gate");
     only(m.rope_theta != d.rope_theta, "model.rope_theta");
     only(m.norm_eps != d.norm_eps, "model.norm_eps");
     return;
@@ -457,6 +464,8 @@ void family_checks(const JobConfig& j, std::vector<std::string>& errors) {
   if (m.kv_heads > 0 && m.heads % m.kv_heads != 0)
     errors.push_back("model.kv_heads: " + std::to_string(m.kv_heads) + " does not divide model.heads = " +
                      std::to_string(m.heads));
+  if (m.shared_gate && m.shared_experts == 0)
+    errors.push_back("model.shared_gate: gates the shared experts, and model.shared_experts is 0");
   if (j.mesh.devices.rfind("cuda", 0) == 0)
     errors.push_back("model.kind: moe-llama runs on CPU workers only for now (mesh.devices = \"" + j.mesh.devices +
                      "\"): its CUDA kernels are not built yet");

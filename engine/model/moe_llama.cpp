@@ -141,6 +141,57 @@ void MoeLlama::qk_norm_backward(Unit& u, const LayerActs& a, int N, std::vector<
   put_cols(dx.data(), N, in, D, KV, dqkv.data());
 }
 
+// The shared experts' output added to `next`: ungated (DeepSeek's), or each token's scaled by
+// g = sigmoid(h2 . w_gate) (Qwen2-MoE's), the output and g kept for the backward.
+void MoeLlama::shared_forward(const Unit& u, LayerActs& a, int N, std::vector<float>& next) {
+  const Dims& d = p_.dims;
+  const int D = d.d, S = d.shared_ffn;
+  auto dl = dense_layout(d);
+  a.shared_out.resize(size_t(N) * D);
+  swiglu_mlp_forward(a.h2.data(), u.at(dl.sh_w13), u.at(dl.sh_w2), N, D, S, a.shared_h, a.shared_out.data());
+  if (!dl.sh_gate.size) {
+    for (size_t i = 0; i < next.size(); ++i) next[i] += a.shared_out[i];
+    return;
+  }
+  a.shared_g.resize(size_t(N));
+  std::vector<float> z(a.shared_g.size());
+  matmul(a.h2.data(), u.at(dl.sh_gate), z.data(), N, D, 1);
+  for (int t = 0; t < N; ++t) {
+    const float g = 1.0f / (1.0f + std::exp(-z[size_t(t)]));
+    a.shared_g[size_t(t)] = g;
+    k::axpy(size_t(D), g, &a.shared_out[size_t(t) * D], &next[size_t(t) * D]);
+  }
+}
+
+// dh2 (overwritten) from the layer output's gradient dres through the shared experts (and their
+// gate); their weight gradients accumulate.
+void MoeLlama::shared_backward(Unit& u, const LayerActs& a, int N, const std::vector<float>& dres,
+                               std::vector<float>& dh2) {
+  const Dims& d = p_.dims;
+  const int D = d.d, S = d.shared_ffn;
+  auto dl = dense_layout(d);
+  if (!dl.sh_gate.size) {
+    swiglu_mlp_backward(a.h2.data(), u.at(dl.sh_w13), u.at(dl.sh_w2), a.shared_h, dres.data(), u.weight_grad(dl.sh_w13),
+                        u.weight_grad(dl.sh_w2), dh2.data(), N, D, S);
+    return;
+  }
+  std::vector<float> dout(size_t(N) * D), dz(a.shared_g.size()), dh_gate(size_t(N) * D);
+  for (int t = 0; t < N; ++t) {
+    const float g = a.shared_g[size_t(t)];
+    const float* dy = &dres[size_t(t) * D];
+    double dg = 0;  // d loss / d g = shared_out . dy
+    for (int i = 0; i < D; ++i) {
+      dg += double(a.shared_out[size_t(t) * D + i]) * dy[i];
+      dout[size_t(t) * D + i] = g * dy[i];
+    }
+    dz[size_t(t)] = float(dg) * g * (1.0f - g);
+  }
+  swiglu_mlp_backward(a.h2.data(), u.at(dl.sh_w13), u.at(dl.sh_w2), a.shared_h, dout.data(), u.weight_grad(dl.sh_w13),
+                      u.weight_grad(dl.sh_w2), dh2.data(), N, D, S);
+  matmul_backward(a.h2.data(), u.at(dl.sh_gate), dz.data(), u.weight_grad(dl.sh_gate), dh_gate.data(), N, D, 1);
+  for (size_t i = 0; i < dh2.size(); ++i) dh2[i] += dh_gate[i];
+}
+
 Status MoeLlama::attention_forward(LayerActs& a, int B, int T) {
   const Dims& d = p_.dims;
   const int N = B * T, D = d.d, KV = d.kv(), hd = d.head_dim(), H = d.heads;
@@ -222,6 +273,8 @@ Status MoeLlama::forward_layer(int l, int B, int T, ExpertExchange& ex, StepStat
   k::rmsnorm_forward(a.x.data(), u.at(dl.ln1_g), a.h1.data(), a.rstd1.data(), N, D, d.norm_eps);
   a.qkv.resize(size_t(N) * (D + 2 * KV));
   matmul(a.h1.data(), u.at(dl.w_qkv), a.qkv.data(), N, D, D + 2 * KV);
+  if (dl.b_qkv.size)
+    for (int n = 0; n < N; ++n) k::axpy(dl.b_qkv.size, 1.0f, u.at(dl.b_qkv), &a.qkv[size_t(n) * (D + 2 * KV)]);
   if (d.qk_norm) qk_norm_forward(u, a, N);
   SAL_TRY(attention_forward(a, B, T));
   a.xmid.resize(size_t(N) * D);
@@ -234,11 +287,7 @@ Status MoeLlama::forward_layer(int l, int B, int T, ExpertExchange& ex, StepStat
   std::vector<float>& next = (l + 1 < d.layers) ? acts_[size_t(l) + 1].x : x_final_;
   next = a.xmid;
   combine(a.out, a.w, N, K, D, next);
-  if (S > 0) {
-    std::vector<float> shared(size_t(N) * D);
-    swiglu_mlp_forward(a.h2.data(), u.at(dl.sh_w13), u.at(dl.sh_w2), N, D, S, a.shared_h, shared.data());
-    for (size_t i = 0; i < next.size(); ++i) next[i] += shared[i];
-  }
+  if (S > 0) shared_forward(u, a, N, next);
   return {};
 }
 
@@ -336,6 +385,8 @@ void MoeLlama::backward_attention(int l, int B, int T, const std::vector<float>&
   k::rope_backward(dqkv.data(), N, T, D + 2 * KV, 0, H, hd, theta);
   k::rope_backward(dqkv.data(), N, T, D + 2 * KV, D, d.kv_heads(), hd, theta);
   if (d.qk_norm) qk_norm_backward(u, a, N, dqkv);
+  if (dl.b_qkv.size && !u.frozen)  // the biases' gradient: each column's sum over the tokens
+    for (int n = 0; n < N; ++n) k::axpy(dl.b_qkv.size, 1.0f, &dqkv[size_t(n) * (D + 2 * KV)], u.grad(dl.b_qkv));
   matmul_backward(a.h1.data(), u.at(dl.w_qkv), dqkv.data(), u.weight_grad(dl.w_qkv), dh1.data(), N, D, D + 2 * KV);
 }
 
@@ -347,9 +398,7 @@ Status MoeLlama::backward_layer(int l, int B, int T, ExpertExchange& ex, std::ve
   Unit& u = p_.dense[size_t(l)];
   auto dl = dense_layout(d);
   std::vector<float> dh2(size_t(N) * D, 0.0f);
-  if (S > 0)
-    swiglu_mlp_backward(a.h2.data(), u.at(dl.sh_w13), u.at(dl.sh_w2), a.shared_h, dres.data(), u.weight_grad(dl.sh_w13),
-                        u.weight_grad(dl.sh_w2), dh2.data(), N, D, S);
+  if (S > 0) shared_backward(u, a, N, dres, dh2);
   // the routed experts' combine: y = sum_j w_j out_j
   std::vector<float> dw, d_out, dx_assign(size_t(N) * K * D);
   combine_backward(a.out, a.w, dres.data(), N, K, D, dw, d_out);

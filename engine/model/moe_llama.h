@@ -4,8 +4,10 @@
 // shared by groups of query heads) and an MoE feed-forward — a router over E SwiGLU experts (no
 // biases), softmax or sigmoid scores (model.router), top-k with the chosen scores optionally
 // renormalised (model.norm_topk), dropless, plus optional shared experts that every token goes
-// through (model.shared_experts, in the dense unit); optionally RMSNorm on the queries and keys
-// before the rotary positions (model.qk_norm, OLMoE's); the Switch balancing loss, DeepSeek-V3's
+// through (model.shared_experts, in the dense unit; model.shared_gate scales their output by a
+// learned sigmoid per token, Qwen2-MoE's); optionally biases on the query, key and value
+// projections (model.attn_bias, Qwen2's) and RMSNorm on the queries and keys before the rotary
+// positions (model.qk_norm, OLMoE's); the Switch balancing loss, DeepSeek-V3's
 // routing bias (model.bias_update: added to the scores to choose the k, router_bias.h) and the
 // router z-loss; a final RMSNorm; the LM head tied to the token embedding or a matrix of its own.
 //
@@ -34,6 +36,7 @@ class MoeLlama : public Model {
   struct LayerActs {
     std::vector<float> x, h1, rstd1, qkv, full, att_probs, att, xmid, h2, rstd2, shared_h;
     std::vector<float> q_raw, k_raw, q_rstd, k_rstd;  // QK-norm: the queries and keys before it, its rstd
+    std::vector<float> shared_out, shared_g;          // the shared experts' output [N,D] and gate [N] (gated)
     std::vector<float> z, scores, chosen, w, out;  // router logits and scores [N,E]; chosen and combine weights [N,k]
     std::vector<int32_t> idx;
     std::vector<double> f;  // global assignment fraction per expert (the balancing loss)
@@ -45,6 +48,8 @@ class MoeLlama : public Model {
   Status attention_forward(LayerActs& a, int B, int T);
   void qk_norm_forward(const Unit& u, LayerActs& a, int N);
   void qk_norm_backward(Unit& u, const LayerActs& a, int N, std::vector<float>& dqkv);
+  void shared_forward(const Unit& u, LayerActs& a, int N, std::vector<float>& next);
+  void shared_backward(Unit& u, const LayerActs& a, int N, const std::vector<float>& dres, std::vector<float>& dh2);
   Status route(int l, LayerActs& a, ExpertExchange& ex, StepStats& stats);
   Status forward_layer(int l, int B, int T, ExpertExchange& ex, StepStats& stats);
   Status backward(const std::vector<int32_t>& inputs, int B, int T, ExpertExchange& ex);

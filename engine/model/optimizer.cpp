@@ -21,7 +21,7 @@ std::vector<Slice> decayed(const Dims& d, UnitKind kind) {
     case UnitKind::embedding: return {embedding_layout(d).tok, embedding_layout(d).head};
     case UnitKind::dense: {
       auto l = dense_layout(d);
-      return {l.w_qkv, l.w_o, l.sh_w13, l.sh_w2};
+      return {l.w_qkv, l.w_o, l.sh_w13, l.sh_w2, l.sh_gate};
     }
     case UnitKind::gate: return {gate_layout(d).w};
     case UnitKind::expert: return {expert_layout(d).w1, expert_layout(d).w2};

@@ -75,6 +75,7 @@ Unit make_unit(const Dims& d, UnitId id, uint64_t seed) {
       fill_normal(r, u.at(l.sh_w2), l.sh_w2.size, proj_std);
       fill(u.at(l.q_norm), l.q_norm.size, 1.0f);  // moe-llama's QK-norm
       fill(u.at(l.k_norm), l.k_norm.size, 1.0f);
+      fill_normal(r, u.at(l.sh_gate), l.sh_gate.size, kInitStd);  // moe-llama's shared-expert gate
       break;
     }
     case UnitKind::gate:

@@ -7,14 +7,15 @@ with what Mixtral lacks (sigmoid router, renormalised top-3 of 6, one key/value 
 shared expert, tied head; BF16, so the import widens it), and that one again with DeepSeek-V3's
 routing bias (topk_method noaux_tc: e_score_correction_bias added to the scores to choose the
 experts, not to weigh them; F32), and an OLMoE (QK-norm over the whole query and key vectors,
-softmax router without renormalisation, num_experts; BF16). Each gets random weights, a config.json and a
+softmax router without renormalisation, num_experts; BF16) and a Qwen2-MoE (q, k and v biases, one
+shared expert gated by a sigmoid; F32). Each gets random weights, a config.json and a
 model.safetensors written with struct, is imported with `salamander import`, and its logits
 (`salamander sample --checkpoint DIR --logits IDS`) are compared with an independent forward pass
 written here in plain Python from the transformers definitions (RMSNorm, rotate-half rotary
 positions, repeat_kv, the routers, SwiGLU). Passes when every logit agrees within TOLERANCE; then
 it must fail: one weight of the file perturbed, the same comparison must exceed it.
 
-Then the round trip, for the Mixtral and the OLMoE import: each trains 10 steps (`salamander run` of the job file the
+Then the round trip, for the Mixtral, the OLMoE and the Qwen2-MoE import: each trains 10 steps (`salamander run` of the job file the
 import wrote, --resume from it, on a uint16 token file), the run's checkpoint is exported with
 --optimizer (model.safetensors and config.json) and imported again; every unit file (weights,
 AdamW's moments, step) must equal the run's byte for byte.
@@ -51,6 +52,12 @@ OLMOE = {"model_type": "olmoe", "hidden_size": 16, "num_hidden_layers": 2, "num_
          "norm_topk_prob": False, "vocab_size": 40, "max_position_embeddings": 32, "rope_theta": 10000.0,
          "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "router_aux_loss_coef": 0.01,
          "router_z_loss_coef": 0.001}
+QWEN2 = {"model_type": "qwen2_moe", "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8,
+         "shared_expert_intermediate_size": 16, "intermediate_size": 64, "norm_topk_prob": False,
+         "vocab_size": 40, "max_position_embeddings": 32, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
+         "tie_word_embeddings": False, "use_sliding_window": False, "sliding_window": 32,
+         "decoder_sparse_step": 1, "mlp_only_layers": []}
 
 
 # --- the model in the HF layout -------------------------------------------------------------------
@@ -67,7 +74,8 @@ def tensor_shapes(c):
     mixtral = c["model_type"] == "mixtral"
     E = c.get("num_local_experts") or c.get("n_routed_experts") or c.get("num_experts")
     F = c.get("moe_intermediate_size") or c.get("intermediate_size")
-    S = F * c.get("n_shared_experts", 0)
+    S = F * c.get("n_shared_experts", 0) or c.get("shared_expert_intermediate_size", 0)
+    qwen = c["model_type"] == "qwen2_moe"  # attention biases, one gated shared expert
     V = c["vocab_size"]
     shapes = {"model.embed_tokens.weight": [V, d], "model.norm.weight": [d]}
     if not c["tie_word_embeddings"]:
@@ -79,6 +87,9 @@ def tensor_shapes(c):
                        at + "self_attn.v_proj.weight": [kv, d], at + "self_attn.o_proj.weight": [d, d]})
         if c["model_type"] == "olmoe":  # QK-norm over the whole query and key vectors
             shapes.update({at + "self_attn.q_norm.weight": [d], at + "self_attn.k_norm.weight": [kv]})
+        if qwen:
+            shapes.update({at + "self_attn.q_proj.bias": [d], at + "self_attn.k_proj.bias": [kv],
+                           at + "self_attn.v_proj.bias": [kv], at + "mlp.shared_expert_gate.weight": [1, d]})
         moe = at + ("block_sparse_moe." if mixtral else "mlp.")
         shapes[moe + "gate.weight"] = [E, d]
         if c.get("topk_method") == "noaux_tc":
@@ -89,7 +100,7 @@ def tensor_shapes(c):
             shapes.update({x + names[0] + ".weight": [F, d], x + names[1] + ".weight": [F, d],
                            x + names[2] + ".weight": [d, F]})
         if S:
-            sh = at + "mlp.shared_experts."
+            sh = at + ("mlp.shared_expert." if qwen else "mlp.shared_experts.")
             shapes.update({sh + "gate_proj.weight": [S, d], sh + "up_proj.weight": [S, d],
                            sh + "down_proj.weight": [d, S]})
     return shapes
@@ -171,6 +182,10 @@ def attention(W, c, at, h, T):
     q = [matvec(W[at + "self_attn.q_proj.weight"][1], [d, d], h[t]) for t in range(T)]
     k = [matvec(W[at + "self_attn.k_proj.weight"][1], [KVH * hd, d], h[t]) for t in range(T)]
     v = [matvec(W[at + "self_attn.v_proj.weight"][1], [KVH * hd, d], h[t]) for t in range(T)]
+    if c["model_type"] == "qwen2_moe":  # Qwen2MoeAttention: q, k and v projections with biases
+        q = [[a + b for a, b in zip(q[t], W[at + "self_attn.q_proj.bias"][1])] for t in range(T)]
+        k = [[a + b for a, b in zip(k[t], W[at + "self_attn.k_proj.bias"][1])] for t in range(T)]
+        v = [[a + b for a, b in zip(v[t], W[at + "self_attn.v_proj.bias"][1])] for t in range(T)]
     if c["model_type"] == "olmoe":  # OlmoeAttention: q_norm(q_proj(h)), k_norm(k_proj(h)), then the rotation
         q = [rms_norm(q[t], W[at + "self_attn.q_norm.weight"][1], c["rms_norm_eps"]) for t in range(T)]
         k = [rms_norm(k[t], W[at + "self_attn.k_norm.weight"][1], c["rms_norm_eps"]) for t in range(T)]
@@ -217,6 +232,10 @@ def moe(W, c, at, x):
     if c.get("n_shared_experts", 0):
         o = swiglu(W, [f"{at}mlp.shared_experts.{n}.weight" for n in ("gate_proj", "up_proj", "down_proj")], x)
         y = [a + b for a, b in zip(y, o)]
+    if c.get("shared_expert_intermediate_size", 0):  # Qwen2-MoE: sigmoid(shared_expert_gate(x)) * shared_expert(x)
+        o = swiglu(W, [f"{at}mlp.shared_expert.{n}.weight" for n in ("gate_proj", "up_proj", "down_proj")], x)
+        g = 1.0 / (1.0 + math.exp(-sum(a * b for a, b in zip(W[at + "mlp.shared_expert_gate.weight"][1], x))))
+        y = [a + g * b for a, b in zip(y, o)]
     return y
 
 
@@ -328,8 +347,10 @@ def main():
         check_model(work, "fine", FINE, "BF16", "model.layers.0.mlp.shared_experts.down_proj.weight")
         check_model(work, "v3-bias", V3, "F32", "model.layers.0.mlp.gate.e_score_correction_bias")
         olmoe = check_model(work, "olmoe", OLMOE, "BF16", "model.layers.1.self_attn.k_norm.weight")
+        qwen2 = check_model(work, "qwen2", QWEN2, "F32", "model.layers.0.mlp.shared_expert_gate.weight")
         round_trip(work, mixtral, "mixtral", MIXTRAL)
         round_trip(work, olmoe, "olmoe", OLMOE)
+        round_trip(work, qwen2, "qwen2", QWEN2)
         print("PASS")
     finally:
         shutil.rmtree(work, ignore_errors=True)

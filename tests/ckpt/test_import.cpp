@@ -89,7 +89,9 @@ TEST_CASE("the HF layout places every parameter of every unit exactly once, and 
     const HfNaming naming = variant == 0 ? HfNaming::mixtral : HfNaming::mlp;
     auto d = llama_dims();
     if (naming == HfNaming::mixtral) d.shared_ffn = 0;
-    d.router_bias = d.qk_norm = variant == 2;  // DeepSeek-V3's routing bias in the gate, OLMoE's QK-norm
+    // DeepSeek-V3's routing bias in the gate, OLMoE's QK-norm, Qwen2-MoE's attention biases and gated
+    // shared expert
+    d.router_bias = d.qk_norm = d.attn_bias = d.shared_gate = variant == 2;
     CAPTURE(variant);
     std::map<UnitKind, std::vector<int>> hits;
     for (UnitKind k : {UnitKind::embedding, UnitKind::dense, UnitKind::gate, UnitKind::expert})
@@ -170,12 +172,15 @@ TEST_CASE("configs: per model_type, and what is not built is refused by key") {
   CHECK(mixtral->dims.norm_eps == doctest::Approx(1e-6));
   auto qwen = parse_hf_config(R"({"model_type": "qwen2_moe", "hidden_size": 64, "num_hidden_layers": 1,
       "num_attention_heads": 4, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
-      "intermediate_size": 256, "vocab_size": 1000})", "q.json");
-  REQUIRE(qwen.ok());
+      "intermediate_size": 256, "shared_expert_intermediate_size": 128, "vocab_size": 1000})", "q.json");
+  REQUIRE_MESSAGE(qwen.ok(), qwen.error().message());
   CHECK(qwen->naming == HfNaming::mlp);
   CHECK(qwen->dims.ffn() == 32);
   CHECK_FALSE(qwen->dims.norm_topk);
   CHECK_FALSE(qwen->dims.qk_norm);
+  CHECK(qwen->dims.attn_bias);    // Qwen2's attention always has its q, k, v biases
+  CHECK(qwen->dims.shared_gate);  // and one gated shared expert, 4 routed experts wide
+  CHECK(qwen->dims.shared_ffn == 128);
   auto olmoe = parse_hf_config(R"({"model_type": "olmoe", "hidden_size": 64, "num_hidden_layers": 1,
       "num_attention_heads": 4, "num_experts": 8, "num_experts_per_tok": 2, "intermediate_size": 32,
       "vocab_size": 1000, "router_aux_loss_coef": 0.01, "router_z_loss_coef": 0.001, "n_shared_experts": 0})", "o.json");
@@ -186,12 +191,14 @@ TEST_CASE("configs: per model_type, and what is not built is refused by key") {
   const std::string base = R"("hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
       "num_local_experts": 8, "num_experts_per_tok": 2, "intermediate_size": 32, "vocab_size": 100)";
   for (auto [extra, key] : {std::pair{R"("model_type": "llama")", "model_type"},
-                            std::pair{R"("model_type": "mixtral", "attention_bias": true)", "attention_bias"},
+                            std::pair{R"("model_type": "mixtral", "mlp_bias": true)", "mlp_bias"},
+                            std::pair{R"("model_type": "qwen2_moe", "decoder_sparse_step": 2)", "decoder_sparse_step"},
+                            std::pair{R"("model_type": "qwen2_moe", "mlp_only_layers": [0])", "mlp_only_layers"},
                             std::pair{R"("model_type": "mixtral", "head_dim": 32)", "head_dim"},
                             std::pair{R"("model_type": "mixtral", "num_key_value_heads": 3)", "num_key_value_heads"},
                             std::pair{R"("model_type": "mixtral", "rope_scaling": {"type": "yarn"})", "rope_scaling"},
-                            std::pair{R"("model_type": "qwen2_moe", "shared_expert_intermediate_size": 64)",
-                                      "shared_expert_intermediate_size"},
+                            std::pair{R"("model_type": "qwen2_moe", "shared_expert_intermediate_size": 48)",
+                                      "shared_expert_intermediate_size"},  // not a whole number of experts' width
                             std::pair{R"("model_type": "mixtral", "rms_norm_eps": "small")", "rms_norm_eps"},
                             std::pair{R"("model_type": "mixtral", "use_qk_norm": true)", "use_qk_norm"}}) {
     auto r = parse_hf_config("{" + std::string(extra) + ", " + base + "}", "bad.json");

@@ -5,7 +5,8 @@
 // expert is killed: their new holders rebuild the lost SwiGLU experts from the window of sparse
 // snapshots in peers' memory and the upstream logs (nobody rolls back), no committed step is lost,
 // and the weights end as a fault-free run's bit for bit; the validation loss falls. One node lost
-// every ten steps until half are gone (with OLMoE's QK-norm): no step lost, no restore. With
+// every ten steps until half are gone (with OLMoE's QK-norm and Qwen2-MoE's attention biases and
+// gated shared expert): no step lost, no restore. With
 // DeepSeek-V3's routing bias: the lost expert restored by replaying the window (gates frozen,
 // biases in their weights) bit for bit, and three data-parallel groups patching three losses with
 // every rank's bias alike.
@@ -102,9 +103,9 @@ TEST_CASE("t0560-llama-lose-expert: every holder of a moe-llama expert killed, r
   CHECK(val.at(120) < val.at(0) - 0.5);
 }
 
-TEST_CASE("t0561-llama-one-every-n: a moe-llama job (with QK-norm) loses a node every ten steps until half are gone, with no step lost and no restore") {
+TEST_CASE("t0561-llama-one-every-n: a moe-llama job (with QK-norm, attention biases and a gated shared expert) loses a node every ten steps until half are gone, with no step lost and no restore") {
   std::string dir = temp_dir("llama");
-  std::string job = write_llama_job(dir, 6, "", "", ", qk_norm = true");
+  std::string job = write_llama_job(dir, 6, "", "", ", qk_norm = true, attn_bias = true, shared_gate = true");
   auto j = run_json({bin(), "run", job, "--drill", SAL_SOURCE_DIR "/scripts/drills/one_every_n.lua", "--drill-arg",
                      "every=10,nodes=6", "--json", "--out", dir + "/run"},
                     dir + "/run.out", 180000);

@@ -281,3 +281,13 @@ TEST_CASE("model.bias_update: moe-llama's, in [0, 1], each rule named") {
   CHECK(error_of("return { model = { kind = 'moe-llama', bias_update = 2 } }").find("model.bias_update: expected a number in [0, 1]") !=
         std::string::npos);
 }
+
+TEST_CASE("model.shared_gate: moe-llama's, and only over shared experts") {
+  CHECK(load_text("return { model = { kind = 'moe-llama', shared_experts = 2, shared_gate = true, attn_bias = true } }",
+                  "x.lua", ".")
+            .ok());
+  CHECK(error_of("return { model = { kind = 'moe-llama', shared_gate = true } }") ==
+        "x.lua: model.shared_gate: gates the shared experts, and model.shared_experts is 0");
+  CHECK(error_of("return { model = { attn_bias = true } }") ==
+        "x.lua: model.attn_bias: a moe-llama key; model.kind is \"moe-gpt\"");
+}

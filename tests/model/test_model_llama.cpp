@@ -1,9 +1,10 @@
 // test_model_llama.cpp — the moe-llama model in one process: every unit's gradient against finite
 // differences of the whole loss (cross-entropy, balancing and z-loss) in two configurations that
 // between them cover every option (softmax and sigmoid routers, renormalised top-k or not,
-// grouped-query and multi-query attention, shared experts, fine-grained experts, tied and untied
-// heads, QK-norm), and with a routing bias; a tiny model learning a pattern; causality and rotary positions (each position's logits
-// are its prefix's); frozen units passing gradients through; the job file's keys reaching Dims.
+// grouped-query and multi-query attention, attention biases, QK-norm, shared experts gated or not,
+// fine-grained experts, tied and untied heads), and with a routing bias; a tiny model learning a
+// pattern; causality and rotary positions (each position's logits are its prefix's); frozen units
+// passing gradients through; the job file's keys reaching Dims.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -22,22 +23,24 @@ using namespace sal::model;
 namespace {
 
 // Softmax router, plain top-k weights, 4 query heads over 2 key/value heads with QK-norm, one
-// shared expert, an untied head, a z-loss.
+// gated shared expert (Qwen2-MoE's), an untied head, a z-loss.
 Dims grouped() {
   Dims d;
   d.family = ModelFamily::llama;
   d.layers = 2, d.d = 16, d.heads = 4, d.kv_dim = 8, d.experts = 4, d.top_k = 2, d.seq_len = 6, d.vocab = 13;
-  d.expert_ffn = 12, d.shared_ffn = 12, d.tied_head = false, d.qk_norm = true;
+  d.expert_ffn = 12, d.shared_ffn = 12, d.tied_head = false, d.qk_norm = true, d.shared_gate = true;
   d.aux_weight = 0.05f, d.z_loss_weight = 0.01f;
   return d;
 }
 
-// Sigmoid router, renormalised top-3 of 6 fine-grained experts, one key/value head, a tied head.
+// Sigmoid router, renormalised top-3 of 6 fine-grained experts, one key/value head with attention
+// biases (Qwen2's), a tied head.
 Dims fine() {
   Dims d;
   d.family = ModelFamily::llama;
   d.layers = 1, d.d = 8, d.heads = 2, d.kv_dim = 4, d.experts = 6, d.top_k = 3, d.seq_len = 5, d.vocab = 11;
   d.expert_ffn = 6, d.sigmoid_router = true, d.norm_topk = true, d.aux_weight = 0.05f, d.z_loss_weight = 0.02f;
+  d.attn_bias = true;
   d.rope_theta = 500;
   return d;
 }
@@ -52,6 +55,11 @@ void check_gradients(const Dims& d) {
   for (Unit& u : p.dense)
     for (size_t i = 0; i < size_t(d.d) * (d.d + 2 * d.kv()); ++i)
       if (i % size_t(d.d + 2 * d.kv()) < size_t(d.d + d.kv())) u.at(dense_layout(d).w_qkv)[i] *= 20.0f;
+  // the shared experts 10x and their gate 50x, so the input gradient through the gate is well above
+  // the FD noise (the norm gains before it, checked below, see it)
+  for (Unit& u : p.dense)
+    for (auto [s, by] : {std::pair{dense_layout(d).sh_w13, 10.0f}, {dense_layout(d).sh_w2, 10.0f}, {dense_layout(d).sh_gate, 50.0f}})
+      for (size_t i = 0; i < s.size; ++i) u.at(s)[i] *= by;
   // a routing bias large enough to choose other experts than the scores alone would
   if (d.router_bias)
     for (Unit& g : p.gate)
@@ -68,11 +76,13 @@ void check_gradients(const Dims& d) {
   for (size_t ui = 0; ui < units.size(); ++ui) {
     Unit* u = units[ui];
     CAPTURE(u->id.name());
-    // 8 parameters anywhere, and 3 of each QK-norm gain (small next to the projections)
+    // 8 parameters anywhere, and 3 of each small tensor (QK-norm gains, attention biases, the
+    // shared-expert gate, the norm before the experts) that 8 picks would rarely hit
     std::vector<size_t> at;
     for (int trial = 0; trial < 8; ++trial) at.push_back(rng() % u->w.size());
     if (u->id.kind == UnitKind::dense)
-      for (Slice s : {dense_layout(d).q_norm, dense_layout(d).k_norm})
+      for (Slice s : {dense_layout(d).q_norm, dense_layout(d).k_norm, dense_layout(d).b_qkv, dense_layout(d).sh_gate,
+                      dense_layout(d).ln2_g})
         for (int trial = 0; trial < 3 && s.size > 0; ++trial) at.push_back(s.offset + rng() % s.size);
     for (size_t i : at) {
       const float orig = u->w[i], eps = 2e-3f;
@@ -124,13 +134,16 @@ TEST_CASE("moe-llama: the units' layouts hold what the family has and nothing el
   CHECK(el.head.size == size_t(d.d) * d.vocab);
   auto dl = dense_layout(d);
   CHECK(dl.w_qkv.size == size_t(d.d) * (d.d + 2 * 8));
-  CHECK(dl.b_qkv.size + dl.b_o.size + dl.ln1_b.size + dl.ln2_b.size == 0);
+  CHECK(dl.b_qkv.size + dl.b_o.size + dl.ln1_b.size + dl.ln2_b.size == 0);  // (no attention biases here)
   CHECK(dl.sh_w13.size == size_t(d.d) * 2 * 12);
   CHECK(dl.q_norm.size == size_t(d.d));
   CHECK(dl.k_norm.size == 8);
+  CHECK(dl.sh_gate.size == size_t(d.d));
   CHECK(dl.total == 2 * size_t(d.d) + dl.w_qkv.size + size_t(d.d) * d.d + dl.sh_w13.size + 12 * size_t(d.d) +
-                        size_t(d.d) + 8);
+                        size_t(d.d) + 8 + size_t(d.d));
   CHECK(dense_layout(fine()).q_norm.size == 0);  // off: no gains
+  CHECK(dense_layout(fine()).b_qkv.size == size_t(fine().d + 2 * fine().kv()));
+  CHECK(dense_layout(fine()).sh_gate.size == 0);  // no shared experts to gate
   auto xl = expert_layout(d);
   CHECK(xl.w1.size == size_t(d.d) * 2 * 12);
   CHECK(xl.total == 3 * size_t(d.d) * 12);
@@ -200,7 +213,7 @@ TEST_CASE("moe-llama: the job file's keys reach the model's shape and options") 
   job::ModelConfig m;
   m.kind = "moe-llama", m.d_model = 64, m.heads = 8, m.kv_heads = 2, m.shared_experts = 2, m.expert_ffn = 32;
   m.tied_head = false, m.router = "sigmoid", m.norm_topk = true, m.z_loss_weight = 0.001, m.rope_theta = 1000000;
-  m.qk_norm = true;
+  m.qk_norm = true, m.attn_bias = true, m.shared_gate = true;
   Dims d = job::model_dims(m);
   CHECK(d.llama());
   CHECK(d.kv() == 16);
@@ -212,6 +225,9 @@ TEST_CASE("moe-llama: the job file's keys reach the model's shape and options") 
   CHECK(d.norm_topk);
   CHECK(d.rope_theta == 1000000);
   CHECK(d.qk_norm);
+  CHECK(d.attn_bias);
+  CHECK(d.shared_gate);
+  CHECK(dense_layout(d).sh_gate.size == 64);
   job::ModelConfig g;  // moe-gpt keeps its shape
   Dims dg = job::model_dims(g);
   CHECK_FALSE(dg.llama());
