@@ -30,6 +30,13 @@ Result<int> positive(const json& c, std::initializer_list<const char*> keys, int
   return fail("no ", names);
 }
 
+// A count that may be none: 0 when absent, null or 0 (exports before 2026-11-29 wrote
+// n_shared_experts = 0), else a positive integer.
+Result<int> optional_count(const json& c, const char* key) {
+  if (c.contains(key) && c[key].is_number_integer() && c[key].get<int64_t>() == 0) return 0;
+  return positive(c, {key}, 0);
+}
+
 Result<double> number(const json& c, const char* key, double fallback) {
   if (!c.contains(key) || c[key].is_null()) return fallback;
   if (!c[key].is_number()) return fail(key, ": expected a number, got ", c[key].dump());
@@ -63,9 +70,9 @@ Status refuse_unbuilt(const json& c, int d, int heads) {
 // output scaled by a learned sigmoid per token; a whole number of the routed experts' width here.
 Status read_gated_shared(const json& c, int ungated, Dims& d) {
   const char* key = "shared_expert_intermediate_size";
-  if (!c.contains(key) || c[key].is_null() || (c[key].is_number_integer() && c[key].get<int64_t>() == 0)) return {};
-  auto width = positive(c, {key});
+  auto width = optional_count(c, key);
   if (!width) return width.error();
+  if (*width == 0) return {};
   if (ungated > 0) return fail(key, ": and n_shared_experts = ", ungated, ": one kind of shared expert, not both");
   if (*width % d.expert_ffn != 0)
     return fail(key, ": ", *width, " is not a whole number of the experts' width ", d.expert_ffn,
@@ -127,9 +134,7 @@ Result<HfModel> parse(const json& c) {
                                    : std::initializer_list<const char*>{"moe_intermediate_size", "intermediate_size"}),
                d.expert_ffn));
   int shared = 0;
-  const bool no_shared = c.contains("n_shared_experts") && c["n_shared_experts"].is_number_integer() &&
-                         c["n_shared_experts"].get<int64_t>() == 0;  // (as written by exports before 2026-11-29)
-  if (!no_shared) SAL_TRY(take(positive(c, {"n_shared_experts"}, 0), shared));
+  SAL_TRY(take(optional_count(c, "n_shared_experts"), shared));
   d.shared_ffn = shared * d.expert_ffn;
   SAL_TRY(read_gated_shared(c, shared, d));
   SAL_TRY(take(positive(c, {"vocab_size"}), d.vocab));

@@ -6,9 +6,9 @@
 // file is mapped, not read (core/mapped_file.h): every worker of a machine shares its pages, a
 // step reads only its sequences' tokens, and its size is bounded by the address space, not by
 // memory; a directory's text files are read and concatenated (at most 2 GiB each). The global
-// batch of step s is a pure function of (seed, s): sequence
-// i starts at an offset drawn from hash(seed, s, i). A worker computes only the sequences the plan
-// gives it, and the global batch is the same whoever computes it — membership never changes it.
+// batch of step s is a pure function of (seed, s): sequence i starts at an offset drawn from
+// hash(seed, s, i). A worker computes only the sequences the plan gives it, and the global batch
+// is the same whoever computes it — membership never changes it.
 //
 // A validation split (data.validation = f) holds out the corpus's last f of tokens: training
 // batches are drawn from the rest, and the validation set is a fixed list of sequences in the part

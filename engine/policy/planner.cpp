@@ -61,7 +61,7 @@ Result<PlanRecord> Planner::decide(const PlanAsk& ask) {
   auto r = ask.fixed_groups ? fixed_ep(*ask.fixed_groups) : elastic(ask.workers);
   if (!r) return r;
   decide_schedule(ask.facts, *r);
-  if (r->plan.stacks.hosts.empty()) decide_stacks(*r);  // (grouped plans decide theirs first)
+  if (ask.fixed_groups || cfg_.groups <= 1) decide_stacks(*r);  // (grouped() decided its plan's, before the sizes)
   if (!ask.fixed_groups) deal_domains(ask.domains, *r);  // (after the stacks: groups sharing a host share no type)
   r->epoch = ask.epoch;
   r->plan.version = current_ ? current_->plan.version + 1 : 1;
