@@ -177,6 +177,7 @@ class Driver {
   Next start_plan(std::string why, bool with_loads = false, bool keep = false);
   Next plan_decided(const phase::Deciding& d, const PlanRecord& rec);
   static std::string stacks_text(const PlanRecord& rec);
+  static std::string arranged_text(const Arranged& a);
   Next begin_switch(phase::Switching p, wire::PlanUpdate u);
   Next plan_applied(phase::Switching& p);
   Next cannot_plan(const std::string& why, const std::string& detail);

@@ -4,6 +4,7 @@
 // after a failed plan or an aborted step).
 #include <algorithm>
 
+#include "core/strings.h"
 #include "job/driver.h"
 #include "plan/domains.h"
 #include "plan/fixed_ep.h"
@@ -164,13 +165,24 @@ std::string Driver::stacks_text(const PlanRecord& rec) {
          std::to_string(rec.plan.stacks.depth());
 }
 
-Driver::Next Driver::plan_decided(const phase::Deciding& d, const PlanRecord& rec) {
-  uint64_t number = rec.plan.version;
+// ", its groups in the order 0, 2, 1, 3 (...)" when arrange_groups reordered them.
+std::string Driver::arranged_text(const Arranged& a) {
+  if (a.order.empty()) return "";
+  std::vector<std::string> order;
+  for (uint32_t g : a.order) order.push_back(std::to_string(g));
+  return "; its groups in the order " + join(order, ", ") + " (the data planes of groups that survived whole are kept)";
+}
+
+Driver::Next Driver::plan_decided(const phase::Deciding& d, const PlanRecord& decided) {
+  uint64_t number = decided.plan.version;
   const auto& use = d.choice.use;
+  Arranged arranged = arrange_groups(applied_, use, decided.plan);
+  PlanRecord rec = decided;
+  rec.plan = std::move(arranged.plan);
   const std::string hosts = plan::on_hosts(rec.plan);
   note("plan", "plan " + std::to_string(number) + " for " + std::to_string(use.size()) + " workers" + hosts + " (" + d.why +
                    "): allocation by " + rec.allocation_by + ", placement by " + rec.placement_by + stacks_text(rec) +
-                   (rec.note.empty() ? "" : "; " + rec.note),
+                   arranged_text(arranged) + (rec.note.empty() ? "" : "; " + rec.note),
        act::Level::info, true);
   if (rec.plan.floor < cfg_.min_replicas && cfg_.recovery == "elastic") {
     std::string detail = "plan " + std::to_string(number) + " guarantees " + std::to_string(rec.plan.floor) +

@@ -7,6 +7,7 @@
 
 #include "core/model_shape.h"
 #include "plan/domains.h"
+#include "plan/group_order.h"
 #include "plan/remap.h"
 
 namespace sal::job {
@@ -154,6 +155,28 @@ Result<PlanSwitch> switch_plan(const std::optional<AppliedPlan>& current, const 
   out.experts_kept = remap->kept;
   SAL_TRY(dense_transfers(phys, *remap, layers, out));
   return out;
+}
+
+Arranged arrange_groups(const std::optional<AppliedPlan>& current, const std::vector<Participant>& participants,
+                        const plan::Plan& next) {
+  if (!current || plan::group_count(next) <= 1 || plan::group_count(current->plan) <= 1 ||
+      participants.size() != next.nodes)
+    return {next, {}};
+  std::vector<plan::IntactGroup> intact;  // workers named by their index in `participants`
+  for (uint32_t g = 0; g < plan::group_count(current->plan); ++g) {
+    plan::GroupSpan s = plan::group_span(current->plan, g);
+    plan::IntactGroup ig{g, {}};
+    for (uint32_t r = s.first; r < s.first + s.count && r < current->ranks.size(); ++r) {
+      auto it = std::find(participants.begin(), participants.end(), current->ranks[r]);
+      if (it == participants.end()) break;
+      ig.workers.push_back(uint32_t(it - participants.begin()));
+    }
+    if (s.count > 0 && ig.workers.size() == s.count) intact.push_back(std::move(ig));
+  }
+  auto perm = plan::order_groups(next.groups, ranks_first_order(current, participants), intact);
+  auto arranged = plan::permute_groups(next, perm);
+  if (!arranged || (arranged->groups == next.groups && arranged->stacks == next.stacks)) return {next, {}};
+  return {std::move(*arranged), std::move(perm)};
 }
 
 std::set<plan::LayerExpert> lost_experts(const std::optional<AppliedPlan>& current,

@@ -59,6 +59,17 @@ std::vector<uint32_t> rack_labels(const std::vector<Participant>& workers, const
 Result<PlanSwitch> switch_plan(const std::optional<AppliedPlan>& current, const std::vector<Participant>& participants,
                                const plan::Plan& next, uint64_t step, const std::set<plan::LayerExpert>& rebuilt = {});
 
+// `next` with its data-parallel groups in the order that keeps the most of the plan in force's group
+// data planes (plan/group_order.h), the participants taking positions in their order (the plan in
+// force's ranks first), as switch_plan gives them where that moves no more state. `next` itself
+// when it has one group, there is no grouped plan in force, or no order keeps more.
+struct Arranged {
+  plan::Plan plan;
+  std::vector<uint32_t> order;  // plan's k-th group is next's order[k]; empty: next as it was
+};
+Arranged arrange_groups(const std::optional<AppliedPlan>& current, const std::vector<Participant>& participants,
+                          const plan::Plan& next);
+
 // The experts no participant holds any more, as (layer, expert).
 std::set<plan::LayerExpert> lost_experts(const std::optional<AppliedPlan>& current,
                                          const std::vector<Participant>& participants);

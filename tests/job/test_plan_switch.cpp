@@ -1,7 +1,7 @@
 // test_plan_switch.cpp — from a decided plan to ranks and unit transfers: nothing moves before the
 // first commit; a permuted plan moves nothing; after a loss every rank ends up holding exactly what
 // the new plan gives it, fetched from surviving holders only, never twice; a fresh worker gets every
-// non-expert unit; lost state is an error that names it.
+// non-expert unit; lost state is an error that names it; a regroup keeps whole the groups that survived.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -152,6 +152,35 @@ TEST_CASE("state with no surviving holder is an error that names it") {
 
   auto none = switch_plan(old, workers({8, 9}), make_plan({{0, 1}, {2, 3}}, 4), 12);
   REQUIRE_FALSE(none.ok());
+}
+
+TEST_CASE("a regroup orders the groups so that the groups that survived whole keep their ranks (and data planes)") {
+  // four groups of two holding every expert each; worker 4 (group 1) is lost
+  std::vector<std::vector<plan::ExpertId>> half{{0, 1, 2, 3}, {4, 5, 6, 7}};
+  auto pairs = make_plan({half[0], half[1], half[0], half[1], half[0], half[1], half[0], half[1]}, 8);
+  pairs.groups = {2, 2, 2, 2};
+  AppliedPlan old{workers({1, 2, 3, 4, 5, 6, 7, 8}), pairs, 0};
+  // the planner's groups of 2, 2, 3 and one down; the group of three computes two shard types
+  auto next = make_plan({half[0], half[1], half[0], half[1], half[0], half[0], half[1]}, 8);
+  next.groups = {2, 2, 3, 0};
+  next.stacks.assignment = {{0}, {1}, {2, 3}, {}};
+  const auto survivors = workers({1, 2, 3, 5, 6, 7, 8});
+  Arranged a = arrange_groups(old, survivors, next);
+  CHECK(a.order == std::vector<uint32_t>{0, 2, 1, 3});
+  CHECK(a.plan.groups == std::vector<uint32_t>{2, 3, 2, 0});
+  CHECK(a.plan.stacks.assignment == std::vector<std::vector<uint32_t>>{{0}, {2, 3}, {1}, {}});
+  auto sw = switch_plan(old, survivors, a.plan, 40);
+  REQUIRE(sw.ok());
+  CHECK(sw->ranks == survivors);  // {1,2} | {3,5,6} | {7,8}: two groups' ranks as they were
+  CHECK(sw->experts_moved == 0);
+  // in the planner's order only {1,2} would have stayed a group
+  auto unarranged = switch_plan(old, survivors, next, 40);
+  REQUIRE(unarranged.ok());
+  CHECK(unarranged->experts_moved >= sw->experts_moved);
+  // nothing to arrange: one group, or no grouped plan in force
+  CHECK(arrange_groups(std::nullopt, survivors, next).order.empty());
+  AppliedPlan flat{workers({1, 2, 3, 4, 5, 6, 7, 8}), make_plan({half[0], half[1], half[0], half[1], half[0], half[1], half[0], half[1]}, 8), 0};
+  CHECK(arrange_groups(flat, survivors, next).order.empty());
 }
 
 TEST_CASE("rack labels: each host's rack in the order the racks first come, a node in no rack its own") {
