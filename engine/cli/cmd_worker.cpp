@@ -17,13 +17,17 @@ int cmd_worker(const Command& cmd, const Parsed& p) {
   auto node = p.get_int("--node", 0, 0, INT32_MAX);
   auto parent = p.get_int("--parent-pid", 0, 0, INT32_MAX);
   auto hb = p.get_int("--heartbeat-ms", 100, 1, 600000);
-  for (auto* r : {&index, &node, &parent, &hb})
+  auto pending = p.get_int("--pending-plan-fd", -1, -1, INT32_MAX);
+  auto relaunched = p.get_int("--relaunched-at", 0, 0, INT64_MAX);
+  for (auto* r : {&index, &node, &parent, &hb, &pending, &relaunched})
     if (!*r) return usage_error(cmd, r->error().message());
   if (o.agent.empty()) return usage_error(cmd, "--agent is required");
   o.index = uint32_t(*index);
   o.node = uint32_t(*node);
   o.parent_pid = pid_t(*parent);
   o.heartbeat_ms = *hb;
+  o.pending_plan_fd = int(*pending);
+  o.relaunched_at_ns = *relaunched;
   std::string data_host = p.get_or("--data-host", "127.0.0.1");
   std::string device = o.device;
   std::string server_key = p.get_or("--server-key", ""), key_file = p.get_or("--key", "");

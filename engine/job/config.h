@@ -113,6 +113,7 @@ struct TrainConfig {
   int64_t record_routing = 0;    // steps between records of the routing (RUN/routing/; 0: none)
   int64_t eval_every = 0;        // steps between validation losses (0: none; needs data.validation)
   int64_t eval_sequences = 0;    // the validation set's sequences (0: train.batch)
+  std::string restart = "relaunch";  // relaunch | in-place: how the baselines restore a checkpoint
 };
 
 // The job's parallel shape (DESIGN "Parallel shape"): `groups` data-parallel groups, each a whole

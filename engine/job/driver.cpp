@@ -44,6 +44,7 @@ DriverConfig DriverConfig::from(const JobConfig& job, int64_t max_steps, const s
   c.peer_memory = uint64_t(job.train.peer_memory_mb) << 20;
   c.max_steps = max_steps;
   c.recovery = job.train.recovery;
+  c.relaunch = job.train.recovery != "elastic" && job.train.restart == "relaunch";
   c.dispatch_by_counts = job.train.dispatch == "counts";
   c.record_routing = job.train.record_routing;
   c.slots = uint32_t(job.policies.slots);

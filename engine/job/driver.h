@@ -67,6 +67,7 @@ struct DriverConfig {
   uint64_t peer_memory = 1ull << 30;  // bytes an agent may hold of them
   int64_t max_steps = 0;           // steps to run (0: none: keep the mesh up)
   std::string recovery = "elastic";
+  bool relaunch = false;           // the baselines' dense and seed restores relaunch the workers (train.restart)
   bool dispatch_by_counts = true;  // train.dispatch = "counts" (the step records' imbalance follows it)
   int64_t record_routing = 0;      // steps between records of the routing (0: none)
   uint32_t slots = 4;
@@ -236,6 +237,7 @@ class Driver {
     Rung rung;
     std::string what, dir;
     std::optional<PeerWindow> window;  // the sparse rung's
+    bool relaunch = false;             // the workers start again as new processes first
   };
   Next begin_restore_switch(const PlanRecord& rec, const PlanSwitch& sw, Epoch epoch, uint64_t step,
                             const RestoreSource& source, const std::string& why);

@@ -102,9 +102,11 @@ Driver::Next Driver::start_restore(const PlanRecord& rec, const WorkerChoice& ch
   recovery_->rerun = rerun;  // the restore that brings the job back says it
   std::string detail = "restoring " + from + " on " + std::to_string(choice.use.size()) + " workers because " +
                        choice.why + "; " + steps_run_again(to, before);
+  if (cfg_.relaunch) detail += "; every worker of the plan is relaunched first (train.restart)";
   note("restore_begun", detail, act::Level::warn);
   out_.push_back(act::Phase{"restore", choice.why});
-  return begin_restore_switch(rec, *sw, view_.epoch, to, {choice.rung, from, snap ? snap->dir : "", {}}, choice.why);
+  return begin_restore_switch(rec, *sw, view_.epoch, to, {choice.rung, from, snap ? snap->dir : "", {}, cfg_.relaunch},
+                              choice.why);
 }
 
 // "7 committed steps (110..117) will run again", or, for a snapshot ahead of the committed steps
@@ -165,6 +167,7 @@ Driver::Next Driver::begin_restore_switch(const PlanRecord& rec, const PlanSwitc
   auto u = plan_update(epoch, step, sw, rec.plan);
   u.restore = true;
   u.restore_dir = source.dir;
+  u.relaunch = source.relaunch;
   if (source.window) {
     p.restore_window = source.window->from;
     p.restore_to = source.window->to;

@@ -168,6 +168,12 @@ const std::vector<Field>& fields() {
            "how failures are survived: elastic (Salamander), or the baselines fixed-ep-ft (fixed expert-parallel "
            "groups, no restart while a whole group survives) and checkpoint-restart (restore on every change)",
            [](JobConfig& j) -> std::string& { return j.train.recovery; }),
+      text("train.restart", {"relaunch", "in-place"},
+           "how the baselines (fixed-ep-ft, checkpoint-restart) restore a checkpoint: relaunch (as the systems they "
+           "stand for restart a job: every worker of the plan starts again as a new process, loads the job, connects "
+           "and reads the snapshot) or in-place (the running workers read it; an upper bound of those baselines). "
+           "Elastic mode's restores are always in place",
+           [](JobConfig& j) -> std::string& { return j.train.restart; }),
       integer("train.digest_every", 0, 1e9, "steps between digests of every unit each worker holds (weights and "
               "optimizer moments), compared across the unit's holders before the step commits: a copy that disagrees "
               "with the majority is repaired from it and the step runs again (docs/health.md; 0: none)",

@@ -347,6 +347,10 @@ void Agent::on_worker_message() {
     named.rid = rid;
     named.last_seen_ns = mono_ns();
     if (job_) to_worker(named, *job_);
+    // A worker relaunched for a plan (runtime/relaunch.h) missed what came while it started again:
+    // a newer plan is sent again (an abandoned one's rendezvous fails at once).
+    if (m->pending_plan != 0 && named.last_plan && named.last_plan->number() > m->pending_plan)
+      to_worker(named, *named.last_plan);
     return;
   }
   if (!w) return refuse_local("unknown sender", std::string(wire::type_name(env->type)) + " from a connection that said no hello");
@@ -397,6 +401,7 @@ void Agent::relay_plan(wire::PlanUpdate plan) {
                            [&](const wire::RankRef& r) { return r.node == node_id_ && r.index == w.index; });
     if (it == plan.ranks.end()) continue;
     plan.my_rank = int32_t(it - plan.ranks.begin());
+    w.last_plan = plan;
     to_worker(w, plan);
   }
 }

@@ -8,7 +8,9 @@
 // controller for its liveness window, the agent fences itself (its workers abandon the step in
 // flight); after mesh.controller_grace_ms it stops its workers and exits. With
 // AgentOptions::cpu_share each worker runs in a CPU cgroup of its own (cpu_share.h). The node
-// holds other workers' sparse snapshots in its memory at its slice endpoint (slice_server.h).
+// holds other workers' sparse snapshots in its memory at its slice endpoint (slice_server.h). A
+// worker relaunched as a new image of itself (runtime/relaunch.h) says hello again under its pid:
+// it gets the job again, and the newest plan relayed to it if that is newer than the one it carries.
 #pragma once
 
 #include <uv.h>
@@ -74,6 +76,7 @@ class Agent {
     uint64_t cpu_ticks = 0;    // its process's CPU time when its silence was last looked at
     bool said_busy = false;    // its silence while busy was said (once a silence)
     wire::Holding held;        // what its state has seen (reported with its status)
+    std::optional<wire::PlanUpdate> last_plan;  // the newest plan relayed to it (for a relaunched image)
   };
 
   void on_controller_message();

@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/lifetime.h"
+#include "runtime/relaunch.h"
 #include "wire/codec.h"
 
 namespace sal::runtime {
@@ -25,13 +26,22 @@ class WorkerLoop {
       : o_(o), agent_(ctx_, zmq::socket_type::dealer), answers_(ctx_, zmq::socket_type::pair) {}
 
   int run() {
+    if (o_.pending_plan_fd >= 0) {
+      auto p = pending_plan(o_.pending_plan_fd);
+      if (!p) {
+        spdlog::error("relaunched, but {}", p.error().message());
+        return 1;
+      }
+      pending_ = std::move(*p);
+      state_ = wire::WorkerState::ready;  // it was; it is applying a plan
+    }
     agent_.set(zmq::sockopt::linger, 200);
     agent_.set(zmq::sockopt::maxmsgsize, wire::kMaxFrameBytes);
     agent_.connect(o_.agent);
     std::string answers = "inproc://trainer-answers";
     answers_.bind(answers);
     trainer_ = std::make_unique<TrainerThread>(ctx_, o_.load_job, o_.index, answers, o_.cuda);
-    send(wire::WorkerHello{o_.index, o_.device, uint32_t(getpid())});
+    send(wire::WorkerHello{o_.index, o_.device, uint32_t(getpid()), pending_ ? pending_->number() : 0});
     send(wire::WorkerStatus{o_.index, state_, {}});
     int64_t next_status = mono_ns();
     while (!done_ && !g_terminate) {
@@ -51,7 +61,7 @@ class WorkerLoop {
       trainer_->abort("worker terminated");
     }
     trainer_.reset();
-    return 0;
+    return exit_code_;
   }
 
  private:
@@ -91,8 +101,14 @@ class WorkerLoop {
     }
     using T = wire::MsgType;
     switch (env->type) {
-      case T::job_spec: forward<wire::JobSpec>(*env); break;
-      case T::plan_update: forward<wire::PlanUpdate>(*env); break;
+      case T::job_spec:
+        forward<wire::JobSpec>(*env);
+        post_pending();
+        break;
+      case T::plan_update:
+        if (auto m = wire::decode<wire::PlanUpdate>(*env); m && m->relaunch) return relaunch_for(std::move(*m));
+        forward<wire::PlanUpdate>(*env);
+        break;
       case T::step_begin: forward<wire::StepBegin>(*env); break;
       case T::step_commit: forward<wire::StepCommit>(*env); break;
       case T::save_checkpoint: forward<wire::SaveCheckpoint>(*env); break;
@@ -126,6 +142,38 @@ class WorkerLoop {
     trainer_->post(std::move(*m));
   }
 
+  // A relaunched image's plan, from the descriptor its predecessor left it.
+  static Result<wire::PlanUpdate> pending_plan(int fd) {
+    auto frames = take_pending(fd);
+    if (!frames) return frames.error();
+    auto env = wire::open(*frames);
+    if (!env) return env.error().with_context("the pending plan");
+    return wire::decode<wire::PlanUpdate>(*env);
+  }
+
+  // The plan this image was relaunched for goes to the training thread after its job.
+  void post_pending() {
+    if (!pending_) return;
+    spdlog::info("relaunched as a new process {} ms ago: applying plan {}", (mono_ns() - o_.relaunched_at_ns) / 1'000'000,
+                 pending_->number());
+    trainer_->post(std::move(*pending_));
+    pending_.reset();
+  }
+
+  // Starts again as a new process image that applies `plan` (relaunch.h); the training thread ends
+  // first. Returns only if the relaunch failed: the worker then exits (its agent reports it).
+  void relaunch_for(wire::PlanUpdate plan) {
+    spdlog::info("plan {}: restoring as a new process (train.restart = relaunch)", plan.number());
+    plan.relaunch = false;
+    trainer_->abort("relaunching for plan " + std::to_string(plan.number()));
+    trainer_.reset();
+    spdlog::default_logger()->flush();
+    Status s = relaunch(wire::encode(plan));
+    spdlog::error("{}", s.error().message());
+    exit_code_ = 1;
+    done_ = true;
+  }
+
   // Stop and drain end the worker after what is queued (a drained worker finishes its step).
   void stop(const wire::Command& c) {
     state_ = c.verb == wire::Verb::drain ? wire::WorkerState::draining : wire::WorkerState::stopped;
@@ -144,7 +192,9 @@ class WorkerLoop {
   zmq::socket_t answers_;
   std::unique_ptr<TrainerThread> trainer_;
   wire::WorkerState state_ = wire::WorkerState::starting;
+  std::optional<wire::PlanUpdate> pending_;  // a relaunched image's plan, until its job is here
   bool done_ = false;
+  int exit_code_ = 0;
 };
 
 }  // namespace

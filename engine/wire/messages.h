@@ -309,7 +309,10 @@ struct PlanUpdate {
     (std::vector<RankRef>, rebuild_ranks, {}, kListMax * 16),
     (uint64_t, rebuild_to, 0),
     // the global gradient norms the run clipped with, of iterations rebuild_window + 1 .. rebuild_to
-    (std::vector<double>, rebuild_norms, {}, kLoadsMax))
+    (std::vector<double>, rebuild_norms, {}, kLoadsMax),
+    // A restore (restore_dir's snapshot or the seed) that relaunches: each worker named starts again
+    // as a new process image (runtime/relaunch.h) and applies this plan there, as a restarted job does.
+    (bool, relaunch, false))
   uint64_t number() const { return plan.version; }
 };
 
@@ -384,7 +387,8 @@ struct WorkerHello {
   SAL_WIRE_FIELDS(
     (uint32_t, index, 0),
     (std::string, device, {}, kNameMax),
-    (uint32_t, pid, 0))
+    (uint32_t, pid, 0),
+    (uint64_t, pending_plan, 0))  // a relaunched worker: the plan it was relaunched for (0: none)
 };
 
 struct WorkerStatus {

@@ -9,14 +9,16 @@
 // (each unit has a second writer). Too few workers left to hold the model: the job waits for
 // capacity, counted apart from the recovery's time, and ends after mesh.capacity_wait_ms when none
 // comes. Nodes killed during three successive plan switches: every worker leaves each abandoned
-// plan within 100 ms (by the logs' clocks), and training goes on. A wrong drill is refused with the
-// file, the line and the rule.
+// plan within 100 ms (by the logs' clocks), and training goes on. A checkpoint-restart restore
+// relaunches its workers as new processes, which restore exactly what running workers would. A
+// wrong drill is refused with the file, the line and the rule.
 #include <doctest/doctest.h>
 
 #include <signal.h>
 #include <time.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -175,6 +177,43 @@ TEST_CASE("t0511-lose-every-replica: killing every holder of an expert restores 
   // the report shows the restore
   std::string html = file_text(dir + "/run/report.html");
   CHECK(html.find("restore") != std::string::npos);
+}
+
+TEST_CASE("t0523-relaunch: a checkpoint-restart restore relaunches every worker of its plan, which reads the snapshot as a restarted job would") {
+  std::string dir = temp_dir("relaunch");
+  std::ofstream(dir + "/drill.lua") << "drill{ name = 'one-lost', steps = 30, seed = 3 }\n"
+                                    << "kill{ node = 1, step = 17 }\n";
+  auto run = [&](const std::string& restart) {
+    std::filesystem::create_directories(dir + "/job-" + restart);
+    std::string job = write_job(dir + "/job-" + restart, 4, ", checkpoint_every = 10, peer_copies = 0, "
+                                "recovery = 'checkpoint-restart', restart = '" + restart + "'");
+    std::string out = dir + "/" + restart;
+    auto j = run_json({bin(), "run", job, "--drill", dir + "/drill.lua", "--json", "--out", out}, out + ".out", 90000);
+    CHECK(j["steps"] == 30);
+    CHECK(j["restores"] == 1);
+    CHECK(j["lost_steps"] == 7);  // killed after 17 steps, the snapshot is of step 10
+    REQUIRE(j["recoveries"].size() == 1);
+    CHECK(j["recoveries"][0]["source"] == "disk");
+    return out;
+  };
+  const std::string relaunched = run("relaunch"), in_place = run("in-place");
+  // every worker of the restoring plan started again as a new image of itself, its pid kept (its
+  // agent saw no exit) and the plan applied there
+  const std::string logs = run_logs(relaunched);
+  CHECK(occurrences(logs, "restoring as a new process") == 2);  // the plan's one group of two
+  CHECK(occurrences(logs, "relaunched as a new process") == 2);
+  CHECK(occurrences(logs, "worker 0 exited unexpectedly") == 0);
+  CHECK(occurrences(run_logs(in_place), "relaunched as a new process") == 0);
+  bool said = false;
+  for (const auto& e : events(relaunched))
+    said = said || (e.kind == "restore_begun" && e.detail.find("relaunched first") != std::string::npos);
+  CHECK(said);
+  // the relaunched workers restored exactly what the running ones read: the same losses after the
+  // restore, bit for bit, and the same final weights
+  CHECK(metrics_column(relaunched, "loss") == metrics_column(in_place, "loss"));
+  auto d = weight_distance(relaunched + "/checkpoint", in_place + "/checkpoint");
+  CHECK(d.units > 0);
+  CHECK(d.elementwise == 0.0);
 }
 
 TEST_CASE("t0515-kill-in-every-snapshot: a writer dying in each dense snapshot still leaves them complete") {

@@ -338,6 +338,7 @@ TEST_CASE("every holder of an expert lost: restore the newest complete snapshot,
   CHECK(u[0].second.restore_dir == "/run/snapshots/step-2");
   CHECK(u[0].second.step == 2);
   CHECK(u[0].second.transfers.empty());
+  CHECK_FALSE(u[0].second.relaunch);  // elastic restores are in place
   h.all_ready();
   CHECK(h.noted("restored"));
   CHECK(h.d.steps().next_step() == 2);
@@ -404,6 +405,31 @@ TEST_CASE("every holder of an expert lost before any snapshot: the seed, and eve
   CHECK(u[0].second.restore_dir.empty());
   CHECK(u[0].second.step == 0);
   CHECK(h.all<act::StepsLost>()[0].steps == 3);
+}
+
+TEST_CASE("a baseline's restore relaunches its workers where train.restart says so, and says it") {
+  for (bool relaunch : {true, false}) {
+    CAPTURE(relaunch);
+    auto cfg = small_job();
+    cfg.recovery = "checkpoint-restart";
+    cfg.relaunch = relaunch;
+    Harness h(cfg);
+    h.start(workers({0, 1, 2, 3}));
+    h.commit_step();
+    h.commit_step();
+    h.lose(3);  // the workers in use change: checkpoint-restart restores (the seed: no snapshot)
+    h.membership(workers({0, 1, 2}));
+    h.timer(Timer::retry, 50);
+    h.decide();
+    auto u = h.sent<wire::PlanUpdate>();
+    REQUIRE(u.size() == 1);
+    CHECK(u[0].first.to.size() == 2);  // one whole group of two
+    CHECK(u[0].second.restore);
+    CHECK(u[0].second.relaunch == relaunch);
+    CHECK((h.note_detail("restore_begun").find("relaunched first") != std::string::npos) == relaunch);
+    h.all_ready();
+    CHECK(h.d.steps().next_step() == 0);
+  }
 }
 
 TEST_CASE("a policy swapped in the middle of a step: the step commits, the new plan follows at the boundary") {

@@ -1,0 +1,28 @@
+// relaunch.h — a worker that starts again as a new process image of itself, for the baselines'
+// restores (train.restart = "relaunch"): the systems fixed-ep-ft and checkpoint-restart stand for
+// restart the job to restore a checkpoint, so every worker of such a plan pays what a new process
+// pays — the program loaded again, the job read and its model and corpus set up, every data plane
+// connected anew — before it reads the snapshot.
+//
+// The worker keeps its pid (and so its agent's supervision, its CPU cgroup and its death with the
+// agent): relaunch() writes the plan it must apply into an anonymous memory file the new image
+// inherits, marks every other descriptor but standard input, output and error close-on-exec (the
+// old image's sockets and shared-memory segments end with it), and replaces the process image with
+// /proc/self/exe run with the same arguments plus `--pending-plan-fd N --relaunched-at NS`. The new
+// image reads the plan back (take_pending) and applies it once its job has arrived.
+#pragma once
+
+#include <cstdint>
+
+#include "core/result.h"
+#include "wire/codec.h"
+
+namespace sal::runtime {
+
+// Returns only on failure, with the reason.
+Status relaunch(const wire::Parts& pending);
+
+// The new image's side: the frames relaunch() wrote, from descriptor `fd` (closed after).
+Result<wire::Parts> take_pending(int fd);
+
+}  // namespace sal::runtime
