@@ -327,6 +327,10 @@ class Driver {
   WorkShares shares_;  // each worker's share of the work (the health policy's)
   PeerWindows peers_;
   bool rebuild_failed_ = false;  // a rebuild of this loss failed: the sparse rung until a plan is in force
+  // A dense or seed restore whose plan was abandoned: the steps were rewound and the workers may
+  // hold the state of before it, part of the snapshot's, or (relaunched) none — the next plan
+  // restores again, whatever else it would do, until a plan is in force. Why, for its event.
+  std::optional<std::string> restore_owed_;
   std::map<uint64_t, double> norms_;  // the recent committed steps' global gradient norms (a rebuild clips with them)
   std::optional<ckpt::SnapshotBook> snapshots_;
   // Copies that disagreed with their unit's other holders: repaired by the next plan (digests.h).

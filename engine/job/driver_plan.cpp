@@ -41,6 +41,10 @@ WorkerChoice Driver::choose(const std::vector<Participant>& ready, uint64_t step
     c.rung = restore_rung(units, have);
     c.why = "no copy of " + units.front() + " can be told good (digests)";
   }
+  if (restore_owed_ && !c.restore() && !c.use.empty()) {
+    c.rung = snapshots_ && snapshots_->latest() ? Rung::dense : Rung::seed;
+    c.why = *restore_owed_;
+  }
   if (replaying() && !c.restore() && !c.use.empty()) {
     // frozen operators have no optimizer state to move, and new holders no later slots to load
     c.rung = restore_rung({"the replay"}, have);
@@ -257,6 +261,7 @@ Driver::Next Driver::plan_applied(phase::Switching& p) {
   plane_spent_ = false;
   planes_intact_ = true;
   rebuild_failed_ = false;
+  restore_owed_.reset();
   repairs_applied(p);
   peers_.plan_applied(p.restore == Rung::sparse && p.restore_window ? p.restore_to : std::nullopt);
   streak_.cannot_plan.clear();
@@ -293,6 +298,8 @@ Driver::Next Driver::plan_applied(phase::Switching& p) {
 Driver::Next Driver::plan_failed(phase::Switching& p, const std::string& why, bool membership) {
   if (!membership && p.restore == Rung::sparse) sparse_restore_failed(p, why);
   if (!membership && p.restore == Rung::rebuild) rebuild_failed(p, why);
+  if (p.restore == Rung::dense || p.restore == Rung::seed)
+    restore_owed_ = "the restore of plan " + std::to_string(p.number) + " was not completed (" + why + ")";
   cancel(Timer::plan);
   std::string detail = "plan " + std::to_string(p.number) + " not applied: " + why;
   note("plan_failed", detail, act::Level::warn);

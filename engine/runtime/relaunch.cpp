@@ -35,24 +35,6 @@ Status write_all(int fd, const void* data, size_t n) {
   return {};
 }
 
-// [frames u32] then per frame [bytes u64][bytes].
-Result<int> pending_file(const wire::Parts& frames) {
-  int fd = int(::syscall(SYS_memfd_create, "sal-pending-plan", 0u));  // inherited: no MFD_CLOEXEC
-  if (fd < 0) return fail("memfd_create: ", std::strerror(errno));
-  uint32_t count = uint32_t(frames.size());
-  Status s = write_all(fd, &count, sizeof count);
-  for (const auto& f : frames) {
-    uint64_t n = f.size();
-    if (s) s = write_all(fd, &n, sizeof n);
-    if (s) s = write_all(fd, f.data(), f.size());
-  }
-  if (!s) {
-    ::close(fd);
-    return s.error();
-  }
-  return fd;
-}
-
 // This process's arguments, without an earlier relaunch's flags.
 Result<std::vector<std::string>> own_arguments() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -105,6 +87,24 @@ Status read_all(int fd, void* into, size_t n, off_t& at) {
 }
 
 }  // namespace
+
+// [frames u32] then per frame [bytes u64][bytes].
+Result<int> pending_file(const wire::Parts& frames) {
+  int fd = int(::syscall(SYS_memfd_create, "sal-pending-plan", 0u));  // inherited: no MFD_CLOEXEC
+  if (fd < 0) return fail("memfd_create: ", std::strerror(errno));
+  uint32_t count = uint32_t(frames.size());
+  Status s = write_all(fd, &count, sizeof count);
+  for (const auto& f : frames) {
+    uint64_t n = f.size();
+    if (s) s = write_all(fd, &n, sizeof n);
+    if (s) s = write_all(fd, f.data(), f.size());
+  }
+  if (!s) {
+    ::close(fd);
+    return s.error();
+  }
+  return fd;
+}
 
 Status relaunch(const wire::Parts& pending) {
   auto fd = pending_file(pending);

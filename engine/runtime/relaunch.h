@@ -22,7 +22,11 @@ namespace sal::runtime {
 // Returns only on failure, with the reason.
 Status relaunch(const wire::Parts& pending);
 
-// The new image's side: the frames relaunch() wrote, from descriptor `fd` (closed after).
+// The memory file relaunch() leaves the new image: `frames`, inheritable (not close-on-exec).
+Result<int> pending_file(const wire::Parts& frames);
+
+// The new image's side: the frames relaunch() wrote, from descriptor `fd` (closed after). A file
+// that ends early or claims more than a message may hold is an error naming the descriptor.
 Result<wire::Parts> take_pending(int fd);
 
 }  // namespace sal::runtime

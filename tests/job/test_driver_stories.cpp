@@ -432,6 +432,44 @@ TEST_CASE("a baseline's restore relaunches its workers where train.restart says 
   }
 }
 
+TEST_CASE("a restore whose plan is abandoned is owed: the next plan restores again, even over the workers of the plan in force") {
+  auto cfg = small_job(6);
+  cfg.recovery = "checkpoint-restart";
+  Harness h(cfg);
+  h.start(workers({0, 1, 2, 3}));  // two whole groups of two
+  h.commit_step();
+  h.commit_step();
+  h.asked.reset();
+  h.membership(workers({0, 1, 2, 3, 4, 5}));  // a third group joins: checkpoint-restart restores
+  h.commit_step();
+  h.timer(Timer::join, 1000);
+  h.commit_step();
+  REQUIRE(h.asked);
+  h.decide();
+  REQUIRE(h.noted("restore_begun"));
+  REQUIRE(h.d.pending_plan());
+  h.lose(5);  // the restore's plan is abandoned; the workers left are those of the plan in force
+  h.membership(workers({0, 1, 2, 3, 4}));
+  CHECK(h.noted("plan_failed"));
+  h.timer(Timer::retry, 50);
+  h.decide();
+  // they may hold the state of before the restore, part of the snapshot's, or (relaunched) none:
+  // the same restore again, not a switch that moves their state
+  std::string said = h.note_detail("restore_begun");
+  CHECK(said.find("the restore of plan 2 was not completed") != std::string::npos);
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore);
+  CHECK(u[0].second.transfers.empty());
+  h.all_ready();
+  CHECK(h.d.steps().next_step() == 0);
+  h.commit_step();
+  // a plan in force pays the debt: the next change of workers is the mode's own decision again
+  h.asked.reset();
+  h.membership(workers({0, 1, 2, 3, 4}));
+  CHECK_FALSE(h.asked);
+}
+
 TEST_CASE("a policy swapped in the middle of a step: the step commits, the new plan follows at the boundary") {
   Harness h = trained(2);
   h.vote({0, 0}, 2);
