@@ -42,7 +42,7 @@ WorkerChoice Driver::choose(const std::vector<Participant>& ready, uint64_t step
     c.why = "no copy of " + units.front() + " can be told good (digests)";
   }
   if (restore_owed_ && !c.restore() && !c.use.empty()) {
-    c.rung = snapshots_ && snapshots_->latest() ? Rung::dense : Rung::seed;
+    c.rung = forced_restore(have);
     c.why = *restore_owed_;
   }
   if (replaying() && !c.restore() && !c.use.empty()) {

@@ -43,9 +43,9 @@ bool same_workers(std::vector<Participant> a, std::vector<Participant> b) {
   return a == b;
 }
 
-Rung forced_restore(const Restorable& have) { return have.dense_step ? Rung::dense : Rung::seed; }
-
 }  // namespace
+
+Rung forced_restore(const Restorable& have) { return have.dense_step ? Rung::dense : Rung::seed; }
 
 const char* rung_name(Rung r) {
   switch (r) {

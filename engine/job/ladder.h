@@ -75,4 +75,7 @@ WorkerChoice choose_workers(const std::string& mode, uint32_t ep, const std::vec
 // to restore from; elastic when nothing is lost.
 Rung restore_rung(const std::vector<std::string>& lost, const Restorable& have);
 
+// A restore whatever is lost: the newest dense snapshot, else the seed.
+Rung forced_restore(const Restorable& have);
+
 }  // namespace sal::job

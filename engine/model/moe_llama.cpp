@@ -116,12 +116,13 @@ void MoeLlama::qk_norm_forward(const Unit& u, LayerActs& a, int N) {
   a.q_rstd.resize(size_t(N));
   a.k_rstd.resize(size_t(N));
   std::vector<float> normed(size_t(N) * D);
-  take_cols(a.qkv.data(), N, in, 0, D, a.q_raw.data());
-  k::rmsnorm_forward(a.q_raw.data(), u.at(dl.q_norm), normed.data(), a.q_rstd.data(), N, D, d.norm_eps);
-  put_cols(normed.data(), N, in, 0, D, a.qkv.data());
-  take_cols(a.qkv.data(), N, in, D, KV, a.k_raw.data());
-  k::rmsnorm_forward(a.k_raw.data(), u.at(dl.k_norm), normed.data(), a.k_rstd.data(), N, KV, d.norm_eps);
-  put_cols(normed.data(), N, in, D, KV, a.qkv.data());
+  auto norm = [&](int off, int width, const float* gain, std::vector<float>& raw, std::vector<float>& rstd) {
+    take_cols(a.qkv.data(), N, in, off, width, raw.data());
+    k::rmsnorm_forward(raw.data(), gain, normed.data(), rstd.data(), N, width, d.norm_eps);
+    put_cols(normed.data(), N, in, off, width, a.qkv.data());
+  };
+  norm(0, D, u.at(dl.q_norm), a.q_raw, a.q_rstd);
+  norm(D, KV, u.at(dl.k_norm), a.k_raw, a.k_rstd);
 }
 
 // dqkv: the gradient w.r.t. the normalised queries and keys on entry, the raw ones' on exit (the
@@ -131,14 +132,13 @@ void MoeLlama::qk_norm_backward(Unit& u, const LayerActs& a, int N, std::vector<
   const int D = d.d, KV = d.kv(), in = D + 2 * KV;
   auto dl = dense_layout(d);
   std::vector<float> dy(size_t(N) * D), dx(size_t(N) * D);
-  take_cols(dqkv.data(), N, in, 0, D, dy.data());
-  k::rmsnorm_backward(dy.data(), a.q_raw.data(), u.at(dl.q_norm), a.q_rstd.data(), dx.data(), u.weight_grad(dl.q_norm),
-                      N, D);
-  put_cols(dx.data(), N, in, 0, D, dqkv.data());
-  take_cols(dqkv.data(), N, in, D, KV, dy.data());
-  k::rmsnorm_backward(dy.data(), a.k_raw.data(), u.at(dl.k_norm), a.k_rstd.data(), dx.data(), u.weight_grad(dl.k_norm),
-                      N, KV);
-  put_cols(dx.data(), N, in, D, KV, dqkv.data());
+  auto norm = [&](int off, int width, Slice gain, const std::vector<float>& raw, const std::vector<float>& rstd) {
+    take_cols(dqkv.data(), N, in, off, width, dy.data());
+    k::rmsnorm_backward(dy.data(), raw.data(), u.at(gain), rstd.data(), dx.data(), u.weight_grad(gain), N, width);
+    put_cols(dx.data(), N, in, off, width, dqkv.data());
+  };
+  norm(0, D, dl.q_norm, a.q_raw, a.q_rstd);
+  norm(D, KV, dl.k_norm, a.k_raw, a.k_rstd);
 }
 
 // The shared experts' output added to `next`: ungated (DeepSeek's), or each token's scaled by

@@ -22,19 +22,21 @@ std::vector<int> intact_starts(const std::vector<uint32_t>& order, const std::ve
   return at;
 }
 
+// The intact group kept when a group of `size` starts at `pos` (intact_starts' `starts`); -1 if none.
+int kept_at(const std::vector<int>& starts, const std::vector<IntactGroup>& intact, size_t pos, uint32_t size) {
+  if (pos >= starts.size() || starts[pos] < 0) return -1;
+  return intact[size_t(starts[pos])].workers.size() == size ? starts[pos] : -1;
+}
+
 // The best arrangement of groups by size: at each position, which size goes next. Sizes are few
 // (an even split differs by one), so the state — the position and how many groups of each size
 // are left — is small.
 class Search {
  public:
-  Search(std::vector<uint32_t> classes, std::vector<int> starts, const std::vector<IntactGroup>& intact)
-      : classes_(std::move(classes)), starts_(std::move(starts)), intact_(intact) {}
+  Search(std::vector<uint32_t> classes, const std::vector<int>& starts, const std::vector<IntactGroup>& intact)
+      : classes_(std::move(classes)), starts_(starts), intact_(intact) {}
 
-  // The intact group kept when a group of `size` starts at `pos`; -1 if none.
-  int kept_at(size_t pos, uint32_t size) const {
-    if (pos >= starts_.size() || starts_[pos] < 0) return -1;
-    return intact_[size_t(starts_[pos])].workers.size() == size ? starts_[pos] : -1;
-  }
+  int kept_at(size_t pos, uint32_t size) const { return plan::kept_at(starts_, intact_, pos, size); }
 
   uint32_t best(size_t pos, std::vector<uint32_t>& left) {
     auto key = std::make_pair(pos, left);
@@ -76,7 +78,7 @@ class Search {
 
  private:
   std::vector<uint32_t> classes_;
-  std::vector<int> starts_;
+  const std::vector<int>& starts_;
   const std::vector<IntactGroup>& intact_;
   std::map<std::pair<size_t, std::vector<uint32_t>>, uint32_t> memo_;
 };
@@ -108,12 +110,11 @@ std::vector<uint32_t> indices_for(const std::vector<uint32_t>& sizes, const std:
 
 uint32_t groups_kept(const std::vector<uint32_t>& sizes, const std::vector<uint32_t>& order,
                      const std::vector<IntactGroup>& intact) {
-  Search s({}, intact_starts(order, intact), intact);
+  const std::vector<int> starts = intact_starts(order, intact);
   uint32_t kept = 0;
   size_t pos = 0;
   for (uint32_t n : sizes) {
-    if (n == 0) continue;
-    kept += s.kept_at(pos, n) >= 0;
+    kept += n > 0 && kept_at(starts, intact, pos, n) >= 0;
     pos += n;
   }
   return kept;
@@ -135,7 +136,8 @@ std::vector<uint32_t> order_groups(const std::vector<uint32_t>& sizes, const std
       ++left[size_t(it - classes.begin())];
     }
   }
-  Search search(classes, intact_starts(order, intact), intact);
+  const std::vector<int> starts = intact_starts(order, intact);
+  Search search(classes, starts, intact);
   if (search.best(0, left) <= groups_kept(sizes, order, intact)) return identity;
   auto chosen = indices_for(sizes, search.blocks(left), intact);
   std::vector<uint32_t> perm = identity;  // groups that are down keep their indices
