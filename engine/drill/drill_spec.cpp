@@ -330,18 +330,34 @@ Status read_header(const Checker& ck, DrillSpec& d) {
   return {};
 }
 
+// A relative trace path is the drill file's (a trace shipped beside it); where nothing is there
+// and the working directory has it, the working directory's (a path given with --drill-arg).
+std::string trace_path(const std::string& file, const std::string& dir) {
+  if (file.empty() || file[0] == '/') return file;
+  const std::string beside = dir + "/" + file;
+  if (!path_exists(beside) && path_exists(file)) return absolute_path(file);
+  return beside;
+}
+
 Status read_trace(const Checker& ck, const std::string& dir, DrillSpec& d) {
-  SAL_TRY(ck.only({"file", "format", "time_scale", "max_nodes", "start_s"}));
+  SAL_TRY(ck.only({"file", "format", "time_unit", "time_scale", "max_nodes", "start_s"}));
   TraceOptions o;
   auto file = ck.text("file");
   if (!file) return file.error();
-  o.file = (*file)[0] == '/' ? *file : dir + "/" + *file;
+  o.file = trace_path(*file, dir);
   if (ck.has("format")) {
     auto f = ck.text("format");
     if (!f) return f.error();
-    if (*f != "bamboo" && *f != "counts")
-      return fail(ck.where(), ": replay_trace.format: '", *f, "' is not a trace format (bamboo, counts)");
+    if (*f != "auto" && *f != "bamboo" && *f != "counts" && *f != "series")
+      return fail(ck.where(), ": replay_trace.format: '", *f, "' is not a trace format (auto, bamboo, counts, series)");
     o.format = *f;
+  }
+  if (ck.has("time_unit")) {
+    auto u = ck.text("time_unit");
+    if (!u) return u.error();
+    auto unit = sim::trace_time_unit(*u);
+    if (!unit) return fail(ck.where(), ": replay_trace.time_unit: ", unit.error().message());
+    o.unit_s = *unit;
   }
   if (ck.has("time_scale")) {
     auto t = ck.number("time_scale", 1e-9, 1e6);

@@ -9,7 +9,7 @@
 namespace sal::drill {
 
 Result<TracePlan> trace_actions(const TraceOptions& o) {
-  auto events = sim::read_trace(o.file, o.format);
+  auto events = sim::read_trace(o.file, sim::TraceFormat{o.format, o.unit_s});
   if (!events) return events.error();
   // live count after each group of events with the same time
   std::vector<std::pair<const TraceEvent*, uint32_t>> points;

@@ -1,6 +1,6 @@
-// trace.h — spot-instance traces replayed by a drill. The Bamboo format (Bamboo, NSDI'23; reused
-// by Oobleck; read by sim/trace.h): one event per line, "<ms>,add|remove,<node name>"; or a trace
-// of live-node counts over time ("counts", sim/trace.h).
+// trace.h — spot-instance traces replayed by a drill, in any format sim/trace.h reads: Bamboo's
+// events ("<ms>,add|remove,<node name>"; reused by Oobleck), Bamboo's Google Cloud counts, or a
+// series of live-node counts over time (a cloud's metrics export); told apart by default.
 //
 // A trace of tens of cloud nodes is scaled to the local mesh: the trace's live-node count L(t) is
 // mapped proportionally, target(t) = max(1, round(L(t) * max_nodes / peak)), where peak is the
@@ -25,7 +25,8 @@ struct TraceOptions {
   double time_scale = 1.0 / 600;   // 10 trace minutes per local second
   uint32_t max_nodes = 8;
   double start_s = 0;
-  std::string format = "bamboo";  // or "counts" (sim/trace.h)
+  std::string format = "auto";  // or bamboo, counts, series (sim/trace.h)
+  double unit_s = 1.0;           // series: seconds a unit of a numeric time stands for
 };
 
 using sim::TraceEvent;

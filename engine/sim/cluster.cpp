@@ -15,7 +15,7 @@ uint64_t mix(uint64_t a, uint64_t b) { return a * 0x9E3779B97F4A7C15ull ^ (b + 0
 // A trace's events as node changes; node ids in order of first appearance.
 Result<std::vector<std::pair<double, NodeChange>>> trace_changes(const Scenario& s) {
   auto path = s.resolve(s.failures.trace_path);
-  auto events = read_bamboo_trace(path);
+  auto events = read_trace(path, TraceFormat{});
   if (!events) return fail("failures.trace: ", events.error().message());
   std::map<std::string, uint32_t> ids;
   std::vector<std::pair<double, NodeChange>> out;

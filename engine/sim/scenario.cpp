@@ -293,7 +293,7 @@ const std::vector<FieldDoc>& scenario_fields() {
       {"failures.shape", "Weibull shape k", "1"},
       {"failures.repair_s, repair_random", "a failed node returns this long after (exponential with that mean when repair_random); absent: never", "never"},
       {"failures.spares", "a restart from a checkpoint brings every failed node back (a spare pool)", "false"},
-      {"failures.trace, time_scale", "a Bamboo trace (<ms>,add|remove,<node>) instead of a law; times scaled", "—, 1"},
+      {"failures.trace, time_scale", "a spot trace (Bamboo's <ms>,add|remove,<node>, or live-node counts over time) instead of a law; times scaled", "—, 1"},
       {"failures.faults", "a list of {at_s, node (-1: random), count, back_after_s}", "—"},
       {"workload.layers, layer_weight", "MoE layers simulated, and how many real layers each stands for", "1, 1"},
       {"workload.experts, top_k", "experts per layer, experts per token", "8, 2"},

@@ -55,8 +55,9 @@ struct FailureSpec {
   // A restart from a checkpoint brings every failed node back (replacements from a spare pool),
   // as a job restarted by its scheduler would get.
   bool spares = false;
-  // trace: the Bamboo format "<ms>,add|remove,<node>"; trace node names map to node ids in order
-  // of first appearance; times are multiplied by time_scale.
+  // trace: any format sim/trace.h tells apart (Bamboo's "<ms>,add|remove,<node>", or live-node
+  // counts over time, numeric times in seconds); trace node names map to node ids in order of
+  // first appearance; times are multiplied by time_scale.
   std::string trace_path;
   double time_scale = 1;
   // faults: an explicit list.

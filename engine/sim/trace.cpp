@@ -2,7 +2,10 @@
 #include "sim/trace.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <optional>
 #include <stdexcept>
@@ -12,13 +15,35 @@
 
 namespace sal::sim {
 
-Result<std::vector<TraceEvent>> read_bamboo_trace(const std::string& path) { return read_trace(path, "bamboo"); }
+Result<std::vector<TraceEvent>> read_bamboo_trace(const std::string& path) {
+  return read_trace(path, TraceFormat{"bamboo"});
+}
 
-Result<std::vector<TraceEvent>> read_trace(const std::string& path, const std::string& format) {
-  if (format != "bamboo" && format != "counts") return fail("trace format '", format, "': expected bamboo or counts");
+Result<double> trace_time_unit(const std::string& unit) {
+  if (unit == "s") return 1.0;
+  if (unit == "ms") return 0.001;
+  if (unit == "min") return 60.0;
+  if (unit == "h") return 3600.0;
+  return fail("time unit '", unit, "': expected s, ms, min or h");
+}
+
+Result<std::vector<TraceEvent>> read_trace(const std::string& path, const TraceFormat& format) {
   auto text = read_file(path, 64u << 20);
   if (!text) return Error("trace " + text.error().message());
-  return format == "bamboo" ? parse_bamboo_trace(*text, path) : parse_count_trace(*text, path);
+  return parse_trace(*text, path, format);
+}
+
+Result<std::vector<TraceEvent>> parse_trace(const std::string& text, const std::string& path, const TraceFormat& format) {
+  std::string name = format.name;
+  if (name == "auto") {
+    auto detected = detect_trace_format(text, path);
+    if (!detected) return detected.error();
+    name = *detected;
+  }
+  if (name == "bamboo") return parse_bamboo_trace(text, path);
+  if (name == "counts") return parse_count_trace(text, path);
+  if (name == "series") return parse_series_trace(text, path, format.unit_s);
+  return fail("trace format '", name, "': expected auto, bamboo, counts or series");
 }
 
 namespace {
@@ -40,40 +65,179 @@ std::optional<std::pair<int64_t, int64_t>> count_line(const std::string& l) {
 // windows, taken in the file's order at the previous line's time (Bamboo's GCP V100 trace: bursts
 // of three one-minute samples, a burst starting up to 60 s before the last one ended); further
 // back, the file is not one trace (two concatenated, or unsorted) and is refused.
-constexpr int64_t kOverlapS = 300;
+constexpr int64_t kOverlapMs = 300'000;
+
+// Live-node counts over time as node events: nodes named node1, node2, ... added, or removed
+// newest first, to reach each count.
+class CountEvents {
+ public:
+  explicit CountEvents(const std::string& path) : path_(path) {}
+
+  Status add(int64_t ms, int64_t live, int line) {
+    if (!any_) first_ = last_ = ms, any_ = true;
+    if (ms < last_ - kOverlapMs)
+      return fail(path_, ":", line, ": time goes back (", (ms - last_) / 1000, " s after the previous line; samples up to ",
+                  kOverlapMs / 1000, " s older are taken in the file's order)");
+    last_ = std::max(last_, ms);
+    while (int64_t(live_.size()) < live) {
+      live_.push_back("node" + std::to_string(++named_));
+      out_.push_back({last_ - first_, true, live_.back(), line});
+    }
+    while (int64_t(live_.size()) > live) {
+      out_.push_back({last_ - first_, false, live_.back(), line});
+      live_.pop_back();
+    }
+    return {};
+  }
+
+  Result<std::vector<TraceEvent>> take() {
+    if (!any_) return fail(path_, ": no lines");
+    if (out_.empty()) return fail(path_, ": no node is ever live");
+    return std::move(out_);
+  }
+
+ private:
+  const std::string& path_;
+  std::vector<TraceEvent> out_;
+  std::vector<std::string> live_;  // node names, newest last
+  int64_t first_ = 0, last_ = 0, named_ = 0;
+  bool any_ = false;
+};
+
+// "2021-07-26T18:42:00Z", "2021-07-26 18:42:00.5+02:00", "2021-07-26T18:42" -> ms since the epoch
+// (UTC; no zone is UTC).
+std::optional<int64_t> iso_time_ms(const std::string& text) {
+  int y, mo, d, h, mi, used = 0;
+  char sep;
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2d%c%2d:%2d%n", &y, &mo, &d, &sep, &h, &mi, &used) != 6) return std::nullopt;
+  if ((sep != 'T' && sep != ' ') || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59)
+    return std::nullopt;
+  std::string rest = text.substr(size_t(used));
+  double sec = 0;
+  if (!rest.empty() && rest[0] == ':') {
+    size_t n = 1;
+    while (n < rest.size() && (std::isdigit(static_cast<unsigned char>(rest[n])) || rest[n] == '.')) ++n;
+    try {
+      sec = std::stod(rest.substr(1, n - 1));
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    if (sec < 0 || sec >= 61) return std::nullopt;
+    rest = rest.substr(n);
+  }
+  int64_t offset_min = 0;
+  if (rest == "Z" || rest.empty()) {
+  } else if ((rest[0] == '+' || rest[0] == '-') && (rest.size() == 6 || rest.size() == 5 || rest.size() == 3)) {
+    int oh = 0, om = 0;
+    if (std::sscanf(rest.c_str() + 1, rest.size() == 5 ? "%2d%2d" : "%2d:%2d", &oh, &om) < 1 || oh > 23 || om > 59)
+      return std::nullopt;
+    offset_min = (rest[0] == '+' ? 1 : -1) * (oh * 60 + om);
+  } else {
+    return std::nullopt;
+  }
+  struct tm t {};
+  t.tm_year = y - 1900, t.tm_mon = mo - 1, t.tm_mday = d, t.tm_hour = h, t.tm_min = mi;
+  return int64_t(timegm(&t)) * 1000 + std::llround(sec * 1000) - offset_min * 60'000;
+}
+
+// A plain number (no trailing text), or nothing.
+std::optional<double> number(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+struct SeriesLine {
+  int64_t ms = 0;
+  int64_t live = 0;
+};
+
+// "<time>,<live nodes>": the time ISO 8601 or a number of units; a count a whole number >= 0.
+Result<SeriesLine> series_line(const std::string& l, double unit_s) {
+  auto f = split(l, ',');
+  if (f.size() != 2) return fail("expected <time>,<live nodes>, got '", clip(l, 60), "'");
+  const std::string time(trim(f[0])), count(trim(f[1]));
+  SeriesLine out;
+  if (auto iso = iso_time_ms(time)) {
+    out.ms = *iso;
+  } else if (auto t = number(time); t && *t >= 0 && *t * unit_s < 1e12) {
+    out.ms = std::llround(*t * unit_s * 1000);
+  } else {
+    return fail("'", clip(time, 40), "' is neither an ISO 8601 time nor a number of time units >= 0");
+  }
+  auto n = number(count);
+  if (!n || *n < 0 || *n > 1e6 || *n != std::floor(*n)) return fail("'", clip(count, 40), "' is not a count of live nodes");
+  out.live = int64_t(*n);
+  return out;
+}
+
+// A line of two fields neither of which is a number or a time: the column names.
+bool header_line(const std::string& l) {
+  auto f = split(l, ',');
+  if (f.size() != 2) return false;
+  for (const auto& x : f) {
+    const std::string v(trim(x));
+    if (v.empty() || number(v) || iso_time_ms(v)) return false;
+  }
+  return true;
+}
 
 }  // namespace
 
-Result<std::vector<TraceEvent>> parse_count_trace(const std::string& text, const std::string& path) {
-  std::vector<TraceEvent> out;
-  std::vector<std::string> live;  // node names, newest last
-  int64_t first_s = 0, last_s = 0, named = 0;
+Result<std::string> detect_trace_format(const std::string& text, const std::string& path) {
   int line = 0;
-  bool any = false;
+  bool first = true;
+  for (const auto& raw : split(text, '\n')) {
+    ++line;
+    const std::string l(trim(raw));
+    if (l.empty()) continue;
+    if (first && header_line(l)) {  // the column names, once
+      first = false;
+      continue;
+    }
+    auto f = split(l, ',');
+    if (f.size() == 3 && (trim(f[1]) == "add" || trim(f[1]) == "remove")) return std::string("bamboo");
+    if (count_line(l)) return std::string("counts");
+    if (f.size() == 2) return std::string("series");
+    return fail(path, ":", line, ": cannot tell the trace's format from '", clip(l, 60),
+                "' (bamboo: <ms>,add|remove,<node>; counts: YYYY-MM-DD, HH:MM:SS, <live nodes>; series: "
+                "<time>,<live nodes>)");
+  }
+  return fail(path, ": no lines");
+}
+
+Result<std::vector<TraceEvent>> parse_series_trace(const std::string& text, const std::string& path, double unit_s) {
+  CountEvents events(path);
+  int line = 0;
+  bool first = true;
+  for (const auto& raw : split(text, '\n')) {
+    ++line;
+    const std::string l(trim(raw));
+    if (l.empty()) continue;
+    const bool header = first && header_line(l);  // the column names, once
+    first = false;
+    if (header) continue;
+    auto p = series_line(l, unit_s);
+    if (!p) return fail(path, ":", line, ": ", p.error().message());
+    SAL_TRY(events.add(p->ms, p->live, line));
+  }
+  return events.take();
+}
+
+Result<std::vector<TraceEvent>> parse_count_trace(const std::string& text, const std::string& path) {
+  CountEvents events(path);
+  int line = 0;
   for (const auto& raw : split(text, '\n')) {
     ++line;
     auto l = std::string(trim(raw));
     if (l.empty()) continue;
     auto p = count_line(l);
     if (!p) return fail(path, ":", line, ": expected YYYY-MM-DD, HH:MM:SS, <live nodes>, got '", clip(l, 60), "'");
-    if (!any) first_s = last_s = p->first, any = true;
-    if (p->first < last_s - kOverlapS)
-      return fail(path, ":", line, ": time goes back (", p->first - last_s, " s after the previous line; samples up to ",
-                  kOverlapS, " s older are taken in the file's order)");
-    last_s = std::max(last_s, p->first);
-    const int64_t ms = (last_s - first_s) * 1000;
-    while (int64_t(live.size()) < p->second) {
-      live.push_back("node" + std::to_string(++named));
-      out.push_back({ms, true, live.back(), line});
-    }
-    while (int64_t(live.size()) > p->second) {
-      out.push_back({ms, false, live.back(), line});
-      live.pop_back();
-    }
+    SAL_TRY(events.add(p->first * 1000, p->second, line));
   }
-  if (!any) return fail(path, ": no lines");
-  if (out.empty()) return fail(path, ": no node is ever live");
-  return out;
+  return events.take();
 }
 
 Result<std::vector<TraceEvent>> parse_bamboo_trace(const std::string& text, const std::string& path) {

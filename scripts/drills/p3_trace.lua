@@ -5,10 +5,12 @@
 --   salamander run scripts/jobs/drill8.lua --drill scripts/drills/p3_trace.lua \
 --       --modes elastic,fixed-ep-ft,checkpoint-restart --out runs/p3
 -- The trace is not shipped: pass its path with --drill-arg trace=PATH (the default is where the
--- project's shared data lives next to a checkout).
+-- project's shared data lives next to a checkout); any other trace in a format docs/drills.md
+-- names replays the same way (e.g. --drill-arg trace=fleet.csv,time_unit=h,time_scale=0.001).
 replay_trace{
   file = args.trace or "../../../shared/data/bamboo-spot-traces/traces/p3-trace.csv",
-  format = args.format or "bamboo",  -- or "counts": "YYYY-MM-DD, HH:MM:SS, N" a line (the GCP traces)
+  format = args.format or "auto",    -- bamboo, counts (the GCP traces) or series, told apart (docs/drills.md)
+  time_unit = args.time_unit or "s",  -- a series trace's numeric times: s, ms, min or h
   time_scale = tonumber(args.time_scale or "0.002"),  -- 11.4 h of trace in 82 s
   max_nodes = tonumber(args.max_nodes or "8"),
 }

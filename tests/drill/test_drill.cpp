@@ -1,12 +1,17 @@
 // test_drill.cpp — drill scripts and trace replay: every kind of call is read as written, `args`
-// reach the script, Lua loops schedule many actions, and a Bamboo trace's live-node count is
-// scaled proportionally to the local mesh (with its adds and removes at the scaled times).
+// reach the script, Lua loops schedule many actions, a spot trace in any of its formats (Bamboo's
+// events, GCP counts, a series of counts; told apart) reads as node events, and its live-node count
+// is scaled proportionally to the local mesh (with its adds and removes at the scaled times).
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 
+#include "core/paths.h"
 #include "drill/drill_spec.h"
 #include "drill/trace.h"
 
@@ -149,7 +154,7 @@ TEST_CASE("a trace of live-node counts reads as adds and removes, and scales lik
   // live: 4, then 8 a second later, 6 a second after, 2 at the end
   auto path = temp_file("g.txt", "2021-12-11, 11:11:30, 4\n2021-12-11, 11:11:31, 8\n\n2021-12-11, 11:11:32, 6\n"
                                  "2021-12-11, 11:11:33, 2\n");
-  auto events = sim::read_trace(path, "counts");
+  auto events = sim::read_trace(path, {"counts"});
   REQUIRE_MESSAGE(events.ok(), (events.ok() ? "" : events.error().message()));
   CHECK(events->size() == 4 + 4 + 2 + 4);
   CHECK((*events)[4].ms == 1000);
@@ -180,7 +185,8 @@ TEST_CASE("a trace of live-node counts reads as adds and removes, and scales lik
   CHECK((*overlap)[4].add == false);
   CHECK((*overlap)[4].ms == 60000);
   CHECK((*overlap)[4].line == 3);
-  CHECK(sim::read_trace(path, "csv").error().message().find("expected bamboo or counts") != std::string::npos);
+  CHECK(sim::read_trace(path, {"csv"}).error().message().find("expected auto, bamboo, counts or series") !=
+        std::string::npos);
   // a drill replays it with format = "counts"; another format is refused, naming the two
   auto drill = temp_file("r.lua", "replay_trace{ file = '" + path + "', format = 'counts', time_scale = 0.5, max_nodes = 4 }\n");
   auto d = load_drill(drill, {});
@@ -190,7 +196,78 @@ TEST_CASE("a trace of live-node counts reads as adds and removes, and scales lik
   auto wrong = temp_file("w.lua", "replay_trace{ file = '" + path + "', format = 'csv' }\n");
   auto refused = load_drill(wrong, {});
   REQUIRE_FALSE(refused.ok());
-  CHECK(refused.error().message().find("'csv' is not a trace format (bamboo, counts)") != std::string::npos);
+  CHECK(refused.error().message().find("'csv' is not a trace format (auto, bamboo, counts, series)") != std::string::npos);
+}
+
+TEST_CASE("a series of live-node counts: ISO times or numbers in a unit, a header, and the format told apart") {
+  // CloudWatch's export: a header, ISO times (UTC, an offset applied), in-service instances
+  const std::string cloudwatch =
+      "timestamp,count\n2021-07-26T18:42:00Z,8\n2021-07-26T18:45:00Z,11\n2021-07-26 20:47:30+02:00,9\n";
+  auto events = sim::parse_trace(cloudwatch, "asg.csv", {});
+  REQUIRE_MESSAGE(events.ok(), (events.ok() ? "" : events.error().message()));
+  REQUIRE(events->size() == 8 + 3 + 2);
+  CHECK((*events)[8].ms == 180'000);
+  CHECK((*events)[8].line == 3);
+  CHECK((*events)[11].add == false);
+  CHECK((*events)[11].ms == 330'000);  // 20:47:30 at +02:00 is 18:47:30 UTC
+  CHECK((*events)[11].node == "node11");
+  // numeric times in hours (Bamboo's notebook data, "_scaled" files); a step function's repeats
+  // change nothing
+  auto hours = sim::parse_trace("0.000,0\n5.980,0\n5.980,4\n6.5,4\n6.5,2\n", "g4dn.csv", {"series", 3600.0});
+  REQUIRE_MESSAGE(hours.ok(), (hours.ok() ? "" : hours.error().message()));
+  REQUIRE(hours->size() == 6);
+  CHECK((*hours)[0].ms == 21'528'000);
+  CHECK((*hours)[5].ms == 23'400'000);
+  CHECK((*hours)[5].add == false);
+  // auto tells the three formats apart
+  CHECK(*sim::detect_trace_format("0,add,node1\n", "t") == "bamboo");
+  CHECK(*sim::detect_trace_format("2021-12-11, 11:11:30, 4\n", "t") == "counts");
+  CHECK(*sim::detect_trace_format("\ntime,count\n0,4\n", "t") == "series");
+  CHECK(*sim::detect_trace_format("2021-07-26T18:42:00Z,8\n", "t") == "series");
+  auto unknown = sim::detect_trace_format("a;b;c\n", "x.txt");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().message().find("x.txt:1: cannot tell the trace's format from 'a;b;c'") != std::string::npos);
+  // errors name the file, the line and what is wrong
+  auto refuse = [](const std::string& text, const std::string& expect) {
+    auto r = sim::parse_series_trace(text, "s.csv", 1.0);
+    REQUIRE_FALSE(r.ok());
+    CHECK_MESSAGE(r.error().message().find(expect) != std::string::npos, r.error().message());
+  };
+  refuse("0,4\n10,4.5\n", "s.csv:2: '4.5' is not a count of live nodes");
+  refuse("0,4\n-3,2\n", "s.csv:2: '-3' is neither an ISO 8601 time nor a number");
+  refuse("0,4\n2021-13-01T00:00:00Z,2\n", "s.csv:2: '2021-13-01T00:00:00Z' is neither");
+  refuse("0,4\n1,2,3\n", "s.csv:2: expected <time>,<live nodes>");
+  refuse("time,count\nt,c\n", "s.csv:2: 't' is neither");  // one header only
+  refuse("1000,4\n100,2\n", "s.csv:2: time goes back (-900 s");
+  refuse("time,count\n", "s.csv: no lines");
+  CHECK(sim::trace_time_unit("h").value() == 3600.0);
+  CHECK(sim::trace_time_unit("d").error().message() == "time unit 'd': expected s, ms, min or h");
+  // a drill replays a series trace; a time unit it does not know is named
+  auto trace = temp_file("fleet.csv", "time,count\n0,8\n1,4\n2,8\n");
+  auto drill = temp_file("f.lua", "replay_trace{ file = '" + trace + "', time_unit = 'min', time_scale = 0.01, max_nodes = 4 }\n");
+  auto d = load_drill(drill, {});
+  REQUIRE_MESSAGE(d.ok(), (d.ok() ? "" : d.error().message()));
+  CHECK(d->initial_nodes == 4);
+  REQUIRE(d->actions.size() == 2);
+  CHECK(d->actions[0].kind == ActionKind::kill);
+  CHECK(d->actions[0].count == 2);
+  CHECK(d->actions[0].at_s == doctest::Approx(0.6));
+  // a relative path is the drill file's, or the working directory's where nothing is beside it
+  const std::string here = "sal-test-fleet-" + std::to_string(getpid()) + ".csv";
+  std::ofstream(here) << "0,8\n60,4\n";
+  auto relative = temp_file("rel.lua", "replay_trace{ file = args.trace, max_nodes = 4 }\n");
+  auto from_cwd = load_drill(relative, {{"trace", here}});
+  std::remove(here.c_str());
+  REQUIRE_MESSAGE(from_cwd.ok(), (from_cwd.ok() ? "" : from_cwd.error().message()));
+  CHECK(from_cwd->actions.size() == 1);
+  auto missing = load_drill(relative, {{"trace", here}});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().message().find(sal::dir_name(relative) + "/" + here) != std::string::npos);
+  auto wrong = temp_file("u.lua", "replay_trace{ file = '" + trace + "', time_unit = 'days' }\n");
+  auto refused = load_drill(wrong, {});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message().find("replay_trace.time_unit: time unit 'days': expected s, ms, min or h") !=
+        std::string::npos);
 }
 
 TEST_CASE("a broken trace names the file and the line") {

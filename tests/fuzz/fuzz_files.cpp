@@ -28,6 +28,8 @@ int drill(const uint8_t* data, size_t size) {
 int trace(const uint8_t* data, size_t size) {
   (void)sim::parse_bamboo_trace(text_of(data, size), "fuzz-trace.csv");
   (void)sim::parse_count_trace(text_of(data, size), "fuzz-trace.txt");
+  (void)sim::parse_series_trace(text_of(data, size), "fuzz-trace.csv", 3600.0);
+  (void)sim::parse_trace(text_of(data, size), "fuzz-trace.csv", {});
   return 0;
 }
 
