@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <future>
 
 #include "core/clock.h"
 #include "runtime/distributed_exchange.h"
@@ -145,39 +146,55 @@ void Trainer::interrupt_for_patch(const wire::StepPatch& p) {
     if (auto c = std::atomic_load(&group_comm_)) c->abort(why);
 }
 
+// A patch's computing on this rank: nothing for a rank of a dropped group (zero gradients); else
+// its own shard types (restored from the copy set aside, or computed now if the loss came first)
+// and the extra ones the patch gives its group.
+Status Trainer::patch_compute(const wire::StepPatch& p, model::StepStats& total) {
+  const uint32_t g = role_.span.group;
+  if (std::find(p.damaged.begin(), p.damaged.end(), g) != p.damaged.end()) {
+    params_.zero_grads();
+    return {};
+  }
+  if (backup_ok_) {
+    restore_grads();
+    total = group_stats_;
+  } else {  // the loss came before this rank's own pass began (in the step's validation): run it now
+    spdlog::info("step {} patch {}: group {} computes its own shard types [{}] first (the loss came before them)", p.step,
+                 p.patch, g, fmt::join(role_.types, ", "));
+    params_.zero_grads();
+    SAL_TRY(compute_types(p.step, role_.types, total));
+    backup_grads();
+    group_stats_ = total;
+  }
+  if (g < p.extra.size() && !p.extra[g].empty()) {
+    spdlog::info("step {} patch {}: group {} computes shard types [{}] too", p.step, p.patch, g, fmt::join(p.extra[g], ", "));
+    SAL_TRY(compute_types(p.step, p.extra[g], total));
+  }
+  return {};
+}
+
 Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
   if (role_.groups <= 1 || plan_ != p.plan || step_ != p.step)
     return fail("patch ", p.patch, " of step ", p.step, " (plan ", p.plan, ") is not for the step this worker computes");
   int64_t t0 = mono_ns();
   auto me = std::find(p.ranks.begin(), p.ranks.end(), uint32_t(rank_));
   if (me == p.ranks.end()) return fail("patch ", p.patch, " of step ", p.step, " does not name rank ", rank_);
-  const uint32_t g = role_.span.group;
-  const bool dropped = std::find(p.damaged.begin(), p.damaged.end(), g) != p.damaged.end();
-  model::StepStats total;
-  if (dropped) {
-    params_.zero_grads();
-  } else {
-    if (backup_ok_) {
-      restore_grads();
-      total = group_stats_;
-    } else {  // the loss came before this rank's own pass began (in the step's validation): run it now
-      spdlog::info("step {} patch {}: group {} computes its own shard types [{}] first (the loss came before them)",
-                   p.step, p.patch, g, fmt::join(role_.types, ", "));
-      params_.zero_grads();
-      SAL_TRY(compute_types(p.step, role_.types, total));
-      backup_grads();
-      group_stats_ = total;
-    }
-    if (g < p.extra.size() && !p.extra[g].empty()) {
-      spdlog::info("step {} patch {}: group {} computes shard types [{}] too", p.step, p.patch, g, fmt::join(p.extra[g], ", "));
-      SAL_TRY(compute_types(p.step, p.extra[g], total));
-    }
-  }
+  // The patch's plane connects while this rank computes: its rendezvous waits on the other ranks',
+  // which are computing too. An abort interrupts the rendezvous (the store), so a patch that fails
+  // while computing does not wait long for it to end.
   auto o = plane_options(int(me - p.ranks.begin()), int(p.ranks.size()),
                          "plan-" + std::to_string(p.plan) + "/patch-" + std::to_string(p.step) + "-" +
                              std::to_string(p.patch));
-  auto c = comm::connect_gloo(o, *std::atomic_load(&store_));
+  auto connecting = std::async(std::launch::async, [o, store = std::atomic_load(&store_)] {
+    return comm::connect_gloo(o, *store);
+  });
+  model::StepStats total;
+  SAL_TRY(patch_compute(p, total));
+  const int64_t computed = mono_ns();
+  auto c = connecting.get();
   if (!c) return c.error().with_context("patch " + std::to_string(p.patch) + " of step " + std::to_string(p.step) + " data plane");
+  spdlog::info("step {} patch {}: computed in {:.1f} ms, its data plane ready {:.1f} ms later", p.step, p.patch,
+               double(computed - t0) / 1e6, double(mono_ns() - computed) / 1e6);
   std::shared_ptr<comm::Collectives> plane(comm::timed(std::move(*c), waits_));
   std::atomic_store(&comm_, plane);  // abort(), a later patch and degraded steps reach it
   plane_of_ = PlaneOf{plan_, {}};
