@@ -184,41 +184,32 @@ bool header_line(const std::string& l) {
   return true;
 }
 
+// The lines that carry data: (1-based number, trimmed text), without blank or '#' lines, and
+// without a first line of column names.
+std::vector<std::pair<int, std::string>> data_lines(const std::string& text) {
+  auto lines = content_lines(text);
+  if (!lines.empty() && header_line(lines.front().second)) lines.erase(lines.begin());
+  return lines;
+}
+
 }  // namespace
 
 Result<std::string> detect_trace_format(const std::string& text, const std::string& path) {
-  int line = 0;
-  bool first = true;
-  for (const auto& raw : split(text, '\n')) {
-    ++line;
-    const std::string l(trim(raw));
-    if (l.empty()) continue;
-    if (first && header_line(l)) {  // the column names, once
-      first = false;
-      continue;
-    }
-    auto f = split(l, ',');
-    if (f.size() == 3 && (trim(f[1]) == "add" || trim(f[1]) == "remove")) return std::string("bamboo");
-    if (count_line(l)) return std::string("counts");
-    if (f.size() == 2) return std::string("series");
-    return fail(path, ":", line, ": cannot tell the trace's format from '", clip(l, 60),
-                "' (bamboo: <ms>,add|remove,<node>; counts: YYYY-MM-DD, HH:MM:SS, <live nodes>; series: "
-                "<time>,<live nodes>)");
-  }
-  return fail(path, ": no lines");
+  auto lines = data_lines(text);
+  if (lines.empty()) return fail(path, ": no lines");
+  const auto& [line, l] = lines.front();
+  auto f = split(l, ',');
+  if (f.size() == 3 && (trim(f[1]) == "add" || trim(f[1]) == "remove")) return std::string("bamboo");
+  if (count_line(l)) return std::string("counts");
+  if (f.size() == 2) return std::string("series");
+  return fail(path, ":", line, ": cannot tell the trace's format from '", clip(l, 60),
+              "' (bamboo: <ms>,add|remove,<node>; counts: YYYY-MM-DD, HH:MM:SS, <live nodes>; series: "
+              "<time>,<live nodes>)");
 }
 
 Result<std::vector<TraceEvent>> parse_series_trace(const std::string& text, const std::string& path, double unit_s) {
   CountEvents events(path);
-  int line = 0;
-  bool first = true;
-  for (const auto& raw : split(text, '\n')) {
-    ++line;
-    const std::string l(trim(raw));
-    if (l.empty()) continue;
-    const bool header = first && header_line(l);  // the column names, once
-    first = false;
-    if (header) continue;
+  for (const auto& [line, l] : data_lines(text)) {
     auto p = series_line(l, unit_s);
     if (!p) return fail(path, ":", line, ": ", p.error().message());
     SAL_TRY(events.add(p->ms, p->live, line));

@@ -224,6 +224,11 @@ TEST_CASE("a series of live-node counts: ISO times or numbers in a unit, a heade
   CHECK(*sim::detect_trace_format("2021-12-11, 11:11:30, 4\n", "t") == "counts");
   CHECK(*sim::detect_trace_format("\ntime,count\n0,4\n", "t") == "series");
   CHECK(*sim::detect_trace_format("2021-07-26T18:42:00Z,8\n", "t") == "series");
+  CHECK(*sim::detect_trace_format("# fleet size\ntime,count\n0,add,node1\n", "t") == "bamboo");
+  auto commented = sim::parse_trace("# a comment\n\ntime,count\n0,4\n# later\n60,2\n", "c.csv", {});
+  REQUIRE_MESSAGE(commented.ok(), (commented.ok() ? "" : commented.error().message()));
+  CHECK(commented->size() == 6);
+  CHECK(commented->back().line == 6);
   auto unknown = sim::detect_trace_format("a;b;c\n", "x.txt");
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.error().message().find("x.txt:1: cannot tell the trace's format from 'a;b;c'") != std::string::npos);
