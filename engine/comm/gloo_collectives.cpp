@@ -13,6 +13,8 @@
 #include <cstring>
 #include <map>
 
+#include <spdlog/spdlog.h>
+
 #include "comm/loop_ticker.h"
 #include "comm/shm_plane.h"
 #include "core/clock.h"
@@ -134,6 +136,54 @@ Result<std::unique_ptr<Collectives>> connect_gloo(const GlooOptions& opts, gloo:
 
 // ---------- connect ----------
 
+namespace {
+
+// How many times the ranks connect the mesh together before giving up: a stray connection into a
+// pair's listening port is rare, two in a row rarer still.
+constexpr int kMeshAttempts = 3;
+
+// One try at the full mesh: Gloo's pair connects under `store`, then the store round in which every
+// rank judges every pair (socket_watch.h). An error when the ranks cannot try again together (a
+// rank's report never came); `problem` when they can (the verdict is the same on every rank).
+struct MeshTry {
+  std::shared_ptr<gloo::rendezvous::Context> ctx;
+  PeerSockets sockets;
+  std::string problem;
+
+  static Result<MeshTry> run(const GlooOptions& opts, gloo::rendezvous::Store& store,
+                             std::shared_ptr<gloo::transport::Device>& device, LoopTicker* ticker, int64_t rendezvous_ms) {
+    MeshTry t;
+    auto before = socket_inodes();
+    t.ctx = std::make_shared<gloo::rendezvous::Context>(opts.rank, opts.size);
+    t.ctx->setTimeout(ms(opts.connect_timeout_ms));  // before connectFullMesh: it bounds the pair connects
+    MeshReport mine;
+    try {
+      LoopTicker::Ticking hurry(ticker);  // each pair's connect waits for a loop tick (loop_ticker.h)
+      t.ctx->connectFullMesh(store, device);
+    } catch (const std::exception& e) {
+      mine.error = e.what();
+    }
+    if (opts.size == 1) {
+      if (!mine.error.empty()) return fail(mine.error);
+      return t;
+    }
+    std::vector<PeerSocket> candidates;
+    if (mine.error.empty()) candidates = new_tcp_sockets(before, resolve_host(opts.hostname));
+    for (const auto& c : candidates) mine.sockets.emplace_back(c.local, c.peer);
+    auto verdict = exchange_mesh_reports(mine, store, opts.rank, opts.size, rendezvous_ms);
+    if (!verdict) {
+      PeerSockets drop(std::move(candidates));
+      if (!mine.error.empty()) return fail(mine.error);  // the first thing that went wrong
+      return verdict.error();
+    }
+    t.problem = verdict->problem;
+    t.sockets = keep_peer_sockets(std::move(candidates), verdict->peer_rank[size_t(opts.rank)]);
+    return t;
+  }
+};
+
+}  // namespace
+
 Result<std::unique_ptr<GlooCollectives>> GlooCollectives::connect(const GlooOptions& opts,
                                                                   gloo::rendezvous::Store& store,
                                                                   std::shared_ptr<gloo::transport::Device> device) {
@@ -143,7 +193,6 @@ Result<std::unique_ptr<GlooCollectives>> GlooCollectives::connect(const GlooOpti
   if (!device) return fail(what, ": no device");
   ignore_sigpipe();
   int64_t t0 = mono_ns();
-  auto before = socket_inodes();
   int64_t rendezvous_ms = opts.rendezvous_timeout_ms > 0 ? opts.rendezvous_timeout_ms : opts.connect_timeout_ms;
   EpochStore scoped(opts.prefix, store, ms(rendezvous_ms));
   LoopTicker* ticker = ticker_of(device.get());
@@ -152,37 +201,38 @@ Result<std::unique_ptr<GlooCollectives>> GlooCollectives::connect(const GlooOpti
     if (!plane) return plane.error().with_context(what);
     if (*plane)
       return std::unique_ptr<GlooCollectives>(new GlooCollectives(opts, nullptr, PeerSockets{},
-                                                                  double(mono_ns() - t0) / 1e6, ticker, std::move(*plane)));
+                                                                  double(mono_ns() - t0) / 1e6, ticker, std::move(*plane), 1));
   }
-  auto ctx = std::make_shared<gloo::rendezvous::Context>(opts.rank, opts.size);
-  ctx->setTimeout(ms(opts.connect_timeout_ms));  // before connectFullMesh: it bounds the pair connects
-  try {
-    LoopTicker::Ticking hurry(ticker);  // each pair's connect waits for a loop tick (loop_ticker.h)
-    ctx->connectFullMesh(scoped, device);
-  } catch (const std::exception& e) {
-    return fail(what, ": ", e.what());
+  for (int attempt = 1;; ++attempt) {
+    // a retry's keys under the epoch's prefix, so erasing the epoch erases them too
+    EpochStore scoped_try(opts.prefix + (attempt == 1 ? "" : "/again-" + std::to_string(attempt)), store, ms(rendezvous_ms));
+    auto mesh = MeshTry::run(opts, scoped_try, device, ticker, rendezvous_ms);
+    if (!mesh) return mesh.error().with_context(what);
+    if (mesh->problem.empty()) {
+      mesh->ctx->setTimeout(ms(opts.op_timeout_ms));
+      double connect_ms = double(mono_ns() - t0) / 1e6;
+      return std::unique_ptr<GlooCollectives>(new GlooCollectives(opts, std::move(mesh->ctx), std::move(mesh->sockets),
+                                                                  connect_ms, ticker, nullptr, attempt));
+    }
+    {
+      LoopTicker::Ticking hurry(ticker);  // each open pair's close waits for a loop tick
+      mesh->sockets = PeerSockets{};
+      mesh->ctx.reset();
+    }
+    if (attempt == kMeshAttempts) return fail(what, ": ", mesh->problem, " (", attempt, " tries)");
+    spdlog::warn("{}: {}; every rank connects again (try {} of {})", what, mesh->problem, attempt + 1, kMeshAttempts);
   }
-  ctx->setTimeout(ms(opts.op_timeout_ms));
-  PeerSockets sockets;
-  if (opts.size > 1) {
-    auto found = confirm_peer_sockets(new_tcp_sockets(before, resolve_host(opts.hostname)), scoped, opts.rank,
-                                      opts.size, rendezvous_ms);
-    if (!found) return found.error().with_context(what);
-    sockets = std::move(*found);
-  }
-  double connect_ms = double(mono_ns() - t0) / 1e6;
-  return std::unique_ptr<GlooCollectives>(
-      new GlooCollectives(opts, std::move(ctx), std::move(sockets), connect_ms, ticker, nullptr));
 }
 
 GlooCollectives::GlooCollectives(const GlooOptions& opts, std::shared_ptr<gloo::rendezvous::Context> ctx,
                                  PeerSockets sockets, double connect_ms, LoopTicker* ticker,
-                                 std::unique_ptr<ShmPlane> shm)
+                                 std::unique_ptr<ShmPlane> shm, int connect_attempts)
     : rank_(opts.rank),
       size_(opts.size),
       prefix_(opts.prefix),
       verify_counts_(opts.verify_counts),
       connect_ms_(connect_ms),
+      connect_attempts_(connect_attempts),
       ctx_(std::move(ctx)),
       sockets_(std::move(sockets)),
       ticker_(ticker),

@@ -73,13 +73,15 @@ class GlooCollectives final : public Collectives {
   // Diagnostics: how long connect took, the sockets abort() will shut down (one per peer), and
   // whether the data moves over shared memory.
   double connect_ms() const { return connect_ms_; }
+  // How many times the ranks connected the mesh together (more than 1 after a stray connection).
+  int connect_attempts() const { return connect_attempts_; }
   bool shared_memory() const { return shm_ != nullptr; }
   const PeerSockets& sockets() const { return sockets_; }
   const std::string& prefix() const { return prefix_; }
 
  private:
   GlooCollectives(const GlooOptions& opts, std::shared_ptr<gloo::rendezvous::Context> ctx, PeerSockets sockets,
-                  double connect_ms, LoopTicker* ticker, std::unique_ptr<ShmPlane> shm);
+                  double connect_ms, LoopTicker* ticker, std::unique_ptr<ShmPlane> shm, int connect_attempts);
 
   // Runs one Gloo call: fails fast when spent, turns exceptions into an Error naming `what`, and
   // spends the epoch (shutting the sockets, so peers fail fast too) on any failure.
@@ -128,6 +130,7 @@ class GlooCollectives final : public Collectives {
   const std::string prefix_;
   const bool verify_counts_;
   const double connect_ms_;
+  const int connect_attempts_;
   std::shared_ptr<gloo::rendezvous::Context> ctx_;
   PeerSockets sockets_;
   LoopTicker* ticker_;  // the device's (loop_ticker.h), for the teardown; may be null

@@ -12,6 +12,8 @@
 
 #include <gloo/rendezvous/store.h>
 
+#include "core/strings.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -106,26 +108,6 @@ int dup_if_same(int fd, uint64_t ino) {
   return d;
 }
 
-std::vector<char> join_endpoints(const std::vector<PeerSocket>& s) {
-  std::string text;
-  for (const auto& p : s) text += p.local + "\n";
-  return std::vector<char>(text.begin(), text.end());
-}
-
-std::set<std::string> split_endpoints(const std::vector<char>& v) {
-  std::set<std::string> out;
-  std::string cur;
-  for (char c : v) {
-    if (c == '\n') {
-      if (!cur.empty()) out.insert(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  return out;
-}
-
 std::string key_for(int rank) { return "sal-sockets/" + std::to_string(rank); }
 
 }  // namespace
@@ -193,43 +175,90 @@ std::vector<PeerSocket> new_tcp_sockets(const std::set<uint64_t>& before, const 
   return out;
 }
 
-Result<PeerSockets> confirm_peer_sockets(std::vector<PeerSocket> candidates, gloo::rendezvous::Store& store, int rank,
-                                         int size, int64_t timeout_ms) {
-  std::map<std::string, int> owner;  // a local endpoint published by rank r -> r
+std::vector<char> encode_mesh_report(const MeshReport& r) {
+  std::string text;
+  if (!r.error.empty()) {
+    text = "failed " + r.error;
+  } else {
+    for (const auto& [local, peer] : r.sockets) text += local + " " + peer + "\n";
+  }
+  return std::vector<char>(text.begin(), text.end());
+}
+
+MeshReport decode_mesh_report(const std::vector<char>& bytes) {
+  const std::string text(bytes.begin(), bytes.end());
+  MeshReport r;
+  if (text.rfind("failed ", 0) == 0) {
+    r.error = text.substr(7);
+    return r;
+  }
+  for (const auto& line : split(text, '\n')) {
+    auto space = line.find(' ');
+    if (space == std::string::npos || space == 0 || space + 1 == line.size()) continue;
+    r.sockets.emplace_back(line.substr(0, space), line.substr(space + 1));
+  }
+  return r;
+}
+
+MeshVerdict judge_mesh(const std::vector<MeshReport>& reports) {
+  const int size = int(reports.size());
+  MeshVerdict v;
+  v.peer_rank.resize(reports.size());
+  std::map<std::pair<std::string, std::string>, int> owner;  // (local, peer) as reported by rank r -> r
+  for (int r = 0; r < size; ++r) {
+    if (!reports[r].error.empty() && v.problem.empty()) v.problem = "rank " + std::to_string(r) + "'s connect failed: " + reports[r].error;
+    for (const auto& s : reports[r].sockets) owner.emplace(s, r);
+  }
+  std::vector<std::vector<int>> joined(reports.size(), std::vector<int>(reports.size(), 0));
+  for (int r = 0; r < size; ++r) {
+    for (const auto& [local, peer] : reports[r].sockets) {
+      auto it = owner.find({peer, local});
+      int to = (it == owner.end() || it->second == r) ? -1 : it->second;
+      v.peer_rank[r].push_back(to);
+      if (to >= 0) ++joined[r][to];
+    }
+  }
+  for (int r = 0; r < size && v.problem.empty(); ++r) {
+    if (!reports[r].error.empty()) continue;
+    for (int j = 0; j < size && v.problem.empty(); ++j) {
+      if (j == r || !reports[j].error.empty() || joined[r][j] == 1) continue;
+      v.problem = "rank " + std::to_string(r) + " has " + std::to_string(joined[r][j]) + " sockets to rank " +
+                  std::to_string(j) + " (expected 1: a pair connected to someone else, or twice)";
+    }
+  }
+  return v;
+}
+
+Result<MeshVerdict> exchange_mesh_reports(const MeshReport& mine, gloo::rendezvous::Store& store, int rank, int size,
+                                          int64_t timeout_ms) {
+  std::vector<MeshReport> reports(static_cast<size_t>(size));
+  reports[size_t(rank)] = mine;
   try {
     std::vector<std::string> keys;
     for (int r = 0; r < size; ++r) {
       if (r != rank) keys.push_back(key_for(r));
     }
-    store.set(key_for(rank), join_endpoints(candidates));
+    store.set(key_for(rank), encode_mesh_report(mine));
     store.wait(keys, std::chrono::milliseconds(timeout_ms));
     for (int r = 0; r < size; ++r) {
-      if (r == rank) continue;
-      for (const auto& ep : split_endpoints(store.get(key_for(r)))) owner[ep] = r;
+      if (r != rank) reports[size_t(r)] = decode_mesh_report(store.get(key_for(r)));
     }
   } catch (const std::exception& e) {
-    PeerSockets drop(std::move(candidates));
     return fail("exchanging socket endpoints through the store: ", e.what());
   }
+  return judge_mesh(reports);
+}
+
+PeerSockets keep_peer_sockets(std::vector<PeerSocket> candidates, const std::vector<int>& peer_rank) {
   std::vector<PeerSocket> kept;
   std::vector<PeerSocket> strangers;  // opened by another part of the process meanwhile
-  for (auto& s : candidates) {
-    auto it = owner.find(s.peer);
-    if (it == owner.end()) {
-      strangers.push_back(s);
-      continue;
-    }
-    s.peer_rank = it->second;
-    kept.push_back(s);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    int to = i < peer_rank.size() ? peer_rank[i] : -1;
+    candidates[i].peer_rank = to;
+    (to >= 0 ? kept : strangers).push_back(candidates[i]);
   }
   PeerSockets drop(std::move(strangers));
-  PeerSockets result(std::move(kept));
-  for (int r = 0; r < size; ++r) {
-    if (r == rank) continue;
-    auto n = std::count_if(result.list().begin(), result.list().end(), [r](const PeerSocket& s) { return s.peer_rank == r; });
-    if (n != 1) return fail("found ", n, " data-plane sockets to rank ", r, " (expected 1)");
-  }
-  return result;
+  return PeerSockets(std::move(kept));
 }
 
 }  // namespace sal::comm

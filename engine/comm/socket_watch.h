@@ -4,9 +4,13 @@
 // so connect_gloo finds them at the OS level: it lists this process's sockets (/proc/self/fd)
 // before connectFullMesh, lists them again after, and keeps the new connected TCP stream sockets
 // whose local address is the data-plane host. Other threads may open sockets meanwhile (ZeroMQ
-// reconnects, say), so the ranks then confirm through the store: each publishes the local
-// endpoints of its candidates, and a candidate is kept only when its peer is an endpoint another
-// rank published — which also tells which rank it leads to.
+// reconnects, say), so the ranks then confirm through the store: each publishes its candidates
+// (local and peer endpoint), every rank judges the whole mesh from every rank's report, and a
+// candidate is kept only when another rank published its mirror image — which also tells which
+// rank it leads to. Gloo's pair accepts the first connection on its listening port, whoever makes
+// it (a ZeroMQ socket reconnecting to a port it once knew, say): the judgement finds such a pair,
+// and as every rank reaches the same verdict from the same reports, they can connect again
+// together (connect_gloo does).
 //
 // Kept sockets are dup()ed: the duplicate refers to the same socket even after Gloo closes its fd
 // and the number is reused, so shutdown() can never hit an unrelated socket. (Gloo removes a fd from
@@ -66,10 +70,32 @@ class PeerSockets {
 // empty), duplicated. peer_rank is still -1.
 std::vector<PeerSocket> new_tcp_sockets(const std::set<uint64_t>& before, const std::vector<std::string>& local_ips);
 
-// The store round described above: publishes `candidates`' local endpoints under
-// "sal-sockets/<rank>", reads every other rank's, keeps the candidates that lead to one of them
-// (closing the rest) and requires exactly one socket per other rank.
-Result<PeerSockets> confirm_peer_sockets(std::vector<PeerSocket> candidates, gloo::rendezvous::Store& store, int rank,
-                                         int size, int64_t timeout_ms);
+// What one rank says of its try at the mesh: the sockets it found, or why its connect failed.
+struct MeshReport {
+  std::string error;  // non-empty: this rank's connect failed (then no sockets)
+  std::vector<std::pair<std::string, std::string>> sockets;  // (local, peer) endpoints
+};
+std::vector<char> encode_mesh_report(const MeshReport& r);
+MeshReport decode_mesh_report(const std::vector<char>& bytes);
+
+// The whole mesh judged from every rank's report (index = rank); pure, so every rank reaches the
+// same verdict. A socket of rank i leads to rank j when j reported the same socket from its end
+// (local and peer swapped).
+struct MeshVerdict {
+  std::vector<std::vector<int>> peer_rank;  // [rank][socket] -> the rank it leads to, -1: none (a stranger)
+  std::string problem;                      // empty: every pair of ranks joined by exactly one socket
+  bool ok() const { return problem.empty(); }
+};
+MeshVerdict judge_mesh(const std::vector<MeshReport>& reports);
+
+// The store round: publishes `mine` under "sal-sockets/<rank>", waits up to `timeout_ms` for every
+// other rank's report and judges the mesh. An error only when some rank's report did not come (or
+// the store failed): then the ranks cannot try again together.
+Result<MeshVerdict> exchange_mesh_reports(const MeshReport& mine, gloo::rendezvous::Store& store, int rank, int size,
+                                          int64_t timeout_ms);
+
+// This rank's sockets that the verdict says lead to a rank, each with its peer_rank; the rest
+// (strangers) are closed.
+PeerSockets keep_peer_sockets(std::vector<PeerSocket> candidates, const std::vector<int>& peer_rank);
 
 }  // namespace sal::comm
