@@ -219,11 +219,7 @@ Result<std::vector<TraceEvent>> parse_series_trace(const std::string& text, cons
 
 Result<std::vector<TraceEvent>> parse_count_trace(const std::string& text, const std::string& path) {
   CountEvents events(path);
-  int line = 0;
-  for (const auto& raw : split(text, '\n')) {
-    ++line;
-    auto l = std::string(trim(raw));
-    if (l.empty()) continue;
+  for (const auto& [line, l] : data_lines(text)) {
     auto p = count_line(l);
     if (!p) return fail(path, ":", line, ": expected YYYY-MM-DD, HH:MM:SS, <live nodes>, got '", clip(l, 60), "'");
     SAL_TRY(events.add(p->first * 1000, p->second, line));
@@ -233,11 +229,7 @@ Result<std::vector<TraceEvent>> parse_count_trace(const std::string& text, const
 
 Result<std::vector<TraceEvent>> parse_bamboo_trace(const std::string& text, const std::string& path) {
   std::vector<TraceEvent> out;
-  int line = 0;
-  for (const auto& raw : split(text, '\n')) {
-    ++line;
-    auto l = std::string(trim(raw));
-    if (l.empty()) continue;
+  for (const auto& [line, l] : data_lines(text)) {
     auto f = split(l, ',');
     if (f.size() != 3) return fail(path, ":", line, ": expected <ms>,add|remove,<node>, got '", clip(l, 60), "'");
     TraceEvent e;

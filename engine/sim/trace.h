@@ -1,14 +1,16 @@
 // trace.h — spot-instance traces, read as node events. Drills replay them on a local mesh
 // (drill/trace.h); the simulator replays them node for node (cluster.h). Three formats:
 //  - "bamboo" (Bamboo, NSDI'23; reused by Oobleck): one event per line, "<ms>,add|remove,<node>",
-//    no header, times ascending;
+//    times ascending;
 //  - "counts" (Bamboo's Google Cloud traces): "YYYY-MM-DD, HH:MM:SS, N" a line, N nodes live;
 //  - "series" (a cloud's metrics export: CloudWatch's in-service instances, a spot fleet's size
-//    sampled by a script): "<time>,<N>" a line, an optional header line ("timestamp,count"), the
-//    time an ISO 8601 date and time ("2021-07-26T18:42:00Z", an offset or none taken as UTC) or a
-//    number in a stated unit (seconds by default: the time since the trace began).
+//    sampled by a script): "<time>,<N>" a line, the time an ISO 8601 date and time
+//    ("2021-07-26T18:42:00Z", an offset or none taken as UTC) or a number in a stated unit
+//    (seconds by default: the time since the trace began).
 // A trace of counts reads as the same events as a Bamboo trace: nodes added, or removed newest
-// first, to reach N. "auto" tells the three apart by the first line that is not a header.
+// first, to reach N. "auto" tells the three apart by the first line that is not a header. Every
+// format skips blank lines, lines starting with '#' and a first line of column names
+// ("timestamp,count"); errors give the file's line numbers.
 #pragma once
 
 #include <cstdint>

@@ -184,6 +184,17 @@ TEST_CASE("a trace of live-node counts reads as adds and removes, and scales lik
   REQUIRE(overlap->size() == 5);
   CHECK((*overlap)[4].add == false);
   CHECK((*overlap)[4].ms == 60000);
+  // '#' lines are notes in every format, as auto-detection (which skips them) promises; the line
+  // numbers stay the file's
+  auto noted = sim::parse_count_trace("# gcloud v100, sampled by a script\n2021-12-11, 11:11:30, 4\n# resumed\n"
+                                      "2021-12-11, 11:11:31, 5\n2021-12-11 11:11, 5\n", "g.txt");
+  CHECK(noted.error().message().find("g.txt:5: expected YYYY-MM-DD") != std::string::npos);
+  auto events_noted = sim::parse_bamboo_trace("# p3, us-east-1\n0,add,a\n\n# later\n1000,remove,a\n1000,nope,a\n", "b.csv");
+  CHECK(events_noted.error().message().find("b.csv:6: event 'nope'") != std::string::npos);
+  auto bamboo_noted = sim::parse_bamboo_trace("# p3, us-east-1\n0,add,a\n\n# later\n1000,remove,a\n", "b.csv");
+  REQUIRE_MESSAGE(bamboo_noted.ok(), (bamboo_noted.ok() ? "" : bamboo_noted.error().message()));
+  CHECK(bamboo_noted->size() == 2);
+  CHECK((*bamboo_noted)[1].line == 5);
   CHECK((*overlap)[4].line == 3);
   CHECK(sim::read_trace(path, {"csv"}).error().message().find("expected auto, bamboo, counts or series") !=
         std::string::npos);
