@@ -141,6 +141,7 @@ int run_modes(LocalRunOptions o, const std::vector<std::string>& modes, int64_t 
         return rc;
       }
     }
+  if (dirs.size() < 2) return rc;  // one mode run once: its own report is the page (nothing to compare)
   std::string table;
   if (auto s = report::write_comparison(dirs, base + "/compare.html", &table); !s) {
     std::fprintf(stderr, "salamander run: comparison not written: %s\n", s.error().message().c_str());
