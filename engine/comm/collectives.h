@@ -138,6 +138,8 @@ struct GlooOptions {
 Result<std::shared_ptr<gloo::transport::Device>> gloo_device(const std::string& hostname);
 
 // Connects a full mesh through the store (one Gloo context per plan epoch), under opts.prefix.
+// When every rank reported back but a pair was joined to a stranger or a rank's connect failed,
+// the ranks connect again together, up to three tries (socket_watch.h).
 // The first form uses gloo_device(opts.hostname). Also ignores SIGPIPE process-wide (Gloo writes
 // with writev, which would otherwise kill the worker when a peer dies).
 Result<std::unique_ptr<Collectives>> connect_gloo(const GlooOptions& opts, gloo::rendezvous::Store& store);

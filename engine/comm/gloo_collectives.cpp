@@ -161,7 +161,7 @@ struct MeshTry {
       LoopTicker::Ticking hurry(ticker);  // each pair's connect waits for a loop tick (loop_ticker.h)
       t.ctx->connectFullMesh(store, device);
     } catch (const std::exception& e) {
-      mine.error = e.what();
+      mine.error = *e.what() ? e.what() : "connectFullMesh failed";
     }
     if (opts.size == 1) {
       if (!mine.error.empty()) return fail(mine.error);

@@ -12,13 +12,13 @@
 
 #include <gloo/rendezvous/store.h>
 
-#include "core/strings.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+
+#include "core/strings.h"
 
 namespace sal::comm {
 
