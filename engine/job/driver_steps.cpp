@@ -259,7 +259,7 @@ std::string uncovered_expert(const plan::Plan& p, const std::vector<uint32_t>& a
 
 // The final checkpoint, written by the plan's ranks still here: a rank gone since the plan's last
 // step (a patched last step) is left out, and the others write what it would have (each unit by
-// its lowest holder still here) — unless one of its experts is held by nobody else.
+// one of its holders still here) — unless one of its experts is held by nobody else.
 Driver::Next Driver::start_save(const std::string& said, bool after_stop) {
   if (cfg_.run_dir.empty() || !applied_) return end_job(said);
   phase::Saving s;

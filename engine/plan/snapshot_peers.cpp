@@ -6,18 +6,9 @@
 #include <set>
 #include <tuple>
 
-namespace sal::plan {
+#include "plan/unit_writers.h"
 
-std::vector<std::pair<int, int>> experts_written(const Plan& plan, uint32_t rank) {
-  std::vector<std::pair<int, int>> out;
-  for (size_t l = 0; l < plan.layers.size(); ++l) {
-    auto holders = expert_nodes(plan.layers[l], plan.experts);
-    for (uint32_t e = 0; e < plan.experts; ++e)
-      if (!holders[e].empty() && *std::min_element(holders[e].begin(), holders[e].end()) == rank)
-        out.push_back({int(l), int(e)});
-  }
-  return out;
-}
+namespace sal::plan {
 
 std::vector<std::vector<uint32_t>> snapshot_peers(const Plan& plan, const std::vector<uint32_t>& node_of_rank,
                                                   uint32_t copies, const std::map<uint32_t, std::string>& rack_of) {

@@ -1,8 +1,7 @@
 // snapshot_peers.h — where the sparse snapshots (MoEtion) a rank writes are held: r nodes other
 // than its own, chosen from the plan so that a slice does not live only where its operators live.
-// A rank writes each non-expert unit if it is rank 0, and each expert of which it is the lowest
-// holding rank (runtime/sparse_snapshots.h); losing every holder of an expert must not take every
-// copy of its slices too — and neither must losing every node that holds none of them (a restore
+// A rank writes the units plan/unit_writers.h gives it (each expert by one of its holders); losing
+// every holder of an expert must not take every copy of its slices too — and neither must losing every node that holds none of them (a restore
 // rolls the whole model back, so the surviving experts' windows are needed as much as the lost
 // one's). So the peers of a rank alternate: first a node that holds none of the experts the rank
 // writes, then one that holds some (another replica's node), and so on while both kinds last; among
@@ -32,8 +31,5 @@ namespace sal::plan {
 // one (mesh.racks), a node in none is a rack of its own.
 std::vector<std::vector<uint32_t>> snapshot_peers(const Plan& plan, const std::vector<uint32_t>& node_of_rank,
                                                   uint32_t copies, const std::map<uint32_t, std::string>& rack_of = {});
-
-// The experts (layer, expert) a rank writes: those of which it is the lowest holding position.
-std::vector<std::pair<int, int>> experts_written(const Plan& plan, uint32_t rank);
 
 }  // namespace sal::plan

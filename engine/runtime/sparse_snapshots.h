@@ -1,7 +1,7 @@
 // sparse_snapshots.h — a worker acting on the checkpoint policy's schedule (MoEtion): after each
 // committed step that takes a slot, the worker copies its share of it — the full state of the
 // slot's operators and the compute weights of the later slots' (ckpt/sparse.h), of the units it
-// writes (each non-expert unit on rank 0, each expert on the lowest rank holding it) — and puts it
+// writes (each unit by one of its holders, the writing spread: plan/unit_writers.h) — and puts it
 // to the agents of its peer nodes (the plan's slice peers: plan/snapshot_peers.h), which hold it in
 // their memory (mesh/slice_server.h) so that it survives this worker and its node.
 //

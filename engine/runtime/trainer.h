@@ -179,10 +179,10 @@ class Trainer {
   std::set<UnitId> units_held() const;  // the units the plan gives this rank (after apply_plan's held_)
   void install_unit(model::UnitId id, const std::vector<float>& packed);
   void keep_only(const std::vector<std::pair<int, int>>& held);
-  // The units this rank writes in a dense checkpoint: the non-expert ones on rank 0, each expert
-  // on the lowest rank holding it.
+  // The units this rank writes (a snapshot's `copies` writers a unit, a sparse slot's and a
+  // checkpoint's one): plan/unit_writers.h's share of this rank, the `absent` ranks left out.
   std::vector<const model::Unit*> units_written(size_t copies, const std::vector<uint32_t>& absent = {}) const;
-  // A final checkpoint's: one copy of each unit, by its lowest holder not `absent`.
+  // A final checkpoint's: one copy of each unit, by one of its holders not `absent`.
   std::vector<const model::Unit*> checkpoint_share(const std::vector<uint32_t>& absent = {}) const;
   // ---- digests and a drill's corruption (trainer_digests.cpp) ----
   bool digests_due(uint64_t step) const;

@@ -10,6 +10,7 @@
 #include "ckpt/format.h"
 #include "core/clock.h"
 #include "core/strings.h"
+#include "plan/unit_writers.h"
 #include "runtime/slice_fetch.h"
 #include "runtime/trainer.h"
 
@@ -289,27 +290,38 @@ Status Trainer::add_new_experts(const wire::PlanUpdate& p) {
   return {};
 }
 
-// A unit is written by the first `copies` of its holders in rank order, the `absent` ranks left
-// out: the dense units (every rank holds them) by the first `copies` ranks, an expert by the
-// lowest ranks holding a replica.
+// The units plan/unit_writers.h gives this rank: each by `copies` of its holders, the `absent` ranks
+// left out, the writing spread over the ranks.
 std::vector<const model::Unit*> Trainer::units_written(size_t copies, const std::vector<uint32_t>& absent) const {
-  auto here = [&](int r) { return std::find(absent.begin(), absent.end(), uint32_t(r)) == absent.end(); };
-  std::vector<const model::Unit*> out;
-  size_t ranks_before = 0;
-  for (int r = 0; r < rank_; ++r) ranks_before += here(r);
-  if (ranks_before < copies) {
-    out.push_back(&params_.embedding);
-    for (size_t l = 0; l < params_.dense.size(); ++l) {
-      out.push_back(&params_.dense[l]);
-      out.push_back(&params_.gate[l]);
-    }
+  std::vector<const model::Unit*> dense{&params_.embedding};
+  for (size_t l = 0; l < params_.dense.size(); ++l) {
+    dense.push_back(&params_.dense[l]);
+    dense.push_back(&params_.gate[l]);
   }
+  size_t ranks = plan_ranks_.size();
+  for (const auto& layer : replicas_)
+    for (const auto& on_rank : layer) ranks = std::max(ranks, on_rank.size());
+  plan::WriteRequest request{uint32_t(ranks), copies, absent,
+                             unit_size(spec_.dims, UnitKind::expert) * sizeof(float), {}};
+  for (const model::Unit* u : dense) request.dense_bytes.push_back(u->w.size() * sizeof(float));
+  plan::ExpertHolders holders(replicas_.size());
+  for (size_t l = 0; l < replicas_.size(); ++l)
+    for (const auto& on_rank : replicas_[l]) {
+      auto& h = holders[l].emplace_back();
+      for (uint32_t r = 0; r < on_rank.size(); ++r)
+        if (on_rank[r] > 0) h.push_back(r);
+    }
+  const plan::UnitWriters writers = plan::unit_writers(holders, request);
+  const uint32_t me = uint32_t(rank_);
+  auto mine = [me](const std::vector<uint32_t>& w) { return std::binary_search(w.begin(), w.end(), me); };
+  std::vector<const model::Unit*> out;
+  for (size_t i = 0; i < dense.size(); ++i)
+    if (mine(writers.dense[i])) out.push_back(dense[i]);
   for (auto [l, e] : std::set<std::pair<int, int>>(held_.begin(), held_.end())) {
-    const auto& holders = replicas_[size_t(l)][size_t(e)];
-    size_t before = 0;  // holders of a lower rank
-    for (int r = 0; r < rank_ && r < int(holders.size()); ++r) before += holders[size_t(r)] > 0 && here(r);
     auto it = params_.experts.find({l, e});
-    if (before < copies && it != params_.experts.end()) out.push_back(&it->second);
+    if (it != params_.experts.end() && size_t(l) < writers.experts.size() && size_t(e) < writers.experts[l].size() &&
+        mine(writers.experts[l][e]))
+      out.push_back(&it->second);
   }
   return out;
 }
