@@ -152,10 +152,15 @@ class Checker {
 };
 
 Result<wire::FaultPoint> fault_point(const Checker& ck, const std::string& s) {
-  static const std::vector<std::string> names{"forward", "alltoall", "allreduce", "migration", "snapshot",
-                                              "backward"};
-  for (size_t i = 0; i < names.size(); ++i)
-    if (names[i] == s) return wire::FaultPoint(i);
+  using P = wire::FaultPoint;
+  static const std::vector<std::pair<std::string, P>> points{
+      {"forward", P::forward},     {"alltoall", P::alltoall}, {"allreduce", P::allreduce}, {"migration", P::migration},
+      {"snapshot", P::snapshot},   {"backward", P::backward}, {"validation", P::validation}};
+  std::vector<std::string> names;
+  for (const auto& [name, point] : points) {
+    if (name == s) return point;
+    names.push_back(name);
+  }
   return fail(ck.where(), ": ", ck.kind(), ".during: '", s, "' is not a point of the step", did_you_mean(s, names),
               " (one of: ", join(names, ", "), ")");
 }
@@ -419,7 +424,7 @@ const char* action_name(ActionKind k) {
 std::string Action::describe() const {
   // one per wire::FaultPoint (snapshot and backward were missing: describing those kills read past the end)
   static const char* points[] = {"forward", "all-to-all", "gradient all-reduce", "state migration", "snapshot",
-                                 "backward pass", "corruption"};
+                                 "backward pass", "corruption", "validation"};
   static_assert(std::size(points) == size_t(wire::FaultPoint::count_));
   std::string who = controller ? std::string("the controller")
                     : kind == ActionKind::add ? std::to_string(count) + " node" + (count > 1 ? "s" : "")

@@ -23,6 +23,7 @@ const char* fault_point_name(wire::FaultPoint p) {
     case wire::FaultPoint::snapshot: return "snapshot";
     case wire::FaultPoint::backward: return "backward";
     case wire::FaultPoint::corrupt: return "corrupt";
+    case wire::FaultPoint::validation: return "validation";
     case wire::FaultPoint::count_: break;
   }
   return "?";

@@ -407,6 +407,7 @@ Result<model::StepStats> Trainer::forward_backward(uint64_t step, const std::vec
 Result<model::StepStats> Trainer::validate(uint64_t step) {
   if (spec_.eval_every <= 0 || step % uint64_t(spec_.eval_every) != 0 || corpus_.validation_size() == 0)
     return model::StepStats{};
+  faults_->at(wire::FaultPoint::validation, step);
   auto [first, count] = model::batch_share(spec_.eval_sequences, ranks_, rank_);
   model::Batch b = model::make_validation_batch(corpus_, spec_.seed, first, count, spec_.dims.seq_len);
   auto stats = compute_->evaluate(b, int64_t(spec_.eval_sequences) * spec_.dims.seq_len);

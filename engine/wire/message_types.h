@@ -66,7 +66,7 @@ enum class WorkerState : uint8_t { starting, ready, draining, stopped, count_ };
 enum class WorkerEventKind : uint8_t { started, ready, exited, spawn_failed, count_ };
 enum class Verb : uint8_t { stop, drain, kill, count_ };
 // Where a drill's armed fault kills a worker (FaultArm); `corrupt` flips bits of a unit instead.
-enum class FaultPoint : uint8_t { forward, alltoall, allreduce, migration, snapshot, backward, corrupt, count_ };
+enum class FaultPoint : uint8_t { forward, alltoall, allreduce, migration, snapshot, backward, corrupt, validation, count_ };
 enum class ValueFormat : uint8_t { text, json, count_ };
 
 // Error codes in ErrorReply.

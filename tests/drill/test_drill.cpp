@@ -117,6 +117,9 @@ TEST_CASE("wrong drills name the line and the rule") {
   check("kill{ node = 1, step = -1 }", "kill.step: expected a number in [0");
   check("kill{ controller = true, node = 2, step = 1 }", "controller = true kills the controller, not nodes (no node)");
   check("kill{ controller = true, during = 'forward', step = 1 }", "(no during)");
+  check("kill{ node = 1, step = 1, during = 'validaton' }",
+        "kill.during: 'validaton' is not a point of the step (did you mean 'validation'?) (one of: forward, alltoall, "
+        "allreduce, migration, snapshot, backward, validation)");
   check("partition{ node = 1, step = 1 }", "partition: for_s (how long the link stays cut) is required");
   check("partition{ node = 1, step = 1, for_s = 0 }", "partition.for_s: expected a number in [0.001, 3600]");
   check("partition{ node = 1, step = 1, for_s = 1, ms = 3 }", "partition: unknown field 'ms'");
