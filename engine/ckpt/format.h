@@ -1,8 +1,8 @@
 // format.h — dense checkpoints on disk: one file per model unit (weights and AdamW moments) plus a
 // manifest naming the step. Each unit is written by exactly one worker (one of its holders, the
 // writing spread over the ranks: plan/unit_writers.h), so a checkpoint of a plan spread over many
-// workers is complete and has no duplicates. `salamander sample` reads one back into a single process; the
-// recovery ladder's last rung restores from it.
+// workers is complete and has no duplicates. `salamander sample` reads one back into a single
+// process; the recovery ladder's last rung restores from it.
 //
 // Unit file: "SALUNIT1", then uint32 kind, int32 layer, int32 expert, uint64 length (floats),
 // uint64 step, then the weights, the first and the second moments (3 x length floats, little-endian).

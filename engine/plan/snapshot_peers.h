@@ -1,14 +1,15 @@
 // snapshot_peers.h — where the sparse snapshots (MoEtion) a rank writes are held: r nodes other
 // than its own, chosen from the plan so that a slice does not live only where its operators live.
 // A rank writes the units plan/unit_writers.h gives it (each expert by one of its holders); losing
-// every holder of an expert must not take every copy of its slices too — and neither must losing every node that holds none of them (a restore
-// rolls the whole model back, so the surviving experts' windows are needed as much as the lost
-// one's). So the peers of a rank alternate: first a node that holds none of the experts the rank
-// writes, then one that holds some (another replica's node), and so on while both kinds last; among
-// equals, the node already chosen by the fewest ranks (the copies spread), then the lowest id. When
-// the job names racks (a rack fails with all its hosts), the racks come first: each copy goes to
-// the rack holding the fewest copies yet, away from the writer's rack, so that no rack lost takes
-// every copy. A mesh with fewer than r other nodes gives all of them.
+// every holder of an expert must not take every copy of its slices too — and neither must losing
+// every node that holds none of them (a restore rolls the whole model back, so the surviving
+// experts' windows are needed as much as the lost one's). So the peers of a rank alternate: first
+// a node that holds none of the experts the rank writes, then one that holds some (another
+// replica's node), and so on while both kinds last; among equals, the node already chosen by the
+// fewest ranks (the copies spread), then the lowest id. When the job names racks (a rack fails
+// with all its hosts), the racks come first: each copy goes to the rack holding the fewest copies
+// yet, away from the writer's rack, so that no rack lost takes every copy. A mesh with fewer than
+// r other nodes gives all of them.
 //
 // The same peers hold the rank's upstream logs (model/expert_replay.h), which a rebuild needs when
 // any expert the rank sends rows to loses every holder — the rank's own among them, and it may die
