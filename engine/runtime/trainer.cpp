@@ -269,6 +269,7 @@ void Trainer::take_roles(const wire::PlanUpdate& p) {
   const plan::Plan& plan = p.plan;
   replicas_.clear();
   for (const auto& layer : plan.layers) replicas_.push_back(plan::replica_counts(layer, plan.experts));
+  holders_ = plan::expert_holders(plan);
   held_ = plan::held_by(plan, uint32_t(rank_));
   shared_ = shared_experts(replicas_);
   role_ = group_role(plan, replicas_, rank_);

@@ -27,6 +27,7 @@
 #include "model/model.h"
 #include "model/params.h"
 #include "model/routing_trace.h"
+#include "plan/unit_writers.h"
 #include "runtime/compute.h"
 #include "runtime/dispatch.h"
 #include "runtime/expert_grads.h"
@@ -246,6 +247,7 @@ class Trainer {
   std::atomic<uint64_t> abandoned_{0};           // the newest plan the controller abandoned
   std::atomic<uint64_t> applying_{0};            // the plan apply_plan() is switching to (0: none)
   std::vector<Counts> replicas_;                 // [layer] -> R[e][rank]
+  plan::ExpertHolders holders_;                  // [layer][expert] -> the ranks holding it (who writes what)
   std::vector<std::pair<int, int>> held_;        // (layer, expert) per slot of this rank
   std::vector<SharedExpert> shared_;             // the plan's experts held by two or more ranks
   int rank_ = -1, ranks_ = 0;

@@ -10,7 +10,6 @@
 #include "ckpt/format.h"
 #include "core/clock.h"
 #include "core/strings.h"
-#include "plan/unit_writers.h"
 #include "runtime/slice_fetch.h"
 #include "runtime/trainer.h"
 
@@ -298,20 +297,10 @@ std::vector<const model::Unit*> Trainer::units_written(size_t copies, const std:
     dense.push_back(&params_.dense[l]);
     dense.push_back(&params_.gate[l]);
   }
-  size_t ranks = plan_ranks_.size();
-  for (const auto& layer : replicas_)
-    for (const auto& on_rank : layer) ranks = std::max(ranks, on_rank.size());
-  plan::WriteRequest request{uint32_t(ranks), copies, absent,
-                             unit_size(spec_.dims, UnitKind::expert) * sizeof(float), {}};
+  plan::WriteRequest request{uint32_t(ranks_), copies, absent, unit_size(spec_.dims, UnitKind::expert) * sizeof(float),
+                             {}};
   for (const model::Unit* u : dense) request.dense_bytes.push_back(u->w.size() * sizeof(float));
-  plan::ExpertHolders holders(replicas_.size());
-  for (size_t l = 0; l < replicas_.size(); ++l)
-    for (const auto& on_rank : replicas_[l]) {
-      auto& h = holders[l].emplace_back();
-      for (uint32_t r = 0; r < on_rank.size(); ++r)
-        if (on_rank[r] > 0) h.push_back(r);
-    }
-  const plan::UnitWriters writers = plan::unit_writers(holders, request);
+  const plan::UnitWriters writers = plan::unit_writers(holders_, request);
   const uint32_t me = uint32_t(rank_);
   auto mine = [me](const std::vector<uint32_t>& w) { return std::binary_search(w.begin(), w.end(), me); };
   std::vector<const model::Unit*> out;
