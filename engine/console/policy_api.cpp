@@ -347,21 +347,24 @@ int job_plan(Controller& c, lua_State* L) {
 }
 
 // Issue 35: policy.frontier() — the plan in force and the recent loads taken on the loop, the
-// frontier computed here, off it (policy/frontier_report.h).
+// frontier computed here, off it (policy/frontier_report.h); the balance judged on the window's
+// recent steps, as the placement is told them.
 int policy_frontier(Controller& c, lua_State* L) {
   std::optional<plan::Plan> plan;
   std::vector<std::vector<double>> loads;
+  policy::StepLoads steps;
   const bool taken = run_on_loop([&] {
     if (const auto& cur = c.planner().current()) plan = cur->plan;
-    if (c.driver().loads().steps() > 0) loads = c.driver().loads().mean();
+    if (c.driver().loads().steps() > 0) loads = c.driver().loads().mean(), steps = c.driver().loads().recent(job::kPlacementSteps);
   });
   if (!taken) return luaL_error(L, "policy.frontier: the controller is stopping");
   if (!plan) return luaL_error(L, "policy.frontier: no plan yet");
   const bool measured = !loads.empty();
   if (!measured) loads.assign(plan->layers.size(), std::vector<double>(plan->experts, 1.0));
-  auto j = policy::plan_frontier_json(*plan, loads);
+  auto j = policy::plan_frontier_json(*plan, loads, steps, c.driver().config().dispatch_by_counts);
   if (!j) return luaL_error(L, "policy.frontier: %s", j.error().message().c_str());
   (*j)["loads"] = measured ? "the recent window (job.loads())" : "none measured yet: uniform";
+  (*j)["steps"] = steps.size();
   lua::push_json(L, *j);
   return 1;
 }
@@ -404,12 +407,14 @@ void register_policy_api(lua::ApiRegistry& reg, Controller& c) {
       "replay inputs, last decision, failure counts, rollback) is untouched, and the policy code runs on "
       "copies of the generations (their saved state restored), off the controller's loop.",
       Role::operate, policy_decide, Runs::here);
-  add("frontier", "policy.frontier() -> {points = {{name, frontier, beaten_by, balance, median, balances, p}, ...}, "
-      "bound, bound_median, nodes, slots, floor, loads}",
+  add("frontier", "policy.frontier() -> {points = {{name, frontier, beaten_by, balance, median, balances, load_balance, "
+      "p}, ...}, bound, bound_median, nodes, slots, floor, loads, steps}",
       "The placements no other beats on both balance and recovery for the plan in force's replica counts on the "
-      "recent loads (docs/placement.md): blocks of g experts from mro's c down to 1, balance first, and the plan "
-      "in force itself (\"in force\"); balance is the busiest node's expert work over the mean, averaged over "
-      "the layers, p = {P(1), P(2), P(3)} for every layer together; bound: the lowest balance the replicas allow.",
+      "recent loads (docs/placement.md): blocks of g experts from mro's c down to 1, balance first, chain, mixed, "
+      "and the plan in force itself (\"in force\"); balance is the busiest node's expert work over the mean, "
+      "averaged over the layers — on each of the window's last `steps` steps as the dispatcher splits it "
+      "(load_balance: on the mean loads) — p = {P(1), P(2), P(3)} for every layer together; bound: the lowest "
+      "balance the replicas allow.",
       Role::observe, policy_frontier, Runs::here);
   add_controller_fn(reg, c, "job", "plan",
                     "job.plan([layer]) -> {number, epoch, nodes, slots, floor, allocation_by, placement_by, "

@@ -91,7 +91,10 @@ Driver::Next Driver::start_plan(std::string why, bool with_loads, bool keep) {
   ask.decision = d.decision;
   ask.workers = uint32_t(choice.use.size());
   ask.epoch = view_.epoch;
-  if (with_loads && !measured_.loads().empty()) ask.loads = measured_.loads().mean();
+  if (with_loads && !measured_.loads().empty()) {
+    ask.loads = measured_.loads().mean();
+    ask.step_loads = measured_.loads().recent(kPlacementSteps);
+  }
   ask.facts = measured_.facts();
   ask.facts.iteration = step;
   if (keep) ask.keep = applied_->plan;

@@ -71,6 +71,18 @@ std::vector<std::vector<double>> LoadWindow::mean() const {
   return out;
 }
 
+policy::StepLoads LoadWindow::recent(size_t count) const {
+  policy::StepLoads out;
+  for (size_t s = steps_.size() - std::min(count, steps_.size()); s < steps_.size(); ++s) {
+    std::vector<std::vector<uint32_t>> step(layers_, std::vector<uint32_t>(experts_, 0));
+    for (size_t l = 0; l < layers_; ++l)
+      for (size_t e = 0; e < experts_; ++e)
+        step[l][e] = uint32_t(std::min<uint64_t>(steps_[s][l * experts_ + e], UINT32_MAX));
+    out.push_back(std::move(step));
+  }
+  return out;
+}
+
 void MovingMedian::add(double x) {
   samples_.push_back(x);
   if (samples_.size() > capacity_) samples_.pop_front();

@@ -59,6 +59,10 @@ std::vector<double> layer_imbalances(const std::vector<double>& loads,
 double expert_imbalance(const std::vector<uint64_t>& loads, const std::vector<std::vector<std::vector<uint32_t>>>& placement,
                         size_t experts, bool by_counts);
 
+// How many of the window's most recent steps a plan's placement is told (PlacementInput::steps),
+// to judge each layout on the steps' own split: the routing the plan is decided for.
+constexpr size_t kPlacementSteps = 16;
+
 // Token-to-expert counts summed over the last `capacity` steps, per layer and expert.
 class LoadWindow {
  public:
@@ -69,6 +73,9 @@ class LoadWindow {
   size_t steps() const { return steps_.size(); }
   // Mean tokens per step of every expert, [layer][expert].
   std::vector<std::vector<double>> mean() const;
+  // The last `count` steps (fewer when the window holds fewer), oldest first, each [layer][expert]
+  // (a count above 2^32 - 1 is clamped): what the placement judges a layout's per-step split on.
+  policy::StepLoads recent(size_t count) const;
 
  private:
   size_t layers_, experts_, capacity_;

@@ -14,6 +14,7 @@ policy::PlannerConfig planner_config(const JobConfig& job) {
   c.peer_copies = uint32_t(job.train.peer_copies);
   c.checkpoint_every = job.train.checkpoint_every;
   c.recovery = job.train.recovery;
+  c.dispatch_by_counts = job.train.dispatch == "counts";
   c.allocation = job.policies.allocation;
   c.placement = job.policies.placement;
   c.checkpoint = job.policies.checkpoint;

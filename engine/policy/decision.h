@@ -21,6 +21,9 @@ constexpr Kind kKinds[] = {Kind::allocation, Kind::placement, Kind::checkpoint, 
 std::string_view kind_name(Kind k);
 bool parse_kind(std::string_view s, Kind& out);
 
+// Recent steps' routed tokens, [step][layer][expert] (the load window's; PlacementInput::steps).
+using StepLoads = std::vector<std::vector<std::vector<uint32_t>>>;
+
 struct AllocationInput {
   uint32_t nodes = 0, slots = 0, experts = 0;
   uint32_t min_replicas = 1;                // f as configured (the floor may have to be lowered)
@@ -56,6 +59,10 @@ struct PlacementInput {
   // The rack of each of those hosts (0-based here, 1-based in Lua), when the job names racks
   // (mesh.racks): the deal spreads replicas over racks first. Empty: none.
   std::vector<uint32_t> racks;
+  // The load window's recent steps, each one's tokens per expert ([step][layer][expert]): the steps'
+  // own routing, which the dispatcher splits step by step. Empty: none measured yet.
+  StepLoads steps;
+  bool dispatch_by_counts = true;  // train.dispatch: "counts" (else "even")
 };
 struct PlacementProposal {
   std::vector<std::vector<std::vector<uint32_t>>> placement;  // [layer][node][slot] = expert

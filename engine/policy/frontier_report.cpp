@@ -1,6 +1,8 @@
 // frontier_report.cpp — see frontier_report.h.
 #include "policy/frontier_report.h"
 
+#include "policy/algo/step_balance.h"
+
 namespace sal::policy {
 
 std::vector<algo::LayerDemand> frontier_demand(const std::vector<std::vector<uint32_t>>& replicas,
@@ -26,6 +28,7 @@ nlohmann::ordered_json frontier_json(const algo::Frontier& f) {
     q["balance"] = p.mean_balance;
     q["median"] = algo::median_balance(p);
     q["balances"] = p.balance;
+    q["load_balance"] = p.mean_load_balance;
     q["p"] = p.p;
     j["points"].push_back(std::move(q));
   }
@@ -35,7 +38,8 @@ nlohmann::ordered_json frontier_json(const algo::Frontier& f) {
   return j;
 }
 
-Result<nlohmann::ordered_json> plan_frontier_json(const plan::Plan& p, const std::vector<std::vector<double>>& loads) {
+Result<nlohmann::ordered_json> plan_frontier_json(const plan::Plan& p, const std::vector<std::vector<double>>& loads,
+                                                  const StepLoads& steps, bool by_counts) {
   if (p.layers.empty()) return fail("the plan has no layers");
   const plan::GroupSpan span = plan::group_span(p, 0);
   std::vector<std::vector<uint32_t>> replicas;
@@ -52,6 +56,10 @@ Result<nlohmann::ordered_json> plan_frontier_json(const plan::Plan& p, const std
   }
   algo::FrontierOptions o;
   o.nodes = int(span.count), o.slots = int(p.slots), o.floor = int(p.floor);
+  auto by_layer = algo::steps_by_layer(steps, p.layers.size());
+  if (!by_layer) return by_layer.error().with_context("the steps");
+  o.steps = std::move(*by_layer);
+  o.split_by_counts = by_counts;
   auto f = algo::placement_frontier(frontier_demand(replicas, loads), o, {in_force});
   if (!f) return f.error();
   nlohmann::ordered_json j = frontier_json(*f);

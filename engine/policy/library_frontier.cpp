@@ -7,14 +7,19 @@
 // only = {"blocks-2", ...} (build only these constructions; default every one; {} none),
 // include = { {name = "mro", placement = <per layer, per node, 1-based expert ids>}, ... } (weighed
 // as given), placements = "frontier" (default: only points on the frontier carry their placement —
-// a 1024-node plan's every candidate would not fit a policy's memory), "all" or "none".
+// a 1024-node plan's every candidate would not fit a policy's memory), "all" or "none",
+// steps = ctx.steps (the window's recorded steps, {{{tokens of expert e} per layer} per step}: the
+// points are then judged on each step's own split, algo/step_balance.h) and split = "counts" (the
+// default) or "even" (how the dispatcher splits a step: ctx.dispatch).
 // Each point: { name, frontier, beaten_by, balance (mean over the layers), median (the median
-// layer's), balances = {per layer}, p = {P(1), ..., P(K)}, placement }, by balance.
+// layer's), balances = {per layer}, load_balance (on the loads, the mean over the layers; the same
+// as balance without steps), p = {P(1), ..., P(K)}, placement }, by balance.
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "policy/algo/frontier.h"
+#include "policy/algo/step_balance.h"
 #include "policy/library_values.h"
 
 namespace sal::policy {
@@ -22,6 +27,24 @@ namespace {
 
 constexpr const char* kFn = "sal.frontier";
 constexpr uint32_t kMost = 1u << 24;  // the largest count or id read (as the kinds' readers)
+constexpr uint32_t kMostTokens = 0xFFFFFFFFu;  // a step's tokens of one expert
+
+// options.steps, [step][layer][expert], as the frontier takes them: [layer][step][expert].
+algo::StepsByLayer steps_arg(lua_State* L, int idx, size_t layers) {
+  if (lua_isnil(L, idx)) return {};
+  lua::Meter args = arg_meter(L, kFn);
+  auto steps = value_or_raise(L, lua_io::read_uints3(L, args, idx, "options.steps", 0, kMostTokens), kFn);
+  auto by_layer = algo::steps_by_layer(steps, layers);
+  if (!by_layer) luaL_error(L, "%s: options.steps: %s (the replicas')", kFn, by_layer.error().message().c_str());
+  return std::move(*by_layer);
+}
+
+bool split_arg(lua_State* L, int idx) {
+  if (lua_isnil(L, idx)) return true;
+  const std::string v = lua_isstring(L, idx) ? lua_tostring(L, idx) : "";
+  if (v != "counts" && v != "even") luaL_error(L, "%s: options.split must be \"counts\" or \"even\"", kFn);
+  return v == "counts";
+}
 
 std::vector<algo::LayerDemand> demand_args(lua_State* L, int& experts) {
   lua::Meter args = arg_meter(L, kFn);
@@ -101,6 +124,7 @@ void push_point(lua_State* L, const algo::FrontierPoint& p, bool with_placement)
   lua_setfield(L, -2, "frontier");
   if (!p.beaten_by.empty()) lua_io::set_string(L, "beaten_by", p.beaten_by);
   lua_io::set_number(L, "balance", p.mean_balance);
+  lua_io::set_number(L, "load_balance", p.mean_load_balance);
   lua_io::set_number(L, "median", algo::median_balance(p));
   lua_io::push_numbers(L, p.balance);
   lua_setfield(L, -2, "balances");
@@ -127,7 +151,7 @@ int l_frontier(lua_State* L) {
   Shown shown;
   if (!lua_isnoneornil(L, 5)) {
     luaL_checktype(L, 5, LUA_TTABLE);
-    if (auto keys = lua_io::only_keys(L, 5, {"floor", "failures", "evaluations", "include", "placements", "only"},
+    if (auto keys = lua_io::only_keys(L, 5, {"floor", "failures", "evaluations", "include", "placements", "only", "steps", "split"},
                                       "options");
         !keys)
       luaL_error(L, "%s: %s", kFn, keys.error().message().c_str());
@@ -139,6 +163,10 @@ int l_frontier(lua_State* L) {
     shown = placements_arg(L, lua_io::field(L, 5, "placements"));
     lua_pop(L, 1);
     o.only = names_arg(L, lua_io::field(L, 5, "only"));
+    lua_pop(L, 1);
+    o.steps = steps_arg(L, lua_io::field(L, 5, "steps"), demand.size());
+    lua_pop(L, 1);
+    o.split_by_counts = split_arg(L, lua_io::field(L, 5, "split"));
     lua_pop(L, 1);
   }
   if (o.nodes < 1 || o.slots < 1) return luaL_error(L, "%s: nodes and slots must be at least 1", kFn);

@@ -3,7 +3,10 @@
 //                current = {{{experts of node 1}, ...}, ...per layer} or nil,
 //                failures = {rate, source, correlated, window_s, restore_s, restore_source},
 //                hosts = {workers of host 1, ...} or nil (nil: one worker per host),
-//                racks = {rack of host 1, ...} or nil (mesh.racks; nil: none named) }
+//                racks = {rack of host 1, ...} or nil (mesh.racks; nil: none named),
+//                steps = {{{tokens of expert 1, ...} per layer} per step} or nil (the load window's
+//                        recent steps, oldest first: each step's own routing; nil: none measured),
+//                dispatch = "counts" | "even" (train.dispatch: how a step's tokens are split) }
 //   proposal = { placement = {{{experts of node 1's slots}, {node 2}, ...}, ...per layer},
 //                note = "why, for people"?, choice = {the same as plain data}? }
 // Experts and nodes are 1-based in Lua. With hosts, the engine deals the nodes (positions) onto the
@@ -56,6 +59,11 @@ void push_ctx(lua_State* L, const Input& input) {
     lua_io::push_numbers(L, std::vector<double>(in.hosts.begin(), in.hosts.end()));
     lua_setfield(L, -2, "hosts");
   }
+  if (!in.steps.empty()) {
+    lua_io::push_uints3(L, in.steps);
+    lua_setfield(L, -2, "steps");
+  }
+  lua_io::set_string(L, "dispatch", in.dispatch_by_counts ? "counts" : "even");
   if (!in.racks.empty()) {
     std::vector<double> one_based;
     for (uint32_t r : in.racks) one_based.push_back(double(r) + 1);
@@ -82,6 +90,31 @@ Result<FailureFacts> read_failures(lua_State* L, int idx) {
   if (rate_given) f.source = "given in ctx";
   if (!(f.rate > 0)) return fail("failures.rate must be > 0 (node failures per node and hour)");
   return f;
+}
+
+// ctx.steps and ctx.dispatch written by hand: every step a layer per layer of ctx.replicas.
+Status read_steps(lua_State* L, int idx, lua::Meter& m, PlacementInput& in) {
+  const int s = lua_io::field(L, idx, "steps");
+  if (!lua_isnil(L, s)) {
+    auto steps = lua_io::read_uints3(L, m, s, "steps", 0, UINT32_MAX);
+    lua_pop(L, 1);
+    if (!steps) return steps.error();
+    for (size_t i = 0; i < steps->size(); ++i)
+      if ((*steps)[i].size() != in.replicas.size())
+        return fail("steps[", i + 1, "]: ", (*steps)[i].size(), " layers, not the ", in.replicas.size(), " of replicas");
+    in.steps = std::move(*steps);
+  } else {
+    lua_pop(L, 1);
+  }
+  const int d = lua_io::field(L, idx, "dispatch");
+  const bool given = !lua_isnil(L, d), text = lua_type(L, d) == LUA_TSTRING;
+  lua_pop(L, 1);
+  if (given && !text) return fail("dispatch must be \"counts\" or \"even\"");
+  const std::string dispatch = lua_io::read_field_string(L, idx, "dispatch", "counts", 16);
+  if (dispatch != "counts" && dispatch != "even")
+    return fail("dispatch must be \"counts\" or \"even\", not \"", dispatch, "\"");
+  in.dispatch_by_counts = dispatch == "counts";
+  return {};
 }
 
 Result<Input> read_ctx(lua_State* L, int idx, lua::Meter& m) {
@@ -150,6 +183,7 @@ Result<Input> read_ctx(lua_State* L, int idx, lua::Meter& m) {
   } else {
     lua_pop(L, 1);
   }
+  SAL_TRY(read_steps(L, idx, m, in));
   return Input(std::move(in));
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/ids.h"
 #include "plan/plan.h"
+#include "policy/decision.h"
 
 namespace sal::policy {
 
@@ -33,6 +34,7 @@ struct PlanAsk {
   Epoch epoch = 0;
   std::optional<uint32_t> fixed_groups;
   std::optional<std::vector<std::vector<double>>> loads;  // measured loads to balance, [layer][expert]
+  StepLoads step_loads;  // with them: the window's recent steps one by one (PlacementInput::steps)
   CheckpointFacts facts;
   // The failure domain (host) of each worker, 0-based labels in order of first appearance
   // (job::host_labels): the plan's positions are dealt onto them (plan/domains.h). Empty: one

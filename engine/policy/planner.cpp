@@ -52,7 +52,7 @@ void Planner::resume(const plan::Plan& in_force) {
 Result<PlanRecord> Planner::decide(const PlanAsk& ask) {
   int64_t t0 = mono_ns();
   if (ask.keep) return again(*ask.keep, ask.epoch);
-  if (ask.loads) loads_ = *ask.loads;
+  if (ask.loads) loads_ = *ask.loads, step_loads_ = ask.step_loads;
   failure_rate_.observe(ask.workers, double(t0) / 1e9);
   failures_ = failure_facts(ask.facts);
   const bool in_racks = plan::shares_domains(ask.racks) && ask.racks.size() == plan::domain_count(ask.domains);
@@ -110,8 +110,8 @@ Result<GroupPlan> plan_group(PolicySet& set, const GroupAsk& ask) {
   AllocationInput ain{ask.workers, ask.slots, ask.experts, ask.min_replicas, ask.loads};
   auto alloc = set.slot(Kind::allocation).decide(ain);
   const auto& ap = std::get<AllocationProposal>(alloc.proposal);
-  PlacementInput pin{ask.workers, ask.slots,   ask.experts,  ap.floor,  ap.replicas,
-                     ask.loads,   ask.current, ask.failures, ask.hosts, ask.racks};
+  PlacementInput pin{ask.workers, ask.slots,   ask.experts,  ap.floor,  ap.replicas, ask.loads,
+                     ask.current, ask.failures, ask.hosts,    ask.racks, ask.steps, ask.dispatch_by_counts};
   auto place = set.slot(Kind::placement).decide(pin);
   const auto& pp = std::get<PlacementProposal>(place.proposal);
   GroupPlan g;
@@ -132,7 +132,7 @@ Result<GroupPlan> Planner::one_group(uint32_t workers, Placements current) {
   const bool one = cfg_.groups <= 1;
   auto g = plan_group(policies_, {workers, cfg_.slots, uint32_t(cfg_.shape.experts), cfg_.min_replicas, loads_,
                                   std::move(current), failures_, one ? hosts_ : std::vector<uint32_t>{},
-                                  one ? racks_ : std::vector<uint32_t>{}});
+                                  one ? racks_ : std::vector<uint32_t>{}, step_loads_, cfg_.dispatch_by_counts});
   if (g) placement_choice_ = g->choice;
   return g;
 }

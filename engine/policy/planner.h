@@ -39,6 +39,7 @@ struct PlannerConfig {
   uint32_t peer_copies = 2;
   int64_t checkpoint_every = 50;
   std::string recovery = "elastic";  // named in the baselines' fixed plans
+  bool dispatch_by_counts = true;    // train.dispatch (the placement judges the steps' split by it)
   // The policy of each kind: a shipped name or a file; relative .lua paths are under `dir`.
   std::string allocation, placement, checkpoint, redundancy_policy, health_policy = "ignore";
   std::string dir;
@@ -54,6 +55,8 @@ struct GroupAsk {
   FailureFacts failures;                                     // what the placement weighs survival by
   std::vector<uint32_t> hosts;                               // workers per host (PlacementInput::hosts)
   std::vector<uint32_t> racks;                               // each host's rack (PlacementInput::racks)
+  StepLoads steps;                                           // the window's steps (PlacementInput::steps)
+  bool dispatch_by_counts = true;
 };
 struct GroupPlan {
   uint32_t floor = 1;
@@ -120,6 +123,7 @@ class Planner {
   CheckpointInput checkpoint_input_;
   // Per-layer expert loads the allocation sees: uniform until the driver passes measured ones.
   std::vector<std::vector<double>> loads_;
+  StepLoads step_loads_;  // the window's recent steps, with the measured loads (empty until then)
   FailureRate failure_rate_;  // node losses seen between plans
   FailureFacts failures_;     // told to the placement at the decision under way
   std::vector<uint32_t> hosts_;  // workers per host at the decision under way (empty: one each)

@@ -36,12 +36,16 @@ TEST_CASE("t0220-policy-live: the plan follows policy.load and broken policies a
   // the frontier on the live loads, with the plan in force weighed as a candidate
   auto frontier = m.eval_json("return policy.frontier()");
   CHECK(frontier["nodes"] == 4);
-  bool in_force = false;
+  bool in_force = false, chain = false;
   for (const auto& p : frontier["points"]) {
     in_force = in_force || p["name"] == "in force";
+    chain = chain || p["name"] == "chain";
     CHECK(p["p"].size() == 3);
+    CHECK(p["load_balance"].get<double>() >= 1.0);
   }
   CHECK(in_force);
+  CHECK(chain);
+  CHECK(frontier["steps"] == 0);  // no step measured (t0503 sees them)
 
   auto loaded = m.eval_json("return policy.load('placement', 'spread')");
   CHECK(loaded["name"] == "spread");

@@ -164,6 +164,15 @@ TEST_CASE("t0503-hot-reload-while-training: a new placement policy and a rebalan
   TestMesh m({.steps = 1000000000, .train = "batch = 8, rebalance_every = 0"});
   m.start();
   REQUIRE(eventually([&] { return m.status()["step"].get<int64_t>() > 10; }, 20000));
+  // stepwise loaded and a rebalance: the layouts judged on the window's steps one by one
+  CHECK(m.eval_json("return policy.load('placement', 'stepwise')")["name"] == "stepwise");
+  const auto first = m.eval_json("return job.training().plan");
+  m.eval_json("return job.rebalance()");
+  REQUIRE(eventually([&] { return m.eval_json("return job.training().plan") != first; }, 20000));
+  CHECK(m.eval_json("return job.plan().note").get<std::string>().find("steps as dispatched") != std::string::npos);
+  auto frontier = m.eval_json("return policy.frontier()");
+  CHECK(frontier["steps"].get<int>() > 0);
+  CHECK(frontier["steps"].get<int>() <= 16);
   auto before = m.eval_json("return job.training()");
   REQUIRE(before["phase"] == "running");
   // a broken policy is refused with the reason; training goes on under the same plan
@@ -193,11 +202,11 @@ TEST_CASE("t0503-hot-reload-while-training: a new placement policy and a rebalan
     if (e["kind"] == "plan_applied" && e["detail"].get<std::string>().find("from step 0") == std::string::npos)
       switched_at_boundary = true;
   CHECK(switched_at_boundary);
-  // the operator stops the job: its report marks the swap (not the refused load) and the stop
+  // the operator stops the job: its report marks the two swaps (not the refused load) and the stop
   CHECK(m.eval("job.stop()").ok);
   REQUIRE(m.controller.wait(20000) == 0);
   const std::string report = file_text(m.dir + "/report.html");
-  CHECK(occurrences(report, "class=\"mark policy\"") == 2);  // on the throughput and the loss plots
+  CHECK(occurrences(report, "class=\"mark policy\"") == 4);  // each on the throughput and the loss plots
   CHECK(occurrences(report, "class=\"mark stop\"") == 2);
   CHECK(occurrences(report, "class=\"mark failure\"") == 0);
 }

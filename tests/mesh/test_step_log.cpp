@@ -1,4 +1,4 @@
-// test_step_log.cpp — the training metrics the controller keeps: the load window's means, the
+// test_step_log.cpp — the training metrics the controller keeps: the load window's means and recent steps, the
 // expert-work imbalance of a plan under given loads, the run totals behind the summary, and
 // metrics.csv continued by a resumed controller; events.csv replaced by a new run in the same
 // directory and continued by a resumed one.
@@ -27,6 +27,15 @@ TEST_CASE("the load window averages the last steps per layer and expert, forgett
   CHECK(m[1] == std::vector<double>{2.5, 3, 3.5});
   w.add({1, 2});  // a malformed step is ignored
   CHECK(w.steps() == 2);
+  // the recent steps one by one, oldest first, [layer][expert]: what the placement judges on
+  auto recent = w.recent(5);
+  REQUIRE(recent.size() == 2);
+  CHECK(recent[0] == std::vector<std::vector<uint32_t>>{{3, 2, 1}, {0, 1, 2}});
+  CHECK(recent[1] == std::vector<std::vector<uint32_t>>{{5, 5, 5}, {5, 5, 5}});
+  CHECK(w.recent(1) == sal::policy::StepLoads{recent[1]});
+  w.add({uint64_t(1) << 40, 0, 0, 0, 0, 0});  // a count past 32 bits is clamped
+  CHECK(w.recent(1)[0][0][0] == UINT32_MAX);
+  CHECK(LoadWindow(1, 1, 4).recent(3).empty());
 }
 
 TEST_CASE("imbalance: each expert's tokens shared over its replicas, busiest worker over the mean") {

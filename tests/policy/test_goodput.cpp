@@ -1,6 +1,7 @@
 // test_goodput.cpp — issue 35 in the policy engine: sal.frontier as a policy calls it, the default
 // placement `goodput` (the frontier point with the highest expected goodput, its reasoning as a
-// note and as data), Eq. 1's copies of a hot expert kept (they are its weight under the even
+// note and as data) and `stepwise` (the same judged on the recent steps, and the steps the planner
+// passes it), Eq. 1's copies of a hot expert kept (they are its weight under the even
 // split), and the failure facts the placement is told (stated, measured from the plans' worker
 // counts, or assumed — saying which).
 #include <doctest/doctest.h>
@@ -12,6 +13,7 @@
 
 #include "policy/failure_facts.h"
 #include "policy/kinds.h"
+#include "policy/planner.h"
 #include "policy/policy_set.h"
 #include "policy/decide.h"
 
@@ -102,6 +104,130 @@ TEST_CASE("goodput: the balanced end at the assumed failure rate, survival when 
   CHECK(s["p"][1].get<double>() > c["p"][1].get<double>());
   CHECK(s["balance"].get<double>() > c["balance"].get<double>());
   CHECK(s["failures"]["source"].get<std::string>().find("stated (test)") == 0);
+}
+
+TEST_CASE("stepwise judges on the steps: a layout that passes each step's excess on, not closed blocks, and goodput does not") {
+  // 8 nodes x 4 slots, 16 experts of 2 replicas; each step routes 400 more tokens to two of them
+  // (a different pair each step): the window's mean is even, every step is not
+  PolicySet set;
+  StepLoads steps;
+  std::vector<std::vector<double>> mean(2, std::vector<double>(16, 0));
+  for (uint32_t s = 0; s < 24; ++s) {
+    std::vector<std::vector<uint32_t>> step(2, std::vector<uint32_t>(16, 100));
+    for (uint32_t l = 0; l < 2; ++l) {
+      step[l][(5 * s + l) % 16] += 400, step[l][(11 * s + 3 + l) % 16] += 400;
+      for (size_t e = 0; e < 16; ++e) mean[l][e] += step[l][e] / 24.0;
+    }
+    steps.push_back(step);
+  }
+  const std::vector<std::vector<uint32_t>> replicas(2, std::vector<uint32_t>(16, 2));
+  PlacementInput in{8, 4, 16, 2, replicas, mean, {}};
+  // on the loads alone every layout looks even, and the most survivable wins (mro's blocks)
+  auto blind = nlohmann::json::parse(std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", in)).choice);
+  CHECK(blind["p"][1].get<double>() == doctest::Approx(1 - 4.0 / 28));
+  CHECK_FALSE(blind.contains("steps"));
+  // the default judges on the mean loads whatever the steps say
+  in.steps = steps;
+  auto still = nlohmann::json::parse(std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", in)).choice);
+  CHECK(still["point"] == blind["point"]);
+  CHECK_FALSE(still.contains("steps"));
+  // stepwise, on the steps: the blocks are 1.3x and more, and it takes a chain or a mixed layout
+  auto seen = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "stepwise", in));
+  auto c = nlohmann::json::parse(seen.choice);
+  const std::string chosen = c["point"].get<std::string>();
+  CHECK((chosen == "chain" || chosen == "mixed"));
+  CHECK(c["balance"].get<double>() < 1.1);
+  CHECK(c["steps"] == 24);
+  CHECK(c["load_balance"].get<double>() >= 1.0);
+  CHECK(seen.note.find("balance over the last 24 steps as dispatched") != std::string::npos);
+  for (const auto& p : c["frontier"])
+    if (p["point"].get<std::string>().rfind("blocks-", 0) == 0) CHECK(p["balance"].get<double>() > 1.3);
+  // split evenly (train.dispatch = "even") no layout moves a step's tokens between holders
+  in.dispatch_by_counts = false;
+  auto even = nlohmann::json::parse(std::get<PlacementProposal>(decide_valid(set, Kind::placement, "stepwise", in)).choice);
+  CHECK(even["balance"].get<double>() > c["balance"].get<double>() + 0.2);
+  // survival wins again when failures are frequent and a wipe-out costly
+  in.dispatch_by_counts = true;
+  in.failures = stated(2, 0.5, 3600);
+  auto stormy = nlohmann::json::parse(std::get<PlacementProposal>(decide_valid(set, Kind::placement, "stepwise", in)).choice);
+  CHECK(stormy["p"][1].get<double>() > c["p"][1].get<double>());
+}
+
+TEST_CASE("stepwise on many layers judges the last steps that fit its time: 10 of 16 at 24 layers x 32 experts x 16 nodes") {
+  PolicySet set;
+  std::vector<std::vector<double>> loads;
+  for (int l = 0; l < 24; ++l) loads.push_back(smartmoe_like()[size_t(l % 3)]);
+  const auto a = lazarus(set, 16, 8, loads);
+  PlacementInput in{16, 8, 32, a.floor, a.replicas, loads, {}};
+  for (uint32_t s = 0; s < 16; ++s) {
+    std::vector<std::vector<uint32_t>> step;
+    for (const auto& layer : loads) {
+      step.emplace_back();
+      for (size_t e = 0; e < layer.size(); ++e) step.back().push_back(uint32_t(layer[e] * (1 + (e + s) % 3)));
+    }
+    in.steps.push_back(step);
+  }
+  auto p = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "stepwise", in));
+  CHECK(nlohmann::json::parse(p.choice)["steps"] == 10);
+  CHECK(p.note.find("balance over the last 10 steps") != std::string::npos);
+}
+
+TEST_CASE("the planner tells the placement the steps measured with the loads, and train.dispatch") {
+  PlannerConfig cfg;
+  cfg.shape.layers = 1;
+  cfg.shape.experts = 4;
+  cfg.slots = 2;
+  cfg.min_replicas = 2;
+  cfg.allocation = "lazarus";
+  cfg.placement = R"(return { api = 1, kind = "placement", name = "echo", doc = "d", decide = function(ctx)
+      local pl = {}
+      for n = 1, ctx.nodes do pl[n] = { (n - 1) % 4 + 1, (n + 1) % 4 + 1 } end
+      local said = ctx.steps and string.format("%d steps, %d of expert 1 in the last, dispatch %s", #ctx.steps,
+                                               ctx.steps[#ctx.steps][1][1], ctx.dispatch) or "no steps"
+      return { placement = { pl }, note = said }
+    end })";
+  cfg.checkpoint = "moetion";
+  cfg.redundancy_policy = "none";
+  cfg.dispatch_by_counts = false;
+  Planner planner(cfg, [] {});
+  REQUIRE(planner.configure().ok());
+  PlanAsk ask;
+  ask.workers = 4;
+  auto first = planner.decide(ask);
+  REQUIRE(first.ok());
+  CHECK(first->note.find("no steps") != std::string::npos);
+  ask.loads = std::vector<std::vector<double>>{{4, 3, 2, 1}};
+  ask.step_loads = {{{1, 2, 3, 4}}, {{7, 1, 1, 1}}};
+  auto second = planner.decide(ask);
+  REQUIRE(second.ok());
+  CHECK(second->note.find("2 steps, 7 of expert 1 in the last, dispatch even") != std::string::npos);
+}
+
+TEST_CASE("ctx.steps written by hand is checked: a layer per layer of ctx.replicas, counts, a known dispatch") {
+  PolicySet set;
+  const std::string src = R"(
+    local function decide(ctx) return { placement = { { {1, 2}, {1, 2} } } } end
+    local function selftest(t)
+      local ctx = { nodes = 2, slots = 2, experts = 2, layers = 1, floor = 1, replicas = { {2, 2} } }
+      t.valid(decide(ctx), ctx)
+      ctx.steps = { { {10, 20} }, { {30, 0} } }
+      ctx.dispatch = "even"
+      t.valid(decide(ctx), ctx)
+      local function refused(bad, text)
+        local ok, err = pcall(t.valid, decide(bad), bad)
+        assert(not ok and err:find(text, 1, true), tostring(err))
+      end
+      refused({ nodes = 2, slots = 2, experts = 2, floor = 1, replicas = { {2, 2} }, steps = { { {1, 2}, {3, 4} } } },
+              "steps[1]: 2 layers, not the 1 of replicas")
+      refused({ nodes = 2, slots = 2, experts = 2, floor = 1, replicas = { {2, 2} }, steps = { { {1, -2} } } }, "steps[1][1][2]")
+      refused({ nodes = 2, slots = 2, experts = 2, floor = 1, replicas = { {2, 2} }, dispatch = "fair" },
+              'dispatch must be "counts" or "even", not "fair"')
+      refused({ nodes = 2, slots = 2, experts = 2, floor = 1, replicas = { {2, 2} }, dispatch = 1 },
+              'dispatch must be "counts" or "even"')
+    end
+    return { api = 1, kind = "placement", name = "two", doc = "d", decide = decide, selftest = selftest })";
+  auto g = set.check(Kind::placement, src);
+  CHECK_MESSAGE(g.ok(), (g.ok() ? "" : g.error().message()));
 }
 
 TEST_CASE("goodput on a large plan: weighed on 4 sampled layers, the chosen construction built for every layer") {

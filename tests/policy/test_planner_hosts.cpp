@@ -41,7 +41,7 @@ double rack_p(const plan::Plan& p, int k) { return joint_p(rack_placements_of(p)
 }  // namespace
 
 TEST_CASE("four hosts of two workers: every shipped placement survives any one host loss") {
-  for (const char* placement : {"goodput", "mro", "spread", "compact"}) {
+  for (const char* placement : {"goodput", "stepwise", "mro", "spread", "compact"}) {
     CAPTURE(placement);
     Planner planner(host_config(placement), [] {});
     REQUIRE(planner.configure().ok());

@@ -37,7 +37,7 @@ TEST_CASE("every shipped policy loads and passes its own selftest") {
       CHECK((*g)->has_selftest());
       ++checked;
     }
-  CHECK(checked == 15);
+  CHECK(checked == 16);
 }
 
 TEST_CASE("lazarus: Eq. 1 fills N*c, keeps the floor, and is monotone in load") {
@@ -73,7 +73,7 @@ TEST_CASE("every allocation and placement pair gives valid plans on random input
     for (std::string alloc : {"lazarus", "uniform", "eplb"}) {
       auto a = std::get<AllocationProposal>(decide_valid(set, Kind::allocation, alloc, ain));
       PlacementInput pin{nodes, slots, experts, a.floor, a.replicas, ain.loads, {}};
-      for (std::string place : {"goodput", "mro", "spread", "compact"}) {
+      for (std::string place : {"goodput", "stepwise", "mro", "spread", "compact"}) {
         CAPTURE(alloc);
         CAPTURE(place);
         decide_valid(set, Kind::placement, place, pin);

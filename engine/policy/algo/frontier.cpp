@@ -7,6 +7,7 @@
 
 #include "core/deadline.h"
 #include "policy/algo/placement_balance.h"
+#include "policy/algo/step_balance.h"
 
 namespace sal::algo {
 namespace {
@@ -20,22 +21,38 @@ constexpr double kTie = 1e-9;
 // (its local search has converged); at 16 nodes the search ends at a local optimum before the cap.
 constexpr uint64_t kBalanceWork = 5'000'000, kMinBalance = 2'000, kMaxBalance = 100'000;
 
-std::string block_name(int group) { return group == 0 ? "balance-first" : "blocks-" + std::to_string(group); }
+// The constructions, by number: blocks of `slots` .. 1 experts, 0 balance first, -1 chain, -2 mixed.
+constexpr int kChain = -1, kMixed = -2;
+
+std::string construction_name(int group) {
+  if (group == kMixed) return "mixed";
+  if (group == kChain) return "chain";
+  return group == 0 ? "balance-first" : "blocks-" + std::to_string(group);
+}
+
+Result<LayerPlacement> layout(const LayerDemand& d, const FrontierOptions& o, int group) {
+  if (group == kMixed) return mixed_layout(d, o.nodes, o.slots, o.floor);
+  if (group == kChain) return chain_layout(d, o.nodes, o.slots, o.floor);
+  return blocks_layout(d, o.nodes, o.slots, group, o.floor);
+}
 
 Result<FrontierPoint> score(std::string name, std::vector<LayerPlacement> layers,
-                            const std::vector<LayerDemand>& demand, int max_failures) {
+                            const std::vector<LayerDemand>& demand, const FrontierOptions& o) {
   FrontierPoint p;
   p.name = std::move(name);
-  p.mean_balance = 0;
+  p.mean_balance = p.mean_load_balance = 0;
   for (size_t l = 0; l < layers.size(); ++l) {
     auto b = placement_imbalance(layers[l], demand[l].loads);
     if (!b) return b.error().with_context(p.name + ", layer " + std::to_string(l));
-    p.balance.push_back(*b);
-    p.mean_balance += *b / double(layers.size());
+    p.load_balance.push_back(*b);
+    p.mean_load_balance += *b / double(layers.size());
+    const double judged = o.steps.empty() ? *b : step_imbalance(layers[l], o.steps[l], o.split_by_counts);
+    p.balance.push_back(judged);
+    p.mean_balance += judged / double(layers.size());
   }
-  auto curve = recovery_curve(layers, max_failures);
+  auto curve = recovery_curve(layers, o.max_failures);
   if (!curve) return curve.error().with_context(p.name);
-  for (int k = 1; k <= max_failures; ++k) p.p.push_back((*curve)[size_t(k)].p);
+  for (int k = 1; k <= o.max_failures; ++k) p.p.push_back((*curve)[size_t(k)].p);
   p.layers = std::move(layers);
   return p;
 }
@@ -46,13 +63,15 @@ Result<std::vector<LayerPlacement>> construct(const std::vector<LayerDemand>& de
   std::vector<LayerPlacement> out;
   for (size_t l = 0; l < demand.size(); ++l) {
     if (deadline_passed()) return fail("stopped: the calling budget ran out");
-    auto start = blocks_layout(demand[l], o.nodes, o.slots, group, o.floor);
+    auto start = layout(demand[l], o, group);
     if (!start) return start.error().with_context("layer " + std::to_string(l));
     BalanceOptions b;
     b.floor = o.floor;
     b.max_evaluations = o.balance_evaluations ? o.balance_evaluations
                                               : std::clamp(kBalanceWork / uint64_t(o.nodes), kMinBalance, kMaxBalance);
-    b.redeal = false;  // the layout dealt its free replicas least loaded first already
+    // blocks, balance first and chain dealt their free replicas least loaded first already; mixed
+    // placed its replicas for their node sets, and the balancer moves experts between equal sets
+    b.redeal = false;
     auto even = balance_placement(*start, demand[l].loads, b);
     if (!even) return even.error().with_context("layer " + std::to_string(l));
     even->layer.experts = int(demand[l].replicas.size());
@@ -116,28 +135,31 @@ Result<Frontier> placement_frontier(const std::vector<LayerDemand>& layers, cons
                                     const std::vector<FrontierCandidate>& extra) {
   if (layers.empty()) return fail("the frontier needs at least one layer");
   if (o.max_failures < 1) return fail("max_failures must be at least 1");
+  if (!o.steps.empty() && o.steps.size() != layers.size())
+    return fail("the steps are given for ", o.steps.size(), " layers, the replicas for ", layers.size());
   Frontier f;
   for (const auto& d : layers) f.bound.push_back(balance_bound(d, o.nodes));
   for (const auto& c : extra) {
     SAL_TRY(check_candidate(c, layers, o.nodes));
-    auto p = score(c.name, c.layers, layers, o.max_failures);
+    auto p = score(c.name, c.layers, layers, o);
     if (!p) return p.error();
     f.points.push_back(std::move(*p));
   }
   for (const auto& name : o.only.value_or(std::vector<std::string>{})) {
-    bool known = name == block_name(0);
-    for (int group = 1; group <= o.slots && !known; ++group) known = name == block_name(group);
-    if (!known) return fail("no construction '", name, "' (blocks-1 .. blocks-", o.slots, ", balance-first)");
+    bool known = false;
+    for (int group = kMixed; group <= o.slots && !known; ++group) known = name == construction_name(group);
+    if (!known)
+      return fail("no construction '", name, "' (blocks-1 .. blocks-", o.slots, ", balance-first, chain, mixed)");
   }
-  for (int group = o.slots; group >= 0; --group) {
-    if (o.only && std::find(o.only->begin(), o.only->end(), block_name(group)) == o.only->end()) continue;
+  for (int group = o.slots; group >= kMixed; --group) {
+    if (o.only && std::find(o.only->begin(), o.only->end(), construction_name(group)) == o.only->end()) continue;
     auto built = construct(layers, o, group);
-    if (!built) return built.error().with_context(block_name(group));
+    if (!built) return built.error().with_context(construction_name(group));
     if (built->empty()) {
       ++f.invalid;
       continue;
     }
-    auto p = score(block_name(group), std::move(*built), layers, o.max_failures);
+    auto p = score(construction_name(group), std::move(*built), layers, o);
     if (!p) return p.error();
     f.points.push_back(std::move(*p));
   }

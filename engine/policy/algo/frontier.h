@@ -1,9 +1,12 @@
 // frontier.h — the placement frontier: for given replica counts and loads (every layer of a plan),
 // nodes and slots, the placements that no other one beats on both balance and recovery.
 //
-// Balance is the busiest node's expert work over the mean (each expert's load split evenly over
-// its replicas, as the dispatcher splits it; 1 is even), per layer and averaged over the layers —
-// the step waits for each layer's busiest node. Recovery is P(k), k = 1..K (3 by default): the
+// Balance is the busiest node's expert work over the mean (1 is even), per layer and averaged over
+// the layers — the step waits for each layer's busiest node. On the loads alone it is each expert's
+// load split evenly over its replicas; given the window's steps (FrontierOptions::steps) it is
+// step_balance.h's: each recorded step's own counts split as the dispatcher splits them, averaged
+// over the steps, which is what the steps wait for when the routing moves from step to step (the
+// balance on the mean loads is then kept as load_balance). Recovery is P(k), k = 1..K (3 by default): the
 // probability that every layer keeps a replica of every expert after k random node failures (the
 // same failures for all layers), exact. A point beats another when it is no worse on the mean
 // balance and on every P(k), and better on one of them.
@@ -11,7 +14,9 @@
 // The candidates are the constructions of placement_layouts.h — blocks of g experts for g = c down
 // to 1 (g = c is mro's structure: the fewest minimal node sets; fewer experts per block spread the
 // cold replicas and trade survival of two or three failures for balance), and balance first (no
-// blocks) — each evened out by balance_placement (which keeps its minimal node sets, so its P(k)),
+// blocks), "chain" (holder sets in a ring) and "mixed" (holder sets that overlap as little as
+// they can) — each evened out by
+// balance_placement (which keeps its minimal node sets, so its P(k)),
 // plus any the caller adds (a policy's own plan, the plan in force), taken as they are. Every
 // layer of a candidate has the same structure and the blocks start at node 0 in every layer, so
 // the layers' minimal sets line up and the plan survives as well as its weakest layer.
@@ -40,6 +45,10 @@ struct FrontierOptions {
   // The constructions to build, by name ("blocks-4", "balance-first"); none given: all of them
   // (an empty list: none — only the caller's candidates are weighed).
   std::optional<std::vector<std::string>> only;
+  // The window's recorded steps, per layer: steps[l][s][e] = expert e's tokens in step s. Empty:
+  // the points are judged on the loads alone. Each layer's list as long as the others.
+  std::vector<std::vector<std::vector<uint32_t>>> steps;
+  bool split_by_counts = true;      // the dispatcher's split of a step (train.dispatch): by counts, or even
 };
 
 // A placement from elsewhere to weigh with the constructions (taken as it is, not balanced).
@@ -49,10 +58,12 @@ struct FrontierCandidate {
 };
 
 struct FrontierPoint {
-  std::string name;                     // "blocks-8" .. "blocks-1", "balance-first", or a candidate's
+  std::string name;                     // "blocks-8" .. "blocks-1", "balance-first", "chain", "mixed", or a candidate's
   std::vector<LayerPlacement> layers;
-  std::vector<double> balance;          // per layer
+  std::vector<double> balance;          // per layer: over the steps when given, else on the loads
   double mean_balance = 1;              // over the layers
+  std::vector<double> load_balance;     // per layer, on the (mean) loads: the balance when no steps are given
+  double mean_load_balance = 1;
   std::vector<double> p;                // P(k) of the whole plan, k = 1..max_failures (p[k-1])
   bool on_frontier = false;
   std::string beaten_by;                // a point that beats it (or has the same figures and came first)

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <tuple>
 
 #include "policy/algo/open_slots.h"
 
@@ -139,7 +140,9 @@ int block_start(const Filling& f, int cursor, int size, int members) {
   return -1;
 }
 
-void lay_blocks(Filling& f, const std::vector<int>& order, const LayerDemand& d, int group) {
+// Blocks of `group` experts from node 0 on; the next block starts where the last one ended, or,
+// `chained`, one node after where it started (so consecutive blocks share all but one node).
+void lay_blocks(Filling& f, const std::vector<int>& order, const LayerDemand& d, int group, bool chained) {
   int cursor = 0;
   for (size_t i = 0; i < order.size(); i += size_t(group)) {
     const size_t end = std::min(order.size(), i + size_t(group));
@@ -149,7 +152,7 @@ void lay_blocks(Filling& f, const std::vector<int>& order, const LayerDemand& d,
     if (start < 0) continue;  // no room: the group's replicas are dealt with the extras
     for (size_t m = i; m < end; ++m)
       for (int k = 0; k < size; ++k) f.put(order[m], (start + k) % f.nodes());
-    cursor = (start + size) % f.nodes();
+    cursor = (start + (chained ? 1 : size)) % f.nodes();
   }
 }
 
@@ -203,14 +206,83 @@ void repair_spans(Filling& f, const LayerDemand& d, int floor) {
   }
 }
 
+// How many experts each pair of nodes holds in common, kept as replicas are put.
+class Overlap {
+ public:
+  explicit Overlap(int nodes) : n_(size_t(nodes)), common_(n_ * n_, 0) {}
+  // Expert e is about to go on node n (not holding it yet): n now shares it with its holders.
+  void add(const Filling& f, int e, int n) {
+    for (size_t h = 0; h < n_; ++h)
+      if (int(h) != n && f.holds(e, int(h))) ++common_[size_t(n) * n_ + h], ++common_[h * n_ + size_t(n)];
+  }
+  // What node n shares with e's holders: the experts in common, summed over them.
+  int with_holders(const Filling& f, int e, int n) const {
+    int s = 0;
+    for (size_t h = 0; h < n_; ++h)
+      if (int(h) != n && f.holds(e, int(h))) s += common_[size_t(n) * n_ + h];
+    return s;
+  }
+
+ private:
+  size_t n_;
+  std::vector<int> common_;  // [n][m]
+};
+
+// The node with room for one more replica of e: not holding e when one is left, then the fewest
+// experts in common with e's holders, then the most room, then the lowest number; -1 when full.
+int mixed_node(const Filling& f, const Overlap& o, int e) {
+  // smaller is better, compared in order: holds e already, experts shared, minus the room
+  using Rank = std::tuple<bool, int, int>;
+  int best = -1;
+  Rank best_rank{};
+  for (int n = 0; n < f.nodes(); ++n) {
+    if (f.room(n) == 0) continue;
+    const Rank rank{f.holds(e, n), o.with_holders(f, e, n), -f.room(n)};
+    if (best < 0 || rank < best_rank) best = n, best_rank = rank;
+  }
+  return best;
+}
+
+// Blocks of `group` experts (0: none), chained or not, then the other replicas dealt and the
+// spans repaired.
+Result<LayerPlacement> laid_out(const LayerDemand& layer, int nodes, int slots, int group, bool chained, int floor) {
+  SAL_TRY(check(layer, nodes, slots));
+  Filling f(layer, nodes, slots);
+  if (group > 0) lay_blocks(f, spread_runs(ascending(layer), layer, group), layer, group, chained);
+  SAL_TRY(deal_extras(f, layer));
+  repair_spans(f, layer, floor);
+  return f.take();
+}
+
 }  // namespace
 
 Result<LayerPlacement> blocks_layout(const LayerDemand& layer, int nodes, int slots, int group, int floor) {
-  SAL_TRY(check(layer, nodes, slots));
   if (group < 0 || group > slots) return fail("experts per block must be in 0..", slots, ", not ", group);
+  return laid_out(layer, nodes, slots, group, false, floor);
+}
+
+Result<LayerPlacement> chain_layout(const LayerDemand& layer, int nodes, int slots, int floor) {
+  return laid_out(layer, nodes, slots, 1, true, floor);
+}
+
+Result<LayerPlacement> mixed_layout(const LayerDemand& layer, int nodes, int slots, int floor) {
+  SAL_TRY(check(layer, nodes, slots));
   Filling f(layer, nodes, slots);
-  if (group > 0) lay_blocks(f, spread_runs(ascending(layer), layer, group), layer, group);
-  SAL_TRY(deal_extras(f, layer));
+  Overlap overlap(nodes);
+  std::vector<int> experts(layer.replicas.size());
+  std::iota(experts.begin(), experts.end(), 0);
+  // by replicas, not load: layers with the same counts get the same holder sets, so their minimal
+  // sets line up (the balancer then moves experts between sets by load)
+  std::stable_sort(experts.begin(), experts.end(),
+                   [&](int a, int b) { return layer.replicas[size_t(a)] > layer.replicas[size_t(b)]; });
+  for (int e : experts) {
+    while (f.left(e) > 0) {
+      const int n = mixed_node(f, overlap, e);
+      if (n < 0) return fail("no free slot left for expert ", e);
+      if (!f.holds(e, n)) overlap.add(f, e, n);
+      f.put(e, n);
+    }
+  }
   repair_spans(f, layer, floor);
   return f.take();
 }

@@ -17,8 +17,21 @@
 //    Within each run of equally replicated experts the hot ones are dealt over the run's groups in
 //    snake order, so no block gathers them. g = c is mro's structure.
 //  - "balance first" (g = 0): no blocks.
+//  - "chain": one expert a block, each block starting one node after the last (expert k of the
+//    ascending order on nodes k .. k + r_k - 1, round the ring): two-replica experts pair each
+//    node with its neighbours, so the holder sets form a ring. Fewer minimal sets than "mixed"
+//    (P(2) and P(3) between it and the blocks), and still no closed group: a step's excess on one
+//    node passes along the ring.
+//  - "mixed": no blocks, and the opposite of them: each replica (the most replicated experts first)
+//    goes to the node with room that shares the fewest experts with the expert's holders so far
+//    (ties: the most room), so the experts' holder sets overlap as little as the slots allow. The
+//    loads play no part (layers with the same replica counts get the same sets; the balancer then
+//    places the experts on them by load). Its minimal sets are many and small
+//    (the worst P(2) of these), and in return no group of nodes holds its experts alone: where a
+//    step routes more to some experts than the mean, their holders can pass the excess on to
+//    other nodes through the experts they share, which closed blocks cannot (step_balance.h).
 //
-// In both, every replica not in a block is dealt heaviest first to the least loaded node with a
+// In the first two, every replica not in a block is dealt heaviest first to the least loaded node with a
 // free slot that does not hold its expert yet (longest processing time first); a second copy on a
 // node only when every node with room holds one already. Where that leaves an expert on fewer than
 // min(floor, N, r_e) nodes (the last free slots all on nodes holding it), a second copy trades
@@ -43,6 +56,10 @@ struct LayerDemand {
 // loads and replicas of different lengths. The layout may still miss the floor where no trade can
 // mend it (check with spans_floor).
 Result<LayerPlacement> blocks_layout(const LayerDemand& layer, int nodes, int slots, int group, int floor);
+
+// The "chain" and "mixed" layouts of one layer (above); errors and the floor as blocks_layout's.
+Result<LayerPlacement> chain_layout(const LayerDemand& layer, int nodes, int slots, int floor);
+Result<LayerPlacement> mixed_layout(const LayerDemand& layer, int nodes, int slots, int floor);
 
 // True when every expert spans at least min(floor, N, r_e) distinct nodes (the validator's rule).
 bool spans_floor(const LayerPlacement& layer, const std::vector<int>& replicas, int floor);

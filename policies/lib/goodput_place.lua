@@ -1,0 +1,158 @@
+-- goodput_place.lua — the expected-goodput placement, shared by the shipped placements `goodput`
+-- (the default) and `stepwise` (`local place = require "goodput_place"`; place.decide(ctx, opts)).
+-- Of the placements that no other beats on both balance and recovery — the frontier (sal.frontier:
+-- blocks of g experts on a node set, from mro's c down to 1, balance first, and mro's own layout,
+-- the maximum-survival end) — it takes the one with the highest expected goodput (of those within
+-- 0.2 % of it, the most survivable): the throughput an imbalance costs (the step waits for each
+-- layer's busiest node) against the time that failures wiping out an expert cost (a restore from
+-- peers or disk and the steps run again), at the failure rate the job sees or states (ctx.failures;
+-- policies/lib/goodput.lua has the model). The proposal's note says what it chose, at what cost,
+-- and the alternative it turned down (job.plan() shows it).
+--
+-- opts.steps (`stepwise`): the balance weighed is the steps'. With ctx.steps (the load window's
+-- recent steps) each candidate is judged on every one of those steps split as the dispatcher splits
+-- it (ctx.dispatch), because a step waits for its own busiest node, and layouts that all look even
+-- on the window's mean loads differ by tens of percent there; chain and mixed, which pass a step's
+-- excess on where closed blocks cannot, join the candidates. Without steps (the first plan), on the
+-- loads.
+local goodput = require "goodput"
+local mro_layout = require "mro_layout"
+
+local place = {}
+
+local function most_survivable(points)
+  local best
+  for _, p in ipairs(points) do
+    if not best or goodput.survives_better(p, best) then best = p end
+  end
+  return best
+end
+
+-- A large plan (layers x nodes x slots above LARGE, e.g. one layer of 1024 nodes x 8 slots) is
+-- weighed on the constructions with c, c/2, ..., 1 experts per block and balance first (at 1024
+-- nodes the others differ from their neighbours by ~1e-6 in P(2)), on SAMPLE_LAYERS evenly spaced
+-- layers when it has more, and without their placements; only the chosen construction is then
+-- built for every layer. Its maximum-survival end is then blocks of c, mro's structure (the same
+-- minimal node sets when the blocks fit, so the same P(1..3); mro's own repair of a cut-short tail
+-- matters at 16 or more failures there) rather than mro's own layout. The whole frontier of every
+-- layer of such a plan would take about half a second and its placements more memory than a policy
+-- has. (24 layers on 16 nodes x 8 slots, the SmartMoE shape, are weighed whole.)
+local LARGE, SAMPLE_LAYERS = 4096, 4
+
+local function loads_of(ctx)
+  local loads = {}
+  for l = 1, ctx.layers do
+    loads[l] = {}
+    for e = 1, ctx.experts do loads[l][e] = ctx.loads and ctx.loads[l] and ctx.loads[l][e] or 1 end
+  end
+  return loads
+end
+
+-- ctx with only the sampled layers (evenly spaced) and their numbers, or ctx itself.
+local function weighed(ctx, loads)
+  if ctx.layers * ctx.nodes * ctx.slots <= LARGE or ctx.layers <= SAMPLE_LAYERS then return ctx, loads, nil end
+  local sub = { nodes = ctx.nodes, slots = ctx.slots, experts = ctx.experts, floor = ctx.floor, replicas = {}, loads = {} }
+  local picked = {}
+  for i = 1, SAMPLE_LAYERS do
+    local l = math.floor((i - 1) * ctx.layers / SAMPLE_LAYERS) + 1
+    sub.replicas[i], sub.loads[i], picked[i] = ctx.replicas[l], loads[l], l
+  end
+  sub.layers = SAMPLE_LAYERS
+  return sub, sub.loads, picked
+end
+
+-- The constructions weighed: blocks of c .. 1 experts and balance first, with chain and mixed (the
+-- layouts that pass a step's excess on) when judged on the steps.
+local function constructions(slots, on_steps)
+  local names = {}
+  for g = slots, 1, -1 do names[#names + 1] = "blocks-" .. g end
+  names[#names + 1] = "balance-first"
+  if on_steps then
+    names[#names + 1] = "chain"
+    names[#names + 1] = "mixed"
+  end
+  return names
+end
+
+-- The constructions a large plan is weighed on: blocks of c, c/2, ..., 1 experts, and balance first.
+local function halving(slots)
+  local names, g = {}, slots
+  while g >= 1 do
+    names[#names + 1] = "blocks-" .. g
+    g = math.floor(g / 2)
+  end
+  names[#names + 1] = "balance-first"
+  return names
+end
+
+local function summary(p, score)
+  return { point = p.name, balance = p.balance, median_balance = p.median, balances = p.balances,
+           load_balance = p.load_balance, p = p.p, goodput = score.goodput, speed = score.speed, lost = score.lost }
+end
+
+-- The chosen point's placement (and figures) for every layer, when it was weighed without them.
+local function build_all(ctx, loads, chosen)
+  return sal.frontier(ctx.replicas, loads, ctx.nodes, ctx.slots,
+                      { floor = ctx.floor, only = { chosen.name }, placements = "all" }).points[1]
+end
+
+-- The steps a plan of this size is judged on (the last of ctx.steps), or nil: a large plan is
+-- weighed on its loads. Each step costs a split of every layer for every candidate, about 20 us per
+-- thousand experts x nodes; STEP_CELLS bounds steps x layers x experts x nodes so that the steps add
+-- at most a few tens of milliseconds (16 steps on the drill job's 2 x 16 x 8, 10 on 24 layers of
+-- 32 experts on 16 nodes).
+local STEP_CELLS = 131072
+
+local function steps_of(ctx, large)
+  if large or not ctx.steps or #ctx.steps == 0 then return nil end
+  local fit = math.max(1, math.floor(STEP_CELLS / (ctx.layers * ctx.experts * ctx.nodes)))
+  if fit >= #ctx.steps then return ctx.steps end
+  local last = {}
+  for i = #ctx.steps - fit + 1, #ctx.steps do last[#last + 1] = ctx.steps[i] end
+  return last
+end
+
+-- The placement for ctx: opts.steps judges the candidates on ctx.steps (and weighs chain and mixed
+-- too), else on the mean loads.
+function place.decide(ctx, opts)
+  local loads = loads_of(ctx)
+  local large = ctx.layers * ctx.nodes * ctx.slots > LARGE
+  local w, wloads, sampled = weighed(ctx, loads)
+  local include = large and {} or { { name = "mro", placement = mro_layout.place(w) } }
+  local steps = opts.steps and steps_of(ctx, large) or nil
+  local frontier = sal.frontier(w.replicas, wloads, w.nodes, w.slots, {
+    floor = w.floor, include = include, placements = large and "none" or "frontier",
+    only = large and halving(w.slots) or constructions(w.slots, opts.steps), steps = steps, split = ctx.dispatch })
+  local on = {}
+  for _, p in ipairs(frontier.points) do
+    if p.frontier then on[#on + 1] = p end
+  end
+  local chosen, score = goodput.best(on, ctx.failures, ctx.nodes)
+  -- the alternative: the maximum-survival end, or, when that was chosen, the most balanced point
+  local other = most_survivable(on)
+  if other == chosen then other = on[1] end
+  local other_score = other ~= chosen and goodput.score(other, ctx.failures, ctx.nodes) or nil
+  if other == chosen then other = nil end
+  if large then
+    chosen = build_all(ctx, loads, chosen)
+    score = goodput.score(chosen, ctx.failures, ctx.nodes)
+  end
+  local choice = summary(chosen, score)
+  if other then choice.turned_down = summary(other, other_score) end
+  choice.failures = { rate = ctx.failures.rate, source = ctx.failures.source, restore_s = ctx.failures.restore_s }
+  choice.frontier = {}
+  for _, p in ipairs(on) do choice.frontier[#choice.frontier + 1] = { point = p.name, balance = p.balance, p = p.p } end
+  local note = goodput.explain(chosen, score, other, other_score, ctx.failures, ctx.nodes)
+  if steps then
+    choice.steps = #steps
+    note = note .. string.format("; balance over the last %d steps as dispatched (on the mean loads %.3f)", #steps,
+                                 chosen.load_balance)
+  end
+  if sampled then
+    choice.weighed_on = sampled
+    note = note .. string.format("; weighed on layers %s of %d", table.concat(sampled, ", "), ctx.layers)
+  end
+  return { placement = chosen.placement, choice = choice, note = note }
+end
+
+return place
