@@ -164,6 +164,11 @@ Result<SeriesLine> series_line(const std::string& l, double unit_s) {
     out.ms = *iso;
   } else if (auto t = number(time); t && *t >= 0 && *t * unit_s < 1e12) {
     out.ms = std::llround(*t * unit_s * 1000);
+  } else if (t && *t >= 0) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.3g", *t * unit_s);
+    return fail("'", clip(time, 40), "' is ", seconds, " s, later than any clock (milliseconds since 1970? say "
+                "time_unit = 'ms')");
   } else {
     return fail("'", clip(time, 40), "' is neither an ISO 8601 time nor a number of time units >= 0");
   }
@@ -184,12 +189,42 @@ bool header_line(const std::string& l) {
   return true;
 }
 
-// The lines that carry data: (1-based number, trimmed text), without blank or '#' lines, and
-// without a first line of column names.
-std::vector<std::pair<int, std::string>> data_lines(const std::string& text) {
-  auto lines = content_lines(text);
-  if (!lines.empty() && header_line(lines.front().second)) lines.erase(lines.begin());
-  return lines;
+// A line as a spreadsheet or a script may have written it, in the readers' terms: fields in double
+// quotes unquoted, ';' or tabs as the separator where the line has no comma, and the empty fields a
+// trailing separator leaves dropped.
+std::string plain_fields(std::string l) {
+  l.erase(std::remove(l.begin(), l.end(), '"'), l.end());
+  if (l.find(',') == std::string::npos)
+    for (char sep : {';', '\t'})
+      if (l.find(sep) != std::string::npos) {
+        std::replace(l.begin(), l.end(), sep, ',');
+        break;
+      }
+  while (!l.empty() && (l.back() == ',' || std::isspace(static_cast<unsigned char>(l.back())))) l.pop_back();
+  return l;
+}
+
+// A line that carries data: its 1-based number, its fields as plain_fields reads them, and the
+// line as written (for errors).
+struct DataLine {
+  int line = 0;
+  std::string text, written;
+};
+
+// The lines that carry data, without a byte order mark, blank or '#' lines, and without a first
+// line of column names.
+std::vector<DataLine> data_lines(const std::string& text) {
+  constexpr std::string_view kBom = "\xEF\xBB\xBF";
+  std::vector<DataLine> out;
+  for (auto& [n, l] : content_lines(text.compare(0, kBom.size(), kBom) == 0 ? std::string_view(text).substr(kBom.size())
+                                                                           : std::string_view(text)))
+    if (std::string fields = plain_fields(l); !fields.empty()) out.push_back({n, std::move(fields), std::move(l)});
+  // pandas writes its row index as an unnamed first column (",timestamp,count", then "0,<time>,8"):
+  // dropped
+  if (!out.empty() && out.front().text.front() == ',')
+    for (auto& d : out) d.text.erase(0, std::min(d.text.size(), d.text.find(',') + 1));
+  if (!out.empty() && header_line(out.front().text)) out.erase(out.begin());
+  return out;
 }
 
 }  // namespace
@@ -197,19 +232,19 @@ std::vector<std::pair<int, std::string>> data_lines(const std::string& text) {
 Result<std::string> detect_trace_format(const std::string& text, const std::string& path) {
   auto lines = data_lines(text);
   if (lines.empty()) return fail(path, ": no lines");
-  const auto& [line, l] = lines.front();
+  const auto& [line, l, written] = lines.front();
   auto f = split(l, ',');
   if (f.size() == 3 && (trim(f[1]) == "add" || trim(f[1]) == "remove")) return std::string("bamboo");
   if (count_line(l)) return std::string("counts");
   if (f.size() == 2) return std::string("series");
-  return fail(path, ":", line, ": cannot tell the trace's format from '", clip(l, 60),
+  return fail(path, ":", line, ": cannot tell the trace's format from '", clip(written, 60),
               "' (bamboo: <ms>,add|remove,<node>; counts: YYYY-MM-DD, HH:MM:SS, <live nodes>; series: "
               "<time>,<live nodes>)");
 }
 
 Result<std::vector<TraceEvent>> parse_series_trace(const std::string& text, const std::string& path, double unit_s) {
   CountEvents events(path);
-  for (const auto& [line, l] : data_lines(text)) {
+  for (const auto& [line, l, written] : data_lines(text)) {
     auto p = series_line(l, unit_s);
     if (!p) return fail(path, ":", line, ": ", p.error().message());
     SAL_TRY(events.add(p->ms, p->live, line));
@@ -219,9 +254,9 @@ Result<std::vector<TraceEvent>> parse_series_trace(const std::string& text, cons
 
 Result<std::vector<TraceEvent>> parse_count_trace(const std::string& text, const std::string& path) {
   CountEvents events(path);
-  for (const auto& [line, l] : data_lines(text)) {
+  for (const auto& [line, l, written] : data_lines(text)) {
     auto p = count_line(l);
-    if (!p) return fail(path, ":", line, ": expected YYYY-MM-DD, HH:MM:SS, <live nodes>, got '", clip(l, 60), "'");
+    if (!p) return fail(path, ":", line, ": expected YYYY-MM-DD, HH:MM:SS, <live nodes>, got '", clip(written, 60), "'");
     SAL_TRY(events.add(p->first * 1000, p->second, line));
   }
   return events.take();
@@ -229,9 +264,9 @@ Result<std::vector<TraceEvent>> parse_count_trace(const std::string& text, const
 
 Result<std::vector<TraceEvent>> parse_bamboo_trace(const std::string& text, const std::string& path) {
   std::vector<TraceEvent> out;
-  for (const auto& [line, l] : data_lines(text)) {
+  for (const auto& [line, l, written] : data_lines(text)) {
     auto f = split(l, ',');
-    if (f.size() != 3) return fail(path, ":", line, ": expected <ms>,add|remove,<node>, got '", clip(l, 60), "'");
+    if (f.size() != 3) return fail(path, ":", line, ": expected <ms>,add|remove,<node>, got '", clip(written, 60), "'");
     TraceEvent e;
     e.line = line;
     try {

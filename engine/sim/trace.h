@@ -10,7 +10,9 @@
 // A trace of counts reads as the same events as a Bamboo trace: nodes added, or removed newest
 // first, to reach N. "auto" tells the three apart by the first line that is not a header. Every
 // format skips blank lines, lines starting with '#' and a first line of column names
-// ("timestamp,count"); errors give the file's line numbers.
+// ("timestamp,count"), and takes a line as a spreadsheet or script may write it: a UTF-8 byte order
+// mark, fields in double quotes, ';' or tab as the separator, a trailing separator, pandas' unnamed
+// index column (a header starting with a separator). Errors give the file's line numbers.
 #pragma once
 
 #include <cstdint>

@@ -259,6 +259,37 @@ TEST_CASE("a series of live-node counts: ISO times or numbers in a unit, a heade
   refuse("time,count\nt,c\n", "s.csv:2: 't' is neither");  // one header only
   refuse("1000,4\n100,2\n", "s.csv:2: time goes back (-900 s");
   refuse("time,count\n", "s.csv: no lines");
+  refuse("1627324920000,8\n", "s.csv:1: '1627324920000' is 1.63e+12 s, later than any clock (milliseconds since "
+                              "1970? say time_unit = 'ms')");
+  // as spreadsheets and scripts write them: a byte order mark, quotes, ';' or tabs, CRLF, a trailing
+  // separator — each the same events as the plain file
+  const std::string plain = "timestamp,count\n2021-07-26T18:42:00Z,8\n2021-07-26T18:45:00Z,6\n";
+  auto expected = sim::parse_trace(plain, "p.csv", {});
+  REQUIRE(expected.ok());
+  for (const std::string& exported :
+       {std::string("\xEF\xBB\xBF") + "2021-07-26T18:42:00Z,8\n2021-07-26T18:45:00Z,6\n",
+        std::string("\"timestamp\",\"count\"\r\n\"2021-07-26T18:42:00Z\",\"8\"\r\n\"2021-07-26T18:45:00Z\",\"6\"\r\n"),
+        std::string("timestamp;count\n2021-07-26T18:42:00Z;8\n2021-07-26T18:45:00Z;6\n"),
+        std::string("2021-07-26T18:42:00Z\t8\n2021-07-26T18:45:00Z\t6\n"),
+        std::string("2021-07-26T18:42:00Z,8,\n2021-07-26T18:45:00Z,6,\n"),
+        std::string(",timestamp,count\n0,2021-07-26T18:42:00Z,8\n1,2021-07-26T18:45:00Z,6\n")}) {
+    CAPTURE(exported);
+    auto got = sim::parse_trace(exported, "e.csv", {});
+    REQUIRE_MESSAGE(got.ok(), (got.ok() ? "" : got.error().message()));
+    REQUIRE(got->size() == expected->size());
+    for (size_t i = 0; i < got->size(); ++i) {
+      CHECK((*got)[i].ms == (*expected)[i].ms);
+      CHECK((*got)[i].add == (*expected)[i].add);
+    }
+  }
+  // a pandas export of another shape is still refused, naming the line as written
+  auto deltas = sim::parse_trace(",timestamp,dt,count\n0,2021-07-26T18:42:00Z,2021-07-26 18:42:00,3\n", "d.csv", {});
+  REQUIRE_FALSE(deltas.ok());
+  CHECK(deltas.error().message().find("d.csv:1: cannot tell the trace's format from ',timestamp,dt,count'") !=
+        std::string::npos);
+  auto bom_events = sim::parse_trace("\xEF\xBB\xBF" "0,add,a\n10,add,b\n", "b.csv", {});
+  REQUIRE_MESSAGE(bom_events.ok(), (bom_events.ok() ? "" : bom_events.error().message()));
+  CHECK(bom_events->size() == 2);
   CHECK(sim::trace_time_unit("h").value() == 3600.0);
   CHECK(sim::trace_time_unit("d").error().message() == "time unit 'd': expected s, ms, min or h");
   // a drill replays a series trace; a time unit it does not know is named
