@@ -9,7 +9,7 @@ namespace {
 
 // `policy plan`'s options; `policy recovery --compare` takes the same allocation inputs.
 std::vector<OptSpec> plan_options() {
-  return {{"--loads", "FILE", "expert loads: CSV (a line per layer) or SmartMoE trace lines"},
+  return {{"--loads", "FILE", "expert loads: CSV (a line per layer), SmartMoE trace lines or a JSON array of layers"},
           {"--nodes", "N", "nodes (plan positions)"},
           {"--slots", "C", "expert slots per node"},
           {"--min-replicas", "F", "fault-tolerance floor f (default 2)"},

@@ -2,8 +2,12 @@
 #include "core/load_files.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -13,20 +17,50 @@
 namespace sal {
 namespace {
 
-Result<std::vector<double>> csv_line(const std::string& line, int line_no, const std::string& path) {
+// A CSV line's cells, as spreadsheets and scripts write them: separated by commas, else by ';',
+// else by tabs or spaces; double quotes dropped; the empty cell of a trailing separator dropped.
+std::vector<std::string> cells_of(std::string line) {
+  line.erase(std::remove(line.begin(), line.end(), '"'), line.end());
+  std::vector<std::string> cells;
+  if (line.find(',') != std::string::npos || line.find(';') != std::string::npos) {
+    for (auto& c : split(line, line.find(',') != std::string::npos ? ',' : ';')) cells.emplace_back(trim(c));
+    if (cells.size() > 1 && cells.back().empty()) cells.pop_back();
+  } else {
+    cells = words(line);
+  }
+  return cells;
+}
+
+// A line of column names ("expert0,expert1,..."): no cell a number.
+bool header_cells(const std::vector<std::string>& cells) {
+  return std::none_of(cells.begin(), cells.end(), [](const std::string& c) { return parse_double(c).ok(); });
+}
+
+Result<std::vector<double>> csv_line(const std::vector<std::string>& cells, int line_no, const std::string& path) {
   std::vector<double> row;
-  for (auto& cell : split(line, ',')) {
+  for (const auto& cell : cells) {
     auto v = parse_double(cell);
-    if (!v || *v < 0) return fail(path, ":", line_no, ": '", std::string(trim(cell)), "' is not a token count");
+    if (!v || !(*v >= 0) || !std::isfinite(*v)) return fail(path, ":", line_no, ": '", cell, "' is not a token count");
     row.push_back(*v);
   }
   return row;
 }
 
-// "<layer>:[[...], [...]]" -> per-expert sums over the micro-batches.
-Result<std::vector<double>> trace_line(const std::string& line, int line_no, const std::string& path) {
-  auto colon = line.find(':');
-  auto j = nlohmann::json::parse(line.substr(colon + 1), nullptr, false);
+// Where a SmartMoE line's counts begin: after "<layer>:" (spaces allowed), at a '['; npos otherwise.
+size_t trace_counts_at(const std::string& line) {
+  const auto colon = line.find(':');
+  if (colon == std::string::npos || colon == 0) return std::string::npos;
+  const auto layer = trim(std::string_view(line).substr(0, colon));
+  if (layer.empty() || !std::all_of(layer.begin(), layer.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::string::npos;
+  const auto at = line.find_first_not_of(" \t", colon + 1);
+  return at != std::string::npos && line[at] == '[' ? at : std::string::npos;
+}
+
+// "<layer>:[[...], [...]]" -> per-expert sums over the micro-batches ("<layer>:[...]": one).
+Result<std::vector<double>> trace_line(const std::string& line, size_t at, int line_no, const std::string& path) {
+  auto j = nlohmann::json::parse(line.substr(at), nullptr, false);
+  if (!j.is_discarded() && j.is_array() && !j.empty() && j[0].is_number()) j = nlohmann::json::array({j});
   if (j.is_discarded() || !j.is_array() || j.empty() || !j[0].is_array())
     return fail(path, ":", line_no, ": expected <layer>:[[counts], ...]");
   std::vector<double> sum(j[0].size(), 0.0);
@@ -40,10 +74,45 @@ Result<std::vector<double>> trace_line(const std::string& line, int line_no, con
   return sum;
 }
 
+// A JSON file's layers checked as the lines are: counts >= 0, every layer as long as the first.
+Result<std::vector<std::vector<double>>> checked_layers(std::vector<std::vector<double>> layers, const std::string& path) {
+  if (layers.empty() || layers[0].empty()) return fail(path, ": no loads");
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (layers[l].size() != layers[0].size())
+      return fail(path, ": layer ", l, " has ", layers[l].size(), " experts, but the first layer has ", layers[0].size());
+    for (size_t e = 0; e < layers[l].size(); ++e)
+      if (!(layers[l][e] >= 0) || !std::isfinite(layers[l][e])) {
+        char value[32];
+        std::snprintf(value, sizeof value, "%g", layers[l][e]);
+        return fail(path, ": layer ", l, ", expert ", e, ": ", value, " is not a token count");
+      }
+  }
+  return layers;
+}
+
 // The number in a file name ("table_iter1051_rank0.log" -> 1051; -1 without one).
 int64_t number_in(const std::string& name) {
   auto i = name.find_first_of("0123456789");
   return i == std::string::npos ? -1 : std::atoll(name.c_str() + i);
+}
+
+// A whole file that is one JSON array of layers, [[counts of layer 0], ...]; nullopt otherwise.
+std::optional<std::vector<std::vector<double>>> json_layers(std::string_view text) {
+  const auto body = trim(text);
+  const auto second = body.find_first_not_of(" \t\r\n", 1);
+  if (body.empty() || body[0] != '[' || second == std::string_view::npos || body[second] != '[') return std::nullopt;
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_array()) return std::nullopt;
+  std::vector<std::vector<double>> out;
+  for (const auto& layer : j) {
+    if (!layer.is_array()) return std::nullopt;
+    out.emplace_back();
+    for (const auto& v : layer) {
+      if (!v.is_number()) return std::nullopt;
+      out.back().push_back(v.get<double>());
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -77,10 +146,15 @@ Result<std::vector<std::vector<double>>> read_load_file(const std::string& path)
 }
 
 Result<std::vector<std::vector<double>>> parse_loads(const std::string& text, const std::string& path) {
+  const std::string_view body = without_bom(text);
+  if (auto whole = json_layers(body)) return checked_layers(std::move(*whole), path);
   std::vector<std::vector<double>> layers;
-  for (auto& [line_no, line] : content_lines(text)) {
-    bool trace = line.find(":[") != std::string::npos;
-    auto row = trace ? trace_line(line, line_no, path) : csv_line(line, line_no, path);
+  bool first = true;
+  for (auto& [line_no, line] : content_lines(body)) {
+    const size_t at = trace_counts_at(line);
+    const auto cells = at == std::string::npos ? cells_of(line) : std::vector<std::string>{};
+    if (std::exchange(first, false) && at == std::string::npos && header_cells(cells)) continue;  // column names
+    auto row = at != std::string::npos ? trace_line(line, at, line_no, path) : csv_line(cells, line_no, path);
     if (!row) return row.error();
     if (!layers.empty() && row->size() != layers[0].size())
       return fail(path, ":", line_no, ": ", row->size(), " experts, but the first layer has ", layers[0].size());

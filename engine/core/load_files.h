@@ -1,9 +1,11 @@
 // load_files.h — expert loads from files: for offline planning (`salamander policy plan|recovery
 // --loads FILE`), the simulator's replayed loads and a job's replayed routing (model.routing_trace);
 // a live job records its routing in the SmartMoE format (train.record_routing).
-// Two formats are read: CSV with one line per layer and one token count per expert, and the
-// SmartMoE trace format, one line per layer "<layer>:[[counts of micro-batch 1], [...], ...]",
-// whose micro-batches are summed.
+// Three formats are read: CSV with one line per layer and one token count per expert (as
+// spreadsheets and scripts write it: commas, else ';', else tabs or spaces; quotes, a byte order
+// mark, a trailing separator and a first line of column names taken in stride), the SmartMoE trace
+// format, one line per layer "<layer>:[[counts of micro-batch 1], [...], ...]", whose micro-batches
+// are summed ("<layer>:[counts]" is one), and a JSON array of layers, [[counts of layer 0], ...].
 #pragma once
 
 #include <string>

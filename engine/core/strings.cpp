@@ -73,6 +73,11 @@ std::vector<std::pair<int, std::string>> content_lines(std::string_view text) {
   return out;
 }
 
+std::string_view without_bom(std::string_view text) {
+  constexpr std::string_view kBom = "\xEF\xBB\xBF";
+  return text.substr(0, kBom.size()) == kBom ? text.substr(kBom.size()) : text;
+}
+
 std::vector<std::string> words(std::string_view line) {
   std::vector<std::string> out;
   size_t i = 0;

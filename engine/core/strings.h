@@ -23,6 +23,8 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep);
 // The lines of a small config file that carry content: (1-based line number, trimmed text),
 // skipping blank lines and lines starting with '#'.
 std::vector<std::pair<int, std::string>> content_lines(std::string_view text);
+// `text` without a leading UTF-8 byte order mark (spreadsheets write one).
+std::string_view without_bom(std::string_view text);
 
 // Whitespace-separated words of a line.
 std::vector<std::string> words(std::string_view line);

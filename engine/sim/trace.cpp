@@ -214,10 +214,8 @@ struct DataLine {
 // The lines that carry data, without a byte order mark, blank or '#' lines, and without a first
 // line of column names.
 std::vector<DataLine> data_lines(const std::string& text) {
-  constexpr std::string_view kBom = "\xEF\xBB\xBF";
   std::vector<DataLine> out;
-  for (auto& [n, l] : content_lines(text.compare(0, kBom.size(), kBom) == 0 ? std::string_view(text).substr(kBom.size())
-                                                                           : std::string_view(text)))
+  for (auto& [n, l] : content_lines(without_bom(text)))
     if (std::string fields = plain_fields(l); !fields.empty()) out.push_back({n, std::move(fields), std::move(l)});
   // pandas writes its row index as an unnamed first column (",timestamp,count", then "0,<time>,8"):
   // dropped

@@ -1,0 +1,59 @@
+// test_load_files.cpp — expert loads read from files as people and tools write them: the SmartMoE
+// trace lines (micro-batches summed, one list or several, spaces around the colon), CSV with commas,
+// ';', tabs or spaces (quotes, a byte order mark, a trailing separator, a header of column names), a
+// JSON array of layers; and every malformed file refused naming the file, the line and the value.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/load_files.h"
+
+using namespace sal;
+
+namespace {
+
+using Layers = std::vector<std::vector<double>>;
+
+Layers read(const std::string& text) {
+  auto r = parse_loads(text, "loads.txt");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message()));
+  return *r;
+}
+
+void refused(const std::string& text, const std::string& expect) {
+  auto r = parse_loads(text, "loads.txt");
+  REQUIRE_FALSE(r.ok());
+  CHECK_MESSAGE(r.error().message().find(expect) != std::string::npos, r.error().message());
+}
+
+}  // namespace
+
+TEST_CASE("loads: SmartMoE lines sum their micro-batches, and every CSV or JSON spelling reads the same") {
+  const Layers expected{{5, 7, 9}, {8, 9, 10}};
+  CHECK(read("0:[[1, 2, 3], [4, 5, 6]]\n1:[[7, 8, 9], [1, 1, 1]]\n") == expected);
+  CHECK(read("0 : [[5,7,9]]\r\n1: [ [8,9,10] ]\r\n") == expected);  // spaces, CRLF
+  CHECK(read("0:[5, 7, 9]\n1:[8, 9, 10]\n") == expected);            // one list: one micro-batch
+  for (const std::string& csv : {std::string("5,7,9\n8,9,10\n"), std::string("\xEF\xBB\xBF" "5,7,9\n8,9,10\n"),
+                                 std::string("e0,e1,e2\n5,7,9\n8,9,10\n"), std::string("\"e0\";\"e1\";\"e2\"\n5;7;9\n8;9;10\n"),
+                                 std::string("5\t7\t9\n8\t9\t10\n"), std::string("5 7 9\n8 9 10\n"),
+                                 std::string("5,7,9,\n8,9,10,\n"), std::string("# a comment\n\n5,7,9\n8,9,10\n"),
+                                 std::string("[[5, 7, 9],\n [8, 9, 10]]\n")}) {
+    CAPTURE(csv);
+    CHECK(read(csv) == expected);
+  }
+}
+
+TEST_CASE("loads: malformed files are refused naming the file, the line and the value") {
+  refused("5,7,9\n8,-1,10\n", "loads.txt:2: '-1' is not a token count");
+  refused("5,7,9\n8,nan,10\n", "loads.txt:2: 'nan' is not a token count");
+  refused("5,7,9\n8,9\n", "loads.txt:2: 2 experts, but the first layer has 3");
+  refused("e0,e1\nx,y\n", "loads.txt:2: 'x' is not a token count");  // one header only
+  refused("0:[[1, 2], [3]]\n", "loads.txt:1: micro-batches differ in length");
+  refused("0:[[1, -2]]\n", "loads.txt:1: bad count at expert 1");
+  refused("0:[oops]\n", "loads.txt:1: expected <layer>:[[counts], ...]");
+  refused("[[1, 2], [3]]\n", "loads.txt: layer 1 has 1 experts, but the first layer has 2");
+  refused("[[1, -2]]\n", "loads.txt: layer 0, expert 1: -2 is not a token count");
+  refused("# nothing\n\n", "loads.txt: no loads");
+  refused("e0,e1\n", "loads.txt: no loads");
+}
