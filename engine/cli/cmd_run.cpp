@@ -241,7 +241,6 @@ int cmd_run(const Command& cmd, const Parsed& p) {
   if (auto s = metrics_option(p, *job); !s) return usage_error(cmd, s.error().message());
   std::optional<job::ResumeFrom> resume_from;
   if (auto from = p.get("--resume")) {
-    if (!modes.empty()) return usage_error(cmd, "--resume runs one job: not with --modes");
     if (hosted) return usage_error(cmd, "--resume: not with --supervise (or a drill that kills the controller or cuts links)");
     auto r = resume_source(*from, *job, steps);
     if (!r) return usage_error(cmd, r.error().message());

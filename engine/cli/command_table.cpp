@@ -70,7 +70,8 @@ std::vector<CommandDef> make_table() {
                     {"--resume", "CHECKPOINT|RUN_DIR",
                      "continue from a checkpoint or complete snapshot (or a run directory: its final checkpoint, "
                      "else its newest snapshot): weights, optimizer state, schedule and data position go on from "
-                     "its step; the job is the one the run directory recorded, unless JOB.lua or --set is given"},
+                     "its step; the job is the one the run directory recorded, unless JOB.lua or --set is given; "
+                     "with --modes every mode's run starts from it (the source is only read)"},
                     {"--resume-anyway", "",
                      "with --resume and a JOB.lua or --set that differs from the job the run recorded: train it "
                      "anyway (without it the run is refused, naming each key that differs)"},

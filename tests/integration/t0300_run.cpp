@@ -317,4 +317,21 @@ TEST_CASE("t0312-resume-the-saved-job: --resume trains the job the run recorded,
                       dir + "/anyway.out");
   CHECK(anyway.wait(30000) == 0);
   CHECK(metrics_column(dir + "/anyway", "step").front() == 6);
+
+  // every mode of --modes from the same checkpoint (as a drill from a trained state compares them),
+  // the source only read
+  const auto source_files = std::distance(std::filesystem::directory_iterator(dir + "/first"), {});
+  Proc modes = spawn({bin(), "run", "--steps", "8", "--nodes", "2", "--resume", dir + "/first", "--modes",
+                      "elastic,checkpoint-restart", "--out", dir + "/modes"},
+                     dir + "/modes.out");
+  CHECK(modes.wait(60000) == 0);
+  INFO(modes.output());
+  for (const char* mode : {"elastic", "checkpoint-restart"}) {
+    CAPTURE(mode);
+    auto resumed_steps = metrics_column(dir + "/modes/" + mode, "step");
+    REQUIRE(resumed_steps.size() == 2);
+    CHECK(resumed_steps.front() == 6);
+  }
+  CHECK(std::filesystem::exists(dir + "/modes/compare.html"));
+  CHECK(std::distance(std::filesystem::directory_iterator(dir + "/first"), {}) == source_files);
 }
