@@ -15,6 +15,7 @@
 #include "core/strings.h"
 #include "drill/trace.h"
 #include "lua/convert.h"
+#include "wire/fault_points.h"
 #include "lua/sandbox.h"
 
 namespace sal::drill {
@@ -152,14 +153,11 @@ class Checker {
 };
 
 Result<wire::FaultPoint> fault_point(const Checker& ck, const std::string& s) {
-  using P = wire::FaultPoint;
-  static const std::vector<std::pair<std::string, P>> points{
-      {"forward", P::forward},     {"alltoall", P::alltoall}, {"allreduce", P::allreduce}, {"migration", P::migration},
-      {"snapshot", P::snapshot},   {"backward", P::backward}, {"validation", P::validation}};
   std::vector<std::string> names;
-  for (const auto& [name, point] : points) {
-    if (name == s) return point;
-    names.push_back(name);
+  for (const auto& p : wire::kFaultPointNames) {
+    if (!p.during) continue;
+    if (p.name == s) return p.point;
+    names.emplace_back(p.name);
   }
   return fail(ck.where(), ": ", ck.kind(), ".during: '", s, "' is not a point of the step", did_you_mean(s, names),
               " (one of: ", join(names, ", "), ")");
@@ -422,10 +420,6 @@ const char* action_name(ActionKind k) {
 }
 
 std::string Action::describe() const {
-  // one per wire::FaultPoint (snapshot and backward were missing: describing those kills read past the end)
-  static const char* points[] = {"forward", "all-to-all", "gradient all-reduce", "state migration", "snapshot",
-                                 "backward pass", "corruption", "validation"};
-  static_assert(std::size(points) == size_t(wire::FaultPoint::count_));
   std::string who = controller ? std::string("the controller")
                     : kind == ActionKind::add ? std::to_string(count) + " node" + (count > 1 ? "s" : "")
                     : holders_of ? "every holder of layer " + std::to_string(holders_of->first) + " expert " +
@@ -435,7 +429,7 @@ std::string Action::describe() const {
                                  : std::to_string(count) + " random node" + (count > 1 ? "s" : "");
   std::string when = step ? "after step " + std::to_string(*step) : "at " + seconds(*at_s);
   std::string s = std::string(action_name(kind)) + " " + who + " " + when;
-  if (during) s += " during the " + std::string(points[size_t(*during)]);
+  if (during) s += " during the " + std::string(wire::fault_point_entry(*during).phrase);
   if (kind == ActionKind::freeze) s += " for " + std::to_string(ms) + " ms";
   if (kind == ActionKind::partition) s += " for " + seconds(double(ms) / 1e3);
   if (kind == ActionKind::corrupt && unit) s += ": " + std::to_string(bits) + " bits of its " + unit->name();

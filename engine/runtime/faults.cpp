@@ -11,23 +11,11 @@
 #include <utility>
 
 #include "core/digest.h"
+#include "wire/fault_points.h"
 
 namespace sal::runtime {
 
-const char* fault_point_name(wire::FaultPoint p) {
-  switch (p) {
-    case wire::FaultPoint::forward: return "forward";
-    case wire::FaultPoint::alltoall: return "alltoall";
-    case wire::FaultPoint::allreduce: return "allreduce";
-    case wire::FaultPoint::migration: return "migration";
-    case wire::FaultPoint::snapshot: return "snapshot";
-    case wire::FaultPoint::backward: return "backward";
-    case wire::FaultPoint::corrupt: return "corrupt";
-    case wire::FaultPoint::validation: return "validation";
-    case wire::FaultPoint::count_: break;
-  }
-  return "?";
-}
+const char* fault_point_name(wire::FaultPoint p) { return wire::fault_point_entry(p).name.data(); }
 
 void FaultInjector::arm(const wire::FaultArm& f) {
   std::lock_guard<std::mutex> lock(mu_);
