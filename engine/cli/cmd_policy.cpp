@@ -67,13 +67,47 @@ int policy_check(const Command&, const Parsed& p) {
 
 namespace {
 
+// --steps DIR: every file a step's counts per layer, in the order of the numbers in their names;
+// the last kPlacementSteps are kept as the placement is told them, and `mean` is all of theirs.
+Status read_steps(const std::string& dir, policy::StepLoads& steps, std::vector<std::vector<double>>& mean) {
+  auto files = load_trace_files(dir);
+  if (!files) return files.error().with_context("--steps");
+  std::vector<std::vector<std::vector<double>>> all;
+  for (const auto& f : *files) {
+    auto step = read_load_file(f);
+    if (!step) return step.error().with_context("--steps");
+    if (!all.empty() && (step->size() != all[0].size() || (*step)[0].size() != all[0][0].size()))
+      return fail("--steps: ", f, " has ", step->size(), " layers of ", (*step)[0].size(), " experts, ", files->front(),
+                  " ", all[0].size(), " of ", all[0][0].size());
+    all.push_back(std::move(*step));
+  }
+  mean.assign(all[0].size(), std::vector<double>(all[0][0].size(), 0.0));
+  for (const auto& step : all)
+    for (size_t l = 0; l < step.size(); ++l)
+      for (size_t e = 0; e < step[l].size(); ++e) mean[l][e] += step[l][e] / double(all.size());
+  for (size_t s = all.size() - std::min(all.size(), policy::kPlacementSteps); s < all.size(); ++s) {
+    steps.emplace_back();
+    for (const auto& layer : all[s]) {
+      steps.back().emplace_back();
+      for (double c : layer) steps.back().back().push_back(uint32_t(std::llround(std::min(c, 4e9))));
+    }
+  }
+  return {};
+}
+
 Result<PlanRequest> plan_request(const Parsed& p, bool need_placement) {
   PlanRequest r;
   auto file = p.get("--loads");
-  if (!file) return fail("--loads FILE is required");
-  auto loads = read_load_file(*file);
-  if (!loads) return loads.error();
-  r.loads = std::move(*loads);
+  if (!file && !p.has("--steps")) return fail("--loads FILE (or --steps DIR) is required");
+  if (auto dir = p.get("--steps")) SAL_TRY(read_steps(*dir, r.steps, r.loads));
+  if (file) {
+    auto loads = read_load_file(*file);
+    if (!loads) return loads.error();
+    r.loads = std::move(*loads);
+    if (!r.steps.empty() && (r.steps[0].size() != r.loads.size() || r.steps[0][0].size() != r.loads[0].size()))
+      return fail("--steps: ", r.steps[0].size(), " layers of ", r.steps[0][0].size(), " experts, --loads ",
+                  r.loads.size(), " of ", r.loads[0].size());
+  }
   auto nodes = p.get_int("--nodes", 0, 1, 1 << 20);
   auto slots = p.get_int("--slots", 0, 1, 1 << 16);
   auto f = p.get_int("--min-replicas", 2, 1, 1 << 16);

@@ -10,6 +10,9 @@ namespace {
 // `policy plan`'s options; `policy recovery --compare` takes the same allocation inputs.
 std::vector<OptSpec> plan_options() {
   return {{"--loads", "FILE", "expert loads: CSV (a line per layer), SmartMoE trace lines or a JSON array of layers"},
+          {"--steps", "DIR", "recorded steps: a directory of load files, one a step (SmartMoE's table_iter<N>, "
+                             "train.record_routing's); the last 16 are the placement's ctx.steps and the frontier's "
+                             "balance is judged on them; without --loads the loads are their mean"},
           {"--nodes", "N", "nodes (plan positions)"},
           {"--slots", "C", "expert slots per node"},
           {"--min-replicas", "F", "fault-tolerance floor f (default 2)"},
@@ -30,7 +33,7 @@ std::vector<OptSpec> recovery_options() {
                                {"--layers", "L,M,...", "with --compare: only these layers of the loads (0-based)"}};
   for (const auto& o : plan_options())
     if (o.name != "--placement" && o.name != "--json" && o.name != "--frontier" && o.name != "--node-mtbf-h" &&
-        o.name != "--correlated")
+        o.name != "--correlated" && o.name != "--steps")
       opts.push_back(o);
   opts.push_back({"--json", "", "print the probabilities as JSON"});
   return opts;
@@ -195,7 +198,7 @@ std::vector<CommandDef> make_table() {
        policy_check},
       {{.name = "policy plan",
         .brief = "replica counts and placement for expert loads (the plan file with --json)",
-        .synopsis = "policy plan --loads FILE --nodes N --slots C [--min-replicas F] [options]",
+        .synopsis = "policy plan --loads FILE | --steps DIR --nodes N --slots C [--min-replicas F] [options]",
         .summary = "Runs an allocation and a placement policy on the loads and prints per layer the replica counts "
                    "and the node -> slots table (expert ids 0-based). --json prints the plan file. --frontier prints "
                    "instead the placements no other beats on both balance and recovery for the allocation's "

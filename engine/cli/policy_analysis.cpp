@@ -13,6 +13,7 @@
 #include "policy/algo/frontier.h"
 #include "policy/algo/moetion.h"
 #include "policy/algo/spare.h"
+#include "policy/algo/step_balance.h"
 #include "policy/frontier_report.h"
 
 namespace sal::cli {
@@ -177,6 +178,9 @@ int print_frontier(const PlanRequest& req, bool json) {
   if (!chosen) return failed("plan", chosen.error());
   algo::FrontierOptions o;
   o.nodes = int(req.nodes), o.slots = int(req.slots), o.floor = int(mro->floor);
+  auto steps = algo::steps_by_layer(req.steps, req.loads.size());
+  if (!steps) return failed("plan", steps.error().with_context("--steps"));
+  o.steps = std::move(*steps);
   std::vector<algo::FrontierCandidate> include{{"mro", placements_of(*mro)}};
   if (req.placement != "mro" && req.placement != "goodput") include.push_back({req.placement, placements_of(*chosen)});
   auto f = algo::placement_frontier(policy::frontier_demand(replicas_of(*mro), req.loads), o, include);
@@ -184,13 +188,17 @@ int print_frontier(const PlanRequest& req, bool json) {
   nlohmann::ordered_json j = policy::frontier_json(*f);
   j["nodes"] = req.nodes, j["slots"] = req.slots, j["floor"] = mro->floor, j["allocation"] = req.allocation;
   j["placement"] = req.placement;
+  j["steps"] = req.steps.size();
   if (!proposal.note.empty()) j["note"] = proposal.note;
   if (!proposal.choice.empty()) j["choice"] = nlohmann::ordered_json::parse(proposal.choice, nullptr, false);
   if (json) return std::puts(j.dump(2).c_str()), 0;
   std::printf("%u nodes x %u slots, %zu layers, allocation %s, f = %u: the placements no other beats on both balance "
-              "and recovery\n(balance: the busiest node's expert work over the mean, averaged over the layers; "
+              "and recovery\n(balance: the busiest node's expert work over the mean, averaged over the layers%s; "
               "P(k): every layer survives k random node failures)\n\n",
-              req.nodes, req.slots, req.loads.size(), req.allocation.c_str(), mro->floor);
+              req.nodes, req.slots, req.loads.size(), req.allocation.c_str(), mro->floor,
+              req.steps.empty() ? ""
+                                : (", each of the last " + std::to_string(req.steps.size()) +
+                                   " recorded steps split by counts, their mean").c_str());
   print_frontier_table(j);
   std::printf("\nlowest balance these replicas allow: median layer %.3f\n", j["bound_median"].get<double>());
   if (!proposal.note.empty()) std::printf("placement %s chooses %s\n", req.placement.c_str(), proposal.note.c_str());

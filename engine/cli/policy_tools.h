@@ -29,6 +29,7 @@ std::string synthetic_context_text(policy::Kind kind);
 
 struct PlanRequest {
   std::vector<std::vector<double>> loads;
+  policy::StepLoads steps;  // recorded steps, [step][layer][expert] (--steps; empty: none)
   uint32_t nodes = 0, slots = 0, min_replicas = 1;
   std::string allocation = "lazarus", placement = "goodput";
   policy::FailureFacts failures;  // what the placement weighs survival by (rate 0: assumed)

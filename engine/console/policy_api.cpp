@@ -355,7 +355,7 @@ int policy_frontier(Controller& c, lua_State* L) {
   policy::StepLoads steps;
   const bool taken = run_on_loop([&] {
     if (const auto& cur = c.planner().current()) plan = cur->plan;
-    if (c.driver().loads().steps() > 0) loads = c.driver().loads().mean(), steps = c.driver().loads().recent(job::kPlacementSteps);
+    if (c.driver().loads().steps() > 0) loads = c.driver().loads().mean(), steps = c.driver().loads().recent(policy::kPlacementSteps);
   });
   if (!taken) return luaL_error(L, "policy.frontier: the controller is stopping");
   if (!plan) return luaL_error(L, "policy.frontier: no plan yet");

@@ -93,7 +93,7 @@ Driver::Next Driver::start_plan(std::string why, bool with_loads, bool keep) {
   ask.epoch = view_.epoch;
   if (with_loads && !measured_.loads().empty()) {
     ask.loads = measured_.loads().mean();
-    ask.step_loads = measured_.loads().recent(kPlacementSteps);
+    ask.step_loads = measured_.loads().recent(policy::kPlacementSteps);
   }
   ask.facts = measured_.facts();
   ask.facts.iteration = step;

@@ -59,10 +59,6 @@ std::vector<double> layer_imbalances(const std::vector<double>& loads,
 double expert_imbalance(const std::vector<uint64_t>& loads, const std::vector<std::vector<std::vector<uint32_t>>>& placement,
                         size_t experts, bool by_counts);
 
-// How many of the window's most recent steps a plan's placement is told (PlacementInput::steps),
-// to judge each layout on the steps' own split: the routing the plan is decided for.
-constexpr size_t kPlacementSteps = 16;
-
 // Token-to-expert counts summed over the last `capacity` steps, per layer and expert.
 class LoadWindow {
  public:

@@ -23,6 +23,9 @@ bool parse_kind(std::string_view s, Kind& out);
 
 // Recent steps' routed tokens, [step][layer][expert] (the load window's; PlacementInput::steps).
 using StepLoads = std::vector<std::vector<std::vector<uint32_t>>>;
+// How many of the most recent steps a placement is told (ctx.steps), to judge each layout on the
+// steps' own split: the routing the plan is decided for.
+constexpr size_t kPlacementSteps = 16;
 
 struct AllocationInput {
   uint32_t nodes = 0, slots = 0, experts = 0;

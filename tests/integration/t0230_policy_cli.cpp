@@ -149,6 +149,31 @@ TEST_CASE("t0234-policy-plan-frontier: the frontier of balance against recovery,
   auto [brc, bout] = c.run({"policy", "plan", "--loads", loads, "--nodes", "8", "--slots", "4", "--correlated", "2"});
   CHECK(brc != 0);
   CHECK(bout.find("--correlated") != std::string::npos);
+
+  // recorded steps (one file a step, in their names' order): judged one by one, the loads their mean;
+  // stepwise is told them as ctx.steps
+  std::filesystem::create_directories(c.dir + "/steps");
+  c.write("steps/table_iter1_rank0.log", "0:[[500, 20, 20, 20, 20, 20, 20, 20]]\n1:[[20, 500, 20, 20, 20, 20, 20, 20]]\n");
+  c.write("steps/table_iter2_rank0.log", "0:[[20, 500, 20, 20, 20, 20, 20, 20]]\n1:[[20, 20, 500, 20, 20, 20, 20, 20]]\n");
+  auto steps = c.write("steps/table_iter10_rank0.log", "0:[[20, 20, 500, 20, 20, 20, 20, 20]]\n1:[[500, 20, 20, 20, 20, 20, 20, 20]]\n");
+  const std::string dir = steps.substr(0, steps.rfind('/'));
+  auto [trc, tout] = c.run({"policy", "plan", "--steps", dir, "--nodes", "8", "--slots", "4", "--placement", "stepwise",
+                            "--frontier", "--json"});
+  REQUIRE(trc == 0);
+  auto t = nlohmann::json::parse(tout);
+  CHECK(t["steps"] == 3);
+  CHECK(t["choice"]["steps"] == 3);
+  bool chain = false;
+  for (const auto& p : t["points"]) {
+    chain = chain || p["name"] == "chain";
+    CHECK(p["load_balance"].get<double>() >= 1.0);
+  }
+  CHECK(chain);
+  // files that disagree on their shape are refused, naming both
+  c.write("steps/table_iter11_rank0.log", "0:[[1, 2]]\n");
+  auto [wrc, wout] = c.run({"policy", "plan", "--steps", dir, "--nodes", "8", "--slots", "4"});
+  CHECK(wrc != 0);
+  CHECK(wout.find("table_iter11_rank0.log has 1 layers of 2 experts") != std::string::npos);
 }
 
 TEST_CASE("t0232-policy-spare-window: SPARe layouts and MoEtion windows in JSON") {
