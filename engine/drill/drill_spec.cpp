@@ -15,8 +15,8 @@
 #include "core/strings.h"
 #include "drill/trace.h"
 #include "lua/convert.h"
-#include "wire/fault_points.h"
 #include "lua/sandbox.h"
+#include "wire/fault_points.h"
 
 namespace sal::drill {
 namespace {
