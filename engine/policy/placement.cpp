@@ -19,6 +19,7 @@
 
 #include <algorithm>
 
+#include "core/strings.h"
 #include "lua/convert.h"
 #include "plan/validate.h"
 #include "policy/failure_facts.h"
@@ -108,9 +109,9 @@ Status read_steps(lua_State* L, int idx, lua::Meter& m, PlacementInput& in) {
   }
   const int d = lua_io::field(L, idx, "dispatch");
   const bool given = !lua_isnil(L, d), text = lua_type(L, d) == LUA_TSTRING;
+  const std::string dispatch = text ? clip(lua_tostring(L, d), 16) : "counts";
   lua_pop(L, 1);
   if (given && !text) return fail("dispatch must be \"counts\" or \"even\"");
-  const std::string dispatch = lua_io::read_field_string(L, idx, "dispatch", "counts", 16);
   if (dispatch != "counts" && dispatch != "even")
     return fail("dispatch must be \"counts\" or \"even\", not \"", dispatch, "\"");
   in.dispatch_by_counts = dispatch == "counts";
