@@ -31,39 +31,6 @@ void matmul_backward(const float* x, const float* w, const float* dy, float* dw,
   k::gemm(false, true, n, in, out, 1.0f, dy, w, 0.0f, dx);
 }
 
-// Rows [q | k | v] of D + 2 KV columns -> rows of 3D, key/value head h / group serving query head h.
-void expand_heads(const float* qkv, float* full, int N, int D, int KV, int hd) {
-  const int H = D / hd, group = D / KV, in = D + 2 * KV;
-  for (int n = 0; n < N; ++n) {
-    const float* src = qkv + size_t(n) * in;
-    float* dst = full + size_t(n) * 3 * D;
-    std::copy(src, src + D, dst);
-    for (int h = 0; h < H; ++h) {
-      const int kv = (h / group) * hd;
-      std::copy(src + D + kv, src + D + kv + hd, dst + D + h * hd);
-      std::copy(src + D + KV + kv, src + D + KV + kv + hd, dst + 2 * D + h * hd);
-    }
-  }
-}
-
-// The gradient of expand_heads: each key/value head's gradient is the sum over its query heads.
-void collapse_heads(const float* dfull, float* dqkv, int N, int D, int KV, int hd) {
-  const int H = D / hd, group = D / KV, in = D + 2 * KV;
-  for (int n = 0; n < N; ++n) {
-    const float* src = dfull + size_t(n) * 3 * D;
-    float* dst = dqkv + size_t(n) * in;
-    std::copy(src, src + D, dst);
-    std::fill(dst + D, dst + in, 0.0f);
-    for (int h = 0; h < H; ++h) {
-      const int kv = (h / group) * hd;
-      for (int i = 0; i < hd; ++i) {
-        dst[D + kv + i] += src[D + h * hd + i];
-        dst[D + KV + kv + i] += src[2 * D + h * hd + i];
-      }
-    }
-  }
-}
-
 // Columns [off, off + width) of N rows of `stride` floats, copied out to [N, width] (take) or back
 // in from there (put).
 void take_cols(const float* rows, int N, int stride, int off, int width, float* out) {
@@ -71,13 +38,6 @@ void take_cols(const float* rows, int N, int stride, int off, int width, float* 
 }
 void put_cols(const float* in, int N, int stride, int off, int width, float* rows) {
   for (int n = 0; n < N; ++n) std::copy_n(in + size_t(n) * width, width, rows + size_t(n) * stride + off);
-}
-
-float logsumexp(const float* z, int n) {
-  float mx = *std::max_element(z, z + n);
-  double s = 0;
-  for (int i = 0; i < n; ++i) s += std::exp(double(z[i] - mx));
-  return mx + float(std::log(s));
 }
 
 }  // namespace
@@ -201,7 +161,7 @@ Status MoeLlama::attention_forward(LayerActs& a, int B, int T) {
   const bool grouped = KV < D;
   if (grouped) {
     a.full.resize(size_t(N) * 3 * D);
-    expand_heads(a.qkv.data(), a.full.data(), N, D, KV, hd);
+    k::expand_kv_heads(a.qkv.data(), a.full.data(), N, D, KV, hd);
   }
   a.att_probs.resize(size_t(B) * H * T * T);
   a.att.resize(size_t(N) * D);
@@ -218,7 +178,7 @@ Status MoeLlama::route(int l, LayerActs& a, ExpertExchange& ex, StepStats& stats
   matmul(a.h2.data(), p_.gate[size_t(l)].at(gate_layout(d).w), a.z.data(), N, D, E);
   a.scores.resize(a.z.size());
   if (d.sigmoid_router)
-    for (size_t i = 0; i < a.z.size(); ++i) a.scores[i] = 1.0f / (1.0f + std::exp(-a.z[i]));
+    k::sigmoid_forward(a.z.data(), a.scores.data(), a.z.size());
   else
     k::softmax_forward(a.z.data(), a.scores.data(), N, E);
   a.idx.resize(size_t(N) * K);
@@ -226,22 +186,12 @@ Status MoeLlama::route(int l, LayerActs& a, ExpertExchange& ex, StepStats& stats
   a.w.resize(size_t(N) * K);
   const float* bias = d.router_bias ? p_.gate[size_t(l)].at(gate_layout(d).bias) : nullptr;
   biased_topk(a.scores.data(), bias, N, E, K, a.idx.data(), a.chosen.data());
-  for (int t = 0; t < N; ++t) {
-    double sum = 0;
-    for (int j = 0; j < K; ++j) sum += a.chosen[size_t(t) * K + j];
-    for (int j = 0; j < K; ++j)
-      a.w[size_t(t) * K + j] = d.norm_topk && sum > 0 ? float(a.chosen[size_t(t) * K + j] / sum) : a.chosen[size_t(t) * K + j];
-  }
+  k::topk_weights(a.chosen.data(), a.w.data(), N, K, d.norm_topk);
   // the Switch balancing loss over the global batch, on the normalised scores: aux = alpha E sum_e f_e P_e
   std::vector<float> normalised;
   if (d.sigmoid_router) {
     normalised.resize(a.scores.size());
-    for (int t = 0; t < N; ++t) {
-      const float* s = &a.scores[size_t(t) * E];
-      double sum = 0;
-      for (int e = 0; e < E; ++e) sum += s[e];
-      for (int e = 0; e < E; ++e) normalised[size_t(t) * E + e] = float(s[e] / sum);
-    }
+    k::normalise_rows(a.scores.data(), normalised.data(), N, E);
   }
   auto balance = global_balance(ex, l, a.idx, d.sigmoid_router ? normalised : a.scores, N, E, K,
                                 stats.expert_counts[size_t(l)]);
@@ -254,10 +204,8 @@ Status MoeLlama::route(int l, LayerActs& a, ExpertExchange& ex, StepStats& stats
   }
   stats.aux += aux_share_ * double(d.aux_weight) * E * balance->loss;
   a.lse.resize(size_t(N));
-  for (int t = 0; t < N; ++t) {
-    a.lse[size_t(t)] = logsumexp(&a.z[size_t(t) * E], E);
-    stats.z_sum += double(d.z_loss_weight) * double(a.lse[size_t(t)]) * a.lse[size_t(t)];
-  }
+  k::row_logsumexp(a.z.data(), a.lse.data(), N, E);
+  for (int t = 0; t < N; ++t) stats.z_sum += double(d.z_loss_weight) * double(a.lse[size_t(t)]) * a.lse[size_t(t)];
   a.out.resize(size_t(N) * K * D);
   return ex.forward(l, a.h2.data(), Routing{N, K, a.idx}, a.out.data());
 }
@@ -323,37 +271,19 @@ void MoeLlama::backward_router(int l, const std::vector<float>& dw, std::vector<
   const double aux_scale = a.global_tokens > 0 ? aux_share_ * double(d.aux_weight) * E / a.global_tokens : 0.0;
   const double z_scale = global_tokens_ > 0 ? 2.0 * double(d.z_loss_weight) / double(global_tokens_) : 0.0;
   std::vector<float> dscores(size_t(N) * E), dz(size_t(N) * E);
-  for (int t = 0; t < N; ++t) {
-    const float* s = &a.scores[size_t(t) * E];
-    float* ds = &dscores[size_t(t) * E];
-    const float* w = &a.w[size_t(t) * K];
-    const float* g = &dw[size_t(t) * K];
-    double sum = 0, dot = 0;  // the chosen scores' sum; sum_j dw_j w_j
-    for (int j = 0; j < K; ++j) sum += a.chosen[size_t(t) * K + j], dot += double(g[j]) * w[j];
-    // the balancing loss's gradient on the scores (through q = s / sum s for sigmoid scores)
-    if (d.sigmoid_router) {
-      double all = 0, dq_dot_q = 0;
-      for (int e = 0; e < E; ++e) all += s[e];
-      for (int e = 0; e < E; ++e) dq_dot_q += aux_scale * a.f[size_t(e)] * s[e] / all;
-      for (int e = 0; e < E; ++e) ds[e] = float((aux_scale * a.f[size_t(e)] - dq_dot_q) / all);
-    } else {
-      for (int e = 0; e < E; ++e) ds[e] = float(aux_scale * a.f[size_t(e)]);
-    }
-    for (int j = 0; j < K; ++j) {
-      double dc = d.norm_topk && sum > 0 ? (g[j] - dot) / sum : g[j];
-      ds[a.idx[size_t(t) * K + j]] += float(dc);
-    }
-  }
-  if (d.sigmoid_router)
-    for (size_t i = 0; i < dz.size(); ++i) dz[i] = dscores[i] * a.scores[i] * (1.0f - a.scores[i]);
-  else
-    k::softmax_backward(a.scores.data(), dscores.data(), dz.data(), N, E);
-  if (z_scale > 0)  // z-loss: d/dz (lse^2) = 2 lse softmax(z)
-    for (int t = 0; t < N; ++t)
-      for (int e = 0; e < E; ++e) {
-        const size_t i = size_t(t) * E + e;
-        dz[i] += float(z_scale * a.lse[size_t(t)] * std::exp(double(a.z[i] - a.lse[size_t(t)])));
-      }
+  k::RouterGrad g;
+  g.scores = a.scores.data();
+  g.chosen = a.chosen.data();
+  g.w = a.w.data();
+  g.idx = a.idx.data();
+  g.dw = dw.data();
+  g.f = a.f.data();
+  g.aux_scale = aux_scale;
+  g.sigmoid = d.sigmoid_router;
+  g.norm = d.norm_topk;
+  k::router_dscores(g, N, E, K, dscores.data());
+  k::router_dlogits(a.z.data(), a.scores.data(), dscores.data(), a.lse.data(), z_scale, d.sigmoid_router, N, E,
+                    dz.data());
   Unit& gate = p_.gate[size_t(l)];
   auto gl = gate_layout(d);
   std::vector<float> dh(size_t(N) * D);
@@ -377,7 +307,7 @@ void MoeLlama::backward_attention(int l, int B, int T, const std::vector<float>&
   std::vector<float> dqkv;
   if (grouped) {
     dqkv.resize(size_t(N) * (D + 2 * KV));
-    collapse_heads(dfull.data(), dqkv.data(), N, D, KV, hd);
+    k::collapse_kv_heads(dfull.data(), dqkv.data(), N, D, KV, hd);
   } else {
     dqkv = std::move(dfull);
   }

@@ -13,6 +13,8 @@
 //   rope.h       rope_forward / rope_backward (rotary positions)
 //   softmax.h    softmax_forward / softmax_backward, topk
 //   attention.h  attention_forward / attention_backward (causal, multi-head)
+//   heads.h      expand_kv_heads / collapse_kv_heads (grouped-query attention)
+//   router.h     moe-llama's router: sigmoid, top-k weights, logsumexp, the scores' and logits' gradients
 //   embedding.h  embedding_forward / embedding_backward
 //   loss.h       cross_entropy_forward / cross_entropy_backward
 //   optim.h      adamw, sum_squares, scale
@@ -24,10 +26,12 @@
 #include "kernels/cpu/blas1.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/heads.h"
 #include "kernels/cpu/loss.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/optim.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/cpu/router.h"
 #include "kernels/cpu/softmax.h"

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/grid.cuh"
 
 namespace sal::kernels::cuda {
 namespace {
@@ -112,12 +113,6 @@ __global__ void causal_softmax_grad_kernel(const float* __restrict__ probs, cons
     pb[row * T + j] = __float2bfloat16_rn(pj);
     ds[row * T + j] = __float2bfloat16_rn(in ? pj * (g[j] - dot) : 0.0f);
   }
-}
-
-unsigned grid_for(const Context& ctx, size_t n) {
-  const size_t want = (n + kThreads - 1) / kThreads;
-  const size_t cap = size_t(std::max(1, ctx.sm_count())) * 32;
-  return unsigned(std::max<size_t>(1, std::min(want, cap)));
 }
 
 // Threads per softmax row: T rounded up to a warp, at most kThreads.

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/cuda/grid.cuh"
+
 namespace sal::kernels::cuda {
 namespace {
 
@@ -15,11 +17,6 @@ constexpr int kThreads = 256;
 
 // Blocks for a grid-stride loop over n elements: enough to fill the device, no more (the loop
 // covers the rest).
-unsigned grid_for(const Context& ctx, size_t n) {
-  const size_t want = (n + kThreads - 1) / kThreads;
-  const size_t cap = size_t(std::max(1, ctx.sm_count())) * 32;
-  return unsigned(std::min(want, cap));
-}
 
 __global__ void to_bf16_kernel(const float* __restrict__ x, Bf16* __restrict__ y, size_t n) {
   const size_t stride = size_t(gridDim.x) * blockDim.x;

@@ -12,6 +12,7 @@
 #include <climits>
 #include <string>
 
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/reduce.cuh"
 
 namespace sal::kernels::cuda {
@@ -26,12 +27,6 @@ constexpr int kScatterWarps = kScatterThreads / 32;
 constexpr int kThreads = 256;
 
 int row_threads(int n) { return reduce::row_threads(n, kMaxRowThreads); }
-
-unsigned grid_for(const Context& ctx, size_t n) {
-  const size_t want = (n + kThreads - 1) / kThreads;
-  const size_t cap = size_t(std::max(1, ctx.sm_count())) * 32;
-  return unsigned(std::min(want, cap));
-}
 
 __global__ void embedding_forward_kernel(const int32_t* __restrict__ ids, const float* __restrict__ tok,
                                          const float* __restrict__ pos, float* __restrict__ out, int T, int C,

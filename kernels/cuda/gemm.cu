@@ -19,6 +19,8 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/cuda/grid.cuh"
+
 namespace sal::kernels::cuda {
 namespace {
 
@@ -31,11 +33,6 @@ constexpr int kRowLanes = 16;
 cublasOperation_t op(bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
 // Blocks for a grid-stride loop over n elements: enough to fill the device, no more.
-unsigned grid_for(const Context& ctx, size_t n) {
-  const size_t want = (n + kThreads - 1) / kThreads;
-  const size_t cap = size_t(std::max(1, ctx.sm_count())) * 32;
-  return unsigned(std::max<size_t>(1, std::min(want, cap)));
-}
 
 __device__ inline float load(const float* p) { return *p; }
 __device__ inline float load(const Bf16* p) { return __bfloat162float(*p); }

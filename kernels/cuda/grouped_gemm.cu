@@ -29,6 +29,7 @@
 #include "kernels/cuda/buffer.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemm_lt.h"
+#include "kernels/cuda/grid.cuh"
 
 namespace sal::kernels::cuda {
 namespace {
@@ -176,12 +177,6 @@ __global__ void fill_ptrs_kernel(const __grid_constant__ PtrTable t, void** dst)
 }
 
 // ---- host side ---------------------------------------------------------------------------------
-
-unsigned grid_for(const Context& ctx, size_t n) {
-  const size_t want = (n + kThreads - 1) / kThreads;
-  const size_t cap = size_t(std::max(1, ctx.sm_count())) * 32;
-  return unsigned(std::max<size_t>(1, std::min(want, cap)));
-}
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 

@@ -8,18 +8,14 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/cuda/grid.cuh"
+
 namespace sal::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int kColTile = 32;
 constexpr int kMaxK = 16;  // softmax.h's kTopKMax
-
-unsigned grid_for(const Context& ctx, size_t n) {
-  const size_t want = (n + kThreads - 1) / kThreads;
-  const size_t cap = size_t(std::max(1, ctx.sm_count())) * 32;
-  return unsigned(std::max<size_t>(1, std::min(want, cap)));
-}
 
 // Block (kColTile, kColSumLanes); block x covers columns [x * kColTile, +kColTile).
 __global__ void column_sums_f64_kernel(const float* __restrict__ x, int M, int N, double* __restrict__ out) {

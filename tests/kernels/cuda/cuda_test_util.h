@@ -10,7 +10,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/buffer.h"
@@ -115,5 +117,28 @@ inline double max_scaled(const std::vector<float>& got, const std::vector<float>
 // Tolerances: fp32 kernels (reassociation only) and kernels with bf16 GEMM operands.
 constexpr double kFp32Tol = 1e-5;
 constexpr double kBf16Tol = 1e-2;
+// No element of an fp32 kernel's result may be off by more than this, relative to |ref| + 1e-3.
+constexpr double kWorstTol = 1e-3;
+
+// got matches ref to fp32 accuracy: 2-norm and worst element.
+inline void check_close(const std::vector<float>& got, const std::vector<float>& ref, const std::string& what,
+                        double tol = kFp32Tol, double worst_tol = kWorstTol) {
+  const double r = rel_error(got, ref), w = worst_error(got, ref);
+  CHECK_MESSAGE(r <= tol, what << ": relative error " << r);
+  CHECK_MESSAGE(w <= worst_tol, what << ": worst element error " << w);
+}
+
+// The largest |v[i]| (NaN counts as infinite).
+inline double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::isnan(x) ? INFINITY : std::fmax(m, std::fabs(double(x)));
+  return m;
+}
+
+// Same bits (NaNs included).
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
 
 }  // namespace sal::test::gpu

@@ -47,23 +47,6 @@ namespace kc = sal::kernels::cuda;
 using namespace sal::test::gpu;
 using Vec = std::vector<float>;
 
-// No element may be off by more than this, relative to |ref| + 1e-3.
-constexpr double kWorstTol = 1e-3;
-
-// got matches ref to fp32 accuracy: 2-norm and worst element.
-void check_close(const Vec& got, const Vec& ref, const std::string& what, double tol = kFp32Tol,
-                 double worst_tol = kWorstTol) {
-  const double r = rel_error(got, ref), w = worst_error(got, ref);
-  CHECK_MESSAGE(r <= tol, what << ": relative error " << r);
-  CHECK_MESSAGE(w <= worst_tol, what << ": worst element error " << w);
-}
-
-// The largest |v[i]| (NaN counts as infinite).
-double max_abs(const Vec& v) {
-  double m = 0;
-  for (float x : v) m = std::isnan(x) ? INFINITY : std::fmax(m, std::fabs(double(x)));
-  return m;
-}
 
 // LayerNorm's dx compared with the CPU's. With N = 1 the exact dx is 0 and both sides hold only
 // rounding noise (the CPU's fused multiply-add leaves ~1e-6 there): then both must be tiny.
@@ -74,12 +57,6 @@ void check_layernorm_dx(const Vec& got, const Vec& ref, int N, const std::string
     return;
   }
   check_close(got, ref, what);
-}
-
-// Same bits (NaNs included).
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 // Uniform ints in [lo, hi].
