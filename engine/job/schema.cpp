@@ -19,6 +19,10 @@
 namespace sal::job {
 namespace {
 
+// The most experts a GPU worker routes a token to (kernels/cuda/permute.h's kMaxTopK; this file
+// builds without CUDA too).
+constexpr int kGpuMaxTopK = 8;
+
 using Ref = std::variant<int64_t*, double*, std::string*, bool*>;
 
 struct Field {
@@ -472,9 +476,9 @@ void family_checks(const JobConfig& j, std::vector<std::string>& errors) {
                      std::to_string(m.heads));
   if (m.shared_gate && m.shared_experts == 0)
     errors.push_back("model.shared_gate: gates the shared experts, and model.shared_experts is 0");
-  if (j.mesh.devices.rfind("cuda", 0) == 0)
-    errors.push_back("model.kind: moe-llama runs on CPU workers only for now (mesh.devices = \"" + j.mesh.devices +
-                     "\"): its CUDA kernels are not built yet");
+  if (j.mesh.devices.rfind("cuda", 0) == 0 && m.bias_update > 0)
+    errors.push_back("model.bias_update: DeepSeek-V3's routing bias runs on CPU workers only for now (mesh.devices = \"" +
+                     j.mesh.devices + "\")");
   if (m.skew != 1 || !m.routing_trace.empty())
     errors.push_back("model.kind: forced and replayed routing (model.skew, model.routing_trace) are moe-gpt "
                      "experiments; moe-llama's router always routes");
@@ -501,6 +505,9 @@ void cross_checks(const JobConfig& j, std::vector<std::string>& errors) {
     add(fail("model.heads: ", j.model.heads, " does not divide model.d_model = ", j.model.d_model));
   if (j.model.top_k > j.model.experts)
     add(fail("model.top_k: ", j.model.top_k, " is more than model.experts = ", j.model.experts));
+  if (j.model.top_k > kGpuMaxTopK && j.mesh.devices.rfind("cuda", 0) == 0)
+    add(fail("model.top_k: GPU workers route a token to at most ", kGpuMaxTopK, " experts, and top_k = ", j.model.top_k,
+             " (mesh.devices = \"", j.mesh.devices, "\")"));
   if (j.model.hot_experts > j.model.experts)
     add(fail("model.hot_experts: ", j.model.hot_experts, " is more than model.experts = ", j.model.experts));
   if (j.data.path.empty()) add(fail("data.path: empty (a text file, a directory of text files, or a uint16 token file)"));

@@ -116,11 +116,7 @@ void MoeLlama::shared_forward(const Unit& u, LayerActs& a, int N, std::vector<fl
   a.shared_g.resize(size_t(N));
   std::vector<float> z(a.shared_g.size());
   matmul(a.h2.data(), u.at(dl.sh_gate), z.data(), N, D, 1);
-  for (int t = 0; t < N; ++t) {
-    const float g = 1.0f / (1.0f + std::exp(-z[size_t(t)]));
-    a.shared_g[size_t(t)] = g;
-    k::axpy(size_t(D), g, &a.shared_out[size_t(t) * D], &next[size_t(t) * D]);
-  }
+  k::shared_gate_forward(z.data(), a.shared_out.data(), next.data(), a.shared_g.data(), N, D);
 }
 
 // dh2 (overwritten) from the layer output's gradient dres through the shared experts (and their
@@ -136,16 +132,7 @@ void MoeLlama::shared_backward(Unit& u, const LayerActs& a, int N, const std::ve
     return;
   }
   std::vector<float> dout(size_t(N) * D), dz(a.shared_g.size()), dh_gate(size_t(N) * D);
-  for (int t = 0; t < N; ++t) {
-    const float g = a.shared_g[size_t(t)];
-    const float* dy = &dres[size_t(t) * D];
-    double dg = 0;  // d loss / d g = shared_out . dy
-    for (int i = 0; i < D; ++i) {
-      dg += double(a.shared_out[size_t(t) * D + i]) * dy[i];
-      dout[size_t(t) * D + i] = g * dy[i];
-    }
-    dz[size_t(t)] = float(dg) * g * (1.0f - g);
-  }
+  k::shared_gate_backward(a.shared_g.data(), a.shared_out.data(), dres.data(), dout.data(), dz.data(), N, D);
   swiglu_mlp_backward(a.h2.data(), u.at(dl.sh_w13), u.at(dl.sh_w2), a.shared_h, dout.data(), u.weight_grad(dl.sh_w13),
                       u.weight_grad(dl.sh_w2), dh2.data(), N, D, S);
   matmul_backward(a.h2.data(), u.at(dl.sh_gate), dz.data(), u.weight_grad(dl.sh_gate), dh_gate.data(), N, D, 1);

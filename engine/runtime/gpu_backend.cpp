@@ -30,7 +30,7 @@
 #include "kernels/cuda/device.h"
 #include "model/cuda/device_exchange.h"
 #include "model/cuda/device_params.h"
-#include "model/cuda/moe_gpt_cuda.h"
+#include "model/cuda/device_model.h"
 #include "model/cuda/optimizer_cuda.h"
 #include "runtime/gpu_exchange.h"
 
@@ -66,8 +66,6 @@ class GpuCompute final : public DeviceCompute {
 
   Status load(const model::Params& host, const std::vector<std::pair<int, int>>& held) override {
     drop();
-    if (host.dims.family != ModelFamily::gpt)
-      return fail(name_, ": ", family_name(host.dims.family), " runs on CPU workers only (its CUDA kernels are not built yet)");
     // The non-expert units go up with the DeviceParams, the held experts one by one from host
     // (so the experts are not copied on the host first).
     model::Params dense;
@@ -83,8 +81,10 @@ class GpuCompute final : public DeviceCompute {
         return fail(name_, ": layer ", l, " expert ", e, " is to be loaded but the host does not hold it");
       if (auto s = (*p)->add_expert(it->second); !s) return s.error().with_context("uploading to " + name_);
     }
+    auto m = model::make_device_model(**p);
+    if (!m) return m.error().with_context(name_);
     params_ = std::move(*p);
-    model_ = std::make_unique<model::MoeGptCuda>(*params_);
+    model_ = std::move(*m);
     plan_exchange_ = nullptr;
     exchange_ = std::make_unique<model::LocalDeviceExchange>(*params_, gemm_mode_);
     comm_ = nullptr;
@@ -290,7 +290,7 @@ class GpuCompute final : public DeviceCompute {
   bool snapshots_;  // the job takes snapshots: reserve their pinned memory at every load
   kc::GroupedGemmMode gemm_mode_;  // how the expert MLPs issue their GEMMs (SAL_EXPERT_GEMM)
   std::unique_ptr<model::DeviceParams> params_;
-  std::unique_ptr<model::MoeGptCuda> model_;
+  std::unique_ptr<model::DeviceModel> model_;
   std::unique_ptr<model::DeviceExchange> exchange_;  // local, or staged over comm_
   PlanDeviceExchange* plan_exchange_ = nullptr;       // exchange_ when it is the plan's (several ranks)
   std::unique_ptr<PlanGradientSync> sync_;          // with comm_ only

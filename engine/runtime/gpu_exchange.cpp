@@ -20,6 +20,7 @@
 
 #include "kernels/cuda/moe_gate.h"
 #include "kernels/cuda/permute.h"
+#include "model/cuda/device_experts.h"
 
 namespace sal::runtime {
 namespace {
@@ -101,20 +102,6 @@ Status PlanDeviceExchange::check(const char* fn, int layer, const model::DeviceR
   if (r.tokens > 0 && (!r.idx || !r.w || !r.counts))
     return fail("PlanDeviceExchange::", fn, ": null routing pointer");
   return {};
-}
-
-void PlanDeviceExchange::expert_tables(int layer, std::vector<kc::ExpertParams>& ps,
-                                         std::vector<kc::ExpertGrads>& gs) {
-  const model::Dims& d = p_.dims();
-  const model::ExpertLayout l = model::expert_layout(d);
-  ps.assign(size_t(d.experts), kc::ExpertParams{});
-  gs.assign(size_t(d.experts), kc::ExpertGrads{});
-  for (int e = 0; e < d.experts; ++e) {
-    model::DeviceUnit* u = p_.expert(layer, e);
-    if (!u) continue;  // no rows here: schedule() refused rows for an expert not held
-    ps[size_t(e)] = {u->at16(l.w1), u->at(l.b1), u->at16(l.w2), u->at(l.b2)};
-    gs[size_t(e)] = {u->grad(l.w1), u->grad(l.b1), u->grad(l.w2), u->grad(l.b2)};
-  }
 }
 
 Status PlanDeviceExchange::schedule(int layer, Layer& s, size_t assignments) {
@@ -205,7 +192,7 @@ Status PlanDeviceExchange::forward(int layer, const model::DeviceRouting& r, con
 
 Status PlanDeviceExchange::run_forward(int layer, const model::DeviceRouting& r, const float* x, float* out) {
   const model::Dims& d = p_.dims();
-  const int W = comm_.size(), me = comm_.rank(), E = d.experts, D = d.d, F = d.ffn();
+  const int W = comm_.size(), me = comm_.rank(), E = d.experts, D = d.d;
   const size_t n = size_t(r.tokens) * size_t(r.k);
   Layer& s = layers_[layer];
   s.tokens = -1;  // valid again only once this forward has succeeded
@@ -225,12 +212,12 @@ Status PlanDeviceExchange::run_forward(int layer, const model::DeviceRouting& r,
   SAL_GPU_TRY(ensure(ctx_, recv_buf_, R * size_t(D)));
   SAL_GPU_TRY(ensure(ctx_, block_in_, R * size_t(D)));
   SAL_GPU_TRY(ensure(ctx_, block_out_, R * size_t(D)));
-  SAL_GPU_TRY(ensure(ctx_, mlp_scratch_, kc::expert_mlp_scratch_bytes(int(R), D)));
+  SAL_GPU_TRY(ensure(ctx_, mlp_scratch_, model::expert_scratch_bytes(d, R)));
   SAL_GPU_TRY(ensure(ctx_, s.slot_rows, n));
   SAL_GPU_TRY(ensure(ctx_, s.group, R));
   SAL_GPU_TRY(ensure(ctx_, s.y, n * size_t(D)));
   SAL_GPU_TRY(ensure(ctx_, s.x16, R * size_t(D)));
-  SAL_GPU_TRY(ensure(ctx_, s.h, R * size_t(F)));
+  SAL_GPU_TRY(ensure(ctx_, s.h, R * model::expert_hidden_floats(d)));
   // Pageable sources: cudaMemcpyAsync has copied them out when it returns, so the vectors may change.
   SAL_GPU_TRY(copy_async(ctx_, send_matrix_.get(), send_host_.data(), send_host_.size(), cudaMemcpyHostToDevice,
                          "cudaMemcpyAsync (dispatch schedule)"));
@@ -245,12 +232,8 @@ Status PlanDeviceExchange::run_forward(int layer, const model::DeviceRouting& r,
 
   // The held experts, each once on all its rows.
   SAL_GPU_TRY(kc::permute(ctx_, recv_buf_.get(), s.group.get(), int(R), 1, D, block_in_.get()));
-  std::vector<kc::ExpertParams> ps;
-  std::vector<kc::ExpertGrads> gs;
-  expert_tables(layer, ps, gs);
-  SAL_GPU_TRY(kc::expert_mlp_forward(ctx_, gemm_mode(), E, s.rows.data(), D, ps.data(), block_in_.get(),
-                                     block_out_.get(), kc::ExpertSaved{s.x16.get(), s.h.get()}, mlp_scratch_.get(),
-                                     mlp_scratch_.size()));
+  SAL_TRY(model::experts_forward(p_, layer, gemm_mode(), s.rows, block_in_.get(), block_out_.get(),
+                                 model::ExpertRows{s.x16.get(), s.h.get()}, mlp_scratch_.get(), mlp_scratch_.size()));
   SAL_GPU_TRY(kc::permute_backward(ctx_, block_out_.get(), s.group.get(), int(R), 1, D, recv_buf_.get()));
 
   // The outputs back where their tokens came from, then the gate-weighted combine.
@@ -275,14 +258,14 @@ Status PlanDeviceExchange::run_backward(int layer, const model::DeviceRouting& r
   Layer& s = it->second;
   if (s.tokens != r.tokens || s.k != r.k)
     return fail("expert backward for ", r.tokens, " tokens x ", r.k, " after a forward of ", s.tokens, " x ", s.k);
-  const int E = p_.dims().experts, D = p_.dims().d;
+  const int D = p_.dims().d;
   const size_t n = size_t(r.tokens) * size_t(r.k), R = s.received;
   // Another layer's forward may have run since with fewer rows: the shared scratch must fit this one.
   SAL_GPU_TRY(ensure(ctx_, slot_buf_, n * size_t(D)));
   SAL_GPU_TRY(ensure(ctx_, recv_buf_, R * size_t(D)));
   SAL_GPU_TRY(ensure(ctx_, block_in_, R * size_t(D)));
   SAL_GPU_TRY(ensure(ctx_, block_out_, R * size_t(D)));
-  SAL_GPU_TRY(ensure(ctx_, mlp_scratch_, kc::expert_mlp_scratch_bytes(int(R), D)));
+  SAL_GPU_TRY(ensure(ctx_, mlp_scratch_, model::expert_scratch_bytes(p_.dims(), R)));
 
   // d_rows = w * d_out per assignment (send-buffer layout: what goes back to the experts),
   // d_w = dot(d_out, y).
@@ -290,12 +273,8 @@ Status PlanDeviceExchange::run_backward(int layer, const model::DeviceRouting& r
                                              slot_buf_.get(), d_w));
   SAL_TRY(swap(slot_buf_.get(), s.send_floats, recv_buf_.get(), s.recv_floats, "all-to-all of the output gradients"));
   SAL_GPU_TRY(kc::permute(ctx_, recv_buf_.get(), s.group.get(), int(R), 1, D, block_in_.get()));
-  std::vector<kc::ExpertParams> ps;
-  std::vector<kc::ExpertGrads> gs;
-  expert_tables(layer, ps, gs);
-  SAL_GPU_TRY(kc::expert_mlp_backward(ctx_, gemm_mode(), E, s.rows.data(), D, ps.data(),
-                                      kc::ExpertSaved{s.x16.get(), s.h.get()}, block_in_.get(), block_out_.get(),
-                                      gs.data(), mlp_scratch_.get(), mlp_scratch_.size()));
+  SAL_TRY(model::experts_backward(p_, layer, gemm_mode(), s.rows, model::ExpertRows{s.x16.get(), s.h.get()},
+                                  block_in_.get(), block_out_.get(), mlp_scratch_.get(), mlp_scratch_.size()));
   SAL_GPU_TRY(kc::permute_backward(ctx_, block_out_.get(), s.group.get(), int(R), 1, D, recv_buf_.get()));
   SAL_TRY(swap(recv_buf_.get(), s.recv_floats, slot_buf_.get(), s.send_floats, "all-to-all of the input gradients"));
   // dx[t] = sum over the token's assignments of the experts' input gradients, j in order.

@@ -122,7 +122,7 @@ class PlanDeviceExchange final : public model::DeviceExchange {
     kernels::cuda::Buffer<int32_t> group;      // [received] each received row's row in the per-expert blocks
     kernels::cuda::Buffer<float> y;            // [tokens*k, d] the experts' outputs, send-buffer layout
     kernels::cuda::Buffer<kernels::cuda::Bf16> x16;  // [received, d] expert inputs (bf16), per-expert blocks
-    kernels::cuda::Buffer<float> h;            // [received, 4d] pre-activations, per-expert blocks
+    kernels::cuda::Buffer<float> h;            // [received, expert_hidden_floats] pre-activations, per-expert blocks
   };
 
   Status check(const char* fn, int layer, const model::DeviceRouting& r) const;
@@ -136,8 +136,6 @@ class PlanDeviceExchange final : public model::DeviceExchange {
   // rank i, packed). Waits for the stream.
   Status swap(const float* from, const std::vector<int64_t>& send_floats, float* to,
               const std::vector<int64_t>& recv_floats, const char* what);
-  void expert_tables(int layer, std::vector<kernels::cuda::ExpertParams>& ps,
-                     std::vector<kernels::cuda::ExpertGrads>& gs);
   kernels::cuda::GroupedGemmMode gemm_mode() const;
 
   comm::Collectives& comm_;

@@ -43,7 +43,7 @@ class OnDevice final : public Compute {
   Status sync_gradients(const std::vector<SharedExpert>& shared) override { return device_->sync_gradients(shared); }
   Result<double> grad_norm() override { return device_->grad_norm(); }
   Status update(double lr, double grad_scale, int64_t t) override;
-  // (the CUDA model is moe-gpt's, which has no routing bias: the job schema refuses one on a GPU)
+  // (moe-llama's routing bias is not built on GPU workers: the job schema refuses model.bias_update there)
   Status balance_router(const model::RouterLoad& load) override {
     if (load.empty()) return {};
     return fail("the routing bias (model.bias_update) is balanced on CPU workers only: ", name_, " has none");

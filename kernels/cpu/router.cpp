@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/blas1.h"
 #include "kernels/cpu/softmax.h"
 
 namespace sal::kernels::cpu {
@@ -77,6 +78,26 @@ void router_dlogits(const float* z, const float* scores, const float* dscores, c
       const size_t i = size_t(t) * E + e;
       dz[i] += float(z_scale * lse[t] * std::exp(double(z[i] - lse[t])));
     }
+}
+
+void shared_gate_forward(const float* z, const float* out, float* next, float* g, int N, int D) {
+  for (int t = 0; t < N; ++t) {
+    g[t] = 1.0f / (1.0f + std::exp(-z[t]));
+    axpy(size_t(D), g[t], out + size_t(t) * D, next + size_t(t) * D);
+  }
+}
+
+void shared_gate_backward(const float* g, const float* out, const float* dy, float* dout, float* dz, int N, int D) {
+  for (int t = 0; t < N; ++t) {
+    const float* o = out + size_t(t) * D;
+    const float* d = dy + size_t(t) * D;
+    double dg = 0;  // d loss / d g = out . dy
+    for (int i = 0; i < D; ++i) {
+      dg += double(o[i]) * d[i];
+      dout[size_t(t) * D + i] = g[t] * d[i];
+    }
+    dz[t] = float(dg) * g[t] * (1.0f - g[t]);
+  }
 }
 
 }  // namespace sal::kernels::cpu

@@ -7,6 +7,7 @@
 //   backward: the scores' gradient (the combine weights' through the renormalisation, the Switch
 //             balancing loss's alpha E f_e / tokens through q = s / sum s for sigmoid scores), and
 //             the logits' (through the sigmoid or the softmax, plus the z-loss's 2 lse softmax(z)).
+// And the gate of Qwen2-MoE's shared experts: a sigmoid per token scaling their output.
 // Sums over a row run in double, in index order.
 #pragma once
 
@@ -47,5 +48,12 @@ void router_dscores(const RouterGrad& g, int N, int E, int K, float* dscores);
 // z_scale * lse * exp(z - lse) where z_scale > 0 (z_scale = 2 weight / global tokens).
 void router_dlogits(const float* z, const float* scores, const float* dscores, const float* lse, double z_scale,
                     bool sigmoid, int N, int E, float* dz);
+
+// The shared experts' gate: g [N] = sigmoid(z [N]) and next [N,D] += g * out [N,D], row by row.
+void shared_gate_forward(const float* z, const float* out, float* next, float* g, int N, int D);
+
+// Its backward for the output gradient dy [N,D]: dout [N,D] = g * dy (the shared experts' output
+// gradient) and dz [N] = (out . dy) g (1 - g) (the gate logit's).
+void shared_gate_backward(const float* g, const float* out, const float* dy, float* dout, float* dz, int N, int D);
 
 }  // namespace sal::kernels::cpu

@@ -35,13 +35,13 @@ __global__ void embedding_forward_kernel(const int32_t* __restrict__ ids, const 
   const int id = ids[r];
   const bool ok = id >= 0 && id < V;
   if (!ok && threadIdx.x == 0) atomicAdd(bad_ids, 1);  // an integer count: order-free
-  const float* pe = pos + (r % size_t(T)) * C;
+  const float* pe = pos ? pos + (r % size_t(T)) * C : nullptr;  // null: no position table (moe-llama)
   float* o = out + r * C;
   if (ok) {
     const float* te = tok + size_t(id) * C;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) o[c] = te[c] + pe[c];
+    for (int c = threadIdx.x; c < C; c += blockDim.x) o[c] = pe ? te[c] + pe[c] : te[c];
   } else {
-    for (int c = threadIdx.x; c < C; c += blockDim.x) o[c] = pe[c];
+    for (int c = threadIdx.x; c < C; c += blockDim.x) o[c] = pe ? pe[c] : 0.0f;
   }
 }
 
@@ -122,7 +122,7 @@ Status embedding_forward(const Context& ctx, const int32_t* ids, const float* to
   SAL_CUDA_TRY(cuda_status(int(cudaMemsetAsync(bad_ids, 0, sizeof(int32_t), ctx.stream())),
                            "cudaMemsetAsync (embedding_forward bad_ids)"));
   if (rows == 0 || C == 0) return {};
-  if (!ids || !tok || !pos || !out) return bad(fn, "null pointer argument");
+  if (!ids || !tok || !out) return bad(fn, "null pointer argument");
   embedding_forward_kernel<<<unsigned(rows), row_threads(C), 0, ctx.stream()>>>(ids, tok, pos, out, T, C, V,
                                                                                  bad_ids);
   return launch_status("embedding_forward_kernel");

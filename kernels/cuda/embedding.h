@@ -18,8 +18,9 @@
 
 namespace sal::kernels::cuda {
 
-// ids [B*T] int32, tok [V, C], pos [>= T, C], out [B*T, C]; bad_ids: one device int32, set to the
-// number of ids outside [0, V).
+// ids [B*T] int32, tok [V, C], pos [>= T, C] or null (no position table: moe-llama's rotary
+// positions live in the attention), out [B*T, C]; bad_ids: one device int32, set to the number of
+// ids outside [0, V).
 Status embedding_forward(const Context& ctx, const int32_t* ids, const float* tok, const float* pos, float* out,
                          int B, int T, int C, int V, int32_t* bad_ids);
 

@@ -103,10 +103,36 @@ __global__ void z_loss_grad_kernel(const float* __restrict__ z, const float* __r
   }
 }
 
+// One thread a row: g, then the row scaled into next.
+__global__ void shared_gate_forward_kernel(const float* __restrict__ z, const float* __restrict__ out,
+                                           float* __restrict__ next, float* __restrict__ g, int N, int D) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= N) return;
+  const float gt = 1.0f / (1.0f + expf(-z[t]));
+  g[t] = gt;
+  for (int i = 0; i < D; ++i) next[size_t(t) * D + i] += gt * out[size_t(t) * D + i];
+}
+
+__global__ void shared_gate_backward_kernel(const float* __restrict__ g, const float* __restrict__ out,
+                                            const float* __restrict__ dy, float* __restrict__ dout,
+                                            float* __restrict__ dz, int N, int D) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= N) return;
+  const float gt = g[t];
+  double dg = 0;
+  for (int i = 0; i < D; ++i) {
+    const size_t e = size_t(t) * D + i;
+    dg += double(out[e]) * dy[e];
+    dout[e] = gt * dy[e];
+  }
+  dz[t] = float(dg) * gt * (1.0f - gt);
+}
+
 Status bad(const char* fn, const std::string& what) { return invalid_argument(std::string(fn) + ": " + what); }
 
-Status check_rows(const char* fn, int N, int E) {
-  if (N < 0 || E <= 0) return bad(fn, "N = " + std::to_string(N) + ", E = " + std::to_string(E));
+// N rows of `width` (the experts E, or the model width D).
+Status check_rows(const char* fn, int N, int width, const char* name = "E") {
+  if (N < 0 || width <= 0) return bad(fn, "N = " + std::to_string(N) + ", " + name + " = " + std::to_string(width));
   return {};
 }
 
@@ -189,6 +215,25 @@ Status router_dlogits(const Context& ctx, const float* z, const float* scores, c
   if (z_scale <= 0) return {};
   z_loss_grad_kernel<<<grid_for(ctx, n), kThreads, 0, ctx.stream()>>>(z, lse, z_scale, dz, n, E);
   return launch_status("z_loss_grad_kernel");
+}
+
+Status shared_gate_forward(const Context& ctx, const float* z, const float* out, float* next, float* g, int N, int D) {
+  constexpr const char* fn = "shared_gate_forward";
+  SAL_CUDA_TRY(check_rows(fn, N, D, "D"));
+  if (N == 0) return {};
+  if (!z || !out || !next || !g) return bad(fn, "null pointer argument");
+  shared_gate_forward_kernel<<<rows_grid(N), kThreads, 0, ctx.stream()>>>(z, out, next, g, N, D);
+  return launch_status("shared_gate_forward_kernel");
+}
+
+Status shared_gate_backward(const Context& ctx, const float* g, const float* out, const float* dy, float* dout,
+                            float* dz, int N, int D) {
+  constexpr const char* fn = "shared_gate_backward";
+  SAL_CUDA_TRY(check_rows(fn, N, D, "D"));
+  if (N == 0) return {};
+  if (!g || !out || !dy || !dout || !dz) return bad(fn, "null pointer argument");
+  shared_gate_backward_kernel<<<rows_grid(N), kThreads, 0, ctx.stream()>>>(g, out, dy, dout, dz, N, D);
+  return launch_status("shared_gate_backward_kernel");
 }
 
 }  // namespace sal::kernels::cuda

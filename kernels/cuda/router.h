@@ -52,4 +52,11 @@ Status router_dscores(const Context& ctx, const RouterGrad& g, int N, int E, int
 Status router_dlogits(const Context& ctx, const float* z, const float* scores, const float* dscores,
                       const float* lse, double z_scale, bool sigmoid, int N, int E, float* dz);
 
+// The shared experts' gate (Qwen2-MoE's): g [N] = sigmoid(z [N]), next [N,D] += g * out [N,D].
+Status shared_gate_forward(const Context& ctx, const float* z, const float* out, float* next, float* g, int N, int D);
+
+// dout [N,D] = g * dy and dz [N] = (out . dy, in double) g (1 - g). No aliasing.
+Status shared_gate_backward(const Context& ctx, const float* g, const float* out, const float* dy, float* dout,
+                            float* dz, int N, int D);
+
 }  // namespace sal::kernels::cuda

@@ -282,6 +282,23 @@ TEST_CASE("model.bias_update: moe-llama's, in [0, 1], each rule named") {
         std::string::npos);
 }
 
+TEST_CASE("moe-llama on GPU workers: accepted, but not its routing bias or a top-k above 8, each rule named") {
+  auto shipped = load_file(std::string(SAL_SOURCE_DIR) + "/scripts/jobs/gpu_llama.lua");
+  REQUIRE_MESSAGE(shipped.ok(), (shipped.ok() ? "" : shipped.error().message()));
+  CHECK(shipped->model.kind == "moe-llama");
+  CHECK(shipped->mesh.devices == "cuda:0");
+  CHECK(load_text("return { model = { kind = 'moe-llama', kv_heads = 2, qk_norm = true, shared_experts = 1 }, "
+                  "mesh = { devices = 'cuda:0' } }",
+                  "x.lua", ".")
+            .ok());
+  CHECK(error_of("return { model = { kind = 'moe-llama', bias_update = 0.001 }, mesh = { devices = 'cuda:0' } }") ==
+        "x.lua: model.bias_update: DeepSeek-V3's routing bias runs on CPU workers only for now (mesh.devices = "
+        "\"cuda:0\")");
+  CHECK(error_of("return { model = { kind = 'moe-llama', experts = 16, top_k = 9 }, mesh = { devices = 'cuda:0' } }") ==
+        "x.lua: model.top_k: GPU workers route a token to at most 8 experts, and top_k = 9 (mesh.devices = \"cuda:0\")");
+  CHECK(load_text("return { model = { kind = 'moe-llama', experts = 16, top_k = 9 } }", "x.lua", ".").ok());
+}
+
 TEST_CASE("model.shared_gate: moe-llama's, and only over shared experts") {
   CHECK(load_text("return { model = { kind = 'moe-llama', shared_experts = 2, shared_gate = true, attn_bias = true } }",
                   "x.lua", ".")

@@ -29,11 +29,13 @@
 #include "model/cuda/moe_gpt_cuda.h"
 #include "model/cuda/optimizer_cuda.h"
 #include "model/local_exchange.h"
+#include "model/model_cuda_checks.h"
 #include "model/moe_gpt.h"
 #include "model/optimizer.h"
 
 using namespace sal;
 using namespace sal::model;
+using namespace sal::model::gpu_checks;
 using sal::test::gpu::ctx;
 using sal::test::gpu::rel_error;
 using sal::test::gpu::to_device;
@@ -41,7 +43,6 @@ using sal::test::gpu::to_host;
 
 namespace {
 
-constexpr double kLossTol = 1e-2;     // ce and aux, relative
 constexpr double kGradTol = 3e-2;     // each unit's gradient, relative 2-norm
 constexpr double kMinGateGap = 5e-3;  // see the top of the file
 
@@ -52,91 +53,6 @@ Dims small_dims(bool forced_routing) {
   if (forced_routing) d.skew = 3.0f, d.hot_experts = 1;
   return d;
 }
-
-// The repo's docs/: real English text that is always there.
-Corpus docs_corpus(int seq_len) {
-  auto c = Corpus::load(std::string(SAL_SOURCE_DIR) + "/docs", "bytes", 256, seq_len);
-  REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.error().message()));
-  return std::move(*c);
-}
-
-std::unique_ptr<DeviceParams> on_device(const Params& p, LmHead head = LmHead::automatic) {
-  auto r = DeviceParams::create(ctx(), p, head);
-  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message()));
-  return std::move(*r);
-}
-
-#define REQUIRE_OK(expr)                                                          \
-  do {                                                                            \
-    auto&& r_ = (expr);                                                           \
-    REQUIRE_MESSAGE(r_.ok(), (r_.ok() ? std::string() : r_.error().message()));   \
-  } while (0)
-
-StepStats cpu_step(Params& p, const Batch& b, int64_t global, ExpertExchange* ex = nullptr) {
-  LocalExchange local(p);
-  MoeGpt m(p);
-  p.zero_grads();
-  auto s = m.step(b, global, ex ? *ex : local);
-  REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message()));
-  return *s;
-}
-
-StepStats gpu_step(DeviceParams& dp, const Batch& b, int64_t global,
-                   kc::GroupedGemmMode mode = kc::GroupedGemmMode::grouped, DeviceExchange* ex = nullptr) {
-  LocalDeviceExchange local(dp, mode);
-  MoeGptCuda m(dp);
-  REQUIRE_OK(dp.zero_grads());
-  auto s = m.step(b, global, ex ? *ex : local);
-  REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message()));
-  return *s;
-}
-
-double rel(double got, double ref) { return std::fabs(got - ref) / std::max(1e-12, std::fabs(ref)); }
-
-// Losses, counts and every unit's gradient of a GPU step against the CPU step just taken on cpu.
-void check_step(const StepStats& cs, const StepStats& gs, Params& cpu, DeviceParams& gpu, double grad_tol) {
-  MESSAGE("ce " << cs.ce_sum << " (cpu) " << gs.ce_sum << " (gpu), aux " << cs.aux << " / " << gs.aux);
-  CHECK(gs.tokens == cs.tokens);
-  CHECK(rel(gs.ce_sum, cs.ce_sum) <= kLossTol);
-  CHECK(rel(gs.aux, cs.aux) <= kLossTol);
-  CHECK(gs.expert_counts == cs.expert_counts);
-  Params got = cpu;
-  REQUIRE_OK(gpu.download(got, kGrads));
-  auto want = cpu.units();
-  auto have = got.units();
-  REQUIRE(want.size() == have.size());
-  double worst = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    CAPTURE(want[i]->id.name());
-    double e = rel_error(have[i]->g, want[i]->g);
-    worst = std::max(worst, e);
-    CHECK(e <= grad_tol);
-  }
-  MESSAGE("worst unit gradient error " << worst);
-}
-
-// The top-k gap of every token's gate logits, recomputed in double from the gate's input (the x the
-// model hands the exchange) and the gate weights; then LocalExchange's work.
-struct GapProbe : LocalExchange {
-  explicit GapProbe(Params& p) : LocalExchange(p), p_(p) {}
-  Status forward(int layer, const float* x, const Routing& r, float* out) override {
-    const int D = p_.dims.d, E = p_.dims.experts, K = p_.dims.top_k;
-    const float* w = p_.gate[size_t(layer)].at(gate_layout(p_.dims).w);
-    std::vector<double> logit(static_cast<size_t>(E));
-    for (int t = 0; t < r.tokens; ++t) {
-      for (int e = 0; e < E; ++e) {
-        double s = 0;
-        for (int i = 0; i < D; ++i) s += double(x[size_t(t) * D + i]) * w[size_t(i) * E + e];
-        logit[size_t(e)] = s;
-      }
-      std::sort(logit.begin(), logit.end(), std::greater<double>());
-      min_gap = std::min(min_gap, logit[size_t(K) - 1] - logit[size_t(K)]);
-    }
-    return LocalExchange::forward(layer, x, r, out);
-  }
-  Params& p_;
-  double min_gap = 1e300;
-};
 
 // As if another worker had routed `tokens` tokens: fixed counts and probability sums are added to
 // the global statistics (the same on the CPU and the GPU side).
@@ -369,16 +285,7 @@ TEST_CASE("a GPU step routed by the gate matches the CPU step on a batch without
   Dims d = small_dims(false);
   Params cpu = Params::create(d, 1, Params::all_experts(d));
   Corpus c = docs_corpus(d.seq_len);
-  // the first batch (one sequence) whose every top-k gate gap is at least kMinGateGap
-  int chosen = -1;
-  double gap = 0;
-  for (int s = 0; s < 128 && chosen < 0; ++s) {
-    GapProbe probe(cpu);
-    cpu_step(cpu, make_batch(c, 11, uint64_t(s), 0, 1, d.seq_len), d.seq_len, &probe);
-    if (probe.min_gap >= kMinGateGap) chosen = s, gap = probe.min_gap;
-  }
-  REQUIRE_MESSAGE(chosen >= 0, "no batch among 128 without a near tie in the gate");
-  MESSAGE("batch " << chosen << ", smallest top-k gate gap " << gap);
+  const int chosen = batch_without_near_ties(cpu, c, 1, kMinGateGap);
   Batch b = make_batch(c, 11, uint64_t(chosen), 0, 1, d.seq_len);
   StepStats cs = cpu_step(cpu, b, d.seq_len);
   auto gpu = on_device(cpu);
@@ -672,36 +579,6 @@ TEST_CASE("40 GPU steps on the repo's docs make the loss fall as on the CPU") {
   Corpus c = docs_corpus(d.seq_len);
   OptimConfig oc;
   oc.lr = 3e-3, oc.warmup = 5, oc.total_steps = 40;
-  const int B = 8, steps = 40;
-  const int64_t global = int64_t(B) * d.seq_len;
   Params cpu = Params::create(d, 5, Params::all_experts(d));
-  auto gpu = on_device(cpu);
-  LocalDeviceExchange gex(*gpu);
-  MoeGptCuda gm(*gpu);
-  OptimizerCuda opt(*gpu, oc);
-  std::vector<double> gl, cl;
-  for (int s = 0; s < steps; ++s) {
-    Batch b = make_batch(c, 3, uint64_t(s), 0, B, d.seq_len);
-    REQUIRE_OK(gpu->zero_grads());
-    auto gs = gm.step(b, global, gex);
-    REQUIRE_MESSAGE(gs.ok(), (gs.ok() ? "" : gs.error().message()));
-    REQUIRE_OK(opt.step(s));
-    gl.push_back(gs->ce_sum / double(global));
-    StepStats cs = cpu_step(cpu, b, global);
-    double norm2 = 0;
-    for (Unit* u : cpu.units()) norm2 += grad_sum_squares(*u);
-    apply_adamw(cpu, oc, learning_rate(oc, s), clip_scale(oc, std::sqrt(norm2)), s + 1);
-    cl.push_back(cs.ce_sum / double(global));
-  }
-  auto mean = [](const std::vector<double>& v, size_t from, size_t to) {
-    double s = 0;
-    for (size_t i = from; i < to; ++i) s += v[i];
-    return s / double(to - from);
-  };
-  double g_first = mean(gl, 0, 3), g_last = mean(gl, 35, 40), c_last = mean(cl, 35, 40);
-  MESSAGE("loss (gpu) " << gl.front() << " -> " << gl.back() << ", last five " << g_last << "; cpu last five "
-                        << c_last);
-  CHECK(g_first > 5.0);  // about ln 256 = 5.55 at the start
-  CHECK(g_last < 0.8 * g_first);
-  CHECK(std::fabs(g_last - c_last) <= 0.2 * c_last);
+  check_learns_like_cpu(train_both(cpu, c, oc, 8, 40));
 }

@@ -57,11 +57,22 @@ namespace {
 constexpr int kRanks = 2;
 constexpr double kTol = 2e-2;  // bf16 GEMM operands against the fp32 CPU, relative 2-norm
 
+// The model family of the scenario being run: moe-gpt's GELU experts, or moe-llama's SwiGLU experts
+// when set (LlamaFamily, below). A file-level switch because the ranks' inputs and parameters are
+// pure functions of the dims, read everywhere; the ranks are forked, so they see it as it was set.
+bool g_llama = false;
+
 model::Dims dims() {
   model::Dims d;
   d.layers = 2, d.d = 32, d.heads = 2, d.experts = 4, d.top_k = 2, d.seq_len = 8, d.vocab = 64;
+  if (g_llama) d.family = ModelFamily::llama, d.expert_ffn = 48;
   return d;
 }
+
+struct LlamaFamily {
+  LlamaFamily() { g_llama = true; }
+  ~LlamaFamily() { g_llama = false; }
+};
 
 // [layer] -> R[expert][rank].
 std::vector<Counts> uneven_plan() {
@@ -540,6 +551,13 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 }  // namespace
 
 TEST_CASE("staged exchange: two GPU ranks on one GPU compute what two CPU ranks compute, gradient sync included") {
+  Scenario sc;
+  sc.sync = true;
+  check_against_cpu(sc);
+}
+
+TEST_CASE("staged exchange: moe-llama's SwiGLU experts on two GPU ranks of one GPU compute what two CPU ranks compute") {
+  LlamaFamily llama;
   Scenario sc;
   sc.sync = true;
   check_against_cpu(sc);

@@ -9,11 +9,16 @@
 
 #include "kernels/cuda/dispatch.h"
 #include "kernels/cuda/permute.h"
+#include "model/cuda/device_experts.h"
 
 namespace sal::model {
 
 LocalDeviceExchange::LocalDeviceExchange(DeviceParams& p, kc::GroupedGemmMode mode)
     : ctx_(p.context()), p_(p), mode_(mode) {}
+
+kc::GroupedGemmMode LocalDeviceExchange::gemm_mode() const {
+  return p_.dims().d % 8 == 0 ? mode_ : kc::GroupedGemmMode::per_group;
+}
 
 Status LocalDeviceExchange::check_routing(const char* fn, const DeviceRouting& r) const {
   const int E = p_.dims().experts;
@@ -25,24 +30,10 @@ Status LocalDeviceExchange::check_routing(const char* fn, const DeviceRouting& r
   return {};
 }
 
-void LocalDeviceExchange::expert_tables(int layer, std::vector<kc::ExpertParams>& ps,
-                                        std::vector<kc::ExpertGrads>& gs) {
-  const Dims& d = p_.dims();
-  const ExpertLayout l = expert_layout(d);
-  ps.assign(size_t(d.experts), kc::ExpertParams{});
-  gs.assign(size_t(d.experts), kc::ExpertGrads{});
-  for (int e = 0; e < d.experts; ++e) {
-    DeviceUnit* u = p_.expert(layer, e);
-    if (!u) continue;  // no rows can reach it: the dispatch refused that in the forward
-    ps[size_t(e)] = {u->at16(l.w1), u->at(l.b1), u->at16(l.w2), u->at(l.b2)};
-    gs[size_t(e)] = {u->grad(l.w1), u->grad(l.b1), u->grad(l.w2), u->grad(l.b2)};
-  }
-}
-
 Status LocalDeviceExchange::forward(int layer, const DeviceRouting& r, const float* x, float* out) {
   SAL_TRY(check_routing("forward", r));
   const Dims& d = p_.dims();
-  const int E = d.experts, D = d.d, F = d.ffn();
+  const int E = d.experts, D = d.d;
   if (layer < 0 || layer >= d.layers) return fail("LocalDeviceExchange::forward: layer ", layer, " out of range");
   const size_t n = size_t(r.tokens) * size_t(r.k);
   Saved& s = saved_[layer];
@@ -91,18 +82,12 @@ Status LocalDeviceExchange::forward(int layer, const DeviceRouting& r, const flo
   SAL_GPU_TRY(ensure(ctx_, xperm_, n * size_t(D)));
   SAL_GPU_TRY(ensure(ctx_, s.y, n * size_t(D)));
   SAL_GPU_TRY(ensure(ctx_, s.x16, n * size_t(D)));
-  SAL_GPU_TRY(ensure(ctx_, s.h, n * size_t(F)));
-  const size_t mlp_bytes = kc::expert_mlp_scratch_bytes(int(n), D);
-  SAL_GPU_TRY(ensure(ctx_, mlp_scratch_, mlp_bytes));
+  SAL_GPU_TRY(ensure(ctx_, s.h, n * expert_hidden_floats(d)));
+  SAL_GPU_TRY(ensure(ctx_, mlp_scratch_, expert_scratch_bytes(d, n)));
 
   SAL_GPU_TRY(kc::permute(ctx_, x, s.slot_rows.get(), r.tokens, r.k, D, xperm_.get()));
-  std::vector<kc::ExpertParams> ps;
-  std::vector<kc::ExpertGrads> gs;
-  expert_tables(layer, ps, gs);
-  const kc::GroupedGemmMode mode = D % 8 == 0 ? mode_ : kc::GroupedGemmMode::per_group;
-  SAL_GPU_TRY(kc::expert_mlp_forward(ctx_, mode, E, s.rows.data(), D, ps.data(), xperm_.get(), s.y.get(),
-                                     kc::ExpertSaved{s.x16.get(), s.h.get()}, mlp_scratch_.get(),
-                                     mlp_scratch_.size()));
+  SAL_TRY(experts_forward(p_, layer, gemm_mode(), s.rows, xperm_.get(), s.y.get(), ExpertRows{s.x16.get(), s.h.get()},
+                          mlp_scratch_.get(), mlp_scratch_.size()));
   SAL_GPU_TRY(kc::unpermute_combine(ctx_, s.y.get(), s.slot_rows.get(), r.w, r.tokens, r.k, D, out));
   s.tokens = r.tokens;
   s.k = r.k;
@@ -118,22 +103,17 @@ Status LocalDeviceExchange::backward(int layer, const DeviceRouting& r, const fl
     return fail("layer ", layer, ": expert backward for ", r.tokens, " tokens x ", r.k, " after a forward of ", s.tokens,
                 " x ", s.k);
   const Dims& d = p_.dims();
-  const int E = d.experts, D = d.d;
+  const int D = d.d;
   const size_t n = size_t(r.tokens) * size_t(r.k);
   SAL_GPU_TRY(ensure(ctx_, d_rows_, n * size_t(D)));
   SAL_GPU_TRY(ensure(ctx_, dx_rows_, n * size_t(D)));
-  SAL_GPU_TRY(ensure(ctx_, mlp_scratch_, kc::expert_mlp_scratch_bytes(int(n), D)));
+  SAL_GPU_TRY(ensure(ctx_, mlp_scratch_, expert_scratch_bytes(d, n)));
 
   // d_rows = w * d_out per assignment (what goes back to the experts), d_w = dot(d_out, y).
   SAL_GPU_TRY(kc::unpermute_combine_backward(ctx_, d_out, s.y.get(), s.slot_rows.get(), r.w, r.tokens, r.k, D,
                                              d_rows_.get(), d_w));
-  std::vector<kc::ExpertParams> ps;
-  std::vector<kc::ExpertGrads> gs;
-  expert_tables(layer, ps, gs);
-  const kc::GroupedGemmMode mode = D % 8 == 0 ? mode_ : kc::GroupedGemmMode::per_group;
-  SAL_GPU_TRY(kc::expert_mlp_backward(ctx_, mode, E, s.rows.data(), D, ps.data(),
-                                      kc::ExpertSaved{s.x16.get(), s.h.get()}, d_rows_.get(), dx_rows_.get(),
-                                      gs.data(), mlp_scratch_.get(), mlp_scratch_.size()));
+  SAL_TRY(experts_backward(p_, layer, gemm_mode(), s.rows, ExpertRows{s.x16.get(), s.h.get()}, d_rows_.get(),
+                           dx_rows_.get(), mlp_scratch_.get(), mlp_scratch_.size()));
   // dx[t] = sum over the token's assignments of the experts' input gradients, j in order.
   SAL_GPU_TRY(kc::permute_backward(ctx_, dx_rows_.get(), s.slot_rows.get(), r.tokens, r.k, D, dx));
   return {};

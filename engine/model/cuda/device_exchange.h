@@ -9,16 +9,16 @@
 // single-GPU benchmark). Its forward is the one-rank case of the distributed flow in
 // kernels/cuda/permute.h: count -> flexible_dispatch (W = 1: every expert's tokens stay here; an
 // expert with tokens but not held is an error, as in model::LocalExchange) -> permute_rows ->
-// permute -> expert_mlp_forward -> unpermute_combine. With one worker the send buffer is expert
-// by expert, each expert's rows in slot order, which is exactly the contiguous per-expert layout
-// the grouped expert GEMMs take.
+// permute -> experts_forward (device_experts.h) -> unpermute_combine. With one worker the send
+// buffer is expert by expert, each expert's rows in slot order, which is exactly the contiguous
+// per-expert layout the expert GEMMs take.
 //
 // A distributed (NCCL) exchange fits the same interface: forward all-gathers r.counts (this
 // worker's column; transpose the gathered [W][E] into dispatch.h's [E][W]), computes the schedule
 // with flexible_dispatch, packs with permute_rows/permute, runs the all-to-all-v, runs its held
 // experts and sends the outputs back to be combined with unpermute_combine. One difference: rows
 // arrive source-major then expert, so an expert's rows are one segment per source; they need
-// regrouping into one block per expert before expert_mlp_forward (and the inverse after), which
+// regrouping into one block per expert before experts_forward (and the inverse after), which
 // LocalDeviceExchange never needs.
 #pragma once
 
@@ -85,12 +85,12 @@ class LocalDeviceExchange : public DeviceExchange {
     kc::Buffer<int32_t> slot_rows;   // [tokens*k] each assignment's row (permute_rows)
     kc::Buffer<float> y;             // [tokens*k, d] expert outputs, row layout
     kc::Buffer<kc::Bf16> x16;        // [tokens*k, d] expert inputs (bf16), for dW1
-    kc::Buffer<float> h;             // [tokens*k, 4d] pre-activations
+    kc::Buffer<float> h;             // [tokens*k, expert_hidden_floats] pre-activations
   };
 
   Status check_routing(const char* fn, const DeviceRouting& r) const;
-  // The experts' weights and gradients in the layout the grouped GEMMs want (null where not held).
-  void expert_tables(int layer, std::vector<kc::ExpertParams>& ps, std::vector<kc::ExpertGrads>& gs);
+  // mode_ where d allows it (the grouped and fused paths need d % 8 == 0), else per expert.
+  kc::GroupedGemmMode gemm_mode() const;
 
   const kc::Context& ctx_;
   DeviceParams& p_;

@@ -58,6 +58,21 @@ kc::Status ensure(const kc::Context& ctx, kc::Buffer<T>& b, size_t n) {
   return b.allocate(n);
 }
 
+// Enqueued copies on ctx's stream from a host vector to device memory and from device memory to a
+// host array; the error names `what`. (Pageable host memory: cudaMemcpyAsync has copied the
+// source out when it returns; a download has landed once the stream is synchronised.)
+template <class T>
+kc::Status upload_async(const kc::Context& ctx, T* dst, const std::vector<T>& src, const char* what) {
+  if (src.empty()) return {};
+  return kc::cuda_status(
+      int(cudaMemcpyAsync(dst, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice, ctx.stream())), what);
+}
+template <class T>
+kc::Status download_async(const kc::Context& ctx, T* dst, const T* src, size_t n, const char* what) {
+  if (n == 0) return {};
+  return kc::cuda_status(int(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToHost, ctx.stream())), what);
+}
+
 // Precision of the tied LM head (logits = xf tok^T and its two gradient products). fp32 is exact
 // against the CPU and cheap at byte-level vocabularies; at tens of thousands of tokens it would
 // cost as much as the rest of the model, so bf16 is the automatic choice above kF32HeadMaxVocab.

@@ -23,19 +23,6 @@
 namespace sal::model {
 namespace {
 
-template <class T>
-kc::Status upload(const kc::Context& ctx, T* dst, const std::vector<T>& src, const char* what) {
-  if (src.empty()) return {};
-  return kc::cuda_status(
-      int(cudaMemcpyAsync(dst, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice, ctx.stream())), what);
-}
-
-template <class T>
-kc::Status download(const kc::Context& ctx, T* dst, const T* src, size_t n, const char* what) {
-  if (n == 0) return {};
-  return kc::cuda_status(int(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToHost, ctx.stream())), what);
-}
-
 bool forced(const Dims& d) { return d.skew != 1.0f && d.hot_experts > 0; }
 
 }  // namespace
@@ -65,10 +52,7 @@ Status MoeGptCuda::reserve(int B, int T) {
                         {&dqkv_, N * 3 * D}, {&dh1_, N * D}, {&dh2_, N * D}, {&dxf_, N * D},
                         {&ln_scratch_, kc::layernorm_backward_scratch_floats(int(N), int(D))}})
     SAL_GPU_TRY(ensure(ctx_, *buf, n));
-  for (auto [buf, n] : {std::pair{&ids_, N}, {&targets_, N}, {&bad_ids_, size_t(1)}, {&bad_targets_, size_t(1)}})
-    SAL_GPU_TRY(ensure(ctx_, *buf, n));
-  SAL_GPU_TRY(ensure(ctx_, loss_, 1));
-  SAL_GPU_TRY(ensure(ctx_, ce_scratch_, kc::cross_entropy_scratch_doubles(int(N))));
+  SAL_TRY(tokens_.reserve(ctx_, N));
   SAL_GPU_TRY(ensure(ctx_, prob_sums_, E));
   SAL_GPU_TRY(ensure(ctx_, grad16_, N * 3 * D));
   SAL_GPU_TRY(ensure(ctx_, att_scratch_, kc::attention_scratch_bytes(B, T, int(D), int(H))));
@@ -109,9 +93,9 @@ Status MoeGptCuda::forward(const std::vector<int32_t>& inputs, int B, int T, Dev
   SAL_TRY(reserve(B, T));
   DeviceUnit& emb = p_.embedding();
   const EmbeddingLayout el = embedding_layout(d);
-  SAL_GPU_TRY(upload(ctx_, ids_.get(), inputs, "cudaMemcpyAsync (token ids)"));
-  SAL_GPU_TRY(kc::embedding_forward(ctx_, ids_.get(), emb.at(el.tok), emb.at(el.pos), acts_[0].x.get(), B, T, D,
-                                    d.vocab, bad_ids_.get()));
+  SAL_TRY(tokens_.upload_ids(ctx_, inputs));
+  SAL_GPU_TRY(kc::embedding_forward(ctx_, tokens_.ids(), emb.at(el.tok), emb.at(el.pos), acts_[0].x.get(), B, T, D,
+                                    d.vocab, tokens_.bad_ids()));
   stats.expert_counts.assign(size_t(d.layers), std::vector<uint32_t>(size_t(d.experts), 0));
   for (int l = 0; l < d.layers; ++l) SAL_TRY(forward_layer(l, B, T, ex, stats));
   // final LayerNorm and the tied LM head: logits = xf tok^T
@@ -157,7 +141,7 @@ Status MoeGptCuda::forward_layer(int l, int B, int T, DeviceExchange& ex, StepSt
   if (N > 0) SAL_GPU_TRY(kc::topk(ctx_, a.gate_probs.get(), N, E, K, a.idx.get(), a.w.get()));
   if (forced(d) || (batch_ && batch_->routing)) {
     force_routing(l, N, T, a.idx_host);
-    SAL_GPU_TRY(upload(ctx_, a.idx.get(), a.idx_host, "cudaMemcpyAsync (forced routing)"));
+    SAL_GPU_TRY(upload_async(ctx_, a.idx.get(), a.idx_host, "cudaMemcpyAsync (forced routing)"));
     SAL_GPU_TRY(kc::gather_weights(ctx_, a.gate_probs.get(), a.idx.get(), N, K, E, a.w.get()));
   }
 
@@ -166,8 +150,8 @@ Status MoeGptCuda::forward_layer(int l, int B, int T, DeviceExchange& ex, StepSt
   SAL_GPU_TRY(kc::column_sums_f64(ctx_, a.gate_probs.get(), N, E, prob_sums_.get()));
   counts_host_.assign(size_t(E), 0);
   prob_sums_host_.assign(size_t(E), 0.0);
-  SAL_GPU_TRY(download(ctx_, counts_host_.data(), a.counts.get(), size_t(E), "cudaMemcpyAsync (expert counts)"));
-  SAL_GPU_TRY(download(ctx_, prob_sums_host_.data(), prob_sums_.get(), size_t(E), "cudaMemcpyAsync (prob sums)"));
+  SAL_GPU_TRY(download_async(ctx_, counts_host_.data(), a.counts.get(), size_t(E), "cudaMemcpyAsync (expert counts)"));
+  SAL_GPU_TRY(download_async(ctx_, prob_sums_host_.data(), prob_sums_.get(), size_t(E), "cudaMemcpyAsync (prob sums)"));
   SAL_GPU_TRY(ctx_.synchronize());
   std::vector<double> counts(static_cast<size_t>(E), 0.0), prob_sums = prob_sums_host_;
   for (int e = 0; e < E; ++e) {
@@ -187,7 +171,7 @@ Status MoeGptCuda::forward_layer(int l, int B, int T, DeviceExchange& ex, StepSt
   const double aux_scale = tokens > 0 ? double(d.aux_weight) * E / tokens : 0.0;
   a.aux_host.assign(size_t(E), 0.0f);
   for (int e = 0; e < E; ++e) a.aux_host[size_t(e)] = float(aux_scale * f[size_t(e)]);
-  SAL_GPU_TRY(upload(ctx_, a.aux.get(), a.aux_host, "cudaMemcpyAsync (aux gradient)"));
+  SAL_GPU_TRY(upload_async(ctx_, a.aux.get(), a.aux_host, "cudaMemcpyAsync (aux gradient)"));
 
   // experts and the gate-weighted combine, then the residual: next = xmid + combine
   SAL_TRY(ex.forward(l, routing(l, N), a.h2.get(), moe_out_.get()));
@@ -203,7 +187,7 @@ Status MoeGptCuda::backward(int B, int T, int64_t global_tokens, DeviceExchange&
   const EmbeddingLayout el = embedding_layout(d);
   // cross-entropy -> d logits (into the logits buffer, no longer needed)
   float* dlogits = logits_.get();
-  SAL_GPU_TRY(kc::cross_entropy_backward(ctx_, probs_.get(), targets_.get(), dlogits, N, V,
+  SAL_GPU_TRY(kc::cross_entropy_backward(ctx_, probs_.get(), tokens_.targets(), dlogits, N, V,
                                          float(1.0 / double(global_tokens))));
   // the tied head: dtok += dlogits^T xf, dxf = dlogits tok
   if (p_.bf16_head()) {
@@ -217,7 +201,7 @@ Status MoeGptCuda::backward(int B, int T, int64_t global_tokens, DeviceExchange&
   SAL_GPU_TRY(kc::layernorm_backward(ctx_, dxf_.get(), x_final_.get(), emb.at(el.lnf_g), meanf_.get(), rstdf_.get(),
                                      dres_.get(), emb.grad(el.lnf_g), emb.grad(el.lnf_b), N, D, ln_scratch_.get()));
   for (int l = d.layers - 1; l >= 0; --l) SAL_TRY(backward_layer(l, B, T, ex));
-  SAL_GPU_TRY(kc::embedding_backward(ctx_, ids_.get(), dres_.get(), emb.grad(el.tok), emb.grad(el.pos), B, T, D, V));
+  SAL_GPU_TRY(kc::embedding_backward(ctx_, tokens_.ids(), dres_.get(), emb.grad(el.tok), emb.grad(el.pos), B, T, D, V));
   return {};
 }
 
@@ -263,26 +247,10 @@ Status MoeGptCuda::backward_layer(int l, int B, int T, DeviceExchange& ex) {
   return {};
 }
 
-Status MoeGptCuda::check_ids(int64_t* bad_ids, int64_t* bad_targets) {
-  int32_t ids = 0, targets = 0;
-  SAL_GPU_TRY(download(ctx_, &ids, bad_ids_.get(), 1, "cudaMemcpyAsync (bad ids)"));
-  if (bad_targets) SAL_GPU_TRY(download(ctx_, &targets, bad_targets_.get(), 1, "cudaMemcpyAsync (bad targets)"));
-  SAL_GPU_TRY(ctx_.synchronize());
-  *bad_ids = ids;
-  if (bad_targets) *bad_targets = targets;
-  if (ids > 0) return fail(ids, " token ids outside the vocabulary of ", p_.dims().vocab);
-  if (targets > 0) return fail(targets, " targets outside the vocabulary of ", p_.dims().vocab);
-  return {};
-}
-
 Result<StepStats> MoeGptCuda::step(const Batch& b, int64_t global_tokens, DeviceExchange& ex) {
+  SAL_TRY(DeviceTokens::check_step(b, global_tokens));
   StepStats stats;
-  if (b.sequences < 0 || b.seq_len < 0 || int64_t(b.sequences) * b.seq_len > INT_MAX)
-    return fail("batch of ", b.sequences, " x ", b.seq_len, " tokens out of range");
-  const int N = b.sequences * b.seq_len;
-  if (b.targets.size() != size_t(N)) return fail("batch holds ", b.targets.size(), " targets for ", N, " tokens");
-  if (global_tokens < 1) return fail("global_tokens = ", global_tokens, " (the loss is normalised by it)");
-  stats.tokens = N;
+  stats.tokens = int64_t(b.sequences) * b.seq_len;
   batch_ = &b;
   global_tokens_ = global_tokens;
   struct Clear {
@@ -290,29 +258,23 @@ Result<StepStats> MoeGptCuda::step(const Batch& b, int64_t global_tokens, Device
     ~Clear() { b = nullptr; }
   } clear{batch_};
   SAL_TRY(forward(b.inputs, b.sequences, b.seq_len, ex, stats));
-  const Dims& d = p_.dims();
-  SAL_GPU_TRY(upload(ctx_, targets_.get(), b.targets, "cudaMemcpyAsync (targets)"));
-  SAL_GPU_TRY(kc::cross_entropy_forward(ctx_, logits_.get(), targets_.get(), probs_.get(), N, d.vocab, loss_.get(),
-                                        bad_targets_.get(), ce_scratch_.get()));
+  SAL_TRY(tokens_.loss_forward(ctx_, logits_.get(), probs_.get(), b.targets, p_.dims().vocab));
   SAL_TRY(backward(b.sequences, b.seq_len, global_tokens, ex));
-  double ce = 0;
-  SAL_GPU_TRY(download(ctx_, &ce, loss_.get(), 1, "cudaMemcpyAsync (loss)"));
-  int64_t bad_ids = 0, bad_targets = 0;
-  SAL_TRY(check_ids(&bad_ids, &bad_targets));  // waits for the stream: ce is there too
-  stats.ce_sum = ce;
+  auto ce = tokens_.finish(ctx_, p_.dims().vocab, true);
+  if (!ce) return ce.error();
+  stats.ce_sum = *ce;
   return stats;
 }
 
 Result<std::vector<float>> MoeGptCuda::next_logits(const std::vector<int32_t>& ids, DeviceExchange& ex) {
-  if (ids.empty()) return fail("no tokens to continue");
-  if (ids.size() > size_t(INT_MAX)) return fail("too many tokens");
+  SAL_TRY(DeviceTokens::check_sequence(ids));
   const int T = int(ids.size()), V = p_.dims().vocab;
   StepStats stats;
   SAL_TRY(forward(ids, 1, T, ex, stats));
   std::vector<float> out(static_cast<size_t>(V));
-  SAL_GPU_TRY(download(ctx_, out.data(), logits_.get() + size_t(T - 1) * V, size_t(V), "cudaMemcpyAsync (logits)"));
-  int64_t bad_ids = 0;
-  SAL_TRY(check_ids(&bad_ids, nullptr));
+  SAL_GPU_TRY(
+      download_async(ctx_, out.data(), logits_.get() + size_t(T - 1) * V, size_t(V), "cudaMemcpyAsync (logits)"));
+  if (auto done = tokens_.finish(ctx_, V, false); !done) return done.error();
   return out;
 }
 

@@ -27,23 +27,25 @@
 #include <vector>
 
 #include "model/cuda/device_exchange.h"
+#include "model/cuda/device_model.h"
 #include "model/cuda/device_params.h"
+#include "model/cuda/device_tokens.h"
 #include "model/data.h"
 #include "model/moe_gpt.h"
 
 namespace sal::model {
 
-class MoeGptCuda {
+class MoeGptCuda : public DeviceModel {
  public:
   // Runs on p's Context; p must outlive the model.
   explicit MoeGptCuda(DeviceParams& p);
 
   // Forward and backward on the local batch; gradients accumulate into p's units. global_tokens:
   // tokens of the whole global batch. Waits for the stream at the end (to read the loss back).
-  Result<StepStats> step(const Batch& b, int64_t global_tokens, DeviceExchange& ex);
+  Result<StepStats> step(const Batch& b, int64_t global_tokens, DeviceExchange& ex) override;
 
   // Forward only, one sequence of up to seq_len tokens: the logits [V] of the last position.
-  Result<std::vector<float>> next_logits(const std::vector<int32_t>& ids, DeviceExchange& ex);
+  Result<std::vector<float>> next_logits(const std::vector<int32_t>& ids, DeviceExchange& ex) override;
 
  private:
   // One layer's saved activations (device), as the CPU's LayerActs, with bf16 copies of the GEMM
@@ -64,8 +66,6 @@ class MoeGptCuda {
   Status backward_layer(int l, int B, int T, DeviceExchange& ex);
   void force_routing(int l, int N, int T, std::vector<int32_t>& idx) const;
   DeviceRouting routing(int l, int N) const;
-  // Waits for the stream and reads the out-of-vocabulary counts: an error if any.
-  Status check_ids(int64_t* bad_ids, int64_t* bad_targets);
 
   const kc::Context& ctx_;
   DeviceParams& p_;
@@ -76,10 +76,10 @@ class MoeGptCuda {
   int cap_tokens_ = 0, cap_b_ = 0, cap_t_ = 0;    // what reserve() sized the buffers for
 
   // Final stream, LM head, loss.
-  kc::Buffer<int32_t> ids_, targets_, bad_ids_, bad_targets_;
+  DeviceTokens tokens_;
   kc::Buffer<float> x_final_, xf_, meanf_, rstdf_, logits_, probs_;
   kc::Buffer<kc::Bf16> xf16_, dlogits16_;  // bf16 head only
-  kc::Buffer<double> loss_, ce_scratch_, prob_sums_;
+  kc::Buffer<double> prob_sums_;
   // Scratch shared by the layers (contents dead between uses).
   kc::Buffer<float> h1_, att_, moe_out_, gate_logits_, dprobs_, dw_;
   kc::Buffer<float> dres_, dxmid_, datt_, dqkv_, dh1_, dh2_, dxf_, ln_scratch_;

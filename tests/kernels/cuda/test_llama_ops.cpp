@@ -11,6 +11,7 @@
 // heads' copies and sums, the top k of the biased scores) the comparison is exact.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -19,6 +20,7 @@
 
 #include "cuda_test_util.h"
 #include "kernels/cpu/activation.h"
+#include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/heads.h"
 #include "kernels/cpu/rmsnorm.h"
@@ -26,6 +28,7 @@
 #include "kernels/cpu/router.h"
 #include "kernels/cpu/softmax.h"
 #include "kernels/cuda/activation.h"
+#include "kernels/cuda/embedding.h"
 #include "kernels/cuda/heads.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
@@ -458,6 +461,47 @@ TEST_CASE("cuda router gradients match the CPU: sigmoid and softmax scores, reno
     }
 }
 
+TEST_CASE("cuda shared experts' gate matches the CPU") {
+  const RowShape shapes[] = {{1, 1}, {37, 64}, {300, 96}};
+  for (RowShape s : shapes) {
+    CAPTURE(s.M);
+    const size_t nd = size_t(s.M) * s.N;
+    const Vec z = randn(s.M, 171, 2.0f), out = randn(nd, 172), next0 = randn(nd, 173), dy = randn(nd, 174);
+    Vec next_ref = next0, g_ref(s.M), dout_ref(nd), dz_ref(s.M);
+    k::shared_gate_forward(z.data(), out.data(), next_ref.data(), g_ref.data(), s.M, s.N);
+    k::shared_gate_backward(g_ref.data(), out.data(), dy.data(), dout_ref.data(), dz_ref.data(), s.M, s.N);
+    auto dz_in = to_device(z), dout_in = to_device(out), dnext = to_device(next0), ddy = to_device(dy);
+    auto dg = poisoned<float>(s.M), ddout = poisoned<float>(nd), ddz = poisoned<float>(s.M);
+    SAL_CHECK_OK(kc::shared_gate_forward(ctx(), dz_in.get(), dout_in.get(), dnext.get(), dg.get(), s.M, s.N));
+    check_close(to_host(dnext), next_ref, "next");
+    check_close(to_host(dg), g_ref, "g");
+    auto dg_ref = to_device(g_ref);
+    SAL_CHECK_OK(
+        kc::shared_gate_backward(ctx(), dg_ref.get(), dout_in.get(), ddy.get(), ddout.get(), ddz.get(), s.M, s.N));
+    check_close(to_host(ddout), dout_ref, "dout");
+    check_close(to_host(ddz), dz_ref, "dz");
+  }
+}
+
+TEST_CASE("cuda embedding without a position table gives the token rows (moe-llama)") {
+  const int B = 3, T = 17, C = 40, V = 50;
+  std::vector<int32_t> ids(size_t(B) * T);
+  std::mt19937 rng(181);
+  for (auto& i : ids) i = int32_t(rng() % V);
+  ids[5] = V + 3;  // outside: counted, its row zero
+  const Vec tok = randn(size_t(V) * C, 182);
+  Vec want(ids.size() * C, 0.0f);
+  for (size_t r = 0; r < ids.size(); ++r)
+    if (ids[r] < V) std::copy_n(&tok[size_t(ids[r]) * C], C, &want[r * C]);
+  auto dids = to_device(ids);
+  auto dtok = to_device(tok);
+  auto out = poisoned<float>(want.size());
+  auto bad = poisoned<int32_t>(1);
+  SAL_CHECK_OK(kc::embedding_forward(ctx(), dids.get(), dtok.get(), nullptr, out.get(), B, T, C, V, bad.get()));
+  CHECK(same_bits(to_host(out), want));
+  CHECK(to_host(bad) == std::vector<int32_t>{1});
+}
+
 TEST_CASE("cuda moe-llama kernels reject bad arguments and accept empty sizes") {
   auto buf = poisoned<float>(64);
   auto ibuf = poisoned<int32_t>(64);
@@ -482,6 +526,8 @@ TEST_CASE("cuda moe-llama kernels reject bad arguments and accept empty sizes") 
   CHECK_FALSE(kc::router_dscores(ctx(), none, 2, 4, 2, p).ok());
   CHECK_FALSE(kc::router_dlogits(ctx(), nullptr, p, p, nullptr, 1.0, false, 2, 4, p + 8).ok());  // z-loss, no z
   CHECK(kc::router_dscores(ctx(), none, 0, 4, 2, p).ok());
+  CHECK_FALSE(kc::shared_gate_forward(ctx(), p, p, p, nullptr, 2, 4).ok());
+  CHECK_FALSE(kc::shared_gate_backward(ctx(), p, p, p, p, p, 2, 0).ok());
 }
 
 }  // namespace
