@@ -477,8 +477,8 @@ void family_checks(const JobConfig& j, std::vector<std::string>& errors) {
   if (m.shared_gate && m.shared_experts == 0)
     errors.push_back("model.shared_gate: gates the shared experts, and model.shared_experts is 0");
   if (j.mesh.devices.rfind("cuda", 0) == 0 && m.bias_update > 0)
-    errors.push_back("model.bias_update: DeepSeek-V3's routing bias runs on CPU workers only for now (mesh.devices = \"" +
-                     j.mesh.devices + "\")");
+    errors.push_back("model.bias_update: DeepSeek-V3's routing bias runs on CPU workers only for now "
+                     "(mesh.devices = \"" + j.mesh.devices + "\")");
   if (m.skew != 1 || !m.routing_trace.empty())
     errors.push_back("model.kind: forced and replayed routing (model.skew, model.routing_trace) are moe-gpt "
                      "experiments; moe-llama's router always routes");

@@ -295,7 +295,8 @@ TEST_CASE("moe-llama on GPU workers: accepted, but not its routing bias or a top
         "x.lua: model.bias_update: DeepSeek-V3's routing bias runs on CPU workers only for now (mesh.devices = "
         "\"cuda:0\")");
   CHECK(error_of("return { model = { kind = 'moe-llama', experts = 16, top_k = 9 }, mesh = { devices = 'cuda:0' } }") ==
-        "x.lua: model.top_k: GPU workers route a token to at most 8 experts, and top_k = 9 (mesh.devices = \"cuda:0\")");
+        "x.lua: model.top_k: GPU workers route a token to at most 8 experts, and top_k = 9 (mesh.devices = "
+        "\"cuda:0\")");
   CHECK(load_text("return { model = { kind = 'moe-llama', experts = 16, top_k = 9 } }", "x.lua", ".").ok());
 }
 
