@@ -142,6 +142,8 @@ class WindowReplay {
   static Result<WindowReplay> begin(std::vector<SparseSlot> window, model::Params& p);
   std::optional<double> norm_for(uint64_t step) const;
   Status after(uint64_t step, model::Params& p);
+  // Whether after(step) loads a slot (the next slot was taken after that iteration).
+  bool loads_after(uint64_t step) const { return !done() && step == slots_[next_].step; }
   bool done() const { return next_ >= slots_.size(); }
   uint64_t from() const { return slots_.front().step; }
   uint64_t to() const { return slots_.back().step; }

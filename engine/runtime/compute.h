@@ -11,8 +11,9 @@
 //     copies at once; a device starts its copy, which the writer waits for); a sparse slot handed
 //     to the snapshot thread (which reads the host units in place, the Trainer waiting before the
 //     next update, or waits for the device's copy);
-//   - what only the host does yet (issue-level gaps, not branches): data-parallel groups and the
-//     replay of a sparse window with frozen operators.
+//   - a sparse window's replay: the units each slot loads on the host go where the step runs
+//     (refresh_units);
+//   - what only the host does yet (an issue-level gap, not a branch): data-parallel groups.
 #pragma once
 
 #include <optional>
@@ -47,6 +48,13 @@ class Compute {
   virtual bool holds(const HeldExperts& held) const = 0;
   // The host Params' non-expert units and experts `held` are what the compute trains from now on.
   virtual Status load(const HeldExperts& held) = 0;
+  // The host Params' units `ids` changed there (a sparse window's replay loaded its next slot into
+  // them): the compute takes their state, and whether they are frozen, from the host. Nothing to do
+  // where the host Params are what the step runs on.
+  virtual Status refresh_units(const std::vector<model::UnitId>& ids) {
+    (void)ids;
+    return {};
+  }
   // The plan they train in (DevicePlan), after every load().
   virtual Status set_plan(const DevicePlan& plan) = 0;
   // What tells this compute's GPU apart across machines ("" : none; no device data plane).
@@ -82,9 +90,7 @@ class Compute {
   // corruption can work on them between steps (trainer_digests.cpp); a device's are not.
   virtual bool units_on_host() const { return true; }
 
-  // Whether a sparse window with frozen operators can be replayed here, and whether data-parallel
-  // groups (parallel.groups > 1) can run here.
-  virtual bool replays_frozen() const = 0;
+  // Whether data-parallel groups (parallel.groups > 1) can run here.
   virtual bool runs_groups() const = 0;
 
   // Any thread: ends the compute's own collective in flight (the plan's host plane is the

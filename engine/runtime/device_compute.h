@@ -84,6 +84,11 @@ class DeviceCompute {
   // (which must exist; host may hold more). Waits for the device.
   virtual Status store(model::Params& host) = 0;
 
+  // Copies the values, moments and frozen flags of host's units `ids` into the device's (each must
+  // be held on both sides), without reloading anything else: the state a sparse window's replay
+  // loaded on the host. Waits for the device.
+  virtual Status upload_units(const model::Params& host, const std::vector<model::UnitId>& ids) = 0;
+
   // The plan the units of the last load() train in, after every load() (DevicePlan). plan.comm
   // and plan.store must stay alive until the next load(), the next set_plan() or the object's
   // end, whichever comes first; the Trainer calls set_plan({}) before it replaces or drops them.

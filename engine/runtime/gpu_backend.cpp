@@ -107,6 +107,18 @@ class GpuCompute final : public DeviceCompute {
     return {};
   }
 
+  Status upload_units(const model::Params& host, const std::vector<model::UnitId>& ids) override {
+    if (!params_) return fail(name_, ": no parameters on the device to upload into");
+    model::Params& h = const_cast<model::Params&>(host);  // host_unit() takes it mutable; nothing changes
+    for (const model::UnitId& id : ids) {
+      const model::Unit* u = host_unit(h, id);
+      if (!u) return fail(name_, ": the host has no unit ", id.name(), " to upload");
+      if (auto s = params_->upload_unit(*u, model::kValues | model::kMoments); !s)
+        return s.error().with_context("uploading " + id.name() + " to " + name_);
+    }
+    return {};
+  }
+
   Status set_plan(const DevicePlan& plan) override {
     release_plan();
     // set_plan({}) lets go of the plan only; a plan drops the plane unless it keeps it

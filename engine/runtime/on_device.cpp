@@ -79,6 +79,11 @@ Status OnDevice::load(const HeldExperts& held) {
   return {};
 }
 
+Status OnDevice::refresh_units(const std::vector<model::UnitId>& ids) {
+  if (auto s = device_->upload_units(host_, ids); !s) return s.error().with_context("refreshing units on " + name_);
+  return {};
+}
+
 Status OnDevice::set_plan(const DevicePlan& plan) { return device_->set_plan(plan); }
 
 Result<model::StepStats> OnDevice::step(const model::Batch& b, int64_t global_tokens) {

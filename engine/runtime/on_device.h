@@ -29,6 +29,7 @@ class OnDevice final : public Compute {
   Status to_host() override;
   bool holds(const HeldExperts& held) const override;
   Status load(const HeldExperts& held) override;
+  Status refresh_units(const std::vector<model::UnitId>& ids) override;
   Status set_plan(const DevicePlan& plan) override;
   std::string device_key() const override { return device_->device_key(); }
   bool device_plane_ready() const override { return device_->device_plane_ready(); }
@@ -53,8 +54,8 @@ class OnDevice final : public Compute {
   void put_slot(SparseSnapshots& sparse, uint64_t step, double grad_norm, const ModelShape& shape,
                 std::vector<const model::Unit*> written) override;
 
-  // The CUDA model has no frozen operators yet, nor groups.
-  bool replays_frozen() const override { return false; }
+  // No groups yet. (Frozen units run on the device: their weight gradient is computed and left out
+  // of the norm and the update, OptimizerCuda; refresh_units() brings each replayed slot's state.)
   bool runs_groups() const override { return false; }
   void abort(const std::string& why) override { device_->abort(why); }
   void clear_abort() override { device_->clear_abort(); }

@@ -40,7 +40,6 @@ class OnHost final : public Compute {
     return std::move(log_);
   }
 
-  bool replays_frozen() const override { return true; }
   bool runs_groups() const override { return true; }
   void abort(const std::string&) override {}
   void clear_abort() override {}

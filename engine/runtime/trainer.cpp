@@ -449,7 +449,16 @@ Status Trainer::commit(uint64_t step) {
 
 Status Trainer::replayed(uint64_t step) {
   if (!replay_) return {};
+  // The units the next slot may load: every unit not yet complete, which is every frozen one (the
+  // active ones the compute trained are left as they are, on the device too).
+  std::vector<model::UnitId> loading;
+  if (replay_->loads_after(step))
+    for (model::Unit* u : params_.units())
+      if (u->frozen) loading.push_back(u->id);
   if (auto s = replay_->after(step, params_); !s) return s.error().with_context("replaying step " + std::to_string(step));
+  if (!loading.empty())
+    if (auto s = compute_->refresh_units(loading); !s)
+      return s.error().with_context("replaying step " + std::to_string(step));
   if (replay_->done()) {
     spdlog::info("the sparse window is replayed: every operator active from step {}", step + 1);
     replay_.reset();

@@ -115,7 +115,7 @@ std::set<UnitId> Trainer::units_held() const {
   return out;
 }
 
-// A window that needs frozen operators replays only where the compute can run them.
+// A window wider than one slot leaves the replay to the steps that follow (Trainer::replayed).
 Status Trainer::restore_from_peers(const wire::PlanUpdate& p) {
   auto got = fetch_window(ctx_, p, units_held(), spec_.dims, {spec_.key_file, spec_.slice_mac_key}, kFetchTimeoutMs,
                           plan_notes_, [this] { return aborting_.load(); });
@@ -123,9 +123,6 @@ Status Trainer::restore_from_peers(const wire::PlanUpdate& p) {
   model::Params fresh = model::Params::create(spec_.dims, spec_.seed, held_);
   auto replay = ckpt::WindowReplay::begin(std::move(got->slots), fresh);
   if (!replay) return replay.error().with_context("restoring plan " + std::to_string(p.number()) + " from peers");
-  if (!replay->done() && !compute_->replays_frozen())
-    return fail("plan ", p.number(), ": the window from iteration ", p.restore_window, " must be replayed with frozen "
-                "operators, which a GPU worker cannot run yet (", spec_.device, ")");
   params_ = std::move(fresh);
   spdlog::info("plan {}: {} units ({} bytes) loaded from the sparse window {}..{} in peers' memory", p.number(),
                units_held().size(), got->bytes, replay->from(), replay->to());

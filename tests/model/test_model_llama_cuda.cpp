@@ -164,6 +164,65 @@ TEST_CASE("moe-llama on the GPU: bad ids fail the step and the next works, the r
   CHECK(refused.error().message().find("model.bias_update") != std::string::npos);
 }
 
+TEST_CASE("frozen units on the device: gradients pass through them, the norm and the update leave them out, as on the CPU") {
+  Dims d = fine();
+  Params cpu = Params::create(d, 4, Params::all_experts(d));
+  // frozen as a sparse window's replay freezes them: a gate, an expert, the dense unit
+  for (Unit* u : cpu.units())
+    u->frozen = u->id.kind == UnitKind::gate || u->id.kind == UnitKind::dense ||
+                (u->id.kind == UnitKind::expert && u->id.expert == 1);
+  Corpus c = docs_corpus(d.seq_len);
+  const int chosen = batch_without_near_ties(cpu, c, 1, kMinGateGap);
+  Batch b = make_batch(c, 11, uint64_t(chosen), 0, 1, d.seq_len);
+  const Params before = cpu;
+  auto gpu = on_device(cpu);
+  StepStats cs = cpu_step(cpu, b, d.seq_len);
+  StepStats gs = gpu_step(*gpu, b, d.seq_len, kc::GroupedGemmMode::per_group);
+  CHECK(rel(gs.ce_sum, cs.ce_sum) <= kLossTol);
+  // each unit's sum of squares: 0 for the frozen ones (no gradient, as the CPU computes none), the
+  // others the CPU's (the gradient flowed through the frozen units below them)
+  OptimConfig oc;
+  OptimizerCuda opt(*gpu, oc);
+  auto sums = opt.unit_grad_sum_squares();
+  REQUIRE(sums.ok());
+  auto units = cpu.units();
+  REQUIRE(sums->size() == units.size());
+  double cpu_norm2 = 0, gpu_norm2 = 0;
+  for (size_t i = 0; i < units.size(); ++i) {
+    CAPTURE(units[i]->id.name());
+    const double want = grad_sum_squares(*units[i]);
+    cpu_norm2 += want, gpu_norm2 += (*sums)[i];
+    if (units[i]->frozen) {
+      CHECK(want == 0.0);
+      CHECK((*sums)[i] == 0.0);
+    } else {
+      CHECK(rel((*sums)[i], want) <= 2 * kGradTol);
+    }
+  }
+  CHECK(rel(std::sqrt(gpu_norm2), std::sqrt(cpu_norm2)) <= kGradTol);
+  // the update: frozen units keep their values bit for bit, the others move as the CPU's do
+  const double lr = 1e-3;
+  apply_adamw(cpu, oc, lr, 1.0, 1);
+  REQUIRE_OK(opt.apply_adamw(lr, 1.0, 1));
+  Params after = cpu;
+  REQUIRE_OK(gpu->download(after, kValues));
+  auto got = after.units();
+  auto old = const_cast<Params&>(before).units();
+  for (size_t i = 0; i < units.size(); ++i) {
+    CAPTURE(units[i]->id.name());
+    if (units[i]->frozen) {
+      CHECK(got[i]->w == old[i]->w);
+      continue;
+    }
+    std::vector<float> moved_gpu(got[i]->w.size()), moved_cpu(got[i]->w.size());
+    for (size_t k = 0; k < moved_gpu.size(); ++k) {
+      moved_gpu[k] = got[i]->w[k] - old[i]->w[k];
+      moved_cpu[k] = units[i]->w[k] - old[i]->w[k];
+    }
+    CHECK(rel_error(moved_gpu, moved_cpu) <= 0.1);  // Adam's first step is about lr * sign(g)
+  }
+}
+
 TEST_CASE("40 moe-llama GPU steps on the repo's docs make the loss fall as on the CPU") {
   Dims d = grouped();
   Corpus c = docs_corpus(d.seq_len);

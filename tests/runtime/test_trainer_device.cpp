@@ -41,7 +41,7 @@ namespace {
 
 struct Calls {
   int opened = -1;  // the ordinal the factory was asked for
-  int loads = 0, stores = 0, updates = 0, zeroes = 0;
+  int loads = 0, stores = 0, updates = 0, zeroes = 0, uploads = 0;
   // set_plan: the calls, the last one's data plane (size and rank; 0 and -1 for none) and replicas
   int plans = 0, plan_size = 0, plan_rank = -1, syncs = 0;
   std::vector<runtime::Counts> plan_replicas;
@@ -124,6 +124,17 @@ class HostDevice final : public DeviceCompute {
       model::Unit* h = unit_of(host, u->id);
       if (!h) return fail("host lacks ", u->id.name());
       h->w = u->w, h->m = u->m, h->v = u->v;
+    }
+    return {};
+  }
+  Status upload_units(const model::Params& host, const std::vector<model::UnitId>& ids) override {
+    ++calls_.uploads;
+    model::Params& h = const_cast<model::Params&>(host);
+    for (const model::UnitId& id : ids) {
+      model::Unit* from = unit_of(h, id);
+      model::Unit* to = unit_of(params_, id);
+      if (!from || !to) return fail("upload_units: ", id.name(), " is not held on both sides");
+      to->w = from->w, to->m = from->m, to->v = from->v, to->frozen = from->frozen;
     }
     return {};
   }

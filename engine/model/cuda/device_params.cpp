@@ -98,6 +98,7 @@ bool DeviceParams::wants_bf16(UnitKind k) const {
 Result<std::unique_ptr<DeviceUnit>> DeviceParams::make_unit(const Unit& u) {
   auto d = std::make_unique<DeviceUnit>();
   d->id = u.id;
+  d->frozen = u.frozen;
   d->size = unit_size(dims_, u.id.kind);
   SAL_TRY(check_size(u, d->size));
   for (kc::Buffer<float>* b : {&d->w, &d->g, &d->m, &d->v}) SAL_GPU_TRY(b->allocate(d->size));
@@ -189,7 +190,10 @@ Status DeviceParams::upload_unit(const Unit& u, unsigned parts) {
     SAL_GPU_TRY(copy_to_device(ctx_, d->m.get(), u.m));
     SAL_GPU_TRY(copy_to_device(ctx_, d->v.get(), u.v));
   }
-  if (parts & kValues) SAL_GPU_TRY(refresh_unit(ctx_, *d));
+  if (parts & kValues) {
+    SAL_GPU_TRY(refresh_unit(ctx_, *d));
+    d->frozen = u.frozen;
+  }
   return gpu_status(ctx_.synchronize());
 }
 

@@ -105,6 +105,10 @@ struct DeviceUnit {
   size_t size = 0;                    // floats in each buffer
   kc::Buffer<float> w, g, m, v;       // values, gradient, Adam moments
   kc::Buffer<kc::Bf16> w16;           // bf16 copy of w (same offsets), or empty
+  // A frozen unit (the replay of a sparse window, model::Unit::frozen) runs forward and passes its
+  // input gradient on as any other; its weight gradient is computed but left out of the norm and
+  // the update (OptimizerCuda), which is what the CPU's not computing it amounts to.
+  bool frozen = false;
 
   float* at(Slice s) const { return w.get() + s.offset; }
   float* grad(Slice s) const { return g.get() + s.offset; }
@@ -140,7 +144,7 @@ class DeviceParams {
   Status upload(const Params& host, unsigned parts = kValues | kMoments);
   Status download(Params& host, unsigned parts = kValues | kMoments);
   // One unit (the device unit with u.id / id must exist). Synchronous. Uploading values refreshes
-  // that unit's bf16 copy.
+  // that unit's bf16 copy and takes the host unit's frozen flag.
   Status upload_unit(const Unit& u, unsigned parts);
   Status download_unit(const UnitId& id, Unit& out, unsigned parts);
 

@@ -15,12 +15,15 @@ Status OptimizerCuda::grad_sum_squares(double* out) {
   SAL_GPU_TRY(ensure(ctx_, scratch_, kc::kSumSquaresMaxBlocks));
   bool first = true;
   for (DeviceUnit* u : p_.units()) {
+    if (u->frozen) continue;
     if (first)
       SAL_GPU_TRY(kc::sum_squares(ctx_, u->g.get(), u->size, out, scratch_.get()));
     else
       SAL_GPU_TRY(kc::add_sum_squares(ctx_, u->g.get(), u->size, out, scratch_.get()));
     first = false;
   }
+  if (first)  // every unit frozen: no gradient
+    SAL_GPU_TRY(kc::cuda_status(int(cudaMemsetAsync(out, 0, sizeof(double), ctx_.stream())), "cudaMemsetAsync (norm)"));
   return {};
 }
 
@@ -28,6 +31,7 @@ Status OptimizerCuda::adamw_units(double lr, int64_t t) {
   const Dims& d = p_.dims();
   SAL_TRY(p_.fence_writes());  // a snapshot's copy may still be reading the values and moments
   for (DeviceUnit* u : p_.units()) {
+    if (u->frozen) continue;  // its gradient is not the model's: it stays as the replay loaded it
     for (const DecayRun& r : decay_runs(d, u->id.kind, u->size))
       SAL_GPU_TRY(kc::adamw(ctx_, u->w.get() + r.begin, u->g.get() + r.begin, u->m.get() + r.begin,
                             u->v.get() + r.begin, r.end - r.begin, float(lr), float(c_.beta1), float(c_.beta2),
@@ -73,6 +77,8 @@ Result<std::vector<double>> OptimizerCuda::unit_grad_sum_squares() {
                                                   cudaMemcpyDeviceToHost, ctx_.stream())),
                               "cudaMemcpyAsync (unit sums of squares)"));
   SAL_GPU_TRY(ctx_.synchronize());
+  for (size_t i = 0; i < us.size(); ++i)
+    if (us[i]->frozen) out[i] = 0;  // as the CPU, which computes no gradient for it
   return out;
 }
 

@@ -13,7 +13,8 @@
 //                  all-reduce), and the scale is a host number, as model::apply_adamw takes it.
 // unit_grad_sum_squares() gives each unit's sum of squares on the host, for such a distributed norm.
 // Both make the stream wait first for a snapshot's copy still reading the values (DeviceParams::
-// fence_writes): on the device, the host does not wait.
+// fence_writes): on the device, the host does not wait. Frozen units (DeviceUnit::frozen: a sparse
+// window's replay) are left out of the norms and the update, as model::apply_adamw leaves them.
 #pragma once
 
 #include <cstdint>
