@@ -2,14 +2,14 @@
 // (the slot's units copied on the copy stream, DeviceCompute::begin_snapshot) and put them to their
 // peers' agents; losing every holder of an expert restores the whole model from those copies. Three
 // nodes share cuda:0 (their data plane is Gloo on host memory); the `dense` checkpoint policy (every
-// operator in full every 10 iterations: a window of one slot, nothing to replay). A drill kills every holder of an expert after 30 steps and adds two
-// nodes: the job restores from peers (the window of iteration 20), re-executes to where it was,
-// loses no step and finishes. t0623: the same with the `quarters` policy (a window of four
-// iterations, the operators dealt to its slots in turn): the window's first slot loads with the
-// other operators frozen and the replay runs on the GPU (each replayed slot's units uploaded to the
-// device, the frozen ones left out of the norm and the update), losing no step; its checks were
-// run once against CPU workers (mesh.devices = "cpu:1", the GPU-only log line aside). Labelled gpu:
-// exits 77 (skipped) without a GPU.
+// operator in full every 10 iterations: a window of one slot, nothing to replay). A drill kills
+// every holder of an expert after 30 steps and adds two nodes: the job restores from peers (the
+// window of iteration 20), re-executes to where it was, loses no step and finishes. t0623: the same
+// with the `quarters` policy (a window of four iterations, the operators dealt to its slots in
+// turn): the window's first slot loads with the other operators frozen and the replay runs on the
+// GPU (each replayed slot's units uploaded to the device, the frozen ones left out of the norm and
+// the update), losing no step; its checks were run once against CPU workers (mesh.devices =
+// "cpu:1", the GPU-only log line aside). Labelled gpu: exits 77 (skipped) without a GPU.
 #include <doctest/doctest.h>
 
 #include <cmath>
