@@ -16,6 +16,13 @@ Status DeviceTokens::check_step(const Batch& b, int64_t global_tokens) {
   return {};
 }
 
+Status DeviceTokens::check_forward(const std::vector<int32_t>& ids, int B, int T, int seq_len) {
+  if (T > seq_len) return fail("sequence of ", T, " tokens exceeds model.seq_len = ", seq_len);
+  if (B < 0 || T < 0 || int64_t(B) * T > INT_MAX) return fail("batch of ", B, " x ", T, " tokens out of range");
+  if (ids.size() != size_t(B) * size_t(T)) return fail("batch holds ", ids.size(), " ids for ", B, " x ", T, " tokens");
+  return {};
+}
+
 Status DeviceTokens::check_sequence(const std::vector<int32_t>& ids) {
   if (ids.empty()) return fail("no tokens to continue");
   if (ids.size() > size_t(INT_MAX)) return fail("too many tokens");

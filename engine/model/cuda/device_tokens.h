@@ -17,6 +17,8 @@ class DeviceTokens {
  public:
   // A step's arguments: a batch of sizes in range with a target a token, a positive global count.
   static Status check_step(const Batch& b, int64_t global_tokens);
+  // A forward pass's ids: B sequences of T <= seq_len tokens, B * T an int, one id a token.
+  static Status check_forward(const std::vector<int32_t>& ids, int B, int T, int seq_len);
   // next_logits' sequence: not empty, its length an int.
   static Status check_sequence(const std::vector<int32_t>& ids);
 

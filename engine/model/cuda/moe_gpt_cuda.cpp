@@ -6,7 +6,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <climits>
 #include <string>
 
 #include "kernels/cuda/attention.h"
@@ -83,10 +82,8 @@ DeviceRouting MoeGptCuda::routing(int l, int N) const {
 
 Status MoeGptCuda::forward(const std::vector<int32_t>& inputs, int B, int T, DeviceExchange& ex, StepStats& stats) {
   const Dims& d = p_.dims();
-  if (T > d.seq_len) return fail("sequence of ", T, " tokens exceeds model.seq_len = ", d.seq_len);
-  if (B < 0 || T < 0 || int64_t(B) * T > INT_MAX) return fail("batch of ", B, " x ", T, " tokens out of range");
+  SAL_TRY(DeviceTokens::check_forward(inputs, B, T, d.seq_len));
   const int N = B * T, D = d.d;
-  if (inputs.size() != size_t(N)) return fail("batch holds ", inputs.size(), " ids for ", B, " x ", T, " tokens");
   if (d.top_k < 1 || d.top_k > d.experts || d.top_k > kc::kMaxTopK)
     return fail("model.top_k = ", d.top_k, " (the GPU model takes 1 <= top_k <= min(experts, ", kc::kMaxTopK, "))");
   inputs_ = &inputs;

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <array>
-#include <climits>
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/convert.h"
@@ -98,10 +97,8 @@ DeviceRouting MoeLlamaCuda::routing(int l, int N) const {
 
 Status MoeLlamaCuda::forward(const std::vector<int32_t>& inputs, int B, int T, DeviceExchange& ex, StepStats& stats) {
   const Dims& d = p_.dims();
-  if (T > d.seq_len) return fail("sequence of ", T, " tokens exceeds model.seq_len = ", d.seq_len);
-  if (B < 0 || T < 0 || int64_t(B) * T > INT_MAX) return fail("batch of ", B, " x ", T, " tokens out of range");
+  SAL_TRY(DeviceTokens::check_forward(inputs, B, T, d.seq_len));
   const int N = B * T, D = d.d;
-  if (inputs.size() != size_t(N)) return fail("batch holds ", inputs.size(), " ids for ", B, " x ", T, " tokens");
   SAL_TRY(reserve(B, T));
   DeviceUnit& emb = p_.embedding();
   const EmbeddingLayout el = embedding_layout(d);
