@@ -56,14 +56,22 @@ std::vector<std::string> remove_incomplete_snapshots(const std::string& root) {
 std::string unit_file(const std::string& dir, const UnitId& id) { return dir + "/" + id.name() + ".bin"; }
 
 Status write_unit(const std::string& dir, const Unit& u, uint64_t step) {
-  std::string out(kMagic, sizeof kMagic);
-  put(out, uint32_t(u.id.kind));
-  put(out, int32_t(u.id.layer));
-  put(out, int32_t(u.id.expert));
-  put(out, uint64_t(u.w.size()));
-  put(out, step);
-  for (const auto* v : {&u.w, &u.m, &u.v}) out.append(reinterpret_cast<const char*>(v->data()), v->size() * sizeof(float));
-  return write_file(unit_file(dir, u.id), out);
+  if (u.m.size() != u.w.size() || u.v.size() != u.w.size())
+    return fail(u.id.name(), ": moments of ", u.m.size(), " and ", u.v.size(), " floats for ", u.w.size(), " values");
+  return write_unit(dir, model::UnitView{u.id, u.w.data(), u.m.data(), u.v.data(), u.w.size()}, step);
+}
+
+Status write_unit(const std::string& dir, const model::UnitView& u, uint64_t step) {
+  std::string head(kMagic, sizeof kMagic);
+  put(head, uint32_t(u.id.kind));
+  put(head, int32_t(u.id.layer));
+  put(head, int32_t(u.id.expert));
+  put(head, uint64_t(u.size));
+  put(head, step);
+  const size_t bytes = u.size * sizeof(float);
+  std::vector<std::string_view> parts{head};
+  for (const float* t : {u.w, u.m, u.v}) parts.emplace_back(reinterpret_cast<const char*>(t), bytes);
+  return write_file(unit_file(dir, u.id), parts);
 }
 
 Result<Unit> read_unit(const std::string& path, const Dims& dims, uint64_t* step) {

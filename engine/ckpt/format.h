@@ -25,6 +25,8 @@ using model::Unit;
 std::string unit_file(const std::string& dir, const UnitId& id);
 
 Status write_unit(const std::string& dir, const Unit& u, uint64_t step);
+// The same file from a view: the values and moments go to disk from where they lie.
+Status write_unit(const std::string& dir, const model::UnitView& u, uint64_t step);
 // `step`, when given, receives the step the unit was written at.
 Result<Unit> read_unit(const std::string& path, const Dims& dims, uint64_t* step = nullptr);
 

@@ -50,22 +50,24 @@ void SnapshotWriter::run() {
 void SnapshotWriter::write_one(Job& j) {
   int64_t t0 = mono_ns();
   const Error cancelled = fail("cancelled: the worker is stopping");
-  auto units = cancelled_ ? Result<std::vector<model::Unit>>(cancelled)
+  auto units = cancelled_ ? Result<model::UnitViews>(cancelled)
                : j.units  ? j.units()
-                          : Result<std::vector<model::Unit>>(fail("no units to write"));
-  j.units = nullptr;  // what the source held goes now (a GPU worker's staging is free already)
+                          : Result<model::UnitViews>(fail("no units to write"));
+  j.units = nullptr;  // what the source held beside the views goes now
   Status s = !units ? Status(units.error()) : cancelled_ ? Status(cancelled) : make_dirs(j.dir);
-  for (size_t i = 0; s && i < units->size(); ++i) s = cancelled_ ? Status(cancelled) : write_unit(j.dir, (*units)[i], j.step);
+  const size_t n = units ? units->units.size() : 0;
+  for (size_t i = 0; s && i < n; ++i) s = cancelled_ ? Status(cancelled) : write_unit(j.dir, units->units[i], j.step);
   j.reply.ok = bool(s);
-  j.reply.units = s ? uint32_t(units->size()) : 0;
+  j.reply.units = s ? uint32_t(n) : 0;
   j.reply.bytes = 0;
   j.reply.written.clear();
   if (s) {
-    for (const auto& u : *units) {
+    for (const auto& u : units->units) {
       j.reply.written.push_back(u.id.name());
-      j.reply.bytes += (u.w.size() + u.m.size() + u.v.size()) * sizeof(float);
+      j.reply.bytes += 3 * u.size * sizeof(float);
     }
   }
+  if (units) units->keep.reset();  // written: a GPU's pinned memory serves its next snapshot
   if (!s) j.reply.detail = s.error().with_context("snapshot of step " + std::to_string(j.step)).message();
   j.reply.ms += double(mono_ns() - t0) / 1e6;
   done_(std::move(j.reply));

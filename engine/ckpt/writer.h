@@ -2,12 +2,13 @@
 // takes a copy of the units this rank is responsible for (Trainer::snapshot_share: on a CPU worker
 // a plain memory copy, the pause training sees; on a GPU worker the start of a copy to pinned host
 // memory that overlaps the next step); this writer's own thread then gets the units (SnapshotUnits:
-// on a GPU worker it waits there for the copy), writes them to disk, one file per unit
-// (format.h), while training goes on, and reports the outcome through a callback (on the
-// writer's thread). Writes run in order; the destructor finishes what is queued, unless cancel()
-// came first: a stopping worker's snapshots are answered to no one (the job's final checkpoint is
-// written apart from them), and finishing them (1.9 GB each for the GPU job) outlasted the agent's
-// two seconds for a worker to stop.
+// on a GPU worker it waits there for the copy), writes them to disk from where they lie, one file
+// per unit (format.h), while training goes on, lets go of them (a GPU's pinned memory is then free
+// for its next snapshot), and reports the outcome through a callback (on the writer's thread).
+// Writes run in order; the destructor finishes what is queued, unless cancel() came first: a
+// stopping worker's snapshots are answered to no one (the job's final checkpoint is written apart
+// from them), and finishing them (1.9 GB each for the GPU job) outlasted the agent's two seconds
+// for a worker to stop.
 #pragma once
 
 #include <atomic>
@@ -26,8 +27,9 @@
 namespace sal::ckpt {
 
 // The units a snapshot writes, produced on the writer's thread (a GPU worker's waits for its copy
-// and turns the pinned memory into units; its error is the snapshot's). Called at most once.
-using SnapshotUnits = std::function<Result<std::vector<model::Unit>>()>;
+// and gives views into the pinned memory; its error is the snapshot's). Called at most once; the
+// views are valid until the result's `keep` is dropped.
+using SnapshotUnits = std::function<Result<model::UnitViews>()>;
 
 class SnapshotWriter {
  public:

@@ -71,23 +71,30 @@ Result<std::string> read_file(const std::string& path, size_t max_bytes) {
 }
 
 Status write_file(const std::string& path, const std::string& contents, unsigned mode) {
+  return write_file(path, std::vector<std::string_view>{contents}, mode);
+}
+
+Status write_file(const std::string& path, const std::vector<std::string_view>& parts, unsigned mode) {
   // A name of this writer's own: two processes (or threads) may write the same file at once —
   // two holders of a unit writing it into one snapshot — and each renames a whole file over it.
   static std::atomic<uint64_t> seq{0};
   std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(seq++);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return fail("cannot create ", tmp, ": ", std::strerror(errno));
-  const char* p = contents.data();
-  size_t left = contents.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::close(fd);
-      return fail("cannot write ", tmp, ": ", std::strerror(errno));
+  for (std::string_view part : parts) {
+    const char* p = part.data();
+    size_t left = part.size();
+    while (left > 0) {
+      ssize_t n = ::write(fd, p, left);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        return fail("cannot write ", tmp, ": ", std::strerror(errno));
+      }
+      p += n;
+      left -= size_t(n);
     }
-    p += n;
-    left -= size_t(n);
   }
   ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0)

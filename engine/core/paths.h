@@ -3,6 +3,8 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/result.h"
 
@@ -25,6 +27,9 @@ Status make_dirs(const std::string& path, unsigned mode = 0755);
 Result<std::string> read_file(const std::string& path, size_t max_bytes = 64u << 20);
 // Whole or not at all: written to a temporary name of this writer's own, then renamed over `path`.
 Status write_file(const std::string& path, const std::string& contents, unsigned mode = 0644);
+// The same for a file made of `parts` one after another, each written from where it lies (a
+// snapshot's gigabytes go to the file without first being gathered into one string).
+Status write_file(const std::string& path, const std::vector<std::string_view>& parts, unsigned mode = 0644);
 
 // This machine's host name.
 std::string hostname();

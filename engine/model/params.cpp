@@ -159,4 +159,26 @@ size_t Params::parameter_count() const {
   return n;
 }
 
+UnitViews views_of(std::vector<Unit> units) {
+  auto held = std::make_shared<std::vector<Unit>>(std::move(units));
+  UnitViews out;
+  for (const Unit& u : *held) out.units.push_back(UnitView{u.id, u.w.data(), u.m.data(), u.v.data(), u.w.size()});
+  out.keep = std::move(held);
+  return out;
+}
+
+std::vector<Unit> copy_units(const UnitViews& views) {
+  std::vector<Unit> out;
+  out.reserve(views.units.size());
+  for (const UnitView& v : views.units) {
+    Unit u;
+    u.id = v.id;
+    u.w.assign(v.w, v.w + v.size);
+    u.m.assign(v.m, v.m + v.size);
+    u.v.assign(v.v, v.v + v.size);
+    out.push_back(std::move(u));
+  }
+  return out;
+}
+
 }  // namespace sal::model

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +48,28 @@ struct Unit {
   float* weight_grad(Slice s) { return frozen ? nullptr : grad(s); }
   void zero_grad();
 };
+
+// A unit's values and moments where someone else keeps them (a snapshot's copy in pinned host
+// memory, or units copied on the host): what a snapshot writes or keeps.
+struct UnitView {
+  UnitId id;
+  const float* w = nullptr;
+  const float* m = nullptr;
+  const float* v = nullptr;
+  size_t size = 0;  // floats in each of w, m, v
+};
+
+// Views into memory that `keep` holds until it is dropped (a GPU's pinned staging goes back to the
+// device's next snapshot then).
+struct UnitViews {
+  std::vector<UnitView> units;
+  std::shared_ptr<const void> keep;
+};
+
+// The views of `units`, which the result keeps.
+UnitViews views_of(std::vector<Unit> units);
+// Owned copies of the views' units (id, w, m, v; g empty).
+std::vector<Unit> copy_units(const UnitViews& views);
 
 // Creates a unit with its deterministic initial weights (zero gradient and moments).
 Unit make_unit(const Dims& d, UnitId id, uint64_t seed);

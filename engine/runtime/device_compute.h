@@ -5,7 +5,8 @@
 // the Trainer's host Params stay the form for everything that leaves the worker or arrives
 // (checkpoints, migration, restore), copied up with store() and down with load(). Snapshots do
 // not go through them: begin_snapshot() starts a copy to the device's own host staging memory that
-// overlaps the next step, and finish_snapshot() (on the snapshot writer's thread) waits for it.
+// overlaps the next step, and finish_snapshot() (on the snapshot writer's thread) waits for it and
+// lends that memory until the writer is done with it.
 //
 // The plan's ranks: set_plan() hands the device the plan's data plane (comm::Collectives on host
 // memory, Gloo) and its placement. With more than one rank the step's experts are exchanged over
@@ -126,17 +127,19 @@ class DeviceCompute {
   // (1-based), with the optimizer settings the device was made with.
   virtual Status update(double lr, double grad_scale, int64_t t) = 0;
 
-  // Snapshots, one at a time (the caller waits for finish_snapshot() before the next begin;
-  // runtime::Trainer does). begin_snapshot() starts copying the values and moments of the units
-  // `ids` (each held by the device) as they are after the updates so far, and returns without
-  // waiting for the copy: steps go on meanwhile, and a later update() does not change the values
-  // before the copy has read them. It fails, starting nothing, for a unit the device does not
-  // hold, or while the previous snapshot is not finished.
-  virtual Status begin_snapshot(const std::vector<model::UnitId>& ids) = 0;
-  // Waits for the copy and returns the units (id, w, m, v; g empty) in begin_snapshot()'s order;
-  // the snapshot is over either way. Called once per begin_snapshot() that succeeded, on any
-  // thread; the object outlives the call.
-  virtual Result<std::vector<model::Unit>> finish_snapshot() = 0;
+  // Snapshots, at most snapshot_slots() at a time: a snapshot holds a slot from begin_snapshot()
+  // until its finish_snapshot() has failed or the views it returned are dropped (runtime::OnDevice
+  // waits for a free slot before it begins one). begin_snapshot() starts copying the values and
+  // moments of the units `ids` (each held by the device) as they are after the updates so far, and
+  // returns its ticket without waiting for the copy: steps go on meanwhile, and a later update()
+  // does not change the values before the copy has read them. It fails, starting nothing, for a
+  // unit the device does not hold, or when no slot is free.
+  virtual Result<uint64_t> begin_snapshot(const std::vector<model::UnitId>& ids) = 0;
+  // Waits for the copy of `ticket` and returns its units in begin_snapshot()'s order, as views
+  // into the device's host staging memory, valid until the result's keep is dropped. Called once
+  // per ticket, on any thread; the views may outlive the object.
+  virtual Result<model::UnitViews> finish_snapshot(uint64_t ticket) = 0;
+  virtual int snapshot_slots() const { return 1; }
 };
 
 // What a device is opened with.

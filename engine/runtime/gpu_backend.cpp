@@ -10,9 +10,10 @@
 // plane refers to nothing of the model: it outlives set_plan({}) and load() while it is ready, and
 // one that is not (aborted, failed) is dropped before the exchange's buffers are freed, aborting
 // NCCL work a failed call may have left running on them. The
-// snapshot staging (PinnedSnapshot: copy stream, events, pinned host memory) lives as long as the
-// object, across loads, so its pinned memory is allocated once; a DeviceParams dropped while a
-// snapshot's copy still reads it waits for the copy first (~DeviceParams).
+// snapshot staging (PinnedSnapshot: copy stream, events, the spare device buffer, pinned host
+// memory) lives as long as the object, across loads, so its memory is allocated once; a
+// DeviceParams dropped while a snapshot's copy still reads it waits for the copy first
+// (~DeviceParams), and pinned memory the writer still writes from stays until it is done.
 #include "runtime/gpu_backend.h"
 
 #include <cuda_runtime_api.h>
@@ -30,6 +31,7 @@
 #include "kernels/cuda/device.h"
 #include "model/cuda/device_exchange.h"
 #include "model/cuda/device_params.h"
+#include "model/cuda/pinned_snapshot.h"
 #include "model/cuda/device_model.h"
 #include "model/cuda/optimizer_cuda.h"
 #include "runtime/gpu_exchange.h"
@@ -198,19 +200,23 @@ class GpuCompute final : public DeviceCompute {
     return {};
   }
 
-  Status begin_snapshot(const std::vector<model::UnitId>& ids) override {
+  Result<uint64_t> begin_snapshot(const std::vector<model::UnitId>& ids) override {
     if (!params_) return fail(name_, ": no parameters on the device to snapshot");
-    if (auto s = snapshot_->begin(*params_, ids); !s) return s.error().with_context(name_);
-    return {};
+    const size_t pinned = snapshot_->pinned_bytes();
+    auto ticket = snapshot_->begin(*params_, ids);
+    if (!ticket) return ticket.error().with_context(name_);
+    say_staging(pinned);
+    return ticket;
   }
 
   // On the snapshot writer's thread. snapshot_ is never replaced, and PinnedSnapshot keeps its own
   // state consistent between this thread and the training thread's begin/reserve.
-  Result<std::vector<model::Unit>> finish_snapshot() override {
-    auto units = snapshot_->finish();
+  Result<model::UnitViews> finish_snapshot(uint64_t ticket) override {
+    auto units = snapshot_->finish(ticket);
     if (!units) return units.error().with_context(name_);
     return units;
   }
+  int snapshot_slots() const override { return model::PinnedSnapshot::kSlots; }
 
  private:
   // Pinned memory for a snapshot of every unit held (values and both moments), allocated now
@@ -227,6 +233,27 @@ class GpuCompute final : public DeviceCompute {
     }
     spdlog::info("{}: {:.0f} MB of pinned host memory for snapshots in {:.0f} ms", name_,
                  double(snapshot_->pinned_bytes()) / 1e6, double(mono_ns() - t0) / 1e6);
+  }
+
+  // Says where snapshots are staged when that changes, and when a snapshot had to pin more host
+  // memory (a second slot, or more units): both pause training once.
+  void say_staging(size_t pinned_before) {
+    const size_t staging = snapshot_->staging_bytes();
+    const std::string off = snapshot_->staging_off_reason();
+    if (staging != said_staging_ || off != said_off_) {
+      if (staging > 0)
+        spdlog::info("{}: snapshots staged in {:.0f} MB of device memory (12 bytes a parameter): an update "
+                     "waits for a copy on the device, the copy to the host overlaps the next steps",
+                     name_, double(staging) / 1e6);
+      else
+        spdlog::info("{}: snapshots copied straight to pinned host memory, the next update waiting for it: {}",
+                     name_, off);
+      said_staging_ = staging, said_off_ = off;
+    }
+    if (snapshot_->pinned_bytes() > pinned_before)
+      spdlog::info("{}: a snapshot pinned {:.0f} MB more host memory ({:.0f} MB in all): the previous one was "
+                   "still being written", name_, double(snapshot_->pinned_bytes() - pinned_before) / 1e6,
+                   double(snapshot_->pinned_bytes()) / 1e6);
   }
 
   // The plan's device data plane, rank comm->rank() of comm->size() on this GPU, through the store.
@@ -296,6 +323,8 @@ class GpuCompute final : public DeviceCompute {
 
   std::unique_ptr<kc::Context> ctx_;
   std::unique_ptr<model::PinnedSnapshot> snapshot_;  // before params_: outlives every DeviceParams
+  size_t said_staging_ = 0;                           // what say_staging() last said
+  std::string said_off_;
   std::string name_;
   std::string key_;  // the GPU's UUID; empty with SAL_DEVICE_PLANE=host
   model::OptimConfig optim_;
@@ -362,7 +391,9 @@ Result<std::unique_ptr<DeviceCompute>> make_gpu_compute(int ordinal, const Devic
                 n == 1 ? "" : std::to_string(n - 1), ")");
   std::unique_ptr<kc::Context> ctx;
   if (auto s = kc::Context::create(ordinal, &ctx); !s.ok()) return fail(name, ": ", s.what());
-  auto snapshot = model::PinnedSnapshot::create(*ctx);
+  auto staging = model::snapshot_staging_from_env();
+  if (!staging) return staging.error().with_context(name);
+  auto snapshot = model::PinnedSnapshot::create(*ctx, *staging);
   if (!snapshot) return snapshot.error().with_context(name + ": snapshot stream");
   auto allowed = device_plane_allowed();
   if (!allowed) return allowed.error().with_context(name);

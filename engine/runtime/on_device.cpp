@@ -3,58 +3,95 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 
 namespace sal::runtime {
 
-// One device snapshot at a time (DeviceCompute holds one): `busy` from begin_snapshot() until its
-// units are taken, on whichever thread. `device` goes null when the OnDevice does, so units taken
-// later fail instead of reaching a closed device; the mutex is held while they are taken, so the
-// device is not closed under them.
+// The device's snapshot slots: `busy` of `slots` from begin_snapshot() until the units are dropped
+// (or fail to be taken), on whichever thread. `device` goes null when the OnDevice does, so units
+// taken later fail instead of reaching a closed device; `taking` counts the finish_snapshot() calls
+// under way, which the OnDevice's end waits for. The mutex is not held while a copy is waited for,
+// so the training thread can begin a snapshot in a free slot meanwhile.
 struct OnDevice::Gate {
   std::mutex mu;
   std::condition_variable cv;
-  bool busy = false;
+  int busy = 0, slots = 1, taking = 0;
   DeviceCompute* device = nullptr;
+
+  void give_back() {
+    std::lock_guard<std::mutex> lock(mu);
+    --busy;
+    cv.notify_all();
+  }
 };
 
-// A begun device snapshot: taking its units (once) waits for the device's copy and frees the gate.
-// Dropped untaken, it still ends the snapshot, so a next one is not kept waiting forever.
+// A begun device snapshot: taking its units (once) waits for the device's copy; the units' keep
+// gives the slot back when dropped. Dropped untaken, it still ends the snapshot, so a next one is
+// not kept waiting forever.
 class OnDevice::Pending {
  public:
-  explicit Pending(std::shared_ptr<OnDevice::Gate> gate) : gate_(std::move(gate)) {}
+  Pending(std::shared_ptr<OnDevice::Gate> gate, uint64_t ticket) : gate_(std::move(gate)), ticket_(ticket) {}
   ~Pending() {
     if (!taken_) (void)take();
   }
   Pending(const Pending&) = delete;
   Pending& operator=(const Pending&) = delete;
 
-  Result<std::vector<model::Unit>> take() {
-    std::lock_guard<std::mutex> lock(gate_->mu);
-    if (taken_) return fail("this snapshot's units were already taken");
-    taken_ = true;
-    auto units = gate_->device ? gate_->device->finish_snapshot()
-                               : Result<std::vector<model::Unit>>(fail("the worker closed its device before the snapshot's copy was taken"));
-    gate_->busy = false;
-    gate_->cv.notify_all();
+  Result<model::UnitViews> take() {
+    DeviceCompute* device = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(gate_->mu);
+      if (taken_) return fail("this snapshot's units were already taken");
+      taken_ = true;
+      device = gate_->device;
+      if (device) ++gate_->taking;
+    }
+    if (!device) {
+      gate_->give_back();
+      return fail("the worker closed its device before the snapshot's copy was taken");
+    }
+    auto units = device->finish_snapshot(ticket_);
+    {
+      std::lock_guard<std::mutex> lock(gate_->mu);
+      --gate_->taking;
+      gate_->cv.notify_all();
+    }
+    if (!units) {
+      gate_->give_back();
+      return units;
+    }
+    // The device's staging first, then the slot: a snapshot begun after give_back() finds it free.
+    struct Lend {
+      std::shared_ptr<const void> staging;
+      std::shared_ptr<OnDevice::Gate> gate;
+      ~Lend() {
+        staging.reset();
+        gate->give_back();
+      }
+    };
+    units->keep = std::shared_ptr<const Lend>(new Lend{std::move(units->keep), gate_});
     return units;
   }
 
  private:
   std::shared_ptr<OnDevice::Gate> gate_;
+  uint64_t ticket_;
   bool taken_ = false;  // under gate_->mu
 };
 
 OnDevice::OnDevice(std::unique_ptr<DeviceCompute> device, model::Params& host, std::string name)
     : device_(std::move(device)), host_(host), name_(std::move(name)), gate_(std::make_shared<Gate>()) {
   gate_->device = device_.get();
+  gate_->slots = std::max(1, device_->snapshot_slots());
 }
 
-// A snapshot's units taken from now on fail; one being taken finishes first (the lock).
+// A snapshot's units taken from now on fail; those being taken finish first.
 OnDevice::~OnDevice() {
-  std::lock_guard<std::mutex> lock(gate_->mu);
+  std::unique_lock<std::mutex> lock(gate_->mu);
   gate_->device = nullptr;
+  gate_->cv.wait(lock, [this] { return gate_->taking == 0; });
 }
 
 // The device's gradients belong to the parameters about to be replaced, and its exchange refers to
@@ -107,16 +144,15 @@ Result<ckpt::SnapshotUnits> OnDevice::snapshot(const std::vector<const model::Un
 Result<ckpt::SnapshotUnits> OnDevice::copy(const std::vector<model::UnitId>& ids) {
   {
     std::unique_lock<std::mutex> lock(gate_->mu);
-    gate_->cv.wait(lock, [this] { return !gate_->busy; });
-    gate_->busy = true;
+    gate_->cv.wait(lock, [this] { return gate_->busy < gate_->slots; });
+    ++gate_->busy;
   }
-  if (auto s = device_->begin_snapshot(ids); !s) {
-    std::lock_guard<std::mutex> lock(gate_->mu);
-    gate_->busy = false;
-    gate_->cv.notify_all();
-    return s.error().with_context("snapshot on " + name_);
+  auto ticket = device_->begin_snapshot(ids);
+  if (!ticket) {
+    gate_->give_back();
+    return ticket.error().with_context("snapshot on " + name_);
   }
-  auto pending = std::make_shared<Pending>(gate_);
+  auto pending = std::make_shared<Pending>(gate_, *ticket);
   return ckpt::SnapshotUnits([pending] { return pending->take(); });
 }
 

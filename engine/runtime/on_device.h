@@ -6,8 +6,9 @@
 //
 // Snapshots, dense or sparse, are the device's: begin_snapshot() starts a copy to its host staging
 // memory that overlaps the next step, and the units returned wait for it on the thread that takes
-// them (the writer's, the snapshot thread). One at a time: a second waits until the first one's
-// units are taken (or dropped). Units taken after this object is gone fail instead of reaching a
+// them (the writer's, the snapshot thread) and lend that memory until they are dropped. As many at
+// a time as the device has staging slots: one more waits until a slot is given back (its units
+// dropped, or never taken). Units taken after this object is gone fail instead of reaching a
 // closed device.
 #pragma once
 
@@ -68,7 +69,7 @@ class OnDevice final : public Compute {
   std::unique_ptr<DeviceCompute> device_;
   model::Params& host_;
   std::string name_;
-  std::shared_ptr<Gate> gate_;     // the snapshot in flight, shared with the units it returned
+  std::shared_ptr<Gate> gate_;     // the snapshots in flight, shared with the units they returned
   bool newer_ = false;             // the device has committed updates the host lacks
   std::set<std::pair<int, int>> held_;  // the experts the last load() gave it ({}: none)
 };

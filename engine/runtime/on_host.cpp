@@ -72,16 +72,17 @@ Status OnHost::update(double lr, double grad_scale, int64_t t) {
 }
 
 Result<ckpt::SnapshotUnits> OnHost::snapshot(const std::vector<const model::Unit*>& units) {
-  auto out = std::make_shared<std::vector<model::Unit>>();
+  std::vector<model::Unit> copies;
   for (const model::Unit* u : units) {
     model::Unit c;
     c.id = u->id;
     c.w = u->w;
     c.m = u->m;
     c.v = u->v;
-    out->push_back(std::move(c));
+    copies.push_back(std::move(c));
   }
-  return ckpt::SnapshotUnits([out]() -> Result<std::vector<model::Unit>> { return std::move(*out); });
+  auto out = std::make_shared<model::UnitViews>(model::views_of(std::move(copies)));
+  return ckpt::SnapshotUnits([out]() -> Result<model::UnitViews> { return std::move(*out); });
 }
 
 void OnHost::put_slot(SparseSnapshots& sparse, uint64_t step, double grad_norm, const ModelShape& shape,

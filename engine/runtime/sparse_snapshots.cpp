@@ -143,7 +143,7 @@ void SparseSnapshots::take(const Job& job) {
       spdlog::warn("the sparse snapshot slot of iteration {}: {}", job.step, got.error().message());
       return;
     }
-    off_device = std::move(*got);
+    off_device = model::copy_units(*got);  // the slot keeps its own copy; the staging is free again
     for (const auto& u : off_device) units.push_back(&u);
   }
   auto slot = ckpt::take_slot(job.schedule, job.index, job.step, job.grad_norm, job.shape, units, std::move(reuse));

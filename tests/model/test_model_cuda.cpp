@@ -28,6 +28,7 @@
 #include "model/cuda/device_params.h"
 #include "model/cuda/moe_gpt_cuda.h"
 #include "model/cuda/optimizer_cuda.h"
+#include "model/cuda/pinned_snapshot.h"
 #include "model/local_exchange.h"
 #include "model/model_cuda_checks.h"
 #include "model/moe_gpt.h"
@@ -438,7 +439,16 @@ TEST_CASE("a whole step and an optimizer step on both keep the parameters close"
 // download of the twin after its first update. Sized so that a missing wait would show: the copy
 // (~60 MB to host memory, milliseconds) is far slower than the update kernels, and a few GB of
 // memsets queued first keep the first update from finishing before begin() enqueues the copy.
-TEST_CASE("a pinned snapshot equals a synchronous download of the state it was taken at while an update runs meanwhile") {
+namespace {
+
+bool same_state(const UnitView& u, const Unit& want) {
+  return u.size == want.w.size() && std::equal(u.w, u.w + u.size, want.w.begin()) &&
+         std::equal(u.m, u.m + u.size, want.m.begin()) && std::equal(u.v, u.v + u.size, want.v.begin());
+}
+
+// A pinned snapshot, staged as asked, begun between two AdamW updates: it holds exactly the state
+// after the first (as a synchronous download of a twin), and the second ran after its copy.
+void check_snapshot_between_updates(SnapshotStaging staging) {
   Dims d;
   d.layers = 2, d.d = 256, d.heads = 4, d.experts = 4, d.top_k = 2, d.seq_len = 32, d.vocab = 256;
   Params p = Params::create(d, 5, Params::all_experts(d));
@@ -466,11 +476,11 @@ TEST_CASE("a pinned snapshot equals a synchronous download of the state it was t
   auto gpu = on_device(p);
   REQUIRE_OK(gpu->upload(p, kAllParts));
   OptimizerCuda opt(*gpu, oc);
-  auto snap = PinnedSnapshot::create(ctx());
+  auto snap = PinnedSnapshot::create(ctx(), staging);
   REQUIRE_OK(snap);
   PinnedSnapshot& ps = **snap;
-  CHECK_FALSE(ps.in_flight());
-  CHECK_FALSE(ps.finish().ok());  // nothing begun
+  CHECK(ps.in_flight() == 0);
+  CHECK_FALSE(ps.finish(1).ok());  // nothing begun
 
   kc::Buffer<uint8_t> busy;
   const size_t busy_bytes = size_t(512) << 20;
@@ -478,53 +488,92 @@ TEST_CASE("a pinned snapshot equals a synchronous download of the state it was t
   for (int i = 0; i < 8; ++i)
     REQUIRE(cudaMemsetAsync(busy.get(), i, busy_bytes, ctx().stream()) == cudaSuccess);
   REQUIRE_OK(opt.apply_adamw(1e-3, 0.5, 2));  // enqueued, not run yet
-  REQUIRE_OK(ps.begin(*gpu, {}));              // every unit
-  CHECK(ps.in_flight());
-  CHECK_FALSE(ps.begin(*gpu, {}).ok());       // one at a time
-  REQUIRE_OK(opt.apply_adamw(1e-3, 0.5, 3));  // must wait for the copy on the device
-  auto units = ps.finish();
+  auto ticket = ps.begin(*gpu, {});             // every unit
+  REQUIRE_OK(ticket);
+  CHECK(ps.in_flight() == 1);
+  REQUIRE_OK(opt.apply_adamw(1e-3, 0.5, 3));  // must wait for the copy (or the staging) on the device
+  auto units = ps.finish(*ticket);
   REQUIRE_OK(units);
-  CHECK_FALSE(ps.in_flight());
+  CHECK_FALSE(ps.finish(*ticket).ok());  // once
+  CHECK(ps.in_flight() == 1);            // lent until the views go
   Params now = p;
   REQUIRE_OK(gpu->download(now, kValues | kMoments));
 
   auto want = after1.units(), later = after2.units(), have = now.units();
-  REQUIRE(units->size() == want.size());
+  REQUIRE(units->units.size() == want.size());
   size_t bad_snapshot = 0, bad_update = 0;
   for (size_t i = 0; i < want.size(); ++i) {
-    const Unit& u = (*units)[i];
+    const UnitView& u = units->units[i];
     CAPTURE(want[i]->id.name());
     REQUIRE(u.id == want[i]->id);
-    CHECK(u.g.empty());
-    bad_snapshot += u.w != want[i]->w || u.m != want[i]->m || u.v != want[i]->v;
+    bad_snapshot += !same_state(u, *want[i]);
     bad_update += have[i]->w != later[i]->w || have[i]->m != later[i]->m || have[i]->v != later[i]->v;
   }
   CHECK(bad_snapshot == 0);  // the state after the first update exactly
   CHECK(bad_update == 0);    // and the second update ran after the copy, as on the twin
-  CHECK(ps.pinned_bytes() == 3 * gpu->parameter_count() * sizeof(float));
+  const size_t state_bytes = 3 * gpu->parameter_count() * sizeof(float);
+  CHECK(ps.pinned_bytes() == state_bytes);
+  if (staging == SnapshotStaging::host) {
+    CHECK(ps.staging_bytes() == 0);
+    CHECK(ps.staging_off_reason() == "SAL_SNAPSHOT_STAGING=host");
+  } else {
+    MESSAGE("device staging: " << ps.staging_bytes() << " bytes; off because: '" << ps.staging_off_reason() << "'");
+    CHECK(ps.staging_bytes() == state_bytes);  // a small model on a big GPU: there is room
+  }
 
-  // a few units, in the order asked, reusing the same pinned memory; an unknown unit is refused
+  // a second snapshot while the first's views are held takes the second slot; a third is refused
+  // until a slot comes back
   std::vector<UnitId> ids{UnitId{UnitKind::expert, 1, 3}, UnitId{UnitKind::embedding}, UnitId{UnitKind::gate, 0}};
-  REQUIRE_OK(ps.begin(*gpu, ids));
-  auto few = ps.finish();
+  auto second = ps.begin(*gpu, ids);
+  REQUIRE_OK(second);
+  CHECK(ps.in_flight() == 2);
+  auto refused = ps.begin(*gpu, ids);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message().find("staging slots are in use") != std::string::npos);
+  auto few = ps.finish(*second);
   REQUIRE_OK(few);
-  REQUIRE(few->size() == 3);
+  REQUIRE(few->units.size() == 3);
   for (size_t i = 0; i < ids.size(); ++i) {
     CAPTURE(ids[i].name());
     Unit direct;
     REQUIRE_OK(gpu->download_unit(ids[i], direct, kValues | kMoments));
-    CHECK((*few)[i].id == ids[i]);
-    CHECK((*few)[i].w == direct.w);
-    CHECK((*few)[i].m == direct.m);
-    CHECK((*few)[i].v == direct.v);
+    CHECK(few->units[i].id == ids[i]);
+    CHECK(same_state(few->units[i], direct));
   }
-  CHECK(ps.pinned_bytes() == 3 * gpu->parameter_count() * sizeof(float));
+  size_t few_bytes = 0;
+  for (const UnitId& id : ids) few_bytes += 3 * gpu->find(id)->size * sizeof(float);
+  CHECK(ps.pinned_bytes() == state_bytes + few_bytes);  // slot 1 pinned, for its units, when slot 0 was found held
+  few->keep.reset();
+  CHECK(ps.in_flight() == 1);
+  auto third = ps.begin(*gpu, ids);  // slot 1 again
+  REQUIRE_OK(third);
+  REQUIRE_OK(ps.finish(*third));
+  CHECK(ps.in_flight() == 1);  // its views dropped at once
+  // the first's views outlive the snapshot object: the pinned memory goes with the last view
+  snap->reset();
+  bad_snapshot = 0;
+  for (size_t i = 0; i < want.size(); ++i) bad_snapshot += !same_state(units->units[i], *want[i]);
+  CHECK(bad_snapshot == 0);
+  units->keep.reset();
+
+  auto again = PinnedSnapshot::create(ctx(), staging);
+  REQUIRE_OK(again);
   gpu->remove_expert(0, 2);
-  auto missing = ps.begin(*gpu, {UnitId{UnitKind::expert, 0, 2}});
+  auto missing = (*again)->begin(*gpu, {UnitId{UnitKind::expert, 0, 2}});
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().message().find("layer0.expert2") != std::string::npos);
-  CHECK_FALSE(ps.in_flight());
+  CHECK((*again)->in_flight() == 0);
   REQUIRE(ctx().synchronize().ok());
+}
+
+}  // namespace
+
+TEST_CASE("a snapshot staged on the device equals a synchronous download of the state it was taken at") {
+  check_snapshot_between_updates(SnapshotStaging::automatic);
+}
+
+TEST_CASE("a snapshot copied straight to pinned memory equals a synchronous download of the state it was taken at") {
+  check_snapshot_between_updates(SnapshotStaging::host);
 }
 
 TEST_CASE("next_logits agrees with the CPU model") {

@@ -60,7 +60,8 @@ TEST_CASE("a snapshot writer writes its queue in order and reports each write") 
   {
     ckpt::SnapshotWriter w([&a](wire::SaveDone d) { a.add(std::move(d)); });
     for (uint64_t step : {1, 2})
-      w.write(dir + "/" + std::to_string(step), step, [] { return Result<std::vector<model::Unit>>(units_of(3)); },
+      w.write(dir + "/" + std::to_string(step), step,
+              [] { return Result<model::UnitViews>(model::views_of(units_of(3))); },
               reply(step));
   }  // the destructor finishes what is queued
   REQUIRE(a.got.size() == 2);
@@ -87,19 +88,19 @@ TEST_CASE("a cancelled snapshot writer stops the write in progress and skips the
             [&started, cancelled_f] {
               started.set_value();
               cancelled_f.wait();
-              return Result<std::vector<model::Unit>>(units_of(4));
+              return Result<model::UnitViews>(model::views_of(units_of(4)));
             },
             reply(1));
     w.write(dir + "/2", 2,
             [&second_called] {
               second_called = true;
-              return Result<std::vector<model::Unit>>(units_of(4));
+              return Result<model::UnitViews>(model::views_of(units_of(4)));
             },
             reply(2));
     REQUIRE(started.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready);
     w.cancel();
     cancelled.set_value();
-    w.write(dir + "/3", 3, [] { return Result<std::vector<model::Unit>>(units_of(1)); }, reply(3));
+    w.write(dir + "/3", 3, [] { return Result<model::UnitViews>(model::views_of(units_of(1))); }, reply(3));
   }  // the destructor joins the writer
   CHECK_FALSE(second_called);
   REQUIRE(a.got.size() == 3);

@@ -20,6 +20,8 @@
 #include <cmath>
 #include <filesystem>
 #include <future>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include <unistd.h>
@@ -50,8 +52,9 @@ struct Calls {
   int aborts = 0, clears = 0;
   int snapshots = -1;  // DeviceOptions::snapshots the device was opened with
   std::vector<std::pair<int, int>> last_held;
-  // snapshots: begun and finished; begins while one was staged (the Trainer must never make one)
-  int begun = 0, finished = 0, overlapping = 0;
+  // snapshots: begun and finished; begins while every slot was held (the Trainer must never make
+  // one); the device's staging slots
+  int begun = 0, finished = 0, overlapping = 0, slots = 1;
   std::string fail_begin, fail_finish;  // the next begin / finish fails with this, once
 };
 
@@ -173,11 +176,13 @@ class HostDevice final : public DeviceCompute {
     model::apply_adamw(params_, optim_, lr, grad_scale, t);
     return {};
   }
-  // The GPU copies at begin (after the commits so far) into memory of its own: so does this.
-  Status begin_snapshot(const std::vector<model::UnitId>& ids) override {
-    if (staged_) {
+  // The GPU copies at begin (after the commits so far) into memory of its own, a slot, which it
+  // lends until the views finish_snapshot() gave are dropped: so does this.
+  Result<uint64_t> begin_snapshot(const std::vector<model::UnitId>& ids) override {
+    std::lock_guard<std::mutex> lock(staging_->mu);
+    if (int(staging_->held.size()) >= calls_.slots) {
       ++calls_.overlapping;
-      return fail("a snapshot is still staged");
+      return fail("every staging slot is held");
     }
     if (!calls_.fail_begin.empty()) return fail(std::exchange(calls_.fail_begin, ""));
     std::vector<model::Unit> copy;
@@ -189,17 +194,29 @@ class HostDevice final : public DeviceCompute {
       copy.push_back(std::move(c));
     }
     ++calls_.begun;
-    staging_ = std::move(copy);
-    staged_ = true;
-    return {};
+    staging_->held[++staging_->tickets] = std::move(copy);
+    return staging_->tickets;
   }
-  Result<std::vector<model::Unit>> finish_snapshot() override {
-    if (!staged_) return fail("no snapshot staged");
+  Result<model::UnitViews> finish_snapshot(uint64_t ticket) override {
+    std::lock_guard<std::mutex> lock(staging_->mu);
+    auto it = staging_->held.find(ticket);
+    if (it == staging_->held.end()) return fail("no snapshot ", ticket, " staged");
     ++calls_.finished;
-    staged_ = false;
-    if (!calls_.fail_finish.empty()) return fail(std::exchange(calls_.fail_finish, ""));
-    return std::move(staging_);
+    if (!calls_.fail_finish.empty()) {
+      staging_->held.erase(it);
+      return fail(std::exchange(calls_.fail_finish, ""));
+    }
+    model::UnitViews views;
+    for (const model::Unit& u : it->second)
+      views.units.push_back(model::UnitView{u.id, u.w.data(), u.m.data(), u.v.data(), u.w.size()});
+    auto staging = staging_;
+    views.keep = std::shared_ptr<const void>(staging.get(), [staging, ticket](const void*) {
+      std::lock_guard<std::mutex> lock(staging->mu);
+      staging->held.erase(ticket);
+    });
+    return views;
   }
+  int snapshot_slots() const override { return calls_.slots; }
 
  private:
   model::OptimConfig optim_;
@@ -208,8 +225,12 @@ class HostDevice final : public DeviceCompute {
   comm::Collectives* comm_ = nullptr;  // with several ranks only
   std::vector<Counts> replicas_;
   std::function<void()> before_alltoall_;
-  std::vector<model::Unit> staging_;
-  bool staged_ = false;
+  struct Staging {  // shared with the views lent
+    std::mutex mu;
+    std::map<uint64_t, std::vector<model::Unit>> held;  // begun, until their views are dropped
+    uint64_t tickets = 0;
+  };
+  std::shared_ptr<Staging> staging_ = std::make_shared<Staging>();
   bool plane_ = false;  // holds a (make-believe) device data plane that was not aborted
 };
 
@@ -239,12 +260,12 @@ double max_diff(const std::vector<model::Unit>& a, const std::vector<model::Unit
   return worst;
 }
 
-// The units of a snapshot, taken now.
+// The units of a snapshot, taken now and copied (the views are dropped: the slot is free again).
 std::vector<model::Unit> take(Result<ckpt::SnapshotUnits>& r) {
   if (!r.ok()) FAIL(r.error().message());
   auto units = (*r)();
   if (!units.ok()) FAIL(units.error().message());
-  return std::move(*units);
+  return model::copy_units(*units);
 }
 
 DeviceFactory stand_in(Calls& calls) {
@@ -261,7 +282,8 @@ struct Pair {
   Calls calls;
   Trainer cpu{zmq, spec("cpu:0")};
   Trainer dev{zmq, spec("cuda:0"), stand_in(calls)};
-  Pair() {
+  explicit Pair(int slots = 1) {
+    calls.slots = slots;  // the stand-in device's snapshot slots, read when the Trainer opens it
     REQUIRE(cpu.init().ok());
     REQUIRE(dev.init().ok());
     REQUIRE(cpu.apply_plan(plan_update(1, 0, s1.endpoint)).ok());
@@ -586,7 +608,7 @@ TEST_CASE("a device snapshot holds the step it was taken after even when the nex
   CHECK(p.calls.overlapping == 0);
 }
 
-TEST_CASE("a second device snapshot waits until the first one's units are taken, and a dropped one frees the way") {
+TEST_CASE("a second device snapshot waits until the first one's units are let go, and a dropped one frees the way") {
   Pair p;
   p.step(0);
   p.commit(0);
@@ -626,6 +648,46 @@ TEST_CASE("a second device snapshot waits until the first one's units are taken,
   CHECK(p.calls.finished == 3);
   auto next = p.dev.snapshot_share();  // does not wait
   take(next);
+  CHECK(p.calls.overlapping == 0);
+}
+
+TEST_CASE("with two staging slots a snapshot goes ahead while the last one's units are still being written") {
+  Pair p(2);
+  p.step(0);
+  p.commit(0);
+  auto first = p.dev.snapshot_share();
+  REQUIRE(first.ok());
+  auto held = (*first)();  // the writer has the first one's units and is writing them: the views are held
+  REQUIRE(held.ok());
+  p.step(1);
+  p.commit(1);
+  auto second = p.dev.snapshot_share();  // the second slot: no wait
+  REQUIRE(second.ok());
+  CHECK(p.calls.begun == 2);
+  p.step(2);
+  p.commit(2);
+  // a third waits for a slot, until the first one's units are let go
+  std::atomic<bool> third_begun{false};
+  std::promise<Result<ckpt::SnapshotUnits>> third_p;
+  auto third_f = third_p.get_future();
+  std::thread asker([&] {
+    auto r = p.dev.snapshot_share();
+    third_begun = true;
+    third_p.set_value(std::move(r));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK_FALSE(third_begun.load());
+  auto units_first = model::copy_units(*held);
+  held->keep.reset();  // written
+  CHECK(third_f.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  asker.join();
+  auto third = third_f.get();
+  auto units_second = take(second), units_third = take(third);
+  CHECK(max_diff(units_first, units_second) > 1e-3);  // each the state after its own commit
+  CHECK(max_diff(units_second, units_third) > 1e-3);
+  auto now = p.cpu.snapshot_share();  // the CPU Trainer after commit 2, as the third should be
+  CHECK(max_diff(units_third, take(now)) <= 1e-4);
+  CHECK(p.calls.begun == 3);
   CHECK(p.calls.overlapping == 0);
 }
 

@@ -11,8 +11,8 @@
 // migration download values and moments into a model::Params (or one model::Unit) and upload them
 // back. Those copies are synchronous (they wait for the Context's stream, then copy on it) and meant
 // for set-up, checkpoints and tests. Snapshots taken while training goes on use PinnedSnapshot
-// (below): its own stream, pinned host memory, and an event the next change of the values waits
-// for on the device (DeviceParams::fence_writes).
+// (pinned_snapshot.h): its own stream, and an event the next change of the values waits for on
+// the device (DeviceParams::fence_writes).
 //
 // Also here, shared by the files of engine/model/cuda: the conversion of a kernels::cuda::Status
 // into the engine's sal::Status, and `ensure`, which grows a device buffer.
@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -190,63 +189,6 @@ class DeviceParams {
   // Every reader's event (each once: a snapshot re-records the same event, and a wait takes its
   // latest recording), and those the stream has not been made to wait for since.
   std::vector<std::shared_ptr<GpuEvent>> readers_, unfenced_;
-};
-
-// A snapshot of units' values and moments copied to pinned host memory on a stream of its own,
-// overlapped with training. begin() (on the training thread, between steps) records an event on
-// the Context's stream, makes the copy stream wait for it — the copy sees every update enqueued so
-// far — enqueues the device-to-host copies and records `copied`, which it hands to the DeviceParams
-// (add_reader): the next optimizer update waits for it on the device, while the next forward and
-// backward, which only read the values, run during the copy. finish() (on any thread: the
-// snapshot writer's) waits for `copied` and turns the pinned memory into model::Units.
-//
-// One snapshot at a time: the pinned memory holds one. begin() refuses while the previous one has
-// not been finished (the caller queues them: runtime::Trainer waits). The pinned memory is
-// allocated once (reserve(), or the first begin()) and reused; it only grows.
-class PinnedSnapshot {
- public:
-  // The copy stream and events on ctx's device. The Context must outlive the object.
-  static Result<std::unique_ptr<PinnedSnapshot>> create(const kc::Context& ctx);
-  // Waits for a copy in flight, then frees the pinned memory, the events and the stream. Must not
-  // run while finish() does.
-  ~PinnedSnapshot();
-  PinnedSnapshot(const PinnedSnapshot&) = delete;
-  PinnedSnapshot& operator=(const PinnedSnapshot&) = delete;
-
-  // Makes the pinned memory hold at least `floats` floats (3 per parameter: values and both
-  // moments). Does nothing while a snapshot is in flight (begin() grows it if it must).
-  Status reserve(size_t floats);
-  // Enqueues the copies of the values and moments of the units `ids` of p (every unit of p when
-  // empty), as they are after the work enqueued so far on p's stream. Does not wait for the device.
-  // Fails (nothing enqueued) for an id p does not hold, or while a snapshot is in flight.
-  Status begin(DeviceParams& p, const std::vector<UnitId>& ids);
-  // Waits for the copies, then returns the units (id, w, m, v; g empty) in begin()'s order. Ends
-  // the snapshot, failed or not: begin() may be called again. Any thread.
-  Result<std::vector<Unit>> finish();
-  bool in_flight() const;
-  size_t pinned_bytes() const { return capacity_ * sizeof(float); }
-
- private:
-  struct Staged {
-    UnitId id;
-    size_t offset = 0, size = 0;  // w at offset, m at offset + size, v at offset + 2 size (floats)
-  };
-  PinnedSnapshot(int device, cudaStream_t stream, std::shared_ptr<GpuEvent> taken, std::shared_ptr<GpuEvent> copied)
-      : device_(device), stream_(stream), taken_(std::move(taken)), copied_(std::move(copied)) {}
-  Status grow(size_t floats);
-  Status enqueue(DeviceParams& p, const std::vector<DeviceUnit*>& units);
-  Result<std::vector<Unit>> collect();
-
-  int device_;
-  cudaStream_t stream_;
-  std::shared_ptr<GpuEvent> taken_, copied_;
-  float* pinned_ = nullptr;  // cudaMallocHost
-  size_t capacity_ = 0;      // floats
-  std::vector<Staged> staged_;
-  // in_flight_: from begin() until finish() has the units out of the pinned memory (begin and
-  // reserve on the training thread, finish on the snapshot writer's); finishing_: finish() runs.
-  mutable std::mutex mu_;
-  bool in_flight_ = false, finishing_ = false;
 };
 
 }  // namespace sal::model
