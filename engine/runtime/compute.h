@@ -4,7 +4,9 @@
 // and arrive in). The Trainer never asks which one it has; what differs is here:
 //
 //   - units: the host Params are always the host compute's own; a device holds a copy, loaded
-//     from them (load) and brought back down before they are read or replaced (to_host);
+//     from them (load) and brought back down before they are read or replaced (to_host); a
+//     re-plan in which only experts come and go brings down only the units it sends away and
+//     moves only the experts that change (move_experts), the rest staying on the device;
 //   - the step: the plan's exchange, the gradient sync and the global norm over the plan's data
 //     plane (set_plan) — host memory, or a device data plane where every rank has a GPU of its own;
 //   - snapshots: a dense snapshot's units as they are now, for the writer's thread (the host
@@ -43,11 +45,18 @@ class Compute {
   // Brings the host Params up to date with what the compute holds (before units leave or are
   // replaced, and before a save).
   virtual Status to_host() = 0;
+  // The same for the units `ids` only (the units a re-plan sends to other ranks); the others may
+  // stay behind on the host.
+  virtual Status to_host(const std::vector<model::UnitId>& ids) = 0;
   // Whether the compute holds exactly the experts `held`, as loaded: a plan that moves nothing to
   // or from this rank and restores nothing then needs neither to_host() nor load().
   virtual bool holds(const HeldExperts& held) const = 0;
   // The host Params' non-expert units and experts `held` are what the compute trains from now on.
   virtual Status load(const HeldExperts& held) = 0;
+  // As load() after a re-plan in which only experts came and went: the units the compute holds
+  // that the plan keeps stay as they are (their host copies may be stale), the experts it no longer
+  // holds go, and those it newly holds come from the host Params.
+  virtual Status move_experts(const HeldExperts& held) { return load(held); }
   // The host Params' units `ids` changed there (a sparse window's replay loaded its next slot into
   // them): the compute takes their state, and whether they are frozen, from the host. Nothing to do
   // where the host Params are what the step runs on.

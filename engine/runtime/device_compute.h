@@ -84,6 +84,13 @@ class DeviceCompute {
   // Copies the values and moments of every unit the device holds into host's unit of the same id
   // (which must exist; host may hold more). Waits for the device.
   virtual Status store(model::Params& host) = 0;
+  // The same for the units `ids` only (each held on both sides): the units a re-plan sends away.
+  virtual Status store_units(model::Params& host, const std::vector<model::UnitId>& ids) = 0;
+  // After a load(), where only experts came and went: keeps every unit the device holds that
+  // `held` keeps (non-expert units and experts alike, as they are on the device), drops the
+  // experts `held` lacks, and uploads the experts it newly holds from host (values and moments;
+  // gradients zero). Every expert in `held` that the device lacks must be in host.experts.
+  virtual Status move_experts(const model::Params& host, const std::vector<std::pair<int, int>>& held) = 0;
 
   // Copies the values, moments and frozen flags of host's units `ids` into the device's (each must
   // be held on both sides), without reloading anything else: the state a sparse window's replay

@@ -83,28 +83,60 @@ class GpuCompute final : public DeviceCompute {
         return fail(name_, ": layer ", l, " expert ", e, " is to be loaded but the host does not hold it");
       if (auto s = (*p)->add_expert(it->second); !s) return s.error().with_context("uploading to " + name_);
     }
-    auto m = model::make_device_model(**p);
-    if (!m) return m.error().with_context(name_);
     params_ = std::move(*p);
-    model_ = std::move(*m);
-    plan_exchange_ = nullptr;
-    exchange_ = std::make_unique<model::LocalDeviceExchange>(*params_, gemm_mode_);
-    comm_ = nullptr;
-    replicas_.clear();
-    optimizer_ = std::make_unique<model::OptimizerCuda>(*params_, optim_);
+    SAL_TRY(remake_model());
     spdlog::info("{}: {} parameters on the device ({} experts)", name_, params_->parameter_count(),
                  params_->held_experts().size());
     if (snapshots_) reserve_snapshot_memory();
     return {};
   }
 
+  // The model, exchange and optimizer refer to the DeviceParams' units: they go first and are made
+  // again on the units that stay and arrive.
+  Status move_experts(const model::Params& host, const std::vector<std::pair<int, int>>& held) override {
+    if (!params_) return load(host, held);
+    int64_t t0 = mono_ns();
+    if (ctx_) (void)ctx_->synchronize();
+    release_plan();
+    optimizer_.reset();
+    model_.reset();
+    const std::set<std::pair<int, int>> want(held.begin(), held.end());
+    const auto had = params_->held_experts();
+    size_t dropped = 0, added = 0;
+    for (auto [l, e] : had) {
+      if (want.count({l, e})) continue;
+      params_->remove_expert(l, e);
+      ++dropped;
+    }
+    for (auto [l, e] : want) {
+      if (params_->expert(l, e)) continue;
+      auto it = host.experts.find({l, e});
+      if (it == host.experts.end())
+        return fail(name_, ": layer ", l, " expert ", e, " is to be loaded but the host does not hold it");
+      if (auto s = params_->add_expert(it->second); !s) return s.error().with_context("uploading to " + name_);
+      ++added;
+    }
+    SAL_TRY(remake_model());
+    spdlog::info("{}: {} experts kept on the device, {} uploaded, {} dropped in {:.1f} ms", name_,
+                 had.size() - dropped, added, dropped, double(mono_ns() - t0) / 1e6);
+    if (snapshots_) reserve_snapshot_memory();
+    return {};
+  }
+
   Status store(model::Params& host) override {
     if (!params_) return fail(name_, ": no parameters on the device to download");
-    for (model::DeviceUnit* u : params_->units()) {
-      model::Unit* h = host_unit(host, u->id);
-      if (!h) return fail(name_, ": the host has no unit ", u->id.name(), " to download into");
-      if (auto s = params_->download_unit(u->id, *h, model::kValues | model::kMoments); !s)
-        return s.error().with_context("downloading from " + name_);
+    std::vector<model::UnitId> ids;
+    for (model::DeviceUnit* u : params_->units()) ids.push_back(u->id);
+    return store_units(host, ids);
+  }
+
+  Status store_units(model::Params& host, const std::vector<model::UnitId>& ids) override {
+    if (!params_) return fail(name_, ": no parameters on the device to download");
+    for (const model::UnitId& id : ids) {
+      model::Unit* h = host_unit(host, id);
+      if (!h) return fail(name_, ": the host has no unit ", id.name(), " to download into");
+      if (auto s = params_->download_unit(id, *h, model::kValues | model::kMoments); !s)
+        return s.error().with_context("downloading " + id.name() + " from " + name_);
     }
     return {};
   }
@@ -309,6 +341,20 @@ class GpuCompute final : public DeviceCompute {
     if (!n) return;
     std::atomic_store(&nccl_, std::shared_ptr<comm::NcclCollectives>());
     if (auto s = n->destroy(); !s) spdlog::warn("{}: {}", name_, s.error().message());
+  }
+
+  // The family's model on params_, the local exchange and the optimizer; the plan's exchange
+  // comes with set_plan().
+  Status remake_model() {
+    auto m = model::make_device_model(*params_);
+    if (!m) return m.error().with_context(name_);
+    model_ = std::move(*m);
+    plan_exchange_ = nullptr;
+    exchange_ = std::make_unique<model::LocalDeviceExchange>(*params_, gemm_mode_);
+    comm_ = nullptr;
+    replicas_.clear();
+    optimizer_ = std::make_unique<model::OptimizerCuda>(*params_, optim_);
+    return {};
   }
 
   // Frees the device state but a ready device data plane; waits first, since kernels in flight

@@ -105,6 +105,14 @@ Status OnDevice::to_host() {
   return {};
 }
 
+// The others stay newer on the device: a later to_host() brings them.
+Status OnDevice::to_host(const std::vector<model::UnitId>& ids) {
+  if (!newer_ || ids.empty()) return {};
+  if (auto s = device_->store_units(host_, ids); !s)
+    return s.error().with_context("bringing the units sent away up to date on the host");
+  return {};
+}
+
 bool OnDevice::holds(const HeldExperts& held) const {
   return !held_.empty() && std::set<std::pair<int, int>>(held.begin(), held.end()) == held_;
 }
@@ -112,6 +120,23 @@ bool OnDevice::holds(const HeldExperts& held) const {
 Status OnDevice::load(const HeldExperts& held) {
   held_.clear();
   SAL_TRY(device_->load(host_, held));
+  held_ = std::set<std::pair<int, int>>(held.begin(), held.end());
+  return {};
+}
+
+// A failed move leaves the host copies of the units kept behind the device's: what the device
+// still holds comes down, so that the next plan can load everything from the host.
+Status OnDevice::move_experts(const HeldExperts& held) {
+  if (held_.empty()) return load(held);  // nothing on the device to keep
+  held_.clear();
+  if (auto s = device_->move_experts(host_, held); !s) {
+    if (auto back = device_->store(host_); back)
+      newer_ = false;
+    else
+      spdlog::error("{}: after a failed move of experts, the device's units could not be brought back to the host "
+                    "either (the next plan loads the host's, which may be behind): {}", name_, back.error().message());
+    return s.error().with_context("moving experts on " + name_);
+  }
   held_ = std::set<std::pair<int, int>>(held.begin(), held.end());
   return {};
 }

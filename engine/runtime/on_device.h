@@ -28,8 +28,10 @@ class OnDevice final : public Compute {
 
   Status release() override;
   Status to_host() override;
+  Status to_host(const std::vector<model::UnitId>& ids) override;
   bool holds(const HeldExperts& held) const override;
   Status load(const HeldExperts& held) override;
+  Status move_experts(const HeldExperts& held) override;
   Status refresh_units(const std::vector<model::UnitId>& ids) override;
   Status set_plan(const DevicePlan& plan) override;
   std::string device_key() const override { return device_->device_key(); }

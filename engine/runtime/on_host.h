@@ -16,6 +16,7 @@ class OnHost final : public Compute {
 
   Status release() override;
   Status to_host() override { return {}; }
+  Status to_host(const std::vector<model::UnitId>&) override { return {}; }
   bool holds(const HeldExperts&) const override { return false; }
   Status load(const HeldExperts&) override { return {}; }
   Status set_plan(const DevicePlan& plan) override;

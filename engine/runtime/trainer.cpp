@@ -163,7 +163,8 @@ Status Trainer::check_plan(const wire::PlanUpdate& p) const {
 // Nothing of the plan in force is trusted until this one is applied: the snapshot thread lets go
 // of the units this plan moves, the compute of the Collectives connect() replaces (its gradients
 // belong to the parameters about to change), and the host Params are brought up to date unless
-// the compute keeps what it holds.
+// the compute keeps what it holds: every unit, or, where the plan only moves experts, the units
+// this rank sends away.
 Status Trainer::leave_plan(const wire::PlanUpdate& p) {
   plan_ = 0;
   last_patch_.reset();
@@ -173,9 +174,26 @@ Status Trainer::leave_plan(const wire::PlanUpdate& p) {
   sparse_.wait();
   if (p.restore) replay_.reset();
   keep_ = compute_keeps(p);
+  moves_only_ = !keep_ && moves_experts_only(p);
   SAL_TRY(in_plan(compute_->release(), p));
-  if (!keep_) SAL_TRY(in_plan(compute_->to_host(), p));
+  if (!keep_) SAL_TRY(in_plan(moves_only_ ? compute_->to_host(units_sent(p)) : compute_->to_host(), p));
   return {};
+}
+
+// A plan that restores nothing, rebuilds nothing and brings this rank no non-expert unit: what
+// the compute holds stays right for every unit the plan leaves here.
+bool Trainer::moves_experts_only(const wire::PlanUpdate& p) const {
+  if (p.restore || p.rebuild_window >= 0 || p.my_rank < 0) return false;
+  for (const auto& t : p.transfers)
+    if (int(t.to) == p.my_rank && int(t.from) != p.my_rank && t.kind != uint8_t(model::UnitKind::expert)) return false;
+  return true;
+}
+
+std::vector<model::UnitId> Trainer::units_sent(const wire::PlanUpdate& p) const {
+  std::set<model::UnitId> sent;
+  for (const auto& t : p.transfers)
+    if (int(t.from) == p.my_rank && int(t.to) != p.my_rank) sent.insert({model::UnitKind(t.kind), t.layer, t.expert});
+  return {sent.begin(), sent.end()};
 }
 
 bool Trainer::compute_keeps(const wire::PlanUpdate& p) const {
@@ -286,7 +304,7 @@ void Trainer::take_roles(const wire::PlanUpdate& p) {
 // until the next apply_plan(), which lets go of them first (leave_plan).
 Status Trainer::load_compute(const wire::PlanUpdate& p) {
   int64_t t0 = mono_ns();
-  if (!keep_) SAL_TRY(in_plan(compute_->load(held_), p));
+  if (!keep_) SAL_TRY(in_plan(moves_only_ ? compute_->move_experts(held_) : compute_->load(held_), p));
   plan_times_.migrate_ms += ms_since(t0);
   int64_t t1 = mono_ns();
   SAL_TRY(in_plan(compute_->set_plan(compute_plan()), p));

@@ -163,6 +163,8 @@ class Trainer {
   // Whether the plan leaves this rank's compute as it is: the experts it holds, no transfer to or
   // from it, no restore (no download, no upload).
   bool compute_keeps(const wire::PlanUpdate& p) const;
+  bool moves_experts_only(const wire::PlanUpdate& p) const;
+  std::vector<model::UnitId> units_sent(const wire::PlanUpdate& p) const;
   DevicePlan compute_plan();
   // ---- moving state (trainer_state.cpp) ----
   Status migrate(const wire::PlanUpdate& plan);
@@ -253,6 +255,7 @@ class Trainer {
   int rank_ = -1, ranks_ = 0;
   uint64_t plan_ = 0;                            // 0 until a plan is fully applied
   bool keep_ = false;                            // the plan being applied leaves the compute as it is
+  bool moves_only_ = false;                      // or only moves experts to and from it
   bool pruned_ = false;                          // units outside the plan dropped yet
   double last_norm_ = 0;
   // The step's loads of the experts over the global batch (moe-llama's routing bias): what the

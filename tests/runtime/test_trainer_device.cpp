@@ -22,6 +22,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <unistd.h>
@@ -32,6 +33,7 @@
 #include "model/local_exchange.h"
 #include "model/optimizer.h"
 #include "runtime/distributed_exchange.h"
+#include "runtime/on_device.h"
 #include "ckpt/writer.h"
 #include "runtime/trainer.h"
 #include "runtime/trainer_fixtures.h"
@@ -44,6 +46,8 @@ namespace {
 struct Calls {
   int opened = -1;  // the ordinal the factory was asked for
   int loads = 0, stores = 0, updates = 0, zeroes = 0, uploads = 0;
+  // store_units and move_experts: the calls, the units brought down, the experts uploaded and dropped
+  int unit_stores = 0, units_stored = 0, moves = 0, moved_in = 0, moved_out = 0;
   // set_plan: the calls, the last one's data plane (size and rank; 0 and -1 for none) and replicas
   int plans = 0, plan_size = 0, plan_rank = -1, syncs = 0;
   std::vector<runtime::Counts> plan_replicas;
@@ -127,6 +131,40 @@ class HostDevice final : public DeviceCompute {
       model::Unit* h = unit_of(host, u->id);
       if (!h) return fail("host lacks ", u->id.name());
       h->w = u->w, h->m = u->m, h->v = u->v;
+    }
+    return {};
+  }
+  Status store_units(model::Params& host, const std::vector<model::UnitId>& ids) override {
+    ++calls_.unit_stores;
+    for (const model::UnitId& id : ids) {
+      model::Unit* from = unit_of(params_, id);
+      model::Unit* to = unit_of(host, id);
+      if (!from || !to) return fail("store_units: ", id.name(), " is not held on both sides");
+      to->w = from->w, to->m = from->m, to->v = from->v;
+      ++calls_.units_stored;
+    }
+    return {};
+  }
+  Status move_experts(const model::Params& host, const std::vector<std::pair<int, int>>& held) override {
+    ++calls_.moves;
+    calls_.last_held = held;
+    const std::set<std::pair<int, int>> want(held.begin(), held.end());
+    for (auto it = params_.experts.begin(); it != params_.experts.end();) {
+      if (want.count(it->first)) {
+        ++it;
+        continue;
+      }
+      it = params_.experts.erase(it);
+      ++calls_.moved_out;
+    }
+    for (auto key : want) {
+      if (params_.experts.count(key)) continue;
+      auto it = host.experts.find(key);
+      if (it == host.experts.end()) return fail("host lacks a held expert");
+      model::Unit u = it->second;
+      u.zero_grad();
+      params_.experts[key] = std::move(u);
+      ++calls_.moved_in;
     }
     return {};
   }
@@ -276,6 +314,37 @@ DeviceFactory stand_in(Calls& calls) {
 }
 
 // A CPU Trainer and a stand-in device Trainer stepped side by side on plans of one rank.
+// A snapshot asked of `t` on a thread of its own, as the worker's next snapshot request would be
+// while the writer still holds an earlier one.
+class Asker {
+ public:
+  explicit Asker(Trainer& t) : thread_([this, &t] {
+    auto r = t.snapshot_share();
+    answered_ = true;
+    promise_.set_value(std::move(r));
+  }) {}
+  ~Asker() {
+    if (thread_.joinable()) thread_.join();
+  }
+  // Still not answered 300 ms after the ask: it waits for a slot.
+  bool still_waiting() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return !answered_.load();
+  }
+  // The answer, once a slot came free (within 10 s, or the test fails).
+  Result<ckpt::SnapshotUnits> answer() {
+    auto f = promise_.get_future();
+    REQUIRE(f.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+    thread_.join();
+    return f.get();
+  }
+
+ private:
+  std::atomic<bool> answered_{false};
+  std::promise<Result<ckpt::SnapshotUnits>> promise_;
+  std::thread thread_;
+};
+
 struct Pair {
   Store s1, s2;
   zmq::context_t zmq{1};
@@ -551,6 +620,54 @@ TEST_CASE("a Trainer on a device trains as the host Trainer does and brings its 
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a re-plan that only moves experts brings down the units sent away and moves only the experts that change") {
+  Calls calls;
+  const model::Dims dims = spec("cuda:0").dims;
+  model::Params host = model::Params::create(dims, 1, model::Params::all_experts(dims));
+  model::Params start = host;
+  OnDevice dev(std::unique_ptr<DeviceCompute>(new HostDevice(DeviceOptions{}, calls)), host, "cuda:0");
+  const HeldExperts all = model::Params::all_experts(dims);
+  REQUIRE(dev.load(all).ok());
+  REQUIRE(dev.update(1e-2, 1.0, 1).ok());  // weight decay moves the matrices: the host is behind
+  const model::UnitId sent{model::UnitKind::expert, 1, 3};
+  REQUIRE(dev.to_host({sent}).ok());
+  CHECK(calls.unit_stores == 1);
+  CHECK(calls.units_stored == 1);
+  CHECK(calls.stores == 0);
+  CHECK(host.expert(1, 3)->w != start.expert(1, 3)->w);  // the unit sent away, as trained
+  CHECK(host.embedding.w == start.embedding.w);           // the rest stayed behind on the host
+  const model::Unit trained_13 = *host.expert(1, 3);
+
+  // the plan sends layer 1's expert 3 away: it goes, nothing else moves
+  host.experts.erase({1, 3});
+  HeldExperts without(all.begin(), all.end());
+  without.erase(std::find(without.begin(), without.end(), std::pair<int, int>{1, 3}));
+  REQUIRE(dev.move_experts(without).ok());
+  CHECK(calls.loads == 1);
+  CHECK(calls.moves == 1);
+  CHECK(calls.moved_out == 1);
+  CHECK(calls.moved_in == 0);
+  CHECK(dev.holds(without));
+  // a later plan brings it back (as another rank sent it): uploaded alone
+  host.experts[{1, 3}] = trained_13;
+  REQUIRE(dev.move_experts(all).ok());
+  CHECK(calls.moved_in == 1);
+  CHECK(calls.loads == 1);
+  CHECK(calls.stores == 0);
+  // everything comes down when asked: the units kept on the device carry their training
+  REQUIRE(dev.to_host().ok());
+  CHECK(calls.stores == 1);
+  CHECK(host.embedding.w != start.embedding.w);
+  CHECK(host.expert(1, 3)->w == trained_13.w);
+  // with nothing on the device yet, a move is a load
+  Calls fresh_calls;
+  model::Params other = start;
+  OnDevice fresh(std::unique_ptr<DeviceCompute>(new HostDevice(DeviceOptions{}, fresh_calls)), other, "cuda:0");
+  REQUIRE(fresh.move_experts(all).ok());
+  CHECK(fresh_calls.loads == 1);
+  CHECK(fresh_calls.moves == 0);
+}
+
 TEST_CASE("a device Trainer refuses cuda devices it cannot open") {
   Store store;
   zmq::context_t zmq(1);
@@ -617,21 +734,10 @@ TEST_CASE("a second device snapshot waits until the first one's units are let go
   p.step(1);
   p.commit(1);
   // the next snapshot is asked for before the writer took the first one: it waits
-  std::atomic<bool> second_begun{false};
-  std::promise<Result<ckpt::SnapshotUnits>> second_p;
-  auto second_f = second_p.get_future();
-  std::thread asker([&] {
-    auto r = p.dev.snapshot_share();
-    second_begun = true;
-    second_p.set_value(std::move(r));
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  CHECK_FALSE(second_begun.load());
+  Asker asker(p.dev);
+  CHECK(asker.still_waiting());
   auto units_first = take(first);  // the writer takes the first: the second goes ahead
-  bool ready = second_f.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
-  CHECK(ready);
-  asker.join();
-  auto second = second_f.get();
+  auto second = asker.answer();
   auto units_second = take(second);
   auto now = p.cpu.snapshot_share();  // the CPU Trainer after commit 1, as the second should be
   CHECK(max_diff(units_second, take(now)) <= 1e-4);
@@ -667,21 +773,11 @@ TEST_CASE("with two staging slots a snapshot goes ahead while the last one's uni
   p.step(2);
   p.commit(2);
   // a third waits for a slot, until the first one's units are let go
-  std::atomic<bool> third_begun{false};
-  std::promise<Result<ckpt::SnapshotUnits>> third_p;
-  auto third_f = third_p.get_future();
-  std::thread asker([&] {
-    auto r = p.dev.snapshot_share();
-    third_begun = true;
-    third_p.set_value(std::move(r));
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  CHECK_FALSE(third_begun.load());
+  Asker asker(p.dev);
+  CHECK(asker.still_waiting());
   auto units_first = model::copy_units(*held);
   held->keep.reset();  // written
-  CHECK(third_f.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
-  asker.join();
-  auto third = third_f.get();
+  auto third = asker.answer();
   auto units_second = take(second), units_third = take(third);
   CHECK(max_diff(units_first, units_second) > 1e-3);  // each the state after its own commit
   CHECK(max_diff(units_second, units_third) > 1e-3);
