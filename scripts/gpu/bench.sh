@@ -10,7 +10,9 @@
 # How to call it:
 #   1. here (needs the network; .gpu/ is ignored by git):
 #        bash scripts/gpu/collect-debs.sh && bash scripts/gpu/pack.sh
-#   2. the device `run` tool: command "bash scripts/gpu/bench.sh", carry [".gpu"], timeout_s 600.
+#   2. the device `run` tool: command "bash scripts/gpu/bench.sh", carry [".gpu/debs",
+#      ".gpu/build-gpu.tar.xz"] (the unpacked tree and the .debs together exceed what a call
+#      carries), timeout_s 600.
 #      SAL_GPU_STEPS picks steps and SAL_GPU_CAP_PERCENT scales each step's time limit when one
 #      call cannot hold them all (600 s per call), e.g.
 #      "SAL_GPU_CAP_PERCENT=50 SAL_GPU_STEPS='build nvidia-smi tests bench_moe_gpu torch bench_nccl table train' bash scripts/gpu/bench.sh"
@@ -19,9 +21,10 @@
 #   bench.log    everything printed, in order        tests.txt   the ctest output, failures included
 #   ours.jsonl   bench_moe_gpu --json lines           torch.jsonl torch_moe_layer.py --json lines
 #   nccl.txt     bench_nccl's output                  table.md    the final tables (also printed last)
-#   train.txt, train-metrics-snapshots.csv, train-events-snapshots.csv   the training step
+#   train.txt, train-runs.tgz (every run's metrics.csv and events.csv)   the training step
 #   ncu.csv      the kernels' times (profile)         cpu.txt     bench_recovery and bench_skew
 #   gpu_recovery.txt   a GPU worker's recovery from a node's loss, split into its parts
+#   replan.txt   re-plans that move experts between two GPU workers: each switch's time
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/sal-bench}
@@ -57,6 +60,9 @@ step() {
 # set -e), and take the library path it sets out through a file, written even when it failed.
 build() {
   rm -f /tmp/sal-ld-path
+  if [ -f .gpu/build-gpu.tar.xz ] && [ ! -f .gpu/build-gpu/ORIGIN ]; then
+    tar -C .gpu -xJf .gpu/build-gpu.tar.xz || { echo "build: cannot unpack .gpu/build-gpu.tar.xz"; return 1; }
+  fi
   [ -f .gpu/build-gpu/ORIGIN ] && [ ! -f build-gpu/build.ninja ] && { prebuilt; return; }
   bash -c 'trap '\''printf "%s\n" "${LD_LIBRARY_PATH:-}" > /tmp/sal-ld-path'\'' EXIT; . scripts/gpu/build.sh'
   local rc=$?
@@ -131,51 +137,60 @@ nccl() {
 
 # The full training step of scripts/jobs/gpu_quickstart.lua (GPT-S width, one worker on GPU 0)
 # through `salamander run`, 600 steps a run, without snapshots and with one every N steps (the
-# issue's target: snapshot overhead <= 1 % of tokens/s). Each run is EVERY:GEMMS:DISK — snapshots
-# every EVERY steps (0: none), the expert GEMMs as the worker picks them (auto: fused epilogues where
-# they check out) or one cublasGemmEx per expert (per_expert), the run directory on the disk (disk)
-# or in memory (shm: /dev/shm, which separates the cost of writing to the disk from the cost of
-# taking the snapshot). SAL_GPU_TRAIN_RUNS lists them; the default alternates them twice so that a
-# drift from run to run shows as a difference between two runs of a kind. A snapshot of this model
-# is 1.9 GB: the pinned copy overlaps the next step, and the writer needs seconds to put it on disk,
-# so much more frequent snapshots are bound by the disk. Every run also writes a final checkpoint of
-# that size: `sync` before each run, so that one run's writeback does not slow the next (on
-# 2026-11-26 a run after a snapshot run was 16 % slower with the same settings).
+# issue's target: snapshot overhead <= 1 % of tokens/s). Each run is EVERY:GEMMS:DISK[:STAGING] —
+# snapshots every EVERY steps (0: none), the expert GEMMs as the worker picks them (auto: fused
+# epilogues where they check out) or one cublasGemmEx per expert (per_expert), the run directory on
+# the disk (disk) or in memory (shm: /dev/shm, which separates the cost of writing to the disk from
+# the cost of taking the snapshot), and SAL_SNAPSHOT_STAGING (auto, the default: staged in spare
+# device memory; host: copied straight to pinned memory). SAL_GPU_TRAIN_RUNS lists them; the default
+# alternates them twice so that a drift from run to run shows as a difference between two runs of a
+# kind. The job's re-plans by load (train.rebalance_every, every 100 steps in the shipped file) are
+# turned off: a re-plan at a snapshot's step would count as the snapshot's cost
+# (on 2026-11-30 the re-plans and the snapshots every 100 steps fell on the same steps). A snapshot
+# of this model is 1.9 GB: the copy overlaps the next steps, and the writer puts it on disk from the
+# pinned memory in about 0.6 s. Every run also writes a final checkpoint of that size: `sync`
+# before each run, so that one run's writeback does not slow the next (on 2026-11-26 a run after a
+# snapshot run was 16 % slower with the same settings).
 # The overhead is given two ways: tokens/s against the mean of the runs without snapshots, and
 # within each snapshot run (free of any drift between runs) the wall time its steps from each
 # snapshot's step to 5 steps after took beyond the run's median step, as a share of the run's time.
-# Summaries in train.txt; the first snapshot run's metrics.csv and events.csv come back too.
+# Summaries in train.txt; every run's metrics.csv and events.csv in train-runs.tgz.
 train() {
   local data=/usr/share/games/fortunes rc=0 i=0
-  local runs=(${SAL_GPU_TRAIN_RUNS:-0:auto:disk 100:auto:disk 100:auto:shm 250:auto:disk 0:auto:disk 100:auto:disk 100:auto:shm 250:auto:disk})
+  local default="0:auto:disk 100:auto:disk 100:auto:disk:host 250:auto:disk"
+  local runs=(${SAL_GPU_TRAIN_RUNS:-$default $default})
   [ -d "$data" ] || data=/tmp/deps$data
   : >"$OUT/train.txt"
-  local run every gemm where csvs=() kept=""
+  local run every gemm where staging csvs=()
+  rm -rf /tmp/train-runs && mkdir -p /tmp/train-runs
   for run in "${runs[@]}"; do
-    IFS=: read -r every gemm where <<<"$run"
+    IFS=: read -r every gemm where staging <<<"$run"
+    staging=${staging:-auto}
     i=$((i + 1))
-    local name=$i-$every-$gemm-$where job=/tmp/gpu_quickstart_$every.lua dir
+    local name=$i-$every-$gemm-$where-$staging job=/tmp/gpu_quickstart_$every.lua dir
     dir=/tmp/gpu-run-$name
     [ "$where" = shm ] && dir=/dev/shm/gpu-run-$name
     sed -e "s#/usr/share/games/fortunes#$data#" -e "s#checkpoint_every = [0-9]*#checkpoint_every = $every#" \
-      scripts/jobs/gpu_quickstart.lua >"$job"
+      -e "s#rebalance_every = [0-9]*#rebalance_every = 0#" scripts/jobs/gpu_quickstart.lua >"$job"
     rm -rf "$dir"
     sync
-    if ! SAL_EXPERT_GEMM=$gemm timeout -k 10 "$(cap 90)" build-gpu/salamander run "$job" --steps 600 --json \
+    if ! SAL_EXPERT_GEMM=$gemm SAL_SNAPSHOT_STAGING=$staging timeout -k 10 "$(cap 90)" \
+        build-gpu/salamander run "$job" --steps 600 --json \
         --out "$dir" >"/tmp/gpu-run-$name.json" 2>"/tmp/gpu-run-$name.err"; then
       echo "run $i ($run): failed"; tail -20 "/tmp/gpu-run-$name.err"; rc=1
     fi
     grep -m1 "expert GEMMs" "$dir/"*.log 2>/dev/null | head -1 >>"$OUT/train.txt"
+    grep -h -m1 "snapshots staged\|snapshots copied straight" "$dir/"*.log 2>/dev/null | head -1 >>"$OUT/train.txt"
     echo "run $i ($run): $(tail -1 "/tmp/gpu-run-$name.json")" >>"$OUT/train.txt"
+    grep -h ',snapshot_saved,' "$dir/events.csv" 2>/dev/null | sed 's/^[^"]*"//; s/"$//' | head -8 |
+      sed "s/^/  run $i: /" >>"$OUT/train.txt"
     cp "$dir/metrics.csv" "/tmp/gpu-run-$name.csv" 2>/dev/null
-    csvs+=("$run:/tmp/gpu-run-$name.csv")
-    if [ "$every" != 0 ] && [ -z "$kept" ]; then
-      kept=1
-      cp "$dir/metrics.csv" "$OUT/train-metrics-snapshots.csv" 2>/dev/null
-      cp "$dir/events.csv" "$OUT/train-events-snapshots.csv" 2>/dev/null
-    fi
+    csvs+=("$every:$gemm:$where:$staging:/tmp/gpu-run-$name.csv")
+    cp "$dir/metrics.csv" "/tmp/train-runs/$name-metrics.csv" 2>/dev/null
+    cp "$dir/events.csv" "/tmp/train-runs/$name-events.csv" 2>/dev/null
     [ "$where" = shm ] && rm -rf "$dir"  # memory, not disk: give it back
   done
+  tar -C /tmp -czf "$OUT/train-runs.tgz" train-runs
   python3 - "${csvs[@]}" <<'PY' | tee -a "$OUT/train.txt"
 import csv, statistics, sys
 def rows_of(path):
@@ -185,22 +200,23 @@ def rows_of(path):
         return []
 runs = []
 for i, arg in enumerate(sys.argv[1:], 1):
-    every, gemm, where, path = arg.split(":", 3)
+    every, gemm, where, staging, path = arg.split(":", 4)
     rows = rows_of(path)
     if len(rows) < 2:
-        print(f"run {i} ({every}:{gemm}:{where}): no metrics"); continue
+        print(f"run {i} ({every}:{gemm}:{where}:{staging}): no metrics"); continue
     t = [float(r["time_s"]) for r in rows]
     wall = t[-1] - t[0]
     tok = sum(float(r["tokens"]) for r in rows[1:])
     dt = {int(rows[k]["step"]): 1e3 * (t[k] - t[k - 1]) for k in range(1, len(rows))}
     med_dt = statistics.median(dt.values())
-    runs.append(dict(i=i, every=int(every), gemm=gemm, where=where, tps=tok / wall, wall=wall, dt=dt, med_dt=med_dt,
+    runs.append(dict(i=i, every=int(every), gemm=gemm, where=where, staging=staging,
+                     tps=tok / wall, wall=wall, dt=dt, med_dt=med_dt,
                      step=statistics.median(float(r["step_ms"]) for r in rows),
                      comp=statistics.median(float(r["compute_ms"]) for r in rows), last=rows[-1]["step"]))
 base = [r["tps"] for r in runs if r["every"] == 0 and r["gemm"] == "auto"]
 base_tps = statistics.mean(base) if base else None
 for r in runs:
-    what = f"snapshots every {r['every']} ({r['where']})" if r["every"] else "no snapshots"
+    what = f"snapshots every {r['every']} ({r['where']}, staging {r['staging']})" if r["every"] else "no snapshots"
     print(f"run {r['i']} ({what}, expert GEMMs {r['gemm']}), steps 20-{r['last']}: {r['tps']:,.0f} tokens/s, "
           f"median step {r['step']:.2f} ms (commit to commit {r['med_dt']:.2f}) of which compute {r['comp']:.2f} ms")
     if r["every"]:
@@ -260,6 +276,33 @@ PY
   return $rc
 }
 
+# Re-plans that move experts between GPU workers: gpu_quickstart on two nodes sharing GPU 0 (Gloo,
+# host staging), 4 expert slots each, re-planned by load every 25 steps, 200 steps; each re-plan's
+# plan_applied event (replicas moved and kept, the switch's time, the slowest worker's connect and
+# migrate) into replan.txt. SAL_GPU_REPLAN_BINS names the salamander binaries to compare (default
+# build-gpu/salamander; e.g. an older packed build unpacked beside it, for a before and after).
+replan() {
+  local data=/usr/share/games/fortunes rc=0 bin n=0
+  [ -d "$data" ] || data=/tmp/deps$data
+  sed -e "s#/usr/share/games/fortunes#$data#" -e "s#checkpoint_every = [0-9]*#checkpoint_every = 0#" \
+    -e "s#rebalance_every = [0-9]*#rebalance_every = 25#" -e "s#nodes = 1,#nodes = 2,#" -e "s#slots = 8,#slots = 4,#" \
+    scripts/jobs/gpu_quickstart.lua >/tmp/gpu_replan.lua
+  : >"$OUT/replan.txt"
+  for bin in ${SAL_GPU_REPLAN_BINS:-build-gpu/salamander}; do
+    n=$((n + 1))
+    rm -rf "/tmp/gpu-replan-$n"
+    if ! timeout -k 10 "$(cap 120)" "$bin" run /tmp/gpu_replan.lua --steps 200 --json --out "/tmp/gpu-replan-$n" \
+        >"/tmp/gpu-replan-$n.json" 2>"/tmp/gpu-replan-$n.err"; then
+      echo "replan with $bin: failed"; tail -20 "/tmp/gpu-replan-$n.err"; rc=1
+    fi
+    { echo "== $bin ($("$bin" --version 2>&1 | head -1)): $(tail -1 "/tmp/gpu-replan-$n.json" | cut -c1-300)"
+      grep -h ',plan_applied,' "/tmp/gpu-replan-$n/events.csv" 2>/dev/null | sed 's/^[^"]*"//; s/"$//'
+      grep -h "experts kept on the device" "/tmp/gpu-replan-$n/"*.log 2>/dev/null | head -6
+    } | tee -a "$OUT/replan.txt"
+  done
+  return $rc
+}
+
 # Recovery of GPU workers: bench_recovery with 4 nodes whose workers all share GPU 0 (Gloo with host
 # staging), one SIGKILLed at a time down to 2, the recovery split into its parts (gpu_recovery.txt).
 gpu_recovery() {
@@ -282,7 +325,7 @@ table() {
 main() {
   local t0=$SECONDS
   echo "bench.sh: $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-  local want=" ${SAL_GPU_STEPS:-build nvidia-smi tests bench_moe_gpu torch bench_nccl table train gpu_recovery cpu} "
+  local want=" ${SAL_GPU_STEPS:-build nvidia-smi tests bench_moe_gpu torch bench_nccl table train replan gpu_recovery cpu} "
   run_if() { [[ $want == *" $1 "* ]] && step "$@"; return 0; }
   run_if build build
   run_if nvidia-smi gpu_line
@@ -292,6 +335,7 @@ main() {
   run_if bench_nccl nccl
   run_if table table
   run_if train train
+  run_if replan replan
   run_if profile profile
   run_if gpu_recovery gpu_recovery
   run_if cpu cpu
