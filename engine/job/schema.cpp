@@ -421,9 +421,6 @@ void parallel_checks(const JobConfig& j, int64_t workers, std::vector<std::strin
     errors.push_back("parallel.groups: a group of " + std::to_string(workers / g) + " worker(s) x policies.slots = " +
                      std::to_string(j.policies.slots) + " cannot hold the " + std::to_string(j.model.experts) +
                      " experts of a whole model once");
-  if (g > 1 && j.mesh.devices.rfind("cuda", 0) == 0)
-    errors.push_back("parallel.groups: groups of GPU workers are not built yet (mesh.devices = \"" + j.mesh.devices +
-                     "\"); parallel.groups > 1 runs on CPU workers");
   if (g > 1 && j.train.recovery != "elastic")
     errors.push_back("parallel.groups: groups recover the elastic way; train.recovery = \"" + j.train.recovery +
                      "\" is a single-group baseline");

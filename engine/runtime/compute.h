@@ -15,7 +15,9 @@
 //     next update, or waits for the device's copy);
 //   - a sparse window's replay: the units each slot loads on the host go where the step runs
 //     (refresh_units);
-//   - what only the host does yet (an issue-level gap, not a branch): data-parallel groups.
+//   - data-parallel groups (trainer_groups.cpp): the step's tokens cross the group's plane
+//     (DevicePlan::group), the gradients are synchronised over a plane the Trainer names (the
+//     plan's, or a patch's), and set aside and put back for a patch (backup_grads).
 #pragma once
 
 #include <optional>
@@ -79,6 +81,14 @@ class Compute {
   virtual Status sync_gradients(const std::vector<SharedExpert>& shared) = 0;
   // The global gradient norm, every expert once.
   virtual Result<double> grad_norm() = 0;
+  // The same two over `comm` with `replicas` instead of the plan's (a grouped step's
+  // synchronisation, over the plan's plane or a patch's).
+  virtual Status sync_gradients_over(comm::Collectives& comm, const std::vector<SharedExpert>& shared) = 0;
+  virtual Result<double> grad_norm_over(comm::Collectives& comm, const std::vector<Counts>& replicas) = 0;
+  // A grouped step's gradients so far set aside, and put back (a patch starts its synchronisation
+  // again from this rank's own contribution); restore fails when nothing of these units was set aside.
+  virtual Status backup_grads() = 0;
+  virtual Status restore_grads() = 0;
   virtual Status update(double lr, double grad_scale, int64_t t) = 0;
   // After update(): moe-llama's routing bias moved by the step's loads (model/router_bias.h).
   virtual Status balance_router(const model::RouterLoad& load) = 0;
@@ -98,9 +108,6 @@ class Compute {
   // Whether the host Params are the units trained (a CPU worker), so a unit's digest or a drill's
   // corruption can work on them between steps (trainer_digests.cpp); a device's are not.
   virtual bool units_on_host() const { return true; }
-
-  // Whether data-parallel groups (parallel.groups > 1) can run here.
-  virtual bool runs_groups() const = 0;
 
   // Any thread: ends the compute's own collective in flight (the plan's host plane is the
   // Trainer's to abort) until clear_abort().

@@ -60,6 +60,11 @@ struct DevicePlan {
   // plan has the same ranks on the same GPUs as that plane's, and every rank's plane is ready:
   // the Trainers agreed on it).
   bool reuse_device_plane = false;
+  // A grouped plan (parallel.groups > 1): the step's tokens cross this rank's group's data plane
+  // (host memory; a group of one rank: none), with the group's replica table; `comm` and
+  // `replicas` serve the gradient sync and the norm over every rank. Null: the step crosses `comm`.
+  comm::Collectives* group = nullptr;
+  std::vector<Counts> group_replicas;
 };
 
 // True when there are two or more keys, none empty and no two equal: every rank of the plan has a
@@ -130,6 +135,14 @@ class DeviceCompute {
   // sync_gradients()): the global norm as Trainer::global_norm computes it, every expert once
   // (one all-reduce).
   virtual Result<double> grad_norm() = 0;
+  // sync_gradients() and grad_norm() over `comm` with `replicas` instead of the plan's (a grouped
+  // step's synchronisation over the plan's plane or a patch's; host memory).
+  virtual Status sync_gradients_over(comm::Collectives& comm, const std::vector<SharedExpert>& shared) = 0;
+  virtual Result<double> grad_norm_over(comm::Collectives& comm, const std::vector<Counts>& replicas) = 0;
+  // Every held unit's gradient copied aside on the device, and back (a grouped step's patch);
+  // restore fails when the units are not those of the last backup.
+  virtual Status backup_grads() = 0;
+  virtual Status restore_grads() = 0;
   // AdamW with the gradients scaled by grad_scale: model::apply_adamw's lr, grad_scale and t
   // (1-based), with the optimizer settings the device was made with.
   virtual Status update(double lr, double grad_scale, int64_t t) = 0;

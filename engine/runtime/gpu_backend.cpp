@@ -167,11 +167,18 @@ class GpuCompute final : public DeviceCompute {
       SAL_TRY(plan.reuse_device_plane ? keep_device_plane(plan) : connect_device_plane(plan));
       device_plane = nccl_.get();
     }
-    auto ex = std::make_unique<PlanDeviceExchange>(*plan.comm, device_plane, *params_, plan.replicas, gemm_mode_);
-    ex->before_alltoall = plan.before_alltoall;
-    ex->split = plan.split;
-    plan_exchange_ = ex.get();
-    exchange_ = std::move(ex);
+    // A grouped plan's tokens cross the group's plane (staged through the host), not the plan's.
+    comm::Collectives& crossing = plan.group ? *plan.group : *plan.comm;
+    if (crossing.size() <= 1) {
+      exchange_ = std::make_unique<model::LocalDeviceExchange>(*params_, gemm_mode_);
+    } else {
+      auto ex = std::make_unique<PlanDeviceExchange>(crossing, plan.group ? nullptr : device_plane, *params_,
+                                                     plan.group ? plan.group_replicas : plan.replicas, gemm_mode_);
+      ex->before_alltoall = plan.before_alltoall;
+      ex->split = plan.split;
+      plan_exchange_ = ex.get();
+      exchange_ = std::move(ex);
+    }
     sync_ = std::make_unique<PlanGradientSync>(*params_, device_plane);
     comm_ = plan.comm;
     replicas_ = plan.replicas;
@@ -193,7 +200,20 @@ class GpuCompute final : public DeviceCompute {
 
   Status sync_gradients(const std::vector<SharedExpert>& shared) override {
     if (!comm_) return {};
-    if (auto s = sync_->sync(*comm_, shared); !s) return s.error().with_context(name_);
+    return sync_gradients_over(*comm_, shared);
+  }
+
+  // Staged through the host unless comm is the plan's and the plan has a device plane (sync_ was
+  // made with it).
+  Status sync_gradients_over(comm::Collectives& comm, const std::vector<SharedExpert>& shared) override {
+    if (!params_) return fail(name_, ": no parameters on the device");
+    if (comm.size() <= 1) return {};
+    if (!sync_ || &comm != comm_) {
+      if (!host_sync_) host_sync_ = std::make_unique<PlanGradientSync>(*params_);
+      if (auto s = host_sync_->sync(comm, shared); !s) return s.error().with_context(name_);
+      return {};
+    }
+    if (auto s = sync_->sync(comm, shared); !s) return s.error().with_context(name_);
     return {};
   }
 
@@ -210,18 +230,41 @@ class GpuCompute final : public DeviceCompute {
   // Each unit's sum of squares in double, added on the host in unit order (deterministic).
   Result<double> grad_norm() override {
     if (!optimizer_) return fail(name_, ": no model on the device");
+    if (comm_) return grad_norm_over(*comm_, replicas_);
     auto sums = optimizer_->unit_grad_sum_squares();
     if (!sums) return sums.error().with_context(name_);
-    if (comm_) {
-      std::vector<model::UnitId> ids;
-      for (const model::DeviceUnit* u : params_->units()) ids.push_back(u->id);
-      auto norm = global_grad_norm(*comm_, ids, *sums, replicas_);
-      if (!norm) return norm.error().with_context(name_ + ": global gradient norm");
-      return norm;
-    }
     double total = 0;
     for (double s : *sums) total += s;
     return std::sqrt(total);
+  }
+
+  Result<double> grad_norm_over(comm::Collectives& comm, const std::vector<Counts>& replicas) override {
+    if (!optimizer_) return fail(name_, ": no model on the device");
+    auto sums = optimizer_->unit_grad_sum_squares();
+    if (!sums) return sums.error().with_context(name_);
+    std::vector<model::UnitId> ids;
+    for (const model::DeviceUnit* u : params_->units()) ids.push_back(u->id);
+    auto norm = global_grad_norm(comm, ids, *sums, replicas);
+    if (!norm) return norm.error().with_context(name_ + ": global gradient norm");
+    return norm;
+  }
+
+  // One device buffer of every unit's gradient, in units() order (enqueued on the stream).
+  Status backup_grads() override {
+    if (!params_) return fail(name_, ": no parameters on the device");
+    size_t n = 0;
+    for (const model::DeviceUnit* u : params_->units()) n += u->size;
+    SAL_GPU_TRY(model::ensure(*ctx_, grad_backup_, n));
+    SAL_TRY(copy_grads(true));
+    backed_up_ = n;
+    return {};
+  }
+  Status restore_grads() override {
+    if (!params_) return fail(name_, ": no parameters on the device");
+    size_t n = 0;
+    for (const model::DeviceUnit* u : params_->units()) n += u->size;
+    if (backed_up_ == 0 || backed_up_ != n) return fail(name_, ": no gradients of these units were set aside");
+    return copy_grads(false);
   }
 
   // The update waits on the device for a snapshot's copy still reading the values (OptimizerCuda
@@ -329,6 +372,7 @@ class GpuCompute final : public DeviceCompute {
   void release_plan() {
     if (!device_plane_ready()) drop_device_plane();
     sync_.reset();
+    host_sync_.reset();
     plan_exchange_ = nullptr;
     exchange_.reset();
     comm_ = nullptr;
@@ -343,6 +387,20 @@ class GpuCompute final : public DeviceCompute {
     if (auto s = n->destroy(); !s) spdlog::warn("{}: {}", name_, s.error().message());
   }
 
+  // Every unit's gradient into grad_backup_ (aside) or back from it, device to device.
+  Status copy_grads(bool aside) {
+    size_t at = 0;
+    for (const model::DeviceUnit* u : params_->units()) {
+      float* backup = grad_backup_.get() + at;
+      SAL_GPU_TRY(kc::cuda_status(int(cudaMemcpyAsync(aside ? backup : u->g.get(), aside ? u->g.get() : backup,
+                                                      u->size * sizeof(float), cudaMemcpyDeviceToDevice,
+                                                      ctx_->stream())),
+                                  aside ? "cudaMemcpyAsync (gradients aside)" : "cudaMemcpyAsync (gradients back)"));
+      at += u->size;
+    }
+    return {};
+  }
+
   // The family's model on params_, the local exchange and the optimizer; the plan's exchange
   // comes with set_plan().
   Status remake_model() {
@@ -354,6 +412,7 @@ class GpuCompute final : public DeviceCompute {
     comm_ = nullptr;
     replicas_.clear();
     optimizer_ = std::make_unique<model::OptimizerCuda>(*params_, optim_);
+    backed_up_ = 0;
     return {};
   }
 
@@ -381,6 +440,9 @@ class GpuCompute final : public DeviceCompute {
   std::unique_ptr<model::DeviceExchange> exchange_;  // local, or staged over comm_
   PlanDeviceExchange* plan_exchange_ = nullptr;       // exchange_ when it is the plan's (several ranks)
   std::unique_ptr<PlanGradientSync> sync_;          // with comm_ only
+  std::unique_ptr<PlanGradientSync> host_sync_;     // staged, over a plane other than comm_ (a patch's)
+  kc::Buffer<float> grad_backup_;                   // backup_grads(): every unit's gradient, units() order
+  size_t backed_up_ = 0;                            // the floats set aside (0: none for these units)
   std::unique_ptr<model::OptimizerCuda> optimizer_;
   comm::Collectives* comm_ = nullptr;                 // the plan's host data plane, when it has several ranks
   std::vector<Counts> replicas_;                      // with comm_: the plan's R[layer][e][rank]

@@ -46,6 +46,14 @@ class OnDevice final : public Compute {
   }
   Status sync_gradients(const std::vector<SharedExpert>& shared) override { return device_->sync_gradients(shared); }
   Result<double> grad_norm() override { return device_->grad_norm(); }
+  Status sync_gradients_over(comm::Collectives& comm, const std::vector<SharedExpert>& shared) override {
+    return device_->sync_gradients_over(comm, shared);
+  }
+  Result<double> grad_norm_over(comm::Collectives& comm, const std::vector<Counts>& replicas) override {
+    return device_->grad_norm_over(comm, replicas);
+  }
+  Status backup_grads() override { return device_->backup_grads(); }
+  Status restore_grads() override { return device_->restore_grads(); }
   Status update(double lr, double grad_scale, int64_t t) override;
   // (moe-llama's routing bias is not built on GPU workers: the job schema refuses model.bias_update there)
   Status balance_router(const model::RouterLoad& load) override {
@@ -57,9 +65,8 @@ class OnDevice final : public Compute {
   void put_slot(SparseSnapshots& sparse, uint64_t step, double grad_norm, const ModelShape& shape,
                 std::vector<const model::Unit*> written) override;
 
-  // No groups yet. (Frozen units run on the device: their weight gradient is computed and left out
-  // of the norm and the update, OptimizerCuda; refresh_units() brings each replayed slot's state.)
-  bool runs_groups() const override { return false; }
+  // (Frozen units run on the device: their weight gradient is computed and left out of the norm
+  // and the update, OptimizerCuda; refresh_units() brings each replayed slot's state.)
   void abort(const std::string& why) override { device_->abort(why); }
   void clear_abort() override { device_->clear_abort(); }
 

@@ -29,9 +29,11 @@ Status OnHost::zero_grads() {
   return {};
 }
 
+// In a grouped plan the tokens cross the group's plane, with the group's replicas.
 Result<model::StepStats> OnHost::step(const model::Batch& b, int64_t global_tokens) {
   SAL_TRY(plan_set());
-  DistributedExchange ex(*plan_.comm, params_, plan_.replicas);
+  DistributedExchange ex(plan_.group ? *plan_.group : *plan_.comm, params_,
+                         plan_.group ? plan_.group_replicas : plan_.replicas);
   ex.weights = b.rank_shares;
   ex.split = plan_.split;
   ex.before_alltoall = plan_.before_alltoall;
@@ -56,14 +58,41 @@ Result<model::StepStats> OnHost::evaluate(const model::Batch& b, int64_t global_
 // holders only.
 Status OnHost::sync_gradients(const std::vector<SharedExpert>& shared) {
   SAL_TRY(plan_set());
-  if (plan_.comm->size() <= 1) return {};
-  SAL_TRY(sum_dense_gradients(*plan_.comm, params_));
-  return reduce_among_holders(*plan_.comm, plan_.comm->rank(), shared, params_);
+  return sync_gradients_over(*plan_.comm, shared);
 }
 
 Result<double> OnHost::grad_norm() {
   SAL_TRY(plan_set());
-  return global_grad_norm(*plan_.comm, params_, plan_.replicas);
+  return grad_norm_over(*plan_.comm, plan_.replicas);
+}
+
+Status OnHost::sync_gradients_over(comm::Collectives& comm, const std::vector<SharedExpert>& shared) {
+  if (comm.size() <= 1) return {};
+  SAL_TRY(sum_dense_gradients(comm, params_));
+  return reduce_among_holders(comm, comm.rank(), shared, params_);
+}
+
+Result<double> OnHost::grad_norm_over(comm::Collectives& comm, const std::vector<Counts>& replicas) {
+  return global_grad_norm(comm, params_, replicas);
+}
+
+// The buffers are kept from step to step.
+Status OnHost::backup_grads() {
+  auto units = params_.units();
+  grad_backup_.resize(units.size());
+  for (size_t i = 0; i < units.size(); ++i) grad_backup_[i].assign(units[i]->g.begin(), units[i]->g.end());
+  return {};
+}
+
+Status OnHost::restore_grads() {
+  auto units = params_.units();
+  if (grad_backup_.size() != units.size()) return fail("no gradients of these units were set aside");
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (grad_backup_[i].size() != units[i]->g.size())
+      return fail("the gradients set aside are not ", units[i]->id.name(), "'s");
+    units[i]->g = grad_backup_[i];
+  }
+  return {};
 }
 
 Status OnHost::update(double lr, double grad_scale, int64_t t) {

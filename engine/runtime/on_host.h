@@ -28,6 +28,10 @@ class OnHost final : public Compute {
   Result<model::StepStats> evaluate(const model::Batch& b, int64_t global_tokens) override;
   Status sync_gradients(const std::vector<SharedExpert>& shared) override;
   Result<double> grad_norm() override;
+  Status sync_gradients_over(comm::Collectives& comm, const std::vector<SharedExpert>& shared) override;
+  Result<double> grad_norm_over(comm::Collectives& comm, const std::vector<Counts>& replicas) override;
+  Status backup_grads() override;
+  Status restore_grads() override;
   Status update(double lr, double grad_scale, int64_t t) override;
   Status balance_router(const model::RouterLoad& load) override { return model::update_router_bias(params_, load); }
 
@@ -41,7 +45,6 @@ class OnHost final : public Compute {
     return std::move(log_);
   }
 
-  bool runs_groups() const override { return true; }
   void abort(const std::string&) override {}
   void clear_abort() override {}
 
@@ -54,6 +57,7 @@ class OnHost final : public Compute {
   bool logging_ = false;
   model::IterationLog log_;  // the step's dispatch, pass by pass (passes_ so far)
   uint32_t passes_ = 0;
+  std::vector<std::vector<float>> grad_backup_;  // backup_grads(): every unit's gradient, in units() order
 };
 
 }  // namespace sal::runtime

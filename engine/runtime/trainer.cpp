@@ -320,9 +320,14 @@ DevicePlan Trainer::compute_plan() {
   dp.split = spec_.dispatch;
   dp.before_alltoall = [this] { faults_->at(wire::FaultPoint::alltoall, step_); };
   dp.before_backward = [this] { faults_->at(wire::FaultPoint::backward, step_); };
-  dp.device_prefix = device_prefix_;
   dp.store = store_.get();
-  dp.reuse_device_plane = reuse_plane_;
+  if (role_.groups > 1) {  // the group's plane crosses host memory; no device plane for now
+    dp.group = group_comm_.get();
+    dp.group_replicas = role_.replicas;
+  } else {
+    dp.device_prefix = device_prefix_;
+    dp.reuse_device_plane = reuse_plane_;
+  }
   return dp;
 }
 

@@ -209,8 +209,7 @@ class Trainer {
   Result<StepOutcome> finish_grouped(comm::Collectives& comm, const std::vector<Counts>& replicas,
                                      const std::vector<SharedExpert>& shared,
                                      model::StepStats total, int64_t t0);
-  void backup_grads();
-  void restore_grads();
+  Status backup_grads();
 
   zmq::context_t& ctx_;
   TrainSpec spec_;
@@ -237,9 +236,8 @@ class Trainer {
                     const PlaneOf& want);
   GroupRole role_;                               // this rank's group in the plan (groups.h)
   std::atomic<int64_t> group_now_{-1};           // role_.span.group while grouped, for interrupt_for_patch()
-  // A grouped step's gradients of its own shard types before the synchronisation, and their
-  // stats: what a patch starts again from.
-  std::vector<std::vector<float>> grad_backup_;
+  // A grouped step's stats of its own shard types before the synchronisation, and whether the
+  // compute set their gradients aside (backup_grads): what a patch starts again from.
   model::StepStats group_stats_;
   bool backup_ok_ = false;
   // The last patch this rank computed under the plan in force: degraded steps keep its arrangement

@@ -3,12 +3,15 @@
 // ranks in the middle.
 //
 // A grouped step runs in two phases: the group's shard types over the group's plane (phase A, the
-// gradients accumulating), then one synchronisation over every rank of the plan (phase B). Before
-// phase B the gradients are copied aside (grad_backup_): the synchronisation sums in place, and a
-// patch must start it again from this rank's own contribution. A patch (wire::StepPatch) keeps
-// the step: a rank of a group it drops contributes zero; a rank of another group restores its
-// copy, computes the extra shard types the patch gives its group, and every rank the patch names
-// synchronises over the patch's own plane, with the replica table of those ranks only.
+// gradients accumulating; the compute's step, whose plan names the group's plane), then one
+// synchronisation over every rank of the plan (phase B). Before phase B the compute sets the
+// gradients aside (Compute::backup_grads): the synchronisation sums in place, and a patch must
+// start it again from this rank's own contribution. CPU and GPU workers alike (a GPU worker's group
+// plane is host memory over Gloo, as a plan's of several workers sharing one GPU). A patch
+// (wire::StepPatch) keeps the step: a rank of a group it drops contributes zero; a rank of another
+// group restores its copy, computes the extra shard types the patch gives its group, and every
+// rank the patch names synchronises over the patch's own plane, with the replica table of those
+// ranks only.
 //
 // A degraded step (after a patched step commits; StepBegin.kept_patch) keeps that patch's
 // arrangement: a rank of a dropped group only synchronises (zero gradients, the same update); a
@@ -36,8 +39,6 @@ Status Trainer::connect_group(const wire::PlanUpdate& p) {
     group_plane_of_ = {};
     return {};
   }
-  if (!compute_->runs_groups())
-    return fail("plan ", p.number(), ": data-parallel groups run on CPU workers only (", spec_.device, ")");
   plan::GroupSpan span = plan::group_of(p.plan, uint32_t(p.my_rank));
   if (span.count == 0) return fail("plan ", p.number(), " puts rank ", p.my_rank, " in no group");
   PlaneOf want{p.keep_planes_of, {}};
@@ -59,22 +60,17 @@ Status Trainer::connect_group(const wire::PlanUpdate& p) {
   return {};
 }
 
-// The group's shard types one after another over the group's plane, their gradients and stats
-// accumulating. A type's balancing loss is gathered over the group and weighted by its share.
+// The group's shard types one after another over the group's plane (the compute's plan names it:
+// compute_plan), their gradients and stats accumulating. A type's balancing loss is gathered over
+// the group and weighted by its share.
 Status Trainer::compute_types(uint64_t step, const std::vector<uint32_t>& types, model::StepStats& total) {
-  auto group = std::atomic_load(&group_comm_);
-  if (!group) return fail("plan ", plan_, ": no data plane for group ", role_.span.group);
-  DistributedExchange ex(*group, params_, role_.replicas);
-  ex.split = spec_.dispatch;
-  ex.before_alltoall = [this, step] { faults_->at(wire::FaultPoint::alltoall, step); };
-  ex.before_backward = [this, step] { faults_->at(wire::FaultPoint::backward, step); };
-  auto m = model::make_model(params_);
+  if (!std::atomic_load(&group_comm_)) return fail("plan ", plan_, ": no data plane for group ", role_.span.group);
   for (uint32_t t : types) {
     auto [first, count] = rank_sequences(spec_.global_batch, role_, t);
-    m->set_aux_share(double(type_sequences(spec_.global_batch, role_.groups, t).second) / spec_.global_batch);
     model::Batch b = model::make_batch(corpus_, spec_.seed, step, first, count, spec_.dims.seq_len);
     b.routing = routing_.get();
-    auto stats = m->step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len, ex);
+    b.aux_share = double(type_sequences(spec_.global_batch, role_.groups, t).second) / spec_.global_batch;
+    auto stats = compute_->step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len);
     if (!stats) return stats.error().with_context("step " + std::to_string(step) + " shard type " + std::to_string(t));
     model::add_stats(total, *stats);
   }
@@ -86,7 +82,7 @@ Result<StepOutcome> Trainer::grouped_step(uint64_t step, int64_t t0) {
   model::StepStats total;
   faults_->at(wire::FaultPoint::forward, step);
   SAL_TRY(compute_types(step, role_.types, total));
-  backup_grads();
+  SAL_TRY(backup_grads());
   group_stats_ = total;
   faults_->at(wire::FaultPoint::allreduce, step);
   return finish_grouped(*comm_, replicas_, shared_, std::move(total), t0);
@@ -98,12 +94,8 @@ Result<StepOutcome> Trainer::grouped_step(uint64_t step, int64_t t0) {
 Result<StepOutcome> Trainer::finish_grouped(comm::Collectives& comm, const std::vector<Counts>& replicas,
                                             const std::vector<SharedExpert>& shared,
                                             model::StepStats total, int64_t t0) {
-  if (comm.size() > 1) {
-    Status s = sum_dense_gradients(comm, params_);
-    if (s) s = reduce_among_holders(comm, comm.rank(), shared, params_);
-    if (!s) return s.error().with_context("gradient sync");
-  }
-  auto norm = global_grad_norm(comm, params_, replicas);
+  if (auto s = compute_->sync_gradients_over(comm, shared); !s) return s.error().with_context("gradient sync");
+  auto norm = compute_->grad_norm_over(comm, replicas);
   if (!norm) return norm.error();
   // the balancing loss and the experts' loads (a routing bias's), each rank its share of its group's
   const double members = double(std::max<uint32_t>(role_.span.count, 1));
@@ -123,19 +115,10 @@ Result<StepOutcome> Trainer::finish_grouped(comm::Collectives& comm, const std::
                      model::learning_rate(spec_.optim, int64_t(step_))};
 }
 
-void Trainer::backup_grads() {  // the buffers are kept from step to step
-  auto units = params_.units();
-  grad_backup_.resize(units.size());
-  for (size_t i = 0; i < units.size(); ++i) grad_backup_[i].assign(units[i]->g.begin(), units[i]->g.end());
+Status Trainer::backup_grads() {
+  if (auto s = compute_->backup_grads(); !s) return s.error().with_context("setting the step's gradients aside");
   backup_ok_ = true;
-}
-
-void Trainer::restore_grads() {
-  size_t i = 0;
-  for (model::Unit* u : params_.units()) {
-    if (i < grad_backup_.size() && grad_backup_[i].size() == u->g.size()) u->g = grad_backup_[i];
-    ++i;
-  }
+  return {};
 }
 
 void Trainer::interrupt_for_patch(const wire::StepPatch& p) {
@@ -151,19 +134,16 @@ void Trainer::interrupt_for_patch(const wire::StepPatch& p) {
 // and the extra ones the patch gives its group.
 Status Trainer::patch_compute(const wire::StepPatch& p, model::StepStats& total) {
   const uint32_t g = role_.span.group;
-  if (std::find(p.damaged.begin(), p.damaged.end(), g) != p.damaged.end()) {
-    params_.zero_grads();
-    return {};
-  }
+  if (std::find(p.damaged.begin(), p.damaged.end(), g) != p.damaged.end()) return compute_->zero_grads();
   if (backup_ok_) {
-    restore_grads();
+    if (auto s = compute_->restore_grads(); !s) return s.error().with_context("putting the step's gradients back");
     total = group_stats_;
   } else {  // the loss came before this rank's own pass began (in the step's validation): run it now
     spdlog::info("step {} patch {}: group {} computes its own shard types [{}] first (the loss came before them)", p.step,
                  p.patch, g, fmt::join(role_.types, ", "));
-    params_.zero_grads();
+    SAL_TRY(compute_->zero_grads());
     SAL_TRY(compute_types(p.step, role_.types, total));
-    backup_grads();
+    SAL_TRY(backup_grads());
     group_stats_ = total;
   }
   if (g < p.extra.size() && !p.extra[g].empty()) {
@@ -226,7 +206,7 @@ Result<StepOutcome> Trainer::degraded_step(uint64_t step, int64_t t0, KeptPatch 
     faults_->at(wire::FaultPoint::alltoall, step);
     faults_->at(wire::FaultPoint::backward, step);
   }
-  backup_grads();  // a patch of this step starts again from here: its extra types include the kept ones
+  SAL_TRY(backup_grads());  // a patch of this step starts again from here: its extra types include the kept ones
   group_stats_ = total;
   if (!dropped && g < p->extra.size()) SAL_TRY(compute_types(step, p->extra[g], total));
   faults_->at(wire::FaultPoint::allreduce, step);

@@ -48,6 +48,7 @@ struct Calls {
   int loads = 0, stores = 0, updates = 0, zeroes = 0, uploads = 0;
   // store_units and move_experts: the calls, the units brought down, the experts uploaded and dropped
   int unit_stores = 0, units_stored = 0, moves = 0, moved_in = 0, moved_out = 0;
+  int backups = 0;  // backup_grads (a grouped step's)
   // set_plan: the calls, the last one's data plane (size and rank; 0 and -1 for none) and replicas
   int plans = 0, plan_size = 0, plan_rank = -1, syncs = 0;
   std::vector<runtime::Counts> plan_replicas;
@@ -108,6 +109,8 @@ class HostDevice final : public DeviceCompute {
     if (plan.comm) plane_ = !plan.device_prefix.empty();
     comm_ = plan.comm && plan.comm->size() > 1 ? plan.comm : nullptr;
     replicas_ = plan.replicas;
+    group_ = plan.group;
+    group_replicas_ = plan.group_replicas;
     before_alltoall_ = plan.before_alltoall;
     return {};
   }
@@ -186,6 +189,12 @@ class HostDevice final : public DeviceCompute {
   }
   Result<model::StepStats> step(const model::Batch& b, int64_t global_tokens) override {
     model::MoeGpt m(params_);
+    m.set_aux_share(b.aux_share);
+    if (group_) {  // a grouped plan's tokens cross the group's plane
+      DistributedExchange ex(*group_, params_, group_replicas_);
+      ex.before_alltoall = before_alltoall_;
+      return m.step(b, global_tokens, ex);
+    }
     if (comm_) {
       DistributedExchange ex(*comm_, params_, replicas_);
       ex.before_alltoall = before_alltoall_;
@@ -208,6 +217,27 @@ class HostDevice final : public DeviceCompute {
     }
     if (comm_) SAL_TRY(comm_->allreduce_sum(&experts, 1));
     return std::sqrt(s + experts);
+  }
+  Status sync_gradients_over(comm::Collectives& comm, const std::vector<SharedExpert>& shared) override {
+    ++calls_.syncs;
+    if (comm.size() <= 1) return {};
+    SAL_TRY(sum_dense_gradients(comm, params_));
+    return reduce_among_holders(comm, comm.rank(), shared, params_);
+  }
+  Result<double> grad_norm_over(comm::Collectives& comm, const std::vector<Counts>& replicas) override {
+    return global_grad_norm(comm, params_, replicas);
+  }
+  Status backup_grads() override {
+    ++calls_.backups;
+    backup_.clear();
+    for (const model::Unit* u : params_.units()) backup_.push_back(u->g);
+    return {};
+  }
+  Status restore_grads() override {
+    auto units = params_.units();
+    if (backup_.size() != units.size()) return fail("no gradients set aside");
+    for (size_t i = 0; i < units.size(); ++i) units[i]->g = backup_[i];
+    return {};
   }
   Status update(double lr, double grad_scale, int64_t t) override {
     ++calls_.updates;
@@ -262,6 +292,9 @@ class HostDevice final : public DeviceCompute {
   model::Params params_;
   comm::Collectives* comm_ = nullptr;  // with several ranks only
   std::vector<Counts> replicas_;
+  comm::Collectives* group_ = nullptr;  // a grouped plan's group plane
+  std::vector<Counts> group_replicas_;
+  std::vector<std::vector<float>> backup_;  // backup_grads()
   std::function<void()> before_alltoall_;
   struct Staging {  // shared with the views lent
     std::mutex mu;
@@ -493,6 +526,78 @@ TEST_CASE("two device Trainers in a plan of two ranks get its data plane, a devi
     }
   }
   // each rank computed its own half of the batch
+  CHECK(num(reports[0], "dev.0.ce") != num(reports[1], "dev.0.ce"));
+}
+
+// One rank of the grouped test: a plan of two ranks in two data-parallel groups of one (each holds
+// every expert and computes one shard type of the batch), 3 steps by a device Trainer and the same
+// by a CPU Trainer. Reports each step's loss and norm, and the device's grouped calls.
+static std::string grouped_body(int rank, const std::string& endpoint) {
+  test::Report rep;
+  zmq::context_t zmq(1);
+  Calls calls;
+  auto fmt = [](double x) {
+    char b[40];
+    std::snprintf(b, sizeof b, "%.17g", x);
+    return std::string(b);
+  };
+  for (uint64_t number : {11, 12}) {
+    const bool dev = number == 11;
+    Trainer t(zmq, spec(dev ? "cuda:0" : "cpu:0"), dev ? stand_in(calls) : DeviceFactory{});
+    auto s = t.init();
+    rep.check(s.ok(), "init");
+    if (!s.ok()) return rep.text();
+    wire::PlanUpdate p = plan_update(number, 0, endpoint, 2, rank);
+    p.plan.groups = {1, 1};
+    p.plan.stacks.assignment = {{0}, {1}};
+    s = t.apply_plan(p);
+    rep.check(s.ok(), std::string("apply_plan: ") + (s.ok() ? "" : s.error().message()));
+    if (!s.ok()) return rep.text();
+    for (uint64_t step = 0; step < 3; ++step) {
+      auto o = t.step(step);
+      rep.check(o.ok(), "step " + std::to_string(step) + ": " + (o.ok() ? "" : o.error().message()));
+      if (!o.ok()) return rep.text();
+      rep.check(t.commit(step).ok(), "commit");
+      std::string key = std::string(dev ? "dev" : "cpu") + "." + std::to_string(step);
+      rep.note(key + ".ce=" + fmt(o->stats.ce_sum));
+      rep.note(key + ".norm=" + fmt(o->grad_norm));
+    }
+  }
+  rep.note("backups=" + std::to_string(calls.backups));
+  rep.note("syncs=" + std::to_string(calls.syncs));
+  return rep.text();
+}
+
+TEST_CASE("device Trainers in data-parallel groups train as CPU Trainers in the same groups") {
+  test::Workers w(2, grouped_body);  // forked before any thread starts here
+  zmq::context_t zmq(1);
+  comm::StoreServer server{zmq, "tcp://127.0.0.1:*"};
+  auto ep = server.start();
+  REQUIRE(ep.ok());
+  w.go(*ep);
+  auto reports = w.collect(60000);
+  REQUIRE(reports.size() == 2);
+  auto num = [](const std::string& r, const std::string& key) {
+    std::string v = test::report_value(r, key);
+    REQUIRE_MESSAGE(!v.empty(), key);
+    return std::stod(v);
+  };
+  for (int r = 0; r < 2; ++r) {
+    const std::string& rep = reports[size_t(r)];
+    CAPTURE(r);
+    CAPTURE(rep);
+    REQUIRE(rep.rfind("OK\n", 0) == 0);
+    CHECK(test::report_value(rep, "backups") == "3");  // the step's gradients set aside on the device
+    CHECK(test::report_value(rep, "syncs") == "3");    // phase B through the device, once a step
+    for (int i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      const std::string n = "." + std::to_string(i);
+      CHECK(rel(num(rep, "dev" + n + ".ce"), num(rep, "cpu" + n + ".ce")) < 1e-5);
+      CHECK(rel(num(rep, "dev" + n + ".norm"), num(rep, "cpu" + n + ".norm")) < 1e-4);
+      CHECK(num(rep, "dev" + n + ".norm") == num(reports[size_t(1 - r)], "dev" + n + ".norm"));  // one global norm
+    }
+  }
+  // each group computed its own shard type
   CHECK(num(reports[0], "dev.0.ce") != num(reports[1], "dev.0.ce"));
 }
 

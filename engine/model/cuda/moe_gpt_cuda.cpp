@@ -163,9 +163,9 @@ Status MoeGptCuda::forward_layer(int l, int B, int T, DeviceExchange& ex, StepSt
     f[size_t(e)] = tokens > 0 ? counts[size_t(e)] / (double(K) * tokens) : 0.0;
     aux += f[size_t(e)] * (tokens > 0 ? prob_sums[size_t(e)] / tokens : 0.0);
   }
-  stats.aux += double(d.aux_weight) * E * aux;
+  stats.aux += aux_share_ * double(d.aux_weight) * E * aux;
   // its gradient w.r.t. each token's probability of e (moe_gpt.cpp backward_gate): aux_scale * f_e
-  const double aux_scale = tokens > 0 ? double(d.aux_weight) * E / tokens : 0.0;
+  const double aux_scale = tokens > 0 ? aux_share_ * double(d.aux_weight) * E / tokens : 0.0;
   a.aux_host.assign(size_t(E), 0.0f);
   for (int e = 0; e < E; ++e) a.aux_host[size_t(e)] = float(aux_scale * f[size_t(e)]);
   SAL_GPU_TRY(upload_async(ctx_, a.aux.get(), a.aux_host, "cudaMemcpyAsync (aux gradient)"));
@@ -250,6 +250,7 @@ Result<StepStats> MoeGptCuda::step(const Batch& b, int64_t global_tokens, Device
   stats.tokens = int64_t(b.sequences) * b.seq_len;
   batch_ = &b;
   global_tokens_ = global_tokens;
+  aux_share_ = b.aux_share;
   struct Clear {
     const Batch*& b;
     ~Clear() { b = nullptr; }

@@ -73,6 +73,7 @@ class MoeGptCuda : public DeviceModel {
   const std::vector<int32_t>* inputs_ = nullptr;  // the host ids forward() runs on (forced routing)
   const Batch* batch_ = nullptr;  // step()'s batch while it runs (replayed routing places its tokens)
   int64_t global_tokens_ = 0;     // step()'s
+  double aux_share_ = 1.0;        // step()'s Batch::aux_share: the balancing loss's weight (a group's shard type)
   int cap_tokens_ = 0, cap_b_ = 0, cap_t_ = 0;    // what reserve() sized the buffers for
 
   // Final stream, LM head, loss.

@@ -225,7 +225,7 @@ Status MoeLlamaCuda::route(int l, int N, DeviceExchange& ex, StepStats& stats) {
     loss += f[size_t(e)] * (tokens > 0 ? prob_sums[size_t(e)] / tokens : 0.0);
   }
   a.global_tokens = tokens;
-  stats.aux += double(d.aux_weight) * E * loss;
+  stats.aux += aux_share_ * double(d.aux_weight) * E * loss;
   for (int t = 0; t < N; ++t)
     stats.z_sum += double(d.z_loss_weight) * double(lse_host_[size_t(t)]) * lse_host_[size_t(t)];
   SAL_GPU_TRY(upload_async(ctx_, a.f.get(), f, "cudaMemcpyAsync (assignment shares)"));
@@ -338,7 +338,7 @@ Status MoeLlamaCuda::router_backward(int l, int N) {
   g.idx = a.idx.get();
   g.dw = dw_.get();
   g.f = a.f.get();
-  g.aux_scale = a.global_tokens > 0 ? double(d.aux_weight) * E / a.global_tokens : 0.0;
+  g.aux_scale = a.global_tokens > 0 ? aux_share_ * double(d.aux_weight) * E / a.global_tokens : 0.0;
   g.sigmoid = d.sigmoid_router;
   g.norm = d.norm_topk;
   const double z_scale = global_tokens_ > 0 ? 2.0 * double(d.z_loss_weight) / double(global_tokens_) : 0.0;
@@ -427,6 +427,7 @@ Result<StepStats> MoeLlamaCuda::step(const Batch& b, int64_t global_tokens, Devi
   StepStats stats;
   stats.tokens = int64_t(b.sequences) * b.seq_len;
   global_tokens_ = global_tokens;
+  aux_share_ = b.aux_share;
   SAL_TRY(forward(b.inputs, b.sequences, b.seq_len, ex, stats));
   SAL_TRY(tokens_.loss_forward(ctx_, logits_.get(), probs_.get(), b.targets, p_.dims().vocab));
   SAL_TRY(backward(b.sequences, b.seq_len, ex));

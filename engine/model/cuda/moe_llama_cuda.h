@@ -88,6 +88,7 @@ class MoeLlamaCuda : public DeviceModel {
   DeviceParams& p_;
   std::vector<LayerActs> acts_;
   int64_t global_tokens_ = 0;  // step()'s (the z-loss's normaliser)
+  double aux_share_ = 1.0;     // step()'s Batch::aux_share: the balancing loss's weight (a group's shard type)
 
   // Final stream, LM head, loss.
   DeviceTokens tokens_;
