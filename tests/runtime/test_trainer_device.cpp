@@ -378,6 +378,33 @@ class Asker {
   std::thread thread_;
 };
 
+// A double as its exact decimal text (a report's value), and back; the test fails when the report
+// lacks the key.
+std::string exact(double x) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%.17g", x);
+  return b;
+}
+double report_number(const std::string& report, const std::string& key) {
+  std::string v = test::report_value(report, key);
+  REQUIRE_MESSAGE(!v.empty(), key);
+  return std::stod(v);
+}
+
+// Two ranks, each `body` in a process of its own (forked before any thread starts here), given a
+// rendezvous store; their reports.
+std::vector<std::string> two_ranks(std::string (*body)(int, const std::string&)) {
+  test::Workers w(2, body);
+  zmq::context_t zmq(1);
+  comm::StoreServer server{zmq, "tcp://127.0.0.1:*"};
+  auto ep = server.start();
+  REQUIRE(ep.ok());
+  w.go(*ep);
+  auto reports = w.collect(60000);
+  REQUIRE(reports.size() == 2);
+  return reports;
+}
+
 struct Pair {
   Store s1, s2;
   zmq::context_t zmq{1};
@@ -415,11 +442,6 @@ static std::string two_rank_body(int rank, const std::string& endpoint) {
   test::Report rep;
   zmq::context_t zmq(1);
   Calls calls;
-  auto fmt = [](double x) {
-    char b[40];
-    std::snprintf(b, sizeof b, "%.17g", x);
-    return std::string(b);
-  };
   struct Round {
     const char* device;
     std::string key, name;
@@ -444,8 +466,8 @@ static std::string two_rank_body(int rank, const std::string& endpoint) {
       if (!o.ok()) return rep.text();
       rep.check(t.commit(step).ok(), "commit");
       std::string key = round.name + "." + std::to_string(step);
-      rep.note(key + ".ce=" + fmt(o->stats.ce_sum));
-      rep.note(key + ".norm=" + fmt(o->grad_norm));
+      rep.note(key + ".ce=" + exact(o->stats.ce_sum));
+      rep.note(key + ".norm=" + exact(o->grad_norm));
     }
     if (number != 1) continue;
     // the same ranks on the same GPUs again: the plane is kept, and training goes on over it
@@ -481,19 +503,7 @@ static std::string two_rank_body(int rank, const std::string& endpoint) {
 }
 
 TEST_CASE("two device Trainers in a plan of two ranks get its data plane, a device plane only on GPUs of their own, and train as two CPU Trainers") {
-  test::Workers w(2, two_rank_body);  // forked before any thread starts here
-  zmq::context_t zmq(1);
-  comm::StoreServer server{zmq, "tcp://127.0.0.1:*"};
-  auto ep = server.start();
-  REQUIRE(ep.ok());
-  w.go(*ep);
-  auto reports = w.collect(60000);
-  REQUIRE(reports.size() == 2);
-  auto num = [](const std::string& r, const std::string& key) {
-    std::string v = test::report_value(r, key);
-    REQUIRE_MESSAGE(!v.empty(), key);
-    return std::stod(v);
-  };
+  auto reports = two_ranks(two_rank_body);
   for (int r = 0; r < 2; ++r) {
     const std::string& rep = reports[size_t(r)];
     CAPTURE(r);
@@ -519,14 +529,14 @@ TEST_CASE("two device Trainers in a plan of two ranks get its data plane, a devi
       const std::string cpu = "cpu" + n;
       for (const std::string& name : {std::string("dev"), std::string("shared")}) {
         const std::string dev = name + n;
-        CHECK(rel(num(rep, dev + ".ce"), num(rep, cpu + ".ce")) < 1e-5);
-        CHECK(rel(num(rep, dev + ".norm"), num(rep, cpu + ".norm")) < 1e-4);
-        CHECK(num(rep, dev + ".norm") == num(reports[size_t(1 - r)], dev + ".norm"));  // one global norm
+        CHECK(rel(report_number(rep, dev + ".ce"), report_number(rep, cpu + ".ce")) < 1e-5);
+        CHECK(rel(report_number(rep, dev + ".norm"), report_number(rep, cpu + ".norm")) < 1e-4);
+        CHECK(report_number(rep, dev + ".norm") == report_number(reports[size_t(1 - r)], dev + ".norm"));  // one global norm
       }
     }
   }
   // each rank computed its own half of the batch
-  CHECK(num(reports[0], "dev.0.ce") != num(reports[1], "dev.0.ce"));
+  CHECK(report_number(reports[0], "dev.0.ce") != report_number(reports[1], "dev.0.ce"));
 }
 
 // One rank of the grouped test: a plan of two ranks in two data-parallel groups of one (each holds
@@ -536,11 +546,6 @@ static std::string grouped_body(int rank, const std::string& endpoint) {
   test::Report rep;
   zmq::context_t zmq(1);
   Calls calls;
-  auto fmt = [](double x) {
-    char b[40];
-    std::snprintf(b, sizeof b, "%.17g", x);
-    return std::string(b);
-  };
   for (uint64_t number : {11, 12}) {
     const bool dev = number == 11;
     Trainer t(zmq, spec(dev ? "cuda:0" : "cpu:0"), dev ? stand_in(calls) : DeviceFactory{});
@@ -559,8 +564,8 @@ static std::string grouped_body(int rank, const std::string& endpoint) {
       if (!o.ok()) return rep.text();
       rep.check(t.commit(step).ok(), "commit");
       std::string key = std::string(dev ? "dev" : "cpu") + "." + std::to_string(step);
-      rep.note(key + ".ce=" + fmt(o->stats.ce_sum));
-      rep.note(key + ".norm=" + fmt(o->grad_norm));
+      rep.note(key + ".ce=" + exact(o->stats.ce_sum));
+      rep.note(key + ".norm=" + exact(o->grad_norm));
     }
   }
   rep.note("backups=" + std::to_string(calls.backups));
@@ -569,19 +574,7 @@ static std::string grouped_body(int rank, const std::string& endpoint) {
 }
 
 TEST_CASE("device Trainers in data-parallel groups train as CPU Trainers in the same groups") {
-  test::Workers w(2, grouped_body);  // forked before any thread starts here
-  zmq::context_t zmq(1);
-  comm::StoreServer server{zmq, "tcp://127.0.0.1:*"};
-  auto ep = server.start();
-  REQUIRE(ep.ok());
-  w.go(*ep);
-  auto reports = w.collect(60000);
-  REQUIRE(reports.size() == 2);
-  auto num = [](const std::string& r, const std::string& key) {
-    std::string v = test::report_value(r, key);
-    REQUIRE_MESSAGE(!v.empty(), key);
-    return std::stod(v);
-  };
+  auto reports = two_ranks(grouped_body);
   for (int r = 0; r < 2; ++r) {
     const std::string& rep = reports[size_t(r)];
     CAPTURE(r);
@@ -592,13 +585,14 @@ TEST_CASE("device Trainers in data-parallel groups train as CPU Trainers in the 
     for (int i = 0; i < 3; ++i) {
       CAPTURE(i);
       const std::string n = "." + std::to_string(i);
-      CHECK(rel(num(rep, "dev" + n + ".ce"), num(rep, "cpu" + n + ".ce")) < 1e-5);
-      CHECK(rel(num(rep, "dev" + n + ".norm"), num(rep, "cpu" + n + ".norm")) < 1e-4);
-      CHECK(num(rep, "dev" + n + ".norm") == num(reports[size_t(1 - r)], "dev" + n + ".norm"));  // one global norm
+      CHECK(rel(report_number(rep, "dev" + n + ".ce"), report_number(rep, "cpu" + n + ".ce")) < 1e-5);
+      CHECK(rel(report_number(rep, "dev" + n + ".norm"), report_number(rep, "cpu" + n + ".norm")) < 1e-4);
+      const std::string norm = "dev" + n + ".norm";
+      CHECK(report_number(rep, norm) == report_number(reports[size_t(1 - r)], norm));  // one global norm
     }
   }
   // each group computed its own shard type
-  CHECK(num(reports[0], "dev.0.ce") != num(reports[1], "dev.0.ce"));
+  CHECK(report_number(reports[0], "dev.0.ce") != report_number(reports[1], "dev.0.ce"));
 }
 
 TEST_CASE("a Trainer on a device trains as the host Trainer does and brings its units down whenever they leave") {
