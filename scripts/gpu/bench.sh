@@ -277,9 +277,10 @@ PY
 }
 
 # Re-plans that move experts between GPU workers: gpu_quickstart on two nodes sharing GPU 0 (Gloo,
-# host staging), 4 expert slots each, re-planned by load every 25 steps, 200 steps; each re-plan's
-# plan_applied event (replicas moved and kept, the switch's time, the slowest worker's connect and
-# migrate) into replan.txt. SAL_GPU_REPLAN_BINS names the salamander binaries to compare (default
+# host staging), 4 expert slots each, re-planned by load every 25 steps, 60 steps (at this width two
+# workers sharing a GPU over Gloo took about 1.6 s a step on the H200); each re-plan's plan_applied
+# event (replicas moved and kept, the switch's time, the slowest worker's connect and migrate) into
+# replan.txt. SAL_GPU_REPLAN_BINS names the salamander binaries to compare (default
 # build-gpu/salamander; e.g. an older packed build unpacked beside it, for a before and after).
 replan() {
   local data=/usr/share/games/fortunes rc=0 bin n=0
@@ -291,7 +292,7 @@ replan() {
   for bin in ${SAL_GPU_REPLAN_BINS:-build-gpu/salamander}; do
     n=$((n + 1))
     rm -rf "/tmp/gpu-replan-$n"
-    if ! timeout -k 10 "$(cap 120)" "$bin" run /tmp/gpu_replan.lua --steps 200 --json --out "/tmp/gpu-replan-$n" \
+    if ! timeout -k 10 "$(cap 120)" "$bin" run /tmp/gpu_replan.lua --steps 60 --json --out "/tmp/gpu-replan-$n" \
         >"/tmp/gpu-replan-$n.json" 2>"/tmp/gpu-replan-$n.err"; then
       echo "replan with $bin: failed"; tail -20 "/tmp/gpu-replan-$n.err"; rc=1
     fi
