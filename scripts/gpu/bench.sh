@@ -25,6 +25,7 @@
 #   ncu.csv      the kernels' times (profile)         cpu.txt     bench_recovery and bench_skew
 #   gpu_recovery.txt   a GPU worker's recovery from a node's loss, split into its parts
 #   replan.txt   re-plans that move experts between two GPU workers: each switch's time
+#   copies.txt   a snapshot-sized copy's cost to another stream's copies and work (bench_copy_overlap)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/sal-bench}
@@ -304,6 +305,14 @@ replan() {
   return $rc
 }
 
+# What a snapshot-sized device-to-host copy on a stream of its own costs the small copies and the
+# device work of another stream, whole or in chunks (bench_copy_overlap; copies.txt): the question
+# the training step's ~40 ms at each snapshot left open on 2026-11-30.
+copies() {
+  rebuild bench_copy_overlap || return 1
+  timeout -k 10 "$(cap 120)" build-gpu/bench_copy_overlap 2>&1 | tee "$OUT/copies.txt"
+}
+
 # Recovery of GPU workers: bench_recovery with 4 nodes whose workers all share GPU 0 (Gloo with host
 # staging), one SIGKILLed at a time down to 2, the recovery split into its parts (gpu_recovery.txt).
 gpu_recovery() {
@@ -326,7 +335,7 @@ table() {
 main() {
   local t0=$SECONDS
   echo "bench.sh: $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-  local want=" ${SAL_GPU_STEPS:-build nvidia-smi tests bench_moe_gpu torch bench_nccl table train replan gpu_recovery cpu} "
+  local want=" ${SAL_GPU_STEPS:-build nvidia-smi tests bench_moe_gpu torch bench_nccl table train replan copies gpu_recovery cpu} "
   run_if() { [[ $want == *" $1 "* ]] && step "$@"; return 0; }
   run_if build build
   run_if nvidia-smi gpu_line
@@ -337,6 +346,7 @@ main() {
   run_if table table
   run_if train train
   run_if replan replan
+  run_if copies copies
   run_if profile profile
   run_if gpu_recovery gpu_recovery
   run_if cpu cpu

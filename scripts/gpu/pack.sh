@@ -15,7 +15,7 @@ cd "$(dirname "$0")/../.."
 ROOT=$PWD
 TARGETS=(salamander salamander_gpu test_cuda_smoke test_cuda_ops test_cuda_gemm test_cuda_moe test_cuda_llama test_nccl
          test_model_cuda test_model_llama_cuda test_gpu_exchange test_gpu_run test_gpu_shared test_gpu_nccl
-         bench_moe_gpu bench_nccl bench_skew bench_recovery bench_train bench_sparse)
+         bench_moe_gpu bench_nccl bench_skew bench_recovery bench_train bench_sparse bench_copy_overlap)
 if [ ! -f build-gpu/build.ninja ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >/tmp/pack-cmake.log 2>&1 || { tail -40 /tmp/pack-cmake.log; exit 1; }
