@@ -4,9 +4,10 @@
 // enqueued so far, then copies:
 //
 //   - staged on the device (the default, when the GPU has room): every unit into one spare device
-//     buffer at HBM speed (about a millisecond for gpu_quickstart's 1.9 GB), an event the next
-//     optimizer update waits for (DeviceParams::add_reader), then that buffer to pinned host memory
-//     in one copy while the next steps run. The update waits for the device-to-device copy only.
+//     buffer at HBM speed (by the bandwidth about a millisecond for gpu_quickstart's 1.9 GB), an
+//     event the next optimizer update waits for (DeviceParams::add_reader), then that buffer to
+//     pinned host memory in one copy while the next steps run. The update waits for the
+//     device-to-device copy only.
 //     Cost: 12 bytes of device memory per parameter snapshotted. Off when SAL_SNAPSHOT_STAGING=host,
 //     or when taking it would leave the GPU less than a tenth of its memory (or 2 GiB) free; the
 //     snapshot then copies each unit straight to pinned memory, and the update waits for that
