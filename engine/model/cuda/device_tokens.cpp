@@ -61,4 +61,11 @@ Result<double> DeviceTokens::finish(const kc::Context& ctx, int V, bool targets)
   return ce;
 }
 
+Result<std::vector<float>> DeviceTokens::last_logits(const kc::Context& ctx, const float* logits, int T, int V) {
+  std::vector<float> out(static_cast<size_t>(V));
+  SAL_GPU_TRY(download_async(ctx, out.data(), logits + size_t(T - 1) * V, size_t(V), "cudaMemcpyAsync (logits)"));
+  if (auto done = finish(ctx, V, false); !done) return done.error();
+  return out;
+}
+
 }  // namespace sal::model

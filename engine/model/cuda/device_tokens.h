@@ -32,6 +32,9 @@ class DeviceTokens {
   // Waits for the stream: the cross-entropy's sum (0 without loss_forward), or an error naming how
   // many ids — and targets, with `targets` — lay outside the vocabulary.
   Result<double> finish(const kc::Context& ctx, int V, bool targets);
+  // next_logits' answer: the last of T rows of logits [T, V], downloaded once the stream is read
+  // (finish() without targets: an id outside the vocabulary is the error).
+  Result<std::vector<float>> last_logits(const kc::Context& ctx, const float* logits, int T, int V);
 
   const int32_t* ids() const { return ids_.get(); }
   const int32_t* targets() const { return targets_.get(); }

@@ -269,11 +269,7 @@ Result<std::vector<float>> MoeGptCuda::next_logits(const std::vector<int32_t>& i
   const int T = int(ids.size()), V = p_.dims().vocab;
   StepStats stats;
   SAL_TRY(forward(ids, 1, T, ex, stats));
-  std::vector<float> out(static_cast<size_t>(V));
-  SAL_GPU_TRY(
-      download_async(ctx_, out.data(), logits_.get() + size_t(T - 1) * V, size_t(V), "cudaMemcpyAsync (logits)"));
-  if (auto done = tokens_.finish(ctx_, V, false); !done) return done.error();
-  return out;
+  return tokens_.last_logits(ctx_, logits_.get(), T, V);
 }
 
 }  // namespace sal::model
