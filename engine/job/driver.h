@@ -217,6 +217,7 @@ class Driver {
   void after_patched_step(phase::Running& r);
   void degraded_step_committed(phase::Running& r, double step_ms);
   std::optional<uint64_t> steps_to_replan() const;
+  std::string idle_survivors_cost(const phase::Patching& p, double normal_ms, double regroup_ms) const;
   void regroup(const std::string& why);  // the survivors re-plan at the next boundary
 
   // ---- the end (driver.cpp) ----

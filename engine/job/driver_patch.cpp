@@ -1,25 +1,47 @@
 // driver_patch.cpp — the recovery ladder's first rung, SPARe's patch (ladder.h, rung 1): a rank of
 // a grouped plan (parallel.groups > 1) lost in the middle of a step does not abort the step. The
 // groups that lost ranks drop their work of it; the redundancy policy, told which groups are still
-// in (act::DecidePatch), decides which of them compute the dropped groups' shard types; every
-// surviving rank gets a wire::StepPatch (the extra types per group, the dropped groups, the ranks
-// that synchronise over the patch's own data plane) and votes again; the step commits with the
-// same global batch. A second loss in the same step patches again (from the start: the extra
-// types are decided anew). Where the policy finds a shard type no surviving group hosts (a
-// wipe-out), or nobody is left, the step aborts and the next rungs recover as before.
+// in (act::DecidePatch), decides which of them compute the dropped groups' shard types — or that
+// every group up computes a part of each (spread); every surviving rank gets a wire::StepPatch (the
+// extra types per group or the spread ones, the dropped groups, the ranks that synchronise over the
+// patch's own data plane) and votes again; the step commits with the same global batch. A second
+// loss in the same step patches again (from the start: the types are decided anew). Where the
+// policy declares a wipe-out (without spreading, a shard type no surviving group hosts; spreading,
+// no group up), or nobody is left, the step aborts and the next rungs recover as before.
 //
 // After a patched step commits, the redundancy policy's after_patch decides. Degraded steps
 // (phase::Degraded) keep the patch's arrangement — the damaged groups out (their ranks only
-// synchronise, to stay in step), their shard types computed by the groups the policy named, over
-// the patch's data plane, already connected — until the next plan: workers joining (replacements)
-// or leaving, a rebalance, a wanted re-plan ("degraded"), or until they have cost what a plan
-// switch does ("cheaper"). "regroup" re-plans the survivors at the boundary. A loss in a degraded
-// step patches it again with every damaged group out.
+// synchronise, to stay in step), their shard types computed as the patch said, over the patch's
+// data plane, already connected — until the next plan: workers joining (replacements) or leaving, a
+// rebalance, a wanted re-plan ("degraded"), or until they have cost what a plan switch does
+// against a regrouped plan ("cheaper", which also regroups at once where the damaged groups'
+// survivors would sit them out at a cost sure to exceed a switch). "regroup" re-plans the
+// survivors at the boundary. A loss in a degraded step patches it again with every damaged group
+// out.
 #include <algorithm>
 
 #include "job/driver.h"
 
 namespace sal::job {
+namespace {
+
+// "type 1 spread over groups up 0, 2, 3" for a patch's spread types (each group up computes a
+// part, while the type's sequences leave every rank of them one: runtime/groups.h).
+std::string spread_text(const std::vector<uint32_t>& types, uint32_t groups, const std::set<uint32_t>& damaged) {
+  std::string t, up;
+  for (uint32_t x : types) t += (t.empty() ? "" : ", ") + std::to_string(x);
+  for (uint32_t g = 0; g < groups; ++g)
+    if (!damaged.count(g)) up += (up.empty() ? "" : ", ") + std::to_string(g);
+  return std::string(types.size() > 1 ? "types " : "type ") + t + " spread over groups up " + up;
+}
+
+// "a regrouped plan's step (67 ms: the 50 ms before x 4 / 3 ranks)".
+std::string regroup_text(double normal_ms, double regroup_ms, size_t before, size_t left) {
+  return "a regrouped plan's step (" + ms_text(int64_t(regroup_ms * 1e6)) + ": the " + ms_text(int64_t(normal_ms * 1e6)) +
+         " before x " + std::to_string(before) + " / " + std::to_string(left) + " ranks)";
+}
+
+}  // namespace
 
 bool Driver::try_patch(phase::Running& r, const in::Lost& l) {
   if (!steps_.in_flight() || plan::group_count(applied_->plan) <= 1 || replaying()) return false;
@@ -65,39 +87,71 @@ void Driver::after_patched_step(phase::Running& r) {
   for (uint32_t g : p.damaged) groups += (groups.empty() ? "" : ", ") + std::to_string(g);
   plane_spent_ = true;  // the plan's cross-group plane: the patch's replaces it
   const double normal_ms = measured_.facts().iteration_s * 1e3;
+  const double regroup_ms = normal_ms * double(applied_->ranks.size()) / double(std::max<size_t>(p.left.size(), 1));
   const std::string until = p.after == plan::AfterPatch::degraded
                                 ? "until the next plan (workers joining or leaving, a rebalance)"
                                 : "while they lose less than a plan switch (" +
                                       (measured_.switch_s() > 0 ? ms_text(int64_t(measured_.switch_s() * 1e9)) : "none measured yet") +
-                                      ") against the steps before (" + ms_text(int64_t(normal_ms * 1e6)) + ")";
+                                      ") against " + regroup_text(normal_ms, regroup_ms, applied_->ranks.size(), p.left.size());
   // (regrouping, the step's lost ranks are still left out of what happens before the next plan)
-  r.degraded = phase::Degraded{p.step, p.sent, p.lost, p.damaged, p.left, p.after, normal_ms, 0, 0};
+  r.degraded = phase::Degraded{p.step, p.sent, p.lost, p.damaged, p.left, p.after, normal_ms, regroup_ms, 0, 0};
   r.patch.reset();
   if (p.after == plan::AfterPatch::regroup) {
     note("step_patched", head + "the redundancy policy regroups at once: the survivors re-plan next");
     return regroup("regroup after patched step " + std::to_string(p.step));
+  }
+  if (p.after == plan::AfterPatch::cheaper) {
+    if (auto why = idle_survivors_cost(p, normal_ms, regroup_ms); !why.empty()) {
+      note("step_patched", head + why + ": the survivors regroup at once");
+      return regroup("regroup after patched step " + std::to_string(p.step));
+    }
   }
   note("step_patched", head + "training on degraded (" + plan::after_patch_name(p.after) + "): group(s) " + groups +
                            " out, their shard types computed by the others as patch " + std::to_string(p.sent) +
                            " said, " + std::to_string(p.left.size()) + " ranks, " + until);
 }
 
+// Under "cheaper", whether degraded steps are sure to lose more than a plan switch before the next
+// re-plan in sight: the damaged groups' surviving workers sit them out (they only synchronise), so
+// each degraded step runs the batch on fewer workers than a regrouped plan would, about
+// normal x ranks x (1 / computing - 1 / left) longer. "" where none sits out (the whole group was
+// lost) or the re-plan in sight comes first; else why the survivors regroup at once.
+std::string Driver::idle_survivors_cost(const phase::Patching& p, double normal_ms, double regroup_ms) const {
+  size_t idle = 0;
+  for (uint32_t i = 0; i < applied_->ranks.size(); ++i)
+    if (!p.lost.count(applied_->ranks[i]) && p.damaged.count(plan::group_of(applied_->plan, i).group)) ++idle;
+  const size_t computing = p.left.size() - std::min(idle, p.left.size());
+  if (idle == 0 || computing == 0) return "";
+  const double penalty_ms = normal_ms * double(applied_->ranks.size()) / double(computing) - regroup_ms;
+  const double switch_ms = measured_.switch_s() * 1e3;
+  const auto left = steps_to_replan();
+  if (left && penalty_ms * double(*left) <= switch_ms) return "";
+  return std::to_string(idle) + " worker(s) of the damaged group(s) would sit degraded steps out, each step about " +
+         ms_text(int64_t(penalty_ms * 1e6)) + " over " + regroup_text(normal_ms, regroup_ms, applied_->ranks.size(), p.left.size()) +
+         (left ? ", more than a plan switch (" + ms_text(int64_t(switch_ms * 1e6)) + ") in the " + std::to_string(*left) +
+                     " steps to the next re-plan"
+               : " with no re-plan in sight");
+}
+
 // A degraded step committed. Degraded steps end in a plan switch whatever happens (a join, a leave,
-// a rebalance, the regroup), so they pay only where that switch is one the job makes anyway. Under
-// "cheaper": when the steps to the next re-plan in sight (a rebalance, the job's end) would lose
-// less than a switch costs, at the penalty measured so far, the job stays degraded; otherwise, as
-// a replacement may come at any step, the survivors regroup once the degraded steps have lost a
-// switch's cost (ski rental: never more than twice the better choice in hindsight).
+// a rebalance, the regroup), so they pay only where that switch is one the job makes anyway. What a
+// degraded step loses is measured against the step a regrouped plan would run — fewer workers than
+// before the patch, so not the steps before it: those times the plan's ranks over the ranks left
+// (the work spread evenly over the workers left). Under "cheaper": when the steps to the next
+// re-plan in sight (a rebalance, the job's end) would lose less than a switch costs, at the penalty
+// measured so far, the job stays degraded; otherwise, as a replacement may come at any step, the
+// survivors regroup once the degraded steps have lost a switch's cost (ski rental: never more than
+// twice the better choice in hindsight).
 void Driver::degraded_step_committed(phase::Running& r, double step_ms) {
   auto& d = *r.degraded;
   d.steps += 1;
-  d.lost_ms += std::max(0.0, step_ms - d.normal_ms);
+  d.lost_ms += std::max(0.0, step_ms - d.regroup_ms);
   if (d.after != plan::AfterPatch::cheaper) return;
   const double switch_ms = measured_.switch_s() * 1e3;
   const std::string lost = std::to_string(d.steps) + " degraded steps since step " + std::to_string(d.step) + " lost " +
-                           ms_text(int64_t(d.lost_ms * 1e6)) + " against the steps before (" +
-                           ms_text(int64_t(d.normal_ms * 1e6)) + " each); a plan switch costs " +
-                           ms_text(int64_t(switch_ms * 1e6));
+                           ms_text(int64_t(d.lost_ms * 1e6)) + " against " +
+                           regroup_text(d.normal_ms, d.regroup_ms, applied_->ranks.size(), d.ranks.size()) +
+                           "; a plan switch costs " + ms_text(int64_t(switch_ms * 1e6));
   if (auto left = steps_to_replan(); left && d.lost_ms / d.steps * double(*left) <= switch_ms) return;
   if (d.lost_ms >= switch_ms) regroup(lost + ": the survivors regroup");
 }
@@ -163,6 +217,10 @@ Driver::Next Driver::send_patch(phase::Running& r, const plan::ShardStacks& stac
   for (uint32_t g : patch.damaged) {
     p.damaged.push_back(g);
     if (g >= plan.stacks.assignment.size()) continue;
+    if (stacks.spread) {
+      for (uint32_t t : plan.stacks.assignment[g]) p.spread.push_back(t);
+      continue;
+    }
     for (uint32_t t : plan.stacks.assignment[g]) {
       uint32_t to = G;
       for (uint32_t h = 0; h < stacks.assignment.size() && to == G; ++h)
@@ -175,6 +233,7 @@ Driver::Next Driver::send_patch(phase::Running& r, const plan::ShardStacks& stac
       moved += (moved.empty() ? "" : ", ") + std::string("type ") + std::to_string(t) + " -> group " + std::to_string(to);
     }
   }
+  if (!p.spread.empty()) moved = spread_text(p.spread, G, patch.damaged);
   std::vector<Participant> left;
   for (uint32_t i = 0; i < applied_->ranks.size(); ++i)
     if (!patch.lost.count(applied_->ranks[i])) {

@@ -39,6 +39,25 @@ uint32_t ShardStacks::depth() const {
   return uint32_t(d);
 }
 
+namespace {
+
+// Spread (a patch splits the dropped groups' types over every group up): a type with no alive host
+// is spread too, so a wipe-out is no group alive; a type with one is computed once, as without.
+Status check_spread_wipeout(const ShardStacks& s, const std::vector<int>& hosted_alive, const std::vector<int>& computed,
+                            uint32_t base) {
+  const bool wiped = std::none_of(s.alive.begin(), s.alive.end(), [](bool b) { return b; });
+  if (wiped != s.wipeout)
+    return fail(wiped ? "no group is alive, but the proposal does not declare a wipe-out"
+                      : "the proposal declares a wipe-out but it spreads and a group is alive");
+  if (wiped) return {};
+  for (size_t t = 0; t < computed.size(); ++t)
+    if (computed[t] < 0 && hosted_alive[t] > 0)
+      return fail("shard type ", t + base, " has an alive host but is computed by no group");
+  return {};
+}
+
+}  // namespace
+
 Status check_stacks(const ShardStacks& s, uint32_t types, uint32_t base) {
   size_t groups = s.hosts.size();
   if (s.alive.size() != groups || s.assignment.size() != groups)
@@ -58,6 +77,7 @@ Status check_stacks(const ShardStacks& s, uint32_t types, uint32_t base) {
       computed[t] = int(g);
     }
   }
+  if (s.spread) return check_spread_wipeout(s, hosted_alive, computed, base);
   bool wiped = std::find(hosted_alive.begin(), hosted_alive.end(), 0) != hosted_alive.end();
   if (wiped != s.wipeout)
     return fail(wiped ? "a shard type has no alive host, but the proposal does not declare a wipe-out"

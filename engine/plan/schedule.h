@@ -32,10 +32,11 @@ Status check_schedule(const CheckpointSchedule& s, size_t operators, uint32_t ba
 
 // After a patched step commits (SPARe): the steps train on degraded — the dropped groups out, their
 // shard types computed by the groups the stacks name — until the next plan (workers joining or
-// leaving, a rebalance) (`degraded`); or only while the time they lose against the steps before the
-// patch stays under what a plan switch costs, measured, then the survivors are re-planned (`cheaper`,
-// the default: never more than twice the better of the two in hindsight); or the survivors are
-// re-planned at once (`regroup`).
+// leaving, a rebalance) (`degraded`); or only while the time they lose against a regrouped plan's
+// step (estimated from the steps before the patch) stays under what a plan switch costs, measured,
+// then the survivors are re-planned (`cheaper`, the default: never more than twice the better of the
+// two in hindsight; at once where workers would sit the degraded steps out at a cost sure to exceed
+// a switch); or the survivors are re-planned at once (`regroup`).
 enum class AfterPatch : uint8_t { cheaper, degraded, regroup };
 const char* after_patch_name(AfterPatch a);
 
@@ -45,14 +46,18 @@ struct ShardStacks {
   std::vector<bool> alive;                        // per group
   std::vector<std::vector<uint32_t>> assignment;  // per group: shard types computed, in order
   bool wipeout = false;
-  // A patch's decision only: what follows the patched step's commit (AfterPatch).
+  // A patch's decision only: what follows the patched step's commit (AfterPatch), and whether the
+  // dropped groups' shard types are split over every group still in the step (each computing a
+  // part) rather than each computed whole by the group `assignment` gives it to.
   AfterPatch after_patch = AfterPatch::cheaper;
+  bool spread = false;
   uint32_t depth() const;
   bool operator==(const ShardStacks&) const = default;
 };
 
 // Checks a stacks proposal. `types` is the number of shard types (== groups in SPARe); messages
-// count groups and types from `base`, as check_schedule's.
+// count groups and types from `base`, as check_schedule's. A proposal that spreads is wiped out only
+// when no group is alive (a type no group up hosts is spread with the dropped groups' types).
 Status check_stacks(const ShardStacks& s, uint32_t types, uint32_t base = 0);
 
 }  // namespace sal::plan

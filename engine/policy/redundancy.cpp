@@ -3,12 +3,14 @@
 //   ctx      = { groups, alive = {bool per group}, redundancy = r (0: choose), current = {r, hosts,
 //                assignment, wipeout} or nil }
 //   proposal = { r, hosts = {{shard types}, ...per group}, assignment = {{...}, ...per group}, wipeout,
-//                after_patch = "cheaper" | "degraded" | "regroup" }
+//                after_patch = "cheaper" | "degraded" | "regroup", spread = true | false }
 // after_patch says, when the proposal patches a step, what follows its commit (plan::AfterPatch):
 // degraded steps (the dropped groups out, their shard types computed as `assignment` says) while
 // they lose less than a plan switch costs, or until the next plan, or the survivors re-planned at
 // once. Left out: "cheaper" where every hosted type keeps two hosts among the groups up (one more
-// loss mid-step is still masked), else "regroup" (the next plan refills the groups).
+// loss mid-step is still masked), else "regroup" (the next plan refills the groups). spread says,
+// when the proposal patches a step, that the dropped groups' shard types are split over every group
+// still in it rather than each given whole to the group `assignment` names (left out: false).
 // Groups and shard types are 1-based in Lua. The floor policy is no redundancy: group g hosts and
 // computes shard g; any dead group is a wipe-out.
 #include <lua.hpp>
@@ -98,10 +100,21 @@ Result<plan::AfterPatch> read_after_patch(lua_State* L, int idx, const plan::Sha
               type == LUA_TSTRING ? ", not \"" + v + "\"" : std::string(", not a ") + lua_typename(L, type));
 }
 
+Result<bool> read_spread(lua_State* L, int idx) {
+  int f = lua_io::field(L, idx, "spread");
+  const int type = lua_type(L, f);
+  const bool v = lua_toboolean(L, f);
+  lua_pop(L, 1);
+  if (type != LUA_TNIL && type != LUA_TBOOLEAN)
+    return fail("spread must be true or false, not a ", lua_typename(L, type));
+  return v;
+}
+
 Result<Proposal> read(lua_State* L, int idx, const Input& input, lua::Meter& m) {
   const auto& in = std::get<RedundancyInput>(input);
   if (lua_type(L, idx) != LUA_TTABLE) return fail("the proposal must be a table { r, hosts, assignment }");
-  SAL_TRY(lua_io::only_keys(L, idx, {"r", "hosts", "assignment", "wipeout", "after_patch"}, "redundancy proposal"));
+  SAL_TRY(lua_io::only_keys(L, idx, {"r", "hosts", "assignment", "wipeout", "after_patch", "spread"},
+                            "redundancy proposal"));
   plan::ShardStacks s;
   uint32_t g = std::max<uint32_t>(in.groups, 1);
   int r = lua_io::field(L, idx, "r");
@@ -119,6 +132,9 @@ Result<Proposal> read(lua_State* L, int idx, const Input& input, lua::Meter& m) 
   int w = lua_io::field(L, idx, "wipeout");
   s.wipeout = lua_toboolean(L, w);
   lua_pop(L, 1);
+  auto spread = read_spread(L, idx);
+  if (!spread) return spread.error();
+  s.spread = *spread;
   s.alive = in.alive;
   auto after = read_after_patch(L, idx, s);
   if (!after) return after.error();
@@ -177,6 +193,7 @@ nlohmann::ordered_json to_json(const Proposal& proposal) {
   j["assignment"] = s.assignment;
   j["wipeout"] = s.wipeout;
   j["after_patch"] = plan::after_patch_name(s.after_patch);
+  j["spread"] = s.spread;
   j["depth"] = s.depth();
   return j;
 }

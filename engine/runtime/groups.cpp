@@ -1,6 +1,8 @@
 // groups.cpp — see groups.h.
 #include "runtime/groups.h"
 
+#include <algorithm>
+
 #include "model/data.h"
 
 namespace sal::runtime {
@@ -21,6 +23,7 @@ GroupRole group_role(const plan::Plan& p, const std::vector<Counts>& replicas, i
   r.groups = plan::group_count(p);
   r.span = plan::group_of(p, uint32_t(rank));
   r.local_rank = rank - int(r.span.first);
+  for (uint32_t g = 0; g < r.groups; ++g) r.sizes.push_back(plan::group_span(p, g).count);
   if (r.span.group < p.stacks.assignment.size()) r.types = p.stacks.assignment[r.span.group];
   if (p.groups.empty() && r.types.empty()) r.types = {0};  // one group computes the one type
   std::vector<uint32_t> positions(r.span.count);
@@ -33,10 +36,43 @@ std::pair<int, int> type_sequences(int global_batch, uint32_t types, uint32_t t)
   return model::batch_share(global_batch, int(types), int(t));
 }
 
+std::pair<int, int> rank_part(std::pair<int, int> group_part, const GroupRole& role) {
+  auto [sub, n] = model::batch_share(group_part.second, int(role.span.count), role.local_rank);
+  return {group_part.first + sub, n};
+}
+
 std::pair<int, int> rank_sequences(int global_batch, const GroupRole& role, uint32_t t) {
+  return rank_part(type_sequences(global_batch, role.groups, t), role);
+}
+
+std::pair<int, int> even_part(int global_batch, const GroupRole& role, const std::vector<uint32_t>& damaged) {
+  int ranks = 0, before = -1;
+  for (uint32_t g = 0; g < role.groups; ++g) {
+    if (std::find(damaged.begin(), damaged.end(), g) != damaged.end()) continue;
+    if (g == role.span.group) before = ranks;
+    ranks += int(g < role.sizes.size() ? role.sizes[g] : 1);
+  }
+  if (before < 0 || global_batch < ranks) return {0, 0};
+  const int first = model::batch_share(global_batch, ranks, before).first;
+  auto [last, n] = model::batch_share(global_batch, ranks, before + int(role.span.count) - 1);
+  return {first, last + n - first};
+}
+
+std::pair<int, int> spread_part(int global_batch, const GroupRole& role, uint32_t t,
+                                const std::vector<uint32_t>& damaged) {
   auto [first, count] = type_sequences(global_batch, role.groups, t);
-  auto [sub, n] = model::batch_share(count, int(role.span.count), role.local_rank);
-  return {first + sub, n};
+  std::vector<uint32_t> up;  // the groups up, in order, while each still leaves its ranks a sequence
+  int widest = 1;
+  for (uint32_t g = 0; g < role.groups; ++g) {
+    if (std::find(damaged.begin(), damaged.end(), g) != damaged.end()) continue;
+    const int w = std::max(widest, int(g < role.sizes.size() ? role.sizes[g] : 1));
+    if (!up.empty() && count < w * int(up.size() + 1)) break;
+    up.push_back(g), widest = w;
+  }
+  auto at = std::find(up.begin(), up.end(), role.span.group);
+  if (at == up.end()) return {first, 0};
+  auto [part, n] = model::batch_share(count, int(up.size()), int(at - up.begin()));
+  return {first + part, n};
 }
 
 }  // namespace sal::runtime

@@ -23,6 +23,7 @@ struct GroupRole {
   plan::GroupSpan span;          // this rank's group
   int local_rank = 0;            // this rank's place in its group
   std::vector<uint32_t> types;   // the shard types the group computes this step, in stack order
+  std::vector<uint32_t> sizes;   // [group] its ranks (every group of the plan)
   std::vector<Counts> replicas;  // [layer] R[expert][group rank]: the group's own replicas
 };
 
@@ -37,5 +38,20 @@ GroupRole group_role(const plan::Plan& p, const std::vector<Counts>& replicas, i
 std::pair<int, int> type_sequences(int global_batch, uint32_t types, uint32_t t);
 // This rank's part of them (its group's ranks split them as batch_share does).
 std::pair<int, int> rank_sequences(int global_batch, const GroupRole& role, uint32_t t);
+
+// A patch's spread type (wire::StepPatch.spread): shard type `t`'s sequences split over the groups
+// not in `damaged`, in group order, into as many contiguous parts as leave every rank of those
+// groups one sequence or more (at most one a group; at least one part, to the first group up):
+// this rank's group's part, {first, 0} where it has none (or is damaged).
+std::pair<int, int> spread_part(int global_batch, const GroupRole& role, uint32_t t,
+                                const std::vector<uint32_t>& damaged);
+// A degraded step under a spreading patch: the whole global batch over the groups not in `damaged`,
+// in proportion to their ranks, each group's part contiguous (one pass, across shard types) — the
+// load a regrouped plan would give them, without the re-plan. {first, 0} for a damaged group, and
+// for every group where the batch has fewer sequences than those groups have ranks (then the
+// groups compute their types and their parts of the spread ones, as in the patch).
+std::pair<int, int> even_part(int global_batch, const GroupRole& role, const std::vector<uint32_t>& damaged);
+// This rank's share of its group's sequences [first, first + count).
+std::pair<int, int> rank_part(std::pair<int, int> group_part, const GroupRole& role);
 
 }  // namespace sal::runtime

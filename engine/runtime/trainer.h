@@ -205,6 +205,8 @@ class Trainer {
   StepTimes step_times(const StepOutcome& out, const comm::WaitClock& w0, int64_t cpu0, int64_t proc0, double exchange,
                        double sync) const;
   Status compute_types(uint64_t step, const std::vector<uint32_t>& types, model::StepStats& total);
+  Status compute_part(uint64_t step, const std::string& what, std::pair<int, int> group_part, model::StepStats& total);
+  Status compute_patch_types(uint64_t step, const wire::StepPatch& p, model::StepStats& total);
   Status patch_compute(const wire::StepPatch& p, model::StepStats& total);
   Result<StepOutcome> finish_grouped(comm::Collectives& comm, const std::vector<Counts>& replicas,
                                      const std::vector<SharedExpert>& shared,

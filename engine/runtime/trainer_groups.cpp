@@ -9,14 +9,15 @@
 // start it again from this rank's own contribution. CPU and GPU workers alike (a GPU worker's group
 // plane is host memory over Gloo, as a plan's of several workers sharing one GPU). A patch
 // (wire::StepPatch) keeps the step: a rank of a group it drops contributes zero; a rank of another
-// group restores its copy, computes the extra shard types the patch gives its group, and every
-// rank the patch names synchronises over the patch's own plane, with the replica table of those
-// ranks only.
+// group restores its copy, computes the extra shard types the patch gives its group and its part of
+// each type the patch spreads (groups.h: spread_part), and every rank the patch names synchronises
+// over the patch's own plane, with the replica table of those ranks only.
 //
 // A degraded step (after a patched step commits; StepBegin.kept_patch) keeps that patch's
 // arrangement: a rank of a dropped group only synchronises (zero gradients, the same update); a
-// rank of another group computes its own shard types, then the patch's extra ones, and every rank
-// synchronises over the patch's plane, connected already.
+// rank of another group computes, after a spreading patch, its group's even part of the whole
+// batch in one pass (even_part), else its own shard types, then the patch's extra ones and spread
+// parts; every rank synchronises over the patch's plane, connected already.
 #include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
@@ -64,15 +65,39 @@ Status Trainer::connect_group(const wire::PlanUpdate& p) {
 // compute_plan), their gradients and stats accumulating. A type's balancing loss is gathered over
 // the group and weighted by its share.
 Status Trainer::compute_types(uint64_t step, const std::vector<uint32_t>& types, model::StepStats& total) {
+  for (uint32_t t : types)
+    SAL_TRY(compute_part(step, "shard type " + std::to_string(t), type_sequences(spec_.global_batch, role_.groups, t), total));
+  return {};
+}
+
+// The group's sequences `group_part` (a shard type, a spread type's part, a degraded step's even
+// part: `what`, for errors): this rank's share of them, in one pass, the balancing loss weighted by
+// the part's share of the batch.
+Status Trainer::compute_part(uint64_t step, const std::string& what, std::pair<int, int> group_part,
+                             model::StepStats& total) {
   if (!std::atomic_load(&group_comm_)) return fail("plan ", plan_, ": no data plane for group ", role_.span.group);
-  for (uint32_t t : types) {
-    auto [first, count] = rank_sequences(spec_.global_batch, role_, t);
-    model::Batch b = model::make_batch(corpus_, spec_.seed, step, first, count, spec_.dims.seq_len);
-    b.routing = routing_.get();
-    b.aux_share = double(type_sequences(spec_.global_batch, role_.groups, t).second) / spec_.global_batch;
-    auto stats = compute_->step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len);
-    if (!stats) return stats.error().with_context("step " + std::to_string(step) + " shard type " + std::to_string(t));
-    model::add_stats(total, *stats);
+  auto [first, count] = rank_part(group_part, role_);
+  model::Batch b = model::make_batch(corpus_, spec_.seed, step, first, count, spec_.dims.seq_len);
+  b.routing = routing_.get();
+  b.aux_share = double(group_part.second) / spec_.global_batch;
+  auto stats = compute_->step(b, int64_t(spec_.global_batch) * spec_.dims.seq_len);
+  if (!stats) return stats.error().with_context("step " + std::to_string(step) + " " + what);
+  model::add_stats(total, *stats);
+  return {};
+}
+
+// What a patch gives this rank's group on top of its own types: the extra types whole, and its part
+// of each spread type (none for a damaged group).
+Status Trainer::compute_patch_types(uint64_t step, const wire::StepPatch& p, model::StepStats& total) {
+  const uint32_t g = role_.span.group;
+  if (std::find(p.damaged.begin(), p.damaged.end(), g) != p.damaged.end()) return {};
+  if (g < p.extra.size()) SAL_TRY(compute_types(step, p.extra[g], total));
+  for (uint32_t t : p.spread) {
+    auto part = spread_part(spec_.global_batch, role_, t, p.damaged);
+    if (part.second == 0) continue;
+    spdlog::debug("step {}: group {} computes sequences [{}, {}) of shard type {}", step, g, part.first,
+                  part.first + part.second, t);
+    SAL_TRY(compute_part(step, "part of shard type " + std::to_string(t), part, total));
   }
   return {};
 }
@@ -146,11 +171,12 @@ Status Trainer::patch_compute(const wire::StepPatch& p, model::StepStats& total)
     SAL_TRY(backup_grads());
     group_stats_ = total;
   }
-  if (g < p.extra.size() && !p.extra[g].empty()) {
+  if (g < p.extra.size() && !p.extra[g].empty())
     spdlog::info("step {} patch {}: group {} computes shard types [{}] too", p.step, p.patch, g, fmt::join(p.extra[g], ", "));
-    SAL_TRY(compute_types(p.step, p.extra[g], total));
-  }
-  return {};
+  if (!p.spread.empty())
+    spdlog::info("step {} patch {}: group {} computes its part of shard types [{}] too", p.step, p.patch, g,
+                 fmt::join(p.spread, ", "));
+  return compute_patch_types(p.step, p, total);
 }
 
 Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
@@ -200,15 +226,23 @@ Result<StepOutcome> Trainer::degraded_step(uint64_t step, int64_t t0, KeptPatch 
   if (!plane) return fail("step ", step, ": no data plane for patch ", kept.patch, " of step ", kept.step);
   model::StepStats total;
   faults_->at(wire::FaultPoint::forward, step);
-  if (!dropped) {
+  // a spreading patch's degraded steps: the batch evenly over the groups up, one pass each (no
+  // copy set aside: a patch of this step runs this rank's own types again, then its spread parts)
+  const auto even = p->spread.empty() ? std::pair{0, 0} : even_part(spec_.global_batch, role_, p->damaged);
+  if (even.second > 0) {
+    SAL_TRY(compute_part(step, "sequences " + std::to_string(even.first) + ".." +
+                                   std::to_string(even.first + even.second - 1) + " (degraded)", even, total));
+  } else if (!dropped) {
     SAL_TRY(compute_types(step, role_.types, total));
   } else {  // no pass of its own: a drill's kill at those points still finds it in the step
     faults_->at(wire::FaultPoint::alltoall, step);
     faults_->at(wire::FaultPoint::backward, step);
   }
-  SAL_TRY(backup_grads());  // a patch of this step starts again from here: its extra types include the kept ones
-  group_stats_ = total;
-  if (!dropped && g < p->extra.size()) SAL_TRY(compute_types(step, p->extra[g], total));
+  if (even.second == 0) {
+    SAL_TRY(backup_grads());  // a patch of this step starts again from here: its extra types include the kept ones
+    group_stats_ = total;
+    SAL_TRY(compute_patch_types(step, *p, total));
+  }
   faults_->at(wire::FaultPoint::allreduce, step);
   auto replicas = replicas_at(replicas_, p->ranks);
   return finish_grouped(*plane, replicas, shared_experts(replicas), std::move(total), t0);

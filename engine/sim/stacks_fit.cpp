@@ -87,6 +87,12 @@ std::map<uint64_t, Seen> failures_seen(const std::vector<report::EventRow>& even
   return out;
 }
 
+// "masked" (SPARe's model), "spread" (masked only by spreading: no host up for some type), "wiped out".
+std::string model_word(const StacksFailure& x) {
+  if (!x.model_masked) return "wiped out";
+  return x.model_spread && x.model_depth == 0 ? "spread" : "masked";
+}
+
 }  // namespace
 
 size_t StacksFit::agreeing() const {
@@ -112,6 +118,9 @@ Result<StacksFit> fit_stacks(const std::string& run_dir) {
   }
   if (f.plans.empty())
     return fail(run_dir, ": no plan of data-parallel groups in plans.jsonl (a job with parallel.groups > 1 records them)");
+  f.spread = std::any_of(run->events.begin(), run->events.end(), [](const report::EventRow& e) {
+    return e.kind == "patch" && e.detail.find(" spread over groups up ") != std::string::npos;
+  });
   for (const auto& [step, seen] : failures_seen(run->events)) {
     const report::PlanRecord* p = plan_at(run->plans, seen.time_s);
     if (!p) continue;
@@ -125,7 +134,8 @@ Result<StacksFit> fit_stacks(const std::string& run_dir) {
     auto d = model_depth(*p, up);
     if (!d) return d.error().with_context("step " + std::to_string(step));
     x.model_depth = *d;
-    x.model_masked = *d > 0;
+    x.model_spread = f.spread;
+    x.model_masked = f.spread ? std::count(up.begin(), up.end(), true) > 0 : *d > 0;
     x.run_patched = seen.patched && !seen.aborted;
     f.failures.push_back(std::move(x));
   }
@@ -134,7 +144,8 @@ Result<StacksFit> fit_stacks(const std::string& run_dir) {
 }
 
 std::string stacks_fit_text(const StacksFit& f) {
-  std::string out = "run " + f.dir + ": " + std::to_string(f.groups) + " groups, r = " + std::to_string(f.redundancy);
+  std::string out = "run " + f.dir + ": " + std::to_string(f.groups) + " groups, r = " + std::to_string(f.redundancy) +
+                    (f.spread ? ", patches spread over the groups up" : "");
   if (f.mean_endured) {
     char buf[96];
     std::snprintf(buf, sizeof buf, " (SPARe's model: %.2f failures endured before a wipe-out, on average)", *f.mean_endured);
@@ -147,7 +158,7 @@ std::string stacks_fit_text(const StacksFit& f) {
     std::string hit;
     for (uint32_t g : x.hit) hit += (hit.empty() ? "" : ", ") + std::to_string(g);
     out += "| " + std::to_string(x.step) + " | " + hit + " | " + std::to_string(x.down_before) + " | " +
-           (x.run_patched ? "patched" : "aborted") + " | " + (x.model_masked ? "masked" : "wiped out") + " | " +
+           (x.run_patched ? "patched" : "aborted") + " | " + model_word(x) + " | " +
            std::to_string(x.model_depth) + " | " + (x.agree() ? "yes" : "NO") + " |\n";
   }
   if (f.failures.empty()) out += "| — | none | | | | | |\n";
@@ -169,7 +180,7 @@ nlohmann::ordered_json stacks_fit_json(const StacksFit& f) {
   auto failures = nlohmann::ordered_json::array();
   for (const auto& x : f.failures)
     failures.push_back({{"step", x.step}, {"hit", x.hit}, {"down_before", x.down_before},
-                        {"run", x.run_patched ? "patched" : "aborted"}, {"model", x.model_masked ? "masked" : "wiped out"},
+                        {"run", x.run_patched ? "patched" : "aborted"}, {"model", model_word(x)},
                         {"model_depth", x.model_depth}, {"agree", x.agree()}});
   j["failures"] = std::move(failures);
   auto plans = nlohmann::ordered_json::array();

@@ -197,7 +197,9 @@ struct StepCommit {
 // SPARe's patch (parallel.groups > 1): the step in flight goes on without the ranks it lost. The
 // groups in `damaged` drop their work of this step (their ranks take part with zero gradients);
 // each group computes, besides the shard types the plan gave it, the types in extra[group] (the
-// redundancy policy's choice among the groups hosting the damaged groups' types); then the ranks
+// redundancy policy's choice among the groups hosting the damaged groups' types) and its part of
+// each type in `spread` (the types split over every group not damaged: group g's part is the
+// k-th of n, k its place among them, n their count — spread_sequences); then the ranks
 // in `ranks` (plan positions, ascending) synchronise the gradients over a data plane of their
 // own (prefix plan-<plan>/patch-<step>-<patch>: rank i of it is position ranks[i]) and vote again,
 // carrying `patch`. A later loss in the same step sends a higher-numbered patch that replaces it
@@ -212,7 +214,8 @@ struct StepPatch {
     (std::vector<uint32_t>, ranks, {}, kListMax * 16),
     (std::vector<uint32_t>, damaged, {}, kListMax * 16),
     (std::vector<std::vector<uint32_t>>, extra, {}, kListMax * 16),
-    (std::string, reason, {}, kTextMax))
+    (std::string, reason, {}, kTextMax),
+    (std::vector<uint32_t>, spread, {}, kListMax * 16))
 };
 
 // The step in flight stops (plan 0), or a plan being switched to was abandoned by the controller

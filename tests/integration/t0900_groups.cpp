@@ -58,6 +58,25 @@ std::string write_drill(const std::string& dir, const std::string& name, const s
   return path;
 }
 
+// dir/job-<name>.lua: write_job's spare job under the shipped spare.lua with `edits` made to it
+// (each text must be there), as a policy file of its own.
+std::string spare_variant(const std::string& dir, const std::string& name,
+                          std::vector<std::pair<std::string, std::string>> edits) {
+  std::string policy = file_text(SAL_SOURCE_DIR "/policies/redundancy/spare.lua");
+  edits.push_back({"name = \"spare\"", "name = \"" + name + "\""});
+  edits.push_back({"decide = decide, selftest = selftest", "decide = decide"});
+  for (const auto& [from, to] : edits) {
+    REQUIRE_MESSAGE(policy.find(from) != std::string::npos, from);
+    policy.replace(policy.find(from), from.size(), to);
+  }
+  std::ofstream(dir + "/policy-" + name + ".lua") << policy;
+  std::string job = file_text(write_job(dir, "spare"));
+  job.replace(job.find("redundancy = 'spare'"), 20, "redundancy = '" + dir + "/policy-" + name + ".lua'");
+  std::string path = dir + "/job-" + name + ".lua";
+  std::ofstream(path) << job;
+  return path;
+}
+
 std::string event_detail(const std::string& run, const std::string& kind) {
   for (const auto& e : events(run))
     if (e.kind == kind) return e.detail;
@@ -69,7 +88,7 @@ std::vector<double> losses(const std::string& run) { return metrics_column(run, 
 
 }  // namespace
 
-TEST_CASE("t0900-groups-patch: a worker killed mid-step is patched by another group, no step aborts, and the loss follows the fault-free run") {
+TEST_CASE("t0900-groups-patch: a worker killed mid-step is patched by the groups up, no step aborts, and the loss follows the fault-free run") {
   std::string dir = temp_dir("groups");
   std::string spare = write_job(dir, "spare");
   auto plain = run_json({bin(), "run", spare, "--steps", "24", "--json", "--out", dir + "/plain"}, dir + "/plain.out", 90000);
@@ -90,11 +109,13 @@ TEST_CASE("t0900-groups-patch: a worker killed mid-step is patched by another gr
     REQUIRE(j["recoveries"].size() >= 1);
     CHECK(j["recoveries"][0]["kind"] == "patch");
     CHECK(j["recoveries"][0]["step"] == 10);
-    // node 3 is rank 3: group 1, whose type 1 spare also stacks on group 0
+    // node 3 is rank 3: group 1, whose type 1 spare spreads over the groups up (batch 16: type 1's
+    // 4 sequences make two parts of two, one for each rank of groups 0 and 2)
     std::string patch = event_detail(run, "patch");
-    CHECK(patch.find("step 10 patch 1: lost 3.0 (group 1): type 1 -> group 0; 7 ranks synchronise") != std::string::npos);
+    CHECK(patch.find("step 10 patch 1: lost 3.0 (group 1): type 1 spread over groups up 0, 2, 3; 7 ranks synchronise") !=
+          std::string::npos);
     CHECK(event_detail(run, "step_patched").find("step 10 committed") != std::string::npos);
-    CHECK(run_logs(run).find("group 0 computes shard types [1] too") != std::string::npos);
+    CHECK(run_logs(run).find("group 0 computes its part of shard types [1] too") != std::string::npos);
     // every step committed once, the patched one with the fault-free loss, the rest within reassociation
     auto got = losses(run);
     REQUIRE(got.size() == reference.size());
@@ -128,14 +149,26 @@ TEST_CASE("t0900-groups-patch: a worker killed mid-step is patched by another gr
   }
 }
 
-TEST_CASE("t0901-groups-wipeout: two groups hit in the same step leave a shard type with no host: the step aborts and the next rung recovers") {
+TEST_CASE("t0901-groups-wipeout: two groups hit in the same step leave a shard type with no host: spread, it is patched, else the step aborts and the next rung recovers") {
   std::string dir = temp_dir("groups");
   std::string spare = write_job(dir, "spare");
   // ranks 3 and 5: groups 1 and 2, both hosts of type 2 (spare's ruler {0, 1}: group g hosts g, g + 1)
   std::string drill = write_drill(dir, "wipeout",
                                   "kill{ node = 3, step = 10, during = 'backward' }\n"
                                   "kill{ node = 5, step = 10, during = 'backward' }\n");
-  auto j = run_json({bin(), "run", spare, "--drill", drill, "--json", "--out", dir + "/run"}, dir + "/run.out", 90000);
+  // the shipped spare spreads types 1 and 2 over groups 0 and 3 (type 2's hosts are both down)
+  auto spread = run_json({bin(), "run", spare, "--drill", drill, "--json", "--out", dir + "/spread"}, dir + "/spread.out", 90000);
+  CHECK(spread["steps"] == 24);
+  CHECK(spread["aborted_steps"] == 0);
+  CHECK(spread["patched_steps"] == 1);
+  Proc model = spawn({bin(), "sim", "stacks", dir + "/spread"}, dir + "/spread-stacks.out");
+  CHECK(model.wait(30000) == 0);
+  CHECK_MESSAGE(model.output().find("| 10 | 1, 2 | 0 | patched | spread | 0 | yes |") != std::string::npos, model.output());
+  // SPARe's own patch (each type whole on a host): wiped out
+  const std::string whole = spare_variant(dir, "whole", {{"wipeout = true, spread = true }", "wipeout = true }"},
+                                                         {"if not any_up(ctx.alive, n) then", "if true then"},
+                                                         {"after_patch = \"cheaper\",\n           spread = true }", "}"}});
+  auto j = run_json({bin(), "run", whole, "--drill", drill, "--json", "--out", dir + "/run"}, dir + "/run.out", 90000);
   CHECK(j["steps"] == 24);
   CHECK(j["lost_steps"] == 0);
   CHECK(j["aborted_steps"] == 1);
@@ -241,34 +274,30 @@ TEST_CASE("t0904-patched-update: the weights after a patched step are the unpatc
 
 TEST_CASE("t0906-degraded-steps: after a patch the steps train on degraded, without a re-plan, their updates the fault-free run's within reassociation") {
   std::string dir = temp_dir("groups");
-  // the shipped spare, degraded until the next plan (over four groups with r = 2 a loss leaves a
-  // type one host, and spare regroups at once)
-  std::string policy = file_text(SAL_SOURCE_DIR "/policies/redundancy/spare.lua");
-  for (auto [from, to] : {std::pair<std::string, std::string>{"masks_another(result.stacks, ctx.alive) and \"cheaper\" or \"regroup\"", "\"degraded\""},
-                          {"name = \"spare\"", "name = \"spare-degraded\""},
-                          {"decide = decide, selftest = selftest", "decide = decide"}}) {
-    REQUIRE(policy.find(from) != std::string::npos);
-    policy.replace(policy.find(from), from.size(), to);
-  }
-  std::ofstream(dir + "/spare_degraded.lua") << policy;
-  std::string job = file_text(write_job(dir, "spare"));
-  job.replace(job.find("redundancy = 'spare'"), 20, "redundancy = '" + dir + "/spare_degraded.lua'");
-  std::ofstream(dir + "/job-degraded.lua") << job;
-  run_unbalanced(dir, dir + "/job-spare.lua", "four", "", "");
+  run_unbalanced(dir, write_job(dir, "spare"), "four", "", "");
   run_unbalanced(dir, dir + "/job-spare.lua", "one", ",parallel.groups=1,parallel.redundancy=0", "");
-  auto j = run_unbalanced(dir, dir + "/job-degraded.lua", "degraded", "", "kill{ node = 3, step = 6, during = 'backward' }\n");
-  CHECK(j["steps"] == 11);
-  CHECK(j["patched_steps"] == 1);
-  CHECK(j["aborted_steps"] == 0);
-  const std::string out = dir + "/degraded";
-  CHECK(event_detail(out, "step_patched").find("training on degraded (degraded)") != std::string::npos);
-  int plans = 0;
-  for (const auto& e : events(out)) plans += e.kind == "plan";
-  CHECK(plans == 1);  // no re-plan: the steps after the patch are degraded
-  auto workers = metrics_column(out, "workers");
-  REQUIRE(workers.size() == 11);
-  for (size_t step = 7; step < 11; ++step) CHECK(workers[step] == 7);
-  check_within_reassociation(dir, "degraded");
+  // the shipped spare, degraded until the next plan (not only while it pays: the run is short),
+  // its lost shard type spread over the three groups up, and SPARe's own: each whole on one host
+  for (std::string spread : {"true", "false"}) {
+    CAPTURE(spread);
+    const std::string name = "degraded-" + spread;
+    const std::string job = spare_variant(dir, name, {{"after_patch = \"cheaper\",\n           spread = true }",
+                                                       "after_patch = \"degraded\", spread = " + spread + " }"}});
+    auto j = run_unbalanced(dir, job, name, "", "kill{ node = 3, step = 6, during = 'backward' }\n");
+    CHECK(j["steps"] == 11);
+    CHECK(j["patched_steps"] == 1);
+    CHECK(j["aborted_steps"] == 0);
+    const std::string out = dir + "/" + name;
+    CHECK(event_detail(out, "step_patched").find("training on degraded (degraded)") != std::string::npos);
+    CHECK((event_detail(out, "patch").find("type 1 spread over groups up 0, 2, 3") != std::string::npos) == (spread == "true"));
+    int plans = 0;
+    for (const auto& e : events(out)) plans += e.kind == "plan";
+    CHECK(plans == 1);  // no re-plan: the steps after the patch are degraded
+    auto workers = metrics_column(out, "workers");
+    REQUIRE(workers.size() == 11);
+    for (size_t step = 7; step < 11; ++step) CHECK(workers[step] == 7);
+    check_within_reassociation(dir, name);
+  }
 }
 
 TEST_CASE("t0902-groups-policy-swap: spare, none, spare loaded live, a loss then is patched, and a broken policy is refused with the stacks kept") {

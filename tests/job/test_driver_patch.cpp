@@ -80,13 +80,15 @@ plan::ShardStacks stacks(std::vector<std::vector<uint32_t>> assignment, std::vec
 
 // Step `steps` of grouped() loses node 3 and is patched (group 0 computes type 1 too) with
 // `after`; it commits (each vote `step_ms` after the last).
-void patch_and_commit(Harness& h, plan::AfterPatch after, int64_t step_ms) {
+// Node 3 (group 1: nodes 2 and 3) lost mid-step, or the whole of group 1; the step patched and committed.
+void patch_and_commit(Harness& h, plan::AfterPatch after, int64_t step_ms, bool whole_group = false) {
   const uint64_t step = h.d.steps().next_step();
+  if (whole_group) h.lose(2, "node 2 died");
   h.lose(3, "node 3 died");
   auto asks = h.all<act::DecidePatch>();
-  REQUIRE(asks.size() == 1);
-  h.membership(workers({0, 1, 2}));
-  h.on(in::PatchDecided{asks[0].decision, stacks({{0, 1}, {}}, {true, false}, false, after), "spare gen 1"});
+  REQUIRE(asks.size() == 1);  // (the last loss's: a second loss asks again)
+  h.membership(whole_group ? workers({0, 1}) : workers({0, 1, 2}));
+  h.on(in::PatchDecided{asks.back().decision, stacks({{0, 1}, {}}, {true, false}, false, after), "spare gen 1"});
   REQUIRE(h.sent<wire::StepPatch>().size() == 1);
   commit_in(h, step_ms, 1);
   REQUIRE(h.d.steps().committed() == step + 1);
@@ -159,6 +161,25 @@ TEST_CASE("a rank of a grouped plan lost mid-step: the step is patched, not abor
   CHECK(h.d.steps().participants().size() == 3);
 }
 
+TEST_CASE("a spread patch: the damaged group's types go to every group up, each a part, none whole") {
+  Harness h = grouped(3);
+  h.lose(3, "node 3 died");
+  auto asks = h.all<act::DecidePatch>();
+  REQUIRE(asks.size() == 1);
+  plan::ShardStacks s = stacks({{0, 1}, {}}, {true, false});
+  s.spread = true;
+  h.on(in::PatchDecided{asks[0].decision, s, "spare gen 1"});
+  auto patches = h.sent<wire::StepPatch>();
+  REQUIRE(patches.size() == 1);
+  const wire::StepPatch& p = patches[0].second;
+  CHECK(p.damaged == std::vector<uint32_t>{1});
+  CHECK(p.spread == std::vector<uint32_t>{1});
+  CHECK(p.extra == std::vector<std::vector<uint32_t>>{{}, {}});
+  CHECK(h.note_detail("patch") ==
+        "step 3 patch 1: lost 3.0 (group 1): type 1 spread over groups up 0; 3 ranks synchronise (stacks by spare gen 1, "
+        "depth 2; after it: cheaper)");
+}
+
 TEST_CASE("degraded steps keep the patch until workers join, and the join re-plans over every worker") {
   Harness h = grouped(3, 50, 100);
   patch_and_commit(h, plan::AfterPatch::degraded, 120);
@@ -187,34 +208,60 @@ TEST_CASE("degraded steps keep the patch until workers join, and the join re-pla
 }
 
 TEST_CASE("cheaper: degraded steps go on until they have lost a plan switch's cost, then the survivors regroup") {
-  Harness h = grouped(5, 50, 100);  // steps of 50 ms, a switch of 100 ms, 100 steps to run
-  patch_and_commit(h, plan::AfterPatch::cheaper, 120);
+  Harness h = grouped(5, 60, 100);  // steps of 60 ms, a switch of 100 ms, 100 steps to run
+  patch_and_commit(h, plan::AfterPatch::cheaper, 120, true);  // group 1 lost whole: nobody sits out
+  CHECK(said(h, "step_patched").find("against a regrouped plan's step (120 ms: the 60 ms before x 4 / 2 ranks)") !=
+        std::string::npos);
   h.asked.reset();
-  commit_in(h, 90);  // 40 ms lost
-  commit_in(h, 90);  // 80
+  commit_in(h, 120);  // a regrouped plan's step: nothing lost
+  commit_in(h, 160);  // 40 ms lost
+  commit_in(h, 160);  // 80
   CHECK_FALSE(h.asked);
   CHECK(begun(h).second.kept_patch == 1);
-  commit_in(h, 90);  // 120 >= 100: the survivors re-plan at this boundary
+  commit_in(h, 160);  // 120 >= 100: the survivors re-plan at this boundary
   CHECK(said(h, "regroup") ==
-        "3 degraded steps since step 5 lost 120 ms against the steps before (50 ms each); a plan switch costs 100 ms: "
-        "the survivors regroup");
+        "4 degraded steps since step 5 lost 120 ms against a regrouped plan's step (120 ms: the 60 ms before x 4 / 2 "
+        "ranks); a plan switch costs 100 ms: the survivors regroup");
   REQUIRE(h.asked);
-  CHECK(h.asked->workers == 3);
+  CHECK(h.asked->workers == 2);
   CHECK(h.sent<wire::StepBegin>().empty());
 }
 
 TEST_CASE("cheaper, a re-plan in sight: the job stays degraded when the steps until it lose less than a switch") {
   DriverConfig cfg = small_job();
-  cfg.rebalance_every = 10;  // 3 steps left after the first degraded one: 60 ms < 100
+  // steps of 128 ms lose 28 each against a regrouped plan's 100 (50 x 4 / 2): 3 steps left after the
+  // first degraded one, 84 ms < 100; the four would have lost 112 ms, a switch's cost, by step 9
+  cfg.rebalance_every = 10;
   Harness near = grouped(5, 50, 100, cfg);
-  patch_and_commit(near, plan::AfterPatch::cheaper, 120);
+  patch_and_commit(near, plan::AfterPatch::cheaper, 120, true);
   near.asked.reset();
-  for (int i = 0; i < 4; ++i) commit_in(near, 70);  // steps 6 .. 9, then the rebalance
+  for (int i = 0; i < 4; ++i) commit_in(near, 128);  // steps 6 .. 9, then the rebalance
   CHECK(near.d.steps().committed() == 10);
   CHECK(said(near, "regroup").empty());
   REQUIRE(near.asked);
-  CHECK(near.asked->workers == 3);
+  CHECK(near.asked->workers == 2);
   CHECK(said(near, "step_patched").find("training on degraded (cheaper)") != std::string::npos);
+}
+
+TEST_CASE("cheaper, a damaged group's survivor would sit degraded steps out: regroup at once unless a re-plan is near") {
+  // 50 ms steps over 4 ranks; node 3 lost: node 2 would only synchronise, 2 ranks computing against
+  // a regrouped plan's 3: about 100 - 67 = 33 ms a step over it
+  Harness far = grouped(5, 50, 100);  // 100 steps to run: no re-plan before the job's end
+  far.asked.reset();
+  patch_and_commit(far, plan::AfterPatch::cheaper, 120);
+  CHECK(said(far, "step_patched") ==
+        "step 5 committed without 1 lost worker(s), patched 1 time(s); 1 worker(s) of the damaged group(s) would sit "
+        "degraded steps out, each step about 33 ms over a regrouped plan's step (66 ms: the 50 ms before x 4 / 3 ranks), "
+        "more than a plan switch (100 ms) in the 94 steps to the next re-plan: the survivors regroup at once");
+  REQUIRE(far.asked);
+  CHECK(far.asked->workers == 3);
+  DriverConfig cfg = small_job();
+  cfg.rebalance_every = 8;  // 2 steps to the rebalance after step 5: 67 ms < 100
+  Harness near = grouped(5, 50, 100, cfg);
+  near.asked.reset();
+  patch_and_commit(near, plan::AfterPatch::cheaper, 120);
+  CHECK(said(near, "step_patched").find("training on degraded (cheaper)") != std::string::npos);
+  CHECK_FALSE(near.asked);
 }
 
 TEST_CASE("regroup: the redundancy policy re-plans the survivors at the patched step's boundary") {

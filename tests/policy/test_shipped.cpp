@@ -120,18 +120,19 @@ TEST_CASE("redundancy policies are valid after random failures, and SPARe masks 
   CHECK(spare_survived >= replication_survived);
 }
 
-TEST_CASE("after a patch: degraded steps where every shard type keeps two hosts up, else the survivors regroup") {
+TEST_CASE("after a patch: spare spreads and trains on degraded, a proposal that says neither regroups where a type has one host") {
   PolicySet set;
   RedundancyInput four{4, {true, false, true, true}, 2, false, {}};
-  for (std::string name : {"spare", "replication"}) {  // r = 2: the lost group's types have one host left
-    CAPTURE(name);
-    auto p = std::get<RedundancyProposal>(decide_valid(set, Kind::redundancy, name, four));
-    CHECK(p.after_patch == plan::AfterPatch::regroup);
-  }
+  auto replication = std::get<RedundancyProposal>(decide_valid(set, Kind::redundancy, "replication", four));
+  CHECK(replication.after_patch == plan::AfterPatch::regroup);  // r = 2: the lost group's types have one host left
+  CHECK_FALSE(replication.spread);
+  auto spare = std::get<RedundancyProposal>(decide_valid(set, Kind::redundancy, "spare", four));
+  CHECK(spare.after_patch == plan::AfterPatch::cheaper);  // spread: every group up computes a part
+  CHECK(spare.spread);
   RedundancyInput thirteen{13, std::vector<bool>(13, true), 4, false, {}};
   thirteen.alive[2] = false;
   auto deep = std::get<RedundancyProposal>(decide_valid(set, Kind::redundancy, "spare", thirteen));
-  CHECK(deep.after_patch == plan::AfterPatch::cheaper);  // r = 4: every type keeps three hosts
+  CHECK(deep.after_patch == plan::AfterPatch::cheaper);
   auto blocks = std::get<RedundancyProposal>(decide_valid(set, Kind::redundancy, "replication", RedundancyInput{6, {true, false, true, true, true, true}, 3, false, {}}));
   CHECK(blocks.after_patch == plan::AfterPatch::cheaper);  // replication leaves it out: blocks of 3 keep two
 }

@@ -3,6 +3,8 @@
 // every sequence of the global batch exactly once over the types and the group's ranks.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "runtime/groups.h"
 
 using namespace sal;
@@ -53,4 +55,67 @@ TEST_CASE("every sequence of the global batch is taken once over the types and t
       }
     for (int n : taken) CHECK(n == 1);
   }
+}
+
+// Four groups of 2, 1, 3 and 2 ranks over 8 positions (the replica table is not needed here).
+plan::Plan four_groups() {
+  plan::Plan p;
+  p.nodes = 8, p.slots = 1, p.experts = 1;
+  p.layers.push_back({{8}, std::vector<std::vector<uint32_t>>(8, {0})});
+  p.groups = {2, 1, 3, 2};
+  p.stacks.assignment = {{0}, {1}, {2}, {3}};
+  return p;
+}
+
+TEST_CASE("a spread type: its sequences once over the groups up, every rank that computes one or more") {
+  const plan::Plan p = four_groups();
+  const std::vector<uint32_t> damaged{1};
+  // batch 64: type 1 has 16 sequences; the groups up (0, 2, 3: 2, 3 and 2 ranks) take a part each.
+  // batch 16: 4 sequences; with the widest group's 3 ranks one sequence each only one part fits.
+  for (auto [batch, parts] : {std::pair{64, 3}, std::pair{16, 1}, std::pair{4, 1}}) {
+    CAPTURE(batch);
+    auto [first, count] = type_sequences(batch, 4, 1);
+    std::vector<int> taken(size_t(batch), 0);
+    int groups_with_a_part = 0;
+    for (uint32_t g : {0u, 2u, 3u}) {
+      const plan::GroupSpan span = plan::group_span(p, g);
+      auto part = spread_part(batch, group_role(p, {}, int(span.first)), 1, damaged);
+      groups_with_a_part += part.second > 0;
+      for (uint32_t pos = span.first; pos < span.first + span.count; ++pos) {
+        GroupRole r = group_role(p, {}, int(pos));
+        CHECK(spread_part(batch, r, 1, damaged) == part);  // every rank of a group sees the same part
+        auto [at, n] = rank_part(part, r);
+        CHECK((part.second == 0 || n >= 1 || count < int(span.count)));
+        for (int i = at; i < at + n; ++i) ++taken[size_t(i)];
+      }
+    }
+    CHECK(groups_with_a_part == parts);
+    for (int i = 0; i < batch; ++i) CHECK(taken[size_t(i)] == (i >= first && i < first + count ? 1 : 0));
+    // a damaged group has no part
+    const plan::GroupSpan lost = plan::group_span(p, 1);
+    CHECK(spread_part(batch, group_role(p, {}, int(lost.first)), 1, damaged).second == 0);
+  }
+}
+
+TEST_CASE("a degraded step's even parts: the whole batch once over the groups up, by their ranks, one contiguous part each") {
+  const plan::Plan p = four_groups();  // groups of 2, 1, 3 and 2 ranks
+  const std::vector<uint32_t> damaged{1};
+  for (int batch : {7, 14, 64}) {  // 7 ranks up (2 + 3 + 2)
+    CAPTURE(batch);
+    std::vector<int> taken(size_t(batch), 0);
+    for (uint32_t g : {0u, 2u, 3u}) {
+      const plan::GroupSpan span = plan::group_span(p, g);
+      auto part = even_part(batch, group_role(p, {}, int(span.first)), damaged);
+      CHECK(std::abs(part.second - batch * double(span.count) / 7) < span.count);  // in proportion to its ranks
+      for (uint32_t pos = span.first; pos < span.first + span.count; ++pos) {
+        auto [at, n] = rank_part(part, group_role(p, {}, int(pos)));
+        CHECK(n >= 1);
+        for (int i = at; i < at + n; ++i) ++taken[size_t(i)];
+      }
+    }
+    for (int n : taken) CHECK(n == 1);
+    CHECK(even_part(batch, group_role(p, {}, int(plan::group_span(p, 1).first)), damaged).second == 0);
+  }
+  // fewer sequences than ranks up: no even parts (the groups compute their types and spread parts)
+  CHECK(even_part(6, group_role(p, {}, 0), damaged).second == 0);
 }
