@@ -408,10 +408,10 @@ void register_training_api(lua::ApiRegistry& reg, Controller& c) {
       "The data-parallel groups of the plan in force (parallel.groups) and the redundancy policy's shard stacks: "
       "each group's workers, whether it is up, the shard types it hosts and those it computes each step (0-based), "
       "the all-reduce depth (the most types a group computes), the types only one group up hosts now (without "
-      "spreading, the next loss there is a wipe-out), the steps patched so far (a rank lost mid-step, the step kept), and `degraded`: "
-      "while the steps after a patch train on with its groups out, since_step, patch, groups_out, lost, "
-      "after_patch, steps and lost_ms (against a regrouped plan's step; null otherwise). Each patch is an event (`patch`, `step_patched`, "
-      "`regroup`; docs/parallel.md).",
+      "spreading, the next loss there is a wipe-out), the steps patched so far (a rank lost mid-step, the step "
+      "kept), and `degraded`: while the steps after a patch train on with its groups out, since_step, patch, "
+      "groups_out, lost, after_patch, steps and lost_ms (against a regrouped plan's step; null otherwise). Each "
+      "patch is an event (`patch`, `step_patched`, `regroup`; docs/parallel.md).",
       Role::observe, job_stacks);
   add("training", "job.training() -> {phase, plan, plan_from_step, ranks, failure, checkpoint, store}",
       "The training driver: its phase (gathering, planning, running, saving, done, failed), the plan in "

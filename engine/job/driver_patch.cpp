@@ -37,8 +37,9 @@ std::string spread_text(const std::vector<uint32_t>& types, uint32_t groups, con
 
 // "a regrouped plan's step (67 ms: the 50 ms before x 4 / 3 ranks)".
 std::string regroup_text(double normal_ms, double regroup_ms, size_t before, size_t left) {
-  return "a regrouped plan's step (" + ms_text(int64_t(regroup_ms * 1e6)) + ": the " + ms_text(int64_t(normal_ms * 1e6)) +
-         " before x " + std::to_string(before) + " / " + std::to_string(left) + " ranks)";
+  return "a regrouped plan's step (" + ms_text(int64_t(regroup_ms * 1e6)) + ": the " +
+         ms_text(int64_t(normal_ms * 1e6)) + " before x " + std::to_string(before) + " / " + std::to_string(left) +
+         " ranks)";
 }
 
 }  // namespace
@@ -88,11 +89,12 @@ void Driver::after_patched_step(phase::Running& r) {
   plane_spent_ = true;  // the plan's cross-group plane: the patch's replaces it
   const double normal_ms = measured_.facts().iteration_s * 1e3;
   const double regroup_ms = normal_ms * double(applied_->ranks.size()) / double(std::max<size_t>(p.left.size(), 1));
+  const std::string switch_text =
+      measured_.switch_s() > 0 ? ms_text(int64_t(measured_.switch_s() * 1e9)) : "none measured yet";
   const std::string until = p.after == plan::AfterPatch::degraded
                                 ? "until the next plan (workers joining or leaving, a rebalance)"
-                                : "while they lose less than a plan switch (" +
-                                      (measured_.switch_s() > 0 ? ms_text(int64_t(measured_.switch_s() * 1e9)) : "none measured yet") +
-                                      ") against " + regroup_text(normal_ms, regroup_ms, applied_->ranks.size(), p.left.size());
+                                : "while they lose less than a plan switch (" + switch_text + ") against " +
+                                      regroup_text(normal_ms, regroup_ms, applied_->ranks.size(), p.left.size());
   // (regrouping, the step's lost ranks are still left out of what happens before the next plan)
   r.degraded = phase::Degraded{p.step, p.sent, p.lost, p.damaged, p.left, p.after, normal_ms, regroup_ms, 0, 0};
   r.patch.reset();
@@ -126,11 +128,12 @@ std::string Driver::idle_survivors_cost(const phase::Patching& p, double normal_
   const double switch_ms = measured_.switch_s() * 1e3;
   const auto left = steps_to_replan();
   if (left && penalty_ms * double(*left) <= switch_ms) return "";
+  const std::string over = regroup_text(normal_ms, regroup_ms, applied_->ranks.size(), p.left.size());
+  const std::string when = left ? ", more than a plan switch (" + ms_text(int64_t(switch_ms * 1e6)) + ") in the " +
+                                      std::to_string(*left) + " steps to the next re-plan"
+                                : " with no re-plan in sight";
   return std::to_string(idle) + " worker(s) of the damaged group(s) would sit degraded steps out, each step about " +
-         ms_text(int64_t(penalty_ms * 1e6)) + " over " + regroup_text(normal_ms, regroup_ms, applied_->ranks.size(), p.left.size()) +
-         (left ? ", more than a plan switch (" + ms_text(int64_t(switch_ms * 1e6)) + ") in the " + std::to_string(*left) +
-                     " steps to the next re-plan"
-               : " with no re-plan in sight");
+         ms_text(int64_t(penalty_ms * 1e6)) + " over " + over + when;
 }
 
 // A degraded step committed. Degraded steps end in a plan switch whatever happens (a join, a leave,

@@ -126,10 +126,10 @@ struct Degraded {
   std::set<uint32_t> damaged;
   std::vector<Participant> ranks;  // the plan's ranks still in, in plan order
   plan::AfterPatch after = plan::AfterPatch::cheaper;
-  double normal_ms = 0;     // the median step time before the patch
-  double regroup_ms = 0;   // a regrouped plan's step, estimated: normal_ms x the plan's ranks / those left
-  double lost_ms = 0;      // what the degraded steps took over regroup_ms, summed
-  uint32_t steps = 0;    // degraded steps committed
+  double normal_ms = 0;   // the median step time before the patch
+  double regroup_ms = 0;  // a regrouped plan's step, estimated: normal_ms x the plan's ranks / those left
+  double lost_ms = 0;     // what the degraded steps took over regroup_ms, summed
+  uint32_t steps = 0;     // degraded steps committed
 };
 
 struct Running {

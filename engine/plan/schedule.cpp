@@ -43,8 +43,8 @@ namespace {
 
 // Spread (a patch splits the dropped groups' types over every group up): a type with no alive host
 // is spread too, so a wipe-out is no group alive; a type with one is computed once, as without.
-Status check_spread_wipeout(const ShardStacks& s, const std::vector<int>& hosted_alive, const std::vector<int>& computed,
-                            uint32_t base) {
+Status check_spread_wipeout(const ShardStacks& s, const std::vector<int>& hosted_alive,
+                            const std::vector<int>& computed, uint32_t base) {
   const bool wiped = std::none_of(s.alive.begin(), s.alive.end(), [](bool b) { return b; });
   if (wiped != s.wipeout)
     return fail(wiped ? "no group is alive, but the proposal does not declare a wipe-out"

@@ -65,8 +65,10 @@ Status Trainer::connect_group(const wire::PlanUpdate& p) {
 // compute_plan), their gradients and stats accumulating. A type's balancing loss is gathered over
 // the group and weighted by its share.
 Status Trainer::compute_types(uint64_t step, const std::vector<uint32_t>& types, model::StepStats& total) {
-  for (uint32_t t : types)
-    SAL_TRY(compute_part(step, "shard type " + std::to_string(t), type_sequences(spec_.global_batch, role_.groups, t), total));
+  for (uint32_t t : types) {
+    auto part = type_sequences(spec_.global_batch, role_.groups, t);
+    SAL_TRY(compute_part(step, "shard type " + std::to_string(t), part, total));
+  }
   return {};
 }
 
