@@ -110,7 +110,7 @@ TEST_CASE("t0900-groups-patch: a worker killed mid-step is patched by the groups
     CHECK(j["recoveries"][0]["kind"] == "patch");
     CHECK(j["recoveries"][0]["step"] == 10);
     // node 3 is rank 3: group 1, whose type 1 spare spreads over the groups up (batch 16: type 1's
-    // 4 sequences make two parts of two, one for each rank of groups 0 and 2)
+    // 4 sequences make two parts of two, for groups 0 and 2, a sequence for each of their ranks)
     std::string patch = event_detail(run, "patch");
     CHECK(patch.find("step 10 patch 1: lost 3.0 (group 1): type 1 spread over groups up 0, 2, 3; 7 ranks synchronise") !=
           std::string::npos);
