@@ -175,9 +175,12 @@ Status Trainer::patch_compute(const wire::StepPatch& p, model::StepStats& total)
   }
   if (g < p.extra.size() && !p.extra[g].empty())
     spdlog::info("step {} patch {}: group {} computes shard types [{}] too", p.step, p.patch, g, fmt::join(p.extra[g], ", "));
-  if (!p.spread.empty())
+  std::vector<uint32_t> parts;  // the spread types this group has a part of (a small batch leaves some none)
+  for (uint32_t t : p.spread)
+    if (spread_part(spec_.global_batch, role_, t, p.damaged).second > 0) parts.push_back(t);
+  if (!parts.empty())
     spdlog::info("step {} patch {}: group {} computes its part of shard types [{}] too", p.step, p.patch, g,
-                 fmt::join(p.spread, ", "));
+                 fmt::join(parts, ", "));
   return compute_patch_types(p.step, p, total);
 }
 
