@@ -76,6 +76,9 @@ class Compute {
   virtual Result<model::StepStats> step(const model::Batch& b, int64_t global_tokens) = 0;
   // Forward only over the plan's exchange: a validation batch's loss (model::MoeGpt::evaluate).
   virtual Result<model::StepStats> evaluate(const model::Batch& b, int64_t global_tokens) = 0;
+  // The same over this rank's group's plane with the group's replicas (DevicePlan::group): a grouped
+  // plan's validation once a patch has spent the plan's plane.
+  virtual Result<model::StepStats> evaluate_in_group(const model::Batch& b, int64_t global_tokens) = 0;
   // With more than one rank: every non-expert unit's gradient over every rank, each expert of
   // `shared` among its holders (expert_grads.h).
   virtual Status sync_gradients(const std::vector<SharedExpert>& shared) = 0;

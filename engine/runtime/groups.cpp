@@ -45,17 +45,33 @@ std::pair<int, int> rank_sequences(int global_batch, const GroupRole& role, uint
   return rank_part(type_sequences(global_batch, role.groups, t), role);
 }
 
-std::pair<int, int> even_part(int global_batch, const GroupRole& role, const std::vector<uint32_t>& damaged) {
+namespace {
+
+// The ranks of the groups not in `damaged`, and how many of them come before this rank's group's
+// (-1: its group is damaged).
+std::pair<int, int> ranks_up(const GroupRole& role, const std::vector<uint32_t>& damaged) {
   int ranks = 0, before = -1;
   for (uint32_t g = 0; g < role.groups; ++g) {
     if (std::find(damaged.begin(), damaged.end(), g) != damaged.end()) continue;
     if (g == role.span.group) before = ranks;
     ranks += int(g < role.sizes.size() ? role.sizes[g] : 1);
   }
-  if (before < 0 || global_batch < ranks) return {0, 0};
-  const int first = model::batch_share(global_batch, ranks, before).first;
-  auto [last, n] = model::batch_share(global_batch, ranks, before + int(role.span.count) - 1);
+  return {ranks, before};
+}
+
+}  // namespace
+
+std::pair<int, int> groups_up_part(int total, const GroupRole& role, const std::vector<uint32_t>& damaged) {
+  auto [ranks, before] = ranks_up(role, damaged);
+  if (before < 0) return {0, 0};
+  const int first = model::batch_share(total, ranks, before).first;
+  auto [last, n] = model::batch_share(total, ranks, before + int(role.span.count) - 1);
   return {first, last + n - first};
+}
+
+std::pair<int, int> even_part(int global_batch, const GroupRole& role, const std::vector<uint32_t>& damaged) {
+  if (global_batch < ranks_up(role, damaged).first) return {0, 0};
+  return groups_up_part(global_batch, role, damaged);
 }
 
 std::pair<int, int> spread_part(int global_batch, const GroupRole& role, uint32_t t,

@@ -51,6 +51,9 @@ std::pair<int, int> spread_part(int global_batch, const GroupRole& role, uint32_
 // for every group where the batch has fewer sequences than those groups have ranks (then the
 // groups compute their types and their parts of the spread ones, as in the patch).
 std::pair<int, int> even_part(int global_batch, const GroupRole& role, const std::vector<uint32_t>& damaged);
+// The same split of `total` sequences (the validation set's) without the floor: a part may leave
+// some ranks none, or be empty where `total` is below the ranks up. {0, 0} for a damaged group.
+std::pair<int, int> groups_up_part(int total, const GroupRole& role, const std::vector<uint32_t>& damaged);
 // This rank's share of its group's sequences [first, first + count).
 std::pair<int, int> rank_part(std::pair<int, int> group_part, const GroupRole& role);
 

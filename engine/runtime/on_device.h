@@ -44,6 +44,9 @@ class OnDevice final : public Compute {
   Result<model::StepStats> evaluate(const model::Batch&, int64_t) override {
     return fail("validation (train.eval_every) runs on CPU workers only: ", name_, " does not evaluate yet");
   }
+  Result<model::StepStats> evaluate_in_group(const model::Batch& b, int64_t global_tokens) override {
+    return evaluate(b, global_tokens);
+  }
   Status sync_gradients(const std::vector<SharedExpert>& shared) override { return device_->sync_gradients(shared); }
   Result<double> grad_norm() override { return device_->grad_norm(); }
   Status sync_gradients_over(comm::Collectives& comm, const std::vector<SharedExpert>& shared) override {

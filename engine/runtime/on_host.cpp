@@ -54,6 +54,13 @@ Result<model::StepStats> OnHost::evaluate(const model::Batch& b, int64_t global_
   return model::make_model(params_)->evaluate(b, global_tokens, ex);
 }
 
+Result<model::StepStats> OnHost::evaluate_in_group(const model::Batch& b, int64_t global_tokens) {
+  if (!plan_.group) return fail("no group's data plane to evaluate over (the plan has no groups)");
+  DistributedExchange ex(*plan_.group, params_, plan_.group_replicas);
+  ex.split = plan_.split;
+  return model::make_model(params_)->evaluate(b, global_tokens, ex);
+}
+
 // Every non-expert unit over every rank, then each expert held by two or more ranks among its
 // holders only.
 Status OnHost::sync_gradients(const std::vector<SharedExpert>& shared) {

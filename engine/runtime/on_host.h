@@ -26,6 +26,7 @@ class OnHost final : public Compute {
   Status zero_grads() override;
   Result<model::StepStats> step(const model::Batch& b, int64_t global_tokens) override;
   Result<model::StepStats> evaluate(const model::Batch& b, int64_t global_tokens) override;
+  Result<model::StepStats> evaluate_in_group(const model::Batch& b, int64_t global_tokens) override;
   Status sync_gradients(const std::vector<SharedExpert>& shared) override;
   Result<double> grad_norm() override;
   Status sync_gradients_over(comm::Collectives& comm, const std::vector<SharedExpert>& shared) override;

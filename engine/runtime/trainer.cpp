@@ -366,12 +366,18 @@ Result<StepOutcome> Trainer::step(uint64_t step, const std::vector<uint32_t>& sh
   corrupt_if_armed(step);  // a drill's corrupt{}: before the digests, as memory gone bad between steps
   std::vector<wire::UnitDigest> digests = unit_digests(step);
   if (auto s = compute_->zero_grads(); !s) return s.error().with_context("step " + std::to_string(step));
-  auto val = validate(step);
+  const wire::StepPatch* patched = nullptr;  // a degraded step's patch (it spent the plan's plane)
+  if (role_.groups > 1 && kept.patch) {
+    auto p = kept_patch(step, kept);
+    if (!p) return p.error();
+    patched = *p;
+  }
+  auto val = validate(step, patched);
   if (!val) return val.error();
   const comm::WaitClock w0 = *waits_;
   const int64_t cpu0 = comm::thread_cpu_ns(), proc0 = comm::process_cpu_ns();
   if (role_.groups > 1) {
-    auto out = kept.patch ? degraded_step(step, t0, kept) : grouped_step(step, t0);
+    auto out = patched ? degraded_step(step, t0, *patched) : grouped_step(step, t0);
     if (out) out->times = step_times(*out, w0, cpu0, proc0, ms_of(waits_->ns - w0.ns), 0);
     if (out) out->digests = std::move(digests);
     if (out) out->val_ce_sum = val->ce_sum, out->val_tokens = val->tokens;
@@ -425,13 +431,18 @@ Result<model::StepStats> Trainer::forward_backward(uint64_t step, const std::vec
   return total;
 }
 
+bool Trainer::validates(uint64_t step) const {
+  return spec_.eval_every > 0 && step % uint64_t(spec_.eval_every) == 0 && corpus_.validation_size() > 0;
+}
+
 // On a step of train.eval_every, before it trains: this rank's part of the validation set (an even
 // share of train.eval_sequences), forward only over the plan's exchange, so the loss is that of the
-// weights after `step` committed steps. Nothing otherwise (tokens 0).
-Result<model::StepStats> Trainer::validate(uint64_t step) {
-  if (spec_.eval_every <= 0 || step % uint64_t(spec_.eval_every) != 0 || corpus_.validation_size() == 0)
-    return model::StepStats{};
+// weights after `step` committed steps; in a degraded step (`kept`: the patch it keeps, which spent
+// the plan's plane), over the groups up instead. Nothing otherwise (tokens 0).
+Result<model::StepStats> Trainer::validate(uint64_t step, const wire::StepPatch* kept) {
+  if (!validates(step)) return model::StepStats{};
   faults_->at(wire::FaultPoint::validation, step);
+  if (kept) return validate_in_groups(step, kept->damaged);
   auto [first, count] = model::batch_share(spec_.eval_sequences, ranks_, rank_);
   model::Batch b = model::make_validation_batch(corpus_, spec_.seed, first, count, spec_.dims.seq_len);
   auto stats = compute_->evaluate(b, int64_t(spec_.eval_sequences) * spec_.dims.seq_len);

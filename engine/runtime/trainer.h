@@ -199,8 +199,11 @@ class Trainer {
   Status connect_group(const wire::PlanUpdate& p);
   comm::GlooOptions plane_options(int rank, int size, std::string prefix) const;
   Result<StepOutcome> grouped_step(uint64_t step, int64_t t0);
-  Result<StepOutcome> degraded_step(uint64_t step, int64_t t0, KeptPatch kept);
-  Result<model::StepStats> validate(uint64_t step);
+  Result<StepOutcome> degraded_step(uint64_t step, int64_t t0, const wire::StepPatch& p);
+  Result<const wire::StepPatch*> kept_patch(uint64_t step, KeptPatch kept) const;
+  bool validates(uint64_t step) const;
+  Result<model::StepStats> validate(uint64_t step, const wire::StepPatch* kept);
+  Result<model::StepStats> validate_in_groups(uint64_t step, const std::vector<uint32_t>& damaged);
   Result<model::StepStats> forward_backward(uint64_t step, const std::vector<uint32_t>& shares);
   StepTimes step_times(const StepOutcome& out, const comm::WaitClock& w0, int64_t cpu0, int64_t proc0, double exchange,
                        double sync) const;

@@ -201,6 +201,9 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
   });
   model::StepStats total;
   SAL_TRY(patch_compute(p, total));
+  // a step of train.eval_every validates again, over the groups up: the plan's plane is spent
+  auto val = validates(p.step) ? validate_in_groups(p.step, p.damaged) : model::StepStats{};
+  if (!val) return val.error();
   const int64_t computed = mono_ns();
   auto c = connecting.get();
   if (!c) return c.error().with_context("patch " + std::to_string(p.patch) + " of step " + std::to_string(p.step) + " data plane");
@@ -213,20 +216,42 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
     if (r < plan_ranks_.size()) plane_of_.ranks.push_back(plan_ranks_[r]);
   last_patch_ = p;
   auto replicas = replicas_at(replicas_, p.ranks);
-  return finish_grouped(*plane, replicas, shared_experts(replicas), std::move(total), t0);
+  auto out = finish_grouped(*plane, replicas, shared_experts(replicas), std::move(total), t0);
+  if (out) out->val_ce_sum = val->ce_sum, out->val_tokens = val->tokens;
+  return out;
 }
 
-Result<StepOutcome> Trainer::degraded_step(uint64_t step, int64_t t0, KeptPatch kept) {
-  backup_ok_ = false;
+// The patch a degraded step keeps: the last one this worker computed, under this plan, naming it.
+Result<const wire::StepPatch*> Trainer::kept_patch(uint64_t step, KeptPatch kept) const {
   const auto& p = last_patch_;
   if (!p || p->step != kept.step || p->patch != kept.patch || p->plan != plan_)
     return fail("step ", step, " keeps patch ", kept.patch, " of step ", kept.step, " under plan ", plan_,
                 ", which this worker did not compute (", p ? "its last: patch " + std::to_string(p->patch) + " of step " +
                 std::to_string(p->step) : std::string("none under this plan"), ")");
-  const uint32_t g = role_.span.group;
-  const bool dropped = std::find(p->damaged.begin(), p->damaged.end(), g) != p->damaged.end();
   if (std::find(p->ranks.begin(), p->ranks.end(), uint32_t(rank_)) == p->ranks.end())
     return fail("step ", step, " keeps patch ", kept.patch, " of step ", kept.step, ", which does not name rank ", rank_);
+  return &*p;
+}
+
+// The validation set once a patch has spent the plan's plane (a patched or degraded step): split
+// over the groups up in proportion to their ranks, each group's part over its own plane; a rank of
+// a damaged group evaluates nothing. The same sum as over the plan's plane, in another order.
+Result<model::StepStats> Trainer::validate_in_groups(uint64_t step, const std::vector<uint32_t>& damaged) {
+  if (std::find(damaged.begin(), damaged.end(), role_.span.group) != damaged.end()) return model::StepStats{};
+  if (!std::atomic_load(&group_comm_)) return fail("plan ", plan_, ": no data plane for group ", role_.span.group);
+  auto [first, count] = rank_part(groups_up_part(spec_.eval_sequences, role_, damaged), role_);
+  model::Batch b = model::make_validation_batch(corpus_, spec_.seed, first, count, spec_.dims.seq_len);
+  auto stats = compute_->evaluate_in_group(b, int64_t(spec_.eval_sequences) * spec_.dims.seq_len);
+  if (!stats) return stats.error().with_context("step " + std::to_string(step) + " validation in group " +
+                                                std::to_string(role_.span.group));
+  return stats;
+}
+
+Result<StepOutcome> Trainer::degraded_step(uint64_t step, int64_t t0, const wire::StepPatch& kept) {
+  backup_ok_ = false;
+  const wire::StepPatch* p = &kept;
+  const uint32_t g = role_.span.group;
+  const bool dropped = std::find(p->damaged.begin(), p->damaged.end(), g) != p->damaged.end();
   auto plane = std::atomic_load(&comm_);
   if (!plane) return fail("step ", step, ": no data plane for patch ", kept.patch, " of step ", kept.step);
   model::StepStats total;

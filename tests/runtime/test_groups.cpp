@@ -119,3 +119,24 @@ TEST_CASE("a degraded step's even parts: the whole batch once over the groups up
   // fewer sequences than ranks up: no even parts (the groups compute their types and spread parts)
   CHECK(even_part(6, group_role(p, {}, 0), damaged).second == 0);
 }
+
+TEST_CASE("the validation set over the groups up: every sequence once, even where there are fewer than the ranks up") {
+  const plan::Plan p = four_groups();  // groups of 2, 1, 3 and 2 ranks
+  const std::vector<uint32_t> damaged{1};
+  for (int total : {0, 3, 7, 50}) {  // 7 ranks up (2 + 3 + 2)
+    CAPTURE(total);
+    std::vector<int> taken(size_t(total), 0);
+    for (uint32_t g : {0u, 2u, 3u}) {
+      const plan::GroupSpan span = plan::group_span(p, g);
+      auto part = groups_up_part(total, group_role(p, {}, int(span.first)), damaged);
+      if (total >= 7) CHECK(std::abs(part.second - total * double(span.count) / 7) < span.count);
+      for (uint32_t pos = span.first; pos < span.first + span.count; ++pos) {
+        auto [at, n] = rank_part(part, group_role(p, {}, int(pos)));
+        CHECK(n >= 0);
+        for (int i = at; i < at + n; ++i) ++taken[size_t(i)];
+      }
+    }
+    for (int n : taken) CHECK(n == 1);
+    CHECK(groups_up_part(total, group_role(p, {}, int(plan::group_span(p, 1).first)), damaged).second == 0);
+  }
+}
