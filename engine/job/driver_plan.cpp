@@ -79,7 +79,9 @@ void Driver::add_slice_peers(wire::PlanUpdate& u) const {
 Driver::Next Driver::start_plan(std::string why, bool with_loads, bool keep) {
   cancel(Timer::retry);
   cancel(Timer::plan);
-  if (view_.ready.empty()) return phase::Gathering{};
+  // with no worker left after a plan was in force, the wait for capacity is on (and ends the job)
+  if (view_.ready.empty())
+    return applied_ ? cannot_plan("no workers left", why + ": no workers left") : Next(phase::Gathering{});
   drop_snapshots_of_lost();
   with_loads = with_loads || (wanted_ && wanted_->with_loads);
   wanted_.reset();

@@ -218,8 +218,8 @@ const std::vector<Field>& fields() {
               "re-plan (Lazarus used 2 minutes); losses re-plan at once",
               [](JobConfig& j) -> int64_t& { return j.mesh.join_batch_ms; }),
       integer("mesh.capacity_wait_ms", 0, 7 * 86400000LL, "when the workers left cannot hold a plan (too few slots for "
-              "every expert, or too few for a fixed group), the job waits for capacity and says so; it ends, failed, after "
-              "waiting this long without a plan (0: it waits for workers without end)",
+              "every expert, or too few for a fixed group, or no worker left), the job waits for capacity and says "
+              "so; it ends, failed, after waiting this long without a plan (0: it waits for workers without end)",
               [](JobConfig& j) -> int64_t& { return j.mesh.capacity_wait_ms; }),
       text("mesh.racks", {}, "racks, a failure domain above the host: \"RACK: NODE NODE ...; RACK: ...\" with the "
            "nodes' names (an agent's --name; local agents are node0, node1, ...); plans spread each expert's "

@@ -128,6 +128,31 @@ TEST_CASE("gathering: with mesh.capacity_wait_ms = 0 a job that cannot plan wait
   CHECK(h.d.phase() == Phase::gathering);
 }
 
+TEST_CASE("running + every worker lost: the wait for capacity starts, said, and ends the job after mesh.capacity_wait_ms") {
+  DriverConfig cfg = small_job();
+  cfg.capacity_wait_ms = 30000;
+  Harness h(cfg);
+  h.start(workers({0, 1, 2, 3}));
+  h.membership({});  // every worker crashed; their nodes' agents may live on
+  h.lose(0, "worker exited (signal 11)");  // the step aborts, and with nobody left no plan can be made
+  CHECK(h.d.phase() == Phase::gathering);
+  CHECK(h.note_detail("capacity_wait").find("no plan can be made (no workers left)") != std::string::npos);
+  CHECK(h.armed(Timer::capacity));
+  for (NodeId n : {1, 2, 3}) h.lose(n, "worker exited (signal 11)");
+  CHECK(h.d.phase() == Phase::gathering);
+  h.timer(Timer::capacity, 30000);
+  CHECK(h.d.phase() == Phase::failed);
+  CHECK(h.d.failure().find("no plan could be made for 30 s (no workers left)") != std::string::npos);
+}
+
+TEST_CASE("gathering: before any plan, no workers yet is the join wait, not a wait for capacity") {
+  Harness h;
+  h.membership({});
+  CHECK(h.d.phase() == Phase::gathering);
+  CHECK_FALSE(h.noted("capacity_wait"));
+  CHECK_FALSE(h.armed(Timer::capacity));
+}
+
 TEST_CASE("planning + ready: the plan is in force when every rank answered, then the first step") {
   Harness h;
   h.membership(workers({0, 1, 2, 3}));
