@@ -108,6 +108,7 @@ class Checker {
     return {};
   }
   bool has(const char* k) const { return c_.args.is_object() && c_.args.contains(k); }
+  const Json& value(const char* k) const { return c_.args[k]; }
   Result<double> number(const char* k, double lo, double hi) const {
     const auto& v = c_.args[k];
     if (!v.is_number() || v.get<double>() < lo || v.get<double>() > hi)
@@ -185,7 +186,9 @@ Status read_target(const Checker& ck, Action& a) {
       a.node.reset();
     } else {
       auto id = ck.integer("node", 1, 1e9);
-      if (!id) return fail(ck.where(), ": ", ck.kind(), ".node: expected a node id or \"random\"");
+      if (!id)
+        return fail(ck.where(), ": ", ck.kind(), ".node: expected a node id (they start at 1) or \"random\", got ",
+                    json_text(ck.value("node")));
       a.node = uint32_t(*id);
     }
   }

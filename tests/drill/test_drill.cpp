@@ -115,6 +115,9 @@ TEST_CASE("wrong drills name the line and the rule") {
   check("expect{ lost_step = 0 }\nkill{ node = 1, step = 1 }", "unknown field 'lost_step' (did you mean 'lost_steps'?)");
   check("kill(3)", "takes one table of named fields");
   check("kill{ node = 1, step = -1 }", "kill.step: expected a number in [0");
+  check("kill{ node = 0, step = 1 }",
+        "bad.lua:1: kill.node: expected a node id (they start at 1) or \"random\", got 0");
+  check("kill{ node = 'first', step = 1 }", "or \"random\", got \"first\"");
   check("kill{ controller = true, node = 2, step = 1 }", "controller = true kills the controller, not nodes (no node)");
   check("kill{ controller = true, during = 'forward', step = 1 }", "(no during)");
   check("kill{ node = 1, step = 1, during = 'validaton' }",
