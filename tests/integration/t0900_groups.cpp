@@ -241,7 +241,7 @@ void check_within_reassociation(const std::string& dir, const std::string& name,
 
 }  // namespace
 
-TEST_CASE("t0904-patched-update: the weights after a patched step are the unpatched step's within reassociation; patched and degraded steps validate") {
+TEST_CASE("t0904-patched-update: the weights after a patched step are the unpatched step's within reassociation, and patched and degraded steps validate") {
   // t0900's losses cannot show a wrong patch at the patched step (a step's loss is taken before its
   // update): the weights after it can. The bound is reassociation's own, measured in the same test:
   // four groups against one group of the same workers (the same sums in another order). A patch
