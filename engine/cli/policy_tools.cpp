@@ -86,6 +86,8 @@ Result<plan::Plan> plan_offline(policy::PolicySet& set, const PlanRequest& req, 
                                 policy::PlacementProposal* placement) {
   if (req.loads.empty()) return fail("no loads");
   auto experts = uint32_t(req.loads[0].size());
+  if (uint64_t(req.nodes) * req.slots < experts)  // what the planner refuses in a job, before any policy
+    return fail(req.nodes, " nodes x ", req.slots, " slots cannot hold ", experts, " experts once each");
   policy::AllocationInput ain{req.nodes, req.slots, experts, req.min_replicas, req.loads};
   auto a = decide_offline(set, policy::Kind::allocation, req.allocation, ain);
   if (!a) return a.error();

@@ -115,7 +115,8 @@ TEST_CASE("t0231-policy-plan-recovery: plan --json is a valid plan file that rec
   REQUIRE(crc == 0);
   CHECK(nlohmann::json::parse(cout)["placements"]["compact"].size() == 7);
   auto [erc, eout] = c.run({"policy", "plan", "--loads", loads, "--nodes", "2", "--slots", "2"});
-  CHECK(erc == 1);  // 4 slots cannot hold 6 experts
+  CHECK(erc == 1);  // 4 slots cannot hold 6 experts: said before any policy runs
+  CHECK_MESSAGE(eout.find("policy plan: 2 nodes x 2 slots cannot hold 6 experts once each") != std::string::npos, eout);
 }
 
 TEST_CASE("t0234-policy-plan-frontier: the frontier of balance against recovery, and the default's choice") {
