@@ -60,9 +60,11 @@ int sim_spare(const Command& cmd, const Parsed& p) {
   auto n = p.get_int("--groups", 0, 1, 1 << 20);
   auto trials = p.get_int("--trials", 1000, 1, 1 << 24);
   auto seed = p.get_int("--seed", 1, 0, INT64_MAX);
-  if (!n || *n == 0) return usage_error(cmd, "--groups N is required");
+  if (!n) return usage_error(cmd, n.error().message());
+  if (*n == 0) return usage_error(cmd, "--groups N is required");
   auto r = p.get_int("--redundancy", 0, 1, *n);
-  if (!r || *r == 0) return usage_error(cmd, "--redundancy R is required (1..N)");
+  if (!r) return usage_error(cmd, r.error().message());
+  if (*r == 0) return usage_error(cmd, "--redundancy R is required (1..N)");
   if (!trials || !seed) return usage_error(cmd, "--trials and --seed take integers");
   auto mc = algo::simulate_spare(int(*n), int(*r), {int(*trials), uint64_t(*seed), true});
   if (!mc) return usage_error(cmd, mc.error().message());

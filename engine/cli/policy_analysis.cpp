@@ -213,7 +213,8 @@ int policy_recovery(const Command& cmd, const Parsed& p) {
 
 int policy_spare(const Command& cmd, const Parsed& p) {
   auto n = p.get_int("--groups", 0, 1, 1 << 20);
-  if (!n || *n == 0) return usage_error(cmd, "--groups N is required");
+  if (!n) return usage_error(cmd, n.error().message());
+  if (*n == 0) return usage_error(cmd, "--groups N is required");
   auto r_star = algo::optimal_redundancy(int(*n));
   auto r = p.get_int("--redundancy", r_star ? *r_star : 1, 1, *n);
   if (!r) return usage_error(cmd, r.error().message());

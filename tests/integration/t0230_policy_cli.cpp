@@ -185,6 +185,9 @@ TEST_CASE("t0232-policy-spare-window: SPARe layouts and MoEtion windows in JSON"
   CHECK(s["hosts"].size() == 13);
   CHECK(s["max_common_hosts"] == 1);
   CHECK(s["mean_failures_endured"].get<double>() > 1);
+  auto [zrc, zout] = c.run({"policy", "spare", "--groups", "0"});  // the value given is named, not "required"
+  CHECK(zrc == 2);
+  CHECK_MESSAGE(zout.find("--groups: 0 is outside [1, ") != std::string::npos, zout);
   auto [trc, tout] = c.run({"policy", "spare", "--groups", "200", "--failures", "20", "--save", "0.1", "--mtbf", "10",
                             "--restart", "1", "--json"});
   REQUIRE(trc == 0);
