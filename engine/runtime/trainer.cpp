@@ -176,6 +176,7 @@ Status Trainer::leave_plan(const wire::PlanUpdate& p) {
   keep_ = compute_keeps(p);
   moves_only_ = !keep_ && moves_experts_only(p);
   SAL_TRY(in_plan(compute_->release(), p));
+  spent_plane_.reset();  // the compute names no plane now
   if (!keep_) SAL_TRY(in_plan(moves_only_ ? compute_->to_host(units_sent(p)) : compute_->to_host(), p));
   return {};
 }

@@ -227,6 +227,9 @@ class Trainer {
   std::shared_ptr<comm::WaitClock> waits_ = std::make_shared<comm::WaitClock>();
   double update_ms_ = 0;                         // the last commit's update
   std::shared_ptr<comm::Collectives> group_comm_;  // likewise; a grouped plan's: this rank's group only
+  // The plan's plane a patch replaced in comm_: kept (aborted) until the next plan, since the
+  // compute's plan still names it (DevicePlan::comm), so a use fails instead of reading freed memory.
+  std::shared_ptr<comm::Collectives> spent_plane_;
   // Who each plane connects, in rank order, and under which plan it was connected: a later plan
   // keeps an intact plane of the same ranks (PlanUpdate.keep_planes_of) instead of connecting one.
   struct PlaneOf {

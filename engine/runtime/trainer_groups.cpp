@@ -210,6 +210,7 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
   spdlog::info("step {} patch {}: computed in {:.1f} ms, its data plane ready {:.1f} ms later", p.step, p.patch,
                double(computed - t0) / 1e6, double(mono_ns() - computed) / 1e6);
   std::shared_ptr<comm::Collectives> plane(comm::timed(std::move(*c), waits_));
+  if (!spent_plane_) spent_plane_ = std::atomic_load(&comm_);
   std::atomic_store(&comm_, plane);  // abort(), a later patch and degraded steps reach it
   plane_of_ = PlaneOf{plan_, {}};
   for (uint32_t r : p.ranks)
