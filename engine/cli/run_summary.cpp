@@ -73,8 +73,8 @@ nlohmann::ordered_json run_summary(const RunView& v) {
   j["steps"] = st.committed();
   j["steps_target"] = v.steps_target;
   j["samples"] = st.committed() * uint64_t(job.train.batch);
-  j["aborted_steps"] = st.aborted();
-  j["patched_steps"] = st.patched();
+  j["aborted_steps"] = c.aborted_steps();  // the run's, across a controller's restarts
+  j["patched_steps"] = c.patched_steps();
   j["first_loss"] = metrics.first() ? nlohmann::json(metrics.first()->loss) : nlohmann::json();
   j["final_loss"] = metrics.last() ? nlohmann::json(metrics.last()->loss) : nlohmann::json();
   if (const auto& v0 = metrics.first_validated()) {  // train.eval_every: the validation loss, first and last

@@ -74,7 +74,7 @@ int job_status(Controller& c, lua_State* L) {
   lua::set_field(L, "step", int64_t(s.committed()));
   lua::set_field(L, "steps_target", c.max_steps());
   lua::set_field(L, "step_in_flight", s.in_flight());
-  lua::set_field(L, "steps_aborted", int64_t(s.aborted()));
+  lua::set_field(L, "steps_aborted", int64_t(c.aborted_steps()));
   const auto& metrics = c.step_log();
   lua::set_field(L, "phase", job::phase_name(c.driver().phase()));
   if (const auto& plan = c.driver().applied()) lua::set_field(L, "plan", int64_t(plan->number()));

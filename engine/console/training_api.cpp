@@ -252,7 +252,7 @@ int job_stacks(Controller& c, lua_State* L) {
   const auto& t = c.driver();
   nlohmann::ordered_json j;
   if (const auto* live = c.planner().policies().slot(policy::Kind::redundancy).live()) j["policy"] = live->label();
-  j["patched_steps"] = c.steps().patched();
+  j["patched_steps"] = c.patched_steps();
   const auto& a = t.applied();
   if (!a) {
     lua::push_json(L, j);

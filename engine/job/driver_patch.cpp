@@ -87,6 +87,7 @@ void Driver::after_patched_step(phase::Running& r) {
   std::string groups;
   for (uint32_t g : p.damaged) groups += (groups.empty() ? "" : ", ") + std::to_string(g);
   plane_spent_ = true;  // the plan's cross-group plane: the patch's replaces it
+  out_.push_back(act::Journal{rec::Patched{1}});  // the run's count goes on across a controller's restart
   const double normal_ms = measured_.facts().iteration_s * 1e3;
   const double regroup_ms = normal_ms * double(applied_->ranks.size()) / double(std::max<size_t>(p.left.size(), 1));
   const std::string switch_text =

@@ -190,6 +190,7 @@ std::string encode_record(const Record& r) {
           [](const rec::Lost& x) -> json { return {{"r", "lost"}, {"steps", x.steps}}; },
           [](const rec::Restores& x) -> json { return {{"r", "restores"}, {"n", x.count}}; },
           [](const rec::Aborted& x) -> json { return {{"r", "aborted"}, {"n", x.count}}; },
+          [](const rec::Patched& x) -> json { return {{"r", "patched"}, {"n", x.count}}; },
           [](const rec::Corrupt& x) -> json { return {{"r", "corrupt"}, {"n", x.copies}}; },
       },
       r);
@@ -219,6 +220,7 @@ Result<Record> decode_record(const std::string& line) {
   if (kind == "lost") return one_number<rec::Lost>(r, "steps");
   if (kind == "restores") return one_number<rec::Restores>(r, "n");
   if (kind == "aborted") return one_number<rec::Aborted>(r, "n");
+  if (kind == "patched") return one_number<rec::Patched>(r, "n");
   if (kind == "corrupt") return one_number<rec::Corrupt>(r, "n");
   return fail("r: '", kind, "' is not a journal record");
 }
@@ -255,6 +257,7 @@ void JournalState::apply(const Record& r) {
                  [&](const rec::Lost& x) { lost_steps += x.steps; },
                  [&](const rec::Restores& x) { restores += x.count; },
                  [&](const rec::Aborted& x) { aborted += x.count; },
+                 [&](const rec::Patched& x) { patched += x.count; },
                  [&](const rec::Corrupt& x) { corrupt_copies += x.copies; },
              },
              r);
@@ -299,6 +302,7 @@ std::vector<Record> compact(const JournalState& s) {
   if (s.lost_steps) out.push_back(rec::Lost{s.lost_steps});
   if (s.restores) out.push_back(rec::Restores{s.restores});
   if (s.aborted) out.push_back(rec::Aborted{s.aborted});
+  if (s.patched) out.push_back(rec::Patched{s.patched});
   if (s.corrupt_copies) out.push_back(rec::Corrupt{s.corrupt_copies});
   if (s.ended) out.push_back(rec::End{*s.ended});
   return out;

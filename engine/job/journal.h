@@ -83,6 +83,7 @@ struct Recovery { RecoveryRecord record; };
 struct Lost { uint64_t steps = 0; };
 struct Restores { uint64_t count = 0; };
 struct Aborted { uint64_t count = 0; };  // steps aborted (each adds; the Prometheus counters go on from them)
+struct Patched { uint64_t count = 0; };  // steps patched (SPARe; each adds, like Aborted)
 struct Corrupt { uint64_t copies = 0; };  // copies whose digests disagreed with their unit's majority
 
 }  // namespace rec
@@ -97,7 +98,7 @@ struct DrillProgress {
 using Record = std::variant<rec::Job, rec::EpochReached, rec::Node, rec::Plan, rec::Commit, rec::Rewind,
                             rec::Snapshot, rec::SnapshotDrop, rec::Policy, rec::End, rec::Drill, rec::DrillClock,
                             rec::DrillFired, rec::Recovery, rec::Lost, rec::Restores, rec::Aborted,
-                            rec::Corrupt>;
+                            rec::Patched, rec::Corrupt>;
 
 std::string encode_record(const Record& r);  // one line, no newline
 Result<Record> decode_record(const std::string& line);
@@ -118,6 +119,7 @@ struct JournalState {
   uint64_t lost_steps = 0;
   uint64_t restores = 0;
   uint64_t aborted = 0;                       // steps aborted so far
+  uint64_t patched = 0;                       // steps patched so far
   uint64_t corrupt_copies = 0;
   size_t records = 0;                         // lines read
   double read_ms = 0;                         // reading and folding them (set by whoever read the file)

@@ -164,6 +164,9 @@ class Controller {
   const job::JobConfig& job() const { return opts_.job; }
   // The journal this controller resumed the job from (none: it started the job).
   const std::optional<job::JournalState>& resumed_from() const { return opts_.resume; }
+  // The run's aborted and patched steps: this controller's, and those before it resumed the job.
+  uint64_t aborted_steps() const { return steps().aborted() + (opts_.resume ? opts_.resume->aborted : 0); }
+  uint64_t patched_steps() const { return steps().patched() + (opts_.resume ? opts_.resume->patched : 0); }
   // mesh.racks: node name -> rack (job/racks.h); empty when the job names none.
   const std::map<std::string, std::string>& racks() const { return rack_of_name_; }
   int64_t max_steps() const { return opts_.max_steps; }

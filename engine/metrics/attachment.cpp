@@ -17,8 +17,7 @@ JobState job_state(mesh::Controller& c) {
   const auto& log = c.step_log();
   s.steps_committed = c.steps().committed();
   s.steps_target = c.max_steps();
-  const auto& before = c.resumed_from();  // a resumed job's totals go on from the run's
-  s.steps_aborted = c.steps().aborted() + (before ? before->aborted : 0);
+  s.steps_aborted = c.aborted_steps();  // a resumed job's totals go on from the run's
   s.steps_lost = c.record().lost_steps();
   s.restores = c.record().restores();
   s.tokens = log.tokens();
@@ -30,6 +29,7 @@ JobState job_state(mesh::Controller& c) {
   s.workers_live = c.membership().ready_workers();
   s.slow_workers = c.driver().health().slow_count();
   s.lightened_workers = c.driver().shares().lightened();
+  const auto& before = c.resumed_from();
   s.corrupt_copies = before ? before->corrupt_copies : 0;
   for (const auto& [who, n] : c.driver().corrupt_copies()) s.corrupt_copies += n;
   s.epoch = c.membership().epoch();

@@ -51,6 +51,9 @@ std::vector<Record> sample() {
           rec::Recovery{{"every copy lost", "restore", 20.0, 1.5, 44, "disk", 7}},
           rec::Lost{2},
           rec::Restores{1},
+          rec::Aborted{2},
+          rec::Patched{1},
+          rec::Patched{2},
           rec::Lost{1}};
 }
 
@@ -60,7 +63,7 @@ TEST_CASE("journal records round-trip and fold into what a restart resumes from"
   auto text = lines(sample());
   auto s = read_journal(text, "/run/journal.jsonl");
   REQUIRE(s.ok());
-  CHECK(s->records == 24);
+  CHECK(s->records == 27);
   REQUIRE(s->job);
   CHECK(s->job->mesh == "tcp://127.0.0.1:5555");
   CHECK(s->job->max_steps == 600);
@@ -93,6 +96,8 @@ TEST_CASE("journal records round-trip and fold into what a restart resumes from"
   CHECK(s->recoveries[1].rerun == 7);
   CHECK(s->lost_steps == 3);
   CHECK(s->restores == 1);
+  CHECK(s->aborted == 2);
+  CHECK(s->patched == 3);  // the run's counts go on across a restart
   CHECK_FALSE(s->ended);
 }
 
@@ -103,10 +108,10 @@ TEST_CASE("a torn last line is ignored, any other bad line names the file, the l
   CHECK(torn->committed == 50);
   auto bad = read_journal(text + "{\"r\":\"commit\"}\n" + lines({rec::Commit{60, 6}}), "/run/journal.jsonl");
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.error().message() == "/run/journal.jsonl:25: commit.step: missing");
+  CHECK(bad.error().message() == "/run/journal.jsonl:28: commit.step: missing");
   auto unknown = read_journal(text + "{\"r\":\"launch\"}\n", "j");
   REQUIRE_FALSE(unknown.ok());
-  CHECK(unknown.error().message() == "j:25: r: 'launch' is not a journal record");
+  CHECK(unknown.error().message() == "j:28: r: 'launch' is not a journal record");
   auto args = read_journal(lines({rec::Job{}}) + "{\"r\":\"drill\",\"file\":\"d.lua\",\"args\":{\"at\":3}}\n", "j");
   REQUIRE_FALSE(args.ok());
   CHECK(args.error().message() == "j:2: drill.args.at: expected a string");
@@ -138,6 +143,8 @@ TEST_CASE("compaction reads back to the same state, in fewer records") {
   CHECK(back->recoveries.size() == 2);
   CHECK(back->lost_steps == 3);
   CHECK(back->restores == 1);
+  CHECK(back->aborted == 2);
+  CHECK(back->patched == 3);
 }
 
 TEST_CASE("the driver journals a commit, durably, before any worker hears of it, and the job's end") {
