@@ -320,6 +320,17 @@ TEST_CASE("t0906-degraded-steps: after a patch the steps train on degraded, with
   }
 }
 
+TEST_CASE("t0907-patched-count-resumed: a patched step still counts after the controller is killed and resumed") {
+  std::string dir = temp_dir("groups");
+  auto j = run_unbalanced(dir, write_job(dir, "spare"), "resumed",
+                          "", "kill{ node = 3, step = 4, during = 'backward' }\n"
+                              "kill{ controller = true, step = 7, restart_after_s = 0.3 }\n");
+  CHECK(j["steps"] == 11);
+  CHECK(j["patched_steps"] == 1);  // from the journal: the controller that patched it is gone
+  CHECK(j["aborted_steps"] == 0);
+  CHECK(file_text(dir + "/resumed/journal.jsonl").find("\"r\":\"patched\"") != std::string::npos);
+}
+
 TEST_CASE("t0902-groups-policy-swap: spare, none, spare loaded live, a loss then is patched, and a broken policy is refused with the stacks kept") {
   MeshOptions o{.agents = 8, .steps = 1000000000, .model = kModel,
                 .train = "batch = 16, rebalance_every = 0, checkpoint_every = 0",
