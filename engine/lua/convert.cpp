@@ -442,8 +442,9 @@ int64_t check_integer(lua_State* L, int idx, const char* fn, const char* what) {
     luaL_error(L, "%s: argument %d must be %s (an integer), got %s", fn, idx, what,
                luaL_typename(L, idx));
   lua_Number x = lua_tonumber(L, idx);
-  if (x != std::floor(x))
-    luaL_error(L, "%s: argument %d must be %s (an integer), got %f", fn, idx, what, x);
+  // (inf and NaN are no integers; beyond 2^53 a double no longer holds every integer)
+  if (!std::isfinite(x) || x != std::floor(x) || std::fabs(x) > 9007199254740992.0)
+    luaL_error(L, "%s: argument %d must be %s (an integer), got %g", fn, idx, what, x);
   return int64_t(x);
 }
 

@@ -174,3 +174,36 @@ TEST_CASE("userdata, threads and functions are named by their type, their metata
   CHECK(eval_render(sb, "{ U, print, coroutine.create(print) }", false) == "{ <userdata>, <function>, <thread> }");
   CHECK(eval_render(sb, "{ u = U }", true) == "{\"u\":\"<userdata>\"}");
 }
+
+namespace {
+
+int integer_arg(lua_State* L) {
+  lua_pushnumber(L, double(check_integer(L, 1, "f", "a count")));
+  return 1;
+}
+
+// f(<expr>) through check_integer: its value, or its error.
+std::string call_with(lua_State* L, const std::string& expr) {
+  REQUIRE(luaL_loadstring(L, ("local f = ...; return f(" + expr + ")").c_str()) == 0);
+  lua_pushcfunction(L, integer_arg);
+  const bool failed = lua_pcall(L, 1, 1, 0) != 0;
+  std::string out = failed ? lua_tostring(L, -1) : std::to_string(int64_t(lua_tonumber(L, -1)));
+  lua_pop(L, 1);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("an integer argument: infinities, NaN, fractions and numbers past 2^53 are named, never converted") {
+  lua_State* L = luaL_newstate();
+  CHECK(call_with(L, "42") == "42");
+  CHECK(call_with(L, "-7") == "-7");
+  CHECK(call_with(L, "2^53") == "9007199254740992");
+  for (const char* bad : {"1/0", "-1/0", "0/0", "1.5", "2^60"}) {
+    CAPTURE(bad);
+    CHECK(call_with(L, bad).find("f: argument 1 must be a count (an integer), got ") != std::string::npos);
+  }
+  CHECK(call_with(L, "1/0").find("got inf") != std::string::npos);
+  CHECK(call_with(L, "'x'").find("got string") != std::string::npos);
+  lua_close(L);
+}
