@@ -238,6 +238,15 @@ TEST_CASE("names resolve to shipped policies and unknown names list what is ship
   REQUIRE_FALSE(st.ok());
   CHECK(st.error().message().find("no placement policy named 'mrp' (shipped: ") != std::string::npos);
   CHECK(st.error().message().find("spread") != std::string::npos);
+  // a long name or binary where a name was expected: shown clipped and escaped (a NUL ended the message)
+  auto longer = set.load(Kind::placement, std::string(100000, 'x'), "test");
+  REQUIRE_FALSE(longer.ok());
+  CHECK(longer.error().message().size() < 400);
+  CHECK(longer.error().message().find("… (100000 bytes)' (shipped: ") != std::string::npos);
+  auto binary = set.load(Kind::placement, std::string("a\0\1b", 4), "test");
+  REQUIRE_FALSE(binary.ok());
+  CHECK(binary.error().message().find("'a\\x00\\x01b' is neither a policy name, a .lua path, nor Lua source") !=
+        std::string::npos);
 }
 
 namespace {
