@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "core/clock.h"
+#include "core/strings.h"
 #include "lua/convert.h"
 #include "mesh/controller.h"
 #include "console/repl_server.h"
@@ -136,7 +137,7 @@ NodeId node_arg(Controller& c, lua_State* L, const char* fn) {
   if (lua_type(L, 1) == LUA_TSTRING) {
     std::string name = lua_tostring(L, 1);
     const auto* n = c.membership().find_by_name(name);
-    if (!n) luaL_error(L, "%s: no node named '%s' (job.nodes() lists them)", fn, name.c_str());
+    if (!n) luaL_error(L, "%s: no node named '%s' (job.nodes() lists them)", fn, shown_input(name).c_str());
     return n->id;
   }
   int64_t id = lua::check_integer(L, 1, fn, "a node id or name");

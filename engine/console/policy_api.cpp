@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 
+#include "core/strings.h"
 #include "lua/convert.h"
 #include "mesh/controller.h"
 #include "mesh/step_log.h"
@@ -30,7 +31,7 @@ policy::Kind kind_arg(lua_State* L, int idx, const char* fn) {
   std::string s = lua::check_string(L, idx, fn, "a slot (allocation, placement, checkpoint, redundancy)");
   policy::Kind k;
   if (!policy::parse_kind(s, k))
-    luaL_error(L, "%s: no slot '%s' (allocation, placement, checkpoint, redundancy)", fn, s.c_str());
+    luaL_error(L, "%s: no slot '%s' (allocation, placement, checkpoint, redundancy)", fn, shown_input(s).c_str());
   return k;
 }
 

@@ -173,6 +173,19 @@ std::string clip(std::string_view s, size_t n) {
   return std::string(s.substr(0, n)) + "…";
 }
 
+std::string shown_input(std::string_view s, size_t n) {
+  std::string out;
+  for (unsigned char c : s.substr(0, n)) {
+    if (c >= 0x20 && c != 0x7f) {
+      out += char(c);
+      continue;
+    }
+    const char* hex = "0123456789abcdef";
+    out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
+  }
+  return s.size() > n ? out + "… (" + std::to_string(s.size()) + " bytes)" : out;
+}
+
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string out = "\"";

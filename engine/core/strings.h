@@ -45,5 +45,8 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
 
 // Truncates to at most n bytes, adding "…" when cut (for log lines that echo input).
 std::string clip(std::string_view s, size_t n);
+// Input echoed in an error: at most n bytes ("… (N bytes)" when cut), a control byte (a NUL would
+// end a C string's message) as \xNN.
+std::string shown_input(std::string_view s, size_t n = 60);
 
 }  // namespace sal

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "core/paths.h"
+#include "core/strings.h"
 
 namespace sal::policy {
 namespace {
@@ -19,22 +20,6 @@ bool is_dir(const std::string& p) {
 
 bool looks_like_source(const std::string& s) {
   return s.find('\n') != std::string::npos || s.find("return") != std::string::npos;
-}
-
-// What an error shows of a name or text given where a name was expected: at most 60 bytes, a control
-// byte (a NUL would end the message) as \xNN.
-std::string shown(const std::string& what) {
-  constexpr size_t kShown = 60;
-  std::string out;
-  for (unsigned char c : what.substr(0, kShown)) {
-    if (c >= 0x20 && c != 0x7f) {
-      out += char(c);
-      continue;
-    }
-    const char* hex = "0123456789abcdef";
-    out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
-  }
-  return what.size() > kShown ? out + "… (" + std::to_string(what.size()) + " bytes)" : out;
 }
 
 bool valid_name(const std::string& n) {
@@ -71,7 +56,7 @@ Result<Source> SourceResolver::named(const std::string& folder, const std::strin
     if (key.rfind(folder + "/", 0) == 0) known.push_back(key.substr(folder.size() + 1));
   std::string list;
   for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-  return fail("no ", folder, " policy named '", shown(name), "' (shipped: ", list.empty() ? "none" : list, ")");
+  return fail("no ", folder, " policy named '", shown_input(name), "' (shipped: ", list.empty() ? "none" : list, ")");
 }
 
 Source given_source(std::string text, std::string name) { return Source{std::move(text), std::move(name), true}; }
@@ -84,7 +69,7 @@ Result<Source> SourceResolver::resolve(Kind kind, const std::string& what, const
     if (!text) return text.error();
     return Source{*text, path};
   }
-  if (!valid_name(what)) return fail("'", shown(what), "' is neither a policy name, a .lua path, nor Lua source");
+  if (!valid_name(what)) return fail("'", shown_input(what), "' is neither a policy name, a .lua path, nor Lua source");
   return named(std::string(kind_name(kind)), what);
 }
 

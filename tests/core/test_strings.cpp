@@ -31,3 +31,9 @@ TEST_CASE("split, join and trim") {
   CHECK(join({"a", "b"}, ", ") == "a, b");
   CHECK(trim("  x y \n") == "x y");
 }
+
+TEST_CASE("input echoed in an error: clipped with its size, control bytes escaped") {
+  CHECK(shown_input("mro") == "mro");
+  CHECK(shown_input(std::string("a\0b\n", 4)) == "a\\x00b\\x0a");
+  CHECK(shown_input(std::string(100, 'x'), 10) == "xxxxxxxxxx… (100 bytes)");
+}
