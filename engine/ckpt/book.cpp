@@ -64,6 +64,14 @@ std::vector<std::string> SnapshotBook::keep_newest(const Snapshot& s) {
   return dropped;
 }
 
+bool SnapshotBook::forget(const std::string& dir) {
+  auto it = std::find_if(done_.begin(), done_.end(), [&](const Snapshot& s) { return s.dir == dir; });
+  if (it == done_.end()) return false;
+  done_.erase(it);
+  latest_ = done_.empty() ? std::nullopt : std::optional<Snapshot>(done_.back());
+  return true;
+}
+
 void SnapshotBook::resume(const std::vector<Snapshot>& complete) {
   done_ = complete;
   std::sort(done_.begin(), done_.end(), [](const Snapshot& a, const Snapshot& b) { return a.step < b.step; });

@@ -59,6 +59,9 @@ class SnapshotBook {
   // can complete; returns their steps.
   std::vector<uint64_t> drop_waiting_on_lost(const std::vector<Participant>& ready);
   const std::optional<Snapshot>& latest() const { return latest_; }
+  // A complete snapshot that a restore could not read (a unit file damaged or gone): forgotten, so
+  // the next restore takes the one before it, or none. False when `dir` is none of the complete ones.
+  bool forget(const std::string& dir);
   // A resumed job: the complete snapshots its journal lists (oldest first).
   void resume(const std::vector<Snapshot>& complete);
   const std::vector<Snapshot>& complete() const { return done_; }

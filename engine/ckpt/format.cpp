@@ -8,14 +8,23 @@
 #include <filesystem>
 #include <utility>
 
+#include "core/digest.h"
 #include "core/paths.h"
 #include "core/strings.h"
 
 namespace sal::ckpt {
 namespace {
 
-constexpr char kMagic[8] = {'S', 'A', 'L', 'U', 'N', 'I', 'T', '1'};
+// SALUNIT2 adds the digest trailer; SALUNIT1 files (written before it) are read without one.
+constexpr char kMagic[8] = {'S', 'A', 'L', 'U', 'N', 'I', 'T', '2'};
+constexpr char kMagicV1[8] = {'S', 'A', 'L', 'U', 'N', 'I', 'T', '1'};
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 4 + 8 + 8;
+constexpr size_t kDigestBytes = 8;
+
+// The weights', then the moments' digest, chained (core/digest.h).
+uint64_t payload_digest(const float* w, const float* m, const float* v, size_t n) {
+  return digest_floats(v, n, digest_floats(m, n, digest_floats(w, n)));
+}
 
 template <class T>
 void put(std::string& out, T v) {
@@ -71,13 +80,18 @@ Status write_unit(const std::string& dir, const model::UnitView& u, uint64_t ste
   const size_t bytes = u.size * sizeof(float);
   std::vector<std::string_view> parts{head};
   for (const float* t : {u.w, u.m, u.v}) parts.emplace_back(reinterpret_cast<const char*>(t), bytes);
+  std::string tail;
+  put(tail, payload_digest(u.w, u.m, u.v, u.size));
+  parts.emplace_back(tail);
   return write_file(unit_file(dir, u.id), parts);
 }
 
 Result<Unit> read_unit(const std::string& path, const Dims& dims, uint64_t* step) {
   auto data = read_file(path, size_t(8) << 30);
   if (!data) return data.error();
-  if (data->size() < kHeaderBytes || std::memcmp(data->data(), kMagic, sizeof kMagic) != 0)
+  if (data->size() < kHeaderBytes) return fail(path, ": not a Salamander unit file");
+  const bool digested = std::memcmp(data->data(), kMagic, sizeof kMagic) == 0;
+  if (!digested && std::memcmp(data->data(), kMagicV1, sizeof kMagicV1) != 0)
     return fail(path, ": not a Salamander unit file");
   size_t at = sizeof kMagic;
   Unit u;
@@ -90,12 +104,15 @@ Result<Unit> read_unit(const std::string& path, const Dims& dims, uint64_t* step
   if (uint32_t(u.id.kind) > uint32_t(UnitKind::expert)) return fail(path, ": unknown unit kind");
   size_t want = unit_size(dims, u.id.kind);
   if (n != want) return fail(path, ": ", n, " parameters, but this model's ", u.id.name(), " has ", want);
-  if (data->size() != kHeaderBytes + 3 * n * sizeof(float)) return fail(path, ": truncated");
+  if (data->size() != kHeaderBytes + 3 * n * sizeof(float) + (digested ? kDigestBytes : 0))
+    return fail(path, ": truncated");
   for (auto* v : {&u.w, &u.m, &u.v}) {
     v->resize(n);
     std::memcpy(v->data(), data->data() + at, n * sizeof(float));
     at += n * sizeof(float);
   }
+  if (digested && get<uint64_t>(*data, at) != payload_digest(u.w.data(), u.m.data(), u.v.data(), n))
+    return fail(path, ": damaged: its values do not match the digest written with them (bits changed on disk)");
   u.g.assign(n, 0.0f);
   return u;
 }

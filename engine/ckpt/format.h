@@ -4,8 +4,10 @@
 // workers is complete and has no duplicates. `salamander sample` reads one back into a single
 // process; the recovery ladder's last rung restores from it.
 //
-// Unit file: "SALUNIT1", then uint32 kind, int32 layer, int32 expert, uint64 length (floats),
-// uint64 step, then the weights, the first and the second moments (3 x length floats, little-endian).
+// Unit file: "SALUNIT2", then uint32 kind, int32 layer, int32 expert, uint64 length (floats),
+// uint64 step, then the weights, the first and the second moments (3 x length floats, little-endian),
+// then a uint64 digest of those three (core/digest.h, chained): a unit whose bits changed on disk is
+// refused, naming its file. "SALUNIT1" files (no digest) are still read.
 #pragma once
 
 #include <cstdint>

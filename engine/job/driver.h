@@ -242,6 +242,7 @@ class Driver {
   };
   Next begin_restore_switch(const PlanRecord& rec, const PlanSwitch& sw, Epoch epoch, uint64_t step,
                             const RestoreSource& source, const std::string& why);
+  void dense_restore_failed(const phase::Switching& p, const std::string& why);
   // A sparse restore that could not be applied: its window is not tried again; the restore that
   // follows counts the steps run again from where the job was before the first (PeerWindows::replaced).
   void sparse_restore_failed(const phase::Switching& p, const std::string& why);

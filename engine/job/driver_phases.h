@@ -75,6 +75,7 @@ struct Switching {
   double slowest_connect_ms = 0, slowest_migrate_ms = 0;  // each over the workers
   std::optional<Rung> restore;  // restores instead of moving state
   std::string restore_from;
+  std::string restore_dir;  // a dense restore's snapshot
   std::optional<uint64_t> restore_window;  // a sparse restore's window (its first and last iterations)
   std::optional<uint64_t> restore_to;
 };

@@ -303,6 +303,7 @@ Driver::Next Driver::plan_applied(phase::Switching& p) {
 Driver::Next Driver::plan_failed(phase::Switching& p, const std::string& why, bool membership) {
   if (!membership && p.restore == Rung::sparse) sparse_restore_failed(p, why);
   if (!membership && p.restore == Rung::rebuild) rebuild_failed(p, why);
+  if (!membership && p.restore == Rung::dense) dense_restore_failed(p, why);
   if (p.restore == Rung::dense || p.restore == Rung::seed)
     restore_owed_ = "the restore of plan " + std::to_string(p.number) + " was not completed (" + why + ")";
   cancel(Timer::plan);

@@ -148,6 +148,20 @@ Driver::Next Driver::start_sparse_restore(const PlanRecord& rec, const WorkerCho
   return begin_restore_switch(rec, *sw, view_.epoch, to, {Rung::sparse, from, "", w}, choice.why);
 }
 
+// A dense restore a worker could not read its snapshot for (a unit file of it damaged, truncated or
+// gone: the error names a file in it): the snapshot is forgotten, here and in the journal, so the
+// restore asked for next takes the one before it, or the seed. Kept on disk, for a look at it.
+void Driver::dense_restore_failed(const phase::Switching& p, const std::string& why) {
+  if (p.restore_dir.empty() || why.find(p.restore_dir + "/") == std::string::npos) return;
+  if (!snapshots_ || !snapshots_->forget(p.restore_dir)) return;
+  out_.push_back(act::Journal{rec::SnapshotDrop{p.restore_dir}, true});
+  const auto& next = snapshots_->latest();
+  note("snapshot_damaged", "the restore from " + p.restore_from + " failed (" + why + "): that snapshot is no longer " +
+                               "restored from (left on disk); the next restore takes " +
+                               (next ? "the snapshot of step " + std::to_string(next->step) : std::string("the seed")),
+       act::Level::warn);
+}
+
 void Driver::sparse_restore_failed(const phase::Switching& p, const std::string& why) {
   if (!p.restore_window) return;
   peers_.restore_failed(*p.restore_window);
@@ -164,6 +178,7 @@ Driver::Next Driver::begin_restore_switch(const PlanRecord& rec, const PlanSwitc
   phase::Switching p{rec.plan.version, step, sw.ranks, rec.plan, sw, {}, why, now_ns_};
   p.restore = source.rung;
   p.restore_from = source.what;
+  p.restore_dir = source.dir;
   auto u = plan_update(epoch, step, sw, rec.plan);
   u.restore = true;
   u.restore_dir = source.dir;

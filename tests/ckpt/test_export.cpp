@@ -1,5 +1,5 @@
 // test_export.cpp — the safetensors export (engine/ckpt/export.h) read back without our writer: a
-// checkpoint written in the SALUNIT1 format, exported, then parsed here by hand (the 8-byte length,
+// checkpoint written in the SALUNIT2 format, exported, then parsed here by hand (the 8-byte length,
 // nlohmann-json on the header) and checked against the unit files' own bytes — every name and shape
 // as docs/checkpoints.md lists them, offsets covering the data exactly, the metadata. Plus the
 // errors (not a checkpoint, incomplete, damaged), how a run directory resolves to its checkpoint,
@@ -28,7 +28,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr size_t kUnitHeader = 36;  // SALUNIT1's header: magic, kind, layer, expert, length, step
+constexpr size_t kUnitHeader = 36;  // SALUNIT2's header: magic, kind, layer, expert, length, step
 
 std::string fresh_dir(const std::string& tag) {
   std::string dir = std::filesystem::temp_directory_path().string() + "/sal-export-" + tag + "-" +
@@ -251,6 +251,50 @@ TEST_CASE("export-errors: not a checkpoint, an incomplete one and a damaged one 
   REQUIRE_FALSE(damaged.ok());
   CHECK(damaged.error().message().find("layer0.gate.bin: truncated") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(out));  // nothing half written
+  // one bit flipped on disk, the file's length intact: its digest finds it
+  write_checkpoint(dir + "/ckpt3", d, 4);
+  {
+    std::fstream f(dir + "/ckpt3/layer1.expert2.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(100);
+    char c = 0;
+    f.read(&c, 1);
+    c = char(c ^ 0x10);
+    f.seekp(100);
+    f.write(&c, 1);
+  }
+  auto flipped = ckpt::export_safetensors(dir + "/ckpt3", out, false);
+  REQUIRE_FALSE(flipped.ok());
+  CHECK_MESSAGE(flipped.error().message().find("layer1.expert2.bin: damaged: its values do not match the digest") !=
+                    std::string::npos,
+                flipped.error().message());
+  CHECK_FALSE(std::filesystem::exists(out));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("unit-file-v1: a unit file written before the digest (SALUNIT1) is still read, the same values") {
+  const std::string dir = fresh_dir("v1");
+  const auto d = small_dims();
+  write_checkpoint(dir, d, 4);
+  const std::string path = dir + "/layer0.expert1.bin";
+  uint64_t step = 0;
+  auto v2 = ckpt::read_unit(path, d, &step);
+  REQUIRE(v2.ok());
+  std::stringstream read;
+  read << std::ifstream(path, std::ios::binary).rdbuf();
+  std::string bytes = read.str();
+  bytes[7] = '1';                  // the old magic
+  bytes.resize(bytes.size() - 8);  // and no digest
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  auto v1 = ckpt::read_unit(path, d, &step);
+  REQUIRE_MESSAGE(v1.ok(), v1.error().message());
+  CHECK(step == 4);
+  CHECK(v1->w == v2->w);
+  CHECK(v1->v == v2->v);
+  bytes[7] = '2';  // a digested magic without its digest is short
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  auto short_one = ckpt::read_unit(path, d, &step);
+  REQUIRE_FALSE(short_one.ok());
+  CHECK(short_one.error().message() == path + ": truncated");
   std::filesystem::remove_all(dir);
 }
 

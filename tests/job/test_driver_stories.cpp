@@ -392,6 +392,51 @@ TEST_CASE("a snapshot that completes after a rollback is ahead of the committed 
   CHECK(h.d.steps().next_step() == 4);  // the state the workers hold now
 }
 
+TEST_CASE("a snapshot a restore finds damaged is no longer restored from: the next restore takes the one before it") {
+  auto cfg = small_job();
+  cfg.checkpoint_every = 2;
+  Harness h(cfg);
+  h.start(workers({0, 1, 2, 3}));
+  for (uint64_t s = 0; s < 5; ++s) {
+    h.commit_step();
+    if (s == 1) snapshot_written(h, 2, 2);
+    if (s == 3) snapshot_written(h, 4, 4);
+  }
+  REQUIRE(h.ever<act::SnapshotComplete>().size() == 2);
+  h.lose(0);
+  h.lose(2);  // every holder of experts 0 and 1
+  h.membership(workers({1, 3}));
+  h.timer(Timer::retry, 50);
+  h.decide();
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  REQUIRE(u[0].second.restore_dir == "/run/snapshots/step-4");
+  const uint64_t plan = u[0].second.number();
+  h.ready(h.pending_ranks()[0], plan, false,
+          "restoring plan " + std::to_string(plan) + ": /run/snapshots/step-4/embedding.bin: damaged: its values do not "
+          "match the digest written with them (bits changed on disk)");
+  REQUIRE(h.noted("snapshot_damaged"));
+  CHECK(h.note_detail("snapshot_damaged").find("the next restore takes the snapshot of step 2") != std::string::npos);
+  bool dropped = false;  // a resumed controller does not take it either
+  for (const auto& j : h.all<act::Journal>())
+    if (const auto* x = std::get_if<rec::SnapshotDrop>(&j.record)) dropped = x->dir == "/run/snapshots/step-4";
+  CHECK(dropped);
+  h.timer(Timer::retry, 500);
+  h.decide();
+  u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore_dir == "/run/snapshots/step-2");
+  CHECK(u[0].second.step == 2);
+  // a failure that names no file of the snapshot (a worker's own trouble) forgets nothing
+  h.ready(h.pending_ranks()[0], u[0].second.number(), false, "restoring: out of memory");
+  CHECK_FALSE(h.noted("snapshot_damaged"));
+  h.timer(Timer::retry, 1000);
+  h.decide();
+  u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore_dir == "/run/snapshots/step-2");
+}
+
 TEST_CASE("every holder of an expert lost before any snapshot: the seed, and every committed step again") {
   Harness h = trained(3);
   h.lose(0);
