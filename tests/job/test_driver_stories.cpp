@@ -270,6 +270,16 @@ DriverConfig snapshot_every_2() {
   return cfg;
 }
 
+// Nodes 0 and 2, every holder of experts 0 and 1, lost; the plan that restores them asked for and
+// decided over nodes 1 and 3.
+void lose_holders_of_experts_0_and_1(Harness& h) {
+  h.lose(0);
+  h.lose(2);
+  h.membership(workers({1, 3}));
+  h.timer(Timer::retry, 50);
+  h.decide();
+}
+
 void begin_snapshot_of_step_2(Harness& h) {
   h.start(workers({0, 1, 2, 3}));
   h.commit_step();
@@ -322,11 +332,7 @@ TEST_CASE("every holder of an expert lost: restore the newest complete snapshot,
     }
   }
   REQUIRE(h.d.steps().committed() == 5);
-  h.lose(0);
-  h.lose(2);  // nodes 0 and 2 held experts 0 and 1, alone
-  h.membership(workers({1, 3}));
-  h.timer(Timer::retry, 50);
-  h.decide();
+  lose_holders_of_experts_0_and_1(h);
   CHECK(h.noted("restore_begun"));
   CHECK(h.note_detail("restore_begun").find("every copy lost: layer 0 expert 0") != std::string::npos);
   auto lost = h.all<act::StepsLost>();
@@ -361,11 +367,7 @@ TEST_CASE("a snapshot that completes after a rollback is ahead of the committed 
     if (s == 3)  // step 4's: node 0 wrote its share, node 1 is still writing
       h.on(in::Saved{wire::SaveDone{0, 0, 4, true, "", 7, true, 1, 2, 100, unit_names(shape, 0, 7)}});
   }
-  h.lose(0);
-  h.lose(2);  // every holder of experts 0 and 1: back to the snapshot of step 2
-  h.membership(workers({1, 3}));
-  h.timer(Timer::retry, 50);
-  h.decide();
+  lose_holders_of_experts_0_and_1(h);  // every holder of experts 0 and 1: back to the snapshot of step 2
   h.all_ready();
   REQUIRE(h.d.steps().next_step() == 2);
   // node 1's share of the snapshot of step 4 is written now: that snapshot, of a state the job
@@ -403,11 +405,7 @@ TEST_CASE("a snapshot a restore finds damaged is no longer restored from: the ne
     if (s == 3) snapshot_written(h, 4, 4);
   }
   REQUIRE(h.ever<act::SnapshotComplete>().size() == 2);
-  h.lose(0);
-  h.lose(2);  // every holder of experts 0 and 1
-  h.membership(workers({1, 3}));
-  h.timer(Timer::retry, 50);
-  h.decide();
+  lose_holders_of_experts_0_and_1(h);
   auto u = h.sent<wire::PlanUpdate>();
   REQUIRE(u.size() == 1);
   REQUIRE(u[0].second.restore_dir == "/run/snapshots/step-4");
@@ -439,11 +437,7 @@ TEST_CASE("a snapshot a restore finds damaged is no longer restored from: the ne
 
 TEST_CASE("every holder of an expert lost before any snapshot: the seed, and every committed step again") {
   Harness h = trained(3);
-  h.lose(0);
-  h.lose(2);
-  h.membership(workers({1, 3}));
-  h.timer(Timer::retry, 50);
-  h.decide();
+  lose_holders_of_experts_0_and_1(h);
   auto u = h.sent<wire::PlanUpdate>();
   REQUIRE(u.size() == 1);
   CHECK(u[0].second.restore);
@@ -781,11 +775,7 @@ TEST_CASE("a restore from peers that fails falls to the dense snapshot, and the 
     if (s == 1) snapshot_written(h, 2, 2);
   }
   h.slices(1, 4, 5, 0, 13);
-  h.lose(0);
-  h.lose(2);
-  h.membership(workers({1, 3}));
-  h.timer(Timer::retry, 50);
-  h.decide();
+  lose_holders_of_experts_0_and_1(h);
   auto u = h.sent<wire::PlanUpdate>();
   REQUIRE(u.size() == 1);
   CHECK(u[0].second.restore_window == 4);
