@@ -248,18 +248,17 @@ Result<model::StepStats> Trainer::validate_in_groups(uint64_t step, const std::v
   return stats;
 }
 
-Result<StepOutcome> Trainer::degraded_step(uint64_t step, int64_t t0, const wire::StepPatch& kept) {
+Result<StepOutcome> Trainer::degraded_step(uint64_t step, int64_t t0, const wire::StepPatch& p) {
   backup_ok_ = false;
-  const wire::StepPatch* p = &kept;
   const uint32_t g = role_.span.group;
-  const bool dropped = std::find(p->damaged.begin(), p->damaged.end(), g) != p->damaged.end();
+  const bool dropped = std::find(p.damaged.begin(), p.damaged.end(), g) != p.damaged.end();
   auto plane = std::atomic_load(&comm_);
-  if (!plane) return fail("step ", step, ": no data plane for patch ", kept.patch, " of step ", kept.step);
+  if (!plane) return fail("step ", step, ": no data plane for patch ", p.patch, " of step ", p.step);
   model::StepStats total;
   faults_->at(wire::FaultPoint::forward, step);
   // a spreading patch's degraded steps: the batch evenly over the groups up, one pass each (no
   // copy set aside: a patch of this step runs this rank's own types again, then its spread parts)
-  const auto even = p->spread.empty() ? std::pair{0, 0} : even_part(spec_.global_batch, role_, p->damaged);
+  const auto even = p.spread.empty() ? std::pair{0, 0} : even_part(spec_.global_batch, role_, p.damaged);
   if (even.second > 0) {
     SAL_TRY(compute_part(step, "sequences " + std::to_string(even.first) + ".." +
                                    std::to_string(even.first + even.second - 1) + " (degraded)", even, total));
@@ -272,10 +271,10 @@ Result<StepOutcome> Trainer::degraded_step(uint64_t step, int64_t t0, const wire
   if (even.second == 0) {
     SAL_TRY(backup_grads());  // a patch of this step starts again from here: its extra types include the kept ones
     group_stats_ = total;
-    SAL_TRY(compute_patch_types(step, *p, total));
+    SAL_TRY(compute_patch_types(step, p, total));
   }
   faults_->at(wire::FaultPoint::allreduce, step);
-  auto replicas = replicas_at(replicas_, p->ranks);
+  auto replicas = replicas_at(replicas_, p.ranks);
   return finish_grouped(*plane, replicas, shared_experts(replicas), std::move(total), t0);
 }
 

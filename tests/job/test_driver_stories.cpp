@@ -280,6 +280,16 @@ void lose_holders_of_experts_0_and_1(Harness& h) {
   h.decide();
 }
 
+// Four workers commit `steps` steps; after step s commits, the snapshot of step s + 1 completes when
+// `snapshots` names it (each at `write_ms` = its step).
+void train_with_snapshots(Harness& h, uint64_t steps, const std::set<uint64_t>& snapshots) {
+  h.start(workers({0, 1, 2, 3}));
+  for (uint64_t s = 0; s < steps; ++s) {
+    h.commit_step();
+    if (snapshots.count(s + 1)) snapshot_written(h, s + 1, double(s + 1));
+  }
+}
+
 void begin_snapshot_of_step_2(Harness& h) {
   h.start(workers({0, 1, 2, 3}));
   h.commit_step();
@@ -395,15 +405,8 @@ TEST_CASE("a snapshot that completes after a rollback is ahead of the committed 
 }
 
 TEST_CASE("a snapshot a restore finds damaged is no longer restored from: the next restore takes the one before it") {
-  auto cfg = small_job();
-  cfg.checkpoint_every = 2;
-  Harness h(cfg);
-  h.start(workers({0, 1, 2, 3}));
-  for (uint64_t s = 0; s < 5; ++s) {
-    h.commit_step();
-    if (s == 1) snapshot_written(h, 2, 2);
-    if (s == 3) snapshot_written(h, 4, 4);
-  }
+  Harness h(snapshot_every_2());
+  train_with_snapshots(h, 5, {2, 4});
   REQUIRE(h.ever<act::SnapshotComplete>().size() == 2);
   lose_holders_of_experts_0_and_1(h);
   auto u = h.sent<wire::PlanUpdate>();
@@ -766,14 +769,8 @@ TEST_CASE("every holder of an expert lost, a sparse window in the agents' memory
 }
 
 TEST_CASE("a restore from peers that fails falls to the dense snapshot, and the steps it would have replayed are lost") {
-  auto cfg = small_job();
-  cfg.checkpoint_every = 2;
-  Harness h(cfg);
-  h.start(workers({0, 1, 2, 3}));
-  for (uint64_t s = 0; s < 6; ++s) {
-    h.commit_step();
-    if (s == 1) snapshot_written(h, 2, 2);
-  }
+  Harness h(snapshot_every_2());
+  train_with_snapshots(h, 6, {2});
   h.slices(1, 4, 5, 0, 13);
   lose_holders_of_experts_0_and_1(h);
   auto u = h.sent<wire::PlanUpdate>();
