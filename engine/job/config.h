@@ -134,6 +134,7 @@ struct MeshConfig {
   int64_t join_batch_ms = 1000;   // later arrivals are batched this long before a re-plan
   int64_t controller_grace_ms = 30000;  // agents ride out a silent controller this long (a restart)
   int64_t capacity_wait_ms = 600000;    // too few workers to plan: the job ends after this long (0: waits on)
+  int64_t worker_restarts = 3;          // a worker that crashed after it was ready is started again, per device
   std::string racks;                    // "a: node0 node1; b: node2 node3" (job/racks.h); "": none
 };
 

@@ -25,6 +25,9 @@ constexpr uint64_t kRegisterRetryMs = 1000;
 constexpr uint64_t kWorkerStopGraceMs = 2000;
 // A goodbye must leave before the socket closes.
 constexpr int kGoodbyeLingerMs = 500;
+// A crashed worker's device gets a new worker after this pause, doubled at each restart of that
+// device (a crash that repeats at once does not restart in a tight loop).
+constexpr int64_t kFirstRestartDelayMs = 500;
 
 namespace {
 
@@ -231,6 +234,7 @@ void Agent::handle_welcome(const wire::Welcome& w) {
   bool first = node_id_ == kNoNode && workers_.empty();
   node_id_ = w.node_id;
   heartbeat_ms_ = std::max<uint32_t>(w.heartbeat_ms, 10);
+  restart_limit_ = w.worker_restarts;
   miss_limit_ = std::max<uint32_t>(w.miss_limit, 1);
   if (w.grace_ms > 0) opts_.controller_timeout_ms = int64_t(w.grace_ms);
   if (phase_ == Phase::registering) phase_ = Phase::running;
@@ -242,6 +246,7 @@ void Agent::handle_welcome(const wire::Welcome& w) {
   heartbeat_timer_.start(0, heartbeat_ms_, [this] {
     send_heartbeat();
     check_workers();
+    restart_due();
   });
   if (first) {
     spawn_workers();
@@ -282,35 +287,83 @@ void Agent::handle_command(const wire::Command& c) {
 void Agent::stop(const std::string& reason) { handle_command(wire::Command{wire::Verb::stop, reason}); }
 
 void Agent::spawn_workers() {
-  const std::string exe = self_spawn_exe();
+  restarts_done_.assign(opts_.devices.size(), 0);
   for (size_t i = 0; i < opts_.devices.size(); ++i) {
     workers_.emplace_back();
     Worker& w = workers_.back();
-    w.index = uint32_t(i);
+    w.index = w.slot = uint32_t(i);
     w.device = opts_.devices[i];
   }
   for (auto& w : workers_) {
-    w.proc = std::make_unique<ChildProcess>(loop_, [this, &w](int64_t code, int sig) { on_worker_exit(w, code, sig); });
-    SpawnOptions so;
-    so.exe = exe;
-    so.args = {"worker", "--agent", local_endpoint_, "--index", std::to_string(w.index), "--device", w.device,
+    start_worker(w);
+    if (!w.exited) report(w, wire::WorkerEventKind::started);
+  }
+}
+
+void Agent::start_worker(Worker& w) {
+  w.proc = std::make_unique<ChildProcess>(loop_, [this, &w](int64_t code, int sig) { on_worker_exit(w, code, sig); });
+  SpawnOptions so;
+  so.exe = self_spawn_exe();
+  so.args = {"worker", "--agent", local_endpoint_, "--index", std::to_string(w.index), "--device", w.device,
                "--parent-pid", std::to_string(getpid()), "--node", std::to_string(node_id_),
                "--heartbeat-ms", std::to_string(heartbeat_ms_), "--log-level", opts_.log_level,
                "--log-format", opts_.log_format, "--data-host", opts_.data_host};
-    if (!opts_.server_public_key.empty())  // CURVE towards the rendezvous store, with our key
-      so.args.insert(so.args.end(), {"--server-key", opts_.server_public_key, "--key", absolute_path(opts_.key_file)});
-    if (auto s = w.proc->spawn(so); !s) {
-      w.exited = true;
-      w.last_error = s.error().message();
-      spdlog::error("worker {}: {}", w.index, w.last_error);
-      report(w, wire::WorkerEventKind::spawn_failed, 0, 0, w.last_error);
+  if (!opts_.server_public_key.empty())  // CURVE towards the rendezvous store, with our key
+    so.args.insert(so.args.end(), {"--server-key", opts_.server_public_key, "--key", absolute_path(opts_.key_file)});
+  if (auto s = w.proc->spawn(so); !s) {
+    w.exited = true;
+    w.last_error = s.error().message();
+    spdlog::error("worker {}: {}", w.index, w.last_error);
+    report(w, wire::WorkerEventKind::spawn_failed, 0, 0, w.last_error);
+    return;
+  }
+  spdlog::info("worker {} on {} started (pid {})", w.index, w.device, w.proc->pid());
+  if (shares_)
+    if (auto s = shares_->confine(w.proc->pid(), CpuShares::worker_group(getpid(), w.index)); !s)
+      spdlog::warn("worker {} runs unconfined: {}", w.index, s.error().message());
+}
+
+void Agent::schedule_restart(const Worker& w, const std::string& how) {
+  uint32_t done = restarts_done_[w.slot];
+  if (done >= restart_limit_) {
+    if (restart_limit_ > 0)
+      spdlog::warn("worker {} on {} is not started again: its device had {} restarts (mesh.worker_restarts)", w.index,
+                   w.device, done);
+    return;
+  }
+  int64_t delay_ms = kFirstRestartDelayMs << std::min<uint32_t>(done, 20);
+  restarts_done_[w.slot] = done + 1;
+  restarts_due_.push_back({w.slot, w.index, mono_ns() + delay_ms * 1'000'000, how});
+  spdlog::info("worker {} on {} is started again in {} ms (restart {} of {})", w.index, w.device, delay_ms, done + 1,
+               restart_limit_);
+}
+
+// Checked at every heartbeat: each restart whose pause is over gets its new worker, with the next
+// free index of its device slot.
+void Agent::restart_due() {
+  if (phase_ != Phase::running) return restarts_due_.clear();
+  const int64_t now = mono_ns();
+  const uint32_t n = uint32_t(opts_.devices.size());
+  for (size_t i = 0; i < restarts_due_.size();) {
+    Restart r = restarts_due_[i];
+    if (r.due_ns > now) {
+      ++i;
       continue;
     }
-    spdlog::info("worker {} on {} started (pid {})", w.index, w.device, w.proc->pid());
-    if (shares_)
-      if (auto s = shares_->confine(w.proc->pid(), CpuShares::worker_group(getpid(), w.index)); !s)
-        spdlog::warn("worker {} runs unconfined: {}", w.index, s.error().message());
-    report(w, wire::WorkerEventKind::started);
+    restarts_due_.erase(restarts_due_.begin() + ptrdiff_t(i));
+    uint32_t index = r.slot;
+    for (const auto& w : workers_)
+      if (w.slot == r.slot) index = std::max(index, w.index + n);
+    workers_.emplace_back();
+    Worker& w = workers_.back();
+    w.index = index;
+    w.slot = r.slot;
+    w.device = opts_.devices[r.slot];
+    start_worker(w);
+    if (w.exited) continue;
+    report(w, wire::WorkerEventKind::restarted, 0, 0,
+           "in place of worker " + std::to_string(node_id_) + "." + std::to_string(r.replaces) + " (" + r.why +
+               "); restart " + std::to_string(restarts_done_[r.slot]) + " of " + std::to_string(restart_limit_));
   }
 }
 
@@ -338,8 +391,9 @@ void Agent::on_worker_message() {
   if (env->type == T::worker_hello) {
     auto m = wire::decode<wire::WorkerHello>(*env);
     if (!m) return refuse_local("malformed", m.error().message());
-    if (m->index >= workers_.size()) return refuse_local("bad index", "WorkerHello for worker " + std::to_string(m->index));
-    Worker& named = workers_[m->index];
+    auto it = std::find_if(workers_.begin(), workers_.end(), [&](const Worker& x) { return x.index == m->index; });
+    if (it == workers_.end()) return refuse_local("bad index", "WorkerHello for worker " + std::to_string(m->index));
+    Worker& named = *it;
     pid_t pid = peer_pid(fd);
     if (!named.proc || named.exited || pid != named.proc->pid())
       return refuse_local("impostor", "WorkerHello for worker " + std::to_string(m->index) + " from pid " +
@@ -361,7 +415,7 @@ void Agent::on_worker_message() {
     w->held = m->held;
     if (m->state == w->state) return;
     w->state = m->state;
-    if (m->state == wire::WorkerState::ready) report(*w, wire::WorkerEventKind::ready);
+    if (m->state == wire::WorkerState::ready) w->was_ready = true, report(*w, wire::WorkerEventKind::ready);
     send_heartbeat();  // tell the controller about the state change now
   } else if (env->type == T::step_vote) {
     relay_up<wire::StepVote>(*env, *w);
@@ -421,6 +475,12 @@ void Agent::on_worker_exit(Worker& w, int64_t code, int sig) {
   if (shares_)
     if (auto s = shares_->release(CpuShares::worker_group(getpid(), w.index)); !s)
       spdlog::warn("worker {}: {}", w.index, s.error().message());
+  // One that never got ready failed to start (its device, its job): starting it again would fail
+  // the same way, and the job says why it cannot start instead.
+  if (!expected && phase_ == Phase::running && w.was_ready)
+    schedule_restart(w, !w.last_error.empty() ? w.last_error
+                        : sig != 0            ? "killed by signal " + std::to_string(sig)
+                                              : "exited with code " + std::to_string(code));
   maybe_finish();
 }
 

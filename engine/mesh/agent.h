@@ -11,12 +11,17 @@
 // holds other workers' sparse snapshots in its memory at its slice endpoint (slice_server.h). A
 // worker relaunched as a new image of itself (runtime/relaunch.h) says hello again under its pid:
 // it gets the job again, and the newest plan relayed to it if that is newer than the one it carries.
+// A worker that crashes after it was ready (killed, or unresponsive and killed by the agent) is
+// replaced by a new one on the same device, after a pause that doubles each time, up to the job's
+// mesh.worker_restarts per device: the new worker has a new index (device slot + k x devices), so
+// the job sees a worker leave and, later, a new one join — it holds nothing of the old one's state.
 #pragma once
 
 #include <uv.h>
 #include <zmq.hpp>
 
 #include <functional>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,10 +71,12 @@ class Agent {
   enum class Phase { registering, running, draining, stopping, done };
   struct Worker {
     uint32_t index = 0;
+    uint32_t slot = 0;  // its device's position in AgentOptions::devices (index % devices)
     std::string device;
     std::unique_ptr<ChildProcess> proc;
     std::string rid;  // its identity on our worker socket, once it said hello
     wire::WorkerState state = wire::WorkerState::starting;
+    bool was_ready = false;  // it reported ready once: a crash after that is restarted
     bool exited = false;
     std::string last_error;
     int64_t last_seen_ns = 0;  // its last message (workers report status every heartbeat)
@@ -88,7 +95,11 @@ class Agent {
   void send_heartbeat();
   void open_cpu_shares();
   void spawn_workers();
+  void start_worker(Worker& w);
   void on_worker_exit(Worker& w, int64_t code, int sig);
+  // A crashed worker's device gets a new worker after a pause, while restarts are left (header).
+  void schedule_restart(const Worker& w, const std::string& how);
+  void restart_due();
   void report(const Worker& w, wire::WorkerEventKind kind, int code = 0, int sig = 0,
               const std::string& detail = "");
   void stop_workers(wire::Verb verb, const std::string& reason);
@@ -119,7 +130,16 @@ class Agent {
   // made before the endpoint binds, declared before it so that it outlives it.
   std::unique_ptr<ZapHandler> slice_zap_;
   std::unique_ptr<SliceServer> slices_;  // other workers' sparse snapshots held here (slice_server.h)
-  std::vector<Worker> workers_;
+  std::deque<Worker> workers_;  // a deque: a worker's exit callback holds a reference to it
+  struct Restart {
+    uint32_t slot;
+    uint32_t replaces;  // the crashed worker's index
+    int64_t due_ns;
+    std::string why;
+  };
+  std::vector<Restart> restarts_due_;
+  std::vector<uint32_t> restarts_done_;  // per device slot
+  uint32_t restart_limit_ = 0;           // mesh.worker_restarts (from Welcome)
   std::optional<wire::JobSpec> job_;  // what our workers train (from the controller, after Welcome)
   std::optional<CpuShares> shares_;   // --cpu-share: the workers' CPU cgroups
   Phase phase_ = Phase::registering;

@@ -281,7 +281,8 @@ void Controller::handle_register(const std::string& rid, int fd, const wire::Env
 wire::Welcome Controller::welcome(NodeId id) const {
   const auto& mesh = opts_.job.mesh;
   return wire::Welcome{id, membership_.epoch(), uint32_t(mesh.heartbeat_ms), uint32_t(mesh.miss_limit), opts_.job.name,
-                       uint32_t(mesh.controller_grace_ms), allow_ ? allow_->node_keys() : std::vector<std::string>{}};
+                       uint32_t(mesh.controller_grace_ms), allow_ ? allow_->node_keys() : std::vector<std::string>{},
+                       uint32_t(mesh.worker_restarts)};
 }
 
 void Controller::handle_heartbeat(const std::string& rid, const wire::Envelope& env) {

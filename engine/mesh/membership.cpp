@@ -152,7 +152,7 @@ void Membership::update_worker(Node& n, const wire::WorkerInfo& w, bool reports_
     }
     return;
   }
-  std::string device = !w.device.empty() ? w.device : w.index < n.devices.size() ? n.devices[w.index] : "";
+  std::string device = !w.device.empty() ? w.device : n.devices.empty() ? "" : n.devices[w.index % n.devices.size()];
   n.workers.push_back({w.index, device, w.pid, wire::WorkerState::starting});
   update_worker(n, w, reports_held);
 }
@@ -177,7 +177,7 @@ void Membership::worker_event(NodeId id, const wire::WorkerEvent& ev, int64_t no
     for (auto& w : n->workers)
       if (w.index == ev.index) v = &w;
     if (!v) {
-      n->workers.push_back({ev.index, ev.index < n->devices.size() ? n->devices[ev.index] : "", ev.pid});
+      n->workers.push_back({ev.index, n->devices.empty() ? "" : n->devices[ev.index % n->devices.size()], ev.pid});
       v = &n->workers.back();
     }
     if (v->exited) return;
@@ -198,9 +198,12 @@ void Membership::worker_event(NodeId id, const wire::WorkerEvent& ev, int64_t no
     return;
   }
   wire::WorkerState st = ev.kind == K::ready ? wire::WorkerState::ready : wire::WorkerState::starting;
-  std::string device;
+  // a restarted worker has the next index of its device slot (index % devices; agent.h)
+  std::string device = n->devices.empty() ? "" : n->devices[ev.index % n->devices.size()];
   for (auto& w : n->workers)
     if (w.index == ev.index) device = w.device;
+  if (ev.kind == K::restarted)
+    events_.add("worker_restarted", n->id, epoch_, worker_label(*n, ev.index) + " on " + device + " " + ev.detail);
   update_worker(*n, {ev.index, device, ev.pid, st, {}}, false);  // an event says nothing of what it holds
 }
 

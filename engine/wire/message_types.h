@@ -63,7 +63,9 @@ constexpr size_t kPlanMax = 4u << 20;       // the transfers of a plan update
 constexpr size_t kJobTextMax = 1u << 20;    // a job file's text
 
 enum class WorkerState : uint8_t { starting, ready, draining, stopped, count_ };
-enum class WorkerEventKind : uint8_t { started, ready, exited, spawn_failed, count_ };
+// `restarted`: the agent started a new worker in the place of one that crashed (a new index, the
+// same device; its detail says which it replaces and how many restarts are left).
+enum class WorkerEventKind : uint8_t { started, ready, exited, spawn_failed, restarted, count_ };
 enum class Verb : uint8_t { stop, drain, kill, count_ };
 // Where a drill's armed fault kills a worker (FaultArm); `corrupt` flips bits of a unit instead.
 enum class FaultPoint : uint8_t { forward, alltoall, allreduce, migration, snapshot, backward, corrupt, validation, count_ };

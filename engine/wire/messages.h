@@ -68,7 +68,10 @@ struct Welcome {
     (uint32_t, grace_ms, 0),  // how long the agent rides out a silent controller (mesh.controller_grace_ms)
     // The public keys (Z85) the mesh admits as nodes — the job's agents, whose workers use their
     // agent's key: the only clients an agent's slice endpoint admits (empty where the mesh is local).
-    (std::vector<std::string>, node_keys, {}, kListMax))
+    (std::vector<std::string>, node_keys, {}, kListMax),
+    // How often the agent starts a new worker in the place of one of its own that crashed after it
+    // was ready, per device (mesh.worker_restarts; 0: never).
+    (uint32_t, worker_restarts, 0))
 };
 
 struct Heartbeat {

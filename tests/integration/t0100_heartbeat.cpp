@@ -97,6 +97,58 @@ TEST_CASE("t0120-worker-exit: a killed worker is reported at once, with its sign
   CHECK(m.node(id)["workers"][0]["signal"] == SIGKILL);
   CHECK(has_event(m, "worker_exited", id, "killed by signal 9"));
   CHECK(m.status()["workers"]["ready"] == 3);
+  // Half a second later its agent starts a new worker on the device (the next index of the slot),
+  // and the mesh has four ready workers again; the crashed one stays listed as exited.
+  REQUIRE(eventually([&] { return m.status()["workers"]["ready"] == 4; }, 5000, 20));
+  auto workers = m.node(id)["workers"];
+  REQUIRE(workers.size() == 2);
+  CHECK(workers[0]["state"] == "exited");
+  CHECK(workers[1]["index"] == 1);
+  CHECK(workers[1]["device"] == "cpu:0");
+  CHECK(workers[1]["state"] == "ready");
+  CHECK(workers[1]["pid"].get<pid_t>() != worker);
+  CHECK(has_event(m, "worker_restarted", id,
+                  "in place of worker " + std::to_string(id) + ".0 (killed by signal 9); restart 1 of 3"));
+}
+
+TEST_CASE("t0123-worker-restart-trains: a worker killed in training comes back as a new worker the job plans in") {
+  MeshOptions o;
+  o.steps = 100000;
+  TestMesh m(o);
+  m.start();
+  REQUIRE(eventually([&] { return m.status()["step"].get<int64_t>() > 5; }, 30000, 20));
+  int64_t id = m.nodes()[1]["id"];
+  ::kill(m.node(id)["workers"][0]["pid"].get<pid_t>(), SIGKILL);
+  // first a plan for the three left, then — after the restart — one for four
+  REQUIRE(eventually([&] { return has_event(m, "plan_applied", -1, "on 3 workers"); }, 10000, 20));
+  REQUIRE(eventually([&] { return m.node(id)["workers"][1]["state"] == "ready"; }, 10000, 20));
+  int64_t step = m.status()["step"];
+  // a plan in force names the new worker (the join batch's, or a rebalance that came first), and
+  // training goes on under it
+  const std::string restarted = std::to_string(id) + ".1";
+  REQUIRE(eventually([&] {
+    auto ranks = m.eval_json("return job.training().ranks");
+    return std::find(ranks.begin(), ranks.end(), restarted) != ranks.end();
+  }, 10000, 20));
+  CHECK(eventually([&] { return m.status()["step"].get<int64_t>() > step + 20; }, 20000, 50));
+}
+
+TEST_CASE("t0122-worker-restarts-bounded: a device gets mesh.worker_restarts new workers, then none") {
+  MeshOptions o;
+  o.mesh_extra = ", worker_restarts = 1";
+  TestMesh m(o);
+  m.start();
+  int64_t id = m.nodes()[2]["id"];
+  ::kill(m.node(id)["workers"][0]["pid"].get<pid_t>(), SIGKILL);
+  REQUIRE(eventually([&] { return m.node(id)["workers"].size() == 2 && m.status()["workers"]["ready"] == 4; }, 5000, 20));
+  CHECK(has_event(m, "worker_restarted", id, "restart 1 of 1"));
+  ::kill(m.node(id)["workers"][1]["pid"].get<pid_t>(), SIGKILL);
+  REQUIRE(eventually([&] { return m.node(id)["workers"][1]["state"] == "exited"; }, 2000, 5));
+  // the second restart would come after 1 s: wait past it
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  CHECK(m.node(id)["workers"].size() == 2);
+  CHECK(m.status()["workers"]["ready"] == 3);
+  CHECK(m.state_of(id) == "alive");  // the node lives on without a worker
 }
 
 TEST_CASE("t0121-frozen-worker: a worker that stops reporting is killed by its agent and reported") {

@@ -88,6 +88,29 @@ TEST_CASE("joins, deaths, departures and worker readiness bump the epoch and ids
   CHECK(m.count(NodeState::left) == 1);
 }
 
+TEST_CASE("a restarted worker is a new participant on its device slot; the one it replaces stays exited") {
+  EventLog log;
+  Membership m({100, 3}, log);
+  Node two = node_named("a");
+  two.devices = {"cpu:0", "cpu:1"};
+  NodeId id = m.join(std::move(two), 0).id;
+  m.heartbeat(id, {{0, "cpu:0", 11, wire::WorkerState::ready}, {1, "cpu:1", 12, wire::WorkerState::ready}}, kMs);
+  m.worker_event(id, {id, 1, wire::WorkerEventKind::exited, 12, 0, 9, ""}, 2 * kMs);
+  // the agent's new worker on slot 1 of two devices: index 3
+  m.worker_event(id, {id, 3, wire::WorkerEventKind::restarted, 13, 0, 0, "in place of worker 0.1"}, 3 * kMs);
+  m.heartbeat(id, {{0, "cpu:0", 11, wire::WorkerState::ready}, {3, "cpu:1", 13, wire::WorkerState::ready}}, 4 * kMs);
+  CHECK(m.ready_participants() == std::vector<Participant>{{id, 0}, {id, 3}});
+  const auto& ws = m.find(id)->workers;
+  REQUIRE(ws.size() == 3);
+  CHECK(ws[1].exited);
+  CHECK(ws[2].index == 3);
+  CHECK(ws[2].device == "cpu:1");
+  bool said = false;
+  for (const auto& e : log.all())
+    said |= e.kind == "worker_restarted" && e.detail.find("worker 0.3 on cpu:1 in place of worker 0.1") == 0;
+  CHECK(said);
+}
+
 TEST_CASE("every verdict is an event with its cause") {
   EventLog log;
   Membership m({100, 3}, log);
