@@ -345,6 +345,25 @@ std::string trace_path(const std::string& file, const std::string& dir) {
   return beside;
 }
 
+// A trace whose replay could not train: one instant (a count, not a time), or a span that its
+// time_scale makes shorter than a second (most often times in another unit than the one assumed).
+std::string trace_span_problem(const std::string& where, const TraceOptions& o, const TracePlan& t) {
+  constexpr double kShortestDrillS = 1.0;
+  const double span_s = t.duration_s / o.time_scale;
+  if (span_s <= 0)
+    return where + ": replay_trace: " + o.file + " holds a single instant (" + std::to_string(t.initial_nodes) +
+           " local nodes at 0 s): it says how many nodes, not for how long; give the drill a duration "
+           "(drill{duration_s = T}) to train that long on them";
+  if (t.duration_s >= kShortestDrillS) return {};
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                " spans %.4g s of trace; at time_scale %g that is %.3g s of drill, too short to train: raise "
+                "time_scale, give drill{duration_s = T}, or, for a series of numeric times, say their unit "
+                "(time_unit = 'min' or 'h'; now %g s)",
+                span_s, o.time_scale, t.duration_s, o.unit_s);
+  return where + ": replay_trace: " + o.file + buf;
+}
+
 Status read_trace(const Checker& ck, const std::string& dir, DrillSpec& d) {
   SAL_TRY(ck.only({"file", "format", "time_unit", "time_scale", "max_nodes", "start_s"}));
   TraceOptions o;
@@ -385,7 +404,8 @@ Status read_trace(const Checker& ck, const std::string& dir, DrillSpec& d) {
   d.actions.insert(d.actions.end(), trace->actions.begin(), trace->actions.end());
   d.initial_nodes = trace->initial_nodes;
   d.clock_from_start = true;
-  if (!d.duration_s) d.duration_s = o.start_s + trace->duration_s;
+  d.trace_end_s = o.start_s + trace->duration_s;
+  d.trace_problem = trace_span_problem(ck.where(), o, *trace);
   return {};
 }
 
@@ -497,6 +517,10 @@ Result<DrillSpec> parse_drill(const std::string& text, const std::string& path,
   if (d.name.empty()) {
     auto base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
     d.name = base.substr(0, base.rfind(".lua"));
+  }
+  if (d.trace_end_s && !d.duration_s) {
+    if (!d.trace_problem.empty()) return Error(d.trace_problem);
+    d.duration_s = d.trace_end_s;
   }
   if (d.actions.empty() && !d.initial_nodes)
     return fail(path, ": the drill schedules nothing (no kill, drain, freeze, slow, corrupt, partition, add or replay_trace)");

@@ -93,6 +93,10 @@ struct DrillSpec {
   // Time triggers (and the duration) count from the drill's start instead of the first committed
   // step: a replayed trace is its own clock (it may start with too few nodes to train at all).
   bool clock_from_start = false;
+  // A replayed trace's end (start_s + its scaled span): the duration unless drill{duration_s} says
+  // one; and why that end is no duration to train for (a single instant, a drill under 1 s), if so.
+  std::optional<double> trace_end_s;
+  std::string trace_problem;
   std::vector<Action> actions;
   Expectations expect;
   // The first action that kills the controller (such a drill needs a hosted controller), or null.

@@ -307,7 +307,7 @@ TEST_CASE("a series of live-node counts: ISO times or numbers in a unit, a heade
   CHECK(d->actions[0].at_s == doctest::Approx(0.6));
   // a relative path is the drill file's, or the working directory's where nothing is beside it
   const std::string here = "sal-test-fleet-" + std::to_string(getpid()) + ".csv";
-  std::ofstream(here) << "0,8\n60,4\n";
+  std::ofstream(here) << "0,8\n1200,4\n";
   auto relative = temp_file("rel.lua", "replay_trace{ file = args.trace, max_nodes = 4 }\n");
   auto from_cwd = load_drill(relative, {{"trace", here}});
   std::remove(here.c_str());
@@ -316,6 +316,32 @@ TEST_CASE("a series of live-node counts: ISO times or numbers in a unit, a heade
   auto missing = load_drill(relative, {{"trace", here}});
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().message().find(sal::dir_name(relative) + "/" + here) != std::string::npos);
+  // a trace of one instant says how many nodes, not for how long: refused unless the drill says
+  // how long (in either order); one whose scaled span is under a second is refused with the unit hint
+  auto instant = temp_file("one.csv", "0,8\n");
+  auto bare = temp_file("one.lua", "replay_trace{ file = '" + instant + "', max_nodes = 4 }\n");
+  auto no_span = load_drill(bare, {});
+  REQUIRE_FALSE(no_span.ok());
+  CHECK(no_span.error().message().find(bare + ":1: replay_trace: " + instant +
+                                       " holds a single instant (4 local nodes at 0 s)") == 0);
+  for (const std::string& text : {"drill{ duration_s = 5 }\nreplay_trace{ file = '" + instant + "', max_nodes = 4 }\n",
+                                  "replay_trace{ file = '" + instant + "', max_nodes = 4 }\ndrill{ duration_s = 5 }\n"}) {
+    auto timed = load_drill(temp_file("timed.lua", text), {});
+    REQUIRE_MESSAGE(timed.ok(), (timed.ok() ? "" : timed.error().message()));
+    CHECK(timed->duration_s == doctest::Approx(5));
+    CHECK(timed->initial_nodes == 4);
+    CHECK(timed->actions.empty());
+  }
+  auto hours_file = temp_file("hours_file.csv", "0.000,8\n0.030,4\n88.69,8\n");  // hours, read as seconds
+  auto short_drill = load_drill(temp_file("h.lua", "replay_trace{ file = '" + hours_file + "', time_scale = 0.002 }\n"), {});
+  REQUIRE_FALSE(short_drill.ok());
+  CHECK(short_drill.error().message().find(hours_file + " spans 88.69 s of trace; at time_scale 0.002 that is 0.177 s of "
+                                                   "drill, too short to train") != std::string::npos);
+  CHECK(short_drill.error().message().find("(time_unit = 'min' or 'h'; now 1 s)") != std::string::npos);
+  auto in_hours = load_drill(temp_file("h2.lua", "replay_trace{ file = '" + hours_file + "', time_unit = 'h', "
+                                                 "time_scale = 0.002 }\n"), {});
+  REQUIRE_MESSAGE(in_hours.ok(), (in_hours.ok() ? "" : in_hours.error().message()));
+  CHECK(in_hours->duration_s == doctest::Approx(88.69 * 3600 * 0.002));
   auto wrong = temp_file("u.lua", "replay_trace{ file = '" + trace + "', time_unit = 'days' }\n");
   auto refused = load_drill(wrong, {});
   REQUIRE_FALSE(refused.ok());
