@@ -221,7 +221,8 @@ class Driver {
   void regroup(const std::string& why);  // the survivors re-plan at the next boundary
 
   // ---- the end (driver.cpp) ----
-  Next start_save(const std::string& done, bool after_stop = false);
+  // `attempt` > 0: again, after `cause` (a saver lost) ended the one before.
+  Next start_save(const std::string& done, bool after_stop = false, uint32_t attempt = 0, const std::string& cause = "");
   Next finish_save(phase::Saving& s, bool ok, const std::string& detail);
   Next fail_job(const std::string& why);
   Next end_job(const std::string& said, const std::string& checkpoint_dir = "");

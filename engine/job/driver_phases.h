@@ -146,6 +146,10 @@ struct Saving {
   std::string dir;
   std::string done;        // what the job's end says once it is written
   bool after_stop = false; // a stop's save (a failed one then does not fail the job)
+  uint32_t attempt = 0;    // a saver lost meanwhile: the workers left write it again (start_save)
+  // Answers still to come to an earlier try, per saver (a worker answers its saves in order): they
+  // are not this try's.
+  std::map<Participant, uint32_t> stale;
 };
 
 struct Done {

@@ -14,6 +14,8 @@ namespace sal::job {
 constexpr uint64_t kAbortSettleMs = 50;
 // How long the final checkpoint may take.
 constexpr uint64_t kSaveTimeoutMs = 120000;
+// A final checkpoint whose savers keep dying is given up after this many tries.
+constexpr uint32_t kSaveAttempts = 3;
 
 namespace {
 
@@ -259,12 +261,14 @@ std::string uncovered_expert(const plan::Plan& p, const std::vector<uint32_t>& a
 
 // The final checkpoint, written by the plan's ranks still here: a rank gone since the plan's last
 // step (a patched last step) is left out, and the others write what it would have (each unit by
-// one of its holders still here) — unless one of its experts is held by nobody else.
-Driver::Next Driver::start_save(const std::string& said, bool after_stop) {
+// one of its holders still here) — unless one of its experts is held by nobody else. A saver lost
+// while it writes starts the save again over the ranks left (on_saver_view).
+Driver::Next Driver::start_save(const std::string& said, bool after_stop, uint32_t attempt, const std::string& cause) {
   if (cfg_.run_dir.empty() || !applied_) return end_job(said);
   phase::Saving s;
   s.done = said;
   s.after_stop = after_stop;
+  s.attempt = attempt;
   s.dir = cfg_.run_dir + "/checkpoint";
   wire::SaveCheckpoint save{s.dir, steps_.committed(), applied_->number(), false, {}};
   std::vector<Participant> savers;
@@ -274,7 +278,8 @@ Driver::Next Driver::start_save(const std::string& said, bool after_stop) {
     else
       save.absent.push_back(i);
   if (const std::string lost = uncovered_expert(applied_->plan, save.absent); !lost.empty() || savers.empty())
-    return finish_save(s, false, "the workers left hold no copy of " + (lost.empty() ? "any unit" : lost));
+    return finish_save(s, false, (cause.empty() ? "" : cause + ", and ") + "the workers left hold no copy of " +
+                                     (lost.empty() ? "any unit" : lost));
   s.waiting = std::set<Participant>(savers.begin(), savers.end());
   send(savers, std::move(save));
   arm(Timer::plan, kSaveTimeoutMs);
@@ -290,8 +295,18 @@ Driver::Next Driver::end_job(const std::string& said, const std::string& checkpo
 
 Driver::Next Driver::on_saver_view(const Event&) {
   auto& s = std::get<phase::Saving>(state_);
-  for (const auto& p : s.waiting)
-    if (!contains(view_.ready, p)) return finish_save(s, false, "worker " + participant_name(p) + " left before it had saved");
+  for (const auto& p : s.waiting) {
+    if (contains(view_.ready, p)) continue;
+    std::string why = "worker " + participant_name(p) + " left before it had saved";
+    if (s.attempt + 1 >= kSaveAttempts)
+      return finish_save(s, false, why + " (after " + std::to_string(kSaveAttempts) + " tries)");
+    note("checkpoint_retry", why + ": the workers left write the final checkpoint again", act::Level::warn);
+    auto stale = s.stale;
+    for (const auto& w : s.waiting) ++stale[w];
+    Next next = start_save(s.done, s.after_stop, s.attempt + 1, why);
+    if (auto* again = next ? std::get_if<phase::Saving>(&*next) : nullptr) again->stale = std::move(stale);
+    return next;
+  }
   return std::nullopt;
 }
 
@@ -307,15 +322,24 @@ Driver::Next Driver::on_saved(const Event& e) {
   }
   auto* s = std::get_if<phase::Saving>(&state_);
   Participant p{d.node_id, d.index};
-  if (!s || !s->waiting.erase(p)) return std::nullopt;
+  if (!s) return std::nullopt;
+  if (auto it = s->stale.find(p); it != s->stale.end()) {  // an earlier try's answer
+    if (--it->second == 0) s->stale.erase(it);
+    return std::nullopt;
+  }
+  if (!s->waiting.erase(p)) return std::nullopt;
   if (!d.ok) return finish_save(*s, false, "worker " + participant_name(p) + ": " + d.detail);
   s->units += d.units;
   if (!s->waiting.empty()) return std::nullopt;
   return finish_save(*s, true, "");
 }
 
-Driver::Next Driver::finish_save(phase::Saving& s, bool ok, const std::string& detail) {
+Driver::Next Driver::finish_save(phase::Saving& s, bool ok, const std::string& detail_in) {
   cancel(Timer::plan);
+  std::string detail = detail_in;
+  if (!ok && snapshots_ && snapshots_->latest())  // what the operator can take instead
+    detail += "; the newest dense snapshot, of step " + std::to_string(snapshots_->latest()->step) + ", is in " +
+              snapshots_->latest()->dir;
   if (!ok && s.after_stop) {  // the job was stopping anyway: it stops, saying what was not saved
     note("checkpoint_failed", "the final checkpoint was not written: " + detail, act::Level::warn);
     out_.push_back(act::Journal{rec::End{s.done}, true});

@@ -78,7 +78,7 @@ const Driver::Row* Driver::row(size_t state, size_t event_kind, std::optional<Ti
     {running,      On::lost,          {},        &Driver::on_lost,           kAfterAbort},                // a participant gone: patch or abort
     {running,      On::patch_decided, {},        &Driver::on_patch_decided,  kAfterAbort},                // send the patch, or abort
 
-    {saving,       On::membership,    {},        &Driver::on_saver_view,     to({done, failed})},         // a saver left
+    {saving,       On::membership,    {},        &Driver::on_saver_view,     to({saving, done, failed})}, // a saver left: again
     {saving,       On::timer,         T::plan,   &Driver::on_save_timeout,   to({done, failed})},         // too slow
 
     {any,          On::saved,         {},        &Driver::on_saved,          to({done, failed})},         // a snapshot; (saving) all saved

@@ -339,8 +339,9 @@ void Agent::schedule_restart(const Worker& w, const std::string& how) {
 }
 
 // Checked at every heartbeat: each restart whose pause is over gets its new worker, with the next
-// free index of its device slot.
+// free index of its device slot (while the agent registers again, they wait; once it stops, none).
 void Agent::restart_due() {
+  if (phase_ == Phase::registering) return;
   if (phase_ != Phase::running) return restarts_due_.clear();
   const int64_t now = mono_ns();
   const uint32_t n = uint32_t(opts_.devices.size());

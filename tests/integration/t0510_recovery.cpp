@@ -6,7 +6,8 @@
 // floating-point reassociation. Killing every holder of an expert falls back to the dense
 // snapshot: the steps after it run again (bit for bit, the membership being the same size) and
 // training finishes. A node dying in the middle of each dense snapshot leaves every one complete
-// (each unit has a second writer). Too few workers left to hold the model: the job waits for
+// (each unit has a second writer), and one dying as the final checkpoint begins leaves it whole (the
+// others write it again). Too few workers left to hold the model: the job waits for
 // capacity, counted apart from the recovery's time, and ends after mesh.capacity_wait_ms when none
 // comes. Nodes killed during three successive plan switches: every worker leaves each abandoned
 // plan within 100 ms (by the logs' clocks), and training goes on. A checkpoint-restart restore
@@ -247,6 +248,31 @@ TEST_CASE("t0515-kill-in-every-snapshot: a writer dying in each dense snapshot s
   auto steps = metrics_column(dir + "/resumed", "step");
   REQUIRE_FALSE(steps.empty());
   CHECK(steps.front() == 15);
+}
+
+TEST_CASE("t0524-final-checkpoint-saver-lost: a node dying as the final checkpoint begins, the others write it whole") {
+  std::string dir = temp_dir("recovery");
+  std::string job = write_job(dir, 6);
+  auto j = run_json({bin(), "run", job, "--drill", drill("end_kill.lua"), "--json", "--out", dir + "/run"},
+                    dir + "/run.out", 90000);
+  bool retried = false, saved = false;
+  for (const auto& e : events(dir + "/run")) {
+    CHECK_MESSAGE(e.kind != "checkpoint_failed", e.detail);
+    retried |= e.kind == "checkpoint_retry" && e.detail.find("left before it had saved") != std::string::npos;
+    saved |= e.kind == "checkpoint_saved";
+  }
+  CHECK(retried);  // the kill and the stop come in one drill tick: the save begins before the loss is seen
+  REQUIRE(saved);
+  REQUIRE(j.contains("checkpoint"));
+  // whole: a job resumes from it at the step it says
+  int64_t steps = j["steps"];
+  auto resumed = run_json({bin(), "run", job, "--resume", j["checkpoint"], "--steps", std::to_string(steps + 2), "--json",
+                           "--out", dir + "/resumed"},
+                          dir + "/resumed.out", 60000);
+  CHECK(resumed["steps"] == steps + 2);
+  auto metric_steps = metrics_column(dir + "/resumed", "step");
+  REQUIRE_FALSE(metric_steps.empty());
+  CHECK(metric_steps.front() == steps);
 }
 
 TEST_CASE("t0516-capacity: a job too small to plan waits for capacity apart from its recovery time, and ends after the stated wait") {

@@ -676,7 +676,7 @@ TEST_CASE("a job resumed from a checkpoint: its first plan restores every unit f
   CHECK(u.step == 41);
 }
 
-TEST_CASE("a stop saves the final checkpoint, and a saver lost meanwhile ends the save at once") {
+TEST_CASE("a stop saves the final checkpoint, and a saver lost meanwhile makes the others write it again at once") {
   Harness h = trained(3);
   h.on(in::Stop{"job.stop() by test", true});
   CHECK(h.d.phase() == Phase::saving);
@@ -685,9 +685,37 @@ TEST_CASE("a stop saves the final checkpoint, and a saver lost meanwhile ends th
   REQUIRE(saves.size() == 1);
   CHECK(saves[0].second.step == 3);
   CHECK_FALSE(saves[0].second.snapshot);
-  // a saver dies before answering: no waiting for the save's timeout, and the job, which was
-  // stopping anyway, stops (not failed), saying what was not saved
+  // worker 1 answers; then worker 3 dies before answering: no waiting for the save's timeout —
+  // the three left write it again, rank 3 absent (its units written by their other holders)
+  h.on(in::Saved{wire::SaveDone{1, 0, 3, true, "", 5, false, 0, 0, 0}});
+  h.out.clear();
   h.membership(workers({0, 1, 2}));
+  CHECK(h.d.phase() == Phase::saving);
+  CHECK(h.note_detail("checkpoint_retry").find("worker 3.0 left before it had saved") == 0);
+  auto again = h.sent<wire::SaveCheckpoint>();
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].first.to == std::vector<NodeId>{0, 1, 2});
+  CHECK(again[0].second.absent == std::vector<uint32_t>{3});
+  // answers to the first try (0 and 2 had not answered it) are not this try's
+  h.on(in::Saved{wire::SaveDone{0, 0, 3, true, "", 5, false, 0, 0, 0}});
+  h.on(in::Saved{wire::SaveDone{2, 0, 3, true, "", 5, false, 0, 0, 0}});
+  h.on(in::Saved{wire::SaveDone{1, 0, 3, true, "", 6, false, 0, 0, 0}});
+  h.on(in::Saved{wire::SaveDone{0, 0, 3, true, "", 6, false, 0, 0, 0}});
+  CHECK(h.d.phase() == Phase::saving);
+  h.on(in::Saved{wire::SaveDone{2, 0, 3, true, "", 6, false, 0, 0, 0}});
+  CHECK(h.d.phase() == Phase::done);
+  CHECK(h.note_detail("checkpoint_saved").find("18 units of step 3") == 0);
+  CHECK_FALSE(h.d.checkpoint_dir().empty());
+}
+
+TEST_CASE("a final checkpoint whose savers keep dying is given up after three tries, naming the newest snapshot") {
+  Harness h(snapshot_every_2());
+  train_with_snapshots(h, 5, {2, 4});
+  h.on(in::Stop{"job.stop() by test", true});
+  h.membership(workers({0, 1, 2}));
+  h.membership(workers({0, 1}));
+  CHECK(h.d.phase() == Phase::saving);
+  h.membership(workers({0}));
   CHECK(h.d.phase() == Phase::done);
   CHECK(h.d.failure().empty());
   CHECK(h.noted("checkpoint_failed"));
@@ -695,7 +723,9 @@ TEST_CASE("a stop saves the final checkpoint, and a saver lost meanwhile ends th
   std::string why;
   for (const auto& a : h.out)
     if (auto* s = std::get_if<act::StopJob>(&a)) why = s->why;
-  CHECK(why.find("stopped after 3 steps: job.stop() by test (the final checkpoint was not written: worker") == 0);
+  CHECK(why.find("stopped after 5 steps: job.stop() by test (the final checkpoint was not written: worker 1.0 left "
+                 "before it had saved (after 3 tries); the newest dense snapshot, of step 4, is in "
+                 "/run/snapshots/step-4)") == 0);
 }
 
 TEST_CASE("a stop with every saver answering writes the checkpoint's manifest, then stops the job") {

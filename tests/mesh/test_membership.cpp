@@ -88,7 +88,7 @@ TEST_CASE("joins, deaths, departures and worker readiness bump the epoch and ids
   CHECK(m.count(NodeState::left) == 1);
 }
 
-TEST_CASE("a restarted worker is a new participant on its device slot; the one it replaces stays exited") {
+TEST_CASE("a restarted worker is a new participant on its device slot, and the one it replaces stays exited") {
   EventLog log;
   Membership m({100, 3}, log);
   Node two = node_named("a");
