@@ -80,8 +80,8 @@ int record(lua_State* L) {
 
 void install(lua::Sandbox& sb, Collector& calls, const std::map<std::string, std::string>& args) {
   lua_State* L = sb.L();
-  for (const char* kind : {"drill", "kill", "drain", "freeze", "slow", "corrupt", "add", "partition", "replay_trace",
-                           "expect"}) {
+  for (const char* kind : {"drill", "kill", "drain", "freeze", "crash", "slow", "corrupt", "add", "partition",
+                           "replay_trace", "expect"}) {
     lua_pushlightuserdata(L, &calls);
     lua_pushstring(L, kind);
     lua_pushcclosure(L, record, 2);
@@ -417,6 +417,7 @@ Status read_call(const std::string& file, const std::string& dir, const Call& c,
   ActionKind kind = c.kind == "kill" ? ActionKind::kill
                     : c.kind == "drain" ? ActionKind::drain
                     : c.kind == "freeze" ? ActionKind::freeze
+                    : c.kind == "crash" ? ActionKind::crash
                     : c.kind == "partition" ? ActionKind::partition
                     : c.kind == "slow"      ? ActionKind::slow
                     : c.kind == "corrupt"   ? ActionKind::corrupt
@@ -434,6 +435,7 @@ const char* action_name(ActionKind k) {
     case ActionKind::kill: return "kill";
     case ActionKind::drain: return "drain";
     case ActionKind::freeze: return "freeze";
+    case ActionKind::crash: return "crash";
     case ActionKind::add: return "add";
     case ActionKind::partition: return "partition";
     case ActionKind::slow: return "slow";
@@ -454,6 +456,7 @@ std::string Action::describe() const {
   std::string s = std::string(action_name(kind)) + " " + who + " " + when;
   if (during) s += " during the " + std::string(wire::fault_point_entry(*during).phrase);
   if (kind == ActionKind::freeze) s += " for " + std::to_string(ms) + " ms";
+  if (kind == ActionKind::crash) s += " (its workers, not its agent)";
   if (kind == ActionKind::partition) s += " for " + seconds(double(ms) / 1e3);
   if (kind == ActionKind::corrupt && unit) s += ": " + std::to_string(bits) + " bits of its " + unit->name();
   if (kind == ActionKind::slow) s += " to " + std::to_string(int(factor * 100 + 0.5)) + " % for " + seconds(double(ms) / 1e3);
@@ -523,7 +526,7 @@ Result<DrillSpec> parse_drill(const std::string& text, const std::string& path,
     d.duration_s = d.trace_end_s;
   }
   if (d.actions.empty() && !d.initial_nodes)
-    return fail(path, ": the drill schedules nothing (no kill, drain, freeze, slow, corrupt, partition, add or replay_trace)");
+    return fail(path, ": the drill schedules nothing (no kill, drain, freeze, crash, slow, corrupt, partition, add or replay_trace)");
   return d;
 }
 

@@ -19,6 +19,9 @@
 //                                                  goes on in the resumed controller
 //   drain{node, step | at_s, count}                preemption with notice: the node finishes its step
 //   freeze{node, step | at_s, ms, count}           SIGSTOP the node for ms, then SIGCONT
+//   crash{node, step | at_s, count}                SIGKILL the node's workers, not its agent (a worker
+//                                                  process crashing on a healthy host: its agent
+//                                                  starts a new one, mesh.worker_restarts)
 //   slow{node, step | at_s, factor, for_s, count}  a gray failure: the node's workers keep `factor`
 //                                                  of their CPU quota for for_s seconds (a run with
 //                                                  --cpu-share: their cgroups are cut, then restored)
@@ -52,7 +55,7 @@
 
 namespace sal::drill {
 
-enum class ActionKind { kill, drain, freeze, add, partition, slow, corrupt };
+enum class ActionKind { kill, drain, freeze, add, partition, slow, corrupt, crash };
 const char* action_name(ActionKind k);
 
 struct Action {

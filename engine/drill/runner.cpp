@@ -276,6 +276,8 @@ void DrillRunner::fire(size_t i) {
     } else if (a.kind == ActionKind::kill) {
       s = c_.kill_node(id, who);
       killed_.insert(id);
+    } else if (a.kind == ActionKind::crash) {
+      s = c_.crash_workers(id, who);
     } else if (a.kind == ActionKind::drain) {
       s = c_.drain_node(id, who);
     } else if (a.kind == ActionKind::partition) {

@@ -99,6 +99,9 @@ class Controller {
   Status drain_node(NodeId id, const std::string& who);
   // SIGSTOPs the node's agent and workers (this host only) for `ms`, then SIGCONTs them.
   Status freeze_node(NodeId id, uint64_t ms, const std::string& who);
+  // SIGKILLs the node's workers but not its agent (this host only): a worker process crash on a
+  // healthy host, which its agent answers with a new worker (mesh.worker_restarts).
+  Status crash_workers(NodeId id, const std::string& who);
   // A gray failure (a drill's slow{}): the node's workers (this host only, confined by --cpu-share)
   // get `factor` of their CPU quota for `ms`, then their quota back.
   Status slow_node(NodeId id, double factor, uint64_t ms, const std::string& who);

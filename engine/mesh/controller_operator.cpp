@@ -76,6 +76,22 @@ Status Controller::freeze_node(NodeId id, uint64_t ms, const std::string& who) {
   return {};
 }
 
+Status Controller::crash_workers(NodeId id, const std::string& who) {
+  Node* n = membership_.find(id);
+  if (!n) return fail("no node ", id);
+  if (!n->live()) return fail("node ", id, " is ", state_name(n->state), ", not live");
+  if (!on_this_host(*n)) return fail("node ", id, " runs on ", n->host, ": only a node on this host can have its workers crashed");
+  std::vector<pid_t> pids;
+  for (const auto& w : n->workers)
+    if (w.pid > 0 && !w.exited) pids.push_back(pid_t(w.pid));
+  if (pids.empty()) return fail("node ", id, " has no worker running");
+  for (pid_t p : pids) ::kill(p, SIGKILL);
+  events_.add("workers_crashed", id, membership_.epoch(),
+              "SIGKILL to its " + std::to_string(pids.size()) + (pids.size() == 1 ? " worker" : " workers") +
+                  " (not its agent), by " + who);
+  return {};
+}
+
 Status Controller::slow_node(NodeId id, double factor, uint64_t ms, const std::string& who) {
   Node* n = membership_.find(id);
   if (!n) return fail("no node ", id);

@@ -7,7 +7,7 @@
 // snapshot: the steps after it run again (bit for bit, the membership being the same size) and
 // training finishes. A node dying in the middle of each dense snapshot leaves every one complete
 // (each unit has a second writer), and one dying as the final checkpoint begins leaves it whole (the
-// others write it again). Too few workers left to hold the model: the job waits for
+// others write it again). Worker processes crashed on live hosts come back as new workers. Too few workers left to hold the model: the job waits for
 // capacity, counted apart from the recovery's time, and ends after mesh.capacity_wait_ms when none
 // comes. Nodes killed during three successive plan switches: every worker leaves each abandoned
 // plan within 100 ms (by the logs' clocks), and training goes on. A checkpoint-restart restore
@@ -273,6 +273,33 @@ TEST_CASE("t0524-final-checkpoint-saver-lost: a node dying as the final checkpoi
   auto metric_steps = metrics_column(dir + "/resumed", "step");
   REQUIRE_FALSE(metric_steps.empty());
   CHECK(metric_steps.front() == steps);
+}
+
+TEST_CASE("t0525-crashed-workers: worker processes crashed on live hosts come back as new workers the job trains on") {
+  std::string dir = temp_dir("recovery");
+  std::string job = write_job(dir, 6);
+  auto j = run_json({bin(), "run", job, "--drill", drill("crash_workers.lua"), "--json", "--out", dir + "/run"},
+                    dir + "/run.out", 90000);
+  CHECK(j["steps"].get<int64_t>() > 100);
+  CHECK(j["lost_steps"] == 0);
+  CHECK(j["nodes_lost"] == 0);  // the hosts lived on
+  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  int crashed = 0, restarted = 0;
+  for (const auto& e : events(dir + "/run")) {
+    crashed += e.kind == "workers_crashed";
+    restarted += e.kind == "worker_restarted" && e.detail.find("(killed by signal 9); restart 1 of 3") != std::string::npos;
+  }
+  CHECK(crashed == 3);
+  CHECK(restarted == 3);
+  // the last plan trains on six workers again, three of them the new ones (index 1 of their node)
+  std::string last;
+  std::ifstream plans(dir + "/run/plans.jsonl");
+  for (std::string line; std::getline(plans, line);) last = line;
+  auto workers = nlohmann::json::parse(last)["workers"];
+  CHECK(workers.size() == 6);
+  int renewed = 0;
+  for (const auto& w : workers) renewed += w.get<std::string>().ends_with(".1");
+  CHECK(renewed == 3);
 }
 
 TEST_CASE("t0516-capacity: a job too small to plan waits for capacity apart from its recovery time, and ends after the stated wait") {
