@@ -39,6 +39,7 @@ drain{ node = 2, at_s = 1 }
 freeze{ node = "random", count = 2, step = 7, ms = 800 }
 add{ count = 2, step = 20 }
 partition{ node = 1, at_s = 3, for_s = 1.5 }
+crash{ node = "random", count = 2, at_s = 6 }
 expect{ lost_steps = 0, resume_s = 2.5, min_throughput_share = 0.4, min_restores = 1 }
 )");
   auto d = load_drill(path, {{"n", "3"}});
@@ -47,7 +48,10 @@ expect{ lost_steps = 0, resume_s = 2.5, min_throughput_share = 0.4, min_restores
   CHECK(d->steps == 40);
   CHECK(d->seed == 9);
   CHECK(d->duration_s == 30.0);
-  REQUIRE(d->actions.size() == 9);
+  REQUIRE(d->actions.size() == 10);
+  CHECK(d->actions[9].kind == ActionKind::crash);
+  CHECK(d->actions[9].count == 2);
+  CHECK(d->actions[9].describe().find("crash 2 random nodes at 6.0 s (its workers, not its agent)") == 0);
   CHECK(d->actions[8].kind == ActionKind::partition);
   CHECK(d->actions[8].ms == 1500);
   CHECK(d->actions[8].describe().find("partition node 1 at 3.0 s for 1.5 s") == 0);
@@ -106,6 +110,7 @@ TEST_CASE("wrong drills name the line and the rule") {
     CHECK_MESSAGE(d.error().message().find(expect) != std::string::npos, d.error().message());
   };
   check("\n\nfreeze{ node = 1, step = 2 }", "bad.lua:3: freeze: ms");
+  check("crash{ node = 1, step = 2, ms = 5 }", "bad.lua:1: crash: unknown field 'ms' (fields: step, at_s, count, node)");
   check("kill{ node = 1, count = 2, step = 2 }", "count > 1 needs node = \"random\"");
   check("kill{ expert = 1, node = 2, step = 1 }", "`expert` picks the nodes itself");
   check("kill{ rack = 'b', node = 2, step = 1 }", "`rack` picks the nodes itself");
