@@ -305,9 +305,9 @@ void Agent::start_worker(Worker& w) {
   SpawnOptions so;
   so.exe = self_spawn_exe();
   so.args = {"worker", "--agent", local_endpoint_, "--index", std::to_string(w.index), "--device", w.device,
-               "--parent-pid", std::to_string(getpid()), "--node", std::to_string(node_id_),
-               "--heartbeat-ms", std::to_string(heartbeat_ms_), "--log-level", opts_.log_level,
-               "--log-format", opts_.log_format, "--data-host", opts_.data_host};
+             "--parent-pid", std::to_string(getpid()), "--node", std::to_string(node_id_),
+             "--heartbeat-ms", std::to_string(heartbeat_ms_), "--log-level", opts_.log_level,
+             "--log-format", opts_.log_format, "--data-host", opts_.data_host};
   if (!opts_.server_public_key.empty())  // CURVE towards the rendezvous store, with our key
     so.args.insert(so.args.end(), {"--server-key", opts_.server_public_key, "--key", absolute_path(opts_.key_file)});
   if (auto s = w.proc->spawn(so); !s) {
@@ -416,7 +416,10 @@ void Agent::on_worker_message() {
     w->held = m->held;
     if (m->state == w->state) return;
     w->state = m->state;
-    if (m->state == wire::WorkerState::ready) w->was_ready = true, report(*w, wire::WorkerEventKind::ready);
+    if (m->state == wire::WorkerState::ready) {
+      w->was_ready = true;
+      report(*w, wire::WorkerEventKind::ready);
+    }
     send_heartbeat();  // tell the controller about the state change now
   } else if (env->type == T::step_vote) {
     relay_up<wire::StepVote>(*env, *w);

@@ -20,8 +20,8 @@
 #include <uv.h>
 #include <zmq.hpp>
 
-#include <functional>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>

@@ -188,7 +188,7 @@ TEST_CASE("field counts, enum ranges, integer ranges and string bounds are check
   auto verb = open(frames(MsgType::command, pack(7u, std::string("x"))));
   CHECK(decode<Command>(*verb).error().message().find("Command.verb: enum value 7 out of range") == 0);
   auto big = open(frames(MsgType::welcome, pack(uint64_t(1) << 40, 1u, 100u, 3u, std::string("j"), 30000u,
-                                                std::vector<std::string>{})));
+                                                std::vector<std::string>{}, 3u)));
   CHECK(decode<Welcome>(*big).error().message().find("Welcome.node_id: value") == 0);
   auto longname = open(frames(MsgType::goodbye, pack(1u, std::string(kTextMax + 1, 'a'))));
   CHECK(decode<Goodbye>(*longname).error().message().find("exceeds") != std::string::npos);
