@@ -88,6 +88,7 @@ nlohmann::ordered_json run_summary(const RunView& v) {
   j["epoch"] = m.epoch();
   j["nodes_joined"] = m.nodes().size();
   j["nodes_lost"] = m.count(mesh::NodeState::dead);
+  j["workers_restarted"] = m.restarted_workers();
   j["elapsed_s"] = elapsed_s(v);
   j["cpu_share"] = v.cpu_share ? nlohmann::json(*v.cpu_share) : nlohmann::json();
   j["started_mono_ns"] = c.started_ns();
@@ -110,10 +111,13 @@ void print_text_summary(const RunView& v, const nlohmann::ordered_json& j) {
   const auto& metrics = c.step_log();
   const uint64_t patched = j["patched_steps"].get<uint64_t>();
   std::string patched_text = patched ? ", " + std::to_string(patched) + " patched" : "";
-  std::printf("%s — %llu steps committed (%llu aborted%s) in %.2f s · epoch %llu · %zu nodes joined, %zu lost\n",
+  const size_t restarted = j["workers_restarted"].get<size_t>();
+  std::string restarted_text = restarted ? ", " + std::to_string(restarted) + " workers restarted" : "";
+  std::printf("%s — %llu steps committed (%llu aborted%s) in %.2f s · epoch %llu · %zu nodes joined, %zu lost%s\n",
               v.stop_reason.c_str(), (unsigned long long)j["steps"].get<uint64_t>(),
               (unsigned long long)j["aborted_steps"].get<uint64_t>(), patched_text.c_str(), j["elapsed_s"].get<double>(),
-              (unsigned long long)j["epoch"].get<uint64_t>(), j["nodes_joined"].get<size_t>(), j["nodes_lost"].get<size_t>());
+              (unsigned long long)j["epoch"].get<uint64_t>(), j["nodes_joined"].get<size_t>(), j["nodes_lost"].get<size_t>(),
+              restarted_text.c_str());
   if (metrics.first())
     std::printf("loss %.3f -> %.3f · %.0f tokens/s · %llu samples\n", metrics.first()->loss, metrics.last()->loss,
                 metrics.tokens_per_s(), (unsigned long long)j["samples"].get<uint64_t>());

@@ -279,6 +279,13 @@ size_t Membership::count(NodeState s) const {
   return c;
 }
 
+size_t Membership::restarted_workers() const {
+  size_t c = 0;
+  for (auto& [id, n] : nodes_)
+    for (const auto& w : n.workers) c += w.index >= n.devices.size();
+  return c;
+}
+
 size_t Membership::ready_workers() const {
   size_t c = 0;
   for (auto& [id, n] : nodes_)

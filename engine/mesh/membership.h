@@ -115,6 +115,8 @@ class Membership {
   // Nodes alive or suspected (not yet declared dead): the progress line's "nodes N/M alive".
   size_t live_nodes() const { return count(NodeState::alive) + count(NodeState::suspect); }
   size_t ready_workers() const;
+  // Workers an agent started in the place of one that crashed (an index past its node's devices).
+  size_t restarted_workers() const;
   // The ready workers of usable nodes: node id order, then worker index.
   std::vector<Participant> ready_participants() const;
   // When every worker started on a usable node has exited and one of them failed, the first

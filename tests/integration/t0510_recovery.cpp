@@ -283,6 +283,7 @@ TEST_CASE("t0525-crashed-workers: worker processes crashed on live hosts come ba
   CHECK(j["steps"].get<int64_t>() > 100);
   CHECK(j["lost_steps"] == 0);
   CHECK(j["nodes_lost"] == 0);  // the hosts lived on
+  CHECK(j["workers_restarted"] == 3);
   for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
   int crashed = 0, restarted = 0;
   for (const auto& e : events(dir + "/run")) {
