@@ -222,8 +222,9 @@ const std::vector<Field>& fields() {
               "so; it ends, failed, after waiting this long without a plan (0: it waits for workers without end)",
               [](JobConfig& j) -> int64_t& { return j.mesh.capacity_wait_ms; }),
       integer("mesh.worker_restarts", 0, 1000, "an agent starts a new worker in the place of one that crashed (killed, "
-              "or unresponsive) after it was ready, up to this many times per device, after a pause of 0.5 s "
-              "doubled at each restart; the new worker joins the job like a new node's (0: never)",
+              "or unresponsive) after it was ready, up to this many times in a row per device (a worker that ran 10 "
+              "minutes resets the count), after a pause of 0.5 s doubled at each restart; the new worker joins the "
+              "job like a new node's (0: never)",
               [](JobConfig& j) -> int64_t& { return j.mesh.worker_restarts; }),
       text("mesh.racks", {}, "racks, a failure domain above the host: \"RACK: NODE NODE ...; RACK: ...\" with the "
            "nodes' names (an agent's --name; local agents are node0, node1, ...); plans spread each expert's "

@@ -28,6 +28,9 @@ constexpr int kGoodbyeLingerMs = 500;
 // A crashed worker's device gets a new worker after this pause, doubled at each restart of that
 // device (a crash that repeats at once does not restart in a tight loop).
 constexpr int64_t kFirstRestartDelayMs = 500;
+// A worker that ran this long after it was ready crashed on its own, not in a loop: its device's
+// restarts (and their pause) count from zero again.
+constexpr int64_t kStableRunMs = 10 * 60 * 1000;
 
 namespace {
 
@@ -324,10 +327,11 @@ void Agent::start_worker(Worker& w) {
 }
 
 void Agent::schedule_restart(const Worker& w, const std::string& how) {
+  if (mono_ns() - w.ready_ns >= kStableRunMs * 1'000'000) restarts_done_[w.slot] = 0;
   uint32_t done = restarts_done_[w.slot];
   if (done >= restart_limit_) {
     if (restart_limit_ > 0)
-      spdlog::warn("worker {} on {} is not started again: its device had {} restarts (mesh.worker_restarts)", w.index,
+      spdlog::warn("worker {} on {} is not started again: its device had {} restarts in a row (mesh.worker_restarts)", w.index,
                    w.device, done);
     return;
   }
@@ -417,6 +421,7 @@ void Agent::on_worker_message() {
     if (m->state == w->state) return;
     w->state = m->state;
     if (m->state == wire::WorkerState::ready) {
+      if (!w->was_ready) w->ready_ns = mono_ns();
       w->was_ready = true;
       report(*w, wire::WorkerEventKind::ready);
     }

@@ -13,7 +13,7 @@
 // it gets the job again, and the newest plan relayed to it if that is newer than the one it carries.
 // A worker that crashes after it was ready (killed, or unresponsive and killed by the agent) is
 // replaced by a new one on the same device, after a pause that doubles each time, up to the job's
-// mesh.worker_restarts per device: the new worker has a new index (device slot + k x devices), so
+// mesh.worker_restarts per device in a row (one that ran ten minutes resets the count): the new worker has a new index (device slot + k x devices), so
 // the job sees a worker leave and, later, a new one join — it holds nothing of the old one's state.
 #pragma once
 
@@ -77,6 +77,7 @@ class Agent {
     std::string rid;  // its identity on our worker socket, once it said hello
     wire::WorkerState state = wire::WorkerState::starting;
     bool was_ready = false;  // it reported ready once: a crash after that is restarted
+    int64_t ready_ns = 0;    // when it first did
     bool exited = false;
     std::string last_error;
     int64_t last_seen_ns = 0;  // its last message (workers report status every heartbeat)
