@@ -53,10 +53,13 @@ WorkerChoice Driver::choose(const std::vector<Participant>& ready, uint64_t step
   return c;
 }
 
+// The newest window the live agents hold complete, of the iterations before `committed` — or
+// before the steps committed when a sparse restore began, if one failed since: its rewind is no
+// step back for the windows the job had reached (a retry may take them).
 std::optional<PeerWindow> Driver::peer_window(uint64_t committed) const {
   std::set<NodeId> live;
   for (const auto& [node, sn] : view_.slices) live.insert(node);
-  return peers_.restorable(live, committed);
+  return peers_.restorable(live, std::max(committed, peers_.replaced()));
 }
 
 void Driver::add_slice_peers(wire::PlanUpdate& u) const {

@@ -3,10 +3,16 @@
 // A rank writes the units plan/unit_writers.h gives it (each expert by one of its holders); losing
 // every holder of an expert must not take every copy of its slices too — and neither must losing
 // every node that holds none of them (a restore rolls the whole model back, so the surviving
-// experts' windows are needed as much as the lost one's). So the peers of a rank alternate: first
-// a node that holds none of the experts the rank writes, then one that holds some (another
-// replica's node), and so on while both kinds last; among equals, the node already chosen by the
-// fewest ranks (the copies spread), then the lowest id. When the job names racks (a rack fails
+// experts' windows are needed as much as the lost one's — every rank's, the survivors' included).
+// So a rank's copies go to nodes that share the fewest experts with each other: when they share
+// none, losing every holder of any one expert leaves a copy. The first copy goes to a node that
+// has such a partner (other than the rank's own node). Among equals, the peers alternate: first a
+// node that holds none of the experts the rank writes, then one that holds some (another replica's
+// node), and so on while both kinds last; then the node already chosen by the fewest ranks (the
+// copies spread), then the lowest id; a node already holding two more ranks' copies than an even
+// share is taken only when no other will do. (Before 2026-12-01 the alternation came first: after
+// a regroup, some ranks' two copies sat on two holders of one expert, and losing that expert's
+// holders lost the window — the job restored the seed.) When the job names racks (a rack fails
 // with all its hosts), the racks come first: each copy goes to the rack holding the fewest copies
 // yet, away from the writer's rack, so that no rack lost takes every copy. A mesh with fewer than
 // r other nodes gives all of them.

@@ -823,6 +823,34 @@ TEST_CASE("a restore from peers that fails falls to the dense snapshot, and the 
   CHECK(lost == 6 - 2);
 }
 
+TEST_CASE("a restore from peers that fails on a window its holders no longer keep takes the newer one they report since") {
+  Harness h = trained(6);
+  h.slices(1, 2, 2, 0, 13);  // what node 1 had said when the loss came (its agent has moved on since)
+  lose_holders_of_experts_0_and_1(h);
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore_window == 2);
+  CHECK(h.d.steps().next_step() == 3);  // rewound to the window
+  h.slices(1, 4, 4, 0, 13);             // its report now: window 4..4, which the job had reached
+  wire::PlanReady bad{1, 0, *h.d.pending_plan(), false,
+                      "layer0.dense: no good copy in the window from iteration 2 (tried: node 1: 13 units not held in "
+                      "a complete window from iteration 2)", 1, 0, 0, {}};
+  h.on(in::Ready{bad});
+  CHECK(h.noted("sparse_restore_failed"));
+  h.timer(Timer::retry, 500);
+  h.decide();
+  u = h.sent<wire::PlanUpdate>();  // (this decision's)
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore_window == 4);  // past the rewind's step 3, before the 6 steps committed
+  CHECK(u[0].second.step == 5);
+  h.all_ready();
+  uint64_t lost = 0;
+  for (const auto& a : h.history)
+    if (auto* l = std::get_if<act::StepsLost>(&a)) lost += l->steps;
+  CHECK(lost == 0);
+  CHECK(h.d.steps().next_step() == 5);
+}
+
 // The rebuild rung's stories: workers that log what they dispatch (train.expert_logs).
 DriverConfig with_logs() {
   auto cfg = small_job();

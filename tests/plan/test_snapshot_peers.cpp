@@ -1,6 +1,7 @@
 // test_snapshot_peers.cpp — where a rank's sparse snapshots are held: never on its own node, first
-// on nodes that hold none of the experts the rank writes (so losing every holder of an expert does
-// not lose its slices too), spread over the nodes, all of them when there are fewer than asked.
+// on nodes that hold none of the experts the rank writes, no two copies on nodes sharing an expert
+// (so losing every holder of any one expert leaves a copy), spread over the nodes, all of them when
+// there are fewer than asked.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -30,7 +31,7 @@ bool has(const std::vector<uint32_t>& v, uint32_t x) { return std::find(v.begin(
 
 }  // namespace
 
-TEST_CASE("a rank's slices go to r other nodes, the first holding none of the experts it writes and the second one of their holders, spread") {
+TEST_CASE("a rank's slices go to r other nodes, the first holding none of the experts it writes, no two sharing an expert, spread") {
   Plan p = ring();
   std::vector<uint32_t> node_of_rank{10, 11, 12, 13, 14, 15};
   // expert e sits on ranks e and e + 1: the writing spread, each rank writes one (expert 5, on ranks
@@ -53,7 +54,14 @@ TEST_CASE("a rank's slices go to r other nodes, the first holding none of the ex
       return false;
     };
     CHECK_FALSE(lives_on(peers[r][0]));  // losing every holder of its experts leaves this copy
-    if (!experts_written(p, r).empty()) CHECK(lives_on(peers[r][1]));  // losing every other node, this one
+    // and losing every holder of any one expert leaves a copy: the two nodes share no expert
+    for (uint32_t e = 0; e < 6; ++e) {
+      int holding = 0;
+      for (uint32_t node : peers[r])
+        for (uint32_t pos = 0; pos < 6; ++pos)
+          holding += node_of_rank[pos] == node && has(p.layers[0].placement[pos], e);
+      CHECK_MESSAGE(holding < 2, "expert " << e);
+    }
   }
   // spread: 12 copies over 6 nodes, none holding more than 3
   std::map<uint32_t, int> load;
@@ -94,4 +102,33 @@ TEST_CASE("with racks named, a rank's slices span the racks, the first copy away
   bool one_rack = false;
   for (uint32_t rank = 0; rank < 6; ++rank) one_rack = one_rack || rack_of[plain[rank][0]] == rack_of[plain[rank][1]];
   CHECK(one_rack);
+}
+
+TEST_CASE("a regrouped plan with nodes of mixed holdings: the copies of every rank survive the loss of any one expert's holders, spread") {
+  // the groups of a grouped job after one of its workers was lost (seven workers, 8 experts on 4
+  // slots in both layers): groups {0, 1}, {5, 7} split the experts in halves, group {2, 4, 6} mixes them
+  Plan p;
+  p.nodes = 7, p.slots = 4, p.experts = 8;
+  const std::vector<std::vector<ExpertId>> held{{0, 1, 2, 3}, {4, 5, 6, 7}, {4, 2, 3, 6}, {1, 0, 7, 5},
+                                                {4, 5, 6, 7}, {0, 1, 2, 3}, {4, 5, 6, 7}};
+  for (int l = 0; l < 2; ++l) p.layers.push_back(LayerPlan{std::vector<uint32_t>(8, 0), held});
+  for (auto& layer : p.layers)
+    for (const auto& h : held)
+      for (ExpertId e : h) ++layer.replicas[e];
+  std::vector<uint32_t> node_of_rank{0, 1, 2, 4, 5, 6, 7};
+  auto peers = snapshot_peers(p, node_of_rank, 2);
+  std::map<uint32_t, int> load;
+  for (uint32_t r = 0; r < 7; ++r) {
+    CAPTURE(r);
+    REQUIRE(peers[r].size() == 2);
+    for (uint32_t n : peers[r]) ++load[n];
+    for (ExpertId e = 0; e < 8; ++e) {  // every holder of expert e lost: one of the two copies is elsewhere
+      int holding = 0;
+      for (uint32_t n : peers[r])
+        for (uint32_t pos = 0; pos < 7; ++pos) holding += node_of_rank[pos] == n && has(held[pos], e);
+      CHECK_MESSAGE(holding < 2, "expert " << e);
+    }
+  }
+  // 14 copies over 7 nodes: none holds more than 2 past an even share
+  for (const auto& [n, k] : load) CHECK_MESSAGE(k <= 4, "node " << n);
 }
