@@ -106,11 +106,11 @@ std::vector<std::vector<uint32_t>> snapshot_peers(const Plan& plan, const std::v
       if (n != home) others.push_back(n);
     // Each copy in turn: the node in the rack holding the fewest copies yet (racks named: the copies
     // span the racks), then away from the writer's rack, then one under the cap of copies a node
-    // holds, then sharing the fewest experts with the
-    // copies picked — and, while more copies are to come, with its closest partner — (losing every
-    // holder of an expert must not take two copies), then of the kind whose turn it is (apart —
-    // holding none of the experts it holds, else none it writes — first, then beside — holding
-    // some it writes, else some it holds — alternating), then the fewest chosen.
+    // holds, then sharing the fewest experts with the copies picked — and, while more copies are to
+    // come, with its closest partner — (losing every holder of an expert must not take two copies),
+    // then of the kind whose turn it is (apart — holding none of the experts it holds, else none it
+    // writes — first, then beside — holding some it writes, else some it holds — alternating), then
+    // the fewest chosen.
     std::vector<uint32_t> picked;
     while (picked.size() < copies && picked.size() < others.size()) {
       const bool apart_turn = picked.size() % 2 == 0;
