@@ -189,6 +189,7 @@ class Driver {
   WorkerChoice choose(const std::vector<Participant>& ready, uint64_t step) const;
   // The newest window of sparse snapshots in the live agents' memory that restores the model.
   std::optional<PeerWindow> peer_window(uint64_t committed) const;
+  bool windows_may_serve() const;
   // Where each rank of `u` puts its sparse snapshot slots, and what an agent may hold.
   void add_slice_peers(wire::PlanUpdate& u) const;
   bool replaying() const { return peers_.replaying(steps_.committed()); }

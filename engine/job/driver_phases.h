@@ -88,6 +88,7 @@ struct Retrying {
   std::vector<Participant> ranks;  // the aborted step's (sorted)
   uint64_t step = 0;
   std::set<Participant> lost;      // a patched step's losses: all seen gone before planning
+  bool settling = false;           // the cause is seen; a restore from disk waits for the windows' reports
 };
 
 // The step in flight's votes, summed.

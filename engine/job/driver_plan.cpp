@@ -23,6 +23,9 @@ constexpr int kPlanRetryDoublings = 4;
 // (a plan's rendezvous can time out behind a worker still leaving an abandoned one).
 constexpr int kMaxConsecutiveFailures = 3;
 constexpr int kMaxConsecutivePlanFailures = 5;
+// The agents report the sparse windows they hold at most every 100 ms (mesh/slice_server.h): a
+// restore that would go to disk or the seed waits this long for them first.
+constexpr uint64_t kReportSettleMs = 150;
 
 // ---------- planning: deciding ----------
 
@@ -344,10 +347,24 @@ Driver::Next Driver::cause_seen(phase::Retrying& r) {
     if (contains(view_.ready, w)) return std::nullopt;
   for (const auto& w : r.ranks)
     if (!contains(view_.ready, w)) {
+      if (r.settling) return std::nullopt;
       cancel(Timer::retry);
+      if (windows_may_serve()) {  // the reports of the windows held may be up to 100 ms old
+        r.settling = true;
+        arm(Timer::retry, kReportSettleMs);
+        return std::nullopt;
+      }
       return retry(std::move(r));
     }
   return std::nullopt;
+}
+
+// Whether the plan the job would make now restores from disk or the seed while sparse windows are
+// kept in the agents' memory: a report still on its way may show one that serves.
+bool Driver::windows_may_serve() const {
+  if (cfg_.recovery != "elastic" || cfg_.peer_copies == 0) return false;
+  const Rung rung = choose(view_.ready, steps_.committed()).rung;
+  return rung == Rung::dense || rung == Rung::seed;
 }
 
 Driver::Next Driver::retry(phase::Retrying r) {

@@ -851,6 +851,37 @@ TEST_CASE("a restore from peers that fails on a window its holders no longer kee
   CHECK(h.d.steps().next_step() == 5);
 }
 
+TEST_CASE("a loss that would restore from the seed waits for the agents' reports of their windows, and one that serves is taken") {
+  Harness h = trained(6);  // no window reported yet: the reports come at most every 100 ms
+  h.lose(0);
+  h.lose(2);
+  h.asked.reset();
+  h.membership(workers({1, 3}));
+  CHECK_FALSE(h.asked);  // the cause is seen, but a plan now would restore the seed
+  CHECK(h.armed(Timer::retry));
+  h.slices(1, 4, 5, 0, 7);  // the reports arrive: window 4..5 held whole by nodes 1 and 3
+  h.slices(3, 4, 5, 7, 6);
+  h.membership(workers({1, 3}));  // nothing new: still waiting
+  CHECK_FALSE(h.asked);
+  h.timer(Timer::retry, 150);
+  h.decide();
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore_window == 4);
+  CHECK(h.note_detail("restore_begun").find("the sparse window of iterations 4..5") != std::string::npos);
+}
+
+TEST_CASE("with no sparse snapshots in peers a restore from the seed does not wait for reports") {
+  auto cfg = small_job();
+  cfg.peer_copies = 0;
+  Harness h = trained(6, cfg);
+  h.lose(0);
+  h.lose(2);
+  h.asked.reset();
+  h.membership(workers({1, 3}));
+  CHECK(h.asked);
+}
+
 // The rebuild rung's stories: workers that log what they dispatch (train.expert_logs).
 DriverConfig with_logs() {
   auto cfg = small_job();
