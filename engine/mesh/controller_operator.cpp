@@ -17,6 +17,22 @@ namespace {
 
 bool on_this_host(const Node& n) { return n.pid > 0 && n.host == hostname() && n.addr.rfind("127.", 0) == 0; }
 
+// A live node of this host that a drill may act on by its processes, or why not ("be frozen").
+Result<Node*> local_live_node(Membership& m, NodeId id, const char* can_be) {
+  Node* n = m.find(id);
+  if (!n) return fail("no node ", id);
+  if (!n->live()) return fail("node ", id, " is ", state_name(n->state), ", not live");
+  if (!on_this_host(*n)) return fail("node ", id, " runs on ", n->host, ": only a node on this host can ", can_be);
+  return n;
+}
+
+std::vector<pid_t> running_worker_pids(const Node& n) {
+  std::vector<pid_t> pids;
+  for (const auto& w : n.workers)
+    if (w.pid > 0 && !w.exited) pids.push_back(pid_t(w.pid));
+  return pids;
+}
+
 }  // namespace
 
 
@@ -58,13 +74,10 @@ void Controller::after_ms(uint64_t ms, std::function<void()> undo) {
 }
 
 Status Controller::freeze_node(NodeId id, uint64_t ms, const std::string& who) {
-  Node* n = membership_.find(id);
-  if (!n) return fail("no node ", id);
-  if (!n->live()) return fail("node ", id, " is ", state_name(n->state), ", not live");
-  if (!on_this_host(*n)) return fail("node ", id, " runs on ", n->host, ": only a node on this host can be frozen");
-  std::vector<pid_t> pids{pid_t(n->pid)};
-  for (const auto& w : n->workers)
-    if (w.pid > 0 && !w.exited) pids.push_back(pid_t(w.pid));
+  auto n = local_live_node(membership_, id, "be frozen");
+  if (!n) return n.error();
+  std::vector<pid_t> pids{pid_t((*n)->pid)};
+  for (pid_t w : running_worker_pids(**n)) pids.push_back(w);
   for (pid_t p : pids) ::kill(p, SIGSTOP);
   events_.add("node_frozen", id, membership_.epoch(),
               "SIGSTOP to its agent and " + std::to_string(pids.size() - 1) + " workers for " + std::to_string(ms) +
@@ -77,13 +90,9 @@ Status Controller::freeze_node(NodeId id, uint64_t ms, const std::string& who) {
 }
 
 Status Controller::crash_workers(NodeId id, const std::string& who) {
-  Node* n = membership_.find(id);
-  if (!n) return fail("no node ", id);
-  if (!n->live()) return fail("node ", id, " is ", state_name(n->state), ", not live");
-  if (!on_this_host(*n)) return fail("node ", id, " runs on ", n->host, ": only a node on this host can have its workers crashed");
-  std::vector<pid_t> pids;
-  for (const auto& w : n->workers)
-    if (w.pid > 0 && !w.exited) pids.push_back(pid_t(w.pid));
+  auto n = local_live_node(membership_, id, "have its workers crashed");
+  if (!n) return n.error();
+  const std::vector<pid_t> pids = running_worker_pids(**n);
   if (pids.empty()) return fail("node ", id, " has no worker running");
   for (pid_t p : pids) ::kill(p, SIGKILL);
   events_.add("workers_crashed", id, membership_.epoch(),
@@ -93,10 +102,9 @@ Status Controller::crash_workers(NodeId id, const std::string& who) {
 }
 
 Status Controller::slow_node(NodeId id, double factor, uint64_t ms, const std::string& who) {
-  Node* n = membership_.find(id);
-  if (!n) return fail("no node ", id);
-  if (!n->live()) return fail("node ", id, " is ", state_name(n->state), ", not live");
-  if (!on_this_host(*n)) return fail("node ", id, " runs on ", n->host, ": only a node on this host can be slowed");
+  auto found = local_live_node(membership_, id, "be slowed");
+  if (!found) return found.error();
+  const Node* n = *found;
   std::vector<std::pair<std::string, int64_t>> groups;  // each worker's group and its quota now
   for (const auto& w : n->workers) {
     if (w.pid == 0 || w.exited) continue;

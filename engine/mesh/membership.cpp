@@ -32,6 +32,12 @@ std::string worker_label(const Node& n, uint32_t index) {
   return "worker " + std::to_string(n.id) + "." + std::to_string(index);
 }
 
+// The device of a node's worker: a worker started in place of a crashed one has the next index of
+// its device slot, index % devices (agent.h).
+std::string device_of(const Node& n, uint32_t index) {
+  return n.devices.empty() ? "" : n.devices[index % n.devices.size()];
+}
+
 }  // namespace
 
 Membership::Membership(MembershipOptions opts, EventLog& events) : opts_(opts), events_(events) {
@@ -152,7 +158,7 @@ void Membership::update_worker(Node& n, const wire::WorkerInfo& w, bool reports_
     }
     return;
   }
-  std::string device = !w.device.empty() ? w.device : n.devices.empty() ? "" : n.devices[w.index % n.devices.size()];
+  std::string device = !w.device.empty() ? w.device : device_of(n, w.index);
   n.workers.push_back({w.index, device, w.pid, wire::WorkerState::starting});
   update_worker(n, w, reports_held);
 }
@@ -177,7 +183,7 @@ void Membership::worker_event(NodeId id, const wire::WorkerEvent& ev, int64_t no
     for (auto& w : n->workers)
       if (w.index == ev.index) v = &w;
     if (!v) {
-      n->workers.push_back({ev.index, n->devices.empty() ? "" : n->devices[ev.index % n->devices.size()], ev.pid});
+      n->workers.push_back({ev.index, device_of(*n, ev.index), ev.pid});
       v = &n->workers.back();
     }
     if (v->exited) return;
@@ -198,8 +204,7 @@ void Membership::worker_event(NodeId id, const wire::WorkerEvent& ev, int64_t no
     return;
   }
   wire::WorkerState st = ev.kind == K::ready ? wire::WorkerState::ready : wire::WorkerState::starting;
-  // a restarted worker has the next index of its device slot (index % devices; agent.h)
-  std::string device = n->devices.empty() ? "" : n->devices[ev.index % n->devices.size()];
+  std::string device = device_of(*n, ev.index);
   for (auto& w : n->workers)
     if (w.index == ev.index) device = w.device;
   if (ev.kind == K::restarted)

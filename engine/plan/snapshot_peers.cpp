@@ -18,16 +18,16 @@ namespace {
 // nodes that share an expert are both lost when every holder of it is.
 class Overlap {
  public:
-  Overlap(const Plan& plan, const std::vector<uint32_t>& node_of_rank, const std::vector<uint32_t>& nodes)
-      : experts_(plan.experts), words_((plan.layers.size() * plan.experts + 63) / 64) {
+  // `holders`: the nodes holding each (layer, expert) of a plan of `experts` experts a layer
+  Overlap(const std::map<std::pair<int, int>, std::set<uint32_t>>& holders, const std::vector<uint32_t>& nodes,
+          const Plan& plan)
+      : words_((plan.layers.size() * plan.experts + 63) / 64) {
     for (size_t i = 0; i < nodes.size(); ++i) index_[nodes[i]] = i;
     bits_.assign(nodes.size() * words_, 0);
-    for (size_t l = 0; l < plan.layers.size(); ++l)
-      for (size_t pos = 0; pos < plan.layers[l].placement.size() && pos < node_of_rank.size(); ++pos)
-        for (ExpertId e : plan.layers[l].placement[pos]) {
-          size_t bit = l * experts_ + e;
-          bits_[index_[node_of_rank[pos]] * words_ + bit / 64] |= uint64_t(1) << (bit % 64);
-        }
+    for (const auto& [ex, held_by] : holders) {
+      const size_t bit = size_t(ex.first) * plan.experts + size_t(ex.second);
+      for (uint32_t n : held_by) bits_[index_[n] * words_ + bit / 64] |= uint64_t(1) << (bit % 64);
+    }
     // each node's two closest partners (the fewest experts shared), so that a rank whose own node
     // is one of them still learns the other
     best_.assign(nodes.size(), {});
@@ -58,7 +58,6 @@ class Overlap {
     for (size_t w = 0; w < words_; ++w) c += size_t(std::popcount(bits_[a * words_ + w] & bits_[b * words_ + w]));
     return c;
   }
-  uint32_t experts_;
   size_t words_;
   std::map<uint32_t, size_t> index_;
   std::vector<uint64_t> bits_;
@@ -81,7 +80,7 @@ std::vector<std::vector<uint32_t>> snapshot_peers(const Plan& plan, const std::v
   for (size_t l = 0; l < plan.layers.size(); ++l)
     for (size_t pos = 0; pos < plan.layers[l].placement.size() && pos < node_of_rank.size(); ++pos)
       for (ExpertId e : plan.layers[l].placement[pos]) holders[{int(l), int(e)}].insert(node_of_rank[pos]);
-  const Overlap overlap(plan, node_of_rank, nodes);
+  const Overlap overlap(holders, nodes, plan);
   // the experts node n holds that a copy picked so far holds too, counted per copy
   auto sharing = [&](uint32_t n, const std::vector<uint32_t>& picked) {
     size_t shared = 0;
