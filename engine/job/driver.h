@@ -192,6 +192,9 @@ class Driver {
   bool windows_may_serve() const;
   // Where each rank of `u` puts its sparse snapshot slots, and what an agent may hold.
   void add_slice_peers(wire::PlanUpdate& u) const;
+  // The plan in force's slice peers without the `lost` ranks (a patch's): none when no copies are kept.
+  std::vector<wire::SlicePeers> slice_peers(const std::vector<uint32_t>& node_of_rank, const plan::Plan& plan,
+                                            const std::vector<uint32_t>& lost = {}) const;
   bool replaying() const { return peers_.replaying(steps_.committed()); }
 
   // ---- steps (driver.cpp) ----

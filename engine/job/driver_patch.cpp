@@ -239,11 +239,17 @@ Driver::Next Driver::send_patch(phase::Running& r, const plan::ShardStacks& stac
   }
   if (!p.spread.empty()) moved = spread_text(p.spread, G, patch.damaged);
   std::vector<Participant> left;
-  for (uint32_t i = 0; i < applied_->ranks.size(); ++i)
-    if (!patch.lost.count(applied_->ranks[i])) {
-      p.ranks.push_back(i);
-      left.push_back(applied_->ranks[i]);
+  std::vector<uint32_t> lost, node_of_rank;
+  for (uint32_t i = 0; i < applied_->ranks.size(); ++i) {
+    node_of_rank.push_back(uint32_t(applied_->ranks[i].node));
+    if (patch.lost.count(applied_->ranks[i])) {
+      lost.push_back(i);
+      continue;
     }
+    p.ranks.push_back(i);
+    left.push_back(applied_->ranks[i]);
+  }
+  p.slice_peers = slice_peers(node_of_rank, plan, lost);
   p.reason = patch_losses(patch) + ": " + (moved.empty() ? "no shard type to move" : moved) + "; " +
              std::to_string(p.ranks.size()) + " ranks synchronise (stacks by " + decided_by + ", depth " +
              std::to_string(stacks.depth()) + "; after it: " + plan::after_patch_name(stacks.after_patch) + ")";

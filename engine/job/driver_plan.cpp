@@ -71,12 +71,20 @@ void Driver::add_slice_peers(wire::PlanUpdate& u) const {
   for (const auto& [node, sn] : view_.slices) u.slice_nodes.push_back(sn);
   std::vector<uint32_t> node_of_rank;
   for (const auto& r : u.ranks) node_of_rank.push_back(r.node);
+  u.slice_peers = slice_peers(node_of_rank, u.plan);
+}
+
+std::vector<wire::SlicePeers> Driver::slice_peers(const std::vector<uint32_t>& node_of_rank, const plan::Plan& plan,
+                                                  const std::vector<uint32_t>& lost) const {
+  std::vector<wire::SlicePeers> out;
+  if (cfg_.peer_copies == 0) return out;
   std::map<uint32_t, std::string> rack_of_node;
   for (const auto& [node, rack] : view_.racks) rack_of_node[uint32_t(node)] = rack;
-  for (auto& nodes : plan::snapshot_peers(u.plan, node_of_rank, cfg_.peer_copies, rack_of_node)) {
+  for (auto& nodes : plan::snapshot_peers(plan, node_of_rank, cfg_.peer_copies, rack_of_node, lost)) {
     std::erase_if(nodes, [&](uint32_t n) { return !view_.slices.count(NodeId(n)); });
-    u.slice_peers.push_back({std::move(nodes)});
+    out.push_back({std::move(nodes)});
   }
+  return out;
 }
 
 // Asks the planner for a plan over the workers the recovery mode uses now. `with_loads`: balanced

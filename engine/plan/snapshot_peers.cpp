@@ -67,19 +67,24 @@ class Overlap {
 }  // namespace
 
 std::vector<std::vector<uint32_t>> snapshot_peers(const Plan& plan, const std::vector<uint32_t>& node_of_rank,
-                                                  uint32_t copies, const std::map<uint32_t, std::string>& rack_of) {
+                                                  uint32_t copies, const std::map<uint32_t, std::string>& rack_of,
+                                                  const std::vector<uint32_t>& lost) {
+  auto up = [&](size_t rank) { return !std::binary_search(lost.begin(), lost.end(), uint32_t(rank)); };
   auto same_rack = [&](uint32_t a, uint32_t b) {
     auto ra = rack_of.find(a), rb = rack_of.find(b);
     return a == b || (ra != rack_of.end() && rb != rack_of.end() && ra->second == rb->second);
   };
-  std::vector<uint32_t> nodes(node_of_rank.begin(), node_of_rank.end());
+  std::vector<uint32_t> nodes;
+  for (size_t rank = 0; rank < node_of_rank.size(); ++rank)
+    if (up(rank)) nodes.push_back(node_of_rank[rank]);
   std::sort(nodes.begin(), nodes.end());
   nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
   // the nodes holding each expert
   std::map<std::pair<int, int>, std::set<uint32_t>> holders;
   for (size_t l = 0; l < plan.layers.size(); ++l)
     for (size_t pos = 0; pos < plan.layers[l].placement.size() && pos < node_of_rank.size(); ++pos)
-      for (ExpertId e : plan.layers[l].placement[pos]) holders[{int(l), int(e)}].insert(node_of_rank[pos]);
+      if (up(pos))
+        for (ExpertId e : plan.layers[l].placement[pos]) holders[{int(l), int(e)}].insert(node_of_rank[pos]);
   const Overlap overlap(holders, nodes, plan);
   // the experts node n holds that a copy picked so far holds too, counted per copy
   auto sharing = [&](uint32_t n, const std::vector<uint32_t>& picked) {
@@ -90,11 +95,14 @@ std::vector<std::vector<uint32_t>> snapshot_peers(const Plan& plan, const std::v
   std::map<uint32_t, size_t> chosen;  // how many ranks each node holds slices for
   // a node past this many ranks' copies (two more than an even share) is taken only when no other
   // will do: the copies stay spread
-  const size_t cap = nodes.empty() ? 0 : (node_of_rank.size() * copies + nodes.size() - 1) / nodes.size() + 2;
+  size_t writers = 0;
+  for (size_t rank = 0; rank < node_of_rank.size(); ++rank) writers += up(rank) ? 1 : 0;
+  const size_t cap = nodes.empty() ? 0 : (writers * copies + nodes.size() - 1) / nodes.size() + 2;
   std::vector<std::vector<uint32_t>> out(node_of_rank.size());
   for (uint32_t rank = 0; rank < node_of_rank.size(); ++rank) {
+    if (!up(rank)) continue;
     std::set<uint32_t> writes_with, holds_with;  // the nodes holding an expert the rank writes, holds
-    for (const auto& ex : experts_written(plan, rank))
+    for (const auto& ex : experts_written(plan, rank, lost))
       for (uint32_t n : holders[ex]) writes_with.insert(n);
     for (size_t l = 0; l < plan.layers.size(); ++l)
       for (ExpertId e : rank < plan.layers[l].placement.size() ? plan.layers[l].placement[rank] : std::vector<ExpertId>{})

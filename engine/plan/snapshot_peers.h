@@ -17,6 +17,10 @@
 // yet, away from the writer's rack, so that no rack lost takes every copy. A mesh with fewer than
 // r other nodes gives all of them.
 //
+// After a patch (SPARe's degraded steps) some ranks of the plan are lost: the survivors write their
+// units (plan/unit_writers.h, the lost ranks absent) and their copies go to the nodes still up, the
+// same rules over what is left — the lost ranks' nodes hold no copy and count as holding nothing.
+//
 // The same peers hold the rank's upstream logs (model/expert_replay.h), which a rebuild needs when
 // any expert the rank sends rows to loses every holder — the rank's own among them, and it may die
 // with them. So "apart" means, first, holding none of the experts the rank *holds* (a rank that
@@ -35,8 +39,10 @@ namespace sal::plan {
 
 // peers[rank]: the node ids holding that rank's slices. `node_of_rank[rank]` is the node each
 // plan position runs on (several ranks may share a node); `rack_of`: the rack of each node named in
-// one (mesh.racks), a node in none is a rack of its own.
+// one (mesh.racks), a node in none is a rack of its own. `lost`: the plan's ranks a patch lost
+// (ascending); they get no peers.
 std::vector<std::vector<uint32_t>> snapshot_peers(const Plan& plan, const std::vector<uint32_t>& node_of_rank,
-                                                  uint32_t copies, const std::map<uint32_t, std::string>& rack_of = {});
+                                                  uint32_t copies, const std::map<uint32_t, std::string>& rack_of = {},
+                                                  const std::vector<uint32_t>& lost = {});
 
 }  // namespace sal::plan

@@ -70,11 +70,11 @@ UnitWriters unit_writers(const ExpertHolders& holders, const WriteRequest& reque
   return w;
 }
 
-std::vector<std::pair<int, int>> experts_written(const Plan& plan, uint32_t rank) {
+std::vector<std::pair<int, int>> experts_written(const Plan& plan, uint32_t rank, const std::vector<uint32_t>& absent) {
   const ExpertHolders holders = expert_holders(plan);
   uint32_t ranks = 0;
   for (const LayerPlan& layer : plan.layers) ranks = std::max(ranks, uint32_t(layer.placement.size()));
-  const UnitWriters w = unit_writers(holders, WriteRequest{ranks, 1, {}, 1, {}});
+  const UnitWriters w = unit_writers(holders, WriteRequest{ranks, 1, absent, 1, {}});
   std::vector<std::pair<int, int>> out;
   for (size_t l = 0; l < w.experts.size(); ++l)
     for (size_t e = 0; e < w.experts[l].size(); ++e)

@@ -44,7 +44,9 @@ struct UnitWriters {
 
 UnitWriters unit_writers(const ExpertHolders& holders, const WriteRequest& request);
 
-// The experts (layer, expert) rank `rank` writes into its sparse slots (one copy each, no rank absent).
-std::vector<std::pair<int, int>> experts_written(const Plan& plan, uint32_t rank);
+// The experts (layer, expert) rank `rank` writes into its sparse slots (one copy each, the `absent`
+// ranks left out).
+std::vector<std::pair<int, int>> experts_written(const Plan& plan, uint32_t rank,
+                                                 const std::vector<uint32_t>& absent = {});
 
 }  // namespace sal::plan

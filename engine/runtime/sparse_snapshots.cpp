@@ -39,10 +39,25 @@ void SparseSnapshots::start(const plan::CheckpointSchedule& schedule, SliceRoute
   ++generation_;
 }
 
+void SparseSnapshots::reroute(std::vector<wire::SliceNode> peers) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!route_) return;
+  auto route = std::make_shared<SliceRoute>(*route_);
+  route->peers = std::move(peers);
+  active_ = !route->peers.empty();
+  route_ = std::move(route);
+}
+
 bool SparseSnapshots::takes_slot(uint64_t step) const {
   std::lock_guard<std::mutex> lock(mu_);
   const plan::CheckpointSchedule* schedule = holder_.schedule();
   return active_ && schedule && ckpt::slot_of(*schedule, step).has_value();
+}
+
+bool SparseSnapshots::starts_window(uint64_t step) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const plan::CheckpointSchedule* schedule = holder_.schedule();
+  return schedule && ckpt::slot_of(*schedule, step) == 0u;
 }
 
 void SparseSnapshots::after_commit(uint64_t step, double grad_norm, const ModelShape& shape,

@@ -72,8 +72,14 @@ class SparseSnapshots {
   // A plan was applied: its schedule and route from now on. A route without peers (a job of one
   // node, or train.peer_copies = 0) takes no slots: nobody would hold them.
   void start(const plan::CheckpointSchedule& schedule, SliceRoute route);
+  // The same plan's slots go to other peers from now on (after a patch lost some: the caller
+  // switches at a window's first slot, so no window is split between peers).
+  void reroute(std::vector<wire::SliceNode> peers);
   // Whether the schedule gives `step` a slot (the caller gathers the units only then).
   bool takes_slot(uint64_t step) const;
+  // Whether `step`'s slot is the first of a window (what a worker writes may change only there: a
+  // unit must be in every slot of the window it is restored from).
+  bool starts_window(uint64_t step) const;
   // After `step`'s update: its slot, if the schedule gives it one, copied and put on the snapshot
   // thread. The units must not change until wait() returns.
   void after_commit(uint64_t step, double grad_norm, const ModelShape& shape, std::vector<const model::Unit*> units);

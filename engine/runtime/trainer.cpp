@@ -168,6 +168,7 @@ Status Trainer::check_plan(const wire::PlanUpdate& p) const {
 Status Trainer::leave_plan(const wire::PlanUpdate& p) {
   plan_ = 0;
   last_patch_.reset();
+  writers_absent_.clear();
   plan_times_ = {};
   plan_notes_.clear();
   have_grads_ = false;
@@ -340,10 +341,8 @@ void Trainer::start_snapshots(const wire::PlanUpdate& p) {
   have_grads_ = false;
   SliceRoute route{p.ranks[size_t(rank_)].node, p.ranks[size_t(rank_)].index, p.number(), {}, spec_.key_file,
                    spec_.slice_mac_key};
-  if (size_t(rank_) < p.slice_peers.size())
-    for (uint32_t node : p.slice_peers[size_t(rank_)].nodes)
-      for (const auto& sn : p.slice_nodes)
-        if (sn.node == node) route.peers.push_back(sn);
+  slice_nodes_ = p.slice_nodes;
+  if (size_t(rank_) < p.slice_peers.size()) route.peers = slice_route(p.slice_peers[size_t(rank_)]);
   // the upstream logs go where the slots go, and are rebuilt from only in a plan of one group
   compute_->log_dispatch(spec_.expert_logs && !route.peers.empty() && plan::group_count(p.plan) <= 1);
   sparse_.start(p.plan.schedule, std::move(route));
@@ -478,8 +477,31 @@ Status Trainer::commit(uint64_t step) {
     return s.error().with_context("step " + std::to_string(step) + " routing bias");
   update_ms_ = ms_since(t0);
   SAL_TRY(replayed(step));
-  if (sparse_.takes_slot(step)) compute_->put_slot(sparse_, step, last_norm_, spec_.dims, units_written(1));
+  if (sparse_.takes_slot(step)) {
+    // after a patch lost ranks, the survivors write their units from the next window on: the
+    // windows of degraded steps stay complete, so a later loss can restore from them
+    if (sparse_.starts_window(step)) write_without_lost();
+    compute_->put_slot(sparse_, step, last_norm_, spec_.dims, units_written(1, writers_absent_));
+  }
   return {};
+}
+
+// At a window's first slot after a patch lost ranks: the units this rank writes are shared out
+// anew without them, and the slots go to the peers the patch named (the plan's may be lost).
+void Trainer::write_without_lost() {
+  auto lost = ranks_lost();
+  if (lost == writers_absent_) return;
+  writers_absent_ = std::move(lost);
+  if (last_patch_ && size_t(rank_) < last_patch_->slice_peers.size())
+    sparse_.reroute(slice_route(last_patch_->slice_peers[size_t(rank_)]));
+}
+
+std::vector<wire::SliceNode> Trainer::slice_route(const wire::SlicePeers& peers) const {
+  std::vector<wire::SliceNode> out;
+  for (uint32_t node : peers.nodes)
+    for (const auto& sn : slice_nodes_)
+      if (sn.node == node) out.push_back(sn);
+  return out;
 }
 
 Status Trainer::replayed(uint64_t step) {

@@ -187,6 +187,12 @@ class Trainer {
   std::vector<const model::Unit*> units_written(size_t copies, const std::vector<uint32_t>& absent = {}) const;
   // A final checkpoint's: one copy of each unit, by one of its holders not `absent`.
   std::vector<const model::Unit*> checkpoint_share(const std::vector<uint32_t>& absent = {}) const;
+  // The plan's ranks the patches of this plan lost (not in the last patch's ranks): a degraded
+  // step's sparse slots are written without them, from the next window on (writers_absent_).
+  std::vector<uint32_t> ranks_lost() const;
+  void write_without_lost();
+  // The slice endpoints of `peers` (the plan's slice_nodes).
+  std::vector<wire::SliceNode> slice_route(const wire::SlicePeers& peers) const;
   // ---- digests and a drill's corruption (trainer_digests.cpp) ----
   bool digests_due(uint64_t step) const;
   std::vector<wire::UnitDigest> unit_digests(uint64_t step);
@@ -251,6 +257,8 @@ class Trainer {
   // The last patch this rank computed under the plan in force: degraded steps keep its arrangement
   // and its data plane (comm_ since).
   std::optional<wire::StepPatch> last_patch_;
+  std::vector<uint32_t> writers_absent_;         // the ranks the sparse slots of this window leave out
+  std::vector<wire::SliceNode> slice_nodes_;     // the plan's slice endpoints (every node's)
   std::atomic<bool> aborting_{false};
   std::atomic<uint64_t> abandoned_{0};           // the newest plan the controller abandoned
   std::atomic<uint64_t> applying_{0};            // the plan apply_plan() is switching to (0: none)

@@ -312,6 +312,14 @@ std::vector<const model::Unit*> Trainer::units_written(size_t copies, const std:
   return out;
 }
 
+std::vector<uint32_t> Trainer::ranks_lost() const {
+  std::vector<uint32_t> out;
+  if (!last_patch_) return out;
+  for (uint32_t r = 0; r < uint32_t(ranks_); ++r)
+    if (std::find(last_patch_->ranks.begin(), last_patch_->ranks.end(), r) == last_patch_->ranks.end()) out.push_back(r);
+  return out;
+}
+
 std::vector<const model::Unit*> Trainer::checkpoint_share(const std::vector<uint32_t>& absent) const {
   return units_written(1, absent);
 }

@@ -218,7 +218,10 @@ struct StepPatch {
     (std::vector<uint32_t>, damaged, {}, kListMax * 16),
     (std::vector<std::vector<uint32_t>>, extra, {}, kListMax * 16),
     (std::string, reason, {}, kTextMax),
-    (std::vector<uint32_t>, spread, {}, kListMax * 16))
+    (std::vector<uint32_t>, spread, {}, kListMax * 16),
+    // Per plan rank, the nodes its sparse slots go to from the next window on, over the nodes still
+    // up (plan/snapshot_peers.h; empty: the job keeps no copies): the plan's peers may be lost.
+    (std::vector<SlicePeers>, slice_peers, {}, kListMax))
 };
 
 // The step in flight stops (plan 0), or a plan being switched to was abandoned by the controller

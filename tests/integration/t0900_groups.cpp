@@ -320,6 +320,32 @@ TEST_CASE("t0906-degraded-steps: after a patch the steps train on degraded, with
   }
 }
 
+TEST_CASE("t0908-degraded-window: degraded steps keep complete sparse windows on nodes still up, so losing every holder of an expert then restores from peers") {
+  // After node 3 is lost the steps run degraded under the first plan: its ranks' share of the
+  // sparse slots, and the copies the plan sent to node 3, must go elsewhere, or no window after the
+  // patch is complete and a later wipe-out goes back to the seed (there is no dense snapshot here).
+  std::string dir = temp_dir("groups");
+  const std::string job = spare_variant(dir, "degraded-window", {{"after_patch = \"cheaper\",\n           spread = true }",
+                                                                  "after_patch = \"degraded\", spread = true }"}});
+  const std::string out = dir + "/degraded-window";
+  auto j = run_json({bin(), "run", job, "--steps", "24", "--json", "--out", out, "--drill",
+                     write_drill(dir, "degraded-window", "kill{ node = 3, step = 6, during = 'backward' }\n"
+                                                         "kill{ expert = 0, layer = 0, step = 16 }\n")},
+                    out + ".out", 90000);
+  CHECK(j["steps"] == 24);
+  CHECK(j["patched_steps"] == 1);
+  CHECK(j["lost_steps"] == 0);
+  bool from_peers = false;
+  for (const auto& r : j["recoveries"])
+    if (r["kind"] == "restore") {
+      INFO(r.dump());
+      CHECK(r["source"] == "peers");
+      CHECK(r["step"] >= 7);  // a window of the degraded steps
+      from_peers = true;
+    }
+  CHECK(from_peers);
+}
+
 TEST_CASE("t0907-patched-count-resumed: a patched step still counts after the controller is killed and resumed") {
   std::string dir = temp_dir("groups");
   auto j = run_unbalanced(dir, write_job(dir, "spare"), "resumed",

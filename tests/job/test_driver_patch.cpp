@@ -5,7 +5,8 @@
 // have lost a plan switch's cost ("cheaper"), or not at all ("regroup"); a loss in a degraded step
 // patches it again with the earlier losses still out; a wipe-out aborts instead; a second loss in
 // the same step patches again; a plan of one group aborts as before; a stop right after a patched
-// step saves with the ranks left; a snapshot of a degraded step leaves the lost rank out.
+// step saves with the ranks left; a snapshot of a degraded step leaves the lost rank out. A patch
+// names the nodes still up that hold each survivor's sparse slots from then on.
 #include <doctest/doctest.h>
 
 #include "job/driver_harness.h"
@@ -136,6 +137,14 @@ TEST_CASE("a rank of a grouped plan lost mid-step: the step is patched, not abor
   CHECK(p.damaged == std::vector<uint32_t>{1});
   CHECK(p.extra == std::vector<std::vector<uint32_t>>{{1}, {}});
   CHECK(patches[0].first.to.size() == 3);
+  // the sparse slots of the steps after it go to the nodes still up (the plan's peers named node 3)
+  REQUIRE(p.slice_peers.size() == 4);
+  CHECK(p.slice_peers[3].nodes.empty());
+  for (uint32_t r = 0; r < 3; ++r) {
+    CAPTURE(r);
+    CHECK_FALSE(p.slice_peers[r].nodes.empty());
+    for (uint32_t n : p.slice_peers[r].nodes) CHECK((n != 3 && n != r));
+  }
   CHECK(h.noted("patch"));
   CHECK(h.note_detail("patch") ==
         "step 3 patch 1: lost 3.0 (group 1): type 1 -> group 0; 3 ranks synchronise (stacks by spare gen 1, depth 2; "

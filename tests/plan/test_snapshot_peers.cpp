@@ -132,3 +132,38 @@ TEST_CASE("a regrouped plan with nodes of mixed holdings: the copies of every ra
   // 14 copies over 7 nodes: none holds more than 2 past an even share
   for (const auto& [n, k] : load) CHECK_MESSAGE(k <= 4, "node " << n);
 }
+
+TEST_CASE("after a patch lost a rank, the survivors' copies go to nodes still up, still surviving the loss of any one expert's holders") {
+  // eight workers in four groups of two, 8 experts on 4 slots: even ranks hold experts 0-3, odd
+  // ones 4-7; rank 3 (node 3) is lost and the steps run degraded under the same plan
+  Plan p;
+  p.nodes = 8, p.slots = 4, p.experts = 8;
+  std::vector<std::vector<ExpertId>> held;
+  for (uint32_t r = 0; r < 8; ++r) held.push_back(r % 2 ? std::vector<ExpertId>{4, 5, 6, 7} : std::vector<ExpertId>{0, 1, 2, 3});
+  p.layers.push_back(LayerPlan{std::vector<uint32_t>(8, 4), held});
+  std::vector<uint32_t> node_of_rank{0, 1, 2, 3, 4, 5, 6, 7};
+  const auto before = snapshot_peers(p, node_of_rank, 2);
+  bool some_on_3 = false;
+  for (const auto& nodes : before) some_on_3 = some_on_3 || has(nodes, 3);
+  REQUIRE(some_on_3);  // the plan's own peers use node 3: they are what a patch must replace
+  const auto peers = snapshot_peers(p, node_of_rank, 2, {}, {3});
+  REQUIRE(peers.size() == 8);
+  CHECK(peers[3].empty());  // the lost rank writes nothing
+  for (uint32_t r = 0; r < 8; ++r) {
+    if (r == 3) continue;
+    CAPTURE(r);
+    REQUIRE(peers[r].size() == 2);
+    CHECK_FALSE(has(peers[r], 3));
+    CHECK_FALSE(has(peers[r], r));
+    // every live holder of expert 0 lost (the even nodes), or of expert 4 (the odd ones up): a copy is left
+    for (uint32_t parity : {0u, 1u})
+      CHECK(std::any_of(peers[r].begin(), peers[r].end(), [&](uint32_t n) { return n % 2 != parity; }));
+  }
+  // the lost rank's experts are written by the other holders (unit_writers with it absent)
+  for (const auto& [l, e] : experts_written(p, 3)) {
+    bool taken = false;
+    for (uint32_t r : {1u, 5u, 7u})
+      for (const auto& ex : experts_written(p, r, {3})) taken = taken || ex == std::pair(l, e);
+    CHECK_MESSAGE(taken, "expert " << e);
+  }
+}
