@@ -4,6 +4,7 @@
 // after a failed plan or an aborted step).
 #include <algorithm>
 
+#include "ckpt/slice_store.h"
 #include "core/strings.h"
 #include "job/driver.h"
 #include "plan/domains.h"
@@ -312,8 +313,10 @@ Driver::Next Driver::plan_applied(phase::Switching& p) {
 // Its ranks leave it at once (StepAbort names it) and its rendezvous is closed. A rank that left is
 // out of the view already: when every unit still has a holder the next plan is asked for at once,
 // without it; a plan that must restore waits the pause (the agents' reports of the sparse windows
-// they hold settle, so the restore takes the newest). Any other failure waits a pause that doubles
-// with each failure in a row.
+// they hold settle, so the restore takes the newest). A restore from a sparse window that failed
+// (most often a window its holders no longer keep: their reports were up to 100 ms old) tries the
+// next window once the reports have settled, kReportSettleMs; the failed window is not tried again,
+// so this ends. Any other failure waits a pause that doubles with each failure in a row.
 Driver::Next Driver::plan_failed(phase::Switching& p, const std::string& why, bool membership) {
   if (!membership && p.restore == Rung::sparse) sparse_restore_failed(p, why);
   if (!membership && p.restore == Rung::rebuild) rebuild_failed(p, why);
@@ -331,7 +334,8 @@ Driver::Next Driver::plan_failed(phase::Switching& p, const std::string& why, bo
   if (membership && !choose(view_.ready, steps_.committed()).restore()) return start_plan("again after: " + why);
   if (!membership && ++streak_.plans >= kMaxConsecutivePlanFailures)
     return fail_job(std::to_string(streak_.plans) + " plans in a row could not be applied; the last: " + why);
-  arm(Timer::retry, kPlanRetryMs << std::min(streak_.plans, kPlanRetryDoublings));
+  const bool next_window = !membership && p.restore == Rung::sparse;
+  arm(Timer::retry, next_window ? kReportSettleMs : kPlanRetryMs << std::min(streak_.plans, kPlanRetryDoublings));
   return phase::Retrying{false, why, {}, 0, {}};
 }
 
@@ -368,11 +372,19 @@ Driver::Next Driver::cause_seen(phase::Retrying& r) {
 }
 
 // Whether the plan the job would make now restores from disk or the seed while sparse windows are
-// kept in the agents' memory: a report still on its way may show one that serves.
+// kept in the agents' memory: a report still on its way may show one that serves. Or from a window
+// the agents have likely dropped since they reported it: each keeps a writer's kWindowsKept newest
+// complete windows (windows begin every `period` iterations), and training went on after the
+// report; restoring it would fail, and the try cost a plan switch.
 bool Driver::windows_may_serve() const {
   if (cfg_.recovery != "elastic" || cfg_.peer_copies == 0) return false;
-  const Rung rung = choose(view_.ready, steps_.committed()).rung;
-  return rung == Rung::dense || rung == Rung::seed;
+  const uint64_t committed = steps_.committed();
+  const Rung rung = choose(view_.ready, committed).rung;
+  if (rung == Rung::dense || rung == Rung::seed) return true;
+  if (rung != Rung::sparse || !applied_) return false;
+  const auto w = peer_window(committed);
+  const uint64_t period = std::max<uint64_t>(applied_->plan.schedule.period, 1);
+  return w && w->from + (ckpt::SliceStore::kWindowsKept + 1) * period <= committed;
 }
 
 Driver::Next Driver::retry(phase::Retrying r) {

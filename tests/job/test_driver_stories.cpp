@@ -837,7 +837,11 @@ TEST_CASE("a restore from peers that fails on a window its holders no longer kee
                       "a complete window from iteration 2)", 1, 0, 0, {}};
   h.on(in::Ready{bad});
   CHECK(h.noted("sparse_restore_failed"));
-  h.timer(Timer::retry, 500);
+  // the next window is tried once the reports have settled, not after the doubling pause
+  bool settle = false;
+  for (const auto& a : h.all<act::ArmTimer>()) settle = settle || (a.timer == Timer::retry && a.ms == 150);
+  CHECK(settle);
+  h.timer(Timer::retry, 150);
   h.decide();
   u = h.sent<wire::PlanUpdate>();  // (this decision's)
   REQUIRE(u.size() == 1);
@@ -849,6 +853,42 @@ TEST_CASE("a restore from peers that fails on a window its holders no longer kee
     if (auto* l = std::get_if<act::StepsLost>(&a)) lost += l->steps;
   CHECK(lost == 0);
   CHECK(h.d.steps().next_step() == 5);
+}
+
+TEST_CASE("a loss whose newest window in the reports is older than the agents keep waits for their reports, and restores the newer window with no failed try") {
+  Harness h = trained(6);
+  h.slices(1, 2, 2, 0, 13);  // said at step 2: with windows of one iteration its agent keeps 4 and 5 by now
+  h.lose(0);
+  h.lose(2);
+  h.asked.reset();
+  h.membership(workers({1, 3}));
+  CHECK_FALSE(h.asked);  // a plan now would restore window 2, which is likely gone
+  bool settle = false;
+  for (const auto& a : h.all<act::ArmTimer>()) settle = settle || (a.timer == Timer::retry && a.ms == 150);
+  CHECK(settle);
+  h.slices(1, 4, 4, 0, 13);  // its report since
+  h.timer(Timer::retry, 150);
+  h.decide();
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore_window == 4);
+  h.all_ready();
+  CHECK_FALSE(h.noted("sparse_restore_failed"));
+  CHECK(h.d.steps().next_step() == 5);
+}
+
+TEST_CASE("a loss whose window in the reports is among those the agents keep restores it at once") {
+  Harness h = trained(6);
+  h.slices(1, 4, 4, 0, 13);
+  h.lose(0);
+  h.lose(2);
+  h.asked.reset();
+  h.membership(workers({1, 3}));
+  REQUIRE(h.asked);  // no wait
+  h.decide();
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore_window == 4);
 }
 
 TEST_CASE("a loss that would restore from the seed waits for the agents' reports of their windows, and one that serves is taken") {
