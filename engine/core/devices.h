@@ -17,4 +17,10 @@ Result<std::vector<std::string>> parse_devices(const std::string& spec);
 // One device name as a worker carries it: "cpu:N" or "cuda:N" with N < kMaxDevicesPerNode.
 bool valid_device_name(const std::string& name);
 
+// A node's workers by index: worker i of a node of `devices` devices runs on device slot
+// i % devices. The first worker of slot s has index s; one started again after a crash takes the
+// slot's next index, s + k x devices (the agent gives it, the membership reads it back).
+inline size_t device_slot(uint32_t index, size_t devices) { return devices == 0 ? 0 : index % devices; }
+inline bool restarted_worker(uint32_t index, size_t devices) { return index >= devices; }
+
 }  // namespace sal

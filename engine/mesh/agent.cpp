@@ -343,7 +343,8 @@ void Agent::schedule_restart(const Worker& w, const std::string& how) {
 }
 
 // Checked at every heartbeat: each restart whose pause is over gets its new worker, with the next
-// free index of its device slot (while the agent registers again, they wait; once it stops, none).
+// free index of its device slot (core/devices.h: device_slot; while the agent registers again, they
+// wait; once it stops, none).
 void Agent::restart_due() {
   if (phase_ == Phase::registering) return;
   if (phase_ != Phase::running) return restarts_due_.clear();

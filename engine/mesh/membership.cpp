@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/devices.h"
+
 namespace sal::mesh {
 
 const char* state_name(NodeState s) {
@@ -33,9 +35,9 @@ std::string worker_label(const Node& n, uint32_t index) {
 }
 
 // The device of a node's worker: a worker started in place of a crashed one has the next index of
-// its device slot, index % devices (agent.h).
+// its device slot (core/devices.h: device_slot).
 std::string device_of(const Node& n, uint32_t index) {
-  return n.devices.empty() ? "" : n.devices[index % n.devices.size()];
+  return n.devices.empty() ? "" : n.devices[device_slot(index, n.devices.size())];
 }
 
 }  // namespace
@@ -287,7 +289,7 @@ size_t Membership::count(NodeState s) const {
 size_t Membership::restarted_workers() const {
   size_t c = 0;
   for (auto& [id, n] : nodes_)
-    for (const auto& w : n.workers) c += w.index >= n.devices.size();
+    for (const auto& w : n.workers) c += restarted_worker(w.index, n.devices.size());
   return c;
 }
 
