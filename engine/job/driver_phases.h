@@ -78,6 +78,7 @@ struct Switching {
   std::string restore_dir;  // a dense restore's snapshot
   std::optional<uint64_t> restore_window;  // a sparse restore's window (its first and last iterations)
   std::optional<uint64_t> restore_to;
+  bool snapshot_unreadable = false;  // a rank could not read restore_dir (PlanReady said so)
 };
 
 // What the retry timer does when it fires: plan again after an aborted step (counting the

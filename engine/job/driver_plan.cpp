@@ -261,7 +261,10 @@ Driver::Next Driver::on_ready(const Event& e) {
   Participant who{r.node_id, r.index};
   if (!p.waiting.count(who)) return std::nullopt;
   for (const auto& n : r.notes) note("slice_fallback", "worker " + participant_name(who) + ": " + n, act::Level::warn);
-  if (!r.ok) return plan_failed(p, "worker " + participant_name(who) + ": " + r.detail);
+  if (!r.ok) {
+    p.snapshot_unreadable = r.snapshot_unreadable;
+    return plan_failed(p, "worker " + participant_name(who) + ": " + r.detail);
+  }
   p.waiting.erase(who);
   p.slowest_connect_ms = std::max(p.slowest_connect_ms, r.connect_ms);
   p.slowest_migrate_ms = std::max(p.slowest_migrate_ms, r.migrate_ms);

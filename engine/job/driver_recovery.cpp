@@ -148,11 +148,11 @@ Driver::Next Driver::start_sparse_restore(const PlanRecord& rec, const WorkerCho
   return begin_restore_switch(rec, *sw, view_.epoch, to, {Rung::sparse, from, "", w}, choice.why);
 }
 
-// A dense restore a worker could not read its snapshot for (a unit file of it damaged, truncated or
-// gone: the error names a file in it): the snapshot is forgotten, here and in the journal, so the
+// A dense restore a worker could not read its snapshot for (a unit file of it damaged, truncated,
+// gone or of another step: PlanReady.snapshot_unreadable, with the file in its detail): the snapshot is forgotten, here and in the journal, so the
 // restore asked for next takes the one before it, or the seed. Kept on disk, for a look at it.
 void Driver::dense_restore_failed(const phase::Switching& p, const std::string& why) {
-  if (p.restore_dir.empty() || why.find(p.restore_dir + "/") == std::string::npos) return;
+  if (p.restore_dir.empty() || !p.snapshot_unreadable) return;
   if (!snapshots_ || !snapshots_->forget(p.restore_dir)) return;
   out_.push_back(act::Journal{rec::SnapshotDrop{p.restore_dir}, true});
   const auto& next = snapshots_->latest();

@@ -67,6 +67,10 @@ struct StepOutcome {
   uint64_t log_bytes = 0;  // the step's upstream log, put to the slice peers (0: none)
 };
 
+// Error::code() of a plan a worker could not apply because its dense restore could not read the
+// snapshot it names (a unit file gone, damaged, or written at another step): PlanReady says so.
+constexpr int kSnapshotUnreadable = 1;
+
 // A degraded step's StepBegin (kept_step, kept_patch): the patch whose arrangement it keeps (patch
 // 0: none, the step as the plan made it).
 struct KeptPatch {

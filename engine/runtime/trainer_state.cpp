@@ -88,9 +88,12 @@ Status Trainer::restore(const wire::PlanUpdate& p) {
     if (p.restore_dir.empty()) return model::make_unit(spec_.dims, id, spec_.seed);
     uint64_t written = 0;
     auto u = ckpt::read_unit(ckpt::unit_file(p.restore_dir, id), spec_.dims, &written);
-    if (!u) return u.error().with_context("restoring plan " + std::to_string(p.number()));
+    if (!u)
+      return Error(u.error().message(), kSnapshotUnreadable).with_context("restoring plan " + std::to_string(p.number()));
     if (written != p.step)
-      return fail(ckpt::unit_file(p.restore_dir, id), ": written at step ", written, ", the restore needs step ", p.step);
+      return Error(ckpt::unit_file(p.restore_dir, id) + ": written at step " + std::to_string(written) +
+                       ", the restore needs step " + std::to_string(p.step),
+                   kSnapshotUnreadable);
     return u;
   };
   for (model::Unit* u : fresh.non_expert_units()) {

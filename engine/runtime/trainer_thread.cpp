@@ -165,6 +165,7 @@ void TrainerThread::handle(const wire::PlanUpdate& p) {
     r.detail = "no job loaded";
   } else if (auto s = trainer_->apply_plan(p); !s) {
     r.detail = s.error().message();
+    r.snapshot_unreadable = s.error().code() == kSnapshotUnreadable;
   } else {
     r.ok = true;
   }

@@ -338,7 +338,10 @@ struct PlanReady {
     (double, migrate_ms, 0),  // of which: receiving and sending unit states
     // What the switch met on the way that the controller should say (a restore from peers: a copy
     // that failed its checksum, a holder that did not answer, and the replica used instead).
-    (std::vector<std::string>, notes, {}, kListMax))
+    (std::vector<std::string>, notes, {}, kListMax),
+    // Not ok because the dense restore could not read the snapshot the plan named (a unit file
+    // gone, damaged, or of another step): the controller restores from another one next.
+    (bool, snapshot_unreadable, false))
 };
 
 // Write a dense checkpoint of the committed state into `dir`: every rank of `plan` writes its

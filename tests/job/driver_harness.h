@@ -119,8 +119,10 @@ class Harness {
     REQUIRE(asked);
     return on(in::Decided{asked->decision, dealt_plan(asked->workers, ++versions)});
   }
-  const std::vector<Action>& ready(Participant p, uint64_t plan, bool ok = true, const std::string& detail = "") {
+  const std::vector<Action>& ready(Participant p, uint64_t plan, bool ok = true, const std::string& detail = "",
+                                   bool snapshot_unreadable = false) {
     wire::PlanReady r{p.node, p.index, plan, ok, detail, 1, 0.5, 0.5};
+    r.snapshot_unreadable = snapshot_unreadable;
     return on(in::Ready{r});
   }
   const std::vector<Action>& vote(Participant p, uint64_t step, bool ok = true, const std::string& detail = "") {

@@ -415,7 +415,7 @@ TEST_CASE("a snapshot a restore finds damaged is no longer restored from: the ne
   const uint64_t plan = u[0].second.number();
   h.ready(h.pending_ranks()[0], plan, false,
           "restoring plan " + std::to_string(plan) + ": /run/snapshots/step-4/embedding.bin: damaged: its values do not "
-          "match the digest written with them (bits changed on disk)");
+          "match the digest written with them (bits changed on disk)", true);
   REQUIRE(h.noted("snapshot_damaged"));
   CHECK(h.note_detail("snapshot_damaged").find("the next restore takes the snapshot of step 2") != std::string::npos);
   bool dropped = false;  // a resumed controller does not take it either
@@ -428,8 +428,9 @@ TEST_CASE("a snapshot a restore finds damaged is no longer restored from: the ne
   REQUIRE(u.size() == 1);
   CHECK(u[0].second.restore_dir == "/run/snapshots/step-2");
   CHECK(u[0].second.step == 2);
-  // a failure that names no file of the snapshot (a worker's own trouble) forgets nothing
-  h.ready(h.pending_ranks()[0], u[0].second.number(), false, "restoring: out of memory");
+  // a failure that is not the snapshot's (a worker's own trouble) forgets nothing, whatever it names
+  h.ready(h.pending_ranks()[0], u[0].second.number(), false,
+          "restoring: out of memory while reading /run/snapshots/step-2/embedding.bin");
   CHECK_FALSE(h.noted("snapshot_damaged"));
   h.timer(Timer::retry, 1000);
   h.decide();
