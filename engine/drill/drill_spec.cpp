@@ -185,9 +185,10 @@ Status read_target(const Checker& ck, Action& a) {
     if (n && *n == "random") {
       a.node.reset();
     } else {
-      auto id = ck.integer("node", 1, 1e9);
+      // the mesh numbers nodes from 0, in the order they first registered (events.csv, job.nodes())
+      auto id = ck.integer("node", 0, 1e9);
       if (!id)
-        return fail(ck.where(), ": ", ck.kind(), ".node: expected a node id (they start at 1) or \"random\", got ",
+        return fail(ck.where(), ": ", ck.kind(), ".node: expected a node id (an integer from 0) or \"random\", got ",
                     json_text(ck.value("node")));
       a.node = uint32_t(*id);
     }

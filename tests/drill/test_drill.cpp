@@ -35,7 +35,7 @@ drill{ name = "demo", steps = 40, seed = 9, duration_s = 30 }
 for i = 1, tonumber(args.n) do kill{ node = "random", step = 10 * i } end
 kill{ node = 3, step = 5, during = "allreduce" }
 kill{ expert = 2, layer = 1, at_s = 4.5 }
-drain{ node = 2, at_s = 1 }
+drain{ node = 0, at_s = 1 }
 freeze{ node = "random", count = 2, step = 7, ms = 800 }
 add{ count = 2, step = 20 }
 partition{ node = 1, at_s = 3, for_s = 1.5 }
@@ -63,6 +63,7 @@ expect{ lost_steps = 0, resume_s = 2.5, min_throughput_share = 0.4, min_restores
   CHECK(d->actions[4].holders_of == std::pair{1, 2});
   CHECK(d->actions[4].at_s == 4.5);
   CHECK(d->actions[5].kind == ActionKind::drain);
+  CHECK(d->actions[5].node == 0u);  // the mesh numbers nodes from 0
   CHECK(d->actions[6].kind == ActionKind::freeze);
   CHECK(d->actions[6].count == 2);
   CHECK(d->actions[6].ms == 800);
@@ -120,8 +121,8 @@ TEST_CASE("wrong drills name the line and the rule") {
   check("expect{ lost_step = 0 }\nkill{ node = 1, step = 1 }", "unknown field 'lost_step' (did you mean 'lost_steps'?)");
   check("kill(3)", "takes one table of named fields");
   check("kill{ node = 1, step = -1 }", "kill.step: expected a number in [0");
-  check("kill{ node = 0, step = 1 }",
-        "bad.lua:1: kill.node: expected a node id (they start at 1) or \"random\", got 0");
+  check("kill{ node = -1, step = 1 }",
+        "bad.lua:1: kill.node: expected a node id (an integer from 0) or \"random\", got -1");
   check("kill{ node = 'first', step = 1 }", "or \"random\", got \"first\"");
   check("kill{ controller = true, node = 2, step = 1 }", "controller = true kills the controller, not nodes (no node)");
   check("kill{ controller = true, during = 'forward', step = 1 }", "(no during)");
