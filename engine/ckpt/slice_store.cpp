@@ -23,16 +23,20 @@ Status SliceStore::add(const Writer& writer, uint64_t plan, const plan::Checkpoi
   uint64_t from = slot.step - slot.index;
   h.slots.add(std::move(slot));
   auto w = h.slots.latest_complete();
-  if (completes && !w.empty() && w.front()->step == from) drop_stopped(from, plan);
+  if (completes && !w.empty() && w.front()->step == from)
+    drop_stopped(from >= schedule.period ? from - schedule.period : 0, plan);
   return {};
 }
 
-// Writers of an older plan whose newest slot is older than a window just completed under a newer
-// one have stopped writing here (the newer plan's writers cover what they wrote). Writers of the
-// same plan are never dropped: a slot of theirs for the same iteration may still be on its way.
-void SliceStore::drop_stopped(uint64_t completed_from, uint64_t plan) {
+// Writers of an older plan whose newest slot is older than the window before one just completed
+// under a newer plan have stopped writing here (the newer plan's writers cover what they wrote).
+// The window before stays: a writer of the newer plan may have died before its first slot got
+// here, and that window is then the newest every writer shares (until 2026-12-01 the older plan's
+// writers went as soon as the newer plan's first window completed). Writers of the same plan are
+// never dropped: a slot of theirs for the same iteration may still be on its way.
+void SliceStore::drop_stopped(uint64_t keep_from, uint64_t plan) {
   for (auto it = held_.begin(); it != held_.end();) {
-    if (it->second.plan < plan && it->second.newest < completed_from) {
+    if (it->second.plan < plan && it->second.newest < keep_from) {
       logs_.erase(it->first);
       it = held_.erase(it);
     } else {

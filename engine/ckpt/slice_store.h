@@ -4,11 +4,13 @@
 // whose copies do not match their checksums is refused (it arrived damaged), and so is one that
 // would take the store past its budget — what is held stays, so the last complete windows survive
 // a flood; each refusal says which rule it broke. A writer's slots under another plan (or
-// schedule) start a new window, its last complete one kept until the new one completes. A writer
-// that stopped writing — it wrote under an older plan than a window another writer just completed,
-// and has no slot of that window: it left, or writes elsewhere now — is dropped then (a restore
-// needs the old plan's windows only until the new plan's cover the model). Pure: the agent that
-// owns it does the I/O.
+// schedule) start a new window, its last complete one kept until the new schedule has two complete
+// windows of its own. A writer that stopped writing — it wrote under an older plan than a window
+// another writer just completed, and has no slot of that window nor of the window before: it left,
+// or writes elsewhere now — is dropped then (a restore needs the old plan's windows only until the
+// new plan's cover the model; the window before stays because a new writer killed before its first
+// slot got anywhere leaves that one as the newest every writer shares). Pure: the agent that owns
+// it does the I/O.
 //
 // It also holds the writers' upstream logs (model/expert_replay.h: what each dispatched to the
 // experts, iteration by iteration), as long as the writer's windows reach back — the iterations
@@ -100,7 +102,7 @@ class SliceStore {
     uint64_t newest = 0;  // the newest slot's iteration
     SparseHolder slots{kWindowsKept};
   };
-  void drop_stopped(uint64_t completed_from, uint64_t plan);
+  void drop_stopped(uint64_t keep_from, uint64_t plan);
   uint64_t budget_;
   std::map<Writer, Held> held_;
   std::map<Writer, std::map<uint64_t, HeldLog>> logs_;  // by writer, by iteration

@@ -158,6 +158,22 @@ std::vector<const SparseSlot*> SparseWindows::latest_complete() const {
   return all.empty() ? std::vector<const SparseSlot*>{} : all.front();
 }
 
+void SparseWindows::keep_newest(size_t n) {
+  auto kept = complete_windows();
+  if (kept.size() > n) kept.resize(n);
+  std::set<uint64_t> steps;
+  for (const auto& w : kept)
+    for (const SparseSlot* s : w) steps.insert(s->step);
+  for (auto it = slots_.begin(); it != slots_.end();) {
+    if (steps.count(it->first)) {
+      ++it;
+      continue;
+    }
+    if (spare_.size() < schedule_.window) spare_.push_back(std::move(it->second));
+    it = slots_.erase(it);
+  }
+}
+
 SparseSlot SparseWindows::recycled() {
   if (spare_.empty()) return {};
   SparseSlot s = std::move(spare_.back());
@@ -188,7 +204,9 @@ SparseSlot SparseHolder::recycled() { return current_ ? current_->recycled() : S
 void SparseHolder::add(SparseSlot slot) {
   if (!current_) return;
   current_->add(std::move(slot));
-  if (!current_->latest_complete().empty()) previous_.reset();  // covered by the new window
+  const size_t complete = current_->complete_windows().size();
+  if (complete >= keep_) previous_.reset();  // covered by the new windows
+  else if (complete > 0 && previous_) previous_->keep_newest(keep_ - complete);
 }
 
 std::vector<const SparseSlot*> SparseHolder::latest_complete() const {

@@ -85,6 +85,9 @@ class SparseWindows {
   const plan::CheckpointSchedule& schedule() const { return schedule_; }
   // A superseded slot, for take_slot to copy into (empty when there is none).
   SparseSlot recycled();
+  // Drops every slot but those of the `n` newest complete windows (a previous schedule's, once
+  // the new one has windows of its own).
+  void keep_newest(size_t n);
   // Test hook: the copy of `id` in the slot of `step` (to corrupt it), or null.
   UnitCopy* find(uint64_t step, const UnitId& id);
 
@@ -97,9 +100,13 @@ class SparseWindows {
   std::vector<SparseSlot> spare_;          // superseded slots, their storage reused (at most a window)
 };
 
-// One writer's slots across plans: the windows under the schedule in force, and the last complete
-// window under the schedule before it until the new one completes (no gap in coverage when a plan,
-// or the checkpoint policy, changes).
+// One writer's slots across plans: the windows under the schedule in force, and the complete
+// windows under the schedule before it until the new one has `keep` complete windows of its own —
+// only the newest of them once it has one (no gap in coverage when a plan, or the checkpoint
+// policy, changes; and a writer's newest slot may die with it on its way, so with keep = 2 the
+// window before stays there across a switch too: until 2026-12-01 the previous plan's were dropped
+// as soon as the new plan's first window completed, and a writer killed before putting its second
+// slot left no window every writer shared).
 class SparseHolder {
  public:
   explicit SparseHolder(size_t keep = 1) : keep_(keep) {}

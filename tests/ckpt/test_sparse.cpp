@@ -223,7 +223,9 @@ TEST_CASE("a node's slice store keeps each writer's two newest complete windows 
   REQUIRE_FALSE(damaged.ok());
   CHECK(damaged.error().message().find("does not match its checksum (damaged on the way)") != std::string::npos);
 
-  // a new schedule for a writer: its last complete window stays until the new one completes
+  // a new schedule for a writer: its last complete window stays until the new one has two complete
+  // windows (a writer's newest slot may die on its way: the window before must be there, across a
+  // switch too), the older ones go once the new one has one
   plan::CheckpointSchedule two{2, 2, {{0, 1, 2, 3, 4, 5}, {6, 7, 8, 9, 10, 11, 12}}};
   auto units = p.units();
   std::vector<const Unit*> cu(units.begin(), units.end());
@@ -232,6 +234,17 @@ TEST_CASE("a node's slice store keeps each writer's two newest complete windows 
   REQUIRE(store.add(w00, 1, two, take_slot(two, 1, 9, 1.0, p.dims, cu)).ok());
   CHECK(store.latest_complete(w00).size() == 2);  // the new one: iterations 8 and 9
   CHECK(store.latest_complete(w00).front()->step == 8);
+  auto starts = [&] {
+    std::vector<uint64_t> out;
+    for (const auto& h : store.windows())
+      if (h.writer == w00) out.push_back(h.from);
+    return out;
+  };
+  CHECK(starts() == std::vector<uint64_t>{8, 4});  // the old schedule's newest window is kept, not 0
+  CHECK(store.bytes() < 3 * window_bytes);
+  REQUIRE(store.add(w00, 1, two, take_slot(two, 0, 10, 1.0, p.dims, cu)).ok());
+  REQUIRE(store.add(w00, 1, two, take_slot(two, 1, 11, 1.0, p.dims, cu)).ok());
+  CHECK(starts() == std::vector<uint64_t>{10, 8});  // two of its own: the old schedule's are gone
   CHECK(store.bytes() < 2 * window_bytes);
 }
 
@@ -285,13 +298,22 @@ TEST_CASE("a slice store answers a fetch from whichever writer holds each unit, 
   store.window_slots(0, wanted, &missing);
   CHECK(missing == std::vector<UnitId>{UnitId{UnitKind::embedding, -1, -1}});
   // writer a moves to plan 4: its slots start a new window; b stops writing and, once a completes
-  // a window under the newer plan that b has no slot of, b is dropped
+  // a window under the newer plan that b has no slot of, nor of the window before, b is dropped.
+  // c, of plan 3 too, wrote the window before (8..11) and is kept: a writer of plan 4 killed before
+  // its first slot got anywhere leaves that window as the newest every writer shares
+  const Writer c3{3, 0};
+  for (size_t i = 8; i < 12; ++i) REQUIRE(store.add(c3, 3, schedule(), only(slots[i], false)).ok());
   std::vector<SparseSlot> more;
-  for (uint64_t step = 12; step < 16; ++step) more.push_back(slot_after(step, train_step(p, c, step), p));
+  for (uint64_t step = 12; step < 20; ++step) more.push_back(slot_after(step, train_step(p, c, step), p));
   for (size_t i = 0; i < 4; ++i) REQUIRE(store.add(a, 4, schedule(), only(more[i], true)).ok());
-  CHECK(store.writers() == std::vector<Writer>{a});
+  CHECK(store.writers() == std::vector<Writer>{a, c3});
   CHECK(store.windows().front().plan == 4);
   CHECK(store.windows().front().from == 12);
+  missing.clear();
+  store.window_slots(8, wanted, &missing);  // a's window 8 (plan 3) kept beside its plan-4 one, c's too
+  CHECK(missing.empty());
+  for (size_t i = 4; i < 8; ++i) REQUIRE(store.add(a, 4, schedule(), only(more[i], true)).ok());
+  CHECK(store.writers() == std::vector<Writer>{a});  // two windows of plan 4 now: c has stopped
 }
 
 TEST_CASE("a slot travels as a SlicePut and its frames, and a wrong frame or unit is refused with the field") {
