@@ -149,8 +149,9 @@ Driver::Next Driver::start_sparse_restore(const PlanRecord& rec, const WorkerCho
 }
 
 // A dense restore a worker could not read its snapshot for (a unit file of it damaged, truncated,
-// gone or of another step: PlanReady.snapshot_unreadable, with the file in its detail): the snapshot is forgotten, here and in the journal, so the
-// restore asked for next takes the one before it, or the seed. Kept on disk, for a look at it.
+// gone or of another step: PlanReady.snapshot_unreadable, with the file in its detail): the
+// snapshot is forgotten, here and in the journal, so the restore asked for next takes the one
+// before it, or the seed. Kept on disk, for a look at it.
 void Driver::dense_restore_failed(const phase::Switching& p, const std::string& why) {
   if (p.restore_dir.empty() || !p.snapshot_unreadable) return;
   if (!snapshots_ || !snapshots_->forget(p.restore_dir)) return;

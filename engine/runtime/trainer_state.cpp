@@ -88,8 +88,8 @@ Status Trainer::restore(const wire::PlanUpdate& p) {
     if (p.restore_dir.empty()) return model::make_unit(spec_.dims, id, spec_.seed);
     uint64_t written = 0;
     auto u = ckpt::read_unit(ckpt::unit_file(p.restore_dir, id), spec_.dims, &written);
-    if (!u)
-      return Error(u.error().message(), kSnapshotUnreadable).with_context("restoring plan " + std::to_string(p.number()));
+    const std::string restoring = "restoring plan " + std::to_string(p.number());
+    if (!u) return Error(u.error().message(), kSnapshotUnreadable).with_context(restoring);
     if (written != p.step)
       return Error(ckpt::unit_file(p.restore_dir, id) + ": written at step " + std::to_string(written) +
                        ", the restore needs step " + std::to_string(p.step),
@@ -318,8 +318,9 @@ std::vector<const model::Unit*> Trainer::units_written(size_t copies, const std:
 std::vector<uint32_t> Trainer::ranks_lost() const {
   std::vector<uint32_t> out;
   if (!last_patch_) return out;
+  const auto& in = last_patch_->ranks;
   for (uint32_t r = 0; r < uint32_t(ranks_); ++r)
-    if (std::find(last_patch_->ranks.begin(), last_patch_->ranks.end(), r) == last_patch_->ranks.end()) out.push_back(r);
+    if (std::find(in.begin(), in.end(), r) == in.end()) out.push_back(r);
   return out;
 }
 
