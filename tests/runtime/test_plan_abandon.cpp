@@ -29,9 +29,8 @@ constexpr int64_t kPromptMs = 1500;
 
 TEST_CASE("a plan abandoned before the worker began it is refused at once, and nothing of it is connected") {
   Store store;
-  zmq::context_t zmq(1);
-  Trainer t(zmq, spec("cpu:0"));
-  REQUIRE(t.init().ok());
+  CpuTrainer cpu;
+  Trainer& t = cpu.t;
   t.abandon(3, "worker 1.0 left");
   CHECK(t.abandoned(3));
   CHECK(t.abandoned(2));
@@ -47,9 +46,8 @@ TEST_CASE("a plan abandoned before the worker began it is refused at once, and n
 
 TEST_CASE("a worker waiting at an abandoned plan's rendezvous leaves it at once") {
   Store store;
-  zmq::context_t zmq(1);
-  Trainer t(zmq, spec("cpu:0"));
-  REQUIRE(t.init().ok());
+  CpuTrainer cpu;
+  Trainer& t = cpu.t;
   // rank 0 of two: rank 1 never comes, so the rendezvous waits
   auto applied = std::async(std::launch::async, [&] { return t.apply_plan(plan_update(5, 0, store.endpoint, 2, 0)); });
   REQUIRE(applied.wait_for(300ms) == std::future_status::timeout);
@@ -68,9 +66,8 @@ TEST_CASE("a worker waiting at an abandoned plan's rendezvous leaves it at once"
 
 TEST_CASE("a worker that comes to a plan's rendezvous after the controller closed it is refused at once") {
   Store store;
-  zmq::context_t zmq(1);
-  Trainer t(zmq, spec("cpu:0"));
-  REQUIRE(t.init().ok());
+  CpuTrainer cpu;
+  Trainer& t = cpu.t;
   store.server.close_prefix("plan-7/");  // the controller abandoned plan 7; this worker has not heard yet
   int64_t t0 = mono_ms();
   auto s = t.apply_plan(plan_update(7, 0, store.endpoint, 2, 0));

@@ -35,9 +35,8 @@ wire::PlanUpdate restoring(uint64_t number, const std::string& store, const std:
 
 TEST_CASE("a restore whose snapshot has no file for a unit, or a damaged one, fails as unreadable, naming the file") {
   Store store;
-  zmq::context_t zmq(1);
-  Trainer t(zmq, spec("cpu:0"));
-  REQUIRE(t.init().ok());
+  CpuTrainer cpu;
+  Trainer& t = cpu.t;
   const std::string dir = temp_snapshot_dir();
   auto s = t.apply_plan(restoring(1, store.endpoint, dir));
   REQUIRE_FALSE(s.ok());
@@ -53,9 +52,8 @@ TEST_CASE("a restore whose snapshot has no file for a unit, or a damaged one, fa
 
 TEST_CASE("a restoring plan that fails for another reason is not the snapshot's fault") {
   Store store;
-  zmq::context_t zmq(1);
-  Trainer t(zmq, spec("cpu:0"));
-  REQUIRE(t.init().ok());
+  CpuTrainer cpu;
+  Trainer& t = cpu.t;
   t.abandon(3, "worker 1.0 left");
   auto s = t.apply_plan(restoring(3, store.endpoint, "/nonexistent/snapshots/step-4"));
   REQUIRE_FALSE(s.ok());

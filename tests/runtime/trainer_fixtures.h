@@ -1,6 +1,6 @@
 // trainer_fixtures.h — what the Trainer's tests share: a small job's TrainSpec (the CPU model of
 // 2 layers and 4 experts, the repository's docs/ as its text), a PlanUpdate of `ranks` ranks that
-// each hold every expert, and a rendezvous store on loopback.
+// each hold every expert, a rendezvous store on loopback, and a CPU Trainer of that job, initialised.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -9,6 +9,7 @@
 
 #include "comm/store_server.h"
 #include "runtime/train_spec.h"
+#include "runtime/trainer.h"
 #include "wire/messages.h"
 
 namespace sal::runtime {
@@ -49,6 +50,13 @@ struct Store {
     REQUIRE(e.ok());
     endpoint = *e;
   }
+};
+
+// A CPU Trainer of spec("cpu:0"), initialised (with its own ZeroMQ context).
+struct CpuTrainer {
+  zmq::context_t zmq{1};
+  Trainer t{zmq, spec("cpu:0")};
+  CpuTrainer() { REQUIRE(t.init().ok()); }
 };
 
 }  // namespace sal::runtime
