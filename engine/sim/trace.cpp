@@ -178,10 +178,11 @@ Result<SeriesLine> series_line(const std::string& l, double unit_s) {
   return out;
 }
 
-// A line of two fields neither of which is a number or a time: the column names.
+// A line of two fields (a series) or three (Bamboo's events) none of which is a number or a time: the
+// column names ("time,count", "time,event,node").
 bool header_line(const std::string& l) {
   auto f = split(l, ',');
-  if (f.size() != 2) return false;
+  if (f.size() != 2 && f.size() != 3) return false;
   for (const auto& x : f) {
     const std::string v(trim(x));
     if (v.empty() || number(v) || iso_time_ms(v)) return false;
@@ -204,6 +205,13 @@ std::string plain_fields(std::string l) {
   return l;
 }
 
+// A Bamboo event's kind as written ("add", " Remove"), trimmed and in lower case.
+std::string event_kind(std::string_view field) {
+  std::string kind(trim(field));
+  for (char& c : kind) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return kind;
+}
+
 // A line that carries data: its 1-based number, its fields as plain_fields reads them, and the
 // line as written (for errors).
 struct DataLine {
@@ -212,8 +220,8 @@ struct DataLine {
 };
 
 // The lines that carry data, without a byte order mark, blank or '#' lines, and without a first
-// line of column names.
-std::vector<DataLine> data_lines(const std::string& text) {
+// line of column names (put in *header where given).
+std::vector<DataLine> data_lines(const std::string& text, std::string* header = nullptr) {
   std::vector<DataLine> out;
   for (auto& [n, l] : content_lines(without_bom(text)))
     if (std::string fields = plain_fields(l); !fields.empty()) out.push_back({n, std::move(fields), std::move(l)});
@@ -221,18 +229,23 @@ std::vector<DataLine> data_lines(const std::string& text) {
   // dropped
   if (!out.empty() && out.front().text.front() == ',')
     for (auto& d : out) d.text.erase(0, std::min(d.text.size(), d.text.find(',') + 1));
-  if (!out.empty() && header_line(out.front().text)) out.erase(out.begin());
+  if (!out.empty() && header_line(out.front().text)) {
+    if (header) *header = out.front().written;
+    out.erase(out.begin());
+  }
   return out;
 }
 
 }  // namespace
 
 Result<std::string> detect_trace_format(const std::string& text, const std::string& path) {
-  auto lines = data_lines(text);
+  std::string header;
+  auto lines = data_lines(text, &header);
+  if (lines.empty() && !header.empty()) return fail(path, ": no lines after the column names '", clip(header, 60), "'");
   if (lines.empty()) return fail(path, ": no lines");
   const auto& [line, l, written] = lines.front();
   auto f = split(l, ',');
-  if (f.size() == 3 && (trim(f[1]) == "add" || trim(f[1]) == "remove")) return std::string("bamboo");
+  if (f.size() == 3 && (event_kind(f[1]) == "add" || event_kind(f[1]) == "remove")) return std::string("bamboo");
   if (count_line(l)) return std::string("counts");
   if (f.size() == 2) return std::string("series");
   return fail(path, ":", line, ": cannot tell the trace's format from '", clip(written, 60),
@@ -267,15 +280,12 @@ Result<std::vector<TraceEvent>> parse_bamboo_trace(const std::string& text, cons
     if (f.size() != 3) return fail(path, ":", line, ": expected <ms>,add|remove,<node>, got '", clip(written, 60), "'");
     TraceEvent e;
     e.line = line;
-    try {
-      size_t used = 0;
-      e.ms = std::stoll(std::string(trim(f[0])), &used);
-      if (used != trim(f[0]).size()) throw std::invalid_argument("trailing");
-    } catch (const std::exception&) {
-      return fail(path, ":", line, ": '", f[0], "' is not a time in milliseconds");
-    }
-    auto kind = std::string(trim(f[1]));
-    if (kind != "add" && kind != "remove") return fail(path, ":", line, ": event '", kind, "' is neither add nor remove");
+    auto ms = number(std::string(trim(f[0])));
+    if (!ms || *ms < 0 || *ms >= 1e15) return fail(path, ":", line, ": '", f[0], "' is not a time in milliseconds");
+    e.ms = std::llround(*ms);
+    auto kind = event_kind(f[1]);
+    if (kind != "add" && kind != "remove")
+      return fail(path, ":", line, ": event '", trim(f[1]), "' is neither add nor remove");
     e.add = kind == "add";
     e.node = std::string(trim(f[2]));
     if (!out.empty() && e.ms < out.back().ms)
