@@ -28,16 +28,22 @@ local function most_survivable(points)
   return best
 end
 
--- A large plan (layers x nodes x slots above LARGE, e.g. one layer of 1024 nodes x 8 slots) is
--- weighed on the constructions with c, c/2, ..., 1 experts per block and balance first (at 1024
--- nodes the others differ from their neighbours by ~1e-6 in P(2)), on SAMPLE_LAYERS evenly spaced
--- layers when it has more, and without their placements; only the chosen construction is then
+-- A large plan (layers x nodes x slots x (slots + 1), the cells balanced times the constructions
+-- weighed, above LARGE: e.g. one layer of 1024 nodes x 8 slots, or 4 layers of 16 nodes x 36 slots,
+-- whose 37 constructions alone took over half a second) is weighed on the constructions with c,
+-- c/2, ..., 1 experts per block and balance first (at 1024 nodes the others differ from their
+-- neighbours by ~1e-6 in P(2)), on SAMPLE_LAYERS evenly spaced layers when it has more, and without
+-- their placements; only the chosen construction is then
 -- built for every layer. Its maximum-survival end is then blocks of c, mro's structure (the same
 -- minimal node sets when the blocks fit, so the same P(1..3); mro's own repair of a cut-short tail
 -- matters at 16 or more failures there) rather than mro's own layout. The whole frontier of every
 -- layer of such a plan would take about half a second and its placements more memory than a policy
 -- has. (24 layers on 16 nodes x 8 slots, the SmartMoE shape, are weighed whole.)
-local LARGE, SAMPLE_LAYERS = 4096, 4
+local LARGE, SAMPLE_LAYERS = 4096 * 9, 4
+
+local function is_large(ctx)
+  return ctx.layers * ctx.nodes * ctx.slots * (ctx.slots + 1) > LARGE
+end
 
 local function loads_of(ctx)
   local loads = {}
@@ -50,7 +56,7 @@ end
 
 -- ctx with only the sampled layers (evenly spaced) and their numbers, or ctx itself.
 local function weighed(ctx, loads)
-  if ctx.layers * ctx.nodes * ctx.slots <= LARGE or ctx.layers <= SAMPLE_LAYERS then return ctx, loads, nil end
+  if not is_large(ctx) or ctx.layers <= SAMPLE_LAYERS then return ctx, loads, nil end
   local sub = { nodes = ctx.nodes, slots = ctx.slots, experts = ctx.experts, floor = ctx.floor, replicas = {}, loads = {} }
   local picked = {}
   for i = 1, SAMPLE_LAYERS do
@@ -116,7 +122,7 @@ end
 -- too), else on the mean loads.
 function place.decide(ctx, opts)
   local loads = loads_of(ctx)
-  local large = ctx.layers * ctx.nodes * ctx.slots > LARGE
+  local large = is_large(ctx)
   local w, wloads, sampled = weighed(ctx, loads)
   local include = large and {} or { { name = "mro", placement = mro_layout.place(w) } }
   local steps = opts.steps and steps_of(ctx, large) or nil

@@ -248,6 +248,28 @@ TEST_CASE("goodput on a large plan: weighed on 4 sampled layers, the chosen cons
   }
 }
 
+TEST_CASE("goodput with many slots a node: weighed on halved block sizes, not one construction per block size") {
+  // 4 layers of 256 experts on 16 nodes x 36 slots: few cells, but 37 constructions a layer weighed
+  // whole took over policies.budget_ms (500 ms), and the job fell back to the previous placement
+  PolicySet set;
+  std::vector<std::vector<double>> loads;
+  for (int l = 0; l < 4; ++l) {
+    loads.emplace_back();
+    for (int e = 0; e < 256; ++e) loads.back().push_back(1 + (e * 37 + l * 11) % 97);
+  }
+  const auto a = lazarus(set, 16, 36, loads);
+  PlacementInput in{16, 36, 256, a.floor, a.replicas, loads, {}};
+  auto p = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", in));
+  auto c = nlohmann::json::parse(p.choice);
+  std::vector<std::string> weighed;
+  for (const auto& f : c["frontier"]) weighed.push_back(f["point"].get<std::string>());
+  CAPTURE(c["frontier"].dump());
+  for (const auto& name : weighed)
+    CHECK((name == "blocks-36" || name == "blocks-18" || name == "blocks-9" || name == "blocks-4" || name == "blocks-2" ||
+           name == "blocks-1" || name == "balance-first"));
+  CHECK(c["balances"].size() == 4);
+}
+
 TEST_CASE("copies of the hot expert are its weight: lazarus + goodput evens bench_skew's 9:1 skew exactly") {
   // 16 nodes x 2 slots, expert 0 routed 9x as often as each of 7 others (bench_skew's default):
   // Eq. 1 gives it 18 replicas, two of them second copies on a node, and every replica the same
