@@ -7,6 +7,8 @@
 //  - SPARe's reordering controller at N = 1000, r = 10, per failure, over sequences of failures
 //    up to the wipe-out (target ≤ 20 ms; SPARe reports "sub-100 ms");
 //  - MoEtion's window search on 256 experts × 24 layers, against the paper's equal-run sizing;
+//  - the frontier's layouts of one layer (blocks of c, chain, mixed) at 1024 nodes, before the
+//    balancer: what one construction costs a plan of that size (mixed was O(replicas x nodes^2));
 //  - the dispatcher's split of a layer's tokens by the step's counts (train.dispatch = "counts",
 //    core/expert_split.h), per layer and step, against the even split, on Zipf loads over replicas
 //    in proportion to them (at least 2 each) dealt round robin.
@@ -27,6 +29,7 @@
 #include "policy/algo/flow.h"
 #include "policy/algo/matching.h"
 #include "policy/algo/moetion.h"
+#include "policy/algo/placement_layouts.h"
 #include "policy/algo/recovery.h"
 #include "policy/algo/rng.h"
 #include "policy/algo/spare.h"
@@ -336,6 +339,26 @@ void bench_window() {
 
 // One layer: `experts` Zipf(1.2) loads over `assignments` tokens, replicas in proportion (at least
 // 2), dealt round robin over `workers` workers of equal slots.
+// ---- the frontier's layouts ----------------------------------------------------------------------
+
+void bench_layouts() {
+  Rng rng(11);
+  LayerDemand d{replica_counts(rng), {}};
+  for (int e = 0; e < kExperts; ++e)
+    d.loads.push_back(double(d.replicas[size_t(e)]) * (0.9 + 0.2 * double(rng.below(1000)) / 1000));
+  const std::string size = std::to_string(kNodes) + " nodes × " + std::to_string(kExperts) + " experts × " +
+                           std::to_string(kSlots) + " slots";
+  using Layout = std::function<sal::Result<LayerPlacement>()>;
+  for (const auto& [name, layout] : std::vector<std::pair<std::string, Layout>>{
+           {"mixed", [&] { return mixed_layout(d, kNodes, kSlots, kFloor); }},
+           {"peer: chain", [&] { return chain_layout(d, kNodes, kSlots, kFloor); }},
+           {"peer: blocks of c", [&] { return blocks_layout(d, kNodes, kSlots, kSlots, kFloor); }}}) {
+    must(layout(), name.c_str());
+    row("frontier layout, one layer: " + name, size, "before the balancer", time_ms(5, [&] { (void)layout(); }),
+        "median of 5");
+  }
+}
+
 void bench_split_at(int experts, int workers, int slots, uint64_t assignments) {
   Rng rng(9);
   std::vector<double> w(static_cast<size_t>(experts));
@@ -377,6 +400,7 @@ int main(int argc, char** argv) {
   bench_flow();
   bench_spare(sequences);
   bench_window();
+  bench_layouts();
   bench_split();
   return 0;
 }
