@@ -2,6 +2,7 @@
 #include "core/load_files.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,12 @@
 namespace sal {
 namespace {
 
+// The number in a file name ("table_iter1051_rank0.log" -> 1051; -1 without one).
+int64_t number_in(const std::string& name) {
+  auto i = name.find_first_of("0123456789");
+  return i == std::string::npos ? -1 : std::atoll(name.c_str() + i);
+}
+
 // A CSV line's cells, as spreadsheets and scripts write them: separated by commas, else by ';',
 // else by tabs or spaces; double quotes dropped; the empty cell of a trailing separator dropped.
 std::vector<std::string> cells_of(std::string line) {
@@ -31,9 +38,29 @@ std::vector<std::string> cells_of(std::string line) {
   return cells;
 }
 
-// A line of column names ("expert0,expert1,..."): no cell a number.
+// A line of column names ("expert0,expert1,..."): no cell a number; or pandas' header of numbered
+// columns after its unnamed index (",0,1,2").
 bool header_cells(const std::vector<std::string>& cells) {
+  if (cells.size() > 1 && cells[0].empty()) return true;
   return std::none_of(cells.begin(), cells.end(), [](const std::string& c) { return parse_double(c).ok(); });
+}
+
+// A header's first column names the layers, not an expert: empty (pandas' index), "layer…",
+// "index", "idx" or "id".
+bool label_column(const std::vector<std::string>& header) {
+  if (header.empty()) return false;
+  std::string name = header[0];
+  for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return name.empty() || name.rfind("layer", 0) == 0 || name == "index" || name == "idx" || name == "id";
+}
+
+// A row's first cell is its label ("layer0", "moe.3"): it begins with a letter and is not a
+// number, and every other cell is one.
+bool labelled_row(const std::vector<std::string>& cells) {
+  if (cells.size() < 2 || cells[0].empty() || !std::isalpha(static_cast<unsigned char>(cells[0][0])) ||
+      parse_double(cells[0]).ok())
+    return false;
+  return std::all_of(cells.begin() + 1, cells.end(), [](const std::string& c) { return parse_double(c).ok(); });
 }
 
 Result<std::vector<double>> csv_line(const std::vector<std::string>& cells, int line_no, const std::string& path) {
@@ -90,27 +117,38 @@ Result<std::vector<std::vector<double>>> checked_layers(std::vector<std::vector<
   return layers;
 }
 
-// The number in a file name ("table_iter1051_rank0.log" -> 1051; -1 without one).
-int64_t number_in(const std::string& name) {
-  auto i = name.find_first_of("0123456789");
-  return i == std::string::npos ? -1 : std::atoll(name.c_str() + i);
+// A JSON layer, [counts]; nullopt when it is not an array of numbers.
+std::optional<std::vector<double>> json_layer(const nlohmann::json& layer) {
+  if (!layer.is_array()) return std::nullopt;
+  std::vector<double> out;
+  for (const auto& v : layer) {
+    if (!v.is_number()) return std::nullopt;
+    out.push_back(v.get<double>());
+  }
+  return out;
 }
 
-// A whole file that is one JSON array of layers, [[counts of layer 0], ...]; nullopt otherwise.
+// A whole file that is one JSON array of layers, [[counts of layer 0], ...], or an object of them,
+// {"layer0": [counts], "layer1": ...}, ordered by the number in their names (then by name); nullopt
+// otherwise.
 std::optional<std::vector<std::vector<double>>> json_layers(std::string_view text) {
   const auto body = trim(text);
   const auto second = body.find_first_not_of(" \t\r\n", 1);
-  if (body.empty() || body[0] != '[' || second == std::string_view::npos || body[second] != '[') return std::nullopt;
+  if (body.empty() || second == std::string_view::npos) return std::nullopt;
+  if (!(body[0] == '[' && body[second] == '[') && body[0] != '{') return std::nullopt;
   auto j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_array()) return std::nullopt;
+  if (j.is_discarded() || !(j.is_array() || j.is_object()) || j.empty()) return std::nullopt;
+  std::vector<std::pair<std::string, const nlohmann::json*>> named;
+  for (auto it = j.begin(); it != j.end(); ++it) named.emplace_back(j.is_object() ? it.key() : "", &*it);
+  std::stable_sort(named.begin(), named.end(), [](const auto& a, const auto& b) {
+    const auto na = number_in(a.first), nb = number_in(b.first);
+    return na != nb ? na < nb : a.first < b.first;
+  });
   std::vector<std::vector<double>> out;
-  for (const auto& layer : j) {
-    if (!layer.is_array()) return std::nullopt;
-    out.emplace_back();
-    for (const auto& v : layer) {
-      if (!v.is_number()) return std::nullopt;
-      out.back().push_back(v.get<double>());
-    }
+  for (const auto& [name, layer] : named) {
+    auto counts = json_layer(*layer);
+    if (!counts) return std::nullopt;
+    out.push_back(std::move(*counts));
   }
   return out;
 }
@@ -149,11 +187,16 @@ Result<std::vector<std::vector<double>>> parse_loads(const std::string& text, co
   const std::string_view body = without_bom(text);
   if (auto whole = json_layers(body)) return checked_layers(std::move(*whole), path);
   std::vector<std::vector<double>> layers;
-  bool first = true;
+  bool first = true, labels = false;
   for (auto& [line_no, line] : content_lines(body)) {
     const size_t at = trace_counts_at(line);
-    const auto cells = at == std::string::npos ? cells_of(line) : std::vector<std::string>{};
-    if (std::exchange(first, false) && at == std::string::npos && header_cells(cells)) continue;  // column names
+    auto cells = at == std::string::npos ? cells_of(line) : std::vector<std::string>{};
+    if (std::exchange(first, false) && at == std::string::npos && header_cells(cells)) {  // column names
+      labels = label_column(cells);
+      continue;
+    }
+    if (at == std::string::npos && cells.size() > 1 && (labels || labelled_row(cells)))
+      cells.erase(cells.begin());  // the layer's label, not an expert's count
     auto row = at != std::string::npos ? trace_line(line, at, line_no, path) : csv_line(cells, line_no, path);
     if (!row) return row.error();
     if (!layers.empty() && row->size() != layers[0].size())

@@ -38,7 +38,14 @@ TEST_CASE("loads: SmartMoE lines sum their micro-batches, and every CSV or JSON 
                                  std::string("e0,e1,e2\n5,7,9\n8,9,10\n"), std::string("\"e0\";\"e1\";\"e2\"\n5;7;9\n8;9;10\n"),
                                  std::string("5\t7\t9\n8\t9\t10\n"), std::string("5 7 9\n8 9 10\n"),
                                  std::string("5,7,9,\n8,9,10,\n"), std::string("# a comment\n\n5,7,9\n8,9,10\n"),
-                                 std::string("[[5, 7, 9],\n [8, 9, 10]]\n")}) {
+                                 std::string("[[5, 7, 9],\n [8, 9, 10]]\n"),
+                                 // a column of layer labels: named in the header, pandas' index, or in each row
+                                 std::string("layer,e0,e1,e2\n0,5,7,9\n1,8,9,10\n"),
+                                 std::string(",0,1,2\n0,5,7,9\n1,8,9,10\n"),
+                                 std::string("layer0,5,7,9\nlayer1,8,9,10\n"),
+                                 std::string("moe.0 5 7 9\nmoe.1 8 9 10\n"),
+                                 // a JSON object of layers, ordered by the number in their names
+                                 std::string("{\"layer10\": [8, 9, 10], \"layer2\": [5, 7, 9]}")}) {
     CAPTURE(csv);
     CHECK(read(csv) == expected);
   }
@@ -56,4 +63,6 @@ TEST_CASE("loads: malformed files are refused naming the file, the line and the 
   refused("[[1, -2]]\n", "loads.txt: layer 0, expert 1: -2 is not a token count");
   refused("# nothing\n\n", "loads.txt: no loads");
   refused("e0,e1\n", "loads.txt: no loads");
+  refused("layer0,5,x\n", "loads.txt:1: 'layer0' is not a token count");  // a label only before counts
+  refused("{\"layer0\": [1, -2]}", "loads.txt: layer 0, expert 1: -2 is not a token count");
 }
