@@ -45,13 +45,15 @@ bool header_cells(const std::vector<std::string>& cells) {
   return std::none_of(cells.begin(), cells.end(), [](const std::string& c) { return parse_double(c).ok(); });
 }
 
-// A header's first column names the layers, not an expert: empty (pandas' index), "layer…",
-// "index", "idx" or "id".
+// A header's first column names the layers, not an expert: empty (pandas' index), "layer",
+// "layers", "layer_id", "layer_idx", "layer_index", "index", "idx" or "id" (not "layer0.expert0").
 bool label_column(const std::vector<std::string>& header) {
   if (header.empty()) return false;
   std::string name = header[0];
   for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return name.empty() || name.rfind("layer", 0) == 0 || name == "index" || name == "idx" || name == "id";
+  for (const char* label : {"", "layer", "layers", "layer_id", "layer_idx", "layer_index", "index", "idx", "id"})
+    if (name == label) return true;
+  return false;
 }
 
 // A row's first cell is its label ("layer0", "moe.3"): it begins with a letter and is not a

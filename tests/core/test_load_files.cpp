@@ -42,6 +42,7 @@ TEST_CASE("loads: SmartMoE lines sum their micro-batches, and every CSV or JSON 
                                  // a column of layer labels: named in the header, pandas' index, or in each row
                                  std::string("layer,e0,e1,e2\n0,5,7,9\n1,8,9,10\n"),
                                  std::string(",0,1,2\n0,5,7,9\n1,8,9,10\n"),
+                                 std::string("Layer_ID,e0,e1,e2\n0,5,7,9\n1,8,9,10\n"),
                                  std::string("layer0,5,7,9\nlayer1,8,9,10\n"),
                                  std::string("moe.0 5 7 9\nmoe.1 8 9 10\n"),
                                  // a JSON object of layers, ordered by the number in their names
@@ -64,5 +65,7 @@ TEST_CASE("loads: malformed files are refused naming the file, the line and the 
   refused("# nothing\n\n", "loads.txt: no loads");
   refused("e0,e1\n", "loads.txt: no loads");
   refused("layer0,5,x\n", "loads.txt:1: 'layer0' is not a token count");  // a label only before counts
+  // columns named for their experts are experts, whatever their names begin with
+  CHECK(read("layer0.expert0,layer0.expert1\n5,7\n") == Layers{{5, 7}});
   refused("{\"layer0\": [1, -2]}", "loads.txt: layer 0, expert 1: -2 is not a token count");
 }
