@@ -235,6 +235,13 @@ int cmd_run(const Command& cmd, const Parsed& p) {
   const int64_t steps = job->train.steps;  // --steps, else the drill's, else the job's (steps_override)
   if (!nodes) return usage_error(cmd, nodes.error().message());
   job->mesh.nodes = *nodes;
+  // a drill that sets the nodes it starts with (a trace's) may start below capacity and add nodes
+  if (!(*drill && (*drill)->initial_nodes)) {
+    if (auto s = job::check_first_plan(*job); !s) {
+      std::fprintf(stderr, "salamander run: %s\n", s.error().message().c_str());
+      return 1;
+    }
+  }
   auto cpu_share = cpu_share_option(p);
   if (!cpu_share) return usage_error(cmd, cpu_share.error().message());
   if (auto r = p.get("--repl")) job->repl.bind = *r;

@@ -216,6 +216,12 @@ std::string resolve_path(const JobConfig& job, const std::string& path);
 // data.tokenizer, if set, exists.
 Status check_data(const JobConfig& job);
 
+// That the workers a local mesh of job.mesh.nodes agents starts (x the devices of mesh.devices)
+// hold every expert once with policies.slots each: `salamander run` checks it for the nodes it will
+// start, since no other worker would come and the first plan would wait mesh.capacity_wait_ms for
+// nothing. A controller whose agents join from elsewhere may have more than mesh.nodes.
+Status check_first_plan(const JobConfig& job);
+
 // The default job compiled into the binary (scripts/jobs/quickstart.lua).
 Result<JobConfig> load_embedded_default(const Overrides& sets = {});
 const std::string& embedded_default_text();

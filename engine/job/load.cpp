@@ -2,6 +2,7 @@
 // and checks the table it returns against the schema.
 #include <lua.hpp>
 
+#include "core/devices.h"
 #include "core/load_files.h"
 #include "core/paths.h"
 #include "core/strings.h"
@@ -76,6 +77,17 @@ Status check_routing_trace(const JobConfig& job) {
 }
 
 }  // namespace
+
+Status check_first_plan(const JobConfig& job) {
+  auto devices = parse_devices(job.mesh.devices);
+  if (!devices) return Error("mesh.devices: " + devices.error().message());
+  const int64_t workers = int64_t(devices->size()) * job.mesh.nodes;
+  if (job.parallel.groups > 1 || workers * job.policies.slots >= job.model.experts) return {};
+  return fail(workers, " worker(s) (", job.mesh.nodes, " nodes x mesh.devices = \"", job.mesh.devices,
+              "\") x policies.slots = ", job.policies.slots, " cannot hold the ", job.model.experts,
+              " experts of a whole model once, so the first plan could never be made: start more nodes (--nodes, "
+              "mesh.nodes) or raise policies.slots");
+}
 
 Status check_data(const JobConfig& job) {
   SAL_TRY(check_routing_trace(job));

@@ -422,12 +422,6 @@ void parallel_checks(const JobConfig& j, int64_t workers, std::vector<std::strin
     errors.push_back("parallel.groups: " + std::to_string(g) + " groups do not divide the " + std::to_string(workers) +
                      " workers (mesh.nodes = " + std::to_string(j.mesh.nodes) + " x mesh.devices = \"" +
                      j.mesh.devices + "\")");
-  if (g <= 1 && workers * j.policies.slots < j.model.experts)
-    errors.push_back("policies.slots: the job's " + std::to_string(workers) + " worker(s) (mesh.nodes = " +
-                     std::to_string(j.mesh.nodes) + " x mesh.devices = \"" + j.mesh.devices + "\") x policies.slots = " +
-                     std::to_string(j.policies.slots) + " cannot hold the " + std::to_string(j.model.experts) +
-                     " experts of a whole model once, so its first plan could never be made: raise mesh.nodes or "
-                     "policies.slots");
   if (g > 1 && workers % g == 0 && (workers / g) * j.policies.slots < j.model.experts)
     errors.push_back("parallel.groups: a group of " + std::to_string(workers / g) + " worker(s) x policies.slots = " +
                      std::to_string(j.policies.slots) + " cannot hold the " + std::to_string(j.model.experts) +

@@ -82,12 +82,20 @@ TEST_CASE("rules that tie keys together") {
   CHECK(error_of("return { mesh = { bind = 'http://x' } }").find("mesh.bind") != std::string::npos);
   CHECK(error_of("return { security = { server_key = 'k' } }").find("go together") != std::string::npos);
   CHECK(error_of("return { policies = { placement = 'a b' } }").find("policies.placement") != std::string::npos);
-  // the workers the job starts with must hold every expert once, or its first plan never comes
-  CHECK(error_of("return { model = { experts = 8 }, mesh = { nodes = 1, devices = 'cpu:3' }, policies = { slots = 2 } }") ==
-        "x.lua: policies.slots: the job's 3 worker(s) (mesh.nodes = 1 x mesh.devices = \"cpu:3\") x policies.slots = 2 "
-        "cannot hold the 8 experts of a whole model once, so its first plan could never be made: raise mesh.nodes or "
+}
+
+TEST_CASE("the workers a local mesh starts must hold every expert once, or the first plan never comes") {
+  auto small = load_text("return { model = { experts = 8 }, mesh = { nodes = 1, devices = 'cpu:3' }, policies = { slots = 2 } }",
+                         "x.lua", ".");
+  REQUIRE(small.ok());  // a controller's agents may be more than mesh.nodes: the job file itself is fine
+  auto refused = check_first_plan(*small);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message() ==
+        "3 worker(s) (1 nodes x mesh.devices = \"cpu:3\") x policies.slots = 2 cannot hold the 8 experts of a whole "
+        "model once, so the first plan could never be made: start more nodes (--nodes, mesh.nodes) or raise "
         "policies.slots");
-  CHECK(load_text("return { model = { experts = 8 }, mesh = { nodes = 2 }, policies = { slots = 4 } }", "x.lua", ".").ok());
+  small->mesh.nodes = 2;  // --nodes 2
+  CHECK(check_first_plan(*small).ok());
 }
 
 TEST_CASE("parallel.groups and parallel.redundancy: refused before training with the rule broken") {
