@@ -4,11 +4,11 @@
 // Three formats are read: CSV with one line per layer and one token count per expert (as
 // spreadsheets and scripts write it: commas, else ';', else tabs or spaces; quotes, a byte order
 // mark, a trailing separator and a first line of column names taken in stride; a first column of
-// layer labels — named "layer", "layer_id", "index", "id" (and the like) or nothing in the header, or a label such as
-// "layer0" before each row's counts — dropped), the SmartMoE trace format, one line per layer
-// "<layer>:[[counts of micro-batch 1], [...], ...]", whose micro-batches are summed ("<layer>:[counts]"
-// is one), and a JSON array of layers, [[counts of layer 0], ...], or an object of them,
-// {"layer0": [counts], ...}, ordered by the number in their names.
+// layer labels — named "layer", "layer_id", "index", "id" (and the like) or nothing in the header,
+// or a label such as "layer0" before each row's counts — dropped), the SmartMoE trace format, one
+// line per layer "<layer>:[[counts of micro-batch 1], [...], ...]", whose micro-batches are summed
+// ("<layer>:[counts]" is one), and a JSON array of layers, [[counts of layer 0], ...], or an object
+// of them, {"layer0": [counts], ...}, ordered by the number in their names.
 #pragma once
 
 #include <string>
