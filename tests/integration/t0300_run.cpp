@@ -4,7 +4,7 @@
 // writes the final checkpoint, and a run resumed from its checkpoint ends as the uninterrupted run
 // does, bit for bit. `--steps` is the job's length, its learning-rate schedule's included; `--resume`
 // trains the job its run directory recorded, and a job that differs from it is refused, key by key,
-// unless --resume-anyway.
+// unless --resume-anyway. A local mesh too small to hold every expert is refused before it starts.
 #include <doctest/doctest.h>
 #include <signal.h>
 
@@ -191,6 +191,21 @@ TEST_CASE("t0304-run-bad-job: a broken job file is refused with the file, the ke
   Proc run = spawn({bin(), "run", dir + "/bad.lua"}, dir + "/run.out");
   CHECK(run.wait(5000) == 1);
   CHECK(run.output().find(dir + "/bad.lua: mesh.nodes: expected an integer in [1, 1024], got 0") != std::string::npos);
+}
+
+TEST_CASE("t0313-run-too-few-nodes: a local mesh that cannot hold every expert is refused at once, not after waiting") {
+  std::string dir = temp_dir("run");
+  // the embedded job with 16 experts: 2 nodes x 6 slots hold 12, so no plan could ever be made
+  Proc run = spawn({bin(), "run", "--nodes", "2", "--set", "model.experts=16", "--steps", "1", "--out", dir + "/out"},
+                   dir + "/run.out");
+  CHECK(run.wait(10000) == 1);
+  CHECK(run.output().find("2 worker(s) (2 nodes x mesh.devices = \"cpu:1\") x policies.slots = 6 cannot hold the 16 "
+                          "experts") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir + "/out/events.csv"));  // nothing was started
+  // three nodes hold them: the same job runs
+  Proc ok = spawn({bin(), "run", "--nodes", "3", "--set", "model.experts=16", "--steps", "1", "--out", dir + "/ok"},
+                  dir + "/ok.out");
+  CHECK(ok.wait(60000) == 0);
 }
 
 TEST_CASE("t0305-steps-survive-a-kill: steps keep committing after a node is lost and none is lost") {
