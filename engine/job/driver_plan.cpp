@@ -212,7 +212,7 @@ Driver::Next Driver::plan_decided(const phase::Deciding& d, const PlanRecord& de
     std::string detail = "plan " + std::to_string(number) + " guarantees " + std::to_string(rec.plan.floor) +
                          " replicas per expert, below policies.min_replicas = " + std::to_string(cfg_.min_replicas) +
                          " (" + std::to_string(use.size()) + " workers x " + std::to_string(cfg_.slots) + " slots)" +
-                         (rec.note.empty() ? "" : ": " + rec.note);
+                         (rec.floor_note.empty() ? "" : ": " + rec.floor_note);
     note("floor_lowered", detail, act::Level::warn);
   }
   if (cfg_.resume_from && !applied_) return start_resume(rec, d);

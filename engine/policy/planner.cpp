@@ -101,6 +101,7 @@ Result<PlanRecord> Planner::elastic(uint32_t workers) {
   rec.allocation_by = r->allocation_by;
   rec.placement_by = r->placement_by;
   rec.note = r->note;
+  rec.floor_note = r->allocation_note;
   return rec;
 }
 
@@ -119,7 +120,7 @@ Result<GroupPlan> plan_group(PolicySet& set, const GroupAsk& ask) {
   for (size_t l = 0; l < ap.replicas.size(); ++l) g.layers.push_back({ap.replicas[l], pp.placement[l]});
   g.allocation_by = alloc.decided_by;
   g.placement_by = place.decided_by;
-  g.note = ap.note;
+  g.note = g.allocation_note = ap.note;
   if (!pp.note.empty()) g.note += (g.note.empty() ? "" : "; ") + pp.note;
   g.choice = pp.choice;
   return g;
@@ -193,6 +194,7 @@ Result<PlanRecord> Planner::grouped(uint32_t workers) {
   for (uint32_t g = 0; g < up; ++g) {
     auto r = one_group(rec.plan.groups[g], current_placement(g, rec.plan.groups[g]));
     if (!r) return r.error().with_context("group " + std::to_string(g));
+    if (r->floor < rec.plan.floor) rec.floor_note = r->allocation_note;
     rec.plan.floor = std::min(rec.plan.floor, r->floor);
     for (size_t l = 0; l < r->layers.size(); ++l) {
       auto& into = rec.plan.layers[l];

@@ -62,6 +62,7 @@ struct GroupPlan {
   uint32_t floor = 1;
   std::vector<plan::LayerPlan> layers;
   std::string allocation_by, placement_by, note;  // the note: the allocation's, then the placement's
+  std::string allocation_note;                     // the allocation's alone
   std::string choice;  // the placement's account of its choice (JSON text; "" when it gave none)
 };
 // The allocation policy of `set`, then its placement policy, for one group.

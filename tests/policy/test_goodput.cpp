@@ -196,6 +196,15 @@ TEST_CASE("the planner tells the placement the steps measured with the loads, an
   auto first = planner.decide(ask);
   REQUIRE(first.ok());
   CHECK(first->note.find("no steps") != std::string::npos);
+  CHECK(first->floor_note.empty());  // 4 workers x 2 slots hold 4 experts twice
+  // 3 workers hold them once: the floor's note is the allocation's alone, the plan's note has both
+  ask.workers = 3;
+  auto lowered = planner.decide(ask);
+  REQUIRE(lowered.ok());
+  CHECK(lowered->floor_note.find("f lowered from 2 to 1") == 0);
+  CHECK(lowered->floor_note.find(';') == std::string::npos);
+  CHECK(lowered->note.find(lowered->floor_note) == 0);  // the placement's note, if any, after it
+  ask.workers = 4;
   ask.loads = std::vector<std::vector<double>>{{4, 3, 2, 1}};
   ask.step_loads = {{{1, 2, 3, 4}}, {{7, 1, 1, 1}}};
   auto second = planner.decide(ask);
