@@ -12,11 +12,13 @@
 #include <csignal>
 #include <cstring>
 #include <map>
+#include <mutex>
 
 #include <spdlog/spdlog.h>
 
 #include "comm/loop_ticker.h"
 #include "comm/shm_plane.h"
+#include "comm/store_client.h"
 #include "core/clock.h"
 
 namespace sal::comm {
@@ -59,30 +61,61 @@ Status validate_options(const GlooOptions& o) {
 
 // The store as one epoch's context sees it: every key under "<prefix>/" (the same joining as
 // gloo's PrefixStore, so StoreServer::erase_prefix("<prefix>/") drops the epoch), and every
-// blocking get bounded by the rendezvous timeout — Gloo's get() has no timeout of its own, so it is
-// preceded by a wait(key, timeout). Gloo's own waits pass the context's (pair connect) timeout;
-// they get the longer rendezvous timeout too, as the waits are interruptible and a peer may
-// still be leaving an abandoned epoch.
+// blocking get bounded by the rendezvous timeout — Gloo's get() has no timeout of its own. Gloo's
+// own waits pass the context's (pair connect) timeout; they get the longer rendezvous timeout too,
+// as the waits are interruptible and a peer may still be leaving an abandoned epoch.
+//
+// Gloo's full mesh asks, for each peer, wait({its key}) and then get(its key): with the
+// controller's store (a StoreClient) that wait fetches the value — the server answers a get as soon
+// as the key exists — and the get that follows takes it from here, one round trip a peer instead of
+// three (the connect of every plan switch makes size - 1 of them on every worker).
 class EpochStore final : public gloo::rendezvous::Store {
  public:
   EpochStore(const std::string& prefix, gloo::rendezvous::Store& inner, ms timeout)
-      : prefix_(prefix + "/"), inner_(inner), timeout_(timeout) {}
+      : prefix_(prefix + "/"), inner_(inner), client_(dynamic_cast<StoreClient*>(&inner)), timeout_(timeout) {}
   void set(const std::string& key, const std::vector<char>& data) override { inner_.set(prefix_ + key, data); }
   std::vector<char> get(const std::string& key) override {
-    inner_.wait({prefix_ + key}, timeout_);
-    return inner_.get(prefix_ + key);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = fetched_.find(key); it != fetched_.end()) {
+        auto value = std::move(it->second);
+        fetched_.erase(it);
+        return value;
+      }
+    }
+    return fetch(key, timeout_);
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys, const ms& timeout) override {
+    if (client_ && keys.size() == 1) {
+      auto value = fetch(keys[0], std::max(timeout, timeout_));
+      std::lock_guard<std::mutex> lock(mu_);
+      fetched_[keys[0]] = std::move(value);
+      return;
+    }
     std::vector<std::string> full;
     for (const auto& k : keys) full.push_back(prefix_ + k);
     inner_.wait(full, std::max(timeout, timeout_));
   }
 
  private:
+  // The key's value once it exists (within `timeout`); throws as Gloo's stores do.
+  std::vector<char> fetch(const std::string& key, ms timeout) {
+    if (!client_) {
+      inner_.wait({prefix_ + key}, timeout);
+      return inner_.get(prefix_ + key);
+    }
+    auto value = client_->fetch(prefix_ + key, timeout);
+    if (!value) throw StoreError(value.error().message(), StoreCode(value.error().code()));
+    return std::move(*value);
+  }
+
   std::string prefix_;
   gloo::rendezvous::Store& inner_;
+  StoreClient* client_;  // the controller's store: a get that waits (null: another store)
   ms timeout_;
+  std::mutex mu_;
+  std::map<std::string, std::vector<char>> fetched_;  // values a wait fetched, for the get after it
 };
 
 // One device per data-plane address, shared by every epoch in this process, with the ticker that
