@@ -68,7 +68,8 @@ Status validate_options(const GlooOptions& o) {
 // Gloo's full mesh asks, for each peer, wait({its key}) and then get(its key): with the
 // controller's store (a StoreClient) that wait fetches the value — the server answers a get as soon
 // as the key exists — and the get that follows takes it from here, one round trip a peer instead of
-// three (the connect of every plan switch makes size - 1 of them on every worker).
+// three (the connect of every plan switch makes size - 1 of them on every worker); a get alone (the
+// shared-memory plane's, after its wait for every key) is one round trip, not two.
 class EpochStore final : public gloo::rendezvous::Store {
  public:
   EpochStore(const std::string& prefix, gloo::rendezvous::Store& inner, ms timeout)
