@@ -50,12 +50,12 @@ struct PlanAsk {
 
 // A decided plan and who decided it.
 struct PlanRecord {
-  plan::Plan plan;     // version = its number; schedule and stacks filled in
-  Epoch epoch = 0;     // the membership epoch it was decided for
+  plan::Plan plan;  // version = its number; schedule and stacks filled in
+  Epoch epoch = 0;  // the membership epoch it was decided for
   std::string allocation_by, placement_by, checkpoint_by, redundancy_by;  // which generation decided
   std::string note;        // e.g. the floor being lowered
   std::string floor_note;  // the allocation's note alone (why the floor is what it is), for the warning
-  double ms = 0;       // time to decide all of it
+  double ms = 0;           // time to decide all of it
 };
 
 }  // namespace sal::policy
