@@ -1,7 +1,7 @@
 // driver_health.cpp — the job driver and the health policy (see driver.h, work_shares.h): at a
 // commit where the speed watch's verdict on a worker changed or a worker's copy was found corrupt
-// since the last question (or, while a worker has less than an even share, every half window of
-// steps) the driver asks the policy what to do; its answer sets each worker's share of the next
+// since the last question (or, while a worker has less than an even share or is named slow, every
+// half window of steps) the driver asks the policy what to do; its answer sets each worker's share of the next
 // steps' work and may drain nodes. Shares take effect at the next step begun; nothing is re-planned
 // for them.
 #include <algorithm>

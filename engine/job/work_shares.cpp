@@ -23,7 +23,7 @@ uint64_t total(const std::map<Participant, uint64_t>& corrupt) {
 bool WorkShares::due(uint64_t step, bool verdict_changed, uint32_t window,
                      const std::map<Participant, uint64_t>& corrupt) const {
   if (verdict_changed || total(corrupt) != corrupt_seen_) return true;
-  return !shares_.empty() && step >= asked_step_ + std::max<uint32_t>(1, window / 2);
+  return (!shares_.empty() || slow_seen_) && step >= asked_step_ + std::max<uint32_t>(1, window / 2);
 }
 
 policy::HealthInput WorkShares::ask(uint64_t decision, uint64_t step, const std::vector<Participant>& ranks,
@@ -51,6 +51,7 @@ policy::HealthInput WorkShares::ask(uint64_t decision, uint64_t step, const std:
   asked_decision_ = decision;
   asked_step_ = step;
   corrupt_seen_ = total(corrupt);
+  slow_seen_ = std::any_of(in.workers.begin(), in.workers.end(), [](const auto& w) { return w.slow; });
   return in;
 }
 

@@ -3,7 +3,9 @@
 // workers get them as thousandths in StepBegin, and split the batch's sequences and the experts'
 // tokens by them (core/apportion.h). Pure logic: the driver asks (act::DecideHealth) at a commit
 // where the speed watch's verdict on some worker changed, and every half window of steps while a
-// worker has less than an even share (so its share follows its lag); it hands the answer back here.
+// worker has less than an even share (so its share follows its lag) or was named slow at the last
+// question (a policy that kept a slow worker's share, its lag in range then, looks again); it hands
+// the answer back here.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +53,7 @@ class WorkShares {
   std::vector<Participant> asked_;        // the last question's workers, in its order
   uint64_t asked_decision_ = 0, asked_step_ = 0;
   uint64_t corrupt_seen_ = 0;  // the corrupt copies counted at the last question
+  bool slow_seen_ = false;     // some worker was named slow at the last question
 };
 
 }  // namespace sal::job

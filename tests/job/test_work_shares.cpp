@@ -112,6 +112,30 @@ TEST_CASE("driver: a slow worker is named, the health policy asked, its shares s
   CHECK(begun[0].second.shares == std::vector<uint32_t>{1000, 500, 1000, 1000});
 }
 
+TEST_CASE("driver: a slow worker whose share the policy kept is looked at again every half window") {
+  // the policy may keep a named worker's share (its lag in range when asked); it is asked again
+  // while the worker stays slow, not only when the verdict changes (t1000 saw one never lightened)
+  Harness h;
+  h.start(workers({1, 2, 3, 4}));
+  const Participant slow{2, 0};
+  std::optional<act::DecideHealth> asked;
+  for (int i = 0; i < 40 && !asked; ++i)
+    for (const auto& a : commit_timed(h, slow, 2.0))
+      if (auto* d = std::get_if<act::DecideHealth>(&a)) asked = *d;
+  REQUIRE(asked);
+  REQUIRE(asked->input.workers[1].slow);
+  h.on(in::HealthDecided{asked->decision, {{1, 1, 1, 1}, {}, "2.0 at 2.00x, lag 1.00: share 1.00"}, "lighten gen 1"});
+  CHECK_FALSE(h.noted("work_shares"));  // nothing changed
+  std::optional<act::DecideHealth> again;
+  int steps = 0;
+  for (; steps < 10 && !again; ++steps)
+    for (const auto& a : commit_timed(h, slow, 2.0))
+      if (auto* d = std::get_if<act::DecideHealth>(&a)) again = *d;
+  REQUIRE(again);
+  CHECK(steps == 10);  // half the speed watch's window of 20
+  CHECK(again->input.workers[1].slow);
+}
+
 TEST_CASE("driver: the health policy's drain is the controller's to do, once per node") {
   Harness h;
   h.start(workers({1, 2, 3, 4, 5}));
