@@ -81,16 +81,26 @@ std::vector<Action> commit_timed(Harness& h, Participant slow, double slowdown) 
   return last;
 }
 
+// Commits steps with worker `slow` at `slowdown` until the driver asks the health policy, at most
+// `most` of them; the question (none: not asked), and in *steps how many were committed.
+std::optional<act::DecideHealth> until_asked(Harness& h, Participant slow, double slowdown, int most,
+                                             int* steps = nullptr) {
+  std::optional<act::DecideHealth> asked;
+  int i = 0;
+  for (; i < most && !asked; ++i)
+    for (const auto& a : commit_timed(h, slow, slowdown))
+      if (auto* d = std::get_if<act::DecideHealth>(&a)) asked = *d;
+  if (steps) *steps = i;
+  return asked;
+}
+
 }  // namespace
 
 TEST_CASE("driver: a slow worker is named, the health policy asked, its shares sent with the next steps") {
   Harness h;
   h.start(workers({1, 2, 3, 4}));
   const Participant slow{2, 0};
-  std::optional<act::DecideHealth> asked;
-  for (int i = 0; i < 40 && !asked; ++i)
-    for (const auto& a : commit_timed(h, slow, 2.0))
-      if (auto* d = std::get_if<act::DecideHealth>(&a)) asked = *d;
+  auto asked = until_asked(h, slow, 2.0, 40);
   REQUIRE(asked);
   REQUIRE(asked->input.workers.size() == 4);
   CHECK(asked->input.workers[1].name == "2.0");
@@ -118,19 +128,13 @@ TEST_CASE("driver: a slow worker whose share the policy kept is looked at again 
   Harness h;
   h.start(workers({1, 2, 3, 4}));
   const Participant slow{2, 0};
-  std::optional<act::DecideHealth> asked;
-  for (int i = 0; i < 40 && !asked; ++i)
-    for (const auto& a : commit_timed(h, slow, 2.0))
-      if (auto* d = std::get_if<act::DecideHealth>(&a)) asked = *d;
+  auto asked = until_asked(h, slow, 2.0, 40);
   REQUIRE(asked);
   REQUIRE(asked->input.workers[1].slow);
   h.on(in::HealthDecided{asked->decision, {{1, 1, 1, 1}, {}, "2.0 at 2.00x, lag 1.00: share 1.00"}, "lighten gen 1"});
   CHECK_FALSE(h.noted("work_shares"));  // nothing changed
-  std::optional<act::DecideHealth> again;
   int steps = 0;
-  for (; steps < 10 && !again; ++steps)
-    for (const auto& a : commit_timed(h, slow, 2.0))
-      if (auto* d = std::get_if<act::DecideHealth>(&a)) again = *d;
+  auto again = until_asked(h, slow, 2.0, 10, &steps);
   REQUIRE(again);
   CHECK(steps == 10);  // half the speed watch's window of 20
   CHECK(again->input.workers[1].slow);
@@ -139,10 +143,7 @@ TEST_CASE("driver: a slow worker whose share the policy kept is looked at again 
 TEST_CASE("driver: the health policy's drain is the controller's to do, once per node") {
   Harness h;
   h.start(workers({1, 2, 3, 4, 5}));
-  std::optional<act::DecideHealth> asked;
-  for (int i = 0; i < 40 && !asked; ++i)
-    for (const auto& a : commit_timed(h, {5, 0}, 5.0))
-      if (auto* d = std::get_if<act::DecideHealth>(&a)) asked = *d;
+  auto asked = until_asked(h, {5, 0}, 5.0, 40);
   REQUIRE(asked);
   h.on(in::HealthDecided{asked->decision, {{1, 1, 1, 1, 0.2}, {4}, "5.0 at 5x for long: drained"}, "lighten gen 1"});
   auto drains = h.all<act::Drain>();
