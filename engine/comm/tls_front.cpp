@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/lifetime.h"
+#include "core/strings.h"
 
 namespace sal::comm {
 namespace {
@@ -60,9 +61,7 @@ std::string closing(const std::string& request) {
   while (at <= head.size()) {
     size_t eol = head.find("\r\n", at);
     std::string line = head.substr(at, eol == std::string::npos ? std::string::npos : eol - at);
-    std::string lower(line.size(), ' ');
-    for (size_t i = 0; i < line.size(); ++i) lower[i] = char(std::tolower(static_cast<unsigned char>(line[i])));
-    if (lower.rfind("connection:", 0) != 0) out += line + "\r\n";
+    if (to_lower(line).rfind("connection:", 0) != 0) out += line + "\r\n";
     if (eol == std::string::npos) break;
     at = eol + 2;
   }

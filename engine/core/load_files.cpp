@@ -49,8 +49,7 @@ bool header_cells(const std::vector<std::string>& cells) {
 // "layers", "layer_id", "layer_idx", "layer_index", "index", "idx" or "id" (not "layer0.expert0").
 bool label_column(const std::vector<std::string>& header) {
   if (header.empty()) return false;
-  std::string name = header[0];
-  for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
+  const std::string name = to_lower(header[0]);
   for (const char* label : {"", "layer", "layers", "layer_id", "layer_idx", "layer_index", "index", "idx", "id"})
     if (name == label) return true;
   return false;

@@ -41,6 +41,12 @@ std::string_view trim(std::string_view s) {
   return s.substr(b, e - b);
 }
 
+std::string to_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
 std::vector<std::string> split(std::string_view s, char sep) {
   std::vector<std::string> out;
   size_t start = 0;

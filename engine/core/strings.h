@@ -17,6 +17,8 @@ std::string json_quote(std::string_view s);
 std::string csv_field(const std::string& s);
 
 std::string_view trim(std::string_view s);
+// ASCII letters in lower case ("Remove" -> "remove"); other bytes as they are.
+std::string to_lower(std::string_view s);
 std::vector<std::string> split(std::string_view s, char sep);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 

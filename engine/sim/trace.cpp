@@ -206,11 +206,7 @@ std::string plain_fields(std::string l) {
 }
 
 // A Bamboo event's kind as written ("add", " Remove"), trimmed and in lower case.
-std::string event_kind(std::string_view field) {
-  std::string kind(trim(field));
-  for (char& c : kind) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return kind;
-}
+std::string event_kind(std::string_view field) { return to_lower(trim(field)); }
 
 // A line that carries data: its 1-based number, its fields as plain_fields reads them, and the
 // line as written (for errors).
