@@ -343,16 +343,20 @@ TEST_CASE("t0517-losses-during-switches: nodes killed in three successive plan s
   o.train = "batch = 8, rebalance_every = 0";
   o.extra = "policies = { placement = 'mro', slots = 4, min_replicas = 2 },";
   o.agent_log_level = "debug";
+  o.heartbeat_ms = 1000;  // the frozen nodes below stay live (3 s) until they are killed
   TestMesh m(o);
   m.start();
   auto step = [&] { return m.status()["step"].get<int64_t>(); };
   REQUIRE(eventually([&] { return step() > 5 && m.eval_json("return #job.training().ranks").get<int>() == o.agents; }, 60000));
   // A first loss starts a switch; each new plan decided while the streak lasts loses one more node
-  // of it, the kill sent as soon as the plan is seen (a kill that comes after the plan was applied
-  // is a loss while running: it starts the next switch, and the streak over).
+  // of it, the kill sent as soon as the plan is seen. The three nodes to lose in the switches are
+  // frozen (SIGSTOP) first: a plan that counts on a frozen node cannot be applied before the test
+  // sees it and kills the node, however loaded the machine (a kill that came after the plan was
+  // applied would be a loss while running, and the streak over).
   int64_t seq = 0;
   for (auto& e : m.eval_json("return job.events(1)")) seq = e["seq"];
   size_t next = o.agents;
+  for (size_t a = next - 4; a < next - 1; ++a) m.agents[a].signal(SIGSTOP);
   auto kill_one = [&] { m.agents[--next].signal(SIGKILL); };
   kill_one();
   int streak = 0, best = 0;
@@ -366,7 +370,7 @@ TEST_CASE("t0517-losses-during-switches: nodes killed in three successive plan s
       seq = e["seq"];
       const std::string kind = e["kind"], detail = e["detail"];
       std::smatch g;
-      if (kind == "plan" && std::regex_search(detail, g, plan_re) && best < 3 && next > 4) kill_one();
+      if (kind == "plan" && std::regex_search(detail, g, plan_re) && best < 3 && next > size_t(o.agents - 4)) kill_one();
       if (kind == "plan_failed" && std::regex_search(detail, g, failed_re)) {
         abandoned.insert(std::stoull(g[1]));
         best = std::max(best, ++streak);
