@@ -10,7 +10,7 @@
 //
 // The CI run is bounded (SAL_HOSTILE_INPUTS inputs, default 400, and at most SAL_HOSTILE_SECONDS
 // of them, default 40); the long run is the same test with more:
-//   SAL_HOSTILE_INPUTS=5000 SAL_HOSTILE_SECONDS=3600 build/test_integration -tc='t0740*'
+//   SAL_HOSTILE_INPUTS=5000 SAL_HOSTILE_SECONDS=3600 build/test_no_stall -tc='t0740*'
 // (SAL_HOSTILE_SEED picks another sequence; the seed is printed with every failure).
 #include <doctest/doctest.h>
 
