@@ -186,6 +186,7 @@ class Driver {
   Next plan_failed(phase::Switching& p, const std::string& why, bool membership = false);
   Next retry(phase::Retrying r);
   Next cause_seen(phase::Retrying& r);
+  Next settle_reports(const std::string& why);
   WorkerChoice choose(const std::vector<Participant>& ready, uint64_t step) const;
   // The newest window of sparse snapshots in the live agents' memory that restores the model.
   std::optional<PeerWindow> peer_window(uint64_t committed) const;

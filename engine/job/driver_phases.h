@@ -82,14 +82,14 @@ struct Switching {
 };
 
 // What the retry timer does when it fires: plan again after an aborted step (counting the
-// step's failures) or after a failed plan.
+// step's failures), after a failed plan, or after a loss seen between steps (settling).
 struct Retrying {
   bool after_abort = false;
   std::string why;
   std::vector<Participant> ranks;  // the aborted step's (sorted)
   uint64_t step = 0;
   std::set<Participant> lost;      // a patched step's losses: all seen gone before planning
-  bool settling = false;           // the cause is seen; a restore from disk waits for the windows' reports
+  bool settling = false;           // the cause is seen; a restore waits for the windows' reports
 };
 
 // The step in flight's votes, summed.

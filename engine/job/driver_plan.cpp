@@ -390,8 +390,16 @@ bool Driver::windows_may_serve() const {
   return w && w->from + (ckpt::SliceStore::kWindowsKept + 1) * period <= committed;
 }
 
+// Workers lost between steps (seen at a boundary, no step in flight to abort) when the plan made
+// now could restore an older window or the seed than the agents' next reports offer: the pause
+// for them first, as after an abort.
+Driver::Next Driver::settle_reports(const std::string& why) {
+  arm(Timer::retry, kReportSettleMs);
+  return phase::Retrying{false, why, {}, 0, {}, true};
+}
+
 Driver::Next Driver::retry(phase::Retrying r) {
-  if (!r.after_abort) return start_plan("again after: " + r.why);
+  if (!r.after_abort) return start_plan(r.settling ? r.why : "again after: " + r.why);
   // A step that failed because a worker left (noticed by now) is not the step's fault: only
   // failures with the same workers count towards ending the job.
   streak_.steps = view_.ready == r.ranks ? streak_.steps + 1 : 0;

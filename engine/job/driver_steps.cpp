@@ -65,8 +65,9 @@ Driver::Next Driver::boundary(phase::Running& r) {
     std::string why = "workers changed: " + std::to_string(joined) + " joined, " + std::to_string(left) + " left" +
                       (r.degraded ? " (degraded since step " + std::to_string(r.degraded->step) + ")" : "");
     if (left > 0 || (!replaying() && join_batch_over(r))) {  // joins wait for a replay to end
-      if (left > 0) recovery_begins(why);
-      return start_plan(why);
+      if (left == 0) return start_plan(why);
+      recovery_begins(why);
+      return windows_may_serve() ? settle_reports(why) : start_plan(why);
     }
   } else {
     r.joins = {};

@@ -25,8 +25,9 @@ enum class On : uint8_t { membership, lost, vote, ready, saved, decided, timer, 
                           health_decided };
 static_assert(size_t(On::health_decided) + 1 == std::variant_size_v<Event>, "one kind per event");
 
-// After a plan comes into force the first boundary may begin a step, plan again or end the job.
-constexpr To kFromRunning = to({running, deciding, saving, done});
+// After a plan comes into force the first boundary may begin a step, plan again (at once, or once
+// the windows' reports have settled after a loss) or end the job.
+constexpr To kFromRunning = to({running, deciding, retrying, saving, done});
 // An aborted step waits for its cause to be seen, or plans at once when it already is.
 constexpr To kAfterAbort = to({retrying, deciding, gathering, failed});
 

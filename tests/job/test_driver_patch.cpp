@@ -408,3 +408,28 @@ TEST_CASE("a stop right after a patched step saves with the ranks left, the one 
   CHECK(h.d.failure().empty());
   CHECK(h.all<act::CheckpointComplete>().size() == 1);
 }
+
+TEST_CASE("a loss seen between degraded steps that would restore from the seed waits for the windows' reports, and one that serves is taken") {
+  Harness h = grouped(3, 50, 100);
+  patch_and_commit(h, plan::AfterPatch::degraded, 60);
+  commit_in(h, 60);
+  const uint64_t step = h.d.steps().next_step();
+  for (NodeId n : {0u, 1u, 2u}) vote(h, {n, 0}, step, 0);  // step 5 commits; its boundary comes next
+  REQUIRE(h.d.steps().committed() == step + 1);
+  h.asked.reset();
+  h.lose(0, "node 0 died");  // group 0 gone too, between steps: a unit only it and node 3 held is lost
+  h.lose(1, "node 1 died");
+  h.membership(workers({2}));
+  CHECK_FALSE(h.asked);  // a plan now would restore the seed: no window is in the reports yet
+  CHECK(h.armed(Timer::retry));
+  CHECK(h.sent<wire::StepBegin>().empty());
+  h.slices(2, 4, 5, 0, 13);  // the report arrives: node 2 holds window 4..5 whole
+  h.timer(Timer::retry, 150);
+  REQUIRE(h.asked);
+  CHECK(h.asked->workers == 1);
+  h.decide();
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore_window == 4);
+  CHECK(said(h, "plan").find("workers changed: 0 joined, 2 left (degraded since step 3)") != std::string::npos);
+}
