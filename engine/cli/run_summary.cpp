@@ -1,6 +1,7 @@
 // run_summary.cpp — see run_summary.h.
 #include "cli/run_summary.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/clock.h"
@@ -24,6 +25,12 @@ bool checkpoint_written(const job::Driver& d) { return !d.checkpoint_dir().empty
 
 }  // namespace
 
+std::string nodes_alive(size_t live, int64_t mesh_nodes) {
+  const size_t expected = size_t(std::max<int64_t>(mesh_nodes, 0));
+  return live <= expected ? std::to_string(live) + "/" + std::to_string(expected) + " alive"
+                          : std::to_string(live) + " alive (mesh.nodes = " + std::to_string(expected) + ")";
+}
+
 std::string status_line(const RunView& v) {
   const auto& c = v.controller;
   const auto& m = c.membership();
@@ -38,11 +45,11 @@ std::string status_line(const RunView& v) {
     train = buf;
   }
   std::string plan = tr.applied() ? " · plan " + std::to_string(tr.applied()->number()) : "";
+  const std::string nodes = nodes_alive(m.live_nodes(), c.job().mesh.nodes);
   char buf[320];
-  std::snprintf(buf, sizeof buf, "[%6.1fs] step %s%s · %zu workers · %s%s · epoch %llu · nodes %zu/%lld alive",
-                elapsed_s(v), steps.c_str(), train.c_str(), m.ready_workers(), job::phase_name(tr.phase()),
-                plan.c_str(), (unsigned long long)m.epoch(),
-                m.live_nodes(), (long long)c.job().mesh.nodes);
+  std::snprintf(buf, sizeof buf, "[%6.1fs] step %s%s · %zu workers · %s%s · epoch %llu · nodes %s", elapsed_s(v),
+                steps.c_str(), train.c_str(), m.ready_workers(), job::phase_name(tr.phase()), plan.c_str(),
+                (unsigned long long)m.epoch(), nodes.c_str());
   return buf;
 }
 

@@ -32,6 +32,9 @@ struct RunView {
 
 // "[  12.3s] step 120/600 · loss 3.912 · 18402 tok/s · 4 workers · running · plan 2 · epoch 5 · nodes 4/4 alive"
 std::string status_line(const RunView& v);
+// Its nodes part: "4/4 alive" out of the job's mesh.nodes, "6 alive (mesh.nodes = 4)" when nodes
+// joined beyond them (a drill's trace, agents started by hand).
+std::string nodes_alive(size_t live, int64_t mesh_nodes);
 
 // The summary object: job, steps, losses, throughput, recoveries, nodes, where the checkpoint is.
 nlohmann::ordered_json run_summary(const RunView& v);

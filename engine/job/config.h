@@ -216,6 +216,10 @@ std::string resolve_path(const JobConfig& job, const std::string& path);
 // data.tokenizer, if set, exists.
 Status check_data(const JobConfig& job);
 
+// The workers the job's mesh.nodes agents start: mesh.nodes x the devices of mesh.devices (an
+// error naming mesh.devices when it does not parse).
+Result<int64_t> starting_workers(const JobConfig& job);
+
 // That the workers a local mesh of job.mesh.nodes agents starts (x the devices of mesh.devices)
 // hold every expert once with policies.slots each: `salamander run` checks it for the nodes it will
 // start, since no other worker would come and the first plan would wait mesh.capacity_wait_ms for

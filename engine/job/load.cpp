@@ -78,12 +78,17 @@ Status check_routing_trace(const JobConfig& job) {
 
 }  // namespace
 
-Status check_first_plan(const JobConfig& job) {
+Result<int64_t> starting_workers(const JobConfig& job) {
   auto devices = parse_devices(job.mesh.devices);
   if (!devices) return Error("mesh.devices: " + devices.error().message());
-  const int64_t workers = int64_t(devices->size()) * job.mesh.nodes;
-  if (job.parallel.groups > 1 || workers * job.policies.slots >= job.model.experts) return {};
-  return fail(workers, " worker(s) (", job.mesh.nodes, " nodes x mesh.devices = \"", job.mesh.devices,
+  return int64_t(devices->size()) * job.mesh.nodes;
+}
+
+Status check_first_plan(const JobConfig& job) {
+  auto workers = starting_workers(job);
+  if (!workers) return workers.error();
+  if (job.parallel.groups > 1 || *workers * job.policies.slots >= job.model.experts) return {};
+  return fail(*workers, " worker(s) (", job.mesh.nodes, " nodes x mesh.devices = \"", job.mesh.devices,
               "\") x policies.slots = ", job.policies.slots, " cannot hold the ", job.model.experts,
               " experts of a whole model once, so the first plan could never be made: start more nodes (--nodes, "
               "mesh.nodes) or raise policies.slots");

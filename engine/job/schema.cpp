@@ -9,7 +9,6 @@
 #include <set>
 #include <variant>
 
-#include "core/devices.h"
 #include "core/http_bind.h"
 #include "core/strings.h"
 #include "job/config.h"
@@ -521,11 +520,8 @@ void cross_checks(const JobConfig& j, std::vector<std::string>& errors) {
   if (j.data.format == "uint16" && j.model.vocab > 65536)
     add(fail("model.vocab: ", j.model.vocab, " ids do not fit data.format = \"uint16\" (at most 65536): ids of a "
              "larger vocabulary are uint32"));
-  if (auto d = parse_devices(j.mesh.devices); !d) {
-    add(Error("mesh.devices: " + d.error().message()));
-  } else {
-    parallel_checks(j, int64_t(d->size()) * j.mesh.nodes, errors);
-  }
+  if (auto w = starting_workers(j); !w) add(w.error());
+  else parallel_checks(j, *w, errors);
   if (auto r = parse_racks(j.mesh.racks); !r) add(Error("mesh.racks: " + r.error().message()));
   validation_checks(j, errors);
   family_checks(j, errors);
