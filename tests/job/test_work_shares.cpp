@@ -94,26 +94,33 @@ std::optional<act::DecideHealth> until_asked(Harness& h, Participant slow, doubl
   return asked;
 }
 
+// Workers 1..4 start, 2.0 at half the others' speed until the health policy is asked: the question,
+// which names 2.0 (the second worker) slow.
+act::DecideHealth asked_about_slow(Harness& h) {
+  h.start(workers({1, 2, 3, 4}));
+  auto asked = until_asked(h, {2, 0}, 2.0, 40);
+  REQUIRE(asked);
+  REQUIRE(asked->input.workers.size() == 4);
+  REQUIRE(asked->input.workers[1].slow);
+  return *asked;
+}
+
 }  // namespace
 
 TEST_CASE("driver: a slow worker is named, the health policy asked, its shares sent with the next steps") {
   Harness h;
-  h.start(workers({1, 2, 3, 4}));
   const Participant slow{2, 0};
-  auto asked = until_asked(h, slow, 2.0, 40);
-  REQUIRE(asked);
-  REQUIRE(asked->input.workers.size() == 4);
-  CHECK(asked->input.workers[1].name == "2.0");
-  CHECK(asked->input.workers[1].slow);
-  CHECK(asked->input.workers[1].ratio == doctest::Approx(2.0).epsilon(0.05));
-  CHECK_FALSE(asked->input.workers[0].slow);
-  CHECK(asked->input.min_workers == 4);  // 4 experts x floor 2 in 2 slots each
+  auto asked = asked_about_slow(h);
+  CHECK(asked.input.workers[1].name == "2.0");
+  CHECK(asked.input.workers[1].ratio == doctest::Approx(2.0).epsilon(0.05));
+  CHECK_FALSE(asked.input.workers[0].slow);
+  CHECK(asked.input.min_workers == 4);  // 4 experts x floor 2 in 2 slots each
   // the answer: half a share for 2.0
-  h.on(in::HealthDecided{asked->decision, {{1, 0.5, 1, 1}, {}, "2.0 at 2.00x: share 0.50"}, "lighten gen 1"});
+  h.on(in::HealthDecided{asked.decision, {{1, 0.5, 1, 1}, {}, "2.0 at 2.00x: share 0.50"}, "lighten gen 1"});
   CHECK(h.noted("work_shares"));
   CHECK(h.note_detail("work_shares").find("lighten gen 1: 2.0 at 2.00x") != std::string::npos);
   // a stale answer changes nothing
-  h.on(in::HealthDecided{asked->decision, {{0.2, 1, 1, 1}, {}, "late"}, "lighten gen 1"});
+  h.on(in::HealthDecided{asked.decision, {{0.2, 1, 1, 1}, {}, "late"}, "lighten gen 1"});
   CHECK_FALSE(h.noted("work_shares"));
   // the steps from now on carry the shares (the step in flight began before the answer)
   commit_timed(h, slow, 2.0);
@@ -126,12 +133,9 @@ TEST_CASE("driver: a slow worker whose share the policy kept is looked at again 
   // the policy may keep a named worker's share (its lag in range when asked); it is asked again
   // while the worker stays slow, not only when the verdict changes (t1000 saw one never lightened)
   Harness h;
-  h.start(workers({1, 2, 3, 4}));
   const Participant slow{2, 0};
-  auto asked = until_asked(h, slow, 2.0, 40);
-  REQUIRE(asked);
-  REQUIRE(asked->input.workers[1].slow);
-  h.on(in::HealthDecided{asked->decision, {{1, 1, 1, 1}, {}, "2.0 at 2.00x, lag 1.00: share 1.00"}, "lighten gen 1"});
+  auto asked = asked_about_slow(h);
+  h.on(in::HealthDecided{asked.decision, {{1, 1, 1, 1}, {}, "2.0 at 2.00x, lag 1.00: share 1.00"}, "lighten gen 1"});
   CHECK_FALSE(h.noted("work_shares"));  // nothing changed
   int steps = 0;
   auto again = until_asked(h, slow, 2.0, 10, &steps);
