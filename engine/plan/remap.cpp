@@ -181,4 +181,41 @@ Result<std::vector<Transfer>> transfer_schedule(const Holdings& held, const std:
   return out;
 }
 
+Result<uint64_t> replicas_fetched(const LayerSlots& held, const LayerSlots& next) {
+  if (held.size() != next.size() || next.empty())
+    return fail("the placements have ", held.size(), " and ", next.size(), " layers");
+  Plan p;
+  p.nodes = uint32_t(next[0].size());
+  for (size_t l = 0; l < next.size(); ++l) {
+    if (next[l].size() != p.nodes)
+      return fail("layer ", l + 1, " of the new placement has ", next[l].size(), " nodes, its first layer ", p.nodes);
+    if (held[l].size() != p.nodes)
+      return fail("layer ", l + 1, " of the placement held has ", held[l].size(), " nodes, the new one ", p.nodes);
+    LayerPlan layer;
+    layer.placement = next[l];
+    for (const auto& node : next[l])
+      for (ExpertId e : node) {
+        if (e >= layer.replicas.size()) layer.replicas.resize(size_t(e) + 1, 0);
+        ++layer.replicas[e];
+      }
+    p.experts = std::max(p.experts, uint32_t(layer.replicas.size()));
+    p.layers.push_back(std::move(layer));
+  }
+  for (auto& layer : p.layers) layer.replicas.resize(p.experts, 0);
+  Holdings h(p.nodes);
+  for (uint32_t n = 0; n < p.nodes; ++n)
+    for (const auto& layer : held) h[n].push_back(layer[n]);
+  auto r = greedy_remap(h, std::vector<bool>(p.nodes, true), p);
+  if (!r) return r.error();
+  uint64_t fetched = 0;
+  for (uint32_t pos = 0; pos < p.nodes; ++pos) {
+    const auto& had = h[size_t(r->node_of_position[pos])];
+    for (size_t l = 0; l < next.size(); ++l) {
+      std::set<ExpertId> want(next[l][pos].begin(), next[l][pos].end());
+      for (ExpertId e : want) fetched += std::find(had[l].begin(), had[l].end(), e) == had[l].end();
+    }
+  }
+  return fetched;
+}
+
 }  // namespace sal::plan

@@ -42,6 +42,14 @@ Result<Remap> greedy_remap(const Holdings& held, const std::vector<bool>& alive,
 std::optional<Remap> ordered_remap(const Holdings& held, const std::vector<bool>& alive, const Plan& plan,
                                    const std::vector<uint32_t>& order, const std::vector<uint32_t>& domain_of_node = {});
 
+// The experts that workers holding `held` ([layer][node]: each node's experts, as a placement)
+// fetch to take `next` ([layer][position], as many layers and positions), its positions mapped
+// onto them by greedy_remap: what a re-plan on the same workers moves (a node fetches an expert it
+// lacks once, however many of its slots it fills: the "expert replicas moved" of a plan switch).
+// Fails on shapes that differ.
+using LayerSlots = std::vector<std::vector<std::vector<ExpertId>>>;
+Result<uint64_t> replicas_fetched(const LayerSlots& held, const LayerSlots& next);
+
 struct Transfer {
   uint32_t layer = 0;
   ExpertId expert = 0;

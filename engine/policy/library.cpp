@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lua/sandbox.h"
+#include "plan/remap.h"
 #include "plan/validate.h"
 #include "policy/algo/flow.h"
 #include "policy/algo/golomb.h"
@@ -341,6 +342,18 @@ int l_placement_imbalance(lua_State* L) {
   return 1;
 }
 
+// sal.moves(current, placement) -> the replicas workers holding `current` fetch to take `placement`
+// (both [layer][node] of 1-based expert ids, one shape), its positions mapped onto them by the
+// driver's greedy remap: what the re-plan moves.
+int l_moves(lua_State* L) {
+  const char* fn = "sal.moves";
+  lua::Meter args = arg_meter(L, fn);
+  auto held = value_or_raise(L, lua_io::read_uints3(L, args, 1, "current", 1, UINT32_MAX, 1), fn);
+  auto next = value_or_raise(L, lua_io::read_uints3(L, args, 2, "placement", 1, UINT32_MAX, 1), fn);
+  lua_pushnumber(L, double(value_or_raise(L, plan::replicas_fetched(held, next), fn)));
+  return 1;
+}
+
 // sal.placement_search(nodes [, {floor, ignore = {ids}, evaluations, seed}]) -> nodes, info
 // One layer (1-based expert ids per node, at most 16 nodes), improved by the bounded search of
 // placement_search.h; info = {valid, improved, start, evaluations, killed = {k = 0..N}}.
@@ -403,7 +416,7 @@ void install_library(lua::Sandbox& sb) {
       {"spare_r_star", l_spare_r_star},       {"spare_min_depth", l_spare_min_depth},
       {"moetion_window", l_moetion_window},   {"moetion_reorder", l_moetion_reorder},
       {"placement_search", l_placement_search}, {"balance_placement", l_balance_placement},
-      {"placement_imbalance", l_placement_imbalance}, {"frontier", l_frontier},
+      {"placement_imbalance", l_placement_imbalance}, {"frontier", l_frontier}, {"moves", l_moves},
   };
   for (auto [name, fn] : fns) {
     lua_pushcfunction(L, fn);

@@ -15,10 +15,21 @@
 -- on the window's mean loads differ by tens of percent there; chain and mixed, which pass a step's
 -- excess on where closed blocks cannot, join the candidates. Without steps (the first plan), on the
 -- loads.
+--
+-- With ctx.current (a re-plan on as many workers as the plan in force: a rebalance, a loss and a
+-- join) the placement in force, changed only where the new replica counts and the loads require
+-- (policies/lib/kept_place.lua), is weighed too, and kept when it moves fewer replicas than the
+-- best point (sal.moves: after the driver's remap) unless that point's expected goodput is more than
+-- KEEP above its own: a re-placement from scratch can move a third of the replicas or more
+-- (weights and optimizer state sent between workers, on a GPU seconds) for a fraction of a percent.
 local goodput = require "goodput"
+local kept_place = require "kept_place"
 local mro_layout = require "mro_layout"
 
 local place = {}
+
+-- The expected goodput a re-placement must gain over the placement in force to be worth its moves.
+place.KEEP = 0.01
 
 local function most_survivable(points)
   local best
@@ -96,6 +107,40 @@ local function summary(p, score)
            load_balance = p.load_balance, p = p.p, goodput = score.goodput, speed = score.speed, lost = score.lost }
 end
 
+local function point_named(points, name)
+  for _, p in ipairs(points) do
+    if p.name == name then return p end
+  end
+  return nil
+end
+
+-- The placement in force, adjusted (`kept`, its frontier point kept_point), against the best point
+-- `chosen`: kept when it moves fewer replicas and its expected goodput is within KEEP, the best point
+-- then the alternative turned down. Returns chosen, score, other and the replicas moved, {kept,
+-- best} (best: nil when kept is the best point itself).
+local function weigh_kept(ctx, kept, kept_point, chosen, score, other)
+  if not kept_point then return chosen, score, other, nil end
+  local moves = { kept = sal.moves(ctx.current, kept) }
+  if kept_point == chosen then return chosen, score, other, moves end
+  moves.best = sal.moves(ctx.current, chosen.placement)
+  local kept_score = goodput.score(kept_point, ctx.failures, ctx.nodes)
+  if moves.kept < moves.best and kept_score.goodput >= score.goodput * (1 - place.KEEP) then
+    return kept_point, kept_score, chosen, moves
+  end
+  return chosen, score, other, moves
+end
+
+local function kept_note(note, chosen, other, moves)
+  local head = "the placement in force kept, adjusted to the new replica counts and loads"
+  if chosen.name ~= "kept" then
+    return note .. string.format("; the placement in force, adjusted, turned down: %d replica(s) move here, %d there",
+                                 moves.best, moves.kept)
+  end
+  if not moves.best then return string.format("%s (%d replica(s) move): %s", head, moves.kept, note) end
+  return string.format("%s (%d replica(s) move, against %d for %s): %s; re-placing gains less than %g %% expected "
+                       .. "goodput", head, moves.kept, moves.best, other.name, note, 100 * place.KEEP)
+end
+
 -- The chosen point's placement (and figures) for every layer, when it was weighed without them.
 local function build_all(ctx, loads, chosen)
   return sal.frontier(ctx.replicas, loads, ctx.nodes, ctx.slots,
@@ -125,6 +170,9 @@ function place.decide(ctx, opts)
   local large = is_large(ctx)
   local w, wloads, sampled = weighed(ctx, loads)
   local include = large and {} or { { name = "mro", placement = mro_layout.place(w) } }
+  local kept, refused
+  if not large and ctx.current then kept, refused = kept_place.adjust(ctx, loads) end
+  if kept then include[#include + 1] = { name = "kept", placement = kept } end
   local steps = opts.steps and steps_of(ctx, large) or nil
   local frontier = sal.frontier(w.replicas, wloads, w.nodes, w.slots, {
     floor = w.floor, include = include, placements = large and "none" or "frontier",
@@ -137,6 +185,10 @@ function place.decide(ctx, opts)
   -- the alternative: the maximum-survival end, or, when that was chosen, the most balanced point
   local other = most_survivable(on)
   if other == chosen then other = on[1] end
+  local moves
+  if kept then
+    chosen, score, other, moves = weigh_kept(ctx, kept, point_named(frontier.points, "kept"), chosen, score, other)
+  end
   local other_score = other ~= chosen and goodput.score(other, ctx.failures, ctx.nodes) or nil
   if other == chosen then other = nil end
   if large then
@@ -145,15 +197,19 @@ function place.decide(ctx, opts)
   end
   local choice = summary(chosen, score)
   if other then choice.turned_down = summary(other, other_score) end
+  if moves then choice.moves = moves elseif refused then choice.kept_refused = refused end
   choice.failures = { rate = ctx.failures.rate, source = ctx.failures.source, restore_s = ctx.failures.restore_s }
   choice.frontier = {}
   for _, p in ipairs(on) do choice.frontier[#choice.frontier + 1] = { point = p.name, balance = p.balance, p = p.p } end
   local note = goodput.explain(chosen, score, other, other_score, ctx.failures, ctx.nodes)
+  if moves then note = kept_note(note, chosen, other, moves) end
+  if chosen.name == "kept" then chosen.placement = kept end
   if steps then
     choice.steps = #steps
     note = note .. string.format("; balance over the last %d steps as dispatched (on the mean loads %.3f)", #steps,
                                  chosen.load_balance)
   end
+  if choice.kept_refused then note = note .. "; the placement in force was not weighed: " .. choice.kept_refused end
   if sampled then
     choice.weighed_on = sampled
     note = note .. string.format("; weighed on layers %s of %d", table.concat(sampled, ", "), ctx.layers)

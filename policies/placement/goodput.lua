@@ -4,9 +4,12 @@
 -- first, and mro's own layout, the maximum-survival end) — it takes the one with the highest
 -- expected goodput (of those within 0.2 % of it, the most survivable): the throughput an imbalance
 -- costs against the time that failures wiping out an expert cost, at the failure rate the job sees
--- or states. policies/lib/goodput_place.lua is the placement (shared with `stepwise`, which judges
--- the balance on the recent steps instead), policies/lib/goodput.lua the model. The proposal's note
--- says what it chose, at what cost, and the alternative it turned down (job.plan() shows it).
+-- or states. On a re-plan on as many workers (ctx.current) it keeps the placement in force,
+-- adjusted to the new replica counts and loads, when that moves fewer replicas and re-placing would
+-- gain less than 1 %. policies/lib/goodput_place.lua is the placement (shared with `stepwise`, which
+-- judges the balance on the recent steps instead), policies/lib/goodput.lua the model. The
+-- proposal's note says what it chose, at what cost, and the alternative it turned down (job.plan()
+-- shows it).
 local place = require "goodput_place"
 
 local function decide(ctx) return place.decide(ctx, { steps = false }) end

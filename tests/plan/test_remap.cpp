@@ -80,3 +80,15 @@ TEST_CASE("more positions than nodes is refused") {
   CHECK(greedy_remap(two, {true, false}, one_layer({{0}, {0}}, 1)).error().message() ==
         "the plan has 2 positions but only 1 nodes are alive");
 }
+
+TEST_CASE("replicas_fetched: what a re-plan on the same workers moves, its positions remapped first") {
+  const LayerSlots now = {{{0, 1}, {2, 3}, {0, 2}}};
+  CHECK(*replicas_fetched(now, {{{0, 2}, {0, 1}, {2, 3}}}) == 0);  // the same nodes in another order
+  CHECK(*replicas_fetched(now, {{{0, 1}, {2, 3}, {0, 3}}}) == 1);  // one slot changed
+  CHECK(*replicas_fetched(now, {{{1, 3}, {1, 3}, {1, 3}}}) == 4);  // each node keeps one
+  CHECK(*replicas_fetched(now, {{{0, 1}, {2, 3}, {1, 1}}}) == 1);  // one fetch fills both slots
+  auto r = replicas_fetched(now, {{{0, 1}, {2, 3}}});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message() == "layer 1 of the placement held has 3 nodes, the new one 2");
+  CHECK_FALSE(replicas_fetched(now, {}).ok());
+}

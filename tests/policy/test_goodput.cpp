@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "plan/remap.h"
 #include "policy/failure_facts.h"
 #include "policy/kinds.h"
 #include "policy/planner.h"
@@ -292,6 +293,91 @@ TEST_CASE("copies of the hot expert are its weight: lazarus + goodput evens benc
   auto c = nlohmann::json::parse(p.choice);
   CHECK(c["balance"].get<double>() == doctest::Approx(1.0));
   CHECK(c["p"][1].get<double>() == doctest::Approx(1 - 4.0 / 120));  // mro's four pairs: nothing beats it here
+}
+
+namespace {
+
+using Placement = std::vector<std::vector<std::vector<uint32_t>>>;  // [layer][node][slot]
+
+// Slots (layer, node, slot) whose expert differs between two placements of one shape.
+size_t slots_changed(const Placement& a, const Placement& b) {
+  size_t n = 0;
+  for (size_t l = 0; l < a.size(); ++l)
+    for (size_t i = 0; i < a[l].size(); ++i)
+      for (size_t s = 0; s < a[l][i].size(); ++s) n += a[l][i][s] != b[l][i][s];
+  return n;
+}
+
+// The replicas workers holding `held` must fetch to take `next`, its positions mapped onto them as
+// the driver maps them (plan/remap.h: the greedy remap, the most replicas kept).
+uint64_t fetched(const Placement& held, const Placement& next) {
+  auto r = plan::replicas_fetched(held, next);
+  REQUIRE_MESSAGE(r.ok(), r.error().message());
+  return *r;
+}
+
+}  // namespace
+
+TEST_CASE("a re-plan on as many workers keeps the placement in force, changed only for the new replica counts, unless re-placing gains over 1 %") {
+  for (const std::string policy : {"goodput", "stepwise"}) {
+    CAPTURE(policy);
+    PolicySet set;
+    const auto loads = smartmoe_like();
+    const auto a = lazarus(set, 16, 8, loads);
+    PlacementInput in{16, 8, 32, a.floor, a.replicas, loads, {}};
+    auto first = std::get<PlacementProposal>(decide_valid(set, Kind::placement, policy, in));
+    CHECK(nlohmann::json::parse(first.choice)["point"] != "kept");  // nothing in force yet
+    // the loads drift: every expert's count moves by up to 12 %, which changes some replica counts
+    auto drifted = loads;
+    for (size_t l = 0; l < drifted.size(); ++l)
+      for (size_t e = 0; e < drifted[l].size(); ++e) drifted[l][e] *= 0.88 + 0.03 * double((e * 7 + l * 3) % 9);
+    const auto b = lazarus(set, 16, 8, drifted);
+    size_t recounted = 0;
+    for (size_t l = 0; l < b.replicas.size(); ++l)
+      for (size_t e = 0; e < b.replicas[l].size(); ++e)
+        recounted += b.replicas[l][e] > a.replicas[l][e] ? b.replicas[l][e] - a.replicas[l][e] : 0;
+    PlacementInput again{16, 8, 32, b.floor, b.replicas, drifted, first.placement};
+    auto p = std::get<PlacementProposal>(decide_valid(set, Kind::placement, policy, again));
+    auto c = nlohmann::json::parse(p.choice);
+    INFO(p.note);
+    CHECK(c["point"] == "kept");
+    // a slot for each replica the new counts add, and trades of two that even the drifted loads out
+    const uint64_t moved_kept = fetched(first.placement, p.placement);
+    CHECK(c["moves"]["kept"] == moved_kept);
+    CHECK(moved_kept >= recounted);
+    CHECK(moved_kept <= slots_changed(first.placement, p.placement));
+    CHECK(c["moves"]["best"].get<uint64_t>() > moved_kept);
+    CHECK(p.note.find("the placement in force kept, adjusted to the new replica counts and loads (" +
+                      std::to_string(moved_kept) + " replica(s) move, against ") == 0);
+    REQUIRE(c.contains("turned_down"));  // the best re-placement, within 1 % of it
+    CHECK(c["goodput"].get<double>() >= 0.99 * c["turned_down"]["goodput"].get<double>());
+    // the same question without the placement in force re-places from scratch, moving far more
+    PlacementInput fresh{16, 8, 32, b.floor, b.replicas, drifted, {}};
+    auto q = std::get<PlacementProposal>(decide_valid(set, Kind::placement, policy, fresh));
+    const uint64_t moved_fresh = fetched(first.placement, q.placement);
+    CHECK(moved_fresh > 3 * moved_kept);
+    // a placement in force that balances badly: the replicas by work, heaviest first, dealt round
+    // robin, so node 0 gets the heaviest of every round and node 15 the lightest (each expert still
+    // on distinct nodes): re-placed
+    PlacementInput lopsided = again;
+    for (size_t l = 0; l < lopsided.current.size(); ++l) {
+      auto& layer = lopsided.current[l];
+      auto per = [&](uint32_t e) { return drifted[l][e] / double(b.replicas[l][e]); };
+      std::vector<uint32_t> flat;
+      for (const auto& node : layer) flat.insert(flat.end(), node.begin(), node.end());
+      std::sort(flat.begin(), flat.end(), [&](uint32_t x, uint32_t y) { return per(x) != per(y) ? per(x) > per(y) : x < y; });
+      for (size_t i = 0; i < flat.size(); ++i) layer[i % 16][i / 16] = flat[i];
+    }
+    auto r = std::get<PlacementProposal>(decide_valid(set, Kind::placement, policy, lopsided));
+    auto rc = nlohmann::json::parse(r.choice);
+    INFO(r.note);
+    CHECK(rc.contains("moves"));  // weighed, and turned down
+    CHECK(rc["point"] != "kept");
+    MESSAGE(std::string(policy) << ": kept moves " << moved_kept << " replicas (" << recounted
+                                << " for the new counts), a fresh re-placement " << moved_fresh << " of " << 3 * 16 * 8
+                                << " (after the remap); balance " << c["balance"] << " against "
+                                << c["turned_down"]["balance"]);
+  }
 }
 
 TEST_CASE("failure facts: stated, else measured from the plans' worker counts, else assumed, and say which") {
