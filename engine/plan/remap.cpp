@@ -193,8 +193,12 @@ Result<uint64_t> replicas_fetched(const LayerSlots& held, const LayerSlots& next
       return fail("layer ", l + 1, " of the placement held has ", held[l].size(), " nodes, the new one ", p.nodes);
     LayerPlan layer;
     layer.placement = next[l];
+    size_t slots = 0;
+    for (const auto& node : next[l]) slots += node.size();
     for (const auto& node : next[l])
       for (ExpertId e : node) {
+        // every expert has a slot, so no id reaches the slot count (this bounds what is allocated)
+        if (e >= slots) return fail("layer ", l + 1, " names expert ", e + 1, " in its ", slots, " slots");
         if (e >= layer.replicas.size()) layer.replicas.resize(size_t(e) + 1, 0);
         ++layer.replicas[e];
       }

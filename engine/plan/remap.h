@@ -46,7 +46,7 @@ std::optional<Remap> ordered_remap(const Holdings& held, const std::vector<bool>
 // fetch to take `next` ([layer][position], as many layers and positions), its positions mapped
 // onto them by greedy_remap: what a re-plan on the same workers moves (a node fetches an expert it
 // lacks once, however many of its slots it fills: the "expert replicas moved" of a plan switch).
-// Fails on shapes that differ.
+// Fails on shapes that differ, and on an expert id (0-based) not below its layer's slot count.
 using LayerSlots = std::vector<std::vector<std::vector<ExpertId>>>;
 Result<uint64_t> replicas_fetched(const LayerSlots& held, const LayerSlots& next);
 

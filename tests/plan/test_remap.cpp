@@ -91,4 +91,7 @@ TEST_CASE("replicas_fetched: what a re-plan on the same workers moves, its posit
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message() == "layer 1 of the placement held has 3 nodes, the new one 2");
   CHECK_FALSE(replicas_fetched(now, {}).ok());
+  auto far = replicas_fetched(now, {{{0, 1}, {2, 3}, {0, 4000000000u}}});  // nothing is sized by it
+  REQUIRE_FALSE(far.ok());
+  CHECK(far.error().message() == "layer 1 names expert 4000000001 in its 6 slots");
 }
