@@ -115,6 +115,7 @@ Driver::Next Driver::start_plan(std::string why, bool with_loads, bool keep) {
   ask.facts = measured_.facts();
   ask.facts.iteration = step;
   if (keep) ask.keep = applied_->plan;
+  ask.held = held_by(applied_, choice.use);
   ask.domains = host_labels(choice.use);
   ask.racks = rack_labels(choice.use, view_.racks);
   if (cfg_.recovery != "elastic")

@@ -100,6 +100,22 @@ std::vector<uint32_t> ranks_first_order(const std::optional<AppliedPlan>& curren
 
 }  // namespace
 
+std::vector<std::vector<std::vector<uint32_t>>> held_by(const std::optional<AppliedPlan>& current,
+                                                        const std::vector<Participant>& workers) {
+  std::vector<std::vector<std::vector<uint32_t>>> out;
+  if (!current || plan::group_count(current->plan) > 1) return out;
+  for (const auto& layer : current->plan.layers) {
+    auto& slots = out.emplace_back();
+    for (const auto& w : workers) {
+      auto it = std::find(current->ranks.begin(), current->ranks.end(), w);
+      const size_t pos = size_t(it - current->ranks.begin());
+      slots.push_back(it != current->ranks.end() && pos < layer.placement.size() ? layer.placement[pos]
+                                                                                 : std::vector<uint32_t>{});
+    }
+  }
+  return out;
+}
+
 std::vector<uint32_t> host_labels(const std::vector<Participant>& workers) {
   std::vector<uint32_t> nodes;
   for (const auto& w : workers) nodes.push_back(w.node);

@@ -48,6 +48,12 @@ struct PlanSwitch {
 // the order the hosts first come in `workers` (plan/domains.h).
 std::vector<uint32_t> host_labels(const std::vector<Participant>& workers);
 
+// What each of `workers` holds under the plan in force, [layer][worker][slot] (none for a worker
+// not in it): the placement policy's ctx.current. Empty for a grouped plan (each group is placed on
+// its own) or none in force.
+std::vector<std::vector<std::vector<uint32_t>>> held_by(const std::optional<AppliedPlan>& current,
+                                                        const std::vector<Participant>& workers);
+
 // The rack of each of those hosts (plan.racks: 0-based, in the order the racks first come) from the
 // racks the job names its nodes in (`rack_of`: node -> rack name); a node in no rack is a rack of
 // its own. Empty when no worker's node is in a named rack.

@@ -46,6 +46,10 @@ struct PlanAsk {
   // A resumed job whose ranks all came back: decide nothing, put this plan in force again under the
   // next number (its allocation, placement, schedule and stacks unchanged).
   std::optional<plan::Plan> keep;
+  // What each of the `workers` holds under the plan in force, [layer][worker][slot] (a worker that
+  // joined since: no slots), for a one-group plan: the placement's ctx.current. Empty: none known
+  // (the first plan, a grouped one).
+  std::vector<std::vector<std::vector<uint32_t>>> held;
 };
 
 // A decided plan and who decided it.

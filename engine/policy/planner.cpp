@@ -58,7 +58,7 @@ Result<PlanRecord> Planner::decide(const PlanAsk& ask) {
   const bool in_racks = plan::shares_domains(ask.racks) && ask.racks.size() == plan::domain_count(ask.domains);
   hosts_ = plan::shares_domains(ask.domains) || in_racks ? plan::domain_sizes(ask.domains) : std::vector<uint32_t>{};
   racks_ = in_racks ? ask.racks : std::vector<uint32_t>{};
-  auto r = ask.fixed_groups ? fixed_ep(*ask.fixed_groups) : elastic(ask.workers);
+  auto r = ask.fixed_groups ? fixed_ep(*ask.fixed_groups) : elastic(ask.workers, ask.held);
   if (!r) return r;
   decide_schedule(ask.facts, *r);
   if (ask.fixed_groups || cfg_.groups <= 1) decide_stacks(*r);  // (grouped() decided its plan's, before the sizes)
@@ -87,10 +87,13 @@ Result<PlanRecord> Planner::again(const plan::Plan& keep, Epoch epoch) {
   return r;
 }
 
-Result<PlanRecord> Planner::elastic(uint32_t workers) {
+// `held`: what each worker holds under the plan in force (the driver's), else the last plan
+// decided when it had as many positions.
+Result<PlanRecord> Planner::elastic(uint32_t workers, const Placements& held) {
   if (workers == 0) return fail("no ready workers to plan for");
   if (cfg_.groups > 1) return grouped(workers);
-  auto r = one_group(workers, current_placement(0, workers));
+  const bool told = !held.empty() && held[0].size() == workers;
+  auto r = one_group(workers, told ? held : current_placement(0, workers));
   if (!r) return r.error();
   PlanRecord rec;
   rec.plan.nodes = workers;

@@ -102,7 +102,7 @@ class Planner {
  private:
   Result<PlanRecord> again(const plan::Plan& keep, Epoch epoch);
   using Placements = std::vector<std::vector<std::vector<uint32_t>>>;  // per layer, per position, the slots
-  Result<PlanRecord> elastic(uint32_t workers);
+  Result<PlanRecord> elastic(uint32_t workers, const Placements& held);
   Result<PlanRecord> grouped(uint32_t workers);
   Result<GroupPlan> one_group(uint32_t workers, Placements current);
   Placements current_placement(uint32_t g, uint32_t positions) const;

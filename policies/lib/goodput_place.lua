@@ -16,8 +16,8 @@
 -- excess on where closed blocks cannot, join the candidates. Without steps (the first plan), on the
 -- loads.
 --
--- With ctx.current (a re-plan on as many workers as the plan in force: a rebalance, a loss and a
--- join) the placement in force, changed only where the new replica counts and the loads require
+-- With ctx.current (what each worker holds under the plan in force: a rebalance, a loss, a join)
+-- the placement in force, changed only where the new replica counts and the loads require
 -- (policies/lib/kept_place.lua), is weighed too, and kept when it moves fewer replicas than the
 -- best point (sal.moves: after the driver's remap) unless that point's expected goodput is more than
 -- KEEP above its own: a re-placement from scratch can move a third of the replicas or more

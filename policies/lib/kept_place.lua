@@ -1,12 +1,14 @@
--- kept_place.lua — the placement in force, changed only as far as new replica counts require
--- (`local kept_place = require "kept_place"`; kept_place.adjust(ctx, loads)). The shipped `goodput`
--- and `stepwise` weigh it beside the frontier when ctx.current is there (a re-plan on the same
--- number of workers: a rebalance by load, a loss and a join): a re-placement from scratch moves a
--- quarter to a third of the replicas every time even when the loads hardly changed, and each
--- moved replica is an expert's weights and optimizer state sent between workers.
+-- kept_place.lua — the placement in force, changed only as far as new replica counts and loads
+-- require (`local kept_place = require "kept_place"`; kept_place.adjust(ctx, loads)). The shipped
+-- `goodput` and `stepwise` weigh it beside the frontier when ctx.current is there (what each worker
+-- of the new plan holds under the plan in force: a rebalance by load, a loss, a join): a
+-- re-placement from scratch moves a third of the replicas or more every time, even when the loads
+-- hardly changed or one node of many was lost, and each moved replica is an expert's weights and
+-- optimizer state sent between workers.
 --
--- Per layer: every expert the new allocation gives more replicas than it has now takes, one by one
--- (the most loaded per replica first), a slot of an expert that has more than it needs now, on the
+-- Per layer: every expert the new allocation gives more replicas than the workers hold takes, one
+-- by one (the most loaded per replica first), a free slot (a worker that joined, or the room a
+-- lost worker's replicas leave) or a slot of an expert that has more than it needs now, on the
 -- node with the least work after the swap (each expert's load split over its new replicas), a node
 -- that does not hold it yet if there is one; a slot is given up only where its expert keeps the
 -- spread the floor asks (min(floor, nodes, replicas) distinct nodes). Then, while the loads have
@@ -28,18 +30,19 @@ local function need(ctx, reps)
   return math.min(ctx.floor or 1, ctx.nodes, reps)
 end
 
--- The layer's state: a copy of the current slots, counts per expert and per node, distinct nodes.
+-- The layer's state: a copy of the current slots (0: free), counts per expert and per node,
+-- distinct nodes.
 local function layer_state(cur, nodes, slots, experts)
   if type(cur) ~= "table" or #cur ~= nodes then return nil end
-  local st = { slots = {}, count = {}, on = {}, span = {} }
+  local st = { slots = {}, count = { [0] = 0 }, on = {}, span = { [0] = 0 } }
   for e = 1, experts do st.count[e], st.span[e] = 0, 0 end
   for n = 1, nodes do
     local row = cur[n]
-    if type(row) ~= "table" or #row ~= slots then return nil end
+    if type(row) ~= "table" or #row > slots then return nil end
     st.slots[n], st.on[n] = {}, {}
     for s = 1, slots do
-      local e = row[s]
-      if type(e) ~= "number" or e < 1 or e > experts or e % 1 ~= 0 then return nil end
+      local e = row[s] or 0
+      if type(e) ~= "number" or e < 0 or e > experts or e % 1 ~= 0 or (e == 0 and row[s] ~= nil) then return nil end
       st.slots[n][s] = e
       st.count[e] = st.count[e] + 1
       st.on[n][e] = (st.on[n][e] or 0) + 1
@@ -55,10 +58,11 @@ local function work_of(st, n, load_per)
   return w
 end
 
--- Whether slot s of node n may go to expert e: its expert has more replicas than it needs, and
--- giving this one up keeps its spread.
+-- Whether slot s of node n may go to expert e: it is free, or its expert has more replicas than it
+-- needs and giving this one up keeps its spread.
 local function may_give(ctx, st, reps, n, s, e)
   local x = st.slots[n][s]
+  if x == 0 then return true end
   if x == e or st.count[x] <= reps[x] then return false end
   return st.on[n][x] > 1 or st.span[x] - 1 >= need(ctx, reps[x])
 end
@@ -141,7 +145,7 @@ end
 local function adjust_layer(ctx, cur, reps, loads)
   local st = layer_state(cur, ctx.nodes, ctx.slots, ctx.experts)
   if not st then return nil, "the placement in force has another shape" end
-  local load_per, deficits = {}, {}
+  local load_per, deficits = { [0] = 0 }, {}
   for e = 1, ctx.experts do
     load_per[e] = (loads[e] or 1) / math.max(reps[e], 1)
     for _ = 1, reps[e] - st.count[e] do deficits[#deficits + 1] = e end
@@ -161,6 +165,7 @@ local function adjust_layer(ctx, cur, reps, loads)
     swap(st, n, s, e)
   end
   even_out(ctx, st, load_per, work)
+  if st.count[0] > 0 then return nil, "slots left free" end
   for e = 1, ctx.experts do
     if st.count[e] ~= reps[e] or st.span[e] < need(ctx, reps[e]) then return nil, "the spread cannot be kept" end
   end

@@ -4,7 +4,7 @@
 -- first, and mro's own layout, the maximum-survival end) — it takes the one with the highest
 -- expected goodput (of those within 0.2 % of it, the most survivable): the throughput an imbalance
 -- costs against the time that failures wiping out an expert cost, at the failure rate the job sees
--- or states. On a re-plan on as many workers (ctx.current) it keeps the placement in force,
+-- or states. On a re-plan with a plan in force (ctx.current) it keeps the placement in force,
 -- adjusted to the new replica counts and loads, when that moves fewer replicas and re-placing would
 -- gain less than 1 %. policies/lib/goodput_place.lua is the placement (shared with `stepwise`, which
 -- judges the balance on the recent steps instead), policies/lib/goodput.lua the model. The

@@ -1103,3 +1103,26 @@ TEST_CASE("too few workers left to plan: the job waits for capacity, says so, an
              n->detail.find("(40 s of it waiting for capacity)") != std::string::npos;
   CHECK(said);
 }
+
+TEST_CASE("a plan is asked with what each of its workers holds under the plan in force, nothing for one that joined") {
+  Harness h = trained(5);
+  const AppliedPlan in_force = *h.d.applied();
+  h.lose(3);
+  h.asked.reset();
+  h.membership(workers({0, 1, 2, 5}));  // a replacement came meanwhile
+  REQUIRE(h.asked);
+  REQUIRE(h.asked->workers == 4);
+  const auto& held = h.asked->held;  // the placement's ctx.current
+  REQUIRE(held.size() == in_force.plan.layers.size());
+  const auto use = workers({0, 1, 2, 5});
+  for (size_t l = 0; l < held.size(); ++l) {
+    CAPTURE(l);
+    REQUIRE(held[l].size() == 4);
+    for (size_t i = 0; i < 3; ++i) {
+      auto pos = size_t(std::find(in_force.ranks.begin(), in_force.ranks.end(), use[i]) - in_force.ranks.begin());
+      REQUIRE(pos < in_force.ranks.size());
+      CHECK(held[l][i] == in_force.plan.layers[l].placement[pos]);
+    }
+    CHECK(held[l][3].empty());  // node 5 joined: it holds nothing
+  }
+}
