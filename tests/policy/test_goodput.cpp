@@ -173,22 +173,33 @@ TEST_CASE("stepwise on many layers judges the last steps that fit its time: 10 o
   CHECK(p.note.find("balance over the last 10 steps") != std::string::npos);
 }
 
-TEST_CASE("the planner tells the placement the steps measured with the loads, and train.dispatch") {
+namespace {
+
+// One layer of 4 experts, 2 slots a worker, lazarus's allocation, moetion's window, no redundancy,
+// and the placement `source` (a policy that says what it was told as its note).
+PlannerConfig echo_planner(uint32_t min_replicas, const char* source) {
   PlannerConfig cfg;
   cfg.shape.layers = 1;
   cfg.shape.experts = 4;
   cfg.slots = 2;
-  cfg.min_replicas = 2;
+  cfg.min_replicas = min_replicas;
   cfg.allocation = "lazarus";
-  cfg.placement = R"(return { api = 1, kind = "placement", name = "echo", doc = "d", decide = function(ctx)
+  cfg.placement = source;
+  cfg.checkpoint = "moetion";
+  cfg.redundancy_policy = "none";
+  return cfg;
+}
+
+}  // namespace
+
+TEST_CASE("the planner tells the placement the steps measured with the loads, and train.dispatch") {
+  PlannerConfig cfg = echo_planner(2, R"(return { api = 1, kind = "placement", name = "echo", doc = "d", decide = function(ctx)
       local pl = {}
       for n = 1, ctx.nodes do pl[n] = { (n - 1) % 4 + 1, (n + 1) % 4 + 1 } end
       local said = ctx.steps and string.format("%d steps, %d of expert 1 in the last, dispatch %s", #ctx.steps,
                                                ctx.steps[#ctx.steps][1][1], ctx.dispatch) or "no steps"
       return { placement = { pl }, note = said }
-    end })";
-  cfg.checkpoint = "moetion";
-  cfg.redundancy_policy = "none";
+    end })");
   cfg.dispatch_by_counts = false;
   Planner planner(cfg, [] {});
   REQUIRE(planner.configure().ok());
@@ -214,21 +225,13 @@ TEST_CASE("the planner tells the placement the steps measured with the loads, an
 }
 
 TEST_CASE("the planner tells the placement what each worker holds: the driver's, else the last plan of as many positions") {
-  PlannerConfig cfg;
-  cfg.shape.layers = 1;
-  cfg.shape.experts = 4;
-  cfg.slots = 2;
-  cfg.min_replicas = 1;
-  cfg.allocation = "lazarus";
-  cfg.placement = R"(return { api = 1, kind = "placement", name = "echo", doc = "d", decide = function(ctx)
+  PlannerConfig cfg = echo_planner(1, R"(return { api = 1, kind = "placement", name = "echo", doc = "d", decide = function(ctx)
       local pl, said, list = {}, {}, {}
       for e, r in ipairs(ctx.replicas[1]) do for _ = 1, r do list[#list + 1] = e end end
       for n = 1, ctx.nodes do pl[n] = { list[2 * n - 1], list[2 * n] } end
       for n, slots in ipairs(ctx.current and ctx.current[1] or {}) do said[n] = table.concat(slots, "+") end
       return { placement = { pl }, note = ctx.current and "held " .. table.concat(said, " ") or "none held" }
-    end })";
-  cfg.checkpoint = "moetion";
-  cfg.redundancy_policy = "none";
+    end })");
   Planner planner(cfg, [] {});
   REQUIRE(planner.configure().ok());
   PlanAsk ask;
