@@ -181,23 +181,23 @@ Result<std::vector<Transfer>> transfer_schedule(const Holdings& held, const std:
   return out;
 }
 
-Result<uint64_t> replicas_fetched(const LayerSlots& held, const LayerSlots& next) {
-  if (held.size() != next.size() || next.empty())
-    return fail("the placements have ", held.size(), " and ", next.size(), " layers");
+namespace {
+
+// `next` as a plan: its replica counts from its slots. Fails on layers of other sizes, or an expert
+// id not below its layer's slot count (every expert has a slot: this bounds what is allocated).
+Result<Plan> plan_of(const LayerSlots& next) {
   Plan p;
   p.nodes = uint32_t(next[0].size());
+  p.slots = p.nodes > 0 ? uint32_t(next[0][0].size()) : 0;
   for (size_t l = 0; l < next.size(); ++l) {
     if (next[l].size() != p.nodes)
       return fail("layer ", l + 1, " of the new placement has ", next[l].size(), " nodes, its first layer ", p.nodes);
-    if (held[l].size() != p.nodes)
-      return fail("layer ", l + 1, " of the placement held has ", held[l].size(), " nodes, the new one ", p.nodes);
     LayerPlan layer;
     layer.placement = next[l];
     size_t slots = 0;
     for (const auto& node : next[l]) slots += node.size();
     for (const auto& node : next[l])
       for (ExpertId e : node) {
-        // every expert has a slot, so no id reaches the slot count (this bounds what is allocated)
         if (e >= slots) return fail("layer ", l + 1, " names expert ", e + 1, " in its ", slots, " slots");
         if (e >= layer.replicas.size()) layer.replicas.resize(size_t(e) + 1, 0);
         ++layer.replicas[e];
@@ -206,20 +206,38 @@ Result<uint64_t> replicas_fetched(const LayerSlots& held, const LayerSlots& next
     p.layers.push_back(std::move(layer));
   }
   for (auto& layer : p.layers) layer.replicas.resize(p.experts, 0);
-  Holdings h(p.nodes);
-  for (uint32_t n = 0; n < p.nodes; ++n)
-    for (const auto& layer : held) h[n].push_back(layer[n]);
-  auto r = greedy_remap(h, std::vector<bool>(p.nodes, true), p);
-  if (!r) return r.error();
+  return p;
+}
+
+// The experts each position's node lacks, once each however many slots it fills.
+uint64_t experts_lacked(const Holdings& held, const Plan& p, const Remap& r) {
   uint64_t fetched = 0;
   for (uint32_t pos = 0; pos < p.nodes; ++pos) {
-    const auto& had = h[size_t(r->node_of_position[pos])];
-    for (size_t l = 0; l < next.size(); ++l) {
-      std::set<ExpertId> want(next[l][pos].begin(), next[l][pos].end());
+    const auto& had = held[size_t(r.node_of_position[pos])];
+    for (size_t l = 0; l < p.layers.size(); ++l) {
+      std::set<ExpertId> want(p.layers[l].placement[pos].begin(), p.layers[l].placement[pos].end());
       for (ExpertId e : want) fetched += std::find(had[l].begin(), had[l].end(), e) == had[l].end();
     }
   }
   return fetched;
+}
+
+}  // namespace
+
+Result<uint64_t> replicas_fetched(const LayerSlots& held, const LayerSlots& next) {
+  if (held.size() != next.size() || next.empty())
+    return fail("the placements have ", held.size(), " and ", next.size(), " layers");
+  auto p = plan_of(next);
+  if (!p) return p.error();
+  for (size_t l = 0; l < held.size(); ++l)
+    if (held[l].size() != p->nodes)
+      return fail("layer ", l + 1, " of the placement held has ", held[l].size(), " nodes, the new one ", p->nodes);
+  Holdings h(p->nodes);
+  for (uint32_t n = 0; n < p->nodes; ++n)
+    for (const auto& layer : held) h[n].push_back(layer[n]);
+  auto r = greedy_remap(h, std::vector<bool>(p->nodes, true), *p);
+  if (!r) return r.error();
+  return experts_lacked(h, *p, *r);
 }
 
 }  // namespace sal::plan
