@@ -31,18 +31,24 @@ local function need(ctx, reps)
 end
 
 -- The layer's state: a copy of the current slots (0: free), counts per expert and per node,
--- distinct nodes.
+-- distinct nodes; or nil and why.
 local function layer_state(cur, nodes, slots, experts)
-  if type(cur) ~= "table" or #cur ~= nodes then return nil end
+  if type(cur) ~= "table" or #cur ~= nodes then
+    return nil, string.format("%s nodes where the plan has %d", type(cur) == "table" and #cur or "no", nodes)
+  end
   local st = { slots = {}, count = { [0] = 0 }, on = {}, span = { [0] = 0 } }
   for e = 1, experts do st.count[e], st.span[e] = 0, 0 end
   for n = 1, nodes do
     local row = cur[n]
-    if type(row) ~= "table" or #row > slots then return nil end
+    if type(row) ~= "table" or #row > slots then
+      return nil, string.format("node %d holds more than %d slots", n, slots)
+    end
     st.slots[n], st.on[n] = {}, {}
     for s = 1, slots do
       local e = row[s] or 0
-      if type(e) ~= "number" or e < 0 or e > experts or e % 1 ~= 0 or (e == 0 and row[s] ~= nil) then return nil end
+      if type(e) ~= "number" or (e < 1 and row[s] ~= nil) or e > experts or e % 1 ~= 0 then
+        return nil, string.format("node %d holds %s, not an expert of 1..%d", n, tostring(row[s]), experts)
+      end
       st.slots[n][s] = e
       st.count[e] = st.count[e] + 1
       st.on[n][e] = (st.on[n][e] or 0) + 1
@@ -143,8 +149,8 @@ local function even_out(ctx, st, load_per, work)
 end
 
 local function adjust_layer(ctx, cur, reps, loads)
-  local st = layer_state(cur, ctx.nodes, ctx.slots, ctx.experts)
-  if not st then return nil, "the placement in force has another shape" end
+  local st, why = layer_state(cur, ctx.nodes, ctx.slots, ctx.experts)
+  if not st then return nil, why end
   local load_per, deficits = { [0] = 0 }, {}
   for e = 1, ctx.experts do
     load_per[e] = (loads[e] or 1) / math.max(reps[e], 1)
@@ -178,7 +184,7 @@ function kept_place.adjust(ctx, loads)
   local placement = {}
   for l = 1, ctx.layers do
     local layer, why = adjust_layer(ctx, ctx.current[l], ctx.replicas[l], loads[l])
-    if not layer then return nil, why end
+    if not layer then return nil, string.format("layer %d: %s", l, why) end
     placement[l] = layer
   end
   return placement

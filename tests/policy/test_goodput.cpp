@@ -454,6 +454,33 @@ TEST_CASE("after a loss the survivors keep what they hold, and a replacement's e
   }
 }
 
+TEST_CASE("a placement in force that cannot be adjusted is refused, saying why, and the plan is made as without it") {
+  PolicySet set;
+  const auto loads = smartmoe_like();
+  const auto a = lazarus(set, 16, 8, loads);
+  PlacementInput in{16, 8, 32, a.floor, a.replicas, loads, {}};
+  const auto first = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", in)).placement;
+  auto too_many = first;  // a node with more slots than the job gives it
+  too_many[1][3].push_back(0);
+  auto unknown = first;  // an expert the model does not have
+  unknown[0][2][0] = 40;
+  auto nodes = first;  // a layer of another node count
+  nodes[2].pop_back();
+  for (const auto& [what, current] : {std::pair{std::string("layer 2: node 4 holds more than 8 slots"), too_many},
+                                      std::pair{std::string("layer 1: node 3 holds 41, not an expert of 1..32"), unknown},
+                                      std::pair{std::string("layer 3: 15 nodes where the plan has 16"), nodes}}) {
+    CAPTURE(what);
+    PlacementInput again = in;
+    again.current = current;
+    auto p = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", again));
+    auto c = nlohmann::json::parse(p.choice);
+    CHECK(c["point"] != "kept");
+    REQUIRE(c.contains("kept_refused"));
+    CHECK(c["kept_refused"] == what);
+    CHECK(p.note.find("; the placement in force was not weighed: " + what) != std::string::npos);
+  }
+}
+
 TEST_CASE("failure facts: stated, else measured from the plans' worker counts, else assumed, and say which") {
   FailureRate rate;
   rate.observe(16, 0);
