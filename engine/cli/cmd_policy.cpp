@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/load_files.h"
+#include "core/paths.h"
 #include "cli/policy_analysis.h"
 #include "cli/policy_tools.h"
 #include "core/strings.h"
@@ -95,6 +96,28 @@ Status read_steps(const std::string& dir, policy::StepLoads& steps, std::vector<
   return {};
 }
 
+// --current PLAN.json: what each of the request's nodes holds under that plan (nodes beyond it hold
+// nothing: they joined), for as many layers as the loads have.
+Status read_current(const std::string& path, PlanRequest& r) {
+  auto text = read_file(path);
+  if (!text) return text.error().with_context("--current");
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded()) return fail("--current: ", path, ": not JSON");
+  auto plan = plan::plan_from_json(j);
+  if (!plan) return plan.error().with_context("--current: " + path);
+  if (plan->layers.size() != r.loads.size())
+    return fail("--current: ", path, " has ", plan->layers.size(), " layers, the loads ", r.loads.size());
+  if (plan->nodes > r.nodes)
+    return fail("--current: ", path, " has ", plan->nodes, " nodes, more than --nodes ", r.nodes,
+                " (a re-plan for fewer nodes: give the plan of the nodes that are left)");
+  if (plan->slots != r.slots) return fail("--current: ", path, " has ", plan->slots, " slots a node, --slots ", r.slots);
+  for (const auto& layer : plan->layers) {
+    auto& held = r.current.emplace_back(layer.placement);
+    held.resize(r.nodes);
+  }
+  return {};
+}
+
 Result<PlanRequest> plan_request(const Parsed& p, bool need_placement) {
   PlanRequest r;
   auto file = p.get("--loads");
@@ -129,6 +152,7 @@ Result<PlanRequest> plan_request(const Parsed& p, bool need_placement) {
   }
   if (stated.correlated > 1) return fail("--correlated is a probability: at most 1");
   r.failures = policy::failure_facts(stated, policy::FailureRate{}, 0, 1, "assumed");
+  if (auto cur = p.get("--current")) SAL_TRY(read_current(*cur, r));
   return r;
 }
 

@@ -21,6 +21,8 @@ std::vector<OptSpec> plan_options() {
           {"--node-mtbf-h", "H", "mean hours between failures of one node, for the placement's goodput (default: "
                                  "assumed 5000)"},
           {"--correlated", "Q", "probability that a node loss takes another node with it (default 0)"},
+          {"--current", "PLAN.json", "the plan in force (a plan file): what its nodes hold is the placement's "
+                                     "ctx.current, as in a live re-plan (nodes beyond it: new, holding nothing)"},
           {"--frontier", "", "the frontier of balance against recovery instead of one plan, and the placement's choice"},
           {"--json", "", "print the plan file (JSON; with --frontier the frontier)"}};
 }
@@ -33,7 +35,7 @@ std::vector<OptSpec> recovery_options() {
                                {"--layers", "L,M,...", "with --compare: only these layers of the loads (0-based)"}};
   for (const auto& o : plan_options())
     if (o.name != "--placement" && o.name != "--json" && o.name != "--frontier" && o.name != "--node-mtbf-h" &&
-        o.name != "--correlated" && o.name != "--steps")
+        o.name != "--correlated" && o.name != "--steps" && o.name != "--current")
       opts.push_back(o);
   opts.push_back({"--json", "", "print the probabilities as JSON"});
   return opts;

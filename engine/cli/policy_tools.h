@@ -33,6 +33,8 @@ struct PlanRequest {
   uint32_t nodes = 0, slots = 0, min_replicas = 1;
   std::string allocation = "lazarus", placement = "goodput";
   policy::FailureFacts failures;  // what the placement weighs survival by (rate 0: assumed)
+  // What each node holds under the plan in force (--current), [layer][node][slot]: ctx.current.
+  std::vector<std::vector<std::vector<uint32_t>>> current;
 };
 
 // Allocation then placement, as the controller would, for the given loads. `note`: the

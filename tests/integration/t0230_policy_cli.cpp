@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "plan/validate.h"
 #include "support/mesh_harness.h"
@@ -175,6 +176,40 @@ TEST_CASE("t0234-policy-plan-frontier: the frontier of balance against recovery,
   auto [wrc, wout] = c.run({"policy", "plan", "--steps", dir, "--nodes", "8", "--slots", "4"});
   CHECK(wrc != 0);
   CHECK(wout.find("table_iter11_rank0.log has 1 layers of 2 experts") != std::string::npos);
+}
+
+TEST_CASE("t0235-policy-plan-current: a re-plan offline from the plan in force keeps what its nodes hold, and says how much moves") {
+  Cli c;
+  std::string before, after;
+  for (int l = 0; l < 3; ++l) {
+    for (int e = 0; e < 32; ++e) {
+      before += (e ? "," : "") + std::to_string(e % 7 ? 10 + (e * 13 + l * 5) % 70 : 900);
+      after += (e ? "," : "") + std::to_string(e % 7 ? 10 + (e * 17 + l * 3) % 70 : 900);
+    }
+    before += "\n", after += "\n";
+  }
+  auto first = c.write("before.csv", before), drifted = c.write("after.csv", after);
+  auto [rc, plan] = c.run({"policy", "plan", "--loads", first, "--nodes", "16", "--slots", "8", "--json"});
+  REQUIRE(rc == 0);
+  auto in_force = c.write("in_force.json", plan);
+  auto [krc, kept] = c.run({"policy", "plan", "--loads", drifted, "--nodes", "16", "--slots", "8", "--current", in_force});
+  REQUIRE_MESSAGE(krc == 0, kept);
+  static const std::regex said("the placement in force kept, adjusted to the new replica counts and loads \\((\\d+) "
+                               "replica\\(s\\) move, against (\\d+) for ");
+  std::smatch m;
+  REQUIRE_MESSAGE(std::regex_search(kept, m, said), kept);
+  CHECK(std::stoi(m[1]) < std::stoi(m[2]));
+  // a node that joined holds nothing: its slots are filled
+  auto [jrc, joined] = c.run({"policy", "plan", "--loads", drifted, "--nodes", "17", "--slots", "8", "--current", in_force});
+  REQUIRE_MESSAGE(jrc == 0, joined);
+  CHECK(joined.find("the placement in force kept") != std::string::npos);
+  // fewer nodes than the plan in force: the operator gives the plan of those left
+  auto [frc, fewer] = c.run({"policy", "plan", "--loads", drifted, "--nodes", "15", "--slots", "8", "--current", in_force});
+  CHECK(frc == 2);
+  CHECK_MESSAGE(fewer.find("--current: " + in_force + " has 16 nodes, more than --nodes 15") != std::string::npos, fewer);
+  auto [src, slots] = c.run({"policy", "plan", "--loads", drifted, "--nodes", "16", "--slots", "9", "--current", in_force});
+  CHECK(src == 2);
+  CHECK_MESSAGE(slots.find("has 8 slots a node, --slots 9") != std::string::npos, slots);
 }
 
 TEST_CASE("t0232-policy-spare-window: SPARe layouts and MoEtion windows in JSON") {
