@@ -110,7 +110,8 @@ Status read_current(const std::string& path, PlanRequest& r) {
   if (plan->nodes > r.nodes)
     return fail("--current: ", path, " has ", plan->nodes, " nodes, more than --nodes ", r.nodes,
                 " (a re-plan for fewer nodes: give the plan of the nodes that are left)");
-  if (plan->slots != r.slots) return fail("--current: ", path, " has ", plan->slots, " slots a node, --slots ", r.slots);
+  if (plan->slots != r.slots)
+    return fail("--current: ", path, " has ", plan->slots, " slots a node, --slots ", r.slots);
   for (const auto& layer : plan->layers) {
     auto& held = r.current.emplace_back(layer.placement);
     held.resize(r.nodes);

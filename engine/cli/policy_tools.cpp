@@ -93,7 +93,8 @@ Result<plan::Plan> plan_offline(policy::PolicySet& set, const PlanRequest& req, 
   if (!a) return a.error();
   const auto& ap = std::get<policy::AllocationProposal>(*a);
   if (note) *note = ap.note;
-  policy::PlacementInput pin{req.nodes, req.slots, experts, ap.floor, ap.replicas, req.loads, req.current, req.failures};
+  policy::PlacementInput pin{req.nodes, req.slots, experts, ap.floor, ap.replicas, req.loads, req.current,
+                             req.failures};
   pin.steps = req.steps;
   auto p = decide_offline(set, policy::Kind::placement, req.placement, pin);
   if (!p) return p.error();

@@ -192,7 +192,10 @@ TEST_CASE("t0235-policy-plan-current: a re-plan offline from the plan in force k
   auto [rc, plan] = c.run({"policy", "plan", "--loads", first, "--nodes", "16", "--slots", "8", "--json"});
   REQUIRE(rc == 0);
   auto in_force = c.write("in_force.json", plan);
-  auto [krc, kept] = c.run({"policy", "plan", "--loads", drifted, "--nodes", "16", "--slots", "8", "--current", in_force});
+  auto replan = [&](const std::string& nodes, const std::string& slots) {
+    return c.run({"policy", "plan", "--loads", drifted, "--nodes", nodes, "--slots", slots, "--current", in_force});
+  };
+  auto [krc, kept] = replan("16", "8");
   REQUIRE_MESSAGE(krc == 0, kept);
   static const std::regex said("the placement in force kept, adjusted to the new replica counts and loads \\((\\d+) "
                                "replica\\(s\\) move, against (\\d+) for ");
@@ -200,14 +203,15 @@ TEST_CASE("t0235-policy-plan-current: a re-plan offline from the plan in force k
   REQUIRE_MESSAGE(std::regex_search(kept, m, said), kept);
   CHECK(std::stoi(m[1]) < std::stoi(m[2]));
   // a node that joined holds nothing: its slots are filled
-  auto [jrc, joined] = c.run({"policy", "plan", "--loads", drifted, "--nodes", "17", "--slots", "8", "--current", in_force});
+  auto [jrc, joined] = replan("17", "8");
   REQUIRE_MESSAGE(jrc == 0, joined);
   CHECK(joined.find("the placement in force kept") != std::string::npos);
   // fewer nodes than the plan in force: the operator gives the plan of those left
-  auto [frc, fewer] = c.run({"policy", "plan", "--loads", drifted, "--nodes", "15", "--slots", "8", "--current", in_force});
+  auto [frc, fewer] = replan("15", "8");
   CHECK(frc == 2);
-  CHECK_MESSAGE(fewer.find("--current: " + in_force + " has 16 nodes, more than --nodes 15") != std::string::npos, fewer);
-  auto [src, slots] = c.run({"policy", "plan", "--loads", drifted, "--nodes", "16", "--slots", "9", "--current", in_force});
+  CHECK_MESSAGE(fewer.find("--current: " + in_force + " has 16 nodes, more than --nodes 15") != std::string::npos,
+                fewer);
+  auto [src, slots] = replan("16", "9");
   CHECK(src == 2);
   CHECK_MESSAGE(slots.find("has 8 slots a node, --slots 9") != std::string::npos, slots);
 }

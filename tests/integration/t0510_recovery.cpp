@@ -370,7 +370,8 @@ TEST_CASE("t0517-losses-during-switches: nodes killed in three successive plan s
       seq = e["seq"];
       const std::string kind = e["kind"], detail = e["detail"];
       std::smatch g;
-      if (kind == "plan" && std::regex_search(detail, g, plan_re) && best < 3 && next > size_t(o.agents - 4)) kill_one();
+      if (kind == "plan" && std::regex_search(detail, g, plan_re) && best < 3 && next > size_t(o.agents - 4))
+        kill_one();
       if (kind == "plan_failed" && std::regex_search(detail, g, failed_re)) {
         abandoned.insert(std::stoull(g[1]));
         best = std::max(best, ++streak);

@@ -406,7 +406,8 @@ TEST_CASE("a re-plan on as many workers keeps the placement in force, changed on
       auto per = [&](uint32_t e) { return drifted[l][e] / double(b.replicas[l][e]); };
       std::vector<uint32_t> flat;
       for (const auto& node : layer) flat.insert(flat.end(), node.begin(), node.end());
-      std::sort(flat.begin(), flat.end(), [&](uint32_t x, uint32_t y) { return per(x) != per(y) ? per(x) > per(y) : x < y; });
+      std::sort(flat.begin(), flat.end(),
+                [&](uint32_t x, uint32_t y) { return per(x) != per(y) ? per(x) > per(y) : x < y; });
       for (size_t i = 0; i < flat.size(); ++i) layer[i % 16][i / 16] = flat[i];
     }
     auto r = std::get<PlacementProposal>(decide_valid(set, Kind::placement, policy, lopsided));
@@ -467,7 +468,8 @@ TEST_CASE("a placement in force that cannot be adjusted is refused, saying why, 
   auto nodes = first;  // a layer of another node count
   nodes[2].pop_back();
   for (const auto& [what, current] : {std::pair{std::string("layer 2: node 4 holds more than 8 slots"), too_many},
-                                      std::pair{std::string("layer 1: node 3 holds 41, not an expert of 1..32"), unknown},
+                                      std::pair{std::string("layer 1: node 3 holds 41, not an expert of 1..32"),
+                                                unknown},
                                       std::pair{std::string("layer 3: 15 nodes where the plan has 16"), nodes}}) {
     CAPTURE(what);
     PlacementInput again = in;

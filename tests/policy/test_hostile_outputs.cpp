@@ -173,7 +173,8 @@ TEST_CASE("the algorithm library refuses arguments of the wrong shape or size wi
   for (const char* call : {"sal.recovery(5, 1)", "sal.recovery({5}, 1)", "sal.recovery({{5}, 7}, 1)",
                            "sal.min_cost_flow(2, {5}, 1, 2)", "sal.matching(2, 2, {5, 6})",
                            "sal.spare_reorder({5}, {true})", "sal.placement_imbalance({7}, {1})",
-                           "sal.moves({7}, {1})", "sal.moves({{{1}}}, {{{1}, {2}}})", "sal.moves({{{1}}}, {{{4e9}}})"}) {
+                           "sal.moves({7}, {1})", "sal.moves({{{1}}}, {{{1}, {2}}})",
+                           "sal.moves({{{1}}}, {{{4e9}}})"}) {
     CAPTURE(call);
     auto o = decide_once(hostile_policy(std::string(call) + " return { replicas = " + kReplicas + " }"));
     if (!o.proposal.ok()) CHECK(o.proposal.error().message().find("sal.") != std::string::npos);
