@@ -104,13 +104,14 @@ std::vector<std::vector<std::vector<uint32_t>>> held_by(const std::optional<Appl
                                                         const std::vector<Participant>& workers) {
   std::vector<std::vector<std::vector<uint32_t>>> out;
   if (!current || plan::group_count(current->plan) > 1) return out;
+  std::map<Participant, size_t> position;  // each rank's, looked up once per worker, not per layer
+  for (size_t pos = 0; pos < current->ranks.size(); ++pos) position.emplace(current->ranks[pos], pos);
   for (const auto& layer : current->plan.layers) {
     auto& slots = out.emplace_back();
     for (const auto& w : workers) {
-      auto it = std::find(current->ranks.begin(), current->ranks.end(), w);
-      const size_t pos = size_t(it - current->ranks.begin());
-      slots.push_back(it != current->ranks.end() && pos < layer.placement.size() ? layer.placement[pos]
-                                                                                 : std::vector<uint32_t>{});
+      auto it = position.find(w);
+      slots.push_back(it != position.end() && it->second < layer.placement.size() ? layer.placement[it->second]
+                                                                                   : std::vector<uint32_t>{});
     }
   }
   return out;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "plan/remap.h"
 #include "policy/failure_facts.h"
@@ -190,6 +191,12 @@ PlannerConfig echo_planner(uint32_t min_replicas, const char* source) {
   return cfg;
 }
 
+std::unique_ptr<Planner> configured(const PlannerConfig& cfg) {
+  auto planner = std::make_unique<Planner>(cfg, [] {});
+  REQUIRE(planner->configure().ok());
+  return planner;
+}
+
 }  // namespace
 
 TEST_CASE("the planner tells the placement the steps measured with the loads, and train.dispatch") {
@@ -201,17 +208,16 @@ TEST_CASE("the planner tells the placement the steps measured with the loads, an
       return { placement = { pl }, note = said }
     end })");
   cfg.dispatch_by_counts = false;
-  Planner planner(cfg, [] {});
-  REQUIRE(planner.configure().ok());
+  auto planner = configured(cfg);
   PlanAsk ask;
   ask.workers = 4;
-  auto first = planner.decide(ask);
+  auto first = planner->decide(ask);
   REQUIRE(first.ok());
   CHECK(first->note.find("no steps") != std::string::npos);
   CHECK(first->floor_note.empty());  // 4 workers x 2 slots hold 4 experts twice
   // 3 workers hold them once: the floor's note is the allocation's alone, the plan's note has both
   ask.workers = 3;
-  auto lowered = planner.decide(ask);
+  auto lowered = planner->decide(ask);
   REQUIRE(lowered.ok());
   CHECK(lowered->floor_note.find("f lowered from 2 to 1") == 0);
   CHECK(lowered->floor_note.find(';') == std::string::npos);
@@ -219,7 +225,7 @@ TEST_CASE("the planner tells the placement the steps measured with the loads, an
   ask.workers = 4;
   ask.loads = std::vector<std::vector<double>>{{4, 3, 2, 1}};
   ask.step_loads = {{{1, 2, 3, 4}}, {{7, 1, 1, 1}}};
-  auto second = planner.decide(ask);
+  auto second = planner->decide(ask);
   REQUIRE(second.ok());
   CHECK(second->note.find("2 steps, 7 of expert 1 in the last, dispatch even") != std::string::npos);
 }
@@ -232,24 +238,23 @@ TEST_CASE("the planner tells the placement what each worker holds: the driver's,
       for n, slots in ipairs(ctx.current and ctx.current[1] or {}) do said[n] = table.concat(slots, "+") end
       return { placement = { pl }, note = ctx.current and "held " .. table.concat(said, " ") or "none held" }
     end })");
-  Planner planner(cfg, [] {});
-  REQUIRE(planner.configure().ok());
+  auto planner = configured(cfg);
   PlanAsk ask;
   ask.workers = 4;
-  auto first = planner.decide(ask);
+  auto first = planner->decide(ask);
   REQUIRE(first.ok());
   CHECK(first->note.find("none held") != std::string::npos);
-  auto again = planner.decide(ask);  // as many positions: the last plan's
+  auto again = planner->decide(ask);  // as many positions: the last plan's
   REQUIRE(again.ok());
   CHECK_MESSAGE(again->note.find("held 1+1 2+2 3+3 4+4") != std::string::npos, again->note);
   ask.workers = 3;  // the driver's: two survivors and a worker that joined (0-based ids here)
   ask.held = {{{2, 3}, {0, 1}, {}}};
-  auto told = planner.decide(ask);
+  auto told = planner->decide(ask);
   REQUIRE(told.ok());
   CHECK_MESSAGE(told->note.find("held 3+4 1+2 ") != std::string::npos, told->note);
   ask.held.clear();  // none told, and the last plan had another size: none
   ask.workers = 2;
-  auto none = planner.decide(ask);
+  auto none = planner->decide(ask);
   REQUIRE(none.ok());
   CHECK_MESSAGE(none->note.find("none held") != std::string::npos, none->note);
 }
