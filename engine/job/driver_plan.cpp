@@ -300,6 +300,8 @@ Driver::Next Driver::plan_applied(phase::Switching& p) {
   note("plan_applied", detail);
   recovery_computing();
   measured_.switched(double(now_ns_ - p.started_ns) / 1e9);
+  // (a switch that also sent dense units to new workers does not time an expert's fetch)
+  measured_.fetched(p.sw.dense_moved ? 0 : p.sw.most_fetched, p.slowest_migrate_ms / 1e3);
   if (p.restore) {
     std::string restored = "restored " + p.restore_from + " on " + std::to_string(p.ranks.size()) + " workers in " +
                            ms_text(now_ns_ - p.started_ns) + "; training goes on from step " + std::to_string(p.step);

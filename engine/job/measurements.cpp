@@ -102,7 +102,8 @@ Measurements::Measurements(const ModelShape& shape, size_t load_window)
       copy_Bps_(kMedianCopies),
       replan_s_(kMedianRecoveries),
       restore_s_(kMedianRecoveries),
-      switch_s_(kMedianRecoveries) {}
+      switch_s_(kMedianRecoveries),
+      replica_s_(kMedianRecoveries) {}
 
 void Measurements::step_committed(const std::vector<uint64_t>& loads, double step_s) {
   loads_.add(loads);

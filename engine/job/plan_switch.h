@@ -41,6 +41,7 @@ struct PlanSwitch {
   std::vector<wire::UnitTransfer> transfers;
   uint64_t experts_kept = 0;                // replicas already in place
   uint64_t experts_moved = 0;               // replicas transferred
+  uint64_t most_fetched = 0;                // the most replicas transferred to one rank
   uint64_t dense_moved = 0;                 // non-expert units transferred (to fresh ranks)
 };
 

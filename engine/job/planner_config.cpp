@@ -13,6 +13,7 @@ policy::PlannerConfig planner_config(const JobConfig& job) {
   c.failures = policy::FailureSettings{job.policies.node_mtbf_h, job.policies.correlated_failures};
   c.peer_copies = uint32_t(job.train.peer_copies);
   c.checkpoint_every = job.train.checkpoint_every;
+  c.rebalance_every = job.train.rebalance_every;
   c.recovery = job.train.recovery;
   c.dispatch_by_counts = job.train.dispatch == "counts";
   c.allocation = job.policies.allocation;

@@ -210,21 +210,24 @@ Result<Plan> plan_of(const LayerSlots& next) {
 }
 
 // The experts each position's node lacks, once each however many slots it fills.
-uint64_t experts_lacked(const Holdings& held, const Plan& p, const Remap& r) {
-  uint64_t fetched = 0;
+Fetched experts_lacked(const Holdings& held, const Plan& p, const Remap& r) {
+  Fetched f;
   for (uint32_t pos = 0; pos < p.nodes; ++pos) {
     const auto& had = held[size_t(r.node_of_position[pos])];
+    uint64_t here = 0;
     for (size_t l = 0; l < p.layers.size(); ++l) {
       std::set<ExpertId> want(p.layers[l].placement[pos].begin(), p.layers[l].placement[pos].end());
-      for (ExpertId e : want) fetched += std::find(had[l].begin(), had[l].end(), e) == had[l].end();
+      for (ExpertId e : want) here += std::find(had[l].begin(), had[l].end(), e) == had[l].end();
     }
+    f.total += here;
+    f.most = std::max(f.most, here);
   }
-  return fetched;
+  return f;
 }
 
 }  // namespace
 
-Result<uint64_t> replicas_fetched(const LayerSlots& held, const LayerSlots& next) {
+Result<Fetched> replicas_fetched(const LayerSlots& held, const LayerSlots& next) {
   if (held.size() != next.size() || next.empty())
     return fail("the placements have ", held.size(), " and ", next.size(), " layers");
   auto p = plan_of(next);

@@ -48,7 +48,11 @@ std::optional<Remap> ordered_remap(const Holdings& held, const std::vector<bool>
 // lacks once, however many of its slots it fills: the "expert replicas moved" of a plan switch).
 // Fails on shapes that differ, and on an expert id (0-based) not below its layer's slot count.
 using LayerSlots = std::vector<std::vector<std::vector<ExpertId>>>;
-Result<uint64_t> replicas_fetched(const LayerSlots& held, const LayerSlots& next);
+struct Fetched {
+  uint64_t total = 0;  // over every worker
+  uint64_t most = 0;   // by the worker fetching the most (the switch's migration waits for it)
+};
+Result<Fetched> replicas_fetched(const LayerSlots& held, const LayerSlots& next);
 
 struct Transfer {
   uint32_t layer = 0;

@@ -49,6 +49,18 @@ struct FailureFacts {
   std::string restore_source;  // how restore_s was reckoned
 };
 
+// What re-placing costs, for a placement that weighs the placement in force (kept) against a better
+// one (ctx.moves): the seconds one worker takes to fetch one expert replica in a plan switch
+// (measured by the driver: the slowest worker's migration over the most replicas one worker
+// fetched) and how long a placement is expected to stand (until the next rebalance or the next node
+// loss, whichever comes first). replica_s 0: no switch that moved experts was measured yet (ctx.moves
+// is then absent and the policy keeps a fixed margin).
+struct MoveFacts {
+  double replica_s = 0;
+  double horizon_s = 0;
+  std::string source;  // how both were reckoned
+};
+
 struct PlacementInput {
   uint32_t nodes = 0, slots = 0, experts = 0;
   uint32_t floor = 1;                                         // from the allocation
@@ -66,6 +78,7 @@ struct PlacementInput {
   // own routing, which the dispatcher splits step by step. Empty: none measured yet.
   StepLoads steps;
   bool dispatch_by_counts = true;  // train.dispatch: "counts" (else "even")
+  MoveFacts moves;
 };
 struct PlacementProposal {
   std::vector<std::vector<std::vector<uint32_t>>> placement;  // [layer][node][slot] = expert

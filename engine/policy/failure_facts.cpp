@@ -72,4 +72,20 @@ FailureFacts failure_facts(const FailureSettings& settings, const FailureRate& m
 
 FailureFacts assumed_failures() { return failure_facts({}, FailureRate{}, 0, 1, "assumed"); }
 
+MoveFacts move_facts(double replica_s, const FailureFacts& f, uint32_t workers, int64_t rebalance_every,
+                     double iteration_s) {
+  MoveFacts m;
+  if (!(replica_s > 0) || workers == 0) return m;
+  m.replica_s = replica_s;
+  const double to_loss_s = f.rate > 0 ? 3600 / (f.rate * workers) : 0;
+  const double to_rebalance_s = rebalance_every > 0 && iteration_s > 0 ? double(rebalance_every) * iteration_s : 0;
+  const bool rebalance_first = to_rebalance_s > 0 && (to_loss_s <= 0 || to_rebalance_s < to_loss_s);
+  m.horizon_s = rebalance_first ? to_rebalance_s : to_loss_s;
+  m.source = "the fetch measured; the horizon to the next " +
+             (rebalance_first ? text("rebalance (%g steps of %.3g s)", double(rebalance_every), iteration_s)
+                              : text("loss (%g workers at ", workers) + f.source + ")");
+  if (!(m.horizon_s > 0)) m = {};
+  return m;
+}
+
 }  // namespace sal::policy

@@ -61,4 +61,11 @@ FailureFacts failure_facts(const FailureSettings& settings, const FailureRate& m
 // The facts when nothing is known (offline tools): the assumed rate, a restore of one step.
 FailureFacts assumed_failures();
 
+// What re-placing costs (MoveFacts): a replica's measured fetch (`replica_s`, 0: none measured, and
+// then no facts) and how long a placement stands — until the next loss of one of `workers` at the
+// failure rate `f` gives, or the next rebalance (`rebalance_every` steps of `iteration_s`; 0: none),
+// whichever comes first.
+MoveFacts move_facts(double replica_s, const FailureFacts& f, uint32_t workers, int64_t rebalance_every,
+                     double iteration_s);
+
 }  // namespace sal::policy

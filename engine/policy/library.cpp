@@ -342,16 +342,18 @@ int l_placement_imbalance(lua_State* L) {
   return 1;
 }
 
-// sal.moves(current, placement) -> the replicas workers holding `current` fetch to take `placement`
-// (both [layer][node] of 1-based expert ids, one shape), its positions mapped onto them by the
-// driver's greedy remap: what the re-plan moves.
+// sal.moves(current, placement) -> total, most: the replicas workers holding `current` fetch to
+// take `placement` (both [layer][node] of 1-based expert ids, one shape), its positions mapped onto
+// them by the driver's greedy remap — what the re-plan moves, and the most one worker fetches.
 int l_moves(lua_State* L) {
   const char* fn = "sal.moves";
   lua::Meter args = arg_meter(L, fn);
   auto held = value_or_raise(L, lua_io::read_uints3(L, args, 1, "current", 1, UINT32_MAX, 1), fn);
   auto next = value_or_raise(L, lua_io::read_uints3(L, args, 2, "placement", 1, UINT32_MAX, 1), fn);
-  lua_pushnumber(L, double(value_or_raise(L, plan::replicas_fetched(held, next), fn)));
-  return 1;
+  const plan::Fetched f = value_or_raise(L, plan::replicas_fetched(held, next), fn);
+  lua_pushnumber(L, double(f.total));
+  lua_pushnumber(L, double(f.most));
+  return 2;
 }
 
 // sal.placement_search(nodes [, {floor, ignore = {ids}, evaluations, seed}]) -> nodes, info

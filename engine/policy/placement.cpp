@@ -6,7 +6,10 @@
 //                racks = {rack of host 1, ...} or nil (mesh.racks; nil: none named),
 //                steps = {{{tokens of expert 1, ...} per layer} per step} or nil (the load window's
 //                        recent steps, oldest first: each step's own routing; nil: none measured),
-//                dispatch = "counts" | "even" (train.dispatch: how a step's tokens are split) }
+//                dispatch = "counts" | "even" (train.dispatch: how a step's tokens are split),
+//                moves = {replica_s, horizon_s, source} or nil (what re-placing costs: a replica's
+//                        fetch in a plan switch, measured, and how long a placement stands; nil
+//                        until a switch that moved experts was measured) }
 //   proposal = { placement = {{{experts of node 1's slots}, {node 2}, ...}, ...per layer},
 //                note = "why, for people"?, choice = {the same as plain data}? }
 // Experts and nodes are 1-based in Lua. With hosts, the engine deals the nodes (positions) onto the
@@ -65,6 +68,13 @@ void push_ctx(lua_State* L, const Input& input) {
     lua_setfield(L, -2, "steps");
   }
   lua_io::set_string(L, "dispatch", in.dispatch_by_counts ? "counts" : "even");
+  if (in.moves.replica_s > 0 && in.moves.horizon_s > 0) {
+    lua_newtable(L);
+    set_number(L, "replica_s", in.moves.replica_s);
+    set_number(L, "horizon_s", in.moves.horizon_s);
+    lua_io::set_string(L, "source", in.moves.source);
+    lua_setfield(L, -2, "moves");
+  }
   if (!in.racks.empty()) {
     std::vector<double> one_based;
     for (uint32_t r : in.racks) one_based.push_back(double(r) + 1);
@@ -91,6 +101,22 @@ Result<FailureFacts> read_failures(lua_State* L, int idx) {
   if (rate_given) f.source = "given in ctx";
   if (!(f.rate > 0)) return fail("failures.rate must be > 0 (node failures per node and hour)");
   return f;
+}
+
+// ctx.moves written by hand: both times > 0.
+Result<MoveFacts> read_moves(lua_State* L, int idx) {
+  MoveFacts m;
+  if (lua_isnil(L, idx)) return m;
+  if (!lua_istable(L, idx)) return fail("moves must be a table {replica_s, horizon_s, source}");
+  SAL_TRY(lua_io::only_keys(L, idx, {"replica_s", "horizon_s", "source"}, "moves"));
+  for (auto [key, out] : {std::pair{"replica_s", &m.replica_s}, std::pair{"horizon_s", &m.horizon_s}}) {
+    auto v = lua_io::read_field_number(L, idx, key, "moves", 0);
+    if (!v) return v.error();
+    if (!(*v > 0)) return fail("moves.", key, " must be > 0 (seconds)");
+    *out = *v;
+  }
+  m.source = "given in ctx";
+  return m;
 }
 
 // ctx.steps and ctx.dispatch written by hand: every step a layer per layer of ctx.replicas.
@@ -185,6 +211,10 @@ Result<Input> read_ctx(lua_State* L, int idx, lua::Meter& m) {
     lua_pop(L, 1);
   }
   SAL_TRY(read_steps(L, idx, m, in));
+  auto moves = read_moves(L, lua_io::field(L, idx, "moves"));
+  lua_pop(L, 1);
+  if (!moves) return moves.error();
+  in.moves = std::move(*moves);
   return Input(std::move(in));
 }
 

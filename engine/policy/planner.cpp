@@ -55,6 +55,7 @@ Result<PlanRecord> Planner::decide(const PlanAsk& ask) {
   if (ask.loads) loads_ = *ask.loads, step_loads_ = ask.step_loads;
   failure_rate_.observe(ask.workers, double(t0) / 1e9);
   failures_ = failure_facts(ask.facts);
+  moves_ = move_facts(ask.facts.replica_s, failures_, ask.workers, cfg_.rebalance_every, ask.facts.iteration_s);
   const bool in_racks = plan::shares_domains(ask.racks) && ask.racks.size() == plan::domain_count(ask.domains);
   hosts_ = plan::shares_domains(ask.domains) || in_racks ? plan::domain_sizes(ask.domains) : std::vector<uint32_t>{};
   racks_ = in_racks ? ask.racks : std::vector<uint32_t>{};
@@ -115,7 +116,8 @@ Result<GroupPlan> plan_group(PolicySet& set, const GroupAsk& ask) {
   auto alloc = set.slot(Kind::allocation).decide(ain);
   const auto& ap = std::get<AllocationProposal>(alloc.proposal);
   PlacementInput pin{ask.workers, ask.slots,   ask.experts,  ap.floor,  ap.replicas, ask.loads,
-                     ask.current, ask.failures, ask.hosts,    ask.racks, ask.steps, ask.dispatch_by_counts};
+                     ask.current, ask.failures, ask.hosts,    ask.racks, ask.steps, ask.dispatch_by_counts,
+                     ask.moves};
   auto place = set.slot(Kind::placement).decide(pin);
   const auto& pp = std::get<PlacementProposal>(place.proposal);
   GroupPlan g;
@@ -136,7 +138,8 @@ Result<GroupPlan> Planner::one_group(uint32_t workers, Placements current) {
   const bool one = cfg_.groups <= 1;
   auto g = plan_group(policies_, {workers, cfg_.slots, uint32_t(cfg_.shape.experts), cfg_.min_replicas, loads_,
                                   std::move(current), failures_, one ? hosts_ : std::vector<uint32_t>{},
-                                  one ? racks_ : std::vector<uint32_t>{}, step_loads_, cfg_.dispatch_by_counts});
+                                  one ? racks_ : std::vector<uint32_t>{}, step_loads_, cfg_.dispatch_by_counts,
+                                  moves_});
   if (g) placement_choice_ = g->choice;
   return g;
 }

@@ -38,6 +38,7 @@ struct PlannerConfig {
   FailureSettings failures;
   uint32_t peer_copies = 2;
   int64_t checkpoint_every = 50;
+  int64_t rebalance_every = 0;       // train.rebalance_every (how long a placement stands, for its moves' worth)
   std::string recovery = "elastic";  // named in the baselines' fixed plans
   bool dispatch_by_counts = true;    // train.dispatch (the placement judges the steps' split by it)
   // The policy of each kind: a shipped name or a file; relative .lua paths are under `dir`.
@@ -57,6 +58,7 @@ struct GroupAsk {
   std::vector<uint32_t> racks;                               // each host's rack (PlacementInput::racks)
   StepLoads steps;                                           // the window's steps (PlacementInput::steps)
   bool dispatch_by_counts = true;
+  MoveFacts moves;                                           // what re-placing costs (PlacementInput::moves)
 };
 struct GroupPlan {
   uint32_t floor = 1;
@@ -127,6 +129,7 @@ class Planner {
   StepLoads step_loads_;  // the window's recent steps, with the measured loads (empty until then)
   FailureRate failure_rate_;  // node losses seen between plans
   FailureFacts failures_;     // told to the placement at the decision under way
+  MoveFacts moves_;           // likewise: what re-placing costs
   std::vector<uint32_t> hosts_;  // workers per host at the decision under way (empty: one each)
   std::vector<uint32_t> racks_;  // each of those hosts' rack (empty: no racks named)
   std::string placement_choice_;

@@ -19,16 +19,20 @@
 -- With ctx.current (what each worker holds under the plan in force: a rebalance, a loss, a join)
 -- the placement in force, changed only where the new replica counts and the loads require
 -- (policies/lib/kept_place.lua), is weighed too, and kept when it moves fewer replicas than the
--- best point (sal.moves: after the driver's remap) unless that point's expected goodput is more than
--- KEEP above its own: a re-placement from scratch can move a third of the replicas or more
--- (weights and optimizer state sent between workers, on a GPU seconds) for a fraction of a percent.
+-- best point (sal.moves: after the driver's remap) unless re-placing is worth its moves: a
+-- re-placement from scratch can move a third of the replicas or more (weights and optimizer state
+-- sent between workers, on a GPU seconds) for a fraction of a percent. With ctx.moves (a replica's
+-- fetch, measured, and how long a placement stands) it is worth them when the training time its
+-- better goodput gains over that horizon exceeds what its extra fetches add to the plan switch;
+-- without (before any switch moved experts, offline tools), when it gains more than KEEP.
 local goodput = require "goodput"
 local kept_place = require "kept_place"
 local mro_layout = require "mro_layout"
 
 local place = {}
 
--- The expected goodput a re-placement must gain over the placement in force to be worth its moves.
+-- The expected goodput a re-placement must gain over the placement in force to be worth its moves,
+-- when nothing says what a move costs (no ctx.moves).
 place.KEEP = 0.01
 
 local function most_survivable(points)
@@ -114,31 +118,59 @@ local function point_named(points, name)
   return nil
 end
 
+-- Whether re-placing is not worth its moves (`moves`: both placements' fetches, total and the most
+-- one worker makes; goodputs of the placement in force adjusted and of the best point). With
+-- ctx.moves: the training time the best point gains over the horizon, (1 - kept / best) x
+-- horizon_s, against what its extra fetches add to the switch — the busiest worker's extra, or the
+-- extra spread evenly if more, at replica_s each (moves.gain_s, moves.cost_s). Without: whether the
+-- best point's goodput is within KEEP.
+function place.keep_worth(ctx, moves, kept_goodput, best_goodput)
+  local m = ctx.moves
+  if not m then return kept_goodput >= best_goodput * (1 - place.KEEP) end
+  local extra = math.max(moves.best_most - moves.kept_most, (moves.best - moves.kept) / ctx.nodes)
+  moves.cost_s = math.max(0, extra) * m.replica_s
+  moves.gain_s = math.max(0, 1 - kept_goodput / best_goodput) * m.horizon_s
+  return moves.gain_s <= moves.cost_s
+end
+
 -- The placement in force, adjusted (`kept`, its frontier point kept_point), against the best point
--- `chosen`: kept when it moves fewer replicas and its expected goodput is within KEEP, the best point
--- then the alternative turned down. Returns chosen, score, other and the replicas moved, {kept,
--- best} (best: nil when kept is the best point itself).
+-- `chosen`: kept when it moves fewer replicas and re-placing is not worth its moves (keep_worth),
+-- the best point then the alternative turned down. Returns chosen, score, other and the replicas
+-- moved, {kept, kept_most, best, best_most, gain_s, cost_s} (best: nil when kept is the best point
+-- itself; gain_s and cost_s with ctx.moves).
 local function weigh_kept(ctx, kept, kept_point, chosen, score, other)
   if not kept_point then return chosen, score, other, nil end
-  local moves = { kept = sal.moves(ctx.current, kept) }
+  local moves = {}
+  moves.kept, moves.kept_most = sal.moves(ctx.current, kept)
   if kept_point == chosen then return chosen, score, other, moves end
-  moves.best = sal.moves(ctx.current, chosen.placement)
+  moves.best, moves.best_most = sal.moves(ctx.current, chosen.placement)
   local kept_score = goodput.score(kept_point, ctx.failures, ctx.nodes)
-  if moves.kept < moves.best and kept_score.goodput >= score.goodput * (1 - place.KEEP) then
+  if moves.kept < moves.best and place.keep_worth(ctx, moves, kept_score.goodput, score.goodput) then
     return kept_point, kept_score, chosen, moves
   end
   return chosen, score, other, moves
 end
 
-local function kept_note(note, chosen, other, moves)
+-- What the weighing came to, in seconds when ctx.moves said what a fetch costs.
+local function worth_text(ctx, moves, kept)
+  if not moves.cost_s then
+    return kept and string.format("re-placing gains less than %g %% expected goodput", 100 * place.KEEP) or nil
+  end
+  return string.format("re-placing gains %.3g s of training over the %.3g s a placement stands, its extra fetches "
+                       .. "cost %.3g s of switch (%s)", moves.gain_s, ctx.moves.horizon_s, moves.cost_s,
+                       ctx.moves.source)
+end
+
+local function kept_note(ctx, note, chosen, other, moves)
   local head = "the placement in force kept, adjusted to the new replica counts and loads"
   if chosen.name ~= "kept" then
+    local why = worth_text(ctx, moves, false)
     return note .. string.format("; the placement in force, adjusted, turned down: %d replica(s) move here, %d there",
-                                 moves.best, moves.kept)
+                                 moves.best, moves.kept) .. (why and "; " .. why or "")
   end
   if not moves.best then return string.format("%s (%d replica(s) move): %s", head, moves.kept, note) end
-  return string.format("%s (%d replica(s) move, against %d for %s): %s; re-placing gains less than %g %% expected "
-                       .. "goodput", head, moves.kept, moves.best, other.name, note, 100 * place.KEEP)
+  return string.format("%s (%d replica(s) move, against %d for %s): %s; %s", head, moves.kept, moves.best,
+                       other.name, note, worth_text(ctx, moves, true))
 end
 
 -- The chosen point's placement (and figures) for every layer, when it was weighed without them.
@@ -202,7 +234,7 @@ function place.decide(ctx, opts)
   choice.frontier = {}
   for _, p in ipairs(on) do choice.frontier[#choice.frontier + 1] = { point = p.name, balance = p.balance, p = p.p } end
   local note = goodput.explain(chosen, score, other, other_score, ctx.failures, ctx.nodes)
-  if moves then note = kept_note(note, chosen, other, moves) end
+  if moves then note = kept_note(ctx, note, chosen, other, moves) end
   if chosen.name == "kept" then chosen.placement = kept end
   if steps then
     choice.steps = #steps

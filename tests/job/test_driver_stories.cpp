@@ -7,6 +7,8 @@
 // an operator's policy swap in the middle of a step.
 #include <doctest/doctest.h>
 
+#include <map>
+
 #include "job/driver_harness.h"
 
 using namespace sal;
@@ -79,6 +81,32 @@ TEST_CASE("a recovery's engine time is what the next plans weigh a wipe-out and 
   h.membership(workers({0, 1}), 10);
   REQUIRE(h.asked);
   CHECK(h.asked->facts.replan_s == doctest::Approx(rec[0].record.seconds));
+}
+
+TEST_CASE("a plan switch that moved experts times a replica's fetch, which the next plans are asked with") {
+  Harness h = trained(5);
+  CHECK(h.d.checkpoint_facts().replica_s == 0);  // the first plan moved nothing: none measured
+  h.lose(2);  // workers 0 and 2 held experts 0 and 1: one of 1 and 3 must fetch both
+  h.asked.reset();
+  h.membership(workers({0, 1, 3}), 120);
+  REQUIRE(h.asked);
+  h.decide();
+  auto plans = h.sent<wire::PlanUpdate>();
+  REQUIRE(!plans.empty());
+  std::map<uint32_t, uint64_t> per_rank;
+  uint64_t most = 0;
+  for (const auto& t : plans[0].second.transfers)
+    if (t.kind == 3) most = std::max(most, ++per_rank[t.to]);  // expert units
+  REQUIRE(most == 4);  // both experts of both layers
+  h.all_ready();  // each worker's migration took 0.5 ms
+  CHECK(h.d.checkpoint_facts().replica_s == doctest::Approx(0.0005 / 4));
+  h.commit_step();
+  h.lose(1);
+  h.asked.reset();
+  h.membership(workers({0, 3}), 10);
+  if (!h.asked) h.timer(Timer::retry, 150);  // a restore waits for the windows' reports first
+  REQUIRE(h.asked);
+  CHECK(h.asked->facts.replica_s == doctest::Approx(0.0005 / 4));
 }
 
 TEST_CASE("a node lost during the all-to-all: the survivors' failed collectives vote no, which counts for nothing") {

@@ -114,6 +114,11 @@ TEST_CASE("after a worker is lost every rank holds what the new plan gives it, f
     for (size_t l = 0; l < 2; ++l)
       for (auto e : next.layers[l].placement[r]) CHECK(held[r].count({int(l), int(e)}));
   CHECK(sw->experts_moved == sw->transfers.size());
+  std::map<uint32_t, uint64_t> per_rank;  // the most one rank receives: what the switch's migration waits for
+  uint64_t most = 0;
+  for (const auto& t : sw->transfers) most = std::max(most, ++per_rank[t.to]);
+  CHECK(most > 0);
+  CHECK(sw->most_fetched == most);
 }
 
 TEST_CASE("a worker that joins mid-run receives every non-expert unit, spread over the survivors") {

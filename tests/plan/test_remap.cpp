@@ -83,10 +83,15 @@ TEST_CASE("more positions than nodes is refused") {
 
 TEST_CASE("replicas_fetched: what a re-plan on the same workers moves, its positions remapped first") {
   const LayerSlots now = {{{0, 1}, {2, 3}, {0, 2}}};
-  CHECK(*replicas_fetched(now, {{{0, 2}, {0, 1}, {2, 3}}}) == 0);  // the same nodes in another order
-  CHECK(*replicas_fetched(now, {{{0, 1}, {2, 3}, {0, 3}}}) == 1);  // one slot changed
-  CHECK(*replicas_fetched(now, {{{1, 3}, {1, 3}, {1, 3}}}) == 4);  // each node keeps one
-  CHECK(*replicas_fetched(now, {{{0, 1}, {2, 3}, {1, 1}}}) == 1);  // one fetch fills both slots
+  auto total = [&](const LayerSlots& next) { return replicas_fetched(now, next)->total; };
+  CHECK(total({{{0, 2}, {0, 1}, {2, 3}}}) == 0);  // the same nodes in another order
+  CHECK(total({{{0, 1}, {2, 3}, {0, 3}}}) == 1);  // one slot changed
+  CHECK(total({{{1, 3}, {1, 3}, {1, 3}}}) == 4);  // each node keeps one
+  CHECK(total({{{0, 1}, {2, 3}, {1, 1}}}) == 1);  // one fetch fills both slots
+  // the most one worker fetches: the first two keep one of {1, 3} each, the third fetches both
+  CHECK(replicas_fetched(now, {{{1, 3}, {1, 3}, {1, 3}}})->most == 2);
+  CHECK(replicas_fetched(now, {{{0, 1}, {2, 3}, {0, 3}}})->most == 1);
+  CHECK(replicas_fetched(now, {{{0, 2}, {0, 1}, {2, 3}}})->most == 0);
   auto r = replicas_fetched(now, {{{0, 1}, {2, 3}}});
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message() == "layer 1 of the placement held has 3 nodes, the new one 2");

@@ -259,7 +259,7 @@ TEST_CASE("the planner tells the placement what each worker holds: the driver's,
   CHECK_MESSAGE(none->note.find("none held") != std::string::npos, none->note);
 }
 
-TEST_CASE("ctx.steps written by hand is checked: a layer per layer of ctx.replicas, counts, a known dispatch") {
+TEST_CASE("ctx.steps and ctx.moves written by hand are checked: a layer per layer of ctx.replicas, counts, a known dispatch, times > 0") {
   PolicySet set;
   const std::string src = R"(
     local function decide(ctx) return { placement = { { {1, 2}, {1, 2} } } } end
@@ -280,6 +280,12 @@ TEST_CASE("ctx.steps written by hand is checked: a layer per layer of ctx.replic
               'dispatch must be "counts" or "even", not "fair"')
       refused({ nodes = 2, slots = 2, experts = 2, floor = 1, replicas = { {2, 2} }, dispatch = 1 },
               'dispatch must be "counts" or "even"')
+      ctx.moves = { replica_s = 0.2, horizon_s = 60 }
+      t.valid(decide(ctx), ctx)
+      refused({ nodes = 2, slots = 2, experts = 2, floor = 1, replicas = { {2, 2} }, moves = { replica_s = 0.2 } },
+              "moves.horizon_s must be > 0")
+      refused({ nodes = 2, slots = 2, experts = 2, floor = 1, replicas = { {2, 2} },
+                moves = { replica_s = 0.2, horizon_s = 60, cost = 1 } }, "cost")
     end
     return { api = 1, kind = "placement", name = "two", doc = "d", decide = decide, selftest = selftest })";
   auto g = set.check(Kind::placement, src);
@@ -359,7 +365,7 @@ size_t slots_changed(const Placement& a, const Placement& b) {
 uint64_t fetched(const Placement& held, const Placement& next) {
   auto r = plan::replicas_fetched(held, next);
   REQUIRE_MESSAGE(r.ok(), r.error().message());
-  return *r;
+  return r->total;
 }
 
 }  // namespace
@@ -458,6 +464,73 @@ TEST_CASE("after a loss the survivors keep what they hold, and a replacement's e
                  << " for the best other point (0: kept was the best); balance " << c["balance"] << ", "
                  << c["turned_down"]["point"] << " " << c["turned_down"]["balance"]);
   }
+}
+
+TEST_CASE("with what a fetch costs: the placement in force is kept when re-placing gains less training time than its extra fetches add to the switch, else re-placed") {
+  PolicySet set;
+  const auto loads = smartmoe_like();
+  const auto a = lazarus(set, 16, 8, loads);
+  PlacementInput in{16, 8, 32, a.floor, a.replicas, loads, {}};
+  const auto first = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", in)).placement;
+  Placement survivors = first;  // node 5 lost
+  for (auto& layer : survivors) layer.erase(layer.begin() + 5);
+  const auto b = lazarus(set, 15, 8, loads);
+  PlacementInput after{15, 8, 32, b.floor, b.replicas, loads, survivors};
+  auto weigh = [&](double replica_s, double horizon_s) {
+    PlacementInput told = after;
+    told.moves = {replica_s, horizon_s, "the test's"};
+    auto p = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", told));
+    return std::pair{p.note, nlohmann::json::parse(p.choice)};
+  };
+  // without the facts: the 1 % margin keeps it (the story above); the best point balances better
+  const auto [plain_note, plain] = weigh(0, 0);  // (zeros: no ctx.moves)
+  REQUIRE(plain["point"] == "kept");
+  REQUIRE(plain["moves"].contains("best"));
+  const auto& m0 = plain["moves"];
+  CHECK(!m0.contains("cost_s"));
+  const double extra = std::max(m0["best_most"].get<double>() - m0["kept_most"].get<double>(),
+                                (m0["best"].get<double>() - m0["kept"].get<double>()) / 15);
+  CHECK(extra > 0);
+  const double lost = 1 - plain["goodput"].get<double>() / plain["turned_down"]["goodput"].get<double>();
+  CHECK(lost > 0);
+  // GPU-sized experts (a replica's fetch 0.3 s) and a rebalance in a minute: kept, in seconds
+  const auto [gpu_note, gpu] = weigh(0.3, 60);
+  INFO(gpu_note);
+  CHECK(gpu["point"] == "kept");
+  CHECK(gpu["moves"]["cost_s"].get<double>() == doctest::Approx(extra * 0.3));
+  CHECK(gpu["moves"]["gain_s"].get<double>() == doctest::Approx(lost * 60));
+  CHECK(gpu_note.find("re-placing gains ") != std::string::npos);
+  CHECK(gpu_note.find("of training over the 60 s a placement stands, its extra fetches cost") != std::string::npos);
+  CHECK(gpu_note.find("(the test's)") != std::string::npos);
+  // fetches of a millisecond and a placement that stands ten hours: the gain is worth the moves
+  const auto [cheap_note, cheap] = weigh(0.001, 36000);
+  INFO(cheap_note);
+  CHECK(cheap["point"] != "kept");
+  CHECK(cheap["moves"]["gain_s"].get<double>() > cheap["moves"]["cost_s"].get<double>());
+  CHECK(cheap_note.find("the placement in force, adjusted, turned down: ") != std::string::npos);
+  CHECK(cheap_note.find("its extra fetches cost 0.006 s of switch") != std::string::npos);
+  // the break-even horizon: keep below it, re-place above it
+  const double even_s = extra * 0.3 / lost;
+  CHECK(weigh(0.3, even_s * 0.9).second["point"] == "kept");
+  CHECK(weigh(0.3, even_s * 1.1).second["point"] != "kept");
+  MESSAGE("node 5 lost: kept loses " << 100 * lost << " % goodput and saves " << extra
+                                     << " fetches on the busiest worker; break-even at a 0.3 s fetch: a placement standing "
+                                     << even_s << " s");
+}
+
+TEST_CASE("move facts: a measured fetch, and the placement's horizon to the next rebalance or the next loss") {
+  FailureFacts f;
+  f.rate = 0.5;  // a loss per node every two hours
+  f.source = "stated";
+  CHECK(move_facts(0, f, 8, 50, 1).replica_s == 0);  // none measured: no facts
+  auto loss = move_facts(0.2, f, 8, 0, 1);           // no rebalancing: 8 workers lose one every 15 minutes
+  CHECK(loss.replica_s == 0.2);
+  CHECK(loss.horizon_s == doctest::Approx(900));
+  CHECK(loss.source == "the fetch measured; the horizon to the next loss (8 workers at stated)");
+  auto rebalance = move_facts(0.2, f, 8, 50, 1.5);  // a rebalance every 75 s comes first
+  CHECK(rebalance.horizon_s == doctest::Approx(75));
+  CHECK(rebalance.source == "the fetch measured; the horizon to the next rebalance (50 steps of 1.5 s)");
+  CHECK(move_facts(0.2, f, 8, 5000, 1).horizon_s == doctest::Approx(900));  // the loss first
 }
 
 TEST_CASE("a placement in force that cannot be adjusted is refused, saying why, and the plan is made as without it") {
