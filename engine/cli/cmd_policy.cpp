@@ -119,6 +119,20 @@ Status read_current(const std::string& path, PlanRequest& r) {
   return {};
 }
 
+// --fetch-s and --horizon-s: both or neither, both > 0, with --current (ctx.moves).
+Status read_moves(const Parsed& p, PlanRequest& r) {
+  if (!p.has("--fetch-s") && !p.has("--horizon-s")) return {};
+  if (!p.has("--fetch-s") || !p.has("--horizon-s")) return fail("--fetch-s and --horizon-s go together");
+  if (r.current.empty()) return fail("--fetch-s and --horizon-s weigh a re-plan's moves: they need --current");
+  for (auto [name, out] : {std::pair{"--fetch-s", &r.moves.replica_s}, std::pair{"--horizon-s", &r.moves.horizon_s}}) {
+    auto v = p.get_double(name);
+    if (!v || !(*v > 0)) return fail(name, " takes a number of seconds > 0");
+    *out = *v;
+  }
+  r.moves.source = "--fetch-s and --horizon-s";
+  return {};
+}
+
 Result<PlanRequest> plan_request(const Parsed& p, bool need_placement) {
   PlanRequest r;
   auto file = p.get("--loads");
@@ -154,6 +168,7 @@ Result<PlanRequest> plan_request(const Parsed& p, bool need_placement) {
   if (stated.correlated > 1) return fail("--correlated is a probability: at most 1");
   r.failures = policy::failure_facts(stated, policy::FailureRate{}, 0, 1, "assumed");
   if (auto cur = p.get("--current")) SAL_TRY(read_current(*cur, r));
+  SAL_TRY(read_moves(p, r));
   return r;
 }
 

@@ -23,6 +23,9 @@ std::vector<OptSpec> plan_options() {
           {"--correlated", "Q", "probability that a node loss takes another node with it (default 0)"},
           {"--current", "PLAN.json", "the plan in force (a plan file): what its nodes hold is the placement's "
                                      "ctx.current, as in a live re-plan (nodes beyond it: new, holding nothing)"},
+          {"--fetch-s", "S", "with --current: seconds one worker takes to fetch one expert replica (ctx.moves; "
+                             "with --horizon-s, the re-plan weighs its moves in seconds instead of a 1 % margin)"},
+          {"--horizon-s", "H", "with --current: seconds a placement is expected to stand (the next rebalance or loss)"},
           {"--frontier", "", "the frontier of balance against recovery instead of one plan, and the placement's choice"},
           {"--json", "", "print the plan file (JSON; with --frontier the frontier)"}};
 }
@@ -35,7 +38,8 @@ std::vector<OptSpec> recovery_options() {
                                {"--layers", "L,M,...", "with --compare: only these layers of the loads (0-based)"}};
   for (const auto& o : plan_options())
     if (o.name != "--placement" && o.name != "--json" && o.name != "--frontier" && o.name != "--node-mtbf-h" &&
-        o.name != "--correlated" && o.name != "--steps" && o.name != "--current")
+        o.name != "--correlated" && o.name != "--steps" && o.name != "--current" && o.name != "--fetch-s" &&
+        o.name != "--horizon-s")
       opts.push_back(o);
   opts.push_back({"--json", "", "print the probabilities as JSON"});
   return opts;

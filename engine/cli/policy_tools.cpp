@@ -96,6 +96,7 @@ Result<plan::Plan> plan_offline(policy::PolicySet& set, const PlanRequest& req, 
   policy::PlacementInput pin{req.nodes, req.slots, experts, ap.floor, ap.replicas, req.loads, req.current,
                              req.failures};
   pin.steps = req.steps;
+  pin.moves = req.moves;
   auto p = decide_offline(set, policy::Kind::placement, req.placement, pin);
   if (!p) return p.error();
   const auto& pp = std::get<policy::PlacementProposal>(*p);

@@ -35,6 +35,7 @@ struct PlanRequest {
   policy::FailureFacts failures;  // what the placement weighs survival by (rate 0: assumed)
   // What each node holds under the plan in force (--current), [layer][node][slot]: ctx.current.
   std::vector<std::vector<std::vector<uint32_t>>> current;
+  policy::MoveFacts moves;  // what re-placing costs (--fetch-s, --horizon-s): ctx.moves
 };
 
 // Allocation then placement, as the controller would, for the given loads. `note`: the

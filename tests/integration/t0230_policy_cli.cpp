@@ -214,6 +214,31 @@ TEST_CASE("t0235-policy-plan-current: a re-plan offline from the plan in force k
   auto [src, slots] = replan("16", "9");
   CHECK(src == 2);
   CHECK_MESSAGE(slots.find("has 8 slots a node, --slots 9") != std::string::npos, slots);
+  // what a move costs, in seconds: a fetch of 0.3 s and a minute to the next rebalance keep it; a
+  // fetch of a millisecond and ten hours re-place
+  auto weighed = [&](const std::string& fetch_s, const std::string& horizon_s) {
+    return c.run({"policy", "plan", "--loads", drifted, "--nodes", "16", "--slots", "8", "--current", in_force,
+                  "--fetch-s", fetch_s, "--horizon-s", horizon_s});
+  };
+  auto [grc, gpu] = weighed("0.3", "60");
+  REQUIRE_MESSAGE(grc == 0, gpu);
+  CHECK_MESSAGE(gpu.find("the placement in force kept") != std::string::npos, gpu);
+  CHECK_MESSAGE(gpu.find("over the 60 s a placement stands, its extra fetches cost") != std::string::npos, gpu);
+  CHECK(gpu.find("(--fetch-s and --horizon-s)") != std::string::npos);
+  auto [crc, cheap] = weighed("0.001", "36000");
+  REQUIRE_MESSAGE(crc == 0, cheap);
+  CHECK_MESSAGE(cheap.find("the placement in force, adjusted, turned down") != std::string::npos, cheap);
+  auto [hrc, half] = c.run({"policy", "plan", "--loads", drifted, "--nodes", "16", "--slots", "8", "--current",
+                            in_force, "--fetch-s", "0.3"});
+  CHECK(hrc == 2);
+  CHECK(half.find("--fetch-s and --horizon-s go together") != std::string::npos);
+  auto [nrc, none] = c.run({"policy", "plan", "--loads", drifted, "--nodes", "16", "--slots", "8", "--fetch-s", "0.3",
+                            "--horizon-s", "60"});
+  CHECK(nrc == 2);
+  CHECK(none.find("they need --current") != std::string::npos);
+  auto [zrc, zero] = weighed("0", "60");
+  CHECK(zrc == 2);
+  CHECK(zero.find("--fetch-s takes a number of seconds > 0") != std::string::npos);
 }
 
 TEST_CASE("t0232-policy-spare-window: SPARe layouts and MoEtion windows in JSON") {
