@@ -130,15 +130,24 @@ std::optional<std::vector<double>> json_layer(const nlohmann::json& layer) {
 }
 
 // A whole file that is one JSON array of layers, [[counts of layer 0], ...], or an object of them,
-// {"layer0": [counts], "layer1": ...}, ordered by the number in their names (then by name); nullopt
-// otherwise.
-std::optional<std::vector<std::vector<double>>> json_layers(std::string_view text) {
+// {"layer0": [counts], "layer1": ...}, ordered by the number in their names (then by name), or an
+// object whose one member is such an array ({"layers": [[...], ...]}); nullopt when the file is
+// not JSON, an error when it is JSON of another shape.
+Result<std::optional<std::vector<std::vector<double>>>> json_layers(std::string_view text, const std::string& path) {
+  using None = std::optional<std::vector<std::vector<double>>>;
   const auto body = trim(text);
   const auto second = body.find_first_not_of(" \t\r\n", 1);
-  if (body.empty() || second == std::string_view::npos) return std::nullopt;
-  if (!(body[0] == '[' && body[second] == '[') && body[0] != '{') return std::nullopt;
+  if (body.empty() || second == std::string_view::npos) return None{};
+  if (!(body[0] == '[' && body[second] == '[') && body[0] != '{') return None{};
   auto j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded() || !(j.is_array() || j.is_object()) || j.empty()) return std::nullopt;
+  if (j.is_discarded()) return None{};
+  if (j.is_object() && j.size() == 1 && j.begin()->is_array() && !j.begin()->empty() && j.begin()->front().is_array())
+    j = nlohmann::json(*j.begin());  // {"layers": [[...], ...]}
+  const auto shape = [&] {
+    return fail(path, ": JSON, but not loads: expected an array of layers ([[counts of layer 0], ...]), an object of ",
+                "them ({\"layer0\": [counts], ...}) or an object of one such array ({\"layers\": [[...], ...]})");
+  };
+  if (!(j.is_array() || j.is_object()) || j.empty()) return shape();
   std::vector<std::pair<std::string, const nlohmann::json*>> named;
   for (auto it = j.begin(); it != j.end(); ++it) named.emplace_back(j.is_object() ? it.key() : "", &*it);
   std::stable_sort(named.begin(), named.end(), [](const auto& a, const auto& b) {
@@ -148,10 +157,10 @@ std::optional<std::vector<std::vector<double>>> json_layers(std::string_view tex
   std::vector<std::vector<double>> out;
   for (const auto& [name, layer] : named) {
     auto counts = json_layer(*layer);
-    if (!counts) return std::nullopt;
+    if (!counts) return shape();
     out.push_back(std::move(*counts));
   }
-  return out;
+  return None{std::move(out)};
 }
 
 }  // namespace
@@ -186,7 +195,9 @@ Result<std::vector<std::vector<double>>> read_load_file(const std::string& path)
 
 Result<std::vector<std::vector<double>>> parse_loads(const std::string& text, const std::string& path) {
   const std::string_view body = without_bom(text);
-  if (auto whole = json_layers(body)) return checked_layers(std::move(*whole), path);
+  auto whole = json_layers(body, path);
+  if (!whole) return whole.error();
+  if (*whole) return checked_layers(std::move(**whole), path);
   std::vector<std::vector<double>> layers;
   bool first = true, labels = false;
   for (auto& [line_no, line] : content_lines(body)) {

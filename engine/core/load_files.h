@@ -7,8 +7,9 @@
 // layer labels — named "layer", "layer_id", "index", "id" (and the like) or nothing in the header,
 // or a label such as "layer0" before each row's counts — dropped), the SmartMoE trace format, one
 // line per layer "<layer>:[[counts of micro-batch 1], [...], ...]", whose micro-batches are summed
-// ("<layer>:[counts]" is one), and a JSON array of layers, [[counts of layer 0], ...], or an object
-// of them, {"layer0": [counts], ...}, ordered by the number in their names.
+// ("<layer>:[counts]" is one), and a JSON array of layers, [[counts of layer 0], ...], an object
+// of them, {"layer0": [counts], ...}, ordered by the number in their names, or an object of one
+// such array, {"layers": [[...], ...]}.
 #pragma once
 
 #include <string>

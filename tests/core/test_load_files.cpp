@@ -46,7 +46,9 @@ TEST_CASE("loads: SmartMoE lines sum their micro-batches, and every CSV or JSON 
                                  std::string("layer0,5,7,9\nlayer1,8,9,10\n"),
                                  std::string("moe.0 5 7 9\nmoe.1 8 9 10\n"),
                                  // a JSON object of layers, ordered by the number in their names
-                                 std::string("{\"layer10\": [8, 9, 10], \"layer2\": [5, 7, 9]}")}) {
+                                 std::string("{\"layer10\": [8, 9, 10], \"layer2\": [5, 7, 9]}"),
+                                 // an object whose one member is the array of layers
+                                 std::string("{\"layers\": [[5, 7, 9], [8, 9, 10]]}")}) {
     CAPTURE(csv);
     CHECK(read(csv) == expected);
   }
@@ -68,4 +70,10 @@ TEST_CASE("loads: malformed files are refused naming the file, the line and the 
   // columns named for their experts are experts, whatever their names begin with
   CHECK(read("layer0.expert0,layer0.expert1\n5,7\n") == Layers{{5, 7}});
   refused("{\"layer0\": [1, -2]}", "loads.txt: layer 0, expert 1: -2 is not a token count");
+  // JSON of another shape says what shapes are read, not that its first cell is no count
+  for (const std::string& other : {std::string("{\"loads\": 5}"), std::string("{\"a\": [[1, 2]], \"b\": [[3, 4]]}"),
+                                   std::string("[[1, 2], [\"x\", 3]]"), std::string("{}")}) {
+    CAPTURE(other);
+    refused(other, "loads.txt: JSON, but not loads: expected an array of layers ([[counts of layer 0], ...])");
+  }
 }
