@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include "core/paths.h"
@@ -269,8 +270,20 @@ Result<std::vector<TraceEvent>> parse_count_trace(const std::string& text, const
   return events.take();
 }
 
+// A node's add while it is live, or its remove while it is not, says the file is not one trace's
+// events (a name mistyped, two traces merged): refused rather than replayed as something else.
+Status check_node_event(std::set<std::string>& live, const TraceEvent& e, const std::string& path) {
+  if (e.add && !live.insert(e.node).second)
+    return fail(path, ":", e.line, ": node '", clip(e.node, 40), "' is added while it is live (added before, not removed)");
+  if (!e.add && live.erase(e.node) == 0)
+    return fail(path, ":", e.line, ": node '", clip(e.node, 40), "' is removed while it is not live (never added, or ",
+                "removed already)");
+  return {};
+}
+
 Result<std::vector<TraceEvent>> parse_bamboo_trace(const std::string& text, const std::string& path) {
   std::vector<TraceEvent> out;
+  std::set<std::string> live;
   for (const auto& [line, l, written] : data_lines(text)) {
     auto f = split(l, ',');
     if (f.size() != 3) return fail(path, ":", line, ": expected <ms>,add|remove,<node>, got '", clip(written, 60), "'");
@@ -286,6 +299,7 @@ Result<std::vector<TraceEvent>> parse_bamboo_trace(const std::string& text, cons
     e.node = std::string(trim(f[2]));
     if (!out.empty() && e.ms < out.back().ms)
       return fail(path, ":", line, ": time ", e.ms, " ms goes back (the previous event is at ", out.back().ms, " ms)");
+    SAL_TRY(check_node_event(live, e, path));
     out.push_back(std::move(e));
   }
   if (out.empty()) return fail(path, ": no events");

@@ -382,6 +382,11 @@ TEST_CASE("a broken trace names the file and the line") {
   check("0,add,a\nx,add,b\n", "t.csv:2: 'x' is not a time");
   check("10,add,a\n5,add,b\n", "t.csv:2: time 5 ms goes back");
   check("0,add\n", "t.csv:1: expected <ms>,add|remove,<node>");
+  // node names that do not follow one trace's events (a mistyped name, two traces merged)
+  check("0,add,a\n0,add,b\n10,remove,c\n", "t.csv:3: node 'c' is removed while it is not live (never added");
+  check("0,add,a\n10,remove,a\n20,remove,a\n", "t.csv:3: node 'a' is removed while it is not live");
+  check("0,add,a\n10,add,a\n", "t.csv:2: node 'a' is added while it is live");
+  CHECK(read_bamboo_trace(temp_file("t.csv", "0,add,a\n10,remove,a\n20,add,a\n")).ok());  // back again: fine
 }
 
 TEST_CASE("the shipped drills load") {
