@@ -356,17 +356,17 @@ std::string trace_span_problem(const std::string& where, const TraceOptions& o, 
            " local nodes at 0 s): it says how many nodes, not for how long; give the drill a duration "
            "(drill{duration_s = T}) to train that long on them";
   if (t.duration_s >= kShortestDrillS) return {};
-  char buf[320];
+  char buf[400];
   std::snprintf(buf, sizeof buf,
                 " spans %.4g s of trace; at time_scale %g that is %.3g s of drill, too short to train: raise "
-                "time_scale, give drill{duration_s = T}, or, for a series of numeric times, say their unit "
-                "(time_unit = 'min' or 'h'; now %g s)",
+                "time_scale (or fit_s = T: the whole trace in T s), give drill{duration_s = T}, or, for a series "
+                "of numeric times, say their unit (time_unit = 'min' or 'h'; now %g s)",
                 span_s, o.time_scale, t.duration_s, o.unit_s);
   return where + ": replay_trace: " + o.file + buf;
 }
 
 Status read_trace(const Checker& ck, const std::string& dir, DrillSpec& d) {
-  SAL_TRY(ck.only({"file", "format", "time_unit", "time_scale", "max_nodes", "start_s"}));
+  SAL_TRY(ck.only({"file", "format", "time_unit", "time_scale", "fit_s", "max_nodes", "start_s"}));
   TraceOptions o;
   auto file = ck.text("file");
   if (!file) return file.error();
@@ -390,6 +390,13 @@ Status read_trace(const Checker& ck, const std::string& dir, DrillSpec& d) {
     if (!t) return t.error();
     o.time_scale = *t;
   }
+  if (ck.has("fit_s")) {
+    if (ck.has("time_scale"))
+      return fail(ck.where(), ": replay_trace: time_scale and fit_s both set the time scale: give one");
+    auto f = ck.number("fit_s", 1, 1e7);
+    if (!f) return f.error();
+    o.fit_s = *f;
+  }
   if (ck.has("max_nodes")) {
     auto m = ck.integer("max_nodes", 1, 4096);
     if (!m) return m.error();
@@ -406,6 +413,8 @@ Status read_trace(const Checker& ck, const std::string& dir, DrillSpec& d) {
   d.initial_nodes = trace->initial_nodes;
   d.clock_from_start = true;
   d.trace_end_s = o.start_s + trace->duration_s;
+  d.trace_time_scale = trace->time_scale;
+  o.time_scale = trace->time_scale;
   d.trace_problem = trace_span_problem(ck.where(), o, *trace);
   return {};
 }

@@ -99,6 +99,7 @@ struct DrillSpec {
   // A replayed trace's end (start_s + its scaled span): the duration unless drill{duration_s} says
   // one; and why that end is no duration to train for (a single instant, a drill under 1 s), if so.
   std::optional<double> trace_end_s;
+  double trace_time_scale = 0;  // the time scale the trace is replayed at (0: no trace)
   std::string trace_problem;
   std::vector<Action> actions;
   Expectations expect;

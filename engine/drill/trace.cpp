@@ -21,6 +21,8 @@ Result<TracePlan> trace_actions(const TraceOptions& o) {
     if (i + 1 == events->size() || (*events)[i + 1].ms != e.ms) points.push_back({&e, uint32_t(live.size())});
   }
   TracePlan plan;
+  const double span_s = double(events->back().ms) / 1000.0;
+  plan.time_scale = o.fit_s > 0 && span_s > 0 ? o.fit_s / span_s : o.time_scale;
   for (const auto& p : points) plan.peak = std::max(plan.peak, p.second);
   if (plan.peak == 0) return fail(o.file, ": no node is ever live");
   auto target = [&](uint32_t n) {
@@ -34,12 +36,12 @@ Result<TracePlan> trace_actions(const TraceOptions& o) {
     Action a;
     a.kind = t > current ? ActionKind::add : ActionKind::kill;
     a.count = t > current ? t - current : current - t;
-    a.at_s = o.start_s + double(points[i].first->ms) / 1000.0 * o.time_scale;
+    a.at_s = o.start_s + double(points[i].first->ms) / 1000.0 * plan.time_scale;
     a.where = o.file.substr(o.file.rfind('/') + 1) + ":" + std::to_string(points[i].first->line);
     plan.actions.push_back(a);
     current = t;
   }
-  plan.duration_s = double(events->back().ms) / 1000.0 * o.time_scale;
+  plan.duration_s = span_s * plan.time_scale;
   return plan;
 }
 

@@ -5,8 +5,9 @@
 // A trace of tens of cloud nodes is scaled to the local mesh: the trace's live-node count L(t) is
 // mapped proportionally, target(t) = max(1, round(L(t) * max_nodes / peak)), where peak is the
 // most nodes the trace ever has live, and each change of the target becomes an `add` of the
-// difference or a `kill` of that many random nodes, at start_s + t * time_scale seconds. The mesh
-// starts with target(0) nodes. Which local node a trace node is does not matter: every node of a
+// difference or a `kill` of that many random nodes, at start_s + t * time_scale seconds (with
+// fit_s, time_scale = fit_s / the trace's span: the whole trace lasts fit_s). The mesh starts with
+// target(0) nodes. Which local node a trace node is does not matter: every node of a
 // local mesh is alike.
 #pragma once
 
@@ -27,6 +28,7 @@ struct TraceOptions {
   double start_s = 0;
   std::string format = "auto";  // or bamboo, counts, series (sim/trace.h)
   double unit_s = 1.0;           // series: seconds a unit of a numeric time stands for
+  double fit_s = 0;              // > 0: instead of time_scale, the scale that makes the whole trace last this long
 };
 
 using sim::TraceEvent;
@@ -37,6 +39,7 @@ struct TracePlan {
   std::vector<Action> actions;
   uint32_t peak = 0;        // the trace's most live nodes
   double duration_s = 0;    // scaled
+  double time_scale = 0;    // the scale used (TraceOptions' time_scale, or the one fit_s gave)
 };
 Result<TracePlan> trace_actions(const TraceOptions& o);
 

@@ -160,6 +160,16 @@ TEST_CASE("a Bamboo trace is scaled to the local mesh: live counts proportionall
   CHECK(plan->actions[2].at_s == doctest::Approx(2.5));
   CHECK(plan->actions[2].where == "t.csv:14");
   CHECK(plan->duration_s == doctest::Approx(1.5));
+  CHECK(plan->time_scale == 0.5);
+  // fit_s: the scale that makes the trace's 3 s last 30 s, whatever time_scale says
+  TraceOptions fit{path, 0.5, 4, 1.0};
+  fit.fit_s = 30;
+  auto fitted = trace_actions(fit);
+  REQUIRE(fitted.ok());
+  CHECK(fitted->time_scale == doctest::Approx(10));
+  CHECK(fitted->duration_s == doctest::Approx(30));
+  CHECK(fitted->actions[0].at_s == doctest::Approx(1.0 + 10));
+  CHECK(fitted->actions[2].at_s == doctest::Approx(1.0 + 30));
 }
 
 TEST_CASE("a trace of live-node counts reads as adds and removes, and scales like a Bamboo trace") {
@@ -365,6 +375,15 @@ TEST_CASE("a series of live-node counts: ISO times or numbers in a unit, a heade
                                                  "time_scale = 0.002 }\n"), {});
   REQUIRE_MESSAGE(in_hours.ok(), (in_hours.ok() ? "" : in_hours.error().message()));
   CHECK(in_hours->duration_s == doctest::Approx(88.69 * 3600 * 0.002));
+  // fit_s instead: any unit, the whole trace in 90 s; with time_scale too, refused
+  auto fitted = load_drill(temp_file("h3.lua", "replay_trace{ file = '" + hours_file + "', fit_s = 90 }\n"), {});
+  REQUIRE_MESSAGE(fitted.ok(), (fitted.ok() ? "" : fitted.error().message()));
+  CHECK(fitted->duration_s == doctest::Approx(90));
+  CHECK(fitted->trace_time_scale == doctest::Approx(90 / 88.69));
+  auto both = load_drill(temp_file("h4.lua", "replay_trace{ file = '" + hours_file + "', fit_s = 90, time_scale = 1 }\n"), {});
+  REQUIRE_FALSE(both.ok());
+  CHECK(both.error().message().find("time_scale and fit_s both set the time scale: give one") != std::string::npos);
+  CHECK(short_drill.error().message().find("or fit_s = T: the whole trace in T s") != std::string::npos);
   auto wrong = temp_file("u.lua", "replay_trace{ file = '" + trace + "', time_unit = 'days' }\n");
   auto refused = load_drill(wrong, {});
   REQUIRE_FALSE(refused.ok());
