@@ -368,6 +368,20 @@ uint64_t fetched(const Placement& held, const Placement& next) {
   return r->total;
 }
 
+// The first plan's placement of the SmartMoE-like loads on 16 nodes x 8 slots, by `goodput`.
+Placement first_placement(PolicySet& set) {
+  const auto loads = smartmoe_like();
+  const auto a = lazarus(set, 16, 8, loads);
+  PlacementInput in{16, 8, 32, a.floor, a.replicas, loads, {}};
+  return std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", in)).placement;
+}
+
+// `p` without node `n`: what its survivors hold.
+Placement without_node(Placement p, size_t n) {
+  for (auto& layer : p) layer.erase(layer.begin() + long(n));
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("a re-plan on as many workers keeps the placement in force, changed only for the new replica counts, unless re-placing gains over 1 %") {
@@ -436,11 +450,7 @@ TEST_CASE("a re-plan on as many workers keeps the placement in force, changed on
 TEST_CASE("after a loss the survivors keep what they hold, and a replacement's empty slots are filled: few replicas move") {
   PolicySet set;
   const auto loads = smartmoe_like();
-  const auto a = lazarus(set, 16, 8, loads);
-  PlacementInput in{16, 8, 32, a.floor, a.replicas, loads, {}};
-  const auto first = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", in)).placement;
-  Placement survivors = first;  // node 5 lost
-  for (auto& layer : survivors) layer.erase(layer.begin() + 5);
+  const Placement survivors = without_node(first_placement(set), 5);  // node 5 lost
   Placement replaced = survivors;  // ... and a replacement joined, holding nothing
   for (auto& layer : replaced) layer.push_back({});
   for (const auto& [what, held] : {std::pair{std::string("15 survivors"), survivors},
@@ -469,11 +479,7 @@ TEST_CASE("after a loss the survivors keep what they hold, and a replacement's e
 TEST_CASE("with what a fetch costs: the placement in force is kept when re-placing gains less training time than its extra fetches add to the switch, else re-placed") {
   PolicySet set;
   const auto loads = smartmoe_like();
-  const auto a = lazarus(set, 16, 8, loads);
-  PlacementInput in{16, 8, 32, a.floor, a.replicas, loads, {}};
-  const auto first = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", in)).placement;
-  Placement survivors = first;  // node 5 lost
-  for (auto& layer : survivors) layer.erase(layer.begin() + 5);
+  const Placement survivors = without_node(first_placement(set), 5);  // node 5 lost
   const auto b = lazarus(set, 15, 8, loads);
   PlacementInput after{15, 8, 32, b.floor, b.replicas, loads, survivors};
   auto weigh = [&](double replica_s, double horizon_s) {
