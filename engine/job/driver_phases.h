@@ -73,6 +73,7 @@ struct Switching {
   std::string reason;
   int64_t started_ns = 0;
   double slowest_connect_ms = 0, slowest_migrate_ms = 0;  // each over the workers
+  std::vector<double> fetch_s;  // a replica's fetch, per worker that received experts only (its migration over them)
   std::optional<Rung> restore;  // restores instead of moving state
   std::string restore_from;
   std::string restore_dir;  // a dense restore's snapshot

@@ -269,6 +269,10 @@ Driver::Next Driver::on_ready(const Event& e) {
   p.waiting.erase(who);
   p.slowest_connect_ms = std::max(p.slowest_connect_ms, r.connect_ms);
   p.slowest_migrate_ms = std::max(p.slowest_migrate_ms, r.migrate_ms);
+  if (auto rank = std::find(p.ranks.begin(), p.ranks.end(), who); rank != p.ranks.end() && r.migrate_ms > 0) {
+    const Received got = received_by(p.sw, uint32_t(rank - p.ranks.begin()));
+    if (got.experts > 0 && !got.dense) p.fetch_s.push_back(r.migrate_ms / 1e3 / double(got.experts));
+  }
   if (!p.waiting.empty()) return std::nullopt;
   return plan_applied(p);
 }
@@ -300,8 +304,7 @@ Driver::Next Driver::plan_applied(phase::Switching& p) {
   note("plan_applied", detail);
   recovery_computing();
   measured_.switched(double(now_ns_ - p.started_ns) / 1e9);
-  // (a switch that also sent dense units to new workers does not time an expert's fetch)
-  measured_.fetched(p.sw.dense_moved ? 0 : p.sw.most_fetched, p.slowest_migrate_ms / 1e3);
+  measured_.fetched(p.fetch_s);
   if (p.restore) {
     std::string restored = "restored " + p.restore_from + " on " + std::to_string(p.ranks.size()) + " workers in " +
                            ms_text(now_ns_ - p.started_ns) + "; training goes on from step " + std::to_string(p.step);

@@ -105,6 +105,14 @@ Measurements::Measurements(const ModelShape& shape, size_t load_window)
       switch_s_(kMedianRecoveries),
       replica_s_(kMedianRecoveries) {}
 
+void Measurements::fetched(const std::vector<double>& per_worker) {
+  if (per_worker.empty()) return;
+  MovingMedian one(per_worker.size());
+  for (double s : per_worker) one.add(s);
+  replica_s_.add(one.median());
+  facts_.replica_s = replica_s_.median();
+}
+
 void Measurements::step_committed(const std::vector<uint64_t>& loads, double step_s) {
   loads_.add(loads);
   step_s_.add(step_s);

@@ -140,14 +140,10 @@ class Measurements {
     facts_.switch_s = switch_s_.median();
   }
   double switch_s() const { return facts_.switch_s; }
-  // Its slowest worker migrated state for `migrate_s`, and the worker fetching the most expert
-  // replicas fetched `most`: a replica's fetch took about migrate_s / most (facts().replica_s: the
-  // median of the recent ones; a switch that moved no expert says nothing).
-  void fetched(uint64_t most, double migrate_s) {
-    if (most == 0 || !(migrate_s > 0)) return;
-    replica_s_.add(migrate_s / double(most));
-    facts_.replica_s = replica_s_.median();
-  }
+  // Its workers that received expert replicas (and nothing else) took `per_worker` seconds a
+  // replica each (their migration over the replicas): the switch's median is one sample of
+  // facts().replica_s, the median of the recent switches'. A switch that moved no expert says nothing.
+  void fetched(const std::vector<double>& per_worker);
   // What a worker's vote said of its sparse snapshots (wire::StepVote's sparse_* fields); a slot
   // big enough to time measures the copy bandwidth, once per copy.
   void sparse_held(Participant p, const SparseHolding& h, uint64_t slot_bytes);

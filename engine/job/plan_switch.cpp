@@ -162,18 +162,26 @@ Result<PlanSwitch> switch_plan(const std::optional<AppliedPlan>& current, const 
   auto moves = plan::transfer_schedule(phys.held, phys.alive, next, *remap, rebuilt);
   if (!moves) return moves.error();
   std::set<std::tuple<uint32_t, plan::ExpertId, uint32_t>> seen;
-  std::map<uint32_t, uint64_t> fetched;  // per receiving node
   for (const auto& t : *moves) {
     // One unit per expert per worker, however many slots it fills there.
     if (holds(phys.held, t.to_node, t.layer, t.expert) || !seen.insert({t.layer, t.expert, t.to_node}).second) continue;
     out.transfers.push_back({kExpert, int32_t(t.layer), int32_t(t.expert), uint32_t(remap->position_of_node[t.from_node]),
                              uint32_t(remap->position_of_node[t.to_node])});
     ++out.experts_moved;
-    out.most_fetched = std::max(out.most_fetched, ++fetched[t.to_node]);
   }
   out.experts_kept = remap->kept;
   SAL_TRY(dense_transfers(phys, *remap, layers, out));
   return out;
+}
+
+Received received_by(const PlanSwitch& sw, uint32_t rank) {
+  Received r;
+  for (const auto& t : sw.transfers) {
+    if (t.to != rank) continue;
+    if (t.kind == kExpert) ++r.experts;
+    else r.dense = true;
+  }
+  return r;
 }
 
 Arranged arrange_groups(const std::optional<AppliedPlan>& current, const std::vector<Participant>& participants,

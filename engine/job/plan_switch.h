@@ -41,9 +41,16 @@ struct PlanSwitch {
   std::vector<wire::UnitTransfer> transfers;
   uint64_t experts_kept = 0;                // replicas already in place
   uint64_t experts_moved = 0;               // replicas transferred
-  uint64_t most_fetched = 0;                // the most replicas transferred to one rank
   uint64_t dense_moved = 0;                 // non-expert units transferred (to fresh ranks)
 };
+
+// What rank `rank` of the new plan receives in the switch: expert replicas, and whether any other
+// unit too (a new worker's dense state).
+struct Received {
+  uint64_t experts = 0;
+  bool dense = false;
+};
+Received received_by(const PlanSwitch& sw, uint32_t rank);
 
 // The failure domain of each worker: its host (its agent), as plan.domains labels them — 0-based, in
 // the order the hosts first come in `workers` (plan/domains.h).

@@ -51,10 +51,10 @@ struct FailureFacts {
 
 // What re-placing costs, for a placement that weighs the placement in force (kept) against a better
 // one (ctx.moves): the seconds one worker takes to fetch one expert replica in a plan switch
-// (measured by the driver: the slowest worker's migration over the most replicas one worker
-// fetched) and how long a placement is expected to stand (until the next rebalance or the next node
-// loss, whichever comes first). replica_s 0: no switch that moved experts was measured yet (ctx.moves
-// is then absent and the policy keeps a fixed margin).
+// (measured by the driver: each receiving worker's migration over the replicas it received) and
+// how long a placement is expected to stand (until the next rebalance or the next node loss,
+// whichever comes first). replica_s 0: no switch that moved experts was measured yet (ctx.moves is
+// then absent and the policy keeps a fixed margin).
 struct MoveFacts {
   double replica_s = 0;
   double horizon_s = 0;

@@ -23,8 +23,8 @@ struct CheckpointFacts {
   double replan_s = 0;       // the engine's time of the recent elastic recoveries (a loss to the next commit), median
   double restore_s = 0;      // the engine's time of the recent restores (a loss to the first step after it), median
   double switch_s = 0;       // the engine's time of the recent plan switches, the job's first plan's included, median
-  double replica_s = 0;      // one expert replica's fetch in a plan switch (the slowest worker's migration over
-                             // the most replicas one worker fetched), median of the switches that moved experts
+  double replica_s = 0;      // one expert replica's fetch in a plan switch (a receiving worker's migration over
+                             // the replicas it received), median of the switches that moved experts
   uint64_t iteration = 0;    // the next step
   std::vector<std::vector<double>> popularity;  // [layer][expert]: share of routed tokens (sums to 1 per layer)
 };

@@ -94,19 +94,22 @@ TEST_CASE("a plan switch that moved experts times a replica's fetch, which the n
   auto plans = h.sent<wire::PlanUpdate>();
   REQUIRE(!plans.empty());
   std::map<uint32_t, uint64_t> per_rank;
-  uint64_t most = 0;
   for (const auto& t : plans[0].second.transfers)
-    if (t.kind == 3) most = std::max(most, ++per_rank[t.to]);  // expert units
-  REQUIRE(most == 4);  // both experts of both layers
+    if (t.kind == 3) ++per_rank[t.to];  // expert units
+  std::vector<double> each;  // each receiving worker's migration (0.5 ms) over its replicas
+  for (const auto& [rank, experts] : per_rank) each.push_back(0.0005 / double(experts));
+  REQUIRE(!each.empty());
+  std::sort(each.begin(), each.end());
+  const double median = each[each.size() / 2];
   h.all_ready();  // each worker's migration took 0.5 ms
-  CHECK(h.d.checkpoint_facts().replica_s == doctest::Approx(0.0005 / 4));
+  CHECK(h.d.checkpoint_facts().replica_s == doctest::Approx(median));
   h.commit_step();
   h.lose(1);
   h.asked.reset();
   h.membership(workers({0, 3}), 10);
   if (!h.asked) h.timer(Timer::retry, 150);  // a restore waits for the windows' reports first
   REQUIRE(h.asked);
-  CHECK(h.asked->facts.replica_s == doctest::Approx(0.0005 / 4));
+  CHECK(h.asked->facts.replica_s == doctest::Approx(median));
 }
 
 TEST_CASE("a node lost during the all-to-all: the survivors' failed collectives vote no, which counts for nothing") {
