@@ -55,10 +55,10 @@ void DrillRunner::start() {
     note("drill", kNoNode, "drill '" + spec_.name + "' (" + spec_.file + ") goes on in the resumed controller: " +
                                std::to_string(ran) + " of " + std::to_string(spec_.actions.size()) + " actions ran before");
   } else {
-    note("drill", kNoNode, "drill '" + spec_.name + "' (" + spec_.file + ") starts: " + std::to_string(spec_.actions.size()) +
-                               " actions" + (spec_.duration_s ? ", " + std::to_string(int64_t(*spec_.duration_s)) + " s" : "") +
-                               (spec_.trace_time_scale > 0 ? ", the trace at time_scale " + short_number(spec_.trace_time_scale)
-                                                           : std::string()));
+    std::string what = std::to_string(spec_.actions.size()) + " actions";
+    if (spec_.duration_s) what += ", " + std::to_string(int64_t(*spec_.duration_s)) + " s";
+    if (spec_.trace_time_scale > 0) what += ", the trace at time_scale " + short_number(spec_.trace_time_scale);
+    note("drill", kNoNode, "drill '" + spec_.name + "' (" + spec_.file + ") starts: " + what);
     if (auto s = c_.journal_now(job::rec::Drill{absolute_path(spec_.file), spec_.args}); !s)
       note("drill_error", kNoNode, "journal: " + s.error().message() + " (a resumed controller will not go on with this drill)");
   }

@@ -274,7 +274,8 @@ Result<std::vector<TraceEvent>> parse_count_trace(const std::string& text, const
 // events (a name mistyped, two traces merged): refused rather than replayed as something else.
 Status check_node_event(std::set<std::string>& live, const TraceEvent& e, const std::string& path) {
   if (e.add && !live.insert(e.node).second)
-    return fail(path, ":", e.line, ": node '", clip(e.node, 40), "' is added while it is live (added before, not removed)");
+    return fail(path, ":", e.line, ": node '", clip(e.node, 40),
+                "' is added while it is live (added before, not removed)");
   if (!e.add && live.erase(e.node) == 0)
     return fail(path, ":", e.line, ": node '", clip(e.node, 40), "' is removed while it is not live (never added, or ",
                 "removed already)");

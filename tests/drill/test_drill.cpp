@@ -380,7 +380,8 @@ TEST_CASE("a series of live-node counts: ISO times or numbers in a unit, a heade
   REQUIRE_MESSAGE(fitted.ok(), (fitted.ok() ? "" : fitted.error().message()));
   CHECK(fitted->duration_s == doctest::Approx(90));
   CHECK(fitted->trace_time_scale == doctest::Approx(90 / 88.69));
-  auto both = load_drill(temp_file("h4.lua", "replay_trace{ file = '" + hours_file + "', fit_s = 90, time_scale = 1 }\n"), {});
+  auto both =
+      load_drill(temp_file("h4.lua", "replay_trace{ file = '" + hours_file + "', fit_s = 90, time_scale = 1 }\n"), {});
   REQUIRE_FALSE(both.ok());
   CHECK(both.error().message().find("time_scale and fit_s both set the time scale: give one") != std::string::npos);
   CHECK(short_drill.error().message().find("or fit_s = T: the whole trace in T s") != std::string::npos);

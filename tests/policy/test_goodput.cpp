@@ -520,8 +520,8 @@ TEST_CASE("with what a fetch costs: the placement in force is kept when re-placi
   CHECK(weigh(0.3, even_s * 0.9).second["point"] == "kept");
   CHECK(weigh(0.3, even_s * 1.1).second["point"] != "kept");
   MESSAGE("node 5 lost: kept loses " << 100 * lost << " % goodput and saves " << extra
-                                     << " fetches on the busiest worker; break-even at a 0.3 s fetch: a placement standing "
-                                     << even_s << " s");
+                                     << " fetches on the busiest worker; break-even at a 0.3 s fetch: a placement "
+                                     << "standing " << even_s << " s");
 }
 
 TEST_CASE("move facts: a measured fetch, and the placement's horizon to the next rebalance or the next loss") {
