@@ -8,7 +8,6 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/load_files.h"
-#include "core/paths.h"
 #include "cli/policy_analysis.h"
 #include "cli/policy_tools.h"
 #include "core/strings.h"
@@ -99,12 +98,8 @@ Status read_steps(const std::string& dir, policy::StepLoads& steps, std::vector<
 // --current PLAN.json: what each of the request's nodes holds under that plan (nodes beyond it hold
 // nothing: they joined), for as many layers as the loads have.
 Status read_current(const std::string& path, PlanRequest& r) {
-  auto text = read_file(path);
-  if (!text) return text.error().with_context("--current");
-  auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded()) return fail("--current: ", path, ": not JSON");
-  auto plan = plan::plan_from_json(j);
-  if (!plan) return plan.error().with_context("--current: " + path);
+  auto plan = read_plan_file(path);
+  if (!plan) return plan.error().with_context("--current");
   if (plan->layers.size() != r.loads.size())
     return fail("--current: ", path, " has ", plan->layers.size(), " layers, the loads ", r.loads.size());
   if (plan->nodes > r.nodes)

@@ -28,12 +28,8 @@ std::string method_text(const algo::RecoveryEstimate& r) { return std::string(al
 
 // `policy recovery --plan PLAN.json --failures K`
 int recovery_of_plan(const Parsed& p) {
-  auto text = read_file(*p.get("--plan"));
-  if (!text) return failed("recovery", text.error());
-  auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded()) return failed("recovery", Error(*p.get("--plan") + ": not JSON"));
-  auto plan = plan::plan_from_json(j);
-  if (!plan) return failed("recovery", plan.error().with_context(*p.get("--plan")));
+  auto plan = read_plan_file(*p.get("--plan"));
+  if (!plan) return failed("recovery", plan.error());
   auto k = p.get_int("--failures", 1, 0, 1 << 20);
   if (!k) return failed("recovery", k.error());
   // a plan with failure domains fails host by host: counted over its hosts

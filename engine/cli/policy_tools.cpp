@@ -1,9 +1,22 @@
 // policy_tools.cpp — see policy_tools.h.
 #include "cli/policy_tools.h"
 
+#include <nlohmann/json.hpp>
+
+#include "core/paths.h"
 #include "policy/kinds.h"
 
 namespace sal::cli {
+
+Result<plan::Plan> read_plan_file(const std::string& path) {
+  auto text = read_file(path);
+  if (!text) return text.error();
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded()) return fail(path, ": not JSON");
+  auto plan = plan::plan_from_json(j);
+  if (!plan) return plan.error().with_context(path);
+  return plan;
+}
 
 Result<policy::Proposal> decide_offline(policy::PolicySet& set, policy::Kind kind, const std::string& what,
                                         const policy::Input& in) {

@@ -45,4 +45,8 @@ Result<plan::Plan> plan_offline(policy::PolicySet& set, const PlanRequest& req, 
 
 using policy::placements_of;
 
+// A plan file (`policy plan --json`'s): refused naming the file when it cannot be read, is not JSON
+// or is not a plan.
+Result<plan::Plan> read_plan_file(const std::string& path);
+
 }  // namespace sal::cli

@@ -197,6 +197,13 @@ std::unique_ptr<Planner> configured(const PlannerConfig& cfg) {
   return planner;
 }
 
+// The plan `planner` decides for `ask`, which it must.
+PlanRecord decided(Planner& planner, const PlanAsk& ask) {
+  auto r = planner.decide(ask);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message()));
+  return *r;
+}
+
 }  // namespace
 
 TEST_CASE("the planner tells the placement the steps measured with the loads, and train.dispatch") {
@@ -211,23 +218,20 @@ TEST_CASE("the planner tells the placement the steps measured with the loads, an
   auto planner = configured(cfg);
   PlanAsk ask;
   ask.workers = 4;
-  auto first = planner->decide(ask);
-  REQUIRE(first.ok());
-  CHECK(first->note.find("no steps") != std::string::npos);
-  CHECK(first->floor_note.empty());  // 4 workers x 2 slots hold 4 experts twice
+  auto first = decided(*planner, ask);
+  CHECK(first.note.find("no steps") != std::string::npos);
+  CHECK(first.floor_note.empty());  // 4 workers x 2 slots hold 4 experts twice
   // 3 workers hold them once: the floor's note is the allocation's alone, the plan's note has both
   ask.workers = 3;
-  auto lowered = planner->decide(ask);
-  REQUIRE(lowered.ok());
-  CHECK(lowered->floor_note.find("f lowered from 2 to 1") == 0);
-  CHECK(lowered->floor_note.find(';') == std::string::npos);
-  CHECK(lowered->note.find(lowered->floor_note) == 0);  // the placement's note, if any, after it
+  auto lowered = decided(*planner, ask);
+  CHECK(lowered.floor_note.find("f lowered from 2 to 1") == 0);
+  CHECK(lowered.floor_note.find(';') == std::string::npos);
+  CHECK(lowered.note.find(lowered.floor_note) == 0);  // the placement's note, if any, after it
   ask.workers = 4;
   ask.loads = std::vector<std::vector<double>>{{4, 3, 2, 1}};
   ask.step_loads = {{{1, 2, 3, 4}}, {{7, 1, 1, 1}}};
-  auto second = planner->decide(ask);
-  REQUIRE(second.ok());
-  CHECK(second->note.find("2 steps, 7 of expert 1 in the last, dispatch even") != std::string::npos);
+  auto second = decided(*planner, ask);
+  CHECK(second.note.find("2 steps, 7 of expert 1 in the last, dispatch even") != std::string::npos);
 }
 
 TEST_CASE("the planner tells the placement what each worker holds: the driver's, else the last plan of as many positions") {
@@ -241,22 +245,18 @@ TEST_CASE("the planner tells the placement what each worker holds: the driver's,
   auto planner = configured(cfg);
   PlanAsk ask;
   ask.workers = 4;
-  auto first = planner->decide(ask);
-  REQUIRE(first.ok());
-  CHECK(first->note.find("none held") != std::string::npos);
-  auto again = planner->decide(ask);  // as many positions: the last plan's
-  REQUIRE(again.ok());
-  CHECK_MESSAGE(again->note.find("held 1+1 2+2 3+3 4+4") != std::string::npos, again->note);
+  auto first = decided(*planner, ask);
+  CHECK(first.note.find("none held") != std::string::npos);
+  auto again = decided(*planner, ask);  // as many positions: the last plan's
+  CHECK_MESSAGE(again.note.find("held 1+1 2+2 3+3 4+4") != std::string::npos, again.note);
   ask.workers = 3;  // the driver's: two survivors and a worker that joined (0-based ids here)
   ask.held = {{{2, 3}, {0, 1}, {}}};
-  auto told = planner->decide(ask);
-  REQUIRE(told.ok());
-  CHECK_MESSAGE(told->note.find("held 3+4 1+2 ") != std::string::npos, told->note);
+  auto told = decided(*planner, ask);
+  CHECK_MESSAGE(told.note.find("held 3+4 1+2 ") != std::string::npos, told.note);
   ask.held.clear();  // none told, and the last plan had another size: none
   ask.workers = 2;
-  auto none = planner->decide(ask);
-  REQUIRE(none.ok());
-  CHECK_MESSAGE(none->note.find("none held") != std::string::npos, none->note);
+  auto none = decided(*planner, ask);
+  CHECK_MESSAGE(none.note.find("none held") != std::string::npos, none.note);
 }
 
 TEST_CASE("ctx.steps and ctx.moves written by hand are checked: a layer per layer of ctx.replicas, counts, a known dispatch, times > 0") {
