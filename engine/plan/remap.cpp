@@ -2,34 +2,13 @@
 #include "plan/remap.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <map>
 
 namespace sal::plan {
 namespace {
 
-// (node, copies of the expert on it)
-using Owner = std::pair<uint32_t, uint32_t>;
-// owners[layer][expert]: the alive nodes holding it and how many copies each holds.
-using Owners = std::vector<std::vector<std::vector<Owner>>>;
-
-Owners owners_of(const Holdings& held, const std::vector<bool>& alive, size_t layers, uint32_t experts) {
-  Owners owners(layers, std::vector<std::vector<Owner>>(experts));
-  for (uint32_t n = 0; n < held.size(); ++n) {
-    if (!alive[n]) continue;
-    for (size_t l = 0; l < std::min(layers, held[n].size()); ++l)
-      for (ExpertId e : held[n][l]) {
-        if (e >= experts) continue;
-        auto& list = owners[l][e];
-        if (!list.empty() && list.back().first == n) {
-          ++list.back().second;
-        } else {
-          list.push_back({n, 1});
-        }
-      }
-  }
-  return owners;
-}
-
-// (expert, copies) of one position's slots in a layer.
+// (expert, copies) of one node's or position's slots in a layer.
 std::vector<std::pair<ExpertId, uint32_t>> counted(std::vector<ExpertId> slots) {
   std::sort(slots.begin(), slots.end());
   std::vector<std::pair<ExpertId, uint32_t>> out;
@@ -43,32 +22,68 @@ std::vector<std::pair<ExpertId, uint32_t>> counted(std::vector<ExpertId> slots) 
   return out;
 }
 
-// Every (position, node) pair whose overlap is not zero — the replicas of the position the node
-// already holds, all layers — bucketed by overlap; within a bucket by position, then node.
-// Counting from the owners of each position's experts touches only pairs that share something.
-std::vector<std::vector<std::pair<uint32_t, uint32_t>>> candidates(const Holdings& held, const std::vector<bool>& alive,
-                                                                   const Plan& plan) {
-  size_t layers = plan.layers.size();
-  Owners owners = owners_of(held, alive, layers, plan.experts);
-  std::vector<uint32_t> score(held.size(), 0);
-  std::vector<uint32_t> touched;
-  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> buckets(size_t(plan.slots) * layers + 1);
-  for (uint32_t p = 0; p < plan.nodes; ++p) {
+// Nodes (or positions) that hold the same experts in every layer form a class: the overlap of a
+// position with a node depends only on their classes. Blocks of popular experts make thousands of
+// nodes share a few hundred classes, where pairs of nodes and positions sharing replicas number a
+// million (1024 nodes, Zipf loads: bench_policy).
+struct Classes {
+  std::vector<std::vector<uint32_t>> members;  // class -> its nodes (positions), ascending
+  std::vector<uint32_t> of;                    // node (position) -> class; kNone: none (a dead node)
+  static constexpr uint32_t kNone = UINT32_MAX;
+};
+
+// contents(i, layer): the i-th member's slots in that layer; `in[i]` false leaves i out.
+template <class Contents>
+Classes classes_of(size_t count, size_t layers, const std::vector<bool>& in, Contents contents) {
+  std::map<std::vector<std::vector<ExpertId>>, uint32_t> index;
+  Classes c;
+  c.of.assign(count, Classes::kNone);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (!in[i]) continue;
+    std::vector<std::vector<ExpertId>> key(layers);
+    for (size_t l = 0; l < layers; ++l) {
+      key[l] = contents(i, l);
+      std::sort(key[l].begin(), key[l].end());
+    }
+    auto [it, fresh] = index.emplace(std::move(key), uint32_t(c.members.size()));
+    if (fresh) c.members.emplace_back();
+    c.members[it->second].push_back(i);
+    c.of[i] = it->second;
+  }
+  return c;
+}
+
+// by_score[position class][s]: the node classes whose overlap with it is s (all layers counted), for
+// s >= 1, counted from the node classes holding each expert (class, copies on each member).
+std::vector<std::vector<std::vector<uint32_t>>> class_overlaps(const Holdings& held, const Classes& nodes,
+                                                                const Plan& plan, const Classes& positions) {
+  const size_t layers = plan.layers.size();
+  std::vector<std::vector<std::vector<std::pair<uint32_t, uint32_t>>>> owners(
+      layers, std::vector<std::vector<std::pair<uint32_t, uint32_t>>>(plan.experts));
+  for (uint32_t c = 0; c < nodes.members.size(); ++c) {
+    const auto& mine = held[nodes.members[c][0]];
+    for (size_t l = 0; l < std::min(layers, mine.size()); ++l)
+      for (auto [e, copies] : counted(mine[l]))
+        if (e < plan.experts) owners[l][e].push_back({c, copies});
+  }
+  std::vector<std::vector<std::vector<uint32_t>>> by_score(positions.members.size());
+  std::vector<uint32_t> score(nodes.members.size(), 0), touched;
+  for (uint32_t pc = 0; pc < positions.members.size(); ++pc) {
+    const uint32_t p = positions.members[pc][0];
     for (size_t l = 0; l < layers; ++l)
       for (auto [e, copies] : counted(plan.layers[l].placement[p]))
-        for (auto [n, held_copies] : owners[l][e]) {
-          if (score[n] == 0) touched.push_back(n);
-          score[n] += std::min(copies, held_copies);
+        for (auto [c, held_copies] : owners[l][e]) {
+          if (score[c] == 0) touched.push_back(c);
+          score[c] += std::min(copies, held_copies);
         }
-    std::sort(touched.begin(), touched.end());
-    for (uint32_t n : touched) {
-      if (score[n] >= buckets.size()) buckets.resize(score[n] + 1);
-      buckets[score[n]].push_back({p, n});
-      score[n] = 0;
+    for (uint32_t c : touched) {
+      if (score[c] >= by_score[pc].size()) by_score[pc].resize(score[c] + 1);
+      by_score[pc][score[c]].push_back(c);
+      score[c] = 0;
     }
     touched.clear();
   }
-  return buckets;
+  return by_score;
 }
 
 }  // namespace
@@ -86,13 +101,37 @@ Result<Remap> greedy_remap(const Holdings& held, const std::vector<bool>& alive,
   Remap r;
   r.node_of_position.assign(plan.nodes, -1);
   r.position_of_node.assign(held.size(), -1);
-  auto buckets = candidates(held, alive, plan);
-  // Largest overlap first; ties by position then node, so the result is deterministic.
-  for (size_t score = buckets.size(); score-- > 1;)
-    for (auto [position, node] : buckets[score]) {
-      if (r.node_of_position[position] >= 0 || r.position_of_node[node] >= 0 || !fits(position, node)) continue;
-      r.node_of_position[position] = int32_t(node);
-      r.position_of_node[node] = int32_t(position);
+  const size_t layers = plan.layers.size();
+  const Classes nodes = classes_of(held.size(), layers, alive, [&](uint32_t n, size_t l) {
+    return l < held[n].size() ? held[n][l] : std::vector<ExpertId>{};
+  });
+  const Classes positions = classes_of(plan.nodes, layers, std::vector<bool>(plan.nodes, true),
+                                       [&](uint32_t p, size_t l) { return plan.layers[l].placement[p]; });
+  const auto by_score = class_overlaps(held, nodes, plan, positions);
+  size_t most = 0;
+  for (const auto& scores : by_score) most = std::max(most, scores.size());
+  // The lowest free node of class c that may take position p (each class's free nodes from a cursor:
+  // a node once taken stays taken), or -1.
+  std::vector<size_t> cursor(nodes.members.size(), 0);
+  auto first_free = [&](uint32_t c, uint32_t p) -> int64_t {
+    const auto& m = nodes.members[c];
+    while (cursor[c] < m.size() && r.position_of_node[m[cursor[c]]] >= 0) ++cursor[c];
+    for (size_t i = cursor[c]; i < m.size(); ++i)
+      if (r.position_of_node[m[i]] < 0 && fits(p, m[i])) return m[i];
+    return -1;
+  };
+  // Largest overlap first; at each overlap the positions in order, each taking the lowest free node
+  // with that overlap, so the result is deterministic.
+  for (size_t score = most; score-- > 1;)
+    for (uint32_t p = 0; p < plan.nodes; ++p) {
+      const auto& scores = by_score[positions.of[p]];
+      if (r.node_of_position[p] >= 0 || score >= scores.size()) continue;
+      int64_t best = -1;
+      for (uint32_t c : scores[score])
+        if (int64_t n = first_free(c, p); n >= 0 && (best < 0 || n < best)) best = n;
+      if (best < 0) continue;
+      r.node_of_position[p] = int32_t(best);
+      r.position_of_node[size_t(best)] = int32_t(p);
       r.kept += score;
     }
   for (uint32_t p = 0; p < plan.nodes; ++p) {

@@ -100,3 +100,94 @@ TEST_CASE("replicas_fetched: what a re-plan on the same workers moves, its posit
   REQUIRE_FALSE(far.ok());
   CHECK(far.error().message() == "layer 1 names expert 4000000001 in its 6 slots");
 }
+
+namespace {
+
+// The greedy remap as remap.h states it, written directly: every (position, node) pair's overlap
+// (replicas of the position the node holds, all layers), the pairs taken largest overlap first, then
+// by position, then node, where both are free and the node's failure domain is the position's; the
+// positions left, in order, the lowest free node of their domain.
+std::vector<int32_t> reference_remap(const Holdings& held, const std::vector<bool>& alive, const Plan& plan,
+                                     const std::vector<uint32_t>& domain_of_node) {
+  struct Pair {
+    uint32_t score, position, node;
+  };
+  std::vector<Pair> pairs;
+  for (uint32_t p = 0; p < plan.nodes; ++p)
+    for (uint32_t n = 0; n < held.size(); ++n) {
+      if (!alive[n]) continue;
+      uint32_t score = 0;
+      for (size_t l = 0; l < plan.layers.size(); ++l) {
+        std::map<ExpertId, int> have;
+        for (ExpertId e : held[n][l]) ++have[e];
+        for (ExpertId e : plan.layers[l].placement[p])
+          if (have[e]-- > 0) ++score;
+      }
+      if (score > 0) pairs.push_back({score, p, n});
+    }
+  std::sort(pairs.begin(), pairs.end(), [](const Pair& a, const Pair& b) {
+    if (a.score != b.score) return a.score > b.score;
+    return a.position != b.position ? a.position < b.position : a.node < b.node;
+  });
+  auto fits = [&](uint32_t p, uint32_t n) { return plan.domains.empty() || plan.domains[p] == domain_of_node[n]; };
+  std::vector<int32_t> of_position(plan.nodes, -1), of_node(held.size(), -1);
+  for (const auto& [score, p, n] : pairs)
+    if (of_position[p] < 0 && of_node[n] < 0 && fits(p, n)) of_position[p] = int32_t(n), of_node[n] = int32_t(p);
+  for (uint32_t p = 0; p < plan.nodes; ++p)
+    for (uint32_t n = 0; n < held.size() && of_position[p] < 0; ++n)
+      if (alive[n] && of_node[n] < 0 && fits(p, n)) of_position[p] = int32_t(n), of_node[n] = int32_t(p);
+  return of_position;
+}
+
+}  // namespace
+
+TEST_CASE("the greedy remap takes the same pairs as the rule it states, on random plans with blocks, copies, dead nodes and domains") {
+  uint64_t seed = 7;
+  auto next = [&](uint64_t below) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (seed >> 33) % below;
+  };
+  int checked = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const uint32_t nodes = 2 + uint32_t(next(14)), slots = 1 + uint32_t(next(4)), layers = 1 + uint32_t(next(3));
+    const uint32_t experts = 1 + uint32_t(next(6));  // few experts: many nodes hold the same, as blocks do
+    const bool domains = next(3) == 0;
+    auto slots_of = [&] {
+      std::vector<ExpertId> s(slots);
+      for (auto& e : s) e = ExpertId(next(experts));
+      return s;
+    };
+    Holdings held(nodes, std::vector<std::vector<ExpertId>>(layers));
+    std::vector<bool> alive(nodes, true);
+    std::vector<uint32_t> domain_of_node(nodes);
+    for (uint32_t n = 0; n < nodes; ++n) {
+      for (auto& l : held[n]) l = next(5) == 0 ? std::vector<ExpertId>{} : slots_of();  // some joined empty
+      domain_of_node[n] = domains ? uint32_t(next(2)) : 0;
+    }
+    const uint32_t dead = uint32_t(next(3));
+    for (uint32_t i = 0; i < dead; ++i) alive[next(nodes)] = false;
+    const uint32_t live = uint32_t(std::count(alive.begin(), alive.end(), true));
+    if (live == 0) continue;
+    Plan plan;
+    plan.nodes = 1 + uint32_t(next(live)), plan.slots = slots, plan.experts = experts;
+    plan.layers.resize(layers);
+    for (auto& l : plan.layers)
+      for (uint32_t p = 0; p < plan.nodes; ++p) l.placement.push_back(slots_of());
+    if (domains) {  // each position in the domain of a distinct live node, so a remap exists
+      std::vector<uint32_t> live_nodes;
+      for (uint32_t n = 0; n < nodes; ++n)
+        if (alive[n]) live_nodes.push_back(n);
+      for (uint32_t p = 0; p < plan.nodes; ++p) plan.domains.push_back(domain_of_node[live_nodes[p]]);
+    }
+    CAPTURE(trial);
+    auto r = greedy_remap(held, alive, plan, domain_of_node);
+    REQUIRE_MESSAGE(r.ok(), r.error().message());
+    CHECK(r->node_of_position == reference_remap(held, alive, plan, domain_of_node));
+    uint64_t total = 0;
+    for (const auto& l : plan.layers)
+      for (const auto& s : l.placement) total += s.size();
+    CHECK(r->kept + r->fetched == total);
+    ++checked;
+  }
+  CHECK(checked > 250);
+}
