@@ -476,6 +476,38 @@ TEST_CASE("after a loss the survivors keep what they hold, and a replacement's e
   }
 }
 
+TEST_CASE("a large plan weighs the placement in force too: after a loss among 64 nodes, far fewer replicas move") {
+  // 40 layers of 32 experts on 64 nodes x 8 slots: weighed on 4 sampled layers (above)
+  PolicySet set;
+  std::vector<std::vector<double>> loads;
+  for (int l = 0; l < 40; ++l) loads.push_back(smartmoe_like()[size_t(l % 3)]);
+  const auto a = lazarus(set, 64, 8, loads);
+  PlacementInput first_in{64, 8, 32, a.floor, a.replicas, loads, {}};
+  const auto first = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", first_in)).placement;
+  const Placement survivors = without_node(first, 17);
+  const auto b = lazarus(set, 63, 8, loads);
+  PlacementInput after{63, 8, 32, b.floor, b.replicas, loads, survivors};
+  auto p = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", after));  // every layer valid
+  auto c = nlohmann::json::parse(p.choice);
+  INFO(p.note);
+  CHECK(c["point"] == "kept");
+  CHECK(c["weighed_on"] == nlohmann::json({1, 11, 21, 31}));
+  const uint64_t moved = fetched(survivors, p.placement);
+  CHECK(c["moves"]["kept"] == moved);
+  // the same question without the placement in force: every layer placed from scratch
+  PlacementInput fresh = after;
+  fresh.current.clear();
+  auto q = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", fresh));
+  const uint64_t moved_fresh = fetched(survivors, q.placement);
+  CHECK(moved_fresh > 4 * moved);
+  if (c["moves"].contains("best")) {  // the best other point moves more, for under 1 % of goodput
+    CHECK(moved < c["moves"]["best"].get<uint64_t>());
+    CHECK(c["goodput"].get<double>() >= 0.99 * c["turned_down"]["goodput"].get<double>());
+  }
+  MESSAGE("64 -> 63 nodes, 40 layers: " << moved << " replicas move (the busiest worker "
+                                        << c["moves"]["kept_most"] << "), " << moved_fresh << " placed from scratch");
+}
+
 TEST_CASE("with what a fetch costs: the placement in force is kept when re-placing gains less training time than its extra fetches add to the switch, else re-placed") {
   PolicySet set;
   const auto loads = smartmoe_like();
