@@ -29,12 +29,24 @@ local function allocate_layer(loads, slots_total, f)
   return replicas
 end
 
+-- When the floor takes every slot, no expert gets a replica for its load, however skewed the loads:
+-- the note says so, and what would give the loads room.
+local function no_room_note(ctx)
+  if ctx.nodes * ctx.slots > ctx.floor * ctx.experts then return nil end
+  return string.format("the floor takes every slot (%d x %d slots for %d experts at f = %d): no expert has a "
+                       .. "replica for its load; more nodes, more policies.slots or a lower policies.min_replicas "
+                       .. "would give the loads room", ctx.nodes, ctx.slots, ctx.experts, ctx.floor)
+end
+
 local function decide(ctx)
   local replicas = {}
   for l = 1, ctx.layers do
     replicas[l] = allocate_layer(ctx.loads[l], ctx.nodes * ctx.slots, ctx.floor)
   end
-  return { replicas = replicas, floor = ctx.floor, note = ctx.floor_note ~= "" and ctx.floor_note or nil }
+  local notes = {}
+  if ctx.floor_note ~= "" then notes[#notes + 1] = ctx.floor_note end
+  notes[#notes + 1] = no_room_note(ctx)
+  return { replicas = replicas, floor = ctx.floor, note = #notes > 0 and table.concat(notes, "; ") or nil }
 end
 
 local function selftest(t)
@@ -51,6 +63,12 @@ local function selftest(t)
   local q = decide(tight)
   t.valid(q, tight)
   t.eq(q.note, "f lowered from 2 to 1")
+  t.ok(p.note == nil, "slots beyond the floor: nothing to say")
+  local full = { nodes = 2, slots = 4, experts = 4, layers = 1, min_replicas = 2, floor = 2, floor_note = "",
+                 loads = { { 70, 10, 10, 10 } } }
+  local r2 = decide(full)
+  t.valid(r2, full)
+  t.ok(r2.note:find("the floor takes every slot", 1, true) == 1, "a floor that takes every slot is said")
 end
 
 return {

@@ -220,7 +220,8 @@ TEST_CASE("the planner tells the placement the steps measured with the loads, an
   ask.workers = 4;
   auto first = decided(*planner, ask);
   CHECK(first.note.find("no steps") != std::string::npos);
-  CHECK(first.floor_note.empty());  // 4 workers x 2 slots hold 4 experts twice
+  // 4 workers x 2 slots hold 4 experts twice: the floor takes every slot, and the allocation says so
+  CHECK(first.floor_note.find("the floor takes every slot (4 x 2 slots for 4 experts at f = 2)") == 0);
   // 3 workers hold them once: the floor's note is the allocation's alone, the plan's note has both
   ask.workers = 3;
   auto lowered = decided(*planner, ask);
