@@ -211,8 +211,11 @@ int main(int argc, char** argv) {
       if (alive[n]) current[0].push_back(held[n][0]);
     start = mono_ns();
     const auto pc = pol.place("goodput", survivors, a, loads, std::move(current));
-    t["goodput current"].add(ms_since(start));
+    const double place_current_ms = ms_since(start);
+    t["goodput current"].add(place_current_ms);
+    start = mono_ns();
     const auto remap_c = must(plan::greedy_remap(held, alive, plan_of(survivors, a, pc)), "greedy_remap");
+    t["total current"].add(alloc_ms + place_current_ms + ms_since(start));
     fetched_current += remap_c.fetched;
     fetched_most_current += most_fetched(held, remap_c, pc);
 
@@ -248,6 +251,7 @@ int main(int argc, char** argv) {
       fmt("the placement in force, adjusted, weighed too: %.0f fetched per run", double(fetched_current) / runs) +
           fmt(", the busiest node %.1f", double(fetched_most_current) / runs));
   row("**total: allocation + goodput + remap**", t["total"], "target ≤ 50 ms");
+  row("**the same with ctx.current, as the driver asks**", t["total current"], "target ≤ 50 ms");
   row("the same, CPU time of the planning thread", t["total cpu"], "what a busy machine does not stretch");
   row("the frontier alone (C++, algo/frontier.h)", t["frontier"],
       fmt("%.0f candidates (blocks-8 .. blocks-1, balance first), each balanced; target ≤ 50 ms", double(frontier_points)));

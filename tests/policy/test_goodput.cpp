@@ -38,6 +38,13 @@ std::vector<std::vector<double>> smartmoe_like() {
   return loads;
 }
 
+// `layers` layers, the three of smartmoe_like in turn.
+std::vector<std::vector<double>> smartmoe_like(int layers) {
+  std::vector<std::vector<double>> loads;
+  for (int l = 0; l < layers; ++l) loads.push_back(smartmoe_like()[size_t(l % 3)]);
+  return loads;
+}
+
 AllocationProposal lazarus(PolicySet& set, uint32_t nodes, uint32_t slots, const std::vector<std::vector<double>>& loads) {
   AllocationInput in{nodes, slots, uint32_t(loads[0].size()), 2, loads};
   return std::get<AllocationProposal>(decide_valid(set, Kind::allocation, "lazarus", in));
@@ -157,8 +164,7 @@ TEST_CASE("stepwise judges on the steps: a layout that passes each step's excess
 
 TEST_CASE("stepwise on many layers judges the last steps that fit its time: 10 of 16 at 24 layers x 32 experts x 16 nodes") {
   PolicySet set;
-  std::vector<std::vector<double>> loads;
-  for (int l = 0; l < 24; ++l) loads.push_back(smartmoe_like()[size_t(l % 3)]);
+  const auto loads = smartmoe_like(24);
   const auto a = lazarus(set, 16, 8, loads);
   PlacementInput in{16, 8, 32, a.floor, a.replicas, loads, {}};
   for (uint32_t s = 0; s < 16; ++s) {
@@ -296,8 +302,7 @@ TEST_CASE("ctx.steps and ctx.moves written by hand are checked: a layer per laye
 TEST_CASE("goodput on a large plan: weighed on 4 sampled layers, the chosen construction built for every layer") {
   // 40 layers of 32 experts on 64 nodes x 8 slots: above the size weighed whole
   PolicySet set;
-  std::vector<std::vector<double>> loads;
-  for (int l = 0; l < 40; ++l) loads.push_back(smartmoe_like()[size_t(l % 3)]);
+  const auto loads = smartmoe_like(40);
   const auto a = lazarus(set, 64, 8, loads);
   PlacementInput in{64, 8, 32, a.floor, a.replicas, loads, {}};
   for (double mtbf_h : {0.0, 0.5}) {  // assumed; a node failing every half hour, half with a second
@@ -480,8 +485,7 @@ TEST_CASE("after a loss the survivors keep what they hold, and a replacement's e
 TEST_CASE("a large plan weighs the placement in force too: after a loss among 64 nodes, far fewer replicas move") {
   // 40 layers of 32 experts on 64 nodes x 8 slots: weighed on 4 sampled layers (above)
   PolicySet set;
-  std::vector<std::vector<double>> loads;
-  for (int l = 0; l < 40; ++l) loads.push_back(smartmoe_like()[size_t(l % 3)]);
+  const auto loads = smartmoe_like(40);
   const auto a = lazarus(set, 64, 8, loads);
   PlacementInput first_in{64, 8, 32, a.floor, a.replicas, loads, {}};
   const auto first = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", first_in)).placement;

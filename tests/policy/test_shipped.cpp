@@ -156,3 +156,46 @@ TEST_CASE("health policies: lighten gives a slow worker work until it keeps up, 
   auto floor = std::get<HealthProposal>(ops_for(Kind::health).floor(Input(in)));
   CHECK(floor.shares == std::vector<double>{1, 1, 1, 1});
 }
+
+TEST_CASE("policies/lib/heap.lua pops by key, then tie, and a broken order fails the check") {
+  // A policy whose selftest fills a heap with 500 pseudo-random keys (50 values, so many ties) and
+  // checks that they come out by key, ties by the lower tie, then that the heap is empty.
+  auto source = [](const std::string& check) {
+    return std::string(R"(
+local heap = require "heap"
+local function selftest(t)
+  local h, seed = heap.new(), 1
+  for i = 1, 500 do
+    seed = (seed * 1103515245 + 12345) % 2147483648
+    h:push(seed % 50, i, { seed % 50, i })
+  end
+  t.eq(h:size(), 500)
+  local last
+  for _ = 1, 500 do
+    local item, key = h:pop()
+    t.ok(item ~= nil and key == item[1], "each item comes with its key")
+    t.ok(not last or )") + check + R"(, "by key, ties by the lower tie")
+    last = item
+  end
+  t.ok(h:pop() == nil and h:size() == 0, "then empty")
+end
+local function decide(ctx)
+  local replicas = {}
+  for l = 1, ctx.layers do
+    replicas[l] = {}
+    for e = 1, ctx.experts do replicas[l][e] = math.floor(ctx.nodes * ctx.slots / ctx.experts) end
+    for e = 1, ctx.nodes * ctx.slots - ctx.experts * replicas[l][1] do replicas[l][e] = replicas[l][e] + 1 end
+  end
+  return { replicas = replicas }
+end
+return { api = 1, kind = "allocation", name = "heap_check", doc = "checks policies/lib/heap.lua",
+         decide = decide, selftest = selftest }
+)";
+  };
+  PolicySet set;
+  auto good = set.check(Kind::allocation, source("item[1] > last[1] or (item[1] == last[1] and item[2] > last[2])"));
+  CHECK_MESSAGE(good.ok(), (good.ok() ? "" : good.error().message()));
+  // the same check with the ties' order reversed fails: the selftest can tell
+  auto reversed = set.check(Kind::allocation, source("item[1] > last[1] or (item[1] == last[1] and item[2] < last[2])"));
+  CHECK_FALSE(reversed.ok());
+}
