@@ -497,6 +497,7 @@ TEST_CASE("a large plan weighs the placement in force too: after a loss among 64
   INFO(p.note);
   CHECK(c["point"] == "kept");
   CHECK(c["weighed_on"] == nlohmann::json({1, 11, 21, 31}));
+  CHECK(c["balances"].size() == 40);  // its figures are the whole plan's, as a construction's are
   const uint64_t moved = fetched(survivors, p.placement);
   CHECK(c["moves"]["kept"] == moved);
   // the same question without the placement in force: every layer placed from scratch
