@@ -86,21 +86,11 @@ std::vector<std::vector<std::vector<uint32_t>>> class_overlaps(const Holdings& h
   return by_score;
 }
 
-}  // namespace
-
-Result<Remap> greedy_remap(const Holdings& held, const std::vector<bool>& alive, const Plan& plan,
-                           const std::vector<uint32_t>& domain_of_node) {
-  if (alive.size() != held.size()) return fail("alive has ", alive.size(), " entries for ", held.size(), " nodes");
-  size_t live = size_t(std::count(alive.begin(), alive.end(), true));
-  if (live < plan.nodes)
-    return fail("the plan has ", plan.nodes, " positions but only ", live, " nodes are alive");
-  const bool by_domain = !plan.domains.empty();
-  if (by_domain && domain_of_node.size() != held.size())
-    return fail("the plan has failure domains but ", domain_of_node.size(), " of ", held.size(), " nodes have one");
-  auto fits = [&](uint32_t position, uint32_t node) { return !by_domain || plan.domains[position] == domain_of_node[node]; };
-  Remap r;
-  r.node_of_position.assign(plan.nodes, -1);
-  r.position_of_node.assign(held.size(), -1);
+// Gives positions to the nodes that already hold their replicas: largest overlap first; at each
+// overlap the positions in order, each taking the lowest free node with that overlap that `fits` it,
+// so the result is deterministic. Positions that share nothing with a free node are left (-1).
+template <class Fits>
+void assign_by_overlap(const Holdings& held, const std::vector<bool>& alive, const Plan& plan, Fits fits, Remap& r) {
   const size_t layers = plan.layers.size();
   const Classes nodes = classes_of(held.size(), layers, alive, [&](uint32_t n, size_t l) {
     return l < held[n].size() ? held[n][l] : std::vector<ExpertId>{};
@@ -120,8 +110,6 @@ Result<Remap> greedy_remap(const Holdings& held, const std::vector<bool>& alive,
       if (r.position_of_node[m[i]] < 0 && fits(p, m[i])) return m[i];
     return -1;
   };
-  // Largest overlap first; at each overlap the positions in order, each taking the lowest free node
-  // with that overlap, so the result is deterministic.
   for (size_t score = most; score-- > 1;)
     for (uint32_t p = 0; p < plan.nodes; ++p) {
       const auto& scores = by_score[positions.of[p]];
@@ -134,6 +122,24 @@ Result<Remap> greedy_remap(const Holdings& held, const std::vector<bool>& alive,
       r.position_of_node[size_t(best)] = int32_t(p);
       r.kept += score;
     }
+}
+
+}  // namespace
+
+Result<Remap> greedy_remap(const Holdings& held, const std::vector<bool>& alive, const Plan& plan,
+                           const std::vector<uint32_t>& domain_of_node) {
+  if (alive.size() != held.size()) return fail("alive has ", alive.size(), " entries for ", held.size(), " nodes");
+  size_t live = size_t(std::count(alive.begin(), alive.end(), true));
+  if (live < plan.nodes)
+    return fail("the plan has ", plan.nodes, " positions but only ", live, " nodes are alive");
+  const bool by_domain = !plan.domains.empty();
+  if (by_domain && domain_of_node.size() != held.size())
+    return fail("the plan has failure domains but ", domain_of_node.size(), " of ", held.size(), " nodes have one");
+  auto fits = [&](uint32_t position, uint32_t node) { return !by_domain || plan.domains[position] == domain_of_node[node]; };
+  Remap r;
+  r.node_of_position.assign(plan.nodes, -1);
+  r.position_of_node.assign(held.size(), -1);
+  assign_by_overlap(held, alive, plan, fits, r);
   for (uint32_t p = 0; p < plan.nodes; ++p) {
     if (r.node_of_position[p] >= 0) continue;
     uint32_t n = 0;
