@@ -196,6 +196,7 @@ return { api = 1, kind = "allocation", name = "heap_check", doc = "checks polici
   auto good = set.check(Kind::allocation, source("item[1] > last[1] or (item[1] == last[1] and item[2] > last[2])"));
   CHECK_MESSAGE(good.ok(), (good.ok() ? "" : good.error().message()));
   // the same check with the ties' order reversed fails: the selftest can tell
-  auto reversed = set.check(Kind::allocation, source("item[1] > last[1] or (item[1] == last[1] and item[2] < last[2])"));
+  auto reversed =
+      set.check(Kind::allocation, source("item[1] > last[1] or (item[1] == last[1] and item[2] < last[2])"));
   CHECK_FALSE(reversed.ok());
 }
