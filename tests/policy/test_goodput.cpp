@@ -514,6 +514,22 @@ TEST_CASE("a large plan weighs the placement in force too: after a loss among 64
                                         << c["moves"]["kept_most"] << "), " << moved_fresh << " placed from scratch");
 }
 
+TEST_CASE("a plan too large to weigh the placement in force within the budget is made from scratch, saying so") {
+  // 40 layers on 410 nodes x 8 slots: 131 200 slots, just above what goodput weighs kept on
+  PolicySet set;
+  const auto loads = smartmoe_like(40);
+  const auto a = lazarus(set, 411, 8, loads);
+  PlacementInput first_in{411, 8, 32, a.floor, a.replicas, loads, {}};
+  const auto first = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", first_in)).placement;
+  const auto b = lazarus(set, 410, 8, loads);
+  PlacementInput after{410, 8, 32, b.floor, b.replicas, loads, without_node(first, 3)};
+  auto p = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", after));
+  auto c = nlohmann::json::parse(p.choice);
+  CHECK(c["point"] != "kept");
+  CHECK(c["kept_refused"].get<std::string>().find("131200 slots (40 layers x 410 nodes x 8) are more than") == 0);
+  CHECK(p.note.find("the placement in force was not weighed: 131200 slots") != std::string::npos);
+}
+
 TEST_CASE("with what a fetch costs: the placement in force is kept when re-placing gains less training time than its extra fetches add to the switch, else re-placed") {
   PolicySet set;
   const auto loads = smartmoe_like();
