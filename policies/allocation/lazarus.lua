@@ -29,10 +29,22 @@ local function allocate_layer(loads, slots_total, f)
   return replicas
 end
 
+-- Whether some layer's busiest expert has over 10 % more than the layer's mean load.
+local function skewed(loads)
+  for _, layer in ipairs(loads) do
+    local sum, most = 0, 0
+    for _, t in ipairs(layer) do
+      sum, most = sum + t, math.max(most, t)
+    end
+    if sum > 0 and most > 1.1 * sum / #layer then return true end
+  end
+  return false
+end
+
 -- When the floor takes every slot, no expert gets a replica for its load, however skewed the loads:
--- the note says so, and what would give the loads room.
+-- where they are skewed, the note says so, and what would give the loads room.
 local function no_room_note(ctx)
-  if ctx.nodes * ctx.slots > ctx.floor * ctx.experts then return nil end
+  if ctx.nodes * ctx.slots > ctx.floor * ctx.experts or not skewed(ctx.loads) then return nil end
   return string.format("the floor takes every slot (%d x %d slots for %d experts at f = %d): no expert has a "
                        .. "replica for its load; more nodes, more policies.slots or a lower policies.min_replicas "
                        .. "would give the loads room", ctx.nodes, ctx.slots, ctx.experts, ctx.floor)
@@ -69,6 +81,8 @@ local function selftest(t)
   local r2 = decide(full)
   t.valid(r2, full)
   t.ok(r2.note:find("the floor takes every slot", 1, true) == 1, "a floor that takes every slot is said")
+  full.loads = { { 10, 10, 10, 10 } }
+  t.ok(decide(full).note == nil, "... where the loads are skewed")
 end
 
 return {
