@@ -3,7 +3,9 @@
 -- experts still to come, but never fewer than the floor f:
 --     r_e = max(floor(t_e / sum_{e' >= e} t_e' * (N*c - sum_{e' < e} r_e')), f)
 -- The most loaded expert takes whatever is left, so the replicas fill the N*c slots exactly.
--- When N*c < f*E the floor is lowered to floor(N*c/E), and the proposal's note says so.
+-- When N*c < f*E the floor is lowered to floor(N*c/E), and the proposal's note says so; when the
+-- floor takes every slot (N*c = f*E) while the loads are skewed, the note says that no replica
+-- follows them.
 local function allocate_layer(loads, slots_total, f)
   local order = sal.argsort(loads)            -- ascending load, ties by expert id
   local n = #order
