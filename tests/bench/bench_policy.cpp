@@ -5,9 +5,12 @@
 // 1023 survivors through the real policy generations (ctx built, Lua run, proposal read back) —
 // lazarus allocation, then the default placement, goodput (which computes the frontier of balance
 // against recovery and picks a point) — and the greedy remap maps it onto the survivors. Loads
-// drift between the two plans. Peers in the same run: the frontier alone (C++, algo/frontier.h);
-// the mro, spread and compact placements; and the exact recovery probability of the new plan per k
-// (target ≤ 10 ms per k). Prints a markdown table of p50 and max over the runs.
+// drift between the two plans. The same re-plan is then asked as the driver asks it, told what the
+// survivors hold (ctx.current: the placement in force, adjusted, is weighed too), with the
+// replicas each way fetches (in all, and by the busiest node). Peers in the same run: the frontier
+// alone (C++, algo/frontier.h); the mro, spread and compact placements; and the exact recovery
+// probability of the new plan per k (target ≤ 10 ms per k). Prints a markdown table of p50 and max
+// over the runs.
 //
 // usage: bench_policy [runs = 20]
 #include <algorithm>
