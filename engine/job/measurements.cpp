@@ -102,6 +102,7 @@ Measurements::Measurements(const ModelShape& shape, size_t load_window)
       copy_Bps_(kMedianCopies),
       replan_s_(kMedianRecoveries),
       restore_s_(kMedianRecoveries),
+      restore_rerun_(kMedianRecoveries),
       switch_s_(kMedianRecoveries),
       replica_s_(kMedianRecoveries) {}
 
@@ -136,6 +137,8 @@ void Measurements::recovered(const RecoveryRecord& r) {
   if (r.kind == "restore") {
     restore_s_.add(r.seconds);
     facts_.restore_s = restore_s_.median();
+    restore_rerun_.add(double(r.rerun));
+    facts_.restore_rerun = restore_rerun_.median();
   } else if (r.kind == "elastic") {
     replan_s_.add(r.seconds);
     facts_.replan_s = replan_s_.median();

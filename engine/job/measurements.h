@@ -166,7 +166,7 @@ class Measurements {
   LoadWindow loads_;
   MovingMedian step_s_;
   MovingMedian copy_Bps_;
-  MovingMedian replan_s_, restore_s_, switch_s_, replica_s_;
+  MovingMedian replan_s_, restore_s_, restore_rerun_, switch_s_, replica_s_;
   CheckpointFacts facts_;
   std::map<Participant, SparseHolding> sparse_;
   SpeedWatch speed_;

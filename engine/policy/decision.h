@@ -45,7 +45,7 @@ struct FailureFacts {
   std::string source;     // where the rate comes from: "measured: ...", "job file: ...", "assumed: ..."
   double correlated = 0;  // probability that a loss takes another node down before the re-plan
   double window_s = 0;    // a second loss this soon after the first counts as simultaneous
-  double restore_s = 0;   // what losing every replica of an expert costs (restore + steps run again)
+  double restore_s = 0;   // what losing every replica of an expert costs beyond an elastic recovery
   std::string restore_source;  // how restore_s was reckoned
 };
 

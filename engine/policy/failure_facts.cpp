@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <utility>
 
 namespace sal::policy {
@@ -27,6 +28,25 @@ std::string text(const char* format, double a, double b = 0) {
   char buf[160];
   std::snprintf(buf, sizeof buf, format, a, b);
   return buf;
+}
+
+// What a wipe-out's restore costs beyond the elastic recovery that any loss costs (the goodput
+// model leaves that out of the comparison, as every placement pays it), and how it was reckoned.
+// The elastic recovery is a re-plan (measured), else a plan switch and a step (the job's first
+// plan's); a restore is what restores took (measured), else taken as a re-plan: a restore from
+// peers is a re-plan whose workers read their state back. Nothing measured: kRestoreOverheadS, a
+// cluster's restart.
+std::pair<double, std::string> restore_extra(const RecoveryTimes& took, double step_s) {
+  const bool replanned = took.replan_s > 0, switched = took.switch_s > 0;
+  const double elastic_s = replanned ? took.replan_s : switched ? took.switch_s + step_s : 0;
+  const std::string elastic = replanned ? text("re-plans %.3g s", elastic_s)
+                                        : text("a plan switch and a step %.3g s", elastic_s);
+  if (took.restore_s > 0 && elastic_s > 0)
+    return {std::max(0.0, took.restore_s - elastic_s),
+            text("beyond an elastic recovery: restores %.3g s, ", took.restore_s) + elastic + ", measured"};
+  if (took.restore_s > 0) return {took.restore_s, "measured; no elastic recovery measured yet"};
+  if (elastic_s > 0) return {0.0, "beyond an elastic recovery, none: no restore yet, taken as one (" + elastic + ", measured)"};
+  return {kRestoreOverheadS, "assumed"};
 }
 
 }  // namespace
@@ -58,14 +78,9 @@ FailureFacts failure_facts(const FailureSettings& settings, const FailureRate& m
   f.correlated = std::clamp(settings.correlated, 0.0, 1.0);
   f.window_s = took.replan_s > 0 ? took.replan_s : took.switch_s > 0 ? took.switch_s : kWindowS;
   const double step_s = iteration_s > 0 ? iteration_s : kAssumedIterationS;
-  // a re-plan is a switch and the step after it: what the job's first plan took says as much
-  const auto [restore_s, how] =
-      took.restore_s > 0  ? std::pair{took.restore_s, "measured"}
-      : took.replan_s > 0 ? std::pair{took.replan_s, "a re-plan's, measured; no restore yet"}
-      : took.switch_s > 0 ? std::pair{took.switch_s + step_s, "a plan switch and a step, measured; no recovery yet"}
-                          : std::pair{kRestoreOverheadS, "assumed"};
-  f.restore_s = restore_s + rerun_steps * step_s;
-  f.restore_source = text("%.3g s to restore (", restore_s) + how + text(") + steps run again: %g", rerun_steps) +
+  const auto [extra_s, how] = restore_extra(took, step_s);
+  f.restore_s = extra_s + rerun_steps * step_s;
+  f.restore_source = text("%.3g s to restore (", extra_s) + how + text(") + steps run again: %g", rerun_steps) +
                      text(" of %.3g s", step_s) + " (" + rerun_source + ")";
   return f;
 }

@@ -1,8 +1,8 @@
 // failure_facts.h — what the placement policy is told about node failures (decision.h:
 // FailureFacts, ctx.failures in Lua), so that it can weigh balance against survival: the rate of
 // node failures — as the job file states it, else as measured from the plans the job asked for, else
-// an assumed rate that says so — and what losing every replica of an expert costs (a restore and
-// the steps run again).
+// an assumed rate that says so — and what losing every replica of an expert costs beyond the elastic
+// recovery any loss costs (the restore's extra time and the steps run again).
 //
 // Measuring: a plan decided for fewer workers than the plan before counts the difference as node
 // losses (a drain counts too: it also takes a node's replicas away), over the node-hours between
@@ -49,12 +49,13 @@ struct RecoveryTimes {
 
 // The facts for a plan: the rate as stated, else measured once a loss was seen, else assumed;
 // a wipe-out's cost from the step time (`iteration_s`, 0: not measured yet), the steps a restore
-// runs again (`rerun_steps`, said how in `rerun_source`) and what a restore itself takes: as
-// measured, else a re-plan's measured time (a restore re-plans too, then reads the state back from
-// peers' memory or disk), else a measured plan switch and a step (before the first loss), else an
-// assumed cluster figure. Two losses count as simultaneous when the second comes before the
-// first's re-plan is done: within the measured re-plan time, else a switch's, else an assumed
-// cluster figure.
+// runs again (`rerun_steps`, said how in `rerun_source`) and what a restore takes beyond the elastic
+// recovery that the same loss would otherwise cost (every placement pays that one): measured
+// restores less measured re-plans (a re-plan, else before the first loss a plan switch and a step);
+// with no restore measured yet, none beyond (a restore re-plans too, then reads the state back from
+// peers' memory or disk); with nothing measured, an assumed cluster figure. Two losses count as
+// simultaneous when the second comes before the first's re-plan is done: within the measured
+// re-plan time, else a switch's, else an assumed cluster figure.
 FailureFacts failure_facts(const FailureSettings& settings, const FailureRate& measured, double iteration_s,
                            double rerun_steps, const std::string& rerun_source, const RecoveryTimes& took = {});
 

@@ -22,6 +22,7 @@ struct CheckpointFacts {
   double bandwidth_Bps = 0;  // bytes a snapshot copied over the pause training saw, median
   double replan_s = 0;       // the engine's time of the recent elastic recoveries (a loss to the next commit), median
   double restore_s = 0;      // the engine's time of the recent restores (a loss to the first step after it), median
+  double restore_rerun = -1; // committed steps the recent restores ran again, median; < 0: no restore yet
   double switch_s = 0;       // the engine's time of the recent plan switches, the job's first plan's included, median
   double replica_s = 0;      // one expert replica's fetch in a plan switch (a receiving worker's migration over
                              // the replicas it received), median of the switches that moved experts

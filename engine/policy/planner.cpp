@@ -154,12 +154,18 @@ void Planner::deal_domains(const std::vector<uint32_t>& domains, PlanRecord& r) 
   if (!r.plan.domains.empty()) r.plan.racks = racks_;
 }
 
+// The steps a restore runs again: as this job's restores did (median), else two sparse windows
+// where snapshots are kept in peers, else half the dense snapshot period.
 FailureFacts Planner::failure_facts(const CheckpointFacts& facts) const {
   const bool sparse = cfg_.peer_copies > 0 && current_;
-  const double rerun = sparse ? 2.0 * std::max<uint32_t>(1, current_->plan.schedule.window)
-                              : double(std::max<int64_t>(1, cfg_.checkpoint_every)) / 2;
+  const bool measured = facts.restore_rerun >= 0;
+  const double rerun = measured ? facts.restore_rerun
+                       : sparse ? 2.0 * std::max<uint32_t>(1, current_->plan.schedule.window)
+                                : double(std::max<int64_t>(1, cfg_.checkpoint_every)) / 2;
   return policy::failure_facts(cfg_.failures, failure_rate_, facts.iteration_s, rerun,
-                               sparse ? "two sparse windows" : "half the dense snapshot period",
+                               measured ? "the job's restores, measured"
+                               : sparse ? "two sparse windows"
+                                        : "half the dense snapshot period",
                                {facts.replan_s, facts.restore_s, facts.switch_s});
 }
 

@@ -10,8 +10,9 @@
 --     q = correlated + (N - 1) * rate * window_s / 3600
 -- (a failure that takes another with it, or one that falls in the window), a third with q again.
 -- A loss of k nodes wipes out some expert with probability 1 - P(k) (P(3) stands for three or more),
--- and a wipe-out costs restore_s: a restore from peers' snapshots or from disk and the steps run
--- again. The share of time lost to wipe-outs is
+-- and a wipe-out costs restore_s: what its restore (from peers' snapshots or from disk) takes beyond
+-- the elastic recovery the same loss would cost, and the steps run again. The share of time lost to
+-- wipe-outs is
 --     lost = N * rate / 3600 * restore_s * ((1 - q)(1 - P(1)) + q (1 - q)(1 - P(2)) + q^2 (1 - P(3)))
 -- and goodput = speed * (1 - lost). An elastic recovery (no expert lost) costs the same whatever the
 -- placement, so it is left out of the comparison.

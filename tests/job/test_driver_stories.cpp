@@ -76,6 +76,7 @@ TEST_CASE("a recovery's engine time is what the next plans weigh a wipe-out and 
   REQUIRE(rec[0].record.seconds > 0);
   CHECK(h.d.checkpoint_facts().replan_s == doctest::Approx(rec[0].record.seconds));
   CHECK(h.d.checkpoint_facts().restore_s == 0);  // an elastic recovery is no restore
+  CHECK(h.d.checkpoint_facts().restore_rerun < 0);  // nor runs steps again as one
   h.lose(2);  // the next loss: its plan is asked with what the first recovery took
   h.asked.reset();
   h.membership(workers({0, 1}), 10);
@@ -824,6 +825,8 @@ TEST_CASE("every holder of an expert lost, a sparse window in the agents' memory
   for (const auto& a : h.history)
     if (auto* r = std::get_if<act::RecoveryDone>(&a)) peers = r->record.source == "peers" && r->record.rerun == 1;
   CHECK(peers);
+  // the next plans weigh a wipe-out by the steps this job's restores ran again: 1 here
+  CHECK(h.d.checkpoint_facts().restore_rerun == doctest::Approx(1));
   h.asked.reset();
   h.commit_step();  // 6: replayed; the join's batch starts now
   h.timer(Timer::join, 1100);

@@ -242,6 +242,29 @@ TEST_CASE("the planner tells the placement the steps measured with the loads, an
   CHECK(second.note.find("2 steps, 7 of expert 1 in the last, dispatch even") != std::string::npos);
 }
 
+TEST_CASE("the planner weighs a wipe-out by the steps this job's restores ran again, once one has") {
+  PlannerConfig cfg = echo_planner(2, R"(return { api = 1, kind = "placement", name = "echo", doc = "d", decide = function(ctx)
+      local pl = {}
+      for n = 1, ctx.nodes do pl[n] = { (n - 1) % 4 + 1, (n + 1) % 4 + 1 } end
+      return { placement = { pl }, note = string.format("%.3f: %s", ctx.failures.restore_s, ctx.failures.restore_source) }
+    end })");
+  cfg.checkpoint_every = 10;
+  auto planner = configured(cfg);
+  PlanAsk ask;
+  ask.workers = 4;
+  ask.facts.iteration_s = 0.2;
+  ask.facts.replan_s = 0.5;
+  auto before = decided(*planner, ask);  // no restore yet: half the dense snapshot period, 5 steps
+  CHECK(before.note.find("1.000: 0 s to restore") != std::string::npos);
+  CHECK(before.note.find("steps run again: 5 of 0.2 s (half the dense snapshot period)") != std::string::npos);
+  ask.facts.restore_s = 0.8;
+  ask.facts.restore_rerun = 0;  // the restores lost no committed step (peers' windows, replayed)
+  auto after = decided(*planner, ask);
+  CHECK(after.note.find("0.300: 0.3 s to restore (beyond an elastic recovery: restores 0.8 s, re-plans 0.5 s") !=
+        std::string::npos);
+  CHECK(after.note.find("steps run again: 0 of 0.2 s (the job's restores, measured)") != std::string::npos);
+}
+
 TEST_CASE("the planner tells the placement what each worker holds: the driver's, else the last plan of as many positions") {
   PlannerConfig cfg = echo_planner(1, R"(return { api = 1, kind = "placement", name = "echo", doc = "d", decide = function(ctx)
       local pl, said, list = {}, {}, {}
@@ -637,21 +660,31 @@ TEST_CASE("failure facts: stated, else measured from the plans' worker counts, e
   auto measured = failure_facts({}, rate, 2, 5, "five steps");
   CHECK(measured.rate == doctest::Approx(2.0 / 46));
   CHECK(measured.source.find("measured: 2 node losses") == 0);
-  // before any loss, a plan switch was measured (the job's first plan): a restore costs that and a
-  // step, and two losses are simultaneous within a switch's time
+  // A wipe-out costs what its restore takes beyond the elastic recovery the same loss would cost
+  // (every placement pays that one), and the steps run again. Before any loss a plan switch was
+  // measured (the job's first plan): a restore is taken as a re-plan, a switch and a step, so
+  // nothing beyond; two losses are simultaneous within a switch's time
   auto switched = failure_facts({}, rate, 2, 5, "five steps", {0, 0, 0.1});
-  CHECK(switched.restore_s == doctest::Approx(0.1 + 2 + 5 * 2));
+  CHECK(switched.restore_s == doctest::Approx(5 * 2));
   CHECK(switched.window_s == doctest::Approx(0.1));
-  CHECK(switched.restore_source.find("2.1 s to restore (a plan switch and a step, measured; no recovery yet)") == 0);
-  // once the job has recovered: a restore costs what restores took, else what a re-plan took,
-  // and two losses are simultaneous within a re-plan's time
+  CHECK(switched.restore_source.find("0 s to restore (beyond an elastic recovery, none: no restore yet, taken as one "
+                                     "(a plan switch and a step 2.1 s, measured))") == 0);
+  // once the job has re-planned: still none beyond without a restore; two losses are simultaneous
+  // within a re-plan's time
   auto replanned = failure_facts({}, rate, 2, 5, "five steps", {0.3, 0, 0.1});
-  CHECK(replanned.restore_s == doctest::Approx(0.3 + 5 * 2));
+  CHECK(replanned.restore_s == doctest::Approx(5 * 2));
   CHECK(replanned.window_s == doctest::Approx(0.3));
-  CHECK(replanned.restore_source.find("0.3 s to restore (a re-plan's, measured; no restore yet)") == 0);
+  CHECK(replanned.restore_source.find("(beyond an elastic recovery, none: no restore yet, taken as one (re-plans 0.3 s") !=
+        std::string::npos);
+  // restores measured: what they took beyond the re-plans
   auto restored = failure_facts({}, rate, 2, 5, "five steps", {0.3, 0.8});
-  CHECK(restored.restore_s == doctest::Approx(0.8 + 5 * 2));
-  CHECK(restored.restore_source.find("0.8 s to restore (measured)") == 0);
+  CHECK(restored.restore_s == doctest::Approx(0.5 + 5 * 2));
+  CHECK(restored.restore_source.find("0.5 s to restore (beyond an elastic recovery: restores 0.8 s, re-plans 0.3 s, "
+                                     "measured)") == 0);
+  // a restore faster than the re-plans costs nothing beyond them; one with no elastic recovery to
+  // compare with costs all it took
+  CHECK(failure_facts({}, rate, 2, 5, "five steps", {0.9, 0.8}).restore_s == doctest::Approx(5 * 2));
+  CHECK(failure_facts({}, rate, 2, 5, "five steps", {0, 0.8}).restore_s == doctest::Approx(0.8 + 5 * 2));
   CHECK(assumed.window_s == doctest::Approx(10));
   auto said = failure_facts({1000, 0.25}, rate, 2, 5, "five steps");
   CHECK(said.rate == doctest::Approx(0.001));
