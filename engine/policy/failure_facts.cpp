@@ -45,7 +45,8 @@ std::pair<double, std::string> restore_extra(const RecoveryTimes& took, double s
     return {std::max(0.0, took.restore_s - elastic_s),
             text("beyond an elastic recovery: restores %.3g s, ", took.restore_s) + elastic + ", measured"};
   if (took.restore_s > 0) return {took.restore_s, "measured; no elastic recovery measured yet"};
-  if (elastic_s > 0) return {0.0, "beyond an elastic recovery, none: no restore yet, taken as one (" + elastic + ", measured)"};
+  if (elastic_s > 0)
+    return {0.0, "beyond an elastic recovery, none: no restore yet, taken as one (" + elastic + ", measured)"};
   return {kRestoreOverheadS, "assumed"};
 }
 

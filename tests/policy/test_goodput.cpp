@@ -243,10 +243,12 @@ TEST_CASE("the planner tells the placement the steps measured with the loads, an
 }
 
 TEST_CASE("the planner weighs a wipe-out by the steps this job's restores ran again, once one has") {
-  PlannerConfig cfg = echo_planner(2, R"(return { api = 1, kind = "placement", name = "echo", doc = "d", decide = function(ctx)
+  PlannerConfig cfg = echo_planner(2, R"(return { api = 1, kind = "placement", name = "echo", doc = "d",
+    decide = function(ctx)
       local pl = {}
       for n = 1, ctx.nodes do pl[n] = { (n - 1) % 4 + 1, (n + 1) % 4 + 1 } end
-      return { placement = { pl }, note = string.format("%.3f: %s", ctx.failures.restore_s, ctx.failures.restore_source) }
+      local f = ctx.failures
+      return { placement = { pl }, note = string.format("%.3f: %s", f.restore_s, f.restore_source) }
     end })");
   cfg.checkpoint_every = 10;
   auto planner = configured(cfg);
@@ -674,8 +676,8 @@ TEST_CASE("failure facts: stated, else measured from the plans' worker counts, e
   auto replanned = failure_facts({}, rate, 2, 5, "five steps", {0.3, 0, 0.1});
   CHECK(replanned.restore_s == doctest::Approx(5 * 2));
   CHECK(replanned.window_s == doctest::Approx(0.3));
-  CHECK(replanned.restore_source.find("(beyond an elastic recovery, none: no restore yet, taken as one (re-plans 0.3 s") !=
-        std::string::npos);
+  CHECK(replanned.restore_source.find("(beyond an elastic recovery, none: no restore yet, taken as one "
+                                     "(re-plans 0.3 s") != std::string::npos);
   // restores measured: what they took beyond the re-plans
   auto restored = failure_facts({}, rate, 2, 5, "five steps", {0.3, 0.8});
   CHECK(restored.restore_s == doctest::Approx(0.5 + 5 * 2));
