@@ -414,6 +414,17 @@ Placement without_node(Placement p, size_t n) {
   return p;
 }
 
+// The re-plan after node `lost` of a first `goodput` plan of `loads` on `nodes` nodes x 8 slots is
+// lost: what the survivors hold is its ctx.current.
+PlacementInput after_a_loss(PolicySet& set, const std::vector<std::vector<double>>& loads, uint32_t nodes,
+                            size_t lost) {
+  const auto a = lazarus(set, nodes, 8, loads);
+  PlacementInput first{nodes, 8, 32, a.floor, a.replicas, loads, {}};
+  const auto placement = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", first)).placement;
+  const auto b = lazarus(set, nodes - 1, 8, loads);
+  return {nodes - 1, 8, 32, b.floor, b.replicas, loads, without_node(placement, lost)};
+}
+
 }  // namespace
 
 TEST_CASE("a re-plan on as many workers keeps the placement in force, changed only for the new replica counts, unless re-placing gains over 1 %") {
@@ -511,13 +522,8 @@ TEST_CASE("after a loss the survivors keep what they hold, and a replacement's e
 TEST_CASE("a large plan weighs the placement in force too: after a loss among 64 nodes, far fewer replicas move") {
   // 40 layers of 32 experts on 64 nodes x 8 slots: weighed on 4 sampled layers (above)
   PolicySet set;
-  const auto loads = smartmoe_like(40);
-  const auto a = lazarus(set, 64, 8, loads);
-  PlacementInput first_in{64, 8, 32, a.floor, a.replicas, loads, {}};
-  const auto first = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", first_in)).placement;
-  const Placement survivors = without_node(first, 17);
-  const auto b = lazarus(set, 63, 8, loads);
-  PlacementInput after{63, 8, 32, b.floor, b.replicas, loads, survivors};
+  const PlacementInput after = after_a_loss(set, smartmoe_like(40), 64, 17);
+  const Placement& survivors = after.current;
   auto p = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", after));  // every layer valid
   auto c = nlohmann::json::parse(p.choice);
   INFO(p.note);
@@ -543,12 +549,7 @@ TEST_CASE("a large plan weighs the placement in force too: after a loss among 64
 TEST_CASE("a plan too large to weigh the placement in force within the budget is made from scratch, saying so") {
   // 40 layers on 410 nodes x 8 slots: 131 200 slots, just above what goodput weighs kept on
   PolicySet set;
-  const auto loads = smartmoe_like(40);
-  const auto a = lazarus(set, 411, 8, loads);
-  PlacementInput first_in{411, 8, 32, a.floor, a.replicas, loads, {}};
-  const auto first = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", first_in)).placement;
-  const auto b = lazarus(set, 410, 8, loads);
-  PlacementInput after{410, 8, 32, b.floor, b.replicas, loads, without_node(first, 3)};
+  const PlacementInput after = after_a_loss(set, smartmoe_like(40), 411, 3);
   auto p = std::get<PlacementProposal>(decide_valid(set, Kind::placement, "goodput", after));
   auto c = nlohmann::json::parse(p.choice);
   CHECK(c["point"] != "kept");
