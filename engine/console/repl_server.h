@@ -27,6 +27,7 @@
 #include "lua/registry.h"
 #include "lua/sandbox.h"
 #include "console/loop_calls.h"
+#include "mesh/timer.h"
 #include "wire/codec.h"
 
 namespace sal::wire {
@@ -89,6 +90,7 @@ class ReplServer {
     std::string output;  // print() of the chunk being evaluated
     int64_t last_used_ns = 0;
     std::thread evaluation;  // the chunk being evaluated (joinable while busy)
+    std::unique_ptr<mesh::Timer> pacing;  // moves a long chunk into idle time, and back at its budget
     bool busy = false;
     bool closing = false;    // the client went away mid-chunk: drop the session when it ends
   };
@@ -101,6 +103,7 @@ class ReplServer {
   bool make_room();
   void close_session(Sessions::iterator it, const char* why);
   void eval(Session& s, const wire::ReplEval& req);
+  void pace(Session& s);
   void evaluated(uint64_t session_id, wire::ReplResult res, const std::string& chunk);
   void complete(Session& s, const wire::ReplComplete& req);
   void audit(const Session& s, const std::string& chunk, const std::string& outcome);

@@ -1,6 +1,7 @@
 // lifetime.cpp — see lifetime.h.
 #include "core/lifetime.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -23,6 +24,11 @@ void block_signals_in_this_thread() {
 
 void lower_this_thread_priority(int nice) {
   (void)setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), nice);
+}
+
+bool run_in_idle_time(pthread_t thread, bool idle) {
+  sched_param none{};
+  return pthread_setschedparam(thread, idle ? SCHED_IDLE : SCHED_OTHER, &none) == 0;
 }
 
 }  // namespace sal
