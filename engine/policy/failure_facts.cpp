@@ -21,8 +21,6 @@ constexpr double kWindowS = 10;
 // again, reading the state back and rebuilding the data plane on a cluster (0.3–0.8 s on
 // loopback, measured).
 constexpr double kRestoreOverheadS = 60;
-// The step time until the driver has measured one.
-constexpr double kAssumedIterationS = 1;
 
 std::string text(const char* format, double a, double b = 0) {
   char buf[160];

@@ -16,6 +16,10 @@
 
 namespace sal::policy {
 
+// The step time the policies plan for until the driver has measured one (the failure facts' cost of
+// a wipe-out, the checkpoint policy's window).
+constexpr double kAssumedIterationS = 1;
+
 // What the job file states (policies.node_mtbf_h, policies.correlated_failures).
 struct FailureSettings {
   double node_mtbf_h = 0;  // mean hours between failures of one node; 0: measure

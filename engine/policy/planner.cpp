@@ -11,9 +11,8 @@
 namespace sal::policy {
 namespace {
 
-// Until iterations and snapshots are measured, the checkpoint policy plans for this iteration time
-// and a PCIe-class device-to-host bandwidth.
-constexpr double kAssumedIterationS = 1.0;
+// Until snapshots are measured, the checkpoint policy plans for a PCIe-class device-to-host bandwidth
+// (and for kAssumedIterationS until iterations are).
 constexpr double kAssumedBandwidth = 16e9;
 
 }  // namespace
