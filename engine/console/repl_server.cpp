@@ -49,8 +49,8 @@ constexpr int kEvalNice = 10;
 // A chunk still running after this long computes in the CPUs' idle time only (SCHED_IDLE): beside
 // workers that wake many times a step, a nice value weighs the chunk's share but not how long a
 // woken worker waits for the chunk's slice to end, and a runaway chunk at nice 10 cut the steps/s
-// to 0.48 of the rate before it in a CI run (0.51 at worst in 12 on this machine; in idle time 0.63
-// at worst in 15). At its budget it takes the normal class back, so that it sees the budget passed
+// to 0.48 of the rate before it in a CI run (0.51 at worst in 12 on this machine; in idle time after
+// 20 ms 0.57 at worst in 15). At its budget it takes the normal class back, so that it sees the budget passed
 // and stops at once however busy the machine is.
 constexpr uint64_t kEvalForegroundMs = 20;
 
@@ -75,7 +75,7 @@ ReplServer::~ReplServer() {
   calls_.close();
   for (auto& [rid, s] : sessions_)
     if (s->evaluation.joinable()) {
-      run_in_idle_time(s->evaluation.native_handle(), false);
+      if (s->running) s->running->pace(false);  // no loop turns from here: it must see its budget
       s->evaluation.join();
     }
   calls_.finish();
@@ -265,17 +265,27 @@ void ReplServer::eval(Session& s, const wire::ReplEval& req) {
   budget.what = "repl.budget_ms (" + std::to_string(opts_.budget_ms) + " ms)";
   s.busy = true;
   uint64_t id = s.id;
+  auto running = std::make_shared<EvalThread>();
   try {
-    s.evaluation = std::thread([this, &s, id, req, budget] {
+    s.evaluation = std::thread([this, &s, id, req, budget, running] {
       block_signals_in_this_thread();
       lower_this_thread_priority(kEvalNice);
+      {
+        std::lock_guard lock(running->mu);
+        running->tid = this_thread_id();
+      }
       set_thread_loop_calls(&calls_);
       wire::ReplResult res = evaluate(*s.sandbox, s.output, req, budget);
+      {
+        std::lock_guard lock(running->mu);
+        running->ended = true;
+      }
       // From here on the session belongs to the loop again.
       calls_.post([this, id, res = std::move(res), chunk = req.chunk]() mutable {
         evaluated(id, std::move(res), chunk);
       });
     });
+    s.running = running;
     pace(s);
   } catch (const std::system_error& e) {
     s.busy = false;
@@ -291,14 +301,20 @@ void ReplServer::eval(Session& s, const wire::ReplEval& req) {
 void ReplServer::pace(Session& s) {
   if (opts_.budget_ms <= int64_t(kEvalForegroundMs)) return;
   if (!s.pacing) s.pacing = std::make_unique<mesh::Timer>(loop_);
-  pthread_t thread = s.evaluation.native_handle();
   uint64_t rest = uint64_t(opts_.budget_ms) - kEvalForegroundMs;
-  s.pacing->start(kEvalForegroundMs, rest, [&s, thread, fired = 0]() mutable {
+  s.pacing->start(kEvalForegroundMs, rest, [&s, running = s.running, fired = 0]() mutable {
     bool idle = ++fired == 1;
-    if (!run_in_idle_time(thread, idle) && !idle)
-      spdlog::debug("repl: session {}'s chunk cannot leave idle time (no CAP_SYS_NICE)", s.id);
+    running->pace(idle);
     if (!idle) s.pacing->stop();
   });
+}
+
+// Moves the thread by its id while it runs: holding the lock, it cannot end meanwhile.
+void ReplServer::EvalThread::pace(bool idle) {
+  std::lock_guard lock(mu);
+  if (tid == 0 || ended) return;
+  if (!run_in_idle_time(tid, idle) && !idle)
+    spdlog::debug("repl: an evaluation thread cannot leave idle time (no CAP_SYS_NICE)");
 }
 
 // On the loop: a chunk's evaluation ended (its thread is finishing).
@@ -308,6 +324,7 @@ void ReplServer::evaluated(uint64_t session_id, wire::ReplResult res, const std:
   Session& s = *it->second;
   if (s.pacing) s.pacing->stop();
   if (s.evaluation.joinable()) s.evaluation.join();
+  s.running.reset();
   s.busy = false;
   s.last_used_ns = mono_ns();
   audit(s, chunk, res.ok ? "ok in " + std::to_string(res.elapsed_us / 1000) + " ms" : "error: " + clip(res.error, 200));

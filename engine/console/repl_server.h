@@ -80,6 +80,15 @@ class ReplServer {
   size_t sessions() const { return sessions_.size(); }
 
  private:
+  // The thread of the chunk being evaluated, as its pacing sees it: its kernel id while it runs (the
+  // timer on the loop moves it by that id, and must not once the thread has ended).
+  struct EvalThread {
+    std::mutex mu;
+    pid_t tid = 0;       // set by the thread as it starts
+    bool ended = false;  // set by the thread as it ends
+    void pace(bool idle);
+  };
+
   struct Session {
     uint64_t id = 0;
     std::string rid;
@@ -90,7 +99,8 @@ class ReplServer {
     std::string output;  // print() of the chunk being evaluated
     int64_t last_used_ns = 0;
     std::thread evaluation;  // the chunk being evaluated (joinable while busy)
-    std::unique_ptr<mesh::Timer> pacing;  // moves a long chunk into idle time, and back at its budget
+    std::shared_ptr<EvalThread> running;   // that thread, while busy
+    std::unique_ptr<mesh::Timer> pacing;   // moves a long chunk into idle time, and back at its budget
     bool busy = false;
     bool closing = false;    // the client went away mid-chunk: drop the session when it ends
   };

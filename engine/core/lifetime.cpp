@@ -23,12 +23,15 @@ void block_signals_in_this_thread() {
 }
 
 void lower_this_thread_priority(int nice) {
-  (void)setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), nice);
+  (void)setpriority(PRIO_PROCESS, id_t(this_thread_id()), nice);
 }
 
-bool run_in_idle_time(pthread_t thread, bool idle) {
+pid_t this_thread_id() { return pid_t(syscall(SYS_gettid)); }
+
+bool run_in_idle_time(pid_t tid, bool idle) {
+  if (tid <= 0) return false;  // 0 would be the calling thread
   sched_param none{};
-  return pthread_setschedparam(thread, idle ? SCHED_IDLE : SCHED_OTHER, &none) == 0;
+  return sched_setscheduler(tid, idle ? SCHED_IDLE : SCHED_OTHER, &none) == 0;
 }
 
 }  // namespace sal

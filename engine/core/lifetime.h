@@ -2,7 +2,6 @@
 // process that started it.
 #pragma once
 
-#include <pthread.h>
 #include <sys/types.h>
 
 namespace sal {
@@ -19,11 +18,14 @@ void block_signals_in_this_thread();
 // thread), so that the event loop and the job's workers come first. Best effort.
 void lower_this_thread_priority(int nice);
 
-// Moves `thread` (of this process) into the idle class (SCHED_IDLE: it runs when a CPU has nothing
-// else to do, and a thread that wakes takes the CPU from it at once, where a nice value only weighs
-// its share), or back to the normal class at the nice value it had. The way back needs root
-// (CAP_SYS_NICE) or an RLIMIT_NICE that allows that nice value: false where it is refused, or where
-// the thread has ended. Best effort.
-bool run_in_idle_time(pthread_t thread, bool idle);
+// The calling thread's kernel id (gettid).
+pid_t this_thread_id();
+
+// Moves thread `tid` (of this process, still running: an ended thread's id may be another's) into
+// the idle class (SCHED_IDLE: it runs when a CPU has nothing else to do, and a thread that wakes
+// takes the CPU from it at once, where a nice value only weighs its share), or back to the normal
+// class at the nice value it had. The way back needs root (CAP_SYS_NICE) or an RLIMIT_NICE that
+// allows that nice value: false where it is refused. Best effort.
+bool run_in_idle_time(pid_t tid, bool idle);
 
 }  // namespace sal

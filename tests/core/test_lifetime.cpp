@@ -5,7 +5,6 @@
 
 #include <sched.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -35,13 +34,15 @@ Seen seen_by(std::atomic<int>& ask, std::atomic<int>& answer_policy, std::atomic
 TEST_CASE("run_in_idle_time moves a thread into the idle class and back at its nice value" *
           doctest::skip(geteuid() != 0)) {
   std::atomic<int> ask{0}, policy{-1}, nice{0};
+  std::atomic<pid_t> tid{0};
   std::atomic<bool> stop{false};
   std::thread t([&] {
     lower_this_thread_priority(10);
+    tid = this_thread_id();
     while (!stop) {
       if (ask.load() % 2 == 1) {
         policy = sched_getscheduler(0);
-        nice = getpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)));
+        nice = getpriority(PRIO_PROCESS, id_t(this_thread_id()));
         ask = ask.load() + 1;
       }
       std::this_thread::yield();
@@ -50,12 +51,17 @@ TEST_CASE("run_in_idle_time moves a thread into the idle class and back at its n
   Seen before = seen_by(ask, policy, nice);
   CHECK(before.policy == SCHED_OTHER);
   CHECK(before.nice == 10);
-  REQUIRE(run_in_idle_time(t.native_handle(), true));
+  REQUIRE(tid > 0);
+  REQUIRE(tid != this_thread_id());
+  REQUIRE(run_in_idle_time(tid, true));
   CHECK(seen_by(ask, policy, nice).policy == SCHED_IDLE);
-  CHECK(run_in_idle_time(t.native_handle(), false));
+  CHECK(run_in_idle_time(tid, false));
   Seen after = seen_by(ask, policy, nice);
   stop = true;
   t.join();
   CHECK(after.policy == SCHED_OTHER);
   CHECK(after.nice == 10);
+  // No id is never the calling thread.
+  CHECK_FALSE(run_in_idle_time(0, true));
+  CHECK(sched_getscheduler(0) == SCHED_OTHER);
 }

@@ -135,21 +135,32 @@ TEST_CASE("t0552-sparse-restore-fewer: with nobody to replace the killed holders
   auto j = run_json({bin(), "run", job, "--drill", drill("lose_expert_peers_alone.lua"), "--json", "--out", dir + "/run"},
                     dir + "/run.out", 120000);
   run_json({bin(), "run", job, "--steps", "30", "--json", "--out", dir + "/plain"}, dir + "/plain.out", 60000);
+  run_json({bin(), "run", job, "--steps", "29", "--json", "--out", dir + "/step29"}, dir + "/step29.out", 60000);
   CHECK(j["steps"] == 30);
   REQUIRE(j["recoveries"].size() == 1);
   CHECK(j["recoveries"][0]["source"] == "peers");
   CHECK(j["lost_steps"] == 0);
   for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
   CHECK(metrics_column(dir + "/run", "workers").back() == 3);
-  // on 3 workers instead of 6 for the last 17 steps: the same sums in another order; a routing tie
-  // that goes the other way once moves an expert by up to lr a step (measured: median 6e-7 to
-  // 5e-5, largest 1e-4 to 5e-4, elementwise 4e-4 to 2e-3, depending on the placement the loss got)
+  // on 3 workers instead of 6 for the last 17 steps: the same sums in another order, and a routing tie
+  // that goes the other way moves an expert by up to lr a step; how often depends on the placement
+  // the loss got, which depends on the timings the plan was decided with (measured: median 6e-7 to
+  // 4e-4, largest 1e-4 to 4e-3). Measured against what one step moves the weights (29 to 30 steps of
+  // the run without the failure: median 3e-2, largest 7e-2 here): a restore a step behind, or one that
+  // lost a unit's update, is a whole step off where it matters.
   auto d = weight_distance(dir + "/plain/checkpoint", dir + "/run/checkpoint");
+  auto step = weight_distance(dir + "/step29/checkpoint", dir + "/plain/checkpoint");
   MESSAGE("weights after 30 steps, 3 workers from step 13: relative distance per unit: median "
-          << d.median_relative << ", largest " << d.relative << "; elementwise " << d.elementwise);
-  CHECK(d.median_relative < 2e-4);
-  CHECK(d.relative < 5e-3);
-  CHECK(d.elementwise < 1e-2);
+          << d.median_relative << ", largest " << d.relative << "; elementwise " << d.elementwise
+          << "; one step (29 to 30) moves them: median " << step.median_relative << ", largest " << step.relative
+          << "; elementwise " << step.elementwise);
+  CHECK(d.median_relative < 0.05 * step.median_relative);
+  CHECK(d.relative < 0.2 * step.relative);
+  CHECK(d.elementwise < 0.2 * step.elementwise);
+  // and the bounds tell a state one step off: the restored run against the 29 steps fails them
+  auto off = weight_distance(dir + "/step29/checkpoint", dir + "/run/checkpoint");
+  CHECK(off.median_relative >= 0.05 * step.median_relative);
+  CHECK(off.relative >= 0.2 * step.relative);
 }
 
 TEST_CASE("t0551-sparse-fallback: a corrupt slice is found by its checksum and the next replica serves, and corrupt in every agent the restore falls to the dense snapshot, each step an event") {
