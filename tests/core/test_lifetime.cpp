@@ -61,7 +61,7 @@ TEST_CASE("run_in_idle_time moves a thread into the idle class and back at its n
   t.join();
   CHECK(after.policy == SCHED_OTHER);
   CHECK(after.nice == 10);
-  // No id is never the calling thread.
+  // Id 0 would be the calling thread's: it is refused, and the caller keeps its class.
   CHECK_FALSE(run_in_idle_time(0, true));
   CHECK(sched_getscheduler(0) == SCHED_OTHER);
 }
