@@ -44,6 +44,15 @@ bool has_event(const std::string& run, const std::string& kind, const std::strin
   return false;
 }
 
+// An event naming the newest window the kill at step 117 can find whole in the peers' memory: 112..115,
+// or 108..111 where 112's copies were still being put when the kill came (seen in CI under load).
+bool in_newest_window(const std::string& run, const std::string& kind, const std::string& before,
+                      const std::string& after) {
+  for (const char* window : {"112", "108"})
+    if (has_event(run, kind, before + window + after)) return true;
+  return false;
+}
+
 // lose_expert_peers.lua on six nodes (the joiners wait — a join batch longer than the run — until the
 // loss re-plans: the recovery runs on six workers again, as the plain run does), and a plain run of
 // its 130 steps beside it (dir/run, dir/plain). Returns the drill's summary: 130 steps, one restore.
@@ -181,7 +190,7 @@ TEST_CASE("t0551-sparse-fallback: a corrupt slice is found by its checksum and t
   REQUIRE(j["recoveries"].size() == 1);
   CHECK(j["recoveries"][0]["source"] == "peers");
   CHECK(j["lost_steps"] == 0);
-  CHECK(has_event(dir + "/one", "slice_fallback", "layer0.expert3 from the window from iteration 112: node 3: its copy"));
+  CHECK(in_newest_window(dir + "/one", "slice_fallback", "layer0.expert3 from the window from iteration ", ": node 3: its copy"));
   CHECK(has_event(dir + "/one", "slice_fallback", "fails its checksum; asking node 4"));
   CHECK_FALSE(has_event(dir + "/one", "sparse_restore_failed", ""));
   for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
@@ -192,7 +201,7 @@ TEST_CASE("t0551-sparse-fallback: a corrupt slice is found by its checksum and t
   CHECK(k["recoveries"][0]["source"] == "disk");
   CHECK(k["lost_steps"] == 7);  // 110..116
   CHECK(has_event(dir + "/all", "slice_fallback", "fails its checksum; asking node 4"));
-  CHECK(has_event(dir + "/all", "sparse_restore_failed", "no good copy in the window from iteration 112"));
+  CHECK(in_newest_window(dir + "/all", "sparse_restore_failed", "no good copy in the window from iteration ", ""));
   CHECK(has_event(dir + "/all", "sparse_restore_failed", "falling back to the dense snapshot"));
   CHECK(has_event(dir + "/all", "restore_begun", "snapshot of step 110"));
   for (const auto& e : k["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
