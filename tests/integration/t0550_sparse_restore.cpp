@@ -190,7 +190,8 @@ TEST_CASE("t0551-sparse-fallback: a corrupt slice is found by its checksum and t
   REQUIRE(j["recoveries"].size() == 1);
   CHECK(j["recoveries"][0]["source"] == "peers");
   CHECK(j["lost_steps"] == 0);
-  CHECK(in_newest_window(dir + "/one", "slice_fallback", "layer0.expert3 from the window from iteration ", ": node 3: its copy"));
+  CHECK(in_newest_window(dir + "/one", "slice_fallback", "layer0.expert3 from the window from iteration ",
+                         ": node 3: its copy"));
   CHECK(has_event(dir + "/one", "slice_fallback", "fails its checksum; asking node 4"));
   CHECK_FALSE(has_event(dir + "/one", "sparse_restore_failed", ""));
   for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
