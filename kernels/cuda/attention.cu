@@ -10,6 +10,7 @@
 //   f0 f1 f2     fp32 [N]  o (forward); dq, dk, dv (backward), unpacked into out / dqkv
 #include "kernels/cuda/attention.h"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>

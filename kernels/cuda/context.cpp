@@ -1,6 +1,8 @@
 // context.cpp — see context.h.
 #include "kernels/cuda/context.h"
 
+#include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 namespace sal::kernels::cuda {

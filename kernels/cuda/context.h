@@ -8,15 +8,19 @@
 // (`Bf16`) with fp32 accumulation, master weights and optimizer state fp32.
 #pragma once
 
-#include <cublasLt.h>
-#include <cublas_v2.h>
-#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <memory>
 
 #include "kernels/cuda/status.h"
+
+// The bf16 type and cuBLAS's and cuBLASLt's handles, declared as their own headers declare them:
+// most kernels use neither library, and those headers cost each file about two seconds of nvcc.
+// A file that computes in bf16 or calls cuBLAS includes cuda_bf16.h, cublas_v2.h or cublasLt.h.
+struct __nv_bfloat16;
+typedef struct cublasContext* cublasHandle_t;
+typedef struct cublasLtContext* cublasLtHandle_t;
 
 namespace sal::kernels::cuda {
 

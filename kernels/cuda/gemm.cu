@@ -14,6 +14,8 @@
 // not leak.
 #include "kernels/cuda/gemm.h"
 
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -10,6 +10,9 @@
 // enqueues the product on ctx.stream() with the Context's workspace.
 #include "kernels/cuda/gemm_lt.h"
 
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>

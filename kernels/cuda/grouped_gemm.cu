@@ -17,6 +17,9 @@
 // runs a small problem in fused and per_group modes and compares them.
 #include "kernels/cuda/grouped_gemm.h"
 
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -15,6 +15,7 @@
 // accesses when d % 4 == 0 and the pointers allow it, so every access of a warp is contiguous.
 #include "kernels/cuda/permute.h"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <string>

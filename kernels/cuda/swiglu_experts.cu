@@ -4,6 +4,8 @@
 // dh16 [R, 2F] bf16.
 #include "kernels/cuda/swiglu_experts.h"
 
+#include <cuda_bf16.h>
+
 #include <string>
 
 #include "kernels/cuda/activation.h"

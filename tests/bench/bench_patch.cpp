@@ -20,7 +20,7 @@
 // v1 cpu controller is writable): each worker in a CPU cgroup of (cores x 0.9) / 8 CPUs.
 //
 // usage: bench_patch [--trials 5] [--steps 40] [--at 20] [--d-model 64] [--batch 32]
-//                    [--slots 4] [--cpu-share F | --no-cpu-share]
+//                    [--slots 4] [--groups 4] [--cpu-share F | --no-cpu-share]
 // --slots 8 (groups8.lua's): a group of one worker holds every expert, so the group that lost a rank
 // stays a group of its own when the survivors regroup, and the others keep their data planes.
 #include <algorithm>
@@ -44,7 +44,7 @@ namespace {
 constexpr int kNodes = 8;
 
 struct Setup {
-  int trials = 5, steps = 40, at = 20, d_model = 64, batch = 32, slots = 4;
+  int trials = 5, steps = 40, at = 20, d_model = 64, batch = 32, slots = 4, groups = 4;
   double cpu_share = -1;  // -1: (cores x 0.9) / nodes where available; 0: off
 };
 
@@ -61,7 +61,7 @@ std::string job_text(const Setup& s, const std::string& redundancy) {
          "seq_len = 64 },\n  data = { path = '" SAL_SOURCE_DIR "/docs' },\n"
          "  train = { steps = " + std::to_string(s.steps) + ", batch = " + std::to_string(s.batch) +
          ", lr = 1e-2, warmup = 5, rebalance_every = 0, checkpoint_every = 0 },\n"
-         "  parallel = { groups = 4, redundancy = " + r + " },\n  mesh = { nodes = " + std::to_string(kNodes) + " },\n"
+         "  parallel = { groups = " + std::to_string(s.groups) + ", redundancy = " + r + " },\n  mesh = { nodes = " + std::to_string(kNodes) + " },\n"
          "  policies = { slots = " + std::to_string(s.slots) + ", redundancy = '" + redundancy + "' },\n}\n";
 }
 
@@ -108,16 +108,17 @@ Trial run_once(const Setup& s, const std::string& redundancy, const std::string&
 
 [[noreturn]] void usage() {
   std::fprintf(stderr, "usage: bench_patch [--trials N] [--steps S] [--at STEP] [--d-model D] [--batch B] "
-                       "[--slots N] [--cpu-share F | --no-cpu-share]\n");
+                       "[--slots N] [--groups G] [--cpu-share F | --no-cpu-share]\n");
   std::exit(2);
 }
 
 Setup parse(int argc, char** argv) {
   Setup s;
   const std::map<std::string, int*> ints = {{"--trials", &s.trials}, {"--steps", &s.steps}, {"--at", &s.at},
-                                            {"--d-model", &s.d_model}, {"--batch", &s.batch}, {"--slots", &s.slots}};
+                                            {"--d-model", &s.d_model}, {"--batch", &s.batch}, {"--slots", &s.slots},
+                                            {"--groups", &s.groups}};
   if (!parse_bench_options(argc, argv, ints, {}, s.cpu_share)) usage();
-  if (s.at < 6 || s.at + 11 >= s.steps) usage();
+  if (s.at < 6 || s.at + 11 >= s.steps || s.groups < 2 || kNodes % s.groups != 0) usage();
   return s;
 }
 
@@ -126,9 +127,9 @@ Setup parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   Setup s = parse(argc, argv);
   s.cpu_share = fair_cpu_share(s.cpu_share, kNodes);
-  std::printf("a worker lost mid-step: %d workers in 4 groups of 2, d %d, 2 layers, 8 experts on %d slots a worker, "
-              "batch %d x 64; node 3 killed in step %d; %d trials per cell\n",
-              kNodes, s.d_model, s.slots, s.batch, s.at, s.trials);
+  std::printf("a worker lost mid-step: %d workers in %d groups of %d, d %d, 2 layers, 8 experts on %d slots a "
+              "worker, batch %d x 64; node 3 killed in step %d; %d trials per cell\n",
+              kNodes, s.groups, kNodes / s.groups, s.d_model, s.slots, s.batch, s.at, s.trials);
   if (s.cpu_share > 0)
     std::printf("each worker in a CPU cgroup of %.3f CPU (%u cores)\n\n", s.cpu_share, std::thread::hardware_concurrency());
   else

@@ -18,6 +18,8 @@
 // into the engine's sal::Status, and `ensure`, which grows a device buffer.
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include <cstdint>
 #include <map>
 #include <memory>

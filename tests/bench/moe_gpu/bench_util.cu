@@ -1,7 +1,7 @@
-// bench_util.cu — the shared part of bench_moe_gpu declared in bench_util.cuh: failures, option
+// bench_util.cu — the shared part of bench_moe_gpu declared in bench_util.h: failures, option
 // parsing, the random-fill and finiteness kernels (private here) and their launchers, the host-side
 // checks, and the forced routing of torch_moe_layer.py.
-#include "tests/bench/moe_gpu/bench_util.cuh"
+#include "tests/bench/moe_gpu/bench_util.h"
 
 #include <cuda_runtime.h>
 

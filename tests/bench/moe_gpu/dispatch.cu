@@ -15,8 +15,8 @@
 
 #include "kernels/cuda/dispatch.h"
 #include "kernels/cuda/permute.h"
-#include "tests/bench/moe_gpu/bench_util.cuh"
-#include "tests/bench/moe_gpu/sections.cuh"
+#include "tests/bench/moe_gpu/bench_util.h"
+#include "tests/bench/moe_gpu/sections.h"
 
 namespace sal::bench::moe_gpu {
 

@@ -1,10 +1,10 @@
-// sections.cuh — the four measured sections of bench_moe_gpu, called in turn by main.cu:
-// (a) the reference ceilings (ceilings.cu), (b) the MoE layer (moe_layer.cu), (c) the dispatch
-// schedule + permute (dispatch.cu) and (d) the expert GEMMs alone (expert_gemms.cu); (b), (c) and
+// sections.h — the four measured sections of bench_moe_gpu, called in turn by main.cpp:
+// (a) the reference ceilings (ceilings.cpp), (b) the MoE layer (moe_layer.cu), (c) the dispatch
+// schedule + permute (dispatch.cu) and (d) the expert GEMMs alone (expert_gemms.cpp); (b), (c) and
 // (d) report against the ceilings of (a).
 #pragma once
 
-#include "tests/bench/moe_gpu/bench_util.cuh"
+#include "tests/bench/moe_gpu/bench_util.h"
 
 namespace sal::bench::moe_gpu {
 

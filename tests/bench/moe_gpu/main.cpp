@@ -1,4 +1,4 @@
-// main.cu (bench_moe_gpu) — the MoE layer's GPU kernels (kernels/cuda) timed on one GPU, beside the
+// main.cpp (bench_moe_gpu) — the MoE layer's GPU kernels (kernels/cuda) timed on one GPU, beside the
 // PyTorch peer tests/bench/torch_moe_layer.py, which runs the same layer with the same forced
 // routing and counts the same FLOPs. Three sections, each measured in this run:
 //
@@ -29,16 +29,16 @@
 // experts, k, skew, impl, ms, tokens_per_s, tflops) plus "section": "moe_layer" and extras; the
 // other sections' rows carry "section": "gpu" | "peak" | "copy" | "dispatch".
 //
-// Files: bench_util.cuh/.cu (failures, options, JSON, buffers, checks, timing, forced routing),
-// sections.cuh, ceilings.cu (a), moe_layer.cu (b), dispatch.cu (c), expert_gemms.cu (d), and this main.
+// Files: bench_util.h/.cu (failures, options, JSON, buffers, checks, timing, forced routing),
+// sections.h, ceilings.cpp (a), moe_layer.cu (b), dispatch.cu (c), expert_gemms.cpp (d), and this main.
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device.h"
-#include "tests/bench/moe_gpu/bench_util.cuh"
-#include "tests/bench/moe_gpu/sections.cuh"
+#include "tests/bench/moe_gpu/bench_util.h"
+#include "tests/bench/moe_gpu/sections.h"
 
 using namespace sal::bench::moe_gpu;
 using namespace sal::kernels::cuda;

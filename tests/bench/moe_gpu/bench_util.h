@@ -1,11 +1,12 @@
-// bench_util.cuh — what the sections of bench_moe_gpu (main.cu) share: failures that are printed
+// bench_util.h — what the sections of bench_moe_gpu (main.cpp) share: failures that are printed
 // and counted instead of ending the run (must/check/attempt), the options and the --json output,
 // device buffers filled with random data or poisoned, checks that a result is finite or a
-// permutation, CUDA-event timing, and the forced routing of torch_moe_layer.py. Included by .cu
-// files only. fill_random and check_finite launch kernels private to bench_util.cu, which defines
-// them for float and Bf16.
+// permutation, CUDA-event timing, and the forced routing of torch_moe_layer.py. Host code only: the
+// sections without kernels of their own are .cpp files. fill_random and check_finite launch kernels
+// private to bench_util.cu, which defines them for float and Bf16.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>

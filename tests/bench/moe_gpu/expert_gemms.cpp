@@ -1,4 +1,4 @@
-// expert_gemms.cu — section (d) of bench_moe_gpu: the expert GEMMs alone, without any epilogue,
+// expert_gemms.cpp — section (d) of bench_moe_gpu: the expert GEMMs alone, without any epilogue,
 // as a share of the bf16 matmul peak of (a), at three row counts per expert (512, 2 048, 8 192:
 // public grouped GEMMs reach 16-25 % of peak near 512 rows per expert and 64-66 % at large counts).
 // Per model (d, E of (b)), the six products of one expert MLP forward + backward, for every expert
@@ -12,8 +12,8 @@
 #include <string>
 
 #include "kernels/cuda/gemm.h"
-#include "tests/bench/moe_gpu/bench_util.cuh"
-#include "tests/bench/moe_gpu/sections.cuh"
+#include "tests/bench/moe_gpu/bench_util.h"
+#include "tests/bench/moe_gpu/sections.h"
 
 namespace sal::bench::moe_gpu {
 

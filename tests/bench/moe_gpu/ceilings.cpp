@@ -1,4 +1,4 @@
-// ceilings.cu — section (a) of bench_moe_gpu: the reference ceilings the other sections are
+// ceilings.cpp — section (a) of bench_moe_gpu: the reference ceilings the other sections are
 // measured against, taken in this run: the bf16 matmul peak (gemm_bf16 and gemm at 8192^3, best
 // call of several, TFLOP/s) and the HBM copy bandwidth (cudaMemcpyAsync device-to-device of 1 GiB,
 // GB/s counting the bytes read plus the bytes written).
@@ -8,8 +8,8 @@
 #include <cstdio>
 
 #include "kernels/cuda/gemm.h"
-#include "tests/bench/moe_gpu/bench_util.cuh"
-#include "tests/bench/moe_gpu/sections.cuh"
+#include "tests/bench/moe_gpu/bench_util.h"
+#include "tests/bench/moe_gpu/sections.h"
 
 namespace sal::bench::moe_gpu {
 
