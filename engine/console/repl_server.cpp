@@ -49,9 +49,9 @@ constexpr int kEvalNice = 10;
 // A chunk still running after this long computes in the CPUs' idle time only (SCHED_IDLE): beside
 // workers that wake many times a step, a nice value weighs the chunk's share but not how long a
 // woken worker waits for the chunk's slice to end, and a runaway chunk at nice 10 cut the steps/s
-// to 0.48 of the rate before it in a CI run (0.51 at worst in 12 on this machine; in idle time after
-// 20 ms 0.57 at worst in 15). At its budget it takes the normal class back, so that it sees the budget passed
-// and stops at once however busy the machine is.
+// to 0.48 of the rate before it in a CI run (0.51 at worst in 12 readings on this machine; in idle
+// time after 20 ms 0.57 at worst in 24). At its budget it takes the normal class back, so that it
+// sees the budget passed and stops at once however busy the machine is.
 constexpr uint64_t kEvalForegroundMs = 20;
 
 ReplServer::ReplServer(uv_loop_t* loop, zmq::context_t& ctx, Controller& controller, ReplOptions opts)
