@@ -1,7 +1,8 @@
 // bench_patch.cpp — what a worker lost in the middle of a step costs a job of data-parallel groups
-// (parallel.groups = 4 over 8 workers), with the step patched (redundancy = spare, r = 2) against
-// the step aborted and run again (redundancy = none): real `salamander run` processes, the same
-// worker SIGKILLed at the same point of the same step (`kill{during = "backward" | "allreduce"}`).
+// (parallel.groups = 4 over 8 workers, or --groups G), with the step patched (redundancy = spare,
+// r = 2) against the step aborted and run again (redundancy = none): real `salamander run`
+// processes, the same worker SIGKILLed at the same point of the same step (`kill{during =
+// "backward" | "allreduce"}`).
 //
 // Per trial, from the run's metrics.csv and summary.json:
 //   normal step       the median time of the steps before the failure (StepBegin to the last vote)
@@ -23,6 +24,7 @@
 //                    [--slots 4] [--groups 4] [--cpu-share F | --no-cpu-share]
 // --slots 8 (groups8.lua's): a group of one worker holds every expert, so the group that lost a rank
 // stays a group of its own when the survivors regroup, and the others keep their data planes.
+// --groups 8 (with --slots 8): eight groups of one worker, the lost type's patch shared by seven.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -61,7 +63,8 @@ std::string job_text(const Setup& s, const std::string& redundancy) {
          "seq_len = 64 },\n  data = { path = '" SAL_SOURCE_DIR "/docs' },\n"
          "  train = { steps = " + std::to_string(s.steps) + ", batch = " + std::to_string(s.batch) +
          ", lr = 1e-2, warmup = 5, rebalance_every = 0, checkpoint_every = 0 },\n"
-         "  parallel = { groups = " + std::to_string(s.groups) + ", redundancy = " + r + " },\n  mesh = { nodes = " + std::to_string(kNodes) + " },\n"
+         "  parallel = { groups = " + std::to_string(s.groups) + ", redundancy = " + r + " },\n"
+         "  mesh = { nodes = " + std::to_string(kNodes) + " },\n"
          "  policies = { slots = " + std::to_string(s.slots) + ", redundancy = '" + redundancy + "' },\n}\n";
 }
 
