@@ -16,7 +16,7 @@
 #include "kernels/cuda/status.h"
 
 // The bf16 type and cuBLAS's and cuBLASLt's handles, declared as their own headers declare them:
-// most kernels use neither library, and those headers cost each file about two seconds of nvcc.
+// most kernels use neither library, and those headers cost each file about a second of nvcc.
 // A file that computes in bf16 or calls cuBLAS includes cuda_bf16.h, cublas_v2.h or cublasLt.h.
 struct __nv_bfloat16;
 typedef struct cublasContext* cublasHandle_t;
