@@ -88,13 +88,14 @@ void MovingMedian::add(double x) {
   if (samples_.size() > capacity_) samples_.pop_front();
 }
 
-double MovingMedian::median() const {
-  if (samples_.empty()) return 0;
-  std::vector<double> v(samples_.begin(), samples_.end());
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
   auto mid = v.begin() + long(v.size() / 2);
   std::nth_element(v.begin(), mid, v.end());
   return *mid;
 }
+
+double MovingMedian::median() const { return median_of({samples_.begin(), samples_.end()}); }
 
 Measurements::Measurements(const ModelShape& shape, size_t load_window)
     : loads_(size_t(shape.layers), size_t(shape.experts), std::max<size_t>(load_window, 1)),
@@ -108,9 +109,7 @@ Measurements::Measurements(const ModelShape& shape, size_t load_window)
 
 void Measurements::fetched(const std::vector<double>& per_worker) {
   if (per_worker.empty()) return;
-  MovingMedian one(per_worker.size());
-  for (double s : per_worker) one.add(s);
-  replica_s_.add(one.median());
+  replica_s_.add(median_of(per_worker));
   facts_.replica_s = replica_s_.median();
 }
 

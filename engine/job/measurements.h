@@ -93,6 +93,9 @@ struct RecoveryRecord {
   double interrupted_s = 0;
 };
 
+// The median of `v` (for an even count the upper of the two middle values); 0 when empty.
+double median_of(std::vector<double> v);
+
 // The median of the last `capacity` samples (a step time that a rebalance or a restore made slow
 // does not move it much).
 class MovingMedian {
