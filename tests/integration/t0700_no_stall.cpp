@@ -46,8 +46,8 @@ struct Observed {
   double worst_answer_ms = 0; // the slowest answer another session got meanwhile
   int answers = 0;
   // Training's usual rate: the mean of the rates before and after the chunk. This machine's speed
-  // drifts by a fifth within seconds (steps/s before of 105 to 163 in one session's runs of t0700),
-  // and a chunk that slowed training slows the rate during it alone.
+  // drifts by a fifth within seconds (in one run, 153 steps/s before a gsub and 125 after it), and
+  // a chunk that slowed training slows the rate during it alone.
   double usual_rate() const { return (rate_before + rate_after) / 2; }
 };
 
