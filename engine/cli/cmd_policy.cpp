@@ -2,14 +2,16 @@
 // people writing policies, and for scripts (every subcommand has --json). `plan --frontier` is in
 // policy_analysis.cpp.
 #include <cstdio>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "core/load_files.h"
 #include "cli/policy_analysis.h"
 #include "cli/policy_tools.h"
+#include "core/load_files.h"
+#include "core/load_trace.h"
 #include "core/strings.h"
 #include "plan/validate.h"
 #include "policy/algo/placement_balance.h"
@@ -67,20 +69,20 @@ int policy_check(const Command&, const Parsed& p) {
 
 namespace {
 
-// --steps DIR: every file a step's counts per layer, in the order of the numbers in their names;
-// the last kPlacementSteps are kept as the placement is told them, and `mean` is all of theirs.
+// --steps DIR: the steps' counts per layer (core/load_trace.h: a file a step, or every rank's file of
+// a step summed), in the order of the numbers in their names; the last kPlacementSteps are kept as
+// the placement is told them, and `mean` is all of theirs.
 Status read_steps(const std::string& dir, policy::StepLoads& steps, std::vector<std::vector<double>>& mean) {
-  auto files = load_trace_files(dir);
-  if (!files) return files.error().with_context("--steps");
+  auto trace = read_load_trace(dir);
+  if (!trace) return trace.error().with_context("--steps");
   std::vector<std::vector<std::vector<double>>> all;
-  for (const auto& f : *files) {
-    auto step = read_load_file(f);
-    if (!step) return step.error().with_context("--steps");
-    if (!all.empty() && (step->size() != all[0].size() || (*step)[0].size() != all[0][0].size()))
-      return fail("--steps: ", f, " has ", step->size(), " layers of ", (*step)[0].size(), " experts, ", files->front(),
-                  " ", all[0].size(), " of ", all[0][0].size());
-    all.push_back(std::move(*step));
+  for (auto& s : *trace) {
+    if (!all.empty() && (s.loads.size() != all[0].size() || s.loads[0].size() != all[0][0].size()))
+      return fail("--steps: ", s.files[0], " has ", s.loads.size(), " layers of ", s.loads[0].size(), " experts, ",
+                  trace->front().files[0], " ", all[0].size(), " of ", all[0][0].size());
+    all.push_back(std::move(s.loads));
   }
+  std::fprintf(stderr, "--steps %s: %s\n", dir.c_str(), describe_trace(*trace).c_str());
   mean.assign(all[0].size(), std::vector<double>(all[0][0].size(), 0.0));
   for (const auto& step : all)
     for (size_t l = 0; l < step.size(); ++l)
@@ -135,6 +137,8 @@ Result<PlanRequest> plan_request(const Parsed& p, bool need_placement) {
   if (auto dir = p.get("--steps")) SAL_TRY(read_steps(*dir, r.steps, r.loads));
   if (file) {
     auto loads = read_load_file(*file);
+    if (std::error_code ec; !loads && std::filesystem::is_directory(*file, ec))
+      return fail("--loads: ", loads.error().message(), " (a directory of recorded steps is --steps DIR)");
     if (!loads) return loads.error();
     r.loads = std::move(*loads);
     if (!r.steps.empty() && (r.steps[0].size() != r.loads.size() || r.steps[0][0].size() != r.loads[0].size()))

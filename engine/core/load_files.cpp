@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <optional>
 #include <utility>
 
@@ -18,7 +17,7 @@
 namespace sal {
 namespace {
 
-// The number in a file name ("table_iter1051_rank0.log" -> 1051; -1 without one).
+// The first number in a name ("layer10" -> 10; -1 without one).
 int64_t number_in(const std::string& name) {
   auto i = name.find_first_of("0123456789");
   return i == std::string::npos ? -1 : std::atoll(name.c_str() + i);
@@ -164,22 +163,6 @@ Result<std::optional<std::vector<std::vector<double>>>> json_layers(std::string_
 }
 
 }  // namespace
-
-Result<std::vector<std::string>> load_trace_files(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec)) return std::vector<std::string>{path};
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(path, ec))
-    if (e.is_regular_file()) files.push_back(e.path().string());
-  if (ec) return fail(path, ": ", ec.message());
-  auto number = [](const std::string& f) { return number_in(std::filesystem::path(f).filename().string()); };
-  std::sort(files.begin(), files.end(), [&](const std::string& a, const std::string& b) {
-    auto na = number(a), nb = number(b);
-    return na != nb ? na < nb : a < b;
-  });
-  if (files.empty()) return fail(path, ": no load files in the directory");
-  return files;
-}
 
 std::string trace_line_of(size_t layer, const std::vector<uint64_t>& counts) {
   std::string s = std::to_string(layer) + ":[[";

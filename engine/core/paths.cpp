@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 namespace sal {
@@ -56,6 +57,8 @@ Result<std::string> runtime_dir() {
 }
 
 Result<std::string> read_file(const std::string& path, size_t max_bytes) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return fail(path, " is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) return fail("cannot open ", path, ": ", std::strerror(errno));
   in.seekg(0, std::ios::end);

@@ -3,7 +3,7 @@
 #include <lua.hpp>
 
 #include "core/devices.h"
-#include "core/load_files.h"
+#include "core/load_trace.h"
 #include "core/paths.h"
 #include "core/strings.h"
 #include "job/config.h"
@@ -64,15 +64,12 @@ namespace {
 Status check_routing_trace(const JobConfig& job) {
   if (job.model.routing_trace.empty()) return {};
   const std::string path = resolve_path(job, job.model.routing_trace);
-  auto files = load_trace_files(path);
-  if (!files) return files.error().with_context(job.file + ": model.routing_trace");
-  for (const auto& f : *files) {
-    auto loads = read_load_file(f);
-    if (!loads) return loads.error().with_context(job.file + ": model.routing_trace");
-    if ((*loads)[0].size() != size_t(job.model.experts))
-      return fail(job.file, ": model.routing_trace: ", f, " has ", (*loads)[0].size(),
+  auto steps = read_load_trace(path);
+  if (!steps) return steps.error().with_context(job.file + ": model.routing_trace");
+  for (const auto& s : *steps)
+    if (s.loads[0].size() != size_t(job.model.experts))
+      return fail(job.file, ": model.routing_trace: ", s.files[0], " has ", s.loads[0].size(),
                   " experts per layer; model.experts is ", job.model.experts);
-  }
   return {};
 }
 

@@ -77,10 +77,11 @@ const std::vector<Field>& fields() {
       integer("model.hot_experts", 0, 4096, "experts model.skew favours (the first ones of each layer)",
               [](JobConfig& j) -> int64_t& { return j.model.hot_experts; }),
       text("model.routing_trace", {}, "replayed routing for experiments: a load file or a directory of them (CSV, or "
-           "SmartMoE's table_iter<N>_rank<R>.log), relative to the job file; each step's expert counts are the "
-           "trace's, layer by layer, moving through its files (empty: the gate routes)",
+           "SmartMoE's table_iter<N>_rank<R>.log: the files of one iteration's ranks are summed into that "
+           "iteration's global counts), relative to the job file; each step's expert counts are the trace's, layer "
+           "by layer, moving through its recorded steps (empty: the gate routes)",
            [](JobConfig& j) -> std::string& { return j.model.routing_trace; }),
-      integer("model.routing_every", 1, 1e9, "steps per file of model.routing_trace",
+      integer("model.routing_every", 1, 1e9, "steps per recorded step of model.routing_trace",
               [](JobConfig& j) -> int64_t& { return j.model.routing_every; }),
       integer("model.expert_ffn", 0, 1 << 20, "each expert's hidden width (0: 4 d_model; smaller for fine-grained "
               "experts)", [](JobConfig& j) -> int64_t& { return j.model.expert_ffn; }),

@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "core/apportion.h"
-#include "core/load_files.h"
+#include "core/load_trace.h"
 
 namespace sal::model {
 namespace {
@@ -78,15 +78,13 @@ Result<RoutingTrace> RoutingTrace::make(std::vector<Layers> files, int layers, i
 }
 
 Result<RoutingTrace> RoutingTrace::load(const std::string& path, int layers, int experts, int64_t every) {
-  auto names = load_trace_files(path);
-  if (!names) return names.error();
+  auto steps = read_load_trace(path);
+  if (!steps) return steps.error();
   std::vector<Layers> files;
-  for (const auto& f : *names) {
-    auto loads = read_load_file(f);
-    if (!loads) return loads.error();
-    files.push_back(std::move(*loads));
-  }
-  return make(std::move(files), layers, experts, every, path);
+  for (auto& s : *steps) files.push_back(std::move(s.loads));
+  auto t = make(std::move(files), layers, experts, every, path);
+  if (t) t->source_ = describe_trace(*steps);
+  return t;
 }
 
 size_t RoutingTrace::file_of(uint64_t step) const { return size_t((step / uint64_t(every_)) % files_.size()); }

@@ -2,8 +2,9 @@
 // on real loads (model.routing_trace; like SmartMoE's file gate): instead of the gate's top-k, each
 // step's token-to-expert counts are the trace's, layer by layer, moving through the trace's files.
 //
-// The trace: per file (an iteration of the recorded run, in order) and recorded layer, each
-// expert's count (core/load_files.h reads CSV and the SmartMoE format). Step s uses file
+// The trace: per file (an iteration of the recorded run, in order; the files of an iteration's ranks
+// summed into one) and recorded layer, each expert's count (core/load_files.h reads CSV and the
+// SmartMoE format). Step s uses file
 // (s / every) mod files; model layer l uses recorded layer l * recorded_layers / layers (evenly
 // spaced). The counts are scaled to the step: the global batch's N tokens make N * k assignments,
 // apportioned over the experts in proportion to the recorded counts (core/apportion.h), no expert
@@ -34,10 +35,12 @@ class RoutingTrace {
   // layers; `every` steps per file (>= 1). `what` names the trace in errors.
   static Result<RoutingTrace> make(std::vector<Layers> files, int layers, int experts, int64_t every,
                                    const std::string& what);
-  // Reads a file or a directory of them (core/load_files.h's load_trace_files).
+  // Reads a file or a directory of them (core/load_trace.h: each rank's file of a step summed).
   static Result<RoutingTrace> load(const std::string& path, int layers, int experts, int64_t every);
 
+  // The recorded steps replayed (a file each, or a step's ranks summed), and what they were read from.
   size_t files() const { return files_.size(); }
+  const std::string& source() const { return source_; }
   // The file step `step` replays.
   size_t file_of(uint64_t step) const;
 
@@ -51,6 +54,7 @@ class RoutingTrace {
   std::vector<Layers> files_;
   int layers_ = 0;
   int64_t every_ = 1;
+  std::string source_;
 };
 
 }  // namespace sal::model

@@ -79,8 +79,8 @@ Status Trainer::init() {
     auto t = model::RoutingTrace::load(spec_.routing_trace, spec_.dims.layers, spec_.dims.experts, spec_.routing_every);
     if (!t) return t.error().with_context("model.routing_trace");
     routing_ = std::make_unique<model::RoutingTrace>(std::move(*t));
-    spdlog::info("routing replayed from {} ({} files, {} steps each)", spec_.routing_trace, routing_->files(),
-                 spec_.routing_every);
+    spdlog::info("routing replayed from {} ({}; {} recorded steps, each replayed for {} steps)", spec_.routing_trace,
+                 routing_->source(), routing_->files(), spec_.routing_every);
   }
   params_ = model::Params::create(spec_.dims, spec_.seed, {});
   spdlog::info("corpus {}: {} tokens; {} non-expert parameters", corpus_.description(), corpus_.size(),

@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "policy/algo/rng.h"
-#include "core/load_files.h"
+#include "core/load_trace.h"
 
 namespace sal::sim {
 namespace {
@@ -50,16 +50,14 @@ Matrix table(const Scenario& s, const Matrix& t) {
 }
 
 Result<std::vector<Matrix>> trace_phases(const Scenario& s) {
-  auto files = load_trace_files(s.resolve(s.workload.loads.trace_path));
-  if (!files) return fail("workload.loads.path: ", files.error().message());
+  auto steps = read_load_trace(s.resolve(s.workload.loads.trace_path));
+  if (!steps) return fail("workload.loads.path: ", steps.error().message());
   std::vector<Matrix> phases;
-  for (const auto& f : *files) {
-    auto m = read_load_file(f);
-    if (!m) return fail("workload.loads.path: ", m.error().message());
-    if ((*m)[0].size() != s.workload.experts)
-      return fail("workload.loads.path: ", f, " has ", (*m)[0].size(), " experts per layer, workload.experts is ",
-                  s.workload.experts);
-    phases.push_back(table(s, *m));
+  for (const auto& step : *steps) {
+    if (step.loads[0].size() != s.workload.experts)
+      return fail("workload.loads.path: ", step.files[0], " has ", step.loads[0].size(),
+                  " experts per layer, workload.experts is ", s.workload.experts);
+    phases.push_back(table(s, step.loads));
   }
   return phases;
 }

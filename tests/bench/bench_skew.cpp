@@ -59,7 +59,7 @@
 #include <vector>
 
 #include "core/expert_split.h"
-#include "core/load_files.h"
+#include "core/load_trace.h"
 #include "core/paths.h"
 #include "policy/algo/placement_balance.h"
 #include "policy/algo/recovery.h"
@@ -267,13 +267,12 @@ Setup parse(int argc, char** argv) {
       {"--d-model", &s.d_model}, {"--batch", &s.batch}, {"--every", &s.every}};
   if (!parse_bench_options(int(rest.size()), rest.data(), ints, {{"--skew", &s.skew}}, s.cpu_share)) usage();
   if (!s.trace.empty()) {  // the model takes the trace's experts
-    auto files = load_trace_files(s.trace);
-    auto loads = files ? read_load_file(files->front()) : Result<std::vector<std::vector<double>>>(files.error());
-    if (!loads) {
-      std::fprintf(stderr, "--trace: %s\n", loads.error().message().c_str());
+    auto steps = read_load_trace(s.trace);
+    if (!steps) {
+      std::fprintf(stderr, "--trace: %s\n", steps.error().message().c_str());
       std::exit(2);
     }
-    s.experts = int((*loads)[0].size());
+    s.experts = int(steps->front().loads[0].size());
   }
   return s;
 }
