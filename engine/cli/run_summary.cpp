@@ -57,13 +57,13 @@ std::string status_line(const RunView& v) {
 // iteration's of every rank, and a window's (the checkpoint schedule's W iterations: what a rebuild
 // replays at most), each held by train.peer_copies peers. Null without.
 nlohmann::json expert_logs(const job::Driver& tr, const job::JobConfig& job) {
-  if (!job.train.expert_logs || job.train.peer_copies == 0 || !tr.applied()) return nullptr;
+  if (!job.train.expert_logs || job::sparse_peer_copies(job) == 0 || !tr.applied()) return nullptr;
   uint64_t per_iteration = 0;
   for (const auto& r : tr.applied()->ranks)
     if (auto it = tr.sparse_holdings().find(r); it != tr.sparse_holdings().end()) per_iteration += it->second.log_bytes;
   const uint64_t window = tr.applied()->plan.schedule.window;
   return {{"bytes_per_iteration", per_iteration}, {"window", window}, {"bytes_per_window", per_iteration * window},
-          {"copies", job.train.peer_copies}};
+          {"copies", job::sparse_peer_copies(job)}};
 }
 
 nlohmann::ordered_json run_summary(const RunView& v) {

@@ -220,6 +220,11 @@ Status check_data(const JobConfig& job);
 // error naming mesh.devices when it does not parse).
 Result<int64_t> starting_workers(const JobConfig& job);
 
+// The nodes holding each slice of the sparse snapshots: train.peer_copies in elastic mode, 0 for the
+// baselines (fixed-ep-ft, checkpoint-restart). They stand for systems without sparse snapshots in
+// peers' memory, and their ladder has no sparse rung: copies would cost them every step for nothing.
+int64_t sparse_peer_copies(const JobConfig& job);
+
 // That the workers a local mesh of job.mesh.nodes agents starts (x the devices of mesh.devices)
 // hold every expert once with policies.slots each: `salamander run` checks it for the nodes it will
 // start, since no other worker would come and the first plan would wait mesh.capacity_wait_ms for

@@ -39,7 +39,7 @@ DriverConfig DriverConfig::from(const JobConfig& job, int64_t max_steps, const s
   c.capacity_wait_ms = job.mesh.capacity_wait_ms;
   c.rebalance_every = job.train.rebalance_every;
   c.checkpoint_every = job.train.checkpoint_every;
-  c.peer_copies = uint32_t(job.train.peer_copies);
+  c.peer_copies = uint32_t(sparse_peer_copies(job));
   c.expert_logs = job.train.expert_logs;
   c.peer_memory = uint64_t(job.train.peer_memory_mb) << 20;
   c.max_steps = max_steps;

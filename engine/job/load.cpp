@@ -75,6 +75,10 @@ Status check_routing_trace(const JobConfig& job) {
 
 }  // namespace
 
+int64_t sparse_peer_copies(const JobConfig& job) {
+  return job.train.recovery == "elastic" ? job.train.peer_copies : 0;
+}
+
 Result<int64_t> starting_workers(const JobConfig& job) {
   auto devices = parse_devices(job.mesh.devices);
   if (!devices) return Error("mesh.devices: " + devices.error().message());

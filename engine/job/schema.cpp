@@ -157,7 +157,9 @@ const std::vector<Field>& fields() {
               [](JobConfig& j) -> int64_t& { return j.train.checkpoint_every; }),
       integer("train.peer_copies", 0, 64, "nodes holding each slice of the sparse snapshots (MoEtion, the "
               "checkpoint policy's window) in their agent's memory, the first away from the writer's experts (0: no "
-              "sparse snapshots are taken at all, and the ladder has no sparse rung)",
+              "sparse snapshots are taken at all, and the ladder has no sparse rung; the baselines, train.recovery = "
+              "fixed-ep-ft or checkpoint-restart, take none whatever this says: the systems they stand for have no "
+              "sparse snapshots, and their ladder no sparse rung)",
               [](JobConfig& j) -> int64_t& { return j.train.peer_copies; }),
       integer("train.peer_memory_mb", 1, 1e9, "what each agent may hold of other workers' sparse snapshot slices "
               "(MiB); a slice past it is refused, with an event, and the windows held are kept",

@@ -287,7 +287,7 @@ int main(int argc, char** argv) {
   if (s.trace.empty())
     std::printf("%d hot expert(s) drawn %.0fx as often;", s.hot, s.skew);
   else
-    std::printf("routing replayed from %s (a file every %d steps);", s.trace.c_str(), s.every);
+    std::printf("routing replayed from %s (a recorded step every %d steps);", s.trace.c_str(), s.every);
   std::printf(" floor f = %d; re-plan every 10 steps; %d steps (measured from step 20); %d rounds;\n", s.min_replicas,
               s.steps, s.rounds);
   if (s.cpu_share > 0)

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "job/config.h"
+#include "job/planner_config.h"
 #include "job/racks.h"
 
 using namespace sal;
@@ -96,6 +97,16 @@ TEST_CASE("the workers a local mesh starts must hold every expert once, or the f
         "policies.slots");
   small->mesh.nodes = 2;  // --nodes 2
   CHECK(check_first_plan(*small).ok());
+}
+
+TEST_CASE("the baselines take no sparse snapshots, whatever train.peer_copies says; elastic mode takes its copies") {
+  for (const char* mode : {"fixed-ep-ft", "checkpoint-restart", "elastic"}) {
+    CAPTURE(mode);
+    auto job = load_text(std::string("return { train = { recovery = '") + mode + "', peer_copies = 3 } }", "x.lua", ".");
+    REQUIRE(job.ok());
+    CHECK(sparse_peer_copies(*job) == (std::string(mode) == "elastic" ? 3 : 0));
+    CHECK(planner_config(*job).peer_copies == uint32_t(sparse_peer_copies(*job)));  // the planner is told the same
+  }
 }
 
 TEST_CASE("parallel.groups and parallel.redundancy: refused before training with the rule broken") {
