@@ -34,13 +34,14 @@ std::vector<std::pair<std::string, int64_t>> numbered_words(const std::string& n
   return out;
 }
 
-// The files of a directory, or the one file `path` names.
+// The files of a directory (regular, not hidden: an editor's or a file manager's own are no loads),
+// or the one file `path` names.
 Result<std::vector<std::string>> files_of(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_directory(path, ec)) return std::vector<std::string>{path};
   std::vector<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(path, ec))
-    if (e.is_regular_file()) files.push_back(e.path().string());
+    if (e.is_regular_file() && e.path().filename().string()[0] != '.') files.push_back(e.path().string());
   if (ec) return fail(path, ": ", ec.message());
   if (files.empty()) return fail(path, ": no load files in the directory");
   return files;

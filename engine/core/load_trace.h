@@ -8,7 +8,7 @@
 // In a file's name (case ignored): the step is the number after "iter", "iteration" or "step" (a
 // '_' or '-' between them allowed), else its first number that is not a rank, else none (-1); the
 // rank is the number after "rank". Files without a rank are a step each (train.record_routing's
-// table_iter<step>.log), ties by name.
+// table_iter<step>.log), ties by name. Hidden files (".name") are not read.
 #pragma once
 
 #include <cstdint>

@@ -72,6 +72,7 @@ TEST_CASE("load trace: every rank's file of an iteration is summed into one step
 TEST_CASE("load trace: files without ranks are a step each, ordered by their numbers") {
   Dir d;
   for (int step : {100, 20, 3}) d.write("table_iter" + std::to_string(step) + ".log", trace_file(step, 0));
+  d.write(".table_iter3.log.swp", "not loads");  // hidden: an editor's, not read
   auto steps = read_load_trace(d.path);
   REQUIRE(steps.ok());
   REQUIRE(steps->size() == 3);
