@@ -99,7 +99,7 @@ TEST_CASE("the workers a local mesh starts must hold every expert once, or the f
   CHECK(check_first_plan(*small).ok());
 }
 
-TEST_CASE("the baselines take no sparse snapshots, whatever train.peer_copies says; elastic mode takes its copies") {
+TEST_CASE("the baselines take no sparse snapshots, whatever train.peer_copies says, and elastic mode takes its copies") {
   for (const char* mode : {"fixed-ep-ft", "checkpoint-restart", "elastic"}) {
     CAPTURE(mode);
     auto job = load_text(std::string("return { train = { recovery = '") + mode + "', peer_copies = 3 } }", "x.lua", ".");
