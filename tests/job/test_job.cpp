@@ -99,10 +99,11 @@ TEST_CASE("the workers a local mesh starts must hold every expert once, or the f
   CHECK(check_first_plan(*small).ok());
 }
 
-TEST_CASE("the baselines take no sparse snapshots, whatever train.peer_copies says, and elastic mode takes its copies") {
+TEST_CASE("the baselines take no sparse snapshots, whatever train.peer_copies says, and elastic takes its own") {
   for (const char* mode : {"fixed-ep-ft", "checkpoint-restart", "elastic"}) {
     CAPTURE(mode);
-    auto job = load_text(std::string("return { train = { recovery = '") + mode + "', peer_copies = 3 } }", "x.lua", ".");
+    const std::string text = std::string("return { train = { recovery = '") + mode + "', peer_copies = 3 } }";
+    auto job = load_text(text, "x.lua", ".");
     REQUIRE(job.ok());
     CHECK(sparse_peer_copies(*job) == (std::string(mode) == "elastic" ? 3 : 0));
     CHECK(planner_config(*job).peer_copies == uint32_t(sparse_peer_copies(*job)));  // the planner is told the same
