@@ -72,7 +72,9 @@ namespace {
 // --steps DIR: the steps' counts per layer (core/load_trace.h: a file a step, or every rank's file of
 // a step summed), in the order of the numbers in their names; the last kPlacementSteps are kept as
 // the placement is told them, and `mean` is all of theirs.
-Status read_steps(const std::string& dir, policy::StepLoads& steps, std::vector<std::vector<double>>& mean) {
+Status read_steps(const std::string& dir, PlanRequest& r) {
+  policy::StepLoads& steps = r.steps;
+  std::vector<std::vector<double>>& mean = r.loads;
   auto trace = read_load_trace(dir);
   if (!trace) return trace.error().with_context("--steps");
   std::vector<std::vector<std::vector<double>>> all;
@@ -82,7 +84,7 @@ Status read_steps(const std::string& dir, policy::StepLoads& steps, std::vector<
                   trace->front().files[0], " ", all[0].size(), " of ", all[0][0].size());
     all.push_back(std::move(s.loads));
   }
-  std::fprintf(stderr, "--steps %s: %s\n", dir.c_str(), describe_trace(*trace).c_str());
+  r.steps_read = dir + ": " + describe_trace(*trace);
   mean.assign(all[0].size(), std::vector<double>(all[0][0].size(), 0.0));
   for (const auto& step : all)
     for (size_t l = 0; l < step.size(); ++l)
@@ -134,7 +136,7 @@ Result<PlanRequest> plan_request(const Parsed& p, bool need_placement) {
   PlanRequest r;
   auto file = p.get("--loads");
   if (!file && !p.has("--steps")) return fail("--loads FILE (or --steps DIR) is required");
-  if (auto dir = p.get("--steps")) SAL_TRY(read_steps(*dir, r.steps, r.loads));
+  if (auto dir = p.get("--steps")) SAL_TRY(read_steps(*dir, r));
   if (file) {
     auto loads = read_load_file(*file);
     if (std::error_code ec; !loads && std::filesystem::is_directory(*file, ec))
@@ -193,6 +195,7 @@ void print_plan_text(const plan::Plan& pl, const PlanRequest& r, const std::stri
               note.empty() ? "" : (" (" + note + ")").c_str());
   std::printf("balance: the busiest node's expert work over the mean (each expert's load split evenly over its "
               "replicas; 1 is even); P(k): the layer survives k random node failures\n");
+  if (!r.steps_read.empty()) std::printf("recorded steps (--steps): %s\n", r.steps_read.c_str());
   if (!placement.note.empty()) std::printf("placement %s: %s\n", r.placement.c_str(), placement.note.c_str());
   const auto layers = placements_of(pl);
   for (size_t l = 0; l < pl.layers.size(); ++l) {

@@ -12,9 +12,9 @@ std::vector<OptSpec> plan_options() {
   return {{"--loads", "FILE", "expert loads: CSV (a line per layer), SmartMoE trace lines or a JSON array of layers"},
           {"--steps", "DIR", "recorded steps: a directory of load files, one a step (train.record_routing's "
                              "table_iter<N>.log), or a file per step and rank (SmartMoE's table_iter<N>_rank<R>.log), "
-                             "each step's ranks summed (stderr says what was read: \"80 files: 5 steps of 16 ranks\"); "
-                             "the last 16 are the placement's ctx.steps and the frontier's balance is judged on them; "
-                             "without --loads the loads are their mean"},
+                             "each step's ranks summed (the text output says what was read: \"80 files: 5 steps of "
+                             "16 ranks\"); the last 16 are the placement's ctx.steps and the frontier's balance is "
+                             "judged on them; without --loads the loads are their mean"},
           {"--nodes", "N", "nodes (plan positions)"},
           {"--slots", "C", "expert slots per node"},
           {"--min-replicas", "F", "fault-tolerance floor f (default 2)"},

@@ -195,6 +195,7 @@ int print_frontier(const PlanRequest& req, bool json) {
               req.steps.empty() ? ""
                                 : (", each of the last " + std::to_string(req.steps.size()) +
                                    " recorded steps split by counts, their mean").c_str());
+  if (!req.steps_read.empty()) std::printf("recorded steps (--steps): %s\n\n", req.steps_read.c_str());
   print_frontier_table(j);
   std::printf("\nlowest balance these replicas allow: median layer %.3f\n", j["bound_median"].get<double>());
   if (!proposal.note.empty()) std::printf("placement %s chooses %s\n", req.placement.c_str(), proposal.note.c_str());

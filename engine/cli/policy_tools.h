@@ -30,6 +30,7 @@ std::string synthetic_context_text(policy::Kind kind);
 struct PlanRequest {
   std::vector<std::vector<double>> loads;
   policy::StepLoads steps;  // recorded steps, [step][layer][expert] (--steps; empty: none)
+  std::string steps_read;   // what --steps read ("DIR: 80 files: 5 steps of 16 ranks"), for the text output
   uint32_t nodes = 0, slots = 0, min_replicas = 1;
   std::string allocation = "lazarus", placement = "goodput";
   policy::FailureFacts failures;  // what the placement weighs survival by (rate 0: assumed)
