@@ -219,6 +219,11 @@ struct Model {
 // Lazarus Table 1.
 inline constexpr Model kModels[] = {{"GPT-S", 768, 8}, {"GPT-M", 1024, 12}, {"GPT-L", 1024, 16}};
 
+// A --json row of a section measured on model `m`: its section, the model's name, d and experts.
+inline JsonLine model_line(const char* section, const Model& m) {
+  return JsonLine().str("section", section).str("model", m.name).integer("d", m.d).integer("experts", m.experts);
+}
+
 // Assignments per expert: the hot quarter (at least one) get `skew` parts, the others 1; the
 // remainder one each to the first experts. The same double arithmetic as the Python:
 // int(total * w / sum(weights)).

@@ -243,11 +243,7 @@ void run_dispatch(const Context& ctx, const Args& args, const Ceilings& ref, Jso
                         m.name, k, out_name, W, 100.0 * kept, stream_us, gbps(stream_us), graph_us, gbps(graph_us),
                         pct(graph_us), perm_us, gbps(perm_us), pct(perm_us));
             std::fflush(stdout);
-            json.write(JsonLine()
-                           .str("section", "dispatch")
-                           .str("model", m.name)
-                           .integer("d", d)
-                           .integer("experts", E)
+            json.write(model_line("dispatch", m)
                            .integer("k", k)
                            .num("skew", skew)
                            .str("out", out_name)

@@ -72,11 +72,7 @@ void run_expert_gemms(const Context& ctx, const Args& args, const Ceilings& ref,
         const double pct = ref.peak_tflops > 0 ? 100.0 * tflops / ref.peak_tflops : NAN;
         std::printf("%-6s %3d %6d | %9.3f %8.1f %5.1f%%\n", m.name, m.experts, rows, ms, tflops, pct);
         std::fflush(stdout);
-        json.write(JsonLine()
-                       .str("section", "expert_gemms")
-                       .str("model", m.name)
-                       .integer("d", m.d)
-                       .integer("experts", m.experts)
+        json.write(model_line("expert_gemms", m)
                        .integer("rows_per_expert", rows)
                        .num("ms", ms)
                        .num("tflops", tflops)

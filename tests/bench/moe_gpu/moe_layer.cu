@@ -293,11 +293,7 @@ void run_layer(const Context& ctx, const Args& args, const Ceilings& ref, JsonFi
                 std::printf("%-6s %2d %4.0f %-22s %9.3f %12.0f %8.1f | %10.3f %8.1f %5.1f%%\n", m.name, k, skew,
                             impl_names[mi], r.ms, args.tokens / s, tflops, r.expert_ms, etflops, pct);
                 std::fflush(stdout);
-                json.write(JsonLine()
-                               .str("section", "moe_layer")
-                               .str("model", m.name)
-                               .integer("d", m.d)
-                               .integer("experts", m.experts)
+                json.write(model_line("moe_layer", m)
                                .integer("k", k)
                                .num("skew", skew)
                                .str("impl", impl_names[mi])
