@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/devices.h"
+#include "core/heap.h"
 #include "core/lifetime.h"
 #include "mesh/agent.h"
 #include "wire/curve.h"
@@ -14,6 +15,7 @@
 namespace sal::cli {
 
 int cmd_agent(const Command& cmd, const Parsed& p) {
+  keep_large_blocks();  // slots, frames and migrations reuse their memory (core/heap.h)
   mesh::AgentOptions o;
   o.controller = p.get_or("--controller", "");
   if (o.controller.empty()) return usage_error(cmd, "--controller ENDPOINT is required");

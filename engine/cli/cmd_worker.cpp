@@ -4,12 +4,14 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/job_training.h"
+#include "core/heap.h"
 #include "runtime/worker.h"
 #include "runtime/gpu_loader.h"
 
 namespace sal::cli {
 
 int cmd_worker(const Command& cmd, const Parsed& p) {
+  keep_large_blocks();  // slots, frames and migrations reuse their memory (core/heap.h)
   runtime::WorkerOptions o;
   o.agent = p.get_or("--agent", "");
   o.device = p.get_or("--device", "cpu:0");
