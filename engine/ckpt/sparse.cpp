@@ -7,16 +7,18 @@
 namespace sal::ckpt {
 namespace {
 
-// FNV-1a over 64-bit words in four interleaved lanes, folded into `h` at the end: the lanes'
-// multiplies do not wait for each other, so the agents' check of every slot they store runs at
-// several times one chain's speed. Each step is a bijection of its lane, so one flipped bit
-// anywhere always changes the result.
+// FNV-1a over 64-bit words in four interleaved lanes, each folded into `h` at the end: the lanes'
+// multiplies do not wait for each other, so the agents' check of every slot they store runs faster
+// than one chain (9.4 against 6.6 GB/s, 2026-12-02). The lanes start from constants of their own,
+// not from `h` (lanes derived from one value can cancel it when folded), so every step is a
+// bijection of the value it changes and one flipped bit anywhere always changes the result
+// (test_sparse checks each bit).
 template <typename T>
 void fnv(uint64_t& h, const std::vector<T>& v) {
   constexpr uint64_t kPrime = 0x100000001b3ull;
   const auto* b = reinterpret_cast<const unsigned char*>(v.data());
   const size_t n = v.size() * sizeof(T);
-  uint64_t lane[4] = {h, h ^ 1, h ^ 2, h ^ 3};
+  uint64_t lane[4] = {0x9e3779b97f4a7c15ull, 0xbf58476d1ce4e5b9ull, 0x94d049bb133111ebull, 0x2545f4914f6cdd1dull};
   size_t i = 0;
   for (; i + 32 <= n; i += 32)
     for (size_t k = 0; k < 4; ++k) {
@@ -24,8 +26,8 @@ void fnv(uint64_t& h, const std::vector<T>& v) {
       std::memcpy(&w, b + i + 8 * k, 8);
       lane[k] = (lane[k] ^ w) * kPrime;
     }
-  for (size_t k = 1; k < 4; ++k) lane[0] = (lane[0] ^ lane[k]) * kPrime;
-  h = lane[0];
+  if (i > 0)
+    for (uint64_t l : lane) h = (h ^ l) * kPrime;
   for (; i + 8 <= n; i += 8) {
     uint64_t w;
     std::memcpy(&w, b + i, 8);

@@ -168,6 +168,29 @@ TEST_CASE("a corrupt copy is found by its checksum and named, and a window that 
   CHECK(missing.error().message().find(": not in full in the window of iterations 4..6") != std::string::npos);
 }
 
+TEST_CASE("a unit's checksum changes with any one flipped bit, in any lane or tail of its weights and moments") {
+  for (size_t floats : {1u, 7u, 8u, 9u, 17u, 33u}) {
+    UnitCopy c;
+    c.full = true;
+    for (auto* v : {&c.w, &c.m, &c.v}) {
+      v->resize(floats);
+      for (size_t i = 0; i < floats; ++i) (*v)[i] = 0.25f * float(i) - float(v == &c.m);
+    }
+    const uint64_t sum = unit_checksum(c);
+    int unchanged = 0;
+    for (auto* v : {&c.w, &c.m, &c.v})
+      for (size_t byte = 0; byte < floats * sizeof(float); ++byte)
+        for (int bit = 0; bit < 8; ++bit) {
+          auto* b = reinterpret_cast<unsigned char*>(v->data()) + byte;
+          *b ^= uint8_t(1u << bit);
+          unchanged += unit_checksum(c) == sum;
+          *b ^= uint8_t(1u << bit);
+        }
+    CHECK_MESSAGE(unchanged == 0, floats << " floats");
+    CHECK(unit_checksum(c) == sum);
+  }
+}
+
 TEST_CASE("the holder keeps the newest complete window and the one being filled") {
   Corpus c = corpus(tiny().vocab);
   Params p = Params::create(tiny(), 3, Params::all_experts(tiny()));
