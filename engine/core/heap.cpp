@@ -9,7 +9,7 @@ namespace {
 // glibc's ceiling for M_MMAP_THRESHOLD on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX); a larger one is refused.
 constexpr int kMmapThreshold = 32 << 20;
 // Free memory at the heap's top beyond this goes back to the kernel (glibc: 128 KiB, raised as
-// blocks are freed; per-thread heaps are at most 64 MiB, so they are never shrunk under it).
+// mapped blocks are freed); the threads' own heaps are trimmed by the same rule.
 constexpr int kTrimThreshold = 512 << 20;
 }  // namespace
 
