@@ -74,21 +74,25 @@ TEST_CASE("t0550-sparse-restore: every holder of an expert killed, the window in
   auto j = lose_expert_beside_plain(dir, "");
   CHECK(j["lost_steps"] == 0);  // the replay reproduces every committed step
   CHECK(j["recoveries"][0]["source"] == "peers");
-  // killed after 117 steps: the newest complete window is 112..115; the state of step 113 comes
-  // from its slot 0, iterations 113..115 are replayed and 116 re-executed
-  CHECK(j["recoveries"][0]["rerun"] == 4);
+  // killed after 117 steps: the newest complete window is 112..115 (108..111 where 112's copies
+  // were still being put when the kill came, seen in CI under load); from 112..115 the state of
+  // step 113 comes from its slot 0, iterations 113..115 are replayed and 116 re-executed
+  const bool older = has_event(dir + "/run", "restore_begun", "the sparse window of iterations 108..111");
+  const std::string window = older ? "108..111" : "112..115";
+  const int rerun = older ? 8 : 4;
+  CHECK(j["recoveries"][0]["rerun"] == rerun);
   for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
-  CHECK(has_event(dir + "/run", "restore_begun", "the sparse window of iterations 112..115"));
+  CHECK(has_event(dir + "/run", "restore_begun", "the sparse window of iterations " + window));
   CHECK(has_event(dir + "/run", "restore_begun", "on 6 workers"));
   CHECK(has_event(dir + "/run", "restore_begun", "no committed step is lost"));
   CHECK(has_event(dir + "/run", "restored", "sparse window"));
   CHECK_FALSE(has_event(dir + "/run", "sparse_restore_failed", ""));
   std::string logs = run_logs(dir + "/run");
-  CHECK(logs.find("loaded from the sparse window 112..115 in peers' memory") != std::string::npos);
+  CHECK(logs.find("loaded from the sparse window " + window + " in peers' memory") != std::string::npos);
   CHECK(logs.find("the sparse window is replayed") != std::string::npos);
-  // steps 113..116 ran twice, on as many workers: the second time is the first, bit for bit
+  // steps 113..116 (109..116) ran twice, on as many workers: the second time is the first, bit for bit
   auto steps = metrics_column(dir + "/run", "step"), loss = metrics_column(dir + "/run", "loss");
-  REQUIRE(steps.size() == 134);
+  REQUIRE(steps.size() == size_t(130 + rerun));
   std::map<double, double> first;
   int repeated = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
@@ -97,7 +101,7 @@ TEST_CASE("t0550-sparse-restore: every holder of an expert killed, the window in
     CHECK(it->second == loss[i]);
     ++repeated;
   }
-  CHECK(repeated == 4);
+  CHECK(repeated == rerun);
   CHECK(metrics_column(dir + "/run", "workers").back() == 6);
   // and the weights at the end are those of the run without the failure
   auto d = weight_distance(dir + "/plain/checkpoint", dir + "/run/checkpoint");
