@@ -225,6 +225,7 @@ int job_checkpoint(Controller& c, lua_State* L) {
   lua::set_field(L, "bytes", int64_t(bytes));
   if (all) lua::set_field(L, "complete_from", common_from);
   lua::set_field(L, "bandwidth_Bps", t.checkpoint_facts().bandwidth_Bps);
+  lua::set_field(L, "path_Bps", t.checkpoint_facts().path_Bps);
   push_peer_slices(t, L);
   return 1;
 }
@@ -391,13 +392,15 @@ void register_training_api(lua::ApiRegistry& reg, Controller& c) {
       Role::operate, job_rebalance);
   add("checkpoint",
       "job.checkpoint() -> {policy, window, period, operators_per_slot, workers = {{worker, bytes, copy_ms, "
-      "window_from, window_to}, ...}, bytes, complete_from, bandwidth_Bps, agents = {{node, bytes, budget, log_bytes, refused, "
+      "window_from, window_to}, ...}, bytes, complete_from, bandwidth_Bps, path_Bps, agents = {{node, bytes, budget, "
+      "log_bytes, refused, "
       "windows = {{writer, from, to, units}, ...}}, ...}, operators = {[name] = {window_from, window_to, nodes}}, "
       "restorable = {from, to, holders}}",
       "The checkpoint-window policy's schedule in force (a window of `window` iterations every `period`, the "
       "operators each slot takes in full) and the sparse snapshots each rank of the plan holds after its last "
       "vote: bytes, the newest complete window's iterations and the last slot's copy time; complete_from: the "
-      "first iteration of the newest window every rank holds; bandwidth_Bps: the copy bandwidth measured. "
+      "first iteration of the newest window every rank holds; bandwidth_Bps: the copy bandwidth measured; path_Bps: "
+      "the bytes a slot's whole path moves a CPU-second of the writer's thread (train.snapshot_cpu_share). "
       "What the live agents hold of them in their memory (each agent's bytes against its budget, of them the "
       "upstream logs a lost expert is rebuilt from, slices refused, complete windows by writer), where each operator's newest window is held, and the window a "
       "restore from peers would use now (docs/checkpoints.md).",

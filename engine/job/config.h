@@ -106,6 +106,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 50; // steps between dense snapshots (0: none)
   int64_t peer_copies = 2;       // nodes holding each sparse snapshot slice (0: no sparse snapshots in peers)
   int64_t peer_memory_mb = 1024; // what an agent may hold of other workers' slices
+  double snapshot_cpu_share = 0; // the share of an iteration a sparse slot's whole path may take (0: the copy only)
   bool expert_logs = false;      // upstream logs of the experts' rows with the slices: a lost expert is rebuilt alone
   std::string recovery = "elastic";  // elastic | fixed-ep-ft | checkpoint-restart
   int64_t digest_every = 1;      // steps between the held units' digests (0: none; docs/health.md)

@@ -109,7 +109,8 @@ Driver::Next Driver::on_vote(const Event& e) {
   auto& r = std::get<phase::Running>(state_);
   Participant p{v.node_id, v.index};
   if (v.ok)
-    measured_.sparse_held(p, SparseHolding{v.sparse_bytes, v.sparse_from, v.sparse_to, v.sparse_copy_ms, v.step, v.log_bytes},
+    measured_.sparse_held(p, SparseHolding{v.sparse_bytes, v.sparse_from, v.sparse_to, v.sparse_copy_ms, v.step,
+                                                    v.log_bytes, v.sparse_path_cpu_ms},
                           v.sparse_slot_bytes);
   if (!vote_answers_patch(r, v)) return std::nullopt;  // a vote on the step as it was before a patch
   auto& t = r.tally;

@@ -101,6 +101,7 @@ Measurements::Measurements(const ModelShape& shape, size_t load_window)
     : loads_(size_t(shape.layers), size_t(shape.experts), std::max<size_t>(load_window, 1)),
       step_s_(kMedianSteps),
       copy_Bps_(kMedianCopies),
+      path_Bps_(kMedianCopies),
       replan_s_(kMedianRecoveries),
       restore_s_(kMedianRecoveries),
       restore_rerun_(kMedianRecoveries),
@@ -148,7 +149,12 @@ void Measurements::sparse_held(Participant p, const SparseHolding& h, uint64_t s
   auto it = sparse_.find(p);
   bool new_copy = it == sparse_.end() || it->second.copy_ms != h.copy_ms;  // a vote repeats the last copy until the next
   sparse_[p] = h;
-  if (new_copy && slot_bytes >= kTimedSlotBytes) copied(double(slot_bytes), h.copy_ms);
+  if (!new_copy || slot_bytes < kTimedSlotBytes) return;
+  copied(double(slot_bytes), h.copy_ms);
+  if (h.path_cpu_ms > 0) {
+    path_Bps_.add(double(slot_bytes) / (h.path_cpu_ms / 1e3));
+    facts_.path_Bps = path_Bps_.median();
+  }
 }
 
 // A GPU worker's next snapshot waits for the previous (its pinned copy is taken once the previous

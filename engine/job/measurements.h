@@ -117,6 +117,7 @@ struct SparseHolding {
   double copy_ms = 0;                        // the last slot's copy
   uint64_t step = 0;                         // the step of the vote that said so
   uint64_t log_bytes = 0;                    // that step's upstream log (0: none put)
+  double path_cpu_ms = 0;                    // the last slot's whole path on the snapshot thread, CPU time
 };
 
 // What the checkpoint policy decides from, measured by the driver (policy/plan_ask.h).
@@ -169,6 +170,7 @@ class Measurements {
   LoadWindow loads_;
   MovingMedian step_s_;
   MovingMedian copy_Bps_;
+  MovingMedian path_Bps_;  // a sparse slot's whole path, bytes a CPU-second of its writer's thread
   MovingMedian replan_s_, restore_s_, restore_rerun_, switch_s_, replica_s_;
   CheckpointFacts facts_;
   std::map<Participant, SparseHolding> sparse_;

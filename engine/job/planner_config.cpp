@@ -12,6 +12,7 @@ policy::PlannerConfig planner_config(const JobConfig& job) {
   c.redundancy = uint32_t(job.parallel.redundancy);
   c.failures = policy::FailureSettings{job.policies.node_mtbf_h, job.policies.correlated_failures};
   c.peer_copies = uint32_t(sparse_peer_copies(job));
+  c.snapshot_cpu_share = job.train.snapshot_cpu_share;
   c.checkpoint_every = job.train.checkpoint_every;
   c.rebalance_every = job.train.rebalance_every;
   c.recovery = job.train.recovery;

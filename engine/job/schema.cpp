@@ -164,6 +164,13 @@ const std::vector<Field>& fields() {
       integer("train.peer_memory_mb", 1, 1e9, "what each agent may hold of other workers' sparse snapshot slices "
               "(MiB); a slice past it is refused, with an event, and the windows held are kept",
               [](JobConfig& j) -> int64_t& { return j.train.peer_memory_mb; }),
+      number("train.snapshot_cpu_share", 0, 1, "on CPU workers, the share of an iteration the sparse snapshots' "
+             "whole path may take: the writer's copy, checksum, encoding, MAC and sends (its thread's CPU, measured), "
+             "its ZeroMQ thread and each peer's receipt (counted from it: 5x it with 2 peers, as measured on CPU); "
+             "the checkpoint policy's bandwidth is cut to fit, so its window grows (0: only the writer's copy "
+             "counts, as MoEtion sizes it for a GPU's device-to-host copy overlapping the compute; on CPU workers a "
+             "window of 1 can then take a third of the throughput)",
+             [](JobConfig& j) -> double& { return j.train.snapshot_cpu_share; }),
       flag("train.expert_logs", "MoEtion's upstream logs: each worker puts what it dispatched to each expert (the "
            "rows and their output gradients) to its slice peers every step, so that an expert that lost every holder "
            "is rebuilt alone from its sparse snapshot and the logs, nobody rolling back; it costs every step about "

@@ -11,6 +11,7 @@
 
 #include "ckpt/slice_frames.h"
 #include "core/clock.h"
+#include "core/thread_name.h"
 #include "mesh/endpoint.h"
 #include "mesh/security.h"
 #include "mesh/zmq_uv.h"
@@ -91,6 +92,7 @@ void SliceServer::set_budget(uint64_t bytes) {
 // The endpoint's thread: every message as it comes, and a report held back by the interval sent
 // when the interval is over.
 void SliceServer::run() {
+  name_this_thread("sal-slices");
   while (!stop_) {
     int64_t wait_ms = kStopPollMs;
     if (held_back_) wait_ms = std::clamp<int64_t>(kReportEveryMs - (mono_ns() - last_report_ns_) / 1'000'000, 0, wait_ms);

@@ -20,6 +20,7 @@ namespace sal::policy {
 struct CheckpointFacts {
   double iteration_s = 0;    // median step time of the recent committed steps
   double bandwidth_Bps = 0;  // bytes a snapshot copied over the pause training saw, median
+  double path_Bps = 0;       // bytes a sparse slot's whole path moved a CPU-second of its writer's thread, median
   double replan_s = 0;       // the engine's time of the recent elastic recoveries (a loss to the next commit), median
   double restore_s = 0;      // the engine's time of the recent restores (a loss to the first step after it), median
   double restore_rerun = -1; // committed steps the recent restores ran again, median; < 0: no restore yet

@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "core/clock.h"
 #include "plan/domains.h"
 #include "plan/fixed_ep.h"
@@ -14,6 +16,20 @@ namespace {
 // Until snapshots are measured, the checkpoint policy plans for a PCIe-class device-to-host bandwidth
 // (and for kAssumedIterationS until iterations are).
 constexpr double kAssumedBandwidth = 16e9;
+
+// The whole path of a sparse slot against its writer's snapshot thread alone: the writer's ZeroMQ
+// thread about as much again, each peer's receipt (its ZeroMQ thread, the MAC, the decoding, the
+// checksum) about 1.5x (the quickstart, 2026-12-02, CPU ticks: 138 and 187 a peer against 122).
+double path_per_writer_thread(uint32_t peers) { return 2.0 + 1.5 * double(peers); }
+
+// The bandwidth the window is sized by: the writer's copy (MoEtion's rule: a GPU's device-to-host
+// copy overlaps its compute), and with a CPU share, no more than the slot's whole path can move in
+// that share of an iteration.
+double window_bandwidth(const CheckpointFacts& f, double cpu_share, uint32_t peers) {
+  const double copy = f.bandwidth_Bps > 0 ? f.bandwidth_Bps : kAssumedBandwidth;
+  if (cpu_share <= 0 || f.path_Bps <= 0) return copy;
+  return std::min(copy, cpu_share * f.path_Bps / path_per_writer_thread(peers));
+}
 
 }  // namespace
 
@@ -253,7 +269,7 @@ void Planner::decide_schedule(const CheckpointFacts& facts, PlanRecord& r) {
   CheckpointInput& in = checkpoint_input_;
   in.operators = model_operators(cfg_.shape, facts.popularity);
   in.iteration_s = facts.iteration_s > 0 ? facts.iteration_s : kAssumedIterationS;
-  in.bandwidth_Bps = facts.bandwidth_Bps > 0 ? facts.bandwidth_Bps : kAssumedBandwidth;
+  in.bandwidth_Bps = window_bandwidth(facts, cfg_.snapshot_cpu_share, cfg_.peer_copies);
   in.iteration = facts.iteration;
   in.has_current = current_.has_value();
   if (current_) in.current = current_->plan.schedule;

@@ -37,6 +37,9 @@ struct PlannerConfig {
   // measure), and what a wipe-out costs (sparse windows in peers' memory, else dense snapshots).
   FailureSettings failures;
   uint32_t peer_copies = 2;
+  // train.snapshot_cpu_share: the share of an iteration a sparse slot's whole path may take on the
+  // workers' CPUs (0: only the writer's copy counts, as MoEtion sizes it on a GPU).
+  double snapshot_cpu_share = 0;
   int64_t checkpoint_every = 50;
   int64_t rebalance_every = 0;       // train.rebalance_every (how long a placement stands, for its moves' worth)
   std::string recovery = "elastic";  // named in the baselines' fixed plans

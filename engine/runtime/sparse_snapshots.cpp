@@ -6,7 +6,9 @@
 
 #include "ckpt/slice_frames.h"
 #include "core/clock.h"
+#include "core/thread_name.h"
 #include "ckpt/slice_mac.h"
+#include "comm/timed.h"
 #include "wire/curve.h"
 
 namespace sal::runtime {
@@ -112,6 +114,7 @@ void SparseSnapshots::wait() {
 }
 
 void SparseSnapshots::run() {
+  name_this_thread("sal-snapshots");
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [this] { return stop_ || job_; });
@@ -127,6 +130,7 @@ void SparseSnapshots::run() {
 }
 
 void SparseSnapshots::run_logs() {
+  name_this_thread("sal-logs");
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [this] { return stop_ || !logs_.empty(); });
@@ -149,7 +153,7 @@ void SparseSnapshots::take(const Job& job) {
     std::lock_guard<std::mutex> lock(mu_);
     reuse = holder_.recycled();
   }
-  int64_t t0 = mono_ns();
+  const int64_t t0 = mono_ns(), cpu0 = comm::thread_cpu_ns();
   std::vector<model::Unit> off_device;
   std::vector<const model::Unit*> units = job.units;
   if (job.copied) {
@@ -172,6 +176,7 @@ void SparseSnapshots::take(const Job& job) {
   cv_.notify_all();  // the units are free again
   put(slot, job);
   std::lock_guard<std::mutex> lock(mu_);
+  held_.path_cpu_ms = double(comm::thread_cpu_ns() - cpu0) / 1e6;
   if (job.generation == generation_) holder_.add(std::move(slot));
 }
 

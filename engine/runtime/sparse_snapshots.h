@@ -49,6 +49,7 @@ struct SparseHeld {
   int64_t window_from = -1; // the newest complete window's first and last iterations (-1: none)
   int64_t window_to = -1;
   double copy_ms = 0;       // the last slot's copy (on the snapshot thread)
+  double path_cpu_ms = 0;   // ... and the snapshot thread's CPU for all of it: copy, checksum, encoding, MAC, sends
   uint64_t slot_bytes = 0;  // ... and its bytes
   uint64_t puts_missed = 0; // slots a peer could not take (gone, or its queue full)
 };
@@ -141,7 +142,7 @@ class SparseSnapshots {
   std::shared_ptr<const SliceRoute> route_;  // under mu_
   uint64_t generation_ = 0;     // under mu_
   bool active_ = false;         // the plan gives this rank peers (none: no slots are taken at all)
-  SparseHeld held_;             // copy_ms, slot_bytes, puts_missed (under mu_)
+  SparseHeld held_;             // copy_ms, path_cpu_ms, slot_bytes, puts_missed (under mu_)
   // The snapshot thread's own: a DEALER socket per peer endpoint.
   Sockets sockets_;
   Sockets log_sockets_;  // the log thread's own

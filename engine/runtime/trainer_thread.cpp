@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "core/lifetime.h"
+#include "core/thread_name.h"
 #include "wire/codec.h"
 #include "wire/fence.h"
 
@@ -86,6 +87,7 @@ void TrainerThread::answer(const M& msg) {
 }
 
 void TrainerThread::run() {
+  name_this_thread("sal-trainer");
   // Below the worker's control thread (its liveness to its agent) and the agents and controller:
   // every thread started from here inherits it (the kernels' pool, the snapshot threads, the data
   // plane's), so on a machine short of CPU the heartbeats still go out in time.
@@ -233,6 +235,7 @@ wire::StepVote TrainerThread::vote_of(const wire::StepBegin& b, const Result<Ste
     auto held = trainer_->sparse_held();
     v.sparse_bytes = held.bytes, v.sparse_from = held.window_from, v.sparse_to = held.window_to;
     v.sparse_copy_ms = held.copy_ms, v.sparse_slot_bytes = held.slot_bytes;
+    v.sparse_path_cpu_ms = held.path_cpu_ms;
     v.digests = out->digests;
     v.val_ce_sum = out->val_ce_sum, v.val_tokens = uint64_t(out->val_tokens);
     v.log_bytes = out->log_bytes;

@@ -187,7 +187,10 @@ struct StepVote {
     // began from — cross-entropy summed over its validation tokens, and their count (0: none).
     (double, val_ce_sum, 0),
     (uint64_t, val_tokens, 0),
-    (uint64_t, log_bytes, 0))  // the step's upstream log put to the slice peers (0: none)
+    (uint64_t, log_bytes, 0),  // the step's upstream log put to the slice peers (0: none)
+    // The last sparse slot's whole path on the snapshot thread, in its CPU time: the copy, the
+    // checksum, the encoding, the MAC and the sends (train.snapshot_cpu_share sizes the window by it).
+    (double, sparse_path_cpu_ms, 0))
 };
 
 struct StepCommit {

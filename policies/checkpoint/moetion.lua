@@ -18,11 +18,13 @@ end
 
 local function decide(ctx)
   local now = popularity(ctx.operators)
-  if ctx.current and built_from and #built_from == #now then
-    local reorder = sal.moetion_reorder(built_from, now)
-    if not reorder then return ctx.current end
-  end
   local ok, w = pcall(sal.moetion_window, ctx.operators, ctx.iteration_s, ctx.bandwidth)
+  local window = ok and w.window or #ctx.operators
+  -- kept while the popularity holds and its window is still the smallest that fits (the measured
+  -- iteration and bandwidth say: train.snapshot_cpu_share cuts a CPU job's bandwidth)
+  if ctx.current and built_from and #built_from == #now and ctx.current.window == window then
+    if not sal.moetion_reorder(built_from, now) then return ctx.current end
+  end
   built_from = now
   if not ok then return one_per_iteration(#ctx.operators) end   -- nothing fits: spread thinnest
   return { window = w.window, slots = w.iterations }

@@ -478,14 +478,17 @@ TEST_CASE("any + saved: a dense snapshot completes in any phase and measures the
   CHECK(h.d.checkpoint_facts().bandwidth_Bps == doctest::Approx(3e9));  // 6 MB over the slowest 2 ms copy
 }
 
-TEST_CASE("any + vote: what a worker says it holds of the sparse snapshots is kept, and a big slot's copy measures the bandwidth") {
+TEST_CASE("any + vote: what a worker says it holds of the sparse snapshots is kept, and a big slot's copy and path "
+          "measure the bandwidths") {
   Harness h;
   h.start(workers({0, 1}));
   wire::StepVote v;
   v.node_id = 0, v.index = 0, v.epoch = h.d.steps().epoch(), v.step = 0, v.ok = true, v.tokens = 64, v.grad_norm = 1;
   v.loads.assign(2 * 4, 8);
   v.sparse_bytes = 9'000'000, v.sparse_from = 14, v.sparse_to = 20, v.sparse_copy_ms = 2.0, v.sparse_slot_bytes = 4'000'000;
+  v.sparse_path_cpu_ms = 8.0;
   h.on(in::Vote{v});
+  CHECK(h.d.checkpoint_facts().path_Bps == doctest::Approx(0.5e9));  // 4 MB on the writer's thread in 8 ms of CPU
   REQUIRE(h.d.sparse_holdings().count({0, 0}));
   CHECK(h.d.sparse_holdings().at({0, 0}).bytes == 9'000'000);
   CHECK(h.d.sparse_holdings().at({0, 0}).window_from == 14);
