@@ -22,6 +22,10 @@ return {
     batch = 64, lr = 1e-2, warmup = 30, seed = 1,
     rebalance_every = 50,
     checkpoint_every = 5,  -- dense snapshots (the fallback when an expert loses every replica)
+    -- MoEtion's sparse snapshots may take a fifth of an iteration on these CPU workers, as its
+    -- device-to-host copy costs a GPU's compute next to nothing; with the writer's copy alone sizing
+    -- the window (0), a window of 1 took a third of the drills' throughput (docs/checkpoints.md)
+    snapshot_cpu_share = 0.2,
     recovery = "elastic",  -- or the baselines: "fixed-ep-ft", "checkpoint-restart"
   },
   mesh = { nodes = 8, devices = "cpu:1", heartbeat_ms = 100, miss_limit = 3 },
