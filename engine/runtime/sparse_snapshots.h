@@ -49,8 +49,8 @@ struct SparseHeld {
   int64_t window_from = -1; // the newest complete window's first and last iterations (-1: none)
   int64_t window_to = -1;
   double copy_ms = 0;       // the last slot's copy (on the snapshot thread)
-  double path_cpu_ms = 0;   // ... and the snapshot thread's CPU for all of it: copy, checksum, encoding, MAC, sends
   uint64_t slot_bytes = 0;  // ... and its bytes
+  double path_cpu_ms = 0;   // the snapshot thread's CPU for its whole path: copy, checksum, encoding, MAC, sends
   uint64_t puts_missed = 0; // slots a peer could not take (gone, or its queue full)
 };
 
