@@ -127,17 +127,23 @@ TEST_CASE("t0511-lose-every-replica: killing every holder of an expert restores 
   }
   CHECK(begun);
   CHECK(restored);
-  // steps 10..16 ran twice; on as many workers, the second time is the first bit for bit
+  // steps 10..16 ran twice; on as many workers, the second time is the first bit for bit; where the
+  // joiners came after the restore's plan (seen on a slow machine: 2 workers, not 4) the sums are
+  // reassociated, and the losses agree within that
   auto steps = metrics_column(dir + "/run", "step"), loss = metrics_column(dir + "/run", "loss");
+  auto workers = metrics_column(dir + "/run", "workers");
   REQUIRE(steps.size() == 37);
-  std::map<double, double> first;
+  REQUIRE(workers.size() == steps.size());
+  std::map<double, std::pair<double, double>> first;  // step -> its first loss and workers
   int repeated = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
-    auto [it, fresh] = first.insert({steps[i], loss[i]});
-    if (!fresh) {
-      CHECK(it->second == loss[i]);
-      ++repeated;
-    }
+    auto [it, fresh] = first.insert({steps[i], {loss[i], workers[i]}});
+    if (fresh) continue;
+    ++repeated;
+    if (it->second.second == workers[i])
+      CHECK(it->second.first == loss[i]);
+    else
+      CHECK(std::abs(it->second.first - loss[i]) <= 1e-5 * std::abs(it->second.first));
   }
   CHECK(repeated == 7);
   // the report shows the restore
