@@ -195,6 +195,7 @@ int job_checkpoint(Controller& c, lua_State* L) {
   const auto& s = a->plan.schedule;
   lua::set_field(L, "window", int64_t(s.window));
   lua::set_field(L, "period", int64_t(s.period));
+  if (std::string off = t.sparse_off(); !off.empty()) lua::set_field(L, "not_taken", off);
   lua_createtable(L, int(s.slots.size()), 0);
   for (size_t i = 0; i < s.slots.size(); ++i) {
     lua_pushinteger(L, lua_Integer(s.slots[i].size()));
@@ -391,13 +392,15 @@ void register_training_api(lua::ApiRegistry& reg, Controller& c) {
       "the next step boundary (workers switch plans between steps, never inside one).",
       Role::operate, job_rebalance);
   add("checkpoint",
-      "job.checkpoint() -> {policy, window, period, operators_per_slot, workers = {{worker, bytes, copy_ms, "
+      "job.checkpoint() -> {policy, window, period, not_taken, operators_per_slot, workers = {{worker, bytes, copy_ms, "
       "window_from, window_to}, ...}, bytes, complete_from, bandwidth_Bps, path_Bps, agents = {{node, bytes, budget, "
       "log_bytes, refused, "
       "windows = {{writer, from, to, units}, ...}}, ...}, operators = {[name] = {window_from, window_to, nodes}}, "
       "restorable = {from, to, holders}}",
       "The checkpoint-window policy's schedule in force (a window of `window` iterations every `period`, the "
-      "operators each slot takes in full) and the sparse snapshots each rank of the plan holds after its last "
+      "operators each slot takes in full; not_taken: why its ranks take no slots, where a restore from its window "
+      "would run as many steps again as from the dense snapshots) and the sparse snapshots each rank of the plan "
+      "holds after its last "
       "vote: bytes, the newest complete window's iterations and the last slot's copy time; complete_from: the "
       "first iteration of the newest window every rank holds; bandwidth_Bps: the copy bandwidth measured; path_Bps: "
       "the bytes a slot's whole path moves a CPU-second of the writer's thread (train.snapshot_cpu_share). "

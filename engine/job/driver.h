@@ -119,6 +119,8 @@ class Driver {
   // What each live agent last reported holding of them, and the window a restore would use now.
   const std::map<NodeId, wire::SliceReport>& peer_slices() const { return peers_.reports(); }
   std::optional<PeerWindow> restorable() const { return peer_window(steps_.committed()); }
+  // Why the plan switched to last takes no sparse snapshots ("" when it takes them, or none are kept).
+  std::string sparse_off() const { return sparse_off_.value_or(""); }
   // Why the job failed ("" unless it did); where its final checkpoint is ("" until one is written).
   const std::string& failure() const;
   const std::string& checkpoint_dir() const;
@@ -193,9 +195,14 @@ class Driver {
   bool windows_may_serve() const;
   // Where each rank of `u` puts its sparse snapshot slots, and what an agent may hold.
   void add_slice_peers(wire::PlanUpdate& u) const;
-  // The plan in force's slice peers without the `lost` ranks (a patch's): none when no copies are kept.
+  // The plan in force's slice peers without the `lost` ranks (a patch's): none when no copies are
+  // kept, or when the plan's schedule is not worth taking beside the dense snapshots.
   std::vector<wire::SlicePeers> slice_peers(const std::vector<uint32_t>& node_of_rank, const plan::Plan& plan,
                                             const std::vector<uint32_t>& lost = {}) const;
+  // Why the sparse snapshots of `plan` are not taken (plan/schedule.h: sparse_not_taken), "" when
+  // they are; and the event when that changes with a plan put in force.
+  std::string sparse_not_taken(const plan::Plan& plan) const;
+  void note_sparse_taken(const plan::Plan& plan);
   bool replaying() const { return peers_.replaying(steps_.committed()); }
 
   // ---- steps (driver.cpp) ----
@@ -334,6 +341,7 @@ class Driver {
   Measurements measured_;
   WorkShares shares_;  // each worker's share of the work (the health policy's)
   PeerWindows peers_;
+  std::optional<std::string> sparse_off_;  // the last plan switched to: why no sparse snapshots ("" taken)
   bool rebuild_failed_ = false;  // a rebuild of this loss failed: the sparse rung until a plan is in force
   // A dense or seed restore whose plan was abandoned: the steps were rewound and the workers may
   // hold the state of before it, part of the snapshot's, or (relaunched) none — the next plan

@@ -78,7 +78,7 @@ void Driver::add_slice_peers(wire::PlanUpdate& u) const {
 std::vector<wire::SlicePeers> Driver::slice_peers(const std::vector<uint32_t>& node_of_rank, const plan::Plan& plan,
                                                   const std::vector<uint32_t>& lost) const {
   std::vector<wire::SlicePeers> out;
-  if (cfg_.peer_copies == 0) return out;
+  if (cfg_.peer_copies == 0 || !sparse_not_taken(plan).empty()) return out;
   std::map<uint32_t, std::string> rack_of_node;
   for (const auto& [node, rack] : view_.racks) rack_of_node[uint32_t(node)] = rack;
   for (auto& nodes : plan::snapshot_peers(plan, node_of_rank, cfg_.peer_copies, rack_of_node, lost)) {
@@ -86,6 +86,25 @@ std::vector<wire::SlicePeers> Driver::slice_peers(const std::vector<uint32_t>& n
     out.push_back({std::move(nodes)});
   }
   return out;
+}
+
+std::string Driver::sparse_not_taken(const plan::Plan& plan) const {
+  if (cfg_.peer_copies == 0) return "";
+  return plan::sparse_not_taken(plan.schedule, cfg_.checkpoint_every, cfg_.expert_logs);
+}
+
+void Driver::note_sparse_taken(const plan::Plan& plan) {
+  if (cfg_.peer_copies == 0) return;
+  std::string off = sparse_not_taken(plan);
+  if (sparse_off_ == off) return;
+  const bool first = !sparse_off_;
+  sparse_off_ = off;
+  if (!off.empty())
+    note("sparse_snapshots", "plan " + std::to_string(plan.version) + ": no sparse snapshots taken: " + off +
+                                 "; taken again by a plan whose window comes out ahead, or with train.expert_logs");
+  else if (!first)
+    note("sparse_snapshots", "plan " + std::to_string(plan.version) + ": sparse snapshots taken again (window " +
+                                 std::to_string(plan.schedule.window) + ")");
 }
 
 // Asks the planner for a plan over the workers the recovery mode uses now. `with_loads`: balanced
@@ -240,6 +259,7 @@ Driver::Next Driver::plan_decided(const phase::Deciding& d, const PlanRecord& de
 
 Driver::Next Driver::begin_switch(phase::Switching p, wire::PlanUpdate u) {
   add_slice_peers(u);
+  note_sparse_taken(u.plan);
   u.keep_planes_of = planes_intact_ && applied_ ? applied_->number() : 0;
   p.waiting.insert(p.ranks.begin(), p.ranks.end());
   send(p.ranks, std::move(u));
@@ -321,11 +341,12 @@ Driver::Next Driver::plan_applied(phase::Switching& p) {
 
 // Its ranks leave it at once (StepAbort names it) and its rendezvous is closed. A rank that left is
 // out of the view already: when every unit still has a holder the next plan is asked for at once,
-// without it; a plan that must restore waits the pause (the agents' reports of the sparse windows
-// they hold settle, so the restore takes the newest). A restore from a sparse window that failed
-// (most often a window its holders no longer keep: their reports were up to 100 ms old) tries the
-// next window once the reports have settled, kReportSettleMs; the failed window is not tried again,
-// so this ends. Any other failure waits a pause that doubles with each failure in a row.
+// without it; a plan that must restore waits kReportSettleMs where a report still on its way may
+// show a newer sparse window (windows_may_serve: the restore takes the newest), else is asked for
+// at once too. A restore from a sparse window that failed (most often a window its holders no
+// longer keep: their reports were up to 100 ms old) tries the next window once the reports have
+// settled, kReportSettleMs; the failed window is not tried again, so this ends. Any other failure
+// waits a pause that doubles with each failure in a row.
 Driver::Next Driver::plan_failed(phase::Switching& p, const std::string& why, bool membership) {
   if (!membership && p.restore == Rung::sparse) sparse_restore_failed(p, why);
   if (!membership && p.restore == Rung::rebuild) rebuild_failed(p, why);
@@ -339,11 +360,15 @@ Driver::Next Driver::plan_failed(phase::Switching& p, const std::string& why, bo
   out_.push_back(act::EraseKeys{p.number, true});
   plane_spent_ = true;  // the ranks may have let go of the plan in force's data plane already
   planes_intact_ = false;
-  if (membership) recovery_begins(detail);
-  if (membership && !choose(view_.ready, steps_.committed()).restore()) return start_plan("again after: " + why);
-  if (!membership && ++streak_.plans >= kMaxConsecutivePlanFailures)
+  if (membership) {
+    recovery_begins(detail);
+    if (!choose(view_.ready, steps_.committed()).restore() || !windows_may_serve())
+      return start_plan("again after: " + why);
+    return settle_reports("again after: " + why);
+  }
+  if (++streak_.plans >= kMaxConsecutivePlanFailures)
     return fail_job(std::to_string(streak_.plans) + " plans in a row could not be applied; the last: " + why);
-  const bool next_window = !membership && p.restore == Rung::sparse;
+  const bool next_window = p.restore == Rung::sparse;
   arm(Timer::retry, next_window ? kReportSettleMs : kPlanRetryMs << std::min(streak_.plans, kPlanRetryDoublings));
   return phase::Retrying{false, why, {}, 0, {}};
 }
@@ -384,9 +409,11 @@ Driver::Next Driver::cause_seen(phase::Retrying& r) {
 // kept in the agents' memory: a report still on its way may show one that serves. Or from a window
 // the agents have likely dropped since they reported it: each keeps a writer's kWindowsKept newest
 // complete windows (windows begin every `period` iterations), and training went on after the
-// report; restoring it would fail, and the try cost a plan switch.
+// report; restoring it would fail, and the try cost a plan switch. Not while the plan in force takes
+// no sparse snapshots (sparse_not_taken): no report can then show a window newer than those seen.
 bool Driver::windows_may_serve() const {
   if (cfg_.recovery != "elastic" || cfg_.peer_copies == 0) return false;
+  if (applied_ && !sparse_not_taken(applied_->plan).empty()) return false;
   const uint64_t committed = steps_.committed();
   const Rung rung = choose(view_.ready, committed).rung;
   if (rung == Rung::dense || rung == Rung::seed) return true;

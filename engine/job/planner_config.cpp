@@ -14,6 +14,7 @@ policy::PlannerConfig planner_config(const JobConfig& job) {
   c.peer_copies = uint32_t(sparse_peer_copies(job));
   c.snapshot_cpu_share = job.train.snapshot_cpu_share;
   c.checkpoint_every = job.train.checkpoint_every;
+  c.expert_logs = job.train.expert_logs;
   c.rebalance_every = job.train.rebalance_every;
   c.recovery = job.train.recovery;
   c.dispatch_by_counts = job.train.dispatch == "counts";

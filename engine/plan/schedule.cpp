@@ -2,6 +2,7 @@
 #include "plan/schedule.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace sal::plan {
 
@@ -22,6 +23,24 @@ Status check_schedule(const CheckpointSchedule& s, size_t operators, uint32_t ba
   for (size_t op = 0; op < operators; ++op)
     if (seen[op] < 0) return fail("operator ", op + base, " is never snapshotted: the window must cover every operator once");
   return {};
+}
+
+double sparse_rerun_steps(const CheckpointSchedule& s) {
+  return double(s.window) + (double(std::max(s.period, s.window)) - 1) / 2;
+}
+
+double dense_rerun_steps(int64_t dense_every) { return double(std::max<int64_t>(dense_every, 1) - 1) / 2; }
+
+std::string sparse_not_taken(const CheckpointSchedule& s, int64_t dense_every, bool expert_logs) {
+  if (expert_logs || dense_every <= 0) return "";
+  const double sparse = sparse_rerun_steps(s), dense = dense_rerun_steps(dense_every);
+  if (sparse < dense) return "";
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "a restore from its window of %u (period %u) would run %.1f steps again on average, from the "
+                "dense snapshots every %lld steps %.1f",
+                s.window, std::max(s.period, s.window), sparse, (long long)dense_every, dense);
+  return text;
 }
 
 const char* after_patch_name(AfterPatch a) {

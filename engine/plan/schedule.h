@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/result.h"
@@ -29,6 +30,19 @@ struct CheckpointSchedule {
 // Checks a schedule; messages count iterations and operators from `base` (0 for plan files, 1 for a
 // Lua policy's proposal, as in validate.h).
 Status check_schedule(const CheckpointSchedule& s, size_t operators, uint32_t base = 0);
+
+// Whether the sparse snapshots of schedule `s` are worth taking beside dense snapshots every
+// `dense_every` steps (0: none). A restore takes the newer of the two (job/ladder.h), and the
+// steps it runs again are, on average, W + (P - 1) / 2 from the newest complete sparse window (its
+// W iterations, its last slot still on its way, half a period since it completed) against
+// (D - 1) / 2 from the dense snapshot: when the sparse window does not come out ahead, its copies
+// cost every iteration and restore nothing the dense snapshot would not. Upstream logs
+// (train.expert_logs) rebuild a lost expert without running any step again, so with them the
+// sparse snapshots always count. Empty when taken, else why not, for the logs and job.checkpoint().
+std::string sparse_not_taken(const CheckpointSchedule& s, int64_t dense_every, bool expert_logs);
+// The steps a restore runs again on average, as above.
+double sparse_rerun_steps(const CheckpointSchedule& s);
+double dense_rerun_steps(int64_t dense_every);
 
 // After a patched step commits (SPARe): the steps train on degraded — the dropped groups out, their
 // shard types computed by the groups the stacks name — until the next plan (workers joining or

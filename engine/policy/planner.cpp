@@ -170,9 +170,10 @@ void Planner::deal_domains(const std::vector<uint32_t>& domains, PlanRecord& r) 
 }
 
 // The steps a restore runs again: as this job's restores did (median), else two sparse windows
-// where snapshots are kept in peers, else half the dense snapshot period.
+// where snapshots are kept in peers (and taken: plan/schedule.h), else half the dense snapshot period.
 FailureFacts Planner::failure_facts(const CheckpointFacts& facts) const {
-  const bool sparse = cfg_.peer_copies > 0 && current_;
+  const bool sparse = cfg_.peer_copies > 0 && current_ &&
+                      plan::sparse_not_taken(current_->plan.schedule, cfg_.checkpoint_every, cfg_.expert_logs).empty();
   const bool measured = facts.restore_rerun >= 0;
   const double rerun = measured ? facts.restore_rerun
                        : sparse ? 2.0 * std::max<uint32_t>(1, current_->plan.schedule.window)

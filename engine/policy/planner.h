@@ -41,6 +41,7 @@ struct PlannerConfig {
   // workers' CPUs (0: only the writer's copy counts, as MoEtion sizes it on a GPU).
   double snapshot_cpu_share = 0;
   int64_t checkpoint_every = 50;
+  bool expert_logs = false;          // train.expert_logs (sparse snapshots then count whatever the dense ones do)
   int64_t rebalance_every = 0;       // train.rebalance_every (how long a placement stands, for its moves' worth)
   std::string recovery = "elastic";  // named in the baselines' fixed plans
   bool dispatch_by_counts = true;    // train.dispatch (the placement judges the steps' split by it)

@@ -24,7 +24,10 @@ return {
     checkpoint_every = 5,  -- dense snapshots (the fallback when an expert loses every replica)
     -- MoEtion's sparse snapshots may take a fifth of an iteration on these CPU workers, as its
     -- device-to-host copy costs a GPU's compute next to nothing; with the writer's copy alone sizing
-    -- the window (0), a window of 1 took a third of the drills' throughput (docs/checkpoints.md)
+    -- the window (0), a window of 1 took a third of the drills' throughput (docs/checkpoints.md).
+    -- The windows a fifth allows here (2 and more) restore no newer state on average than the dense
+    -- snapshots every 5 steps, so those plans take none (the sparse_snapshots event says so); a
+    -- window of 1, where the measured path allows it, is taken
     snapshot_cpu_share = 0.2,
     recovery = "elastic",  -- or the baselines: "fixed-ep-ft", "checkpoint-restart"
   },

@@ -957,6 +957,80 @@ TEST_CASE("with no sparse snapshots in peers a restore from the seed does not wa
   CHECK(h.asked);
 }
 
+TEST_CASE("a sparse window that restores no newer state than the dense snapshots is not taken, and is taken "
+          "again when it does") {
+  auto cfg = small_job();
+  cfg.checkpoint_every = 5;  // a restore from them runs 2 steps again on average
+  Harness h(cfg);
+  h.membership(workers({0, 1, 2, 3}));
+  if (!h.asked) h.timer(Timer::gate, 5000);
+  REQUIRE(h.asked);
+  PlanRecord two = dealt_plan(4, 1);
+  two.plan.schedule = {2, 2, {{0, 1, 2, 3, 4, 5}, {6, 7, 8, 9, 10, 11, 12}}};  // 2.5 steps
+  h.on(in::Decided{h.asked->decision, two});
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.slice_peers.empty());  // no rank takes a slot
+  CHECK(u[0].second.slice_nodes.size() == 4);
+  CHECK(h.note_detail("sparse_snapshots").find("no sparse snapshots taken: a restore from its window of 2 (period "
+                                               "2) would run 2.5 steps again on average") != std::string::npos);
+  CHECK(h.d.sparse_off().find("dense snapshots every 5 steps 2.0") != std::string::npos);
+  h.all_ready();
+  // a window of 1 (1 step) is taken again: every rank has its peers
+  h.asked.reset();
+  h.membership(workers({0, 1, 2, 3, 4}));
+  h.commit_step();
+  h.timer(Timer::join, 2000);
+  h.commit_step();  // the join timer looks between steps
+  REQUIRE(h.asked);
+  h.decide();
+  u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.slice_peers.size() == 5);
+  CHECK(h.note_detail("sparse_snapshots").find("sparse snapshots taken again (window 1)") != std::string::npos);
+  CHECK(h.d.sparse_off().empty());
+}
+
+TEST_CASE("while the plan in force takes no sparse snapshots, a restore does not wait for the agents' reports") {
+  auto cfg = small_job();
+  cfg.checkpoint_every = 5;
+  Harness h(cfg);
+  h.membership(workers({0, 1, 2, 3}));
+  if (!h.asked) h.timer(Timer::gate, 5000);
+  REQUIRE(h.asked);
+  PlanRecord two = dealt_plan(4, 1);
+  two.plan.schedule = {2, 2, {{0, 1, 2, 3, 4, 5}, {6, 7, 8, 9, 10, 11, 12}}};
+  h.on(in::Decided{h.asked->decision, two});
+  h.all_ready();
+  for (int s = 0; s < 6; ++s) h.commit_step();
+  h.lose(0);  // nodes 0 and 2 hold experts 0 and 1
+  h.lose(2);
+  h.asked.reset();
+  h.membership(workers({1, 3}));
+  CHECK(h.asked);  // at once, not after kReportSettleMs
+  CHECK_FALSE(h.armed(Timer::retry));
+}
+
+TEST_CASE("a restoring plan abandoned as a rank leaves: with no sparse window to wait for, the next is asked at once") {
+  auto cfg = small_job(6);
+  cfg.peer_copies = 0;
+  Harness h(cfg);
+  h.start(workers({0, 1, 2, 3, 4, 5}));
+  for (int s = 0; s < 6; ++s) h.commit_step();
+  for (NodeId n : {0, 2, 4}) h.lose(n);  // every holder of experts 0 and 1
+  h.asked.reset();
+  h.membership(workers({1, 3, 5}));
+  REQUIRE(h.asked);
+  h.decide();
+  REQUIRE(h.d.pending_plan());
+  h.asked.reset();
+  h.lose(5);
+  h.membership(workers({1, 3}));
+  CHECK(h.noted("plan_failed"));
+  CHECK(h.asked);  // not after kPlanRetryMs
+  CHECK_FALSE(h.armed(Timer::retry));
+}
+
 // The rebuild rung's stories: workers that log what they dispatch (train.expert_logs).
 DriverConfig with_logs() {
   auto cfg = small_job();

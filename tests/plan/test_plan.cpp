@@ -62,6 +62,26 @@ TEST_CASE("checkpoint schedules cover every operator exactly once") {
   CHECK(check_schedule({3, 2, {{0}, {1}, {2}}}, 3).error().message().find("period 2 is shorter") == 0);
 }
 
+TEST_CASE("sparse snapshots are taken only where a restore from them runs fewer steps again than from the dense ones") {
+  const CheckpointSchedule w1{1, 1, {{0, 1, 2}}}, w2{2, 2, {{0, 2}, {1}}}, w1p5{1, 5, {{0, 1, 2}}};
+  CHECK(sparse_rerun_steps(w1) == 1.0);
+  CHECK(sparse_rerun_steps(w2) == 2.5);
+  CHECK(sparse_rerun_steps(w1p5) == 3.0);
+  CHECK(dense_rerun_steps(5) == 2.0);
+  // dense every 5 steps: a window of 1 comes out ahead (1 < 2), a window of 2 does not (2.5)
+  CHECK(sparse_not_taken(w1, 5, false).empty());
+  std::string why = sparse_not_taken(w2, 5, false);
+  CHECK(why.find("window of 2 (period 2) would run 2.5 steps again on average") != std::string::npos);
+  CHECK(why.find("dense snapshots every 5 steps 2.0") != std::string::npos);
+  CHECK_FALSE(sparse_not_taken(w1p5, 5, false).empty());  // a window every 5th iteration: 3 steps
+  CHECK(sparse_not_taken(w1p5, 10, false).empty());        // against 4.5
+  // a tie goes to the dense snapshots: the sparse ones cost every iteration
+  CHECK_FALSE(sparse_not_taken(w1, 3, false).empty());
+  // no dense snapshots, or upstream logs (a rebuild runs no step again): always taken
+  CHECK(sparse_not_taken(w2, 0, false).empty());
+  CHECK(sparse_not_taken(w2, 2, true).empty());
+}
+
 TEST_CASE("shard stacks: hosted, computed once, wipe-outs declared") {
   ShardStacks s;
   s.hosts = {{0, 1}, {1, 2}, {2, 0}};

@@ -267,6 +267,33 @@ TEST_CASE("the planner weighs a wipe-out by the steps this job's restores ran ag
   CHECK(after.note.find("steps run again: 0 of 0.2 s (the job's restores, measured)") != std::string::npos);
 }
 
+TEST_CASE("the planner weighs a wipe-out by the dense snapshots where the sparse window is not taken beside them") {
+  PlannerConfig cfg = echo_planner(2, R"(return { api = 1, kind = "placement", name = "echo", doc = "d",
+    decide = function(ctx)
+      local pl = {}
+      for n = 1, ctx.nodes do pl[n] = { (n - 1) % 4 + 1, (n + 1) % 4 + 1 } end
+      return { placement = { pl }, note = ctx.failures.restore_source }
+    end })");
+  cfg.checkpoint = R"(return { api = 1, kind = "checkpoint", name = "three", doc = "a window of 3",
+    decide = function(ctx)
+      local slots = { {}, {}, {} }
+      for i = 1, #ctx.operators do table.insert(slots[(i - 1) % 3 + 1], i) end
+      return { window = 3, slots = slots }
+    end })";
+  cfg.peer_copies = 2;
+  PlanAsk ask;
+  ask.workers = 4;
+  ask.facts.iteration_s = 0.2;
+  for (auto [every, rerun] : {std::pair{10, "steps run again: 6 of 0.2 s (two sparse windows)"},     // 4 < 4.5: taken
+                              std::pair{5, "steps run again: 2.5 of 0.2 s (half the dense snapshot period)"}}) {
+    cfg.checkpoint_every = every;
+    auto planner = configured(cfg);
+    decided(*planner, ask);  // (the plan in force's window counts)
+    auto second = decided(*planner, ask);
+    CHECK_MESSAGE(second.note.find(rerun) != std::string::npos, second.note);
+  }
+}
+
 TEST_CASE("the planner tells the placement what each worker holds: the driver's, else the last plan of as many positions") {
   PlannerConfig cfg = echo_planner(1, R"(return { api = 1, kind = "placement", name = "echo", doc = "d", decide = function(ctx)
       local pl, said, list = {}, {}, {}
