@@ -132,13 +132,15 @@ end
 -- ctx.moves: the training time the best point gains over the horizon, (1 - kept / best) x
 -- horizon_s, against what its extra fetches add to the switch — the busiest worker's extra, or the
 -- extra spread evenly if more, at replica_s each (moves.gain_s, moves.cost_s). Without: whether the
--- best point's goodput is within KEEP.
+-- best point's goodput is within KEEP. A best goodput of 0 (wipe-outs expected all the time) gains
+-- nothing over the placement in force.
 function place.keep_worth(ctx, moves, kept_goodput, best_goodput)
   local m = ctx.moves
   if not m then return kept_goodput >= best_goodput * (1 - place.KEEP) end
   local extra = math.max(moves.best_most - moves.kept_most, (moves.best - moves.kept) / ctx.nodes)
   moves.cost_s = math.max(0, extra) * m.replica_s
-  moves.gain_s = math.max(0, 1 - kept_goodput / best_goodput) * m.horizon_s
+  local kept_share = best_goodput > 0 and kept_goodput / best_goodput or 1
+  moves.gain_s = math.max(0, 1 - kept_share) * m.horizon_s
   return moves.gain_s <= moves.cost_s
 end
 
