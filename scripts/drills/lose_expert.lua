@@ -5,7 +5,7 @@
 -- training goes on. Replacement nodes join at the same time. With train.expert_logs = true the lost
 -- experts are rebuilt alone from their snapshots and the upstream logs: nobody rolls back. drill8's
 -- share of an iteration for the sparse snapshots (train.snapshot_cpu_share = 0.2) makes their window
--- longer than its dense snapshots every 5 steps are worth, so it takes none (docs/checkpoints.md);
+-- longer than its dense snapshots every 5 steps are worth, so it mostly takes none (checkpoints.md);
 -- with the share at 0 it takes them every iteration:
 --   salamander run scripts/jobs/drill8.lua --drill scripts/drills/lose_expert.lua --set train.snapshot_cpu_share=0
 --   salamander run scripts/jobs/drill8.lua --drill scripts/drills/lose_expert.lua --set train.expert_logs=true
