@@ -1,6 +1,8 @@
 // job_training.cpp — see job_training.h.
 #include "cli/job_training.h"
 
+#include <algorithm>
+
 #include "wire/curve.h"
 
 namespace sal::cli {
@@ -29,6 +31,13 @@ runtime::TrainSpec train_spec_of(const job::JobConfig& job) {
   s.validation = job.data.validation;
   s.eval_every = job.train.eval_every;
   s.eval_sequences = int(job.train.eval_sequences > 0 ? job.train.eval_sequences : job.train.batch);
+  if (job.train.warm_up) {  // the largest share a worker computes: one of the fewest workers holding every expert
+    const int64_t slots = std::max<int64_t>(1, job.policies.slots);
+    const int64_t nodes = std::max<int64_t>(1, job.mesh.nodes);
+    const int64_t fewest = std::clamp<int64_t>((job.model.experts + slots - 1) / slots, 1, nodes);
+    s.warm_up_sequences = int((job.train.batch + fewest - 1) / fewest);
+    s.warm_up_experts = int(slots);
+  }
   return s;
 }
 

@@ -115,6 +115,7 @@ struct TrainConfig {
   int64_t eval_every = 0;        // steps between validation losses (0: none; needs data.validation)
   int64_t eval_sequences = 0;    // the validation set's sequences (0: train.batch)
   std::string restart = "relaunch";  // relaunch | in-place: how the baselines restore a checkpoint
+  bool warm_up = true;           // a new CPU worker's warm-up pass while it waits for a plan
 };
 
 // The job's parallel shape (DESIGN "Parallel shape"): `groups` data-parallel groups, each a whole

@@ -34,6 +34,12 @@ struct TrainSpec {
   double validation = 0;                // data.validation: the corpus's last part held out
   int64_t eval_every = 0;               // train.eval_every: steps between validation losses (0: none)
   int eval_sequences = 0;               // train.eval_sequences: the validation set's sequences
+  // The warm-up pass a new CPU worker makes while it waits for a plan (warm_up.h): sequences of
+  // its batch (0: none; train.warm_up: the share of one of the fewest workers that hold every
+  // expert once, experts / policies.slots, at most mesh.nodes) and experts of its model's layers
+  // (policies.slots: what a worker holds).
+  int warm_up_sequences = 0;
+  int warm_up_experts = 0;
   // CURVE towards a rendezvous store that is not local: the controller's public key (Z85) and this
   // node's key file (the agent's --server-key and --key). Empty: local stores only.
   std::string server_key;

@@ -88,6 +88,12 @@ Status Trainer::init() {
   return {};
 }
 
+bool Trainer::warms_up() const { return spec_.warm_up_sequences > 0 && spec_.device.rfind("cpu", 0) == 0; }
+
+Result<WarmUpDone> Trainer::warm_up(const std::function<bool()>& stop) const {
+  return runtime::warm_up(spec_, corpus_, stop);
+}
+
 // One of a plan's Gloo data planes (the plan's, a group's, a patch's): this rank's place in it, its
 // size and its store prefix.
 comm::GlooOptions Trainer::plane_options(int rank, int size, std::string prefix) const {

@@ -11,6 +11,7 @@
 #include <zmq.hpp>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -37,6 +38,7 @@
 #include "runtime/sparse_snapshots.h"
 #include "ckpt/writer.h"
 #include "runtime/train_spec.h"
+#include "runtime/warm_up.h"
 #include "wire/messages.h"
 
 namespace sal::runtime {
@@ -85,6 +87,10 @@ class Trainer {
   ~Trainer();
 
   Status init();  // opens the compute (the host's, or GPU N for cuda:N), loads the corpus, sets BLAS threads
+  // A CPU worker's warm-up pass while it waits for its first plan (warm_up.h); false: none (a GPU
+  // worker, or train.warm_up = false).
+  bool warms_up() const;
+  Result<WarmUpDone> warm_up(const std::function<bool()>& stop) const;
   Status apply_plan(const wire::PlanUpdate& plan);
   // `shares`: each rank's part of the work in thousandths of an even part (StepBegin's; empty:
   // even): how many of the batch's sequences this rank computes and how the experts' tokens are

@@ -147,6 +147,7 @@ void TrainerThread::handle(const wire::JobSpec& j) {
   snapshots_ = std::make_unique<ckpt::SnapshotWriter>([this](wire::SaveDone d) { post(SnapshotWritten{std::move(d)}); });
   spdlog::info("ready to train job {}", j.label);
   answer(wire::WorkerStatus{index_, wire::WorkerState::ready, {}});
+  if (trainer_->warms_up()) post(WarmUpRequest{});
 }
 
 namespace {
@@ -161,6 +162,7 @@ std::string restored_from(const wire::PlanUpdate& p) {
 }  // namespace
 
 void TrainerThread::handle(const wire::PlanUpdate& p) {
+  plan_seen_ = true;
   wire::PlanReady r{0, index_, p.number(), false, "", 0, 0, 0, {}};
   int64_t t0 = mono_ns();
   if (!trainer_) {
@@ -303,5 +305,26 @@ void TrainerThread::handle(const wire::FaultArm& f) {
 }
 
 void TrainerThread::handle(const SnapshotWritten& w) { answer(w.done); }
+
+// A request the warm-up must not delay: anything but the bookkeeping a worker outside every plan
+// receives too (the steps' commits and aborts, the drills' fault arming, a snapshot written).
+bool TrainerThread::work_queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::any_of(queue_.begin(), queue_.end(), [](const Request& r) {
+    return !std::holds_alternative<wire::StepCommit>(r) && !std::holds_alternative<wire::StepAbort>(r) &&
+           !std::holds_alternative<wire::FaultArm>(r) && !std::holds_alternative<SnapshotWritten>(r);
+  });
+}
+
+void TrainerThread::handle(const WarmUpRequest&) {
+  if (plan_seen_) return;  // too late: a relaunched image's plan came with its job
+  auto done = trainer_->warm_up([this] { return work_queued(); });
+  if (!done)
+    spdlog::warn("warm-up pass failed (training goes on without it): {}", done.error().message());
+  else if (done->finished)
+    spdlog::info("warmed up: a pass of {} sequences in {:.0f} ms", done->sequences, done->ms);
+  else if (done->ms > 0)
+    spdlog::info("warm-up stopped after {:.0f} ms: a request came", done->ms);
+}
 
 }  // namespace sal::runtime

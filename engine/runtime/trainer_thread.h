@@ -33,8 +33,12 @@ struct StopRequest {};
 struct SnapshotWritten {
   wire::SaveDone done;
 };
+// A CPU worker's warm-up pass (warm_up.h), queued once it is ready; a request queued after it that
+// the worker must act on (a plan, a step, a stop) stops it at a layer's boundary.
+struct WarmUpRequest {};
 using Request = std::variant<wire::JobSpec, wire::PlanUpdate, wire::StepBegin, wire::StepCommit, wire::StepAbort,
-                             wire::StepPatch, wire::SaveCheckpoint, wire::FaultArm, SnapshotWritten, StopRequest>;
+                             wire::StepPatch, wire::SaveCheckpoint, wire::FaultArm, SnapshotWritten, WarmUpRequest,
+                             StopRequest>;
 
 // A grouped plan's step that failed (a rank gone in the middle) waits this long for the
 // controller's word — a StepPatch that keeps the step, or its abort — before voting no: a vote no
@@ -82,6 +86,8 @@ class TrainerThread {
   void handle(const wire::SaveCheckpoint& s);
   void handle(const wire::FaultArm& f);
   void handle(const SnapshotWritten& w);
+  void handle(const WarmUpRequest&);
+  bool work_queued() const;
   template <class M>
   void answer(const M& msg);
   void update_holding();
@@ -98,6 +104,7 @@ class TrainerThread {
   std::optional<std::string> fatal_;
   wire::Holding held_;       // guarded by mu_
   uint64_t begun_epoch_ = 0;  // the epoch of the last step begun (its commit must carry it)
+  bool plan_seen_ = false;    // a PlanUpdate was handled (a warm-up still queued is then skipped)
   bool stop_ = false;
   std::unique_ptr<zmq::socket_t> answers_;
   std::unique_ptr<ckpt::SnapshotWriter> snapshots_;  // created with the trainer; cancelled when the thread stops

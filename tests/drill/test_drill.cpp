@@ -411,7 +411,8 @@ TEST_CASE("a broken trace names the file and the line") {
 
 TEST_CASE("the shipped drills load") {
   std::string dir = std::string(SAL_SOURCE_DIR) + "/scripts/drills/";
-  for (const char* name : {"one_every_n.lua", "several_at_once.lua", "lose_expert.lua", "kill_controller.lua", "partition.lua"}) {
+  for (const char* name : {"one_every_n.lua", "several_at_once.lua", "lose_expert.lua", "kill_controller.lua",
+                           "partition.lua", "joins.lua"}) {
     auto d = load_drill(dir + name, {});
     CHECK_MESSAGE(d.ok(), name << ": " << (d.ok() ? "" : d.error().message()));
   }

@@ -1,0 +1,89 @@
+// warm_up.cpp — see warm_up.h.
+#include "runtime/warm_up.h"
+
+#include <gloo/rendezvous/hash_store.h>
+
+#include <algorithm>
+
+#include "comm/collectives.h"
+#include "core/clock.h"
+#include "model/model.h"
+#include "model/optimizer.h"
+#include "runtime/distributed_exchange.h"
+
+namespace sal::runtime {
+
+namespace {
+
+// An exchange stopped at a layer's boundary once `stop` says so.
+class StoppableExchange : public model::ExpertExchange {
+ public:
+  StoppableExchange(model::ExpertExchange& inner, const std::function<bool()>& stop) : inner_(inner), stop_(stop) {}
+
+  Status global_stats(int layer, std::vector<double>& counts, std::vector<double>& prob_sums,
+                      double& tokens) override {
+    return inner_.global_stats(layer, counts, prob_sums, tokens);
+  }
+  Status forward(int layer, const float* x, const model::Routing& r, float* out) override {
+    if (stop_()) return stopped();
+    return inner_.forward(layer, x, r, out);
+  }
+  Status backward(int layer, const float* d_out, float* dx) override {
+    if (stop_()) return stopped();
+    return inner_.backward(layer, d_out, dx);
+  }
+  void note_combine(int layer, const float* dy, const float* w) override { inner_.note_combine(layer, dy, w); }
+  bool was_stopped() const { return stopped_; }
+
+ private:
+  Status stopped() {
+    stopped_ = true;
+    return fail("stopped");
+  }
+  model::ExpertExchange& inner_;
+  const std::function<bool()>& stop_;
+  bool stopped_ = false;
+};
+
+// The job's model with `experts` experts a layer (the warm-up's units, all held here): the same
+// operators and sizes a step of the job runs, its expert blocks no smaller.
+model::Dims warm_up_dims(const TrainSpec& spec) {
+  model::Dims d = spec.dims;
+  d.experts = std::clamp(spec.warm_up_experts, d.top_k, spec.dims.experts);
+  d.hot_experts = std::min(d.hot_experts, d.experts);
+  return d;
+}
+
+}  // namespace
+
+Result<WarmUpDone> warm_up(const TrainSpec& spec, const model::Corpus& corpus, const std::function<bool()>& stop) {
+  const int64_t t0 = mono_ns();
+  WarmUpDone done;
+  done.sequences = spec.micro_batch > 0 ? std::min(spec.micro_batch, spec.warm_up_sequences) : spec.warm_up_sequences;
+  if (done.sequences <= 0 || stop()) return done;
+  const model::Dims d = warm_up_dims(spec);
+  model::Params params = model::Params::create(d, spec.seed, model::Params::all_experts(d));
+  auto net = model::make_model(params);
+  // The runtime's exchange over a data plane of this worker alone: the dispatch, the packing and
+  // the all-to-alls' buffers are the ones a step allocates.
+  gloo::rendezvous::HashStore store;
+  comm::GlooOptions o;
+  o.prefix = "warm-up";
+  o.hostname = spec.data_host;
+  o.verify_counts = false;
+  auto plane = comm::connect_gloo(o, store);
+  if (!plane) return plane.error().with_context("warm-up data plane");
+  const std::vector<Counts> replicas(size_t(d.layers), Counts(size_t(d.experts), {1u}));  // held by reference
+  DistributedExchange dx(**plane, params, replicas);
+  dx.split = spec.dispatch;
+  StoppableExchange ex(dx, stop);
+  const model::Batch b = model::make_batch(corpus, spec.seed, 0, 0, done.sequences, d.seq_len);
+  auto st = net->step(b, int64_t(done.sequences) * d.seq_len, ex);
+  if (!st && !ex.was_stopped()) return st.error().with_context("warm-up pass");
+  if (st) model::apply_adamw(params, spec.optim, spec.optim.lr, 1.0, 1);
+  done.finished = bool(st);
+  done.ms = double(mono_ns() - t0) / 1e6;
+  return done;
+}
+
+}  // namespace sal::runtime
