@@ -1,6 +1,7 @@
 // warm_up.h — a new CPU worker's first pass, made while it waits for a plan: one forward, backward
-// and AdamW update of a small copy of the job's model (its own units, every expert local) on a
-// batch of the worker's expected share of the global batch. A process's first training step is
+// and AdamW update of a small copy of the job's model (its own units, every expert held here) on
+// the largest share of the global batch a worker computes, through the runtime's exchange over a
+// data plane of this worker alone (the buffers a step allocates). A process's first training step is
 // far slower than its next ones — its heap grows, its code, its BLAS buffers and its pages fault
 // in one by one — and that step is the first step of the plan that takes the worker in, which in
 // a recovery is the step the job waits for (docs/performance.md, "A new worker's first step").

@@ -1,5 +1,5 @@
-// test_warm_up.cpp — a new worker's warm-up pass (runtime/warm_up.h), as pure logic on one
-// process: it runs its whole pass (every layer's forward and backward) on the worker's share,
+// test_warm_up.cpp — a new worker's warm-up pass (runtime/warm_up.h), in this process (its data
+// plane a one-rank Gloo context): it runs its whole pass (every layer's forward and backward),
 // checks between layers whether to stop and stops at the first boundary after it should, makes
 // no pass without a share, keeps to the micro-batch, and works on both model families with
 // fewer experts than top_k asked for.
