@@ -51,10 +51,16 @@ Trainer::Trainer(zmq::context_t& ctx, TrainSpec spec, DeviceFactory cuda)
 
 Trainer::~Trainer() = default;
 
-// "cuda:N" opens GPU N; any other device is the host's.
+namespace {
+
+// "cuda:N" is GPU N; any other device is the host's.
+bool host_device(const std::string& dev) { return dev.rfind("cuda:", 0) != 0; }
+
+}  // namespace
+
 Status Trainer::open_compute() {
   const std::string& dev = spec_.device;
-  if (dev.rfind("cuda:", 0) != 0) {
+  if (host_device(dev)) {
     compute_ = std::make_unique<OnHost>(params_, spec_.optim);
     return {};
   }
@@ -88,7 +94,7 @@ Status Trainer::init() {
   return {};
 }
 
-bool Trainer::warms_up() const { return spec_.warm_up_sequences > 0 && spec_.device.rfind("cpu", 0) == 0; }
+bool Trainer::warms_up() const { return spec_.warm_up_sequences > 0 && host_device(spec_.device); }
 
 Result<WarmUpDone> Trainer::warm_up(const std::function<bool()>& stop) const {
   return runtime::warm_up(spec_, corpus_, stop);
