@@ -6,7 +6,13 @@
 // faults and flushes cost the agents more CPU than the copies themselves (docs/checkpoints.md).
 #pragma once
 
+#include <cstddef>
+
 namespace sal {
+
+// Free memory at the heap's top beyond this goes back to the kernel (glibc: 128 KiB by default):
+// what a process keeps of the heap it has freed.
+constexpr size_t kKeptHeapBytes = size_t(512) << 20;
 
 // Blocks up to glibc's largest threshold (32 MiB) come from the heap and go back to it, and freed
 // memory stays in the process for the next block of that size. The process's peak memory stays

@@ -177,9 +177,10 @@ const std::vector<Field>& fields() {
            "as much traffic as the all-to-alls again, per peer (false: the sparse rung rolls the whole model back "
            "instead)",
            [](JobConfig& j) -> bool& { return j.train.expert_logs; }),
-      flag("train.warm_up", "a new CPU worker makes one pass (forward, backward, update) of a small copy of the model "
-           "on its share of the batch while it waits for a plan, so that its first step in the job runs at a "
-           "steady step's speed instead of about twice it (a plan's request stops the pass within a layer)",
+      flag("train.warm_up", "a new CPU worker, while it waits for a plan, faults in the heap a step of its share "
+           "of the batch needs, then makes one pass (forward, backward, update) of a small copy of the model on "
+           "that share, so that its first step in the job runs at a steady step's speed instead of about twice it "
+           "(a plan's request stops it within a heap block or a layer)",
            [](JobConfig& j) -> bool& { return j.train.warm_up; }),
       text("train.recovery", {"elastic", "fixed-ep-ft", "checkpoint-restart"},
            "how failures are survived: elastic (Salamander), or the baselines fixed-ep-ft (fixed expert-parallel "

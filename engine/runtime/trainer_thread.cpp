@@ -322,9 +322,11 @@ void TrainerThread::handle(const WarmUpRequest&) {
   if (!done)
     spdlog::warn("warm-up pass failed (training goes on without it): {}", done.error().message());
   else if (done->finished)
-    spdlog::info("warmed up: a pass of {} sequences in {:.0f} ms", done->sequences, done->ms);
+    spdlog::info("warmed up: {} MiB of heap faulted in and a pass of {} sequences in {:.0f} ms",
+                 done->heap_bytes >> 20, done->sequences, done->ms);
   else if (done->ms > 0)
-    spdlog::info("warm-up stopped after {:.0f} ms: a request came", done->ms);
+    spdlog::info("warm-up stopped after {:.0f} ms ({} MiB of heap faulted in): a request came", done->ms,
+                 done->heap_bytes >> 20);
 }
 
 }  // namespace sal::runtime
