@@ -9,8 +9,11 @@
 #include "runtime/warm_up.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <vector>
 
 #include "core/heap.h"
 
@@ -85,7 +88,7 @@ TEST_CASE("warm-up: the heap estimate counts the units and what a step keeps for
 }
 
 TEST_CASE("warm-up: the heap it faults in stays in the process, and a step's blocks then fault in almost nothing") {
-  keep_large_blocks();  // as in a worker
+  keep_large_blocks();  // as in a worker (and for the rest of this process)
   TrainSpec s = spec();
   s.dims.d = 64, s.dims.heads = 4, s.dims.seq_len = 64, s.dims.vocab = 256;
   s.warm_up_sequences = 16;
@@ -96,16 +99,17 @@ TEST_CASE("warm-up: the heap it faults in stays in the process, and a step's blo
   REQUIRE(done);
   CHECK_FALSE(done->finished);
   CHECK(done->heap_bytes == size_t(blocks) * kHeapBlock);
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
   const long before = minor_faults();
   std::vector<void*> taken;
   for (int i = 0; i < blocks - 1; ++i) {
     taken.push_back(std::malloc(kHeapBlock));
     auto* p = static_cast<volatile char*>(taken.back());
-    for (size_t k = 0; k < kHeapBlock; k += 4096) p[k] = 1;
+    for (size_t k = 0; k < kHeapBlock; k += page) p[k] = 1;
   }
   const long faults = minor_faults() - before;
   for (void* p : taken) std::free(p);
-  CHECK(faults < long(blocks) * long(kHeapBlock / 4096) / 10);  // a fresh heap: one a page
+  CHECK(faults < long(blocks) * long(kHeapBlock / page) / 10);  // a fresh heap: one a page
 }
 
 TEST_CASE("warm-up: the whole pass on the worker's share, asked before each layer's forward and backward") {
