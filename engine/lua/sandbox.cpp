@@ -24,6 +24,11 @@ constexpr int kHookInstructions = 1000;
 // everything sizeable the host does with a state (a ctx pushed, a result read, a state copied)
 // runs inside one (Sandbox::run), where the cap holds exactly.
 constexpr size_t kHostHeadroom = 1u << 20;
+// A call past its deadline gets no block of this size or more: the count hook cannot stop a C
+// function inside one step (`s .. s` doubling a string to the cap), and a fresh block costs its
+// pages' first touch — 32 MiB is about 90 ms of page faults on a small virtual machine — so a call
+// that keeps asking for large blocks would otherwise run on far past its budget.
+constexpr size_t kClockedAllocBytes = 64u << 10;
 // "Did you mean" for an unknown global compares it with globals of a similar length only (a
 // suggestion is at most kSuggestEdits edits away), and with at most kSuggestCandidates of them,
 // for names up to kSuggestMaxChars: a session with a million globals, or a name of a megabyte,
@@ -45,6 +50,7 @@ struct Sandbox::Core {
   size_t used = 0;
   size_t limit = 0;
   bool hit_limit = false;
+  bool refused_late = false;  // a large block refused because the call's deadline had passed
   const Budget* budget = nullptr;  // non-null while a call runs
   int64_t start_ns = 0;
   int64_t deadline_ns = 0;
@@ -85,6 +91,10 @@ void* capped_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
     c->hit_limit = true;
     return nullptr;  // LuaJIT raises "not enough memory"; shrinking never fails
   }
+  if (c->budget && nsize >= kClockedAllocBytes && nsize > old && mono_ns() >= c->deadline_ns) {
+    c->refused_late = true;
+    return nullptr;  // the hook's next look at the clock stops the chunk (check_budget)
+  }
   void* p = std::realloc(ptr, nsize);
   if (p) c->used = c->used - old + nsize;
   return p;
@@ -113,6 +123,12 @@ bool check_budget(lua_State* L, Sandbox::Core& c) {
 
 std::string budget_text(const Sandbox::Core& c) {
   return c.budget->what + " exceeded: stopped after " + std::to_string(c.expired_after_ms) + " ms";
+}
+
+// A call that ended on a large block refused past its deadline, before the hook looked at the clock.
+std::string late_refusal_text(const Sandbox::Core& c, const Budget& budget) {
+  int ms = c.expired ? c.expired_after_ms : int((mono_ns() - c.start_ns) / 1'000'000);
+  return budget.what + " exceeded: stopped after " + std::to_string(ms) + " ms";
 }
 
 int raise_budget_error(lua_State* L, const Sandbox::Core& c) {
@@ -379,6 +395,7 @@ Status Sandbox::guarded(int base, int nargs, int nresults, const Budget& budget)
   c.budget = &budget;
   c.expired = false;
   c.hit_limit = false;
+  c.refused_late = false;
   c.start_ns = mono_ns();
   c.deadline_ns = c.start_ns + budget.deadline_ms * 1'000'000;
   c.next_service_ns = c.start_ns + budget.service_every_ms * 1'000'000;
@@ -399,8 +416,9 @@ Status Sandbox::guarded(int base, int nargs, int nresults, const Budget& budget)
   lua_settop(L_, base - 1);
   // What a failed call built is garbage now: collected when it is much of the cap.
   if (rc == LUA_ERRMEM || c.hit_limit || c.used > c.limit / 10 * kCollectAfterTenths) lua_gc(L_, LUA_GCCOLLECT, 0);
-  if (rc == LUA_ERRMEM || c.hit_limit)
+  if (c.hit_limit || (rc == LUA_ERRMEM && !c.refused_late))
     return fail(opts_.name, ": memory limit of ", opts_.memory_limit >> 20, " MiB exceeded");
+  if (rc == LUA_ERRMEM) return Error(late_refusal_text(c, budget));
   return Error(tidy_traceback(msg));
 }
 

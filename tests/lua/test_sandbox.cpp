@@ -75,6 +75,22 @@ TEST_CASE("memory beyond the cap is refused and the state recovers") {
   CHECK(run(sb, "local s = string.rep('y', 1000) assert(#s == 1000)").ok());
 }
 
+TEST_CASE("a call past its deadline gets no large block, so a string doubled in C stops at the budget") {
+  // `s .. s` is one VM instruction that copies the whole string: the count hook never runs inside
+  // it, and a cap of a GiB leaves room for seconds of page faults. The allocator refuses the call
+  // any block of 64 KiB or more once its deadline has passed; the error names the budget.
+  Sandbox sb({.name = "t", .memory_limit = size_t(1) << 30});
+  for (const char* code : {"local s = 'x' while true do s = s .. s end",
+                           "local s = 'x' while true do pcall(function() s = s .. s end) end"}) {
+    CAPTURE(code);
+    auto s = run(sb, code, 20);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.error().message().find("budget exceeded") != std::string::npos);
+    CHECK(s.error().message().find("memory limit") == std::string::npos);
+  }
+  CHECK(run(sb, "local s = string.rep('y', 1048576) assert(#s == 1048576)").ok());
+}
+
 TEST_CASE("errors carry the position and a trimmed traceback") {
   Sandbox sb({.name = "t"});
   auto s = run(sb, "local function f() error('boom') end\nlocal function g() f() end\ng()");
