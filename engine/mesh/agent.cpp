@@ -586,6 +586,9 @@ bool Agent::busy(Worker& w, int64_t silent_ns, int64_t limit_ns) {
 // period (mesh.controller_grace_ms) does it give up and stop its workers.
 void Agent::check_silence() {
   if (phase_ == Phase::done) return;
+  // What the controller sent while this agent was not running counts first: libuv runs timers
+  // before it polls, so a starved agent waking up would judge silence with pings queued unread.
+  if (ctrl_watcher_) ctrl_watcher_->drain();
   int64_t silent_ms = (mono_ns() - last_contact_ns_) / 1'000'000;
   int64_t window_ms = int64_t(heartbeat_ms_) * (miss_limit_ + 1);
   if (!fenced_ && phase_ == Phase::running && silent_ms >= window_ms) {

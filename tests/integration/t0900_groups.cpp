@@ -282,6 +282,7 @@ TEST_CASE("t0904-patched-update: the weights after a patched step are the unpatc
   auto d = run_unbalanced(dir, job, "degraded-val", val,
                           "kill{ node = 3, step = 5, during = 'backward' }\n"
                           "kill{ node = 6, step = 8, during = 'validation' }\n");
+  INFO("aborted: " << event_detail(dir + "/degraded-val", "step_aborted"));
   CHECK(d["steps"] == 11);
   CHECK(d["patched_steps"] == 2);
   CHECK(d["aborted_steps"] == 0);
