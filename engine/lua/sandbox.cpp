@@ -121,16 +121,19 @@ bool check_budget(lua_State* L, Sandbox::Core& c) {
   return true;
 }
 
-std::string budget_text(const Sandbox::Core& c) {
-  return c.budget->what + " exceeded: stopped after " + std::to_string(c.expired_after_ms) + " ms";
+// "<what> exceeded: stopped after N ms", the one wording of a budget's error.
+std::string exceeded_text(const std::string& what, int ms) {
+  return what + " exceeded: stopped after " + std::to_string(ms) + " ms";
 }
+
+std::string budget_text(const Sandbox::Core& c) { return exceeded_text(c.budget->what, c.expired_after_ms); }
 
 // A call that ended on a large block refused past its deadline, before the hook looked at the clock.
 std::string late_refusal_text(const Sandbox::Core& c, const Budget& budget) {
-  int ms = c.expired ? c.expired_after_ms : int((mono_ns() - c.start_ns) / 1'000'000);
-  return budget.what + " exceeded: stopped after " + std::to_string(ms) + " ms";
+  return exceeded_text(budget.what, c.expired ? c.expired_after_ms : int((mono_ns() - c.start_ns) / 1'000'000));
 }
 
+// The same wording, raised from the hook (no C++ temporary lives across the error's unwinding).
 int raise_budget_error(lua_State* L, const Sandbox::Core& c) {
   return luaL_error(L, "%s exceeded: stopped after %d ms", c.budget->what.c_str(), c.expired_after_ms);
 }
