@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "core/paths.h"
 #include "mesh/endpoint.h"
+#include "mesh/membership.h"
 #include "mesh/security.h"
 #include "mesh/zmq_uv.h"
 #include "wire/fence.h"
@@ -578,11 +579,13 @@ bool Agent::busy(Worker& w, int64_t silent_ns, int64_t limit_ns) {
   return true;
 }
 
-// Cut off from the controller for its liveness window (and a heartbeat of slack): the controller
-// has declared this node dead by now (or has died), so its workers stop the step in flight and step
-// no more. A step already voted keeps its gradients (wire/fence.h): a controller restarted from its
-// journal may commit it; one that declared the node dead aborted it and never will. When the
-// controller is heard again the agent registers again and joins anew. Only after the grace
+// Cut off from the controller for as long as the controller waits out a silence of every node
+// before declaring them dead (membership.h: fence_after_ms, 1.6 s at 100 ms heartbeats and 3
+// misses): the controller has declared this node dead by now (or has died), not merely stalled, so
+// its workers stop the step in flight, the plan's data plane ends, and they step no more. A step
+// already voted keeps its gradients (wire/fence.h): a controller restarted from its journal may
+// commit it; one that declared the node dead aborted it and never will. When the controller is
+// heard again the agent registers again and joins anew. Only after the grace
 // period (mesh.controller_grace_ms) does it give up and stop its workers.
 void Agent::check_silence() {
   if (phase_ == Phase::done) return;
@@ -590,8 +593,7 @@ void Agent::check_silence() {
   // before it polls, so a starved agent waking up would judge silence with pings queued unread.
   if (ctrl_watcher_) ctrl_watcher_->drain();
   int64_t silent_ms = (mono_ns() - last_contact_ns_) / 1'000'000;
-  int64_t window_ms = int64_t(heartbeat_ms_) * (miss_limit_ + 1);
-  if (!fenced_ && phase_ == Phase::running && silent_ms >= window_ms) {
+  if (!fenced_ && phase_ == Phase::running && silent_ms >= fence_after_ms(heartbeat_ms_, miss_limit_)) {
     fenced_ = true;
     spdlog::warn("no word from the controller for {} ms: the step in flight is abandoned until it is heard again",
                  silent_ms);

@@ -63,6 +63,18 @@ struct MembershipOptions {
   int64_t miss_limit = 3;
 };
 
+// Every node silent at once (Membership::tick): waited out up to this many dead windows before
+// anyone is declared dead, since the controller is more likely the one that heard nothing.
+constexpr int64_t kMassSilenceWindows = 5;
+
+// How long an agent hears nothing from its controller before it fences (agent.cpp): as long as the
+// controller itself waits before declaring every node dead at once, and a heartbeat more. Sooner,
+// a controller that was only starved or paused (it declares no one dead: its own silence) would
+// find every plan's data plane ended by the fences and its next step failing on it.
+constexpr int64_t fence_after_ms(int64_t heartbeat_ms, int64_t miss_limit) {
+  return heartbeat_ms * (miss_limit * kMassSilenceWindows + 1);
+}
+
 class Membership {
  public:
   // Names the events' nodes (EventLog::name_of) for as long as it lives.
@@ -128,8 +140,6 @@ class Membership {
   int64_t dead_after_ns() const;
 
  private:
-  // Every node silent at once (membership.cpp): waited out up to this many dead windows.
-  static constexpr int64_t kMassSilenceWindows = 5;
   bool mass_silence(int64_t now_ns) const;
   Node& admit(Node info, int64_t now_ns);
   void set_state(Node& n, NodeState s, const std::string& cause, int64_t now_ns, bool bump);

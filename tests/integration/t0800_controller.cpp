@@ -75,6 +75,25 @@ TEST_CASE("t0800-controller-killed-mid-step: resumed from the journal, the job e
   for (const auto& a : m.agents) CHECK(file_text(a.log()).find("registered as node") != std::string::npos);
 }
 
+TEST_CASE("t0808-controller-stalled: a controller that stops for 0.9 s (SIGSTOP: a starved or paused host) costs no step and declares no node dead") {
+  // The agents hear nothing for 0.9 s, more than their liveness window (0.4 s) but less than a
+  // controller waits before it declares every node dead at once (its own silence: 1.5 s); fencing
+  // then would end the plan's data plane, and the next step would fail on it.
+  const int64_t steps = 60;
+  TestMesh m(job(steps));
+  m.start();
+  REQUIRE(eventually([&] { return m.status()["step"].get<int64_t>() >= 15; }, 30000));
+  m.controller.signal(SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  m.controller.signal(SIGCONT);
+  REQUIRE(m.controller.wait(90000) == 0);
+  check_steps_once(m.dir, steps);
+  auto k = kinds(m.dir);
+  CHECK_FALSE(has(k, "step_aborted"));
+  CHECK_FALSE(has(k, "node_dead"));
+  for (const auto& a : m.agents) CHECK(file_text(a.log()).find("no word from the controller") == std::string::npos);
+}
+
 TEST_CASE("t0801-controller-killed-mid-switch: a join being planned when the controller dies is planned again after the resume") {
   const int64_t steps = 60;
   auto o = job(steps);
