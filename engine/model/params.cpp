@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <utility>
 
 namespace sal::model {
@@ -46,7 +47,7 @@ void fill(float* x, size_t n, float v) {
 
 void Unit::zero_grad() { std::fill(g.begin(), g.end(), 0.0f); }
 
-Unit make_unit(const Dims& d, UnitId id, uint64_t seed) {
+Unit blank_unit(const Dims& d, UnitId id) {
   Unit u;
   u.id = id;
   size_t n = unit_size(d, id.kind);
@@ -54,6 +55,11 @@ Unit make_unit(const Dims& d, UnitId id, uint64_t seed) {
   u.g.assign(n, 0.0f);
   u.m.assign(n, 0.0f);
   u.v.assign(n, 0.0f);
+  return u;
+}
+
+Unit make_unit(const Dims& d, UnitId id, uint64_t seed) {
+  Unit u = blank_unit(d, id);
   SplitMix r{unit_seed(seed, id)};
   float proj_std = kInitStd / std::sqrt(2.0f * float(d.layers));
   switch (id.kind) {
@@ -91,17 +97,30 @@ Unit make_unit(const Dims& d, UnitId id, uint64_t seed) {
   return u;
 }
 
-Params Params::create(const Dims& d, uint64_t seed, const std::vector<std::pair<int, int>>& held_experts) {
+namespace {
+
+Params built(const Dims& d, const std::vector<std::pair<int, int>>& held_experts,
+             const std::function<Unit(UnitId)>& unit) {
   Params p;
   p.dims = d;
-  p.embedding = make_unit(d, {UnitKind::embedding, -1, -1}, seed);
+  p.embedding = unit({UnitKind::embedding, -1, -1});
   for (int l = 0; l < d.layers; ++l) {
-    p.dense.push_back(make_unit(d, {UnitKind::dense, l, -1}, seed));
-    p.gate.push_back(make_unit(d, {UnitKind::gate, l, -1}, seed));
+    p.dense.push_back(unit({UnitKind::dense, l, -1}));
+    p.gate.push_back(unit({UnitKind::gate, l, -1}));
   }
   for (auto [l, e] : held_experts)
-    if (!p.experts.count({l, e})) p.experts.emplace(std::pair{l, e}, make_unit(d, {UnitKind::expert, l, e}, seed));
+    if (!p.experts.count({l, e})) p.experts.emplace(std::pair{l, e}, unit({UnitKind::expert, l, e}));
   return p;
+}
+
+}  // namespace
+
+Params Params::create(const Dims& d, uint64_t seed, const std::vector<std::pair<int, int>>& held_experts) {
+  return built(d, held_experts, [&](UnitId id) { return make_unit(d, id, seed); });
+}
+
+Params Params::shaped(const Dims& d, const std::vector<std::pair<int, int>>& held_experts) {
+  return built(d, held_experts, [&](UnitId id) { return blank_unit(d, id); });
 }
 
 std::vector<std::pair<int, int>> Params::all_experts(const Dims& d) {

@@ -73,6 +73,9 @@ std::vector<Unit> copy_units(const UnitViews& views);
 
 // Creates a unit with its deterministic initial weights (zero gradient and moments).
 Unit make_unit(const Dims& d, UnitId id, uint64_t seed);
+// A unit of the right size, every float zero: for state that is loaded over it at once (a restore),
+// where drawing the initial weights only costs time.
+Unit blank_unit(const Dims& d, UnitId id);
 
 // Everything one worker holds.
 struct Params {
@@ -83,6 +86,8 @@ struct Params {
 
   static Params create(const Dims& d, uint64_t seed,
                        const std::vector<std::pair<int, int>>& held_experts);
+  // The same units, blank (blank_unit): what a restore loads every unit into.
+  static Params shaped(const Dims& d, const std::vector<std::pair<int, int>>& held_experts);
   // Every (layer, expert) of d, in order: what one worker holding the whole model holds.
   static std::vector<std::pair<int, int>> all_experts(const Dims& d);
   Unit* expert(int layer, int e);

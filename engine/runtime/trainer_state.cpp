@@ -83,7 +83,7 @@ Status Trainer::migrate(const wire::PlanUpdate& p) {
 // The dense-checkpoint fallback: everything this rank holds under the plan comes from the
 // checkpoint written at p.step (or from the seed, for step 0); nothing of the old state is kept.
 Status Trainer::restore(const wire::PlanUpdate& p) {
-  model::Params fresh = model::Params::create(spec_.dims, spec_.seed, {});
+  model::Params fresh = model::Params::shaped(spec_.dims, {});
   auto load = [&](model::UnitId id) -> Result<model::Unit> {
     if (p.restore_dir.empty()) return model::make_unit(spec_.dims, id, spec_.seed);
     uint64_t written = 0;
@@ -123,7 +123,7 @@ Status Trainer::restore_from_peers(const wire::PlanUpdate& p) {
   auto got = fetch_window(ctx_, p, units_held(), spec_.dims, {spec_.key_file, spec_.slice_mac_key}, kFetchTimeoutMs,
                           plan_notes_, [this] { return aborting_.load(); });
   if (!got) return got.error().with_context("restoring plan " + std::to_string(p.number()) + " from peers");
-  model::Params fresh = model::Params::create(spec_.dims, spec_.seed, held_);
+  model::Params fresh = model::Params::shaped(spec_.dims, held_);  // every unit is loaded from the window
   auto replay = ckpt::WindowReplay::begin(std::move(got->slots), fresh);
   if (!replay) return replay.error().with_context("restoring plan " + std::to_string(p.number()) + " from peers");
   params_ = std::move(fresh);

@@ -69,6 +69,27 @@ TEST_CASE("every unit's gradient matches finite differences of the whole model's
   MESSAGE("checked " << checked << " parameters, skipped " << skipped << " where top-k flipped");
 }
 
+TEST_CASE("shaped params: the units create makes, the same ids and sizes, every float zero (a restore's target)") {
+  Dims d = tiny();
+  const std::vector<std::pair<int, int>> held{{0, 1}, {1, 0}};
+  Params made = Params::create(d, 5, held), shaped = Params::shaped(d, held);
+  auto a = made.units(), b = shaped.units();
+  REQUIRE(a.size() == b.size());
+  bool drawn = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(a[i]->id.name());
+    CHECK(b[i]->id == a[i]->id);
+    CHECK(b[i]->w.size() == a[i]->w.size());
+    CHECK(b[i]->m.size() == a[i]->m.size());
+    CHECK(b[i]->v.size() == a[i]->v.size());
+    CHECK(b[i]->g.size() == a[i]->g.size());
+    CHECK(std::all_of(b[i]->w.begin(), b[i]->w.end(), [](float x) { return x == 0.0f; }));
+    drawn = drawn || std::any_of(a[i]->w.begin(), a[i]->w.end(), [](float x) { return x != 0.0f; });
+  }
+  CHECK(drawn);  // create draws the initial weights, shaped does not
+  CHECK(shaped.parameter_count() == made.parameter_count());
+}
+
 TEST_CASE("batches are a pure function of (seed, step) and shares cover the global batch") {
   Corpus c = pattern_corpus(11, 500);
   Batch whole = make_batch(c, 9, 4, 0, 7, 5);
