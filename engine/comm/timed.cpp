@@ -1,6 +1,7 @@
 // timed.cpp — see timed.h.
 #include "comm/timed.h"
 
+#include <sys/resource.h>
 #include <time.h>
 
 #include "core/clock.h"
@@ -64,6 +65,12 @@ int64_t cpu_ns(clockid_t which) {
 
 int64_t thread_cpu_ns() { return cpu_ns(CLOCK_THREAD_CPUTIME_ID); }
 int64_t process_cpu_ns() { return cpu_ns(CLOCK_PROCESS_CPUTIME_ID); }
+
+int64_t thread_page_faults() {
+  rusage u{};
+  if (getrusage(RUSAGE_THREAD, &u) != 0) return 0;
+  return int64_t(u.ru_minflt) + int64_t(u.ru_majflt);
+}
 
 std::unique_ptr<Collectives> timed(std::unique_ptr<Collectives> inner, std::shared_ptr<WaitClock> clock) {
   return std::make_unique<Timed>(std::move(inner), std::move(clock));

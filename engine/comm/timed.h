@@ -22,6 +22,9 @@ struct WaitClock {
 // CPU time so far, in nanoseconds: this thread's, and every thread's of this process.
 int64_t thread_cpu_ns();
 int64_t process_cpu_ns();
+// The page faults this thread has taken so far (minor and major): a step whose buffers grow past
+// what the heap held before faults its new pages in, each one a trap (core/heap.h).
+int64_t thread_page_faults();
 
 std::unique_ptr<Collectives> timed(std::unique_ptr<Collectives> inner, std::shared_ptr<WaitClock> clock);
 

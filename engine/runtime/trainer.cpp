@@ -387,10 +387,11 @@ Result<StepOutcome> Trainer::step(uint64_t step, const std::vector<uint32_t>& sh
   auto val = validate(step, patched);
   if (!val) return val.error();
   const comm::WaitClock w0 = *waits_;
-  const int64_t cpu0 = comm::thread_cpu_ns(), proc0 = comm::process_cpu_ns();
+  const int64_t cpu0 = comm::thread_cpu_ns(), proc0 = comm::process_cpu_ns(), faults0 = comm::thread_page_faults();
   if (role_.groups > 1) {
     auto out = patched ? degraded_step(step, t0, *patched) : grouped_step(step, t0);
     if (out) out->times = step_times(*out, w0, cpu0, proc0, ms_of(waits_->ns - w0.ns), 0);
+    if (out) out->times.page_faults = comm::thread_page_faults() - faults0;
     if (out) out->digests = std::move(digests);
     if (out) out->val_ce_sum = val->ce_sum, out->val_tokens = val->tokens;
     return out;
@@ -416,6 +417,7 @@ Result<StepOutcome> Trainer::step(uint64_t step, const std::vector<uint32_t>& sh
 
   StepOutcome out{std::move(*stats), last_norm_, ms_since(t0), model::learning_rate(spec_.optim, int64_t(step)), {}};
   out.times = step_times(out, w0, cpu0, proc0, ms_of(w1 - w0.ns), ms_since(t1));
+  out.times.page_faults = comm::thread_page_faults() - faults0;
   out.digests = std::move(digests);
   out.val_ce_sum = val->ce_sum, out.val_tokens = val->tokens;
   out.log_bytes = log_bytes;

@@ -53,6 +53,7 @@ struct StepTimes {
   // Outside the collectives: the step thread's CPU time, the CPU time of its experts in it
   // (stats.expert_rows rows), and the whole process's CPU time (its other threads' work too).
   double busy_cpu_ms = 0, expert_cpu_ms = 0, process_cpu_ms = 0;
+  int64_t page_faults = 0;  // the step thread's, collectives included (comm::thread_page_faults)
 };
 
 struct StepOutcome {

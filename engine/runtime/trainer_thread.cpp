@@ -242,9 +242,9 @@ wire::StepVote TrainerThread::vote_of(const wire::StepBegin& b, const Result<Ste
     v.val_ce_sum = out->val_ce_sum, v.val_tokens = uint64_t(out->val_tokens);
     v.log_bytes = out->log_bytes;
     spdlog::debug("step {} computed in {:.1f} ms (busy {:.1f}, exchange {:.1f}, sync {:.1f}; busy cpu {:.1f}, experts' cpu "
-                  "{:.1f} for {} rows, process cpu {:.1f}; update {:.1f}): votes yes",
+                  "{:.1f} for {} rows, process cpu {:.1f}; update {:.1f}; {} page faults): votes yes",
                   b.step, v.compute_ms, v.busy_ms, v.exchange_ms, v.sync_ms, v.busy_cpu_ms, v.expert_cpu_ms, v.expert_rows,
-                  v.process_cpu_ms, v.update_ms);
+                  v.process_cpu_ms, v.update_ms, out->times.page_faults);
   }
   return v;
 }

@@ -35,7 +35,8 @@ import tempfile
 
 STEP_LINE = re.compile(
     r"step (\d+) computed in ([\d.]+) ms \(busy ([\d.]+), exchange ([\d.]+), sync ([\d.]+); "
-    r"busy cpu ([\d.]+), (?:experts' cpu [\d.]+ for \d+ rows, )?process cpu ([\d.]+); update ([\d.]+)\)")
+    r"busy cpu ([\d.]+), (?:experts' cpu [\d.]+ for \d+ rows, )?process cpu ([\d.]+); update ([\d.]+)"
+    r"(?:; \d+ page faults)?\)")
 WORKER_FIELDS = ["compute", "busy", "exchange", "sync", "busy_cpu", "process_cpu", "update"]
 
 
