@@ -208,6 +208,7 @@ struct Restored {};
 struct EraseKeys {
   uint64_t plan = 0;
   bool closed = false;
+  std::string under;  // only the keys under plan-<plan>/<under>/ (a patch's: wire::patch_keys); "": all
 };
 // A dense snapshot is complete (the controller writes its marker), or dropped from disk.
 struct SnapshotComplete { ckpt::Snapshot snapshot; };

@@ -216,6 +216,10 @@ Driver::Next Driver::send_patch(phase::Running& r, const plan::ShardStacks& stac
   const uint32_t G = plan::group_count(plan);
   auto& patch = *r.patch;
   wire::StepPatch p{steps_.epoch(), r.tally.step, applied_->number(), ++patch.sent, {}, {}, {}, ""};
+  // the patch this one replaces is over: a rank still waiting in its rendezvous for a rank lost
+  // since (or coming to it late) fails at once and takes this one, not after the store's timeout
+  if (patch.sent > 1)
+    out_.push_back(act::EraseKeys{applied_->number(), true, wire::patch_keys(r.tally.step, patch.sent - 1)});
   p.extra.assign(G, {});
   std::string moved;
   for (uint32_t g : patch.damaged) {

@@ -93,7 +93,8 @@ std::string describe(const Action& a) {
           [](const act::StepsLost& s) { return "steps lost " + std::to_string(s.steps); },
           [](const act::Restored&) { return std::string("restored"); },
           [](const act::EraseKeys& k) {
-            return std::string(k.closed ? "close" : "erase") + " the store keys of plan " + std::to_string(k.plan);
+            return std::string(k.closed ? "close" : "erase") + " the store keys of plan " + std::to_string(k.plan) +
+                   (k.under.empty() ? "" : " under " + k.under);
           },
           [](const act::SnapshotComplete& s) { return "snapshot complete " + s.snapshot.dir; },
           [](const act::CheckpointComplete& c) { return "checkpoint complete " + c.dir; },

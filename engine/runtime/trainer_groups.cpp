@@ -194,8 +194,7 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
   // which are computing too. An abort interrupts the rendezvous (the store), so a patch that fails
   // while computing does not wait long for it to end.
   auto o = plane_options(int(me - p.ranks.begin()), int(p.ranks.size()),
-                         "plan-" + std::to_string(p.plan) + "/patch-" + std::to_string(p.step) + "-" +
-                             std::to_string(p.patch));
+                         "plan-" + std::to_string(p.plan) + "/" + wire::patch_keys(p.step, p.patch));
   auto connecting = std::async(std::launch::async, [o, store = std::atomic_load(&store_)] {
     return comm::connect_gloo(o, *store);
   });

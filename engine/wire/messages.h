@@ -227,6 +227,12 @@ struct StepPatch {
     (std::vector<SlicePeers>, slice_peers, {}, kListMax))
 };
 
+// A patch's rendezvous keys within its plan's ("patch-<step>-<patch>"): its data plane's prefix is
+// plan-<plan>/ and this. The controller closes them when a later patch of the step replaces it.
+inline std::string patch_keys(uint64_t step, uint32_t patch) {
+  return "patch-" + std::to_string(step) + "-" + std::to_string(patch);
+}
+
 // The step in flight stops (plan 0), or a plan being switched to was abandoned by the controller
 // (plan N: its ranks leave it at once, whatever they are doing, and never begin it if they had not).
 struct StepAbort {

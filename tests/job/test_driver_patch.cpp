@@ -371,6 +371,14 @@ TEST_CASE("a second loss in the same step asks again, and the first answer and t
   REQUIRE(p.size() == 1);
   CHECK(p[0].second.patch == 2);
   CHECK(p[0].second.ranks == std::vector<uint32_t>{0, 1});
+  // the first patch's rendezvous is closed for good, and nothing else of the plan's
+  bool first_closed = false, plan_closed = false;
+  for (const auto& k : h.all<act::EraseKeys>()) {
+    first_closed = first_closed || (k.closed && k.under == "patch-5-1");
+    plan_closed = plan_closed || (k.plan == 1 && k.under.empty());
+  }
+  CHECK(first_closed);
+  CHECK_FALSE(plan_closed);
   vote(h, {1, 0}, 5, 1);  // answers the first patch
   CHECK(h.d.steps().committed() == 5);
   vote(h, {0, 0}, 5, 2);
