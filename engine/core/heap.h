@@ -27,13 +27,12 @@ void keep_large_blocks();
 // The environment variable that carries glibc's tunables to a process as it starts.
 constexpr const char* kTunablesVariable = "GLIBC_TUNABLES";
 
-// The GLIBC_TUNABLES value for a process whose heap grows on transparent huge pages: `existing`
-// (the value this process was given, possibly empty) with glibc.malloc.hugetlb=1 (glibc advises
-// the kernel to back what the heap grows by with huge pages) and glibc.malloc.arena_max=1 (every
-// thread allocates from that heap: glibc advises only the main heap, and a worker computes on
-// threads of its own) added, each only where `existing` does not set it: an operator's
+// The GLIBC_TUNABLES value for a process whose main heap grows on transparent huge pages:
+// `existing` (the value this process was given, possibly empty) with glibc.malloc.hugetlb=1 (glibc
+// advises the kernel to back what its main heap grows by with huge pages; the heaps of threads'
+// own arenas it does not advise) added where `existing` does not set it: an operator's
 // glibc.malloc.hugetlb=0 turns it off. On a virtual machine a page's first touch costs a fault of
-// about 12 us, so each MiB a step's buffers grow by cost 3 ms of CPU; on huge pages 0.3 ms
+// about 12 us, so each MiB a heap grows by costs 3 ms of CPU; on huge pages 0.3 ms
 // (docs/performance.md, "The heap on huge pages"). Where the kernel gives no huge pages
 // (/sys/kernel/mm/transparent_hugepage/enabled: never) the advice changes nothing.
 std::string huge_page_tunables(std::string_view existing);

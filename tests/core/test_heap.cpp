@@ -26,15 +26,15 @@ TEST_CASE("after keep_large_blocks a 16 MiB block is the heap's, and freeing it 
   std::free(b);
 }
 
-TEST_CASE("huge_page_tunables adds the heap's two tunables where the value given does not set them") {
+TEST_CASE("huge_page_tunables adds the heap's tunable where the value given does not set them") {
   using sal::huge_page_tunables;
-  CHECK(huge_page_tunables("") == "glibc.malloc.hugetlb=1:glibc.malloc.arena_max=1");
+  CHECK(huge_page_tunables("") == "glibc.malloc.hugetlb=1");
   CHECK(huge_page_tunables("glibc.malloc.tcache_count=0") ==
-        "glibc.malloc.tcache_count=0:glibc.malloc.hugetlb=1:glibc.malloc.arena_max=1");
-  CHECK(huge_page_tunables("glibc.malloc.hugetlb=0") == "glibc.malloc.hugetlb=0:glibc.malloc.arena_max=1");
+        "glibc.malloc.tcache_count=0:glibc.malloc.hugetlb=1");
+  CHECK(huge_page_tunables("glibc.malloc.hugetlb=0") == "glibc.malloc.hugetlb=0");
   CHECK(huge_page_tunables("glibc.malloc.arena_max=4:glibc.malloc.hugetlb=2") ==
         "glibc.malloc.arena_max=4:glibc.malloc.hugetlb=2");
   // a name that only begins like one of ours is another tunable
   CHECK(huge_page_tunables("glibc.malloc.hugetlbx=1") ==
-        "glibc.malloc.hugetlbx=1:glibc.malloc.hugetlb=1:glibc.malloc.arena_max=1");
+        "glibc.malloc.hugetlbx=1:glibc.malloc.hugetlb=1");
 }
