@@ -38,7 +38,6 @@ mesh::SpawnOptions local_agent(const LocalRunOptions& o, const std::string& endp
              "--log-level", o.log_level, "--log-format", o.log_format};
   if (confined) so.args.insert(so.args.end(), {"--cpu-share", std::to_string(o.cpu_share)});
   so.log_file = o.run_dir + "/" + name + ".log";
-  so.huge_page_heap = true;  // its slice store's slots (core/heap.h)
   return so;
 }
 

@@ -314,7 +314,6 @@ void Agent::start_worker(Worker& w) {
              "--log-format", opts_.log_format, "--data-host", opts_.data_host};
   if (!opts_.server_public_key.empty())  // CURVE towards the rendezvous store, with our key
     so.args.insert(so.args.end(), {"--server-key", opts_.server_public_key, "--key", absolute_path(opts_.key_file)});
-  so.huge_page_heap = true;  // a step's buffers (core/heap.h)
   if (auto s = w.proc->spawn(so); !s) {
     w.exited = true;
     w.last_error = s.error().message();

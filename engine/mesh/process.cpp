@@ -5,31 +5,11 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
-#include "core/heap.h"
-
-extern char** environ;
-
 namespace sal::mesh {
-
-namespace {
-
-// Our environment with GLIBC_TUNABLES set to huge_page_tunables() of our own value.
-std::vector<std::string> huge_page_environment() {
-  const std::string prefix = std::string(kTunablesVariable) + "=";
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e)
-    if (std::strncmp(*e, prefix.c_str(), prefix.size()) != 0) env.emplace_back(*e);
-  const char* ours = std::getenv(kTunablesVariable);
-  env.push_back(prefix + huge_page_tunables(ours ? ours : ""));
-  return env;
-}
-
-}  // namespace
 
 // "PID (COMMAND) STATE ..." — COMMAND may hold anything but ends at the last ')'; after it, fields
 // 3 (state) and 14, 15 (utime, stime) of proc(5).
@@ -89,14 +69,6 @@ Status ChildProcess::spawn(const SpawnOptions& opts) {
   uv_process_options_t o{};
   o.file = argv_s[0].c_str();
   o.args = argv.data();
-  std::vector<std::string> env_s;
-  std::vector<char*> env;
-  if (opts.huge_page_heap) {  // else the child inherits our environment as it is
-    env_s = huge_page_environment();
-    for (auto& e : env_s) env.push_back(e.data());
-    env.push_back(nullptr);
-    o.env = env.data();
-  }
   o.exit_cb = on_exit_cb;
   o.stdio = stdio;
   o.stdio_count = 3;

@@ -21,7 +21,6 @@ struct SpawnOptions {
   std::string log_file;            // stdout+stderr appended here; empty: inherit ours
   int pass_fd = -1;                // >= 0: this descriptor of ours is the child's fd 3
   bool own_session = false;        // a session of its own: a terminal's Ctrl-C reaches only us
-  bool huge_page_heap = false;     // started with glibc's tunables for a heap on huge pages (core/heap.h)
 };
 
 // What the kernel says of a process now (/proc/PID/stat): its state letter ('R' running, 'S'

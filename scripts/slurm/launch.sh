@@ -96,8 +96,6 @@ cmd_agent() {
   local k="$SAL_RUN_DIR/keys" data_host
   data_host="${SAL_DATA_HOST:-$(host_address)}"
   [ -n "$data_host" ] || die "cannot resolve $(hostname) to an IPv4 address: set SAL_DATA_HOST"
-  # the agent's slice store on huge pages, as its workers' heaps are (docs/operations.md)
-  export GLIBC_TUNABLES="${GLIBC_TUNABLES:-glibc.malloc.hugetlb=1}"
   exec "$SALAMANDER" agent --controller "$(mesh_endpoint)" --name "${SAL_NODE_NAME:-$(hostname)}" \
     --devices "${SAL_DEVICES:-cpu:1}" --data-host "$data_host" \
     --server-key "$k/ctl.pub" --key "$k/node.key" "$@"

@@ -1,6 +1,5 @@
 // test_heap.cpp — core/heap.h: once a process keeps large blocks, a block of megabytes comes from
-// the heap (not a mapping of its own, faulted in afresh each time) and goes back to it when freed;
-// and the tunables a child is started with for a heap on huge pages, an operator's own kept.
+// the heap (not a mapping of its own, faulted in afresh each time) and goes back to it when freed.
 #include <doctest/doctest.h>
 
 #include <malloc.h>
@@ -24,17 +23,4 @@ TEST_CASE("after keep_large_blocks a 16 MiB block is the heap's, and freeing it 
   REQUIRE(b != nullptr);
   CHECK(mallinfo2().hblks == mapped_before);
   std::free(b);
-}
-
-TEST_CASE("huge_page_tunables adds the heap's tunable where the value given does not set them") {
-  using sal::huge_page_tunables;
-  CHECK(huge_page_tunables("") == "glibc.malloc.hugetlb=1");
-  CHECK(huge_page_tunables("glibc.malloc.tcache_count=0") ==
-        "glibc.malloc.tcache_count=0:glibc.malloc.hugetlb=1");
-  CHECK(huge_page_tunables("glibc.malloc.hugetlb=0") == "glibc.malloc.hugetlb=0");
-  CHECK(huge_page_tunables("glibc.malloc.arena_max=4:glibc.malloc.hugetlb=2") ==
-        "glibc.malloc.arena_max=4:glibc.malloc.hugetlb=2");
-  // a name that only begins like one of ours is another tunable
-  CHECK(huge_page_tunables("glibc.malloc.hugetlbx=1") ==
-        "glibc.malloc.hugetlbx=1:glibc.malloc.hugetlb=1");
 }
