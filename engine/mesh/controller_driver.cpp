@@ -256,7 +256,7 @@ void Controller::apply(const job::Action& action) {
                    journal(job::rec::Restores{1});
                  },
                  [&](const act::EraseKeys& a) {
-                   std::string prefix = "plan-" + std::to_string(a.plan) + "/";
+                   std::string prefix = wire::plan_keys(a.plan) + "/";
                    if (!a.under.empty()) prefix += a.under + "/";
                    a.closed ? store_->close_prefix(prefix) : store_->erase_prefix(prefix);
                  },

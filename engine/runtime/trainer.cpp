@@ -227,7 +227,7 @@ Status Trainer::connect(const wire::PlanUpdate& p) {
     std::atomic_store(&store_, store);
   }
   if (aborting_) return fail("plan ", p.number(), ": aborted by the controller");
-  auto o = plane_options(p.my_rank, int(p.ranks.size()), "plan-" + std::to_string(p.number()));
+  auto o = plane_options(p.my_rank, int(p.ranks.size()), wire::plan_keys(p.number()));
   plan_ranks_.clear();
   for (const auto& r : p.ranks) plan_ranks_.emplace_back(r.node, r.index);
   const PlaneOf want{p.keep_planes_of, plan_ranks_};

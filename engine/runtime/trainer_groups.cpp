@@ -49,7 +49,7 @@ Status Trainer::connect_group(const wire::PlanUpdate& p) {
                  p.keep_planes_of, span.count);
   } else {
     auto o = plane_options(p.my_rank - int(span.first), int(span.count),
-                           "plan-" + std::to_string(p.number()) + "/group-" + std::to_string(span.group));
+                           wire::plan_keys(p.number()) + "/group-" + std::to_string(span.group));
     auto c = comm::connect_gloo(o, *std::atomic_load(&store_));
     if (!c) return c.error().with_context("plan " + std::to_string(p.number()) + " group " + std::to_string(span.group) +
                                           " data plane");
@@ -194,7 +194,7 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
   // which are computing too. An abort interrupts the rendezvous (the store), so a patch that fails
   // while computing does not wait long for it to end.
   auto o = plane_options(int(me - p.ranks.begin()), int(p.ranks.size()),
-                         "plan-" + std::to_string(p.plan) + "/" + wire::patch_keys(p.step, p.patch));
+                         wire::plan_keys(p.plan) + "/" + wire::patch_keys(p.step, p.patch));
   auto connecting = std::async(std::launch::async, [o, store = std::atomic_load(&store_)] {
     return comm::connect_gloo(o, *store);
   });

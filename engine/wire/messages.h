@@ -227,8 +227,12 @@ struct StepPatch {
     (std::vector<SlicePeers>, slice_peers, {}, kListMax))
 };
 
+// A plan's rendezvous keys in the store ("plan-<plan>"): every data plane of the plan has its keys
+// under this and a '/'; the controller erases or closes them there when the plan is over.
+inline std::string plan_keys(uint64_t plan) { return "plan-" + std::to_string(plan); }
+
 // A patch's rendezvous keys within its plan's ("patch-<step>-<patch>"): its data plane's prefix is
-// plan-<plan>/ and this. The controller closes them when a later patch of the step replaces it.
+// plan_keys(plan)/ and this. The controller closes them when a later patch of the step replaces it.
 inline std::string patch_keys(uint64_t step, uint32_t patch) {
   return "patch-" + std::to_string(step) + "-" + std::to_string(patch);
 }
