@@ -26,6 +26,8 @@ constexpr uint64_t kRegisterRetryMs = 1000;
 constexpr uint64_t kWorkerStopGraceMs = 2000;
 // A goodbye must leave before the socket closes.
 constexpr int kGoodbyeLingerMs = 500;
+// How often the controller's silence is judged (check_silence).
+constexpr int64_t kSilenceCheckMs = 200;
 // A crashed worker's device gets a new worker after this pause, doubled at each restart of that
 // device (a crash that repeats at once does not restart in a tight loop).
 constexpr int64_t kFirstRestartDelayMs = 500;
@@ -118,7 +120,7 @@ Status Agent::start() {
   register_timer_.start(kRegisterRetryMs, kRegisterRetryMs, [this] {
     if (phase_ == Phase::registering) send_register();
   });
-  silence_timer_.start(200, 200, [this] { check_silence(); });
+  silence_timer_.start(kSilenceCheckMs, kSilenceCheckMs, [this] { check_silence(); });
   spdlog::info("agent {} connecting to {} with {} device(s)", opts_.name, opts_.controller, opts_.devices.size());
   return {};
 }
@@ -592,7 +594,12 @@ void Agent::check_silence() {
   // What the controller sent while this agent was not running counts first: libuv runs timers
   // before it polls, so a starved agent waking up would judge silence with pings queued unread.
   if (ctrl_watcher_) ctrl_watcher_->drain();
-  int64_t silent_ms = (mono_ns() - last_contact_ns_) / 1'000'000;
+  // A check a heartbeat late: this agent did not run in between (its host stalled, the controller's
+  // too, most likely), and that time is not the controller's silence.
+  const int64_t now = mono_ns(), gap = last_silence_check_ns_ ? now - last_silence_check_ns_ : 0;
+  last_silence_check_ns_ = now;
+  if (gap >= (kSilenceCheckMs + heartbeat_ms_) * 1'000'000) last_contact_ns_ = std::min(now, last_contact_ns_ + gap);
+  int64_t silent_ms = (now - last_contact_ns_) / 1'000'000;
   if (!fenced_ && phase_ == Phase::running && silent_ms >= fence_after_ms(heartbeat_ms_, miss_limit_)) {
     fenced_ = true;
     spdlog::warn("no word from the controller for {} ms: the step in flight is abandoned until it is heard again",

@@ -152,6 +152,7 @@ class Agent {
   bool fenced_ = false;           // cut off from the controller: our workers' step was abandoned
   int64_t last_contact_ns_ = 0;
   int64_t last_check_ns_ = 0;  // the previous check_workers(): a long gap means this agent was stopped
+  int64_t last_silence_check_ns_ = 0;  // the previous check_silence(): likewise, for the controller's silence
   std::string stop_reason_;
   int exit_code_ = 0;
   Timer heartbeat_timer_;

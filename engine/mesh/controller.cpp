@@ -46,7 +46,7 @@ Controller::Controller(uv_loop_t* loop, zmq::context_t& ctx, ControllerOptions o
     : loop_(loop),
       ctx_(ctx),
       opts_(std::move(opts)),
-      membership_({opts_.job.mesh.heartbeat_ms, opts_.job.mesh.miss_limit}, events_),
+      membership_({opts_.job.mesh.heartbeat_ms, opts_.job.mesh.miss_limit, kTickMs}, events_),
       mesh_(ctx, zmq::socket_type::router),
       planner_(std::make_unique<policy::Planner>(job::planner_config(opts_.job), [this] { service(); })),
       tick_timer_(loop),

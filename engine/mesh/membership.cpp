@@ -1,6 +1,8 @@
 // membership.cpp — see membership.h.
 #include "mesh/membership.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "core/devices.h"
@@ -252,8 +254,24 @@ bool Membership::mass_silence(int64_t now_ns) const {
   return taking_part >= 2 && one_dead;
 }
 
+// The controller did not look between its last tick and this one when the gap is a heartbeat past
+// its tick period: the heartbeats it would have heard were not sent (the host stalled) or are
+// counted already (the controller drains its socket before it ticks). The whole gap is taken off
+// every node's silence, so a node is judged on the time the controller was listening.
+void Membership::forgive_stall(int64_t now_ns) {
+  const int64_t gap = last_tick_ns_ < 0 ? 0 : now_ns - last_tick_ns_;
+  last_tick_ns_ = now_ns;
+  if (opts_.tick_ms <= 0 || gap < (opts_.tick_ms + opts_.heartbeat_ms) * 1'000'000) return;
+  events_.add("controller_stalled", kNoNode, epoch_,
+              "the liveness check ran " + std::to_string(gap / 1'000'000) +
+                  " ms after the one before (the controller's host stalled?): that time is not counted "
+                  "as the nodes' silence");
+  for (auto& [id, n] : nodes_) n.last_heartbeat_ns = std::min(now_ns, n.last_heartbeat_ns + gap);
+}
+
 std::vector<NodeId> Membership::tick(int64_t now_ns) {
   std::vector<NodeId> died;
+  forgive_stall(now_ns);
   if (stopping_) return died;
   const bool all_silent = mass_silence(now_ns);
   if (all_silent && !mass_silence_said_)

@@ -171,3 +171,41 @@ TEST_CASE("silence at once counts when the last heartbeats were staggered: the f
   }
   CHECK(m.tick(1010 * kMs) == std::vector<NodeId>{c});  // c silent since 700 ms
 }
+
+TEST_CASE("a tick that comes late does not count the time the controller was not looking as the nodes' silence") {
+  // seen in CI: the whole VM stalled 1.5 s; the first tick after it found three healthy nodes silent
+  // 1518 ms, past the 1500 ms mass-silence window, and declared them all dead
+  EventLog log;
+  Membership m({100, 3, 10}, log);
+  NodeId a = m.join(node_named("a"), 0).id, b = m.join(node_named("b"), 0).id, c = m.join(node_named("c"), 0).id;
+  for (int64_t t = 0; t <= 110; t += 10) {
+    if (t % 100 == 0)
+      for (NodeId n : {a, b, c}) CHECK(m.heartbeat(n, {}, t * kMs));
+    CHECK(m.tick(t * kMs).empty());
+  }
+  CHECK(m.tick(1628 * kMs).empty());  // 1518 ms after the last tick
+  CHECK(m.count(NodeState::alive) == 3);
+  bool said = false;
+  for (const auto& e : log.all()) said |= e.kind == "controller_stalled" && e.detail.find("1518 ms") != std::string::npos;
+  CHECK(said);
+  // a and b beat again; c froze during the stall: found one dead window after the controller looked again
+  std::vector<NodeId> dead;
+  int64_t dead_at = 0;
+  for (int64_t t = 1630; t <= 2200 && dead.empty(); t += 10) {
+    if (t % 100 == 0)
+      for (NodeId n : {a, b}) CHECK(m.heartbeat(n, {}, t * kMs));
+    dead = m.tick(t * kMs);
+    dead_at = t;
+  }
+  CHECK(dead == std::vector<NodeId>{c});
+  CHECK(dead_at == 1920);  // silent since 100 ms, less the 1518 ms the controller did not look: 300 ms
+  CHECK(m.count(NodeState::dead) == 1);
+}
+
+TEST_CASE("without a tick period, a late tick is judged as it comes: every node past the mass-silence window is dead") {
+  EventLog log;
+  Membership m({100, 3}, log);
+  for (const char* name : {"a", "b", "c"}) m.join(node_named(name), 0);
+  CHECK(m.tick(110 * kMs).empty());
+  CHECK(m.tick(1628 * kMs).size() == 3);
+}
