@@ -409,15 +409,18 @@ Driver::Next Driver::cause_seen(phase::Retrying& r) {
 // kept in the agents' memory: a report still on its way may show one that serves. Or from a window
 // the agents have likely dropped since they reported it: each keeps a writer's kWindowsKept newest
 // complete windows (windows begin every `period` iterations), and training went on after the
-// report; restoring it would fail, and the try cost a plan switch. Not while the plan in force takes
-// no sparse snapshots (sparse_not_taken): no report can then show a window newer than those seen.
+// report; restoring it would fail, and the try cost a plan switch. The same for the rebuild rung,
+// which copies the lost experts from such a window (seen in t0555 at 7 ms steps: the reports named
+// a window two periods older than the newest, its holder had dropped it, and the rebuild fell back
+// to the sparse rung). Not while the plan in force takes no sparse snapshots (sparse_not_taken): no
+// report can then show a window newer than those seen.
 bool Driver::windows_may_serve() const {
   if (cfg_.recovery != "elastic" || cfg_.peer_copies == 0) return false;
   if (applied_ && !sparse_not_taken(applied_->plan).empty()) return false;
   const uint64_t committed = steps_.committed();
   const Rung rung = choose(view_.ready, committed).rung;
   if (rung == Rung::dense || rung == Rung::seed) return true;
-  if (rung != Rung::sparse || !applied_) return false;
+  if ((rung != Rung::sparse && rung != Rung::rebuild) || !applied_) return false;
   const auto w = peer_window(committed);
   const uint64_t period = std::max<uint64_t>(applied_->plan.schedule.period, 1);
   return w && w->from + (ckpt::SliceStore::kWindowsKept + 1) * period <= committed;

@@ -1093,6 +1093,31 @@ TEST_CASE("every holder of an expert lost, the workers logging: its new holders 
   CHECK(logs);
 }
 
+TEST_CASE("a rebuild whose newest window in the reports is older than the agents keep waits for their reports, and rebuilds from the newer window") {
+  // seen in t0555 at 7 ms steps: the reports named a window two periods older than the newest, its
+  // holder had dropped it, and the rebuild failed over to the sparse rung
+  Harness h = trained(8, with_logs());
+  h.slices(1, 4, 5, 0, 7);  // said at step 5: with windows of one iteration its agent keeps 6 and 7 by now
+  h.slices(3, 4, 5, 7, 6);
+  h.lose(0);
+  h.lose(2);
+  h.asked.reset();
+  h.membership(workers({1, 3, 4, 5}));
+  CHECK_FALSE(h.asked);  // a plan now would rebuild from window 4, which is likely gone
+  bool settle = false;
+  for (const auto& a : h.all<act::ArmTimer>()) settle = settle || (a.timer == Timer::retry && a.ms == 150);
+  CHECK(settle);
+  h.slices(1, 7, 7, 0, 7);  // their reports since
+  h.slices(3, 7, 7, 7, 6);
+  h.timer(Timer::retry, 150);
+  h.decide();
+  CHECK(h.note_detail("rebuild_begun").find("from the sparse window of iterations 7..7 held by 2 nodes") != std::string::npos);
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.rebuild_window == 7);
+  CHECK(u[0].second.step == 8);
+}
+
 TEST_CASE("a rebuild that cannot be applied falls to the sparse rung, which rolls back and loses nothing") {
   Harness h = trained(6, with_logs());
   lose_holders(h);
