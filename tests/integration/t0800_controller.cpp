@@ -94,6 +94,27 @@ TEST_CASE("t0808-controller-stalled: a controller that stops for 0.9 s (SIGSTOP:
   for (const auto& a : m.agents) CHECK(file_text(a.log()).find("no word from the controller") == std::string::npos);
 }
 
+TEST_CASE("t0809-controller-stalled-long: a controller that stops for 2.5 s, past its mass-silence window, declares no node dead; the fenced step runs again once") {
+  // Seen in CI (t0807): the VM stalled 1.5 s and the first liveness check after it declared every
+  // node dead. The time the controller was not looking is not the nodes' silence; the agents, which
+  // kept running, fence after 1.6 s as they should, so the step in flight is aborted, and no step
+  // is committed twice.
+  const int64_t steps = 60;
+  TestMesh m(job(steps));
+  m.start();
+  REQUIRE(eventually([&] { return m.status()["step"].get<int64_t>() >= 15; }, 30000));
+  m.controller.signal(SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  m.controller.signal(SIGCONT);
+  REQUIRE(m.controller.wait(90000) == 0);
+  check_steps_once(m.dir, steps);
+  auto k = kinds(m.dir);
+  CHECK(has(k, "controller_stalled"));
+  CHECK_FALSE(has(k, "node_dead"));
+  CHECK_FALSE(has(k, "nodes_silent"));
+  for (const auto& a : m.agents) CHECK(file_text(a.log()).find("no word from the controller") != std::string::npos);
+}
+
 TEST_CASE("t0801-controller-killed-mid-switch: a join being planned when the controller dies is planned again after the resume") {
   const int64_t steps = 60;
   auto o = job(steps);
