@@ -45,6 +45,19 @@ std::vector<std::string> kinds(const std::string& dir) {
 
 bool has(const std::vector<std::string>& v, const std::string& k) { return std::find(v.begin(), v.end(), k) != v.end(); }
 
+// A job of `steps` whose controller is SIGSTOPped for `ms` after step 15, then continued: it ends,
+// each step committed once. Returns its events' kinds.
+std::vector<std::string> run_with_controller_stopped(TestMesh& m, int64_t steps, int ms) {
+  m.start();
+  REQUIRE(eventually([&] { return m.status()["step"].get<int64_t>() >= 15; }, 30000));
+  m.controller.signal(SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  m.controller.signal(SIGCONT);
+  REQUIRE(m.controller.wait(90000) == 0);
+  check_steps_once(m.dir, steps);
+  return kinds(m.dir);
+}
+
 }  // namespace
 
 TEST_CASE("t0800-controller-killed-mid-step: resumed from the journal, the job ends with the weights of a run without the death") {
@@ -81,14 +94,7 @@ TEST_CASE("t0808-controller-stalled: a controller that stops for 0.9 s (SIGSTOP:
   // then would end the plan's data plane, and the next step would fail on it.
   const int64_t steps = 60;
   TestMesh m(job(steps));
-  m.start();
-  REQUIRE(eventually([&] { return m.status()["step"].get<int64_t>() >= 15; }, 30000));
-  m.controller.signal(SIGSTOP);
-  std::this_thread::sleep_for(std::chrono::milliseconds(900));
-  m.controller.signal(SIGCONT);
-  REQUIRE(m.controller.wait(90000) == 0);
-  check_steps_once(m.dir, steps);
-  auto k = kinds(m.dir);
+  auto k = run_with_controller_stopped(m, steps, 900);
   CHECK_FALSE(has(k, "step_aborted"));
   CHECK_FALSE(has(k, "node_dead"));
   for (const auto& a : m.agents) CHECK(file_text(a.log()).find("no word from the controller") == std::string::npos);
@@ -101,14 +107,7 @@ TEST_CASE("t0809-controller-stalled-long: a controller that stops for 2.5 s, pas
   // is committed twice.
   const int64_t steps = 60;
   TestMesh m(job(steps));
-  m.start();
-  REQUIRE(eventually([&] { return m.status()["step"].get<int64_t>() >= 15; }, 30000));
-  m.controller.signal(SIGSTOP);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-  m.controller.signal(SIGCONT);
-  REQUIRE(m.controller.wait(90000) == 0);
-  check_steps_once(m.dir, steps);
-  auto k = kinds(m.dir);
+  auto k = run_with_controller_stopped(m, steps, 2500);
   CHECK(has(k, "controller_stalled"));
   CHECK_FALSE(has(k, "node_dead"));
   CHECK_FALSE(has(k, "nodes_silent"));
