@@ -305,11 +305,13 @@ class Driver {
     bool restored = false;
     bool patched = false;  // SPARe's patch kept the step in flight
     std::string source;    // the restore's: "peers", "disk" or "seed"
-    uint64_t rerun = 0;    // committed steps run again by the restore that brought the job back
+    uint64_t rerun = 0;    // committed steps run again: from `committed` back to where the last restore went
+    uint64_t committed = 0;  // steps committed when it began (a commit ends it: restores only rewind)
     int64_t capacity_ns = 0;  // of it, waiting for workers enough to plan (not the engine's time)
     int64_t computing_since_ns = 0;  // a plan of this recovery in force: its steps run (0: none yet)
     int64_t interrupted_ns = 0;      // of it, computing steps that a later loss aborted (not the engine's)
   };
+  Recovery new_recovery(const std::string& cause) const;
   // A new plan someone asked for, taken at the next step boundary.
   struct Wanted {
     std::string why;

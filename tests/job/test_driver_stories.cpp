@@ -1011,6 +1011,51 @@ TEST_CASE("while the plan in force takes no sparse snapshots, a restore does not
   CHECK_FALSE(h.armed(Timer::retry));
 }
 
+TEST_CASE("losses back to back: a recovery's steps run again count from the steps committed when it began") {
+  // seen on the P3 trace: four losses in a second, the first restore rewound 14 to 10, the later
+  // ones 10 to 10 before any step committed, and the recovery's record said 0 steps run again
+  Harness h(small_job(6));
+  h.start(workers({0, 1, 2, 3, 4, 5}));
+  for (int s = 0; s < 6; ++s) h.commit_step();
+  for (NodeId n : {1, 3, 5}) h.slices(n, 4, 4, 0, 13);
+  for (NodeId n : {0, 2, 4}) h.lose(n);  // every holder of experts 0 and 1
+  h.membership(workers({1, 3, 5}));
+  h.decide();
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore_window == 4);
+  h.all_ready();
+  REQUIRE(h.d.steps().next_step() == 5);  // steps 5 and 6 run again
+  // before step 5 commits, another loss takes every copy of some expert: restored again, 5 to 5
+  const auto& applied = *h.d.applied();
+  REQUIRE(applied.ranks.size() == 3);
+  std::map<plan::ExpertId, int> holders;
+  for (const auto& held : applied.plan.layers[0].placement)
+    for (plan::ExpertId e : held) ++holders[e];
+  size_t sole = applied.ranks.size();  // a rank holding some expert's only copy
+  for (size_t r = 0; r < applied.ranks.size() && sole == applied.ranks.size(); ++r)
+    for (plan::ExpertId e : applied.plan.layers[0].placement[r])
+      if (holders[e] == 1) sole = r;
+  REQUIRE(sole < applied.ranks.size());
+  std::vector<Participant> left;
+  for (size_t r = 0; r < applied.ranks.size(); ++r)
+    if (r != sole) left.push_back(applied.ranks[r]);
+  h.lose(applied.ranks[sole].node);
+  h.membership(left);
+  h.decide();
+  u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore_window == 4);
+  h.all_ready();
+  h.commit_step();  // 5
+  std::vector<RecoveryRecord> done;
+  for (const auto& a : h.history)
+    if (auto* r = std::get_if<act::RecoveryDone>(&a)) done.push_back(r->record);
+  REQUIRE(done.size() == 1);  // one recovery, from the first loss to the first commit
+  CHECK(done[0].source == "peers");
+  CHECK(done[0].rerun == 1);  // 6 committed when it began, training went on from step 5
+}
+
 TEST_CASE("a restoring plan abandoned as a rank leaves: with no sparse window to wait for, the next is asked at once") {
   auto cfg = small_job(6);
   cfg.peer_copies = 0;
