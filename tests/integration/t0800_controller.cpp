@@ -100,7 +100,7 @@ TEST_CASE("t0808-controller-stalled: a controller that stops for 0.9 s (SIGSTOP:
   for (const auto& a : m.agents) CHECK(file_text(a.log()).find("no word from the controller") == std::string::npos);
 }
 
-TEST_CASE("t0809-controller-stalled-long: a controller that stops for 2.5 s, past its mass-silence window, declares no node dead; the fenced step runs again once") {
+TEST_CASE("t0809-controller-stalled-long: a controller that stops for 2.5 s, past its mass-silence window, declares no node dead, and the fenced step runs again once") {
   // Seen in CI (t0807): the VM stalled 1.5 s and the first liveness check after it declared every
   // node dead. The time the controller was not looking is not the nodes' silence; the agents, which
   // kept running, fence after 1.6 s as they should, so the step in flight is aborted, and no step

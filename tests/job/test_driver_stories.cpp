@@ -1025,7 +1025,7 @@ TEST_CASE("losses back to back: a recovery's steps run again count from the step
   REQUIRE(u.size() == 1);
   CHECK(u[0].second.restore_window == 4);
   h.all_ready();
-  REQUIRE(h.d.steps().next_step() == 5);  // steps 5 and 6 run again
+  REQUIRE(h.d.steps().next_step() == 5);  // step 5 runs again
   // before step 5 commits, another loss takes every copy of some expert: restored again, 5 to 5
   const auto& applied = *h.d.applied();
   REQUIRE(applied.ranks.size() == 3);
@@ -1156,7 +1156,8 @@ TEST_CASE("a rebuild whose newest window in the reports is older than the agents
   h.slices(3, 7, 7, 7, 6);
   h.timer(Timer::retry, 150);
   h.decide();
-  CHECK(h.note_detail("rebuild_begun").find("from the sparse window of iterations 7..7 held by 2 nodes") != std::string::npos);
+  CHECK(h.note_detail("rebuild_begun").find("from the sparse window of iterations 7..7 held by 2 nodes") !=
+        std::string::npos);
   auto u = h.sent<wire::PlanUpdate>();
   REQUIRE(u.size() == 1);
   CHECK(u[0].second.rebuild_window == 7);

@@ -186,7 +186,8 @@ TEST_CASE("a tick that comes late does not count the time the controller was not
   CHECK(m.tick(1628 * kMs).empty());  // 1518 ms after the last tick
   CHECK(m.count(NodeState::alive) == 3);
   bool said = false;
-  for (const auto& e : log.all()) said |= e.kind == "controller_stalled" && e.detail.find("1518 ms") != std::string::npos;
+  for (const auto& e : log.all())
+    said |= e.kind == "controller_stalled" && e.detail.find("1518 ms") != std::string::npos;
   CHECK(said);
   // a and b beat again; c froze during the stall: found one dead window after the controller looked again
   std::vector<NodeId> dead;
