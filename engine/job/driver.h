@@ -189,6 +189,8 @@ class Driver {
   Next retry(phase::Retrying r);
   Next cause_seen(phase::Retrying& r);
   Next settle_reports(const std::string& why);
+  uint64_t reports_settle_ms() const;
+  void reports_due_from_now();
   WorkerChoice choose(const std::vector<Participant>& ready, uint64_t step) const;
   // The newest window of sparse snapshots in the live agents' memory that restores the model.
   std::optional<PeerWindow> peer_window(uint64_t committed) const;
@@ -328,6 +330,9 @@ class Driver {
   DriverConfig cfg_;
   std::vector<Action> out_;  // the actions of the event being handled
   int64_t now_ns_ = 0;
+  // When the agents' reports show every sparse window made so far: kReportSettleMs after the last
+  // commit, or after the first event (windows_may_serve; 0: no event yet).
+  int64_t reports_due_ns_ = 0;
   State state_;
   View view_;
   StepCoordinator steps_;

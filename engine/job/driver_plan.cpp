@@ -24,8 +24,10 @@ constexpr int kPlanRetryDoublings = 4;
 // (a plan's rendezvous can time out behind a worker still leaving an abandoned one).
 constexpr int kMaxConsecutiveFailures = 3;
 constexpr int kMaxConsecutivePlanFailures = 5;
-// The agents report the sparse windows they hold at most every 100 ms (mesh/slice_server.h): a
-// restore that would go to disk or the seed waits this long for them first.
+// The agents report the sparse windows they hold at most every 100 ms (mesh/slice_server.h), once
+// a window's last slot has come: a restore that would go to disk or the seed waits for them until
+// this long after the last commit (the windows are made by commits) — no longer, however late the
+// loss (Driver::reports_due_ns_).
 constexpr uint64_t kReportSettleMs = 150;
 
 // ---------- planning: deciding ----------
@@ -397,7 +399,7 @@ Driver::Next Driver::cause_seen(phase::Retrying& r) {
       cancel(Timer::retry);
       if (windows_may_serve()) {  // the reports of the windows held may be up to 100 ms old
         r.settling = true;
-        arm(Timer::retry, kReportSettleMs);
+        arm(Timer::retry, reports_settle_ms());
         return std::nullopt;
       }
       return retry(std::move(r));
@@ -414,8 +416,14 @@ Driver::Next Driver::cause_seen(phase::Retrying& r) {
 // a window two periods older than the newest, its holder had dropped it, and the rebuild fell back
 // to the sparse rung). Not while the plan in force takes no sparse snapshots (sparse_not_taken): no
 // report can then show a window newer than those seen.
+//
+// Only while the reports may still be on their way: a window is made by a commit, and its report
+// comes within kReportSettleMs of it. In a cascade of losses (no commit between them: one recovery)
+// the second loss and those after it found the reports settled long since, and each paused 150 ms
+// for nothing (P3's opening cascade: three of its four switches began 150 ms after their loss).
 bool Driver::windows_may_serve() const {
   if (cfg_.recovery != "elastic" || cfg_.peer_copies == 0) return false;
+  if (now_ns_ >= reports_due_ns_) return false;
   if (applied_ && !sparse_not_taken(applied_->plan).empty()) return false;
   const uint64_t committed = steps_.committed();
   const Rung rung = choose(view_.ready, committed).rung;
@@ -430,9 +438,18 @@ bool Driver::windows_may_serve() const {
 // now could restore an older window or the seed than the agents' next reports offer: the pause
 // for them first, as after an abort.
 Driver::Next Driver::settle_reports(const std::string& why) {
-  arm(Timer::retry, kReportSettleMs);
+  arm(Timer::retry, reports_settle_ms());
   return phase::Retrying{false, why, {}, 0, {}, true};
 }
+
+// The pause until the reports of the last commit's windows are due (at least 1 ms).
+uint64_t Driver::reports_settle_ms() const {
+  return uint64_t(std::max<int64_t>(1, (reports_due_ns_ - now_ns_ + 999'999) / 1'000'000));
+}
+
+// A commit (or the driver's first event: a resumed job's agents report what they hold as they
+// register) makes windows whose reports are due kReportSettleMs later.
+void Driver::reports_due_from_now() { reports_due_ns_ = now_ns_ + int64_t(kReportSettleMs) * 1'000'000; }
 
 Driver::Next Driver::retry(phase::Retrying r) {
   if (!r.after_abort) return start_plan(r.settling ? r.why : "again after: " + r.why);

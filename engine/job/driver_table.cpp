@@ -106,6 +106,7 @@ Driver::Handler Driver::handler(Phase p, size_t event_kind, std::optional<Timer>
 std::vector<Action> Driver::handle(const Input& in) {
   out_.clear();
   now_ns_ = in.now_ns;
+  if (reports_due_ns_ == 0) reports_due_from_now();
   if (auto* m = std::get_if<in::Membership>(&in.what)) view_ = m->view;
   std::optional<Timer> timer;
   if (auto* t = std::get_if<in::TimerFired>(&in.what)) timer = t->timer;

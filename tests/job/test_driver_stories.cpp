@@ -1056,6 +1056,46 @@ TEST_CASE("losses back to back: a recovery's steps run again count from the step
   CHECK(done[0].rerun == 1);  // 6 committed when it began, training went on from step 5
 }
 
+TEST_CASE("losses back to back: the second loss does not pause for the reports the first one waited for") {
+  // seen on the P3 trace: four losses within a second, no commit between them; the second, third
+  // and fourth switches each began 150 ms after their loss, waiting for reports that no commit
+  // could have changed
+  Harness h = trained(5);  // no window reported: the holders' loss restores from disk
+  h.lose(0);  // nodes 0 and 2 hold experts 0 and 1
+  h.lose(2);
+  h.asked.reset();
+  h.membership(workers({1, 3}));
+  CHECK_FALSE(h.asked);  // the last commit's windows may still be reported
+  bool settle = false;
+  for (const auto& a : h.all<act::ArmTimer>()) settle = settle || (a.timer == Timer::retry && a.ms == 150);
+  CHECK(settle);
+  h.timer(Timer::retry, 150);
+  REQUIRE(h.asked);
+  h.decide();
+  REQUIRE(h.sent<wire::PlanUpdate>().size() == 1);
+  // node 3 lost while the restoring plan switches, 200 ms after the last commit: at once
+  h.lose(3, "connection closed");
+  h.asked.reset();
+  h.membership(workers({1, 4}), 50);
+  CHECK(h.asked);
+  CHECK_FALSE(h.armed(Timer::retry));
+}
+
+TEST_CASE("a loss 100 ms after the last commit waits for the reports only until they are due") {
+  Harness h = trained(5);
+  h.lose(0, "connection closed");
+  h.lose(2, "connection closed");
+  h.asked.reset();
+  h.membership(workers({1, 3}), 100);
+  CHECK_FALSE(h.asked);
+  int64_t pause = -1;
+  for (const auto& a : h.all<act::ArmTimer>())
+    if (a.timer == Timer::retry) pause = int64_t(a.ms);
+  CHECK(pause == 50);  // kReportSettleMs after the commit, not after the loss
+  h.timer(Timer::retry, 50);
+  CHECK(h.asked);
+}
+
 TEST_CASE("a restoring plan abandoned as a rank leaves: with no sparse window to wait for, the next is asked at once") {
   auto cfg = small_job(6);
   cfg.peer_copies = 0;
