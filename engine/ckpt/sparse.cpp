@@ -302,6 +302,20 @@ Status WindowReplay::load(size_t i, model::Params& p) {
   return {};
 }
 
+Status load_from_slot(const SparseSlot& slot, model::Params& p, const std::set<UnitId>& units) {
+  std::map<UnitId, model::Unit*> held;
+  for (model::Unit* u : p.units())
+    if (units.count(u->id)) held[u->id] = u;
+  std::map<UnitId, bool> complete;
+  SAL_TRY(sparse_load_slot(slot, held, complete));
+  for (const auto& [id, u] : held)
+    if (!complete.count(id)) return fail(id.name(), ": not in full in the slot of iteration ", slot.step);
+  for (const auto& id : units)
+    if (!held.count(id))
+      return fail(id.name(), ": not held here, so not loaded from the slot of iteration ", slot.step);
+  return {};
+}
+
 Result<ReplayReport> replay_window(const std::vector<const SparseSlot*>& window, model::Params& p,
                                    const ReplayStep& step) {
   if (window.empty()) return fail("no complete window to restore from");

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "core/result.h"
@@ -161,6 +162,12 @@ class WindowReplay {
   size_t next_ = 0;              // the next slot to load
   std::map<UnitId, bool> complete_;  // units loaded in full so far
 };
+
+// A window of one slot taken after the step the state of `p` already committed: loads `units` in
+// full from it (each must be there in full; checksums checked), the others of `p` left as they are
+// — they are that step's state already. What a survivor of a loss does when the window is its own
+// step: it fetches only the units it did not hold.
+Status load_from_slot(const SparseSlot& slot, model::Params& p, const std::set<UnitId>& units);
 
 // Loads the window into `p` and replays it (above). Every unit `p` holds must be in the window
 // (full in one slot); a copy whose checksum does not match is an error naming the unit and the

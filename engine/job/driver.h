@@ -162,6 +162,7 @@ class Driver {
   Next on_request(const Event& e);
   Next on_stop(const Event& e);
   Next on_slices(const Event& e);
+  Next on_settling_slices(const Event& e);  // retrying: a report may end the pause for them
   Next on_health_decided(const Event& e);
 
   // The one place the phase changes: the table's dispatcher (handle()) with the "to" column of the
@@ -190,11 +191,13 @@ class Driver {
   Next cause_seen(phase::Retrying& r);
   Next settle_reports(const std::string& why);
   uint64_t reports_settle_ms() const;
-  void reports_due_from_now();
+  void windows_made_now();
   WorkerChoice choose(const std::vector<Participant>& ready, uint64_t step) const;
   // The newest window of sparse snapshots in the live agents' memory that restores the model.
   std::optional<PeerWindow> peer_window(uint64_t committed) const;
   bool windows_may_serve() const;
+  std::optional<int64_t> settle_deadline() const;
+  bool next_window_due(const PeerWindow& w, uint64_t committed) const;
   // Where each rank of `u` puts its sparse snapshot slots, and what an agent may hold.
   void add_slice_peers(wire::PlanUpdate& u) const;
   // The plan in force's slice peers without the `lost` ranks (a patch's): none when no copies are
@@ -330,9 +333,9 @@ class Driver {
   DriverConfig cfg_;
   std::vector<Action> out_;  // the actions of the event being handled
   int64_t now_ns_ = 0;
-  // When the agents' reports show every sparse window made so far: kReportSettleMs after the last
-  // commit, or after the first event (windows_may_serve; 0: no event yet).
-  int64_t reports_due_ns_ = 0;
+  // The last commit, or the first event (0: none yet): what makes the windows the agents report
+  // (settle_deadline).
+  int64_t last_commit_ns_ = 0;
   State state_;
   View view_;
   StepCoordinator steps_;

@@ -27,8 +27,12 @@ constexpr int kMaxConsecutivePlanFailures = 5;
 // The agents report the sparse windows they hold at most every 100 ms (mesh/slice_server.h), once
 // a window's last slot has come: a restore that would go to disk or the seed waits for them until
 // this long after the last commit (the windows are made by commits) — no longer, however late the
-// loss (Driver::reports_due_ns_).
-constexpr uint64_t kReportSettleMs = 150;
+// loss (Driver::settle_deadline).
+constexpr int64_t kReportSettleMs = 150;
+// The longest wait for the window the last commit completed, where waiting costs less than the step
+// its restore saves: its slots still on their way to the agents (a large model's take longer than
+// kReportSettleMs), or never to come whole (a writer lost with them).
+constexpr int64_t kNewestWindowWaitMs = 300;
 
 // ---------- planning: deciding ----------
 
@@ -414,24 +418,44 @@ Driver::Next Driver::cause_seen(phase::Retrying& r) {
 // report; restoring it would fail, and the try cost a plan switch. The same for the rebuild rung,
 // which copies the lost experts from such a window (seen in t0555 at 7 ms steps: the reports named
 // a window two periods older than the newest, its holder had dropped it, and the rebuild fell back
-// to the sparse rung). Not while the plan in force takes no sparse snapshots (sparse_not_taken): no
-// report can then show a window newer than those seen.
+// to the sparse rung). Or from a window older than the one the last commit completed, whose report
+// is not in yet (next_window_due). Not while the plan in force takes no sparse snapshots
+// (sparse_not_taken): no report can then show a window newer than those seen.
 //
 // Only while the reports may still be on their way: a window is made by a commit, and its report
 // comes within kReportSettleMs of it. In a cascade of losses (no commit between them: one recovery)
 // the second loss and those after it found the reports settled long since, and each paused 150 ms
 // for nothing (P3's opening cascade: three of its four switches began 150 ms after their loss).
-bool Driver::windows_may_serve() const {
-  if (cfg_.recovery != "elastic" || cfg_.peer_copies == 0) return false;
-  if (now_ns_ >= reports_due_ns_) return false;
-  if (applied_ && !sparse_not_taken(applied_->plan).empty()) return false;
+bool Driver::windows_may_serve() const { return settle_deadline().has_value(); }
+
+// Until when a restore waits for the agents' reports (windows_may_serve); none: it plans now.
+std::optional<int64_t> Driver::settle_deadline() const {
+  if (cfg_.recovery != "elastic" || cfg_.peer_copies == 0) return std::nullopt;
+  if (applied_ && !sparse_not_taken(applied_->plan).empty()) return std::nullopt;
+  const int64_t settled = last_commit_ns_ + kReportSettleMs * 1'000'000;
+  const auto by = [this](int64_t t) { return now_ns_ < t ? std::optional<int64_t>(t) : std::nullopt; };
   const uint64_t committed = steps_.committed();
   const Rung rung = choose(view_.ready, committed).rung;
-  if (rung == Rung::dense || rung == Rung::seed) return true;
-  if ((rung != Rung::sparse && rung != Rung::rebuild) || !applied_) return false;
+  if (rung == Rung::dense || rung == Rung::seed) return by(settled);
+  if ((rung != Rung::sparse && rung != Rung::rebuild) || !applied_) return std::nullopt;
   const auto w = peer_window(committed);
+  if (!w) return std::nullopt;
   const uint64_t period = std::max<uint64_t>(applied_->plan.schedule.period, 1);
-  return w && w->from + (ckpt::SliceStore::kWindowsKept + 1) * period <= committed;
+  if (w->from + (ckpt::SliceStore::kWindowsKept + 1) * period <= committed) return by(settled);
+  if (!next_window_due(*w, committed)) return std::nullopt;
+  const double step_ms = measured_.facts().iteration_s * 1e3;
+  return by(last_commit_ns_ + int64_t(std::min(step_ms, double(kNewestWindowWaitMs)) * 1e6));
+}
+
+// Whether the last commit completed the window after `w` (windows begin every `period` iterations
+// and hold `window`), whose report is not in yet: waiting for it costs less than the step its
+// restore would not run again, up to kNewestWindowWaitMs after the commit (P3: a restore from window
+// 121 ran step 122 again, 0.5 s at four workers, where the report of window 122 was due within 0.1 s).
+// A restore from a window of the very step the survivors hold also moves less (restore_from_peers).
+bool Driver::next_window_due(const PeerWindow& w, uint64_t committed) const {
+  const auto& schedule = applied_->plan.schedule;
+  const uint64_t period = std::max<uint64_t>(schedule.period, 1), width = std::max<uint64_t>(schedule.window, 1);
+  return committed > 0 && w.from + period + width - 1 == committed - 1;
 }
 
 // Workers lost between steps (seen at a boundary, no step in flight to abort) when the plan made
@@ -442,14 +466,25 @@ Driver::Next Driver::settle_reports(const std::string& why) {
   return phase::Retrying{false, why, {}, 0, {}, true};
 }
 
-// The pause until the reports of the last commit's windows are due (at least 1 ms).
+// The pause until settle_deadline() (at least 1 ms).
 uint64_t Driver::reports_settle_ms() const {
-  return uint64_t(std::max<int64_t>(1, (reports_due_ns_ - now_ns_ + 999'999) / 1'000'000));
+  const int64_t until = settle_deadline().value_or(now_ns_);
+  return uint64_t(std::max<int64_t>(1, (until - now_ns_ + 999'999) / 1'000'000));
 }
 
 // A commit (or the driver's first event: a resumed job's agents report what they hold as they
-// register) makes windows whose reports are due kReportSettleMs later.
-void Driver::reports_due_from_now() { reports_due_ns_ = now_ns_ + int64_t(kReportSettleMs) * 1'000'000; }
+// register) makes windows whose reports come after it.
+void Driver::windows_made_now() { last_commit_ns_ = now_ns_; }
+
+// A report during the pause for the reports: the pause ends as soon as the plan made now would
+// wait no longer (the newest window came).
+Driver::Next Driver::on_settling_slices(const Event& e) {
+  on_slices(e);
+  auto& r = std::get<phase::Retrying>(state_);
+  if (!r.settling || windows_may_serve()) return std::nullopt;
+  cancel(Timer::retry);
+  return retry(std::move(r));
+}
 
 Driver::Next Driver::retry(phase::Retrying r) {
   if (!r.after_abort) return start_plan(r.settling ? r.why : "again after: " + r.why);

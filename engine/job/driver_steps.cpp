@@ -216,7 +216,7 @@ StepRecord Driver::step_record(const phase::Tally& t) const {
 
 void Driver::committed(phase::Running& r, const StepRecord& rec) {
   streak_.steps = 0;
-  reports_due_from_now();  // its sparse slots (windows_may_serve)
+  windows_made_now();  // its sparse slots (settle_deadline)
   planes_intact_ = true;  // (a patched step's: its patch's plane, and the groups' it did not drop)
   recovery_ends(r.tally.step);
   if (r.degraded) degraded_step_committed(r, rec.step_ms);

@@ -71,6 +71,7 @@ const Driver::Row* Driver::row(size_t state, size_t event_kind, std::optional<Ti
     {retrying,     On::membership,    {},        &Driver::on_retry_view,     to({deciding, gathering, failed})},  // the abort's cause seen
     {retrying,     On::timer,         T::soon,   &Driver::on_retry_view,     to({deciding, gathering, failed})},
     {retrying,     On::timer,         T::retry,  &Driver::on_retry,          to({deciding, gathering, failed})},  // plan again
+    {retrying,     On::slices,        {},        &Driver::on_settling_slices, to({deciding, gathering, failed})}, // the newest came
 
     {running,      On::membership,    {},        &Driver::on_boundary,       kFromRunning},               // between steps: boundary
     {running,      On::timer,         T::soon,   &Driver::on_boundary,       kFromRunning},               // the next step; a request
@@ -106,7 +107,7 @@ Driver::Handler Driver::handler(Phase p, size_t event_kind, std::optional<Timer>
 std::vector<Action> Driver::handle(const Input& in) {
   out_.clear();
   now_ns_ = in.now_ns;
-  if (reports_due_ns_ == 0) reports_due_from_now();
+  if (last_commit_ns_ == 0) windows_made_now();
   if (auto* m = std::get_if<in::Membership>(&in.what)) view_ = m->view;
   std::optional<Timer> timer;
   if (auto* t = std::get_if<in::TimerFired>(&in.what)) timer = t->timer;

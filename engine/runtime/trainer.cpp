@@ -141,7 +141,9 @@ Status Trainer::switch_to(const wire::PlanUpdate& p) {
   take_roles(p);
   SAL_TRY(still_wanted(p));
   int64_t t1 = mono_ns();
-  SAL_TRY(move_state(p));
+  const bool current = state_step_ == p.step;
+  state_step_.reset();  // until the switch is done: abandoned half way, the state is of no one step
+  SAL_TRY(move_state(p, current));
   plan_times_.migrate_ms = ms_since(t1);
   SAL_TRY(still_wanted(p));
   SAL_TRY(load_compute(p));
@@ -349,6 +351,7 @@ DevicePlan Trainer::compute_plan() {
 void Trainer::start_snapshots(const wire::PlanUpdate& p) {
   plan_ = p.number();
   steps_seen_ = p.step;
+  if (!replay_) state_step_ = p.step;
   pruned_ = false;
   have_grads_ = false;
   SliceRoute route{p.ranks[size_t(rank_)].node, p.ranks[size_t(rank_)].index, p.number(), {}, spec_.key_file,
@@ -484,6 +487,7 @@ Status Trainer::commit(uint64_t step) {
   double lr = model::learning_rate(spec_.optim, int64_t(step));
   sparse_.wait();  // the last slot's copy may still be reading the weights
   have_grads_ = false;
+  state_step_.reset();
   const int64_t t0 = mono_ns();
   if (auto s = compute_->update(lr, model::clip_scale(spec_.optim, last_norm_), int64_t(step) + 1); !s)
     return s.error().with_context("step " + std::to_string(step));
@@ -491,6 +495,7 @@ Status Trainer::commit(uint64_t step) {
     return s.error().with_context("step " + std::to_string(step) + " routing bias");
   update_ms_ = ms_since(t0);
   SAL_TRY(replayed(step));
+  if (!replay_) state_step_ = step + 1;
   if (sparse_.takes_slot(step)) {
     // after a patch lost ranks, the survivors write their units from the next window on: the
     // windows of degraded steps stay complete, so a later loss can restore from them

@@ -168,7 +168,7 @@ class Trainer {
   Status connect(const wire::PlanUpdate& plan);
   Status choose_device_plane(comm::Collectives& c, const std::string& prefix);
   void take_roles(const wire::PlanUpdate& p);
-  Status move_state(const wire::PlanUpdate& p);
+  Status move_state(const wire::PlanUpdate& p, bool current);
   Status load_compute(const wire::PlanUpdate& p);
   void start_snapshots(const wire::PlanUpdate& p);
   // Whether the plan leaves this rank's compute as it is: the experts it holds, no transfer to or
@@ -182,7 +182,10 @@ class Trainer {
   Status restore(const wire::PlanUpdate& plan);
   // The sparse rung: this rank's units from the window in the agents' memory (slice_fetch.h);
   // slot 0 is loaded and the rest replayed as the controller runs the window's iterations.
-  Status restore_from_peers(const wire::PlanUpdate& plan);
+  // `current`: this worker's units hold the state of the plan's first step (state_step_).
+  Status restore_from_peers(const wire::PlanUpdate& plan, bool current);
+  Status restore_missing(const wire::PlanUpdate& p, const std::set<UnitId>& kept, const std::set<UnitId>& wanted);
+  Result<FetchedWindow> fetch_from_peers(const wire::PlanUpdate& p, const std::set<UnitId>& units);
   Status rebuild_lost(const wire::PlanUpdate& p);
   Status rebuild_experts(const wire::PlanUpdate& p, const std::set<UnitId>& mine);
   Status share_rebuilt(const wire::PlanUpdate& p, const std::map<UnitId, std::vector<int>>& holders);
@@ -290,6 +293,10 @@ class Trainer {
   bool have_grads_ = false;
   uint64_t step_ = 0;                            // the step being computed (fault points name it)
   uint64_t steps_seen_ = 0;                      // steps committed into the state (steps_seen())
+  // The step whose state this worker's units hold, host and compute alike, where that is sure: not
+  // while a switch or an update changes them (one abandoned half way leaves it unset), nor while a
+  // sparse window replays. A restore from a window of that very step keeps them (restore_from_peers).
+  std::optional<uint64_t> state_step_;
   std::shared_ptr<FaultInjector> faults_ = std::make_shared<FaultInjector>();  // the snapshot writer's thread too
   DeviceFactory cuda_;
   std::unique_ptr<Compute> compute_;             // set once in init(), before any abort can come

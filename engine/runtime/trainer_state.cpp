@@ -119,18 +119,58 @@ std::set<UnitId> Trainer::units_held() const {
 }
 
 // A window wider than one slot leaves the replay to the steps that follow (Trainer::replayed).
-Status Trainer::restore_from_peers(const wire::PlanUpdate& p) {
-  auto got = fetch_window(ctx_, p, units_held(), spec_.dims, {spec_.key_file, spec_.slice_mac_key}, kFetchTimeoutMs,
-                          plan_notes_, [this] { return aborting_.load(); });
-  if (!got) return got.error().with_context("restoring plan " + std::to_string(p.number()) + " from peers");
+// A window of one slot taken after the step this worker's state already committed (`current`: the
+// survivors of a loss right after a commit, the common case with windows of one) is that state:
+// the units it holds stay, and only those it did not hold are fetched (restore_missing).
+Status Trainer::restore_from_peers(const wire::PlanUpdate& p, bool current) {
+  std::set<UnitId> kept, wanted;
+  const bool own_step = current && p.restore_window >= 0 && uint64_t(p.restore_window) + 1 == p.step;
+  for (const UnitId& id : units_held()) (own_step && params_.unit(id) ? kept : wanted).insert(id);
+  if (!kept.empty()) return restore_missing(p, kept, wanted);
+  auto got = fetch_from_peers(p, wanted);
+  if (!got) return got.error();
   model::Params fresh = model::Params::shaped(spec_.dims, held_);  // every unit is loaded from the window
   auto replay = ckpt::WindowReplay::begin(std::move(got->slots), fresh);
   if (!replay) return replay.error().with_context("restoring plan " + std::to_string(p.number()) + " from peers");
   params_ = std::move(fresh);
   spdlog::info("plan {}: {} units ({} bytes) loaded from the sparse window {}..{} in peers' memory", p.number(),
-               units_held().size(), got->bytes, replay->from(), replay->to());
+               wanted.size(), got->bytes, replay->from(), replay->to());
   if (!replay->done()) replay_ = std::move(*replay);
   return {};
+}
+
+// The units of a window of this worker's own step that it did not hold, fetched and loaded beside
+// those it keeps; an expert it no longer holds is dropped.
+Status Trainer::restore_missing(const wire::PlanUpdate& p, const std::set<UnitId>& kept,
+                                const std::set<UnitId>& wanted) {
+  size_t bytes = 0;
+  model::Params fresh = model::Params::shaped(spec_.dims, held_);
+  for (model::Unit* u : fresh.units())
+    if (kept.count(u->id)) {
+      *u = std::move(*params_.unit(u->id));
+      u->zero_grad();  // (the aborted step's, if it got that far)
+    }
+  if (!wanted.empty()) {
+    auto got = fetch_from_peers(p, wanted);
+    if (!got) return got.error();
+    if (got->slots.size() != 1)
+      return fail("restoring plan ", p.number(), " from peers: the window from iteration ", p.restore_window,
+                  " came with ", got->slots.size(), " slots, where one was asked for");
+    SAL_TRY(ckpt::load_from_slot(got->slots[0], fresh, wanted));
+    bytes = got->bytes;
+  }
+  params_ = std::move(fresh);
+  spdlog::info("plan {}: {} units ({} bytes) loaded from the sparse window {}..{} in peers' memory, {} kept: this "
+               "worker's state is that iteration's", p.number(), wanted.size(), bytes, p.restore_window,
+               p.restore_window, kept.size());
+  return {};
+}
+
+Result<FetchedWindow> Trainer::fetch_from_peers(const wire::PlanUpdate& p, const std::set<UnitId>& units) {
+  auto got = fetch_window(ctx_, p, units, spec_.dims, {spec_.key_file, spec_.slice_mac_key}, kFetchTimeoutMs,
+                          plan_notes_, [this] { return aborting_.load(); });
+  if (!got) return got.error().with_context("restoring plan " + std::to_string(p.number()) + " from peers");
+  return got;
 }
 
 namespace {
@@ -266,9 +306,9 @@ void Trainer::keep_only(const std::vector<std::pair<int, int>>& held) {
     it = std::find(held.begin(), held.end(), it->first) == held.end() ? params_.experts.erase(it) : std::next(it);
 }
 
-Status Trainer::move_state(const wire::PlanUpdate& p) {
+Status Trainer::move_state(const wire::PlanUpdate& p, bool current) {
   if (p.restore && p.restore_window >= 0) {
-    SAL_TRY(restore_from_peers(p));
+    SAL_TRY(restore_from_peers(p, current));
   } else if (p.restore) {
     SAL_TRY(restore(p));
   } else {

@@ -168,6 +168,42 @@ TEST_CASE("a corrupt copy is found by its checksum and named, and a window that 
   CHECK(missing.error().message().find(": not in full in the window of iterations 4..6") != std::string::npos);
 }
 
+TEST_CASE("a slot of the state's own step loads only the units asked for, the others left as they are") {
+  Corpus c = corpus(tiny().vocab);
+  Params ref = Params::create(tiny(), 3, Params::all_experts(tiny()));
+  double norm = 0;
+  for (uint64_t step = 0; step < 6; ++step) norm = train_step(ref, c, step);
+  plan::CheckpointSchedule one{1, 1, {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}}};  // every unit in full
+  auto units = ref.units();
+  SparseSlot slot =
+      take_slot(one, *slot_of(one, 5), 5, norm, ref.dims, std::vector<const Unit*>(units.begin(), units.end()));
+  // a survivor: the state of step 5 but for two experts it did not hold (another's weights there)
+  Params p = ref;
+  Params other = Params::create(tiny(), 99, Params::all_experts(tiny()));
+  const UnitId e1{UnitKind::expert, 0, 1}, e2{UnitKind::expert, 1, 2};
+  *p.unit(e1) = *other.unit(e1), *p.unit(e2) = *other.unit(e2);
+  REQUIRE_FALSE(same_state(p, ref));
+  REQUIRE(load_from_slot(slot, p, {e1, e2}).ok());
+  CHECK(same_state(p, ref));
+  // a unit kept as it is is not overwritten: asked for one, the other stays another's
+  *p.unit(e2) = *other.unit(e2);
+  REQUIRE(load_from_slot(slot, p, {e1}).ok());
+  CHECK(p.unit(e2)->w == other.unit(e2)->w);
+  // a corrupt copy, a unit not in full, or one this state does not hold is refused with its name
+  slot.units.at(e1).w[0] += 1.0f;
+  auto bad = load_from_slot(slot, p, {e1});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message().find("layer0.expert1") != std::string::npos);
+  slot.units.erase(e1);
+  auto missing = load_from_slot(slot, p, {e1});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().message() == "layer0.expert1: not in full in the slot of iteration 5");
+  Params few = Params::create(tiny(), 3, {{0, 0}});
+  auto not_held = load_from_slot(slot, few, {e2});
+  REQUIRE_FALSE(not_held.ok());
+  CHECK(not_held.error().message() == "layer1.expert2: not held here, so not loaded from the slot of iteration 5");
+}
+
 TEST_CASE("a unit's checksum changes with any one flipped bit, in any lane or tail of its weights and moments") {
   for (size_t floats : {1u, 7u, 8u, 9u, 17u, 33u}) {
     UnitCopy c;

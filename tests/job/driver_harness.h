@@ -101,14 +101,15 @@ class Harness {
   }
   // Node `node`'s agent holds the complete windows from..to of the units [first, first + count)
   // (model_units' order).
-  const std::vector<Action>& slices(NodeId node, uint64_t from, uint64_t to, size_t first, size_t count) {
+  const std::vector<Action>& slices(NodeId node, uint64_t from, uint64_t to, size_t first, size_t count,
+                                    int64_t after_ms = 0) {
     wire::SliceReport r{node, 1000, 1u << 30, {}, 0, ""};
     wire::SliceWindow w{node, 0, 1, from, to, {}};
     auto all = model_units(d.config().model);
     for (size_t i = first; i < first + count && i < all.size(); ++i)
       w.units.push_back({uint8_t(all[i].kind), int32_t(all[i].layer), int32_t(all[i].expert)});
     r.windows.push_back(w);
-    return on(in::Slices{r});
+    return on(in::Slices{r}, after_ms);
   }
   const std::vector<Action>& lose(NodeId node, const std::string& cause = "connection closed") {
     return on(in::Lost{node, std::nullopt, cause});

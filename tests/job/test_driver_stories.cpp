@@ -935,10 +935,10 @@ TEST_CASE("a loss that would restore from the seed waits for the agents' reports
   CHECK_FALSE(h.asked);  // the cause is seen, but a plan now would restore the seed
   CHECK(h.armed(Timer::retry));
   h.slices(1, 4, 5, 0, 7);  // the reports arrive: window 4..5 held whole by nodes 1 and 3
+  CHECK_FALSE(h.asked);  // half of it: still waiting
   h.slices(3, 4, 5, 7, 6);
-  h.membership(workers({1, 3}));  // nothing new: still waiting
-  CHECK_FALSE(h.asked);
-  h.timer(Timer::retry, 150);
+  CHECK(h.asked);  // the pause ends with the report that makes a window serve, not after 150 ms
+  CHECK_FALSE(h.armed(Timer::retry));
   h.decide();
   auto u = h.sent<wire::PlanUpdate>();
   REQUIRE(u.size() == 1);
@@ -1079,6 +1079,68 @@ TEST_CASE("losses back to back: the second loss does not pause for the reports t
   h.membership(workers({1, 4}), 50);
   CHECK(h.asked);
   CHECK_FALSE(h.armed(Timer::retry));
+}
+
+namespace {
+
+// Six workers at step 6 committed, each step taking `step_ms`; nodes 1, 3 and 5 report the window
+// of iteration 4 (the last commit, 5, completed the next one: its report is not in yet). Nodes 0,
+// 2 and 4 are lost 20 ms after the commit: every holder of experts 0 and 1.
+Harness lost_after_commit(int64_t step_ms) {
+  Harness h(small_job(6));
+  h.start(workers({0, 1, 2, 3, 4, 5}));
+  for (int s = 0; s < 6; ++s) {
+    h.now_ns += step_ms * 1'000'000;
+    h.commit_step();
+  }
+  for (NodeId n : {1, 3, 5}) h.slices(n, 4, 4, 0, 13);
+  for (NodeId n : {0, 2, 4}) h.lose(n);
+  h.asked.reset();
+  h.membership(workers({1, 3, 5}), 20);
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("a loss right after a commit waits for the report of the window it completed, where that costs less than the step it saves") {
+  Harness h = lost_after_commit(200);
+  CHECK_FALSE(h.asked);  // restoring window 4 runs a 200 ms step again: worth waiting for window 5
+  int64_t pause = -1;
+  for (const auto& a : h.all<act::ArmTimer>())
+    if (a.timer == Timer::retry) pause = int64_t(a.ms);
+  CHECK(pause == 180);  // at most the step's time after the commit
+  h.slices(1, 5, 5, 0, 7, 40);  // half of window 5, 40 ms later
+  CHECK_FALSE(h.asked);
+  h.slices(3, 5, 5, 7, 6);  // and the rest: the pause ends with this report
+  REQUIRE(h.asked);
+  CHECK_FALSE(h.armed(Timer::retry));
+  h.decide();
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore_window == 5);
+  CHECK(u[0].second.step == 6);  // nothing runs again
+}
+
+TEST_CASE("a loss a step after the commit or later restores the window reported at once, and one whose newest window never comes waits no more than a step") {
+  Harness h = lost_after_commit(10);  // the loss 20 ms after the commit: the 10 ms step is cheaper
+  REQUIRE(h.asked);
+  CHECK_FALSE(h.armed(Timer::retry));
+  h.decide();
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore_window == 4);
+  CHECK(u[0].second.step == 5);  // step 5 runs again
+  Harness slow = lost_after_commit(2000);  // window 5 never comes whole (a writer was lost with it)
+  CHECK_FALSE(slow.asked);
+  int64_t pause = -1;
+  for (const auto& a : slow.all<act::ArmTimer>())
+    if (a.timer == Timer::retry) pause = int64_t(a.ms);
+  CHECK(pause == 280);  // kNewestWindowWaitMs after the commit, not the 2 s step
+  slow.timer(Timer::retry, 280);
+  slow.decide();
+  u = slow.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore_window == 4);
 }
 
 TEST_CASE("a loss 100 ms after the last commit waits for the reports only until they are due") {
