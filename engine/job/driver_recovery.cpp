@@ -189,6 +189,7 @@ Driver::Next Driver::begin_restore_switch(const PlanRecord& rec, const PlanSwitc
     p.restore_to = source.window->to;
     u.restore_window = int64_t(source.window->from);
     u.restore_holders = source.window->holders;
+    u.restore_keeps = source.window->from == source.window->to && repairs_.empty();
   }
   return begin_switch(std::move(p), std::move(u));
 }

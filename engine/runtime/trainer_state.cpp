@@ -120,11 +120,12 @@ std::set<UnitId> Trainer::units_held() const {
 
 // A window wider than one slot leaves the replay to the steps that follow (Trainer::replayed).
 // A window of one slot taken after the step this worker's state already committed (`current`: the
-// survivors of a loss right after a commit, the common case with windows of one) is that state:
-// the units it holds stay, and only those it did not hold are fetched (restore_missing).
+// survivors of a loss right after a commit, the common case with windows of one; restore_keeps: the
+// controller vouches for one slot, and for the survivors' copies) is that state: the units it holds
+// stay, and only those it did not hold are fetched (restore_missing).
 Status Trainer::restore_from_peers(const wire::PlanUpdate& p, bool current) {
   std::set<UnitId> kept, wanted;
-  const bool own_step = current && p.restore_window >= 0 && uint64_t(p.restore_window) + 1 == p.step;
+  const bool own_step = current && p.restore_keeps;
   for (const UnitId& id : units_held()) (own_step && params_.unit(id) ? kept : wanted).insert(id);
   if (!kept.empty()) return restore_missing(p, kept, wanted);
   auto got = fetch_from_peers(p, wanted);

@@ -316,6 +316,10 @@ struct PlanUpdate {
     // it; `step` is then restore_window + 1.
     (int64_t, restore_window, -1),
     (std::vector<SliceHolder>, restore_holders, {}, kListMax),
+    // The window is one slot, taken after iteration `step` - 1: a rank whose units hold that state
+    // keeps them and fetches only those it lacks. Not when the restore is for copies that disagree
+    // (job/digests.h): a survivor's own copy may be the damaged one.
+    (bool, restore_keeps, false),
     // The plan whose data planes the last committed step used, all intact since (0: none): a rank
     // holding such a plane (the plan's, a group's, a patch's) whose ranks are, in order, those of a
     // plane of this plan keeps it instead of connecting one (every rank of it holds the same).

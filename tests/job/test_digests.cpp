@@ -155,6 +155,25 @@ TEST_CASE("a unit whose two holders disagree: no copy can be told good, the mode
   CHECK(h.noted("repaired"));
 }
 
+TEST_CASE("a restore for copies that disagree from a window of the step they are at fetches every unit again") {
+  Harness h(small_job(4));
+  h.start(workers({0, 1, 2, 3}));
+  h.commit_step();
+  h.commit_step();
+  for (NodeId n : {1, 3}) h.slices(n, 1, 1, 0, 13);  // the window of step 1: the state the workers hold
+  h.asked.reset();
+  digest_vote(h, worker_n(0), 2, {kEmbedding, kLayer0Expert0});
+  digest_vote(h, worker_n(1), 2, {kEmbedding});
+  digest_vote(h, worker_n(3), 2, {kEmbedding});
+  digest_vote(h, worker_n(2), 2, {kEmbedding, kLayer0Expert0}, kLayer0Expert0);
+  if (!h.asked) h.timer(Timer::retry, 150);
+  h.decide();
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].second.restore_window == 1);
+  CHECK_FALSE(u[0].second.restore_keeps);  // a holder's own copy of layer 0 expert 0 is the damaged one
+}
+
 TEST_CASE("digests that agree change nothing: the step commits") {
   Harness h(small_job(4));
   h.start(workers({0, 1, 2, 3}));

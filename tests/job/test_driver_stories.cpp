@@ -1119,6 +1119,7 @@ TEST_CASE("a loss right after a commit waits for the report of the window it com
   REQUIRE(u.size() == 1);
   CHECK(u[0].second.restore_window == 5);
   CHECK(u[0].second.step == 6);  // nothing runs again
+  CHECK(u[0].second.restore_keeps);  // one slot, the survivors' own step: they keep what they hold
 }
 
 TEST_CASE("a loss a step after the commit or later restores the window reported at once, and one whose newest window never comes waits no more than a step") {
