@@ -87,11 +87,12 @@ TEST_CASE("a plan update carries the typed plan as it is, and names a bad field 
   std::string plan(buf.data(), buf.size());
   msgpack::sbuffer body;
   msgpack::packer<msgpack::sbuffer> pb(body);
-  pb.pack_array(22);
+  pb.pack_array(23);
   pb.pack(1), pb.pack(0), pb.pack(0), pb.pack_array(0);
   body.write(plan.data(), plan.size());
   pb.pack_array(0), pb.pack(""), pb.pack(false), pb.pack("");
   pb.pack_array(0), pb.pack_array(0), pb.pack(0), pb.pack(-1), pb.pack_array(0);  // sparse snapshots in peers
+  pb.pack(false);                                                                  // restore_keeps
   pb.pack(0);                                                                      // keep_planes_of
   pb.pack(-1), pb.pack_array(0), pb.pack(0), pb.pack_array(0), pb.pack(0), pb.pack_array(0);  // rebuild of lost experts
   pb.pack(false);                                                                  // relaunch
