@@ -206,6 +206,13 @@ class Harness {
       if (a.timer == t) return true;
     return false;
   }
+  // The last event's arming of `t`, in ms (-1: not armed).
+  int64_t armed_ms(Timer t) const {
+    int64_t ms = -1;
+    for (const auto& a : all<act::ArmTimer>())
+      if (a.timer == t) ms = int64_t(a.ms);
+    return ms;
+  }
 
   Driver d;
   int64_t now_ns = 1'000'000'000;

@@ -1105,10 +1105,7 @@ Harness lost_after_commit(int64_t step_ms) {
 TEST_CASE("a loss right after a commit waits for the report of the window it completed, where that costs less than the step it saves") {
   Harness h = lost_after_commit(200);
   CHECK_FALSE(h.asked);  // restoring window 4 runs a 200 ms step again: worth waiting for window 5
-  int64_t pause = -1;
-  for (const auto& a : h.all<act::ArmTimer>())
-    if (a.timer == Timer::retry) pause = int64_t(a.ms);
-  CHECK(pause == 180);  // at most the step's time after the commit
+  CHECK(h.armed_ms(Timer::retry) == 180);  // at most the step's time after the commit
   h.slices(1, 5, 5, 0, 7, 40);  // half of window 5, 40 ms later
   CHECK_FALSE(h.asked);
   h.slices(3, 5, 5, 7, 6);  // and the rest: the pause ends with this report
@@ -1133,10 +1130,7 @@ TEST_CASE("a loss a step after the commit or later restores the window reported 
   CHECK(u[0].second.step == 5);  // step 5 runs again
   Harness slow = lost_after_commit(2000);  // window 5 never comes whole (a writer was lost with it)
   CHECK_FALSE(slow.asked);
-  int64_t pause = -1;
-  for (const auto& a : slow.all<act::ArmTimer>())
-    if (a.timer == Timer::retry) pause = int64_t(a.ms);
-  CHECK(pause == 280);  // kNewestWindowWaitMs after the commit, not the 2 s step
+  CHECK(slow.armed_ms(Timer::retry) == 280);  // kNewestWindowWaitMs after the commit, not the 2 s step
   slow.timer(Timer::retry, 280);
   slow.decide();
   u = slow.sent<wire::PlanUpdate>();
@@ -1151,10 +1145,7 @@ TEST_CASE("a loss 100 ms after the last commit waits for the reports only until 
   h.asked.reset();
   h.membership(workers({1, 3}), 100);
   CHECK_FALSE(h.asked);
-  int64_t pause = -1;
-  for (const auto& a : h.all<act::ArmTimer>())
-    if (a.timer == Timer::retry) pause = int64_t(a.ms);
-  CHECK(pause == 50);  // kReportSettleMs after the commit, not after the loss
+  CHECK(h.armed_ms(Timer::retry) == 50);  // kReportSettleMs after the commit, not after the loss
   h.timer(Timer::retry, 50);
   CHECK(h.asked);
 }
