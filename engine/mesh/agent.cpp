@@ -44,6 +44,14 @@ std::string random_tag() {
   return buf;
 }
 
+// The time since the last of a periodic check's runs (`last`, 0 before the first), which is now:
+// a gap much longer than the check's period means this agent's loop did not run in between.
+int64_t gap_since(int64_t& last, int64_t now) {
+  const int64_t gap = last ? now - last : 0;
+  last = now;
+  return gap;
+}
+
 }  // namespace
 
 Agent::Agent(uv_loop_t* loop, zmq::context_t& ctx, AgentOptions opts)
@@ -543,8 +551,7 @@ void Agent::check_workers() {
   constexpr int64_t kStartWindowMs = 10000;
   int64_t limit_ns = int64_t(heartbeat_ms_) * miss_limit_ * 1'000'000;
   const int64_t start_limit_ns = std::max(limit_ns, kStartWindowMs * 1'000'000);
-  int64_t now = mono_ns(), gap = last_check_ns_ ? now - last_check_ns_ : 0;
-  last_check_ns_ = now;
+  const int64_t now = mono_ns(), gap = gap_since(last_check_ns_, now);
   if (gap >= limit_ns) {
     spdlog::warn("this agent did not run for {} ms (stopped?): its workers get a fresh liveness window",
                  gap / 1'000'000);
@@ -596,8 +603,7 @@ void Agent::check_silence() {
   if (ctrl_watcher_) ctrl_watcher_->drain();
   // A check a heartbeat late: this agent did not run in between (its host stalled, the controller's
   // too, most likely), and that time is not the controller's silence.
-  const int64_t now = mono_ns(), gap = last_silence_check_ns_ ? now - last_silence_check_ns_ : 0;
-  last_silence_check_ns_ = now;
+  const int64_t now = mono_ns(), gap = gap_since(last_silence_check_ns_, now);
   if (gap >= (kSilenceCheckMs + heartbeat_ms_) * 1'000'000) last_contact_ns_ = std::min(now, last_contact_ns_ + gap);
   int64_t silent_ms = (now - last_contact_ns_) / 1'000'000;
   if (!fenced_ && phase_ == Phase::running && silent_ms >= fence_after_ms(heartbeat_ms_, miss_limit_)) {
