@@ -1073,7 +1073,8 @@ TEST_CASE("losses back to back: the second loss does not pause for the reports t
   REQUIRE(h.asked);
   h.decide();
   REQUIRE(h.sent<wire::PlanUpdate>().size() == 1);
-  // node 3 lost while the restoring plan switches, 200 ms after the last commit: at once
+  // node 3 lost while the restoring plan switches, 150 ms after the last commit (and a node 4 has
+  // joined): the next plan is asked for at once
   h.lose(3, "connection closed");
   h.asked.reset();
   h.membership(workers({1, 4}), 50);
