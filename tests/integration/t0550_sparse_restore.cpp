@@ -5,6 +5,8 @@
 // read from disk), replays it with operators frozen, re-executes to where it was, and ends with
 // the weights of a run that never failed, bit for bit. A slice that fails its checksum in every
 // agent sends the restore to the next rung, the dense snapshot, and each step of that is an event.
+// With windows of one iteration, a window of the survivors' own step is restored by fetching only
+// what they lack (t0556).
 #include <doctest/doctest.h>
 
 #include <fstream>
