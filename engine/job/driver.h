@@ -189,8 +189,8 @@ class Driver {
   Next plan_failed(phase::Switching& p, const std::string& why, bool membership = false);
   Next retry(phase::Retrying r);
   Next cause_seen(phase::Retrying& r);
-  Next settle_reports(const std::string& why);
-  uint64_t reports_settle_ms() const;
+  Next settle_reports(const std::string& why, int64_t until);
+  uint64_t ms_until(int64_t until) const;
   void windows_made_now();
   WorkerChoice choose(const std::vector<Participant>& ready, uint64_t step) const;
   // The newest window of sparse snapshots in the live agents' memory that restores the model.

@@ -368,9 +368,9 @@ Driver::Next Driver::plan_failed(phase::Switching& p, const std::string& why, bo
   planes_intact_ = false;
   if (membership) {
     recovery_begins(detail);
-    if (!choose(view_.ready, steps_.committed()).restore() || !windows_may_serve())
-      return start_plan("again after: " + why);
-    return settle_reports("again after: " + why);
+    const auto until = settle_deadline();
+    if (!choose(view_.ready, steps_.committed()).restore() || !until) return start_plan("again after: " + why);
+    return settle_reports("again after: " + why, *until);
   }
   if (++streak_.plans >= kMaxConsecutivePlanFailures)
     return fail_job(std::to_string(streak_.plans) + " plans in a row could not be applied; the last: " + why);
@@ -401,9 +401,9 @@ Driver::Next Driver::cause_seen(phase::Retrying& r) {
     if (!contains(view_.ready, w)) {
       if (r.settling) return std::nullopt;
       cancel(Timer::retry);
-      if (windows_may_serve()) {  // the reports of the windows held may be up to 100 ms old
+      if (auto until = settle_deadline()) {  // the reports of the windows held may be up to 100 ms old
         r.settling = true;
-        arm(Timer::retry, reports_settle_ms());
+        arm(Timer::retry, ms_until(*until));
         return std::nullopt;
       }
       return retry(std::move(r));
@@ -461,14 +461,13 @@ bool Driver::next_window_due(const PeerWindow& w, uint64_t committed) const {
 // Workers lost between steps (seen at a boundary, no step in flight to abort) when the plan made
 // now could restore an older window or the seed than the agents' next reports offer: the pause
 // for them first, as after an abort.
-Driver::Next Driver::settle_reports(const std::string& why) {
-  arm(Timer::retry, reports_settle_ms());
+Driver::Next Driver::settle_reports(const std::string& why, int64_t until) {
+  arm(Timer::retry, ms_until(until));
   return phase::Retrying{false, why, {}, 0, {}, true};
 }
 
-// The pause until settle_deadline() (at least 1 ms).
-uint64_t Driver::reports_settle_ms() const {
-  const int64_t until = settle_deadline().value_or(now_ns_);
+// The pause until `until` (a settle_deadline()), at least 1 ms.
+uint64_t Driver::ms_until(int64_t until) const {
   return uint64_t(std::max<int64_t>(1, (until - now_ns_ + 999'999) / 1'000'000));
 }
 

@@ -67,7 +67,8 @@ Driver::Next Driver::boundary(phase::Running& r) {
     if (left > 0 || (!replaying() && join_batch_over(r))) {  // joins wait for a replay to end
       if (left == 0) return start_plan(why);
       recovery_begins(why);
-      return windows_may_serve() ? settle_reports(why) : start_plan(why);
+      if (auto until = settle_deadline()) return settle_reports(why, *until);
+      return start_plan(why);
     }
   } else {
     r.joins = {};

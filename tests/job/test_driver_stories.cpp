@@ -1101,6 +1101,14 @@ Harness lost_after_commit(int64_t step_ms) {
   return h;
 }
 
+// The planner answers; the one plan update the driver sends then.
+wire::PlanUpdate decided_update(Harness& h) {
+  h.decide();
+  auto u = h.sent<wire::PlanUpdate>();
+  REQUIRE(u.size() == 1);
+  return u[0].second;
+}
+
 }  // namespace
 
 TEST_CASE("a loss right after a commit waits for the report of the window it completed, where that costs less than the step it saves") {
@@ -1112,31 +1120,24 @@ TEST_CASE("a loss right after a commit waits for the report of the window it com
   h.slices(3, 5, 5, 7, 6);  // and the rest: the pause ends with this report
   REQUIRE(h.asked);
   CHECK_FALSE(h.armed(Timer::retry));
-  h.decide();
-  auto u = h.sent<wire::PlanUpdate>();
-  REQUIRE(u.size() == 1);
-  CHECK(u[0].second.restore_window == 5);
-  CHECK(u[0].second.step == 6);  // nothing runs again
-  CHECK(u[0].second.restore_keeps);  // one slot, the survivors' own step: they keep what they hold
+  const auto u = decided_update(h);
+  CHECK(u.restore_window == 5);
+  CHECK(u.step == 6);  // nothing runs again
+  CHECK(u.restore_keeps);  // one slot, the survivors' own step: they keep what they hold
 }
 
 TEST_CASE("a loss a step after the commit or later restores the window reported at once, and one whose newest window never comes waits no more than a step") {
   Harness h = lost_after_commit(10);  // the loss 20 ms after the commit: the 10 ms step is cheaper
   REQUIRE(h.asked);
   CHECK_FALSE(h.armed(Timer::retry));
-  h.decide();
-  auto u = h.sent<wire::PlanUpdate>();
-  REQUIRE(u.size() == 1);
-  CHECK(u[0].second.restore_window == 4);
-  CHECK(u[0].second.step == 5);  // step 5 runs again
+  const auto u = decided_update(h);
+  CHECK(u.restore_window == 4);
+  CHECK(u.step == 5);  // step 5 runs again
   Harness slow = lost_after_commit(2000);  // window 5 never comes whole (a writer was lost with it)
   CHECK_FALSE(slow.asked);
   CHECK(slow.armed_ms(Timer::retry) == 280);  // kNewestWindowWaitMs after the commit, not the 2 s step
   slow.timer(Timer::retry, 280);
-  slow.decide();
-  u = slow.sent<wire::PlanUpdate>();
-  REQUIRE(u.size() == 1);
-  CHECK(u[0].second.restore_window == 4);
+  CHECK(decided_update(slow).restore_window == 4);
 }
 
 TEST_CASE("a loss 100 ms after the last commit waits for the reports only until they are due") {
