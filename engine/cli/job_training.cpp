@@ -15,6 +15,7 @@ runtime::TrainSpec train_spec_of(const job::JobConfig& job) {
   if (!job.model.routing_trace.empty()) s.routing_trace = job::resolve_path(job, job.model.routing_trace);
   s.routing_every = job.model.routing_every;
   s.dispatch = job.train.dispatch == "counts" ? runtime::Split::counts : runtime::Split::even;
+  s.shadow_experts = job.train.shadow_experts;
   s.optim.lr = job.train.lr;
   s.optim.warmup = job.train.warmup;
   s.optim.total_steps = job.train.steps;

@@ -111,6 +111,7 @@ struct TrainConfig {
   std::string recovery = "elastic";  // elastic | fixed-ep-ft | checkpoint-restart
   int64_t digest_every = 1;      // steps between the held units' digests (0: none; docs/health.md)
   std::string dispatch = "counts";  // counts | even: how each expert's tokens are split over its replicas
+  bool shadow_experts = false;   // a step's crowded experts computed where their tokens are (runtime/shadows.h)
   int64_t record_routing = 0;    // steps between records of the routing (RUN/routing/; 0: none)
   int64_t eval_every = 0;        // steps between validation losses (0: none; needs data.validation)
   int64_t eval_sequences = 0;    // the validation set's sequences (0: train.batch)

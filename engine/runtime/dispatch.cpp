@@ -64,6 +64,7 @@ Result<DispatchSchedule> flexible_dispatch(const Counts& tokens, const Counts& u
     totals.push_back(total);
   }
   s.quota = split == Split::counts ? balanced_split(totals, units, weights) : even_split(totals, units, weights);
+  s.tokens = tokens;
   for (size_t e = 0; e < tokens.size(); ++e) {
     s.send.emplace_back(size_t(s.workers), std::vector<uint32_t>(size_t(s.workers), 0));
     if (totals[e] > 0) route_expert(tokens[e], s.quota[e], s.send.back());
@@ -71,7 +72,7 @@ Result<DispatchSchedule> flexible_dispatch(const Counts& tokens, const Counts& u
   return s;
 }
 
-uint64_t replicas_digest(const Counts& units, const std::vector<uint32_t>& weights, Split split) {
+uint64_t replicas_digest(const Counts& units, const std::vector<uint32_t>& weights, Split split, bool shadows) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](uint64_t v) {
     for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xFF)) * 1099511628211ull;
@@ -86,15 +87,17 @@ uint64_t replicas_digest(const Counts& units, const std::vector<uint32_t>& weigh
     for (uint32_t w : weights) mix(w);
   }
   if (split != Split::even) mix(0x5B17 + uint64_t(split));  // likewise an even split
+  if (shadows) mix(0x5AD0);  // and no shadows
   return h == 0 ? 1 : h;
 }
 
 Result<DispatchSchedule> gather_schedule(comm::Collectives& comm, const std::vector<uint32_t>& counts,
-                                         const Counts& units, const std::vector<uint32_t>& weights, Split split) {
+                                         const Counts& units, const std::vector<uint32_t>& weights, Split split,
+                                         bool shadows) {
   const size_t E = counts.size(), W = size_t(comm.size());
   if (units.size() != E) return fail("token counts for ", E, " experts but replicas for ", units.size());
   // each rank's record: its counts, then the table's digest as two uint32
-  const uint64_t digest = replicas_digest(units, weights, split);
+  const uint64_t digest = replicas_digest(units, weights, split, shadows);
   std::vector<uint32_t> mine(counts);
   mine.push_back(uint32_t(digest));
   mine.push_back(uint32_t(digest >> 32));
@@ -104,8 +107,9 @@ Result<DispatchSchedule> gather_schedule(comm::Collectives& comm, const std::vec
     return s.error().with_context("all-gather of the expert counts");
   for (size_t j = 0; j < W; ++j)
     if (all[j * R + E] != mine[E] || all[j * R + E + 1] != mine[E + 1])
-      return fail("rank ", j, " dispatches with another replica table, other weights or another split than rank ",
-                  comm.rank(), " (digest mismatch): the ranks disagree on the plan, the step's shares or train.dispatch");
+      return fail("rank ", j, " dispatches with another replica table, other weights, another split or other shadowing "
+                  "than rank ", comm.rank(), " (digest mismatch): the ranks disagree on the plan, the step's shares, "
+                  "train.dispatch or train.shadow_experts");
   Counts tokens(E, std::vector<uint32_t>(W));
   for (size_t j = 0; j < W; ++j)
     for (size_t e = 0; e < E; ++e) tokens[e][j] = all[j * R + e];

@@ -43,6 +43,7 @@ struct DispatchSchedule {
   std::vector<std::vector<std::vector<uint32_t>>> send;
   // quota[e][j]: tokens of expert e that worker j computes (== sum over j' of send[e][j'][j]).
   Counts quota;
+  Counts tokens;  // tokens[e][j]: the counts it was made from (expert e's tokens on worker j)
 
   uint32_t sent(int e, int from, int to) const { return send[size_t(e)][size_t(from)][size_t(to)]; }
   // Tokens (over all experts) worker `from` sends to worker `to`.
@@ -54,9 +55,11 @@ struct DispatchSchedule {
 Result<DispatchSchedule> flexible_dispatch(const Counts& tokens, const Counts& units,
                                            const std::vector<uint32_t>& weights = {}, Split split = Split::even);
 
-// FNV-1a over a replica table (its shape and every entry), the weights, if any, and the split
-// when it is not even: what ranks compare to know they dispatch alike. Never 0.
-uint64_t replicas_digest(const Counts& units, const std::vector<uint32_t>& weights = {}, Split split = Split::even);
+// FNV-1a over a replica table (its shape and every entry), the weights, if any, the split when it
+// is not even and whether experts are shadowed (shadows.h): what ranks compare to know they
+// dispatch alike. Never 0.
+uint64_t replicas_digest(const Counts& units, const std::vector<uint32_t>& weights = {}, Split split = Split::even,
+                         bool shadows = false);
 
 // A layer's schedule from this rank's token counts (counts[e]), as every rank of `comm` computes
 // it: one all-gather of each rank's counts with the digest of the replica table it dispatches with,
@@ -66,6 +69,6 @@ uint64_t replicas_digest(const Counts& units, const std::vector<uint32_t>& weigh
 // GlooOptions::verify_counts). Errors name the rank whose table differs.
 Result<DispatchSchedule> gather_schedule(comm::Collectives& comm, const std::vector<uint32_t>& counts,
                                          const Counts& units, const std::vector<uint32_t>& weights = {},
-                                         Split split = Split::even);
+                                         Split split = Split::even, bool shadows = false);
 
 }  // namespace sal::runtime

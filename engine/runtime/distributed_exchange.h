@@ -9,6 +9,12 @@
 // outputs back into the tokens' slots. backward sends the output gradients the same way, runs the
 // experts' backward where they live (accumulating their weight gradients there) and returns the
 // input gradients. Several replicas of one expert on a worker are one unit with more capacity.
+// Shadowed experts (shadows.h, `shadows`): a layer whose step crowds its tokens onto a few experts
+// sends those experts' weights to every rank with tokens for them (one all-to-all-v more in the
+// forward), each computes its own, and the weight gradients go back to the expert's source (one
+// more in the backward).
+// A pass can be stopped (`stopping`): an aborted collective ends a pass at once, but a CPU worker's
+// experts compute with no collective between them, so it is asked before each expert's block too.
 #pragma once
 
 #include <functional>
@@ -21,6 +27,7 @@
 #include "model/expert_replay.h"
 #include "model/params.h"
 #include "runtime/dispatch.h"
+#include "runtime/shadows.h"
 
 namespace sal::runtime {
 
@@ -38,9 +45,17 @@ class DistributedExchange : public model::ExpertExchange {
   // Each rank's weight in the dispatch of the experts' tokens (the step's shares; empty: even).
   std::vector<uint32_t> weights;
   Split split = Split::even;  // how each expert's tokens are split over its replicas (train.dispatch)
+  // Shadow the experts a step crowds (train.shadow_experts). Every rank of the plane must agree (the
+  // schedule's digest checks it); not with `log` (the logs record where rows went, not shadows).
+  bool shadows = false;
   // Called before every all-to-all, and as each layer's backward begins (a drill's fault points).
   std::function<void()> before_alltoall;
   std::function<void()> before_backward;
+  // Asked as each layer's forward and backward begin and before each held expert's block: true ends
+  // the pass with an error (stopped() then says so), so an aborted step, or a plan that needs the
+  // worker, waits for one expert's work at most rather than the rest of the pass. Null: never.
+  std::function<bool()> stopping;
+  bool stopped() const { return stopped_; }
   // Where this pass's dispatch is logged (model/expert_replay.h: each layer's tokens — input rows,
   // combine gradients and weights — once, each expert's assignments in the order they left and the
   // ranks they went to); null: not logged.
@@ -59,12 +74,21 @@ class DistributedExchange : public model::ExpertExchange {
     std::vector<std::vector<int>> slots;            // per expert: the local assignment slots, in order
     std::vector<int64_t> send_rows, recv_rows;      // per rank
     std::map<int, model::ExpertBlock> blocks;       // per held expert: the rows it computed
+    ShadowPlan shadow;                              // the experts shadowed in this layer
+    std::map<int, model::Unit> shadow_units;        // per expert computed here as a shadow: its weights, gradient
     int tokens = 0, k = 0;                          // the layer's routing
   };
 
   Status send_rows(LayerState& s, const float* rows_by_slot, std::vector<float>& recv);
   Status return_rows(LayerState& s, const std::vector<float>& computed, float* rows_by_slot);
   void count_work(const LayerState& s, int64_t cpu0);  // after run_experts() begun at thread CPU cpu0
+  Status stop_point(int layer, const char* where);     // fails once `stopping` says so
+  Status plan_shadows(int layer, LayerState& s);
+  Status fetch_shadows(int layer, LayerState& s);
+  Status return_shadow_grads(int layer, LayerState& s);
+  Result<std::vector<float>> swap_floats(int layer, const char* what, const std::vector<float>& send,
+                                         const std::vector<int64_t>& send_counts, const std::vector<int64_t>& recv_counts);
+  model::Unit* unit_for(int layer, LayerState& s, int e);  // the held unit, else the shadow's; null: neither
   // The log of this layer's forward: its tokens' input rows, each expert's assignments.
   void log_forward(int layer, const LayerState& s, const float* x);
   Status run_experts(int layer, LayerState& s, const std::vector<float>& recv, std::vector<float>& computed,
@@ -76,6 +100,7 @@ class DistributedExchange : public model::ExpertExchange {
   std::map<int, LayerState> layers_;
   int64_t expert_rows_ = 0;
   double expert_cpu_ms_ = 0;
+  bool stopped_ = false;
 };
 
 }  // namespace sal::runtime

@@ -3,8 +3,6 @@
 
 #include <memory>
 
-#include "runtime/distributed_exchange.h"
-
 namespace sal::runtime {
 
 Status OnHost::release() {
@@ -29,13 +27,21 @@ Status OnHost::zero_grads() {
   return {};
 }
 
+// The plan's exchange over `comm`, stopped by an abort.
+DistributedExchange OnHost::exchange(comm::Collectives& comm, const std::vector<Counts>& replicas) {
+  DistributedExchange ex(comm, params_, replicas);
+  ex.split = plan_.split;
+  ex.shadows = plan_.shadows;
+  ex.stopping = [this] { return aborted_.load(); };
+  return ex;
+}
+
 // In a grouped plan the tokens cross the group's plane, with the group's replicas.
 Result<model::StepStats> OnHost::step(const model::Batch& b, int64_t global_tokens) {
   SAL_TRY(plan_set());
-  DistributedExchange ex(plan_.group ? *plan_.group : *plan_.comm, params_,
-                         plan_.group ? plan_.group_replicas : plan_.replicas);
+  DistributedExchange ex = exchange(plan_.group ? *plan_.group : *plan_.comm,
+                                    plan_.group ? plan_.group_replicas : plan_.replicas);
   ex.weights = b.rank_shares;
-  ex.split = plan_.split;
   ex.before_alltoall = plan_.before_alltoall;
   ex.before_backward = plan_.before_backward;
   ex.log = logging_ ? &log_ : nullptr;
@@ -49,15 +55,13 @@ Result<model::StepStats> OnHost::step(const model::Batch& b, int64_t global_toke
 
 Result<model::StepStats> OnHost::evaluate(const model::Batch& b, int64_t global_tokens) {
   SAL_TRY(plan_set());
-  DistributedExchange ex(*plan_.comm, params_, plan_.replicas);
-  ex.split = plan_.split;
+  DistributedExchange ex = exchange(*plan_.comm, plan_.replicas);
   return model::make_model(params_)->evaluate(b, global_tokens, ex);
 }
 
 Result<model::StepStats> OnHost::evaluate_in_group(const model::Batch& b, int64_t global_tokens) {
   if (!plan_.group) return fail("no group's data plane to evaluate over (the plan has no groups)");
-  DistributedExchange ex(*plan_.group, params_, plan_.group_replicas);
-  ex.split = plan_.split;
+  DistributedExchange ex = exchange(*plan_.group, plan_.group_replicas);
   return model::make_model(params_)->evaluate(b, global_tokens, ex);
 }
 

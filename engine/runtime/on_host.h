@@ -2,11 +2,16 @@
 // place with the CPU kernels (model/model.h's family over a DistributedExchange on the plan's data
 // plane). Nothing is loaded or brought back: the host Params are the units. A dense snapshot is
 // copied at once, on the training thread; a sparse slot is read in place by the snapshot thread
-// (the Trainer waits for that copy before the next update: SparseSnapshots::wait()).
+// (the Trainer waits for that copy before the next update: SparseSnapshots::wait()). An abort stops
+// a pass at the exchange's next stop point (before a layer's pass or an expert's block), where the
+// data plane's abort alone would wait for the worker's next collective.
 #pragma once
+
+#include <atomic>
 
 #include "model/optimizer.h"
 #include "runtime/compute.h"
+#include "runtime/distributed_exchange.h"
 
 namespace sal::runtime {
 
@@ -46,11 +51,12 @@ class OnHost final : public Compute {
     return std::move(log_);
   }
 
-  void abort(const std::string&) override {}
-  void clear_abort() override {}
+  void abort(const std::string&) override { aborted_ = true; }
+  void clear_abort() override { aborted_ = false; }
 
  private:
   Status plan_set() const;
+  DistributedExchange exchange(comm::Collectives& comm, const std::vector<Counts>& replicas);
 
   model::Params& params_;
   model::OptimConfig optim_;
@@ -59,6 +65,7 @@ class OnHost final : public Compute {
   model::IterationLog log_;  // the step's dispatch, pass by pass (passes_ so far)
   uint32_t passes_ = 0;
   std::vector<std::vector<float>> grad_backup_;  // backup_grads(): every unit's gradient, in units() order
+  std::atomic<bool> aborted_{false};             // from abort() (another thread) to clear_abort()
 };
 
 }  // namespace sal::runtime

@@ -20,6 +20,7 @@ struct TrainSpec {
   std::string routing_trace;  // model.routing_trace, resolved (empty: the gate routes)
   int64_t routing_every = 1;  // steps per trace file
   Split dispatch = Split::even;  // train.dispatch: how each expert's tokens are split over its replicas
+  bool shadow_experts = false;   // train.shadow_experts: crowded experts computed where their tokens are
   model::OptimConfig optim;
   int global_batch = 16;  // sequences per step, over all workers
   int micro_batch = 0;    // train.micro_batch: sequences per forward and backward pass (0: the whole share)

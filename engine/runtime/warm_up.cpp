@@ -20,36 +20,6 @@ namespace sal::runtime {
 
 namespace {
 
-// An exchange stopped at a layer's boundary once `stop` says so.
-class StoppableExchange : public model::ExpertExchange {
- public:
-  StoppableExchange(model::ExpertExchange& inner, const std::function<bool()>& stop) : inner_(inner), stop_(stop) {}
-
-  Status global_stats(int layer, std::vector<double>& counts, std::vector<double>& prob_sums,
-                      double& tokens) override {
-    return inner_.global_stats(layer, counts, prob_sums, tokens);
-  }
-  Status forward(int layer, const float* x, const model::Routing& r, float* out) override {
-    if (stop_()) return stopped();
-    return inner_.forward(layer, x, r, out);
-  }
-  Status backward(int layer, const float* d_out, float* dx) override {
-    if (stop_()) return stopped();
-    return inner_.backward(layer, d_out, dx);
-  }
-  void note_combine(int layer, const float* dy, const float* w) override { inner_.note_combine(layer, dy, w); }
-  bool was_stopped() const { return stopped_; }
-
- private:
-  Status stopped() {
-    stopped_ = true;
-    return fail("stopped");
-  }
-  model::ExpertExchange& inner_;
-  const std::function<bool()>& stop_;
-  bool stopped_ = false;
-};
-
 // The job's model with `experts` experts a layer (the warm-up's units, all held here): the same
 // operators and sizes a step of the job runs, its expert blocks no smaller.
 model::Dims warm_up_dims(const TrainSpec& spec) {
@@ -114,10 +84,10 @@ Result<WarmUpDone> warm_up(const TrainSpec& spec, const model::Corpus& corpus, c
   const std::vector<Counts> replicas(size_t(d.layers), Counts(size_t(d.experts), {1u}));  // held by reference
   DistributedExchange dx(**plane, params, replicas);
   dx.split = spec.dispatch;
-  StoppableExchange ex(dx, stop);
+  dx.stopping = stop;
   const model::Batch b = model::make_batch(corpus, spec.seed, 0, 0, done.sequences, d.seq_len);
-  auto st = net->step(b, int64_t(done.sequences) * d.seq_len, ex);
-  if (!st && !ex.was_stopped()) return st.error().with_context("warm-up pass");
+  auto st = net->step(b, int64_t(done.sequences) * d.seq_len, dx);
+  if (!st && !dx.stopped()) return st.error().with_context("warm-up pass");
   if (st) model::apply_adamw(params, spec.optim, spec.optim.lr, 1.0, 1);
   done.finished = bool(st);
   done.ms = double(mono_ns() - t0) / 1e6;

@@ -9,8 +9,8 @@
 // units, every expert held here) on the largest share of the global batch a worker computes,
 // through the runtime's exchange over a data plane of this worker alone (the code, the BLAS
 // buffers, the rest). It never touches the job's state (the units, the data position, the random
-// streams), and it stops between heap blocks and between layers as soon as `stop` says so (the
-// worker has a request to handle), so a plan waits at most one block or one layer of it.
+// streams), and it stops between heap blocks, layers and experts as soon as `stop` says so (the
+// worker has a request to handle), so a plan waits at most one block or one expert's work of it.
 #pragma once
 
 #include <cstddef>

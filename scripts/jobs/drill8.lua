@@ -30,6 +30,10 @@ return {
     -- window of 1, where the measured path allows it, is taken
     snapshot_cpu_share = 0.2,
     recovery = "elastic",  -- or the baselines: "fixed-ep-ft", "checkpoint-restart"
+    -- The first hundred steps send nearly every token of a step to two experts a layer (the model
+    -- still predicts the bytes' frequencies alone); shadowing those experts lets every worker compute
+    -- its own tokens of them (docs/performance.md, "Shadowed experts"). All three modes shadow alike
+    shadow_experts = true,
   },
   mesh = { nodes = 8, devices = "cpu:1", heartbeat_ms = 100, miss_limit = 3 },
   policies = {
