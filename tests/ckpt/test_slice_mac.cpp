@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "ckpt/slice_mac.h"
+#include "support/temp_dirs.h"
 
 using namespace sal;
 using namespace sal::ckpt;
@@ -63,8 +64,7 @@ TEST_CASE("keys parse from their hex and the run's key is kept, readable by its 
   CHECK(back->bytes == k.bytes);
   CHECK_FALSE(parse_slice_mac_key("abc").ok());
   CHECK_FALSE(parse_slice_mac_key(std::string(64, 'z')).ok());
-  char dir[] = "/tmp/sal-slice-key-XXXXXX";
-  std::string run = mkdtemp(dir);
+  std::string run = sal::test::temp_dir("slice-key");
   auto first = run_slice_mac_key(run);
   auto again = run_slice_mac_key(run);
   REQUIRE(first.ok());

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "comm/gpu_probe.h"
+#include "support/temp_dirs.h"
 
 int main(int argc, char** argv) {
   bool listing = false;
@@ -26,5 +27,5 @@ int main(int argc, char** argv) {
     for (const auto& n : gpus.names) std::printf("  %s\n", n.c_str());
   }
   doctest::Context ctx(argc, argv);
-  return ctx.run();
+  return sal::test::finish_temp_dirs(ctx.run());
 }

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "comm/shm_sweep.h"
+#include "support/temp_dirs.h"
 
 using namespace sal;
 namespace fs = std::filesystem;
@@ -36,9 +37,7 @@ std::string make_file(const std::string& dir, const std::string& name, size_t by
 }  // namespace
 
 TEST_CASE("the UCX segment sweep removes stale segments nobody holds, and keeps young, held, mapped and foreign files") {
-  char tmpl[] = "/tmp/sal-shmsweep-XXXXXX";
-  REQUIRE(mkdtemp(tmpl));
-  const std::string dir = tmpl;
+  const std::string dir = sal::test::temp_dir("shmsweep");
   const std::string stale = make_file(dir, "ucx_shm_posix_1a2b", 4096, 100);
   const std::string young = make_file(dir, "ucx_shm_posix_young", 4096, 0);
   const std::string held = make_file(dir, "ucx_shm_posix_held", 4096, 100);

@@ -8,14 +8,14 @@
 #include <fstream>
 
 #include "core/http_auth.h"
+#include "support/temp_dirs.h"
 
 using namespace sal;
 
 namespace {
 
 std::string file_with(const std::string& text) {
-  char dir[] = "/tmp/sal-http-auth-XXXXXX";
-  std::string path = std::string(mkdtemp(dir)) + "/f";
+  std::string path = sal::test::temp_dir("http-auth") + "/f";
   std::ofstream(path) << text;
   return path;
 }

@@ -14,6 +14,7 @@
 #include "core/paths.h"
 #include "drill/drill_spec.h"
 #include "drill/trace.h"
+#include "support/temp_dirs.h"
 
 using namespace sal::drill;
 namespace sim = sal::sim;
@@ -21,8 +22,7 @@ namespace sim = sal::sim;
 namespace {
 
 std::string temp_file(const std::string& name, const std::string& text) {
-  char tmpl[] = "/tmp/sal-drill-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
+  std::string dir = sal::test::temp_dir("drill");
   std::ofstream(dir + "/" + name) << text;
   return dir + "/" + name;
 }

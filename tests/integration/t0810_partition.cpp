@@ -104,8 +104,7 @@ std::vector<StepLine> step_lines(const std::string& text) {
 // declared every node dead at once. That is not what this test is about.
 std::string run_dir() {
   if (!std::filesystem::is_directory("/dev/shm")) return temp_dir("partition");
-  char path[] = "/dev/shm/sal-partition-XXXXXX";
-  return ::mkdtemp(path);
+  return temp_dir("partition", "/dev/shm");
 }
 
 struct LaunchedJob {

@@ -8,6 +8,7 @@
 #include "job/config.h"
 #include "job/planner_config.h"
 #include "job/racks.h"
+#include "support/temp_dirs.h"
 
 using namespace sal;
 using namespace sal::job;
@@ -155,7 +156,8 @@ TEST_CASE("docs/job-file.md holds the current schema table") {
 namespace {
 
 std::string write_job(const std::string& name, const std::string& text) {
-  std::string path = std::string("/tmp/sal-test-overrides-") + name + ".lua";
+  static const std::string dir = sal::test::temp_dir("overrides");
+  std::string path = dir + "/" + name + ".lua";
   std::ofstream(path) << text;
   return path;
 }

@@ -10,6 +10,7 @@
 #include "ckpt/format.h"
 #include "job/ladder.h"
 #include "plan/fixed_ep.h"
+#include "support/temp_dirs.h"
 
 using namespace sal;
 using namespace sal::job;
@@ -102,8 +103,7 @@ static std::vector<std::string> units(int from, int n) {
 }
 
 TEST_CASE("the snapshot book: complete once some rank wrote every unit, dropped when no rank left can") {
-  char tmpl[] = "/tmp/sal-snap-XXXXXX";
-  std::string root = mkdtemp(tmpl);
+  std::string root = sal::test::temp_dir("snap");
   ckpt::SnapshotBook book(root, 11, 2);
   auto r = ranks_on({1, 2});
   std::string dir = book.begin(10, r);

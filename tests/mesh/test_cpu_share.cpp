@@ -14,6 +14,7 @@
 #include <string>
 
 #include "mesh/cpu_share.h"
+#include "support/temp_dirs.h"
 
 using sal::mesh::CpuShares;
 
@@ -56,8 +57,7 @@ bool controller_writable() {
 }  // namespace
 
 TEST_CASE("cpu share: the quota is share x a 10 ms period, longer periods below 0.1 CPU") {
-  char tmpl[] = "/tmp/sal-cgroup-XXXXXX";
-  const std::string root = ::mkdtemp(tmpl);
+  const std::string root = sal::test::temp_dir("cgroup");
   std::ofstream(root + "/cpu.cfs_quota_us") << "-1\n";  // what makes it look like the controller
   auto half = CpuShares::open(0.5, "sal-test", root);
   REQUIRE(half.ok());

@@ -5,21 +5,13 @@
 
 #include "core/paths.h"
 #include "mesh/security.h"
+#include "support/temp_dirs.h"
 
 using namespace sal;
 using namespace sal::mesh;
 
-namespace {
-
-std::string temp_dir() {
-  char tmpl[] = "/tmp/sal-sec-XXXXXX";
-  return mkdtemp(tmpl);
-}
-
-}  // namespace
-
 TEST_CASE("generated key files load back, and the .pub has no secret") {
-  std::string d = temp_dir();
+  std::string d = sal::test::temp_dir("sec");
   auto kp = wire::generate_key_files(d + "/ctl");
   REQUIRE(kp.ok());
   auto full = load_key_file(d + "/ctl.key");
@@ -35,7 +27,7 @@ TEST_CASE("generated key files load back, and the .pub has no secret") {
 }
 
 TEST_CASE("allowlists name the bad line") {
-  std::string d = temp_dir();
+  std::string d = sal::test::temp_dir("sec");
   auto kp = wire::generate_key_files(d + "/op");
   REQUIRE(kp.ok());
   REQUIRE(write_file(d + "/allow", "# operators\n" + kp->public_key + " admin alice\n").ok());

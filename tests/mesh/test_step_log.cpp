@@ -11,6 +11,7 @@
 
 #include "mesh/events.h"
 #include "mesh/step_log.h"
+#include "support/temp_dirs.h"
 
 using namespace sal::mesh;
 using namespace sal::job;
@@ -76,9 +77,7 @@ TEST_CASE("the metrics log keeps the first and last records and the run's tokens
 }
 
 TEST_CASE("metrics.csv resumed at a step drops the rows of later steps and continues after the rest") {
-  char tmpl[] = "/tmp/sal-metrics-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  std::string path = std::string(tmpl) + "/metrics.csv";
+  std::string path = sal::test::temp_dir("metrics") + "/metrics.csv";
   {
     StepLog log;
     REQUIRE(log.open_csv(path).ok());
@@ -101,13 +100,10 @@ TEST_CASE("metrics.csv resumed at a step drops the rows of later steps and conti
   std::vector<std::string> steps;
   for (std::string line; std::getline(in, line);) steps.push_back(line.substr(0, line.find(',')));
   CHECK(steps == std::vector<std::string>{"step", "0", "1", "2", "3"});
-  std::filesystem::remove_all(tmpl);
 }
 
 TEST_CASE("events.csv: a new run in a used directory replaces it, a resumed controller continues it") {
-  char tmpl[] = "/tmp/sal-events-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  const std::string path = std::string(tmpl) + "/events.csv";
+  const std::string path = sal::test::temp_dir("events") + "/events.csv";
   auto write = [&](bool append, const std::string& kind) {
     EventLog log;
     log.open_csv(path, append);
@@ -118,5 +114,4 @@ TEST_CASE("events.csv: a new run in a used directory replaces it, a resumed cont
   CHECK(EventLog::count_kinds(path) == std::map<std::string, uint64_t>{{"second_run", 1}});
   write(true, "resumed");
   CHECK(EventLog::count_kinds(path) == std::map<std::string, uint64_t>{{"resumed", 1}, {"second_run", 1}});
-  std::filesystem::remove_all(tmpl);
 }

@@ -16,6 +16,7 @@
 #include "metrics/export.h"
 #include "support/loopback.h"
 #include "support/prom_scrape.h"
+#include "support/temp_dirs.h"
 
 using namespace sal;
 using namespace sal::metrics;
@@ -169,8 +170,7 @@ namespace {
 // A file holding `text` (a token or a users list), in a fresh temporary directory.
 std::string write_token_file(const std::string& text) {
   static int n = 0;
-  char dir[] = "/tmp/sal-metrics-auth-XXXXXX";
-  std::string path = std::string(mkdtemp(dir)) + "/credentials-" + std::to_string(++n);
+  std::string path = sal::test::temp_dir("metrics-auth") + "/credentials-" + std::to_string(++n);
   std::ofstream(path) << text;
   return path;
 }

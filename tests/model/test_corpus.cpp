@@ -4,7 +4,6 @@
 // bytes stay bytes, and each broken rule (an id outside model.vocab, a size that is not
 // a whole number of ids, a directory of ids) is an error naming the file and the rule.
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "model/data.h"
+#include "support/temp_dirs.h"
 
 using namespace sal;
 using namespace sal::model;
@@ -20,9 +20,8 @@ using namespace sal::model;
 namespace {
 
 std::string temp_path(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("sal-corpus-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
+  static const std::string dir = sal::test::temp_dir("corpus");
+  return dir + "/" + name;
 }
 
 // Ids written little-endian, `width` bytes each, by hand (not by the code under test).

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "model/routing_trace.h"
+#include "support/temp_dirs.h"
 
 using namespace sal;
 using namespace sal::model;
@@ -80,9 +81,7 @@ TEST_CASE("replayed routing: a model with fewer layers takes evenly spaced recor
 }
 
 TEST_CASE("replayed routing: files read in iteration order, a trace that does not fit refused") {
-  char tmpl[] = "/tmp/sal-routing-trace-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  const std::string dir = tmpl;
+  const std::string dir = sal::test::temp_dir("routing-trace");
   std::ofstream(dir + "/table_iter101_rank0.log") << "0:[[0.0, 9.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]\n";
   std::ofstream(dir + "/table_iter11_rank0.log") << "0:[[4.0, 0.0, 0.0, 0.0]]\n";
   auto t = RoutingTrace::load(dir, 1, 4, 1);

@@ -11,6 +11,7 @@
 #include "plan/domains.h"
 #include "policy/plan_recovery.h"
 #include "policy/planner.h"
+#include "support/temp_dirs.h"
 
 using namespace sal;
 using namespace sal::policy;
@@ -99,7 +100,7 @@ TEST_CASE("four hosts in two racks: every shipped placement survives any one rac
 
 TEST_CASE("racks of one-worker hosts are still dealt, and a placement sees ctx.racks (1-based, one per host)") {
   // a placement that says what it saw in its note
-  std::string path = "/tmp/sal-test-racks-placement.lua";
+  std::string path = sal::test::temp_dir("racks") + "/placement.lua";
   std::ofstream(path) << "local deal = require 'deal'\n"
                          "local function decide(ctx)\n"
                          "  local layers = {}\n"

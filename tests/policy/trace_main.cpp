@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "support/skip_main.h"
+#include "support/temp_dirs.h"
 #include "support/trace_plans.h"
 
 using sal::test::kSkipped;
@@ -18,5 +19,5 @@ int main(int argc, char** argv) {
     return kSkipped;
   }
   doctest::Context context(argc, argv);
-  return context.run();
+  return sal::test::finish_temp_dirs(context.run());
 }

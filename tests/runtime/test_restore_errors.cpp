@@ -12,6 +12,7 @@
 #include "ckpt/format.h"
 #include "runtime/trainer.h"
 #include "runtime/trainer_fixtures.h"
+#include "support/temp_dirs.h"
 
 using namespace sal;
 using namespace sal::runtime;
@@ -19,9 +20,7 @@ using namespace sal::runtime;
 namespace {
 
 std::string temp_snapshot_dir() {
-  std::string dir = (std::filesystem::temp_directory_path() / "sal-restore-XXXXXX").string();
-  REQUIRE(::mkdtemp(dir.data()) != nullptr);
-  return dir;
+  return sal::test::temp_dir("restore");
 }
 
 wire::PlanUpdate restoring(uint64_t number, const std::string& store, const std::string& dir) {

@@ -30,6 +30,7 @@
 #include "sim/scenario.h"
 #include "sim/strategy.h"
 #include "sim/workload.h"
+#include "support/temp_dirs.h"
 
 using namespace sal;
 using namespace sal::sim;
@@ -79,8 +80,7 @@ std::string refusal(json spec) {
 
 // Writes `text` to a file `name` in a new temporary directory; its path.
 std::string temp_file(const std::string& name, const std::string& text) {
-  char dir[] = "/tmp/sal-simtest-XXXXXX";
-  std::string path = std::string(mkdtemp(dir)) + "/" + name;
+  std::string path = sal::test::temp_dir("simtest") + "/" + name;
   FILE* f = std::fopen(path.c_str(), "w");
   std::fputs(text.c_str(), f);
   std::fclose(f);
@@ -444,8 +444,7 @@ TEST_CASE("scenario files run in a sandbox and read raw, and one too large to re
   auto shipped = load_scenario_file(std::string(SAL_SOURCE_DIR) + "/scripts/experiments/lazarus_jct.lua");
   REQUIRE_MESSAGE(shipped.ok(), shipped.error().message());
   CHECK(shipped->spec.is_object());
-  char dir[] = "/tmp/sal-scenario-XXXXXX";
-  std::string path = std::string(mkdtemp(dir)) + "/s.lua";
+  std::string path = sal::test::temp_dir("scenario") + "/s.lua";
   auto write = [&](const std::string& text) {
     FILE* f = std::fopen(path.c_str(), "w");
     std::fputs(text.c_str(), f);

@@ -9,6 +9,7 @@
 
 #include "mesh/cpu_share.h"
 #include "support/skip_main.h"
+#include "support/temp_dirs.h"
 
 int main(int argc, char** argv) {
   if (!sal::test::listing_only(argc, argv)) {
@@ -19,5 +20,5 @@ int main(int argc, char** argv) {
     }
   }
   doctest::Context context(argc, argv);
-  return context.run();
+  return sal::test::finish_temp_dirs(context.run());
 }

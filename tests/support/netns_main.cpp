@@ -18,6 +18,7 @@
 
 #include "support/netns.h"
 #include "support/skip_main.h"
+#include "support/temp_dirs.h"
 
 using sal::test::kSkipped;
 using sal::test::listing_only;
@@ -35,5 +36,5 @@ int main(int argc, char** argv) {
     }
   }
   doctest::Context context(argc, argv);
-  return context.run();
+  return sal::test::finish_temp_dirs(context.run());
 }

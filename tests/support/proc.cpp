@@ -107,13 +107,6 @@ Proc spawn(const std::vector<std::string>& args, const std::string& log) {
   return Proc(pid, log);
 }
 
-std::string temp_dir(const std::string& tag) {
-  std::string tmpl = "/tmp/sal-" + tag + "-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  return mkdtemp(buf.data());
-}
-
 bool pid_alive(pid_t pid) {
   if (pid <= 0 || ::kill(pid, 0) != 0) return false;
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");

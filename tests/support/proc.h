@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dirs.h"  // temp_dir: the tests' scratch directories
+
 namespace sal::test {
 
 class Proc {
@@ -39,8 +41,6 @@ class Proc {
 // Starts `args` (args[0] is the program) in a new process group, stdout+stderr to `log`; it is
 // SIGKILLed if the test process dies first (PR_SET_PDEATHSIG).
 Proc spawn(const std::vector<std::string>& args, const std::string& log);
-// A fresh directory under /tmp.
-std::string temp_dir(const std::string& tag);
 // True if pid exists and is not a zombie.
 bool pid_alive(pid_t pid);
 // A "kB" line of /proc/PID/status — "VmRSS" (resident now), "VmHWM" (the peak resident so far) —

@@ -3,7 +3,6 @@
 // the encoder's chunks (never inside a character, after a newline where one is in reach), the UTF-8
 // check, and which files of a directory are read, with the errors that name the file and the rule.
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "tokens/documents.h"
+#include "support/temp_dirs.h"
 
 using namespace sal;
 using namespace sal::tokens;
@@ -27,7 +27,8 @@ std::string joined(const std::vector<std::string_view>& parts) {
 std::vector<std::string> strings(const std::vector<std::string_view>& parts) { return {parts.begin(), parts.end()}; }
 
 std::string documents_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("sal-documents-" + std::to_string(::getpid())) / name;
+  static const std::filesystem::path root = sal::test::temp_dir("documents");
+  auto dir = root / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();

@@ -3,7 +3,6 @@
 // and the description read back and checked, and the rules refused by name (an id outside the
 // vocabulary, a dtype too small for it, an index that does not rise).
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,6 +11,7 @@
 
 #include "model/data.h"
 #include "tokens/token_file.h"
+#include "support/temp_dirs.h"
 
 using namespace sal;
 using namespace sal::tokens;
@@ -19,7 +19,8 @@ using namespace sal::tokens;
 namespace {
 
 std::string token_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("sal-token-file-" + std::to_string(::getpid())) / name;
+  static const std::filesystem::path root = sal::test::temp_dir("token-file");
+  auto dir = root / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();

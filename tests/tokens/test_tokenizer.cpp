@@ -6,7 +6,6 @@
 // naming what broke; prepare writes the documents of a directory by either rule, in the dtype asked
 // for.
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -17,6 +16,7 @@
 #include "model/data.h"
 #include "tokens/prepare.h"
 #include "tokens/tokenizer.h"
+#include "support/temp_dirs.h"
 
 using namespace sal;
 using namespace sal::tokens;
@@ -60,7 +60,8 @@ Tokenizer trained(int vocab, const std::string& type = "bpe") {
 }
 
 std::string fresh_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("sal-tokenizer-" + std::to_string(::getpid())) / name;
+  static const std::filesystem::path root = sal::test::temp_dir("tokenizer");
+  auto dir = root / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "support/skip_main.h"
+#include "support/temp_dirs.h"
 #include "tokens/tokenizer.h"
 
 int main(int argc, char** argv) {
@@ -15,5 +16,5 @@ int main(int argc, char** argv) {
     return sal::test::kSkipped;
   }
   doctest::Context context(argc, argv);
-  return context.run();
+  return sal::test::finish_temp_dirs(context.run());
 }

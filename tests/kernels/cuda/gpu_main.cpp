@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kernels/cuda/device.h"
+#include "support/temp_dirs.h"
 
 int main(int argc, char** argv) {
   bool listing = false;
@@ -18,5 +19,5 @@ int main(int argc, char** argv) {
     return 77;
   }
   doctest::Context ctx(argc, argv);
-  return ctx.run();
+  return sal::test::finish_temp_dirs(ctx.run());
 }
