@@ -114,8 +114,7 @@ Status Agent::start() {
   auto ep = bind_endpoint(local_, "ipc://@salamander-agent-" + std::to_string(getpid()) + "-" + random_tag());
   if (!ep) return Error("agent worker endpoint: " + ep.error().message());
   local_endpoint_ = *ep;
-  if (!is_local_endpoint("tcp://" + opts_.data_host + ":0")) slice_zap_ = std::make_unique<ZapHandler>(ctx_, Allowlist{});
-  auto slices = SliceServer::open(loop_, ctx_, opts_.data_host, opts_.key_file);
+  auto slices = SliceServer::open(loop_, opts_.data_host, opts_.key_file);
   if (!slices) return slices.error().with_context("agent");
   slices_ = std::move(*slices);
   slices_->on_report = [this](const wire::SliceReport& r) {
@@ -253,7 +252,7 @@ void Agent::handle_welcome(const wire::Welcome& w) {
   if (w.grace_ms > 0) opts_.controller_timeout_ms = int64_t(w.grace_ms);
   if (phase_ == Phase::registering) phase_ = Phase::running;
   slices_->set_node(node_id_);
-  if (slice_zap_) slice_zap_->set_allowlist(Allowlist::of_nodes(w.node_keys));
+  slices_->set_allowlist(Allowlist::of_nodes(w.node_keys));
   to_controller(slices_->report());  // what it holds (a restarted controller learns it again)
   spdlog::info("registered as node {} of job '{}' (epoch {}, heartbeat {} ms)", w.node_id, w.job,
                w.epoch, heartbeat_ms_);
@@ -538,9 +537,10 @@ void Agent::finish(int code, const std::string& reason) {
 
 // A worker that stops reporting (frozen, or hung outside its control loop) is as good as dead
 // to the job: it is killed, and its exit is reported like any other, with the reason. One whose
-// process the kernel still runs — its control thread waiting for a CPU, or any of its threads
-// using CPU since the last look — is busy on a machine short of CPU, not dead: it gets more time
-// (busy()); a stopped one (SIGSTOP) is found within the window as before. A worker
+// process the kernel still runs — its control thread waiting for a CPU or in the kernel (a page
+// fault on a host short of memory), or any of its threads using CPU within the liveness window —
+// is busy on a machine short of CPU, not dead: it gets more time (busy()); a stopped one
+// (SIGSTOP) is found within the window as before. A worker
 // still starting (loading its device: the GPU plugin and CUDA's libraries take a while on a busy
 // machine) has kStartWindowMs before its silence counts, so that the reason it may give for not
 // starting reaches the user rather than "unresponsive". When the agent itself was stopped (the
@@ -561,12 +561,13 @@ void Agent::check_workers() {
   }
   for (auto& w : workers_) {
     if (w.exited || w.last_seen_ns == 0 || !w.proc || !w.proc->running()) continue;
-    int64_t silent = mono_ns() - w.last_seen_ns;
+    look_at_cpu(w, now);
+    int64_t silent = now - w.last_seen_ns;
     if (silent < (w.state == wire::WorkerState::starting ? start_limit_ns : limit_ns)) {
       w.said_busy = false;
       continue;
     }
-    if (busy(w, silent, limit_ns)) continue;
+    if (busy(w, silent, limit_ns, now)) continue;
     w.last_error = "unresponsive: silent for " + std::to_string(silent / 1'000'000) + " ms";
     spdlog::warn("worker {} {}; killing it", w.index, w.last_error);
     w.proc->signal(SIGKILL);
@@ -574,16 +575,24 @@ void Agent::check_workers() {
   }
 }
 
-bool Agent::busy(Worker& w, int64_t silent_ns, int64_t limit_ns) {
+// The worker's CPU time, at every look (a heartbeat), for busy_process (mesh/process.h): whether it
+// grew within the liveness window, not merely since the last look.
+void Agent::look_at_cpu(Worker& w, int64_t now) {
+  auto s = sample_process(w.proc->pid());
+  if (!s || s->cpu_ticks <= w.cpu_ticks) return;
+  w.cpu_ticks = s->cpu_ticks;
+  w.cpu_grew_ns = now;
+}
+
+bool Agent::busy(Worker& w, int64_t silent_ns, int64_t limit_ns, int64_t now) {
   constexpr int64_t kBusyWindows = 10;
   auto s = sample_process(w.proc->pid());
-  if (!s || s->state == 'T' || s->state == 't' || s->state == 'Z' || s->state == 'X') return false;
-  const bool used_cpu = s->cpu_ticks > w.cpu_ticks;
-  w.cpu_ticks = s->cpu_ticks;
-  if (!(s->state == 'R' || used_cpu) || silent_ns >= kBusyWindows * limit_ns) return false;
+  if (!s || silent_ns >= kBusyWindows * limit_ns) return false;
+  const Busy b = busy_process(*s, w.cpu_grew_ns, now, limit_ns);
+  if (b == Busy::no) return false;
   if (!w.said_busy)
-    spdlog::warn("worker {} silent for {} ms but busy (its process is {} and computing): it gets up to {} ms",
-                 w.index, silent_ns / 1'000'000, s->state == 'R' ? "runnable" : "alive", kBusyWindows * limit_ns / 1'000'000);
+    spdlog::warn("worker {} silent for {} ms but busy (its process is {}): it gets up to {} ms", w.index,
+                 silent_ns / 1'000'000, busy_name(b), kBusyWindows * limit_ns / 1'000'000);
   w.said_busy = true;
   return true;
 }

@@ -81,7 +81,8 @@ class Agent {
     bool exited = false;
     std::string last_error;
     int64_t last_seen_ns = 0;  // its last message (workers report status every heartbeat)
-    uint64_t cpu_ticks = 0;    // its process's CPU time when its silence was last looked at
+    uint64_t cpu_ticks = 0;    // its process's CPU time (clock ticks), as last looked at
+    int64_t cpu_grew_ns = 0;   // when a look last found that time grown (0: never)
     bool said_busy = false;    // its silence while busy was said (once a silence)
     wire::Holding held;        // what its state has seen (reported with its status)
     std::optional<wire::PlanUpdate> last_plan;  // the newest plan relayed to it (for a relaunched image)
@@ -110,7 +111,8 @@ class Agent {
   void check_workers();
   // A silent worker whose process still runs (runnable, or using CPU since the last look) is busy,
   // not dead: it gets kBusyWindows windows; a stopped, hung or zombie one is killed at once.
-  bool busy(Worker& w, int64_t silent_ns, int64_t limit_ns);
+  void look_at_cpu(Worker& w, int64_t now);
+  bool busy(Worker& w, int64_t silent_ns, int64_t limit_ns, int64_t now);
   template <class M>
   void to_controller(const M& msg);
   template <class M>
@@ -129,7 +131,6 @@ class Agent {
   std::unique_ptr<ZmqWatcher> local_watcher_;
   // Admits only the job's node keys on the slice endpoint where it is CURVE (none until Welcome);
   // made before the endpoint binds, declared before it so that it outlives it.
-  std::unique_ptr<ZapHandler> slice_zap_;
   std::unique_ptr<SliceServer> slices_;  // other workers' sparse snapshots held here (slice_server.h)
   std::deque<Worker> workers_;  // a deque: a worker's exit callback holds a reference to it
   struct Restart {

@@ -34,6 +34,26 @@ Result<ProcessSample> sample_process(pid_t pid) {
   return parse_process_stat(line);
 }
 
+Busy busy_process(const ProcessSample& s, int64_t cpu_grew_ns, int64_t now_ns, int64_t window_ns) {
+  switch (s.state) {
+    case 'R': return Busy::runnable;
+    case 'D': return Busy::in_kernel;
+    case 'T': case 't': case 'Z': case 'X': case 'x': return Busy::no;
+    default: break;
+  }
+  return cpu_grew_ns != 0 && now_ns - cpu_grew_ns < window_ns ? Busy::computing : Busy::no;
+}
+
+const char* busy_name(Busy b) {
+  switch (b) {
+    case Busy::runnable: return "runnable";
+    case Busy::in_kernel: return "waiting in the kernel";
+    case Busy::computing: return "alive and computing";
+    case Busy::no: break;
+  }
+  return "not busy";
+}
+
 ChildProcess::ChildProcess(uv_loop_t* loop, ExitFn on_exit) : loop_(loop), on_exit_(std::move(on_exit)) {}
 
 ChildProcess::~ChildProcess() {

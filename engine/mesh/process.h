@@ -34,6 +34,16 @@ Result<ProcessSample> sample_process(pid_t pid);
 // Parses a /proc/PID/stat line (exposed for tests: the command name may hold spaces and parens).
 Result<ProcessSample> parse_process_stat(const std::string& line);
 
+// What a silent child's process says of it (an agent's worker past its liveness window): still at
+// work — runnable and waiting for a CPU, in an uninterruptible wait in the kernel (a page fault or
+// I/O the host is slow to serve), or its CPU time grew within the last `window_ns` (`cpu_grew_ns`:
+// when a look last found it grown, 0 never; the kernel counts it in ticks of 10 ms, so a process
+// starved of CPU may gain none between two looks a heartbeat apart while it computes) — or not:
+// stopped (SIGSTOP), gone, or asleep without using CPU, which is a hang.
+enum class Busy { no, runnable, in_kernel, computing };
+Busy busy_process(const ProcessSample& s, int64_t cpu_grew_ns, int64_t now_ns, int64_t window_ns);
+const char* busy_name(Busy b);
+
 class ChildProcess {
  public:
   using ExitFn = std::function<void(int64_t exit_code, int term_signal)>;

@@ -28,9 +28,9 @@ constexpr int64_t kStopPollMs = 50;
 
 }  // namespace
 
-Result<std::unique_ptr<SliceServer>> SliceServer::open(uv_loop_t* loop, zmq::context_t& ctx, const std::string& host,
+Result<std::unique_ptr<SliceServer>> SliceServer::open(uv_loop_t* loop, const std::string& host,
                                                        const std::string& key_file) {
-  std::unique_ptr<SliceServer> s(new SliceServer(ctx));
+  std::unique_ptr<SliceServer> s(new SliceServer());
   s->sock_.set(zmq::sockopt::maxmsgsize, kSliceFrameMax);
   s->sock_.set(zmq::sockopt::linger, 0);
   s->sock_.set(zmq::sockopt::sndhwm, kSliceQueue);
@@ -41,6 +41,7 @@ Result<std::unique_ptr<SliceServer>> SliceServer::open(uv_loop_t* loop, zmq::con
     auto own = wire::load_key_file(key_file);
     if (!own) return own.error().with_context(key_file);
     if (own->secret_key.empty()) return fail(key_file, " holds no secret-key");
+    s->zap_ = std::make_unique<ZapHandler>(s->ctx_, Allowlist{});  // before the socket takes a handshake
     wire::make_curve_server(s->sock_, *own, kSliceDomain);
     s->public_key_ = own->public_key;
   }
@@ -63,7 +64,11 @@ Result<std::unique_ptr<SliceServer>> SliceServer::open(uv_loop_t* loop, zmq::con
   return s;
 }
 
-SliceServer::SliceServer(zmq::context_t& ctx) : sock_(ctx, zmq::socket_type::router) {}
+SliceServer::SliceServer() : sock_(ctx_, zmq::socket_type::router) {}
+
+void SliceServer::set_allowlist(Allowlist allow) {
+  if (zap_) zap_->set_allowlist(std::move(allow));
+}
 
 SliceServer::~SliceServer() {
   stop_ = true;

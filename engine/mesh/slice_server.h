@@ -16,9 +16,10 @@
 // learns them with Welcome). Every slot carries the job's keyed MAC (ckpt/slice_mac.h): a put
 // without it is refused, and what a fetch answers is sealed with it.
 //
-// It runs on a thread of its own, not the agent's loop: decoding, checking and storing slots of
-// megabytes, and answering a fetch of a whole window, take time that the agent's heartbeats must
-// never wait for. The loop thread sets the node and the budget and reads report() (under the
+// It runs on a thread of its own, not the agent's loop, and with a ZeroMQ context of its own (its
+// own I/O thread, and its own ZAP handler): receiving, decoding, checking and storing slots of
+// megabytes, and answering a fetch of a whole window, take time that the agent's heartbeats — on
+// the agent's context — must never wait for. The loop thread sets the node and the budget and reads report() (under the
 // store's mutex); the reports the thread makes reach on_report on the loop thread (a uv_async).
 //
 // Test hook: SAL_TEST_CORRUPT_SLICE=<unit name>[@<node id>] (e.g. "layer0.expert1@3") in the
@@ -43,6 +44,7 @@
 #include "ckpt/slice_mac.h"
 #include "ckpt/slice_store.h"
 #include "core/result.h"
+#include "mesh/security.h"
 #include "wire/codec.h"
 
 namespace sal::mesh {
@@ -51,8 +53,7 @@ class SliceServer {
  public:
   // Binds tcp://HOST:* (CURVE with the key pair in `key_file` unless HOST is local) and starts the
   // endpoint's thread; reports reach on_report on `loop`'s thread.
-  static Result<std::unique_ptr<SliceServer>> open(uv_loop_t* loop, zmq::context_t& ctx, const std::string& host,
-                                                   const std::string& key_file);
+  static Result<std::unique_ptr<SliceServer>> open(uv_loop_t* loop, const std::string& host, const std::string& key_file);
   ~SliceServer();  // on the loop's thread: stops and joins the endpoint's thread
 
   const std::string& endpoint() const { return endpoint_; }
@@ -63,12 +64,15 @@ class SliceServer {
   // slots served carry it. Until it is known every put is refused.
   void set_mac_key(const ckpt::SliceMacKey& key);
   void set_budget(uint64_t bytes);
+  // Who may connect where the endpoint is CURVE (the job's node keys, learned with Welcome); until
+  // then nobody. Nothing where it is local.
+  void set_allowlist(Allowlist allow);
   wire::SliceReport report() const;
   std::function<void(const wire::SliceReport&)> on_report;
   static constexpr int64_t kReportEveryMs = 100;
 
  private:
-  explicit SliceServer(zmq::context_t& ctx);
+  SliceServer();
   void run();
   void on_message();
   // Hands the reports made on the endpoint's thread to on_report on the loop's.
@@ -83,6 +87,8 @@ class SliceServer {
   void changed(const std::string& refusal = "");
   void send_report(const std::string& refusal);
 
+  zmq::context_t ctx_{1};              // the endpoint's own (declared first: closed last)
+  std::unique_ptr<ZapHandler> zap_;    // CURVE's admissions on ctx_, where the endpoint is not local
   zmq::socket_t sock_;                 // the endpoint's thread's only
   std::string endpoint_, public_key_;
   mutable std::mutex mu_;              // the store, the node and the refusals: both threads

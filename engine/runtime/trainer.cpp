@@ -47,7 +47,7 @@ Status in_plan(Status s, const wire::PlanUpdate& p) {
 }  // namespace
 
 Trainer::Trainer(zmq::context_t& ctx, TrainSpec spec, DeviceFactory cuda)
-    : ctx_(ctx), spec_(std::move(spec)), cuda_(std::move(cuda)), sparse_(ctx) {}
+    : ctx_(ctx), spec_(std::move(spec)), cuda_(std::move(cuda)), sparse_(slices_ctx_) {}
 
 Trainer::~Trainer() = default;
 

@@ -237,6 +237,9 @@ class Trainer {
   Status backup_grads();
 
   zmq::context_t& ctx_;
+  // The sparse snapshots' puts and the restores' fetches move megabytes a step: they have a ZeroMQ
+  // I/O thread of their own, so the worker's reports to its agent (ctx_'s) never queue behind them.
+  zmq::context_t slices_ctx_{1};
   TrainSpec spec_;
   model::Corpus corpus_;
   std::unique_ptr<model::RoutingTrace> routing_;  // model.routing_trace, or null

@@ -168,7 +168,7 @@ Status Trainer::restore_missing(const wire::PlanUpdate& p, const std::set<UnitId
 }
 
 Result<FetchedWindow> Trainer::fetch_from_peers(const wire::PlanUpdate& p, const std::set<UnitId>& units) {
-  auto got = fetch_window(ctx_, p, units, spec_.dims, {spec_.key_file, spec_.slice_mac_key}, kFetchTimeoutMs,
+  auto got = fetch_window(slices_ctx_, p, units, spec_.dims, {spec_.key_file, spec_.slice_mac_key}, kFetchTimeoutMs,
                           plan_notes_, [this] { return aborting_.load(); });
   if (!got) return got.error().with_context("restoring plan " + std::to_string(p.number()) + " from peers");
   return got;
@@ -254,7 +254,7 @@ Status Trainer::rebuild_experts(const wire::PlanUpdate& p, const std::set<UnitId
   from_window.restore_window = p.rebuild_window;
   from_window.restore_holders = p.rebuild_holders;
   const int64_t t0 = mono_ns();
-  auto window = fetch_window(ctx_, from_window, mine, spec_.dims, access, kFetchTimeoutMs, plan_notes_, stop);
+  auto window = fetch_window(slices_ctx_, from_window, mine, spec_.dims, access, kFetchTimeoutMs, plan_notes_, stop);
   if (!window) return window.error().with_context(what);
   std::map<UnitId, std::pair<uint64_t, const ckpt::UnitCopy*>> full;  // each expert's full copy and its iteration
   for (const auto& slot : window->slots)
@@ -263,7 +263,7 @@ Status Trainer::rebuild_experts(const wire::PlanUpdate& p, const std::set<UnitId
   uint64_t first = p.rebuild_to + 1;
   for (const auto& [id, at] : full) first = std::min(first, at.first + 1);
   const int64_t t1 = mono_ns();
-  auto logs = fetch_logs(ctx_, p, mine, first, p.rebuild_to, spec_.dims, access, kFetchTimeoutMs, plan_notes_, stop);
+  auto logs = fetch_logs(slices_ctx_, p, mine, first, p.rebuild_to, spec_.dims, access, kFetchTimeoutMs, plan_notes_, stop);
   if (!logs) return logs.error().with_context(what);
   const int64_t t2 = mono_ns();
   for (const UnitId& id : mine) {

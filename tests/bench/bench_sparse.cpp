@@ -71,10 +71,9 @@ const std::string kBenchSliceKey(64, '7');
 // of its own; prints its endpoint and serves until its parent exits.
 int serve_peer() {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  zmq::context_t ctx;
   uv_loop_t loop;
   uv_loop_init(&loop);
-  auto s = mesh::SliceServer::open(&loop, ctx, "127.0.0.1", "");
+  auto s = mesh::SliceServer::open(&loop, "127.0.0.1", "");
   if (!s) {
     std::fprintf(stderr, "bench_sparse --peer: %s\n", s.error().message().c_str());
     return 1;

@@ -45,3 +45,21 @@ TEST_CASE("a running process uses CPU, a stopped one is 'T', a gone one is an er
   waitpid(child, nullptr, 0);
   CHECK_FALSE(sample_process(child).ok());
 }
+
+TEST_CASE("a silent child is busy while runnable, in the kernel, or its CPU time grew within the window") {
+  constexpr int64_t ms = 1'000'000, window = 300 * ms, now = 10'000 * ms;
+  auto in = [](char state) { return ProcessSample{state, 7}; };
+  CHECK(busy_process(in('R'), 0, now, window) == Busy::runnable);
+  CHECK(busy_process(in('D'), 0, now, window) == Busy::in_kernel);
+  // asleep: computing while a look found its CPU time grown within the window — a worker at a
+  // fifth of a CPU may gain no 10 ms tick between two looks 100 ms apart (the g4dn drill's worker
+  // killed 100 ms after it was found busy)
+  CHECK(busy_process(in('S'), now - 150 * ms, now, window) == Busy::computing);
+  CHECK(busy_process(in('S'), now - 299 * ms, now, window) == Busy::computing);
+  // a hang: no CPU for the whole window, or never seen using any
+  CHECK(busy_process(in('S'), now - 300 * ms, now, window) == Busy::no);
+  CHECK(busy_process(in('S'), 0, now, window) == Busy::no);
+  // stopped (SIGSTOP, a tracer) or gone is never busy, whatever its CPU did just before
+  for (char state : {'T', 't', 'Z', 'X'}) CHECK(busy_process(in(state), now - ms, now, window) == Busy::no);
+  CHECK(std::string(busy_name(Busy::in_kernel)) == "waiting in the kernel");
+}
