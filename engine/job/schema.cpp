@@ -203,7 +203,7 @@ const std::vector<Field>& fields() {
            [](JobConfig& j) -> std::string& { return j.train.dispatch; }),
       flag("train.shadow_experts", "FasterMoE's shadowed experts: where one step sends most of a layer's tokens to "
            "a few experts, their weights go to every worker with tokens for them, each computes its own, and the "
-           "weight gradients return to a holder (CPU workers; not with train.expert_logs). The same sums in another "
+           "weight gradients return to a holder (CPU workers). The same sums in another "
            "order, so a job that shadows is not bit for bit one that does not",
            [](JobConfig& j) -> bool& { return j.train.shadow_experts; }),
       integer("train.record_routing", 0, 1e9, "steps between records of the job's routing, every layer's "

@@ -79,6 +79,28 @@ void holder_block(const std::vector<Sent>& sent, uint32_t h, int d, ExpertBlock&
   }
 }
 
+// The ranks that computed the expert as a shadow in a pass (runtime/shadows.h), ascending: those
+// that hold no replica of it yet got rows for it — their own, each from itself alone.
+std::vector<uint32_t> shadow_ranks(const std::vector<Sent>& sent, const std::vector<uint32_t>& holders) {
+  std::vector<uint32_t> out;
+  for (uint32_t j = 0; j < sent.size(); ++j) {
+    const Sent& s = sent[j];
+    if (s.rows && s.rows->to[j] > 0 && std::find(holders.begin(), holders.end(), j) == holders.end()) out.push_back(j);
+  }
+  return out;
+}
+
+// A pass's forward and backward of holder (or shadow) h's block on `u`, its weight gradient added
+// to u.g as the exchange's expert_backward adds it.
+void run_block(const Dims& d, Unit& u, const std::vector<Sent>& sent, uint32_t h, ExpertBlock& block,
+               std::vector<float>& dy) {
+  holder_block(sent, h, d.d, block, dy);
+  if (block.rows == 0) return;
+  std::vector<float> out(size_t(block.rows) * size_t(d.d)), dx(out.size());
+  expert_forward(d, u, block, out.data());
+  expert_backward(d, u, block, dy.data(), dx.data());
+}
+
 }  // namespace
 
 Status replay_expert_step(const Dims& d, Unit& u, const OptimConfig& c, uint64_t step, double grad_norm,
@@ -101,21 +123,26 @@ Status replay_expert_step(const Dims& d, Unit& u, const OptimConfig& c, uint64_t
       if (Sent sent = sent_by(senders[j], pass, u.id); sent.rows)
         if (auto st = check_sent(sent, senders.size(), d.d, holders); !st)
           return st.error().with_context(what + ": the log of rank " + std::to_string(j));
-  // each holder's gradient, pass after pass, as the holder accumulated it
+  // each holder's gradient, pass after pass, as the holder accumulated it; a pass that shadowed
+  // the expert adds, at its source (the lowest holder), each shadow's gradient of that pass in rank
+  // order, each computed from zero on the same weights (DistributedExchange::return_shadow_grads)
   std::vector<std::vector<float>> partial;
   ExpertBlock block;
-  std::vector<float> dy, out, dx;
+  std::vector<float> dy;
+  Unit shadow;
   for (uint32_t h : holders) {
     std::fill(u.g.begin(), u.g.end(), 0.0f);
     for (uint32_t pass : passes) {
       std::vector<Sent> sent;
       for (const IterationLog* log : senders) sent.push_back(sent_by(log, pass, u.id));
-      holder_block(sent, h, d.d, block, dy);
-      if (block.rows == 0) continue;
-      out.resize(size_t(block.rows) * size_t(d.d));
-      dx.resize(out.size());
-      expert_forward(d, u, block, out.data());
-      expert_backward(d, u, block, dy.data(), dx.data());
+      run_block(d, u, sent, h, block, dy);
+      if (h != holders.front()) continue;
+      for (uint32_t j : shadow_ranks(sent, holders)) {
+        shadow = u;
+        std::fill(shadow.g.begin(), shadow.g.end(), 0.0f);
+        run_block(d, shadow, sent, j, block, dy);
+        for (size_t i = 0; i < u.g.size(); ++i) u.g[i] += shadow.g[i];
+      }
     }
     partial.push_back(u.g);
   }

@@ -11,7 +11,11 @@
 // exactly as the exchange built it (rows from sender 0, then sender 1, …; the sender's rows to that
 // holder in its order), runs the expert's forward (recomputing the activations) and backward on it,
 // pass by pass, sums the holders' gradients as the gradient sync does (ascending holders, from +0),
-// clips with the norm the run recorded and applies AdamW with that step's learning rate. Starting
+// clips with the norm the run recorded and applies AdamW with that step's learning rate. A pass that
+// shadowed the expert (runtime/shadows.h: each rank computed its own tokens of it) shows in the logs
+// as rows a rank that holds no replica sent to itself; the replay computes each such shadow's
+// gradient as that rank did and adds it at the expert's source, its lowest holder, in rank order, as
+// the exchange does. Starting
 // from the expert's full state after iteration s, replaying s+1, s+2, … gives the state the run
 // reached, bit for bit: the same floats through the same kernels in the same order. Pure: no I/O.
 #pragma once

@@ -50,7 +50,7 @@ struct DevicePlan {
   comm::Collectives* comm = nullptr;
   std::vector<Counts> replicas;           // [layer] = R[e][rank], as DistributedExchange takes it
   Split split = Split::even;              // train.dispatch: how each expert's tokens are split over its replicas
-  bool shadows = false;                   // train.shadow_experts (the host's compute; never with upstream logs)
+  bool shadows = false;                   // train.shadow_experts (the host's compute)
   std::function<void()> before_alltoall;  // may be empty: called before every all-to-all (a drill's fault point)
   std::function<void()> before_backward;  // may be empty: as each MoE layer's backward begins (the host's compute calls it)
   // Non-empty when every rank has a GPU of its own: the device data plane to connect through

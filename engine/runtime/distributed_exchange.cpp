@@ -267,11 +267,10 @@ Status DistributedExchange::forward(int layer, const float* x, const model::Rout
   for (int slot = 0; slot < r.tokens * r.k; ++slot) s.slots[size_t(r.idx[size_t(slot)])].push_back(slot);
   std::vector<uint32_t> mine(static_cast<size_t>(E));
   for (int e = 0; e < E; ++e) mine[size_t(e)] = uint32_t(s.slots[size_t(e)].size());
-  const bool shadowing = shadows && !log;
-  auto sched = gather_schedule(comm_, mine, replicas_[size_t(layer)], weights, split, shadowing);
+  auto sched = gather_schedule(comm_, mine, replicas_[size_t(layer)], weights, split, shadows);
   if (!sched) return sched.error().with_context("layer " + std::to_string(layer) + " dispatch");
   s.schedule = std::move(*sched);
-  if (shadowing) SAL_TRY(plan_shadows(layer, s));
+  if (shadows) SAL_TRY(plan_shadows(layer, s));
   s.send_rows.assign(size_t(W), 0);
   s.recv_rows.assign(size_t(W), 0);
   for (int i = 0; i < W; ++i) {

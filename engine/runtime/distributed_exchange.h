@@ -46,7 +46,8 @@ class DistributedExchange : public model::ExpertExchange {
   std::vector<uint32_t> weights;
   Split split = Split::even;  // how each expert's tokens are split over its replicas (train.dispatch)
   // Shadow the experts a step crowds (train.shadow_experts). Every rank of the plane must agree (the
-  // schedule's digest checks it); not with `log` (the logs record where rows went, not shadows).
+  // schedule's digest checks it). With `log`, a shadowed expert's rows are logged as sent to the
+  // rank that computed them, which the replay reads as a shadow (model/expert_replay.h).
   bool shadows = false;
   // Called before every all-to-all, and as each layer's backward begins (a drill's fault points).
   std::function<void()> before_alltoall;

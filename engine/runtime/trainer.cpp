@@ -334,7 +334,7 @@ DevicePlan Trainer::compute_plan() {
   dp.comm = comm_.get();
   dp.replicas = replicas_;
   dp.split = spec_.dispatch;
-  dp.shadows = spec_.shadow_experts && !spec_.expert_logs;  // the same on every rank, unlike the logs' peers
+  dp.shadows = spec_.shadow_experts;
   dp.before_alltoall = [this] { faults_->at(wire::FaultPoint::alltoall, step_); };
   dp.before_backward = [this] { faults_->at(wire::FaultPoint::backward, step_); };
   dp.store = store_.get();

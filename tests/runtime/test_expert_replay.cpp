@@ -8,9 +8,6 @@
 // plan's shape are refused naming the sender.
 #include <doctest/doctest.h>
 
-#include <cstring>
-#include <optional>
-
 #include "ckpt/slice_frames.h"
 #include "comm/collectives.h"
 #include "comm/store_client.h"
@@ -21,9 +18,12 @@
 #include "model/model.h"
 #include "runtime/distributed_exchange.h"
 #include "runtime/expert_grads.h"
+#include "support/parts_bytes.h"
 
 using namespace sal;
 using namespace sal::runtime;
+using sal::test::get_parts;
+using sal::test::put_parts;
 using sal::test::Workers;
 
 namespace expert_replay_test {
@@ -65,35 +65,6 @@ struct RankRun {
   std::vector<double> norms;
   model::Params params;  // the experts it holds, after the last step
 };
-
-// A child's messages back to the test: frame counts and sizes, then the bytes.
-void put_parts(std::string& out, const wire::Parts& parts) {
-  const uint32_t n = uint32_t(parts.size());
-  out.append(reinterpret_cast<const char*>(&n), sizeof n);
-  for (const auto& f : parts) {
-    const uint64_t len = f.size();
-    out.append(reinterpret_cast<const char*>(&len), sizeof len);
-    out.append(static_cast<const char*>(f.data()), f.size());
-  }
-}
-
-std::optional<wire::Parts> get_parts(const std::string& in, size_t& at) {
-  uint32_t n = 0;
-  if (at + sizeof n > in.size()) return std::nullopt;
-  std::memcpy(&n, in.data() + at, sizeof n);
-  at += sizeof n;
-  wire::Parts parts;
-  for (uint32_t i = 0; i < n; ++i) {
-    uint64_t len = 0;
-    if (at + sizeof len > in.size()) return std::nullopt;
-    std::memcpy(&len, in.data() + at, sizeof len);
-    at += sizeof len;
-    if (at + len > in.size()) return std::nullopt;
-    parts.emplace_back(in.data() + at, len);
-    at += len;
-  }
-  return parts;
-}
 
 // One rank's training; its logs (one log-only SlicePut a step, as a worker puts them) and then its
 // experts in full (a SlicePut slot), or "FAIL ...".

@@ -1,8 +1,11 @@
 // test_shadow_exchange.cpp — shadowed experts (runtime/shadows.h) through the DistributedExchange,
 // three worker processes on real Gloo collectives. One layer's tokens crowd onto two experts: expert
 // 0 held by rank 0 alone, expert 1 by ranks 1 and 2. Each rank runs the layer forward and backward
-// three times on fresh units: without shadows, with them, and with them and every unit frozen
-// (MoEtion's replay: its shadows must compute no weight gradient either). Shadowed, the busiest rank
+// four times on fresh units: without shadows, with them, with them and every unit frozen (MoEtion's
+// replay: its shadows must compute no weight gradient either), and with them and the upstream log
+// (train.expert_logs) — from the three ranks' logs alone, each expert's replayed update
+// (model/expert_replay.h) equals the one its holders' gradients make, bit for bit, shadows included;
+// a replay that left the shadows out would not. Shadowed, the busiest rank
 // computes fewer rows and the ranks as many in all, and the outputs, input gradients and every
 // expert's weight gradient (summed over its holders, as the holders' gradient sync sums them) equal a
 // single process's LocalExchange over all three ranks' tokens within float reassociation; a source
@@ -10,16 +13,20 @@
 // buffer was, before the test caught it).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 
+#include "ckpt/slice_frames.h"
 #include "comm/collectives.h"
 #include "comm/store_client.h"
 #include "comm/store_server.h"
 #include "comm/workers.h"
+#include "model/expert_replay.h"
 #include "model/local_exchange.h"
 #include "runtime/distributed_exchange.h"
+#include "support/parts_bytes.h"
 
 using namespace sal;
 using namespace sal::runtime;
@@ -28,7 +35,9 @@ using sal::test::Workers;
 namespace shadow_exchange_test {
 namespace {
 
-constexpr int kRanks = 3, kTokens = 256, kSeed = 5;
+constexpr int kRanks = 3, kTokens = 256, kSeed = 5, kPasses = 4;
+constexpr int kLogged = 3;  // the pass with the upstream log
+constexpr double kNorm = 0.7;  // the step's gradient norm for the replayed update (above the clip)
 
 model::Dims dims() {
   model::Dims d;
@@ -41,9 +50,16 @@ const std::vector<Counts> kReplicas = {{{1, 0, 0}, {0, 1, 1}, {0, 0, 1}, {1, 0, 
 
 bool holds(int rank, int e) { return kReplicas[0][size_t(e)][size_t(rank)] > 0; }
 
-// A rank's tokens: rows from its own stream, nearly all routed to experts 0 and 1.
+model::OptimConfig optim() {
+  model::OptimConfig c;
+  c.lr = 1e-2, c.warmup = 2, c.total_steps = 10, c.clip = 0.5;
+  return c;
+}
+
+// A rank's tokens: rows from its own stream, nearly all routed to experts 0 and 1; each slot's
+// output gradient is the combine's, its weight times its token's gradient (d_out = w * dy).
 struct Inputs {
-  std::vector<float> x, d_out;
+  std::vector<float> x, d_out, dy, w;
   model::Routing r;
 };
 
@@ -53,9 +69,13 @@ Inputs inputs(int rank) {
   Inputs in;
   const int D = dims().d;
   in.x.resize(size_t(kTokens) * D);
-  in.d_out.resize(size_t(kTokens) * 2 * D);
+  in.dy.resize(size_t(kTokens) * D);
+  in.w.resize(size_t(kTokens) * 2);
   for (float& v : in.x) v = u(rng);
-  for (float& v : in.d_out) v = u(rng);
+  for (float& v : in.dy) v = u(rng);
+  for (float& v : in.w) v = u(rng);
+  for (size_t slot = 0; slot < in.w.size(); ++slot)
+    for (int j = 0; j < D; ++j) in.d_out.push_back(in.w[slot] * in.dy[slot / 2 * size_t(D) + size_t(j)]);
   in.r.tokens = kTokens, in.r.k = 2;
   for (int t = 0; t < kTokens; ++t) {
     const bool rare = t % 16 == 0;
@@ -89,7 +109,8 @@ struct Pass {
   int64_t rows = 0;
 };
 
-// What a rank sends back for each pass: "OK", then out, dx, rows, and each expert's gradient.
+// What a rank sends back for each pass: "OK", then out, dx, rows, and each expert's gradient; after
+// the logged pass, its log as a worker puts it to its peers.
 std::string rank_body(int rank, const std::string& endpoint) {
   zmq::context_t zmq{1};
   comm::StoreClient store(zmq, endpoint);
@@ -103,13 +124,16 @@ std::string rank_body(int rank, const std::string& endpoint) {
     if (holds(rank, e)) held.emplace_back(0, e);
   const Inputs in = inputs(rank);
   std::string out = "OK";
-  for (int pass = 0; pass < 3; ++pass) {  // plain, shadowed, shadowed with every unit frozen
+  for (int pass = 0; pass < kPasses; ++pass) {  // plain, shadowed, shadowed and frozen, shadowed and logged
     auto params = model::Params::create(dims(), kSeed, held);
     for (auto& [key, u] : params.experts) u.frozen = pass == 2;
     DistributedExchange ex(**c, params, kReplicas);
     ex.shadows = pass > 0;
+    model::IterationLog log;
+    if (pass == kLogged) ex.log = &log;
     std::vector<float> y(in.d_out.size()), dx(in.d_out.size());
     if (auto s = ex.forward(0, in.x.data(), in.r, y.data()); !s) return "FAIL forward: " + s.error().message();
+    ex.note_combine(0, in.dy.data(), in.w.data());  // as the MoE layer's combine backward notes it
     if (auto s = ex.backward(0, in.d_out.data(), dx.data()); !s) return "FAIL backward: " + s.error().message();
     put(out, y);
     put(out, dx);
@@ -118,8 +142,32 @@ std::string rank_body(int rank, const std::string& endpoint) {
       const model::Unit* u = params.expert(0, e);
       put(out, u ? u->g : std::vector<float>{});
     }
+    if (pass == kLogged) {
+      wire::SlicePut head;
+      head.writer_index = uint32_t(rank), head.grad_norm = kNorm;
+      sal::test::put_parts(out, ckpt::encode_log(head, ckpt::whole(log)));
+    }
   }
   return out;
+}
+
+// Expert e's update from its holders' gradients (summed in ascending order from +0, as the holders'
+// gradient sync sums them; one holder's as it is), clipped with kNorm: what every holder reaches.
+model::Unit holders_update(const std::vector<std::vector<float>>& grads_by_rank, int e) {
+  model::Unit u = model::make_unit(dims(), UnitId{UnitKind::expert, 0, e}, kSeed);
+  int holders = 0;
+  for (int r = 0; r < kRanks; ++r) holders += holds(r, e);
+  std::fill(u.g.begin(), u.g.end(), 0.0f);
+  for (int r = 0; r < kRanks; ++r) {
+    if (!holds(r, e)) continue;
+    const auto& g = grads_by_rank[size_t(r)];
+    REQUIRE(g.size() == u.g.size());
+    if (holders == 1) u.g = g;
+    else
+      for (size_t i = 0; i < g.size(); ++i) u.g[i] += g[i];
+  }
+  model::adamw_unit(dims(), u, optim(), model::learning_rate(optim(), 0), model::clip_scale(optim(), kNorm), 1);
+  return u;
 }
 
 // The largest difference against the largest magnitude of the reference.
@@ -143,12 +191,13 @@ TEST_CASE("shadowed experts: each rank computes its own tokens, and the sums are
   REQUIRE(ep.ok());
   w.go(*ep);
   auto reports = w.collect(60000);
-  std::vector<std::vector<Pass>> passes(kRanks);  // [rank][plain, shadowed, shadowed and frozen]
+  std::vector<std::vector<Pass>> passes(kRanks);  // [rank][plain, shadowed, frozen, logged]
+  std::vector<model::IterationLog> logs(kRanks);
   for (int r = 0; r < kRanks; ++r) {
     const std::string& rep = reports[size_t(r)];
     REQUIRE_MESSAGE(rep.rfind("OK", 0) == 0, rep);
     size_t at = 2;
-    for (int p = 0; p < 3; ++p) {
+    for (int p = 0; p < kPasses; ++p) {
       Pass pass;
       pass.out = get(rep, at);
       pass.dx = get(rep, at);
@@ -156,6 +205,11 @@ TEST_CASE("shadowed experts: each rank computes its own tokens, and the sums are
       for (int e = 0; e < 4; ++e) pass.grads.push_back(get(rep, at));
       passes[size_t(r)].push_back(std::move(pass));
     }
+    auto parts = sal::test::get_parts(rep, at);
+    REQUIRE(parts);
+    auto d = ckpt::decode_slot(*parts, dims());  // the wire's own checks on the way
+    REQUIRE_MESSAGE(d.ok(), d.error().message());
+    logs[size_t(r)] = std::move(d->log);
   }
 
   // the reference: one process holding every expert, each rank's tokens in turn
@@ -167,14 +221,14 @@ TEST_CASE("shadowed experts: each rank computes its own tokens, and the sums are
     std::vector<float> y(in[size_t(r)].d_out.size()), dx(y.size());
     REQUIRE(local.forward(0, in[size_t(r)].x.data(), in[size_t(r)].r, y.data()));
     REQUIRE(local.backward(0, in[size_t(r)].d_out.data(), dx.data()));
-    for (int p = 0; p < 3; ++p) {
+    for (int p = 0; p < kPasses; ++p) {
       CAPTURE(r);
       CAPTURE(p);
       CHECK(rel_diff(passes[size_t(r)][size_t(p)].out, y) < 1e-5);
       CHECK(rel_diff(passes[size_t(r)][size_t(p)].dx, dx) < 1e-5);
     }
   }
-  for (int p = 0; p < 2; ++p)
+  for (int p : {0, 1, kLogged})
     for (int e = 0; e < 4; ++e) {
       CAPTURE(p);
       CAPTURE(e);
@@ -203,6 +257,23 @@ TEST_CASE("shadowed experts: each rank computes its own tokens, and the sums are
   CHECK(total_shadowed == total_plain);
   CHECK(busiest_plain == rows(0, 0));
   CHECK(busiest_shadowed < busiest_plain * 3 / 4);
+  CHECK(rows(0, kLogged) == rows(0, 1));  // the log changes nothing of what is computed where
+
+  // the upstream logs: each expert's replayed update is its holders', bit for bit, shadows included
+  std::vector<const model::IterationLog*> senders;
+  for (const auto& l : logs) senders.push_back(&l);
+  for (int e = 0; e < 4; ++e) {
+    CAPTURE(e);
+    std::vector<std::vector<float>> grads;
+    for (int r = 0; r < kRanks; ++r) grads.push_back(passes[size_t(r)][size_t(kLogged)].grads[size_t(e)]);
+    const model::Unit want = holders_update(grads, e);
+    model::Unit got = model::make_unit(dims(), UnitId{UnitKind::expert, 0, e}, kSeed);
+    auto st = model::replay_expert_step(dims(), got, optim(), 0, kNorm, senders);
+    REQUIRE_MESSAGE(st.ok(), st.error().message());
+    CHECK(got.w == want.w);
+    CHECK(got.m == want.m);
+    CHECK(got.v == want.v);
+  }
 }
 
 }  // namespace shadow_exchange_test
