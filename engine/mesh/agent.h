@@ -109,8 +109,10 @@ class Agent {
   void finish(int code, const std::string& reason);
   void check_silence();
   void check_workers();
-  // A silent worker whose process still runs (runnable, or using CPU since the last look) is busy,
-  // not dead: it gets kBusyWindows windows; a stopped, hung or zombie one is killed at once.
+  // A silent worker whose process still runs (runnable, in the kernel, or its CPU time grown within
+  // the liveness window: mesh/process.h busy_process) is busy, not dead: it gets kBusyWindows
+  // windows; a stopped, hung or zombie one is killed at once. look_at_cpu samples its CPU time at
+  // every check.
   void look_at_cpu(Worker& w, int64_t now);
   bool busy(Worker& w, int64_t silent_ns, int64_t limit_ns, int64_t now);
   template <class M>
@@ -129,8 +131,6 @@ class Agent {
   std::string local_endpoint_;
   std::unique_ptr<ZmqWatcher> ctrl_watcher_;
   std::unique_ptr<ZmqWatcher> local_watcher_;
-  // Admits only the job's node keys on the slice endpoint where it is CURVE (none until Welcome);
-  // made before the endpoint binds, declared before it so that it outlives it.
   std::unique_ptr<SliceServer> slices_;  // other workers' sparse snapshots held here (slice_server.h)
   std::deque<Worker> workers_;  // a deque: a worker's exit callback holds a reference to it
   struct Restart {

@@ -12,15 +12,16 @@
 // The endpoint is a ROUTER on the agent's data host with a port of the kernel's choosing; off
 // loopback it is a CURVE server with the agent's own key pair (its public key goes to the
 // controller with RegisterNode, and from there to the workers that connect) on the ZAP domain
-// salamander-slices, where the agent's ZAP handler admits only the job's node keys (the agent
-// learns them with Welcome). Every slot carries the job's keyed MAC (ckpt/slice_mac.h): a put
-// without it is refused, and what a fetch answers is sealed with it.
+// salamander-slices, where the endpoint's ZAP handler admits only the job's node keys (the agent
+// learns them with Welcome and passes them on: set_allowlist). Every slot carries the job's keyed
+// MAC (ckpt/slice_mac.h): a put without it is refused, and what a fetch answers is sealed with it.
 //
 // It runs on a thread of its own, not the agent's loop, and with a ZeroMQ context of its own (its
-// own I/O thread, and its own ZAP handler): receiving, decoding, checking and storing slots of
-// megabytes, and answering a fetch of a whole window, take time that the agent's heartbeats — on
-// the agent's context — must never wait for. The loop thread sets the node and the budget and reads report() (under the
-// store's mutex); the reports the thread makes reach on_report on the loop thread (a uv_async).
+// own I/O thread and ZAP handler): receiving, decoding, checking and storing slots of megabytes, and
+// answering a fetch of a whole window, take time that the agent's heartbeats — on the agent's
+// context — must never wait for. The loop thread sets the node, the budget and the allowlist and
+// reads report() (under the store's mutex); the reports the thread makes reach on_report on the loop
+// thread (a uv_async).
 //
 // Test hook: SAL_TEST_CORRUPT_SLICE=<unit name>[@<node id>] (e.g. "layer0.expert1@3") in the
 // agent's environment flips one bit of every copy of that unit the store accepts — after the
