@@ -561,13 +561,13 @@ void Agent::check_workers() {
   }
   for (auto& w : workers_) {
     if (w.exited || w.last_seen_ns == 0 || !w.proc || !w.proc->running()) continue;
-    look_at_cpu(w, now);
+    const auto sample = look_at_cpu(w, now);
     int64_t silent = now - w.last_seen_ns;
     if (silent < (w.state == wire::WorkerState::starting ? start_limit_ns : limit_ns)) {
       w.said_busy = false;
       continue;
     }
-    if (busy(w, silent, limit_ns, now)) continue;
+    if (busy(w, sample, silent, limit_ns, now)) continue;
     w.last_error = "unresponsive: silent for " + std::to_string(silent / 1'000'000) + " ms";
     spdlog::warn("worker {} {}; killing it", w.index, w.last_error);
     w.proc->signal(SIGKILL);
@@ -576,17 +576,19 @@ void Agent::check_workers() {
 }
 
 // The worker's CPU time, at every look (a heartbeat), for busy_process (mesh/process.h): whether it
-// grew within the liveness window, not merely since the last look.
-void Agent::look_at_cpu(Worker& w, int64_t now) {
+// grew within the liveness window, not merely since the last look. The sample is handed on to
+// busy(), so a silent worker's /proc entry is read once a check.
+Result<ProcessSample> Agent::look_at_cpu(Worker& w, int64_t now) {
   auto s = sample_process(w.proc->pid());
-  if (!s || s->cpu_ticks <= w.cpu_ticks) return;
-  w.cpu_ticks = s->cpu_ticks;
-  w.cpu_grew_ns = now;
+  if (s && s->cpu_ticks > w.cpu_ticks) {
+    w.cpu_ticks = s->cpu_ticks;
+    w.cpu_grew_ns = now;
+  }
+  return s;
 }
 
-bool Agent::busy(Worker& w, int64_t silent_ns, int64_t limit_ns, int64_t now) {
+bool Agent::busy(Worker& w, const Result<ProcessSample>& s, int64_t silent_ns, int64_t limit_ns, int64_t now) {
   constexpr int64_t kBusyWindows = 10;
-  auto s = sample_process(w.proc->pid());
   if (!s || silent_ns >= kBusyWindows * limit_ns) return false;
   const Busy b = busy_process(*s, w.cpu_grew_ns, now, limit_ns);
   if (b == Busy::no) return false;

@@ -112,9 +112,9 @@ class Agent {
   // A silent worker whose process still runs (runnable, in the kernel, or its CPU time grown within
   // the liveness window: mesh/process.h busy_process) is busy, not dead: it gets kBusyWindows
   // windows; a stopped, hung or zombie one is killed at once. look_at_cpu samples its CPU time at
-  // every check.
-  void look_at_cpu(Worker& w, int64_t now);
-  bool busy(Worker& w, int64_t silent_ns, int64_t limit_ns, int64_t now);
+  // every check and hands the sample on to busy().
+  Result<ProcessSample> look_at_cpu(Worker& w, int64_t now);
+  bool busy(Worker& w, const Result<ProcessSample>& sample, int64_t silent_ns, int64_t limit_ns, int64_t now);
   template <class M>
   void to_controller(const M& msg);
   template <class M>

@@ -129,7 +129,10 @@ Status replay_expert_step(const Dims& d, Unit& u, const OptimConfig& c, uint64_t
   std::vector<std::vector<float>> partial;
   ExpertBlock block;
   std::vector<float> dy;
-  Unit shadow;
+  Unit shadow;  // a shadow's computing copy: the same weights, its own gradient (no moments needed)
+  shadow.id = u.id;
+  shadow.w = u.w;
+  shadow.g.resize(u.g.size());
   for (uint32_t h : holders) {
     std::fill(u.g.begin(), u.g.end(), 0.0f);
     for (uint32_t pass : passes) {
@@ -138,7 +141,6 @@ Status replay_expert_step(const Dims& d, Unit& u, const OptimConfig& c, uint64_t
       run_block(d, u, sent, h, block, dy);
       if (h != holders.front()) continue;
       for (uint32_t j : shadow_ranks(sent, holders)) {
-        shadow = u;
         std::fill(shadow.g.begin(), shadow.g.end(), 0.0f);
         run_block(d, shadow, sent, j, block, dy);
         for (size_t i = 0; i < u.g.size(); ++i) u.g[i] += shadow.g[i];
