@@ -27,6 +27,7 @@ runtime::TrainSpec train_spec_of(const job::JobConfig& job) {
   s.threads = int(job.train.threads);
   s.snapshots = job.train.checkpoint_every > 0;
   s.expert_logs = job.train.expert_logs;
+  s.log_copies = uint32_t(job.train.log_copies);
   s.digest_every = job.train.digest_every;
   s.fault_injection = job.faults.inject;
   s.validation = job.data.validation;

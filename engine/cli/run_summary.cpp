@@ -55,7 +55,7 @@ std::string status_line(const RunView& v) {
 
 // The upstream logs (train.expert_logs) the plan in force's ranks put with their last votes: one
 // iteration's of every rank, and a window's (the checkpoint schedule's W iterations: what a rebuild
-// replays at most), each held by train.peer_copies peers. Null without.
+// replays at most), each held by train.log_copies of the train.peer_copies slice peers. Null without.
 nlohmann::json expert_logs(const job::Driver& tr, const job::JobConfig& job) {
   if (!job.train.expert_logs || job::sparse_peer_copies(job) == 0 || !tr.applied()) return nullptr;
   uint64_t per_iteration = 0;
@@ -63,7 +63,8 @@ nlohmann::json expert_logs(const job::Driver& tr, const job::JobConfig& job) {
     if (auto it = tr.sparse_holdings().find(r); it != tr.sparse_holdings().end()) per_iteration += it->second.log_bytes;
   const uint64_t window = tr.applied()->plan.schedule.window;
   return {{"bytes_per_iteration", per_iteration}, {"window", window}, {"bytes_per_window", per_iteration * window},
-          {"copies", job::sparse_peer_copies(job)}};
+          {"copies", job.train.log_copies == 0 ? job::sparse_peer_copies(job)
+                                                : std::min(job.train.log_copies, job::sparse_peer_copies(job))}};
 }
 
 nlohmann::ordered_json run_summary(const RunView& v) {
@@ -112,6 +113,27 @@ nlohmann::ordered_json run_summary(const RunView& v) {
   return j;
 }
 
+// "time: computing 5.81 s · reconfiguring 1.31 s · restoring 0.42 s · waiting 52.49 s (for the mesh,
+// or for workers enough to plan)": where the run's time went (summary.json's time_s), so a run that trained little
+// because the trace left too few workers says so, whatever its recoveries' own capacity waits were.
+static void print_time_line(const nlohmann::ordered_json& j) {
+  if (!j.contains("time_s") || !j["time_s"].is_object() || j["time_s"].empty()) return;
+  static const std::pair<const char*, const char*> kPhases[] = {{"compute", "computing"},
+                                                                {"reconfigure", "reconfiguring"},
+                                                                {"restore", "restoring"},
+                                                                {"save", "saving"},
+                                                                {"wait", "waiting"}};
+  std::string line;
+  for (const auto& [key, name] : kPhases) {
+    if (!j["time_s"].contains(key)) continue;
+    char part[96];
+    std::snprintf(part, sizeof part, "%s%s %.2f s%s", line.empty() ? "" : " · ", name, j["time_s"][key].get<double>(),
+                  std::string(key) == "wait" ? " (for the mesh, or for workers enough to plan)" : "");
+    line += part;
+  }
+  std::printf("time: %s\n", line.c_str());
+}
+
 void print_text_summary(const RunView& v, const nlohmann::ordered_json& j) {
   const auto& c = v.controller;
   const auto& tr = c.driver();
@@ -128,6 +150,7 @@ void print_text_summary(const RunView& v, const nlohmann::ordered_json& j) {
   if (metrics.first())
     std::printf("loss %.3f -> %.3f · %.0f tokens/s · %llu samples\n", metrics.first()->loss, metrics.last()->loss,
                 metrics.tokens_per_s(), (unsigned long long)j["samples"].get<uint64_t>());
+  print_time_line(j);
   if (const auto& v0 = metrics.first_validated())
     std::printf("validation loss %.3f (step %llu) -> %.3f (step %llu)\n", v0->val_loss, (unsigned long long)v0->step,
                 metrics.last_validated()->val_loss, (unsigned long long)metrics.last_validated()->step);

@@ -108,6 +108,7 @@ struct TrainConfig {
   int64_t peer_memory_mb = 1024; // what an agent may hold of other workers' slices
   double snapshot_cpu_share = 0; // the share of an iteration a sparse slot's whole path may take (0: the copy only)
   bool expert_logs = false;      // upstream logs of the experts' rows with the slices: a lost expert is rebuilt alone
+  int64_t log_copies = 0;        // slice peers each upstream log goes to: the first log_copies (0: all peer_copies)
   std::string recovery = "elastic";  // elastic | fixed-ep-ft | checkpoint-restart
   int64_t digest_every = 1;      // steps between the held units' digests (0: none; docs/health.md)
   std::string dispatch = "counts";  // counts | even: how each expert's tokens are split over its replicas

@@ -177,6 +177,14 @@ const std::vector<Field>& fields() {
            "as much traffic as the all-to-alls again, per peer (false: the sparse rung rolls the whole model back "
            "instead)",
            [](JobConfig& j) -> bool& { return j.train.expert_logs; }),
+      integer("train.log_copies", 0, 64, "with train.expert_logs, how many of a worker's slice peers hold each of "
+              "its upstream logs: the first ones, which hold none of the experts the worker holds where such a node "
+              "exists (0: every one, train.peer_copies; at most that). Each copy costs the writer and its holder the "
+              "log's sending and receipt every step (the drill job, 8 CPU workers at 0.22 of a CPU: the logs to 2 "
+              "peers take the run 1.10x as long as none, to 1 peer about 1.07x); but the logs are needed when an expert lost every "
+              "holder, and a log's one copy (on a node holding none of its writer's experts) is then often on a node "
+              "lost with them: that rebuild fails and the sparse rung rolls back instead",
+              [](JobConfig& j) -> int64_t& { return j.train.log_copies; }),
       flag("train.warm_up", "a new CPU worker, while it waits for a plan, faults in the heap a step of its share "
            "of the batch needs, then makes one pass (forward, backward, update) of a small copy of the model on "
            "that share, so that its first step in the job runs at a steady step's speed instead of about twice it "
@@ -457,6 +465,13 @@ void parallel_checks(const JobConfig& j, int64_t workers, std::vector<std::strin
                      std::to_string(r * (r - 1)) + " <= groups - 1 = " + std::to_string(g - 1));
 }
 
+// The upstream logs go to the first train.log_copies of the train.peer_copies slice peers.
+void log_checks(const JobConfig& j, std::vector<std::string>& errors) {
+  if (!j.train.expert_logs || j.train.peer_copies == 0 || j.train.log_copies <= j.train.peer_copies) return;  // 0: all
+  errors.push_back("train.log_copies: " + std::to_string(j.train.log_copies) + " is above train.peer_copies = " +
+                   std::to_string(j.train.peer_copies) + ": the upstream logs go to the slice peers");
+}
+
 // The validation loss: a part held out to evaluate on, and workers that can (CPU, one group).
 void validation_checks(const JobConfig& j, std::vector<std::string>& errors) {
   if (j.train.eval_every == 0) return;
@@ -544,6 +559,7 @@ void cross_checks(const JobConfig& j, std::vector<std::string>& errors) {
   else parallel_checks(j, *w, errors);
   if (auto r = parse_racks(j.mesh.racks); !r) add(Error("mesh.racks: " + r.error().message()));
   validation_checks(j, errors);
+  log_checks(j, errors);
   family_checks(j, errors);
   micro_batch_checks(j, errors);
   for (auto [key, ep] : {std::pair{"mesh.bind", j.mesh.bind}, std::pair{"repl.bind", j.repl.bind}})

@@ -2,6 +2,7 @@
 #include "runtime/sparse_snapshots.h"
 
 #include <spdlog/spdlog.h>
+#include <algorithm>
 #include <zmq_addon.hpp>
 
 #include "ckpt/slice_frames.h"
@@ -213,15 +214,17 @@ void SparseSnapshots::put(const LogJob& job) {
   head.schedule = job.schedule, head.step = job.step;
   wire::Parts frames = ckpt::encode_log(head, ckpt::whole(job.log));
   ckpt::seal(frames, *key);
-  if (const uint64_t missed = send_to_peers(frames, *route, log_sockets_)) {
+  if (const uint64_t missed = send_to_peers(frames, *route, log_sockets_, route->log_copies)) {
     std::lock_guard<std::mutex> lock(mu_);
     held_.puts_missed += missed;
   }
 }
 
-uint64_t SparseSnapshots::send_to_peers(wire::Parts& frames, const SliceRoute& route, Sockets& sockets) {
+uint64_t SparseSnapshots::send_to_peers(wire::Parts& frames, const SliceRoute& route, Sockets& sockets, size_t limit) {
   uint64_t missed = 0;
-  for (const auto& peer : route.peers) {
+  const size_t n = limit == 0 ? route.peers.size() : std::min(limit, route.peers.size());
+  for (size_t i = 0; i < n; ++i) {
+    const wire::SliceNode& peer = route.peers[i];
     zmq::socket_t* s = socket_for(peer, route.key_file, sockets);
     if (!s) {
       ++missed;

@@ -59,6 +59,7 @@ struct SliceRoute {
   uint32_t node = 0, index = 0;
   uint64_t plan = 0;
   std::vector<wire::SliceNode> peers;
+  uint32_t log_copies = 0;  // the upstream logs go to the first this many peers (0: every one)
   std::string key_file;  // CURVE towards a peer off loopback (the agent's key pair)
   std::string mac_key;   // the job's slice key (hex): each slot put carries its MAC
 };
@@ -126,7 +127,8 @@ class SparseSnapshots {
   void put(const LogJob& log);
   // Each peer's socket gets the frames; returns how many peers missed them.
   using Sockets = std::vector<std::pair<std::string, std::unique_ptr<zmq::socket_t>>>;
-  uint64_t send_to_peers(wire::Parts& frames, const SliceRoute& route, Sockets& sockets);
+  // To the route's first `limit` peers (0: every one); returns the puts that could not be queued.
+  uint64_t send_to_peers(wire::Parts& frames, const SliceRoute& route, Sockets& sockets, size_t limit = 0);
   void run_logs();
   zmq::socket_t* socket_for(const wire::SliceNode& peer, const std::string& key_file, Sockets& sockets);
 

@@ -30,6 +30,7 @@ struct TrainSpec {
   std::string device = "cpu:0";         // where this worker computes: "cpu:N", or "cuda:N" (GPU N)
   bool snapshots = true;                // the job takes dense snapshots (train.checkpoint_every > 0)
   bool expert_logs = false;             // train.expert_logs: each step's dispatch logged to the slice peers
+  uint32_t log_copies = 0;              // train.log_copies: to the first this many of them (0: every one)
   int64_t digest_every = 1;             // digests of the held units every this many steps (0: none)
   bool fault_injection = false;         // the job allows a drill's corrupt{} (faults.inject)
   double validation = 0;                // data.validation: the corpus's last part held out

@@ -355,8 +355,8 @@ void Trainer::start_snapshots(const wire::PlanUpdate& p) {
   if (!replay_) state_step_ = p.step;
   pruned_ = false;
   have_grads_ = false;
-  SliceRoute route{p.ranks[size_t(rank_)].node, p.ranks[size_t(rank_)].index, p.number(), {}, spec_.key_file,
-                   spec_.slice_mac_key};
+  SliceRoute route{p.ranks[size_t(rank_)].node, p.ranks[size_t(rank_)].index, p.number(), {}, spec_.log_copies,
+                   spec_.key_file, spec_.slice_mac_key};
   slice_nodes_ = p.slice_nodes;
   if (size_t(rank_) < p.slice_peers.size()) route.peers = slice_route(p.slice_peers[size_t(rank_)]);
   // the upstream logs go where the slots go, and are rebuilt from only in a plan of one group

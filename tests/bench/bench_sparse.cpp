@@ -126,7 +126,7 @@ Timing time_steps(zmq::context_t& ctx, const std::vector<wire::SliceNode>& peers
                   int steps, uint32_t window) {
   const Dims& d = p.dims;
   runtime::SparseSnapshots snaps(ctx);
-  if (window > 0) snaps.start(schedule_of(d, window), runtime::SliceRoute{0, 0, 1, peers, "", kBenchSliceKey});
+  if (window > 0) snaps.start(schedule_of(d, window), runtime::SliceRoute{0, 0, 1, peers, 0, "", kBenchSliceKey});
   std::vector<const Unit*> units;
   for (const Unit* u : p.units()) units.push_back(u);
   Timing t;

@@ -144,6 +144,24 @@ TEST_CASE("t0555-expert-rebuild: every holder of an expert killed, its new holde
   CHECK(d.elementwise == 0);
 }
 
+TEST_CASE("t0557-log-copies: with train.log_copies = 1 each upstream log has one holder: where it died with the experts' holders the rebuild says which log is gone, the sparse rung restores, and the run ends bit for bit as if it never failed") {
+  // the job of t0555, its logs put to each rank's first slice peer alone: the first peer of a rank
+  // that survives (one holding none of experts 0..3) is one of the killed nodes that hold them, so
+  // with one copy its logs of the window are on no live agent (with two, t0555 rebuilds)
+  std::string dir = temp_dir("sparse-restore");
+  auto j = lose_expert_beside_plain(dir, ", expert_logs = true, log_copies = 1");
+  CHECK(j["expert_logs"]["copies"] == 1);
+  CHECK(has_event(dir + "/run", "rebuild_begun", "rebuilding 4 lost experts"));
+  CHECK(has_event(dir + "/run", "rebuild_failed", "is held soundly by no live agent"));
+  CHECK(has_event(dir + "/run", "rebuild_failed", "falling back to the sparse rung"));
+  CHECK(j["recoveries"][0]["source"] == "peers");
+  CHECK(j["lost_steps"] == 0);
+  for (const auto& e : j["expectations"]) CHECK_MESSAGE(e["ok"].get<bool>(), e.dump());
+  auto d = weight_distance(dir + "/plain/checkpoint", dir + "/run/checkpoint");
+  CHECK(d.units == 1 + 2 + 8);
+  CHECK(d.elementwise == 0);
+}
+
 TEST_CASE("t0556-sparse-restore-own-step: with windows of one iteration the survivors keep what they hold and fetch only the lost experts, and the run ends bit for bit as if it never failed") {
   // one replica of each expert (8 on 4 nodes of 2 slots), windows of one iteration; node 1 killed at
   // the end of step 12 (its gradient sync), so the newest window is step 11's, the state the

@@ -289,6 +289,14 @@ TEST_CASE("mesh.racks: nodes by rack, and each mistake named with its part") {
         "x.lua: mesh.racks: node \"node0\" is in rack \"r1\" and in rack \"r2\"");
 }
 
+TEST_CASE("train.log_copies: at most train.peer_copies where the workers log, named") {
+  CHECK(load_text("return { train = { expert_logs = true, log_copies = 1 } }", "x.lua", ".").ok());
+  CHECK(load_text("return { train = { expert_logs = true, log_copies = 2, peer_copies = 2 } }", "x.lua", ".").ok());
+  CHECK(load_text("return { train = { log_copies = 5 } }", "x.lua", ".").ok());  // no logs: nothing to copy
+  CHECK(error_of("return { train = { expert_logs = true, log_copies = 3 } }") ==
+        "x.lua: train.log_copies: 3 is above train.peer_copies = 2: the upstream logs go to the slice peers");
+}
+
 TEST_CASE("train.eval_every: needs a validation split and CPU workers, each rule named") {
   CHECK(load_text("return { data = { validation = 0.05 }, train = { eval_every = 10 } }", "x.lua", ".").ok());
   CHECK(error_of("return { train = { eval_every = 10 } }") ==
