@@ -63,8 +63,7 @@ nlohmann::json expert_logs(const job::Driver& tr, const job::JobConfig& job) {
     if (auto it = tr.sparse_holdings().find(r); it != tr.sparse_holdings().end()) per_iteration += it->second.log_bytes;
   const uint64_t window = tr.applied()->plan.schedule.window;
   return {{"bytes_per_iteration", per_iteration}, {"window", window}, {"bytes_per_window", per_iteration * window},
-          {"copies", job.train.log_copies == 0 ? job::sparse_peer_copies(job)
-                                                : std::min(job.train.log_copies, job::sparse_peer_copies(job))}};
+          {"copies", job::upstream_log_copies(job)}};
 }
 
 nlohmann::ordered_json run_summary(const RunView& v) {
@@ -118,17 +117,20 @@ nlohmann::ordered_json run_summary(const RunView& v) {
 // because the trace left too few workers says so, whatever its recoveries' own capacity waits were.
 static void print_time_line(const nlohmann::ordered_json& j) {
   if (!j.contains("time_s") || !j["time_s"].is_object() || j["time_s"].empty()) return;
-  static const std::pair<const char*, const char*> kPhases[] = {{"compute", "computing"},
-                                                                {"reconfigure", "reconfiguring"},
-                                                                {"restore", "restoring"},
-                                                                {"save", "saving"},
-                                                                {"wait", "waiting"}};
+  struct Phase {
+    const char *key, *name, *note;
+  };
+  static const Phase kPhases[] = {{"compute", "computing", ""},
+                                  {"reconfigure", "reconfiguring", ""},
+                                  {"restore", "restoring", ""},
+                                  {"save", "saving", ""},
+                                  {"wait", "waiting", " (for the mesh, or for workers enough to plan)"}};
   std::string line;
-  for (const auto& [key, name] : kPhases) {
+  for (const auto& [key, name, note] : kPhases) {
     if (!j["time_s"].contains(key)) continue;
     char part[96];
     std::snprintf(part, sizeof part, "%s%s %.2f s%s", line.empty() ? "" : " · ", name, j["time_s"][key].get<double>(),
-                  std::string(key) == "wait" ? " (for the mesh, or for workers enough to plan)" : "");
+                  note);
     line += part;
   }
   std::printf("time: %s\n", line.c_str());

@@ -228,6 +228,8 @@ Result<int64_t> starting_workers(const JobConfig& job);
 // baselines (fixed-ep-ft, checkpoint-restart). They stand for systems without sparse snapshots in
 // peers' memory, and their ladder has no sparse rung: copies would cost them every step for nothing.
 int64_t sparse_peer_copies(const JobConfig& job);
+// The slice peers each upstream log goes to: train.log_copies of them (0: every one), at most those.
+int64_t upstream_log_copies(const JobConfig& job);
 
 // That the workers a local mesh of job.mesh.nodes agents starts (x the devices of mesh.devices)
 // hold every expert once with policies.slots each: `salamander run` checks it for the nodes it will

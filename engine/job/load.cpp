@@ -2,6 +2,8 @@
 // and checks the table it returns against the schema.
 #include <lua.hpp>
 
+#include <algorithm>
+
 #include "core/devices.h"
 #include "core/load_trace.h"
 #include "core/paths.h"
@@ -77,6 +79,11 @@ Status check_routing_trace(const JobConfig& job) {
 
 int64_t sparse_peer_copies(const JobConfig& job) {
   return job.train.recovery == "elastic" ? job.train.peer_copies : 0;
+}
+
+int64_t upstream_log_copies(const JobConfig& job) {
+  const int64_t peers = sparse_peer_copies(job);
+  return job.train.log_copies == 0 ? peers : std::min(job.train.log_copies, peers);
 }
 
 Result<int64_t> starting_workers(const JobConfig& job) {

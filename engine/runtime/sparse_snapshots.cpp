@@ -2,8 +2,9 @@
 #include "runtime/sparse_snapshots.h"
 
 #include <spdlog/spdlog.h>
-#include <algorithm>
 #include <zmq_addon.hpp>
+
+#include <algorithm>
 
 #include "ckpt/slice_frames.h"
 #include "core/clock.h"
