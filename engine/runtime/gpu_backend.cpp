@@ -310,6 +310,11 @@ class GpuCompute final : public DeviceCompute {
                  double(snapshot_->pinned_bytes()) / 1e6, double(mono_ns() - t0) / 1e6);
   }
 
+  static std::string paced(size_t chunk_bytes) {
+    if (chunk_bytes == 0) return "in one copy: SAL_SNAPSHOT_CHUNK_MB=0";
+    return "in chunks of " + std::to_string(chunk_bytes >> 20) + " MB, one at a time";
+  }
+
   // Says where snapshots are staged when that changes, and when a snapshot had to pin more host
   // memory (a second slot, or more units): both pause training once.
   void say_staging(size_t pinned_before) {
@@ -318,8 +323,8 @@ class GpuCompute final : public DeviceCompute {
     if (staging != said_staging_ || off != said_off_) {
       if (staging > 0)
         spdlog::info("{}: snapshots staged in {:.0f} MB of device memory (12 bytes a parameter): an update "
-                     "waits for a copy on the device, the copy to the host overlaps the next steps",
-                     name_, double(staging) / 1e6);
+                     "waits for a copy on the device, the copy to the host overlaps the next steps ({})",
+                     name_, double(staging) / 1e6, paced(snapshot_->chunk_bytes()));
       else
         spdlog::info("{}: snapshots copied straight to pinned host memory, the next update waiting for it: {}",
                      name_, off);
@@ -499,9 +504,9 @@ Result<std::unique_ptr<DeviceCompute>> make_gpu_compute(int ordinal, const Devic
                 n == 1 ? "" : std::to_string(n - 1), ")");
   std::unique_ptr<kc::Context> ctx;
   if (auto s = kc::Context::create(ordinal, &ctx); !s.ok()) return fail(name, ": ", s.what());
-  auto staging = model::snapshot_staging_from_env();
-  if (!staging) return staging.error().with_context(name);
-  auto snapshot = model::PinnedSnapshot::create(*ctx, *staging);
+  auto copy = model::snapshot_copy_from_env();
+  if (!copy) return copy.error().with_context(name);
+  auto snapshot = model::PinnedSnapshot::create(*ctx, *copy);
   if (!snapshot) return snapshot.error().with_context(name + ": snapshot stream");
   auto allowed = device_plane_allowed();
   if (!allowed) return allowed.error().with_context(name);

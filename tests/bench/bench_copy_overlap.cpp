@@ -6,18 +6,22 @@
 // counts, the norms) wait behind the big copy on the copy engine, and whether cutting the big copy
 // into chunks lets them through.
 //
-// For each way of issuing the big copy (whole, or in chunks of C MB), on stream B: a 4-byte
+// For each way of issuing the big copy (whole; in chunks of C MB enqueued at once; or paced, C MB
+// at a time, the next enqueued when the last is done, from a thread of its own, as a GPU worker's
+// snapshot writer does since 2026-12-04), on stream B: a 4-byte
 // device-to-host copy on stream A followed by a wait for A, over and over while the big copy runs,
 // and the same for a 4-byte host-to-device copy and for a 256 MB device memset (device work that
 // reads and writes HBM), each against its time with nothing else running. Host-timed, as the
 // worker sees its own copies. Prints the table last.
 //
 // Usage: bench_copy_overlap [--gb G] [--chunks MB,MB,...] [--reps N]
-//   defaults: 1.9 GB, chunks 0 (whole), 64, 8; 200 small copies alone per kind.
+//   a chunk written NNp is paced; defaults: 1.9 GB, chunks 0 (whole), 64, 8, 64p, 8p, 1p; 200 small
+//   copies alone per kind.
 // Exits 0 with a "no GPU" line on a machine without one.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +29,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -95,28 +100,49 @@ Times alone(const Op& op, int reps) {
   return summarise(t);
 }
 
-// The big copy on stream B, whole (chunk 0) or in chunks, and `op` repeated on A until it is done.
-Times during(Buffers& x, size_t chunk, const Op& op, double& big_ms) {
+struct Chunking {
+  size_t bytes = 0;  // 0: the whole copy at once
+  bool paced = false;
+};
+
+void copy_part(Buffers& x, size_t at, size_t n) {
+  if (!check(cudaMemcpyAsync(x.big_host + at, x.big_dev + at, n, cudaMemcpyDeviceToHost, x.b), "cudaMemcpyAsync (big)"))
+    std::exit(1);
+}
+
+// The big copy on stream B as `how` says, and `op` repeated on A until it is done.
+Times during(Buffers& x, Chunking how, const Op& op, double& big_ms) {
   const double t0 = now_ms();
-  const size_t step = chunk == 0 ? x.big : chunk;
-  for (size_t at = 0; at < x.big; at += step)
-    if (!check(
-            cudaMemcpyAsync(x.big_host + at, x.big_dev + at, std::min(step, x.big - at), cudaMemcpyDeviceToHost, x.b),
-            "cudaMemcpyAsync (big)"))
-      std::exit(1);
-  check(cudaEventRecord(x.done, x.b), "cudaEventRecord");
+  const size_t step = how.bytes == 0 ? x.big : how.bytes;
+  std::atomic<bool> over{false};
+  std::thread pacer;
+  if (how.paced) {
+    pacer = std::thread([&] {
+      for (size_t at = 0; at < x.big; at += step) {
+        copy_part(x, at, std::min(step, x.big - at));
+        if (!check(cudaStreamSynchronize(x.b), "cudaStreamSynchronize (a paced chunk)")) std::exit(1);
+      }
+      over = true;
+    });
+  } else {
+    for (size_t at = 0; at < x.big; at += step) copy_part(x, at, std::min(step, x.big - at));
+    check(cudaEventRecord(x.done, x.b), "cudaEventRecord");
+  }
+  auto running = [&] { return how.paced ? !over.load() : cudaEventQuery(x.done) == cudaErrorNotReady; };
   std::vector<double> t;
-  while (cudaEventQuery(x.done) == cudaErrorNotReady) t.push_back(timed(op));
+  while (running()) t.push_back(timed(op));
+  if (pacer.joinable()) pacer.join();
   check(cudaStreamSynchronize(x.b), "cudaStreamSynchronize (b)");
   big_ms = now_ms() - t0;
   return summarise(t);
 }
 
-std::vector<size_t> parse_chunks(const std::string& s) {
-  std::vector<size_t> out;
+std::vector<Chunking> parse_chunks(const std::string& s) {
+  std::vector<Chunking> out;
   std::stringstream in(s);
   std::string item;
-  while (std::getline(in, item, ',')) out.push_back(size_t(std::strtoull(item.c_str(), nullptr, 10)) << 20);
+  while (std::getline(in, item, ','))
+    out.push_back({size_t(std::strtoull(item.c_str(), nullptr, 10)) << 20, !item.empty() && item.back() == 'p'});
   return out;
 }
 
@@ -124,7 +150,7 @@ std::vector<size_t> parse_chunks(const std::string& s) {
 
 int main(int argc, char** argv) {
   double gb = 1.9;
-  std::string chunks = "0,64,8";
+  std::string chunks = "0,64,8,64p,8p,1p";
   int reps = 200;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -178,10 +204,12 @@ int main(int argc, char** argv) {
     char line[256];
     std::snprintf(line, sizeof line, "| %s | alone | %.3f | %.3f | %zu | |", k.name, base.median, base.worst, base.n);
     rows.push_back(line);
-    for (size_t c : parse_chunks(chunks)) {
+    for (Chunking c : parse_chunks(chunks)) {
       double big_ms = 0;
       Times t = during(x, c, k.op, big_ms);
-      std::string how = c == 0 ? "during one copy" : "during chunks of " + std::to_string(c >> 20) + " MB";
+      std::string how = c.bytes == 0 ? "during one copy"
+                        : c.paced    ? "during paced chunks of " + std::to_string(c.bytes >> 20) + " MB"
+                                     : "during chunks of " + std::to_string(c.bytes >> 20) + " MB";
       std::snprintf(line, sizeof line, "| %s | %s | %.3f | %.3f | %zu | %.1f ms (%.1f GB/s) |", k.name, how.c_str(),
                     t.median, t.worst, t.n, big_ms, double(x.big) / big_ms / 1e6);
       rows.push_back(line);

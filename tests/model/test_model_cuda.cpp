@@ -17,9 +17,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/cuda_test_util.h"
@@ -446,9 +448,9 @@ bool same_state(const UnitView& u, const Unit& want) {
          std::equal(u.m, u.m + u.size, want.m.begin()) && std::equal(u.v, u.v + u.size, want.v.begin());
 }
 
-// A pinned snapshot, staged as asked, begun between two AdamW updates: it holds exactly the state
-// after the first (as a synchronous download of a twin), and the second ran after its copy.
-void check_snapshot_between_updates(SnapshotStaging staging) {
+// The model and optimizer state the snapshot cases start from: a small model with random gradients
+// and moments.
+Params snapshot_model() {
   Dims d;
   d.layers = 2, d.d = 256, d.heads = 4, d.experts = 4, d.top_k = 2, d.seq_len = 32, d.vocab = 256;
   Params p = Params::create(d, 5, Params::all_experts(d));
@@ -458,8 +460,21 @@ void check_snapshot_between_updates(SnapshotStaging staging) {
     fill_random(u->m, rng, 0.01f);
     for (auto& v : u->v) v = std::fabs(std::normal_distribution<float>(0.0f, 1e-4f)(rng));
   }
+  return p;
+}
+
+OptimConfig snapshot_optim() {
   OptimConfig oc;
   oc.weight_decay = 0.1;
+  return oc;
+}
+
+// A pinned snapshot, staged and copied as asked, begun between two AdamW updates: it holds exactly
+// the state after the first (as a synchronous download of a twin), and the second ran after its copy.
+void check_snapshot_between_updates(SnapshotCopy how) {
+  const SnapshotStaging staging = how.staging;
+  Params p = snapshot_model();
+  const OptimConfig oc = snapshot_optim();
 
   // the twin: the state after the first update, then after the second, each by synchronous download
   auto twin = on_device(p);
@@ -476,7 +491,7 @@ void check_snapshot_between_updates(SnapshotStaging staging) {
   auto gpu = on_device(p);
   REQUIRE_OK(gpu->upload(p, kAllParts));
   OptimizerCuda opt(*gpu, oc);
-  auto snap = PinnedSnapshot::create(ctx(), staging);
+  auto snap = PinnedSnapshot::create(ctx(), how);
   REQUIRE_OK(snap);
   PinnedSnapshot& ps = **snap;
   CHECK(ps.in_flight() == 0);
@@ -556,7 +571,7 @@ void check_snapshot_between_updates(SnapshotStaging staging) {
   CHECK(bad_snapshot == 0);
   units->keep.reset();
 
-  auto again = PinnedSnapshot::create(ctx(), staging);
+  auto again = PinnedSnapshot::create(ctx(), how);
   REQUIRE_OK(again);
   gpu->remove_expert(0, 2);
   auto missing = (*again)->begin(*gpu, {UnitId{UnitKind::expert, 0, 2}});
@@ -569,11 +584,108 @@ void check_snapshot_between_updates(SnapshotStaging staging) {
 }  // namespace
 
 TEST_CASE("a snapshot staged on the device equals a synchronous download of the state it was taken at") {
-  check_snapshot_between_updates(SnapshotStaging::automatic);
+  SUBCASE("copied to the host in 1 MB chunks, one at a time") {
+    check_snapshot_between_updates(SnapshotCopy{SnapshotStaging::automatic, size_t(1) << 20});
+  }
+  SUBCASE("in the default chunks") { check_snapshot_between_updates(SnapshotCopy{}); }
+  SUBCASE("in one copy") { check_snapshot_between_updates(SnapshotCopy{SnapshotStaging::automatic, 0}); }
 }
 
 TEST_CASE("a snapshot copied straight to pinned memory equals a synchronous download of the state it was taken at") {
-  check_snapshot_between_updates(SnapshotStaging::host);
+  check_snapshot_between_updates(SnapshotCopy{SnapshotStaging::host});
+}
+
+// Paced copies leave a staged snapshot's units in the spare device buffer until finish(): a second
+// snapshot begun before then must not stage over them (it goes straight to pinned memory), and both
+// hold the state each was begun at.
+TEST_CASE("a snapshot begun while the last one waits in the device staging does not overwrite it") {
+  Params p = snapshot_model();
+  const OptimConfig oc = snapshot_optim();
+  const std::vector<UnitId> ids{UnitId{UnitKind::expert, 0, 1}, UnitId{UnitKind::embedding}};
+  auto gpu = on_device(p);
+  REQUIRE_OK(gpu->upload(p, kAllParts));
+  OptimizerCuda opt(*gpu, oc);
+  auto snap = PinnedSnapshot::create(ctx(), SnapshotCopy{SnapshotStaging::automatic, size_t(1) << 20});
+  REQUIRE_OK(snap);
+  PinnedSnapshot& ps = **snap;
+
+  REQUIRE_OK(opt.apply_adamw(1e-3, 0.5, 2));
+  Params after1 = p;
+  REQUIRE_OK(gpu->download(after1, kValues | kMoments));
+  auto first = ps.begin(*gpu, {});  // staged, waiting in the spare buffer
+  REQUIRE_OK(first);
+  REQUIRE_OK(opt.apply_adamw(1e-3, 0.5, 3));
+  auto second = ps.begin(*gpu, ids);  // the spare is held: straight to pinned memory
+  REQUIRE_OK(second);
+  REQUIRE_OK(opt.apply_adamw(1e-3, 0.5, 4));  // waits for the second's copy
+  REQUIRE(ctx().synchronize().ok());
+  auto later = ps.finish(*second);
+  REQUIRE_OK(later);
+  auto earlier = ps.finish(*first);
+  REQUIRE_OK(earlier);
+
+  auto want = after1.units();
+  REQUIRE(earlier->units.size() == want.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) bad += !same_state(earlier->units[i], *want[i]);
+  CHECK(bad == 0);  // the first snapshot: the state after the first update, untouched by the second
+  // the second: the state after the second update, which the third changed since
+  Params twin = snapshot_model();
+  auto check_gpu = on_device(twin);
+  REQUIRE_OK(check_gpu->upload(twin, kAllParts));
+  OptimizerCuda twin_opt(*check_gpu, oc);
+  REQUIRE_OK(twin_opt.apply_adamw(1e-3, 0.5, 2));
+  REQUIRE_OK(twin_opt.apply_adamw(1e-3, 0.5, 3));
+  REQUIRE(later->units.size() == ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    CAPTURE(ids[i].name());
+    Unit direct, now;
+    REQUIRE_OK(check_gpu->download_unit(ids[i], direct, kValues | kMoments));
+    REQUIRE_OK(gpu->download_unit(ids[i], now, kValues | kMoments));
+    CHECK(same_state(later->units[i], direct));
+    CHECK_FALSE(same_state(later->units[i], now));  // the third update ran after the copy
+  }
+  later->keep.reset();
+  earlier->keep.reset();
+  // the spare is free again: the next snapshot is staged
+  auto third = ps.begin(*gpu, ids);
+  REQUIRE_OK(third);
+  REQUIRE_OK(ps.finish(*third));
+  CHECK(ps.staging_bytes() == 3 * gpu->parameter_count() * sizeof(float));
+  CHECK(ps.in_flight() == 0);
+  REQUIRE(ctx().synchronize().ok());
+}
+
+TEST_CASE("SAL_SNAPSHOT_CHUNK_MB and SAL_SNAPSHOT_STAGING are read, and bad values named") {
+  struct Env {
+    const char* name;
+    explicit Env(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+    ~Env() { unsetenv(name); }
+  };
+  {
+    auto how = snapshot_copy_from_env();
+    REQUIRE_OK(how);
+    CHECK(how->chunk_bytes == SnapshotCopy::kDefaultChunkBytes);
+    CHECK(how->staging == SnapshotStaging::automatic);
+  }
+  {
+    Env c("SAL_SNAPSHOT_CHUNK_MB", "0"), s("SAL_SNAPSHOT_STAGING", "host");
+    auto how = snapshot_copy_from_env();
+    REQUIRE_OK(how);
+    CHECK(how->chunk_bytes == 0);
+    CHECK(how->staging == SnapshotStaging::host);
+  }
+  for (const char* bad : {"-1", "8MB", "5000", "", "1.5"}) {
+    CAPTURE(bad);
+    Env c("SAL_SNAPSHOT_CHUNK_MB", bad);
+    auto how = snapshot_copy_from_env();
+    if (std::string(bad).empty()) {
+      CHECK(how.ok());  // unset or empty: the default
+      continue;
+    }
+    REQUIRE_FALSE(how.ok());
+    CHECK(how.error().message().find("SAL_SNAPSHOT_CHUNK_MB") != std::string::npos);
+  }
 }
 
 TEST_CASE("next_logits agrees with the CPU model") {

@@ -28,10 +28,14 @@ struct PinnedSnapshot::Shared {
     size_t capacity = 0;      // floats
     std::vector<Staged> staged;
     std::shared_ptr<GpuEvent> staged_on_device, copied;
+    // Staged and paced: the floats finish() still copies from the spare buffer to the pinned memory.
+    const float* from = nullptr;
+    size_t to_drain = 0;
   };
 
   std::mutex mu;
   Slot slots[kSlots];
+  int spare_slot = -1;  // the slot whose units wait in the spare buffer for finish() (-1: none)
   uint64_t next_ticket = 1;
 
   ~Shared() {
@@ -83,9 +87,7 @@ std::string gib(size_t bytes) {
   return b;
 }
 
-}  // namespace
-
-Result<SnapshotStaging> snapshot_staging_from_env() {
+Result<SnapshotStaging> staging_from_env() {
   const char* v = std::getenv("SAL_SNAPSHOT_STAGING");
   const std::string s = v ? v : "";
   if (s.empty() || s == "auto") return SnapshotStaging::automatic;
@@ -94,7 +96,28 @@ Result<SnapshotStaging> snapshot_staging_from_env() {
               "room) or 'host' (copy them straight to pinned host memory)");
 }
 
-Result<std::unique_ptr<PinnedSnapshot>> PinnedSnapshot::create(const kc::Context& ctx, SnapshotStaging staging) {
+Result<size_t> chunk_from_env() {
+  const char* v = std::getenv("SAL_SNAPSHOT_CHUNK_MB");
+  const std::string s = v ? v : "";
+  if (s.empty()) return SnapshotCopy::kDefaultChunkBytes;
+  const bool digits = s.size() <= 4 && s.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || std::stoul(s) > 4096)
+    return fail("SAL_SNAPSHOT_CHUNK_MB='", s, "': expected a whole number of MB from 0 to 4096 (the chunk in which ",
+                "a staged snapshot is copied to the host, one at a time; 0: the whole snapshot in one copy)");
+  return size_t(std::stoul(s)) << 20;
+}
+
+}  // namespace
+
+Result<SnapshotCopy> snapshot_copy_from_env() {
+  auto staging = staging_from_env();
+  if (!staging) return staging.error();
+  auto chunk = chunk_from_env();
+  if (!chunk) return chunk.error();
+  return SnapshotCopy{*staging, *chunk};
+}
+
+Result<std::unique_ptr<PinnedSnapshot>> PinnedSnapshot::create(const kc::Context& ctx, SnapshotCopy how) {
   SAL_GPU_TRY(kc::cuda_status(int(cudaSetDevice(ctx.device())), "cudaSetDevice (snapshot stream)"));
   auto shared = std::make_shared<Shared>();
   for (Shared::Slot& s : shared->slots) {
@@ -111,7 +134,7 @@ Result<std::unique_ptr<PinnedSnapshot>> PinnedSnapshot::create(const kc::Context
   SAL_GPU_TRY(kc::cuda_status(int(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)),
                               "cudaStreamCreateWithFlags (snapshot copy stream)"));
   return std::unique_ptr<PinnedSnapshot>(
-      new PinnedSnapshot(ctx.device(), stream, staging, std::move(*taken), std::move(shared)));
+      new PinnedSnapshot(ctx.device(), stream, how, std::move(*taken), std::move(shared)));
 }
 
 PinnedSnapshot::~PinnedSnapshot() {
@@ -165,11 +188,13 @@ Result<uint64_t> PinnedSnapshot::begin(DeviceParams& p, const std::vector<UnitId
   }
   int slot = -1;
   uint64_t ticket = 0;
+  bool spare_held = false;  // only this thread sets spare_slot: if it is free now, it stays free
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
     for (int i = 0; i < kSlots && slot < 0; ++i)
       if (shared_->slots[i].state == Shared::State::free) slot = i;
     if (slot < 0) return fail("snapshot: all ", kSlots, " staging slots are in use (their units not yet written)");
+    spare_held = shared_->spare_slot >= 0;
     Shared::Slot& s = shared_->slots[slot];
     s.state = Shared::State::copying;
     s.ticket = ticket = shared_->next_ticket++;
@@ -178,8 +203,8 @@ Result<uint64_t> PinnedSnapshot::begin(DeviceParams& p, const std::vector<UnitId
   // The slot is this thread's until its copies are enqueued.
   Shared::Slot& s = shared_->slots[slot];
   Status st = grow_pinned(s.pinned, s.capacity, need);
-  if (st) st = stage_on_device(need);
-  if (st) st = enqueue(p, units, slot, need);
+  if (st && !spare_held) st = stage_on_device(need);
+  if (st) st = enqueue(p, units, slot, need, !spare_held && need > 0 && spare_.size() >= need);
   if (!st) {
     (void)cudaStreamSynchronize(stream_);  // what was enqueued lands before anyone reuses the memory
     release(slot);
@@ -190,15 +215,19 @@ Result<uint64_t> PinnedSnapshot::begin(DeviceParams& p, const std::vector<UnitId
 
 void PinnedSnapshot::release(int slot) {
   std::lock_guard<std::mutex> lock(shared_->mu);
-  shared_->slots[slot].state = Shared::State::free;
-  shared_->slots[slot].staged.clear();
+  Shared::Slot& s = shared_->slots[slot];
+  s.state = Shared::State::free;
+  s.staged.clear();
+  s.from = nullptr;
+  s.to_drain = 0;
+  if (shared_->spare_slot == slot) shared_->spare_slot = -1;
 }
 
 // Makes the spare device buffer hold `need` floats where the GPU has room (pinned_snapshot.h);
 // otherwise leaves it empty and says why. Not an error either way: the copy then goes straight
 // to pinned memory.
 Status PinnedSnapshot::stage_on_device(size_t need) {
-  if (staging_ == SnapshotStaging::host) {
+  if (how_.staging == SnapshotStaging::host) {
     off_reason_ = "SAL_SNAPSHOT_STAGING=host";
     return {};
   }
@@ -227,11 +256,12 @@ Status PinnedSnapshot::stage_on_device(size_t need) {
 }
 
 // taken on the training stream -> the copy stream waits -> (into the spare -> staged_on_device,
-// which the next write of p's values waits for -> one copy to the pinned memory) or (each unit to
-// the pinned memory) -> copied (the last being what the next write waits for).
-Status PinnedSnapshot::enqueue(DeviceParams& p, const std::vector<DeviceUnit*>& units, int slot, size_t need) {
+// which the next write of p's values waits for -> the copy to the pinned memory: here in one, or
+// paced by finish()) or (each unit to the pinned memory) -> copied (the last being what the next
+// write waits for).
+Status PinnedSnapshot::enqueue(DeviceParams& p, const std::vector<DeviceUnit*>& units, int slot, size_t need,
+                               bool staged) {
   Shared::Slot& s = shared_->slots[slot];
-  const bool staged = need > 0 && spare_.size() >= need;
   SAL_GPU_TRY(kc::cuda_status(int(cudaEventRecord(taken_->get(), p.context().stream())),
                               "cudaEventRecord (snapshot taken)"));
   SAL_GPU_TRY(kc::cuda_status(int(cudaStreamWaitEvent(stream_, taken_->get(), 0)),
@@ -250,12 +280,40 @@ Status PinnedSnapshot::enqueue(DeviceParams& p, const std::vector<DeviceUnit*>& 
     SAL_GPU_TRY(kc::cuda_status(int(cudaEventRecord(s.staged_on_device->get(), stream_)),
                                 "cudaEventRecord (snapshot staged on the device)"));
     p.add_reader(s.staged_on_device);
+    if (how_.chunk_bytes > 0) {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      s.from = spare_.get();
+      s.to_drain = need;
+      shared_->spare_slot = slot;
+      return {};  // finish() copies it to the host and records `copied`
+    }
     SAL_GPU_TRY(copy_async(s.pinned, spare_.get(), need, cudaMemcpyDeviceToHost, stream_,
                            "cudaMemcpyAsync (snapshot staging to pinned memory)"));
   }
   SAL_GPU_TRY(kc::cuda_status(int(cudaEventRecord(s.copied->get(), stream_)), "cudaEventRecord (snapshot copied)"));
   if (!staged) p.add_reader(s.copied);
   return {};
+}
+
+// A staged, paced slot's copy from the spare buffer to the pinned memory: one chunk in flight at a
+// time, so that another stream's small copies wait behind a chunk at most (pinned_snapshot.h).
+// Frees the spare buffer for the next snapshot either way.
+kc::Status PinnedSnapshot::drain(int slot) {
+  Shared::Slot& s = shared_->slots[slot];
+  const size_t total = s.to_drain, step = std::max<size_t>(1, how_.chunk_bytes / sizeof(float));
+  kc::Status st;
+  for (size_t at = 0; at < total && st.ok(); at += step) {
+    st = copy_async(s.pinned + at, s.from + at, std::min(step, total - at), cudaMemcpyDeviceToHost, stream_,
+                    "cudaMemcpyAsync (snapshot staging to pinned memory, a chunk)");
+    if (st.ok()) st = kc::cuda_status(int(cudaEventRecord(s.copied->get(), stream_)), "cudaEventRecord (a chunk)");
+    if (st.ok()) st = kc::cuda_status(int(cudaEventSynchronize(s.copied->get())), "waiting for a chunk's copy");
+  }
+  if (total > 0 && !st.ok()) (void)cudaStreamSynchronize(stream_);  // nothing reads the spare after this
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  s.from = nullptr;
+  s.to_drain = 0;
+  if (shared_->spare_slot == slot) shared_->spare_slot = -1;
+  return st;
 }
 
 Result<UnitViews> PinnedSnapshot::finish(uint64_t ticket) {
@@ -270,6 +328,7 @@ Result<UnitViews> PinnedSnapshot::finish(uint64_t ticket) {
   Shared::Slot& s = shared_->slots[slot];
   // This thread (the snapshot writer's) may never have used the device: make it current first.
   kc::Status waited = kc::cuda_status(int(cudaSetDevice(device_)), "cudaSetDevice (snapshot writer)");
+  if (waited.ok()) waited = drain(slot);
   if (waited.ok())
     waited = kc::cuda_status(int(cudaEventSynchronize(s.copied->get())), "waiting for the snapshot's copy");
   if (!waited.ok()) {

@@ -6,8 +6,14 @@
 //   - staged on the device (the default, when the GPU has room): every unit into one spare device
 //     buffer at HBM speed (by the bandwidth about a millisecond for gpu_quickstart's 1.9 GB), an
 //     event the next optimizer update waits for (DeviceParams::add_reader), then that buffer to
-//     pinned host memory in one copy while the next steps run. The update waits for the
-//     device-to-device copy only.
+//     pinned host memory while the next steps run. The update waits for the device-to-device copy
+//     only. The copy to the host is paced (SAL_SNAPSHOT_CHUNK_MB, 8 by default): finish() issues it
+//     in chunks, one in flight at a time, so the training step's own small device-to-host copies
+//     (the loss, the counts, the norms) wait behind one chunk (0.2 ms over PCIe) instead of the
+//     whole snapshot (about 40 ms for 1.9 GB: the step at each snapshot took that much longer,
+//     staged or not, on the H200 on 2026-11-30). With SAL_SNAPSHOT_CHUNK_MB=0 begin() enqueues the
+//     whole copy at once, as before. While one slot's units wait in the spare buffer for finish(),
+//     a snapshot begun in the other slot goes straight to pinned memory.
 //     Cost: 12 bytes of device memory per parameter snapshotted. Off when SAL_SNAPSHOT_STAGING=host,
 //     or when taking it would leave the GPU less than a tenth of its memory (or 2 GiB) free; the
 //     snapshot then copies each unit straight to pinned memory, and the update waits for that
@@ -34,18 +40,23 @@
 
 namespace sal::model {
 
-// Where a snapshot is staged before host memory (above).
+// Where a snapshot is staged before host memory, and how the staged copy reaches the host (above).
 enum class SnapshotStaging { automatic, host };
-// SAL_SNAPSHOT_STAGING ("auto", the default, or "host"); the error names the variable.
-Result<SnapshotStaging> snapshot_staging_from_env();
+struct SnapshotCopy {
+  static constexpr size_t kDefaultChunkBytes = size_t(8) << 20;
+  SnapshotStaging staging = SnapshotStaging::automatic;
+  size_t chunk_bytes = kDefaultChunkBytes;  // the paced copy's chunk; 0: one copy enqueued by begin()
+};
+// SAL_SNAPSHOT_STAGING ("auto", the default, or "host") and SAL_SNAPSHOT_CHUNK_MB (a whole number of
+// MB, 0 to 4096; 8 by default); an error names the variable and what it takes.
+Result<SnapshotCopy> snapshot_copy_from_env();
 
 class PinnedSnapshot {
  public:
   static constexpr int kSlots = 2;
 
   // The copy stream and events on ctx's device. The Context must outlive the object.
-  static Result<std::unique_ptr<PinnedSnapshot>> create(const kc::Context& ctx,
-                                                        SnapshotStaging staging = SnapshotStaging::automatic);
+  static Result<std::unique_ptr<PinnedSnapshot>> create(const kc::Context& ctx, SnapshotCopy how = {});
   // Waits for the copies in flight, then lets go of the stream and the device staging buffer. The
   // pinned memory of a slot still lent (views not yet dropped) goes when they are.
   ~PinnedSnapshot();
@@ -60,7 +71,7 @@ class PinnedSnapshot {
   // the snapshot's ticket. Does not wait for the device. Fails (nothing enqueued) for an id p does
   // not hold, or when no slot is free.
   Result<uint64_t> begin(DeviceParams& p, const std::vector<UnitId>& ids);
-  // Waits for the copies of `ticket`, then returns its units in begin()'s order as views into the
+  // Waits for the copies of `ticket` (a staged one's paced copy to the host issued here), then returns its units in begin()'s order as views into the
   // pinned memory, lent until the views' keep is dropped (the slot is then free). A failure frees
   // the slot at once. Any thread, once per ticket.
   Result<UnitViews> finish(uint64_t ticket);
@@ -70,21 +81,23 @@ class PinnedSnapshot {
   // Device memory held for staging (0: the copies go straight to pinned memory), and why it is
   // off when it is ("" while on or before the first snapshot).
   size_t staging_bytes() const;
+  size_t chunk_bytes() const { return how_.chunk_bytes; }  // the staged copy's pace (0: one copy)
   std::string staging_off_reason() const;
 
  private:
   struct Shared;
   class Lease;
-  PinnedSnapshot(int device, cudaStream_t stream, SnapshotStaging staging, std::shared_ptr<GpuEvent> taken,
+  PinnedSnapshot(int device, cudaStream_t stream, SnapshotCopy how, std::shared_ptr<GpuEvent> taken,
                  std::shared_ptr<Shared> shared)
-      : device_(device), stream_(stream), staging_(staging), taken_(std::move(taken)), shared_(std::move(shared)) {}
+      : device_(device), stream_(stream), how_(how), taken_(std::move(taken)), shared_(std::move(shared)) {}
   Status stage_on_device(size_t need);
-  Status enqueue(DeviceParams& p, const std::vector<DeviceUnit*>& units, int slot, size_t need);
+  Status enqueue(DeviceParams& p, const std::vector<DeviceUnit*>& units, int slot, size_t need, bool stage);
+  kc::Status drain(int slot);
   void release(int slot);
 
   int device_;
   cudaStream_t stream_;
-  SnapshotStaging staging_;
+  SnapshotCopy how_;
   std::shared_ptr<GpuEvent> taken_;  // recorded on the training stream at begin(); the copy stream waits for it
   std::shared_ptr<Shared> shared_;  // the slots, shared with the leases finish() hands out
   // Training thread only (begin): the device staging buffer and why it is off.
