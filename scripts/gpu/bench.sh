@@ -138,12 +138,13 @@ nccl() {
 
 # The full training step of scripts/jobs/gpu_quickstart.lua (GPT-S width, one worker on GPU 0)
 # through `salamander run`, 600 steps a run, without snapshots and with one every N steps (the
-# issue's target: snapshot overhead <= 1 % of tokens/s). Each run is EVERY:GEMMS:DISK[:STAGING] —
+# issue's target: snapshot overhead <= 1 % of tokens/s). Each run is EVERY:GEMMS:DISK[:STAGING[:CHUNK]] —
 # snapshots every EVERY steps (0: none), the expert GEMMs as the worker picks them (auto: fused
 # epilogues where they check out) or one cublasGemmEx per expert (per_expert), the run directory on
 # the disk (disk) or in memory (shm: /dev/shm, which separates the cost of writing to the disk from
 # the cost of taking the snapshot), and SAL_SNAPSHOT_STAGING (auto, the default: staged in spare
-# device memory; host: copied straight to pinned memory). SAL_GPU_TRAIN_RUNS lists them; the default
+# device memory; host: copied straight to pinned memory) and SAL_SNAPSHOT_CHUNK_MB (the staged copy
+# to the host paced in chunks of that many MB, 8 by default; 0: one copy). SAL_GPU_TRAIN_RUNS lists them; the default
 # alternates them twice so that a drift from run to run shows as a difference between two runs of a
 # kind. The job's re-plans by load (train.rebalance_every, every 100 steps in the shipped file) are
 # turned off: a re-plan at a snapshot's step would count as the snapshot's cost
@@ -158,24 +159,24 @@ nccl() {
 # Summaries in train.txt; every run's metrics.csv and events.csv in train-runs.tgz.
 train() {
   local data=/usr/share/games/fortunes rc=0 i=0
-  local default="0:auto:disk 100:auto:disk 100:auto:disk:host 250:auto:disk"
+  local default="0:auto:disk 100:auto:disk 100:auto:disk:auto:0 250:auto:disk"
   local runs=(${SAL_GPU_TRAIN_RUNS:-$default $default})
   [ -d "$data" ] || data=/tmp/deps$data
   : >"$OUT/train.txt"
-  local run every gemm where staging csvs=()
+  local run every gemm where staging chunk csvs=()
   rm -rf /tmp/train-runs && mkdir -p /tmp/train-runs
   for run in "${runs[@]}"; do
-    IFS=: read -r every gemm where staging <<<"$run"
-    staging=${staging:-auto}
+    IFS=: read -r every gemm where staging chunk <<<"$run"
+    staging=${staging:-auto} chunk=${chunk:-8}
     i=$((i + 1))
-    local name=$i-$every-$gemm-$where-$staging job=/tmp/gpu_quickstart_$every.lua dir
+    local name=$i-$every-$gemm-$where-$staging-$chunk job=/tmp/gpu_quickstart_$every.lua dir
     dir=/tmp/gpu-run-$name
     [ "$where" = shm ] && dir=/dev/shm/gpu-run-$name
     sed -e "s#/usr/share/games/fortunes#$data#" -e "s#checkpoint_every = [0-9]*#checkpoint_every = $every#" \
       -e "s#rebalance_every = [0-9]*#rebalance_every = 0#" scripts/jobs/gpu_quickstart.lua >"$job"
     rm -rf "$dir"
     sync
-    if ! SAL_EXPERT_GEMM=$gemm SAL_SNAPSHOT_STAGING=$staging timeout -k 10 "$(cap 90)" \
+    if ! SAL_EXPERT_GEMM=$gemm SAL_SNAPSHOT_STAGING=$staging SAL_SNAPSHOT_CHUNK_MB=$chunk timeout -k 10 "$(cap 90)" \
         build-gpu/salamander run "$job" --steps 600 --json \
         --out "$dir" >"/tmp/gpu-run-$name.json" 2>"/tmp/gpu-run-$name.err"; then
       echo "run $i ($run): failed"; tail -20 "/tmp/gpu-run-$name.err"; rc=1
@@ -186,7 +187,7 @@ train() {
     grep -h ',snapshot_saved,' "$dir/events.csv" 2>/dev/null | sed 's/^[^"]*"//; s/"$//' | head -8 |
       sed "s/^/  run $i: /" >>"$OUT/train.txt"
     cp "$dir/metrics.csv" "/tmp/gpu-run-$name.csv" 2>/dev/null
-    csvs+=("$every:$gemm:$where:$staging:/tmp/gpu-run-$name.csv")
+    csvs+=("$every:$gemm:$where:$staging:$chunk:/tmp/gpu-run-$name.csv")
     cp "$dir/metrics.csv" "/tmp/train-runs/$name-metrics.csv" 2>/dev/null
     cp "$dir/events.csv" "/tmp/train-runs/$name-events.csv" 2>/dev/null
     [ "$where" = shm ] && rm -rf "$dir"  # memory, not disk: give it back
@@ -201,23 +202,24 @@ def rows_of(path):
         return []
 runs = []
 for i, arg in enumerate(sys.argv[1:], 1):
-    every, gemm, where, staging, path = arg.split(":", 4)
+    every, gemm, where, staging, chunk, path = arg.split(":", 5)
     rows = rows_of(path)
     if len(rows) < 2:
-        print(f"run {i} ({every}:{gemm}:{where}:{staging}): no metrics"); continue
+        print(f"run {i} ({every}:{gemm}:{where}:{staging}:{chunk}): no metrics"); continue
     t = [float(r["time_s"]) for r in rows]
     wall = t[-1] - t[0]
     tok = sum(float(r["tokens"]) for r in rows[1:])
     dt = {int(rows[k]["step"]): 1e3 * (t[k] - t[k - 1]) for k in range(1, len(rows))}
     med_dt = statistics.median(dt.values())
-    runs.append(dict(i=i, every=int(every), gemm=gemm, where=where, staging=staging,
+    runs.append(dict(i=i, every=int(every), gemm=gemm, where=where, staging=staging, chunk=chunk,
                      tps=tok / wall, wall=wall, dt=dt, med_dt=med_dt,
                      step=statistics.median(float(r["step_ms"]) for r in rows),
                      comp=statistics.median(float(r["compute_ms"]) for r in rows), last=rows[-1]["step"]))
 base = [r["tps"] for r in runs if r["every"] == 0 and r["gemm"] == "auto"]
 base_tps = statistics.mean(base) if base else None
 for r in runs:
-    what = f"snapshots every {r['every']} ({r['where']}, staging {r['staging']})" if r["every"] else "no snapshots"
+    what = (f"snapshots every {r['every']} ({r['where']}, staging {r['staging']}, chunks {r['chunk']} MB)"
+            if r["every"] else "no snapshots")
     print(f"run {r['i']} ({what}, expert GEMMs {r['gemm']}), steps 20-{r['last']}: {r['tps']:,.0f} tokens/s, "
           f"median step {r['step']:.2f} ms (commit to commit {r['med_dt']:.2f}) of which compute {r['comp']:.2f} ms")
     if r["every"]:
@@ -282,18 +284,23 @@ PY
 # workers sharing a GPU over Gloo took about 1.6 s a step on the H200); each re-plan's plan_applied
 # event (replicas moved and kept, the switch's time, the slowest worker's connect and migrate) into
 # replan.txt. SAL_GPU_REPLAN_BINS names the salamander binaries to compare (default
-# build-gpu/salamander; e.g. an older packed build unpacked beside it, for a before and after).
+# build-gpu/salamander; e.g. an older packed build unpacked beside it, for a before and after);
+# SAL_GPU_REPLAN_PLACEMENT a placement policy other than the job's (scripts/gpu/swap_one.lua: each
+# re-plan trades one expert each way), SAL_GPU_REPLAN_STEPS and SAL_GPU_REPLAN_EVERY the run's
+# length and the re-plans' interval (60 and 25).
 replan() {
-  local data=/usr/share/games/fortunes rc=0 bin n=0
+  local data=/usr/share/games/fortunes rc=0 bin n=0 set=()
   [ -d "$data" ] || data=/tmp/deps$data
+  [ -n "${SAL_GPU_REPLAN_PLACEMENT:-}" ] && set=(--set "policies.placement=$SAL_GPU_REPLAN_PLACEMENT")
   sed -e "s#/usr/share/games/fortunes#$data#" -e "s#checkpoint_every = [0-9]*#checkpoint_every = 0#" \
-    -e "s#rebalance_every = [0-9]*#rebalance_every = 25#" -e "s#nodes = 1,#nodes = 2,#" -e "s#slots = 8,#slots = 4,#" \
-    scripts/jobs/gpu_quickstart.lua >/tmp/gpu_replan.lua
+    -e "s#rebalance_every = [0-9]*#rebalance_every = ${SAL_GPU_REPLAN_EVERY:-25}#" -e "s#nodes = 1,#nodes = 2,#" \
+    -e "s#slots = 8,#slots = 4,#" scripts/jobs/gpu_quickstart.lua >/tmp/gpu_replan.lua
   : >"$OUT/replan.txt"
   for bin in ${SAL_GPU_REPLAN_BINS:-build-gpu/salamander}; do
     n=$((n + 1))
     rm -rf "/tmp/gpu-replan-$n"
-    if ! timeout -k 10 "$(cap 120)" "$bin" run /tmp/gpu_replan.lua --steps 60 --json --out "/tmp/gpu-replan-$n" \
+    if ! timeout -k 10 "$(cap 120)" "$bin" run /tmp/gpu_replan.lua "${set[@]}" --steps "${SAL_GPU_REPLAN_STEPS:-60}" \
+        --json --out "/tmp/gpu-replan-$n" \
         >"/tmp/gpu-replan-$n.json" 2>"/tmp/gpu-replan-$n.err"; then
       echo "replan with $bin: failed"; tail -20 "/tmp/gpu-replan-$n.err"; rc=1
     fi
@@ -339,6 +346,7 @@ main() {
   run_if() { [[ $want == *" $1 "* ]] && step "$@"; return 0; }
   run_if build build
   run_if nvidia-smi gpu_line
+  run_if copies copies
   run_if tests tests
   run_if bench_moe_gpu ours
   run_if torch torch_peer
@@ -346,7 +354,6 @@ main() {
   run_if table table
   run_if train train
   run_if replan replan
-  run_if copies copies
   run_if profile profile
   run_if gpu_recovery gpu_recovery
   run_if cpu cpu

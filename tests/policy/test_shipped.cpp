@@ -40,6 +40,16 @@ TEST_CASE("every shipped policy loads and passes its own selftest") {
   CHECK(checked == 16);
 }
 
+// scripts/gpu/swap_one.lua (bench.sh's replan step: a re-plan that trades one expert each way) is
+// not shipped, but it is a policy the GPU measurements load: its selftest (the trade) and a decide
+// on the synthetic context must pass.
+TEST_CASE("scripts/gpu/swap_one.lua loads, passes its selftest and decides validly") {
+  PolicySet set;
+  auto g = set.check(Kind::placement, SAL_SOURCE_DIR "/scripts/gpu/swap_one.lua");
+  REQUIRE_MESSAGE(g.ok(), g.error().message());
+  CHECK((*g)->has_selftest());
+}
+
 TEST_CASE("lazarus: Eq. 1 fills N*c, keeps the floor, and is monotone in load") {
   PolicySet set;
   std::mt19937 rng(7);
