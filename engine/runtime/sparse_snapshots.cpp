@@ -76,8 +76,9 @@ void SparseSnapshots::after_commit_copied(uint64_t step, double grad_norm, const
 
 // For the snapshot thread, under the schedule and route in force, if the step takes a slot.
 void SparseSnapshots::queue(Job job) {
-  wait();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return stop_ || (!job_ && !copying_); });  // one job waits at a time
+  if (stop_) return;
   const plan::CheckpointSchedule* schedule = holder_.schedule();
   if (!schedule || !active_) return;
   auto index = ckpt::slot_of(*schedule, job.step);
@@ -110,9 +111,13 @@ void SparseSnapshots::logs_sent() {
   cv_.wait(lock, [this] { return stop_ || (logs_.empty() && !log_sending_); });
 }
 
+// A job waiting for the thread reads the trainer's units only if it is not copied already: a GPU
+// worker's slot is off the device (or on its way, the device fencing its own writes), and the job
+// carries its own schedule and route, so neither a plan switch nor the next update waits for the
+// thread to finish the slot before it (a put of a large slot can take longer than a step).
 void SparseSnapshots::wait() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return !job_ && !copying_; });
+  cv_.wait(lock, [this] { return !copying_ && (!job_ || job_->copied); });
 }
 
 void SparseSnapshots::run() {

@@ -12,7 +12,9 @@
 // while the next step's forward and backward run (they read the weights, as the copy does, and
 // write only gradients). The trainer calls wait() before anything that writes weights or optimizer
 // state (the next update, a plan's migration or restore, dropping units), which returns at once
-// unless the copy is still reading. The put encodes the slot once and hands each peer's socket the
+// unless the copy is still reading (a GPU worker's slot waiting for the thread is no reason to
+// wait: its copy does not read the trainer's units). Handing over the next slot waits for the
+// thread to take the last one. The put encodes the slot once and hands each peer's socket the
 // same frames; a peer that cannot take it (gone, its queue full) misses that slot — its window
 // then never completes there, and the other replicas serve.
 //
@@ -98,7 +100,7 @@ class SparseSnapshots {
   void put_log(uint64_t step, model::IterationLog log);
   // Returns once every log handed over is sent.
   void logs_sent();
-  // Returns once the copy in flight, if any, has read the units.
+  // Returns once no slot taken or waiting reads the trainer's units (a GPU worker's never does).
   void wait();
   SparseHeld held() const;
 

@@ -134,7 +134,9 @@ bool Trainer::keeps(const wire::PlanUpdate& p, const std::shared_ptr<comm::Colle
 Status Trainer::switch_to(const wire::PlanUpdate& p) {
   SAL_TRY(still_wanted(p));
   SAL_TRY(check_plan(p));
+  const int64_t left = mono_ns();
   SAL_TRY(leave_plan(p));
+  plan_times_.leave_ms = ms_since(left);
   int64_t t0 = mono_ns();
   SAL_TRY(connect(p));
   plan_times_.connect_ms = ms_since(t0);

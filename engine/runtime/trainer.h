@@ -135,10 +135,11 @@ class Trainer {
   // On the training thread, once the controller's abort has been handled.
   void clear_abort();
 
-  // How long the last apply_plan() spent connecting the data plane (with a GPU's device plane) and
-  // migrating units (with a GPU's upload) (ms).
+  // How long the last apply_plan() spent leaving the plan in force (the snapshot thread letting go
+  // of the units, the compute's download), connecting the data plane (with a GPU's device plane)
+  // and migrating units (with a GPU's upload) (ms).
   struct PlanTimes {
-    double connect_ms = 0, migrate_ms = 0;
+    double leave_ms = 0, connect_ms = 0, migrate_ms = 0;
   };
   PlanTimes plan_times() const { return plan_times_; }
 

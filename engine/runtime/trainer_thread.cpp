@@ -152,7 +152,11 @@ void TrainerThread::handle(const wire::JobSpec& j) {
 
 namespace {
 
-// ", restored from DIR" for a restoring plan's debug line ("" otherwise).
+// A worker's plan switch at least this long is said in its log at info, with its phases (a GPU
+// worker's can take seconds: where they go is the question; otherwise the line is a debug one).
+constexpr double kSlowSwitchMs = 1000;
+
+// ", restored from DIR" for a restoring plan's line ("" otherwise).
 std::string restored_from(const wire::PlanUpdate& p) {
   if (!p.restore) return "";
   if (p.restore_window >= 0) return ", restored from the sparse window of iteration " + std::to_string(p.restore_window);
@@ -178,8 +182,10 @@ void TrainerThread::handle(const wire::PlanUpdate& p) {
   if (trainer_) r.notes = trainer_->plan_notes();
   if (!r.ok) spdlog::warn("plan {} failed: {}", p.number(), r.detail);
   else
-    spdlog::debug("plan {} applied in {:.1f} ms (data plane {:.1f} ms, moving state {:.1f} ms{})", p.number(), r.ms,
-                  r.connect_ms, r.migrate_ms, restored_from(p));
+    spdlog::log(r.ms >= kSlowSwitchMs ? spdlog::level::info : spdlog::level::debug,
+                "plan {} applied in {:.1f} ms (leaving the plan in force {:.1f} ms, data plane {:.1f} ms, moving state "
+                "{:.1f} ms{})", p.number(), r.ms, trainer_->plan_times().leave_ms, r.connect_ms, r.migrate_ms,
+                restored_from(p));
   answer(r);
 }
 

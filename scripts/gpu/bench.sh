@@ -307,6 +307,7 @@ replan() {
     { echo "== $bin ($("$bin" --version 2>&1 | head -1)): $(tail -1 "/tmp/gpu-replan-$n.json" | cut -c1-300)"
       grep -h ',plan_applied,' "/tmp/gpu-replan-$n/events.csv" 2>/dev/null | sed 's/^[^"]*"//; s/"$//'
       grep -h "experts kept on the device" "/tmp/gpu-replan-$n/"*.log 2>/dev/null | head -6
+      grep -h "applied in" "/tmp/gpu-replan-$n/"*.log 2>/dev/null | head -8  # switches over 1 s, their phases
     } | tee -a "$OUT/replan.txt"
   done
   return $rc
