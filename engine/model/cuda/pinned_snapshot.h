@@ -71,9 +71,10 @@ class PinnedSnapshot {
   // the snapshot's ticket. Does not wait for the device. Fails (nothing enqueued) for an id p does
   // not hold, or when no slot is free.
   Result<uint64_t> begin(DeviceParams& p, const std::vector<UnitId>& ids);
-  // Waits for the copies of `ticket` (a staged one's paced copy to the host issued here), then returns its units in begin()'s order as views into the
-  // pinned memory, lent until the views' keep is dropped (the slot is then free). A failure frees
-  // the slot at once. Any thread, once per ticket.
+  // Waits for the copies of `ticket` (a staged one's paced copy to the host is issued here), then
+  // returns its units in begin()'s order as views into the pinned memory, lent until the views'
+  // keep is dropped (the slot is then free). A failure frees the slot at once. Any thread, once per
+  // ticket.
   Result<UnitViews> finish(uint64_t ticket);
 
   int in_flight() const;  // slots begun and not yet free
