@@ -1,24 +1,16 @@
 -- swap_one.lua — a placement policy for measuring one thing: a re-plan that moves one expert each
--- way. The first plan deals the replicas, expert by expert, to the nodes in turn; every re-plan after it keeps the placement in force (ctx.current) except that, in the
--- first layer, node 1's first slot and node 2's first slot trade experts. bench.sh's `replan` step
+-- way. The first plan deals the replicas to the nodes in turn (deal.round_robin); every re-plan
+-- after it keeps the placement in force (ctx.current) except that, in the first layer, node 1's
+-- first slot and node 2's first slot trade experts. bench.sh's `replan` step
 -- uses it (SAL_GPU_REPLAN_PLACEMENT) to time the plan switch of a re-plan that moves one expert
 -- replica to each of two GPU workers, beside the default placement's re-plans.
 -- Not a policy to train with: it ignores loads and failures.
 
+local deal = require "deal"
+
 local function dealt(ctx)
   local layers = {}
-  for l = 1, ctx.layers do
-    local nodes, k = {}, 0
-    for i = 1, ctx.nodes do nodes[i] = {} end
-    for e = 1, ctx.experts do
-      for _ = 1, ctx.replicas[l][e] do
-        local n = k % ctx.nodes + 1
-        nodes[n][#nodes[n] + 1] = e
-        k = k + 1
-      end
-    end
-    layers[l] = nodes
-  end
+  for l = 1, ctx.layers do layers[l] = deal.round_robin(ctx.replicas[l], ctx.nodes) end
   return layers
 end
 
