@@ -101,10 +101,11 @@ Result<size_t> chunk_from_env() {
   const std::string s = v ? v : "";
   if (s.empty()) return SnapshotCopy::kDefaultChunkBytes;
   const bool digits = s.size() <= 4 && s.find_first_not_of("0123456789") == std::string::npos;
-  if (!digits || std::stoul(s) > 4096)
+  const size_t mb = digits ? std::stoul(s) : 0;
+  if (!digits || mb > 4096)
     return fail("SAL_SNAPSHOT_CHUNK_MB='", s, "': expected a whole number of MB from 0 to 4096 (the chunk in which ",
                 "a staged snapshot is copied to the host, one at a time; 0: the whole snapshot in one copy)");
-  return size_t(std::stoul(s)) << 20;
+  return mb << 20;
 }
 
 }  // namespace
@@ -218,6 +219,12 @@ void PinnedSnapshot::release(int slot) {
   Shared::Slot& s = shared_->slots[slot];
   s.state = Shared::State::free;
   s.staged.clear();
+  forget_spare(slot);
+}
+
+// Under the lock: the slot's units no longer wait in the spare buffer.
+void PinnedSnapshot::forget_spare(int slot) {
+  Shared::Slot& s = shared_->slots[slot];
   s.from = nullptr;
   s.to_drain = 0;
   if (shared_->spare_slot == slot) shared_->spare_slot = -1;
@@ -310,9 +317,7 @@ kc::Status PinnedSnapshot::drain(int slot) {
   }
   if (total > 0 && !st.ok()) (void)cudaStreamSynchronize(stream_);  // nothing reads the spare after this
   std::lock_guard<std::mutex> lock(shared_->mu);
-  s.from = nullptr;
-  s.to_drain = 0;
-  if (shared_->spare_slot == slot) shared_->spare_slot = -1;
+  forget_spare(slot);
   return st;
 }
 

@@ -92,8 +92,9 @@ class PinnedSnapshot {
                  std::shared_ptr<Shared> shared)
       : device_(device), stream_(stream), how_(how), taken_(std::move(taken)), shared_(std::move(shared)) {}
   Status stage_on_device(size_t need);
-  Status enqueue(DeviceParams& p, const std::vector<DeviceUnit*>& units, int slot, size_t need, bool stage);
+  Status enqueue(DeviceParams& p, const std::vector<DeviceUnit*>& units, int slot, size_t need, bool staged);
   kc::Status drain(int slot);
+  void forget_spare(int slot);
   void release(int slot);
 
   int device_;
