@@ -222,6 +222,7 @@ bool Trainer::compute_keeps(const wire::PlanUpdate& p) const {
 }
 
 Status Trainer::connect(const wire::PlanUpdate& p) {
+  const int64_t t0 = mono_ns();
   if (p.my_rank < 0 || size_t(p.my_rank) >= p.ranks.size()) return fail("plan ", p.number(), " gives this worker no rank");
   auto store = std::atomic_load(&store_);
   if (!store || store->endpoint() != p.store) {
@@ -249,9 +250,13 @@ Status Trainer::connect(const wire::PlanUpdate& p) {
   if (aborting_) comm->abort("aborted by the controller");  // an abort that came while connecting
   rank_ = p.my_rank;
   ranks_ = int(p.ranks.size());
+  const int64_t gathered = mono_ns();
   if (auto s = choose_device_plane(*comm, o.prefix); !s)
     return s.error().with_context("plan " + std::to_string(p.number()) + " data plane: the ranks' devices");
-  return connect_group(p);
+  plan_times_.devices_ms = ms_since(gathered);
+  SAL_TRY(connect_group(p));
+  plan_times_.planes_ms = ms_since(t0) - plan_times_.devices_ms;
+  return {};
 }
 
 namespace {
@@ -323,11 +328,13 @@ void Trainer::take_roles(const wire::PlanUpdate& p) {
 Status Trainer::load_compute(const wire::PlanUpdate& p) {
   int64_t t0 = mono_ns();
   if (!keep_) SAL_TRY(in_plan(moves_only_ ? compute_->move_experts(held_) : compute_->load(held_), p));
-  plan_times_.migrate_ms += ms_since(t0);
+  plan_times_.load_ms = ms_since(t0);
+  plan_times_.migrate_ms += plan_times_.load_ms;
   int64_t t1 = mono_ns();
   SAL_TRY(in_plan(compute_->set_plan(compute_plan()), p));
   plane_keys_ = plan_keys_;
-  plan_times_.connect_ms += ms_since(t1);
+  plan_times_.compute_plan_ms = ms_since(t1);
+  plan_times_.connect_ms += plan_times_.compute_plan_ms;
   return {};
 }
 

@@ -34,6 +34,7 @@
 #include "runtime/expert_grads.h"
 #include "runtime/faults.h"
 #include "runtime/groups.h"
+#include "runtime/plan_times.h"
 #include "runtime/slice_fetch.h"
 #include "runtime/sparse_snapshots.h"
 #include "ckpt/writer.h"
@@ -135,12 +136,7 @@ class Trainer {
   // On the training thread, once the controller's abort has been handled.
   void clear_abort();
 
-  // How long the last apply_plan() spent leaving the plan in force (the snapshot thread letting go
-  // of the units, the compute's download), connecting the data plane (with a GPU's device plane)
-  // and migrating units (with a GPU's upload) (ms).
-  struct PlanTimes {
-    double leave_ms = 0, connect_ms = 0, migrate_ms = 0;
-  };
+  // Where the last apply_plan() went (plan_times.h).
   PlanTimes plan_times() const { return plan_times_; }
 
   // A drill's fault: this worker dies when it reaches the point (faults.h), or, a corruption,

@@ -183,8 +183,7 @@ void TrainerThread::handle(const wire::PlanUpdate& p) {
   if (!r.ok) spdlog::warn("plan {} failed: {}", p.number(), r.detail);
   else
     spdlog::log(r.ms >= kSlowSwitchMs ? spdlog::level::info : spdlog::level::debug,
-                "plan {} applied in {:.1f} ms (leaving the plan in force {:.1f} ms, data plane {:.1f} ms, moving state "
-                "{:.1f} ms{})", p.number(), r.ms, trainer_->plan_times().leave_ms, r.connect_ms, r.migrate_ms,
+                "plan {} applied in {:.1f} ms ({}{})", p.number(), r.ms, switch_phases(trainer_->plan_times()),
                 restored_from(p));
   answer(r);
 }
