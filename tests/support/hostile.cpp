@@ -55,9 +55,6 @@ Piece fails(std::string code, std::vector<std::string> errors) { return {std::mo
 Piece passes(std::string code) { return {std::move(code), {}, true}; }
 Value small(std::string code) { return {passes(std::move(code)), 1, 16, 64}; }
 
-// A Lua long string holding `text` (which must not contain the closing bracket).
-std::string long_string(const std::string& text) { return "[==[" + text + "]==]"; }
-
 template <class T, size_t N>
 const T& one_of(std::mt19937_64& rng, const T (&options)[N]) {
   return options[rng() % N];
