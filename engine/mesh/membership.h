@@ -115,7 +115,9 @@ class Membership {
   // Ages silent nodes; returns the ids that became dead in this tick. When every node (two or
   // more) is silent at once — one past the dead window, the others at least a heartbeat late — none
   // is declared dead until the silence lasts kMassSilenceWindows dead windows (event nodes_silent):
-  // the controller is more likely the one that heard nothing. Once the job is stopping,
+  // the controller is more likely the one that heard nothing. When one of them is heard again,
+  // those still silent are judged on their silence from then (event nodes_heard): the agents of a
+  // starved host are heard again one after the other. Once the job is stopping,
   // silence kills no one: agents stopping their workers under load can miss heartbeats (seen: 309
   // ms on a loaded 2-core machine, and the workers' exits were then never recorded); the
   // controller's stop grace bounds the wait for a node that really died, and a closed connection
@@ -147,7 +149,12 @@ class Membership {
   int64_t dead_after_ns() const;
 
  private:
-  bool mass_silence(int64_t now_ns) const;
+  struct SharedSilence {
+    bool shared = false;    // every node taking part (two or more) silent at once
+    bool one_dead = false;  // and one of them past the dead window
+  };
+  SharedSilence shared_silence(int64_t now_ns) const;
+  void end_shared_silence(int64_t now_ns);
   void forgive_stall(int64_t now_ns);
   Node& admit(Node info, int64_t now_ns);
   void set_state(Node& n, NodeState s, const std::string& cause, int64_t now_ns, bool bump);
@@ -161,6 +168,7 @@ class Membership {
   std::map<NodeId, std::string> returning_;  // known to the journal, not back yet: id -> name
   bool stopping_ = false;
   bool mass_silence_said_ = false;  // the nodes_silent event of the silence under way was logged
+  bool in_shared_silence_ = false;  // the last tick found every node silent at once
   int64_t last_tick_ns_ = -1;        // when tick() last ran (-1: never)
 };
 

@@ -3,6 +3,8 @@
 
 #include "mesh/membership.h"
 
+#include <map>
+
 using namespace sal;
 using namespace sal::mesh;
 
@@ -132,9 +134,12 @@ TEST_CASE("every node silent at once waits longer before anyone is declared dead
   bool said = false;
   for (const auto& e : log.all()) said = said || e.kind == "nodes_silent";
   CHECK(said);
-  // one of them speaks: the other's silence is its own
+  // one of them speaks: the other's silence is its own from then, one dead window
   CHECK(m.heartbeat(a, {}, 400 * kMs));
-  auto dead = m.tick(410 * kMs);
+  CHECK(m.tick(410 * kMs).empty());
+  for (int64_t t = 500; t <= 700; t += 100) CHECK(m.heartbeat(a, {}, t * kMs));
+  CHECK(m.tick(700 * kMs).empty());
+  auto dead = m.tick(710 * kMs);
   REQUIRE(dead.size() == 1);
   CHECK(dead[0] == b);
   // alone and silent: declared dead after the usual window
@@ -170,6 +175,31 @@ TEST_CASE("silence at once counts when the last heartbeats were staggered: the f
     CHECK(m.heartbeat(b, {}, t * kMs));
   }
   CHECK(m.tick(1010 * kMs) == std::vector<NodeId>{c});  // c silent since 700 ms
+}
+
+TEST_CASE("after a silence every node shared, the nodes heard again one by one are not declared dead, a frozen one is") {
+  // seen in CI (t0556, ctest -j2 on two cores): four healthy agents silent together at a plan
+  // switch; once the first was heard again, one not yet heard was declared dead at once, 515 ms silent
+  EventLog log;
+  Membership m({100, 3, 10}, log);
+  std::vector<NodeId> n;
+  for (const char* name : {"a", "b", "c", "d"}) n.push_back(m.join(node_named(name), 0).id);
+  std::vector<NodeId> dead;
+  // heard again at 420, 480 and 530 ms; d froze
+  const std::map<NodeId, int64_t> back = {{n[0], 420}, {n[1], 480}, {n[2], 530}};
+  for (int64_t t = 10; t <= 1000 && dead.empty(); t += 10) {
+    for (const auto& [id, at] : back)
+      if (t >= at && (t - at) % 100 == 0) CHECK(m.heartbeat(id, {}, t * kMs));
+    dead = m.tick(t * kMs);
+    if (t < 720) CHECK_MESSAGE(dead.empty(), "at ", t, " ms");
+    if (!dead.empty()) CHECK(t == 720);  // one dead window after the first was heard again
+  }
+  CHECK(dead == std::vector<NodeId>{n[3]});
+  CHECK(m.count(NodeState::dead) == 1);
+  bool said = false;
+  for (const auto& e : log.all())
+    said |= e.kind == "nodes_heard" && e.detail.find("still silent") != std::string::npos;
+  CHECK(said);
 }
 
 TEST_CASE("a tick that comes late does not count the time the controller was not looking as the nodes' silence") {
