@@ -261,8 +261,8 @@ Membership::SharedSilence Membership::shared_silence(int64_t now_ns) const {
 
 // A silence every node shared is over once one of them is heard again. Those still silent are
 // judged on their silence from then: under a starved host the agents are heard again one after the
-// other, over a few hundred milliseconds (seen in CI: four healthy nodes silent together, the
-// first heard again at about 500 ms, and one not yet heard declared dead at once, 515 ms silent).
+// other, over a few hundred milliseconds (seen in CI: four healthy nodes silent together at a plan
+// switch; as the others were heard again, one not yet heard was declared dead at once, 515 ms silent).
 // A node that really froze meanwhile is found one dead window after the first was heard; one that
 // died closed its connection and was seen at once.
 void Membership::end_shared_silence(int64_t now_ns) {

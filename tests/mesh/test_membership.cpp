@@ -179,7 +179,7 @@ TEST_CASE("silence at once counts when the last heartbeats were staggered: the f
 
 TEST_CASE("after a silence every node shared, the nodes heard again one by one are not declared dead, a frozen one is") {
   // seen in CI (t0556, ctest -j2 on two cores): four healthy agents silent together at a plan
-  // switch; once the first was heard again, one not yet heard was declared dead at once, 515 ms silent
+  // switch; as the others were heard again, one not yet heard was declared dead at once, 515 ms silent
   EventLog log;
   Membership m({100, 3, 10}, log);
   std::vector<NodeId> n;
