@@ -1,7 +1,9 @@
 // repl_server.cpp — see repl_server.h.
 #include "console/repl_server.h"
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
+#include <time.h>
 
 #include <algorithm>
 #include <variant>
@@ -13,6 +15,7 @@
 #include "mesh/controller.h"
 #include "mesh/endpoint.h"
 #include "mesh/monitor.h"
+#include "console/eval_pacing.h"
 #include "console/repl_eval.h"
 #include "mesh/security.h"
 #include "mesh/zmq_uv.h"
@@ -46,13 +49,6 @@ constexpr int kReplyQueue = 16;
 // enough to notice its own deadline (it ended 474 ms past budget + 100 ms in another CI run). A
 // short chunk answers at once: it mostly waits on the loop.
 constexpr int kEvalNice = 10;
-// A chunk still running after this long computes in the CPUs' idle time only (SCHED_IDLE): beside
-// workers that wake many times a step, a nice value weighs the chunk's share but not how long a
-// woken worker waits for the chunk's slice to end, and a runaway chunk at nice 10 cut the steps/s
-// to 0.48 of the rate before it in a CI run (0.51 at worst in 12 readings on this machine; in idle
-// time after 20 ms 0.57 at worst in 24). At its budget it takes the normal class back, so that it
-// sees the budget passed and stops at once however busy the machine is.
-constexpr uint64_t kEvalForegroundMs = 20;
 
 ReplServer::ReplServer(uv_loop_t* loop, zmq::context_t& ctx, Controller& controller, ReplOptions opts)
     : loop_(loop),
@@ -270,10 +266,7 @@ void ReplServer::eval(Session& s, const wire::ReplEval& req) {
     s.evaluation = std::thread([this, &s, id, req, budget, running] {
       block_signals_in_this_thread();
       lower_this_thread_priority(kEvalNice);
-      {
-        std::lock_guard lock(running->mu);
-        running->tid = this_thread_id();
-      }
+      running->started();
       set_thread_loop_calls(&calls_);
       wire::ReplResult res = evaluate(*s.sandbox, s.output, req, budget);
       {
@@ -296,16 +289,19 @@ void ReplServer::eval(Session& s, const wire::ReplEval& req) {
   }
 }
 
-// On the loop: the chunk just started goes into idle time after kEvalForegroundMs, and back to the
-// normal class at its budget (where that is refused it stops at its budget all the same, once it runs).
+// On the loop: the chunk just started is looked at every kEvalPaceCheckMs, goes into idle time once it
+// has computed kEvalForegroundCpuMs of its own, and takes the normal class back at its budget
+// (console/eval_pacing.h; where the way back is refused it stops at its budget all the same, once it
+// runs).
 void ReplServer::pace(Session& s) {
-  if (opts_.budget_ms <= int64_t(kEvalForegroundMs)) return;
+  EvalPacing pacing(opts_.budget_ms);
+  if (!pacing.needed()) return;
   if (!s.pacing) s.pacing = std::make_unique<mesh::Timer>(loop_);
-  uint64_t rest = uint64_t(opts_.budget_ms) - kEvalForegroundMs;
-  s.pacing->start(kEvalForegroundMs, rest, [&s, running = s.running, fired = 0]() mutable {
-    bool idle = ++fired == 1;
-    running->pace(idle);
-    if (!idle) s.pacing->stop();
+  const int64_t began_ns = mono_ns();
+  s.pacing->start(kEvalPaceCheckMs, kEvalPaceCheckMs, [&s, running = s.running, pacing, began_ns]() mutable {
+    const PaceMove move = pacing.look((mono_ns() - began_ns) / 1'000'000, running->cpu_ms());
+    if (move != PaceMove::none) running->pace(move == PaceMove::to_idle);
+    if (pacing.done()) s.pacing->stop();
   });
 }
 
@@ -315,6 +311,21 @@ void ReplServer::EvalThread::pace(bool idle) {
   if (tid == 0 || ended) return;
   if (!run_in_idle_time(tid, idle) && !idle)
     spdlog::debug("repl: an evaluation thread cannot leave idle time (no CAP_SYS_NICE)");
+}
+
+// Set by the thread itself as it starts: its id, and the clock of its CPU time.
+void ReplServer::EvalThread::started() {
+  std::lock_guard lock(mu);
+  tid = this_thread_id();
+  has_clock = pthread_getcpuclockid(pthread_self(), &cpu_clock) == 0;
+}
+
+// Its CPU time so far (0 before it starts, once it ended, or where its clock cannot be read).
+int64_t ReplServer::EvalThread::cpu_ms() {
+  std::lock_guard lock(mu);
+  timespec ts{};
+  if (!has_clock || ended || clock_gettime(cpu_clock, &ts) != 0) return 0;
+  return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
 }
 
 // On the loop: a chunk's evaluation ended (its thread is finishing).

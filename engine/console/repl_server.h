@@ -10,6 +10,7 @@
 // acts, is audit-logged with the session's user and role.
 #pragma once
 
+#include <time.h>
 #include <uv.h>
 #include <zmq.hpp>
 
@@ -80,13 +81,18 @@ class ReplServer {
   size_t sessions() const { return sessions_.size(); }
 
  private:
-  // The thread of the chunk being evaluated, as its pacing sees it: its kernel id while it runs (the
-  // timer on the loop moves it by that id, and must not once the thread has ended).
+  // The thread of the chunk being evaluated, as its pacing sees it: its kernel id and the clock of
+  // its CPU time while it runs (the timer on the loop reads the one and moves it by the other, and
+  // must not once the thread has ended).
   struct EvalThread {
     std::mutex mu;
-    pid_t tid = 0;       // set by the thread as it starts
-    bool ended = false;  // set by the thread as it ends
+    pid_t tid = 0;              // set by the thread as it starts
+    clockid_t cpu_clock{};      // likewise
+    bool has_clock = false;
+    bool ended = false;         // set by the thread as it ends
+    void started();
     void pace(bool idle);
+    int64_t cpu_ms();
   };
 
   struct Session {
@@ -100,7 +106,7 @@ class ReplServer {
     int64_t last_used_ns = 0;
     std::thread evaluation;  // the chunk being evaluated (joinable while busy)
     std::shared_ptr<EvalThread> running;   // that thread, while busy
-    std::unique_ptr<mesh::Timer> pacing;   // moves a long chunk into idle time, and back at its budget
+    std::unique_ptr<mesh::Timer> pacing;   // moves a computing chunk into idle time, and back at its budget
     bool busy = false;
     bool closing = false;    // the client went away mid-chunk: drop the session when it ends
   };
