@@ -313,7 +313,7 @@ TEST_CASE("t0806-drill-kills-controller-then-adds: the resumed controller goes o
 TEST_CASE("t0807-run-supervise: under run --supervise, a controller killed from outside comes back from the journal and the run ends as if nothing happened") {
   std::string dir = temp_dir("supervise");
   auto job = write_run_job(dir, 3);
-  const int64_t steps = 1500;
+  const int64_t steps = 600;
   Proc run = spawn({bin(), "run", job, "--supervise", "--steps", std::to_string(steps), "--json", "--out", dir + "/run"},
                    dir + "/run.out");
   std::string pid = run.wait_for_line("controller  pid ", 20000);
