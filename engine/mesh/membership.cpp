@@ -42,7 +42,8 @@ std::string device_of(const Node& n, uint32_t index) {
   return n.devices.empty() ? "" : n.devices[device_slot(index, n.devices.size())];
 }
 
-// Whose silence the liveness check judges: nodes alive, suspect or draining.
+// Nodes still taking part: alive, suspect or draining (their silence is judged, their connection
+// and workers count).
 bool taking_part_in_liveness(const Node& n) { return n.live() || n.state == NodeState::draining; }
 
 }  // namespace
@@ -124,7 +125,7 @@ Node* Membership::find_by_routing(const std::string& rid) {
 
 Node* Membership::find_by_fd(int fd) {
   for (auto& [id, n] : nodes_)
-    if (n.fd == fd && (n.live() || n.state == NodeState::draining)) return &n;
+    if (n.fd == fd && taking_part_in_liveness(n)) return &n;
   return nullptr;
 }
 
@@ -382,7 +383,7 @@ std::string Membership::start_failure() const {
 size_t Membership::total_workers() const {
   size_t c = 0;
   for (auto& [id, n] : nodes_)
-    if (n.live() || n.state == NodeState::draining)
+    if (taking_part_in_liveness(n))
       for (auto& w : n.workers) c += !w.exited;
   return c;
 }
