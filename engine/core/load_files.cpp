@@ -101,6 +101,35 @@ Result<std::vector<double>> trace_line(const std::string& line, size_t at, int l
   return sum;
 }
 
+// A SmartMoE line's layer label ("12:[[...]]" -> 12), its digits checked by trace_counts_at.
+Result<uint64_t> trace_label(const std::string& line, int line_no, const std::string& path) {
+  const auto label = trim(std::string_view(line).substr(0, line.find(':')));
+  if (label.size() > 9) return fail(path, ":", line_no, ": layer label '", label, "' is not a layer number");
+  return uint64_t(std::strtoull(std::string(label).c_str(), nullptr, 10));
+}
+
+// SmartMoE lines in the order of their layer labels, which a writer need not keep (one logger a
+// layer): each label once, the labels consecutive from the first (0, or 1 where the writer counts
+// from 1). `labels` pairs each row's label with its line.
+Result<std::vector<std::vector<double>>> by_label(std::vector<std::vector<double>> rows,
+                                                 const std::vector<std::pair<uint64_t, int>>& labels,
+                                                 const std::string& path) {
+  std::vector<size_t> order(rows.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return labels[a].first < labels[b].first; });
+  const uint64_t base = labels[order[0]].first;
+  if (base > 1) return fail(path, ":", labels[order[0]].second, ": the layers begin at layer ", base, ", not 0 or 1");
+  std::vector<std::vector<double>> out;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto& [label, line] = labels[order[i]];
+    if (i > 0 && label == labels[order[i - 1]].first)
+      return fail(path, ":", line, ": layer ", label, " again (line ", labels[order[i - 1]].second, " has it)");
+    if (label != base + i) return fail(path, ": no line for layer ", base + i, " (line ", line, " is layer ", label, ")");
+    out.push_back(std::move(rows[order[i]]));
+  }
+  return out;
+}
+
 // A JSON file's layers checked as the lines are: counts >= 0, every layer as long as the first.
 Result<std::vector<std::vector<double>>> checked_layers(std::vector<std::vector<double>> layers, const std::string& path) {
   if (layers.empty() || layers[0].empty()) return fail(path, ": no loads");
@@ -182,23 +211,34 @@ Result<std::vector<std::vector<double>>> parse_loads(const std::string& text, co
   if (!whole) return whole.error();
   if (*whole) return checked_layers(std::move(**whole), path);
   std::vector<std::vector<double>> layers;
+  std::vector<std::pair<uint64_t, int>> trace_labels;  // each SmartMoE line's layer label and line
   bool first = true, labels = false;
   for (auto& [line_no, line] : content_lines(body)) {
     const size_t at = trace_counts_at(line);
-    auto cells = at == std::string::npos ? cells_of(line) : std::vector<std::string>{};
-    if (std::exchange(first, false) && at == std::string::npos && header_cells(cells)) {  // column names
+    const bool trace = at != std::string::npos;
+    if (!layers.empty() && trace != !trace_labels.empty())
+      return fail(path, ":", line_no, ": a ", trace ? "SmartMoE line (<layer>:[[counts], ...])" : "CSV row",
+                  " after ", trace ? "CSV rows" : "SmartMoE lines", ": one file is one format");
+    auto cells = trace ? std::vector<std::string>{} : cells_of(line);
+    if (std::exchange(first, false) && !trace && header_cells(cells)) {  // column names
       labels = label_column(cells);
       continue;
     }
-    if (at == std::string::npos && cells.size() > 1 && (labels || labelled_row(cells)))
+    if (!trace && cells.size() > 1 && (labels || labelled_row(cells)))
       cells.erase(cells.begin());  // the layer's label, not an expert's count
-    auto row = at != std::string::npos ? trace_line(line, at, line_no, path) : csv_line(cells, line_no, path);
+    auto row = trace ? trace_line(line, at, line_no, path) : csv_line(cells, line_no, path);
     if (!row) return row.error();
     if (!layers.empty() && row->size() != layers[0].size())
       return fail(path, ":", line_no, ": ", row->size(), " experts, but the first layer has ", layers[0].size());
+    if (trace) {
+      auto label = trace_label(line, line_no, path);
+      if (!label) return label.error();
+      trace_labels.emplace_back(*label, line_no);
+    }
     layers.push_back(std::move(*row));
   }
   if (layers.empty()) return fail(path, ": no loads");
+  if (!trace_labels.empty()) return by_label(std::move(layers), trace_labels, path);
   return layers;
 }
 

@@ -1,7 +1,8 @@
 // test_load_files.cpp — expert loads read from files as people and tools write them: the SmartMoE
-// trace lines (micro-batches summed, one list or several, spaces around the colon), CSV with commas,
-// ';', tabs or spaces (quotes, a byte order mark, a trailing separator, a header of column names), a
-// JSON array of layers; and every malformed file refused naming the file, the line and the value.
+// trace lines (micro-batches summed, one list or several, spaces around the colon, in the order of
+// their layer labels), CSV with commas, ';', tabs or spaces (quotes, a byte order mark, a trailing
+// separator, a header of column names), a JSON array of layers; and every malformed file refused
+// naming the file, the line and the value.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -34,6 +35,8 @@ TEST_CASE("loads: SmartMoE lines sum their micro-batches, and every CSV or JSON 
   CHECK(read("0:[[1, 2, 3], [4, 5, 6]]\n1:[[7, 8, 9], [1, 1, 1]]\n") == expected);
   CHECK(read("0 : [[5,7,9]]\r\n1: [ [8,9,10] ]\r\n") == expected);  // spaces, CRLF
   CHECK(read("0:[5, 7, 9]\n1:[8, 9, 10]\n") == expected);            // one list: one micro-batch
+  CHECK(read("1:[8, 9, 10]\n0:[5, 7, 9]\n") == expected);            // in the order of their labels
+  CHECK(read("2:[8, 9, 10]\n1:[5, 7, 9]\n") == expected);            // counted from 1
   for (const std::string& csv : {std::string("5,7,9\n8,9,10\n"), std::string("\xEF\xBB\xBF" "5,7,9\n8,9,10\n"),
                                  std::string("e0,e1,e2\n5,7,9\n8,9,10\n"), std::string("\"e0\";\"e1\";\"e2\"\n5;7;9\n8;9;10\n"),
                                  std::string("5\t7\t9\n8\t9\t10\n"), std::string("5 7 9\n8 9 10\n"),
@@ -62,6 +65,12 @@ TEST_CASE("loads: malformed files are refused naming the file, the line and the 
   refused("0:[[1, 2], [3]]\n", "loads.txt:1: micro-batches differ in length");
   refused("0:[[1, -2]]\n", "loads.txt:1: bad count at expert 1");
   refused("0:[oops]\n", "loads.txt:1: expected <layer>:[[counts], ...]");
+  refused("0:[1, 2]\n1:[3, 4]\n0:[5, 6]\n", "loads.txt:3: layer 0 again (line 1 has it)");
+  refused("0:[1, 2]\n2:[3, 4]\n", "loads.txt: no line for layer 1 (line 2 is layer 2)");
+  refused("3:[1, 2]\n4:[3, 4]\n", "loads.txt:1: the layers begin at layer 3, not 0 or 1");
+  refused("0:[1, 2]\n3,4\n", "loads.txt:2: a CSV row after SmartMoE lines: one file is one format");
+  refused("1,2\n1:[3, 4]\n", "loads.txt:2: a SmartMoE line (<layer>:[[counts], ...]) after CSV rows");
+  refused("12345678901:[1, 2]\n", "loads.txt:1: layer label '12345678901' is not a layer number");
   refused("[[1, 2], [3]]\n", "loads.txt: layer 1 has 1 experts, but the first layer has 2");
   refused("[[1, -2]]\n", "loads.txt: layer 0, expert 1: -2 is not a token count");
   refused("# nothing\n\n", "loads.txt: no loads");
