@@ -109,8 +109,9 @@ Result<uint64_t> trace_label(const std::string& line, int line_no, const std::st
 }
 
 // SmartMoE lines in the order of their layer labels, which a writer need not keep (one logger a
-// layer): each label once, the labels consecutive from the first (0, or 1 where the writer counts
-// from 1). `labels` pairs each row's label with its line.
+// layer): each label once, the labels consecutive from the lowest (0; 1 where the writer counts
+// from 1; a pipeline stage's first layer in a file of its layers). `labels` pairs each row's label
+// with its line.
 Result<std::vector<std::vector<double>>> by_label(std::vector<std::vector<double>> rows,
                                                  const std::vector<std::pair<uint64_t, int>>& labels,
                                                  const std::string& path) {
@@ -118,7 +119,6 @@ Result<std::vector<std::vector<double>>> by_label(std::vector<std::vector<double
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return labels[a].first < labels[b].first; });
   const uint64_t base = labels[order[0]].first;
-  if (base > 1) return fail(path, ":", labels[order[0]].second, ": the layers begin at layer ", base, ", not 0 or 1");
   std::vector<std::vector<double>> out;
   for (size_t i = 0; i < order.size(); ++i) {
     const auto& [label, line] = labels[order[i]];

@@ -9,9 +9,9 @@
 // or a label such as "layer0" before each row's counts — dropped), the SmartMoE trace format, one
 // line per layer "<layer>:[[counts of micro-batch 1], [...], ...]", whose micro-batches are summed
 // ("<layer>:[counts]" is one) and whose lines are taken in the order of their labels (each layer
-// once, consecutive from 0 or 1, in any order in the file), and a JSON array of layers, [[counts of layer 0], ...], an object
-// of them, {"layer0": [counts], ...}, ordered by the number in their names, or an object of one
-// such array, {"layers": [[...], ...]}.
+// once, the labels consecutive, in any order in the file), and a JSON array of layers, [[counts of
+// layer 0], ...], an object of them, {"layer0": [counts], ...}, ordered by the number in their
+// names, or an object of one such array, {"layers": [[...], ...]}.
 #pragma once
 
 #include <string>

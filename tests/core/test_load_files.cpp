@@ -37,6 +37,7 @@ TEST_CASE("loads: SmartMoE lines sum their micro-batches, and every CSV or JSON 
   CHECK(read("0:[5, 7, 9]\n1:[8, 9, 10]\n") == expected);            // one list: one micro-batch
   CHECK(read("1:[8, 9, 10]\n0:[5, 7, 9]\n") == expected);            // in the order of their labels
   CHECK(read("2:[8, 9, 10]\n1:[5, 7, 9]\n") == expected);            // counted from 1
+  CHECK(read("13:[8, 9, 10]\n12:[5, 7, 9]\n") == expected);          // a pipeline stage's layers
   for (const std::string& csv : {std::string("5,7,9\n8,9,10\n"), std::string("\xEF\xBB\xBF" "5,7,9\n8,9,10\n"),
                                  std::string("e0,e1,e2\n5,7,9\n8,9,10\n"), std::string("\"e0\";\"e1\";\"e2\"\n5;7;9\n8;9;10\n"),
                                  std::string("5\t7\t9\n8\t9\t10\n"), std::string("5 7 9\n8 9 10\n"),
@@ -67,7 +68,6 @@ TEST_CASE("loads: malformed files are refused naming the file, the line and the 
   refused("0:[oops]\n", "loads.txt:1: expected <layer>:[[counts], ...]");
   refused("0:[1, 2]\n1:[3, 4]\n0:[5, 6]\n", "loads.txt:3: layer 0 again (line 1 has it)");
   refused("0:[1, 2]\n2:[3, 4]\n", "loads.txt: no line for layer 1 (line 2 is layer 2)");
-  refused("3:[1, 2]\n4:[3, 4]\n", "loads.txt:1: the layers begin at layer 3, not 0 or 1");
   refused("0:[1, 2]\n3,4\n", "loads.txt:2: a CSV row after SmartMoE lines: one file is one format");
   refused("1,2\n1:[3, 4]\n", "loads.txt:2: a SmartMoE line (<layer>:[[counts], ...]) after CSV rows");
   refused("12345678901:[1, 2]\n", "loads.txt:1: layer label '12345678901' is not a layer number");
