@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -73,15 +74,21 @@ Result<std::vector<double>> csv_line(const std::vector<std::string>& cells, int 
   return row;
 }
 
-// Where a SmartMoE line's counts begin: after "<layer>:" (spaces allowed), at a '['; npos otherwise.
-size_t trace_counts_at(const std::string& line) {
+// A SmartMoE line's start: its layer label (digits before the ':', spaces allowed) and where its
+// counts begin (at a '['); nullopt for a line of another format.
+struct TraceStart {
+  std::string_view label;
+  size_t at = 0;
+};
+std::optional<TraceStart> trace_start(const std::string& line) {
   const auto colon = line.find(':');
-  if (colon == std::string::npos || colon == 0) return std::string::npos;
+  if (colon == std::string::npos || colon == 0) return std::nullopt;
   const auto layer = trim(std::string_view(line).substr(0, colon));
   if (layer.empty() || !std::all_of(layer.begin(), layer.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return std::string::npos;
+    return std::nullopt;
   const auto at = line.find_first_not_of(" \t", colon + 1);
-  return at != std::string::npos && line[at] == '[' ? at : std::string::npos;
+  if (at == std::string::npos || line[at] != '[') return std::nullopt;
+  return TraceStart{layer, at};
 }
 
 // "<layer>:[[...], [...]]" -> per-expert sums over the micro-batches ("<layer>:[...]": one).
@@ -101,9 +108,8 @@ Result<std::vector<double>> trace_line(const std::string& line, size_t at, int l
   return sum;
 }
 
-// A SmartMoE line's layer label ("12:[[...]]" -> 12), its digits checked by trace_counts_at.
-Result<uint64_t> trace_label(const std::string& line, int line_no, const std::string& path) {
-  const auto label = trim(std::string_view(line).substr(0, line.find(':')));
+// A SmartMoE line's layer label as a number ("12" -> 12).
+Result<uint64_t> trace_label(std::string_view label, int line_no, const std::string& path) {
   if (label.size() > 9) return fail(path, ":", line_no, ": layer label '", label, "' is not a layer number");
   return uint64_t(std::strtoull(std::string(label).c_str(), nullptr, 10));
 }
@@ -214,8 +220,8 @@ Result<std::vector<std::vector<double>>> parse_loads(const std::string& text, co
   std::vector<std::pair<uint64_t, int>> trace_labels;  // each SmartMoE line's layer label and line
   bool first = true, labels = false;
   for (auto& [line_no, line] : content_lines(body)) {
-    const size_t at = trace_counts_at(line);
-    const bool trace = at != std::string::npos;
+    const std::optional<TraceStart> start = trace_start(line);
+    const bool trace = start.has_value();
     if (!layers.empty() && trace != !trace_labels.empty())
       return fail(path, ":", line_no, ": a ", trace ? "SmartMoE line (<layer>:[[counts], ...])" : "CSV row",
                   " after ", trace ? "CSV rows" : "SmartMoE lines", ": one file is one format");
@@ -226,12 +232,12 @@ Result<std::vector<std::vector<double>>> parse_loads(const std::string& text, co
     }
     if (!trace && cells.size() > 1 && (labels || labelled_row(cells)))
       cells.erase(cells.begin());  // the layer's label, not an expert's count
-    auto row = trace ? trace_line(line, at, line_no, path) : csv_line(cells, line_no, path);
+    auto row = trace ? trace_line(line, start->at, line_no, path) : csv_line(cells, line_no, path);
     if (!row) return row.error();
     if (!layers.empty() && row->size() != layers[0].size())
       return fail(path, ":", line_no, ": ", row->size(), " experts, but the first layer has ", layers[0].size());
     if (trace) {
-      auto label = trace_label(line, line_no, path);
+      auto label = trace_label(start->label, line_no, path);
       if (!label) return label.error();
       trace_labels.emplace_back(*label, line_no);
     }
