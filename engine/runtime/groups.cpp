@@ -18,12 +18,27 @@ std::vector<Counts> replicas_at(const std::vector<Counts>& replicas, const std::
   return out;
 }
 
+bool uneven_types(const plan::Plan& p) {
+  const uint32_t groups = plan::group_count(p);
+  if (groups <= 1) return false;
+  uint64_t types = 0, ranks = 0;  // a group with ranks, compared with the first such: types x ranks across
+  for (uint32_t g = 0; g < groups; ++g) {
+    const uint64_t n = plan::group_span(p, g).count;
+    if (n == 0) continue;
+    const uint64_t t = g < p.stacks.assignment.size() ? p.stacks.assignment[g].size() : 0;
+    if (ranks == 0) types = t, ranks = n;
+    if (t * ranks != types * n) return true;
+  }
+  return false;
+}
+
 GroupRole group_role(const plan::Plan& p, const std::vector<Counts>& replicas, int rank) {
   GroupRole r;
   r.groups = plan::group_count(p);
   r.span = plan::group_of(p, uint32_t(rank));
   r.local_rank = rank - int(r.span.first);
   for (uint32_t g = 0; g < r.groups; ++g) r.sizes.push_back(plan::group_span(p, g).count);
+  r.even = uneven_types(p);
   if (r.span.group < p.stacks.assignment.size()) r.types = p.stacks.assignment[r.span.group];
   if (p.groups.empty() && r.types.empty()) r.types = {0};  // one group computes the one type
   std::vector<uint32_t> positions(r.span.count);

@@ -2,7 +2,9 @@
 // plan splits its positions into G groups, each a whole model over its own positions, and the
 // global batch of a step into G shard types (type t: batch_share(global, G, t) of the sequences —
 // still a pure function of (seed, step)). The shard stacks say which types each group computes this
-// step; a group computes them one at a time, its ranks splitting each type's sequences, and its
+// step; a group computes them one at a time, its ranks splitting each type's sequences — unless
+// whole types would give the groups unequal work a rank (uneven_types: groups of 2, 1, 2, 2 after a
+// regroup), when each group computes its even part of the batch in one pass instead — and its
 // tokens go only to its own experts' replicas (dispatch stays inside the group: its own data plane).
 // The gradients of every type then meet in one synchronisation over every rank of the plan (the
 // non-expert units over all ranks, each expert over its holders in every group), so every group
@@ -24,12 +26,20 @@ struct GroupRole {
   int local_rank = 0;            // this rank's place in its group
   std::vector<uint32_t> types;   // the shard types the group computes this step, in stack order
   std::vector<uint32_t> sizes;   // [group] its ranks (every group of the plan)
+  bool even = false;             // the plan's steps compute even parts, not whole types (uneven_types)
   std::vector<Counts> replicas;  // [layer] R[expert][group rank]: the group's own replicas
 };
 
 // The replica table ([layer] R[expert][rank]) restricted to the plan positions `ranks`, in that
 // order (a group's ranks, or a patch's).
 std::vector<Counts> replicas_at(const std::vector<Counts>& replicas, const std::vector<uint32_t>& ranks);
+
+// Whether whole shard types would give the plan's groups unequal work a rank: a group of one
+// computing a type beside groups of two, or a group computing two types beside one computing one
+// (a regroup over an odd number of workers leaves such plans). Their steps then compute each
+// group's even part of the whole batch instead (even_part with none damaged), in one pass: the load
+// a plan of equal groups gives each rank. False for a plan of one group.
+bool uneven_types(const plan::Plan& p);
 
 // This rank's role in `p` given the plan's replica table ([layer] R[expert][rank]).
 GroupRole group_role(const plan::Plan& p, const std::vector<Counts>& replicas, int rank);

@@ -316,10 +316,18 @@ void Trainer::take_roles(const wire::PlanUpdate& p) {
   role_ = group_role(plan, replicas_, rank_);
   group_now_ = role_.groups > 1 ? int64_t(role_.span.group) : -1;
   backup_ok_ = false;
-  if (role_.groups > 1)
+  const auto part = role_.even ? even_part(spec_.global_batch, role_, {}) : std::pair{0, 0};
+  if (role_.groups > 1 && part.second > 0) {
+    spdlog::info("plan {}: rank {} in group {} of {} (ranks {}..{}), given shard types [{}] but computing sequences "
+                 "{}..{} of each step (whole types would give the groups unequal work a rank: each its even part)",
+                 p.number(), rank_, role_.span.group, role_.groups, role_.span.first,
+                 role_.span.first + role_.span.count - 1, fmt::join(role_.types, ", "), part.first,
+                 part.first + part.second - 1);
+  } else if (role_.groups > 1) {
     spdlog::info("plan {}: rank {} in group {} of {} (ranks {}..{}), computing shard types [{}]", p.number(), rank_,
                  role_.span.group, role_.groups, role_.span.first, role_.span.first + role_.span.count - 1,
                  fmt::join(role_.types, ", "));
+  }
 }
 
 // The compute takes the plan's units (the upload counts as migration) and the plan's data plane

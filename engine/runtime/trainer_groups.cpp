@@ -2,8 +2,9 @@
 // rank's second data plane (its group's), the grouped step, and SPARe's patch of a step that lost
 // ranks in the middle.
 //
-// A grouped step runs in two phases: the group's shard types over the group's plane (phase A, the
-// gradients accumulating; the compute's step, whose plan names the group's plane), then one
+// A grouped step runs in two phases: the group's shard types (or its even part of the batch, where
+// whole types would give the groups unequal work a rank: groups.h) over the group's plane (phase A,
+// the gradients accumulating; the compute's step, whose plan names the group's plane), then one
 // synchronisation over every rank of the plan (phase B). Before phase B the compute sets the
 // gradients aside (Compute::backup_grads): the synchronisation sums in place, and a patch must
 // start it again from this rank's own contribution. CPU and GPU workers alike (a GPU worker's group
@@ -104,13 +105,22 @@ Status Trainer::compute_patch_types(uint64_t step, const wire::StepPatch& p, mod
   return {};
 }
 
+// A plan whose groups would do unequal work a rank with whole types (groups.h: uneven_types)
+// computes each group's even part of the batch in one pass; no copy is set aside then (a patch of
+// the step runs this rank's own types again, as a degraded step's does).
 Result<StepOutcome> Trainer::grouped_step(uint64_t step, int64_t t0) {
   backup_ok_ = false;
   model::StepStats total;
   faults_->at(wire::FaultPoint::forward, step);
-  SAL_TRY(compute_types(step, role_.types, total));
-  SAL_TRY(backup_grads());
-  group_stats_ = total;
+  const auto even = role_.even ? even_part(spec_.global_batch, role_, {}) : std::pair{0, 0};
+  if (even.second > 0) {
+    SAL_TRY(compute_part(step, "sequences " + std::to_string(even.first) + ".." +
+                                   std::to_string(even.first + even.second - 1) + " (even part)", even, total));
+  } else {
+    SAL_TRY(compute_types(step, role_.types, total));
+    SAL_TRY(backup_grads());
+    group_stats_ = total;
+  }
   faults_->at(wire::FaultPoint::allreduce, step);
   return finish_grouped(*comm_, replicas_, shared_, std::move(total), t0);
 }
@@ -165,9 +175,10 @@ Status Trainer::patch_compute(const wire::StepPatch& p, model::StepStats& total)
   if (backup_ok_) {
     if (auto s = compute_->restore_grads(); !s) return s.error().with_context("putting the step's gradients back");
     total = group_stats_;
-  } else {  // the loss came before this rank's own pass began (in the step's validation): run it now
-    spdlog::info("step {} patch {}: group {} computes its own shard types [{}] first (the loss came before them)", p.step,
-                 p.patch, g, fmt::join(role_.types, ", "));
+  } else {  // the loss came before this rank's own pass began (in the step's validation), or the step
+            // computed an even part rather than the group's types: run them now
+    spdlog::info("step {} patch {}: group {} computes its own shard types [{}] first ({})", p.step, p.patch, g,
+                 fmt::join(role_.types, ", "), role_.even ? "the step computed even parts" : "the loss came before them");
     SAL_TRY(compute_->zero_grads());
     SAL_TRY(compute_types(p.step, role_.types, total));
     SAL_TRY(backup_grads());

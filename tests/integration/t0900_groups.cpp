@@ -293,7 +293,7 @@ TEST_CASE("t0904-patched-update: the weights after a patched step are the unpatc
     CHECK(std::abs(loss - want.at(step)) <= (step <= 5 ? 1e-5 : 1e-3) * want.at(step));
 }
 
-TEST_CASE("t0906-degraded-steps: after a patch the steps train on degraded, without a re-plan, their updates the fault-free run's within reassociation") {
+TEST_CASE("t0906-degraded-steps: after a patch the steps train on degraded, without a re-plan, or on a regrouped plan of unequal groups, their updates the fault-free run's within reassociation") {
   std::string dir = temp_dir("groups");
   run_unbalanced(dir, write_job(dir, "spare"), "four", "", "");
   run_unbalanced(dir, dir + "/job-spare.lua", "one", ",parallel.groups=1,parallel.redundancy=0", "");
@@ -319,6 +319,21 @@ TEST_CASE("t0906-degraded-steps: after a patch the steps train on degraded, with
     for (size_t step = 7; step < 11; ++step) CHECK(workers[step] == 7);
     check_within_reassociation(dir, name);
   }
+  // regrouped at once: the seven left make groups of 2, 2 and 3 (and one down), where whole shard
+  // types would give the group of three two types; each group computes its even part of the batch
+  const std::string name = "regrouped";
+  const std::string job = spare_variant(dir, name, {{"after_patch = \"cheaper\",\n           spread = true }",
+                                                     "after_patch = \"regroup\", spread = true }"}});
+  auto j = run_unbalanced(dir, job, name, "", "kill{ node = 3, step = 6, during = 'backward' }\n");
+  CHECK(j["steps"] == 11);
+  CHECK(j["patched_steps"] == 1);
+  const std::string logs = run_logs(dir + "/" + name);
+  CHECK(logs.find("in group 1 of 4 (ranks 2..4), given shard types [") != std::string::npos);
+  CHECK(logs.find("but computing sequences 6..11 of each step") != std::string::npos);  // 16 over 7 ranks: 3, 3, 2, ...
+  auto workers = metrics_column(dir + "/" + name, "workers");
+  REQUIRE(workers.size() == 11);
+  CHECK(workers[10] == 7);
+  check_within_reassociation(dir, name);
 }
 
 TEST_CASE("t0908-degraded-window: degraded steps keep complete sparse windows on nodes still up, so losing every holder of an expert then restores from peers") {

@@ -67,6 +67,40 @@ plan::Plan four_groups() {
   return p;
 }
 
+TEST_CASE("whole types give unequal work a rank: groups of unequal sizes, or unequal counts of types") {
+  plan::Plan p = four_groups();  // groups of 2, 1, 3 and 2 ranks, one type each
+  CHECK(uneven_types(p));
+  CHECK(group_role(p, {}, 2).even);
+  p.groups = {2, 2, 2, 2};
+  CHECK(!uneven_types(p));
+  CHECK(!group_role(p, {}, 0).even);
+  p.stacks.assignment = {{0, 1}, {}, {2}, {3}};  // a group computing two types beside one computing none
+  CHECK(uneven_types(p));
+  p.groups = {4, 0, 2, 2};  // ... unless it has the ranks for them (an empty group computes nothing)
+  CHECK(!uneven_types(p));
+  p.groups = {3, 0, 3, 2};
+  p.stacks.assignment = {{0, 1}, {}, {2, 3}, {}};  // 2 of 3, 2 of 3, and a group of two computing nothing
+  CHECK(uneven_types(p));
+  p.groups.clear();  // one group: the one type
+  p.stacks.assignment.clear();
+  CHECK(!uneven_types(p));
+  // groups of 2, 1, 2, 2 (a regroup of 7): the whole batch once over the groups, by their ranks
+  plan::Plan q = four_groups();
+  q.groups = {2, 1, 2, 2};
+  q.nodes = 7;
+  for (int batch : {7, 32, 64}) {
+    CAPTURE(batch);
+    std::vector<int> taken(size_t(batch), 0);
+    for (int pos = 0; pos < 7; ++pos) {
+      GroupRole r = group_role(q, {}, pos);
+      auto [at, n] = rank_part(even_part(batch, r, {}), r);
+      CHECK(std::abs(n - batch / 7.0) < 1);
+      for (int i = at; i < at + n; ++i) ++taken[size_t(i)];
+    }
+    for (int n : taken) CHECK(n == 1);
+  }
+}
+
 TEST_CASE("a spread type: its sequences once over the groups up, every rank that computes one or more") {
   const plan::Plan p = four_groups();
   const std::vector<uint32_t> damaged{1};
