@@ -38,6 +38,9 @@ using ms = std::chrono::milliseconds;
 //   the receiver's wake-ups between fragments.
 constexpr std::pair<const char*, const char*> kSettings[] = {
     {"TLS", "posix,self"}, {"RNDV_THRESH", "inf"}, {"MM_FIFO_SIZE", "256"}};
+// The plane's first calls after which the segments mapped since are populated in bulk: UCX maps a
+// peer's message descriptors only when this rank first writes into one (shm_prefault.h).
+constexpr int kPrefaultCalls = 4;
 // After an error, how long cancelled receives get to complete before they are abandoned.
 constexpr auto kCancelGrace = ms(50);
 // While a send is pending, the longest a wait sleeps before progressing the worker again.
@@ -448,6 +451,15 @@ void ShmPlane::transfer(Kind kind, const std::vector<SendSpec>& sends, const std
     send_notices();
     throw;
   }
+  mapped_since();
+}
+
+// A peer's descriptors are mapped here on this rank's first write into them: a page fault a page
+// from then on, unless populated now (shm_prefault.h). The plane's first calls reach most peers.
+void ShmPlane::mapped_since() {
+  if (calls_ >= kPrefaultCalls) return;
+  ++calls_;
+  prefault_queues();
 }
 
 // Headers first, then a "ready" from each receiver, then the payloads: a receiver whose header
@@ -504,6 +516,7 @@ void ShmPlane::exchange(const std::vector<SendSpec>& sends, const std::vector<Re
     send_notices();
     throw;
   }
+  mapped_since();
 }
 
 void ShmPlane::abandon(Batch& b, const std::string& why) {

@@ -108,6 +108,7 @@ class ShmPlane {
   bool ended(int peer);          // it died or gave up
   std::string ended_text(int peer) const;
   void check_peers(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs);
+  void mapped_since();           // after a call: the segments mapped by it, populated (first calls only)
   void send_notices();           // holding mu_
   [[noreturn]] void abandon(Batch& b, const std::string& why);  // cancels the batch, then throws
   void cancel(Batch& b);
@@ -122,6 +123,7 @@ class ShmPlane {
   void* notice_request_ = nullptr;        // the standing receive of peers' notices
   char notice_buf_ = 0;
   uint64_t notice_from_ = 0;              // the tag it received (names the sender)
+  int calls_ = 0;                         // calls completed, counted up to the last that prefaults
 };
 
 }  // namespace sal::comm

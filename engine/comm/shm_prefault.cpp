@@ -24,9 +24,17 @@ constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14
 // A mapping of this process: its range and the inode of its file.
 using Mapping = std::tuple<uintptr_t, uintptr_t, uint64_t>;
 
-std::mutex g_mu;
-std::map<std::string, std::set<Mapping>> g_done;  // by prefix: prefaulted, still mapped when last looked
-bool g_unsupported = false;
+// What was prefaulted, by prefix, still mapped when last looked. Never destroyed: the plane's
+// background thread (the next epoch's worker) may still be here while the process exits.
+struct State {
+  std::mutex mu;
+  std::map<std::string, std::set<Mapping>> done;
+  bool unsupported = false;
+};
+State& state() {
+  static State* s = new State;
+  return *s;
+}
 
 // The shared, writable mappings of files whose name starts with `prefix` ("/proc/self/maps":
 // start-end perms offset dev inode path, the path of an unlinked file ending " (deleted)").
@@ -54,12 +62,13 @@ std::vector<Mapping> segments(const std::string& prefix) {
 
 Prefaulted prefault_segments(const std::string& prefix) {
   Prefaulted got;
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (g_unsupported) {
+  State& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.unsupported) {
     got.supported = false;
     return got;
   }
-  std::set<Mapping>& done = g_done[prefix];
+  std::set<Mapping>& done = st.done[prefix];
   std::set<Mapping> still;
   for (const Mapping& m : segments(prefix)) {
     still.insert(m);
@@ -69,7 +78,7 @@ Prefaulted prefault_segments(const std::string& prefix) {
       got.mappings += 1;
       got.bytes += end - start;
     } else if (errno == EINVAL) {  // a kernel before 5.14
-      g_unsupported = true;
+      st.unsupported = true;
       got.supported = false;
       return got;
     }  // else unmapped meanwhile, or a page that cannot be had: left to fault as before

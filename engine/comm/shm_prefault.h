@@ -8,14 +8,15 @@
 // it; a queue's pages are reached only as its ring wraps, so the faults spread over a plan's first
 // steps, and every other rank waits for the one taking them. On a virtual machine a fault costs
 // 10–14 µs; madvise(MADV_POPULATE_WRITE) maps a whole range in one call at 1.3 µs a page where the
-// page is new, 0.4 µs where a peer already made it, and leaves the contents as they are. On the
-// 8-worker bench job the training threads' faults fell by a fifth (docs/performance.md); the
-// descriptor segments UCX attaches later, on a sender's first write into one, still fault.
+// page is new, 0.4 µs where a peer already made it, and leaves the contents as they are
+// (docs/performance.md has what it saves).
 //
 // prefault_segments() does that for every shared, writable mapping of this process whose file
 // name starts with `prefix` and that it has not prefaulted yet. The plane calls it once its
-// endpoints are wired up (the peers' queues are mapped by then) and when it prepares the next
-// epoch's worker in the background (its own queue). Kernels before 5.14 lack the call: nothing
+// endpoints are wired up (the peers' queues are mapped by then), after each of its first four
+// calls (UCX maps a peer's message descriptors only when this rank first writes into one), and
+// when it prepares the next epoch's worker in the background (its own queue and descriptors).
+// Kernels before 5.14 lack the call: nothing
 // is prefaulted and nothing fails. A mapping gone in the meantime (a retired worker destroyed
 // on another thread) is skipped.
 #pragma once
