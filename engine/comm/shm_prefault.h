@@ -2,8 +2,8 @@
 // first steps do not take a page fault per page.
 //
 // A shared-memory plane (shm_plane.h) maps its own receive queue and, through UCX's posix
-// transport, every peer's: about 4 MB a queue, files /dev/shm/ucx_shm_posix_<id> mapped shared
-// and unlinked at once. Left alone, each page of them is mapped into this process on first touch,
+// transport, every peer's: about 4 MB a queue with its message descriptors, files
+// /dev/shm/ucx_shm_posix_<id> mapped shared and unlinked at once. Left alone, each page of them is mapped into this process on first touch,
 // one minor fault per page and per process, in the middle of the steps that first send through
 // it; a queue's pages are reached only as its ring wraps, so the faults spread over a plan's first
 // steps, and every other rank waits for the one taking them. On a virtual machine a fault costs
@@ -16,9 +16,8 @@
 // endpoints are wired up (the peers' queues are mapped by then), after each of its first four
 // calls (UCX maps a peer's message descriptors only when this rank first writes into one), and
 // when it prepares the next epoch's worker in the background (its own queue and descriptors).
-// Kernels before 5.14 lack the call: nothing
-// is prefaulted and nothing fails. A mapping gone in the meantime (a retired worker destroyed
-// on another thread) is skipped.
+// Kernels before 5.14 lack the call: nothing is prefaulted and nothing fails. A mapping gone in
+// the meantime (a retired worker destroyed on another thread) is skipped.
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // test's own in /dev/shm: a shared mapping whose name has the prefix is mapped by one call, so
 // touching its pages afterwards takes no page faults, in this mapping and in a second one of the
 // same file (a peer's view); a mapping of another name, and a private one, are left alone; a
-// mapping already prefaulted is not done again; one unmapped since is forgotten.
+// mapping already prefaulted is not done again, and one that appears later is done when it does.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -26,8 +26,8 @@ long minor_faults() {
   return u.ru_minflt;
 }
 
-// A file of kBytes in /dev/shm named `name`, mapped shared (twice where asked), unlinked at once
-// as UCX does; returns the mappings.
+// A file of kBytes in /dev/shm named `name`, mapped shared (twice where asked: `b`), unlinked at
+// once as UCX does; unmapped when it goes.
 struct Segment {
   char* a = nullptr;
   char* b = nullptr;
