@@ -3,6 +3,11 @@
 
 namespace sal::comm {
 
+Result<std::unique_ptr<Collectives>> Collectives::narrow(std::vector<int>, std::string prefix) {
+  return fail("a plane for '", prefix, "': this data plane cannot narrow to some of its ranks (only a plane over "
+              "shared memory can)");
+}
+
 ExchangeCheck check_exchange(int rank, int size, const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs) {
   ExchangeCheck c;
   size_t sent = 0, received = 0;

@@ -100,6 +100,15 @@ class Collectives {
   // nothing aborts). Per object; ScopedOpTimeout changes it for a few calls. Must be > 0.
   virtual void set_op_timeout(std::chrono::milliseconds t) = 0;
   virtual std::chrono::milliseconds op_timeout() const = 0;
+
+  // Whether narrow() can work: a plane whose ranks all share this host's memory (shm_plane.h).
+  virtual bool narrows() const { return false; }
+  // This plane as one over `members` only (ranks of this plane, in the order they take in the new
+  // one; this rank among them), a new epoch named `prefix`; this object is spent. Every member
+  // narrows alike, at the same point: after calls that completed on every member (none of their
+  // messages is still on its way), never in the middle of one. A rank left out may be dead. Where
+  // narrows() is false, an error.
+  virtual Result<std::unique_ptr<Collectives>> narrow(std::vector<int> members, std::string prefix);
 };
 
 // Sets an object's op timeout for a scope: { ScopedOpTimeout t(c, 200ms); c.barrier(); }

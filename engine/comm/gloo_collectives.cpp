@@ -287,6 +287,32 @@ GlooCollectives::~GlooCollectives() {
   // sockets_ closes our duplicates last, which releases the sockets themselves.
 }
 
+Result<std::unique_ptr<Collectives>> GlooCollectives::narrow(std::vector<int> members, std::string prefix) {
+  const std::string what = "narrowing epoch '" + prefix_ + "' to " + std::to_string(members.size()) + " of its " +
+                           std::to_string(size_) + " ranks as '" + prefix + "'";
+  if (!shm_) return Collectives::narrow(std::move(members), std::move(prefix)).error().with_context(what);
+  if (spent_.load()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fail(what, ": the epoch is over (", reason_, ")");
+  }
+  auto rank = shm_->narrow(members);
+  if (!rank) return rank.error().with_context(what);
+  GlooOptions o;
+  o.rank = *rank;
+  o.size = int(members.size());
+  o.prefix = std::move(prefix);
+  o.verify_counts = verify_counts_;
+  o.op_timeout_ms = op_timeout_ms_.load();
+  std::unique_ptr<GlooCollectives> out(new GlooCollectives(o, nullptr, PeerSockets{}, 0.0, ticker_, std::move(shm_), 1));
+  out->tag_ = tag_;  // a tag of this epoch's calls is never one of the new one's
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reason_ = "epoch '" + prefix_ + "' narrowed to '" + out->prefix_ + "'";
+  }
+  spent_.store(true);
+  return std::unique_ptr<Collectives>(std::move(out));
+}
+
 // ---------- abort ----------
 
 void GlooCollectives::spend(const std::string& reason) {

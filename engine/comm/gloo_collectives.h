@@ -69,6 +69,10 @@ class GlooCollectives final : public Collectives {
   bool aborted() const override { return spent_.load(); }
   void set_op_timeout(std::chrono::milliseconds t) override;
   std::chrono::milliseconds op_timeout() const override { return std::chrono::milliseconds(op_timeout_ms_.load()); }
+  bool narrows() const override { return shm_ != nullptr; }
+  // Over shared memory only: the plane moves to the new object (ShmPlane::narrow), whose operation
+  // tags go on from this one's; this object is spent.
+  Result<std::unique_ptr<Collectives>> narrow(std::vector<int> members, std::string prefix) override;
 
   // Diagnostics: how long connect took, the sockets abort() will shut down (one per peer), and
   // whether the data moves over shared memory.

@@ -436,9 +436,40 @@ void ShmPlane::post_send(Batch& b, Kind kind, const SendSpec& s, bool sync) {
   if (req) b.push_back({req, nullptr, nullptr, s.peer});
 }
 
-void ShmPlane::transfer(Kind kind, const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs,
+Result<int> ShmPlane::narrow(const std::vector<int>& members) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!members_.empty()) return fail("the plane was narrowed already");
+  std::vector<char> seen(pidfds_.size(), 0);
+  int place = -1;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const int r = members[i];
+    if (r < 0 || size_t(r) >= pidfds_.size())
+      return fail("member ", i, " is rank ", r, ", not one of the plane's ", pidfds_.size());
+    if (seen[size_t(r)]++) return fail("rank ", r, " is named twice");
+    if (r == rank_) place = int(i);
+  }
+  if (place < 0) return fail("the members do not include this rank (", rank_, ")");
+  members_ = members;
+  return place;
+}
+
+template <class Spec>
+std::vector<Spec> ShmPlane::connected(const std::vector<Spec>& specs) const {
+  std::vector<Spec> out(specs);
+  if (members_.empty()) return out;
+  for (Spec& s : out) {
+    if (s.peer < 0 || size_t(s.peer) >= members_.size())
+      throw std::runtime_error("peer " + std::to_string(s.peer) + " of " + std::to_string(members_.size()));
+    s.peer = members_[size_t(s.peer)];
+  }
+  return out;
+}
+
+void ShmPlane::transfer(Kind kind, const std::vector<SendSpec>& sends_in, const std::vector<RecvSpec>& recvs_in,
                         ms timeout) {
   std::lock_guard<std::mutex> lock(mu_);
+  const auto sends = connected(sends_in);
+  const auto recvs = connected(recvs_in);
   Batch b;
   try {
     if (interrupted_) throw std::runtime_error("interrupted");
@@ -468,8 +499,10 @@ void ShmPlane::mapped_since() {
 // held it as unexpected data while the receiver still waited for other ranks' headers; with 16
 // ranks each moving 25-50 MB at once that stalled the exchange until its timeout. On a mismatch the
 // receiver names both sizes and never says ready; its notice fails the sender's wait for it.
-void ShmPlane::exchange(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs, ms timeout) {
+void ShmPlane::exchange(const std::vector<SendSpec>& sends_in, const std::vector<RecvSpec>& recvs_in, ms timeout) {
   std::lock_guard<std::mutex> lock(mu_);
+  const auto sends = connected(sends_in);
+  const auto recvs = connected(recvs_in);
   Batch headers, ready, rest;
   static const char go = 1;
   try {

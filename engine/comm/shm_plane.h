@@ -34,6 +34,10 @@
 // a newer epoch, so a slower peer can still attach to it (and learn from our notice that we left).
 // Every rank of an epoch uses the plane or none: the decision is the same for all, and a rank
 // that cannot reach a peer fails its connect (the peer is gone: the epoch is over).
+//
+// A plane can be narrowed (narrow(): Collectives::narrow) to some of its ranks, say the ones a
+// loss left: the same worker, endpoints and mapped queues, the callers' peer i translated to the
+// i-th member. Tags keep naming ranks of the plane as connected, so both sides agree.
 #pragma once
 
 #include <atomic>
@@ -84,6 +88,11 @@ class ShmPlane {
   // notice now if no call is in flight, else the call in flight wakes, sends it and throws.
   void give_up();
 
+  // From now on peer i of every call is rank members[i] of the plane as connected (Collectives::
+  // narrow): a plane over some of its ranks, the others left out (dead, or never reached again).
+  // Returns this rank's place among them. Not while a call is in flight; once.
+  Result<int> narrow(const std::vector<int>& members);
+
  private:
   // A request in flight: a receive has its spec and where its length lands.
   struct Pending {
@@ -109,6 +118,8 @@ class ShmPlane {
   std::string ended_text(int peer) const;
   void check_peers(const std::vector<SendSpec>& sends, const std::vector<RecvSpec>& recvs);
   void mapped_since();           // after a call: the segments mapped by it, populated (first calls only)
+  template <class Spec>
+  std::vector<Spec> connected(const std::vector<Spec>& specs) const;  // peers as ranks of the plane connected
   void send_notices();           // holding mu_
   [[noreturn]] void abandon(Batch& b, const std::string& why);  // cancels the batch, then throws
   void cancel(Batch& b);
@@ -124,6 +135,7 @@ class ShmPlane {
   char notice_buf_ = 0;
   uint64_t notice_from_ = 0;              // the tag it received (names the sender)
   int calls_ = 0;                         // calls completed, counted up to the last that prefaults
+  std::vector<int> members_;              // narrow()'s: the callers' peer i is rank members_[i]; empty: all
 };
 
 }  // namespace sal::comm

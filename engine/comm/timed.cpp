@@ -39,6 +39,12 @@ class Timed final : public Collectives {
   bool aborted() const override { return inner_->aborted(); }
   void set_op_timeout(std::chrono::milliseconds t) override { inner_->set_op_timeout(t); }
   std::chrono::milliseconds op_timeout() const override { return inner_->op_timeout(); }
+  bool narrows() const override { return inner_->narrows(); }
+  Result<std::unique_ptr<Collectives>> narrow(std::vector<int> members, std::string prefix) override {
+    auto n = inner_->narrow(std::move(members), std::move(prefix));
+    if (!n) return n.error();
+    return timed(std::move(*n), clock_);
+  }
 
  private:
   template <class F>

@@ -640,3 +640,66 @@ TEST_CASE("abort: a rank SIGKILLed inside a busy alltoallv, survivors return wit
   }
   g_shared_memory = true;
 }
+
+// SPARe's patch narrows a plan's standby plane (runtime/standby_plane.h) to the ranks a loss left.
+TEST_CASE("narrow: a shared-memory plane of 4, one rank SIGKILLed, narrowed by the 3 left in a new order, computes every collective right") {
+  const int kVictim = 1;
+  const std::vector<int> kMembers{3, 0, 2};  // new rank 0 is old rank 3, and so on
+  Workers w(4, [&](int rank, const std::string& ep) {
+    Report rep;
+    Env env(ep);
+    auto c = connect(env, options(rank, 4, "standby-7"), rep, "whole");
+    if (!c) return rep.text();
+    rep.check(c->narrows(), "a shared-memory plane narrows");
+    check_allreduce<float>(*c, 1 << 16, rep);  // warm, as the standby is
+    (void)env.store.put("warm/" + std::to_string(rank), to_bytes("1"));
+    if (rank == kVictim) {
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+      return std::string("FAIL the victim lived on\n");
+    }
+    rep.check(env.store.fetch("control/killed", 10000ms).ok(), "the victim's death announced");
+    auto bad = c->narrow({kVictim}, "bad");  // without this rank: refused, the plane left as it was
+    rep.check(!bad.ok() && bad.error().message().find("do not include this rank") != std::string::npos,
+              "a member list without this rank: " + (bad.ok() ? std::string("accepted") : bad.error().message()));
+    auto n = c->narrow(kMembers, "patch-7");
+    rep.check(n.ok(), "narrowed: " + (n.ok() ? std::string() : n.error().message()));
+    if (!n.ok()) return rep.text();
+    rep.check(c->aborted(), "the whole plane is spent once narrowed");
+    rep.check(!c->narrow(kMembers, "again").ok(), "a spent plane does not narrow again");
+    const int want = int(std::find(kMembers.begin(), kMembers.end(), rank) - kMembers.begin());
+    rep.check((*n)->rank() == want && (*n)->size() == 3,
+              "rank " + std::to_string((*n)->rank()) + " of " + std::to_string((*n)->size()) + ", want " +
+                  std::to_string(want) + " of 3");
+    check_allreduce<float>(**n, 100000, rep);
+    check_allreduce<double>(**n, 7, rep);
+    check_allgather(**n, rep);
+    check_alltoallv(**n, rep);
+    check_p2p(**n, rep);
+    rep.check((*n)->barrier().ok(), "barrier of the narrowed plane");
+    return rep.text();
+  });
+  Controller ctl(w);
+  for (int r = 0; r < 4; ++r) REQUIRE(ctl.control->fetch("warm/" + std::to_string(r), 10000ms).ok());
+  w.kill(kVictim, SIGKILL);
+  REQUIRE(ctl.control->put("control/killed", to_bytes("1")).ok());
+  expect_ok(w, 20000, {kVictim});
+}
+
+TEST_CASE("narrow: a plane over Gloo's TCP pairs refuses, naming why") {
+  g_shared_memory = false;
+  Workers w(2, [](int rank, const std::string& ep) {
+    Report rep;
+    Env env(ep);
+    auto c = connect(env, options(rank, 2, "tcp-7"), rep, "tcp");
+    if (!c) return rep.text();
+    rep.check(!c->narrows(), "a TCP plane does not narrow");
+    auto n = c->narrow({0, 1}, "patch");
+    rep.check(!n.ok() && n.error().message().find("only a plane over shared memory") != std::string::npos,
+              "refused: " + (n.ok() ? std::string("accepted") : n.error().message()));
+    check_allreduce<float>(*c, 1000, rep);  // and the plane still works
+    return rep.text();
+  });
+  Controller ctl(w);
+  expect_ok(w, 20000);
+  g_shared_memory = true;
+}
