@@ -204,7 +204,8 @@ struct RecoveryDone { RecoveryRecord record; };
 struct StepsLost { uint64_t steps = 0; };
 struct Restored {};
 // The rendezvous keys of plan-<plan>/ are done with; `closed`: the plan is over for good (abandoned,
-// or replaced by a newer one in force), and a late request under its prefix is refused at once.
+// or replaced by a newer one in force), and a late request under its prefix is refused at once —
+// under its standby plane's too (wire::standby_keys), which are left alone until then.
 struct EraseKeys {
   uint64_t plan = 0;
   bool closed = false;

@@ -259,6 +259,7 @@ void Controller::apply(const job::Action& action) {
                    std::string prefix = wire::plan_keys(a.plan) + "/";
                    if (!a.under.empty()) prefix += a.under + "/";
                    a.closed ? store_->close_prefix(prefix) : store_->erase_prefix(prefix);
+                   if (a.closed && a.under.empty()) store_->close_prefix(wire::standby_keys(a.plan) + "/");
                  },
                  [&](const act::SnapshotComplete& a) {
                    // the marker, and a manifest as a final checkpoint has: `sample` and `run --resume` take it

@@ -150,6 +150,7 @@ Status Trainer::switch_to(const wire::PlanUpdate& p) {
   SAL_TRY(still_wanted(p));
   SAL_TRY(load_compute(p));
   start_snapshots(p);
+  start_standby(p);
   return {};
 }
 
@@ -221,14 +222,19 @@ bool Trainer::compute_keeps(const wire::PlanUpdate& p) const {
   return compute_->holds(plan::held_by(p.plan, uint32_t(p.my_rank)));
 }
 
+// A client of the plan's rendezvous store (CURVE where the job has keys).
+std::unique_ptr<comm::StoreClient> Trainer::store_client(const std::string& endpoint) const {
+  comm::StoreClientOptions so;
+  so.configure = wire::curve_client_hook(endpoint, spec_.server_key, spec_.key_file);
+  return std::make_unique<comm::StoreClient>(ctx_, endpoint, so);
+}
+
 Status Trainer::connect(const wire::PlanUpdate& p) {
   const int64_t t0 = mono_ns();
   if (p.my_rank < 0 || size_t(p.my_rank) >= p.ranks.size()) return fail("plan ", p.number(), " gives this worker no rank");
   auto store = std::atomic_load(&store_);
   if (!store || store->endpoint() != p.store) {
-    comm::StoreClientOptions so;
-    so.configure = wire::curve_client_hook(p.store, spec_.server_key, spec_.key_file);
-    store = std::make_shared<comm::StoreClient>(ctx_, p.store, so);
+    store = store_client(p.store);
     std::atomic_store(&store_, store);
   }
   if (aborting_) return fail("plan ", p.number(), ": aborted by the controller");
@@ -247,6 +253,7 @@ Status Trainer::connect(const wire::PlanUpdate& p) {
     std::atomic_store(&comm_, comm);
   }
   plane_of_ = PlaneOf{p.number(), plan_ranks_};
+  keep_or_retire_standby(p);
   if (aborting_) comm->abort("aborted by the controller");  // an abort that came while connecting
   rank_ = p.my_rank;
   ranks_ = int(p.ranks.size());

@@ -37,6 +37,7 @@
 #include "runtime/plan_times.h"
 #include "runtime/slice_fetch.h"
 #include "runtime/sparse_snapshots.h"
+#include "runtime/standby_plane.h"
 #include "ckpt/writer.h"
 #include "runtime/train_spec.h"
 #include "runtime/warm_up.h"
@@ -215,6 +216,7 @@ class Trainer {
   // plan (groups.h), and the synchronisation it ends with, over a data plane and replica table.
   Status connect_group(const wire::PlanUpdate& p);
   comm::GlooOptions plane_options(int rank, int size, std::string prefix) const;
+  std::unique_ptr<comm::StoreClient> store_client(const std::string& endpoint) const;
   Result<StepOutcome> grouped_step(uint64_t step, int64_t t0);
   Result<StepOutcome> degraded_step(uint64_t step, int64_t t0, const wire::StepPatch& p);
   Result<const wire::StepPatch*> kept_patch(uint64_t step, KeptPatch kept) const;
@@ -232,6 +234,16 @@ class Trainer {
                                      const std::vector<SharedExpert>& shared,
                                      model::StepStats total, int64_t t0);
   Status backup_grads();
+  // SPARe's standby plane (standby_plane.h): started once a grouped plan that can be patched is in
+  // place (or kept with the plan's planes); a patch narrows it where every rank of the patch holds it.
+  void keep_or_retire_standby(const wire::PlanUpdate& p);
+  void start_standby(const wire::PlanUpdate& p);
+  struct PatchPlane {
+    std::unique_ptr<comm::Collectives> plane;
+    bool standby = false;  // the plan's standby, narrowed
+  };
+  static Result<PatchPlane> patch_plane(const std::vector<uint32_t>& ranks, const comm::GlooOptions& o,
+                                        comm::StoreClient& store, std::unique_ptr<comm::Collectives> standby);
 
   zmq::context_t& ctx_;
   // The sparse snapshots' puts and the restores' fetches move megabytes a step: they have a ZeroMQ
@@ -257,7 +269,9 @@ class Trainer {
     std::vector<std::pair<uint32_t, uint32_t>> ranks;  // (node, index)
     bool operator==(const PlaneOf&) const = default;
   };
-  PlaneOf plane_of_, group_plane_of_;
+  PlaneOf plane_of_, group_plane_of_, standby_of_;
+  std::unique_ptr<StandbyPlane> standby_;  // the plan's (the step thread's only)
+  StandbyYard standby_yard_;                // stopped standbys whose threads may still end
   std::vector<std::pair<uint32_t, uint32_t>> plan_ranks_;  // the plan's ranks (a patch names them by index)
   // `held`, when the plan may keep it and it is intact and connects `want`'s ranks.
   static bool keeps(const wire::PlanUpdate& p, const std::shared_ptr<comm::Collectives>& held, const PlaneOf& of,

@@ -12,7 +12,9 @@
 // (wire::StepPatch) keeps the step: a rank of a group it drops contributes zero; a rank of another
 // group restores its copy, computes the extra shard types the patch gives its group and its part of
 // each type the patch spreads (groups.h: spread_part), and every rank the patch names synchronises
-// over the patch's own plane, with the replica table of those ranks only.
+// over the patch's own plane (the plan's standby narrowed to them where every one holds it warm:
+// standby_plane.h; else one connected while they compute), with the replica table of those ranks
+// only.
 //
 // A degraded step (after a patched step commits; StepBegin.kept_patch) keeps that patch's
 // arrangement: a rank of a dropped group only synchronises (zero gradients, the same update); a
@@ -60,6 +62,73 @@ Status Trainer::connect_group(const wire::PlanUpdate& p) {
   std::atomic_store(&group_comm_, held);
   if (aborting_) held->abort("aborted by the controller");
   return {};
+}
+
+// ---------- the standby plane (standby_plane.h) ----------
+
+namespace {
+
+// Warms the standby: an allreduce this large sends each peer a part of tens of kilobytes, as a
+// step's synchronisation does, so every peer's queue and descriptors are mapped.
+constexpr size_t kStandbyWarmFloats = size_t(1) << 16;
+
+// One store round among a patch's ranks: whether every one of them holds the standby plane warm.
+Result<bool> every_rank_has(const comm::GlooOptions& o, comm::StoreClient& store, bool mine) {
+  const std::string base = o.prefix + "/standby/";
+  const auto timeout = std::chrono::milliseconds(o.rendezvous_timeout_ms);
+  SAL_TRY(store.put(base + std::to_string(o.rank), {mine ? '1' : '0'}));
+  std::vector<std::string> keys;
+  for (int r = 0; r < o.size; ++r) keys.push_back(base + std::to_string(r));
+  SAL_TRY(store.wait_for(keys, timeout));
+  bool all = true;
+  for (const auto& k : keys) {
+    auto v = store.fetch(k, timeout);
+    if (!v) return v.error();
+    all = all && v->size() == 1 && (*v)[0] == '1';
+  }
+  return all;
+}
+
+}  // namespace
+
+// A plan that keeps the planes of the plan before (the same ranks, intact) keeps its standby too,
+// while that is still connecting or warm and no patch took it; any other is stopped.
+void Trainer::keep_or_retire_standby(const wire::PlanUpdate& p) {
+  if (!standby_) return;
+  if (p.keep_planes_of != 0 && standby_of_ == PlaneOf{p.keep_planes_of, plan_ranks_} && standby_->live()) {
+    standby_of_.plan = p.number();
+    return;
+  }
+  standby_yard_.retire(std::move(standby_), "plan " + std::to_string(p.number()) + " replaces its plan");
+}
+
+// A plan of groups whose stacks can patch a step (redundancy 2 and more), over shared memory (the
+// only plane that narrows), gets a standby unless it kept one.
+void Trainer::start_standby(const wire::PlanUpdate& p) {
+  standby_yard_.reap();
+  if (standby_ || plan::group_count(p.plan) <= 1 || p.plan.stacks.redundancy < 2) return;
+  auto plane = std::atomic_load(&comm_);
+  if (!plane || !plane->narrows()) return;
+  auto o = plane_options(p.my_rank, int(p.ranks.size()), wire::standby_keys(p.number()));
+  standby_ = std::make_unique<StandbyPlane>(o, store_client(p.store), kStandbyWarmFloats);
+  standby_of_ = PlaneOf{p.number(), plan_ranks_};
+}
+
+// A patch's data plane: the plan's standby narrowed to the patch's ranks (plan positions, which
+// are the standby's ranks) where every one of them holds it warm, else one connected now.
+Result<Trainer::PatchPlane> Trainer::patch_plane(const std::vector<uint32_t>& ranks, const comm::GlooOptions& o,
+                                                 comm::StoreClient& store, std::unique_ptr<comm::Collectives> standby) {
+  auto all = every_rank_has(o, store, standby != nullptr);
+  if (!all) return all.error().with_context("whether every rank holds the standby plane");
+  if (*all) {
+    auto n = standby->narrow(std::vector<int>(ranks.begin(), ranks.end()), o.prefix);
+    if (!n) return n.error();
+    return PatchPlane{std::move(*n), true};
+  }
+  if (standby) standby->abort("not every rank of the patch holds the standby plane");
+  auto c = comm::connect_gloo(o, store);
+  if (!c) return c.error();
+  return PatchPlane{std::move(*c), false};
 }
 
 // The group's shard types one after another over the group's plane (the compute's plan names it:
@@ -201,13 +270,17 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
   int64_t t0 = mono_ns();
   auto me = std::find(p.ranks.begin(), p.ranks.end(), uint32_t(rank_));
   if (me == p.ranks.end()) return fail("patch ", p.patch, " of step ", p.step, " does not name rank ", rank_);
-  // The patch's plane connects while this rank computes: its rendezvous waits on the other ranks',
-  // which are computing too. An abort interrupts the rendezvous (the store), so a patch that fails
-  // while computing does not wait long for it to end.
+  // The patch's plane is agreed on (the standby narrowed) or connected while this rank computes:
+  // the store round waits on the other ranks', which are computing too. An abort interrupts it
+  // (the store), so a patch that fails while computing does not wait long for it to end. The
+  // standby serves one patch: a later one (a second loss) connects its own.
   auto o = plane_options(int(me - p.ranks.begin()), int(p.ranks.size()),
                          wire::plan_keys(p.plan) + "/" + wire::patch_keys(p.step, p.patch));
-  auto connecting = std::async(std::launch::async, [o, store = std::atomic_load(&store_)] {
-    return comm::connect_gloo(o, *store);
+  std::unique_ptr<comm::Collectives> standby = standby_ ? standby_->take() : nullptr;
+  if (standby_) standby_yard_.retire(std::move(standby_), "step " + std::to_string(p.step) + " patched");
+  auto connecting = std::async(std::launch::async, [ranks = p.ranks, o, store = std::atomic_load(&store_),
+                                                     s = std::move(standby)]() mutable {
+    return patch_plane(ranks, o, *store, std::move(s));
   });
   model::StepStats total;
   SAL_TRY(patch_compute(p, total));
@@ -217,9 +290,10 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
   const int64_t computed = mono_ns();
   auto c = connecting.get();
   if (!c) return c.error().with_context("patch " + std::to_string(p.patch) + " of step " + std::to_string(p.step) + " data plane");
-  spdlog::info("step {} patch {}: computed in {:.1f} ms, its data plane ready {:.1f} ms later", p.step, p.patch,
-               double(computed - t0) / 1e6, double(mono_ns() - computed) / 1e6);
-  std::shared_ptr<comm::Collectives> plane(comm::timed(std::move(*c), waits_));
+  spdlog::info("step {} patch {}: computed in {:.1f} ms, its data plane ready {:.1f} ms later ({})", p.step, p.patch,
+               double(computed - t0) / 1e6, double(mono_ns() - computed) / 1e6,
+               c->standby ? "the plan's standby, narrowed to " + std::to_string(p.ranks.size()) + " ranks" : "connected");
+  std::shared_ptr<comm::Collectives> plane(comm::timed(std::move(c->plane), waits_));
   if (!spent_plane_) spent_plane_ = std::atomic_load(&comm_);
   std::atomic_store(&comm_, plane);  // abort(), a later patch and degraded steps reach it
   plane_of_ = PlaneOf{plan_, {}};

@@ -207,7 +207,8 @@ struct StepCommit {
 // each type in `spread` (the types split over every group not damaged: group g's part is the
 // k-th of n, k its place among them, n their count — spread_sequences); then the ranks
 // in `ranks` (plan positions, ascending) synchronise the gradients over a data plane of their
-// own (prefix plan-<plan>/patch-<step>-<patch>: rank i of it is position ranks[i]) and vote again,
+// own (rank i of it is position ranks[i]: the plan's standby plane narrowed to them where each
+// holds it warm, else one connected under prefix plan-<plan>/patch-<step>-<patch>) and vote again,
 // carrying `patch`. A later loss in the same step sends a higher-numbered patch that replaces it
 // (extra is the whole set each time).
 struct StepPatch {
@@ -230,6 +231,11 @@ struct StepPatch {
 // A plan's rendezvous keys in the store ("plan-<plan>"): every data plane of the plan has its keys
 // under this and a '/'; the controller erases or closes them there when the plan is over.
 inline std::string plan_keys(uint64_t plan) { return "plan-" + std::to_string(plan); }
+
+// A plan's standby plane's rendezvous keys ("standby-<plan>"; runtime/standby_plane.h): apart from
+// plan_keys(plan), which are erased once every rank has connected the plan's planes, since the
+// standby connects in the background after that. The controller closes them with the plan's.
+inline std::string standby_keys(uint64_t plan) { return "standby-" + std::to_string(plan); }
 
 // A patch's rendezvous keys within its plan's ("patch-<step>-<patch>"): its data plane's prefix is
 // plan_keys(plan)/ and this. The controller closes them when a later patch of the step replaces it.
