@@ -52,6 +52,16 @@ const char* after_patch_name(AfterPatch a) {
   return "?";
 }
 
+bool ShardStacks::redundant() const {
+  std::vector<int> hosted;
+  for (const auto& h : hosts)
+    for (uint32_t t : h) {
+      if (t >= hosted.size()) hosted.resize(size_t(t) + 1, 0);
+      if (++hosted[t] >= 2) return true;
+    }
+  return false;
+}
+
 uint32_t ShardStacks::depth() const {
   size_t d = 0;
   for (const auto& a : assignment) d = std::max(d, a.size());

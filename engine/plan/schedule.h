@@ -66,6 +66,8 @@ struct ShardStacks {
   AfterPatch after_patch = AfterPatch::cheaper;
   bool spread = false;
   uint32_t depth() const;
+  // Some shard type is hosted by two groups or more: a loss of one of them can be patched.
+  bool redundant() const;
   bool operator==(const ShardStacks&) const = default;
 };
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "comm/timed.h"
 #include "core/clock.h"
 
 namespace sal::runtime {
@@ -32,9 +33,9 @@ StandbyPlane::~StandbyPlane() {
 
 void StandbyPlane::run(comm::GlooOptions o, size_t warm_floats) {
   (void)::setpriority(PRIO_PROCESS, pid_t(::syscall(SYS_gettid)), kNice);
-  const int64_t t0 = mono_ns();
+  const int64_t t0 = mono_ns(), cpu0 = comm::thread_cpu_ns();
   auto c = comm::connect_gloo(o, *store_);
-  const double connect_ms = double(mono_ns() - t0) / 1e6;
+  const double connect_ms = double(mono_ns() - t0) / 1e6, connect_cpu_ms = double(comm::thread_cpu_ns() - cpu0) / 1e6;
   comm::Collectives* plane = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -47,14 +48,15 @@ void StandbyPlane::run(comm::GlooOptions o, size_t warm_floats) {
   }
   // the first call reaches every peer: their queues and descriptors are mapped (then in bulk)
   std::vector<float> warm(std::max<size_t>(warm_floats, size_t(o.size)), 0.0f);
-  const int64_t t1 = mono_ns();
+  const int64_t t1 = mono_ns(), cpu1 = comm::thread_cpu_ns();
   Status s = plane->allreduce_sum(warm.data(), warm.size());
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (s && !stopped_) {
       ready_ = true;
-      spdlog::debug("standby plane {}: connected in {:.1f} ms, warm in {:.1f} ms", prefix_, connect_ms,
-                    double(mono_ns() - t1) / 1e6);
+      spdlog::debug("standby plane {}: connected in {:.1f} ms ({:.1f} ms of CPU), warm in {:.1f} ms ({:.1f} ms of CPU)",
+                    prefix_, connect_ms, connect_cpu_ms, double(mono_ns() - t1) / 1e6,
+                    double(comm::thread_cpu_ns() - cpu1) / 1e6);
     } else {
       if (!s) spdlog::debug("standby plane {}: not warmed ({})", prefix_, s.error().message());
       plane_.reset();

@@ -240,7 +240,7 @@ class Trainer {
   void start_standby(const wire::PlanUpdate& p);
   struct PatchPlane {
     std::unique_ptr<comm::Collectives> plane;
-    bool standby = false;  // the plan's standby, narrowed
+    bool standby = false;  // the standby plane, narrowed
   };
   static Result<PatchPlane> patch_plane(const std::vector<uint32_t>& ranks, const comm::GlooOptions& o,
                                         comm::StoreClient& store, std::unique_ptr<comm::Collectives> standby);

@@ -102,11 +102,11 @@ void Trainer::keep_or_retire_standby(const wire::PlanUpdate& p) {
   standby_yard_.retire(std::move(standby_), "plan " + std::to_string(p.number()) + " replaces its plan");
 }
 
-// A plan of groups whose stacks can patch a step (redundancy 2 and more), over shared memory (the
-// only plane that narrows), gets a standby unless it kept one.
+// A plan of groups whose stacks can patch a step (a shard type hosted by two groups or more), over
+// shared memory (the only plane that narrows), gets a standby unless it kept one.
 void Trainer::start_standby(const wire::PlanUpdate& p) {
   standby_yard_.reap();
-  if (standby_ || plan::group_count(p.plan) <= 1 || p.plan.stacks.redundancy < 2) return;
+  if (standby_ || plan::group_count(p.plan) <= 1 || !p.plan.stacks.redundant()) return;
   auto plane = std::atomic_load(&comm_);
   if (!plane || !plane->narrows()) return;
   auto o = plane_options(p.my_rank, int(p.ranks.size()), wire::standby_keys(p.number()));
@@ -292,7 +292,7 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
   if (!c) return c.error().with_context("patch " + std::to_string(p.patch) + " of step " + std::to_string(p.step) + " data plane");
   spdlog::info("step {} patch {}: computed in {:.1f} ms, its data plane ready {:.1f} ms later ({})", p.step, p.patch,
                double(computed - t0) / 1e6, double(mono_ns() - computed) / 1e6,
-               c->standby ? "the plan's standby, narrowed to " + std::to_string(p.ranks.size()) + " ranks" : "connected");
+               c->standby ? "the standby plane, narrowed to " + std::to_string(p.ranks.size()) + " ranks" : "connected");
   std::shared_ptr<comm::Collectives> plane(comm::timed(std::move(c->plane), waits_));
   if (!spent_plane_) spent_plane_ = std::atomic_load(&comm_);
   std::atomic_store(&comm_, plane);  // abort(), a later patch and degraded steps reach it

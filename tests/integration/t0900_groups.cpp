@@ -257,7 +257,7 @@ TEST_CASE("t0904-patched-update: the weights after a patched step are the unpatc
   CHECK(j["recoveries"][0]["step"] == 10);  // the last step is the patched one
   // the patch synchronised over the plan's standby plane, narrowed to the 7 ranks left (warm since
   // the plan's first steps: runtime/standby_plane.h), not over a plane connected in the step
-  CHECK(run_logs(dir + "/patched").find("the plan's standby, narrowed to 7 ranks") != std::string::npos);
+  CHECK(run_logs(dir + "/patched").find("the standby plane, narrowed to 7 ranks") != std::string::npos);
   check_within_reassociation(dir, "patched");
   // a loss before the survivors' own passes began (the step's validation, every rank of the plan):
   // the patch runs their own shard types too, not the gradients of the step before

@@ -99,3 +99,17 @@ TEST_CASE("shard stacks: hosted, computed once, wipe-outs declared") {
   s.wipeout = true;
   CHECK(check_stacks(s, 3).ok());
 }
+
+TEST_CASE("shard stacks: redundant when some type has two hosts, not when a group only hosts two types") {
+  ShardStacks s;
+  s.hosts = {{0, 1}, {1, 2}, {2, 0}};  // SPARe's r = 2
+  CHECK(s.redundant());
+  s.hosts = {{0, 3}, {1}, {2}, {}};  // four types over three groups, each hosted once (depth 2)
+  CHECK_FALSE(s.redundant());
+  s.hosts = {{0}, {1}, {2}, {3}};  // one type a group
+  CHECK_FALSE(s.redundant());
+  s.hosts = {{0}, {1}, {1}};
+  CHECK(s.redundant());
+  s.hosts = {};
+  CHECK_FALSE(s.redundant());
+}
