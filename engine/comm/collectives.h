@@ -106,8 +106,9 @@ class Collectives {
   // This plane as one over `members` only (ranks of this plane, in the order they take in the new
   // one; this rank among them), a new epoch named `prefix`; this object is spent. Every member
   // narrows alike, at the same point: after calls that completed on every member (none of their
-  // messages is still on its way), never in the middle of one. A rank left out may be dead. Where
-  // narrows() is false, an error.
+  // messages is still on its way), never in the middle of one, and holding the object alone (no
+  // abort() from another thread meanwhile). A rank left out may be dead. Where narrows() is false,
+  // an error.
   virtual Result<std::unique_ptr<Collectives>> narrow(std::vector<int> members, std::string prefix);
 };
 

@@ -18,8 +18,6 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
-#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -48,7 +46,6 @@ class StandbyPlane {
   bool finished() const { return finished_.load(); }
   // Not stopped, and connecting, warming or warm: a plan that keeps the plans' planes keeps it.
   bool live();
-  const std::string& prefix() const { return prefix_; }
 
  private:
   void run(comm::GlooOptions o, size_t warm_floats);
