@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "comm/timed.h"
 #include "core/clock.h"
@@ -83,6 +84,43 @@ void StandbyPlane::stop(const std::string& why) {
   stopped_ = true;
   store_->interrupt();
   if (plane_) plane_->abort(why);
+}
+
+namespace {
+
+// One store round among a patch's ranks: whether every one of them holds a standby plane warm.
+Result<bool> every_rank_has(const comm::GlooOptions& o, comm::StoreClient& store, bool mine) {
+  const std::string base = o.prefix + "/standby/";
+  const auto timeout = std::chrono::milliseconds(o.rendezvous_timeout_ms > 0 ? o.rendezvous_timeout_ms
+                                                                             : o.connect_timeout_ms);
+  SAL_TRY(store.put(base + std::to_string(o.rank), {mine ? '1' : '0'}));
+  std::vector<std::string> keys;
+  for (int r = 0; r < o.size; ++r) keys.push_back(base + std::to_string(r));
+  SAL_TRY(store.wait_for(keys, timeout));
+  bool all = true;
+  for (const auto& k : keys) {
+    auto v = store.fetch(k, timeout);
+    if (!v) return v.error();
+    all = all && v->size() == 1 && (*v)[0] == '1';
+  }
+  return all;
+}
+
+}  // namespace
+
+Result<PatchPlane> patch_plane(const std::vector<int>& members, const comm::GlooOptions& o, comm::StoreClient& store,
+                               std::unique_ptr<comm::Collectives> standby) {
+  auto all = every_rank_has(o, store, standby != nullptr);
+  if (!all) return all.error().with_context("whether every rank holds the standby plane");
+  if (*all && standby) {
+    auto n = standby->narrow(members, o.prefix);
+    if (!n) return n.error();
+    return PatchPlane{std::move(*n), true};
+  }
+  if (standby) standby->abort("not every rank of the patch holds the standby plane");
+  auto c = comm::connect_gloo(o, store);
+  if (!c) return c.error();
+  return PatchPlane{std::move(*c), false};
 }
 
 void StandbyYard::retire(std::unique_ptr<StandbyPlane> s, const std::string& why) {

@@ -60,6 +60,17 @@ class StandbyPlane {
   std::thread thread_;
 };
 
+// A patch's data plane (rank o.rank of o.size, under o.prefix): `standby` narrowed to `members`
+// (the patch's ranks as ranks of the standby) where every rank of the patch holds one — agreed in
+// one store round under o.prefix/standby/ — else one connected under o.prefix now (a standby
+// held, aborted). Every rank of the patch calls it, each with what it holds.
+struct PatchPlane {
+  std::unique_ptr<comm::Collectives> plane;
+  bool standby = false;  // the standby plane, narrowed
+};
+Result<PatchPlane> patch_plane(const std::vector<int>& members, const comm::GlooOptions& o, comm::StoreClient& store,
+                               std::unique_ptr<comm::Collectives> standby);
+
 // Standby planes stopped but whose threads may still run (a rendezvous or a wire-up ending):
 // joined once finished, never by the caller of stop().
 class StandbyYard {

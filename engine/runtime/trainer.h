@@ -238,12 +238,6 @@ class Trainer {
   // place (or kept with the plan's planes); a patch narrows it where every rank of the patch holds it.
   void keep_or_retire_standby(const wire::PlanUpdate& p);
   void start_standby(const wire::PlanUpdate& p);
-  struct PatchPlane {
-    std::unique_ptr<comm::Collectives> plane;
-    bool standby = false;  // the standby plane, narrowed
-  };
-  static Result<PatchPlane> patch_plane(const std::vector<uint32_t>& ranks, const comm::GlooOptions& o,
-                                        comm::StoreClient& store, std::unique_ptr<comm::Collectives> standby);
 
   zmq::context_t& ctx_;
   // The sparse snapshots' puts and the restores' fetches move megabytes a step: they have a ZeroMQ

@@ -72,23 +72,6 @@ namespace {
 // step's synchronisation does, so every peer's queue and descriptors are mapped.
 constexpr size_t kStandbyWarmFloats = size_t(1) << 16;
 
-// One store round among a patch's ranks: whether every one of them holds the standby plane warm.
-Result<bool> every_rank_has(const comm::GlooOptions& o, comm::StoreClient& store, bool mine) {
-  const std::string base = o.prefix + "/standby/";
-  const auto timeout = std::chrono::milliseconds(o.rendezvous_timeout_ms);
-  SAL_TRY(store.put(base + std::to_string(o.rank), {mine ? '1' : '0'}));
-  std::vector<std::string> keys;
-  for (int r = 0; r < o.size; ++r) keys.push_back(base + std::to_string(r));
-  SAL_TRY(store.wait_for(keys, timeout));
-  bool all = true;
-  for (const auto& k : keys) {
-    auto v = store.fetch(k, timeout);
-    if (!v) return v.error();
-    all = all && v->size() == 1 && (*v)[0] == '1';
-  }
-  return all;
-}
-
 }  // namespace
 
 // A plan that keeps the planes of the plan before (the same ranks, intact) keeps its standby too,
@@ -112,23 +95,6 @@ void Trainer::start_standby(const wire::PlanUpdate& p) {
   auto o = plane_options(p.my_rank, int(p.ranks.size()), wire::standby_keys(p.number()));
   standby_ = std::make_unique<StandbyPlane>(o, store_client(p.store), kStandbyWarmFloats);
   standby_of_ = PlaneOf{p.number(), plan_ranks_};
-}
-
-// A patch's data plane: the plan's standby narrowed to the patch's ranks (plan positions, which
-// are the standby's ranks) where every one of them holds it warm, else one connected now.
-Result<Trainer::PatchPlane> Trainer::patch_plane(const std::vector<uint32_t>& ranks, const comm::GlooOptions& o,
-                                                 comm::StoreClient& store, std::unique_ptr<comm::Collectives> standby) {
-  auto all = every_rank_has(o, store, standby != nullptr);
-  if (!all) return all.error().with_context("whether every rank holds the standby plane");
-  if (*all) {
-    auto n = standby->narrow(std::vector<int>(ranks.begin(), ranks.end()), o.prefix);
-    if (!n) return n.error();
-    return PatchPlane{std::move(*n), true};
-  }
-  if (standby) standby->abort("not every rank of the patch holds the standby plane");
-  auto c = comm::connect_gloo(o, store);
-  if (!c) return c.error();
-  return PatchPlane{std::move(*c), false};
 }
 
 // The group's shard types one after another over the group's plane (the compute's plan names it:
@@ -280,7 +246,7 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
   if (standby_) standby_yard_.retire(std::move(standby_), "step " + std::to_string(p.step) + " patched");
   auto connecting = std::async(std::launch::async, [ranks = p.ranks, o, store = std::atomic_load(&store_),
                                                      s = std::move(standby)]() mutable {
-    return patch_plane(ranks, o, *store, std::move(s));
+    return patch_plane(std::vector<int>(ranks.begin(), ranks.end()), o, *store, std::move(s));
   });
   model::StepStats total;
   SAL_TRY(patch_compute(p, total));
