@@ -3,8 +3,8 @@
 //
 // A shared-memory plane (shm_plane.h) maps its own receive queue and, through UCX's posix
 // transport, every peer's: about 4 MB a queue with its message descriptors, files
-// /dev/shm/ucx_shm_posix_<id> mapped shared and unlinked at once. Left alone, each page of them is mapped into this process on first touch,
-// one minor fault per page and per process, in the middle of the steps that first send through
+// /dev/shm/ucx_shm_posix_<id> mapped shared and unlinked at once. Left alone, each page of them is
+// mapped into this process on first touch, one minor fault per page and per process, in the middle of the steps that first send through
 // it; a queue's pages are reached only as its ring wraps, so the faults spread over a plan's first
 // steps, and every other rank waits for the one taking them. On a virtual machine a fault costs
 // 10–14 µs; madvise(MADV_POPULATE_WRITE) maps a whole range in one call at 1.3 µs a page where the

@@ -33,6 +33,16 @@
 
 namespace sal::runtime {
 
+namespace {
+
+// A group's part of the batch as its errors name it: "sequences 6..11 (even part)".
+std::string sequences_text(std::pair<int, int> part, const char* what) {
+  return "sequences " + std::to_string(part.first) + ".." + std::to_string(part.first + part.second - 1) + " (" +
+         what + ")";
+}
+
+}  // namespace
+
 // A grouped plan's second data plane: the ranks of this rank's group, which its tokens cross.
 // A group plane of the plan whose planes are intact (keep_planes_of), with the same ranks in the
 // same order, is kept.
@@ -149,8 +159,7 @@ Result<StepOutcome> Trainer::grouped_step(uint64_t step, int64_t t0) {
   faults_->at(wire::FaultPoint::forward, step);
   const auto even = role_.even ? even_part(spec_.global_batch, role_, {}) : std::pair{0, 0};
   if (even.second > 0) {
-    SAL_TRY(compute_part(step, "sequences " + std::to_string(even.first) + ".." +
-                                   std::to_string(even.first + even.second - 1) + " (even part)", even, total));
+    SAL_TRY(compute_part(step, sequences_text(even, "even part"), even, total));
   } else {
     SAL_TRY(compute_types(step, role_.types, total));
     SAL_TRY(backup_grads());
@@ -310,8 +319,7 @@ Result<StepOutcome> Trainer::degraded_step(uint64_t step, int64_t t0, const wire
   // copy set aside: a patch of this step runs this rank's own types again, then its spread parts)
   const auto even = p.spread.empty() ? std::pair{0, 0} : even_part(spec_.global_batch, role_, p.damaged);
   if (even.second > 0) {
-    SAL_TRY(compute_part(step, "sequences " + std::to_string(even.first) + ".." +
-                                   std::to_string(even.first + even.second - 1) + " (degraded)", even, total));
+    SAL_TRY(compute_part(step, sequences_text(even, "degraded"), even, total));
   } else if (!dropped) {
     SAL_TRY(compute_types(step, role_.types, total));
   } else {  // no pass of its own: a drill's kill at those points still finds it in the step
