@@ -17,7 +17,8 @@
 // against a regrouped plan ("cheaper", which also regroups at once where the damaged groups'
 // survivors would sit them out at a cost sure to exceed a switch). "regroup" re-plans the
 // survivors at the boundary. A loss in a degraded step patches it again with every damaged group
-// out.
+// out. After a spreading patch, a damaged group whose ranks left still hold every expert rejoins
+// the degraded steps (StepPatch.rejoin): its survivors compute, so they sit nothing out.
 #include <algorithm>
 
 #include "job/driver.h"
@@ -40,6 +41,40 @@ std::string regroup_text(double normal_ms, double regroup_ms, size_t before, siz
   return "a regrouped plan's step (" + ms_text(int64_t(regroup_ms * 1e6)) + ": the " +
          ms_text(int64_t(normal_ms * 1e6)) + " before x " + std::to_string(before) + " / " + std::to_string(left) +
          " ranks)";
+}
+
+// The ranks of group `g` among `left` (plan positions, ascending).
+std::vector<uint32_t> group_left(const plan::Plan& plan, uint32_t g, const std::vector<uint32_t>& left) {
+  const plan::GroupSpan s = plan::group_span(plan, g);
+  std::vector<uint32_t> out;
+  for (uint32_t pos : left)
+    if (pos >= s.first && pos < s.first + s.count) out.push_back(pos);
+  return out;
+}
+
+// The damaged groups whose ranks left hold every expert between them (wire::StepPatch.rejoin): in
+// a spreading patch's degraded steps they compute, a group of those ranks, rather than idle.
+std::vector<uint32_t> rejoining_groups(const plan::Plan& plan, const std::set<uint32_t>& damaged,
+                                       const std::vector<uint32_t>& left) {
+  std::vector<std::vector<std::vector<uint32_t>>> counts;
+  for (const auto& layer : plan.layers) counts.push_back(plan::replica_counts(layer, plan.experts));
+  std::vector<uint32_t> out;
+  for (uint32_t g : damaged) {
+    auto ranks = group_left(plan, g, left);
+    if (!ranks.empty() && !plan::missing_expert(counts, ranks)) out.push_back(g);
+  }
+  return out;
+}
+
+// "group 1 computes on with its 1 rank left".
+std::string rejoin_text(const plan::Plan& plan, const std::vector<uint32_t>& rejoin, const std::vector<uint32_t>& left) {
+  std::string t;
+  for (uint32_t g : rejoin) {
+    const size_t n = group_left(plan, g, left).size();
+    t += (t.empty() ? "group " : ", group ") + std::to_string(g) + " computes on with its " + std::to_string(n) +
+         (n == 1 ? " rank left" : " ranks left");
+  }
+  return t;
 }
 
 }  // namespace
@@ -81,7 +116,7 @@ bool Driver::try_patch(phase::Running& r, const in::Lost& l) {
 // The patched step committed: the steps after it train on degraded, or the survivors re-plan now
 // (the redundancy policy's after_patch).
 void Driver::after_patched_step(phase::Running& r) {
-  const phase::Patching& p = *r.patch;
+  const phase::Patching p = std::move(*r.patch);  // (r.patch is reset below)
   const std::string head = "step " + std::to_string(p.step) + " committed without " + std::to_string(p.lost.size()) +
                            " lost worker(s), patched " + std::to_string(p.sent) + " time(s); ";
   std::string groups;
@@ -109,9 +144,13 @@ void Driver::after_patched_step(phase::Running& r) {
       return regroup("regroup after patched step " + std::to_string(p.step));
     }
   }
+  std::vector<uint32_t> left;  // the patch's ranks as plan positions
+  for (uint32_t i = 0; i < applied_->ranks.size(); ++i)
+    if (!p.lost.count(applied_->ranks[i])) left.push_back(i);
+  const std::string rejoined = p.rejoin.empty() ? "" : " (" + rejoin_text(applied_->plan, p.rejoin, left) + ")";
   note("step_patched", head + "training on degraded (" + plan::after_patch_name(p.after) + "): group(s) " + groups +
                            " out, their shard types computed by the others as patch " + std::to_string(p.sent) +
-                           " said, " + std::to_string(p.left.size()) + " ranks, " + until);
+                           " said" + rejoined + ", " + std::to_string(p.left.size()) + " ranks, " + until);
 }
 
 // Under "cheaper", whether degraded steps are sure to lose more than a plan switch before the next
@@ -121,8 +160,10 @@ void Driver::after_patched_step(phase::Running& r) {
 // lost) or the re-plan in sight comes first; else why the survivors regroup at once.
 std::string Driver::idle_survivors_cost(const phase::Patching& p, double normal_ms, double regroup_ms) const {
   size_t idle = 0;
-  for (uint32_t i = 0; i < applied_->ranks.size(); ++i)
-    if (!p.lost.count(applied_->ranks[i]) && p.damaged.count(plan::group_of(applied_->plan, i).group)) ++idle;
+  for (uint32_t i = 0; i < applied_->ranks.size(); ++i) {
+    const uint32_t g = plan::group_of(applied_->plan, i).group;
+    if (!p.lost.count(applied_->ranks[i]) && p.damaged.count(g) && !std::count(p.rejoin.begin(), p.rejoin.end(), g)) ++idle;
+  }
   const size_t computing = p.left.size() - std::min(idle, p.left.size());
   if (idle == 0 || computing == 0) return "";
   const double penalty_ms = normal_ms * double(applied_->ranks.size()) / double(computing) - regroup_ms;
@@ -254,10 +295,13 @@ Driver::Next Driver::send_patch(phase::Running& r, const plan::ShardStacks& stac
     left.push_back(applied_->ranks[i]);
   }
   p.slice_peers = slice_peers(node_of_rank, plan, lost);
+  if (!p.spread.empty()) p.rejoin = rejoining_groups(plan, patch.damaged, p.ranks);
+  if (!p.rejoin.empty()) moved += "; " + rejoin_text(plan, p.rejoin, p.ranks) + " in the degraded steps";
   p.reason = patch_losses(patch) + ": " + (moved.empty() ? "no shard type to move" : moved) + "; " +
              std::to_string(p.ranks.size()) + " ranks synchronise (stacks by " + decided_by + ", depth " +
              std::to_string(stacks.depth()) + "; after it: " + plan::after_patch_name(stacks.after_patch) + ")";
   patch.left = left;
+  patch.rejoin = p.rejoin;
   patch.after = stacks.after_patch;
   r.tally.ce = 0, r.tally.tokens = 0, r.tally.compute_ms = 0;
   r.tally.voted.clear();

@@ -118,6 +118,7 @@ struct Patching {
   std::optional<uint64_t> deciding;
   std::vector<Participant> left;  // the last patch's ranks, in plan order
   plan::AfterPatch after = plan::AfterPatch::cheaper;  // the redundancy policy's word on what follows
+  std::vector<uint32_t> rejoin;  // the last patch's (wire::StepPatch.rejoin)
 };
 
 // After a patched step commits, unless the redundancy policy regroups at once: the steps that train

@@ -241,6 +241,17 @@ Status check_groups(const Plan& p) {
   return {};
 }
 
+std::optional<std::pair<uint32_t, uint32_t>> missing_expert(const std::vector<std::vector<std::vector<uint32_t>>>& counts,
+                                                            const std::vector<uint32_t>& positions) {
+  for (size_t l = 0; l < counts.size(); ++l)
+    for (size_t e = 0; e < counts[l].size(); ++e) {
+      const auto& at = counts[l][e];
+      if (std::none_of(positions.begin(), positions.end(), [&](uint32_t p) { return p < at.size() && at[p] > 0; }))
+        return std::pair{uint32_t(l), uint32_t(e)};
+    }
+  return std::nullopt;
+}
+
 bool same_placement(const Plan& a, const Plan& b) {
   if (a.nodes != b.nodes || a.slots != b.slots || a.layers.size() != b.layers.size()) return false;
   for (size_t l = 0; l < a.layers.size(); ++l)

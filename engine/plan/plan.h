@@ -21,6 +21,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,6 +82,11 @@ std::vector<std::vector<uint32_t>> expert_nodes(const LayerPlan& layer, uint32_t
 // A layer's replica units per expert per position: counts[e][position] (two slots of one expert on
 // one position are one unit with twice the capacity there).
 std::vector<std::vector<uint32_t>> replica_counts(const LayerPlan& layer, uint32_t experts);
+// The first (layer, expert) that none of `positions` holds in the replica table `counts`
+// ([layer] counts[expert][position], replica_counts's per layer); none where those positions hold a
+// whole model between them (a group's ranks left after a loss, say).
+std::optional<std::pair<uint32_t, uint32_t>> missing_expert(const std::vector<std::vector<std::vector<uint32_t>>>& counts,
+                                                            const std::vector<uint32_t>& positions);
 // What position `pos` holds, slot by slot, layer by layer: (layer, expert) pairs.
 std::vector<std::pair<int, int>> held_by(const Plan& p, uint32_t pos);
 // Checks that the placement is the shape the plan claims: `layers` layers of `nodes` positions of

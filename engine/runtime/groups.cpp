@@ -89,6 +89,25 @@ std::pair<int, int> even_part(int global_batch, const GroupRole& role, const std
   return groups_up_part(global_batch, role, damaged);
 }
 
+GroupRole rejoined_role(const GroupRole& role, const std::vector<Counts>& replicas, const std::vector<uint32_t>& rejoin,
+                        const std::vector<uint32_t>& left, int rank) {
+  GroupRole r = role;
+  uint32_t first = 0;  // group g's first plan position
+  for (uint32_t g = 0; g < role.groups && g < role.sizes.size(); first += role.sizes[g], ++g) {
+    if (std::find(rejoin.begin(), rejoin.end(), g) == rejoin.end()) continue;
+    std::vector<uint32_t> up;
+    for (uint32_t pos : left)
+      if (pos >= first && pos < first + role.sizes[g]) up.push_back(pos);
+    r.sizes[g] = uint32_t(up.size());
+    auto me = std::find(up.begin(), up.end(), uint32_t(rank));
+    if (me == up.end()) continue;
+    r.span = {g, up.front(), uint32_t(up.size())};
+    r.local_rank = int(me - up.begin());
+    r.replicas = replicas_at(replicas, up);
+  }
+  return r;
+}
+
 std::pair<int, int> spread_part(int global_batch, const GroupRole& role, uint32_t t,
                                 const std::vector<uint32_t>& damaged) {
   auto [first, count] = type_sequences(global_batch, role.groups, t);

@@ -61,6 +61,13 @@ std::pair<int, int> spread_part(int global_batch, const GroupRole& role, uint32_
 // for every group where the batch has fewer sequences than those groups have ranks (then the
 // groups compute their types and their parts of the spread ones, as in the patch).
 std::pair<int, int> even_part(int global_batch, const GroupRole& role, const std::vector<uint32_t>& damaged);
+// The arrangement of a spreading patch's degraded steps (wire::StepPatch.rejoin): `role` with each
+// group of `rejoin` — damaged, its ranks left still holding every expert — resized to those ranks
+// among `left` (plan positions, ascending); where this rank (`rank`) is one of them, its place
+// among them and their replica table (from `replicas`, [layer] R[expert][rank]) as its group's.
+// even_part over it, with the rejoined groups no longer damaged, covers the batch once.
+GroupRole rejoined_role(const GroupRole& role, const std::vector<Counts>& replicas, const std::vector<uint32_t>& rejoin,
+                        const std::vector<uint32_t>& left, int rank);
 // The same split of `total` sequences (the validation set's) without the floor: a part may leave
 // some ranks none, or be empty where `total` is below the ranks up. {0, 0} for a damaged group.
 std::pair<int, int> groups_up_part(int total, const GroupRole& role, const std::vector<uint32_t>& damaged);

@@ -321,6 +321,7 @@ void Trainer::take_roles(const wire::PlanUpdate& p) {
   held_ = plan::held_by(plan, uint32_t(rank_));
   shared_ = shared_experts(replicas_);
   role_ = group_role(plan, replicas_, rank_);
+  degraded_role_.reset();
   group_now_ = role_.groups > 1 ? int64_t(role_.span.group) : -1;
   backup_ok_ = false;
   const auto part = role_.even ? even_part(spec_.global_batch, role_, {}) : std::pair{0, 0};
@@ -364,7 +365,7 @@ DevicePlan Trainer::compute_plan() {
   dp.store = store_.get();
   if (role_.groups > 1) {  // the group's plane crosses host memory; no device plane for now
     dp.group = group_comm_.get();
-    dp.group_replicas = role_.replicas;
+    dp.group_replicas = role_now().replicas;
   } else {
     dp.device_prefix = device_prefix_;
     dp.reuse_device_plane = reuse_plane_;

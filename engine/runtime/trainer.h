@@ -230,6 +230,11 @@ class Trainer {
   Status compute_part(uint64_t step, const std::string& what, std::pair<int, int> group_part, model::StepStats& total);
   Status compute_patch_types(uint64_t step, const wire::StepPatch& p, model::StepStats& total);
   Status patch_compute(const wire::StepPatch& p, model::StepStats& total);
+  Result<std::optional<comm::GlooOptions>> rejoin_options(const wire::StepPatch& p, const std::string& prefix) const;
+  Status rejoin_degraded(const wire::StepPatch& p, std::unique_ptr<comm::Collectives> rejoin);
+  // The arrangement the step computes in: a degraded step's after a patch some groups rejoin, else
+  // the plan's.
+  const GroupRole& role_now() const { return degraded_role_ ? *degraded_role_ : role_; }
   Result<StepOutcome> finish_grouped(comm::Collectives& comm, const std::vector<Counts>& replicas,
                                      const std::vector<SharedExpert>& shared,
                                      model::StepStats total, int64_t t0);
@@ -279,6 +284,9 @@ class Trainer {
   // The last patch this rank computed under the plan in force: degraded steps keep its arrangement
   // and its data plane (comm_ since).
   std::optional<wire::StepPatch> last_patch_;
+  // Where last_patch_ has groups rejoin the degraded steps (StepPatch.rejoin): their arrangement
+  // (rejoined_role); reset by a new plan and by the next patch.
+  std::optional<GroupRole> degraded_role_;
   std::vector<uint32_t> writers_absent_;         // the ranks the sparse slots of this window leave out
   std::vector<wire::SliceNode> slice_nodes_;     // the plan's slice endpoints (every node's)
   std::atomic<bool> aborting_{false};

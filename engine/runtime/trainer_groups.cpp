@@ -20,7 +20,10 @@
 // arrangement: a rank of a dropped group only synchronises (zero gradients, the same update); a
 // rank of another group computes, after a spreading patch, its group's even part of the whole
 // batch in one pass (even_part), else its own shard types, then the patch's extra ones and spread
-// parts; every rank synchronises over the patch's plane, connected already.
+// parts; every rank synchronises over the patch's plane, connected already. A damaged group the
+// patch has rejoin (its ranks left hold every expert) is a group of those ranks in the degraded
+// steps (rejoined_role), over a plane of theirs connected during the patch, and takes its even part
+// like the groups up.
 #include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
@@ -39,6 +42,26 @@ namespace {
 std::string sequences_text(std::pair<int, int> part, const char* what) {
   return "sequences " + std::to_string(part.first) + ".." + std::to_string(part.first + part.second - 1) + " (" +
          what + ")";
+}
+
+// A patch's planes: its own (patch_plane), and first, on a rank of a group that rejoins the
+// degraded steps (`rejoin`: Trainer::rejoin_options), the plane of that group's ranks left — while
+// the others compute the patch, which that rank sits out.
+struct PatchPlanes {
+  PatchPlane patch;
+  std::unique_ptr<comm::Collectives> rejoin;
+};
+Result<PatchPlanes> patch_planes(const std::vector<int>& members, const comm::GlooOptions& o, comm::StoreClient& store,
+                                 std::unique_ptr<comm::Collectives> standby, const std::optional<comm::GlooOptions>& rejoin) {
+  std::unique_ptr<comm::Collectives> group;
+  if (rejoin) {
+    auto c = comm::connect_gloo(*rejoin, store);
+    if (!c) return c.error().with_context("the plane of the group's ranks left (to rejoin the degraded steps)");
+    group = std::move(*c);
+  }
+  auto p = patch_plane(members, o, store, std::move(standby));
+  if (!p) return p.error();
+  return PatchPlanes{std::move(*p), std::move(group)};
 }
 
 }  // namespace
@@ -124,7 +147,7 @@ Status Trainer::compute_types(uint64_t step, const std::vector<uint32_t>& types,
 Status Trainer::compute_part(uint64_t step, const std::string& what, std::pair<int, int> group_part,
                              model::StepStats& total) {
   if (!std::atomic_load(&group_comm_)) return fail("plan ", plan_, ": no data plane for group ", role_.span.group);
-  auto [first, count] = rank_part(group_part, role_);
+  auto [first, count] = rank_part(group_part, role_now());
   model::Batch b = model::make_batch(corpus_, spec_.seed, step, first, count, spec_.dims.seq_len);
   b.routing = routing_.get();
   b.aux_share = double(group_part.second) / spec_.global_batch;
@@ -179,7 +202,7 @@ Result<StepOutcome> Trainer::finish_grouped(comm::Collectives& comm, const std::
   auto norm = compute_->grad_norm_over(comm, replicas);
   if (!norm) return norm.error();
   // the balancing loss and the experts' loads (a routing bias's), each rank its share of its group's
-  const double members = double(std::max<uint32_t>(role_.span.count, 1));
+  const double members = double(std::max<uint32_t>(role_now().span.count, 1));
   model::RouterLoad load = model::zero_load(spec_.dims);  // every rank the same shape, whatever it computed
   model::add_router_load(load, total.router_load);
   std::vector<double> sums = model::flatten_load(load);
@@ -253,9 +276,12 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
                          wire::plan_keys(p.plan) + "/" + wire::patch_keys(p.step, p.patch));
   std::unique_ptr<comm::Collectives> standby = standby_ ? standby_->take() : nullptr;
   if (standby_) standby_yard_.retire(std::move(standby_), "step " + std::to_string(p.step) + " patched");
+  degraded_role_.reset();  // the plan's arrangement until this patch is in (a degraded step's, replaced)
+  auto rejoin = rejoin_options(p, o.prefix);
+  if (!rejoin) return rejoin.error();
   auto connecting = std::async(std::launch::async, [ranks = p.ranks, o, store = std::atomic_load(&store_),
-                                                     s = std::move(standby)]() mutable {
-    return patch_plane(std::vector<int>(ranks.begin(), ranks.end()), o, *store, std::move(s));
+                                                     s = std::move(standby), r = *rejoin]() mutable {
+    return patch_planes(std::vector<int>(ranks.begin(), ranks.end()), o, *store, std::move(s), r);
   });
   model::StepStats total;
   SAL_TRY(patch_compute(p, total));
@@ -267,8 +293,8 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
   if (!c) return c.error().with_context("patch " + std::to_string(p.patch) + " of step " + std::to_string(p.step) + " data plane");
   spdlog::info("step {} patch {}: computed in {:.1f} ms, its data plane ready {:.1f} ms later ({})", p.step, p.patch,
                double(computed - t0) / 1e6, double(mono_ns() - computed) / 1e6,
-               c->standby ? "the standby plane, narrowed to " + std::to_string(p.ranks.size()) + " ranks" : "connected");
-  std::shared_ptr<comm::Collectives> plane(comm::timed(std::move(c->plane), waits_));
+               c->patch.standby ? "the standby plane, narrowed to " + std::to_string(p.ranks.size()) + " ranks" : "connected");
+  std::shared_ptr<comm::Collectives> plane(comm::timed(std::move(c->patch.plane), waits_));
   if (!spent_plane_) spent_plane_ = std::atomic_load(&comm_);
   std::atomic_store(&comm_, plane);  // abort(), a later patch and degraded steps reach it
   plane_of_ = PlaneOf{plan_, {}};
@@ -277,8 +303,42 @@ Result<StepOutcome> Trainer::patch(const wire::StepPatch& p) {
   last_patch_ = p;
   auto replicas = replicas_at(replicas_, p.ranks);
   auto out = finish_grouped(*plane, replicas, shared_experts(replicas), std::move(total), t0);
-  if (out) out->val_ce_sum = val->ce_sum, out->val_tokens = val->tokens;
+  if (!out) return out;
+  out->val_ce_sum = val->ce_sum, out->val_tokens = val->tokens;
+  if (!p.rejoin.empty()) SAL_TRY(rejoin_degraded(p, std::move(c->rejoin)));
   return out;
+}
+
+// Where this rank's group rejoins the degraded steps after patch `p` (StepPatch.rejoin): the options
+// of the plane of its ranks left, under `prefix` (the patch's) and /rejoin-<group>; none otherwise.
+// Fails where those ranks do not hold every expert, which the controller's word says they do.
+Result<std::optional<comm::GlooOptions>> Trainer::rejoin_options(const wire::StepPatch& p, const std::string& prefix) const {
+  const uint32_t g = role_.span.group;
+  if (std::find(p.rejoin.begin(), p.rejoin.end(), g) == p.rejoin.end()) return std::optional<comm::GlooOptions>{};
+  std::vector<uint32_t> up;
+  for (uint32_t pos : p.ranks)
+    if (pos >= role_.span.first && pos < role_.span.first + role_.span.count) up.push_back(pos);
+  if (auto gap = plan::missing_expert(replicas_, up))
+    return fail("patch ", p.patch, " of step ", p.step, " has group ", g, " rejoin the degraded steps, but its ",
+                up.size(), " ranks left hold no replica of layer ", gap->first, " expert ", gap->second);
+  auto me = std::find(up.begin(), up.end(), uint32_t(rank_));
+  return std::optional{plane_options(int(me - up.begin()), int(up.size()), prefix + "/rejoin-" + std::to_string(g))};
+}
+
+// After patch `p` committed its step here: the degraded steps' arrangement (rejoined_role), and on
+// a rank of a rejoining group, its plane (`rejoin`) as the group's, named by the compute's plan.
+Status Trainer::rejoin_degraded(const wire::StepPatch& p, std::unique_ptr<comm::Collectives> rejoin) {
+  degraded_role_ = rejoined_role(role_, replicas_, p.rejoin, p.ranks, rank_);
+  if (!rejoin) return {};
+  std::shared_ptr<comm::Collectives> held = std::atomic_load(&group_comm_);  // the compute's plan names it until set_plan
+  std::atomic_store(&group_comm_, std::shared_ptr<comm::Collectives>(comm::timed(std::move(rejoin), waits_)));
+  group_plane_of_ = {};  // never kept: a plan connects its groups' planes anew
+  if (auto s = compute_->set_plan(compute_plan()); !s)
+    return s.error().with_context("step " + std::to_string(p.step) + ": group " + std::to_string(role_.span.group) +
+                                  " rejoining the degraded steps");
+  spdlog::info("step {} patch {}: group {} computes on in the degraded steps with its {} rank(s) left (this one rank {} "
+               "of them)", p.step, p.patch, role_.span.group, degraded_role_->span.count, degraded_role_->local_rank);
+  return {};
 }
 
 // The patch a degraded step keeps: the last one this worker computed, under this plan, naming it.
@@ -310,14 +370,17 @@ Result<model::StepStats> Trainer::validate_in_groups(uint64_t step, const std::v
 Result<StepOutcome> Trainer::degraded_step(uint64_t step, int64_t t0, const wire::StepPatch& p) {
   backup_ok_ = false;
   const uint32_t g = role_.span.group;
-  const bool dropped = std::find(p.damaged.begin(), p.damaged.end(), g) != p.damaged.end();
+  std::vector<uint32_t> out;  // the damaged groups that do not rejoin (StepPatch.rejoin)
+  for (uint32_t d : p.damaged)
+    if (std::find(p.rejoin.begin(), p.rejoin.end(), d) == p.rejoin.end()) out.push_back(d);
+  const bool dropped = std::find(out.begin(), out.end(), g) != out.end();
   auto plane = std::atomic_load(&comm_);
   if (!plane) return fail("step ", step, ": no data plane for patch ", p.patch, " of step ", p.step);
   model::StepStats total;
   faults_->at(wire::FaultPoint::forward, step);
   // a spreading patch's degraded steps: the batch evenly over the groups up, one pass each (no
   // copy set aside: a patch of this step runs this rank's own types again, then its spread parts)
-  const auto even = p.spread.empty() ? std::pair{0, 0} : even_part(spec_.global_batch, role_, p.damaged);
+  const auto even = p.spread.empty() ? std::pair{0, 0} : even_part(spec_.global_batch, role_now(), out);
   if (even.second > 0) {
     SAL_TRY(compute_part(step, sequences_text(even, "degraded"), even, total));
   } else if (!dropped) {

@@ -17,7 +17,7 @@
 
 namespace sal::wire {
 
-constexpr uint8_t kProtocolVersion = 15;  // 2: PlanUpdate carries the typed plan; 3: sparse snapshots in peers;
+constexpr uint8_t kProtocolVersion = 16;  // 2: PlanUpdate carries the typed plan; 3: sparse snapshots in peers;
                                          // 4: the plan's data-parallel groups; 5: StepAbort names an abandoned plan;
                                          // 6: the plan's failure domains; 7: votes say where the time went;
                                          // 8: ReplHello carries a local endpoint's token and the client's directory;
@@ -28,7 +28,8 @@ constexpr uint8_t kProtocolVersion = 15;  // 2: PlanUpdate carries the typed pla
                                          // 14: StepBegin may keep a patch's arrangement (degraded steps),
                                          //     PlanUpdate names the plan whose intact planes may be kept;
                                          // 15: upstream logs of the experts' rows (SlicePut.logs, SliceFetch's
-                                         //     log range), PlanUpdate's rebuild of lost experts from them
+                                         //     log range), PlanUpdate's rebuild of lost experts from them;
+                                         // 16: StepPatch names the damaged groups that rejoin the degraded steps
 constexpr size_t kHeaderBytes = 6;
 // ZMQ_MAXMSGSIZE on every control socket: larger frames are dropped by libzmq (and the peer
 // disconnected) before they are buffered. Bigger than the largest bounded message (a 4 MiB REPL

@@ -210,7 +210,10 @@ struct StepCommit {
 // own (rank i of it is position ranks[i]: the plan's standby plane narrowed to them where each
 // holds it warm, else one connected under prefix plan-<plan>/patch-<step>-<patch>) and vote again,
 // carrying `patch`. A later loss in the same step sends a higher-numbered patch that replaces it
-// (extra is the whole set each time).
+// (extra is the whole set each time). `rejoin` (a spreading patch only): the damaged groups whose
+// ranks left still hold every expert between them (plan::missing_expert). They sit this step out
+// like the others, but in the degraded steps that keep this patch they compute: a group of their
+// ranks left, over a plane of those ranks connected under the patch's prefix and /rejoin-<group>.
 struct StepPatch {
   static constexpr MsgType kType = MsgType::step_patch;
   SAL_WIRE_FIELDS(
@@ -225,7 +228,8 @@ struct StepPatch {
     (std::vector<uint32_t>, spread, {}, kListMax * 16),
     // Per plan rank, the nodes its sparse slots go to from the next window on, over the nodes still
     // up (plan/snapshot_peers.h; empty: the job keeps no copies): the plan's peers may be lost.
-    (std::vector<SlicePeers>, slice_peers, {}, kListMax))
+    (std::vector<SlicePeers>, slice_peers, {}, kListMax),
+    (std::vector<uint32_t>, rejoin, {}, kListMax * 16))
 };
 
 // A plan's rendezvous keys in the store ("plan-<plan>"): every data plane of the plan has its keys

@@ -12,7 +12,8 @@
 // validation losses: the validation set is evaluated over every rank of the plan), and the
 // weights after a patched step are the unpatched step's within that reassociation — and so are
 // those after the degraded steps that follow it (the lost group's shard type computed by the group
-// the patch named, over the patch's data plane, no re-plan).
+// the patch named, over the patch's data plane, no re-plan), also where the worker a loss leaves
+// in its group holds every expert and computes on in the degraded steps.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -337,6 +338,40 @@ TEST_CASE("t0906-degraded-steps: after a patch the steps train on degraded, with
   REQUIRE(workers.size() == 11);
   CHECK(workers[10] == 7);
   check_within_reassociation(dir, name);
+}
+
+TEST_CASE("t0909-degraded-rejoin: a damaged group whose survivor holds every expert computes on in the degraded steps, their updates the fault-free run's within reassociation") {
+  // eight experts on eight slots a worker: each worker alone is a whole model, so the rank a loss
+  // leaves in its group computes its part of the degraded steps over a plane of its own instead of
+  // only synchronising; a second loss, in a degraded step, leaves two such groups
+  std::string dir = temp_dir("groups");
+  const std::string slots = ",policies.slots=8";
+  run_unbalanced(dir, write_job(dir, "spare"), "four-8", slots, "");
+  run_unbalanced(dir, dir + "/job-spare.lua", "one-8", slots + ",parallel.groups=1,parallel.redundancy=0", "");
+  const std::string name = "rejoined";
+  const std::string job = spare_variant(dir, name, {{"after_patch = \"cheaper\",\n           spread = true }",
+                                                     "after_patch = \"degraded\", spread = true }"}});
+  auto j = run_unbalanced(dir, job, name, slots,
+                          "kill{ node = 3, step = 4, during = 'backward' }\n"
+                          "kill{ node = 6, step = 7, during = 'backward' }\n");
+  INFO("aborted: " << event_detail(dir + "/" + name, "step_aborted"));
+  CHECK(j["steps"] == 11);
+  CHECK(j["patched_steps"] == 2);
+  CHECK(j["aborted_steps"] == 0);
+  const std::string out = dir + "/" + name;
+  std::string patched;
+  for (const auto& e : events(out))
+    if (e.kind == "step_patched") patched += e.detail + "\n";
+  CHECK(patched.find("(group 1 computes on with its 1 rank left)") != std::string::npos);
+  CHECK(patched.find("(group 1 computes on with its 1 rank left, group 3 computes on with its 1 rank left)") !=
+        std::string::npos);
+  const std::string logs = run_logs(out);
+  CHECK(logs.find("group 1 computes on in the degraded steps with its 1 rank(s) left") != std::string::npos);
+  CHECK(logs.find("group 3 computes on in the degraded steps with its 1 rank(s) left") != std::string::npos);
+  int plans = 0;
+  for (const auto& e : events(out)) plans += e.kind == "plan";
+  CHECK(plans == 1);  // no re-plan
+  check_within_reassociation(dir, name, "-8");
 }
 
 TEST_CASE("t0908-degraded-window: degraded steps keep complete sparse windows on nodes still up, so losing every holder of an expert then restores from peers") {

@@ -6,7 +6,8 @@
 // patches it again with the earlier losses still out; a wipe-out aborts instead; a second loss in
 // the same step patches again; a plan of one group aborts as before; a stop right after a patched
 // step saves with the ranks left; a snapshot of a degraded step leaves the lost rank out. A patch
-// names the nodes still up that hold each survivor's sparse slots from then on.
+// names the nodes still up that hold each survivor's sparse slots from then on, and, spreading, the
+// damaged groups whose ranks left still hold every expert (they compute in the degraded steps).
 #include <doctest/doctest.h>
 
 #include "job/driver_harness.h"
@@ -17,10 +18,11 @@ using namespace sal::job::test;
 
 namespace {
 
-// Four workers in two groups of two, each group holding all four experts; replication-style
-// stacks: both groups host types 0 and 1, group g computes type g.
-PlanRecord grouped_plan(uint32_t n, uint64_t version) {
-  PlanRecord r = dealt_plan(n, version);
+// Four workers in two groups of two, each group holding all four experts (each worker two of them,
+// or with four `slots` all four); replication-style stacks: both groups host types 0 and 1, group g
+// computes type g.
+PlanRecord grouped_plan(uint32_t n, uint64_t version, uint32_t slots = 2) {
+  PlanRecord r = dealt_plan(n, version, 4, slots);
   r.plan.groups = {n / 2, n - n / 2};
   r.plan.stacks.redundancy = 2;
   r.plan.stacks.hosts = {{0, 1}, {0, 1}};
@@ -35,11 +37,12 @@ void commit_in(Harness& h, int64_t ms, uint32_t patch = 0);
 
 // Four workers, `steps` committed (each `step_ms` long), step `steps` in flight under the grouped
 // plan, whose switch took `switch_ms`.
-Harness grouped(uint64_t steps, int64_t step_ms = 0, int64_t switch_ms = 0, DriverConfig cfg = small_job()) {
+Harness grouped(uint64_t steps, int64_t step_ms = 0, int64_t switch_ms = 0, DriverConfig cfg = small_job(),
+                uint32_t slots = 2) {
   Harness h(cfg);
   h.membership(workers({0, 1, 2, 3}));
   REQUIRE(h.asked);
-  h.on(in::Decided{h.asked->decision, grouped_plan(4, ++h.versions)});
+  h.on(in::Decided{h.asked->decision, grouped_plan(4, ++h.versions, slots)});
   auto ranks = h.pending_ranks();
   for (size_t i = 0; i < ranks.size(); ++i)
     h.on(in::Ready{wire::PlanReady{ranks[i].node, ranks[i].index, *h.d.pending_plan(), true, "", 1, 0.5, 0.5}},
@@ -188,6 +191,7 @@ TEST_CASE("a spread patch: the damaged group's types go to every group up, each 
   CHECK(p.damaged == std::vector<uint32_t>{1});
   CHECK(p.spread == std::vector<uint32_t>{1});
   CHECK(p.extra == std::vector<std::vector<uint32_t>>{{}, {}});
+  CHECK(p.rejoin.empty());  // node 2, left of group 1, holds two experts of four
   CHECK(h.note_detail("patch") ==
         "step 3 patch 1: lost 3.0 (group 1): type 1 spread over groups up 0; 3 ranks synchronise (stacks by spare gen 1, "
         "depth 2; after it: cheaper)");
@@ -275,6 +279,38 @@ TEST_CASE("cheaper, a damaged group's survivor would sit degraded steps out: reg
   patch_and_commit(near, plan::AfterPatch::cheaper, 120);
   CHECK(said(near, "step_patched").find("training on degraded (cheaper)") != std::string::npos);
   CHECK_FALSE(near.asked);
+}
+
+TEST_CASE("a spread patch whose damaged group's survivor holds every expert: it rejoins the degraded steps, and cheaper stays degraded") {
+  // as above (50 ms steps, a 100 ms switch, no re-plan in sight), but every worker holds all four
+  // experts: node 2, left of group 1, is a whole model and computes in the degraded steps
+  Harness h = grouped(5, 50, 100, small_job(), 4);
+  h.asked.reset();
+  h.lose(3, "node 3 died");
+  auto asks = h.all<act::DecidePatch>();
+  REQUIRE(asks.size() == 1);
+  h.membership(workers({0, 1, 2}));
+  plan::ShardStacks s = stacks({{0, 1}, {}}, {true, false});
+  s.spread = true;
+  h.on(in::PatchDecided{asks[0].decision, s, "spare gen 1"});
+  auto patches = h.sent<wire::StepPatch>();
+  REQUIRE(patches.size() == 1);
+  CHECK(patches[0].second.damaged == std::vector<uint32_t>{1});
+  CHECK(patches[0].second.rejoin == std::vector<uint32_t>{1});
+  CHECK(h.note_detail("patch") ==
+        "step 5 patch 1: lost 3.0 (group 1): type 1 spread over groups up 0; group 1 computes on with its 1 rank left "
+        "in the degraded steps; 3 ranks synchronise (stacks by spare gen 1, depth 2; after it: cheaper)");
+  commit_in(h, 120, 1);
+  CHECK(said(h, "step_patched").find("training on degraded (cheaper): group(s) 1 out, their shard types computed by "
+                                     "the others as patch 1 said (group 1 computes on with its 1 rank left), 3 ranks") !=
+        std::string::npos);
+  CHECK_FALSE(h.asked);  // no worker sits the degraded steps out: nothing to regroup for
+  // SPARe's own stacks (the type whole to group 0) keep the survivor out: no even parts to share
+  Harness whole = grouped(5, 50, 100, small_job(), 4);
+  whole.lose(3, "node 3 died");
+  whole.on(in::PatchDecided{whole.all<act::DecidePatch>()[0].decision, stacks({{0, 1}, {}}, {true, false}), "spare gen 1"});
+  REQUIRE(whole.sent<wire::StepPatch>().size() == 1);
+  CHECK(whole.sent<wire::StepPatch>()[0].second.rejoin.empty());
 }
 
 TEST_CASE("regroup: the redundancy policy re-plans the survivors at the patched step's boundary") {

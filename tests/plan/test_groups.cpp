@@ -1,5 +1,6 @@
 // test_groups.cpp — a plan's data-parallel groups: positions per group, which group a position is
-// in, the check that every group up holds the whole model, and the groups in plan files.
+// in, the check that every group up holds the whole model (and whether some of a group's positions
+// still do), and the groups in plan files.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -51,6 +52,20 @@ TEST_CASE("a group that does not hold every expert, or groups that miss position
   q.groups = {2, 2};
   REQUIRE_FALSE(check_groups(q).ok());
   CHECK(check_groups(q).error().message() == "plan: the groups have 4 positions, the plan 5");
+}
+
+TEST_CASE("the ranks a group has left after a loss hold a whole model, or the first expert they miss is named") {
+  Plan p = five();  // group 2: positions 2 (expert 0), 3 and 4 (expert 1)
+  std::vector<std::vector<std::vector<uint32_t>>> counts{replica_counts(p.layers[0], p.experts)};
+  CHECK_FALSE(missing_expert(counts, {2, 3, 4}));
+  CHECK_FALSE(missing_expert(counts, {2, 4}));  // 3 lost: 4 still holds expert 1
+  auto gap = missing_expert(counts, {3, 4});    // 2 lost: none holds expert 0
+  REQUIRE(gap);
+  CHECK(*gap == std::pair<uint32_t, uint32_t>{0, 0});
+  CHECK(missing_expert(counts, {}));
+  counts.push_back(counts[0]);
+  counts[1][1] = {0, 0, 0, 0, 0};  // layer 1 expert 1 on no position
+  CHECK(*missing_expert(counts, {0, 1, 2, 3, 4}) == std::pair<uint32_t, uint32_t>{1, 1});
 }
 
 TEST_CASE("a plan file carries its groups") {

@@ -1,6 +1,7 @@
 // test_groups.cpp — a worker's role in a grouped plan: its group, its place there, the shard types
 // its group computes, the group's own replica table, and the sequences of each type it takes —
-// every sequence of the global batch exactly once over the types and the group's ranks.
+// every sequence of the global batch exactly once over the types and the group's ranks, also where a damaged
+// group's ranks left rejoin the degraded steps as a group of their own.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -173,4 +174,32 @@ TEST_CASE("the validation set over the groups up: every sequence once, even wher
     for (int n : taken) CHECK(n == 1);
     CHECK(groups_up_part(total, group_role(p, {}, int(plan::group_span(p, 1).first)), damaged).second == 0);
   }
+}
+
+TEST_CASE("a damaged group rejoining the degraded steps: its ranks left a group of their own, the batch still taken once") {
+  const plan::Plan p = four_groups();  // groups of 2, 1, 3 and 2 ranks: positions 0-1, 2, 3-5, 6-7
+  // every position holds the one expert: any ranks left of a group hold a whole model
+  std::vector<Counts> replicas = {{std::vector<uint32_t>(8, 1)}};
+  // positions 4 (group 2) and 6 (group 3) lost: group 2 rejoins with 3 and 5, group 3 stays out
+  const std::vector<uint32_t> left{0, 1, 2, 3, 5, 7}, rejoin{2}, out{3};
+  for (int batch : {5, 16, 64}) {
+    CAPTURE(batch);
+    std::vector<int> taken(size_t(batch), 0);
+    for (uint32_t pos : left) {
+      GroupRole r = rejoined_role(group_role(p, replicas, int(pos)), replicas, rejoin, left, int(pos));
+      CHECK(r.sizes == std::vector<uint32_t>{2, 1, 2, 2});
+      auto [at, n] = rank_part(even_part(batch, r, out), r);
+      if (pos == 7) CHECK(n == 0);  // its group stays out
+      for (int i = at; i < at + n; ++i) ++taken[size_t(i)];
+    }
+    for (int n : taken) CHECK(n == 1);
+  }
+  GroupRole five = rejoined_role(group_role(p, replicas, 5), replicas, rejoin, left, 5);
+  CHECK(five.span.group == 2);
+  CHECK(five.span.count == 2);
+  CHECK(five.local_rank == 1);                        // 3 and 5 left: 5 is the second
+  CHECK(five.replicas[0] == Counts{{1, 1}});          // its group's table: the two of them
+  GroupRole zero = rejoined_role(group_role(p, replicas, 0), replicas, rejoin, left, 0);
+  CHECK(zero.span.count == 2);                        // a group not rejoining keeps its span
+  CHECK(zero.local_rank == 0);
 }
