@@ -197,7 +197,8 @@ Result<std::unique_ptr<Generation>> Generation::load(Kind kind, const Source& sr
   lua_pushcclosure(L, lua_require, 2);
   g->sandbox_->set_global("require");
   SAL_TRY(g->run_chunk());
-  SAL_TRY(g->check_shape());
+  // (the chunk's errors carry origin:line already; the shape's name the field, here the file too)
+  if (auto s = g->check_shape(); !s) return s.error().with_context(src.origin);
   g->loaded_wall_ms_ = wall_ms();
   return g;
 }
