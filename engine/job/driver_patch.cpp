@@ -190,7 +190,9 @@ std::string Driver::idle_survivors_cost(const phase::Patching& p, double normal_
 void Driver::degraded_step_committed(phase::Running& r, double step_ms) {
   auto& d = *r.degraded;
   d.steps += 1;
-  d.lost_ms += std::max(0.0, step_ms - d.regroup_ms);
+  // (signed: a step quicker than the estimate makes up for a slower one — steps that only scatter
+  // around it, as degraded steps with every survivor computing do, lose nothing — but never below 0)
+  d.lost_ms = std::max(0.0, d.lost_ms + step_ms - d.regroup_ms);
   if (d.after != plan::AfterPatch::cheaper) return;
   const double switch_ms = measured_.switch_s() * 1e3;
   const std::string lost = std::to_string(d.steps) + " degraded steps since step " + std::to_string(d.step) + " lost " +

@@ -133,7 +133,7 @@ struct Degraded {
   plan::AfterPatch after = plan::AfterPatch::cheaper;
   double normal_ms = 0;   // the median step time before the patch
   double regroup_ms = 0;  // a regrouped plan's step, estimated: normal_ms x the plan's ranks / those left
-  double lost_ms = 0;     // what the degraded steps took over regroup_ms, summed
+  double lost_ms = 0;     // what the degraded steps took over regroup_ms, summed (what they took under it off, to 0)
   uint32_t steps = 0;     // degraded steps committed
 };
 

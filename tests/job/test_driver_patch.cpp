@@ -244,6 +244,21 @@ TEST_CASE("cheaper: degraded steps go on until they have lost a plan switch's co
   CHECK(h.sent<wire::StepBegin>().empty());
 }
 
+TEST_CASE("cheaper: degraded steps that only scatter around a regrouped plan's step lose nothing, however many") {
+  Harness h = grouped(5, 60, 100);  // as above: a regrouped plan's step 120 ms, a switch 100 ms
+  patch_and_commit(h, plan::AfterPatch::cheaper, 120, true);
+  h.asked.reset();
+  for (int i = 0; i < 10; ++i) commit_in(h, i % 2 ? 90 : 150);  // 30 over, 30 under, ten times
+  CHECK_FALSE(h.asked);  // 150 ms over in all, made up each time: no regroup
+  CHECK(said(h, "regroup").empty());
+  commit_in(h, 90);  // 30 under: nothing in hand (never below 0) ...
+  commit_in(h, 200), commit_in(h, 130);  // ... so 80 + 10 = 90 lost
+  CHECK_FALSE(h.asked);
+  commit_in(h, 130);  // 100: a switch's cost
+  REQUIRE(h.asked);
+  CHECK(said(h, "regroup").find("14 degraded steps since step 5 lost 100 ms") != std::string::npos);
+}
+
 TEST_CASE("cheaper, a re-plan in sight: the job stays degraded when the steps until it lose less than a switch") {
   DriverConfig cfg = small_job();
   // steps of 128 ms lose 28 each against a regrouped plan's 100 (50 x 4 / 2): 3 steps left after the
