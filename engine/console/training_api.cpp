@@ -231,14 +231,19 @@ int job_checkpoint(Controller& c, lua_State* L) {
   return 1;
 }
 
-// The degraded steps after a patched step: since which step, the groups out, who was lost, what the
-// redundancy policy said follows, and what they have lost so far; null when none.
+// The degraded steps after a patched step: since which step, the groups out and those whose ranks
+// left compute on, who was lost, what the redundancy policy said follows, and what they have lost so
+// far; null when none.
 nlohmann::ordered_json degraded_json(const job::phase::Degraded* d) {
   if (!d) return nullptr;
   nlohmann::ordered_json j;
   j["since_step"] = d->step;
   j["patch"] = d->patch;
-  j["groups_out"] = std::vector<uint32_t>(d->damaged.begin(), d->damaged.end());
+  std::vector<uint32_t> out;
+  for (uint32_t g : d->damaged)
+    if (std::find(d->rejoined.begin(), d->rejoined.end(), g) == d->rejoined.end()) out.push_back(g);
+  j["groups_out"] = out;
+  j["groups_rejoined"] = d->rejoined;
   auto lost = nlohmann::ordered_json::array();
   for (const auto& p : d->lost) lost.push_back(participant_name(p));
   j["lost"] = std::move(lost);
@@ -416,7 +421,8 @@ void register_training_api(lua::ApiRegistry& reg, Controller& c) {
       "the all-reduce depth (the most types a group computes), the types only one group up hosts now (without "
       "spreading, the next loss there is a wipe-out), the steps patched so far (a rank lost mid-step, the step "
       "kept), and `degraded`: while the steps after a patch train on with its groups out, since_step, patch, "
-      "groups_out, lost, after_patch, steps and lost_ms (against a regrouped plan's step; null otherwise). Each "
+      "groups_out, groups_rejoined (damaged, their ranks left computing on), lost, after_patch, steps and lost_ms "
+      "(against a regrouped plan's step; null otherwise). Each "
       "patch is an event (`patch`, `step_patched`, `regroup`; docs/parallel.md).",
       Role::observe, job_stacks);
   add("training", "job.training() -> {phase, plan, plan_from_step, ranks, failure, checkpoint, store}",

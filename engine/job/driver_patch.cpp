@@ -132,7 +132,7 @@ void Driver::after_patched_step(phase::Running& r) {
                                 : "while they lose less than a plan switch (" + switch_text + ") against " +
                                       regroup_text(normal_ms, regroup_ms, applied_->ranks.size(), p.left.size());
   // (regrouping, the step's lost ranks are still left out of what happens before the next plan)
-  r.degraded = phase::Degraded{p.step, p.sent, p.lost, p.damaged, p.left, p.after, normal_ms, regroup_ms, 0, 0};
+  r.degraded = phase::Degraded{p.step, p.sent, p.lost, p.damaged, p.left, p.after, normal_ms, regroup_ms, 0, 0, p.rejoin};
   r.patch.reset();
   if (p.after == plan::AfterPatch::regroup) {
     note("step_patched", head + "the redundancy policy regroups at once: the survivors re-plan next");

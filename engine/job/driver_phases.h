@@ -135,6 +135,7 @@ struct Degraded {
   double regroup_ms = 0;  // a regrouped plan's step, estimated: normal_ms x the plan's ranks / those left
   double lost_ms = 0;     // what the degraded steps took over regroup_ms, summed (what they took under it off, to 0)
   uint32_t steps = 0;     // degraded steps committed
+  std::vector<uint32_t> rejoined;  // damaged groups whose ranks left compute on (wire::StepPatch.rejoin)
 };
 
 struct Running {

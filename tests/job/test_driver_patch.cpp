@@ -320,6 +320,8 @@ TEST_CASE("a spread patch whose damaged group's survivor holds every expert: it 
                                      "the others as patch 1 said (group 1 computes on with its 1 rank left), 3 ranks") !=
         std::string::npos);
   CHECK_FALSE(h.asked);  // no worker sits the degraded steps out: nothing to regroup for
+  REQUIRE(h.d.degraded());
+  CHECK(h.d.degraded()->rejoined == std::vector<uint32_t>{1});  // job.stacks() says so (groups_rejoined)
   // SPARe's own stacks (the type whole to group 0) keep the survivor out: no even parts to share
   Harness whole = grouped(5, 50, 100, small_job(), 4);
   whole.lose(3, "node 3 died");
