@@ -343,7 +343,8 @@ TEST_CASE("t0906-degraded-steps: after a patch the steps train on degraded, with
 TEST_CASE("t0909-degraded-rejoin: a damaged group whose survivor holds every expert computes on in the degraded steps, their updates the fault-free run's within reassociation") {
   // eight experts on eight slots a worker: each worker alone is a whole model, so the rank a loss
   // leaves in its group computes its part of the degraded steps over a plane of its own instead of
-  // only synchronising; a second loss, in a degraded step, leaves two such groups
+  // only synchronising; a second loss, in a degraded step, leaves two such groups. Then groups of
+  // three: the two ranks left of one rejoin together.
   std::string dir = temp_dir("groups");
   const std::string slots = ",policies.slots=8";
   run_unbalanced(dir, write_job(dir, "spare"), "four-8", slots, "");
@@ -372,6 +373,24 @@ TEST_CASE("t0909-degraded-rejoin: a damaged group whose survivor holds every exp
   for (const auto& e : events(out)) plans += e.kind == "plan";
   CHECK(plans == 1);  // no re-plan
   check_within_reassociation(dir, name, "-8");
+  // nine workers in three groups of three: the two a loss leaves in group 1 rejoin over a plane of
+  // the two of them
+  std::string nine = file_text(job);
+  for (auto [from, to] : {std::pair{"nodes = 8", "nodes = 9"}, std::pair{"groups = 4", "groups = 3"}}) {
+    REQUIRE(nine.find(from) != std::string::npos);
+    nine.replace(nine.find(from), std::string(from).size(), to);
+  }
+  const std::string nine_job = dir + "/job-nine.lua";
+  std::ofstream(nine_job) << nine;
+  run_unbalanced(dir, nine_job, "four-9", slots, "");  // (the fault-free run of the same groups)
+  run_unbalanced(dir, nine_job, "one-9", slots + ",parallel.groups=1,parallel.redundancy=0", "");
+  auto n = run_unbalanced(dir, nine_job, "rejoined-two", slots, "kill{ node = 4, step = 4, during = 'backward' }\n");
+  CHECK(n["patched_steps"] == 1);
+  CHECK(n["aborted_steps"] == 0);
+  CHECK(event_detail(dir + "/rejoined-two", "step_patched").find("(group 1 computes on with its 2 ranks left)") !=
+        std::string::npos);
+  CHECK(run_logs(dir + "/rejoined-two").find("with its 2 rank(s) left (this one rank 1 of them)") != std::string::npos);
+  check_within_reassociation(dir, "rejoined-two", "-9");
 }
 
 TEST_CASE("t0908-degraded-window: degraded steps keep complete sparse windows on nodes still up, so losing every holder of an expert then restores from peers") {
